@@ -1,0 +1,225 @@
+"""The load model: the one place that decides "is this node overloaded" and "how good is it".
+
+Pure functions of a node's annotations, the policy and the clock. The extender's
+filter and prioritize verbs, the debug endpoints and the descheduler all call
+``evaluate_node``; nothing else computes a verdict or a score.
+
+Semantics follow crane-scheduler (see README "Load model"), with these decisions:
+
+* Missing, stale, unreadable or future-dated data never rejects a node: the filter
+  fails open so that a broken metrics pipeline cannot stop scheduling.
+* In scoring, a metric without fresh data is assumed to be *at its filter limit*
+  (``maxLimitPercent``), or fully used when it has no predicate. A node that passes
+  the filter with fresh data is at or below every limit, so a node we know nothing
+  about never outranks it; unlike crane's "missing counts as 100 %", a new node is
+  not shunned as if it were full.
+* A timestamp more than ``MAX_FUTURE_SKEW_S`` ahead of the clock is not trusted
+  (crane's local-time-with-Z bug produces these in zones east of UTC).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from app.load.samples import HOT_VALUE_KEY, Sample, parse_hot_value, parse_usage
+from app.policy import HOT_VALUE_VALID_S, HotValuePolicy, Policy
+
+MAX_FUTURE_SKEW_S = 60.0
+MAX_CRANE_SCORE = 100
+MAX_EXTENDER_SCORE = 10
+# crane subtracts int(hot value * 10) from the 0..100 score.
+HOT_VALUE_PENALTY_PER_UNIT = 10
+
+
+class Freshness(StrEnum):
+    FRESH = "fresh"
+    STALE = "stale"
+    MISSING = "missing"
+    UNREADABLE = "unreadable"
+    FUTURE = "future"
+    NOT_SYNCED = "not-synced"  # the policy has no syncPolicy entry for the metric
+
+
+@dataclass(frozen=True, slots=True)
+class MetricReading:
+    metric: str
+    freshness: Freshness
+    usage_fraction: float | None
+    timestamp_s: float | None
+
+    @property
+    def is_fresh(self) -> bool:
+        return self.freshness is Freshness.FRESH
+
+
+@dataclass(frozen=True, slots=True)
+class Overload:
+    metric: str
+    usage_fraction: float
+    limit_fraction: float
+
+    @property
+    def reason(self) -> str:
+        # Names neither the node nor its value, so that kube-scheduler groups identical
+        # reasons across nodes in the pod's FailedScheduling event.
+        return f"Load[{self.metric}] is too high (> {self.limit_fraction:g})"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLoad:
+    """Everything the load model concludes about one node at one instant."""
+
+    readings: tuple[MetricReading, ...]
+    hot_value: int
+    hot_value_fresh: bool
+    overloads: tuple[Overload, ...]
+    load_score: int  # crane's 0..100 score before the hot-value penalty
+    score: int  # 0..100 after the hot-value penalty
+    extender_score: int  # 0..10, what prioritize returns
+    recheck_at_s: float  # the earliest instant at which the clock alone changes this result
+
+    @property
+    def overloaded(self) -> bool:
+        return bool(self.overloads)
+
+    @property
+    def reason(self) -> str | None:
+        """The filter reason: the first overloaded predicate in policy order."""
+        return self.overloads[0].reason if self.overloads else None
+
+
+def read_metric(
+    annotations: Mapping[str, str], metric: str, window_s: float | None, now_s: float
+) -> tuple[MetricReading, float]:
+    """Read one metric annotation; also return when its freshness next changes."""
+    raw = annotations.get(metric)
+    if raw is None:
+        return MetricReading(metric, Freshness.MISSING, None, None), math.inf
+    sample = parse_usage(raw)
+    if sample is None:
+        return MetricReading(metric, Freshness.UNREADABLE, None, None), math.inf
+    freshness, changes_at_s = _freshness(sample, window_s, now_s)
+    return MetricReading(metric, freshness, sample.value, sample.timestamp_s), changes_at_s
+
+
+def _freshness(sample: Sample, window_s: float | None, now_s: float) -> tuple[Freshness, float]:
+    if window_s is None:
+        return Freshness.NOT_SYNCED, math.inf
+    trusted_from_s = sample.timestamp_s - MAX_FUTURE_SKEW_S
+    if now_s < trusted_from_s:
+        return Freshness.FUTURE, trusted_from_s
+    fresh_until_s = sample.timestamp_s + window_s
+    if now_s < fresh_until_s:
+        return Freshness.FRESH, fresh_until_s
+    return Freshness.STALE, math.inf
+
+
+def read_hot_value(annotations: Mapping[str, str], now_s: float) -> tuple[int, bool, float]:
+    """The node's hot value (0 unless fresh), whether it was fresh, and when that changes."""
+    raw = annotations.get(HOT_VALUE_KEY)
+    sample = parse_hot_value(raw) if raw is not None else None
+    if sample is None:
+        return 0, False, math.inf
+    freshness, changes_at_s = _freshness(sample, HOT_VALUE_VALID_S, now_s)
+    if freshness is Freshness.FRESH:
+        return int(sample.value), True, changes_at_s
+    return 0, False, changes_at_s
+
+
+def assumed_usage_fraction(policy: Policy, metric: str) -> float:
+    """The usage that scoring assumes for a metric without fresh data (see module doc)."""
+    for predicate in policy.spec.predicate:
+        if predicate.name == metric and predicate.max_limit_fraction > 0:
+            return predicate.max_limit_fraction
+    return 1.0
+
+
+def find_overloads(readings: Mapping[str, MetricReading], policy: Policy) -> tuple[Overload, ...]:
+    overloads = []
+    for predicate in policy.spec.predicate:
+        limit = predicate.max_limit_fraction
+        reading = readings.get(predicate.name)
+        if limit <= 0 or reading is None or not reading.is_fresh:
+            continue
+        assert reading.usage_fraction is not None
+        if reading.usage_fraction > limit:
+            overloads.append(Overload(predicate.name, reading.usage_fraction, limit))
+    return tuple(overloads)
+
+
+def load_score(readings: Mapping[str, MetricReading], policy: Policy) -> int:
+    """crane's score: the weighted free fraction of the priority metrics, 0..100."""
+    weighted_free = 0.0
+    total_weight = 0.0
+    for priority in policy.spec.priority:
+        reading = readings.get(priority.name)
+        if reading is not None and reading.is_fresh and reading.usage_fraction is not None:
+            usage = reading.usage_fraction
+        else:
+            usage = assumed_usage_fraction(policy, priority.name)
+        weighted_free += (1.0 - usage) * priority.weight * MAX_CRANE_SCORE
+        total_weight += priority.weight
+    if total_weight <= 0:
+        return MAX_CRANE_SCORE
+    return int(weighted_free / total_weight)
+
+
+def apply_hot_value(score: int, hot_value: int) -> int:
+    penalised = score - hot_value * HOT_VALUE_PENALTY_PER_UNIT
+    return max(0, min(MAX_CRANE_SCORE, penalised))
+
+
+def to_extender_score(score: int) -> int:
+    """Map crane's 0..100 onto kube-scheduler's extender range 0..10, rounding half up."""
+    bounded = max(0, min(MAX_CRANE_SCORE, score))
+    return (bounded + 5) // 10
+
+
+def evaluate_node(annotations: Mapping[str, str], policy: Policy, now_s: float) -> NodeLoad:
+    """The verdict and score of one node, from its annotations, at ``now_s``."""
+    readings: dict[str, MetricReading] = {}
+    recheck_at_s = math.inf
+    for metric in policy.metrics:
+        reading, changes_at_s = read_metric(
+            annotations, metric, policy.freshness_window_s(metric), now_s
+        )
+        readings[metric] = reading
+        recheck_at_s = min(recheck_at_s, changes_at_s)
+    hot_value, hot_fresh, hot_changes_at_s = read_hot_value(annotations, now_s)
+    base_score = load_score(readings, policy)
+    score = apply_hot_value(base_score, hot_value)
+    return NodeLoad(
+        readings=tuple(readings.values()),
+        hot_value=hot_value,
+        hot_value_fresh=hot_fresh,
+        overloads=find_overloads(readings, policy),
+        load_score=base_score,
+        score=score,
+        extender_score=to_extender_score(score),
+        recheck_at_s=min(recheck_at_s, hot_changes_at_s),
+    )
+
+
+def hot_value_from_bindings(
+    binding_times_s: Iterable[float], now_s: float, hot_policy: Iterable[HotValuePolicy]
+) -> int:
+    """crane's hot value: Σ over entries of floor(bindings within timeRange / count)."""
+    ages_s = [now_s - at_s for at_s in binding_times_s]
+    total = 0
+    for entry in hot_policy:
+        recent = sum(1 for age_s in ages_s if 0 <= age_s < entry.time_range_s)
+        total += recent // entry.count
+    return total
+
+
+def is_exempt_from_filter(pod: Mapping[str, Any]) -> bool:
+    """DaemonSet pods always pass: they must run on every node, however busy."""
+    metadata = pod.get("metadata")
+    owners = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
+    if not isinstance(owners, list):
+        return False
+    return any(isinstance(owner, Mapping) and owner.get("kind") == "DaemonSet" for owner in owners)

@@ -1,0 +1,107 @@
+"""The annotation wire format: ``"<value>,<timestamp>"`` on a Node.
+
+loadaware writes crane's exact layout (five decimals, ``YYYY-MM-DDTHH:MM:SSZ``) so
+that a crane scheduler still running during a migration reads it, but always in
+real UTC. Reading accepts that layout and any RFC 3339 timestamp.
+
+crane writes local time followed by a literal ``Z``. Such values are read as UTC:
+correct when crane ran in UTC (the container default). Otherwise they look stale
+(zones west of UTC, ignored as missing data) or lie in the future (zones east,
+rejected by the clock-skew guard in the load model), and the annotator replaces
+them at its first sync. No wrong value is ever used as fresh.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+HOT_VALUE_KEY = "node_hot_value"
+
+_UTC_LAYOUT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One annotation value with the UTC time it was measured, in unix seconds."""
+
+    value: float
+    timestamp_s: float
+
+
+def parse_timestamp_s(text: str) -> float | None:
+    """Parse an RFC 3339 / crane timestamp into unix seconds, or None if it is not one."""
+    text = text.strip()
+    if len(text) == 20 and text.endswith("Z"):
+        try:
+            parsed = datetime.strptime(text, _UTC_LAYOUT).replace(tzinfo=UTC)
+        except ValueError:
+            return None
+        return parsed.timestamp()
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        # Without a zone the instant is unknowable; crane always writes one.
+        return None
+    return parsed.timestamp()
+
+
+def _split(raw: str) -> tuple[str, float] | None:
+    value_text, separator, time_text = raw.partition(",")
+    if not separator:
+        return None
+    timestamp_s = parse_timestamp_s(time_text)
+    if timestamp_s is None:
+        return None
+    return value_text.strip(), timestamp_s
+
+
+def parse_usage(raw: str) -> Sample | None:
+    """A usage fraction in [0, 1] with its timestamp; None for anything else.
+
+    Values outside [0, 1] are not clamped: the annotator never writes them, so they
+    come from a foreign or broken writer (a percentage written by mistake would
+    otherwise reject every node).
+    """
+    parts = _split(raw)
+    if parts is None:
+        return None
+    value_text, timestamp_s = parts
+    try:
+        value = float(value_text)
+    except ValueError:
+        return None
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        return None
+    return Sample(value, timestamp_s)
+
+
+def parse_hot_value(raw: str) -> Sample | None:
+    """A non-negative whole hot value with its timestamp; None for anything else."""
+    parts = _split(raw)
+    if parts is None:
+        return None
+    value_text, timestamp_s = parts
+    try:
+        value = int(value_text)
+    except ValueError:
+        return None
+    if value < 0:
+        return None
+    return Sample(float(value), timestamp_s)
+
+
+def format_timestamp(at_s: float) -> str:
+    return datetime.fromtimestamp(at_s, tz=UTC).strftime(_UTC_LAYOUT)
+
+
+def format_usage(usage_fraction: float, at_s: float) -> str:
+    """The annotation value for a usage fraction, e.g. ``0.63012,2023-10-17T15:04:32Z``."""
+    return f"{usage_fraction:.5f},{format_timestamp(at_s)}"
+
+
+def format_hot_value(hot_value: int, at_s: float) -> str:
+    return f"{hot_value},{format_timestamp(at_s)}"

@@ -1,0 +1,330 @@
+"""The scheduling policy: crane's ``DynamicSchedulerPolicy`` file format, validated.
+
+A crane policy file loads unchanged, including crane's misspelled ``maxLimitPecent``.
+Durations use Go's syntax (``90s``, ``3m``, ``1h30m``) because that is what crane
+files contain.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+API_VERSION = "scheduler.policy.crane.io/v1alpha1"
+KIND = "DynamicSchedulerPolicy"
+
+# crane treats a metric as fresh for one sync period plus this grace, so that a
+# sync that runs a little late does not make every node's data stale at once.
+FRESHNESS_GRACE_S = 5 * 60.0
+
+# crane's hot value annotation counts for this long after it was written.
+HOT_VALUE_VALID_S = 5 * 60.0
+
+_GO_DURATION_UNITS_S = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+class PolicyError(ValueError):
+    """A policy file that cannot be used; the message names the file, field and problem."""
+
+
+def parse_duration_s(text: str) -> float:
+    """Parse a Go duration string (``3m``, ``1h30m``, ``90s``) into seconds."""
+    raw = text.strip()
+    body = raw[1:] if raw[:1] in "+-" else raw
+    if raw.startswith("-"):
+        raise ValueError(f"duration {text!r} is negative")
+    if body == "0":
+        return 0.0
+    total = 0.0
+    position = 0
+    while position < len(body):
+        match = _GO_DURATION_PART.match(body, position)
+        if match is None:
+            raise ValueError(
+                f"invalid duration {text!r}: use Go syntax such as '90s', '3m' or '1h30m'"
+            )
+        total += float(match.group(1)) * _GO_DURATION_UNITS_S[match.group(2)]
+        position = match.end()
+    if not body:
+        raise ValueError("duration is empty: use Go syntax such as '90s', '3m' or '1h30m'")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """Render seconds the way Go prints a duration, for messages and ``policy check``."""
+    if seconds == 0:
+        return "0s"
+    whole = int(seconds)
+    if whole != seconds:
+        return f"{seconds:g}s"
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = []
+    if hours:
+        parts.append(f"{hours}h")
+    if minutes:
+        parts.append(f"{minutes}m")
+    if secs or not parts:
+        parts.append(f"{secs}s")
+    return "".join(parts)
+
+
+def _duration_field(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("expected a duration string such as '3m'")
+    if isinstance(value, int | float):
+        # Bare numbers are ambiguous (seconds? nanoseconds, as Go would read them?).
+        raise ValueError(f"expected a duration string such as '3m', got the number {value}")
+    if not isinstance(value, str):
+        raise ValueError("expected a duration string such as '3m'")
+    return parse_duration_s(value)
+
+
+DurationS = Annotated[float, BeforeValidator(_duration_field)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class _MetricEntry(_Strict):
+    name: str = Field(min_length=1)
+
+
+class SyncPolicy(_MetricEntry):
+    period_s: DurationS = Field(validation_alias=AliasChoices("period", "period_s"), gt=0)
+
+
+class PredicatePolicy(_MetricEntry):
+    # crane's field is spelled maxLimitPecent; both spellings are accepted.
+    max_limit_fraction: float = Field(
+        validation_alias=AliasChoices("maxLimitPecent", "maxLimitPercent", "max_limit_fraction"),
+        ge=0.0,
+        le=1.0,
+        description="usage fraction (0..1) above which a node is rejected; 0 disables",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _explain_percent_values(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            for key in ("maxLimitPecent", "maxLimitPercent"):
+                value = data.get(key)
+                if isinstance(value, int | float) and not isinstance(value, bool) and value > 1:
+                    raise ValueError(
+                        f"{key} is {value}, but it is a fraction of 1 despite its name: "
+                        f"write {value / 100:g} for {value:g} %"
+                    )
+        return data
+
+
+class PriorityPolicy(_MetricEntry):
+    weight: float = Field(ge=0.0)
+
+
+class HotValuePolicy(_Strict):
+    time_range_s: DurationS = Field(
+        validation_alias=AliasChoices("timeRange", "time_range_s"), gt=0
+    )
+    count: int = Field(gt=0)
+
+
+class PolicySpec(_Strict):
+    sync_policy: tuple[SyncPolicy, ...] = Field(
+        default=(), validation_alias=AliasChoices("syncPolicy", "sync_policy")
+    )
+    predicate: tuple[PredicatePolicy, ...] = ()
+    priority: tuple[PriorityPolicy, ...] = ()
+    hot_value: tuple[HotValuePolicy, ...] = Field(
+        default=(), validation_alias=AliasChoices("hotValue", "hot_value")
+    )
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> PolicySpec:
+        for field, entries in (
+            ("syncPolicy", self.sync_policy),
+            ("predicate", self.predicate),
+            ("priority", self.priority),
+        ):
+            seen: set[str] = set()
+            for entry in entries:
+                if entry.name in seen:
+                    raise ValueError(f"{field} lists metric {entry.name!r} twice")
+                seen.add(entry.name)
+        if self.priority and not any(p.weight > 0 for p in self.priority):
+            raise ValueError("priority weights are all 0: give at least one metric a weight > 0")
+        return self
+
+
+class DynamicSchedulerPolicy(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    api_version: str = Field(
+        default=API_VERSION, validation_alias=AliasChoices("apiVersion", "api_version")
+    )
+    kind: str = KIND
+    spec: PolicySpec
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> DynamicSchedulerPolicy:
+        if self.kind != KIND:
+            raise ValueError(f"kind is {self.kind!r}, expected {KIND!r}")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The policy in the form the load model uses: lookups precomputed, warnings collected."""
+
+    spec: PolicySpec
+    source: str
+    warnings: tuple[str, ...]
+    metrics: tuple[str, ...]  # every metric named anywhere, in first-mention order
+    freshness_windows_s: Mapping[str, float]  # how long after its timestamp a value counts
+
+    @classmethod
+    def from_spec(cls, spec: PolicySpec, source: str) -> Policy:
+        names: dict[str, None] = {}
+        for entry in (*spec.sync_policy, *spec.predicate, *spec.priority):
+            names.setdefault(entry.name, None)
+        windows = {entry.name: entry.period_s + FRESHNESS_GRACE_S for entry in spec.sync_policy}
+        return cls(spec, source, _warnings_for(spec), tuple(names), windows)
+
+    def freshness_window_s(self, metric: str) -> float | None:
+        return self.freshness_windows_s.get(metric)
+
+
+def _warnings_for(spec: PolicySpec) -> tuple[str, ...]:
+    synced = {entry.name for entry in spec.sync_policy}
+    warnings = []
+    for field, entries in (("predicate", spec.predicate), ("priority", spec.priority)):
+        for entry in entries:
+            if entry.name not in synced:
+                warnings.append(
+                    f"{field} metric {entry.name!r} has no syncPolicy entry, so its values can "
+                    f"never count as fresh: it rejects no node and scores as missing data (as in "
+                    f"crane); add it to syncPolicy"
+                )
+    if not spec.hot_value:
+        warnings.append("hotValue is empty: recent bindings will not lower any node's score")
+    return tuple(warnings)
+
+
+def _format_validation_error(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        location = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"  {location}: {message}")
+    return "\n".join(lines)
+
+
+def policy_from_mapping(document: Any, source: str = "<memory>") -> Policy:
+    """Validate a parsed policy document; raise PolicyError naming each bad field."""
+    if not isinstance(document, Mapping):
+        raise PolicyError(f"{source}: expected a DynamicSchedulerPolicy mapping at the top level")
+    try:
+        parsed = DynamicSchedulerPolicy.model_validate(document)
+    except ValidationError as error:
+        raise PolicyError(
+            f"{source}: invalid DynamicSchedulerPolicy:\n{_format_validation_error(error)}"
+        ) from None
+    for entry in parsed.spec.predicate:
+        if math.isnan(entry.max_limit_fraction):
+            raise PolicyError(f"{source}: predicate {entry.name!r} has a NaN limit")
+    return Policy.from_spec(parsed.spec, source)
+
+
+def policy_from_yaml(text: str, source: str = "<memory>") -> Policy:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise PolicyError(f"{source}: not valid YAML: {error}") from None
+    return policy_from_mapping(document, source)
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and validate a policy file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise PolicyError(f"{file}: cannot read policy file: {error.strerror or error}") from None
+    return policy_from_yaml(text, str(file))
+
+
+DEFAULT_POLICY_YAML = """\
+apiVersion: scheduler.policy.crane.io/v1alpha1
+kind: DynamicSchedulerPolicy
+spec:
+  syncPolicy:
+    - name: cpu_usage_avg_5m
+      period: 3m
+    - name: cpu_usage_max_avg_1h
+      period: 15m
+    - name: cpu_usage_max_avg_1d
+      period: 3h
+    - name: mem_usage_avg_5m
+      period: 3m
+    - name: mem_usage_max_avg_1h
+      period: 15m
+    - name: mem_usage_max_avg_1d
+      period: 3h
+  predicate:
+    - name: cpu_usage_avg_5m
+      maxLimitPecent: 0.65
+    - name: cpu_usage_max_avg_1h
+      maxLimitPecent: 0.75
+    - name: mem_usage_avg_5m
+      maxLimitPecent: 0.65
+    - name: mem_usage_max_avg_1h
+      maxLimitPecent: 0.75
+  priority:
+    - name: cpu_usage_avg_5m
+      weight: 0.2
+    - name: cpu_usage_max_avg_1h
+      weight: 0.3
+    - name: cpu_usage_max_avg_1d
+      weight: 0.5
+    - name: mem_usage_avg_5m
+      weight: 0.2
+    - name: mem_usage_max_avg_1h
+      weight: 0.3
+    - name: mem_usage_max_avg_1d
+      weight: 0.5
+  hotValue:
+    - timeRange: 5m
+      count: 5
+    - timeRange: 1m
+      count: 2
+"""
+
+
+def default_policy() -> Policy:
+    """crane's default policy, used by the demo and when no file is given."""
+    return policy_from_yaml(DEFAULT_POLICY_YAML, "<built-in default policy>")

@@ -1,0 +1,136 @@
+from pathlib import Path
+
+import pytest
+
+from app.policy import (
+    DEFAULT_POLICY_YAML,
+    PolicyError,
+    default_policy,
+    format_duration,
+    load_policy,
+    parse_duration_s,
+    policy_from_yaml,
+)
+
+# A policy file as crane ships it, misspelling included.
+CRANE_POLICY = DEFAULT_POLICY_YAML
+
+
+def test_crane_policy_file_loads_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(CRANE_POLICY)
+    policy = load_policy(path)
+    assert [p.max_limit_fraction for p in policy.spec.predicate] == [0.65, 0.75, 0.65, 0.75]
+    assert policy.freshness_window_s("cpu_usage_avg_5m") == 8 * 60
+    assert policy.freshness_window_s("cpu_usage_max_avg_1d") == 3 * 3600 + 5 * 60
+    assert [(h.time_range_s, h.count) for h in policy.spec.hot_value] == [(300, 5), (60, 2)]
+    assert policy.warnings == ()
+
+
+def test_correct_spelling_of_max_limit_percent_is_accepted() -> None:
+    policy = policy_from_yaml(CRANE_POLICY.replace("maxLimitPecent", "maxLimitPercent"))
+    assert policy.spec.predicate[0].max_limit_fraction == 0.65
+
+
+def test_unknown_metric_names_are_allowed() -> None:
+    policy = policy_from_yaml(
+        """
+spec:
+  syncPolicy: [{name: gpu_usage_avg_5m, period: 1m}]
+  predicate: [{name: gpu_usage_avg_5m, maxLimitPecent: 0.9}]
+  priority: [{name: gpu_usage_avg_5m, weight: 1}]
+"""
+    )
+    assert policy.metrics == ("gpu_usage_avg_5m",)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("3m", 180),
+        ("1h", 3600),
+        ("3h", 10800),
+        ("90s", 90),
+        ("1h30m", 5400),
+        ("1.5m", 90),
+        ("500ms", 0.5),
+        ("0", 0),
+    ],
+)
+def test_go_durations_parse(text: str, seconds: float) -> None:
+    assert parse_duration_s(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "3", "3 minutes", "m", "-3m", "3d"])
+def test_bad_durations_are_rejected(text: str) -> None:
+    with pytest.raises(ValueError, match="duration"):
+        parse_duration_s(text)
+
+
+def test_durations_format_like_go() -> None:
+    assert [format_duration(s) for s in (180, 5400, 10800, 0, 0.5)] == [
+        "3m",
+        "1h30m",
+        "3h",
+        "0s",
+        "0.5s",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mutation", "message"),
+    [
+        (("period: 3m", "period: three"), "spec.syncPolicy.0.period: invalid duration 'three'"),
+        (("period: 3m", "period: 180"), "got the number 180"),
+        (("maxLimitPecent: 0.65", "maxLimitPecent: 65"), "write 0.65 for 65 %"),
+        (("weight: 0.2", "weight: -1"), "spec.priority.0.weight"),
+        (("count: 5", "count: 0"), "spec.hotValue.0.count"),
+        (("kind: DynamicSchedulerPolicy", "kind: Deployment"), "kind is 'Deployment'"),
+        (("  syncPolicy:", "  syncPolicyy:"), "syncPolicyy: Extra inputs are not permitted"),
+        (
+            (
+                "- name: cpu_usage_max_avg_1h\n      period: 15m",
+                "- name: cpu_usage_avg_5m\n      period: 15m",
+            ),
+            "lists metric 'cpu_usage_avg_5m' twice",
+        ),
+    ],
+)
+def test_bad_policy_names_the_field_and_problem(mutation: tuple[str, str], message: str) -> None:
+    old, new = mutation
+    assert old in CRANE_POLICY
+    with pytest.raises(PolicyError) as error:
+        policy_from_yaml(CRANE_POLICY.replace(old, new, 1), "policy.yaml")
+    assert message in str(error.value)
+    assert str(error.value).startswith("policy.yaml: ")
+
+
+def test_not_yaml_is_a_clear_error() -> None:
+    with pytest.raises(PolicyError, match="not valid YAML"):
+        policy_from_yaml("spec: [unclosed", "p.yaml")
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="cannot read policy file"):
+        load_policy(tmp_path / "absent.yaml")
+
+
+def test_predicate_without_sync_policy_warns() -> None:
+    policy = policy_from_yaml(
+        """
+spec:
+  syncPolicy: [{name: cpu_usage_avg_5m, period: 3m}]
+  predicate: [{name: mem_usage_avg_5m, maxLimitPecent: 0.5}]
+  priority: [{name: cpu_usage_avg_5m, weight: 1}]
+  hotValue: [{timeRange: 1m, count: 2}]
+"""
+    )
+    assert len(policy.warnings) == 1
+    assert "'mem_usage_avg_5m' has no syncPolicy entry" in policy.warnings[0]
+
+
+def test_default_policy_matches_crane_defaults() -> None:
+    policy = default_policy()
+    weights = {p.name: p.weight for p in policy.spec.priority}
+    assert weights["cpu_usage_max_avg_1d"] == 0.5
+    assert policy.freshness_window_s("mem_usage_max_avg_1h") == 20 * 60
