@@ -1,0 +1,44 @@
+"""``loadaware <component>``: the single entry point for every component."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from app import policy_check
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loadaware",
+        description="Load-aware scheduling for Kubernetes: annotator, scheduler extender, "
+        "descheduler.",
+    )
+    parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    components = parser.add_subparsers(dest="component", required=True, metavar="COMPONENT")
+    policy_check.add_parser(components)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level)
+    command: Command = args.run
+    return command(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""``loadaware policy check FILE``: validate a policy file and show what it means."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from app.load.model import assumed_usage_fraction
+from app.policy import HOT_VALUE_VALID_S, Policy, PolicyError, format_duration, load_policy
+
+
+def describe(policy: Policy) -> str:
+    """The effective policy as an operator wants to read it."""
+    spec = policy.spec
+    limits = {p.name: p.max_limit_fraction for p in spec.predicate}
+    weights = {p.name: p.weight for p in spec.priority}
+    total_weight = sum(weights.values())
+    lines = [f"policy: {policy.source}", ""]
+    header = ("metric", "sync period", "fresh for", "reject above", "weight", "if no data")
+    rows: list[tuple[str, ...]] = [header]
+    for metric in policy.metrics:
+        period = next((s.period_s for s in spec.sync_policy if s.name == metric), None)
+        window = policy.freshness_window_s(metric)
+        limit = limits.get(metric)
+        weight = weights.get(metric)
+        rows.append(
+            (
+                metric,
+                format_duration(period) if period is not None else "-",
+                format_duration(window) if window is not None else "never",
+                "off" if not limit else f"{limit:g}",
+                "-" if weight is None else f"{weight:g} ({weight / total_weight:.0%})",
+                "-" if weight is None else f"scored as {assumed_usage_fraction(policy, metric):g}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines += [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    lines.append("")
+    if spec.hot_value:
+        terms = " + ".join(
+            f"floor(bindings in {format_duration(h.time_range_s)} / {h.count})"
+            for h in spec.hot_value
+        )
+        lines.append(
+            f"hot value = {terms}; valid {format_duration(HOT_VALUE_VALID_S)}; "
+            "each unit lowers the score by 10 of 100"
+        )
+    lines.append("missing, stale or unreadable data never rejects a node")
+    for warning in policy.warnings:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        policy = load_policy(args.file)
+    except PolicyError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(describe(policy))
+    return 0
+
+
+def add_parser(components: Any) -> None:
+    policy_parser = components.add_parser("policy", help="work with policy files")
+    verbs = policy_parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    check = verbs.add_parser("check", help="validate a policy file and print the effective policy")
+    check.add_argument("file", help="path to a DynamicSchedulerPolicy YAML file")
+    check.set_defaults(run=run)
