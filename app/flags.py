@@ -25,7 +25,7 @@ def add_flag(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
     variable = env_name(flag)
     help_text = kwargs.pop("help", "")
     raw = os.environ.get(variable)
-    if kwargs.get("action") == "store_true":
+    if kwargs.get("action") in ("store_true", argparse.BooleanOptionalAction):
         if raw is not None:
             lowered = raw.strip().lower()
             if lowered not in _TRUE | _FALSE:

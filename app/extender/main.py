@@ -1,0 +1,157 @@
+"""``loadaware extender`` and ``loadaware demo``: serve the scheduler extender."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import ssl
+from typing import Any
+
+import uvicorn
+
+from app.extender.demo import curl_examples, keep_demo_nodes_fresh, load_demo_nodes
+from app.extender.http import DEFAULT_MAX_BODY_BYTES, ExtenderApp
+from app.extender.service import Extender
+from app.flags import add_flag
+from app.kube.client import make_client
+from app.kube.nodes import NodeCache
+from app.policy import PolicyError, default_policy
+from app.policy_watch import PolicyWatcher
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8888
+
+
+def _serve(app: ExtenderApp, args: argparse.Namespace) -> None:
+    tls: dict[str, Any] = {}
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key):
+            raise SystemExit("error: --tls-cert and --tls-key must be given together")
+        tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key}
+        if args.client_ca:
+            tls |= {"ssl_ca_certs": args.client_ca, "ssl_cert_reqs": ssl.CERT_REQUIRED}
+    elif args.client_ca:
+        raise SystemExit("error: --client-ca needs --tls-cert and --tls-key (mutual TLS)")
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level.lower(),
+        # Per-request access logs would cost more than the verbs themselves.
+        access_log=False,
+        lifespan="on",
+        **tls,
+    )
+    uvicorn.Server(config).run()
+
+
+def run_extender(args: argparse.Namespace) -> int:
+    watcher: PolicyWatcher | None = None
+    if args.policy:
+        # The callbacks run only after start-up, once `extender` exists.
+        watcher = PolicyWatcher(
+            args.policy,
+            on_change=lambda new_policy: extender.set_policy(new_policy),
+            on_result=lambda result: extender.on_policy_reload(result),
+            interval_s=float(args.policy_poll_interval),
+        )
+        try:
+            policy = watcher.load_initial()
+        except PolicyError as error:
+            raise SystemExit(f"error: {error}") from None
+    else:
+        log.warning("no --policy given: using the built-in default policy (crane's defaults)")
+        policy = default_policy()
+    node_cache = NodeCache(make_client(args.kubeconfig)) if args.node_cache else None
+    extender = Extender(policy, node_cache=node_cache, policy_watcher=watcher)
+    extender.on_policy_reload("success")
+    log.info(
+        "loadaware extender: mode %s, policy %s, listening on %s:%d%s",
+        extender.mode,
+        policy.source,
+        args.host,
+        args.port,
+        " (TLS)" if args.tls_cert else "",
+    )
+    _serve(ExtenderApp(extender, max_body_bytes=int(args.max_body_bytes)), args)
+    return 0
+
+
+class _DemoExtender(Extender):
+    async def start(self) -> None:
+        await super().start()
+        self._tasks.append(asyncio.create_task(keep_demo_nodes_fresh(self.table), name="demo"))
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    extender = _DemoExtender(default_policy(), mode="demo")
+    load_demo_nodes(extender.table)
+    base_url = f"http://{args.host}:{args.port}"
+    print(f"loadaware demo: extender with a built-in 7-node cluster on {base_url}", flush=True)
+    print(curl_examples(base_url), flush=True)
+    args.tls_cert = args.tls_key = args.client_ca = None
+    _serve(ExtenderApp(extender), args)
+    return 0
+
+
+def _add_server_flags(parser: argparse.ArgumentParser, default_host: str) -> None:
+    add_flag(parser, "--host", default=default_host, help="address to listen on")
+    add_flag(parser, "--port", type=int, default=DEFAULT_PORT, help="port to listen on")
+
+
+def add_parser(components: Any) -> None:
+    extender = components.add_parser(
+        "extender",
+        help="serve the kube-scheduler extender (filter and prioritize verbs)",
+        description="Serve POST /filter and /prioritize for kube-scheduler's `extenders:` "
+        "config, plus /healthz, /readyz, /metrics and /debug/nodes.",
+    )
+    add_flag(
+        extender,
+        "--policy",
+        help="DynamicSchedulerPolicy YAML file, reloaded when it changes "
+        "(default: built-in crane defaults)",
+    )
+    add_flag(
+        extender,
+        "--kubeconfig",
+        help="kubeconfig file (default: in-cluster config, then $KUBECONFIG, ~/.kube/config)",
+    )
+    _add_server_flags(extender, "0.0.0.0")
+    add_flag(
+        extender,
+        "--node-cache",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="watch Nodes so kube-scheduler can use nodeCacheCapable: true (recommended); "
+        "--no-node-cache reads annotations from full-node requests instead",
+    )
+    add_flag(extender, "--tls-cert", help="serve HTTPS with this certificate (PEM)")
+    add_flag(extender, "--tls-key", help="private key for --tls-cert (PEM)")
+    add_flag(
+        extender, "--client-ca", help="require client certificates signed by this CA (mutual TLS)"
+    )
+    add_flag(
+        extender,
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="reject larger request bodies with HTTP 413",
+    )
+    add_flag(
+        extender,
+        "--policy-poll-interval",
+        type=float,
+        default=5.0,
+        help="seconds between checks of the policy file for changes",
+    )
+    extender.set_defaults(run=run_extender)
+
+    demo = components.add_parser(
+        "demo",
+        help="serve the extender over a built-in demo cluster (no Kubernetes needed)",
+    )
+    _add_server_flags(demo, "127.0.0.1")
+    demo.set_defaults(run=run_demo)

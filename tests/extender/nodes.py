@@ -1,0 +1,64 @@
+"""Node annotations and request bodies shared by the extender tests."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from app.load.samples import format_usage
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kube-scheduler"
+METRICS = (
+    "cpu_usage_avg_5m",
+    "cpu_usage_max_avg_1h",
+    "cpu_usage_max_avg_1d",
+    "mem_usage_avg_5m",
+    "mem_usage_max_avg_1h",
+    "mem_usage_max_avg_1d",
+)
+
+
+def usage_annotations(cpu: float, mem: float, age_s: float = 30.0) -> dict[str, str]:
+    at_s = time.time() - age_s
+    return {m: format_usage(cpu if m.startswith("cpu") else mem, at_s) for m in METRICS}
+
+
+COOL = usage_annotations(0.2, 0.3)
+HOT_CPU = usage_annotations(0.9, 0.3)
+
+
+def fixture(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((FIXTURES / name).read_text())
+    return loaded
+
+
+def fixture_names() -> list[str]:
+    return sorted(p.name for p in FIXTURES.glob("*.json"))
+
+
+def with_annotations(
+    body: dict[str, Any], annotations: dict[str, dict[str, str]]
+) -> dict[str, Any]:
+    """A full-nodes body whose nodes carry extra annotations, by node name."""
+    changed = copy.deepcopy(body)
+    for node in changed["Nodes"]["items"]:
+        extra = annotations.get(node["metadata"]["name"], {})
+        node["metadata"].setdefault("annotations", {}).update(extra)
+    return changed
+
+
+def as_daemonset_pod(body: dict[str, Any]) -> dict[str, Any]:
+    changed = copy.deepcopy(body)
+    changed["Pod"]["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "name": "agent",
+            "uid": "u",
+            "controller": True,
+        }
+    ]
+    return changed
