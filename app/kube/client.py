@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx2
 from lightkube import AsyncClient, KubeConfig
+from lightkube.config.models import Cluster, User
 
 FIELD_MANAGER = "loadaware"
 
@@ -18,8 +19,10 @@ def make_client(kubeconfig: str | None = None, timeout_s: float = 10.0) -> Async
 
 def client_for_server(url: str, timeout_s: float = 10.0) -> AsyncClient:
     """A client for an API server URL without authentication (tests, `kubectl proxy`)."""
+    # KubeConfig.from_server leaves the user unset, which lightkube then refuses.
+    config = KubeConfig.from_one(cluster=Cluster(server=url), user=User(), namespace="default")
     return AsyncClient(
-        config=KubeConfig.from_server(url),
+        config=config,
         timeout=httpx2.Timeout(timeout_s),
         field_manager=FIELD_MANAGER,
     )
