@@ -24,16 +24,21 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 8888
 
 
-def _serve(app: ExtenderApp, args: argparse.Namespace) -> None:
-    tls: dict[str, Any] = {}
-    if args.tls_cert or args.tls_key:
-        if not (args.tls_cert and args.tls_key):
-            raise SystemExit("error: --tls-cert and --tls-key must be given together")
-        tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key}
+def tls_options(args: argparse.Namespace) -> dict[str, Any]:
+    """uvicorn's TLS settings from --tls-cert, --tls-key and --client-ca."""
+    if not (args.tls_cert or args.tls_key):
         if args.client_ca:
-            tls |= {"ssl_ca_certs": args.client_ca, "ssl_cert_reqs": ssl.CERT_REQUIRED}
-    elif args.client_ca:
-        raise SystemExit("error: --client-ca needs --tls-cert and --tls-key (mutual TLS)")
+            raise SystemExit("error: --client-ca needs --tls-cert and --tls-key (mutual TLS)")
+        return {}
+    if not (args.tls_cert and args.tls_key):
+        raise SystemExit("error: --tls-cert and --tls-key must be given together")
+    options: dict[str, Any] = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key}
+    if args.client_ca:
+        options |= {"ssl_ca_certs": args.client_ca, "ssl_cert_reqs": ssl.CERT_REQUIRED}
+    return options
+
+
+def _serve(app: ExtenderApp, args: argparse.Namespace) -> None:
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -42,7 +47,7 @@ def _serve(app: ExtenderApp, args: argparse.Namespace) -> None:
         # Per-request access logs would cost more than the verbs themselves.
         access_log=False,
         lifespan="on",
-        **tls,
+        **tls_options(args),
     )
     uvicorn.Server(config).run()
 

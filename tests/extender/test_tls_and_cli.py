@@ -1,0 +1,223 @@
+"""TLS and mutual TLS as configured by the CLI flags, and the real entry points."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.extender.http import ExtenderApp
+from app.extender.main import tls_options
+from app.extender.service import Extender
+from app.policy import DEFAULT_POLICY_YAML, default_policy
+from tests.extender.nodes import fixture
+from tests.support.asgi_server import serve
+
+
+def openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate."""
+    root = tmp_path_factory.mktemp("pki")
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=test-ca",
+        "-keyout",
+        str(root / "ca.key"),
+        "-out",
+        str(root / "ca.crt"),
+    )
+    for name, extension in (
+        ("server", "subjectAltName=IP:127.0.0.1"),
+        ("client", "extendedKeyUsage=clientAuth"),
+    ):
+        openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            f"/CN={name}",
+            "-keyout",
+            str(root / f"{name}.key"),
+            "-out",
+            str(root / f"{name}.csr"),
+        )
+        (root / f"{name}.ext").write_text(extension + "\n")
+        openssl(
+            "x509",
+            "-req",
+            "-in",
+            str(root / f"{name}.csr"),
+            "-CA",
+            str(root / "ca.crt"),
+            "-CAkey",
+            str(root / "ca.key"),
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            str(root / f"{name}.ext"),
+            "-out",
+            str(root / f"{name}.crt"),
+        )
+    return root
+
+
+def flags(pki: Path, client_ca: bool) -> argparse.Namespace:
+    return argparse.Namespace(
+        tls_cert=str(pki / "server.crt"),
+        tls_key=str(pki / "server.key"),
+        client_ca=str(pki / "ca.crt") if client_ca else None,
+    )
+
+
+def client_context(pki: Path, with_cert: bool) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    if with_cert:
+        context.load_cert_chain(str(pki / "client.crt"), str(pki / "client.key"))
+    return context
+
+
+def test_tls_serves_the_verbs(pki: Path) -> None:
+    with serve(ExtenderApp(Extender(default_policy())), **tls_options(flags(pki, False))) as url:
+        assert url.startswith("https://")
+        response = httpx.post(
+            f"{url}/filter",
+            json=fixture("filter-fullnodes.json"),
+            verify=client_context(pki, False),
+        )
+        assert response.status_code == 200
+
+
+def test_mutual_tls_refuses_clients_without_a_certificate(pki: Path) -> None:
+    with serve(ExtenderApp(Extender(default_policy())), **tls_options(flags(pki, True))) as url:
+        body = fixture("filter-fullnodes.json")
+        ok = httpx.post(f"{url}/filter", json=body, verify=client_context(pki, True))
+        assert ok.status_code == 200
+        with pytest.raises(httpx.TransportError):
+            httpx.post(f"{url}/filter", json=body, verify=client_context(pki, False))
+
+
+@pytest.mark.parametrize(
+    ("cert", "key", "ca", "message"),
+    [("c", None, None, "must be given together"), (None, None, "ca", "--client-ca needs")],
+)
+def test_incomplete_tls_flags_are_refused(
+    cert: str | None, key: str | None, ca: str | None, message: str
+) -> None:
+    with pytest.raises(SystemExit, match=message):
+        tls_options(argparse.Namespace(tls_cert=cert, tls_key=key, client_ca=ca))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def run_cli() -> Iterator[list[subprocess.Popen[str]]]:
+    processes: list[subprocess.Popen[str]] = []
+    yield processes
+    for process in processes:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def start(
+    processes: list[subprocess.Popen[str]], *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    processes.append(process)
+    return process
+
+
+def wait_ready(url: str, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stdout.read() if process.stdout else ""
+        try:
+            if httpx.get(f"{url}/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError("server did not become ready")
+
+
+def test_demo_answers_the_curl_it_prints(run_cli: list[subprocess.Popen[str]]) -> None:
+    port = free_port()
+    process = start(run_cli, "demo", "--port", str(port))
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(url, process)
+    answer = httpx.post(
+        f"{url}/filter", json={"Pod": {}, "NodeNames": ["cool-1", "hot-cpu", "stale", "no-data"]}
+    ).json()
+    assert answer["NodeNames"] == ["cool-1", "stale", "no-data"]
+    assert list(answer["FailedAndUnresolvableNodes"]) == ["hot-cpu"]
+    burst = httpx.get(f"{url}/debug/nodes/burst").json()
+    assert burst["hot_value"] == 3
+    assert burst["score"] == burst["load_score"] - 30
+
+
+def test_extender_command_reads_flags_from_the_environment(
+    run_cli: list[subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(DEFAULT_POLICY_YAML.replace("maxLimitPecent: 0.65", "maxLimitPecent: 0.5", 1))
+    port = free_port()
+    process = start(
+        run_cli,
+        "extender",
+        "--host",
+        "127.0.0.1",
+        env={
+            "LOADAWARE_PORT": str(port),
+            "LOADAWARE_POLICY": str(policy),
+            "LOADAWARE_NODE_CACHE": "false",
+        },
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(url, process)
+    listing = httpx.get(f"{url}/debug/nodes").json()
+    assert listing["mode"] == "full-nodes"
+    assert listing["policy"] == str(policy)
+
+
+def test_extender_refuses_to_start_with_a_broken_policy(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("spec: {syncPolicy: [{name: x, period: soon}]}")
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "extender", "--no-node-cache", "--policy", str(policy)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode != 0
+    assert "spec.syncPolicy.0.period: invalid duration 'soon'" in result.stderr
