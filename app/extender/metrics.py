@@ -49,7 +49,8 @@ class ExtenderMetrics:
         )
         self.unknown_nodes = Counter(
             "loadaware_extender_unknown_nodes_total",
-            "Nodes named in a request that the node cache does not know (they pass).",
+            "Nodes named in a prioritize request that the extender does not know (they pass "
+            "the filter and score as nodes without data).",
             registry=registry,
         )
         self.node_cache_age = Gauge(

@@ -50,7 +50,9 @@ class Extender:
         self.metrics.nodes_known.set_function(lambda: len(self.table))
         self.metrics.nodes_overloaded.set_function(self._count_overloaded)
         self.metrics.node_cache_age.set_function(self._node_cache_age)
-        self._rejected_counters = {}  # type: dict[str, Any]
+        # Metric children looked up once: .labels() takes a lock on every call.
+        self._request_children: dict[tuple[str, int], tuple[Any, Any]] = {}
+        self._rejected_counters: dict[str, Any] = {}
         self._last_unknown_warning_s = -math.inf
         self._tasks: list[asyncio.Task[None]] = []
         if node_cache is not None:
@@ -69,8 +71,8 @@ class Extender:
             self.table.upsert(name, info.annotations)
 
     def _count_overloaded(self) -> float:
-        now_s = self.clock()
-        return float(sum(1 for e in self.table if self.table.current(e, now_s).reason))
+        self.table.refresh(self.clock())
+        return float(len(self.table.rejections))
 
     def _node_cache_age(self) -> float:
         age = self.node_cache.age_s() if self.node_cache is not None else None
@@ -89,8 +91,15 @@ class Extender:
         return True, "ok"
 
     def record(self, verb: str, code: int, elapsed_s: float, outcome: Outcome | None) -> None:
-        self.metrics.requests.labels(verb=verb, code=str(code)).inc()
-        self.metrics.latency.labels(verb=verb).observe(elapsed_s)
+        children = self._request_children.get((verb, code))
+        if children is None:
+            children = (
+                self.metrics.requests.labels(verb=verb, code=str(code)),
+                self.metrics.latency.labels(verb=verb),
+            )
+            self._request_children[(verb, code)] = children
+        children[0].inc()
+        children[1].observe(elapsed_s)
         if outcome is None:
             return
         for metric, count in outcome.rejected_by_metric.items():
@@ -148,7 +157,8 @@ class Extender:
 
     def debug_nodes(self) -> list[dict[str, Any]]:
         now_s = self.clock()
-        views = [debug_view(self.table.current(e, now_s), now_s) for e in self.table]
+        self.table.refresh(now_s)
+        views = [debug_view(entry, now_s) for entry in self.table]
         return sorted(views, key=lambda view: str(view["name"]))
 
     def debug_node(self, name: str) -> dict[str, Any] | None:

@@ -1,14 +1,21 @@
 """Per-node verdicts and scores, computed when a node changes rather than per request.
 
 A verdict depends only on a node's loadaware annotations, the policy and the clock,
-so the table keeps one ``NodeEntry`` per node and recomputes it when the annotations
-change, when the policy changes, or when the clock passes ``recheck_at_s`` (a value
-goes stale). A request then costs a dict lookup per node.
+so the table recomputes a node's ``NodeEntry`` when its annotations change, when the
+policy changes, or when the clock passes the entry's ``recheck_at_s`` (a value goes
+stale, a hot value expires). Alongside the entries it keeps two indexes shaped for
+the verbs, so that a request is answered with C-level set and map operations instead
+of Python work per node:
+
+* ``rejections``: name → filter reason, for the nodes that are overloaded right now;
+* ``score_items``: name → the node's pre-encoded prioritize item.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -30,26 +37,27 @@ class NodeEntry:
     annotations: Mapping[str, str]  # only loadaware's keys
     key: AnnotationKey  # the relevant annotation values, to detect changes cheaply
     load: NodeLoad
-    reason: str | None  # the filter reason, None when the node passes
-    score_json: bytes  # this node's pre-encoded prioritize item
     last_seen_s: float
 
-
-VerdictListener = Callable[[NodeEntry, NodeEntry | None], None]
-"""Called with a node's new entry and its previous one whenever a verdict is recomputed."""
+    @property
+    def reason(self) -> str | None:
+        return self.load.reason
 
 
 class NodeTable:
-    """The extender's view of every node it knows: name → precomputed entry."""
+    """The extender's view of every node it knows: name → precomputed verdict and score."""
 
     def __init__(self, policy: Policy, clock: Callable[[], float] = time.time) -> None:
         self._policy = policy
         self._clock = clock
         self._keys = self._relevant_keys(policy)
         self._entries: dict[str, NodeEntry] = {}
-        self._unknown_score_json: dict[str, bytes] = {}
-        self._listeners: list[VerdictListener] = []
+        self.rejections: dict[str, str] = {}
+        self.rejected_metric: dict[str, str] = {}
+        self.score_items: dict[str, bytes] = {}
+        self._rechecks: list[tuple[float, str]] = []  # a heap of (recheck_at_s, name)
         self._unknown_load = evaluate_node({}, policy, clock())
+        self._unknown_score = self._unknown_load.extender_score
 
     @staticmethod
     def _relevant_keys(policy: Policy) -> tuple[str, ...]:
@@ -58,9 +66,6 @@ class NodeTable:
     @property
     def policy(self) -> Policy:
         return self._policy
-
-    def add_listener(self, listener: VerdictListener) -> None:
-        self._listeners.append(listener)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -72,7 +77,7 @@ class NodeTable:
         return self._entries.get(name)
 
     def key_of(self, annotations: Mapping[str, str]) -> AnnotationKey:
-        return tuple(annotations.get(key) for key in self._keys)
+        return tuple(map(annotations.get, self._keys))
 
     def set_policy(self, policy: Policy) -> None:
         """Swap the policy and recompute every node under it."""
@@ -80,7 +85,8 @@ class NodeTable:
         self._keys = self._relevant_keys(policy)
         now_s = self._clock()
         self._unknown_load = evaluate_node({}, policy, now_s)
-        self._unknown_score_json.clear()
+        self._unknown_score = self._unknown_load.extender_score
+        self._rechecks.clear()
         for name, entry in list(self._entries.items()):
             self._store(name, entry.annotations, now_s, entry.last_seen_s)
 
@@ -88,70 +94,81 @@ class NodeTable:
         """Record a node's current annotations; recompute only if they changed."""
         now_s = self._clock()
         entry = self._entries.get(name)
-        key = self.key_of(annotations)
-        if entry is not None and entry.key == key:
+        if entry is not None and entry.key == self.key_of(annotations):
             entry.last_seen_s = now_s
-            return self.current(entry, now_s)
+            return entry
         return self._store(name, annotations, now_s, now_s)
 
     def remove(self, name: str) -> None:
         self._entries.pop(name, None)
+        self.rejections.pop(name, None)
+        self.rejected_metric.pop(name, None)
+        self.score_items.pop(name, None)
 
     def prune_unseen(self, older_than_s: float) -> int:
         """Drop entries not seen for a while (full-nodes mode has no delete events)."""
         cutoff_s = self._clock() - older_than_s
         stale = [name for name, e in self._entries.items() if e.last_seen_s < cutoff_s]
         for name in stale:
-            del self._entries[name]
+            self.remove(name)
         return len(stale)
 
-    def current(self, entry: NodeEntry, now_s: float) -> NodeEntry:
-        """``entry``, recomputed first if the clock has moved past its recheck time."""
-        if now_s < entry.load.recheck_at_s:
-            return entry
-        return self._store(entry.name, entry.annotations, now_s, entry.last_seen_s)
+    def refresh(self, now_s: float) -> None:
+        """Recompute the entries whose verdict the clock has changed; cheap when none has."""
+        rechecks = self._rechecks
+        while rechecks and rechecks[0][0] <= now_s:
+            at_s, name = heapq.heappop(rechecks)
+            entry = self._entries.get(name)
+            # Heap items of replaced or removed entries are skipped, not searched for.
+            if entry is not None and entry.load.recheck_at_s == at_s:
+                self._store(name, entry.annotations, now_s, entry.last_seen_s)
 
     def lookup(self, name: str, now_s: float) -> NodeEntry | None:
-        entry = self._entries.get(name)
-        return None if entry is None else self.current(entry, now_s)
+        self.refresh(now_s)
+        return self._entries.get(name)
 
     @property
     def unknown_load(self) -> NodeLoad:
         """The verdict for a node the extender has no annotations for: it passes."""
         return self._unknown_load
 
-    def unknown_score_json(self, name: str) -> bytes:
-        encoded = self._unknown_score_json.get(name)
-        if encoded is None:
-            encoded = _score_json(name, self._unknown_load.extender_score)
-            if len(self._unknown_score_json) < 100_000:
-                self._unknown_score_json[name] = encoded
-        return encoded
+    def unknown_score_item(self, name: str) -> bytes:
+        return _score_item(name, self._unknown_score)
 
     def _store(
         self, name: str, annotations: Mapping[str, str], now_s: float, last_seen_s: float
     ) -> NodeEntry:
         relevant = {k: v for k in self._keys if (v := annotations.get(k)) is not None}
         load = evaluate_node(relevant, self._policy, now_s)
-        entry = NodeEntry(
-            name=name,
-            annotations=relevant,
-            key=self.key_of(relevant),
-            load=load,
-            reason=load.reason,
-            score_json=_score_json(name, load.extender_score),
-            last_seen_s=last_seen_s,
-        )
+        entry = NodeEntry(name, relevant, self.key_of(relevant), load, last_seen_s)
         previous = self._entries.get(name)
         self._entries[name] = entry
-        if previous is None or previous.reason != entry.reason:
+        if load.overloads:
+            self.rejections[name] = load.overloads[0].reason
+            self.rejected_metric[name] = load.overloads[0].metric
+        else:
+            self.rejections.pop(name, None)
+            self.rejected_metric.pop(name, None)
+        self.score_items[name] = _score_item(name, load.extender_score)
+        if not math.isinf(load.recheck_at_s):
+            self._schedule_recheck(load.recheck_at_s, name)
+        if (previous.reason if previous else None) != entry.reason:
             _log_verdict_change(entry, previous)
-        for listener in self._listeners:
-            listener(entry, previous)
         return entry
 
+    def _schedule_recheck(self, at_s: float, name: str) -> None:
+        heapq.heappush(self._rechecks, (at_s, name))
+        # Replaced entries leave items behind; rebuild before they outnumber live ones.
+        if len(self._rechecks) > 4 * len(self._entries) + 1024:
+            self._rechecks = [
+                (e.load.recheck_at_s, e.name)
+                for e in self._entries.values()
+                if not math.isinf(e.load.recheck_at_s)
+            ]
+            heapq.heapify(self._rechecks)
 
-def _score_json(name: str, score: int) -> bytes:
+
+def _score_item(name: str, score: int) -> bytes:
     return orjson.dumps({"Host": name, "Score": score})
 
 

@@ -10,8 +10,10 @@ returned exactly as they arrived.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from typing import Any
 
 import orjson
@@ -30,7 +32,7 @@ class Outcome:
 
     nodes: int = 0
     unknown_nodes: int = 0
-    rejected_by_metric: dict[str, int] = field(default_factory=dict)
+    rejected_by_metric: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +55,14 @@ def parse_args(body: bytes) -> ExtenderArgs:
     names = document.get("NodeNames")
     nodes_list = document.get("Nodes")
     if names is not None:
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        if not isinstance(names, list):
             raise BadRequest('"NodeNames" must be a list of node names')
+        try:
+            # str.join type-checks every item in C: ten times cheaper than a Python loop
+            # over thousands of names on the scheduler's critical path.
+            "".join(names)
+        except TypeError:
+            raise BadRequest('"NodeNames" must be a list of node names') from None
         return ExtenderArgs(pod, names, None)
     if nodes_list is None:
         raise BadRequest('request has neither "NodeNames" nor "Nodes"')
@@ -88,49 +96,52 @@ class Verbs:
         self._clock = clock
 
     def _entries_from_request(self, nodes: list[dict[str, Any]]) -> list[NodeEntry]:
+        self._table.refresh(self._clock())
         upsert = self._table.upsert
         return [upsert(node["metadata"]["name"], _annotations(node)) for node in nodes]
 
     def filter(self, args: ExtenderArgs, outcome: Outcome) -> bytes:
-        now_s = self._clock()
         exempt = is_exempt_from_filter(args.pod)
-        failed: dict[str, str] = {}
-        rejected = outcome.rejected_by_metric
         if args.node_names is not None:
-            passed_names: list[str] = []
-            outcome.nodes = len(args.node_names)
-            for name in args.node_names:
-                entry = self._table.lookup(name, now_s)
-                if entry is None:
-                    outcome.unknown_nodes += 1
-                    passed_names.append(name)
-                elif entry.reason is None or exempt:
-                    passed_names.append(name)
-                else:
-                    failed[name] = entry.reason
-                    metric = entry.load.overloads[0].metric
-                    rejected[metric] = rejected.get(metric, 0) + 1
-            return orjson.dumps(
-                {
-                    "NodeNames": passed_names,
-                    "FailedNodes": {},
-                    # Preemption cannot lower measured load within this cycle, so these
-                    # nodes are marked unresolvable and no victims are killed for nothing.
-                    "FailedAndUnresolvableNodes": failed,
-                    "Error": "",
-                }
-            )
+            return self._filter_names(args.node_names, exempt, outcome)
         assert args.nodes is not None
-        outcome.nodes = len(args.nodes)
-        passed_nodes = []
-        entries = self._entries_from_request(args.nodes)
-        for node, entry in zip(args.nodes, entries, strict=True):
-            if entry.reason is None or exempt:
-                passed_nodes.append(node)
-            else:
-                failed[entry.name] = entry.reason
-                metric = entry.load.overloads[0].metric
-                rejected[metric] = rejected.get(metric, 0) + 1
+        return self._filter_nodes(args.nodes, exempt, outcome)
+
+    def _filter_names(self, names: list[str], exempt: bool, outcome: Outcome) -> bytes:
+        table = self._table
+        table.refresh(self._clock())
+        outcome.nodes = len(names)
+        rejections = table.rejections
+        failed: dict[str, str] = {}
+        passed = names
+        if not exempt and not rejections.keys().isdisjoint(names):
+            failed = {name: rejections[name] for name in rejections.keys() & set(names)}
+            passed = list(filterfalse(failed.__contains__, names))
+            self._count_rejections(failed, outcome)
+        return orjson.dumps(
+            {
+                "NodeNames": passed,
+                "FailedNodes": {},
+                # Preemption cannot lower measured load within this cycle, so these
+                # nodes are marked unresolvable and no victims are killed for nothing.
+                "FailedAndUnresolvableNodes": failed,
+                "Error": "",
+            }
+        )
+
+    def _filter_nodes(self, nodes: list[dict[str, Any]], exempt: bool, outcome: Outcome) -> bytes:
+        outcome.nodes = len(nodes)
+        entries = self._entries_from_request(nodes)
+        failed: dict[str, str] = {}
+        passed_nodes = nodes
+        if not exempt and any(entry.reason for entry in entries):
+            passed_nodes = []
+            for node, entry in zip(nodes, entries, strict=True):
+                if entry.reason is None:
+                    passed_nodes.append(node)
+                else:
+                    failed[entry.name] = entry.reason
+            self._count_rejections(failed, outcome)
         return orjson.dumps(
             {
                 "Nodes": {"metadata": {}, "items": passed_nodes},
@@ -141,20 +152,31 @@ class Verbs:
             }
         )
 
+    def _count_rejections(self, failed: dict[str, str], outcome: Outcome) -> None:
+        outcome.rejected_by_metric = Counter(map(self._table.rejected_metric.__getitem__, failed))
+
     def prioritize(self, args: ExtenderArgs, outcome: Outcome) -> bytes:
-        now_s = self._clock()
-        pieces: list[bytes] = []
-        if args.node_names is not None:
-            outcome.nodes = len(args.node_names)
-            for name in args.node_names:
-                entry = self._table.lookup(name, now_s)
-                if entry is None:
-                    outcome.unknown_nodes += 1
-                    pieces.append(self._table.unknown_score_json(name))
-                else:
-                    pieces.append(entry.score_json)
-        else:
+        table = self._table
+        if args.node_names is None:
             assert args.nodes is not None
             outcome.nodes = len(args.nodes)
-            pieces = [e.score_json for e in self._entries_from_request(args.nodes)]
+            entries = self._entries_from_request(args.nodes)
+            items = table.score_items
+            return b"[" + b",".join([items[entry.name] for entry in entries]) + b"]"
+        names = args.node_names
+        outcome.nodes = len(names)
+        table.refresh(self._clock())
+        try:
+            return b"[" + b",".join(map(table.score_items.__getitem__, names)) + b"]"
+        except KeyError:
+            pass
+        # Some names are unknown (node cache still syncing, or no node cache at all).
+        items = table.score_items
+        pieces = []
+        for name in names:
+            item = items.get(name)
+            if item is None:
+                outcome.unknown_nodes += 1
+                item = table.unknown_score_item(name)
+            pieces.append(item)
         return b"[" + b",".join(pieces) + b"]"
