@@ -196,6 +196,20 @@ def test_watch_stream_ends_after_timeout_seconds_with_a_bookmark(fake_kube: Fake
     assert bookmark["metadata"]["resourceVersion"] == node["metadata"]["resourceVersion"]
 
 
+def test_store_bookmark_reaches_watches_that_allow_bookmarks(fake_kube: FakeKube) -> None:
+    fake_kube.store.add_node("n1")
+    version = str(fake_kube.store.resource_version)
+    params = {"watch": "true", "resourceVersion": version, "allowWatchBookmarks": "true"}
+
+    with fake_kube.http().stream("GET", "/api/v1/nodes", params=params) as response:
+        fake_kube.store.bookmark()  # the watch is registered once headers have arrived
+        fake_kube.store.close_watches()
+        events = [json.loads(line) for line in response.iter_lines() if line]
+
+    assert events == [{"type": "BOOKMARK", "object": {
+        "kind": "Node", "apiVersion": "v1", "metadata": {"resourceVersion": version}}}]
+
+
 def test_sync_watch_with_field_selector_sees_pod_bound_onto_node_as_added(
     fake_kube: FakeKube,
 ) -> None:

@@ -10,9 +10,14 @@ Where the real server has a documented behaviour that clients depend on, the
 fake copies it: Status error bodies, 410 Expired as an ERROR watch event, 429
 from evictions blocked by a PDB, 409 on resourceVersion conflicts, 422 when a
 JSON patch cannot be applied, status reset on create of pods and PDBs, no new
-resourceVersion for a no-op update. Known simplifications are noted where they
-are made (strategic merge patch treats lists like merge patch; pods are
-deleted at once, without a grace period; the two event APIs are stored apart).
+resourceVersion for a no-op update.
+
+Known simplifications: strategic merge patch replaces lists instead of
+merging them by key; deletes (and evictions) take effect at once, without a
+grace period; core/v1 and events.k8s.io/v1 events are stored apart, without
+conversion; bodies are JSON only (no YAML, protobuf or server-side apply);
+namespaces need not exist; there is no validation or admission beyond what is
+noted in the code; list continue tokens do not pin a snapshot.
 
 Layout: selectors and patches (pure functions), the store (objects, event
 history, open watches), fault injection and the request log, the ASGI app,
@@ -1138,7 +1143,8 @@ class Route:
         return self.namespace or ""
 
 
-_NO_ROUTE = ApiProblem(404, "NotFound", "the server could not find the requested resource", {})
+def no_route() -> ApiProblem:
+    return ApiProblem(404, "NotFound", "the server could not find the requested resource", {})
 
 
 def parse_route(path: str) -> Route:
@@ -1149,15 +1155,15 @@ def parse_route(path: str) -> Route:
     elif parts[0] == "apis" and len(parts) >= 4:
         group, version, rest = parts[1], parts[2], parts[3:]
     else:
-        raise _NO_ROUTE
+        raise no_route()
     namespace = None
     if len(rest) >= 3 and rest[0] == "namespaces":
         namespace, rest = rest[1], rest[2:]
     rt = _BY_PATH.get((group, version, rest[0]))
     if rt is None or len(rest) > 3 or (namespace is not None and not rt.namespaced):
-        raise _NO_ROUTE
+        raise no_route()
     if rt.namespaced and len(rest) > 1 and namespace is None:
-        raise _NO_ROUTE  # a namespaced object needs its namespace in the path
+        raise no_route()  # a namespaced object needs its namespace in the path
     return Route(rt, namespace, rest[1] if len(rest) > 1 else None,
                  rest[2] if len(rest) > 2 else None)
 
@@ -1264,7 +1270,7 @@ class FakeKubeApp:
         ):
             target = "none"
         if not any(t == target for t, _ in self._handlers):
-            raise _NO_ROUTE
+            raise no_route()
         handler = self._handlers.get((target, method))
         if handler is None:
             raise ApiProblem(405, "MethodNotAllowed",
