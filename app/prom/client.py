@@ -1,0 +1,307 @@
+"""Instant queries against Prometheus or anything that speaks its HTTP API.
+
+Thanos Query, Mimir and VictoriaMetrics answer ``/api/v1/query`` the same way, so the
+only differences a deployment needs are in the connection: a bearer token that the
+platform rotates, basic auth, a private CA, and extra headers such as Mimir's
+``X-Scope-OrgID``. All of that lives here; callers get plain samples.
+
+prometheus-api-client is synchronous (requests). Call ``query`` from a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+import requests.auth
+import urllib3
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PromSample:
+    """One series of an instant-vector result."""
+
+    labels: Mapping[str, str]
+    value: float  # may be NaN or ±Inf: Prometheus sends those, and callers decide
+    timestamp_s: float
+
+
+class PrometheusQueryError(Exception):
+    """A query that produced no usable answer. ``reason`` is a short label for metrics."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class PrometheusSettings:
+    url: str
+    token_file: Path | None = None
+    username: str | None = None
+    password_file: Path | None = None
+    ca_file: Path | None = None
+    insecure_skip_verify: bool = False
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not re.match(r"^https?://[^/]", self.url):
+            raise ValueError(
+                f"--prometheus-url {self.url!r} is not an http(s) URL; "
+                "expected e.g. http://prometheus.monitoring:9090"
+            )
+        if self.token_file is not None and self.username is not None:
+            raise ValueError(
+                "both a bearer token file and basic-auth username are set; "
+                "Prometheus accepts one Authorization header, so choose one"
+            )
+        if self.username is not None and self.password_file is None:
+            raise ValueError("--prometheus-username needs --prometheus-password-file")
+        if self.password_file is not None and self.username is None:
+            raise ValueError("--prometheus-password-file needs --prometheus-username")
+        if self.ca_file is not None and self.insecure_skip_verify:
+            raise ValueError(
+                "--prometheus-ca-file and --prometheus-insecure-skip-verify contradict each "
+                "other; drop the skip-verify flag once the CA is in place"
+            )
+        if self.timeout_s <= 0:
+            raise ValueError(f"query timeout must be positive, got {self.timeout_s}s")
+
+
+def _read_secret(path: Path, what: str) -> str:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise PrometheusQueryError(
+            "credentials",
+            f"cannot read the Prometheus {what} file {path}: {error.strerror or error}; "
+            "check the Secret is mounted at that path",
+        ) from None
+    if not text:
+        raise PrometheusQueryError(
+            "credentials", f"the Prometheus {what} file {path} is empty; check the Secret"
+        )
+    return text
+
+
+class BearerTokenFile(requests.auth.AuthBase):
+    """Sends the token from a file, read at every request so that rotation needs no restart.
+
+    Kubernetes projected tokens and Vault agents rewrite the file in place; a query
+    every few minutes makes re-reading cheaper than watching the file.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers["Authorization"] = "Bearer " + _read_secret(self.path, "bearer token")
+        return request
+
+
+class BasicAuthPasswordFile(requests.auth.AuthBase):
+    """Basic auth whose password comes from a file, re-read like the bearer token."""
+
+    def __init__(self, username: str, password_file: Path) -> None:
+        self.username = username
+        self.password_file = password_file
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        password = _read_secret(self.password_file, "password")
+        prepared: requests.PreparedRequest = requests.auth.HTTPBasicAuth(self.username, password)(
+            request
+        )
+        return prepared
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """``"Name: value"`` from ``--prometheus-header``."""
+    name, separator, value = text.partition(":")
+    name = name.strip()
+    if not separator or not name or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
+        raise ValueError(
+            f"--prometheus-header {text!r} is not 'Name: value' (e.g. 'X-Scope-OrgID: tenant-1')"
+        )
+    return name, value.strip()
+
+
+def build_query(metric: str, selector: str = "") -> str:
+    """The instant query for one metric across all nodes, e.g. ``cpu_usage_avg_5m{job="x"}``."""
+    if not re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", metric):
+        raise ValueError(f"metric name {metric!r} is not a valid Prometheus metric name")
+    matchers = selector.strip()
+    if matchers.startswith("{") and matchers.endswith("}"):
+        matchers = matchers[1:-1].strip()
+    if "{" in matchers or "}" in matchers:
+        raise ValueError(
+            f"--query-selector {selector!r} must be label matchers only, "
+            'e.g. \'cluster="prod",job="node-exporter"\''
+        )
+    return f"{metric}{{{matchers}}}" if matchers else metric
+
+
+class PrometheusSource:
+    """A connection to one Prometheus-compatible endpoint. Thread-safe for ``query``."""
+
+    def __init__(self, settings: PrometheusSettings) -> None:
+        self.settings = settings
+        if settings.insecure_skip_verify:
+            log.warning(
+                "--prometheus-insecure-skip-verify: Prometheus' TLS certificate is not checked; "
+                "use --prometheus-ca-file outside of tests"
+            )
+            # Said once here rather than by urllib3 at every query.
+            warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+        session = requests.Session()
+        session.verify = (
+            str(settings.ca_file) if settings.ca_file else not settings.insecure_skip_verify
+        )
+        # No transport-level retries: a failed query is retried by the sync schedule,
+        # and retries here would stretch one query far past --query-timeout.
+        # read=False re-raises read timeouts as such instead of as connection errors.
+        no_retries = Retry(total=0, read=False, raise_on_status=False)
+        session.mount("http://", HTTPAdapter(max_retries=no_retries))
+        session.mount("https://", HTTPAdapter(max_retries=no_retries))
+        auth: requests.auth.AuthBase | None = None
+        if settings.token_file is not None:
+            auth = BearerTokenFile(settings.token_file)
+        elif settings.username is not None and settings.password_file is not None:
+            auth = BasicAuthPasswordFile(settings.username, settings.password_file)
+        self._connection = PrometheusConnect(
+            url=settings.url.rstrip("/"),
+            headers=dict(settings.headers) or None,
+            auth=auth,
+            session=session,
+            retry=no_retries,
+            timeout=settings.timeout_s,
+        )
+
+    def close(self) -> None:
+        self._connection.close()
+
+    async def aquery(self, promql: str, at_s: float | None = None) -> list[PromSample]:
+        """``query`` in a worker thread, abandoned one second after the query timeout.
+
+        requests' timeout bounds each socket read, not the whole answer, so a server
+        that trickles bytes could otherwise hold a sync for much longer.
+        """
+        try:
+            return await asyncio.wait_for(
+                asyncio.to_thread(self.query, promql, at_s), self.settings.timeout_s + 1.0
+            )
+        except TimeoutError:
+            raise PrometheusQueryError(
+                "timeout",
+                f"Prometheus query {promql!r} at {self.settings.url} took longer than "
+                f"{self.settings.timeout_s:g}s; raise --query-timeout or check the server's load",
+            ) from None
+
+    def query(self, promql: str, at_s: float | None = None) -> list[PromSample]:
+        """Run an instant query; raise PrometheusQueryError with an operator-facing message."""
+        params: dict[str, str] = {
+            # Ask the server to give up too, so an abandoned query stops costing it CPU.
+            # Whole milliseconds: Prometheus' duration parser rejects fractions ("0.5s").
+            "timeout": f"{max(1, round(self.settings.timeout_s * 1000))}ms",
+        }
+        if at_s is not None:
+            params["time"] = f"{at_s:.3f}"
+        where = f"{self.settings.url} for {promql!r}"
+        try:
+            result = self._connection.custom_query(
+                promql, params=params, timeout=self.settings.timeout_s
+            )
+        except PrometheusQueryError:
+            raise
+        except requests.Timeout:
+            raise PrometheusQueryError(
+                "timeout",
+                f"Prometheus query timed out after {self.settings.timeout_s:g}s at {where}; "
+                "raise --query-timeout or check the server's load",
+            ) from None
+        except requests.exceptions.SSLError as error:
+            raise PrometheusQueryError(
+                "tls",
+                f"TLS handshake with Prometheus failed at {where}: {_root_cause(error)}; "
+                "pass the server's CA with --prometheus-ca-file",
+            ) from None
+        except requests.ConnectionError as error:
+            raise PrometheusQueryError(
+                "connection",
+                f"cannot connect to Prometheus at {where}: {_root_cause(error)}; "
+                "check --prometheus-url and that the server is up",
+            ) from None
+        except PrometheusApiClientException as error:
+            raise PrometheusQueryError(
+                "http", f"Prometheus refused the query at {where}: {_shorten(str(error))}"
+            ) from None
+        except (ValueError, KeyError, TypeError) as error:
+            # requests' JSON decoder errors are ValueErrors; missing keys are KeyErrors.
+            raise PrometheusQueryError(
+                "bad_response",
+                f"Prometheus at {where} answered something that is not a query result "
+                f"({type(error).__name__}: {_shorten(str(error))}); is the URL pointing at "
+                "Prometheus itself and not at a UI or proxy login page?",
+            ) from None
+        except requests.RequestException as error:
+            raise PrometheusQueryError(
+                "request", f"Prometheus query failed at {where}: {_shorten(str(error))}"
+            ) from None
+        return parse_vector(result, where)
+
+
+def parse_vector(result: Any, where: str = "Prometheus") -> list[PromSample]:
+    """Decode the ``data.result`` of an instant-vector answer."""
+    if not isinstance(result, list):
+        raise PrometheusQueryError(
+            "bad_response", f"{where}: expected an instant vector, got {type(result).__name__}"
+        )
+    samples = []
+    for item in result:
+        try:
+            labels = item["metric"]
+            timestamp, text = item["value"]
+            samples.append(
+                PromSample(
+                    labels={str(k): str(v) for k, v in labels.items()},
+                    value=float(text),
+                    timestamp_s=float(timestamp),
+                )
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise PrometheusQueryError(
+                "bad_response",
+                f"{where}: a result item is not an instant-vector sample: {_shorten(repr(item))}; "
+                "the query must return one sample per series, not a matrix or a scalar",
+            ) from None
+    return samples
+
+
+def _root_cause(error: BaseException) -> str:
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen:
+        seen.append(current)
+        nested = current.args[0] if current.args else None
+        current = current.__cause__ or (nested if isinstance(nested, BaseException) else None)
+        reason = getattr(current, "reason", None)
+        if isinstance(reason, BaseException):
+            current = reason
+    return _shorten(str(seen[-1]))
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
