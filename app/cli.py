@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app import policy_check
+from app.annotator import main as annotator_main
 from app.extender import main as extender_main
 
 Command = Callable[[argparse.Namespace], int]
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
     components = parser.add_subparsers(dest="component", required=True, metavar="COMPONENT")
+    annotator_main.add_parser(components)
     extender_main.add_parser(components)
     policy_check.add_parser(components)
     return parser

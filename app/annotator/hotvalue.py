@@ -1,0 +1,84 @@
+"""Which nodes need their ``node_hot_value`` annotation rewritten, and with what.
+
+A node is patched only when what the scheduler would read differs from what the
+bindings say, so a quiet cluster costs no writes:
+
+* the hot value changed (up as bindings arrive, down as they age out, down to 0);
+* a non-zero value is close to expiring (valid 5 minutes) and still holds;
+* a stale or missing annotation is not rewritten as 0: the scheduler reads both as 0.
+
+What is on the node is taken from the node cache, or from this replica's own last
+write when that is newer (the watch may not have delivered it yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from app.load.samples import HOT_VALUE_KEY, format_hot_value, parse_hot_value
+from app.policy import HOT_VALUE_VALID_S
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenHotValue:
+    value: int
+    at_s: float
+
+
+def refresh_after_s(interval_s: float) -> float:
+    """Rewrite an unchanged non-zero value this long after it was written.
+
+    Two publishing rounds plus a minute before expiry, so that a failed patch can be
+    retried before the scheduler stops seeing the value.
+    """
+    return max(HOT_VALUE_VALID_S - 2 * interval_s - 60.0, HOT_VALUE_VALID_S / 2)
+
+
+def needs_write(want: int, have: WrittenHotValue | None, now_s: float, refresh_s: float) -> bool:
+    fresh = have is not None and now_s < have.at_s + HOT_VALUE_VALID_S
+    if want == 0:
+        return fresh and have is not None and have.value != 0
+    if not fresh or have is None:
+        return True
+    return have.value != want or now_s - have.at_s >= refresh_s
+
+
+class HotValueLedger:
+    """Remembers what this replica wrote, and plans the next round of hot-value patches."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.refresh_s = refresh_after_s(interval_s)
+        self._written: dict[str, WrittenHotValue] = {}
+
+    def record_written(self, node: str, value: int, at_s: float) -> None:
+        self._written[node] = WrittenHotValue(value, at_s)
+
+    def forget(self, node: str) -> None:
+        self._written.pop(node, None)
+
+    def on_node(self, node: str, annotations: Mapping[str, str]) -> WrittenHotValue | None:
+        """The value currently on the node: the newer of the annotation and our own write."""
+        raw = annotations.get(HOT_VALUE_KEY)
+        sample = parse_hot_value(raw) if raw is not None else None
+        seen = WrittenHotValue(int(sample.value), sample.timestamp_s) if sample else None
+        ours = self._written.get(node)
+        if ours is None or (seen is not None and seen.at_s >= ours.at_s):
+            return seen
+        return ours
+
+    def plan(
+        self,
+        node_annotations: Mapping[str, Mapping[str, str]],
+        hot_values: Mapping[str, int],
+        now_s: float,
+    ) -> dict[str, dict[str, str]]:
+        """Patches for the nodes whose hot value must be written now."""
+        patches: dict[str, dict[str, str]] = {}
+        for node, on_node in node_annotations.items():
+            want = hot_values.get(node, 0)
+            if needs_write(want, self.on_node(node, on_node), now_s, self.refresh_s):
+                patches[node] = {HOT_VALUE_KEY: format_hot_value(want, now_s)}
+        for node in self._written.keys() - node_annotations.keys():
+            del self._written[node]  # node deleted
+        return patches

@@ -1,0 +1,257 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, as client-go does it.
+
+Only the leader writes annotations; the other replicas run their caches and watches
+so that they can take over at once. The rules follow client-go's leaderelection:
+
+* A candidate takes the lease when it is free, or when its record has not changed for
+  ``leaseDurationSeconds`` *as measured by the candidate's own clock* since it first
+  saw that record, so the replicas' wall clocks need not agree.
+* Every write carries the lease's resourceVersion; a 409 means another replica wrote
+  first, and this one backs off.
+* The leader renews every retry period. ``is_leader`` turns false as soon as the last
+  successful renewal is older than the renew deadline, even if the renew loop itself
+  is stuck, so a leader cut off from the API server stops writing before anybody else
+  can take the lease (renew deadline < lease duration).
+* On shutdown the leader releases the lease, so a successor need not wait it out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx2
+from lightkube import AsyncClient
+from lightkube.models.coordination_v1 import LeaseSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.coordination_v1 import Lease
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSettings:
+    namespace: str
+    name: str
+    identity: str
+    lease_duration_s: float = 15.0
+    renew_deadline_s: float = 10.0
+    retry_period_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.lease_duration_s > self.renew_deadline_s:
+            raise ValueError(
+                f"--leader-elect-lease-duration ({self.lease_duration_s:g}s) must be longer "
+                f"than --leader-elect-renew-deadline ({self.renew_deadline_s:g}s), or two "
+                "replicas could write at once"
+            )
+        if not self.renew_deadline_s > self.retry_period_s > 0:
+            raise ValueError(
+                f"--leader-elect-renew-deadline ({self.renew_deadline_s:g}s) must be longer "
+                f"than --leader-elect-retry-period ({self.retry_period_s:g}s), which must be "
+                "positive"
+            )
+
+
+LeadershipListener = Callable[[bool], None]
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        client: AsyncClient,
+        settings: LeaseSettings,
+        *,
+        on_change: LeadershipListener | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self.settings = settings
+        self._on_change = on_change
+        self._monotonic = monotonic
+        self._leading = False
+        self._last_renew_mono = -float("inf")
+        self._observed_record: tuple[Any, ...] | None = None
+        self._observed_at_mono = 0.0
+        self.holder: str | None = None  # the last holder this replica saw
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leading and (
+            self._monotonic() - self._last_renew_mono < self.settings.renew_deadline_s
+        )
+
+    async def run(self) -> None:
+        s = self.settings
+        log.info("leader election: candidate %s for lease %s/%s", s.identity, s.namespace, s.name)
+        try:
+            while True:
+                try:
+                    renewed = await asyncio.wait_for(
+                        self._try_acquire_or_renew(), timeout=s.retry_period_s * 2
+                    )
+                except TimeoutError:
+                    renewed = False
+                    log.warning("lease %s/%s: API call timed out", s.namespace, s.name)
+                if renewed:
+                    self._last_renew_mono = self._monotonic()
+                    self._set_leading(True)
+                elif self._leading and not self.is_leader:
+                    log.error(
+                        "lease %s/%s: could not renew within %gs; stopped writing annotations",
+                        s.namespace,
+                        s.name,
+                        s.renew_deadline_s,
+                    )
+                    self._set_leading(False)
+                elif self._leading and self.holder not in (None, s.identity):
+                    log.error("lease %s/%s was taken by %s", s.namespace, s.name, self.holder)
+                    self._set_leading(False)
+                # Jitter so followers do not all hit the API server in the same instant.
+                delay_s = (
+                    s.retry_period_s
+                    if self._leading
+                    else s.retry_period_s * (1 + random.uniform(0, 0.2))
+                )
+                await asyncio.sleep(delay_s)
+        finally:
+            if self._leading:
+                self._set_leading(False)
+                await asyncio.shield(self._release())
+
+    def _set_leading(self, leading: bool) -> None:
+        if leading == self._leading:
+            return
+        self._leading = leading
+        s = self.settings
+        if leading:
+            log.info("lease %s/%s acquired by %s: now writing", s.namespace, s.name, s.identity)
+        else:
+            log.info("lease %s/%s: %s is no longer leader", s.namespace, s.name, s.identity)
+        if self._on_change is not None:
+            self._on_change(leading)
+
+    def _observe(self, lease: Lease) -> None:
+        spec = lease.spec or LeaseSpec()
+        record = (spec.holderIdentity, spec.renewTime, spec.leaseDurationSeconds)
+        if record != self._observed_record:
+            self._observed_record = record
+            self._observed_at_mono = self._monotonic()
+        self.holder = spec.holderIdentity or None
+
+    async def _try_acquire_or_renew(self) -> bool:
+        s = self.settings
+        now = datetime.now(UTC)
+        try:
+            lease = await self._client.get(Lease, s.name, namespace=s.namespace)
+        except httpx2.HTTPStatusError as error:
+            if error.response.status_code == 404:
+                return await self._create(now)
+            log.warning("lease %s/%s: cannot read it: %s", s.namespace, s.name, _describe(error))
+            return False
+        except httpx2.HTTPError as error:
+            log.warning("lease %s/%s: cannot read it: %s", s.namespace, s.name, _describe(error))
+            return False
+        self._observe(lease)
+        spec = lease.spec or LeaseSpec()
+        held_by_other = spec.holderIdentity not in (None, "", s.identity)
+        duration_s = spec.leaseDurationSeconds or s.lease_duration_s
+        if held_by_other and self._monotonic() < self._observed_at_mono + duration_s:
+            return False
+        ours = spec.holderIdentity == s.identity
+        lease.spec = LeaseSpec(
+            holderIdentity=s.identity,
+            leaseDurationSeconds=max(1, round(s.lease_duration_s)),
+            acquireTime=spec.acquireTime if ours and spec.acquireTime else now,
+            renewTime=now,
+            leaseTransitions=(spec.leaseTransitions or 0) + (0 if ours else 1),
+        )
+        return await self._replace(lease)
+
+    async def _create(self, now: datetime) -> bool:
+        s = self.settings
+        lease = Lease(
+            metadata=ObjectMeta(name=s.name, namespace=s.namespace),
+            spec=LeaseSpec(
+                holderIdentity=s.identity,
+                leaseDurationSeconds=max(1, round(s.lease_duration_s)),
+                acquireTime=now,
+                renewTime=now,
+                leaseTransitions=0,
+            ),
+        )
+        try:
+            created = await self._client.create(lease)
+        except httpx2.HTTPStatusError as error:
+            if error.response.status_code != 409:  # 409: another replica created it first
+                log.warning(
+                    "lease %s/%s: cannot create it: %s. The annotator needs create, get and "
+                    "update on leases in namespace %s",
+                    s.namespace,
+                    s.name,
+                    _describe(error),
+                    s.namespace,
+                )
+            return False
+        except httpx2.HTTPError as error:
+            log.warning("lease %s/%s: cannot create it: %s", s.namespace, s.name, _describe(error))
+            return False
+        self._observe(created)
+        return True
+
+    async def _replace(self, lease: Lease) -> bool:
+        s = self.settings
+        try:
+            updated = await self._client.replace(lease)
+        except httpx2.HTTPStatusError as error:
+            if error.response.status_code == 409:
+                log.debug("lease %s/%s: another replica updated it first", s.namespace, s.name)
+            else:
+                log.warning(
+                    "lease %s/%s: cannot update it: %s", s.namespace, s.name, _describe(error)
+                )
+            return False
+        except httpx2.HTTPError as error:
+            log.warning("lease %s/%s: cannot update it: %s", s.namespace, s.name, _describe(error))
+            return False
+        self._observe(updated)
+        return True
+
+    async def _release(self) -> None:
+        """Give the lease up so that a successor takes over without waiting it out."""
+        s = self.settings
+        try:
+            lease = await self._client.get(Lease, s.name, namespace=s.namespace)
+            spec = lease.spec or LeaseSpec()
+            if spec.holderIdentity != s.identity:
+                return
+            lease.spec = LeaseSpec(
+                holderIdentity=None,
+                leaseDurationSeconds=1,
+                acquireTime=spec.acquireTime,
+                renewTime=datetime.now(UTC),
+                leaseTransitions=spec.leaseTransitions,
+            )
+            await self._client.replace(lease)
+            log.info("lease %s/%s released by %s", s.namespace, s.name, s.identity)
+        except (httpx2.HTTPError, OSError) as error:
+            log.warning(
+                "lease %s/%s: could not release it (%s); a successor takes over after it expires",
+                s.namespace,
+                s.name,
+                _describe(error),
+            )
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, httpx2.HTTPStatusError):
+        status = getattr(error, "status", None)
+        message = getattr(status, "message", None) or error.response.reason_phrase
+        return f"HTTP {error.response.status_code}: {message}"
+    return f"{type(error).__name__}: {error}"

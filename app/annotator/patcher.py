@@ -1,0 +1,171 @@
+"""Writing loadaware's annotations: one merge patch per node, many nodes at once.
+
+A JSON merge patch of ``metadata.annotations`` sets exactly the keys it names and
+leaves every other annotation alone, so there is no read-modify-write and nothing
+for a concurrent writer to conflict with. Answers are handled per node:
+
+* 404: the node was deleted since the node list; nothing to do.
+* 409, 429, 5xx and network errors: retried a few times with a short backoff, then
+  counted and given up until the next sync (the next sync rewrites everything).
+* other 4xx (403 from missing RBAC, 422): not retried; the message says what to fix.
+
+Every attempt first asks ``may_write``: a replica that loses its lease stops writing
+at the next node, not at the end of the sync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import httpx2
+from lightkube import AsyncClient
+from lightkube.resources.core_v1 import Node
+from lightkube.types import PatchType
+
+log = logging.getLogger(__name__)
+
+
+class PatchOutcome(StrEnum):
+    WRITTEN = "written"
+    NODE_GONE = "node_gone"  # 404
+    CONFLICT = "conflict"  # 409 after retries
+    THROTTLED = "throttled"  # 429 after retries
+    SERVER_ERROR = "server_error"  # 5xx after retries
+    REJECTED = "rejected"  # other 4xx: not retried
+    NETWORK_ERROR = "network_error"
+    NOT_LEADER = "not_leader"  # skipped: leadership was lost
+
+    @property
+    def is_error(self) -> bool:
+        return self not in {PatchOutcome.WRITTEN, PatchOutcome.NODE_GONE, PatchOutcome.NOT_LEADER}
+
+
+@dataclass
+class PatchReport:
+    outcomes: dict[str, PatchOutcome] = field(default_factory=dict)  # node -> outcome
+
+    def count(self, outcome: PatchOutcome) -> int:
+        return sum(1 for o in self.outcomes.values() if o is outcome)
+
+    @property
+    def written(self) -> int:
+        return self.count(PatchOutcome.WRITTEN)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for o in self.outcomes.values() if o.is_error)
+
+    def summary(self) -> str:
+        counts = Counter(o.value for o in self.outcomes.values())
+        return ", ".join(f"{n} {name}" for name, n in sorted(counts.items())) or "none"
+
+
+def annotation_patch(annotations: Mapping[str, str]) -> dict[str, object]:
+    return {"metadata": {"annotations": dict(annotations)}}
+
+
+_RETRIED_STATUSES = {409: PatchOutcome.CONFLICT, 429: PatchOutcome.THROTTLED}
+
+
+def _classify(status: int) -> tuple[PatchOutcome, bool]:
+    """The outcome for an HTTP status, and whether trying again may help."""
+    if status == 404:
+        return PatchOutcome.NODE_GONE, False
+    if status in _RETRIED_STATUSES:
+        return _RETRIED_STATUSES[status], True
+    if status >= 500:
+        return PatchOutcome.SERVER_ERROR, True
+    return PatchOutcome.REJECTED, False
+
+
+class AnnotationPatcher:
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        concurrency: int = 32,
+        may_write: Callable[[], bool] = lambda: True,
+        attempts: int = 3,
+        first_backoff_s: float = 0.2,
+        on_retry: Callable[[PatchOutcome], None] = lambda _outcome: None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"--patch-concurrency must be at least 1, got {concurrency}")
+        self._client = client
+        self._concurrency = concurrency
+        self._may_write = may_write
+        self._attempts = attempts
+        self._first_backoff_s = first_backoff_s
+        self._on_retry = on_retry
+
+    async def patch_nodes(self, patches: Mapping[str, Mapping[str, str]]) -> PatchReport:
+        """Send one patch per node, at most ``concurrency`` in flight; never raises for a node."""
+        report = PatchReport()
+        gate = asyncio.Semaphore(self._concurrency)
+
+        async def one(node: str, annotations: Mapping[str, str]) -> None:
+            async with gate:
+                report.outcomes[node] = await self._patch_one(node, annotations)
+
+        async with asyncio.TaskGroup() as group:
+            for node, annotations in patches.items():
+                group.create_task(one(node, annotations))
+        return report
+
+    async def _patch_one(self, node: str, annotations: Mapping[str, str]) -> PatchOutcome:
+        body = annotation_patch(annotations)
+        outcome = PatchOutcome.NETWORK_ERROR
+        detail = ""
+        for attempt in range(1, self._attempts + 1):
+            if not self._may_write():
+                return PatchOutcome.NOT_LEADER
+            try:
+                await self._client.patch(Node, node, body, patch_type=PatchType.MERGE)
+                return PatchOutcome.WRITTEN
+            except httpx2.HTTPStatusError as error:
+                status = error.response.status_code
+                outcome, retry = _classify(status)
+                detail = f"HTTP {status}: {_message(error)}"
+                if outcome is PatchOutcome.NODE_GONE:
+                    log.info("node %s is gone (404); skipped its annotations", node)
+                    return outcome
+                if not retry:
+                    log.error(
+                        "patching annotations of node %s was rejected (%s); not retrying. "
+                        "A 403 means the annotator's ServiceAccount needs 'patch' on nodes",
+                        node,
+                        detail,
+                    )
+                    return outcome
+            except httpx2.HTTPError as error:
+                outcome = PatchOutcome.NETWORK_ERROR
+                detail = f"{type(error).__name__}: {error}"
+            if attempt < self._attempts:
+                self._on_retry(outcome)
+                backoff_s = self._first_backoff_s * 2 ** (attempt - 1)
+                await asyncio.sleep(backoff_s * random.uniform(0.5, 1.0))
+        log.warning(
+            "patching annotations of node %s failed %d times (%s); giving up until the next sync",
+            node,
+            self._attempts,
+            detail,
+        )
+        return outcome
+
+
+def _message(error: httpx2.HTTPStatusError) -> str:
+    status = getattr(error, "status", None)
+    message = getattr(status, "message", None)
+    if message:
+        return str(message)
+    try:
+        text = error.response.text
+    except httpx2.ResponseNotRead:
+        text = ""
+    return text[:200] or error.response.reason_phrase

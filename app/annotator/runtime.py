@@ -1,0 +1,352 @@
+"""The annotator's moving parts, wired together and run.
+
+Every replica runs the node cache, the pod watch (bindings), leader election and the
+health server. Only while it leads does it run the two writing loops:
+
+* the metric loop: whenever metrics fall due, one tick (``MetricSync``);
+* the hot-value loop: every ``hot_value_interval_s``, patch the nodes whose hot value
+  changed.
+
+Gaining the lease starts both loops with a fresh schedule (every metric syncs at
+once); losing it cancels them, and the patcher's leadership check stops any write
+still in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import uvicorn
+from lightkube import AsyncClient
+
+from app.annotator.bindings import BindingObserver, BindingWindows, PodBindingWatch
+from app.annotator.hotvalue import HotValueLedger
+from app.annotator.leader import LeaderElector, LeaseSettings
+from app.annotator.patcher import AnnotationPatcher, PatchOutcome
+from app.annotator.schedule import MetricSchedule
+from app.annotator.server import build_app
+from app.annotator.sync import InstantQuery, MetricSync, QueryShape, TickReport
+from app.annotator.telemetry import AnnotatorMetrics
+from app.kube.nodes import NodeCache
+from app.policy import Policy, format_duration
+from app.policy_watch import PolicyWatcher
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotatorConfig:
+    policy: Policy
+    shape: QueryShape = field(default_factory=QueryShape)
+    patch_concurrency: int = 32
+    hot_value_interval_s: float = 15.0
+    lease: LeaseSettings | None = None  # None: no leader election, always write
+    health_host: str = "0.0.0.0"
+    health_port: int | None = None  # None: no HTTP server
+    first_retry_s: float = 10.0  # first retry of a failed metric sync
+
+    def __post_init__(self) -> None:
+        if not self.policy.spec.sync_policy:
+            raise ValueError(
+                f"policy {self.policy.source} has no syncPolicy entries: the annotator would "
+                "have nothing to write; add syncPolicy (see `loadaware policy check`)"
+            )
+        if not self.hot_value_interval_s > 0:
+            raise ValueError(
+                f"--hot-value-interval must be positive, got {self.hot_value_interval_s}"
+            )
+
+
+@dataclass
+class MetricState:
+    period_s: float
+    last_success_s: float | None = None
+    last_error: str | None = None
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn without its signal handlers: the annotator owns SIGTERM, to release the lease."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class Annotator:
+    def __init__(
+        self,
+        config: AnnotatorConfig,
+        client: AsyncClient,
+        source: InstantQuery,
+        *,
+        telemetry: AnnotatorMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+        policy_watcher: PolicyWatcher | None = None,
+    ) -> None:
+        self.config = config
+        self.telemetry = telemetry if telemetry is not None else AnnotatorMetrics(clock=clock)
+        self._clock = clock
+        policy = config.policy
+        self.periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
+        self.nodes = NodeCache(client)
+        self.windows = BindingWindows(policy.spec.hot_value)
+        self.observer = BindingObserver(
+            self.windows, clock, on_binding=lambda _node: self.telemetry.bindings_observed.inc()
+        )
+        self.pod_watch = PodBindingWatch(client, self.observer)
+        self.ledger = HotValueLedger(config.hot_value_interval_s)
+        self.elector = (
+            LeaderElector(client, config.lease, on_change=self._on_leadership)
+            if config.lease is not None
+            else None
+        )
+        self.patcher = AnnotationPatcher(
+            client,
+            concurrency=config.patch_concurrency,
+            may_write=self.may_write,
+            on_retry=lambda outcome: self.telemetry.patch_retries.labels(outcome.value).inc(),
+        )
+        self.sync = MetricSync(
+            source,
+            self.patcher,
+            shape=config.shape,
+            telemetry=self.telemetry,
+            windows=self.windows,
+            ledger=self.ledger,
+            clock=clock,
+        )
+        self.metric_states = {m: MetricState(p) for m, p in self.periods_s.items()}
+        self.schedule: MetricSchedule | None = None
+        self.ticks = 0
+        self._leading_task: asyncio.Task[None] | None = None
+        self._background: list[asyncio.Task[Any]] = []
+        self.server: uvicorn.Server | None = None
+        self._wake = asyncio.Event()  # a policy reload changed the schedule
+        self._policy_watcher = policy_watcher
+
+    # -- leadership -----------------------------------------------------------------
+
+    def may_write(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    def _on_leadership(self, leading: bool) -> None:
+        self.telemetry.is_leader.set(1 if leading else 0)
+        if leading:
+            if self._leading_task is None or self._leading_task.done():
+                self._leading_task = asyncio.create_task(self._lead(), name="annotator-lead")
+        elif self._leading_task is not None:
+            self._leading_task.cancel()
+            self._leading_task = None
+            self.schedule = None
+
+    def set_policy(self, policy: Policy) -> None:
+        """Adopt a reloaded policy without restarting; a policy without syncPolicy is refused."""
+        periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
+        if not periods_s:
+            log.error(
+                "reloaded policy %s has no syncPolicy entries; keeping the previous metrics",
+                policy.source,
+            )
+            return
+        self.periods_s = periods_s
+        self.metric_states = {
+            m: self.metric_states.get(m) or MetricState(p) for m, p in periods_s.items()
+        }
+        for metric, state in self.metric_states.items():
+            state.period_s = periods_s[metric]
+        self.windows.set_policy(policy.spec.hot_value)
+        if self.schedule is not None:
+            changed = self.schedule.replace_periods(periods_s, time.monotonic())
+            if changed:
+                log.info("policy reload: syncing %s now on their new periods", ", ".join(changed))
+                self._wake.set()
+
+    # -- running --------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run until cancelled; on cancellation release the lease and stop the server."""
+        policy = self.config.policy
+        log.info(
+            "annotator starting: policy %s; metrics %s; hot value every %gs; %s",
+            policy.source,
+            ", ".join(f"{m} every {format_duration(p)}" for m, p in self.periods_s.items()),
+            self.config.hot_value_interval_s,
+            "leader election on lease "
+            f"{self.config.lease.namespace}/{self.config.lease.name} as "
+            f"{self.config.lease.identity}"
+            if self.config.lease
+            else "leader election off (this replica always writes)",
+        )
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._background = [
+                    group.create_task(self.nodes.run(), name="node-cache"),
+                    group.create_task(self.pod_watch.run(), name="pod-watch"),
+                ]
+                if self.config.health_port is not None:
+                    self._background.append(
+                        group.create_task(self._serve_health(), name="health-server")
+                    )
+                if self._policy_watcher is not None:
+                    self._background.append(
+                        group.create_task(self._policy_watcher.run(), name="policy-watch")
+                    )
+                if self.elector is not None:
+                    self._background.append(group.create_task(self.elector.run(), name="leader"))
+                else:
+                    self._on_leadership(True)
+        finally:
+            if self._leading_task is not None:
+                self._leading_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._leading_task
+
+    async def _serve_health(self) -> None:
+        app = build_app(self.status, self.telemetry.registry)
+        config = uvicorn.Config(
+            app,
+            host=self.config.health_host,
+            port=self.config.health_port or 0,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+        )
+        self.server = _EmbeddedServer(config)
+        try:
+            await self.server.serve()
+        finally:
+            self.server.should_exit = True
+        raise RuntimeError(
+            f"the health server on port {self.config.health_port} stopped; is the port in use?"
+        )
+
+    async def _lead(self) -> None:
+        await self.nodes.wait_synced()
+        await self.pod_watch.wait_synced()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._metric_loop(), name="metric-sync")
+            group.create_task(self._hot_value_loop(), name="hot-value")
+
+    async def _metric_loop(self) -> None:
+        schedule = MetricSchedule(
+            self.periods_s, start_s=time.monotonic(), first_retry_s=self.config.first_retry_s
+        )
+        self.schedule = schedule
+        while True:
+            started_s = time.monotonic()
+            due = schedule.due(started_s)
+            if due:
+                try:
+                    report = await self.sync.run_tick(due, self.nodes.nodes)
+                except Exception:
+                    # A bug must not stop annotating for good: log it, retry with backoff.
+                    log.exception("sync tick for %s failed unexpectedly", ", ".join(due))
+                    for metric in due:
+                        self.metric_states[metric].last_error = "internal error (see log)"
+                        schedule.record_failure(metric, time.monotonic())
+                else:
+                    self.ticks += 1
+                    self._record_tick(schedule, report, started_s)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._wake.wait(), max(0.0, schedule.next_due_s() - time.monotonic())
+                )
+
+    def _record_tick(self, schedule: MetricSchedule, report: TickReport, started_s: float) -> None:
+        for outcome in report.metrics:
+            state = self.metric_states[outcome.metric]
+            if outcome.error is not None:
+                state.last_error = str(outcome.error)
+                schedule.record_failure(outcome.metric, time.monotonic())
+                continue
+            carried = [report.patches.outcomes.get(node) for node in outcome.values]
+            if carried and not any(o is PatchOutcome.WRITTEN for o in carried):
+                # Nothing reached the API server: retry soon rather than wait a period.
+                state.last_error = f"no node could be patched ({report.patches.summary()})"
+                schedule.record_failure(outcome.metric, time.monotonic())
+                continue
+            state.last_success_s = self._clock()
+            state.last_error = None
+            schedule.record_success(outcome.metric, started_s)
+
+    async def _hot_value_loop(self) -> None:
+        interval_s = self.config.hot_value_interval_s
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.publish_hot_values()
+            except Exception:
+                log.exception("publishing hot values failed unexpectedly; retrying next round")
+
+    async def publish_hot_values(self) -> int:
+        """One hot-value round; returns the number of nodes written."""
+        now_s = self._clock()
+        self.observer.tidy(now_s)
+        hot_values = self.windows.hot_values(now_s)
+        annotations = {name: info.annotations for name, info in self.nodes.nodes.items()}
+        plan = self.ledger.plan(annotations, hot_values, now_s)
+        if not plan:
+            return 0
+        report = await self.patcher.patch_nodes(plan)
+        for node, outcome in report.outcomes.items():
+            self.telemetry.patches.labels("hot_value", outcome.value).inc()
+            if outcome.is_error:
+                self.telemetry.patch_errors.labels("hot_value", outcome.value).inc()
+            if outcome is PatchOutcome.WRITTEN:
+                self.ledger.record_written(node, hot_values.get(node, 0), now_s)
+        log.info(
+            "hot values: %d nodes changed, patches: %s (%d nodes with bindings in the window)",
+            len(plan),
+            report.summary(),
+            len(hot_values),
+        )
+        return report.written
+
+    # -- status ---------------------------------------------------------------------
+
+    def status(self) -> Mapping[str, Any]:
+        crashed = [t.get_name() for t in self._background if t.done()]
+        schedule = self.schedule
+        now_mono = time.monotonic()
+        metrics: dict[str, Any] = {}
+        for metric, state in self.metric_states.items():
+            metrics[metric] = {
+                "period": format_duration(state.period_s),
+                "last_success": _iso(state.last_success_s),
+                "last_error": state.last_error,
+                "next_sync_in_s": round(max(0.0, schedule.next_due_of(metric) - now_mono), 1)
+                if schedule is not None
+                else None,
+            }
+        lease = self.config.lease
+        return {
+            "alive": not crashed,
+            "stopped_tasks": crashed,
+            "ready": self.nodes.synced and self.pod_watch.synced,
+            "node_cache_synced": self.nodes.synced,
+            "pod_watch_synced": self.pod_watch.synced,
+            "leader": self.may_write(),
+            "leader_election": {
+                "enabled": lease is not None,
+                "identity": lease.identity if lease else None,
+                "lease": f"{lease.namespace}/{lease.name}" if lease else None,
+                "holder": self.elector.holder if self.elector else None,
+            },
+            "nodes": len(self.nodes.nodes),
+            "bindings_in_window": self.windows.binding_count(),
+            "metrics": metrics,
+        }
+
+
+def _iso(at_s: float | None) -> str | None:
+    if at_s is None:
+        return None
+    return datetime.fromtimestamp(at_s, tz=UTC).isoformat(timespec="seconds")

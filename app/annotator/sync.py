@@ -1,0 +1,246 @@
+"""One sync tick: one query per due metric, then one patch per node.
+
+The query for a metric returns every node's series at once; matching them to nodes is
+local work. Each node then gets a single merge patch carrying all of the due metrics
+it has data for, plus its current hot value. A node without a valid series for a
+metric gets no value for it: its old annotation stays and ages out by the freshness
+rule, which is safer than writing a made-up 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from app.annotator.bindings import BindingWindows
+from app.annotator.hotvalue import HotValueLedger
+from app.annotator.patcher import AnnotationPatcher, PatchOutcome, PatchReport
+from app.annotator.telemetry import AnnotatorMetrics
+from app.kube.nodes import NodeInfo
+from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage
+from app.prom.client import PrometheusQueryError, PromSample, build_query
+from app.prom.matching import NodeAddress, match_series
+
+log = logging.getLogger(__name__)
+
+
+class InstantQuery(Protocol):
+    async def aquery(self, promql: str, at_s: float | None = None) -> list[PromSample]: ...
+
+
+class InvalidSample(StrEnum):
+    NAN = "nan"
+    INFINITE = "infinite"
+    NEGATIVE = "negative"
+
+
+def usage_fraction(value: float, divisor: float) -> float | InvalidSample:
+    """A query value as a usage fraction in [0, 1], or why it cannot be one.
+
+    Values above the divisor (a 100.3 % from rounding in the rules) are clamped to 1;
+    negative ones are dropped rather than clamped, since they mean a broken rule, not
+    an idle node.
+    """
+    if math.isnan(value):
+        return InvalidSample.NAN
+    if math.isinf(value):
+        return InvalidSample.INFINITE
+    if value < 0:
+        return InvalidSample.NEGATIVE
+    return min(value / divisor, 1.0)
+
+
+@dataclass
+class MetricOutcome:
+    """What one metric's part of a tick found."""
+
+    metric: str
+    query: str
+    error: PrometheusQueryError | None = None
+    series: int = 0
+    matched: int = 0
+    without_data: tuple[str, ...] = ()
+    unmatched_series: int = 0
+    dropped: Counter[InvalidSample] = field(default_factory=Counter)
+    values: dict[str, tuple[float, float]] = field(default_factory=dict)  # node -> (usage, ts)
+    annotated: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class TickReport:
+    metrics: list[MetricOutcome]
+    patches: PatchReport
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueryShape:
+    """How each metric's query is built and its values read."""
+
+    selector: str = ""  # label matchers added to every query, e.g. cluster="prod"
+    divisor: float = 100.0  # 100 for crane's percentage rules, 1 for rules giving 0..1
+
+    def __post_init__(self) -> None:
+        if not self.divisor > 0 or not math.isfinite(self.divisor):
+            raise ValueError(f"--value-divisor must be a positive number, got {self.divisor}")
+        build_query("probe", self.selector)  # fails early with the flag's name
+
+
+class MetricSync:
+    def __init__(
+        self,
+        source: InstantQuery,
+        patcher: AnnotationPatcher,
+        *,
+        shape: QueryShape = QueryShape(),
+        telemetry: AnnotatorMetrics | None = None,
+        windows: BindingWindows | None = None,
+        ledger: HotValueLedger | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._source = source
+        self._patcher = patcher
+        self._shape = shape
+        self._telemetry = telemetry if telemetry is not None else AnnotatorMetrics()
+        self._windows = windows
+        self._ledger = ledger
+        self._clock = clock
+
+    async def run_tick(self, metrics: Sequence[str], nodes: Mapping[str, NodeInfo]) -> TickReport:
+        started = time.monotonic()
+        addresses = [NodeAddress(info.name, info.internal_ip) for info in nodes.values()]
+        outcomes = list(
+            await asyncio.gather(*(self._sync_metric(metric, addresses) for metric in metrics))
+        )
+        patches, hot_values = self._build_patches(outcomes)
+        report = await self._patcher.patch_nodes(patches)
+        duration_s = time.monotonic() - started
+        self._account(outcomes, patches, hot_values, report, duration_s)
+        return TickReport(outcomes, report, duration_s)
+
+    async def _sync_metric(self, metric: str, nodes: Sequence[NodeAddress]) -> MetricOutcome:
+        query = build_query(metric, self._shape.selector)
+        outcome = MetricOutcome(metric, query)
+        try:
+            samples = await self._source.aquery(query)
+        except PrometheusQueryError as error:
+            outcome.error = error
+            return outcome
+        outcome.series = len(samples)
+        valid: list[PromSample] = []
+        fractions: dict[int, float] = {}
+        for sample in samples:
+            fraction = usage_fraction(sample.value, self._shape.divisor)
+            if isinstance(fraction, InvalidSample):
+                outcome.dropped[fraction] += 1
+                continue
+            fractions[id(sample)] = fraction
+            valid.append(sample)
+        match = match_series(valid, nodes)
+        outcome.matched = len(match.samples)
+        outcome.without_data = match.nodes_without_data
+        outcome.unmatched_series = match.unmatched_series
+        outcome.values = {
+            node: (fractions[id(sample)], sample.timestamp_s)
+            for node, sample in match.samples.items()
+        }
+        return outcome
+
+    def _build_patches(
+        self, outcomes: Sequence[MetricOutcome]
+    ) -> tuple[dict[str, dict[str, str]], dict[str, int]]:
+        patches: dict[str, dict[str, str]] = {}
+        for outcome in outcomes:
+            for node, (usage, timestamp_s) in outcome.values.items():
+                patches.setdefault(node, {})[outcome.metric] = format_usage(usage, timestamp_s)
+        hot_values: dict[str, int] = {}
+        if self._windows is not None and patches:
+            now_s = self._clock()
+            current = self._windows.hot_values(now_s)
+            for node, annotations in patches.items():
+                hot_values[node] = current.get(node, 0)
+                annotations[HOT_VALUE_KEY] = format_hot_value(hot_values[node], now_s)
+        return patches, hot_values
+
+    def _account(
+        self,
+        outcomes: Sequence[MetricOutcome],
+        patches: Mapping[str, Mapping[str, str]],
+        hot_values: Mapping[str, int],
+        report: PatchReport,
+        duration_s: float,
+    ) -> None:
+        t = self._telemetry
+        written = {node for node, o in report.outcomes.items() if o is PatchOutcome.WRITTEN}
+        for node_outcome in report.outcomes.values():
+            t.patches.labels("metrics", node_outcome.value).inc()
+            if node_outcome.is_error:
+                t.patch_errors.labels("metrics", node_outcome.value).inc()
+        if self._ledger is not None:
+            now_s = self._clock()
+            for node in written:
+                if node in hot_values:
+                    self._ledger.record_written(node, hot_values[node], now_s)
+        for outcome in outcomes:
+            metric = outcome.metric
+            t.sync_duration.labels(metric).observe(duration_s)
+            for reason, count in outcome.dropped.items():
+                t.invalid_samples.labels(metric, reason.value).inc(count)
+            if outcome.error is not None:
+                t.syncs.labels(metric, "error").inc()
+                t.query_errors.labels(metric, outcome.error.reason).inc()
+                log.error("sync %s failed after %.2fs: %s", metric, duration_s, outcome.error)
+                continue
+            t.syncs.labels(metric, "ok").inc()
+            t.last_success.labels(metric).set(self._clock())
+            annotated = [node for node in outcome.values if node in written]
+            outcome.annotated = len(annotated)
+            for node in annotated:
+                t.record_sample_written(metric, outcome.values[node][1])
+            t.nodes_annotated.labels(metric).set(outcome.annotated)
+            t.nodes_without_data.labels(metric).set(len(outcome.without_data))
+            t.unmatched_series.labels(metric).set(outcome.unmatched_series)
+            self._log_metric(outcome, report, duration_s)
+
+    def _log_metric(self, outcome: MetricOutcome, report: PatchReport, duration_s: float) -> None:
+        dropped = sum(outcome.dropped.values())
+        if dropped:
+            log.warning(
+                "sync %s: dropped %d invalid samples (%s); those nodes keep their old value",
+                outcome.metric,
+                dropped,
+                ", ".join(f"{n} {reason}" for reason, n in sorted(outcome.dropped.items())),
+            )
+        if outcome.without_data:
+            shown = ", ".join(outcome.without_data[:5])
+            more = len(outcome.without_data) - 5
+            log.info(
+                "sync %s: no series for %d nodes (%s%s); check their instance labels",
+                outcome.metric,
+                len(outcome.without_data),
+                shown,
+                f" and {more} more" if more > 0 else "",
+            )
+        log.info(
+            "sync %s: %d series, %d nodes matched, %d without data, %d unmatched series, "
+            "%d annotated; tick patches: %s; %.2fs",
+            outcome.metric,
+            outcome.series,
+            outcome.matched,
+            len(outcome.without_data),
+            outcome.unmatched_series,
+            outcome.annotated,
+            report.summary(),
+            duration_s,
+        )
