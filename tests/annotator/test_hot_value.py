@@ -1,0 +1,221 @@
+"""Bindings seen through the pod watch become node_hot_value, promptly and only once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from app.annotator.bindings import BindingObserver, BindingWindows, PodPlacement
+from app.annotator.hotvalue import HotValueLedger, WrittenHotValue, needs_write
+from app.load.samples import HOT_VALUE_KEY, format_hot_value
+from app.policy import HOT_VALUE_VALID_S, HotValuePolicy
+from tests.annotator.helpers import annotator, eventually, hot_value, policy, running
+from tests.annotator.promproxy import PromProxy
+from tests.support.fakekube import PODS
+from tests.support.fakekube_fixtures import FakeKube
+
+INTERVAL_S = 0.3
+WINDOW = [{"timeRange": "2s", "count": 1}]  # every binding in the last 2 s adds 1
+
+
+def bind(fake_kube: FakeKube, pod: str, node: str) -> None:
+    fake_kube.store.add_pod(pod)
+    fake_kube.store.bind("default", pod, node)
+
+
+# -- the pure parts -------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def observer(clock: Clock) -> BindingObserver:
+    windows = BindingWindows(
+        [HotValuePolicy(timeRange="5m", count=5), HotValuePolicy(timeRange="1m", count=2)]
+    )
+    return BindingObserver(windows, clock)
+
+
+def test_pods_already_bound_at_the_first_list_are_not_bindings() -> None:
+    obs = observer(Clock())
+    assert obs.observe_list([PodPlacement("u1", "n1"), PodPlacement("u2", "n1")]) == 0
+    assert obs.windows.binding_count() == 0
+
+
+def test_a_pending_pod_that_gets_a_node_is_one_binding_however_often_it_is_seen() -> None:
+    obs = observer(Clock())
+    obs.observe_list([PodPlacement("u1", None)])
+    assert obs.observe_event("MODIFIED", PodPlacement("u1", "n1"))
+    assert not obs.observe_event("MODIFIED", PodPlacement("u1", "n1"))  # status update
+    assert not obs.observe_event("ADDED", PodPlacement("u1", "n1"))  # replayed event
+    assert obs.windows.binding_count() == 1
+
+
+def test_a_pod_created_already_bound_counts_once() -> None:
+    obs = observer(Clock())
+    obs.observe_list([])
+    assert obs.observe_event("ADDED", PodPlacement("u1", "n1"))
+    assert not obs.observe_event("MODIFIED", PodPlacement("u1", "n1"))
+
+
+def test_a_relist_counts_pods_bound_while_the_watch_was_down() -> None:
+    clock = Clock()
+    obs = observer(clock)
+    obs.observe_list([PodPlacement("old", "n1"), PodPlacement("pending", None)])
+    clock.now += 30
+    found = obs.observe_list(
+        [
+            PodPlacement("old", "n1"),
+            PodPlacement("pending", "n2"),  # bound during the gap
+            PodPlacement("new", "n3", created_s=clock.now - 5),  # created and bound in the gap
+        ]
+    )
+    assert found == 2
+    assert obs.windows.hot_values(clock.now) == {"n2": 0, "n3": 0}
+    assert obs.windows.binding_count() == 2
+
+
+def test_bindings_older_than_the_longest_time_range_are_forgotten() -> None:
+    clock = Clock()
+    obs = observer(clock)
+    obs.observe_list([])
+    for i in range(6):
+        obs.observe_event("ADDED", PodPlacement(f"u{i}", "n1"))
+    assert obs.windows.hot_value("n1", clock.now) == 6 // 5 + 6 // 2
+    clock.now += 120
+    assert obs.windows.hot_values(clock.now) == {"n1": 1}
+    clock.now += 200
+    obs.tidy(clock.now)
+    assert obs.windows.binding_count() == 0
+    assert obs.windows.hot_values(clock.now) == {}
+
+
+@pytest.mark.parametrize(
+    ("want", "have", "age_s", "write"),
+    [
+        (2, None, 0, True),  # first non-zero value
+        (0, None, 0, False),  # nothing to say
+        (2, 2, 10, False),  # unchanged and far from expiry
+        (3, 2, 10, True),  # changed
+        (0, 2, 10, True),  # decayed to 0 while the old value is still valid
+        (0, 2, HOT_VALUE_VALID_S + 1, False),  # old value already expired: reads as 0
+        (0, 0, 10, False),
+        (2, 2, 250, True),  # unchanged but about to expire: refresh
+        (2, 2, HOT_VALUE_VALID_S + 1, True),
+    ],
+)
+def test_when_a_hot_value_is_written(
+    want: int, have: int | None, age_s: float, write: bool
+) -> None:
+    current = None if have is None else WrittenHotValue(have, 1000.0 - age_s)
+    refresh_s = HotValueLedger(15.0).refresh_s
+    assert needs_write(want, current, 1000.0, refresh_s) is write
+
+
+def test_the_ledger_prefers_its_own_newer_write_over_a_lagging_cache() -> None:
+    ledger = HotValueLedger(15.0)
+    ledger.record_written("n1", 3, 1000.0)
+    lagging = {"n1": {HOT_VALUE_KEY: format_hot_value(1, 990.0)}}
+    assert ledger.plan(lagging, {"n1": 3}, 1001.0) == {}
+
+
+# -- through the pod watch and the fake API server ------------------------------------
+
+
+def test_bindings_reach_node_hot_value_within_the_interval(
+    fake_kube: FakeKube, static_prom: PromProxy
+) -> None:
+    fake_kube.store.add_node("n1", internal_ip="10.0.0.1")
+    fake_kube.store.add_node("n2", internal_ip="10.0.0.2")
+
+    async def scenario() -> float:
+        async with fake_kube.async_client() as client:
+            the_annotator = annotator(
+                fake_kube,
+                client,
+                static_prom.url,
+                the_policy=policy(hot_value=WINDOW),
+                hot_value_interval_s=INTERVAL_S,
+            )
+            async with running(the_annotator):
+                assert await eventually(lambda: the_annotator.pod_watch.synced, 5)
+                bound_at = time.monotonic()
+                bind(fake_kube, "a", "n1")
+                bind(fake_kube, "b", "n1")
+                assert await eventually(lambda: hot_value(fake_kube, "n1") == 2, 3)
+                return time.monotonic() - bound_at
+
+    delay_s = asyncio.run(scenario())
+    assert delay_s <= INTERVAL_S + 0.3
+    assert hot_value(fake_kube, "n2") is None  # no bindings, no write
+
+
+def test_pods_bound_before_start_and_repeated_events_do_not_count_twice(
+    fake_kube: FakeKube, static_prom: PromProxy
+) -> None:
+    fake_kube.store.add_node("n1", internal_ip="10.0.0.1")
+    fake_kube.store.add_pod("old", node_name="n1")
+
+    async def scenario() -> int:
+        async with fake_kube.async_client() as client:
+            the_annotator = annotator(
+                fake_kube,
+                client,
+                static_prom.url,
+                the_policy=policy(hot_value=WINDOW),
+                hot_value_interval_s=INTERVAL_S,
+            )
+            async with running(the_annotator):
+                assert await eventually(lambda: the_annotator.pod_watch.synced, 5)
+                bind(fake_kube, "a", "n1")
+                for i in range(3):  # later updates of the bound pod: same UID
+                    fake_kube.store.modify(
+                        PODS,
+                        "a",
+                        lambda pod, i=i: pod["metadata"]["labels"].update(rev=str(i)),
+                        namespace="default",
+                    )
+                assert await eventually(lambda: hot_value(fake_kube, "n1") is not None, 3)
+                await asyncio.sleep(2 * INTERVAL_S)
+                return the_annotator.observer.bindings_observed
+
+    assert asyncio.run(scenario()) == 1
+    assert hot_value(fake_kube, "n1") == 1
+
+
+def test_the_hot_value_decays_to_zero_and_zero_is_written(
+    fake_kube: FakeKube, static_prom: PromProxy
+) -> None:
+    fake_kube.store.add_node("n1", internal_ip="10.0.0.1")
+
+    async def scenario() -> list[int | None]:
+        seen: list[int | None] = []
+        async with fake_kube.async_client() as client:
+            the_annotator = annotator(
+                fake_kube,
+                client,
+                static_prom.url,
+                the_policy=policy(hot_value=WINDOW),
+                hot_value_interval_s=INTERVAL_S,
+            )
+            async with running(the_annotator):
+                assert await eventually(lambda: the_annotator.pod_watch.synced, 5)
+                bind(fake_kube, "a", "n1")
+                assert await eventually(lambda: hot_value(fake_kube, "n1") == 1, 3)
+                seen.append(hot_value(fake_kube, "n1"))
+                assert await eventually(lambda: hot_value(fake_kube, "n1") == 0, 4)
+                seen.append(hot_value(fake_kube, "n1"))
+                patches = len(fake_kube.requests("PATCH", "/api/v1/nodes/n1"))
+                await asyncio.sleep(3 * INTERVAL_S)
+                # Once 0 is written, nothing changes and nothing more is written.
+                assert len(fake_kube.requests("PATCH", "/api/v1/nodes/n1")) == patches
+        return seen
+
+    assert asyncio.run(scenario()) == [1, 0]

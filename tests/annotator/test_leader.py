@@ -1,0 +1,201 @@
+"""With two replicas only the leader writes, and the other takes over when it goes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from app.annotator.leader import LeaderElector, LeaseSettings
+from app.annotator.runtime import Annotator
+from tests.annotator.helpers import annotator, eventually, metric_value, policy, running
+from tests.annotator.promproxy import PromProxy
+from tests.support.fakekube_fixtures import FakeKube
+
+LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/default/leases/loadaware-annotator"
+FAST = policy({"cpu_usage_avg_5m": "0.2s"})
+
+
+def lease(identity: str) -> LeaseSettings:
+    return LeaseSettings(
+        namespace="default",
+        name="loadaware-annotator",
+        identity=identity,
+        lease_duration_s=1.0,
+        renew_deadline_s=0.6,
+        retry_period_s=0.1,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def patches_by(replica: Annotator) -> float:
+    return metric_value(
+        replica, "loadaware_annotator_patches_total", {"kind": "metrics", "outcome": "written"}
+    )
+
+
+@pytest.fixture
+def one_node(fake_kube: FakeKube, static_prom: PromProxy) -> PromProxy:
+    fake_kube.store.add_node("n1", internal_ip="10.0.0.1")
+    static_prom.static_result = [
+        {"metric": {"instance": "10.0.0.1:9100"}, "value": [time.time(), "42"]}
+    ]
+    return static_prom
+
+
+@contextlib.asynccontextmanager
+async def replica(
+    fake_kube: FakeKube, prom: PromProxy, identity: str, **config: object
+) -> AsyncIterator[tuple[Annotator, asyncio.Task[None]]]:
+    async with fake_kube.async_client() as client:
+        the_annotator = annotator(
+            fake_kube,
+            client,
+            prom.url,
+            the_policy=FAST,
+            lease=lease(identity),
+            health_host="127.0.0.1",
+            **config,  # type: ignore[arg-type]
+        )
+        async with running(the_annotator) as task:
+            yield the_annotator, task
+
+
+def holder(fake_kube: FakeKube) -> str | None:
+    stored = fake_kube.store.get_lease("loadaware-annotator")
+    return None if stored is None else stored["spec"].get("holderIdentity")
+
+
+def test_only_the_leader_writes_and_the_other_takes_over_when_it_stops(
+    fake_kube: FakeKube, one_node: PromProxy
+) -> None:
+    async def scenario() -> None:
+        async with replica(fake_kube, one_node, "a") as (a, a_task):
+            assert await eventually(lambda: patches_by(a) >= 2, 5)
+            async with replica(fake_kube, one_node, "b") as (b, _):
+                assert await eventually(lambda: b.pod_watch.synced, 5)
+                await asyncio.sleep(0.5)
+                assert (a.may_write(), b.may_write()) == (True, False)
+                assert patches_by(b) == 0
+                assert holder(fake_kube) == "a"
+
+                a_task.cancel()  # graceful stop: a releases the lease
+                with contextlib.suppress(asyncio.CancelledError):
+                    await a_task
+                stopped_at = time.monotonic()
+                assert await eventually(lambda: patches_by(b) >= 1, 5)
+                # Released, so b did not have to wait out the 1 s lease.
+                assert time.monotonic() - stopped_at < 0.9
+                assert holder(fake_kube) == "b"
+                a_writes = patches_by(a)
+                await asyncio.sleep(0.5)
+                assert patches_by(a) == a_writes
+
+    asyncio.run(scenario())
+
+
+def test_a_lease_that_is_not_released_is_taken_over_after_it_expires(
+    fake_kube: FakeKube, one_node: PromProxy
+) -> None:
+    async def scenario() -> float:
+        async with replica(fake_kube, one_node, "a") as (a, a_task):
+            assert await eventually(a.may_write, 5)
+            async with replica(fake_kube, one_node, "b") as (b, _):
+                assert await eventually(lambda: b.pod_watch.synced, 5)
+                await asyncio.sleep(0.3)
+                fake_kube.fail_next("PUT", LEASE_PATH, 500)  # a's release fails: a "crash"
+                a_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await a_task
+                assert holder(fake_kube) == "a"
+                stopped_at = time.monotonic()
+                assert await eventually(b.may_write, 5)
+                taken_after_s = time.monotonic() - stopped_at
+                assert await eventually(lambda: patches_by(b) >= 1, 5)
+                return taken_after_s
+
+    taken_after_s = asyncio.run(scenario())
+    assert 0.5 <= taken_after_s <= 2.0  # the 1 s lease, give or take a retry period
+
+
+def test_a_leader_that_cannot_renew_stops_writing_within_the_renew_deadline(
+    fake_kube: FakeKube, one_node: PromProxy
+) -> None:
+    async def scenario() -> float:
+        async with replica(fake_kube, one_node, "a") as (a, _):
+            assert await eventually(lambda: patches_by(a) >= 1, 5)
+            fake_kube.fail_next("GET", LEASE_PATH, 503, times=1000)
+            cut_off_at = time.monotonic()
+            assert await eventually(lambda: not a.may_write(), 2)
+            stopped_after_s = time.monotonic() - cut_off_at
+            await asyncio.sleep(0.3)  # let a write in flight finish
+            writes = len(fake_kube.requests("PATCH", "/api/v1/nodes/*"))
+            await asyncio.sleep(0.6)
+            assert len(fake_kube.requests("PATCH", "/api/v1/nodes/*")) == writes
+            assert metric_value(a, "loadaware_annotator_is_leader") == 0
+            fake_kube.faults.clear()
+            assert await eventually(a.may_write, 3)  # and it comes back
+            return stopped_after_s
+
+    assert asyncio.run(scenario()) <= 0.6 + 0.2
+
+
+def test_is_leader_turns_false_at_the_renew_deadline_even_if_the_loop_is_stuck() -> None:
+    now = [100.0]
+    elector = LeaderElector(None, lease("a"), monotonic=lambda: now[0])  # type: ignore[arg-type]
+    elector._leading = True
+    elector._last_renew_mono = 100.0
+    assert elector.is_leader
+    now[0] = 100.59
+    assert elector.is_leader
+    now[0] = 100.61
+    assert not elector.is_leader
+
+
+def test_a_follower_is_ready_and_says_it_is_not_the_leader(
+    fake_kube: FakeKube, one_node: PromProxy
+) -> None:
+    port_a, port_b = free_port(), free_port()
+
+    async def scenario() -> tuple[dict[str, object], dict[str, object], int]:
+        async with replica(fake_kube, one_node, "a", health_port=port_a) as (a, _):
+            assert await eventually(a.may_write, 5)
+            async with replica(fake_kube, one_node, "b", health_port=port_b) as (b, _):
+                assert await eventually(lambda: b.pod_watch.synced and b.nodes.synced, 5)
+                async with httpx.AsyncClient() as http:
+                    assert await _eventually_up(http, port_b)
+                    ready_b = await http.get(f"http://127.0.0.1:{port_b}/readyz")
+                    ready_a = await http.get(f"http://127.0.0.1:{port_a}/readyz")
+                    metrics = await http.get(f"http://127.0.0.1:{port_b}/metrics")
+                    assert "loadaware_annotator_is_leader 0.0" in metrics.text
+                    return ready_a.json(), ready_b.json(), ready_b.status_code
+
+    ready_a, ready_b, status_b = asyncio.run(scenario())
+    assert status_b == 200
+    assert ready_b["ready"] is True
+    assert ready_b["leader"] is False
+    assert "does not depend on leadership" in str(ready_b["note"])
+    assert ready_a["leader"] is True
+    metrics_a = ready_a["metrics"]
+    assert isinstance(metrics_a, dict)
+    assert metrics_a["cpu_usage_avg_5m"]["last_success"] is not None
+
+
+async def _eventually_up(http: httpx.AsyncClient, port: int) -> bool:
+    for _ in range(100):
+        with contextlib.suppress(httpx.HTTPError):
+            await http.get(f"http://127.0.0.1:{port}/healthz")
+            return True
+        await asyncio.sleep(0.02)
+    return False
