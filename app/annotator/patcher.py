@@ -89,7 +89,7 @@ class AnnotationPatcher:
         self,
         client: AsyncClient,
         *,
-        concurrency: int = 32,
+        concurrency: int = 16,
         may_write: Callable[[], bool] = lambda: True,
         attempts: int = 3,
         first_backoff_s: float = 0.2,

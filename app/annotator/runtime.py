@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 class AnnotatorConfig:
     policy: Policy
     shape: QueryShape = field(default_factory=QueryShape)
-    patch_concurrency: int = 32
+    patch_concurrency: int = 16
     hot_value_interval_s: float = 15.0
     lease: LeaseSettings | None = None  # None: no leader election, always write
     health_host: str = "0.0.0.0"
