@@ -40,6 +40,8 @@ from app.policy_watch import PolicyWatcher
 
 log = logging.getLogger(__name__)
 
+POD_WATCH_GRACE_S = 10.0
+
 
 @dataclass(frozen=True, slots=True)
 class AnnotatorConfig:
@@ -119,6 +121,7 @@ class Annotator:
             shape=config.shape,
             telemetry=self.telemetry,
             windows=self.windows,
+            hot_values_known=lambda: self.pod_watch.synced,
             ledger=self.ledger,
             clock=clock,
         )
@@ -229,7 +232,16 @@ class Annotator:
 
     async def _lead(self) -> None:
         await self.nodes.wait_synced()
-        await self.pod_watch.wait_synced()
+        # The first patches carry hot values only once the pod watch has listed. Should
+        # pods be unlistable (RBAC), load annotations still flow after this grace.
+        try:
+            await asyncio.wait_for(self.pod_watch.wait_synced(), POD_WATCH_GRACE_S)
+        except TimeoutError:
+            log.warning(
+                "pod watch not synced after %.0fs; writing load annotations without "
+                "node_hot_value until it is (can the annotator list pods?)",
+                POD_WATCH_GRACE_S,
+            )
         async with asyncio.TaskGroup() as group:
             group.create_task(self._metric_loop(), name="metric-sync")
             group.create_task(self._hot_value_loop(), name="hot-value")
@@ -279,6 +291,7 @@ class Annotator:
 
     async def _hot_value_loop(self) -> None:
         interval_s = self.config.hot_value_interval_s
+        await self.pod_watch.wait_synced()
         while True:
             await asyncio.sleep(interval_s)
             try:

@@ -106,6 +106,7 @@ class MetricSync:
         shape: QueryShape = QueryShape(),
         telemetry: AnnotatorMetrics | None = None,
         windows: BindingWindows | None = None,
+        hot_values_known: Callable[[], bool] = lambda: True,
         ledger: HotValueLedger | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -114,6 +115,8 @@ class MetricSync:
         self._shape = shape
         self._telemetry = telemetry if telemetry is not None else AnnotatorMetrics()
         self._windows = windows
+        # False until the pod watch has listed: a 0 then would be a guess, not a fact.
+        self._hot_values_known = hot_values_known
         self._ledger = ledger
         self._clock = clock
 
@@ -165,7 +168,7 @@ class MetricSync:
             for node, (usage, timestamp_s) in outcome.values.items():
                 patches.setdefault(node, {})[outcome.metric] = format_usage(usage, timestamp_s)
         hot_values: dict[str, int] = {}
-        if self._windows is not None and patches:
+        if self._windows is not None and patches and self._hot_values_known():
             now_s = self._clock()
             current = self._windows.hot_values(now_s)
             for node, annotations in patches.items():

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
+import yaml
 
 from app.annotator import main as annotator_main
 from app.cli import build_parser
 from app.flags import env_name
+from tests.annotator.promproxy import PromProxy, wait_until
+from tests.support.fakekube_fixtures import FakeKube
 
 FLAGS = [
     "--policy",
@@ -158,3 +167,70 @@ def test_a_policy_file_is_loaded_and_watched(tmp_path: Path) -> None:
     )
     assert settings.policy_watcher is not None
     assert settings.annotator.policy.spec.sync_policy[0].period_s == 60.0
+
+
+def test_the_process_annotates_serves_probes_and_releases_its_lease_on_sigterm(
+    fake_kube: FakeKube, static_prom: PromProxy, tmp_path: Path
+) -> None:
+    fake_kube.store.add_node("n1", internal_ip="10.0.0.1")
+    static_prom.static_result = [
+        {"metric": {"instance": "10.0.0.1:9100"}, "value": [time.time(), "42"]}
+    ]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": fake_kube.url}}],
+                "users": [{"name": "nobody", "user": {}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "nobody"}}],
+                "current-context": "fake",
+            }
+        )
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "annotator",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--prometheus-url",
+            static_prom.url,
+            "--lease-namespace",
+            "default",
+            "--health-host",
+            "127.0.0.1",
+            "--health-port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert wait_until(lambda: "cpu_usage_avg_5m" in node_annotations(fake_kube, "n1"), 15)
+        ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+        assert ready.status_code == 200
+        assert ready.json()["leader"] is True
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    output = process.stdout.read() if process.stdout else ""
+    lease = fake_kube.store.get_lease("loadaware-annotator")
+    assert lease is not None
+    assert not lease["spec"].get("holderIdentity"), output
+    assert "released" in output
+    assert "sync cpu_usage_avg_5m: 1 series, 1 nodes matched" in output
+
+
+def node_annotations(fake_kube: FakeKube, name: str) -> dict[str, str]:
+    stored = fake_kube.store.get_node(name) or {}
+    return dict(stored.get("metadata", {}).get("annotations") or {})

@@ -9,6 +9,9 @@ import time
 from collections import Counter
 
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.annotator.sync import QueryShape
 from app.load.samples import HOT_VALUE_KEY, parse_hot_value, parse_usage
@@ -195,3 +198,38 @@ def test_only_the_metrics_that_are_due_are_queried_and_written(
     assert all(
         set(r.body["metadata"]["annotations"]) == {"cpu_usage_avg_5m", HOT_VALUE_KEY} for r in later
     )
+
+
+def test_the_annotator_s_own_metrics_describe_the_sync(
+    fake_kube: FakeKube, cluster: PromNodeData, prom_proxy: PromProxy
+) -> None:
+    async def scenario() -> str:
+        async with fake_kube.async_client() as client:
+            the_annotator = annotator(fake_kube, client, prom_proxy.url)
+            async with running(the_annotator):
+                assert await eventually(lambda: the_annotator.ticks >= 1, 15)
+            return generate_latest(the_annotator.telemetry.registry).decode()
+
+    exposition = asyncio.run(scenario())
+    families = {f.name: f for f in text_string_to_metric_families(exposition)}
+    for metric in DEFAULT_METRICS:
+        labels = {"metric": metric}
+        assert value_of(families, "loadaware_annotator_nodes_annotated", labels) == 5
+        assert value_of(families, "loadaware_annotator_nodes_without_data", labels) == 1
+        assert value_of(families, "loadaware_annotator_sync_duration_seconds_count", labels) == 1
+        assert 0 <= value_of(families, "loadaware_annotator_newest_sample_age_seconds", labels) < 60
+    assert value_of(families, "loadaware_annotator_is_leader", {}) == 1
+    assert (
+        value_of(
+            families, "loadaware_annotator_patches_total", {"kind": "metrics", "outcome": "written"}
+        )
+        == 5
+    )
+
+
+def value_of(families: dict[str, Metric], sample_name: str, labels: dict[str, str]) -> float:
+    for family in families.values():
+        for sample in family.samples:
+            if sample.name == sample_name and sample.labels == labels:
+                return float(sample.value)
+    raise AssertionError(f"no sample {sample_name}{labels} in the exposition")
