@@ -50,8 +50,12 @@ class BindingWindows:
         self.keep_s = max((entry.time_range_s for entry in self._policy), default=0.0)
 
     def record(self, node: str, at_s: float) -> None:
-        if self.keep_s > 0:
-            self._times.setdefault(node, deque()).append(at_s)
+        if self.keep_s <= 0:
+            return
+        times = self._times.setdefault(node, deque())
+        times.append(at_s)
+        while times[0] <= at_s - self.keep_s:
+            times.popleft()
 
     def prune(self, now_s: float) -> None:
         cutoff_s = now_s - self.keep_s
@@ -109,6 +113,8 @@ class BindingObserver:
         self._counted: dict[str, float] = {}  # UID -> when counted, for the window only
         self._listed_once = False
         self._last_event_s: float | None = None
+        # Followers never publish hot values, so the observer tidies up by itself.
+        self._next_tidy_s = -float("inf")
         self.bindings_observed = 0
 
     def _count(self, pod: PodPlacement) -> bool:
@@ -153,6 +159,9 @@ class BindingObserver:
         """One watch event; True when it is a new binding."""
         now_s = self._clock()
         self._last_event_s = now_s
+        if now_s >= self._next_tidy_s:
+            self.tidy(now_s)
+            self._next_tidy_s = now_s + max(1.0, self.windows.keep_s / 4)
         if event_type == "DELETED":
             self._pending.discard(pod.uid)
             return False

@@ -99,6 +99,9 @@ class LeaderElector:
                 except TimeoutError:
                     renewed = False
                     log.warning("lease %s/%s: API call timed out", s.namespace, s.name)
+                except Exception:  # an undecodable answer must not end the election loop
+                    renewed = False
+                    log.exception("lease %s/%s: unexpected error", s.namespace, s.name)
                 if renewed:
                     self._last_renew_mono = self._monotonic()
                     self._set_leading(True)

@@ -274,7 +274,9 @@ class Annotator:
 
     def _record_tick(self, schedule: MetricSchedule, report: TickReport, started_s: float) -> None:
         for outcome in report.metrics:
-            state = self.metric_states[outcome.metric]
+            state = self.metric_states.get(outcome.metric)
+            if state is None or outcome.metric not in schedule.periods_s:
+                continue  # dropped by a policy reload during the tick
             if outcome.error is not None:
                 state.last_error = str(outcome.error)
                 schedule.record_failure(outcome.metric, time.monotonic())
@@ -327,6 +329,8 @@ class Annotator:
 
     def status(self) -> Mapping[str, Any]:
         crashed = [t.get_name() for t in self._background if t.done()]
+        if self._leading_task is not None and self._leading_task.done():
+            crashed.append(self._leading_task.get_name())
         schedule = self.schedule
         now_mono = time.monotonic()
         metrics: dict[str, Any] = {}

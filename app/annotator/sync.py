@@ -129,7 +129,7 @@ class MetricSync:
         patches, hot_values = self._build_patches(outcomes)
         report = await self._patcher.patch_nodes(patches)
         duration_s = time.monotonic() - started
-        self._account(outcomes, patches, hot_values, report, duration_s)
+        self._account(outcomes, hot_values, report, duration_s)
         return TickReport(outcomes, report, duration_s)
 
     async def _sync_metric(self, metric: str, nodes: Sequence[NodeAddress]) -> MetricOutcome:
@@ -179,7 +179,6 @@ class MetricSync:
     def _account(
         self,
         outcomes: Sequence[MetricOutcome],
-        patches: Mapping[str, Mapping[str, str]],
         hot_values: Mapping[str, int],
         report: PatchReport,
         duration_s: float,

@@ -1,0 +1,1 @@
+"""Prometheus access: instant queries (``client``) and matching series to nodes (``matching``)."""

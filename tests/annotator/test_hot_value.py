@@ -219,3 +219,15 @@ def test_the_hot_value_decays_to_zero_and_zero_is_written(
         return seen
 
     assert asyncio.run(scenario()) == [1, 0]
+
+
+def test_memory_stays_bounded_without_anyone_publishing() -> None:
+    # A follower never calls hot_values(); the observer must still forget old bindings.
+    clock = Clock()
+    obs = observer(clock)
+    obs.observe_list([])
+    for i in range(10_000):
+        clock.now += 1.0
+        obs.observe_event("ADDED", PodPlacement(f"u{i}", f"n{i % 7}"))
+    assert obs.windows.binding_count() <= 300 + 7
+    assert len(obs._counted) <= 300 + 300 / 4 + 1
