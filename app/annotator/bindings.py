@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lightkube import AsyncClient
-from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Pod
 
+from app.kube.listwatch import list_then_watch
 from app.load.model import hot_value_from_bindings
 from app.policy import HotValuePolicy
 
@@ -207,28 +207,14 @@ class PodBindingWatch:
         await self._synced.wait()
 
     async def run(self) -> None:
-        delay_s = self._retry_delay_s
-        while True:
-            try:
-                resource_version = await self._relist()
-                delay_s = self._retry_delay_s
-                await self._watch(resource_version)
-            except asyncio.CancelledError:
-                raise
-            except ApiError as error:
-                if error.status.code == 410:
-                    log.info("pod watch expired (410 Gone); relisting")
-                    continue
-                log.warning(
-                    "pod list/watch failed: %s; hot values miss bindings until it recovers; "
-                    "retrying in %.0fs",
-                    error,
-                    delay_s,
-                )
-            except Exception as error:  # network or decode errors must not end the loop
-                log.warning("pod list/watch failed: %r; retrying in %.0fs", error, delay_s)
-            await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * 2, self._max_retry_delay_s)
+        await list_then_watch(
+            self._relist,
+            self._watch,
+            what="pod",
+            retry_delay_s=self._retry_delay_s,
+            max_retry_delay_s=self._max_retry_delay_s,
+            while_down="hot values miss bindings until it recovers",
+        )
 
     async def _relist(self) -> str:
         listing = self._client.list(Pod, namespace="*")

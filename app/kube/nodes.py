@@ -15,8 +15,9 @@ from types import MappingProxyType
 from typing import Any
 
 from lightkube import AsyncClient
-from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Node
+
+from app.kube.listwatch import list_then_watch
 
 log = logging.getLogger(__name__)
 
@@ -76,23 +77,13 @@ class NodeCache:
         return None if self.last_heard_s is None else time.monotonic() - self.last_heard_s
 
     async def run(self) -> None:
-        delay_s = self._retry_delay_s
-        while True:
-            try:
-                resource_version = await self._relist()
-                delay_s = self._retry_delay_s
-                await self._watch(resource_version)
-            except asyncio.CancelledError:
-                raise
-            except ApiError as error:
-                if error.status.code == 410:
-                    log.info("node watch expired (410 Gone); relisting")
-                    continue
-                log.warning("node list/watch failed: %s; retrying in %.0fs", error, delay_s)
-            except Exception as error:  # network errors, decode errors: never end the loop
-                log.warning("node list/watch failed: %r; retrying in %.0fs", error, delay_s)
-            await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * 2, self._max_retry_delay_s)
+        await list_then_watch(
+            self._relist,
+            self._watch,
+            what="node",
+            retry_delay_s=self._retry_delay_s,
+            max_retry_delay_s=self._max_retry_delay_s,
+        )
 
     async def _relist(self) -> str:
         listing = self._client.list(Node)
