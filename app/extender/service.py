@@ -7,6 +7,7 @@ import contextlib
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -102,7 +103,11 @@ class Extender:
         children[1].observe(elapsed_s)
         if outcome is None:
             return
-        for metric, count in outcome.rejected_by_metric.items():
+        # Counted here, after the answer is sent, to keep it off the scheduling cycle.
+        rejected_metric = self.table.rejected_metric
+        for metric, count in Counter(map(rejected_metric.get, outcome.failed)).items():
+            if metric is None:  # the node changed since the answer was computed
+                continue
             counter = self._rejected_counters.get(metric)
             if counter is None:
                 counter = self.metrics.nodes_rejected.labels(metric=metric)
