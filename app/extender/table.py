@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import logging
 import math
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -144,7 +145,8 @@ class NodeTable:
         previous = self._entries.get(name)
         self._entries[name] = entry
         if load.overloads:
-            self.rejections[name] = load.overloads[0].reason
+            # A few distinct reasons, shared by thousands of overloaded nodes.
+            self.rejections[name] = sys.intern(load.overloads[0].reason)
             self.rejected_metric[name] = load.overloads[0].metric
         else:
             self.rejections.pop(name, None)
