@@ -89,6 +89,10 @@ def test_unknown_node_names_pass_and_are_scored_as_without_data() -> None:
     assert call(app, "filter", body).json()["NodeNames"] == ["ghost"]
     scores = call(app, "prioritize", body).json()
     assert [s["Host"] for s in scores] == ["n1", "ghost"]
+    unknown = app.extender.metrics.registry.get_sample_value(
+        "loadaware_extender_unknown_nodes_total"
+    )
+    assert unknown == 1
 
 
 json_values = st.recursive(
