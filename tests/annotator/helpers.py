@@ -80,20 +80,20 @@ async def eventually(condition: Callable[[], bool], timeout_s: float = 5.0) -> b
     return condition()
 
 
-def annotations(fake_kube: FakeKube, node: str) -> dict[str, str]:
+def node_annotations(fake_kube: FakeKube, node: str) -> dict[str, str]:
     stored = fake_kube.store.get_node(node)
     assert stored is not None, f"node {node} is not in the fake API server"
     return dict(stored["metadata"].get("annotations") or {})
 
 
 def usage(fake_kube: FakeKube, node: str, metric: str) -> float | None:
-    raw = annotations(fake_kube, node).get(metric)
+    raw = node_annotations(fake_kube, node).get(metric)
     sample = parse_usage(raw) if raw is not None else None
     return sample.value if sample else None
 
 
 def hot_value(fake_kube: FakeKube, node: str) -> int | None:
-    raw = annotations(fake_kube, node).get("node_hot_value")
+    raw = node_annotations(fake_kube, node).get("node_hot_value")
     sample = parse_hot_value(raw) if raw is not None else None
     return int(sample.value) if sample else None
 

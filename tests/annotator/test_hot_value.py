@@ -13,7 +13,7 @@ from app.load.samples import HOT_VALUE_KEY, format_hot_value
 from app.policy import HOT_VALUE_VALID_S, HotValuePolicy
 from tests.annotator.helpers import annotator, eventually, hot_value, policy, running
 from tests.annotator.promproxy import PromProxy
-from tests.support.fakekube import PODS
+from tests.support.fakekube import JSON, PODS
 from tests.support.fakekube_fixtures import FakeKube
 
 INTERVAL_S = 0.3
@@ -38,7 +38,10 @@ class Clock:
 
 def observer(clock: Clock) -> BindingObserver:
     windows = BindingWindows(
-        [HotValuePolicy(timeRange="5m", count=5), HotValuePolicy(timeRange="1m", count=2)]
+        [
+            HotValuePolicy.model_validate({"timeRange": "5m", "count": 5}),
+            HotValuePolicy.model_validate({"timeRange": "1m", "count": 2}),
+        ]
     )
     return BindingObserver(windows, clock)
 
@@ -176,12 +179,11 @@ def test_pods_bound_before_start_and_repeated_events_do_not_count_twice(
                 assert await eventually(lambda: the_annotator.pod_watch.synced, 5)
                 bind(fake_kube, "a", "n1")
                 for i in range(3):  # later updates of the bound pod: same UID
-                    fake_kube.store.modify(
-                        PODS,
-                        "a",
-                        lambda pod, i=i: pod["metadata"]["labels"].update(rev=str(i)),
-                        namespace="default",
-                    )
+
+                    def relabel(pod: JSON, rev: str = str(i)) -> None:
+                        pod["metadata"]["labels"].update(rev=rev)
+
+                    fake_kube.store.modify(PODS, "a", relabel, namespace="default")
                 assert await eventually(lambda: hot_value(fake_kube, "n1") is not None, 3)
                 await asyncio.sleep(2 * INTERVAL_S)
                 return the_annotator.observer.bindings_observed

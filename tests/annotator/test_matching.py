@@ -10,7 +10,7 @@ from app.prom.matching import MatchRule, NodeAddress, match_series, split_instan
 NODE = NodeAddress("node-a", "10.0.0.7")
 
 
-def s(value: float = 50.0, **labels: str) -> PromSample:
+def s(value: float = 50.0, /, **labels: str) -> PromSample:
     return PromSample(labels=labels, value=value, timestamp_s=1_700_000_000.0)
 
 

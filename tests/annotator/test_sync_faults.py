@@ -14,10 +14,10 @@ from app.annotator.sync import MetricSync
 from app.annotator.telemetry import AnnotatorMetrics
 from app.kube.nodes import NodeInfo
 from tests.annotator.helpers import (
-    annotations,
     annotator,
     eventually,
     metric_value,
+    node_annotations,
     policy,
     running,
     source,
@@ -64,10 +64,10 @@ async def recover_after(
         )
         async with running(the_annotator):
             assert await eventually(lambda: errors(the_annotator, reason) >= 1, 10)
-            assert annotations(fake_kube, "node-busy")[CPU] == OLD_VALUE
+            assert node_annotations(fake_kube, "node-busy")[CPU] == OLD_VALUE
             state = the_annotator.metric_states[CPU]
             assert await eventually(lambda: state.last_success_s is not None, 10)
-        assert annotations(fake_kube, "node-busy")[CPU] != OLD_VALUE
+        assert node_annotations(fake_kube, "node-busy")[CPU] != OLD_VALUE
         return the_annotator
 
 
@@ -134,8 +134,8 @@ def test_nan_inf_and_negative_samples_are_dropped_counted_and_never_written(
 
     the_annotator = asyncio.run(scenario())
     for node in ("node-busy", "node-peak", "node-memhot"):
-        assert annotations(fake_kube, node)[CPU] == OLD_VALUE, node
-    assert annotations(fake_kube, "node-cool")[CPU] != OLD_VALUE
+        assert node_annotations(fake_kube, node)[CPU] == OLD_VALUE, node
+    assert node_annotations(fake_kube, "node-cool")[CPU] != OLD_VALUE
     for reason in ("nan", "infinite", "negative"):
         for metric in DEFAULT_METRICS:
             dropped = metric_value(
@@ -162,7 +162,7 @@ def test_a_409_on_patch_is_retried_and_written(
             return the_annotator
 
     the_annotator = asyncio.run(scenario())
-    assert annotations(fake_kube, "node-busy")[CPU] != OLD_VALUE
+    assert node_annotations(fake_kube, "node-busy")[CPU] != OLD_VALUE
     assert len(fake_kube.requests("PATCH", "/api/v1/nodes/node-busy")) == 2
     assert (
         metric_value(
@@ -191,10 +191,10 @@ def test_a_node_that_keeps_answering_500_is_counted_skipped_and_written_next_tic
             the_annotator = annotator(fake_kube, client, prom_proxy.url, the_policy=fast)
             async with running(the_annotator):
                 assert await eventually(lambda: the_annotator.ticks >= 1, 10)
-                assert annotations(fake_kube, "node-busy")[CPU] == OLD_VALUE
-                assert annotations(fake_kube, "node-cool")[CPU] != OLD_VALUE
+                assert node_annotations(fake_kube, "node-busy")[CPU] == OLD_VALUE
+                assert node_annotations(fake_kube, "node-cool")[CPU] != OLD_VALUE
                 assert await eventually(
-                    lambda: annotations(fake_kube, "node-busy")[CPU] != OLD_VALUE, 5
+                    lambda: node_annotations(fake_kube, "node-busy")[CPU] != OLD_VALUE, 5
                 )
             return the_annotator
 

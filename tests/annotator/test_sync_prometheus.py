@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.annotator.sync import QueryShape
 from app.load.samples import HOT_VALUE_KEY, parse_hot_value, parse_usage
-from tests.annotator.helpers import annotations, annotator, eventually, metric_value, running
+from tests.annotator.helpers import annotator, eventually, metric_value, node_annotations, running
 from tests.annotator.promproxy import PromProxy
 from tests.support.fakekube_fixtures import FakeKube
 from tests.support.prom_fixtures import PromNodeData
@@ -53,7 +53,7 @@ def test_every_metric_lands_within_one_point_of_the_generated_load(
     t = cluster.query_time()
     checked = 0
     for spec in cluster.nodes_with_series:
-        written = annotations(fake_kube, spec.name)
+        written = node_annotations(fake_kube, spec.name)
         for metric in DEFAULT_METRICS:
             sample = parse_usage(written[metric])
             assert sample is not None, (spec.name, metric, written[metric])
@@ -68,8 +68,8 @@ def test_a_node_busy_70_percent_and_a_daily_peak_read_as_expected(
     fake_kube: FakeKube, cluster: PromNodeData, prom_proxy: PromProxy
 ) -> None:
     asyncio.run(one_sync(fake_kube, prom_proxy))
-    busy = parse_usage(annotations(fake_kube, "node-busy")["cpu_usage_avg_5m"])
-    peak = annotations(fake_kube, "node-peak")
+    busy = parse_usage(node_annotations(fake_kube, "node-busy")["cpu_usage_avg_5m"])
+    peak = node_annotations(fake_kube, "node-peak")
     assert busy is not None
     assert busy.value == pytest.approx(0.70, abs=0.01)
     day_peak = parse_usage(peak["cpu_usage_max_avg_1d"])
@@ -86,7 +86,7 @@ def test_timestamps_are_real_utc_of_the_query(
     before = time.time()
     asyncio.run(one_sync(fake_kube, prom_proxy))
     after = time.time()
-    raw = annotations(fake_kube, "node-cool")["mem_usage_avg_5m"]
+    raw = node_annotations(fake_kube, "node-cool")["mem_usage_avg_5m"]
     assert raw.endswith("Z")
     sample = parse_usage(raw)
     assert sample is not None
@@ -104,7 +104,7 @@ def test_ip_port_bare_ip_and_name_instances_all_match(
     }
     for node, instance in forms.items():
         assert cluster.node(node).instance == instance
-        assert "cpu_usage_avg_5m" in annotations(fake_kube, node), node
+        assert "cpu_usage_avg_5m" in node_annotations(fake_kube, node), node
 
 
 def test_a_node_without_series_keeps_its_old_annotation_and_is_counted(
@@ -123,7 +123,7 @@ def test_a_node_without_series_keeps_its_old_annotation_and_is_counted(
 
     without_data = asyncio.run(scenario())
     assert without_data == 1
-    written = annotations(fake_kube, "node-nodata")
+    written = node_annotations(fake_kube, "node-nodata")
     assert written["cpu_usage_avg_5m"] == OLD_VALUE
     assert HOT_VALUE_KEY not in written
     assert not set(DEFAULT_METRICS[1:]) & written.keys()
@@ -135,7 +135,7 @@ def test_annotations_that_are_not_loadaware_s_are_untouched(
 ) -> None:
     asyncio.run(one_sync(fake_kube, prom_proxy))
     for spec in cluster.nodes:
-        written = annotations(fake_kube, spec.name)
+        written = node_annotations(fake_kube, spec.name)
         assert {k: written[k] for k in FOREIGN} == FOREIGN
         ours = set(DEFAULT_METRICS) | {HOT_VALUE_KEY}
         assert set(written) <= ours | set(FOREIGN), spec.name

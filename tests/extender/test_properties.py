@@ -26,7 +26,7 @@ annotation_value = st.one_of(
     st.text(max_size=12),
     st.sampled_from(["nan,2026-01-01T00:00:00Z", "-1,2026-01-01T00:00:00Z", "0.5,garbage"]),
 )
-annotations = st.dictionaries(
+node_annotations = st.dictionaries(
     st.sampled_from([*METRICS, "node_hot_value", "other"]), annotation_value
 )
 node_names = st.lists(st.text(min_size=1, max_size=8), max_size=30)
@@ -34,7 +34,7 @@ node_names = st.lists(st.text(min_size=1, max_size=8), max_size=30)
 
 @st.composite
 def cluster(draw: st.DrawFn) -> tuple[dict[str, dict[str, str]], list[str], bool]:
-    known = draw(st.dictionaries(st.text(min_size=1, max_size=8), annotations, max_size=20))
+    known = draw(st.dictionaries(st.text(min_size=1, max_size=8), node_annotations, max_size=20))
     asked = draw(node_names) + draw(st.lists(st.sampled_from(sorted(known) or ["x"]), max_size=20))
     return known, list(dict.fromkeys(asked)), draw(st.booleans())
 
@@ -67,7 +67,7 @@ def test_cache_mode_filter_partitions_the_input(
 
 
 @settings(max_examples=200, deadline=None)
-@given(nodes=st.dictionaries(st.text(min_size=1, max_size=8), annotations, max_size=20))
+@given(nodes=st.dictionaries(st.text(min_size=1, max_size=8), node_annotations, max_size=20))
 def test_full_mode_filter_partitions_the_input(nodes: dict[str, dict[str, str]]) -> None:
     items = [{"metadata": {"name": n, "annotations": a}, "status": {}} for n, a in nodes.items()]
     answer = run("filter", {"Pod": {}, "Nodes": {"items": items}}, Extender(default_policy()))

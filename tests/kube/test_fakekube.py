@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import AsyncIterable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx
 import msgspec
@@ -65,7 +65,26 @@ def stored(obj: JSON | None) -> JSON:
     return obj
 
 
-def annotations(fake_kube: FakeKube, node: str) -> dict[str, str]:
+def present(value: T | None) -> T:
+    """A field the server fills in; lightkube's models declare every field Optional."""
+    assert value is not None, "expected the field to be set"
+    return value
+
+
+class HasMetadata(Protocol):
+    @property
+    def metadata(self) -> ObjectMeta | None: ...
+
+
+def name_of(obj: HasMetadata) -> str:
+    return present(present(obj.metadata).name)
+
+
+def version_of(obj: HasMetadata) -> int:
+    return int(present(present(obj.metadata).resourceVersion))
+
+
+def node_annotations(fake_kube: FakeKube, node: str) -> dict[str, str]:
     return dict(stored(fake_kube.store.get_node(node))["metadata"].get("annotations") or {})
 
 
@@ -77,7 +96,7 @@ def test_list_nodes_returns_seeded_nodes_and_list_resource_version(fake_kube: Fa
     fake_kube.store.add_node("n1")
 
     nodes = fake_kube.client().list(Node)
-    names = [n.metadata.name for n in nodes]
+    names = [name_of(n) for n in nodes]
 
     assert names == ["n1", "n2"]
     assert nodes.resourceVersion == str(fake_kube.store.resource_version)
@@ -89,7 +108,7 @@ def test_list_nodes_filters_by_label_selector(fake_kube: FakeKube) -> None:
 
     nodes = fake_kube.client().list(Node, labels={"pool": "gpu"})
 
-    assert [n.metadata.name for n in nodes] == ["gpu"]
+    assert [name_of(n) for n in nodes] == ["gpu"]
 
 
 def test_get_node_returns_annotations_and_internal_ip(fake_kube: FakeKube) -> None:
@@ -98,10 +117,11 @@ def test_get_node_returns_annotations_and_internal_ip(fake_kube: FakeKube) -> No
 
     node = fake_kube.client().get(Node, "n1")
 
-    assert node.metadata.annotations == {"loadaware.io/cpu": "0.4"}
-    assert node.metadata.uid
-    assert node.metadata.creationTimestamp
-    addresses = {a.type: a.address for a in node.status.addresses}
+    metadata = present(node.metadata)
+    assert metadata.annotations == {"loadaware.io/cpu": "0.4"}
+    assert metadata.uid
+    assert metadata.creationTimestamp
+    addresses = {a.type: a.address for a in present(present(node.status).addresses)}
     assert addresses["InternalIP"] == "10.0.0.7"
 
 
@@ -123,12 +143,12 @@ async def test_async_watch_replays_history_then_streams_live_changes(fake_kube: 
     store.add_node("n1")
     async with fake_kube.async_client() as client:
         listed = client.list(Node)
-        assert [n.metadata.name async for n in listed] == ["n1"]
+        assert [name_of(n) async for n in listed] == ["n1"]
         store.add_node("n2")  # before the watch starts: must be replayed from history
 
         seen: list[tuple[str, str]] = []
         async for kind, node in client.watch(Node, resource_version=listed.resourceVersion):
-            seen.append((kind, node.metadata.name))
+            seen.append((kind, name_of(node)))
             if len(seen) == 1:  # from here on, changes arrive over the open stream
                 store.modify(NODES, "n1", lambda n: n["metadata"].update(labels={"x": "y"}))
                 store.delete(NODES, "n2")
@@ -154,7 +174,8 @@ async def test_watch_from_compacted_resource_version_raises_api_error_410(
     # raises it as an ApiError that has a Status but no HTTP response.
     assert err.value.status.code == 410
     assert err.value.status.reason == "Expired"
-    assert err.value.status.message.startswith(f"too old resource version: {old_version} (")
+    message = present(err.value.status.message)
+    assert message.startswith(f"too old resource version: {old_version} (")
 
 
 @pytest.mark.anyio
@@ -167,7 +188,7 @@ async def test_watch_with_on_error_retry_relists_after_expiry(fake_kube: FakeKub
         watch = client.watch(Node, resource_version=start, on_error=on_error_retry)
         store.add_node("n2")
         async for kind, node in watch:
-            seen.append((kind, node.metadata.name))
+            seen.append((kind, name_of(node)))
             if len(seen) == 1:
                 # The client now holds n2's version. Forget history and drop the
                 # stream: its reconnect gets 410, and it restarts with a full relist.
@@ -225,7 +246,7 @@ def test_sync_watch_with_field_selector_sees_pod_bound_onto_node_as_added(
                                      fields={"spec.nodeName": "n1"})
     kind, pod = next(iter(watch))
 
-    assert (kind, pod.metadata.name, pod.spec.nodeName) == ("ADDED", "web", "n1")
+    assert (kind, name_of(pod), present(pod.spec).nodeName) == ("ADDED", "web", "n1")
 
 
 def test_stop_ends_open_watch_streams_without_hanging() -> None:
@@ -251,7 +272,7 @@ def test_merge_patch_sets_and_deletes_annotations_by_null(fake_kube: FakeKube) -
     fake_kube.client().patch(Node, "n1", {"metadata": {"annotations": {"new": "3", "old": None}}},
                              patch_type=PatchType.MERGE)
 
-    assert annotations(fake_kube, "n1") == {"keep": "2", "new": "3"}
+    assert node_annotations(fake_kube, "n1") == {"keep": "2", "new": "3"}
 
 
 def test_strategic_patch_handles_annotation_keys_with_slash(fake_kube: FakeKube) -> None:
@@ -260,7 +281,7 @@ def test_strategic_patch_handles_annotation_keys_with_slash(fake_kube: FakeKube)
 
     fake_kube.client().patch(Node, "n1", patch)  # lightkube's default is strategic merge
 
-    assert annotations(fake_kube, "n1") == {"loadaware.io/cpu": "0.7"}
+    assert node_annotations(fake_kube, "n1") == {"loadaware.io/cpu": "0.7"}
     [request] = fake_kube.requests("PATCH", "/api/v1/nodes/n1")
     assert request.content_type == "application/strategic-merge-patch+json"
 
@@ -274,7 +295,7 @@ def test_json_patch_reads_tilde_one_as_slash_in_annotation_keys(fake_kube: FakeK
 
     fake_kube.client().patch(Node, "n1", ops, patch_type=PatchType.JSON)
 
-    assert annotations(fake_kube, "n1") == {"loadaware.io/cpu": "0.5"}
+    assert node_annotations(fake_kube, "n1") == {"loadaware.io/cpu": "0.5"}
 
 
 def test_json_patch_with_failing_test_op_is_rejected_with_422_and_changes_nothing(
@@ -291,7 +312,7 @@ def test_json_patch_with_failing_test_op_is_rejected_with_422_and_changes_nothin
         fake_kube.client().patch(Node, "n1", ops, patch_type=PatchType.JSON)
 
     assert (err.value.status.code, err.value.status.reason) == (422, "Invalid")
-    assert annotations(fake_kube, "n1") == {"a": "1"}
+    assert node_annotations(fake_kube, "n1") == {"a": "1"}
 
 
 def test_patch_carrying_stale_resource_version_raises_409_conflict(fake_kube: FakeKube) -> None:
@@ -304,7 +325,7 @@ def test_patch_carrying_stale_resource_version_raises_409_conflict(fake_kube: Fa
         fake_kube.client().patch(Node, "n1", patch, patch_type=PatchType.MERGE)
 
     assert (err.value.status.code, err.value.status.reason) == (409, "Conflict")
-    assert annotations(fake_kube, "n1") == {}
+    assert node_annotations(fake_kube, "n1") == {}
 
 
 def test_patch_of_missing_node_raises_api_error_404(fake_kube: FakeKube) -> None:
@@ -321,7 +342,7 @@ def test_patch_that_changes_nothing_keeps_resource_version(fake_kube: FakeKube) 
     patched = fake_kube.client().patch(Node, "n1", {"metadata": {"annotations": {"a": "1"}}},
                                        patch_type=PatchType.MERGE)
 
-    assert patched.metadata.resourceVersion == node["metadata"]["resourceVersion"]
+    assert present(patched.metadata).resourceVersion == node["metadata"]["resourceVersion"]
 
 
 def test_patch_with_unknown_content_type_is_415(fake_kube: FakeKube) -> None:
@@ -364,7 +385,7 @@ def test_list_pods_by_spec_node_name_field_selector(fake_kube: FakeKube) -> None
 
     pods = fake_kube.client().list(Pod, namespace=ALL_NS, fields={"spec.nodeName": "n1"})
 
-    assert sorted(p.metadata.name for p in pods) == ["a", "b"]
+    assert sorted(name_of(p) for p in pods) == ["a", "b"]
 
 
 def test_list_pods_field_selector_combines_not_equal_terms(fake_kube: FakeKube) -> None:
@@ -376,7 +397,7 @@ def test_list_pods_field_selector_combines_not_equal_terms(fake_kube: FakeKube) 
         Pod, fields={"spec.nodeName": "n1", "status.phase": not_equal("Succeeded")}
     )
 
-    assert [p.metadata.name for p in pods] == ["running"]
+    assert [name_of(p) for p in pods] == ["running"]
     [request] = fake_kube.requests("GET", "/api/v1/namespaces/default/pods")
     assert request.query["fieldSelector"] == "spec.nodeName=n1,status.phase!=Succeeded"
 
@@ -433,10 +454,11 @@ def test_pod_created_through_api_starts_pending(fake_kube: FakeKube) -> None:
     pod = Pod.from_dict({"metadata": {"name": "p"},
                          "spec": {"containers": [{"name": "c", "image": "x"}]},
                          "status": {"phase": "Running"}})
+    assert isinstance(pod, Pod)  # from_dict is annotated as returning the DictMixin base
 
     created = fake_kube.client().create(pod)
 
-    assert created.status.phase == "Pending"
+    assert present(created.status).phase == "Pending"
 
 
 # ---- eviction
@@ -456,7 +478,7 @@ def test_eviction_deletes_pod_and_spends_one_pdb_disruption(fake_kube: FakeKube)
     assert pdb["status"]["disruptionsAllowed"] == 1
     assert "web-1" in pdb["status"]["disruptedPods"]
     kind, pod = next(iter(client.watch(Pod, resource_version=start)))
-    assert (kind, pod.metadata.name) == ("DELETED", "web-1")
+    assert (kind, name_of(pod)) == ("DELETED", "web-1")
 
 
 def test_eviction_blocked_by_pdb_raises_429_with_disruption_budget_cause(
@@ -472,7 +494,7 @@ def test_eviction_blocked_by_pdb_raises_429_with_disruption_budget_cause(
     status = err.value.status
     assert (status.code, status.reason) == (429, "TooManyRequests")
     assert status.message == "Cannot evict pod as it would violate the pod's disruption budget."
-    [cause] = status.details.causes
+    [cause] = present(present(status.details).causes)
     assert cause.reason == "DisruptionBudget"
     assert cause.message == "The disruption budget web needs 3 healthy pods and has 3 currently"
     assert fake_kube.store.get_pod("web-1") is not None
@@ -533,7 +555,7 @@ def test_eviction_of_pod_selected_by_two_pdbs_raises_500(fake_kube: FakeKube) ->
         evict(fake_kube.client(), "web-1")
 
     assert err.value.status.code == 500
-    assert "more than one PodDisruptionBudget" in err.value.status.message
+    assert "more than one PodDisruptionBudget" in present(err.value.status.message)
 
 
 def test_eviction_of_pending_pod_ignores_its_pdb(fake_kube: FakeKube) -> None:
@@ -561,8 +583,9 @@ def test_core_events_are_created_and_listed_per_namespace_and_cluster_wide(
     everywhere = list(client.list(Event, namespace=ALL_NS))
 
     assert [e.reason for e in in_default] == ["HotNode"]
-    assert in_default[0].metadata.name.startswith("n1.")
-    assert sorted(e.metadata.namespace for e in everywhere) == ["default", "kube-system"]
+    assert name_of(in_default[0]).startswith("n1.")
+    namespaces = sorted(present(present(e.metadata).namespace) for e in everywhere)
+    assert namespaces == ["default", "kube-system"]
 
 
 def test_events_k8s_io_events_are_created_and_listed(fake_kube: FakeKube) -> None:
@@ -575,7 +598,7 @@ def test_events_k8s_io_events_are_created_and_listed(fake_kube: FakeKube) -> Non
 
     [event] = client.list(EventV1, namespace=ALL_NS)
 
-    assert (event.reason, event.regarding.name) == ("Descheduled", "web-1")
+    assert (event.reason, present(event.regarding).name) == ("Descheduled", "web-1")
     assert [e["apiVersion"] for e in fake_kube.store.events()] == ["events.k8s.io/v1"]
 
 
@@ -600,21 +623,21 @@ def test_lease_created_twice_raises_409_already_exists(fake_kube: FakeKube) -> N
 def test_lease_replace_with_current_version_takes_over(fake_kube: FakeKube) -> None:
     client = fake_kube.client()
     current = client.create(lease("a"))
-    current.spec.holderIdentity = "b"
+    present(current.spec).holderIdentity = "b"
 
     replaced = client.replace(current)
 
-    assert replaced.spec.holderIdentity == "b"
-    assert int(replaced.metadata.resourceVersion) > int(current.metadata.resourceVersion)
+    assert present(replaced.spec).holderIdentity == "b"
+    assert version_of(replaced) > version_of(current)
 
 
 def test_lease_replace_with_stale_version_raises_409_conflict(fake_kube: FakeKube) -> None:
     client = fake_kube.client()
     mine = client.create(lease("a"))
     theirs = client.get(Lease, "loadaware-leader")
-    theirs.spec.holderIdentity = "b"
+    present(theirs.spec).holderIdentity = "b"
     client.replace(theirs)
-    mine.spec.holderIdentity = "a-renewed"
+    present(mine.spec).holderIdentity = "a-renewed"
 
     with pytest.raises(ApiError) as err:
         client.replace(mine)
@@ -636,7 +659,7 @@ def test_injected_fault_raises_api_error_with_its_code_once(fake_kube: FakeKube,
         client.get(Node, "n1")
 
     assert err.value.status.code == code
-    assert client.get(Node, "n1").metadata.name == "n1"
+    assert name_of(client.get(Node, "n1")) == "n1"
 
 
 def test_injected_fault_only_hits_matching_method_and_path(fake_kube: FakeKube) -> None:
@@ -644,8 +667,8 @@ def test_injected_fault_only_hits_matching_method_and_path(fake_kube: FakeKube) 
     fake_kube.fail_next("PATCH", "/api/v1/nodes/*", 503)
     client = fake_kube.client()
 
-    assert [n.metadata.name for n in client.list(Node)] == ["n1"]
-    assert client.get(Node, "n1").metadata.name == "n1"
+    assert [name_of(n) for n in client.list(Node)] == ["n1"]
+    assert name_of(client.get(Node, "n1")) == "n1"
     with pytest.raises(ApiError):
         client.patch(Node, "n1", {"metadata": {"labels": {"a": "b"}}})
 
