@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from app.prom.client import (
     parse_vector,
 )
 from tests.annotator.promproxy import PromProxy, running_proxy
+from tests.support.pki import Pki, make_pki
 
 RESULT = [{"metric": {"instance": "10.0.0.1:9100"}, "value": [1_700_000_000.5, "42.5"]}]
 
@@ -79,45 +79,19 @@ def test_a_missing_token_file_is_reported_as_a_credentials_problem(
 
 
 @pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture
-def tls_prom(certificate: tuple[Path, Path]) -> Iterator[PromProxy]:
-    with running_proxy(None, tls=certificate) as proxy:
+def tls_prom(pki: Pki) -> Iterator[PromProxy]:
+    with running_proxy(None, tls=(pki.server_cert, pki.server_key)) as proxy:
         proxy.static_result = RESULT
         yield proxy
 
 
-def test_a_private_ca_verifies_the_server(
-    tls_prom: PromProxy, certificate: tuple[Path, Path]
-) -> None:
-    query(PrometheusSettings(tls_prom.url, ca_file=certificate[0]))
+def test_a_private_ca_verifies_the_server(tls_prom: PromProxy, pki: Pki) -> None:
+    query(PrometheusSettings(tls_prom.url, ca_file=pki.ca_cert))
 
 
 def test_an_unknown_ca_is_refused_with_a_hint(tls_prom: PromProxy) -> None:

@@ -9,16 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from app.load.samples import format_usage
+from app.policy import default_policy
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kube-scheduler"
-METRICS = (
-    "cpu_usage_avg_5m",
-    "cpu_usage_max_avg_1h",
-    "cpu_usage_max_avg_1d",
-    "mem_usage_avg_5m",
-    "mem_usage_max_avg_1h",
-    "mem_usage_max_avg_1d",
-)
+METRICS = default_policy().metrics
 
 
 def usage_annotations(cpu: float, mem: float, age_s: float = 30.0) -> dict[str, str]:

@@ -21,84 +21,30 @@ from app.extender.service import Extender
 from app.policy import DEFAULT_POLICY_YAML, default_policy
 from tests.extender.nodes import fixture
 from tests.support.asgi_server import serve
-
-
-def openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True)
+from tests.support.pki import Pki, make_pki
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate."""
-    root = tmp_path_factory.mktemp("pki")
-    openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=test-ca",
-        "-keyout",
-        str(root / "ca.key"),
-        "-out",
-        str(root / "ca.crt"),
-    )
-    for name, extension in (
-        ("server", "subjectAltName=IP:127.0.0.1"),
-        ("client", "extendedKeyUsage=clientAuth"),
-    ):
-        openssl(
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            f"/CN={name}",
-            "-keyout",
-            str(root / f"{name}.key"),
-            "-out",
-            str(root / f"{name}.csr"),
-        )
-        (root / f"{name}.ext").write_text(extension + "\n")
-        openssl(
-            "x509",
-            "-req",
-            "-in",
-            str(root / f"{name}.csr"),
-            "-CA",
-            str(root / "ca.crt"),
-            "-CAkey",
-            str(root / "ca.key"),
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-extfile",
-            str(root / f"{name}.ext"),
-            "-out",
-            str(root / f"{name}.crt"),
-        )
-    return root
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
-def flags(pki: Path, client_ca: bool) -> argparse.Namespace:
+def flags(pki: Pki, client_ca: bool) -> argparse.Namespace:
     return argparse.Namespace(
-        tls_cert=str(pki / "server.crt"),
-        tls_key=str(pki / "server.key"),
-        client_ca=str(pki / "ca.crt") if client_ca else None,
+        tls_cert=str(pki.server_cert),
+        tls_key=str(pki.server_key),
+        client_ca=str(pki.ca_cert) if client_ca else None,
     )
 
 
-def client_context(pki: Path, with_cert: bool) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+def client_context(pki: Pki, with_cert: bool) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(pki.ca_cert))
     if with_cert:
-        context.load_cert_chain(str(pki / "client.crt"), str(pki / "client.key"))
+        context.load_cert_chain(str(pki.client_cert), str(pki.client_key))
     return context
 
 
-def test_tls_serves_the_verbs(pki: Path) -> None:
+def test_tls_serves_the_verbs(pki: Pki) -> None:
     with serve(ExtenderApp(Extender(default_policy())), **tls_options(flags(pki, False))) as url:
         assert url.startswith("https://")
         response = httpx.post(
@@ -109,7 +55,7 @@ def test_tls_serves_the_verbs(pki: Path) -> None:
         assert response.status_code == 200
 
 
-def test_mutual_tls_refuses_clients_without_a_certificate(pki: Path) -> None:
+def test_mutual_tls_refuses_clients_without_a_certificate(pki: Pki) -> None:
     with serve(ExtenderApp(Extender(default_policy())), **tls_options(flags(pki, True))) as url:
         body = fixture("filter-fullnodes.json")
         ok = httpx.post(f"{url}/filter", json=body, verify=client_context(pki, True))
