@@ -6,9 +6,11 @@ import asyncio
 import time
 
 import pytest
+from lightkube import AsyncClient
 
 from app.annotator.bindings import BindingObserver, BindingWindows, PodPlacement
 from app.annotator.hotvalue import HotValueLedger, WrittenHotValue, needs_write
+from app.annotator.runtime import Annotator
 from app.load.samples import HOT_VALUE_KEY, format_hot_value
 from app.policy import HOT_VALUE_VALID_S, HotValuePolicy
 from tests.annotator.helpers import annotator, eventually, hot_value, policy, running
@@ -132,6 +134,17 @@ def test_the_ledger_prefers_its_own_newer_write_over_a_lagging_cache() -> None:
 # -- through the pod watch and the fake API server ------------------------------------
 
 
+def hot_value_annotator(fake_kube: FakeKube, client: AsyncClient, prometheus_url: str) -> Annotator:
+    """An annotator with a short binding window and hot-value interval, for these tests."""
+    return annotator(
+        fake_kube,
+        client,
+        prometheus_url,
+        the_policy=policy(hot_value=WINDOW),
+        hot_value_interval_s=INTERVAL_S,
+    )
+
+
 def test_bindings_reach_node_hot_value_within_the_interval(
     fake_kube: FakeKube, static_prom: PromProxy
 ) -> None:
@@ -140,13 +153,7 @@ def test_bindings_reach_node_hot_value_within_the_interval(
 
     async def scenario() -> float:
         async with fake_kube.async_client() as client:
-            the_annotator = annotator(
-                fake_kube,
-                client,
-                static_prom.url,
-                the_policy=policy(hot_value=WINDOW),
-                hot_value_interval_s=INTERVAL_S,
-            )
+            the_annotator = hot_value_annotator(fake_kube, client, static_prom.url)
             async with running(the_annotator):
                 assert await eventually(lambda: the_annotator.pod_watch.synced, 5)
                 bound_at = time.monotonic()
@@ -168,13 +175,7 @@ def test_pods_bound_before_start_and_repeated_events_do_not_count_twice(
 
     async def scenario() -> int:
         async with fake_kube.async_client() as client:
-            the_annotator = annotator(
-                fake_kube,
-                client,
-                static_prom.url,
-                the_policy=policy(hot_value=WINDOW),
-                hot_value_interval_s=INTERVAL_S,
-            )
+            the_annotator = hot_value_annotator(fake_kube, client, static_prom.url)
             async with running(the_annotator):
                 assert await eventually(lambda: the_annotator.pod_watch.synced, 5)
                 bind(fake_kube, "a", "n1")
@@ -200,13 +201,7 @@ def test_the_hot_value_decays_to_zero_and_zero_is_written(
     async def scenario() -> list[int | None]:
         seen: list[int | None] = []
         async with fake_kube.async_client() as client:
-            the_annotator = annotator(
-                fake_kube,
-                client,
-                static_prom.url,
-                the_policy=policy(hot_value=WINDOW),
-                hot_value_interval_s=INTERVAL_S,
-            )
+            the_annotator = hot_value_annotator(fake_kube, client, static_prom.url)
             async with running(the_annotator):
                 assert await eventually(lambda: the_annotator.pod_watch.synced, 5)
                 bind(fake_kube, "a", "n1")
