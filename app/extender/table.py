@@ -57,8 +57,8 @@ class NodeTable:
         self.rejected_metric: dict[str, str] = {}
         self.score_items: dict[str, bytes] = {}
         self._rechecks: list[tuple[float, str]] = []  # a heap of (recheck_at_s, name)
-        self._unknown_load = evaluate_node({}, policy, clock())
-        self._unknown_score = self._unknown_load.extender_score
+        # A node without annotations passes and scores as one without data.
+        self._unknown_score = evaluate_node({}, policy, clock()).extender_score
 
     @staticmethod
     def _relevant_keys(policy: Policy) -> tuple[str, ...]:
@@ -85,8 +85,7 @@ class NodeTable:
         self._policy = policy
         self._keys = self._relevant_keys(policy)
         now_s = self._clock()
-        self._unknown_load = evaluate_node({}, policy, now_s)
-        self._unknown_score = self._unknown_load.extender_score
+        self._unknown_score = evaluate_node({}, policy, now_s).extender_score
         self._rechecks.clear()
         for name, entry in list(self._entries.items()):
             self._store(name, entry.annotations, now_s, entry.last_seen_s)
@@ -127,11 +126,6 @@ class NodeTable:
     def lookup(self, name: str, now_s: float) -> NodeEntry | None:
         self.refresh(now_s)
         return self._entries.get(name)
-
-    @property
-    def unknown_load(self) -> NodeLoad:
-        """The verdict for a node the extender has no annotations for: it passes."""
-        return self._unknown_load
 
     def unknown_score_item(self, name: str) -> bytes:
         return _score_item(name, self._unknown_score)
