@@ -118,6 +118,15 @@ def test_an_unreachable_prometheus_is_reported_and_retried(
     assert not fake_kube.requests("PATCH", "/api/v1/nodes/*")
 
 
+async def first_tick(fake_kube: FakeKube, prometheus_url: str) -> Annotator:
+    """Run an annotator until its first sync tick has finished, then stop it."""
+    async with fake_kube.async_client() as client:
+        the_annotator = annotator(fake_kube, client, prometheus_url)
+        async with running(the_annotator):
+            assert await eventually(lambda: the_annotator.ticks >= 1, 10)
+        return the_annotator
+
+
 def test_nan_inf_and_negative_samples_are_dropped_counted_and_never_written(
     fake_kube: FakeKube, cluster: PromNodeData, prom_proxy: PromProxy
 ) -> None:
@@ -125,14 +134,7 @@ def test_nan_inf_and_negative_samples_are_dropped_counted_and_never_written(
         ProxyBehaviour(values={"10.0.0.1:9100": "NaN", "10.0.0.2": "+Inf", "node-memhot": "-3"})
     )
 
-    async def scenario() -> Annotator:
-        async with fake_kube.async_client() as client:
-            the_annotator = annotator(fake_kube, client, prom_proxy.url)
-            async with running(the_annotator):
-                assert await eventually(lambda: the_annotator.ticks >= 1, 10)
-            return the_annotator
-
-    the_annotator = asyncio.run(scenario())
+    the_annotator = asyncio.run(first_tick(fake_kube, prom_proxy.url))
     for node in ("node-busy", "node-peak", "node-memhot"):
         assert node_annotations(fake_kube, node)[CPU] == OLD_VALUE, node
     assert node_annotations(fake_kube, "node-cool")[CPU] != OLD_VALUE
@@ -154,14 +156,7 @@ def test_a_409_on_patch_is_retried_and_written(
 ) -> None:
     fake_kube.fail_next("PATCH", "/api/v1/nodes/node-busy", 409)
 
-    async def scenario() -> Annotator:
-        async with fake_kube.async_client() as client:
-            the_annotator = annotator(fake_kube, client, prom_proxy.url)
-            async with running(the_annotator):
-                assert await eventually(lambda: the_annotator.ticks >= 1, 10)
-            return the_annotator
-
-    the_annotator = asyncio.run(scenario())
+    the_annotator = asyncio.run(first_tick(fake_kube, prom_proxy.url))
     assert node_annotations(fake_kube, "node-busy")[CPU] != OLD_VALUE
     assert len(fake_kube.requests("PATCH", "/api/v1/nodes/node-busy")) == 2
     assert (
