@@ -146,6 +146,7 @@ def build_api(extender: Extender) -> FastAPI:
                 {
                     "policy": extender.table.policy.source,
                     "mode": extender.mode,
+                    "verdict_index": extender.index_implementation,
                     "nodes": extender.debug_nodes(),
                 },
                 option=orjson.OPT_INDENT_2,

@@ -69,6 +69,13 @@ class ExtenderMetrics:
             "Nodes whose fresh usage is over a predicate's limit right now.",
             registry=registry,
         )
+        self.verdict_index = Gauge(
+            "loadaware_extender_verdict_index_info",
+            "Always 1; the label says which index answers filter and prioritize: native, or "
+            "python when the C extension was not built (slower per node name).",
+            ["implementation"],
+            registry=registry,
+        )
         self.policy_reloads = Counter(
             "loadaware_policy_reloads_total",
             "Policy file reloads by result (success, error). After an error the previous "

@@ -6,13 +6,14 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from app.extender.index import IMPLEMENTATION_ENV, implementation_of
 from app.extender.metrics import ExtenderMetrics
 from app.extender.table import NodeEntry, NodeTable
 from app.extender.verbs import Outcome, Verbs
@@ -51,6 +52,7 @@ class Extender:
         self.metrics.nodes_known.set_function(lambda: len(self.table))
         self.metrics.nodes_overloaded.set_function(self._count_overloaded)
         self.metrics.node_cache_age.set_function(self._node_cache_age)
+        self.metrics.verdict_index.labels(implementation=self.index_implementation).set(1)
         # Metric children looked up once: .labels() takes a lock on every call.
         self._request_children: dict[tuple[str, int], tuple[Any, Any]] = {}
         self._rejected_counters: dict[str, Any] = {}
@@ -73,7 +75,7 @@ class Extender:
 
     def _count_overloaded(self) -> float:
         self.table.refresh(self.clock())
-        return float(len(self.table.rejections))
+        return float(len(self.table.rejected_metric))
 
     def _node_cache_age(self) -> float:
         age = self.node_cache.age_s() if self.node_cache is not None else None
@@ -104,15 +106,13 @@ class Extender:
         if outcome is None:
             return
         # Counted here, after the answer is sent, to keep it off the scheduling cycle.
-        rejected_metric = self.table.rejected_metric
-        for metric, count in Counter(map(rejected_metric.get, outcome.failed)).items():
-            if metric is None:  # the node changed since the answer was computed
-                continue
-            counter = self._rejected_counters.get(metric)
+        for reason, nodes in outcome.rejected.items():
+            counter = self._rejected_counters.get(reason)
             if counter is None:
+                metric = self.table.metric_of_reason.get(reason, "unknown")
                 counter = self.metrics.nodes_rejected.labels(metric=metric)
-                self._rejected_counters[metric] = counter
-            counter.inc(count)
+                self._rejected_counters[reason] = counter
+            counter.inc(nodes)
         if outcome.unknown_nodes:
             self.metrics.unknown_nodes.inc(outcome.unknown_nodes)
             self._warn_unknown(outcome)
@@ -137,7 +137,21 @@ class Extender:
                 outcome.nodes,
             )
 
+    @property
+    def index_implementation(self) -> str:
+        return implementation_of(self.table.index)
+
     async def start(self) -> None:
+        if self.index_implementation == "native":
+            log.info("filter and prioritize are answered by the native verdict index")
+        else:
+            log.warning(
+                "filter and prioritize are answered by the pure-Python verdict index (%s=%s, "
+                "or the C extension was not built): each call costs more per node name. "
+                "Reinstall with a C compiler at hand for the native one",
+                IMPLEMENTATION_ENV,
+                os.environ.get(IMPLEMENTATION_ENV, "auto"),
+            )
         if self.node_cache is not None:
             self._tasks.append(asyncio.create_task(self.node_cache.run(), name="node-cache"))
         else:

@@ -3,12 +3,8 @@
 A verdict depends only on a node's loadaware annotations, the policy and the clock,
 so the table recomputes a node's ``NodeEntry`` when its annotations change, when the
 policy changes, or when the clock passes the entry's ``recheck_at_s`` (a value goes
-stale, a hot value expires). Alongside the entries it keeps two indexes shaped for
-the verbs, so that a request is answered with C-level set and map operations instead
-of Python work per node:
-
-* ``rejections``: name → filter reason, for the nodes that are overloaded right now;
-* ``score_items``: name → the node's pre-encoded prioritize item.
+stale, a hot value expires). Each recomputed verdict and score goes into ``index``,
+the VerdictIndex that answers filter and prioritize requests whole.
 """
 
 from __future__ import annotations
@@ -16,13 +12,11 @@ from __future__ import annotations
 import heapq
 import logging
 import math
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-import orjson
-
+from app.extender.index import VerdictIndex, new_verdict_index
 from app.load.model import NodeLoad, evaluate_node
 from app.load.samples import HOT_VALUE_KEY
 from app.policy import Policy
@@ -48,17 +42,22 @@ class NodeEntry:
 class NodeTable:
     """The extender's view of every node it knows: name → precomputed verdict and score."""
 
-    def __init__(self, policy: Policy, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        clock: Callable[[], float] = time.time,
+        index: VerdictIndex | None = None,
+    ) -> None:
         self._policy = policy
         self._clock = clock
         self._keys = self._relevant_keys(policy)
         self._entries: dict[str, NodeEntry] = {}
-        self.rejections: dict[str, str] = {}
-        self.rejected_metric: dict[str, str] = {}
-        self.score_items: dict[str, bytes] = {}
+        self.index = index if index is not None else new_verdict_index()
+        self.rejected_metric: dict[str, str] = {}  # name → the metric it is rejected on
+        self.metric_of_reason: dict[str, str] = {}  # filter reason → its metric
         self._rechecks: list[tuple[float, str]] = []  # a heap of (recheck_at_s, name)
         # A node without annotations passes and scores as one without data.
-        self._unknown_score = evaluate_node({}, policy, clock()).extender_score
+        self.index.unknown_score = evaluate_node({}, policy, clock()).extender_score
 
     @staticmethod
     def _relevant_keys(policy: Policy) -> tuple[str, ...]:
@@ -85,7 +84,9 @@ class NodeTable:
         self._policy = policy
         self._keys = self._relevant_keys(policy)
         now_s = self._clock()
-        self._unknown_score = evaluate_node({}, policy, now_s).extender_score
+        self.index.clear()  # drops the old policy's reasons too
+        self.metric_of_reason.clear()
+        self.index.unknown_score = evaluate_node({}, policy, now_s).extender_score
         self._rechecks.clear()
         for name, entry in list(self._entries.items()):
             self._store(name, entry.annotations, now_s, entry.last_seen_s)
@@ -101,9 +102,8 @@ class NodeTable:
 
     def remove(self, name: str) -> None:
         self._entries.pop(name, None)
-        self.rejections.pop(name, None)
         self.rejected_metric.pop(name, None)
-        self.score_items.pop(name, None)
+        self.index.discard(name)
 
     def prune_unseen(self, older_than_s: float) -> int:
         """Drop entries not seen for a while (full-nodes mode has no delete events)."""
@@ -127,9 +127,6 @@ class NodeTable:
         self.refresh(now_s)
         return self._entries.get(name)
 
-    def unknown_score_item(self, name: str) -> bytes:
-        return _score_item(name, self._unknown_score)
-
     def _store(
         self, name: str, annotations: Mapping[str, str], now_s: float, last_seen_s: float
     ) -> NodeEntry:
@@ -139,13 +136,12 @@ class NodeTable:
         previous = self._entries.get(name)
         self._entries[name] = entry
         if load.overloads:
-            # A few distinct reasons, shared by thousands of overloaded nodes.
-            self.rejections[name] = sys.intern(load.overloads[0].reason)
-            self.rejected_metric[name] = load.overloads[0].metric
+            self.rejected_metric[name] = self.metric_of_reason[load.overloads[0].reason] = (
+                load.overloads[0].metric
+            )
         else:
-            self.rejections.pop(name, None)
             self.rejected_metric.pop(name, None)
-        self.score_items[name] = _score_item(name, load.extender_score)
+        self.index.set(name, load.extender_score, load.reason)
         if not math.isinf(load.recheck_at_s):
             self._schedule_recheck(load.recheck_at_s, name)
         if (previous.reason if previous else None) != entry.reason:
@@ -162,10 +158,6 @@ class NodeTable:
                 if not math.isinf(e.load.recheck_at_s)
             ]
             heapq.heapify(self._rechecks)
-
-
-def _score_item(name: str, score: int) -> bytes:
-    return orjson.dumps({"Host": name, "Score": score})
 
 
 def _log_verdict_change(entry: NodeEntry, previous: NodeEntry | None) -> None:

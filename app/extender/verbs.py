@@ -10,9 +10,9 @@ returned exactly as they arrived.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from itertools import filterfalse
 from typing import Any
 
 import orjson
@@ -31,7 +31,7 @@ class Outcome:
 
     nodes: int = 0
     unknown_nodes: int = 0
-    failed: Mapping[str, str] = field(default_factory=dict)  # node name → reason
+    rejected: Mapping[str, int] = field(default_factory=dict)  # reason → nodes it rejected
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +56,8 @@ def parse_args(body: bytes) -> ExtenderArgs:
     if names is not None:
         if not isinstance(names, list):
             raise BadRequest('"NodeNames" must be a list of node names')
-        try:
-            # str.join type-checks every item in C: ten times cheaper than a Python loop
-            # over thousands of names on the scheduler's critical path.
-            "".join(names)
-        except TypeError:
-            raise BadRequest('"NodeNames" must be a list of node names') from None
+        # Each name's type is checked by the verdict index, in the same pass that
+        # answers: a pass of its own costs the scheduling cycle time per name.
         return ExtenderArgs(pod, names, None)
     if nodes_list is None:
         raise BadRequest('request has neither "NodeNames" nor "Nodes"')
@@ -101,36 +97,16 @@ class Verbs:
 
     def filter(self, args: ExtenderArgs, outcome: Outcome) -> bytes:
         exempt = is_exempt_from_filter(args.pod)
-        if args.node_names is not None:
-            return self._filter_names(args.node_names, exempt, outcome)
-        assert args.nodes is not None
-        return self._filter_nodes(args.nodes, exempt, outcome)
-
-    def _filter_names(self, names: list[str], exempt: bool, outcome: Outcome) -> bytes:
-        table = self._table
-        table.refresh(self._clock())
-        outcome.nodes = len(names)
-        failed: dict[str, str] = {}
-        passed = names
-        if not exempt:
-            # One pass against the small index of overloaded nodes; most names miss it
-            # without touching the node's own objects, which are cold in the CPU cache.
-            rejections = table.rejections
-            hits = list(filter(rejections.__contains__, names))
-            if hits:
-                failed = dict(zip(hits, map(rejections.__getitem__, hits), strict=True))
-                passed = list(filterfalse(failed.__contains__, names))
-                outcome.failed = failed
-        return orjson.dumps(
-            {
-                "NodeNames": passed,
-                "FailedNodes": {},
-                # Preemption cannot lower measured load within this cycle, so these
-                # nodes are marked unresolvable and no victims are killed for nothing.
-                "FailedAndUnresolvableNodes": failed,
-                "Error": "",
-            }
-        )
+        if args.node_names is None:
+            assert args.nodes is not None
+            return self._filter_nodes(args.nodes, exempt, outcome)
+        outcome.nodes = len(args.node_names)
+        self._table.refresh(self._clock())
+        try:
+            body, outcome.rejected = self._table.index.filter(args.node_names, exempt)
+        except TypeError as error:
+            raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
+        return body
 
     def _filter_nodes(self, nodes: list[dict[str, Any]], exempt: bool, outcome: Outcome) -> bytes:
         outcome.nodes = len(nodes)
@@ -144,39 +120,32 @@ class Verbs:
                     passed_nodes.append(node)
                 else:
                     failed[entry.name] = entry.reason
-            outcome.failed = failed
+            outcome.rejected = Counter(failed.values())
         return orjson.dumps(
             {
                 "Nodes": {"metadata": {}, "items": passed_nodes},
                 "NodeNames": None,
                 "FailedNodes": {},
+                # Preemption cannot lower measured load within this cycle, so these
+                # nodes are marked unresolvable and no victims are killed for nothing.
                 "FailedAndUnresolvableNodes": failed,
                 "Error": "",
             }
         )
 
     def prioritize(self, args: ExtenderArgs, outcome: Outcome) -> bytes:
-        table = self._table
         if args.node_names is None:
             assert args.nodes is not None
             outcome.nodes = len(args.nodes)
-            entries = self._entries_from_request(args.nodes)
-            items = table.score_items
-            return b"[" + b",".join([items[entry.name] for entry in entries]) + b"]"
-        names = args.node_names
-        outcome.nodes = len(names)
-        table.refresh(self._clock())
+            names = [entry.name for entry in self._entries_from_request(args.nodes)]
+        else:
+            outcome.nodes = len(args.node_names)
+            self._table.refresh(self._clock())
+            names = args.node_names
         try:
-            return b"[" + b",".join(map(table.score_items.__getitem__, names)) + b"]"
-        except KeyError:
-            pass
-        # Some names are unknown (node cache still syncing, or no node cache at all).
-        items = table.score_items
-        pieces = []
-        for name in names:
-            item = items.get(name)
-            if item is None:
-                outcome.unknown_nodes += 1
-                item = table.unknown_score_item(name)
-            pieces.append(item)
-        return b"[" + b",".join(pieces) + b"]"
+            # Unknown names (node cache still syncing, or no node cache at all) score as
+            # nodes without data.
+            body, outcome.unknown_nodes = self._table.index.prioritize(names)
+        except TypeError as error:
+            raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
+        return body

@@ -32,10 +32,13 @@ def test_hot_value_expiry_raises_the_score_without_a_node_update() -> None:
         "node_hot_value": format_hot_value(4, NOW),
     }
     table.upsert("n1", annotations)
-    before = table.score_items["n1"]
+    before = table.index.get("n1")
     clock.now_s = NOW + 300  # the hot value is valid for 5 minutes
     table.refresh(clock())
-    assert table.score_items["n1"] != before
+    after = table.index.get("n1")
+    assert before is not None
+    assert after is not None
+    assert after[0] > before[0]
     entry = table.get("n1")
     assert entry is not None
     assert entry.load.hot_value == 0
@@ -44,11 +47,12 @@ def test_hot_value_expiry_raises_the_score_without_a_node_update() -> None:
 def test_removed_node_leaves_every_index() -> None:
     table = NodeTable(POLICY, Clock())
     table.upsert("n1", {"cpu_usage_avg_5m": format_usage(0.9, NOW)})
-    assert "n1" in table.rejections
+    assert "n1" in table.rejected_metric
+    assert table.index.get("n1") is not None
     table.remove("n1")
-    assert ("n1" in table.rejections, "n1" in table.score_items, table.get("n1")) == (
+    assert ("n1" in table.rejected_metric, table.index.get("n1"), table.get("n1")) == (
         False,
-        False,
+        None,
         None,
     )
     table.refresh(NOW + 10_000)  # its leftover recheck is skipped, not resurrected
@@ -88,7 +92,7 @@ def test_indexes_match_a_fresh_evaluation_at_every_instant(
         table.refresh(clock())
         for name, annotations in nodes.items():
             truth = evaluate_node(annotations, POLICY, clock())
-            assert table.rejections.get(name) == truth.reason
+            assert table.index.get(name) == (truth.extender_score, truth.reason)
             entry = table.get(name)
             assert entry is not None
             assert entry.load.extender_score == truth.extender_score
@@ -107,4 +111,8 @@ def test_policy_swap_recomputes_every_index() -> None:
         }
     )
     table.set_policy(type(POLICY).from_spec(stricter, "stricter"))
-    assert set(table.rejections) == set(names)
+    assert set(table.rejected_metric) == set(names)
+    verdicts = [table.index.get(name) for name in names]
+    assert {v[1] for v in verdicts if v is not None} == {
+        "Load[cpu_usage_avg_5m] is too high (> 0.4)"
+    }

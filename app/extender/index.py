@@ -1,0 +1,179 @@
+"""The answer index: node name → (extender score, filter reason), answering whole requests.
+
+``filter`` and ``prioritize`` sit on kube-scheduler's serial scheduling cycle and cost
+time per node name, so the index answers a whole request in one call that returns the
+response body. It computes nothing itself: NodeTable keeps it in step with the load
+model, and it only looks names up and writes JSON.
+
+Two implementations give the same answers (the same JSON, if not always the same bytes):
+
+* the native one, ``app/extender/_verdict_index.c``, built when the package is
+  installed with a C compiler at hand (the Dockerfile and ``scripts/setup`` have one).
+  It hashes each name's bytes once and probes two compact arrays, where Python dicts
+  pay a SipHash per freshly parsed name and reach into objects scattered in memory;
+* ``PyVerdictIndex`` below, the fallback when the extension is missing.
+
+``LOADAWARE_VERDICT_INDEX=python`` forces the fallback (to compare the two, or to rule
+the extension out while debugging).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from collections import Counter
+from itertools import filterfalse
+from typing import Protocol
+
+import orjson
+
+log = logging.getLogger(__name__)
+
+try:
+    from app.extender._verdict_index import VerdictIndex as NativeVerdictIndex
+except ImportError:  # built without a C compiler
+    NativeVerdictIndex = None  # type: ignore[assignment,misc]
+
+IMPLEMENTATION_ENV = "LOADAWARE_VERDICT_INDEX"
+
+
+class VerdictIndex(Protocol):
+    """What NodeTable keeps and the verbs ask."""
+
+    unknown_score: int  # the score of a name the index does not hold
+
+    def __len__(self) -> int: ...
+
+    def set(self, name: str, score: int, reason: str | None, /) -> None:
+        """Record a node's extender score and filter reason (None: it passes)."""
+
+    def discard(self, name: str, /) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def get(self, name: str, /) -> tuple[int, str | None] | None: ...
+
+    def filter(self, names: list[str], exempt: bool, /) -> tuple[bytes, dict[str, int]]:
+        """The ExtenderFilterResult body for these names, and how many each reason rejected.
+
+        Names the index does not hold pass. With ``exempt`` every name passes.
+        Raises TypeError when a name is not a str.
+        """
+
+    def prioritize(self, names: list[str], /) -> tuple[bytes, int]:
+        """The HostPriorityList body for these names, and how many the index lacks.
+
+        Raises TypeError when a name is not a str.
+        """
+
+
+class PyVerdictIndex:
+    """The pure-Python twin of the native index: dicts and C-level iteration."""
+
+    def __init__(self) -> None:
+        self.unknown_score = 0
+        self._entries: dict[str, tuple[int, str | None]] = {}
+        self._rejections: dict[str, str] = {}  # the small index most names miss
+        self._score_items: dict[str, bytes] = {}  # pre-encoded HostPriority items
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def set(self, name: str, score: int, reason: str | None, /) -> None:
+        if not 0 <= score <= 255:
+            raise ValueError(f"score {score} is outside 0..255")
+        self._entries[name] = (score, reason)
+        self._score_items[name] = orjson.dumps({"Host": name, "Score": score})
+        if reason is None:
+            self._rejections.pop(name, None)
+        else:
+            self._rejections[name] = reason
+
+    def discard(self, name: str, /) -> None:
+        self._entries.pop(name, None)
+        self._score_items.pop(name, None)
+        self._rejections.pop(name, None)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._score_items.clear()
+        self._rejections.clear()
+
+    def get(self, name: str, /) -> tuple[int, str | None] | None:
+        return self._entries.get(name)
+
+    def filter(self, names: list[str], exempt: bool, /) -> tuple[bytes, dict[str, int]]:
+        _check_names(names)
+        failed: dict[str, str] = {}
+        rejected: dict[str, int] = {}
+        passed = names
+        if not exempt:
+            rejections = self._rejections
+            hits = list(filter(rejections.__contains__, names))
+            if hits:
+                reasons = list(map(rejections.__getitem__, hits))
+                failed = dict(zip(hits, reasons, strict=True))
+                rejected = dict(Counter(reasons))
+                passed = list(filterfalse(failed.__contains__, names))
+        body = orjson.dumps(
+            {
+                "NodeNames": passed,
+                "FailedNodes": {},
+                # Preemption cannot lower measured load within this cycle.
+                "FailedAndUnresolvableNodes": failed,
+                "Error": "",
+            }
+        )
+        return body, rejected
+
+    def prioritize(self, names: list[str], /) -> tuple[bytes, int]:
+        _check_names(names)
+        items = self._score_items
+        try:
+            return b"[" + b",".join(map(items.__getitem__, names)) + b"]", 0
+        except KeyError:
+            pass
+        unknown = 0
+        pieces = []
+        for name in names:
+            item = items.get(name)
+            if item is None:
+                unknown += 1
+                item = orjson.dumps({"Host": name, "Score": self.unknown_score})
+            pieces.append(item)
+        return b"[" + b",".join(pieces) + b"]", unknown
+
+
+def _check_names(names: list[str]) -> None:
+    try:
+        # str.join type-checks every item in C, far cheaper than a Python loop.
+        "".join(names)
+    except TypeError:
+        index, name = next((i, n) for i, n in enumerate(names) if not isinstance(n, str))
+        raise TypeError(f"NodeNames[{index}] is {type(name).__name__}, not a string") from None
+
+
+def native_available() -> bool:
+    return NativeVerdictIndex is not None
+
+
+def new_verdict_index(implementation: str | None = None) -> VerdictIndex:
+    """The native index when it was built, unless asked for ``python``."""
+    wanted = implementation or os.environ.get(IMPLEMENTATION_ENV, "auto")
+    if wanted not in ("auto", "native", "python"):
+        raise ValueError(f"{IMPLEMENTATION_ENV} must be auto, native or python, not {wanted!r}")
+    if wanted == "python":
+        return PyVerdictIndex()
+    if NativeVerdictIndex is None:
+        if wanted == "native":
+            raise RuntimeError("the native verdict index was not built (no C compiler?)")
+        return PyVerdictIndex()
+    # A per-process seed: request names cannot be chosen to collide in the table.
+    return NativeVerdictIndex(seed=secrets.randbits(64))
+
+
+def implementation_of(index: VerdictIndex) -> str:
+    if NativeVerdictIndex is not None and isinstance(index, NativeVerdictIndex):
+        return "native"
+    return "python"

@@ -1,0 +1,217 @@
+"""The verdict index answers filter and prioritize; native and pure Python must agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.extender.index import (
+    IMPLEMENTATION_ENV,
+    PyVerdictIndex,
+    VerdictIndex,
+    native_available,
+    new_verdict_index,
+)
+
+HOT = "Load[cpu_usage_avg_5m] is too high (> 0.65)"
+HOT_MEM = "Load[mem_usage_avg_5m] is too high (> 0.65)"
+IMPLEMENTATIONS = ["native", "python"]
+
+
+def make(implementation: str) -> VerdictIndex:
+    if implementation == "native" and not native_available():
+        pytest.fail("the native verdict index was not built; rerun `bash scripts/setup`")
+    return new_verdict_index(implementation)
+
+
+@pytest.fixture(params=IMPLEMENTATIONS)
+def index(request: pytest.FixtureRequest) -> VerdictIndex:
+    return make(request.param)
+
+
+def filtered(index: VerdictIndex, names: list[str], exempt: bool = False) -> dict[str, Any]:
+    body, rejected = index.filter(names, exempt)
+    answer: dict[str, Any] = orjson.loads(body)
+    answer["rejected"] = rejected
+    return answer
+
+
+def test_native_index_is_built() -> None:
+    # scripts/setup and the Dockerfile build it; without it every call is slower.
+    assert native_available(), "app/extender/_verdict_index.c was not compiled"
+
+
+def test_filter_keeps_order_and_fails_rejected_nodes_as_unresolvable(index: VerdictIndex) -> None:
+    index.set("cool", 9, None)
+    index.set("hot", 0, HOT)
+    index.set("hot-mem", 2, HOT_MEM)
+    index.set("hot-2", 1, HOT)
+    answer = filtered(index, ["hot", "cool", "unknown", "hot-mem", "hot-2"])
+    assert answer == {
+        "NodeNames": ["cool", "unknown"],  # a node without data is never rejected
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {"hot": HOT, "hot-mem": HOT_MEM, "hot-2": HOT},
+        "Error": "",
+        "rejected": {HOT: 2, HOT_MEM: 1},
+    }
+
+
+def test_exempt_pods_pass_every_node(index: VerdictIndex) -> None:
+    index.set("hot", 0, HOT)
+    answer = filtered(index, ["hot", "other"], exempt=True)
+    assert (answer["NodeNames"], answer["FailedAndUnresolvableNodes"], answer["rejected"]) == (
+        ["hot", "other"],
+        {},
+        {},
+    )
+
+
+def test_prioritize_scores_known_names_and_counts_unknown_ones(index: VerdictIndex) -> None:
+    index.set("a", 7, None)
+    index.set("b", 10, HOT)
+    index.unknown_score = 3
+    body, unknown = index.prioritize(["b", "x", "a"])
+    assert orjson.loads(body) == [
+        {"Host": "b", "Score": 10},
+        {"Host": "x", "Score": 3},
+        {"Host": "a", "Score": 7},
+    ]
+    assert unknown == 1
+
+
+def test_empty_requests_get_empty_answers(index: VerdictIndex) -> None:
+    assert filtered(index, [])["NodeNames"] == []
+    assert index.prioritize([]) == (b"[]", 0)
+
+
+@pytest.mark.parametrize("bad", [1, None, ["n"], {"n": 1}, b"n"])
+def test_a_name_that_is_not_a_string_is_a_type_error_naming_it(
+    index: VerdictIndex, bad: object
+) -> None:
+    names: list[Any] = ["ok", bad]
+    with pytest.raises(TypeError, match=r"NodeNames\[1\] is \w+, not a string"):
+        index.filter(names, False)
+    with pytest.raises(TypeError, match=r"NodeNames\[1\] is \w+, not a string"):
+        index.prioritize(names)
+
+
+def test_names_that_need_json_escaping_round_trip(index: VerdictIndex) -> None:
+    odd = ['quo"te', "back\\slash", "tab\tnew\nline\x01", "naïve-ünïcode-節點", "emoji-🚀"]
+    for position, name in enumerate(odd):
+        index.set(name, position, HOT if position % 2 else None)
+    answer = filtered(index, [*odd, 'unknown"\x1f'])
+    assert answer["NodeNames"] == [odd[0], odd[2], odd[4], 'unknown"\x1f']
+    assert answer["FailedAndUnresolvableNodes"] == {odd[1]: HOT, odd[3]: HOT}
+    body, _ = index.prioritize(odd)
+    assert orjson.loads(body) == [{"Host": name, "Score": i} for i, name in enumerate(odd)]
+
+
+def test_discard_forgets_and_set_brings_back(index: VerdictIndex) -> None:
+    index.set("n", 4, HOT)
+    index.discard("n")
+    index.discard("never-there")
+    assert (len(index), index.get("n")) == (0, None)
+    assert filtered(index, ["n"])["NodeNames"] == ["n"]
+    index.set("n", 5, None)
+    assert (len(index), index.get("n")) == (1, (5, None))
+
+
+def test_set_overwrites_the_verdict(index: VerdictIndex) -> None:
+    index.set("n", 9, None)
+    index.set("n", 1, HOT)
+    assert index.get("n") == (1, HOT)
+    index.set("n", 8, None)
+    assert filtered(index, ["n"])["NodeNames"] == ["n"]
+
+
+def test_clear_forgets_nodes_and_reasons(index: VerdictIndex) -> None:
+    index.set("n", 1, HOT)
+    index.clear()
+    assert (len(index), index.get("n")) == (0, None)
+    index.set("m", 2, HOT_MEM)
+    assert filtered(index, ["m"])["rejected"] == {HOT_MEM: 1}
+
+
+@pytest.mark.parametrize("score", [-1, 256])
+def test_scores_outside_a_byte_are_refused(index: VerdictIndex, score: int) -> None:
+    with pytest.raises(ValueError, match=r"outside 0\.\.255"):
+        index.set("n", score, None)
+
+
+def test_many_sets_and_discards_keep_every_answer(index: VerdictIndex) -> None:
+    # Enough churn to grow the native table several times and compact its tombstones.
+    live: dict[str, int] = {}
+    for round_ in range(6):
+        for i in range(3000):
+            name = f"node-{round_}-{i}"
+            index.set(name, i % 11, HOT if i % 7 == 0 else None)
+            live[name] = i % 11
+        for name in [n for i, n in enumerate(live) if i % 3 == round_ % 3]:
+            index.discard(name)
+            del live[name]
+    assert len(index) == len(live)
+    names = sorted(live)
+    body, unknown = index.prioritize(names)
+    assert unknown == 0
+    assert {item["Host"]: item["Score"] for item in orjson.loads(body)} == live
+
+
+def test_the_implementation_can_be_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(IMPLEMENTATION_ENV, "python")
+    assert isinstance(new_verdict_index(), PyVerdictIndex)
+    monkeypatch.setenv(IMPLEMENTATION_ENV, "fast")
+    with pytest.raises(ValueError, match="auto, native or python"):
+        new_verdict_index()
+
+
+names_strategy = st.sampled_from(
+    ["n1", "n2", "node-00017", "ip-10-0-1-2.ec2.internal", 'q"', "ü", "", "n1 "]
+) | st.text(max_size=12)
+operations = st.lists(
+    st.tuples(
+        st.sampled_from(["set", "discard", "clear"]),
+        names_strategy,
+        st.integers(0, 10),
+        st.sampled_from([None, None, HOT, HOT_MEM]),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ops=operations,
+    request_names=st.lists(names_strategy, max_size=30),
+    exempt=st.booleans(),
+    unknown_score=st.integers(0, 10),
+)
+def test_native_and_python_give_the_same_answers(
+    ops: list[tuple[str, str, int, str | None]],
+    request_names: list[str],
+    exempt: bool,
+    unknown_score: int,
+) -> None:
+    native, python = make("native"), make("python")
+    for index in (native, python):
+        index.unknown_score = unknown_score
+        for op, name, score, reason in ops:
+            if op == "set":
+                index.set(name, score, reason)
+            elif op == "discard":
+                index.discard(name)
+            else:
+                index.clear()
+    assert len(native) == len(python)
+    for name in request_names:
+        assert native.get(name) == python.get(name)
+    native_filter, python_filter = (filtered(i, request_names, exempt) for i in (native, python))
+    assert native_filter == python_filter
+    rejectable = [n for n in request_names if (v := native.get(n)) is not None and v[1]]
+    assert sum(native_filter["rejected"].values()) == (0 if exempt else len(rejectable))
+    native_scores, python_scores = (i.prioritize(request_names) for i in (native, python))
+    assert orjson.loads(native_scores[0]) == orjson.loads(python_scores[0])
+    assert native_scores[1] == python_scores[1]
