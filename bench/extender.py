@@ -15,8 +15,8 @@ hypervisor to wake it, and that delay lands on real and floor alike and flatters
 the ratio. Real and floor blocks alternate, in alternating order, so that machine
 noise lands on both alike.
 
-    python bench/extender.py            # all cases, about 95 s
-    python bench/extender.py --quick    # smoke run, about 25 s
+    python bench/extender.py            # all cases, about 2 minutes
+    python bench/extender.py --quick    # smoke run, about 30 s
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.extender.http import ASGIApp, ExtenderApp, Receive, Send
+from app.extender.index import PyVerdictIndex, native_available
 from app.extender.service import Extender
 from app.extender.verbs import Outcome, parse_args
 from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage
@@ -59,6 +60,7 @@ CLUSTER_SIZE = 5_000
 NAME_COUNTS = (100, 500, 5_000)
 FULL_NODES = 100
 GOAL_CASE = "cache-500"
+PYTHON_INDEX_PREFIX = "/python"  # the same extender, answering from PyVerdictIndex
 GOAL_RATIO = 1.5
 STOLEN_CPUS = 0.2  # steal above which the goal verdict carries a warning
 VERBS = ("filter", "prioritize")
@@ -188,16 +190,22 @@ class FloorApp:
 
 
 class Dispatcher:
-    """One server for both: floor paths to the floor, everything else to the extender."""
+    """One server for all: floor paths to the floor, ``/python/...`` to the extender
+    built on the pure-Python index, everything else to the production extender."""
 
-    def __init__(self, real: ASGIApp, floor: FloorApp) -> None:
+    def __init__(self, real: ASGIApp, python_index: ASGIApp, floor: FloorApp) -> None:
         self.real = real
+        self.python_index = python_index
         self.floor = floor
         self.floor_paths = frozenset(floor.routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("path") in self.floor_paths:
+        path = scope.get("path", "")
+        if path in self.floor_paths:
             await self.floor(scope, receive, send)
+        elif path.startswith(PYTHON_INDEX_PREFIX + "/"):
+            scope = {**scope, "path": path.removeprefix(PYTHON_INDEX_PREFIX)}
+            await self.python_index(scope, receive, send)
         else:
             await self.real(scope, receive, send)
 
@@ -207,15 +215,17 @@ def serve(port: int, cluster: dict[str, dict[str, str]], bodies: dict[str, bytes
     import uvicorn
 
     extender = Extender(default_policy(), mode="node-cache")
+    python_extender = Extender(default_policy(), mode="node-cache", index=PyVerdictIndex())
     for name, values in cluster.items():
         extender.table.upsert(name, values)
+        python_extender.table.upsert(name, values)
     # The floor answers with the real answer's bytes, computed once here.
     answers = {}
     for case, body in bodies.items():
         for verb in VERBS:
             handler = getattr(extender.verbs, verb)
             answers[floor_path(case, verb)] = handler(parse_args(body), Outcome())
-    app = Dispatcher(ExtenderApp(extender), FloorApp(answers))
+    app = Dispatcher(ExtenderApp(extender), ExtenderApp(python_extender), FloorApp(answers))
     # As app/extender/main.py's _serve, minus TLS; logging does not touch the hot path.
     config = uvicorn.Config(
         app, host=HOST, port=port, log_level="warning", access_log=False, lifespan="on"
@@ -369,6 +379,7 @@ class Series:
 @dataclass
 class CaseResult:
     case: str
+    index: str  # which verdict index answered: native or python
     verb: str
     body_bytes: int
     real: Series
@@ -379,28 +390,30 @@ class CaseResult:
 def measure(
     connection: Connection,
     case: str,
+    index: str,
     verb: str,
     body: bytes,
     seconds: float,
     warmup_s: float,
     block_s: float,
 ) -> CaseResult:
-    real_request = Connection.request(f"/{verb}", body)
+    prefix = PYTHON_INDEX_PREFIX if index == "python" else ""
+    real_request = Connection.request(f"{prefix}/{verb}", body)
     floor_request = Connection.request(floor_path(case, verb), body)
     real, floor = Series(), Series()
     Series().run_block(connection, real_request, warmup_s)
     Series().run_block(connection, floor_request, warmup_s)
     rounds = max(2, round(seconds / (2 * block_s)))
-    for index in range(rounds):
+    for round_ in range(rounds):
         pair = [(real, real_request), (floor, floor_request)]
-        for series, request in pair if index % 2 == 0 else reversed(pair):
+        for series, request in pair if round_ % 2 == 0 else reversed(pair):
             series.run_block(connection, request, block_s)
     if real.answer_bytes != floor.answer_bytes:
         raise RuntimeError(
             f"{case} {verb}: answer is {real.answer_bytes} bytes, "
             f"floor answers {floor.answer_bytes}"
         )
-    return CaseResult(case, verb, len(body), real, floor)
+    return CaseResult(case, index, verb, len(body), real, floor)
 
 
 class OtherLoad:
@@ -474,16 +487,16 @@ def kib(size: int) -> str:
 
 def table(results: Iterable[CaseResult]) -> str:
     header = (
-        "| verb | case | body KiB | answer KiB | p50 ms | p99 ms | req/s "
+        "| verb | case | index | body KiB | answer KiB | p50 ms | p99 ms | req/s "
         "| floor p50 ms | floor p99 ms | floor req/s | p50 ratio | p99 ratio "
         "| p50 - floor ms | other CPU | steal |"
     )
-    rows = [header, "|" + "---|" * 15]
+    rows = [header, "|" + "---|" * 16]
     for r in results:
         real_p50, floor_p50 = r.real.percentile_ms(0.50), r.floor.percentile_ms(0.50)
         real_p99, floor_p99 = r.real.percentile_ms(0.99), r.floor.percentile_ms(0.99)
         rows.append(
-            f"| {r.verb} | {r.case} | {kib(r.body_bytes)} | {kib(r.real.answer_bytes)} "
+            f"| {r.verb} | {r.case} | {r.index} | {kib(r.body_bytes)} | {kib(r.real.answer_bytes)} "
             f"| {real_p50:.3f} | {real_p99:.3f} | {r.real.per_second:,.0f} "
             f"| {floor_p50:.3f} | {floor_p99:.3f} | {r.floor.per_second:,.0f} "
             f"| {real_p50 / floor_p50:.2f} | {real_p99 / floor_p99:.2f} "
@@ -500,7 +513,7 @@ def load_cells(load: tuple[float, float] | None) -> str:
 def goal_lines(results: Iterable[CaseResult]) -> list[str]:
     lines = []
     for r in results:
-        if r.case != GOAL_CASE:
+        if r.case != GOAL_CASE or r.index != "native":
             continue
         ratio = r.real.percentile_ms(0.50) / r.floor.percentile_ms(0.50)
         verdict = "met" if ratio <= GOAL_RATIO else "NOT met"
@@ -543,6 +556,12 @@ def parse_flags(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--fixtures", type=Path, default=DEFAULT_FIXTURES)
     parser.add_argument(
+        "--python-index-cases",
+        default=GOAL_CASE,
+        help="comma-separated cases also measured with the pure-Python verdict index, "
+        "in the same run, for comparison (default: %(default)s; '' for none)",
+    )
+    parser.add_argument(
         "--cases",
         default=",".join([*(f"cache-{n}" for n in NAME_COUNTS), f"full-{FULL_NODES}"]),
         help="comma-separated cases to run (default: all)",
@@ -558,9 +577,14 @@ def main(argv: list[str] | None = None) -> int:
     flags = parse_flags(argv)
     workload = make_workload(flags.fixtures, flags.seed, flags.overloaded)
     cases = [case for case in flags.cases.split(",") if case]
-    unknown = set(cases) - set(workload.bodies)
+    python_cases = {case for case in flags.python_index_cases.split(",") if case}
+    unknown = (set(cases) | python_cases) - set(workload.bodies)
     if unknown:
         raise SystemExit(f"unknown case(s): {', '.join(sorted(unknown))}")
+    if not native_available():
+        print("warning: the native verdict index is not built; both rows use Python")
+    rows = [(case, "native") for case in cases]
+    rows += [(case, "python") for case in cases if case in python_cases]
     port = free_port()
     spawn = multiprocessing.get_context("spawn")
     server = spawn.Process(
@@ -578,13 +602,14 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         gc.disable()
         try:
-            for case in cases:
+            for case, index in rows:
                 for verb in VERBS:
-                    print(f"measuring {verb} {case} ...", file=sys.stderr, flush=True)
+                    print(f"measuring {verb} {case} ({index}) ...", file=sys.stderr, flush=True)
                     other_load.cores()
                     result = measure(
                         connection,
                         case,
+                        index,
                         verb,
                         workload.bodies[case],
                         flags.seconds,

@@ -29,7 +29,8 @@ typedef struct {
     uint32_t name_length;
     int32_t reason; /* index into reasons, or NO_REASON when the node passes */
     uint8_t score;
-    uint8_t live; /* removed entries stay, as tombstones, until the next rebuild */
+    uint8_t live;  /* removed entries stay, as tombstones, until the next rebuild */
+    uint8_t plain; /* the name needs no JSON escaping */
 } Entry;
 
 typedef struct {
@@ -63,25 +64,126 @@ fmix64(uint64_t h)
     return h;
 }
 
+/* Names are short (a node name is at most 253 bytes, usually 10 to 60), so they are
+   read in 8-byte words, the last one overlapping the one before, instead of calling
+   memcmp and memcpy for each: the calls cost more than the bytes. */
+static inline uint64_t
+load_word(const char *data)
+{
+    uint64_t word;
+    memcpy(&word, data, 8);
+    return word;
+}
+
+static inline void
+store_word(char *to, uint64_t word)
+{
+    memcpy(to, &word, 8);
+}
+
+/* 0..7 bytes as one word; for a given length, different bytes give different words. */
+static inline uint64_t
+load_short(const char *data, size_t length)
+{
+    if (length >= 4) {
+        uint32_t low, high;
+        memcpy(&low, data, 4);
+        memcpy(&high, data + length - 4, 4);
+        return ((uint64_t)high << 32) | low;
+    }
+    if (length > 0) {
+        return ((uint64_t)(unsigned char)data[0] << 16) |
+               ((uint64_t)(unsigned char)data[length / 2] << 8) | (unsigned char)data[length - 1];
+    }
+    return 0;
+}
+
+static inline uint64_t
+mix_word(uint64_t h, uint64_t word)
+{
+    h = (h ^ word) * 0x9e3779b97f4a7c15ULL;
+    return (h << 31) | (h >> 33);
+}
+
 static inline uint64_t
 hash_bytes(const char *data, size_t length, uint64_t seed)
 {
-    const uint64_t multiplier = 0x9e3779b97f4a7c15ULL;
-    uint64_t h = seed ^ (length * multiplier);
-    while (length >= 8) {
-        uint64_t word;
-        memcpy(&word, data, 8);
-        h = (h ^ word) * multiplier;
-        h = (h << 31) | (h >> 33);
-        data += 8;
-        length -= 8;
+    uint64_t h = seed ^ (length * 0x9e3779b97f4a7c15ULL);
+    if (length < 8) {
+        return fmix64(mix_word(h, load_short(data, length)));
     }
-    if (length > 0) {
-        uint64_t word = 0;
-        memcpy(&word, data, length);
-        h = (h ^ word) * multiplier;
+    for (size_t i = 0; i + 8 < length; i += 8) {
+        h = mix_word(h, load_word(data + i));
     }
-    return fmix64(h);
+    return fmix64(mix_word(h, load_word(data + length - 8)));
+}
+
+static inline int
+equal_bytes(const char *a, const char *b, size_t length)
+{
+    if (length < 8) {
+        return load_short(a, length) == load_short(b, length);
+    }
+    for (size_t i = 0; i + 8 < length; i += 8) {
+        if (load_word(a + i) != load_word(b + i)) {
+            return 0;
+        }
+    }
+    return load_word(a + length - 8) == load_word(b + length - 8);
+}
+
+static inline void
+copy_bytes(char *to, const char *from, size_t length)
+{
+    if (length >= 8) {
+        for (size_t i = 0; i + 8 < length; i += 8) {
+            store_word(to + i, load_word(from + i));
+        }
+        store_word(to + length - 8, load_word(from + length - 8));
+    }
+    else if (length >= 4) {
+        uint32_t low, high;
+        memcpy(&low, from, 4);
+        memcpy(&high, from + length - 4, 4);
+        memcpy(to, &low, 4);
+        memcpy(to + length - 4, &high, 4);
+    }
+    else {
+        for (size_t i = 0; i < length; i++) {
+            to[i] = from[i];
+        }
+    }
+}
+
+/* Whether a word holds a byte JSON must escape: '"', '\\' or one below 0x20. */
+static inline int
+word_needs_escape(uint64_t word)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = word ^ (ones * '"'), backslash = word ^ (ones * '\\');
+    uint64_t found = ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) |
+                     ((word - ones * 0x20) & ~word);
+    return (found & highs) != 0;
+}
+
+static inline int
+needs_escape(const char *text, size_t length)
+{
+    if (length < 8) {
+        for (size_t i = 0; i < length; i++) {
+            unsigned char c = (unsigned char)text[i];
+            if (c < 0x20 || c == '"' || c == '\\') {
+                return 1;
+            }
+        }
+        return 0;
+    }
+    for (size_t i = 0; i + 8 < length; i += 8) {
+        if (word_needs_escape(load_word(text + i))) {
+            return 1;
+        }
+    }
+    return word_needs_escape(load_word(text + length - 8));
 }
 
 /* UTF-8 of a str without a copy for the common case: ASCII names. */
@@ -111,7 +213,7 @@ find(const VerdictIndex *self, uint64_t hash, const char *name, size_t length)
         }
         const Entry *entry = &self->entries[at];
         if (entry->hash == hash && entry->name_length == length &&
-            memcmp(self->arena + entry->name_offset, name, length) == 0) {
+            equal_bytes(self->arena + entry->name_offset, name, length)) {
             return at;
         }
         slot = (slot + 1) & self->slot_mask;
@@ -152,8 +254,10 @@ rebuild(VerdictIndex *self, Py_ssize_t wanted, int compact)
                 continue;
             }
             /* Live names only move towards the arena's start, so memmove is safe. */
-            memmove(self->arena + arena_length, self->arena + entry.name_offset,
-                    entry.name_length);
+            if (entry.name_length > 0) {
+                memmove(self->arena + arena_length, self->arena + entry.name_offset,
+                        entry.name_length);
+            }
             entry.name_offset = (uint32_t)arena_length;
             arena_length += entry.name_length;
             self->entries[kept++] = entry;
@@ -212,7 +316,9 @@ append_entry(VerdictIndex *self, uint64_t hash, const char *name, size_t length)
         self->arena = arena;
         self->arena_capacity = capacity;
     }
-    memcpy(self->arena + self->arena_length, name, length);
+    if (length > 0) { /* an empty name may come before any arena exists */
+        memcpy(self->arena + self->arena_length, name, length);
+    }
     Entry *entry = &self->entries[self->entry_count];
     entry->hash = hash;
     entry->name_offset = (uint32_t)self->arena_length;
@@ -220,6 +326,7 @@ append_entry(VerdictIndex *self, uint64_t hash, const char *name, size_t length)
     entry->reason = NO_REASON;
     entry->score = 0;
     entry->live = 0;
+    entry->plain = !needs_escape(name, length);
     self->arena_length += length;
     size_t slot = (size_t)hash & self->slot_mask;
     while (self->slots[slot] != EMPTY_SLOT) {
@@ -278,28 +385,17 @@ buffer_advance(Buffer *buffer, const char *cursor)
 #define PUT_LITERAL(cursor, literal) \
     (memcpy((cursor), (literal), sizeof(literal) - 1), (cursor) += sizeof(literal) - 1)
 
-/* The most bytes put_string writes for `length` bytes of text: all escaped, quoted. */
+/* The most bytes put_name writes for `length` bytes of text: all escaped, quoted. */
 #define STRING_ROOM(length) ((length) * 6 + 2)
 
 /* A JSON string literal. UTF-8 passes through; quote, backslash and control
-   characters are escaped, which is all JSON requires. Node names never need it
-   (they are DNS subdomains), so the common case is one scan and one memcpy. */
-static inline char *
-put_string(char *cursor, const char *text, size_t length)
+   characters are escaped, which is all JSON requires. */
+static char *
+put_escaped_string(char *cursor, const char *text, size_t length)
 {
     static const char hex[] = "0123456789abcdef";
-    size_t plain = 0;
-    while (plain < length) {
-        unsigned char c = (unsigned char)text[plain];
-        if (c < 0x20 || c == '"' || c == '\\') {
-            break;
-        }
-        plain++;
-    }
     *cursor++ = '"';
-    memcpy(cursor, text, plain);
-    cursor += plain;
-    for (size_t i = plain; i < length; i++) {
+    for (size_t i = 0; i < length; i++) {
         unsigned char c = (unsigned char)text[i];
         if (c == '"' || c == '\\') {
             *cursor++ = '\\';
@@ -314,6 +410,21 @@ put_string(char *cursor, const char *text, size_t length)
             *cursor++ = (char)c;
         }
     }
+    *cursor++ = '"';
+    return cursor;
+}
+
+/* A name as a JSON string. `plain` says it needs no escaping, as for every node
+   name the index holds (node names are DNS subdomains); it saves the scan. */
+static inline char *
+put_name(char *cursor, const char *name, size_t length, int plain)
+{
+    if (!plain && needs_escape(name, length)) {
+        return put_escaped_string(cursor, name, length);
+    }
+    *cursor++ = '"';
+    copy_bytes(cursor, name, length);
+    cursor += length;
     *cursor++ = '"';
     return cursor;
 }
@@ -369,7 +480,7 @@ reason_id_of(VerdictIndex *self, PyObject *reason)
     if (literal == NULL) {
         return NO_REASON;
     }
-    char *end = put_string(PyBytes_AS_STRING(literal), text, (size_t)length);
+    char *end = put_name(PyBytes_AS_STRING(literal), text, (size_t)length, 0);
     if (_PyBytes_Resize(&literal, end - PyBytes_AS_STRING(literal)) < 0) {
         return NO_REASON;
     }
@@ -546,7 +657,7 @@ VerdictIndex_filter(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
             if (passed_count++ > 0) {
                 *cursor++ = ',';
             }
-            buffer_advance(&passed, put_string(cursor, name, (size_t)length));
+            buffer_advance(&passed, put_name(cursor, name, (size_t)length, entry && entry->plain));
             continue;
         }
         PyObject *reason = PyList_GET_ITEM(self->reason_literals, entry->reason);
@@ -559,7 +670,7 @@ VerdictIndex_filter(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
         if (failed.length > 0) {
             *cursor++ = ',';
         }
-        cursor = put_string(cursor, name, (size_t)length);
+        cursor = put_name(cursor, name, (size_t)length, entry->plain);
         *cursor++ = ':';
         memcpy(cursor, PyBytes_AS_STRING(reason), reason_length);
         buffer_advance(&failed, cursor + reason_length);
@@ -639,7 +750,7 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *names)
             *cursor++ = ',';
         }
         PUT_LITERAL(cursor, host);
-        cursor = put_string(cursor, name, (size_t)length);
+        cursor = put_name(cursor, name, (size_t)length, entry && entry->plain);
         PUT_LITERAL(cursor, score);
         cursor = put_score(cursor, entry ? entry->score : self->unknown_score);
         *cursor++ = '}';

@@ -13,7 +13,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from app.extender.index import IMPLEMENTATION_ENV, implementation_of
+from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
 from app.extender.metrics import ExtenderMetrics
 from app.extender.table import NodeEntry, NodeTable
 from app.extender.verbs import Outcome, Verbs
@@ -40,10 +40,11 @@ class Extender:
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.time,
         mode: str | None = None,
+        index: VerdictIndex | None = None,
     ) -> None:
         self.clock = clock
         self._mode = mode
-        self.table = NodeTable(policy, clock)
+        self.table = NodeTable(policy, clock, index)
         self.verbs = Verbs(self.table, clock)
         self.node_cache = node_cache
         self.policy_watcher = policy_watcher

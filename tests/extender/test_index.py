@@ -110,6 +110,25 @@ def test_names_that_need_json_escaping_round_trip(index: VerdictIndex) -> None:
     assert orjson.loads(body) == [{"Host": name, "Score": i} for i, name in enumerate(odd)]
 
 
+def test_names_of_every_length_differing_or_escaped_at_every_byte(index: VerdictIndex) -> None:
+    # The native index reads names in 8-byte words with an overlapping last word;
+    # these names put a difference or a byte to escape at each position of each length.
+    base = "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+    for length in range(len(base) + 1):
+        index.set(base[:length], length % 11, None)
+    for length in range(1, len(base) + 1):
+        assert index.get(base[:length]) == (length % 11, None)
+        for position in range(length):
+            for byte in ("#", '"', "\\", "\x1f"):
+                name = base[:position] + byte + base[position + 1 : length]
+                assert index.get(name) is None
+                body, unknown = index.prioritize([name])
+                assert (orjson.loads(body), unknown) == ([{"Host": name, "Score": 0}], 1)
+                index.set(name, 1, HOT)
+                assert filtered(index, [name])["FailedAndUnresolvableNodes"] == {name: HOT}
+                index.discard(name)
+
+
 def test_discard_forgets_and_set_brings_back(index: VerdictIndex) -> None:
     index.set("n", 4, HOT)
     index.discard("n")
