@@ -459,6 +459,18 @@ request_name(PyObject *names, Py_ssize_t index, Py_ssize_t *length)
 
 /* ------------------------------------------------------------------ methods */
 
+/* A name with lone surrogates has no UTF-8 form, so no request can carry it (JSON
+   parsers refuse them): there is nothing to store, forget or find. */
+static PyObject *
+unencodable_name(void)
+{
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        return NULL;
+    }
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
 /* The index of a reason in reasons, added with its JSON literal when new; few
    distinct reasons exist (one per metric and limit), shared by every node. */
 static int32_t
@@ -528,7 +540,7 @@ VerdictIndex_set(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t length;
     const char *text = utf8_of(name, &length);
     if (text == NULL) {
-        return NULL;
+        return unencodable_name();
     }
     uint64_t hash = hash_bytes(text, (size_t)length, self->seed);
     Py_ssize_t at = find(self, hash, text, (size_t)length);
@@ -558,7 +570,7 @@ VerdictIndex_discard(VerdictIndex *self, PyObject *name)
     Py_ssize_t length;
     const char *text = utf8_of(name, &length);
     if (text == NULL) {
-        return NULL;
+        return unencodable_name();
     }
     Py_ssize_t at = find(self, hash_bytes(text, (size_t)length, self->seed), text, (size_t)length);
     if (at >= 0 && self->entries[at].live) {
@@ -596,7 +608,7 @@ VerdictIndex_get(VerdictIndex *self, PyObject *name)
     Py_ssize_t length;
     const char *text = utf8_of(name, &length);
     if (text == NULL) {
-        return NULL;
+        return unencodable_name();
     }
     const Entry *entry = find_live(self, text, (size_t)length);
     if (entry == NULL) {

@@ -83,6 +83,8 @@ class PyVerdictIndex:
     def set(self, name: str, score: int, reason: str | None, /) -> None:
         if not 0 <= score <= 255:
             raise ValueError(f"score {score} is outside 0..255")
+        if not _has_utf8_form(name):
+            return  # as the native index: no request can carry such a name
         self._entries[name] = (score, reason)
         self._score_items[name] = orjson.dumps({"Host": name, "Score": score})
         if reason is None:
@@ -143,6 +145,14 @@ class PyVerdictIndex:
                 item = orjson.dumps({"Host": name, "Score": self.unknown_score})
             pieces.append(item)
         return b"[" + b",".join(pieces) + b"]", unknown
+
+
+def _has_utf8_form(name: str) -> bool:
+    try:
+        name.encode()
+    except UnicodeEncodeError:  # lone surrogates, which JSON parsers refuse
+        return False
+    return True
 
 
 def _check_names(names: list[str]) -> None:

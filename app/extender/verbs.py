@@ -104,7 +104,7 @@ class Verbs:
         self._table.refresh(self._clock())
         try:
             body, outcome.rejected = self._table.index.filter(args.node_names, exempt)
-        except TypeError as error:
+        except (TypeError, ValueError) as error:
             raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
         return body
 
@@ -146,6 +146,6 @@ class Verbs:
             # Unknown names (node cache still syncing, or no node cache at all) score as
             # nodes without data.
             body, outcome.unknown_nodes = self._table.index.prioritize(names)
-        except TypeError as error:
+        except (TypeError, ValueError) as error:
             raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
         return body

@@ -129,6 +129,14 @@ def test_names_of_every_length_differing_or_escaped_at_every_byte(index: Verdict
                 index.discard(name)
 
 
+def test_a_name_without_utf8_form_is_ignored(index: VerdictIndex) -> None:
+    # Lone surrogates: json.loads accepts them, the API server and orjson never send them.
+    index.set("bad\ud800", 3, HOT)
+    index.discard("bad\ud800")
+    assert index.get("bad\ud800") is None
+    assert filtered(index, ["ok"])["NodeNames"] == ["ok"]
+
+
 def test_discard_forgets_and_set_brings_back(index: VerdictIndex) -> None:
     index.set("n", 4, HOT)
     index.discard("n")
