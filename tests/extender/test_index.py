@@ -187,6 +187,23 @@ def test_many_sets_and_discards_keep_every_answer(index: VerdictIndex) -> None:
     assert {item["Host"]: item["Score"] for item in orjson.loads(body)} == live
 
 
+def test_a_cluster_that_shrinks_then_grows_keeps_every_answer(index: VerdictIndex) -> None:
+    # Most entries dead, then new ones: the native table drops its tombstones.
+    for i in range(2000):
+        index.set(f"old-{i}", 1, HOT)
+    for i in range(1900):
+        index.discard(f"old-{i}")
+    for i in range(3000):
+        index.set(f"new-{i}", 2, None)
+    assert len(index) == 100 + 3000
+    assert index.get("old-0") is None
+    assert index.get("old-1999") == (1, HOT)
+    assert index.get("new-2999") == (2, None)
+    answer = filtered(index, ["old-5", "old-1950", "new-7"])
+    assert answer["NodeNames"] == ["old-5", "new-7"]
+    assert answer["rejected"] == {HOT: 1}
+
+
 def test_the_implementation_can_be_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(IMPLEMENTATION_ENV, "python")
     assert isinstance(new_verdict_index(), PyVerdictIndex)
