@@ -891,7 +891,7 @@ static PyTypeObject VerdictIndexType = {
 static struct PyModuleDef verdict_index_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "app.extender._verdict_index",
-    .m_doc = "The extender's native answer index (see app/extender/index.py).",
+    .m_doc = "The extender's native verdict index (see app/extender/index.py).",
     .m_size = -1,
 };
 

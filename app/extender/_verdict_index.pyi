@@ -1,4 +1,4 @@
-# Types of the native answer index built from _verdict_index.c (see app/extender/index.py).
+# Types of the native verdict index built from _verdict_index.c (see app/extender/index.py).
 
 class VerdictIndex:
     unknown_score: int

@@ -1,4 +1,4 @@
-"""The answer index: node name → (extender score, filter reason), answering whole requests.
+"""The verdict index: node name → (extender score, filter reason), answering whole requests.
 
 ``filter`` and ``prioritize`` sit on kube-scheduler's serial scheduling cycle and cost
 time per node name, so the index answers a whole request in one call that returns the
@@ -19,7 +19,6 @@ the extension out while debugging).
 
 from __future__ import annotations
 
-import logging
 import os
 import secrets
 from collections import Counter
@@ -27,8 +26,6 @@ from itertools import filterfalse
 from typing import Protocol
 
 import orjson
-
-log = logging.getLogger(__name__)
 
 try:
     from app.extender._verdict_index import VerdictIndex as NativeVerdictIndex
