@@ -459,17 +459,31 @@ request_name(PyObject *names, Py_ssize_t index, Py_ssize_t *length)
 
 /* ------------------------------------------------------------------ methods */
 
-/* A name with lone surrogates has no UTF-8 form, so no request can carry it (JSON
-   parsers refuse them): there is nothing to store, forget or find. */
-static PyObject *
-unencodable_name(void)
+/* A name argument as UTF-8. NULL with an exception set when it is not a str, and
+   NULL without one when it has no UTF-8 form (lone surrogates): no request can carry
+   such a name, since JSON parsers refuse it, so there is nothing to store, forget
+   or find. */
+static const char *
+name_argument(PyObject *name, Py_ssize_t *length)
 {
-    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+    if (!PyUnicode_Check(name)) {
+        PyErr_SetString(PyExc_TypeError, "name must be a str");
         return NULL;
     }
-    PyErr_Clear();
-    Py_RETURN_NONE;
+    const char *text = utf8_of(name, length);
+    if (text == NULL && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        PyErr_Clear();
+    }
+    return text;
 }
+
+#define RETURN_NONE_UNLESS_ERROR() \
+    do {                           \
+        if (PyErr_Occurred()) {    \
+            return NULL;           \
+        }                          \
+        Py_RETURN_NONE;            \
+    } while (0)
 
 /* The index of a reason in reasons, added with its JSON literal when new; few
    distinct reasons exist (one per metric and limit), shared by every node. */
@@ -514,9 +528,10 @@ VerdictIndex_set(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *name = args[0], *reason = args[2];
-    if (!PyUnicode_Check(name)) {
-        PyErr_SetString(PyExc_TypeError, "name must be a str");
-        return NULL;
+    Py_ssize_t length;
+    const char *text = name_argument(name, &length);
+    if (text == NULL) {
+        RETURN_NONE_UNLESS_ERROR();
     }
     long score = PyLong_AsLong(args[1]);
     if (score == -1 && PyErr_Occurred()) {
@@ -536,11 +551,6 @@ VerdictIndex_set(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
         if (reason_id == NO_REASON) {
             return NULL;
         }
-    }
-    Py_ssize_t length;
-    const char *text = utf8_of(name, &length);
-    if (text == NULL) {
-        return unencodable_name();
     }
     uint64_t hash = hash_bytes(text, (size_t)length, self->seed);
     Py_ssize_t at = find(self, hash, text, (size_t)length);
@@ -563,14 +573,10 @@ VerdictIndex_set(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 VerdictIndex_discard(VerdictIndex *self, PyObject *name)
 {
-    if (!PyUnicode_Check(name)) {
-        PyErr_SetString(PyExc_TypeError, "name must be a str");
-        return NULL;
-    }
     Py_ssize_t length;
-    const char *text = utf8_of(name, &length);
+    const char *text = name_argument(name, &length);
     if (text == NULL) {
-        return unencodable_name();
+        RETURN_NONE_UNLESS_ERROR();
     }
     Py_ssize_t at = find(self, hash_bytes(text, (size_t)length, self->seed), text, (size_t)length);
     if (at >= 0 && self->entries[at].live) {
@@ -601,14 +607,10 @@ VerdictIndex_clear(VerdictIndex *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 VerdictIndex_get(VerdictIndex *self, PyObject *name)
 {
-    if (!PyUnicode_Check(name)) {
-        PyErr_SetString(PyExc_TypeError, "name must be a str");
-        return NULL;
-    }
     Py_ssize_t length;
-    const char *text = utf8_of(name, &length);
+    const char *text = name_argument(name, &length);
     if (text == NULL) {
-        return unencodable_name();
+        RETURN_NONE_UNLESS_ERROR();
     }
     const Entry *entry = find_live(self, text, (size_t)length);
     if (entry == NULL) {
