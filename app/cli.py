@@ -7,9 +7,9 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from app import policy_check
 from app.annotator import main as annotator_main
 from app.extender import main as extender_main
+from app.policy import check as policy_check
 
 Command = Callable[[argparse.Namespace], int]
 

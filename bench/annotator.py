@@ -44,9 +44,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.annotator.bindings import BindingWindows
-from app.annotator.patcher import AnnotationPatcher
 from app.annotator.sync import MetricSync
 from app.kube.nodes import NodeCache
+from app.kube.patching import AnnotationPatcher
 from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage, parse_usage
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource, PromSample

@@ -4,11 +4,12 @@ One job per module:
 
 - ``schedule``: which metrics are due when (pure);
 - ``sync``: one tick, one query per due metric and one patch per node;
-- ``patcher``: bounded-concurrency merge patches with 404/409/5xx handling;
-- ``bindings``: pod watch to per-node binding windows to hot values;
+- ``bindings``: a listener on the shared pod cache: binding windows and hot values;
 - ``hotvalue``: which nodes need their ``node_hot_value`` rewritten (pure);
-- ``leader``: Lease-based leader election;
 - ``server``: ``/healthz``, ``/readyz``, ``/metrics``;
 - ``telemetry``: the ``loadaware_annotator_*`` metrics;
 - ``runtime``: the parts wired together; ``main``: flags and process lifecycle.
+
+Kubernetes access it shares with other components lives in ``app/kube``: the node and
+pod caches, annotation patching and Lease-based leader election.
 """

@@ -1,15 +1,17 @@
-"""Recent bindings per node, observed from the pod watch, and the hot values they give.
+"""Recent bindings per node, observed from the shared pod cache, and the hot values they give.
 
-A binding is a pod getting ``spec.nodeName``. Counting each pod UID at most once:
+A binding is a pod getting ``spec.nodeName``. The observer listens to the pod cache's
+(old, new) changes and counts each pod UID at most once:
 
-* pods that already have a node at the first list are history, not bindings;
-* a pod seen without a node and later seen with one is a binding;
-* a pod that first appears in the watch already bound (created with ``nodeName``) is one;
-* after a relist (watch expired), pods that were pending and are now bound, and bound
-  pods created after the watch broke, are bindings made during the gap.
+* pods that already have a node when the cache first lists them are history, not
+  bindings;
+* a pod seen without a node and later with one is a binding, and so is a pod that
+  appears already bound (created with ``nodeName``, or bound while the watch was down
+  and found by a relist);
+* a pod whose UID changed under the same name (a StatefulSet pod recreated) is a new pod.
 
-Memory stays bounded: the watcher remembers UIDs of pending pods only, and binding
-times only as long as the longest hot-value ``timeRange``.
+Memory stays bounded: binding times are kept only as long as the longest hot-value
+``timeRange``.
 
 All replicas watch pods, so a follower that becomes leader already knows the recent
 bindings and its first hot values are right.
@@ -17,22 +19,14 @@ bindings and its first hot values are right.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lightkube import AsyncClient
-from lightkube.resources.core_v1 import Pod
-
-from app.kube.listwatch import list_then_watch
 from app.load.model import hot_value_from_bindings
 from app.policy import HotValuePolicy
-
-log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 
@@ -80,156 +74,61 @@ class BindingWindows:
 
 @dataclass(frozen=True, slots=True)
 class PodPlacement:
-    """The little of a pod that binding detection needs."""
+    """The little of a pod that binding detection needs: the pod cache's transform."""
 
     uid: str
     node_name: str | None
-    created_s: float | None = None
 
 
 def pod_placement(pod: Any) -> PodPlacement:
     metadata = pod.metadata
-    created = metadata.creationTimestamp
     return PodPlacement(
         uid=metadata.uid or f"{metadata.namespace}/{metadata.name}",
         node_name=(pod.spec.nodeName if pod.spec else None) or None,
-        created_s=created.timestamp() if created is not None else None,
     )
 
 
 class BindingObserver:
-    """Turns pod list and watch events into binding times; pure apart from the clock."""
+    """Turns pod cache changes into binding times; pure apart from the clock."""
 
     def __init__(
         self,
         windows: BindingWindows,
         clock: Clock = time.time,
         on_binding: Callable[[str], None] | None = None,
+        *,
+        synced: Callable[[], bool],
     ) -> None:
         self.windows = windows
         self._clock = clock
         self._on_binding = on_binding
-        self._pending: set[str] = set()
+        self._synced = synced
         self._counted: dict[str, float] = {}  # UID -> when counted, for the window only
-        self._listed_once = False
-        self._last_event_s: float | None = None
         # Followers never publish hot values, so the observer tidies up by itself.
         self._next_tidy_s = -float("inf")
         self.bindings_observed = 0
 
-    def _count(self, pod: PodPlacement) -> bool:
-        assert pod.node_name is not None
-        self._pending.discard(pod.uid)
-        if pod.uid in self._counted:
+    def on_change(self, _key: str, old: PodPlacement | None, new: PodPlacement | None) -> bool:
+        """One change from the pod cache; True when it is a new binding."""
+        if new is None or new.node_name is None or not self._synced():
+            return False
+        if old is not None and old.uid == new.uid and old.node_name is not None:
             return False
         now_s = self._clock()
-        self._counted[pod.uid] = now_s
-        self.windows.record(pod.node_name, now_s)
-        self.bindings_observed += 1
-        if self._on_binding is not None:
-            self._on_binding(pod.node_name)
-        return True
-
-    def observe_list(self, pods: Iterable[PodPlacement]) -> int:
-        """A full list; returns the bindings it reveals (none at the first list)."""
-        now_s = self._clock()
-        gap_started_s = self._last_event_s
-        first = not self._listed_once
-        self._listed_once = True
-        was_pending = self._pending
-        self._pending = set()
-        found = 0
-        for pod in pods:
-            if pod.node_name is None:
-                self._pending.add(pod.uid)
-            elif not first and (
-                pod.uid in was_pending
-                or (
-                    gap_started_s is not None
-                    and pod.created_s is not None
-                    and pod.created_s >= gap_started_s
-                )
-            ):
-                found += self._count(pod)
-        self._last_event_s = now_s
-        self._forget_old(now_s)
-        return found
-
-    def observe_event(self, event_type: str, pod: PodPlacement) -> bool:
-        """One watch event; True when it is a new binding."""
-        now_s = self._clock()
-        self._last_event_s = now_s
         if now_s >= self._next_tidy_s:
             self.tidy(now_s)
             self._next_tidy_s = now_s + max(1.0, self.windows.keep_s / 4)
-        if event_type == "DELETED":
-            self._pending.discard(pod.uid)
+        if new.uid in self._counted:
             return False
-        if pod.node_name is None:
-            self._pending.add(pod.uid)
-            return False
-        if event_type == "ADDED" or pod.uid in self._pending:
-            return self._count(pod)
-        return False
+        self._counted[new.uid] = now_s
+        self.windows.record(new.node_name, now_s)
+        self.bindings_observed += 1
+        if self._on_binding is not None:
+            self._on_binding(new.node_name)
+        return True
 
-    def _forget_old(self, now_s: float) -> None:
+    def tidy(self, now_s: float) -> None:
         cutoff_s = now_s - self.windows.keep_s
         for uid in [uid for uid, at_s in self._counted.items() if at_s <= cutoff_s]:
             del self._counted[uid]
-
-    def tidy(self, now_s: float) -> None:
-        self._forget_old(now_s)
         self.windows.prune(now_s)
-
-
-class PodBindingWatch:
-    """List + watch all pods, feeding a BindingObserver. Run ``run()`` as a task."""
-
-    def __init__(
-        self,
-        client: AsyncClient,
-        observer: BindingObserver,
-        *,
-        retry_delay_s: float = 1.0,
-        max_retry_delay_s: float = 30.0,
-    ) -> None:
-        self._client = client
-        self.observer = observer
-        self._synced = asyncio.Event()
-        self._retry_delay_s = retry_delay_s
-        self._max_retry_delay_s = max_retry_delay_s
-
-    @property
-    def synced(self) -> bool:
-        return self._synced.is_set()
-
-    async def wait_synced(self) -> None:
-        await self._synced.wait()
-
-    async def run(self) -> None:
-        await list_then_watch(
-            self._relist,
-            self._watch,
-            what="pod",
-            retry_delay_s=self._retry_delay_s,
-            max_retry_delay_s=self._max_retry_delay_s,
-            while_down="hot values miss bindings until it recovers",
-        )
-
-    async def _relist(self) -> str:
-        listing = self._client.list(Pod, namespace="*")
-        pods = [pod_placement(pod) async for pod in listing]
-        found = self.observer.observe_list(pods)
-        if found:
-            log.info("relist found %d bindings made while the pod watch was down", found)
-        if not self._synced.is_set():
-            log.info("pod watch synced: %d pods", len(pods))
-            self._synced.set()
-        return listing.resourceVersion
-
-    async def _watch(self, resource_version: str) -> None:
-        events = self._client.watch(Pod, namespace="*", resource_version=resource_version)
-        async for event_type, pod in events:
-            if event_type == "BOOKMARK":
-                continue
-            self.observer.observe_event(event_type, pod_placement(pod))

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.annotator.leader import LeaseSettings
 from app.annotator.runtime import Annotator, AnnotatorConfig
 from app.annotator.sync import QueryShape
 from app.flags import add_flag, env_name
 from app.kube.client import make_client
+from app.kube.lease import LeaseSettings
 from app.policy import Policy, PolicyError, default_policy, parse_duration_s
-from app.policy_watch import PolicyWatcher
+from app.policy.watch import PolicyWatcher
 from app.prom.client import PrometheusSettings, PrometheusSource, parse_header
 
 log = logging.getLogger(__name__)

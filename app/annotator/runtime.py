@@ -26,17 +26,18 @@ from typing import Any
 import uvicorn
 from lightkube import AsyncClient
 
-from app.annotator.bindings import BindingObserver, BindingWindows, PodBindingWatch
+from app.annotator.bindings import BindingObserver, BindingWindows, PodPlacement, pod_placement
 from app.annotator.hotvalue import HotValueLedger
-from app.annotator.leader import LeaderElector, LeaseSettings
-from app.annotator.patcher import AnnotationPatcher, PatchOutcome
 from app.annotator.schedule import MetricSchedule
 from app.annotator.server import build_app
 from app.annotator.sync import InstantQuery, MetricSync, QueryShape, TickReport
 from app.annotator.telemetry import AnnotatorMetrics
+from app.kube.lease import LeaderElector, LeaseSettings
 from app.kube.nodes import NodeCache
+from app.kube.patching import AnnotationPatcher, PatchOutcome
+from app.kube.pods import PodCache
 from app.policy import Policy, format_duration
-from app.policy_watch import PolicyWatcher
+from app.policy.watch import PolicyWatcher
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +100,16 @@ class Annotator:
         self.periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
         self.nodes = NodeCache(client)
         self.windows = BindingWindows(policy.spec.hot_value)
-        self.observer = BindingObserver(
-            self.windows, clock, on_binding=lambda _node: self.telemetry.bindings_observed.inc()
+        self.pod_watch: PodCache[PodPlacement] = PodCache(
+            client, pod_placement, while_down="hot values miss bindings until it recovers"
         )
-        self.pod_watch = PodBindingWatch(client, self.observer)
+        self.observer = BindingObserver(
+            self.windows,
+            clock,
+            on_binding=lambda _node: self.telemetry.bindings_observed.inc(),
+            synced=lambda: self.pod_watch.synced,
+        )
+        self.pod_watch.add_listener(self.observer.on_change)
         self.ledger = HotValueLedger(config.hot_value_interval_s)
         self.elector = (
             LeaderElector(client, config.lease, on_change=self._on_leadership)

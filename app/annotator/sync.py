@@ -21,9 +21,9 @@ from typing import Protocol
 
 from app.annotator.bindings import BindingWindows
 from app.annotator.hotvalue import HotValueLedger
-from app.annotator.patcher import AnnotationPatcher, PatchOutcome, PatchReport
 from app.annotator.telemetry import AnnotatorMetrics
 from app.kube.nodes import NodeInfo
+from app.kube.patching import AnnotationPatcher, PatchOutcome, PatchReport
 from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage
 from app.prom.client import PrometheusQueryError, PromSample, build_query
 from app.prom.matching import NodeAddress, match_series

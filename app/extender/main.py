@@ -17,7 +17,7 @@ from app.flags import add_flag
 from app.kube.client import make_client
 from app.kube.nodes import NodeCache
 from app.policy import PolicyError, default_policy
-from app.policy_watch import PolicyWatcher
+from app.policy.watch import PolicyWatcher
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from app.extender.table import NodeEntry, NodeTable
 from app.extender.verbs import Outcome, Verbs
 from app.kube.nodes import NodeCache, NodeInfo
 from app.policy import Policy
-from app.policy_watch import PolicyWatcher
+from app.policy.watch import PolicyWatcher
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class Extender:
             return self._mode
         return "node-cache" if self.node_cache is not None else "full-nodes"
 
-    def _on_node(self, name: str, info: NodeInfo | None) -> None:
+    def _on_node(self, name: str, _old: NodeInfo | None, info: NodeInfo | None) -> None:
         if info is None:
             self.table.remove(name)
         else:

@@ -38,61 +38,68 @@ class Clock:
         return self.now
 
 
-def observer(clock: Clock) -> BindingObserver:
-    windows = BindingWindows(
-        [
-            HotValuePolicy.model_validate({"timeRange": "5m", "count": 5}),
-            HotValuePolicy.model_validate({"timeRange": "1m", "count": 2}),
-        ]
-    )
-    return BindingObserver(windows, clock)
+class Pods:
+    """The pod cache's side of the contract: (old, new) changes, synced after the first list."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.state: dict[str, PodPlacement] = {}
+        self.synced = False
+        windows = BindingWindows(
+            [
+                HotValuePolicy.model_validate({"timeRange": "5m", "count": 5}),
+                HotValuePolicy.model_validate({"timeRange": "1m", "count": 2}),
+            ]
+        )
+        self.observer = BindingObserver(windows, clock, synced=lambda: self.synced)
+
+    def set(self, name: str, uid: str, node: str | None) -> bool:
+        new = PodPlacement(uid, node)
+        old = self.state.get(name)
+        self.state[name] = new
+        return self.observer.on_change(name, old, new)
+
+    def first_list(self, *pods: tuple[str, str, str | None]) -> None:
+        for name, uid, node in pods:
+            self.set(name, uid, node)
+        self.synced = True
 
 
 def test_pods_already_bound_at_the_first_list_are_not_bindings() -> None:
-    obs = observer(Clock())
-    assert obs.observe_list([PodPlacement("u1", "n1"), PodPlacement("u2", "n1")]) == 0
-    assert obs.windows.binding_count() == 0
+    pods = Pods(Clock())
+    pods.first_list(("a", "u1", "n1"), ("b", "u2", "n1"))
+    assert pods.observer.windows.binding_count() == 0
 
 
 def test_a_pending_pod_that_gets_a_node_is_one_binding_however_often_it_is_seen() -> None:
-    obs = observer(Clock())
-    obs.observe_list([PodPlacement("u1", None)])
-    assert obs.observe_event("MODIFIED", PodPlacement("u1", "n1"))
-    assert not obs.observe_event("MODIFIED", PodPlacement("u1", "n1"))  # status update
-    assert not obs.observe_event("ADDED", PodPlacement("u1", "n1"))  # replayed event
-    assert obs.windows.binding_count() == 1
+    pods = Pods(Clock())
+    pods.first_list(("a", "u1", None))
+    assert pods.set("a", "u1", "n1")
+    assert not pods.set("a", "u1", "n1")  # status update
+    assert not pods.observer.on_change("a", None, PodPlacement("u1", "n1"))  # replayed add
+    assert pods.observer.windows.binding_count() == 1
 
 
 def test_a_pod_created_already_bound_counts_once() -> None:
-    obs = observer(Clock())
-    obs.observe_list([])
-    assert obs.observe_event("ADDED", PodPlacement("u1", "n1"))
-    assert not obs.observe_event("MODIFIED", PodPlacement("u1", "n1"))
+    pods = Pods(Clock())
+    pods.first_list()
+    assert pods.set("a", "u1", "n1")
+    assert not pods.set("a", "u1", "n1")
 
 
-def test_a_relist_counts_pods_bound_while_the_watch_was_down() -> None:
-    clock = Clock()
-    obs = observer(clock)
-    obs.observe_list([PodPlacement("old", "n1"), PodPlacement("pending", None)])
-    clock.now += 30
-    found = obs.observe_list(
-        [
-            PodPlacement("old", "n1"),
-            PodPlacement("pending", "n2"),  # bound during the gap
-            PodPlacement("new", "n3", created_s=clock.now - 5),  # created and bound in the gap
-        ]
-    )
-    assert found == 2
-    assert obs.windows.hot_values(clock.now) == {"n2": 0, "n3": 0}
-    assert obs.windows.binding_count() == 2
+def test_a_pod_recreated_under_the_same_name_is_a_new_binding() -> None:
+    pods = Pods(Clock())
+    pods.first_list(("web-0", "u1", "n1"))
+    assert pods.set("web-0", "u2", "n2")
+    assert pods.observer.windows.binding_count() == 1
 
 
 def test_bindings_older_than_the_longest_time_range_are_forgotten() -> None:
     clock = Clock()
-    obs = observer(clock)
-    obs.observe_list([])
+    pods = Pods(clock)
+    pods.first_list()
+    obs = pods.observer
     for i in range(6):
-        obs.observe_event("ADDED", PodPlacement(f"u{i}", "n1"))
+        pods.set(f"p{i}", f"u{i}", "n1")
     assert obs.windows.hot_value("n1", clock.now) == 6 // 5 + 6 // 2
     clock.now += 120
     assert obs.windows.hot_values(clock.now) == {"n1": 1}
@@ -221,10 +228,11 @@ def test_the_hot_value_decays_to_zero_and_zero_is_written(
 def test_memory_stays_bounded_without_anyone_publishing() -> None:
     # A follower never calls hot_values(); the observer must still forget old bindings.
     clock = Clock()
-    obs = observer(clock)
-    obs.observe_list([])
+    pods = Pods(clock)
+    pods.first_list()
+    obs = pods.observer
     for i in range(10_000):
         clock.now += 1.0
-        obs.observe_event("ADDED", PodPlacement(f"u{i}", f"n{i % 7}"))
+        obs.on_change(f"p{i}", None, PodPlacement(f"u{i}", f"n{i % 7}"))
     assert obs.windows.binding_count() <= 300 + 7
     assert len(obs._counted) <= 300 + 300 / 4 + 1

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from app.annotator.leader import LeaderElector, LeaseSettings
 from app.annotator.runtime import Annotator
+from app.kube.lease import LeaderElector, LeaseSettings
 from tests.annotator.helpers import annotator, eventually, metric_value, policy, running
 from tests.annotator.promproxy import PromProxy
 from tests.support.fakekube_fixtures import FakeKube

@@ -8,11 +8,11 @@ from types import MappingProxyType
 
 import pytest
 
-from app.annotator.patcher import AnnotationPatcher, PatchOutcome
 from app.annotator.runtime import Annotator
 from app.annotator.sync import MetricSync
 from app.annotator.telemetry import AnnotatorMetrics
 from app.kube.nodes import NodeInfo
+from app.kube.patching import AnnotationPatcher, PatchOutcome
 from tests.annotator.helpers import (
     annotator,
     eventually,

@@ -9,7 +9,7 @@ import pytest
 
 from app.extender.service import Extender
 from app.policy import DEFAULT_POLICY_YAML, Policy, default_policy
-from app.policy_watch import PolicyWatcher
+from app.policy.watch import PolicyWatcher
 from tests.extender.nodes import usage_annotations
 
 

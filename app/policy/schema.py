@@ -235,7 +235,7 @@ def _warnings_for(spec: PolicySpec) -> tuple[str, ...]:
     return tuple(warnings)
 
 
-def _format_validation_error(error: ValidationError) -> str:
+def format_validation_error(error: ValidationError) -> str:
     lines = []
     for item in error.errors():
         location = ".".join(str(part) for part in item["loc"]) or "(top level)"
@@ -252,7 +252,7 @@ def policy_from_mapping(document: Any, source: str = "<memory>") -> Policy:
         parsed = DynamicSchedulerPolicy.model_validate(document)
     except ValidationError as error:
         raise PolicyError(
-            f"{source}: invalid DynamicSchedulerPolicy:\n{_format_validation_error(error)}"
+            f"{source}: invalid DynamicSchedulerPolicy:\n{format_validation_error(error)}"
         ) from None
     for entry in parsed.spec.predicate:
         if math.isnan(entry.max_limit_fraction):

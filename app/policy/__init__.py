@@ -1,0 +1,53 @@
+"""The scheduling policy: schema and loader (``schema``), reload on change (``watch``),
+and ``loadaware policy check`` (``check``).
+
+The schema's names are re-exported here, so callers write ``from app.policy import Policy``.
+"""
+
+from app.policy.schema import (
+    API_VERSION,
+    DEFAULT_POLICY_YAML,
+    FRESHNESS_GRACE_S,
+    HOT_VALUE_VALID_S,
+    KIND,
+    DurationS,
+    DynamicSchedulerPolicy,
+    HotValuePolicy,
+    Policy,
+    PolicyError,
+    PolicySpec,
+    PredicatePolicy,
+    PriorityPolicy,
+    SyncPolicy,
+    default_policy,
+    format_duration,
+    format_validation_error,
+    load_policy,
+    parse_duration_s,
+    policy_from_mapping,
+    policy_from_yaml,
+)
+
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_POLICY_YAML",
+    "FRESHNESS_GRACE_S",
+    "HOT_VALUE_VALID_S",
+    "KIND",
+    "DurationS",
+    "DynamicSchedulerPolicy",
+    "HotValuePolicy",
+    "Policy",
+    "PolicyError",
+    "PolicySpec",
+    "PredicatePolicy",
+    "PriorityPolicy",
+    "SyncPolicy",
+    "default_policy",
+    "format_duration",
+    "format_validation_error",
+    "load_policy",
+    "parse_duration_s",
+    "policy_from_mapping",
+    "policy_from_yaml",
+]
