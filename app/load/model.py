@@ -15,6 +15,12 @@ Semantics follow crane-scheduler (see README "Load model"), with these decisions
   not shunned as if it were full.
 * A timestamp more than ``MAX_FUTURE_SKEW_S`` ahead of the clock is not trusted
   (crane's local-time-with-Z bug produces these in zones east of UTC).
+
+Usage that the samples cannot contain yet (pods placed on a node since its sample
+was taken, or evicted from it) is passed in as ``unsampled``: a signed fraction of
+the node's allocatable per resource, added to every *fresh* reading of a metric of
+that resource (``Policy.resource_of``). Stale or missing data stays what it is, so
+the filter still fails open whatever is estimated on a node.
 """
 
 from __future__ import annotations
@@ -48,8 +54,15 @@ class Freshness(StrEnum):
 class MetricReading:
     metric: str
     freshness: Freshness
-    usage_fraction: float | None
+    usage_fraction: float | None  # effective: measured + unsampled, never below 0
     timestamp_s: float | None
+    unsampled_fraction: float = 0.0  # what was added to the measured value
+
+    @property
+    def measured_fraction(self) -> float | None:
+        if self.usage_fraction is None:
+            return None
+        return self.usage_fraction - self.unsampled_fraction
 
     @property
     def is_fresh(self) -> bool:
@@ -179,14 +192,41 @@ def to_extender_score(score: int) -> int:
     return (bounded + 5) // 10
 
 
-def evaluate_node(annotations: Mapping[str, str], policy: Policy, now_s: float) -> NodeLoad:
-    """The verdict and score of one node, from its annotations, at ``now_s``."""
+def with_unsampled(reading: MetricReading, unsampled_fraction: float) -> MetricReading:
+    """A fresh reading with usage the sample does not contain yet added (or taken away)."""
+    if not reading.is_fresh or reading.usage_fraction is None or unsampled_fraction == 0:
+        return reading
+    effective = max(0.0, reading.usage_fraction + unsampled_fraction)
+    return MetricReading(
+        reading.metric,
+        reading.freshness,
+        effective,
+        reading.timestamp_s,
+        effective - reading.usage_fraction,
+    )
+
+
+def evaluate_node(
+    annotations: Mapping[str, str],
+    policy: Policy,
+    now_s: float,
+    unsampled: Mapping[str, float] | None = None,
+) -> NodeLoad:
+    """The verdict and score of one node, from its annotations, at ``now_s``.
+
+    ``unsampled`` maps a resource ("cpu", "memory") to usage, as a signed fraction of
+    the node's allocatable, that the node's samples do not contain yet (module doc).
+    """
     readings: dict[str, MetricReading] = {}
     recheck_at_s = math.inf
     for metric in policy.metrics:
         reading, changes_at_s = read_metric(
             annotations, metric, policy.freshness_window_s(metric), now_s
         )
+        if unsampled:
+            resource = policy.resource_of(metric)
+            if resource is not None and resource in unsampled:
+                reading = with_unsampled(reading, unsampled[resource])
         readings[metric] = reading
         recheck_at_s = min(recheck_at_s, changes_at_s)
     hot_value, hot_fresh, hot_changes_at_s = read_hot_value(annotations, now_s)

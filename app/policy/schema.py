@@ -218,6 +218,19 @@ class Policy:
     def freshness_window_s(self, metric: str) -> float | None:
         return self.freshness_windows_s.get(metric)
 
+    def resource_of(self, metric: str) -> str | None:
+        """The resource a metric measures: "cpu" for ``cpu_*``, "memory" for ``mem_*``."""
+        return resource_of_metric(metric)
+
+
+def resource_of_metric(metric: str) -> str | None:
+    """crane's metric names start with the resource they measure (``cpu_``, ``mem_``)."""
+    if metric.startswith("cpu_"):
+        return "cpu"
+    if metric.startswith(("mem_", "memory_")):
+        return "memory"
+    return None
+
 
 def _warnings_for(spec: PolicySpec) -> tuple[str, ...]:
     synced = {entry.name for entry in spec.sync_policy}

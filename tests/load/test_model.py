@@ -219,3 +219,44 @@ def test_only_daemonset_pods_are_exempt_from_the_filter(
     pod: dict[str, object], exempt: bool
 ) -> None:
     assert is_exempt_from_filter(pod) is exempt
+
+
+# -- usage the samples do not contain yet ------------------------------------------
+
+
+def usage_of(
+    load_annotations: Mapping[str, str], unsampled: Mapping[str, float]
+) -> dict[str, float]:
+    load = evaluate_node(load_annotations, POLICY, NOW, unsampled)
+    return {r.metric: r.usage_fraction for r in load.readings if r.usage_fraction is not None}
+
+
+def test_unsampled_usage_is_added_to_every_fresh_metric_of_its_resource() -> None:
+    usage = usage_of(annotations((0.3, 0.4, 0.5), (0.2, 0.2, 0.2)), {"cpu": 0.25})
+    assert usage["cpu_usage_avg_5m"] == pytest.approx(0.55)
+    assert usage["cpu_usage_max_avg_1d"] == pytest.approx(0.75)
+    assert usage["mem_usage_avg_5m"] == pytest.approx(0.2)
+
+
+def test_unsampled_usage_can_push_a_node_over_its_limit() -> None:
+    cool = annotations((0.15, 0.15, 0.15), (0.2, 0.2, 0.2))
+    assert not evaluate_node(cool, POLICY, NOW).overloaded
+    load = evaluate_node(cool, POLICY, NOW, {"cpu": 0.64})
+    assert [o.metric for o in load.overloads] == ["cpu_usage_avg_5m", "cpu_usage_max_avg_1h"]
+    reading = next(r for r in load.readings if r.metric == "cpu_usage_avg_5m")
+    assert reading.measured_fraction == pytest.approx(0.15)
+    assert reading.unsampled_fraction == pytest.approx(0.64)
+
+
+def test_evicted_usage_is_taken_away_but_never_below_zero() -> None:
+    usage = usage_of(annotations((0.3, 0.3, 0.3), (0.2, 0.2, 0.2)), {"memory": -0.5})
+    assert usage["mem_usage_avg_5m"] == 0.0
+    assert usage["cpu_usage_avg_5m"] == pytest.approx(0.3)
+
+
+def test_unsampled_usage_never_makes_stale_or_missing_data_reject_a_node() -> None:
+    stale = {"cpu_usage_avg_5m": fresh(0.6, age_s=3 * 60 + FIVE_MIN + 1)}
+    load = evaluate_node(stale, POLICY, NOW, {"cpu": 0.9})
+    assert not load.overloaded
+    unknown = evaluate_node({}, POLICY, NOW)
+    assert evaluate_node({}, POLICY, NOW, {"cpu": 0.9}).score == unknown.score
