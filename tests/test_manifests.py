@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -105,3 +106,90 @@ def test_the_policy_configmap_holds_the_default_policy() -> None:
     assert policy_from_yaml(text).spec == policy_from_yaml(DEFAULT_POLICY_YAML).spec
     # No hash suffix: the components reload the mounted file in place.
     assert configmap["metadata"]["name"] == "loadaware-policy"
+
+
+# KubeSchedulerConfiguration v1 (kube-scheduler v1.36), the fields these files may use.
+# kube-scheduler rejects unknown fields in strict decoding, so a typo here is a
+# scheduler that does not start.
+SCHEDULER_FIELDS: dict[str, set[str]] = {
+    "": {
+        "apiVersion", "kind", "parallelism", "leaderElection", "clientConnection",
+        "enableProfiling", "enableContentionProfiling", "percentageOfNodesToScore",
+        "podInitialBackoffSeconds", "podMaxBackoffSeconds", "profiles", "extenders",
+        "delayCacheUntilActive",
+    },
+    "leaderElection": {
+        "leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock",
+        "resourceName", "resourceNamespace",
+    },
+    "clientConnection": {"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"},
+    "profiles": {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"},
+    "extenders": {
+        "urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "weight", "bindVerb",
+        "enableHTTPS", "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources",
+        "ignorable",
+    },
+    "extenders.tlsConfig": {
+        "insecure", "serverName", "certFile", "keyFile", "caFile", "certData", "keyData",
+        "caData",
+    },
+}  # fmt: skip
+GO_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
+
+
+def _unknown_fields(config: Obj) -> list[str]:
+    unknown = [f"{k}" for k in config if k not in SCHEDULER_FIELDS[""]]
+    for section in ("leaderElection", "clientConnection"):
+        unknown += [
+            f"{section}.{k}" for k in config.get(section, {}) if k not in SCHEDULER_FIELDS[section]
+        ]
+    for section in ("profiles", "extenders"):
+        for item in config.get(section, []):
+            unknown += [f"{section}[].{k}" for k in item if k not in SCHEDULER_FIELDS[section]]
+    for extender in config.get("extenders", []):
+        tls = extender.get("tlsConfig", {})
+        unknown += [
+            f"tlsConfig.{k}" for k in tls if k not in SCHEDULER_FIELDS["extenders.tlsConfig"]
+        ]
+    return unknown
+
+
+@pytest.mark.parametrize("path", scheduler_configs(), ids=lambda p: p.name)
+def test_scheduler_configs_use_only_v1_fields_with_valid_values(path: Path) -> None:
+    (config,) = documents(path)
+    assert _unknown_fields(config) == []
+    (extender,) = config["extenders"]
+    assert isinstance(extender["weight"], int)
+    assert GO_DURATION.match(extender["httpTimeout"]), extender["httpTimeout"]
+    for flag in ("nodeCacheCapable", "ignorable", "enableHTTPS"):
+        assert isinstance(extender.get(flag, False), bool), flag
+    assert extender["ignorable"] is True  # the safe default, see scheduler-config/README.md
+    names = [p["schedulerName"] for p in config.get("profiles", [])]
+    assert len(names) == len(set(names))
+
+
+def test_the_second_scheduler_runs_the_shipped_profile() -> None:
+    shipped = SCHEDULER_CONFIG / "kube-scheduler-config-second-scheduler.yaml"
+    copy = DEPLOY / "components" / "second-scheduler" / "kube-scheduler-config.yaml"
+    assert copy.read_text() == shipped.read_text()
+    (config,) = documents(shipped)
+    assert [p["schedulerName"] for p in config["profiles"]] == ["loadaware-scheduler"]
+    assert config["leaderElection"]["resourceNamespace"] == "loadaware"
+    assert "clientConnection" not in config  # in-cluster ServiceAccount
+
+
+def test_the_https_config_matches_the_mutual_tls_overlay() -> None:
+    (config,) = documents(SCHEDULER_CONFIG / "kube-scheduler-config-https.yaml")
+    tls = config["extenders"][0]["tlsConfig"]
+    assert {"caFile", "certFile", "keyFile", "serverName"} <= tls.keys()
+    (container,) = pod_spec(
+        named(render(DEPLOY / "overlays" / "extender-mtls"), "Deployment", "loadaware-extender")
+    )["containers"]
+    assert {"LOADAWARE_TLS_CERT", "LOADAWARE_TLS_KEY", "LOADAWARE_CLIENT_CA"} <= env_of(
+        container
+    ).keys()
+
+
+def test_a_misspelled_scheduler_field_is_caught() -> None:
+    config = {"kind": "KubeSchedulerConfiguration", "extenders": [{"nodeCacheCapabel": True}]}
+    assert _unknown_fields(config) == ["extenders[].nodeCacheCapabel"]
