@@ -19,7 +19,7 @@ POLICY = default_policy()
 CORES = 10.0
 
 
-def annotations(cpu: float, mem: float = 0.3, *, age_s: float = 30.0,
+def load_annotations(cpu: float, mem: float = 0.3, *, age_s: float = 30.0,
                 cpu_1h: float | None = None) -> dict[str, str]:
     at = NOW - age_s
     return {
@@ -38,7 +38,7 @@ def node(name: str, cpu: float, mem: float = 0.3, *, labels: Mapping[str, str] |
          cpu_1h: float | None = None) -> NodeInfo:
     return NodeInfo(
         name=name,
-        annotations=dict(raw) if raw is not None else annotations(cpu, mem, age_s=age_s,
+        annotations=dict(raw) if raw is not None else load_annotations(cpu, mem, age_s=age_s,
                                                                     cpu_1h=cpu_1h),
         internal_ip=None,
         labels=MappingProxyType(dict(labels or {})),
