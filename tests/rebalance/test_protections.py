@@ -84,7 +84,9 @@ def test_the_last_ready_replica_stays_unless_allowed() -> None:
 
 
 def test_prefer_no_eviction_pods_go_last() -> None:
-    shy = {"annotations": {"descheduler.alpha.kubernetes.io/prefer-no-eviction": ""}}
+    shy: dict[str, Any] = {
+        "annotations": {"descheduler.alpha.kubernetes.io/prefer-no-eviction": ""}
+    }
     pods = [pod("a-shy", "hot", cpu=3.0, **shy), pod("b", "hot", cpu=3.0), *companions()]
     result = plan(cluster(NODES, pods), config(), POLICY, NOW, {})
     assert [e.pod.name for e in result.evictions] == ["b"]
