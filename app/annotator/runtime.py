@@ -30,7 +30,7 @@ from app.annotator.bindings import BindingObserver, BindingWindows, PodPlacement
 from app.annotator.hotvalue import HotValueLedger
 from app.annotator.schedule import MetricSchedule
 from app.annotator.server import build_app
-from app.annotator.sync import InstantQuery, MetricSync, QueryShape, TickReport
+from app.annotator.sync import MetricSync, QueryShape, TickReport
 from app.annotator.telemetry import AnnotatorMetrics
 from app.kube.lease import LeaderElector, LeaseSettings
 from app.kube.nodes import NodeCache
@@ -38,6 +38,7 @@ from app.kube.patching import AnnotationPatcher, PatchOutcome
 from app.kube.pods import PodCache
 from app.policy import Policy, format_duration
 from app.policy.watch import PolicyWatcher
+from app.prom.client import InstantQuery
 
 log = logging.getLogger(__name__)
 
