@@ -16,7 +16,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from app.load.resources import CPU, MEMORY
 from app.policy import DurationS, format_validation_error
 from app.policy.schema import resource_of_metric
 
@@ -254,10 +253,15 @@ class DeschedulerConfig(_Section):
                 )
         return self
 
+    def metric_for(self, resource: str) -> str:
+        """The annotation read for a balanced resource."""
+        return self.metrics["cpu" if resource == "cpu" else "memory"]
+
     @property
-    def resources(self) -> tuple[str, ...]:
+    def resources(self) -> tuple[Resource, ...]:
         """The resources the planner balances, in a fixed order."""
-        return tuple(r for r in (CPU, MEMORY) if r in self.target_thresholds)
+        ordered: tuple[Resource, ...] = ("cpu", "memory")
+        return tuple(r for r in ordered if r in self.target_thresholds)
 
 
 def config_from_mapping(document: Any, source: str = "<memory>") -> DeschedulerConfig:
