@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
 
+from app.descheduler.debounce import HOT_ROUNDS_KEY
 from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
 from app.kube.events import (
     DESTINATION_NODE,
@@ -32,7 +34,7 @@ def prometheus_url() -> Iterator[str]:
 
 
 def run_once(fake_kube: FakeKube, url: str, config: DeschedulerConfig,
-             settings: LoopSettings | None = None) -> RunReport:
+             settings: LoopSettings | None = None, later_s: float = 0.0) -> RunReport:
     """One run in a fresh process state: new caches, no memory of earlier runs."""
 
     async def scenario() -> RunReport:
@@ -40,7 +42,8 @@ def run_once(fake_kube: FakeKube, url: str, config: DeschedulerConfig,
         try:
             async with fake_kube.async_client() as client:
                 descheduler = Descheduler(config, default_policy(), client, source,
-                                          settings or LoopSettings(sync_timeout_s=10.0))
+                                          settings or LoopSettings(sync_timeout_s=10.0),
+                                          clock=lambda: time.time() + later_s)
                 return await descheduler.run_once()
         finally:
             source.close()
@@ -200,3 +203,22 @@ def test_workload_cooldown_holds_across_runs(seeded: FakeKube, prometheus_url: s
     assert second.evicted == []
     assert second.plan is not None
     assert any("cooldown" in s.reason for s in second.plan.skipped)
+
+
+@pytest.mark.prometheus
+def test_debounce_rounds_are_kept_on_the_node_across_once_runs(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    config = cluster.config(consecutiveHotRounds=2, interval="60s")
+    first = run_once(seeded, prometheus_url, config)
+    assert first.evicted == []
+    assert first.plan is not None
+    assert first.plan.node_classes["hot"].kind.value == "debouncing"
+    node = seeded.store.get_node("hot")
+    assert node is not None
+    assert node["metadata"]["annotations"][HOT_ROUNDS_KEY].startswith("1,")
+    # The same round again (a manual run beside a CronJob) does not count twice.
+    assert run_once(seeded, prometheus_url, config, later_s=5.0).evicted == []
+    # One interval later, a new process sees the second consecutive hot round.
+    second = run_once(seeded, prometheus_url, config, later_s=60.0)
+    assert len(second.evicted) == 2
