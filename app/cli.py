@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app.annotator import main as annotator_main
+from app.descheduler import main as descheduler_main
 from app.extender import main as extender_main
 from app.policy import check as policy_check
 
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     components = parser.add_subparsers(dest="component", required=True, metavar="COMPONENT")
     annotator_main.add_parser(components)
     extender_main.add_parser(components)
+    descheduler_main.add_parser(components)
     policy_check.add_parser(components)
     return parser
 
