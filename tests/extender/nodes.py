@@ -11,7 +11,8 @@ from typing import Any
 from app.load.samples import format_usage
 from app.policy import default_policy
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kube-scheduler"
+# Bodies a real kube-scheduler sent; see the README beside them. Byte-identical to the capture.
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kube-scheduler"
 METRICS = default_policy().metrics
 
 
@@ -30,7 +31,11 @@ def fixture(name: str) -> dict[str, Any]:
 
 
 def fixture_names() -> list[str]:
-    return sorted(p.name for p in FIXTURES.glob("*.json"))
+    """Every captured body's file name; an empty capture folder is an error, not a skip."""
+    names = sorted(p.name for p in FIXTURES.glob("*.json"))
+    if not names:
+        raise FileNotFoundError(f"no captured kube-scheduler bodies (*.json) in {FIXTURES}")
+    return names
 
 
 def with_annotations(
