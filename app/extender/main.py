@@ -14,7 +14,7 @@ from app.extender.demo import curl_examples, keep_demo_nodes_fresh, load_demo_no
 from app.extender.http import DEFAULT_MAX_BODY_BYTES, ExtenderApp
 from app.extender.service import Extender
 from app.flags import add_flag
-from app.kube.client import make_client
+from app.kube.client import KubeConfigError, make_client
 from app.kube.nodes import NodeCache
 from app.policy import PolicyError, default_policy
 from app.policy_watch import PolicyWatcher
@@ -69,7 +69,14 @@ def run_extender(args: argparse.Namespace) -> int:
     else:
         log.warning("no --policy given: using the built-in default policy (crane's defaults)")
         policy = default_policy()
-    node_cache = NodeCache(make_client(args.kubeconfig)) if args.node_cache else None
+    node_cache = None
+    if args.node_cache:
+        try:
+            node_cache = NodeCache(make_client(args.kubeconfig))
+        except KubeConfigError as error:
+            raise SystemExit(
+                f"error: {error} (or use --no-node-cache: nodes then come from the requests)"
+            ) from None
     extender = Extender(policy, node_cache=node_cache, policy_watcher=watcher)
     extender.on_policy_reload("success")
     log.info(

@@ -167,3 +167,23 @@ def test_extender_refuses_to_start_with_a_broken_policy(tmp_path: Path) -> None:
     )
     assert result.returncode != 0
     assert "spec.syncPolicy.0.period: invalid duration 'soon'" in result.stderr
+
+
+def test_extender_without_a_kubeconfig_exits_with_one_clear_line(tmp_path: Path) -> None:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "--log-level", "error", "extender"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**env, "HOME": str(tmp_path)},
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: cannot build a Kubernetes client from in-cluster config")
+    assert "~/.kube/config not found" in line
+    assert "--kubeconfig FILE" in line
+    assert "--no-node-cache" in line
