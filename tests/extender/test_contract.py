@@ -114,3 +114,14 @@ def test_reasons_group_across_nodes(full_mode_url: str) -> None:
     answer = post(full_mode_url, "filter", body).json()
     assert answer["Nodes"]["items"] == []  # an empty list, never null: null would mean "all out"
     assert len(set(answer["FailedAndUnresolvableNodes"].values())) == 1
+
+
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_a_verb_with_another_method_is_405_naming_post(
+    verb: str, method: str, full_mode_url: str
+) -> None:
+    response = httpx.request(method, f"{full_mode_url}/{verb}", timeout=5)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert response.json() == {"error": f"{verb}: method {method} not allowed, use POST"}
