@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import ssl
 from typing import Any
 
 import uvicorn
 
-from app.extender.demo import curl_examples, keep_demo_nodes_fresh, load_demo_nodes
+from app.extender.demo import DemoExtender, curl_examples
 from app.extender.http import DEFAULT_MAX_BODY_BYTES, ExtenderApp
 from app.extender.service import Extender
 from app.flags import add_flag
@@ -91,15 +90,8 @@ def run_extender(args: argparse.Namespace) -> int:
     return 0
 
 
-class _DemoExtender(Extender):
-    async def start(self) -> None:
-        await super().start()
-        self._tasks.append(asyncio.create_task(keep_demo_nodes_fresh(self.table), name="demo"))
-
-
 def run_demo(args: argparse.Namespace) -> int:
-    extender = _DemoExtender(default_policy(), mode="demo")
-    load_demo_nodes(extender.table)
+    extender = DemoExtender()
     base_url = f"http://{args.host}:{args.port}"
     print(f"loadaware demo: extender with a built-in 7-node cluster on {base_url}", flush=True)
     print(curl_examples(base_url), flush=True)
