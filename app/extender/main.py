@@ -101,8 +101,21 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def _add_server_flags(parser: argparse.ArgumentParser, default_host: str) -> None:
-    add_flag(parser, "--host", default=default_host, help="address to listen on")
-    add_flag(parser, "--port", type=int, default=DEFAULT_PORT, help="port to listen on")
+    add_flag(
+        parser,
+        "--host",
+        default=default_host,
+        metavar="ADDRESS",
+        help="address to listen on (default %(default)s)",
+    )
+    add_flag(
+        parser,
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        metavar="PORT",
+        help="port to listen on (default %(default)s)",
+    )
 
 
 def add_parser(components: Any) -> None:
@@ -115,12 +128,14 @@ def add_parser(components: Any) -> None:
     add_flag(
         extender,
         "--policy",
+        metavar="FILE",
         help="DynamicSchedulerPolicy YAML file, reloaded when it changes "
         "(default: built-in crane defaults)",
     )
     add_flag(
         extender,
         "--kubeconfig",
+        metavar="FILE",
         help="kubeconfig file (default: in-cluster config, then $KUBECONFIG, ~/.kube/config)",
     )
     _add_server_flags(extender, "0.0.0.0")
@@ -130,26 +145,43 @@ def add_parser(components: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="watch Nodes so kube-scheduler can use nodeCacheCapable: true (recommended); "
-        "--no-node-cache reads annotations from full-node requests instead",
+        "--no-node-cache reads annotations from full-node requests instead "
+        "(default %(default)s)",
     )
-    add_flag(extender, "--tls-cert", help="serve HTTPS with this certificate (PEM)")
-    add_flag(extender, "--tls-key", help="private key for --tls-cert (PEM)")
     add_flag(
-        extender, "--client-ca", help="require client certificates signed by this CA (mutual TLS)"
+        extender,
+        "--tls-cert",
+        metavar="FILE",
+        help="serve HTTPS with this certificate (PEM) (default: none, plain HTTP)",
+    )
+    add_flag(
+        extender,
+        "--tls-key",
+        metavar="FILE",
+        help="private key for --tls-cert (PEM) (default: none)",
+    )
+    add_flag(
+        extender,
+        "--client-ca",
+        metavar="FILE",
+        help="require client certificates signed by this CA, mutual TLS "
+        "(default: none, any client may connect)",
     )
     add_flag(
         extender,
         "--max-body-bytes",
         type=int,
         default=DEFAULT_MAX_BODY_BYTES,
-        help="reject larger request bodies with HTTP 413",
+        metavar="BYTES",
+        help="reject larger request bodies with HTTP 413 (default %(default)s)",
     )
     add_flag(
         extender,
         "--policy-poll-interval",
         type=float,
         default=5.0,
-        help="seconds between checks of the policy file for changes",
+        metavar="SECONDS",
+        help="seconds between checks of the policy file for changes (default %(default)s)",
     )
     extender.set_defaults(run=run_extender)
 

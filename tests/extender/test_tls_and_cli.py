@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.cli import build_parser
 from app.extender.http import ExtenderApp
 from app.extender.main import tls_options
 from app.extender.service import Extender
@@ -187,3 +189,20 @@ def test_extender_without_a_kubeconfig_exits_with_one_clear_line(tmp_path: Path)
     assert "~/.kube/config not found" in line
     assert "--kubeconfig FILE" in line
     assert "--no-node-cache" in line
+
+
+@pytest.mark.parametrize(("component", "flags"), [("extender", 10), ("demo", 2)])
+def test_help_shows_every_flags_default_and_variable(
+    component: str, flags: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([component, "--help"])
+    options = capsys.readouterr().out.split("options:\n", 1)[1]
+    # One entry per flag: its first line starts "  --", continuation lines are indented more.
+    entries = [" ".join(e.split()) for e in re.split(r"\n(?=  -)", options) if "--help" not in e]
+    assert len(entries) == flags
+    for entry in entries:
+        variable = "LOADAWARE_" + entry.split()[0].strip(",-").replace("-", "_").upper()
+        assert "(default" in entry, entry
+        assert entry.endswith(f"[env {variable}]"), entry
+    assert "--port PORT port to listen on (default 8888) [env LOADAWARE_PORT]" in entries
