@@ -21,8 +21,18 @@ def usage_annotations(cpu: float, mem: float, age_s: float = 30.0) -> dict[str, 
     return {m: format_usage(cpu if m.startswith("cpu") else mem, at_s) for m in METRICS}
 
 
-COOL = usage_annotations(0.2, 0.3)
-HOT_CPU = usage_annotations(0.9, 0.3)
+def cool() -> dict[str, str]:
+    """Fresh annotations of a node well under every limit, stamped now.
+
+    Made when called, not at import: a value stamped at import ages with the whole
+    suite's run time, and on a slow machine goes stale before the test that uses it.
+    """
+    return usage_annotations(0.2, 0.3)
+
+
+def hot_cpu() -> dict[str, str]:
+    """Fresh annotations of a node over the CPU limit, stamped now."""
+    return usage_annotations(0.9, 0.3)
 
 
 def fixture(name: str) -> dict[str, Any]:

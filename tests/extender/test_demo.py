@@ -11,7 +11,7 @@ import pytest
 
 from app.extender.demo import DemoExtender, demo_node_names
 from app.extender.http import ExtenderApp
-from tests.extender.nodes import HOT_CPU, fixture, with_annotations
+from tests.extender.nodes import fixture, hot_cpu, with_annotations
 
 
 def call(app: ExtenderApp, method: str, path: str, body: Any = None) -> httpx.Response:
@@ -34,7 +34,7 @@ def test_full_node_objects_are_judged_but_not_added_to_the_demo_cluster(verb: st
     built = verdicts(app)
     body = fixture(f"{verb}-fullnodes.json")
     # n2 carries a hot CPU; n1 takes the name of a demo node that is overloaded.
-    body = with_annotations(body, {"n2": HOT_CPU})
+    body = with_annotations(body, {"n2": hot_cpu()})
     body["Nodes"]["items"][0]["metadata"]["name"] = "hot-cpu"
 
     response = call(app, "POST", f"/{verb}", body)
