@@ -26,8 +26,9 @@ def configure_logging(level: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loadaware",
-        description="Load-aware scheduling for Kubernetes: annotator, scheduler extender, "
-        "descheduler.",
+        description="Load-aware scheduling for Kubernetes: a node annotator that writes "
+        "Prometheus load into Node annotations, a kube-scheduler extender that filters "
+        "and scores nodes by it, and a descheduler that moves pods off nodes that stay hot.",
     )
     parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
     components = parser.add_subparsers(dest="component", required=True, metavar="COMPONENT")

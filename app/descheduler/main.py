@@ -14,7 +14,7 @@ from typing import Any, TextIO
 from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
 from app.filewatch import FileWatcher
 from app.flags import add_group_flag, boolean, duration_s
-from app.kube.client import make_client
+from app.kube.client import KubeConfigError, make_client
 from app.kube.election import add_leader_election_flags, default_identity, lease_settings_from_args
 from app.policy import Policy, PolicyError, default_policy
 from app.policy.watch import PolicyWatcher
@@ -179,13 +179,8 @@ def run(args: argparse.Namespace) -> int:
     source = PrometheusSource(settings.prometheus)
     try:
         client = make_client(args.kubeconfig)
-    except Exception as error:  # lightkube raises several types for bad kubeconfigs
-        print(
-            f"error: cannot build a Kubernetes client ({error}); pass --kubeconfig or run "
-            "in a pod with a ServiceAccount",
-            file=sys.stderr,
-            flush=True,
-        )
+    except KubeConfigError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
         source.close()
         return 2
     descheduler = Descheduler(settings.config, settings.policy, client, source, settings.loop)
