@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from app.annotator import main as annotator_main
 from app.extender import main as extender_main
 from app.policy import check as policy_check
+from app.simulate import main as simulate_main
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     annotator_main.add_parser(components)
     extender_main.add_parser(components)
     policy_check.add_parser(components)
+    simulate_main.add_parser(components)
     return parser
 
 
