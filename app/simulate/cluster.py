@@ -106,9 +106,7 @@ class SimulatedCluster:
         self.node_of = np.full(slots, -1, dtype=np.int64)  # -1: pending or not created
         self.created_at_s = self.usage.created_at_s.copy()  # recreation moves it
         self.bound_at_s = np.full(slots, math.nan)
-        self.shapes = [
-            PodShape(w.requests.cpu, w.requests.memory) for w in scenario.workloads
-        ]
+        self.shapes = [PodShape(w.requests.cpu, w.requests.memory) for w in scenario.workloads]
         self.pipeline = MetricsPipeline(
             self.policy,
             nodes,
@@ -136,7 +134,7 @@ class SimulatedCluster:
             plan.name,
             scenario,
             self.node_names,
-            np.arange(steps) * scenario.step_s,
+            np.arange(steps, dtype=np.float64) * scenario.step_s,
             np.zeros((steps, nodes), dtype=np.float32),
             np.zeros((steps, nodes), dtype=np.float32),
         )

@@ -31,21 +31,32 @@ making every decision, and print one Markdown table row per policy.
 
 def add_parser(components: Any) -> None:
     parser = components.add_parser(
-        "simulate", help="compare scheduling policies on a simulated cluster",
+        "simulate",
+        help="compare scheduling policies on a simulated cluster",
         description=DESCRIPTION,
     )
     parser.add_argument("scenario", nargs="?", help="built-in scenario name or scenario file")
     parser.add_argument("--list", action="store_true", help="list the built-in scenarios")
     parser.add_argument(
-        "--policies", default=None,
-        help=f"comma-separated policies (default: every available one of {','.join(DEFAULT_POLICIES)})",
+        "--policies",
+        default=None,
+        help="comma-separated policies (default: every available one of "
+        f"{','.join(DEFAULT_POLICIES)})",
     )
     parser.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
     parser.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
-    parser.add_argument("--plots", type=Path, default=None, metavar="DIR",
-                        help="write a PNG heat map per scenario into DIR")
-    parser.add_argument("--progress", action="store_true",
-                        help="show a progress bar even when stderr is not a terminal")
+    parser.add_argument(
+        "--plots",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write a PNG heat map per scenario into DIR",
+    )
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="show a progress bar even when stderr is not a terminal",
+    )
     parser.set_defaults(run=run)
 
 

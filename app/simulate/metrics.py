@@ -110,8 +110,10 @@ class MetricsPipeline:
         self._scraped_mem: FloatArray = np.full(nodes, np.nan)
         self._mem_now: FloatArray = np.full(nodes, np.nan)
         self._scrapes = 0
-        evaluations_per = {name: max(1, math.ceil(s / rule_interval_s)) for name, s in (
-            ("avg", AVG_WINDOW_S), ("1d", 86400.0))}
+        evaluations_per = {
+            name: max(1, math.ceil(s / rule_interval_s))
+            for name, s in (("avg", AVG_WINDOW_S), ("1d", 86400.0))
+        }
         self._active = {r: _History(evaluations_per["avg"], nodes) for r in ("cpu", "mem")}
         self._avg = {r: _History(evaluations_per["1d"], nodes) for r in ("cpu", "mem")}
         # What is on the nodes: per metric the written fraction and the write time.
@@ -218,7 +220,8 @@ class MetricsPipeline:
     def freshest_sample_s(self, node: int) -> Mapping[str, float]:
         """When each metric on the node was last written (seconds since the start)."""
         return {
-            metric: float(at[node]) for metric, at in self.written_at_s.items()
+            metric: float(at[node])
+            for metric, at in self.written_at_s.items()
             if not math.isnan(at[node])
         }
 

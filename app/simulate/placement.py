@@ -10,7 +10,7 @@ locality, preemption and ``percentageOfNodesToScore`` (every node is scored).
 
 ``crane`` and ``loadaware`` are that, followed by the extender: nodes the production
 load model (``app.load.evaluate_node``) rejects are filtered out, and its 0..10
-extender score times 10 × ``extenderWeight`` is added, as kube-scheduler adds an
+extender score times 10 x ``extenderWeight`` is added, as kube-scheduler adds an
 extender's score. The only difference between the two is ``unsampled``: loadaware
 passes the burst estimate (``UnsampledUsage``); crane passes nothing.
 """
@@ -93,7 +93,8 @@ class NodeRequests:
         ) // 2
         spread = np.abs(np.minimum(cpu_fraction, 1) - np.minimum(mem_fraction, 1)) / 2
         balanced = np.floor((1 - spread) * MAX_NODE_SCORE)
-        return (least + balanced).astype(np.int64)
+        total: IntArray = (least + balanced).astype(np.int64)
+        return total
 
 
 class UnsampledUsage(Protocol):

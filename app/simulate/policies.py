@@ -19,8 +19,14 @@ import importlib.util
 
 from app.simulate.cluster import PolicyPlan
 
-DEFAULT_POLICIES = ("default", "crane", "loadaware", "default+desched", "crane+desched",
-                    "loadaware+desched")
+DEFAULT_POLICIES = (
+    "default",
+    "crane",
+    "loadaware",
+    "default+desched",
+    "crane+desched",
+    "loadaware+desched",
+)
 
 
 def _missing(module: str) -> bool:

@@ -2,7 +2,7 @@
 
 A slot is one replica position of a workload; the pod in it may be evicted and
 recreated, but its usage follows the slot. Each slot has a fixed jitter factor drawn
-from the scenario's seed (``1 + jitter × N(0, 1)``, at least 0.1), and spiky slots
+from the scenario's seed (``1 + jitter x N(0, 1)``, at least 0.1), and spiky slots
 spike on steps drawn from ``(seed, step)``, so all policies see the same demand.
 """
 
@@ -26,7 +26,7 @@ from app.simulate.scenario import (
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-MIN_JITTER_FACTOR = 0.1
+MIN_JITTER = 0.1
 
 
 def base_usage(usage: Usage, t_s: float) -> tuple[float, float]:
@@ -89,10 +89,11 @@ class SlotUsage:
         )
         rng = np.random.default_rng([scenario.seed, 0])
         jitter = np.array([scenario.workloads[w].usage.jitter for w in workload_of])
-        self._cpu_factor = np.maximum(1 + jitter * rng.standard_normal(self.slots), MIN_JITTER_FACTOR)
-        self._mem_factor = np.maximum(1 + jitter * rng.standard_normal(self.slots), MIN_JITTER_FACTOR)
+        self._cpu_factor = np.maximum(1 + jitter * rng.standard_normal(self.slots), MIN_JITTER)
+        self._mem_factor = np.maximum(1 + jitter * rng.standard_normal(self.slots), MIN_JITTER)
         spiky = [
-            (index, w.usage) for index, w in enumerate(scenario.workloads)
+            (index, w.usage)
+            for index, w in enumerate(scenario.workloads)
             if isinstance(w.usage, SpikyUsage)
         ]
         self._spiky = [(self.workload_of == index, usage) for index, usage in spiky]

@@ -75,9 +75,20 @@ def summarise(run: Run) -> Summary:
 
 
 _COLUMNS = (
-    "policy", "CPU peak", "CPU p95", "mem peak", "mem p95", "CPU>limit node-min",
-    "mem>limit node-min", "CPU σ", "mem σ", "throttled CPU-min", "OOM events", "pending",
-    "evictions", "PDB violations",
+    "policy",
+    "CPU peak",
+    "CPU p95",
+    "mem peak",
+    "mem p95",
+    "CPU>limit node-min",
+    "mem>limit node-min",
+    "CPU sd",
+    "mem sd",
+    "throttled CPU-min",
+    "OOM events",
+    "pending",
+    "evictions",
+    "PDB violations",
 )
 
 
@@ -89,11 +100,20 @@ def markdown_table(summaries: Sequence[Summary]) -> str:
     lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
     for s in summaries:
         cells = (
-            s.policy, _pct(s.cpu_peak), _pct(s.cpu_p95), _pct(s.memory_peak),
-            _pct(s.memory_p95), f"{s.cpu_node_minutes_above:.0f}",
-            f"{s.memory_node_minutes_above:.0f}", _pct(s.cpu_spread), _pct(s.memory_spread),
-            f"{s.throttled_cpu_minutes:.1f}", str(s.oom_events), str(s.pending_at_end),
-            str(s.evictions), str(s.pdb_violations),
+            s.policy,
+            _pct(s.cpu_peak),
+            _pct(s.cpu_p95),
+            _pct(s.memory_peak),
+            _pct(s.memory_p95),
+            f"{s.cpu_node_minutes_above:.0f}",
+            f"{s.memory_node_minutes_above:.0f}",
+            _pct(s.cpu_spread),
+            _pct(s.memory_spread),
+            f"{s.throttled_cpu_minutes:.1f}",
+            str(s.oom_events),
+            str(s.pending_at_end),
+            str(s.evictions),
+            str(s.pdb_violations),
         )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -108,7 +128,7 @@ def plots_available() -> bool:
 
 
 def write_plots(runs: Sequence[Run], directory: Path) -> Path:
-    """One PNG: per policy a node × time CPU heat map, evictions below on the same axis."""
+    """One PNG: per policy a node x time CPU heat map, evictions below on the same axis."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -119,15 +139,24 @@ def write_plots(runs: Sequence[Run], directory: Path) -> Path:
     hours = runs[0].times_s / 3600.0
     end_h = float(hours[-1]) + scenario.step_s / 3600.0
     figure, axes = plt.subplots(
-        2, len(runs), figsize=(4.2 * len(runs), 5.2), squeeze=False,
-        gridspec_kw={"height_ratios": [4, 1]}, sharex=True,
+        2,
+        len(runs),
+        figsize=(4.2 * len(runs), 5.2),
+        squeeze=False,
+        gridspec_kw={"height_ratios": [4, 1]},
+        sharex=True,
     )
     image = None
     for column, run in enumerate(runs):
         heat, bars = axes[0][column], axes[1][column]
         image = heat.imshow(
-            run.cpu_utilisation.T, aspect="auto", origin="lower", cmap="inferno",
-            vmin=0.0, vmax=1.2, extent=(0.0, end_h, 0, len(run.node_names)),
+            run.cpu_utilisation.T,
+            aspect="auto",
+            origin="lower",
+            cmap="inferno",
+            vmin=0.0,
+            vmax=1.2,
+            extent=(0.0, end_h, 0, len(run.node_names)),
             interpolation="nearest",
         )
         heat.set_title(run.policy, fontsize=10)

@@ -19,8 +19,14 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from app.load.resources import parse_quantity
-from app.policy import DurationS, Policy, default_policy, format_validation_error
-from app.policy import PolicyError, policy_from_mapping
+from app.policy import (
+    DurationS,
+    Policy,
+    PolicyError,
+    default_policy,
+    format_validation_error,
+    policy_from_mapping,
+)
 
 BUILTIN_PACKAGE = "app.simulate.scenarios"
 
@@ -60,7 +66,7 @@ class ConstantUsage(_Strict):
 
 
 class DiurnalUsage(_Strict):
-    """``mean × (1 + amplitude × cos(2π (t − peakAt) / period))``."""
+    """``mean * (1 + amplitude * cos(2 pi (t - peakAt) / period))``."""
 
     profile: Literal["diurnal"]
     cpu: Quantity
@@ -157,7 +163,7 @@ class Workload(_Strict):
     requests: Amounts = Amounts()
     limits: Amounts = Amounts()
     usage: Usage
-    arrival: Arrival = Arrival()
+    arrival: Arrival = Field(default_factory=lambda: Arrival.model_validate({}))
     scale_ups: tuple[ScaleUp, ...] = Field((), alias="scaleUps")
     pdb: DisruptionBudget | None = None
     priority: int = 0
@@ -192,9 +198,13 @@ class Scenario(_Strict):
     step_s: DurationS = Field(30.0, alias="step", gt=0)
     seed: int = 1
     policy: dict[str, Any] | None = None
-    metrics: MetricsPipeline = MetricsPipeline()
-    scheduler: SchedulerSettings = SchedulerSettings()
-    descheduler: DeschedulerSettings = DeschedulerSettings()
+    metrics: MetricsPipeline = Field(default_factory=lambda: MetricsPipeline.model_validate({}))
+    scheduler: SchedulerSettings = Field(
+        default_factory=lambda: SchedulerSettings.model_validate({})
+    )
+    descheduler: DeschedulerSettings = Field(
+        default_factory=lambda: DeschedulerSettings.model_validate({})
+    )
     nodes: tuple[NodeGroup, ...] = Field(min_length=1)
     workloads: tuple[Workload, ...] = ()
 
@@ -202,7 +212,8 @@ class Scenario(_Strict):
     def _consistent(self) -> Scenario:
         _require_multiple("metrics.scrapeInterval", self.metrics.scrape_interval_s, self.step_s)
         _require_multiple("metrics.ruleInterval", self.metrics.rule_interval_s, self.step_s)
-        _require_multiple("metrics.hotValueInterval", self.metrics.hot_value_interval_s, self.step_s)
+        hot_s = self.metrics.hot_value_interval_s
+        _require_multiple("metrics.hotValueInterval", hot_s, self.step_s)
         _require_multiple("descheduler.interval", self.descheduler.interval_s, self.step_s)
         names = [group.name for group in self.nodes]
         if len(set(names)) != len(names):
@@ -214,7 +225,7 @@ class Scenario(_Strict):
 
     @property
     def steps(self) -> int:
-        return int(math.floor(self.duration_s / self.step_s + 1e-9))
+        return math.floor(self.duration_s / self.step_s + 1e-9)
 
     def scheduling_policy(self) -> Policy:
         if self.policy is None:
@@ -236,7 +247,8 @@ def scenario_from_mapping(document: Any, source: str) -> Scenario:
     try:
         scenario = Scenario.model_validate(document)
     except ValidationError as error:
-        raise ScenarioError(f"{source}: invalid scenario:\n{format_validation_error(error)}") from None
+        details = format_validation_error(error)
+        raise ScenarioError(f"{source}: invalid scenario:\n{details}") from None
     try:
         policy = scenario.scheduling_policy()
     except PolicyError as error:
@@ -244,7 +256,8 @@ def scenario_from_mapping(document: Any, source: str) -> Scenario:
     _check_metrics_simulated(policy, source)
     for entry in policy.spec.sync_policy:
         try:
-            _require_multiple(f"policy syncPolicy {entry.name} period", entry.period_s, scenario.step_s)
+            field = f"policy syncPolicy {entry.name} period"
+            _require_multiple(field, entry.period_s, scenario.step_s)
         except ValueError as error:
             raise ScenarioError(f"{source}: {error}") from None
     return scenario
@@ -271,9 +284,8 @@ def scenario_from_yaml(text: str, source: str) -> Scenario:
 
 def builtin_names() -> list[str]:
     folder = resources.files(BUILTIN_PACKAGE)
-    return sorted(
-        entry.name.removesuffix(".yaml") for entry in folder.iterdir() if entry.name.endswith(".yaml")
-    )
+    names = (entry.name for entry in folder.iterdir())
+    return sorted(name.removesuffix(".yaml") for name in names if name.endswith(".yaml"))
 
 
 def builtin_text(name: str) -> str:
