@@ -183,14 +183,14 @@ class SimulatedCluster:
             self.bind(slot, node, t_s)
 
     def bind(self, slot: int, node: int, t_s: float) -> None:
+        placement = Placement(t_s, slot, node)
+        if self.on_placement is not None:
+            self.on_placement(self, placement)  # sees the cluster as the scheduler did
         self.node_of[slot] = node
         self.bound_at_s[slot] = t_s
         self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])])
         self.pipeline.record_binding(node, t_s)
-        placement = Placement(t_s, slot, node)
         self.run.placements.append(placement)
-        if self.on_placement is not None:
-            self.on_placement(self, placement)
 
     def evict(self, slot: int, t_s: float) -> None:
         node = int(self.node_of[slot])
