@@ -16,7 +16,11 @@ STEP_S = 30.0
 def run_pipeline(usage_at: list[float], until_s: float) -> MetricsPipeline:
     """One node whose CPU use during the step starting at ``t`` is ``usage_at(t)``."""
     pipeline = MetricsPipeline(
-        default_policy(), 1, epoch_s=EPOCH_S, scrape_interval_s=30.0, rule_interval_s=60.0,
+        default_policy(),
+        1,
+        epoch_s=EPOCH_S,
+        scrape_interval_s=30.0,
+        rule_interval_s=60.0,
         hot_value_interval_s=30.0,
     )
     steps = int(until_s / STEP_S)
