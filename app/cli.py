@@ -11,6 +11,7 @@ from app.annotator import main as annotator_main
 from app.descheduler import main as descheduler_main
 from app.extender import main as extender_main
 from app.policy import check as policy_check
+from app.simulate import main as simulate_main
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     extender_main.add_parser(components)
     descheduler_main.add_parser(components)
     policy_check.add_parser(components)
+    simulate_main.add_parser(components)
     return parser
 
 
