@@ -1,5 +1,6 @@
 """Generate docs/reference.md from the code: every subcommand's flags and environment
-variables (from the argparse parsers) and every policy field (from the pydantic model).
+variables (from the argparse parsers), every policy field and every descheduler
+configuration field (from the pydantic models and their descriptions).
 
     python -m app.docs_reference            # rewrite docs/reference.md
     python -m app.docs_reference --check    # exit 1 if docs/reference.md is out of date
@@ -14,16 +15,20 @@ import argparse
 import os
 import re
 import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import AliasChoices, BaseModel
+from pydantic.fields import FieldInfo
 
 from app.cli import build_parser
 from app.extender.index import IMPLEMENTATION_ENV
 from app.flags import ENV_PREFIX
-from app.policy import DynamicSchedulerPolicy, PolicySpec
+from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec
+from app.policy.schema import format_duration
+from app.rebalance.config import DeschedulerConfig
 
 REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
 
@@ -208,10 +213,94 @@ def policy_section() -> list[str]:
     return [*lines, ""]
 
 
+def _is_duration(field: FieldInfo) -> bool:
+    return any(item in get_args(DurationS)[1:] for item in field.metadata)
+
+
+def _config_type(annotation: Any) -> str:
+    """A field's type in words: ``number``, ``map cpu/memory → number``, ``list of strings``."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (Union, types.UnionType):
+        present = [a for a in args if a is not type(None)]
+        return " or ".join(_config_type(a) for a in present) + ", optional"
+    if origin is dict:
+        keys = "/".join(get_args(args[0])) if get_origin(args[0]) is Literal else "string"
+        return f"map {keys} → {_config_type(args[1])}"
+    if origin is tuple:
+        return f"list of {_config_type(args[0])}s"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "section"
+    names = {str: "string", float: "number", int: "integer", bool: "boolean"}
+    return names.get(annotation, str(annotation))
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_value_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(value) + "]"
+    return str(value)
+
+
+def _config_default(field: FieldInfo) -> str:
+    if field.is_required():
+        return "required"
+    value = field.get_default(call_default_factory=True)
+    if value is None:
+        return "none"
+    if isinstance(value, BaseModel):
+        return ""  # its fields' rows follow
+    text = format_duration(value) if _is_duration(field) else _value_text(value)
+    return f"`{_cell(text)}`"
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    for candidate in (annotation, *get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _config_rows(model: type[BaseModel], prefix: str) -> Iterator[str]:
+    for name, field in model.model_fields.items():
+        if not field.description:
+            raise KeyError(f"descheduler config field {prefix}{name} has no description")
+        path = f"{prefix}{field.alias or name}"
+        kind = "duration (Go syntax)" if _is_duration(field) else _config_type(field.annotation)
+        constraint = _constraint(field)
+        yield (
+            f"| `{path}` | {kind}{', ' + constraint if constraint else ''} | "
+            f"{_config_default(field)} | {_cell(field.description)} |"
+        )
+        nested = _nested_model(field.annotation)
+        if nested is not None:
+            yield from _config_rows(nested, f"{path}.")
+
+
+def descheduler_config_section() -> list[str]:
+    lines = [
+        "## Descheduler configuration (`DeschedulerConfiguration`)",
+        "",
+        "`loadaware descheduler --config FILE` reads it (`deploy/base/descheduler-config.yaml`",
+        "is the shipped one) and reloads it on change; a broken new file keeps the previous",
+        "one in force. Unknown fields are errors. Thresholds are real usage in % of",
+        "allocatable, read from the node annotations.",
+        "",
+        "| field | type | default | meaning |",
+        "|---|---|---|---|",
+        *_config_rows(DeschedulerConfig, ""),
+    ]
+    return [*lines, ""]
+
+
 def render() -> str:
     saved = _without_environment()
     try:
-        body = [HEADER, *commands_section(), *policy_section()]
+        body = [HEADER, *commands_section(), *policy_section(), *descheduler_config_section()]
     finally:
         os.environ.update(saved)
     return "\n".join(body).rstrip("\n") + "\n"

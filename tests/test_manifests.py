@@ -9,8 +9,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from app.descheduler.main import DEFAULT_HEALTH_PORT as DESCHEDULER_PORT
 from app.extender.main import DEFAULT_PORT
 from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
+from app.rebalance.config import config_from_yaml
 from tests.deploy.manifests import (
     DEPLOY,
     SCHEDULER_CONFIG,
@@ -23,6 +25,7 @@ from tests.deploy.manifests import (
     named,
     of_kind,
     pod_spec,
+    pod_templates,
     render,
     subcommands,
 )
@@ -74,20 +77,22 @@ def loadaware_containers() -> list[tuple[str, Obj]]:
     """Every loadaware container in the base and every overlay, named by where it is."""
     found = []
     for directory in kustomizations():
-        for deployment in of_kind(render(directory), "Deployment"):
-            for container in pod_spec(deployment)["containers"]:
+        for workload, spec in pod_templates(render(directory)):
+            for container in spec["containers"]:
                 if container["image"].split(":")[0].endswith(LOADAWARE_IMAGE):
-                    where = f"{directory.relative_to(DEPLOY)}:{deployment['metadata']['name']}"
-                    found.append((where, container))
+                    name = f"{workload['kind']} {workload['metadata']['name']}"
+                    found.append((f"{directory.relative_to(DEPLOY)}:{name}", container))
     return found
 
 
 @pytest.mark.parametrize(
     ("where", "container"), loadaware_containers(), ids=lambda v: v if isinstance(v, str) else ""
 )
-def test_deployments_run_real_subcommands_with_real_flags(where: str, container: Obj) -> None:
-    command = container["args"][0]
+def test_workloads_run_real_subcommands_with_real_flags(where: str, container: Obj) -> None:
+    command, *flags = container["args"]
     assert command in subcommands(), f"{where}: unknown subcommand {command!r}"
+    options = {o for a in subcommands()[command]._actions for o in a.option_strings}
+    assert set(flags) <= options, f"{where}: {command} has no {set(flags) - options}"
     known = env_vars_of(command)
     for variable in container.get("env", []):
         assert variable["name"] in known, f"{where}: {variable['name']} is not a flag of {command}"
@@ -193,3 +198,88 @@ def test_the_https_config_matches_the_mutual_tls_overlay() -> None:
 def test_a_misspelled_scheduler_field_is_caught() -> None:
     config = {"kind": "KubeSchedulerConfiguration", "extenders": [{"nodeCacheCapabel": True}]}
     assert _unknown_fields(config) == ["extenders[].nodeCacheCapabel"]
+
+
+FILE_VARIABLES = ("LOADAWARE_POLICY", "LOADAWARE_CONFIG")
+
+
+def visible_files(spec: Obj, container: Obj, configmaps: dict[str, Obj]) -> set[str]:
+    """The paths at which the container sees a ConfigMap key (plain or projected volumes)."""
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    paths = set()
+    for mount in container.get("volumeMounts", []):
+        volume = volumes[mount["name"]]
+        sources = (
+            [volume] if "configMap" in volume else volume.get("projected", {}).get("sources", [])
+        )
+        for source in sources:
+            if "configMap" in source:
+                keys = configmaps[source["configMap"]["name"]]
+                paths |= {f"{mount['mountPath']}/{key}" for key in keys}
+    return paths
+
+
+@pytest.mark.parametrize("directory", kustomizations(), ids=lambda d: d.name)
+def test_every_file_a_workload_reads_is_a_key_of_a_mounted_configmap(directory: Path) -> None:
+    objects = render(directory)
+    configmaps = {c["metadata"]["name"]: c["data"] for c in of_kind(objects, "ConfigMap")}
+    for workload, spec in pod_templates(objects):
+        for container in spec["containers"]:
+            visible = visible_files(spec, container, configmaps)
+            for variable, path in env_of(container).items():
+                if variable in FILE_VARIABLES:
+                    assert path in visible, f"{workload['metadata']['name']}: {path} not mounted"
+
+
+def _descheduler_config_map() -> Obj:
+    return named(base(), "ConfigMap", "loadaware-descheduler-config")
+
+
+def test_the_descheduler_configmap_holds_the_shipped_file_and_it_loads() -> None:
+    configmap = _descheduler_config_map()
+    assert configmap["metadata"]["name"] == "loadaware-descheduler-config"  # reloadable in place
+    text = configmap["data"]["descheduler.yaml"]
+    assert text == (DEPLOY / "base" / "descheduler-config.yaml").read_text()
+    config = config_from_yaml(text, "deploy/base/descheduler-config.yaml")
+    assert config.dry_run is False
+    assert "kube-system" in config.evictable_namespaces.exclude
+    assert "loadaware" in config.evictable_namespaces.exclude
+
+
+def test_the_descheduler_is_elected_probed_on_its_health_port_and_live_in_the_base() -> None:
+    deployment = named(base(), "Deployment", "loadaware-descheduler")
+    assert deployment["spec"]["replicas"] == 2
+    (container,) = pod_spec(deployment)["containers"]
+    env = env_of(container)
+    assert "LOADAWARE_LEADER_ELECT" not in env  # on by default: only the leader evicts
+    assert "LOADAWARE_DRY_RUN" not in env
+    (port,) = container["ports"]
+    assert port["containerPort"] == int(env["LOADAWARE_HEALTH_PORT"]) == DESCHEDULER_PORT
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": port["name"]}
+
+
+def test_the_dry_run_overlay_only_plans() -> None:
+    objects = render(DEPLOY / "overlays" / "descheduler-dry-run")
+    (container,) = pod_spec(named(objects, "Deployment", "loadaware-descheduler"))["containers"]
+    assert env_of(container)["LOADAWARE_DRY_RUN"] == "true"
+
+
+CRON_EVERY_N_MINUTES = re.compile(r"^\*/(\d+) \* \* \* \*$")
+
+
+def test_the_cronjob_overlay_replaces_the_deployment_and_runs_once_per_interval() -> None:
+    objects = render(DEPLOY / "overlays" / "descheduler-cronjob")
+    assert "loadaware-descheduler" not in {
+        d["metadata"]["name"] for d in of_kind(objects, "Deployment")
+    }
+    cronjob = named(objects, "CronJob", "loadaware-descheduler")
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    ((_, spec),) = [(w, s) for w, s in pod_templates(objects) if w["kind"] == "CronJob"]
+    (container,) = spec["containers"]
+    assert container["args"] == ["descheduler", "--once"]
+    schedule = CRON_EVERY_N_MINUTES.match(cronjob["spec"]["schedule"])
+    assert schedule is not None
+    # The debounce count on the Nodes only carries over when interval is the schedule.
+    config = config_from_yaml(_descheduler_config_map()["data"]["descheduler.yaml"])
+    assert config.interval == int(schedule.group(1)) * 60

@@ -50,6 +50,16 @@ _NODE_CACHE = _permission(
     "", "nodes", "list watch", "the node cache (app/kube/nodes.py) lists and watches Nodes"
 )
 
+
+_LEADER_LEASE = _permission(
+    "coordination.k8s.io",
+    "leases",
+    "get create update",
+    "leader election on one Lease (--lease-name) in its own namespace",
+    Scope.OWN_NAMESPACE,
+)
+
+
 PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     "extender": (_NODE_CACHE,),
     "annotator": (
@@ -60,13 +70,38 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
         _permission(
             "", "pods", "list watch", "bindings are seen on a pod watch (the hot value)"
         ),
+        _LEADER_LEASE,
+    ),
+    "descheduler": (
+        _NODE_CACHE,
         _permission(
-            "coordination.k8s.io",
-            "leases",
-            "get create update",
-            "leader election on one Lease (--lease-name) in its own namespace",
-            Scope.OWN_NAMESPACE,
+            "",
+            "nodes",
+            "patch",
+            "a merge patch records the debounce count (descheduler.loadaware.io/hot-rounds)",
         ),
+        _permission(
+            "", "pods", "list watch", "the pod cache (app/kube/pods.py): victims and room"
+        ),
+        _permission(
+            "",
+            "pods/eviction",
+            "create",
+            "the policy/v1 Eviction subresource, the only way it removes a pod",
+        ),
+        _permission(
+            "policy",
+            "poddisruptionbudgets",
+            "list watch",
+            "the PDB cache (app/kube/pdbs.py): the planner respects budgets before the 429",
+        ),
+        _permission(
+            "",
+            "events",
+            "create list",
+            "an Event on each evicted pod; listing them rebuilds recent evictions",
+        ),
+        _LEADER_LEASE,
     ),
 }
 """Per component (its ``loadaware`` subcommand), the API calls it makes."""

@@ -29,8 +29,7 @@ DEFAULT_CPU_QUERY = (
     'container!="POD"}[5m]))'
 )
 DEFAULT_MEMORY_QUERY = (
-    'sum by (namespace, pod) (container_memory_working_set_bytes{container!="",'
-    'container!="POD"})'
+    'sum by (namespace, pod) (container_memory_working_set_bytes{container!="",container!="POD"})'
 )
 
 DEFAULT_THRESHOLDS: dict[Resource, float] = {"cpu": 40.0, "memory": 50.0}
@@ -198,8 +197,9 @@ class DeschedulerConfig(_Section):
         default=3,
         ge=1,
         description="A node must be seen above targetThresholds in this many consecutive "
-        "runs before pods are evicted from it. Rounds are remembered in memory: with "
-        "--once set 1 and choose a longer-window metric (e.g. cpu_usage_max_avg_1h).",
+        "runs before pods are evicted from it. The count is kept on the Node "
+        "(descheduler.loadaware.io/hot-rounds), so it survives restarts and --once runs; "
+        "with --once set interval to the CronJob's schedule.",
     )
     settle_time: DurationS = Field(
         default=300.0,

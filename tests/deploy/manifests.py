@@ -98,6 +98,15 @@ def pod_spec(deployment: Obj) -> Obj:
     return spec
 
 
+def pod_templates(objects: list[Obj]) -> Iterator[tuple[Obj, Obj]]:
+    """(workload, its pod spec) for every Deployment and CronJob in ``objects``."""
+    for obj in objects:
+        if obj.get("kind") == "Deployment":
+            yield obj, pod_spec(obj)
+        elif obj.get("kind") == "CronJob":
+            yield obj, obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
 def subcommands() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -20,6 +20,8 @@ import yaml
 from app.kube.permissions import PERMISSIONS, Scope, grants_of
 from tests.annotator.promproxy import running_proxy
 from tests.deploy.requestinfo import RequestAttributes, attributes
+from tests.descheduler import cluster
+from tests.support.cadvisor import cadvisor_prometheus
 from tests.support.fakekube_fixtures import FakeKube
 
 NAMESPACE = "loadaware"  # the component's own namespace, as deployed
@@ -125,9 +127,48 @@ def run_annotator(fake_kube: FakeKube, tmp_path: Path) -> None:
             until(everything_seen, process, 20)
 
 
+def run_descheduler(fake_kube: FakeKube, tmp_path: Path) -> None:
+    """The descheduler's loop on a cluster with a hot node: one run evicts, records the
+    Events and the debounce count, and the Lease is renewed."""
+    cluster.seed(fake_kube.store)
+    config = tmp_path / "descheduler.yaml"
+    config.write_text(
+        "apiVersion: loadaware.io/v1alpha1\nkind: DeschedulerConfiguration\n"
+        "consecutiveHotRounds: 1\nevictionsPerSecond: 50\n"
+    )
+    port = free_port()
+    kubeconfig = kubeconfig_file(fake_kube, tmp_path)
+    with cadvisor_prometheus(cluster.series()) as prometheus_url, loadaware(
+        "descheduler",
+        "--kubeconfig", str(kubeconfig),
+        "--config", str(config),
+        "--prometheus-url", prometheus_url,
+        "--lease-namespace", NAMESPACE,
+        "--leader-elect-retry-period", "0.2",
+        "--health-host", "127.0.0.1",
+        "--health-port", str(port),
+    ) as process:  # fmt: skip
+        until(lambda: ready(f"http://127.0.0.1:{port}/readyz"), process, 20)
+
+        def everything_seen() -> bool:
+            verbs = {(a.resource, a.verb) for a in seen(fake_kube)}
+            wanted = {
+                ("pods/eviction", "create"),
+                ("events", "create"),
+                ("events", "list"),
+                ("nodes", "patch"),
+                ("leases", "update"),
+                ("poddisruptionbudgets", "watch"),
+            }
+            return wanted <= verbs
+
+        until(everything_seen, process, 30)
+
+
 DRIVERS: dict[str, Callable[[FakeKube, Path], None]] = {
     "extender": run_extender,
     "annotator": run_annotator,
+    "descheduler": run_descheduler,
 }
 
 
@@ -135,7 +176,13 @@ def test_every_component_with_permissions_is_driven_here() -> None:
     assert set(DRIVERS) == set(PERMISSIONS)
 
 
-@pytest.mark.parametrize("component", sorted(DRIVERS))
+@pytest.mark.parametrize(
+    "component",
+    [
+        pytest.param(name, marks=pytest.mark.prometheus) if name == "descheduler" else name
+        for name in sorted(DRIVERS)
+    ],
+)
 def test_a_component_makes_exactly_its_listed_api_calls(
     component: str, fake_kube: FakeKube, tmp_path: Path
 ) -> None:

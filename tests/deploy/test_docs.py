@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app import docs_reference
+from app.rebalance.config import DeschedulerConfig
 from tests.deploy.manifests import ROOT, env_vars_of, subcommands
 
 DOCS = [
@@ -39,6 +40,17 @@ def test_the_reference_lists_every_subcommand_and_flag() -> None:
         assert environment_of(command) <= env_vars_of(command)
         for variable in environment_of(command):
             assert f"`{variable}`" in text
+
+
+def test_the_reference_lists_every_descheduler_config_field_with_its_description() -> None:
+    text = (ROOT / "docs" / "reference.md").read_text()
+    text = text.split("## Descheduler configuration", 1)[1]
+    for name, field in DeschedulerConfig.model_fields.items():
+        row = next(
+            (line for line in text.splitlines() if line.startswith(f"| `{field.alias}` |")), None
+        )
+        assert row is not None, f"{name} missing from the reference"
+        assert " ".join((field.description or "").split()) in row
 
 
 def _flags_by_command() -> dict[str, set[str]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.kube.permissions import PERMISSIONS, Scope, grants_of, service_account_name
-from tests.deploy.manifests import Obj, base, kustomizations, of_kind, pod_spec, render
+from tests.deploy.manifests import Obj, base, kustomizations, of_kind, pod_templates, render
 
 Grant = tuple[str, str, str, Scope]
 NAMESPACE = "loadaware"
@@ -62,13 +62,12 @@ def test_rbac_grants_exactly_the_listed_api_calls(component: str) -> None:
 
 
 @pytest.mark.parametrize("directory", kustomizations(), ids=lambda d: d.name)
-def test_every_loadaware_deployment_runs_as_its_components_service_account(
+def test_every_loadaware_workload_runs_as_its_components_service_account(
     directory: Path,
 ) -> None:
     objects = render(directory)
     accounts = {o["metadata"]["name"] for o in of_kind(objects, "ServiceAccount")}
-    for deployment in of_kind(objects, "Deployment"):
-        spec = pod_spec(deployment)
+    for _, spec in pod_templates(objects):
         (container,) = spec["containers"]
         if not container["image"].startswith("loadaware"):
             continue
@@ -81,8 +80,8 @@ def test_every_loadaware_deployment_runs_as_its_components_service_account(
 def test_every_component_with_permissions_is_deployed() -> None:
     deployed = {
         c["args"][0]
-        for d in of_kind(base(), "Deployment")
-        for c in pod_spec(d)["containers"]
+        for _, spec in pod_templates(base())
+        for c in spec["containers"]
         if c["image"].startswith("loadaware")
     }
     assert deployed == set(PERMISSIONS)
