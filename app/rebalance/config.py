@@ -9,6 +9,7 @@ extender filters on (not requests).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -257,7 +258,7 @@ class DeschedulerConfig(_Section):
         """The annotation read for a balanced resource."""
         return self.metrics["cpu" if resource == "cpu" else "memory"]
 
-    @property
+    @cached_property
     def resources(self) -> tuple[Resource, ...]:
         """The resources the planner balances, in a fixed order."""
         ordered: tuple[Resource, ...] = ("cpu", "memory")
