@@ -25,6 +25,8 @@ KIND = "DeschedulerConfiguration"
 
 Resource = Literal["cpu", "memory"]
 
+# The one definition of the default per-pod usage queries (app/prom/pod_usage.py says
+# why they drop container="" and container="POD").
 DEFAULT_CPU_QUERY = (
     'sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!="",'
     'container!="POD"}[5m]))'
@@ -199,8 +201,10 @@ class DeschedulerConfig(_Section):
         default=3,
         ge=1,
         description="A node must be seen above targetThresholds in this many consecutive "
-        "runs before pods are evicted from it. Rounds are remembered in memory: with "
-        "--once set 1 and choose a longer-window metric (e.g. cpu_usage_max_avg_1h).",
+        "runs before pods are evicted from it. The count is kept on the Node (annotation "
+        "descheduler.loadaware.io/hot-rounds), so it survives restarts and counts across "
+        "--once runs; a count older than twice interval restarts at 0, so with --once set "
+        "interval to the CronJob's schedule.",
     )
     settle_time: DurationS = Field(
         default=300.0,
