@@ -99,9 +99,9 @@ class PodUsageQueries(_Section):
     cores, memory in bytes.
     """
 
-    cpu: str = Field(default=DEFAULT_CPU_QUERY, min_length=1, description="CPU cores per pod.")
+    cpu: str = Field(default=DEFAULT_CPU_QUERY, pattern=r"\S", description="CPU cores per pod.")
     memory: str = Field(
-        default=DEFAULT_MEMORY_QUERY, min_length=1, description="Working-set bytes per pod."
+        default=DEFAULT_MEMORY_QUERY, pattern=r"\S", description="Working-set bytes per pod."
     )
 
 
