@@ -271,3 +271,18 @@ def test_leadership_lost_in_the_middle_of_a_run_stops_further_evictions(
     stored = seeded.store.get_lease(lease.name, lease.namespace)
     assert stored is not None
     assert stored["spec"]["holderIdentity"] == "replica-b"
+
+
+@pytest.mark.prometheus
+def test_no_per_pod_usage_at_all_evicts_nothing_and_says_why(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    # Prometheus answers, but the queries match no series (cAdvisor not scraped, say):
+    # every victim's usage would be its requests, a guess; the run must not evict on it.
+    blind = {"cpu": "sum by (namespace, pod) (rate(not_scraped_cpu_seconds_total[5m]))",
+             "memory": "sum by (namespace, pod) (not_scraped_memory_bytes)"}
+    report = run_once(seeded, prometheus_url, cluster.config(podUsageQueries=blind))
+    assert report.result is RunResult.NO_POD_USAGE
+    assert "no per-pod usage for any pod: evicting nothing" in report.message
+    assert report.plan is None
+    assert evicted_pods(seeded) == []
