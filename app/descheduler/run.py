@@ -4,8 +4,10 @@ Every ``interval``, while this replica leads, one run:
 
 1. waits until the Node, Pod and PodDisruptionBudget caches have listed;
 2. reads every pod's real usage with one Prometheus query per resource. Prometheus
-   down means the run evicts nothing and says why: usage the planner cannot see is
-   no reason to move pods;
+   down, or answering with no usage for any pod while pods run (cAdvisor not
+   scraped, a query that matches nothing), means the run evicts nothing and says
+   why: usage the planner cannot see is no reason to move pods. A pod missing from
+   an answer that has others falls back to its requests, and the plan says so;
 3. rebuilds recent evictions from the descheduler's own Events (convergence and
    cooldowns survive restarts and ``--once`` runs), and reads the debounce rounds
    from the Nodes (``debounce.py``). If the Events cannot be listed, nothing is
@@ -73,6 +75,7 @@ class RunResult(StrEnum):
     NOT_LEADER = "not_leader"
     CACHES_NOT_SYNCED = "caches_not_synced"
     PROMETHEUS_DOWN = "prometheus_down"
+    NO_POD_USAGE = "no_pod_usage"
     HISTORY_UNAVAILABLE = "history_unavailable"
     LEADERSHIP_LOST = "leadership_lost"
     API_ERRORS = "api_errors"
@@ -312,6 +315,15 @@ class Descheduler:
             )
         for kind, count in usage.dropped.items():
             self.telemetry.invalid_samples.labels(kind).inc(count)
+        pods = dict(self.pods.objects)
+        if not usage.usage and any(p.phase == "Running" for p in pods.values()):
+            return RunReport(
+                RunResult.NO_POD_USAGE,
+                "Prometheus answered, but with no per-pod usage for any pod: evicting nothing, "
+                "since every pod's usage would be a guess from its requests; check that "
+                "cAdvisor (the kubelet's /metrics/cadvisor) is scraped and that "
+                "podUsageQueries return series labelled namespace and pod",
+            )
         window_s = max(config.settle_time, config.workload_cooldown) + config.interval
         try:
             history = await list_recent_evictions(self._client, now_s - window_s)
@@ -326,7 +338,7 @@ class Descheduler:
         nodes = dict(self.nodes.nodes)
         view = ClusterView(
             nodes=nodes,
-            pods=dict(self.pods.objects),
+            pods=pods,
             pod_usage=usage.usage,
             budgets=tuple(self.budgets.budgets.values()),
             recent_evictions=recent,

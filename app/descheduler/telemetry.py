@@ -38,8 +38,8 @@ class DeschedulerMetrics:
         )
         self.runs = Counter(
             "loadaware_descheduler_runs_total",
-            "Runs by result: ok, prometheus_down, history_unavailable, caches_not_synced, "
-            "error, leadership_lost.",
+            "Runs by result: ok, prometheus_down, no_pod_usage, history_unavailable, "
+            "caches_not_synced, error, leadership_lost, api_errors, not_leader.",
             ["result"],
             registry=registry,
         )

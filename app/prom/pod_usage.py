@@ -5,12 +5,10 @@ counter) and ``container_memory_working_set_bytes`` (what the kubelet's eviction
 manager and ``kubectl top`` use) per container, and the same names again with
 ``container=""`` (the pod's cgroup, already a sum) and, on older runtimes,
 ``container="POD"`` (the pause container). Summing all of them counts a pod twice, so
-the default queries keep only real containers and sum them by namespace and pod:
-
-    sum by (namespace, pod) (
-        rate(container_cpu_usage_seconds_total{container!="", container!="POD"}[5m]))
-    sum by (namespace, pod) (
-        container_memory_working_set_bytes{container!="", container!="POD"})
+the default queries (``podUsageQueries`` of the descheduler's configuration,
+``app/rebalance/config.py``, the one place they are written) keep only real
+containers (``container!="", container!="POD"``) and sum them by namespace and pod,
+the CPU counter as a 5-minute ``rate``.
 
 Each answers for every pod in the cluster at once; the cost does not grow with the
 number of queries, only with the number of series. The queries are configurable (a
@@ -31,22 +29,16 @@ from dataclasses import dataclass, field
 from app.load.resources import Resources
 from app.prom.client import InstantQuery, InvalidSample, PrometheusQueryError, invalid_sample
 
-DEFAULT_CPU_QUERY = (
-    "sum by (namespace, pod) "
-    '(rate(container_cpu_usage_seconds_total{container!="", container!="POD"}[5m]))'
-)
-DEFAULT_MEMORY_QUERY = (
-    "sum by (namespace, pod) "
-    '(container_memory_working_set_bytes{container!="", container!="POD"})'
-)
-
 
 @dataclass(frozen=True, slots=True)
 class PodUsageQueries:
-    """The PromQL for each resource: CPU in cores, memory in bytes, by namespace and pod."""
+    """The PromQL for each resource: CPU in cores, memory in bytes, by namespace and pod.
 
-    cpu: str = DEFAULT_CPU_QUERY
-    memory: str = DEFAULT_MEMORY_QUERY
+    No defaults here: the configuration holds them (module doc).
+    """
+
+    cpu: str
+    memory: str
 
     def __post_init__(self) -> None:
         for name, query in (("cpu", self.cpu), ("memory", self.memory)):
@@ -98,7 +90,7 @@ def _by_pod(
 
 
 async def read_pod_usage(
-    source: InstantQuery, queries: PodUsageQueries = PodUsageQueries(), at_s: float | None = None
+    source: InstantQuery, queries: PodUsageQueries, at_s: float | None = None
 ) -> PodUsage:
     """Run both queries at once; raise PodUsageUnavailable if either fails."""
 

@@ -9,6 +9,7 @@ extender filters on (not requests).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +25,8 @@ KIND = "DeschedulerConfiguration"
 
 Resource = Literal["cpu", "memory"]
 
+# The one definition of the default per-pod usage queries (app/prom/pod_usage.py says
+# why they drop container="" and container="POD").
 DEFAULT_CPU_QUERY = (
     'sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!="",'
     'container!="POD"}[5m]))'
@@ -95,9 +98,9 @@ class PodUsageQueries(_Section):
     cores, memory in bytes.
     """
 
-    cpu: str = Field(default=DEFAULT_CPU_QUERY, min_length=1, description="CPU cores per pod.")
+    cpu: str = Field(default=DEFAULT_CPU_QUERY, pattern=r"\S", description="CPU cores per pod.")
     memory: str = Field(
-        default=DEFAULT_MEMORY_QUERY, min_length=1, description="Working-set bytes per pod."
+        default=DEFAULT_MEMORY_QUERY, pattern=r"\S", description="Working-set bytes per pod."
     )
 
 
@@ -197,9 +200,10 @@ class DeschedulerConfig(_Section):
         default=3,
         ge=1,
         description="A node must be seen above targetThresholds in this many consecutive "
-        "runs before pods are evicted from it. The count is kept on the Node "
-        "(descheduler.loadaware.io/hot-rounds), so it survives restarts and --once runs; "
-        "with --once set interval to the CronJob's schedule.",
+        "runs before pods are evicted from it. The count is kept on the Node (annotation "
+        "descheduler.loadaware.io/hot-rounds), so it survives restarts and counts across "
+        "--once runs; a count older than twice interval restarts at 0, so with --once set "
+        "interval to the CronJob's schedule.",
     )
     settle_time: DurationS = Field(
         default=300.0,
@@ -257,7 +261,7 @@ class DeschedulerConfig(_Section):
         """The annotation read for a balanced resource."""
         return self.metrics["cpu" if resource == "cpu" else "memory"]
 
-    @property
+    @cached_property
     def resources(self) -> tuple[Resource, ...]:
         """The resources the planner balances, in a fixed order."""
         ordered: tuple[Resource, ...] = ("cpu", "memory")

@@ -38,12 +38,17 @@ class Room:
         return min(self.high_fraction[r] - u for r, u in self.usage_fraction.items())
 
 
-def requested_by_node(pods: Iterable[PodInfo]) -> dict[str, Resources]:
-    totals: dict[str, Resources] = {}
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+def requested_on(pods: Iterable[PodInfo]) -> Resources:
+    """The requests the scheduler counts on a node: those of its pods not finished."""
+    cpu_cores = memory_bytes = 0.0
     for pod in pods:
-        if pod.node_name is not None and pod.phase not in ("Succeeded", "Failed"):
-            totals[pod.node_name] = totals.get(pod.node_name, Resources()) + pod.requests
-    return totals
+        if pod.phase not in FINISHED_PHASES:
+            cpu_cores += pod.requests.cpu_cores
+            memory_bytes += pod.requests.memory_bytes
+    return Resources(cpu_cores, memory_bytes)
 
 
 def refusal(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from app.kube.objects import PodInfo
@@ -10,7 +10,7 @@ from app.load.resources import RESOURCES, Resources
 from app.policy import Policy
 from app.rebalance.classes import classify_all, nothing_to_do
 from app.rebalance.config import DeschedulerConfig
-from app.rebalance.destinations import Destinations, Room, refusal, requested_by_node
+from app.rebalance.destinations import Destinations, Room, refusal, requested_on
 from app.rebalance.limits import RunBudget
 from app.rebalance.measure import NodeUsage, measure_nodes
 from app.rebalance.outcome import (
@@ -85,7 +85,7 @@ def plan(
         if pod.node_name is not None:
             pods_by_node.setdefault(pod.node_name, []).append(pod)
     destinations = Destinations(
-        _rooms(usages, classes, cluster.pods.values()), config, policy, now_s
+        _rooms(usages, classes, pods_by_node), config, policy, now_s
     )
     pass_ = _Pass(config, now_s, usage_sources(cluster.pod_usage), destinations, result,
                   RunBudget(config, cluster.pods.values(), cluster.budgets,
@@ -105,9 +105,10 @@ def plan(
 
 
 def _rooms(
-    usages: Mapping[str, NodeUsage], classes: Mapping[str, NodeClass], pods: Iterable[PodInfo]
+    usages: Mapping[str, NodeUsage],
+    classes: Mapping[str, NodeClass],
+    pods_by_node: Mapping[str, list[PodInfo]],
 ) -> list[Room]:
-    requested = requested_by_node(pods)
     rooms = []
     for name, node_class in classes.items():
         if node_class.kind is not NodeKind.DESTINATION:
@@ -116,7 +117,7 @@ def _rooms(
         rooms.append(
             Room(
                 node=usage.node,
-                free_requests=usage.node.allocatable - requested.get(name, Resources()),
+                free_requests=usage.node.allocatable - requested_on(pods_by_node.get(name, ())),
                 unsampled=dict(usage.unsampled),
                 usage_fraction=dict(usage.usage_fraction),
                 high_fraction=node_class.high_fraction,
@@ -259,8 +260,7 @@ def recheck(
         r: usage.usage_fraction[r] + moved.get(r) / node.allocatable.get(r)
         for r in usage.usage_fraction
     }
-    on_node = (p for p in cluster_now.pods.values() if p.node_name == node.name)
-    requested = requested_by_node(on_node).get(node.name, Resources())
+    requested = requested_on(p for p in cluster_now.pods.values() if p.node_name == node.name)
     room = Room(node, node.allocatable - requested, unsampled, fraction,
                 eviction.destination_high_fraction or dict.fromkeys(fraction, 1.0))
     refused = refusal(pod, eviction.usage, room, config, policy, now_s)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -16,11 +18,13 @@ from app.kube.events import (
     SOURCE_NODE,
     list_recent_evictions,
 )
+from app.kube.lease import LeaseSettings
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource
 from app.rebalance.config import DeschedulerConfig
 from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
+from tests.support.fakekube import LEASES
 from tests.support.fakekube_fixtures import FakeKube
 from tests.support.promserver import free_port
 
@@ -222,3 +226,63 @@ def test_debounce_rounds_are_kept_on_the_node_across_once_runs(
     # One interval later, a new process sees the second consecutive hot round.
     second = run_once(seeded, prometheus_url, config, later_s=60.0)
     assert len(second.evicted) == 2
+
+
+@pytest.mark.prometheus
+def test_leadership_lost_in_the_middle_of_a_run_stops_further_evictions(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    lease = LeaseSettings("default", "loadaware-descheduler", "replica-a",
+                          lease_duration_s=3.0, renew_deadline_s=2.0, retry_period_s=0.2)
+
+    def taken_by_replica_b(obj: dict[str, Any]) -> None:
+        obj["spec"]["holderIdentity"] = "replica-b"
+        obj["spec"]["renewTime"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    async def steal_after_the_first_eviction() -> None:
+        for _ in range(500):  # at most 10 s
+            if seeded.requests("POST", EVICTIONS):
+                break
+            await asyncio.sleep(0.02)
+        seeded.store.modify(LEASES, lease.name, taken_by_replica_b, namespace=lease.namespace)
+
+    async def scenario() -> RunReport:
+        source = PrometheusSource(PrometheusSettings(url=prometheus_url, timeout_s=5.0))
+        try:
+            async with seeded.async_client() as client:
+                # two evictions planned, 2 s apart: the lease is taken in between
+                descheduler = Descheduler(cluster.config(evictionsPerSecond=0.5),
+                                          default_policy(), client, source,
+                                          LoopSettings(sync_timeout_s=10.0, lease=lease))
+                stealer = asyncio.create_task(steal_after_the_first_eviction())
+                report = await descheduler.run_once()
+                await stealer
+                return report
+        finally:
+            source.close()
+
+    report = asyncio.run(scenario())
+    assert report.plan is not None
+    assert len(report.plan.evictions) == 2
+    assert report.result is RunResult.LEADERSHIP_LOST
+    assert len(report.evicted) == 1
+    assert len(evicted_pods(seeded)) == 1
+    assert "leadership lost: stopped before the remaining evictions" in report.message
+    stored = seeded.store.get_lease(lease.name, lease.namespace)
+    assert stored is not None
+    assert stored["spec"]["holderIdentity"] == "replica-b"
+
+
+@pytest.mark.prometheus
+def test_no_per_pod_usage_at_all_evicts_nothing_and_says_why(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    # Prometheus answers, but the queries match no series (cAdvisor not scraped, say):
+    # every victim's usage would be its requests, a guess; the run must not evict on it.
+    blind = {"cpu": "sum by (namespace, pod) (rate(not_scraped_cpu_seconds_total[5m]))",
+             "memory": "sum by (namespace, pod) (not_scraped_memory_bytes)"}
+    report = run_once(seeded, prometheus_url, cluster.config(podUsageQueries=blind))
+    assert report.result is RunResult.NO_POD_USAGE
+    assert "no per-pod usage for any pod: evicting nothing" in report.message
+    assert report.plan is None
+    assert evicted_pods(seeded) == []

@@ -14,6 +14,7 @@ from app.prom.pod_usage import (
     PodUsageUnavailable,
     read_pod_usage,
 )
+from app.rebalance.config import DEFAULT_CPU_QUERY, DEFAULT_MEMORY_QUERY
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
 from tests.support.promserver import free_port
 
@@ -42,7 +43,7 @@ def cadvisor_url() -> Iterator[str]:
         yield url
 
 
-DEFAULT_QUERIES = PodUsageQueries()
+DEFAULT_QUERIES = PodUsageQueries(DEFAULT_CPU_QUERY, DEFAULT_MEMORY_QUERY)
 
 
 def _read(url: str, queries: PodUsageQueries = DEFAULT_QUERIES) -> PodUsage:
@@ -93,8 +94,9 @@ def test_nan_negative_and_unlabelled_samples_are_dropped_and_counted(cadvisor_ur
 
 @pytest.mark.prometheus
 def test_a_query_prometheus_rejects_raises_with_the_resource_named(cadvisor_url: str) -> None:
+    broken = PodUsageQueries(DEFAULT_CPU_QUERY, memory="sum by (pod) (rate(oops[5m])")
     with pytest.raises(PodUsageUnavailable, match="pod memory usage query failed") as caught:
-        _read(cadvisor_url, PodUsageQueries(memory="sum by (pod) (rate(oops[5m])"))
+        _read(cadvisor_url, broken)
     assert caught.value.resource == "memory"
     assert caught.value.reason == "http"
 
@@ -107,4 +109,4 @@ def test_prometheus_down_raises_a_connection_error() -> None:
 
 def test_an_empty_query_is_refused_with_its_resource_named() -> None:
     with pytest.raises(ValueError, match="pod cpu usage query is empty"):
-        PodUsageQueries(cpu="  ")
+        PodUsageQueries(cpu="  ", memory=DEFAULT_MEMORY_QUERY)
