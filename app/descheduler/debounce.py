@@ -13,7 +13,8 @@ runs from a CronJob, where no process sees two rounds. Rules:
   to the CronJob's schedule.
 * A round less than half an ``interval`` after the recorded one does not count again:
   a manual ``--once`` run beside the loop cannot advance the count twice.
-* Dry runs read the count but never write it.
+* Dry runs read the count but never write it; a dry-run loop counts its own rounds
+  in memory on top of it, so its table previews evictions once debouncing would end.
 * A node seen not hot is written back to 0 (once); nothing else touches the key.
 """
 

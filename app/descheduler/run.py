@@ -57,6 +57,8 @@ from app.rebalance.plan import (
     EvictionPlan,
     EvictionRecord,
     PlannedEviction,
+    PlannerMemory,
+    observe_round,
     plan,
     recheck,
     workload_of,
@@ -167,6 +169,9 @@ class Descheduler:
         )
         self.patcher = AnnotationPatcher(client, may_write=self.may_evict)
         self._evicted_uids: set[str] = set()
+        # A dry run never writes the Node's round count, so a dry-run loop keeps its
+        # own; without it, debouncing nodes would never be previewed as sources.
+        self._dry_rounds = PlannerMemory()
         self._own_records: dict[str, EvictionRecord] = {}  # by UID, in case an Event was lost
         self._leading_task: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[Any]] = []
@@ -344,7 +349,15 @@ class Descheduler:
             recent_evictions=recent,
         )
         hot_rounds = previous_hot_rounds(nodes, now_s, config.interval)
+        if self.dry_run:
+            for name, count in self._dry_rounds.hot_rounds.items():
+                hot_rounds[name] = max(hot_rounds.get(name, 0), count)
         the_plan = plan(view, config, policy, now_s, hot_rounds)
+        self._dry_rounds = (
+            observe_round(self._dry_rounds, the_plan.node_classes)
+            if self.dry_run
+            else PlannerMemory()
+        )
         self._publish_classes(the_plan)
         for skipped in the_plan.skipped:
             self.telemetry.pods_skipped.labels(_skip_kind(skipped.reason)).inc()

@@ -286,3 +286,35 @@ def test_no_per_pod_usage_at_all_evicts_nothing_and_says_why(
     assert "no per-pod usage for any pod: evicting nothing" in report.message
     assert report.plan is None
     assert evicted_pods(seeded) == []
+
+
+@pytest.mark.prometheus
+def test_a_dry_run_loop_counts_its_own_rounds_and_previews_evictions_writing_nothing(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    config = cluster.config(consecutiveHotRounds=2, interval="60s", dryRun=True)
+
+    async def two_rounds() -> list[RunReport]:
+        source = PrometheusSource(PrometheusSettings(url=prometheus_url, timeout_s=5.0))
+        offset_s = [0.0]
+        try:
+            async with seeded.async_client() as client:
+                descheduler = Descheduler(config, default_policy(), client, source,
+                                          LoopSettings(sync_timeout_s=10.0),
+                                          clock=lambda: time.time() + offset_s[0])
+                first = await descheduler.run_once()
+                offset_s[0] = 60.0
+                return [first, await descheduler.run_once()]
+        finally:
+            source.close()
+
+    first, second = asyncio.run(two_rounds())
+    assert first.plan is not None
+    assert first.plan.node_classes["hot"].kind.value == "debouncing"
+    assert first.plan.evictions == []
+    assert second.plan is not None
+    assert len(second.plan.evictions) == 2
+    assert evicted_pods(seeded) == []
+    node = seeded.store.get_node("hot")
+    assert node is not None
+    assert HOT_ROUNDS_KEY not in node["metadata"]["annotations"]
