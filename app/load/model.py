@@ -25,6 +25,7 @@ the filter still fails open whatever is estimated on a node.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -105,6 +106,11 @@ class NodeLoad:
         return self.overloads[0].reason if self.overloads else None
 
 
+# A node's verdict is recomputed whenever its estimated addition changes (each binding
+# on it), while its annotations stay the same: parse each distinct value once.
+_parse_usage_cached = functools.lru_cache(maxsize=1 << 16)(parse_usage)
+
+
 def read_metric(
     annotations: Mapping[str, str], metric: str, window_s: float | None, now_s: float
 ) -> tuple[MetricReading, float]:
@@ -112,7 +118,7 @@ def read_metric(
     raw = annotations.get(metric)
     if raw is None:
         return MetricReading(metric, Freshness.MISSING, None, None), math.inf
-    sample = parse_usage(raw)
+    sample = _parse_usage_cached(raw)
     if sample is None:
         return MetricReading(metric, Freshness.UNREADABLE, None, None), math.inf
     freshness, changes_at_s = _freshness(sample, window_s, now_s)
