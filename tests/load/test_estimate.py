@@ -26,7 +26,7 @@ SETTINGS = POLICY.spec.estimation
 EIGHT_CPUS = Resources(8.0, 32 * GiB)
 
 
-def annotations(cpu: float, mem: float, at_s: float) -> dict[str, str]:
+def usage_values(cpu: float, mem: float, at_s: float) -> dict[str, str]:
     return {m: format_usage(cpu if m.startswith("cpu") else mem, at_s) for m in POLICY.metrics}
 
 
@@ -90,7 +90,7 @@ def test_fractions_are_of_allocatable_and_skip_an_unknown_allocatable() -> None:
 
 
 def test_freshest_sample_ignores_stale_and_unreadable_values() -> None:
-    values = annotations(0.2, 0.3, NOW_S - 30)
+    values = usage_values(0.2, 0.3, NOW_S - 30)
     values["cpu_usage_max_avg_1d"] = format_usage(0.2, NOW_S - 10 * 3600)  # stale
     values["mem_usage_avg_5m"] = "garbage"
     assert freshest_sample_s(values, POLICY, NOW_S) == NOW_S - 30
@@ -102,7 +102,7 @@ def burst_pod(bound_at_s: float) -> PlacedPod:
 
 
 def test_effective_usage_rises_after_a_binding_and_drops_once_a_sample_covers_it() -> None:
-    before = annotations(0.15, 0.3, NOW_S - 30)
+    before = usage_values(0.15, 0.3, NOW_S - 30)
     pods = [burst_pod(NOW_S - 5)]
     unsampled = node_unsampled(pods, before, EIGHT_CPUS, POLICY, NOW_S)
     load = evaluate_node(before, POLICY, NOW_S, unsampled)
@@ -116,21 +116,21 @@ def test_effective_usage_rises_after_a_binding_and_drops_once_a_sample_covers_it
         "Load[cpu_usage_avg_5m] is too high (> 0.65)"
     )
     # A newer sample (which now contains the pods' real usage) replaces the estimate.
-    after = annotations(0.2, 0.3, NOW_S)
+    after = usage_values(0.2, 0.3, NOW_S)
     assert node_unsampled(pods, after, EIGHT_CPUS, POLICY, NOW_S + 1) == {}
 
 
 def test_estimation_off_in_the_policy_adds_nothing() -> None:
     policy: Policy = policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {enabled: false}\n")
-    values = annotations(0.15, 0.3, NOW_S - 30)
+    values = usage_values(0.15, 0.3, NOW_S - 30)
     assert node_unsampled([burst_pod(NOW_S - 5)], values, EIGHT_CPUS, policy, NOW_S) == {}
 
 
 @pytest.mark.parametrize("state", ["stale", "missing", "unreadable"])
 def test_fail_open_holds_with_pods_estimated_on_a_node_without_fresh_data(state: str) -> None:
-    values = annotations(0.9, 0.9, NOW_S - 30)
+    values = usage_values(0.9, 0.9, NOW_S - 30)
     if state == "stale":
-        values = annotations(0.9, 0.9, NOW_S - 10 * 3600)
+        values = usage_values(0.9, 0.9, NOW_S - 10 * 3600)
     elif state == "missing":
         values = {}
     else:
