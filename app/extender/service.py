@@ -13,11 +13,18 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from app.extender.estimates import (
+    DEFAULT_RESERVATION_TTL_S,
+    Ledger,
+    ScheduledPod,
+    demand_of_request_pod,
+)
 from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
 from app.extender.metrics import ExtenderMetrics
 from app.extender.table import NodeEntry, NodeTable
 from app.extender.verbs import Outcome, Verbs
 from app.kube.nodes import NodeCache, NodeInfo
+from app.kube.pods import PodCache
 from app.policy import Policy
 from app.policy.watch import PolicyWatcher
 
@@ -29,7 +36,8 @@ _WARN_EVERY_S = 60.0
 
 
 class Extender:
-    """One extender instance. ``node_cache`` is None in full-nodes mode."""
+    """One extender instance. ``node_cache`` is None in full-nodes mode; ``pod_cache``
+    (which needs the node cache for allocatable) enables the burst estimate."""
 
     def __init__(
         self,
@@ -41,19 +49,37 @@ class Extender:
         clock: Callable[[], float] = time.time,
         mode: str | None = None,
         index: VerdictIndex | None = None,
+        pod_cache: PodCache[ScheduledPod] | None = None,
+        reservation_ttl_s: float = DEFAULT_RESERVATION_TTL_S,
     ) -> None:
         self.clock = clock
         self._mode = mode
-        self.table = NodeTable(policy, clock, index)
+        self.metrics = ExtenderMetrics(registry or CollectorRegistry())
+        self.ledger: Ledger | None = None
+        if pod_cache is not None:
+            self.ledger = Ledger(
+                lambda: self.table.policy, self._reservation_ended, reservation_ttl_s
+            )
+        self.table = NodeTable(policy, clock, index, self.ledger)
         self.verbs = Verbs(self.table, clock)
         self.node_cache = node_cache
+        self.pod_cache = pod_cache
         self.policy_watcher = policy_watcher
-        self.metrics = ExtenderMetrics(registry or CollectorRegistry())
         self.metrics.policy_last_reload.set(clock())
         self.metrics.nodes_known.set_function(lambda: len(self.table))
         self.metrics.nodes_overloaded.set_function(self._count_overloaded)
         self.metrics.node_cache_age.set_function(self._node_cache_age)
         self.metrics.verdict_index.labels(implementation=self.index_implementation).set(1)
+        self.metrics.reservations.set_function(
+            lambda: -1.0 if self.ledger is None else float(self.ledger.reservations)
+        )
+        self.metrics.pods_estimated.set_function(
+            lambda: -1.0 if pod_cache is None else float(len(pod_cache.objects))
+        )
+        self._reservation_end_counters = {
+            result: self.metrics.reservations_ended.labels(result=result)
+            for result in ("confirmed", "moved", "dropped")
+        }
         # Metric children looked up once: .labels() takes a lock on every call.
         self._request_children: dict[tuple[str, int], tuple[Any, Any]] = {}
         self._rejected_counters: dict[str, Any] = {}
@@ -61,6 +87,8 @@ class Extender:
         self._tasks: list[asyncio.Task[None]] = []
         if node_cache is not None:
             node_cache.add_listener(self._on_node)
+        if pod_cache is not None:
+            pod_cache.add_listener(self._on_pod)
 
     @property
     def mode(self) -> str:
@@ -69,10 +97,62 @@ class Extender:
         return "node-cache" if self.node_cache is not None else "full-nodes"
 
     def _on_node(self, name: str, _old: NodeInfo | None, info: NodeInfo | None) -> None:
+        allocatable_changed = self.ledger is not None and self.ledger.set_allocatable(
+            name, None if info is None else info.allocatable
+        )
         if info is None:
             self.table.remove(name)
+            return
+        entry = self.table.get(name)
+        if self.table.upsert(name, info.annotations) is entry and allocatable_changed:
+            self.table.recompute(name)
+
+    def _on_pod(self, key: str, old: ScheduledPod | None, new: ScheduledPod | None) -> None:
+        assert self.ledger is not None
+        for node in self.ledger.on_pod(key, old, new, self.clock()):
+            self.table.recompute(node)
+
+    def _reservation_ended(self, result: str) -> None:
+        self._reservation_end_counters[result].inc()
+
+    def _reserve(self, verb: str, outcome: Outcome) -> None:
+        """Reserve the pod's estimate where it will most likely go (estimates.py)."""
+        names, pod = outcome.names, outcome.pod
+        if self.ledger is None or not names or pod is None:
+            return
+        if not self.table.policy.spec.estimation.enabled:
+            return
+        if verb == "prioritize":
+            best = self.table.index.best(names)
+            if best < 0:
+                self.metrics.reservations_skipped.inc()
+                return
+            node = names[best]
+        elif outcome.nodes - sum(outcome.rejected.values()) == 1:
+            # kube-scheduler binds to the only feasible node without calling prioritize.
+            get = self.table.index.get
+            passing = (n for n in names if (verdict := get(n)) is None or verdict[1] is None)
+            found = next(passing, None)
+            if found is None:
+                return
+            node = found
         else:
-            self.table.upsert(name, info.annotations)
+            return
+        metadata = pod.get("metadata")
+        if not isinstance(metadata, dict):
+            return
+        uid = metadata.get("uid")
+        if not isinstance(uid, str) or not uid:
+            return
+        try:
+            requests, limits = demand_of_request_pod(pod)
+        except ValueError as error:
+            log.debug("not reserving for a pod with unreadable resources: %s", error)
+            return
+        pod_name = f"{metadata.get('namespace')}/{metadata.get('name')}"
+        for changed in self.ledger.reserve(uid, pod_name, node, requests, limits, self.clock()):
+            self.table.recompute(changed)
+        self.metrics.reservations_made.labels(verb=verb).inc()
 
     def _count_overloaded(self) -> float:
         self.table.refresh(self.clock())
@@ -106,7 +186,8 @@ class Extender:
         children[1].observe(elapsed_s)
         if outcome is None:
             return
-        # Counted here, after the answer is sent, to keep it off the scheduling cycle.
+        # Reserved and counted here, after the answer is sent: off the scheduling cycle.
+        self._reserve(verb, outcome)
         for reason, nodes in outcome.rejected.items():
             counter = self._rejected_counters.get(reason)
             if counter is None:
@@ -155,6 +236,8 @@ class Extender:
             )
         if self.node_cache is not None:
             self._tasks.append(asyncio.create_task(self.node_cache.run(), name="node-cache"))
+        if self.pod_cache is not None:
+            self._tasks.append(asyncio.create_task(self.pod_cache.run(), name="pod-cache"))
         else:
             self._tasks.append(asyncio.create_task(self._forget_unseen(), name="forget-unseen"))
         if self.policy_watcher is not None:
@@ -206,6 +289,8 @@ def debug_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
         "metrics": {
             metric: {
                 "usage": reading.usage_fraction,
+                "measured": reading.measured_fraction,
+                "estimated_addition": round(reading.unsampled_fraction, 5),
                 "freshness": str(reading.freshness),
                 "age_seconds": (
                     None if reading.timestamp_s is None else round(now_s - reading.timestamp_s, 1)
@@ -214,12 +299,34 @@ def debug_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
             }
             for metric, reading in policy_windows.items()
         },
+        "estimate": estimate_view(entry, now_s),
         "hot_value": load.hot_value,
         "hot_value_fresh": load.hot_value_fresh,
         "load_score": load.load_score,
         "score": load.score,
         "extender_score": load.extender_score,
         "recheck_in_seconds": (
-            None if math.isinf(load.recheck_at_s) else round(load.recheck_at_s - now_s, 1)
+            None if math.isinf(entry.recheck_at_s) else round(entry.recheck_at_s - now_s, 1)
         ),
+    }
+
+
+def estimate_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
+    """The pods behind a node's estimated addition (README "Burst-aware estimation")."""
+    addition = entry.addition
+    return {
+        "sample_age_seconds": (
+            None if addition.sample_at_s is None else round(now_s - addition.sample_at_s, 1)
+        ),
+        "added": {resource: round(f, 5) for resource, f in addition.fractions.items()},
+        "pods": [
+            {
+                "pod": c.pod,
+                "kind": c.kind,
+                "age_seconds": round(now_s - c.since_s, 1),
+                "cpu_cores": round(c.usage.cpu_cores, 3),
+                "memory_bytes": round(c.usage.memory_bytes),
+            }
+            for c in addition.contributions
+        ],
     }

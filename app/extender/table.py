@@ -2,9 +2,11 @@
 
 A verdict depends only on a node's loadaware annotations, the policy and the clock,
 so the table recomputes a node's ``NodeEntry`` when its annotations change, when the
-policy changes, or when the clock passes the entry's ``recheck_at_s`` (a value goes
-stale, a hot value expires). Each recomputed verdict and score goes into ``index``,
-the VerdictIndex that answers filter and prioritize requests whole.
+policy changes, when its estimated addition changes (a pod bound or reserved on it,
+see ``estimates.py``), or when the clock passes the entry's ``recheck_at_s`` (a value
+goes stale, a hot value expires, an estimated pod ages out). Each recomputed verdict
+and score goes into ``index``, the VerdictIndex that answers filter and prioritize
+requests whole.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
+from app.extender.estimates import NO_ADDITION, Addition, Ledger
 from app.extender.index import VerdictIndex, new_verdict_index
+from app.load.estimate import freshest_sample_s
 from app.load.model import NodeLoad, evaluate_node
 from app.load.samples import HOT_VALUE_KEY
 from app.policy import Policy
@@ -33,6 +37,8 @@ class NodeEntry:
     key: AnnotationKey  # the relevant annotation values, to detect changes cheaply
     load: NodeLoad
     last_seen_s: float
+    addition: Addition  # what the samples do not contain yet (already inside ``load``)
+    recheck_at_s: float  # when the clock alone changes the verdict or the addition
 
     @property
     def reason(self) -> str | None:
@@ -47,8 +53,10 @@ class NodeTable:
         policy: Policy,
         clock: Callable[[], float] = time.time,
         index: VerdictIndex | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self._policy = policy
+        self._ledger = ledger
         self._clock = clock
         self._keys = self._relevant_keys(policy)
         self._entries: dict[str, NodeEntry] = {}
@@ -100,6 +108,12 @@ class NodeTable:
             return entry
         return self._store(name, annotations, now_s, now_s)
 
+    def recompute(self, name: str) -> None:
+        """Recompute a node whose estimated addition changed (a binding, a reservation)."""
+        entry = self._entries.get(name)
+        if entry is not None:
+            self._store(name, entry.annotations, self._clock(), entry.last_seen_s)
+
     def remove(self, name: str) -> None:
         self._entries.pop(name, None)
         self.rejected_metric.pop(name, None)
@@ -120,7 +134,7 @@ class NodeTable:
             at_s, name = heapq.heappop(rechecks)
             entry = self._entries.get(name)
             # Heap items of replaced or removed entries are skipped, not searched for.
-            if entry is not None and entry.load.recheck_at_s == at_s:
+            if entry is not None and entry.recheck_at_s == at_s:
                 self._store(name, entry.annotations, now_s, entry.last_seen_s)
 
     def lookup(self, name: str, now_s: float) -> NodeEntry | None:
@@ -131,8 +145,15 @@ class NodeTable:
         self, name: str, annotations: Mapping[str, str], now_s: float, last_seen_s: float
     ) -> NodeEntry:
         relevant = {k: v for k in self._keys if (v := annotations.get(k)) is not None}
-        load = evaluate_node(relevant, self._policy, now_s)
-        entry = NodeEntry(name, relevant, self.key_of(relevant), load, last_seen_s)
+        addition = NO_ADDITION
+        if self._ledger is not None and self._ledger.tracks(name):
+            sample_at_s = freshest_sample_s(relevant, self._policy, now_s)
+            addition = self._ledger.addition(name, sample_at_s, now_s)
+        load = evaluate_node(relevant, self._policy, now_s, addition.fractions or None)
+        recheck_at_s = min(load.recheck_at_s, addition.changes_at_s)
+        entry = NodeEntry(
+            name, relevant, self.key_of(relevant), load, last_seen_s, addition, recheck_at_s
+        )
         previous = self._entries.get(name)
         self._entries[name] = entry
         if load.overloads:
@@ -142,8 +163,8 @@ class NodeTable:
         else:
             self.rejected_metric.pop(name, None)
         self.index.set(name, load.extender_score, load.reason)
-        if not math.isinf(load.recheck_at_s):
-            self._schedule_recheck(load.recheck_at_s, name)
+        if not math.isinf(recheck_at_s):
+            self._schedule_recheck(recheck_at_s, name)
         if (previous.reason if previous else None) != entry.reason:
             _log_verdict_change(entry, previous)
         return entry
@@ -153,9 +174,9 @@ class NodeTable:
         # Replaced entries leave items behind; rebuild before they outnumber live ones.
         if len(self._rechecks) > 4 * len(self._entries) + 1024:
             self._rechecks = [
-                (e.load.recheck_at_s, e.name)
+                (e.recheck_at_s, e.name)
                 for e in self._entries.values()
-                if not math.isinf(e.load.recheck_at_s)
+                if not math.isinf(e.recheck_at_s)
             ]
             heapq.heapify(self._rechecks)
 

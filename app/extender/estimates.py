@@ -1,0 +1,303 @@
+"""What the extender adds to each node's measured usage: pods placed since its sample.
+
+Two sources feed a node's addition (README "Burst-aware estimation"):
+
+* **bound pods**, from the pod cache: a pod counts on its node from its binding until
+  a newer sample covers it or ``maxAge`` passes (``app.load.estimate.counts``);
+* **reservations**: kube-scheduler starts the next pod's cycle milliseconds after it
+  chose a node for the last one, long before the binding reaches any watch. So the
+  extender reserves a pod's estimate, keyed by its UID, on the node it will most likely
+  get: in ``prioritize`` the one node that clearly scores best, and in ``filter`` the
+  only node that passes (kube-scheduler then skips ``prioritize``). When the watch shows
+  the binding, the reservation ends (``confirmed``, or ``moved`` if the pod went
+  elsewhere) and the bound pod counts instead. One never confirmed is ``dropped``
+  after ``ttl_s``.
+
+The Ledger keeps, per node, only the pods bound within ``maxAge`` and the live
+reservations, so a node's addition is recomputed from a handful of entries when that
+node changes, never by scanning pods on a request. The pod cache keeps a small
+``ScheduledPod`` per pod (what the estimate reads), so 100,000 pods stay cheap.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.load.estimate import counts, estimate_pod_usage, unsampled_fractions
+from app.load.resources import ZERO, Resources
+from app.policy import Policy
+
+DEFAULT_RESERVATION_TTL_S = 15.0
+_FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledPod:
+    """The pod cache's view of a pod: enough to estimate it and to place it in time."""
+
+    uid: str
+    node: str | None  # None until bound
+    requests: Resources
+    limits: Resources
+    bound_at_s: float  # PodScheduled's transition time, else creation time
+    finished: bool  # Succeeded or Failed: no longer uses anything
+
+
+def pod_demand(
+    containers: Iterable[Mapping[str, Any] | None],
+    init_containers: Iterable[Mapping[str, Any] | None],
+    overhead: Mapping[str, Any] | None,
+) -> tuple[Resources, Resources]:
+    """A pod's effective requests and limits, as kube-scheduler sums them: the larger of
+    the containers' sum and the largest init container, plus the pod overhead.
+
+    Each container is given as its ``resources`` mapping (``requests``, ``limits``).
+    Raises ValueError for an unreadable quantity.
+    """
+    totals = [ZERO, ZERO]
+    peaks = [ZERO, ZERO]
+    for resources in containers:
+        for i, kind in enumerate(("requests", "limits")):
+            totals[i] = totals[i] + Resources.of((resources or {}).get(kind))
+    for resources in init_containers:
+        for i, kind in enumerate(("requests", "limits")):
+            amount = Resources.of((resources or {}).get(kind))
+            peaks[i] = Resources(
+                max(peaks[i].cpu_cores, amount.cpu_cores),
+                max(peaks[i].memory_bytes, amount.memory_bytes),
+            )
+    extra = Resources.of(overhead)
+    requests, limits = (
+        Resources(max(t.cpu_cores, p.cpu_cores), max(t.memory_bytes, p.memory_bytes)) + extra
+        for t, p in zip(totals, peaks, strict=True)
+    )
+    return requests, limits
+
+
+def demand_of_request_pod(pod: Mapping[str, Any]) -> tuple[Resources, Resources]:
+    """Requests and limits of the Pod JSON in a kube-scheduler request (ValueError if bad)."""
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        return ZERO, ZERO
+
+    def resources_of(key: str) -> list[Mapping[str, Any] | None]:
+        items = spec.get(key) or []
+        if not isinstance(items, list):
+            raise ValueError(f"spec.{key} is not a list")
+        return [c.get("resources") if isinstance(c, Mapping) else None for c in items]
+
+    overhead = spec.get("overhead")
+    return pod_demand(
+        resources_of("containers"),
+        resources_of("initContainers"),
+        overhead if isinstance(overhead, Mapping) else None,
+    )
+
+
+def _resources(container: Any) -> Mapping[str, Any] | None:
+    resources = container.resources
+    if resources is None:
+        return None
+    return {"requests": resources.requests, "limits": resources.limits}
+
+
+def _time_s(value: Any) -> float | None:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    return None
+
+
+def scheduled_pod(pod: Any) -> ScheduledPod:
+    """The pod cache transform (a lightkube Pod in, a ScheduledPod out)."""
+    metadata, spec, status = pod.metadata, pod.spec, pod.status
+    requests, limits = pod_demand(
+        map(_resources, spec.containers or []),
+        map(_resources, spec.initContainers or []),
+        spec.overhead,
+    )
+    bound_at_s = _time_s(metadata.creationTimestamp)
+    for condition in (status.conditions if status else None) or []:
+        if condition.type == "PodScheduled" and condition.status == "True":
+            bound_at_s = _time_s(condition.lastTransitionTime) or bound_at_s
+    node = spec.nodeName
+    return ScheduledPod(
+        uid=metadata.uid or "",
+        node=sys.intern(node) if node else None,
+        requests=requests,
+        limits=limits,
+        bound_at_s=bound_at_s if bound_at_s is not None else 0.0,
+        finished=bool(status and status.phase in _FINISHED_PHASES),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """One pod behind a node's addition, for ``/debug/nodes/{name}``."""
+
+    pod: str  # namespace/name
+    kind: str  # "bound" or "reserved"
+    since_s: float  # bound at, or reserved at
+    usage: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Addition:
+    """What a node's samples do not contain yet, and when that changes with the clock."""
+
+    sample_at_s: float | None
+    fractions: Mapping[str, float]
+    contributions: tuple[Contribution, ...]
+    changes_at_s: float
+
+
+NO_ADDITION = Addition(None, {}, (), math.inf)
+
+
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    requests: Resources
+    limits: Resources
+    bound_at_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    uid: str
+    pod: str  # namespace/name
+    node: str
+    requests: Resources
+    limits: Resources
+    made_at_s: float
+
+
+ReservationEnd = Callable[[str], None]  # called with "confirmed", "moved" or "dropped"
+
+
+class Ledger:
+    """Per node: the pods bound within maxAge and the live reservations."""
+
+    def __init__(
+        self,
+        policy: Callable[[], Policy],
+        on_reservation_end: ReservationEnd,
+        ttl_s: float = DEFAULT_RESERVATION_TTL_S,
+    ) -> None:
+        self._policy = policy
+        self._on_end = on_reservation_end
+        self.ttl_s = ttl_s
+        self._bound: dict[str, dict[str, _Bound]] = {}  # node → pod key → pod
+        self._reserved: dict[str, dict[str, Reservation]] = {}  # node → uid → reservation
+        self._reservations: dict[str, Reservation] = {}  # uid → reservation
+        self._allocatable: dict[str, Resources] = {}
+
+    @property
+    def reservations(self) -> int:
+        return len(self._reservations)
+
+    def tracks(self, node: str) -> bool:
+        return node in self._bound or node in self._reserved
+
+    def set_allocatable(self, node: str, allocatable: Resources | None) -> bool:
+        """Record a node's allocatable (None: the node is gone); True if it changed."""
+        if allocatable is None:
+            self._allocatable.pop(node, None)
+            return False
+        changed = self._allocatable.get(node) != allocatable
+        self._allocatable[node] = allocatable
+        return changed
+
+    def on_pod(
+        self, key: str, old: ScheduledPod | None, new: ScheduledPod | None, now_s: float
+    ) -> set[str]:
+        """Follow one pod cache change; return the nodes whose addition may have changed."""
+        old_node = old.node if old is not None and not old.finished else None
+        new_node = new.node if new is not None and not new.finished else None
+        affected: set[str] = set()
+        if old_node is not None and old_node != new_node:
+            pods = self._bound.get(old_node)
+            if pods is not None and pods.pop(key, None) is not None:
+                affected.add(old_node)
+                if not pods:
+                    del self._bound[old_node]
+        if new is not None and new_node is not None and new_node != old_node:
+            if now_s - new.bound_at_s < self._policy().spec.estimation.max_age_s:
+                pod = _Bound(new.requests, new.limits, min(new.bound_at_s, now_s))
+                self._bound.setdefault(new_node, {})[key] = pod
+                affected.add(new_node)
+            reservation = self._end(new.uid)
+            if reservation is not None:
+                affected.add(reservation.node)
+                self._on_end("confirmed" if reservation.node == new_node else "moved")
+        elif new is None and old is not None and old.node is None:
+            reservation = self._end(old.uid)  # deleted before it was bound
+            if reservation is not None:
+                affected.add(reservation.node)
+                self._on_end("dropped")
+        return affected
+
+    def reserve(
+        self,
+        uid: str,
+        pod: str,
+        node: str,
+        requests: Resources,
+        limits: Resources,
+        now_s: float,
+    ) -> set[str]:
+        """Reserve a pod's estimate on ``node``; return the nodes whose addition changed."""
+        previous = self._reservations.get(uid)
+        if previous is not None and previous.node == node:
+            return set()
+        affected = {node}
+        if previous is not None:
+            self._end(uid)
+            affected.add(previous.node)
+        reservation = Reservation(uid, pod, node, requests, limits, now_s)
+        self._reservations[uid] = reservation
+        self._reserved.setdefault(node, {})[uid] = reservation
+        return affected
+
+    def _end(self, uid: str) -> Reservation | None:
+        reservation = self._reservations.pop(uid, None)
+        if reservation is not None:
+            on_node = self._reserved[reservation.node]
+            del on_node[uid]
+            if not on_node:
+                del self._reserved[reservation.node]
+        return reservation
+
+    def addition(self, node: str, sample_at_s: float | None, now_s: float) -> Addition:
+        """The node's addition at ``now_s``; forgets the entries that have aged out."""
+        settings = self._policy().spec.estimation
+        contributions: list[Contribution] = []
+        changes_at_s = math.inf
+        pods = self._bound.get(node, {})
+        for key, pod in list(pods.items()):
+            if now_s - pod.bound_at_s >= settings.max_age_s:
+                del pods[key]
+            elif counts(pod.bound_at_s, sample_at_s, now_s, settings):
+                usage = estimate_pod_usage(pod.requests, pod.limits, settings)
+                contributions.append(Contribution(key, "bound", pod.bound_at_s, usage))
+                changes_at_s = min(changes_at_s, pod.bound_at_s + settings.max_age_s)
+        if not pods:
+            self._bound.pop(node, None)
+        for uid, reservation in list(self._reserved.get(node, {}).items()):
+            if now_s >= reservation.made_at_s + self.ttl_s:
+                self._end(uid)
+                self._on_end("dropped")
+                continue
+            usage = estimate_pod_usage(reservation.requests, reservation.limits, settings)
+            contributions.append(
+                Contribution(reservation.pod, "reserved", reservation.made_at_s, usage)
+            )
+            changes_at_s = min(changes_at_s, reservation.made_at_s + self.ttl_s)
+        if not settings.enabled or not contributions:
+            return Addition(sample_at_s, {}, (), changes_at_s if contributions else math.inf)
+        allocatable = self._allocatable.get(node, ZERO)
+        fractions = unsampled_fractions((c.usage for c in contributions), allocatable)
+        return Addition(sample_at_s, fractions, tuple(contributions), changes_at_s)
