@@ -289,7 +289,11 @@ def debug_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
         "metrics": {
             metric: {
                 "usage": reading.usage_fraction,
-                "measured": reading.measured_fraction,
+                "measured": (
+                    None
+                    if reading.measured_fraction is None
+                    else round(reading.measured_fraction, 5)
+                ),
                 "estimated_addition": round(reading.unsampled_fraction, 5),
                 "freshness": str(reading.freshness),
                 "age_seconds": (
