@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -75,7 +74,7 @@ def burst_pod(index: int) -> dict[str, Any]:
 
 
 @pytest.fixture
-def cluster(fake_kube: FakeKube) -> Iterator[FakeKube]:
+def cluster(fake_kube: FakeKube) -> FakeKube:
     for i in range(NODES):
         cpu = 0.15 if i == 0 else 0.50
         fake_kube.store.add_node(
@@ -83,7 +82,7 @@ def cluster(fake_kube: FakeKube) -> Iterator[FakeKube]:
             annotations=usage_annotations(cpu, 0.30),
             allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"},
         )
-    yield fake_kube
+    return fake_kube
 
 
 def serve_extender(fake_kube: FakeKube, policy: Policy) -> Any:
