@@ -21,6 +21,7 @@ node changes, never by scanning pods on a request. The pod cache keeps a small
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -29,7 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from app.load.estimate import counts, estimate_pod_usage, unsampled_fractions
-from app.load.resources import ZERO, Resources
+from app.load.resources import CPU, MEMORY, ZERO, Resources, parse_quantity
 from app.policy import Policy
 
 DEFAULT_RESERVATION_TTL_S = 15.0
@@ -59,24 +60,48 @@ def pod_demand(
     Each container is given as its ``resources`` mapping (``requests``, ``limits``).
     Raises ValueError for an unreadable quantity.
     """
-    totals = [ZERO, ZERO]
-    peaks = [ZERO, ZERO]
+    sums = [0.0, 0.0, 0.0, 0.0]  # cpu request, memory request, cpu limit, memory limit
     for resources in containers:
-        for i, kind in enumerate(("requests", "limits")):
-            totals[i] = totals[i] + Resources.of((resources or {}).get(kind))
+        if resources:
+            for i, amount in enumerate(_amounts(resources)):
+                sums[i] += amount
     for resources in init_containers:
-        for i, kind in enumerate(("requests", "limits")):
-            amount = Resources.of((resources or {}).get(kind))
-            peaks[i] = Resources(
-                max(peaks[i].cpu_cores, amount.cpu_cores),
-                max(peaks[i].memory_bytes, amount.memory_bytes),
-            )
-    extra = Resources.of(overhead)
-    requests, limits = (
-        Resources(max(t.cpu_cores, p.cpu_cores), max(t.memory_bytes, p.memory_bytes)) + extra
-        for t, p in zip(totals, peaks, strict=True)
+        if resources:
+            for i, amount in enumerate(_amounts(resources)):
+                sums[i] = max(sums[i], amount)
+    cpu_extra, memory_extra = _pair(overhead)
+    return (
+        Resources(sums[0] + cpu_extra, sums[1] + memory_extra),
+        Resources(sums[2] + cpu_extra, sums[3] + memory_extra),
     )
-    return requests, limits
+
+
+# Each reservation parses its pod's quantities after the answer is sent, but on the
+# extender's only thread: the same few strings ("100m", "128Mi") are parsed once.
+_cached_quantity = functools.lru_cache(maxsize=4096)(parse_quantity)
+
+
+def _quantity(value: Any) -> float:
+    try:
+        return _cached_quantity(value)
+    except TypeError:  # unhashable: a list or a map where a quantity belongs
+        raise ValueError(f"not a quantity: {value!r}") from None
+
+
+def _pair(amounts: Any) -> tuple[float, float]:
+    if not amounts:
+        return 0.0, 0.0
+    if not isinstance(amounts, Mapping):
+        raise ValueError(f"not a map of quantities: {amounts!r}")
+    cpu, memory = amounts.get(CPU), amounts.get(MEMORY)
+    return (
+        0.0 if cpu is None else _quantity(cpu),
+        0.0 if memory is None else _quantity(memory),
+    )
+
+
+def _amounts(resources: Mapping[str, Any]) -> tuple[float, float, float, float]:
+    return (*_pair(resources.get("requests")), *_pair(resources.get("limits")))
 
 
 def demand_of_request_pod(pod: Mapping[str, Any]) -> tuple[Resources, Resources]:

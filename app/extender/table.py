@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 from app.extender.estimates import NO_ADDITION, Addition, Ledger
 from app.extender.index import VerdictIndex, new_verdict_index
-from app.load.estimate import freshest_sample_s
-from app.load.model import NodeLoad, evaluate_node
+from app.load.model import Measurement, NodeLoad, assess, evaluate_node, measure
 from app.load.samples import HOT_VALUE_KEY
 from app.policy import Policy
 
@@ -37,6 +36,7 @@ class NodeEntry:
     key: AnnotationKey  # the relevant annotation values, to detect changes cheaply
     load: NodeLoad
     last_seen_s: float
+    measurement: Measurement  # the annotations as read; reused while only the addition changes
     addition: Addition  # what the samples do not contain yet (already inside ``load``)
     recheck_at_s: float  # when the clock alone changes the verdict or the addition
 
@@ -111,8 +111,12 @@ class NodeTable:
     def recompute(self, name: str) -> None:
         """Recompute a node whose estimated addition changed (a binding, a reservation)."""
         entry = self._entries.get(name)
-        if entry is not None:
-            self._store(name, entry.annotations, self._clock(), entry.last_seen_s)
+        if entry is None:
+            return
+        now_s = self._clock()
+        # The annotations are unchanged: read them again only if the clock changed them.
+        measurement = entry.measurement if now_s < entry.measurement.changes_at_s else None
+        self._store(name, entry.annotations, now_s, entry.last_seen_s, measurement)
 
     def remove(self, name: str) -> None:
         self._entries.pop(name, None)
@@ -142,17 +146,31 @@ class NodeTable:
         return self._entries.get(name)
 
     def _store(
-        self, name: str, annotations: Mapping[str, str], now_s: float, last_seen_s: float
+        self,
+        name: str,
+        annotations: Mapping[str, str],
+        now_s: float,
+        last_seen_s: float,
+        measurement: Measurement | None = None,
     ) -> NodeEntry:
         relevant = {k: v for k in self._keys if (v := annotations.get(k)) is not None}
+        if measurement is None:
+            measurement = measure(relevant, self._policy, now_s)
         addition = NO_ADDITION
         if self._ledger is not None and self._ledger.tracks(name):
-            sample_at_s = freshest_sample_s(relevant, self._policy, now_s)
+            sample_at_s = measurement.freshest_sample_s()
             addition = self._ledger.addition(name, sample_at_s, now_s)
-        load = evaluate_node(relevant, self._policy, now_s, addition.fractions or None)
+        load = assess(measurement, self._policy, addition.fractions)
         recheck_at_s = min(load.recheck_at_s, addition.changes_at_s)
         entry = NodeEntry(
-            name, relevant, self.key_of(relevant), load, last_seen_s, addition, recheck_at_s
+            name,
+            relevant,
+            self.key_of(relevant),
+            load,
+            last_seen_s,
+            measurement,
+            addition,
+            recheck_at_s,
         )
         previous = self._entries.get(name)
         self._entries[name] = entry

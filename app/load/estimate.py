@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from app.load.model import read_metric
+from app.load.model import measure
 from app.load.resources import CPU, MEMORY, Resources
 from app.policy import EstimationPolicy, Policy
 
@@ -85,14 +85,7 @@ def unsampled_fractions(usages: Iterable[Resources], allocatable: Resources) -> 
 
 def freshest_sample_s(annotations: Mapping[str, str], policy: Policy, now_s: float) -> float | None:
     """The newest timestamp among the node's fresh usage readings; None if none is fresh."""
-    newest: float | None = None
-    for metric in policy.metrics:
-        if policy.resource_of(metric) is None:
-            continue
-        reading, _ = read_metric(annotations, metric, policy.freshness_window_s(metric), now_s)
-        if reading.is_fresh and reading.timestamp_s is not None:
-            newest = reading.timestamp_s if newest is None else max(newest, reading.timestamp_s)
-    return newest
+    return measure(annotations, policy, now_s).freshest_sample_s()
 
 
 def node_unsampled(
