@@ -102,7 +102,7 @@ class ExtenderMetrics:
             "Reservations waiting for their pod's binding.",
             registry=registry,
         )
-        self.pods_estimated = Gauge(
+        self.pods_cached = Gauge(
             "loadaware_extender_pods_cached",
             "Pods in the extender's pod cache (-1 without one).",
             registry=registry,

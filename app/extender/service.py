@@ -73,7 +73,7 @@ class Extender:
         self.metrics.reservations.set_function(
             lambda: -1.0 if self.ledger is None else float(self.ledger.reservations)
         )
-        self.metrics.pods_estimated.set_function(
+        self.metrics.pods_cached.set_function(
             lambda: -1.0 if pod_cache is None else float(len(pod_cache.objects))
         )
         self._reservation_end_counters = {
