@@ -18,6 +18,7 @@ from app.load.model import Freshness, evaluate_node
 from app.load.resources import Resources
 from app.load.samples import format_usage
 from app.policy import DEFAULT_POLICY_YAML, Policy, PolicyError, default_policy, policy_from_yaml
+from app.policy.check import describe
 
 NOW_S = 1_700_000_000.0
 GiB = 2.0**30
@@ -162,3 +163,13 @@ def test_a_crane_file_without_the_section_estimates_by_default() -> None:
 def test_a_bad_estimation_section_names_the_field(section: str, field: str) -> None:
     with pytest.raises(PolicyError, match=field.replace(".", r"\.")):
         policy_from_yaml(DEFAULT_POLICY_YAML + f"  estimation: {{{section}}}\n")
+
+
+def test_policy_check_shows_the_estimation_settings() -> None:
+    on = describe(default_policy())
+    assert (
+        "estimation: on; pods bound since a node's last sample add max(request, limit) x 0.85" in on
+    )
+    assert "at most 5m" in on
+    off = describe(policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {enabled: false}\n"))
+    assert "estimation: off" in off
