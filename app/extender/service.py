@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 # Full-nodes mode never hears that a node was deleted; forget nodes unseen this long.
 FULL_MODE_FORGET_AFTER_S = 3600.0
 _WARN_EVERY_S = 60.0
+# How often estimated pods and reservations are aged out: they may end a little late.
+ESTIMATE_SWEEP_S = 0.5
 
 
 class Extender:
@@ -156,6 +158,7 @@ class Extender:
 
     def _count_overloaded(self) -> float:
         self.table.refresh(self.clock())
+        self.table.expire_estimates(self.clock())
         return float(len(self.table.rejected_metric))
 
     def _node_cache_age(self) -> float:
@@ -238,6 +241,7 @@ class Extender:
             self._tasks.append(asyncio.create_task(self.node_cache.run(), name="node-cache"))
         if self.pod_cache is not None:
             self._tasks.append(asyncio.create_task(self.pod_cache.run(), name="pod-cache"))
+            self._tasks.append(asyncio.create_task(self._expire_estimates(), name="estimates"))
         else:
             self._tasks.append(asyncio.create_task(self._forget_unseen(), name="forget-unseen"))
         if self.policy_watcher is not None:
@@ -251,6 +255,12 @@ class Extender:
                 await task
         self._tasks.clear()
 
+    async def _expire_estimates(self) -> None:
+        """Age estimated pods and reservations out, between requests rather than in one."""
+        while True:
+            await asyncio.sleep(ESTIMATE_SWEEP_S)
+            self.table.expire_estimates(self.clock())
+
     async def _forget_unseen(self) -> None:
         while True:
             await asyncio.sleep(FULL_MODE_FORGET_AFTER_S / 6)
@@ -261,6 +271,7 @@ class Extender:
     def debug_nodes(self) -> list[dict[str, Any]]:
         now_s = self.clock()
         self.table.refresh(now_s)
+        self.table.expire_estimates(now_s)
         views = [debug_view(entry, now_s) for entry in self.table]
         return sorted(views, key=lambda view: str(view["name"]))
 
@@ -310,7 +321,7 @@ def debug_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
         "score": load.score,
         "extender_score": load.extender_score,
         "recheck_in_seconds": (
-            None if math.isinf(entry.recheck_at_s) else round(entry.recheck_at_s - now_s, 1)
+            None if math.isinf(load.recheck_at_s) else round(load.recheck_at_s - now_s, 1)
         ),
     }
 

@@ -3,8 +3,11 @@
 A verdict depends only on a node's loadaware annotations, the policy and the clock,
 so the table recomputes a node's ``NodeEntry`` when its annotations change, when the
 policy changes, when its estimated addition changes (a pod bound or reserved on it,
-see ``estimates.py``), or when the clock passes the entry's ``recheck_at_s`` (a value
-goes stale, a hot value expires, an estimated pod ages out). Each recomputed verdict
+see ``estimates.py``), or when the clock changes it. Two clocks are kept apart:
+``refresh`` (called by every verb) handles the instants that change what the load
+model reads (a value goes stale, a hot value expires), exactly; ``expire_estimates``
+(called about once a second by the extender, off the request path) handles estimated
+pods ageing out and reservations expiring, which may well be a second late. Each recomputed verdict
 and score goes into ``index``, the VerdictIndex that answers filter and prioritize
 requests whole.
 """
@@ -38,7 +41,6 @@ class NodeEntry:
     last_seen_s: float
     measurement: Measurement  # the annotations as read; reused while only the addition changes
     addition: Addition  # what the samples do not contain yet (already inside ``load``)
-    recheck_at_s: float  # when the clock alone changes the verdict or the addition
 
     @property
     def reason(self) -> str | None:
@@ -63,7 +65,8 @@ class NodeTable:
         self.index = index if index is not None else new_verdict_index()
         self.rejected_metric: dict[str, str] = {}  # name → the metric it is rejected on
         self.metric_of_reason: dict[str, str] = {}  # filter reason → its metric
-        self._rechecks: list[tuple[float, str]] = []  # a heap of (recheck_at_s, name)
+        self._rechecks: list[tuple[float, str]] = []  # a heap of (load.recheck_at_s, name)
+        self._expiries: list[tuple[float, str]] = []  # (addition.changes_at_s, name)
         # A node without annotations passes and scores as one without data.
         self.index.unknown_score = evaluate_node({}, policy, clock()).extender_score
 
@@ -96,6 +99,7 @@ class NodeTable:
         self.metric_of_reason.clear()
         self.index.unknown_score = evaluate_node({}, policy, now_s).extender_score
         self._rechecks.clear()
+        self._expiries.clear()
         for name, entry in list(self._entries.items()):
             self._store(name, entry.annotations, now_s, entry.last_seen_s)
 
@@ -133,16 +137,23 @@ class NodeTable:
 
     def refresh(self, now_s: float) -> None:
         """Recompute the entries whose verdict the clock has changed; cheap when none has."""
-        rechecks = self._rechecks
-        while rechecks and rechecks[0][0] <= now_s:
-            at_s, name = heapq.heappop(rechecks)
+        self._recompute_due(self._rechecks, now_s, _verdict_due)
+
+    def expire_estimates(self, now_s: float) -> None:
+        """Recompute the entries whose estimated pods or reservations have expired."""
+        self._recompute_due(self._expiries, now_s, _estimate_due)
+
+    def _recompute_due(self, heap: list[tuple[float, str]], now_s: float, due_at: DueAt) -> None:
+        while heap and heap[0][0] <= now_s:
+            at_s, name = heapq.heappop(heap)
             entry = self._entries.get(name)
             # Heap items of replaced or removed entries are skipped, not searched for.
-            if entry is not None and entry.recheck_at_s == at_s:
+            if entry is not None and due_at(entry) == at_s:
                 self._store(name, entry.annotations, now_s, entry.last_seen_s)
 
     def lookup(self, name: str, now_s: float) -> NodeEntry | None:
         self.refresh(now_s)
+        self.expire_estimates(now_s)
         return self._entries.get(name)
 
     def _store(
@@ -161,7 +172,6 @@ class NodeTable:
             sample_at_s = measurement.freshest_sample_s()
             addition = self._ledger.addition(name, sample_at_s, now_s)
         load = assess(measurement, self._policy, addition.fractions)
-        recheck_at_s = min(load.recheck_at_s, addition.changes_at_s)
         entry = NodeEntry(
             name,
             relevant,
@@ -170,7 +180,6 @@ class NodeTable:
             last_seen_s,
             measurement,
             addition,
-            recheck_at_s,
         )
         previous = self._entries.get(name)
         self._entries[name] = entry
@@ -181,22 +190,35 @@ class NodeTable:
         else:
             self.rejected_metric.pop(name, None)
         self.index.set(name, load.extender_score, load.reason)
-        if not math.isinf(recheck_at_s):
-            self._schedule_recheck(recheck_at_s, name)
+        if not math.isinf(load.recheck_at_s):
+            self._rechecks = self._push(self._rechecks, load.recheck_at_s, name, _verdict_due)
+        if not math.isinf(addition.changes_at_s):
+            self._expiries = self._push(self._expiries, addition.changes_at_s, name, _estimate_due)
         if (previous.reason if previous else None) != entry.reason:
             _log_verdict_change(entry, previous)
         return entry
 
-    def _schedule_recheck(self, at_s: float, name: str) -> None:
-        heapq.heappush(self._rechecks, (at_s, name))
+    def _push(
+        self, heap: list[tuple[float, str]], at_s: float, name: str, due_at: DueAt
+    ) -> list[tuple[float, str]]:
+        heapq.heappush(heap, (at_s, name))
+        if len(heap) <= 4 * len(self._entries) + 1024:
+            return heap
         # Replaced entries leave items behind; rebuild before they outnumber live ones.
-        if len(self._rechecks) > 4 * len(self._entries) + 1024:
-            self._rechecks = [
-                (e.recheck_at_s, e.name)
-                for e in self._entries.values()
-                if not math.isinf(e.recheck_at_s)
-            ]
-            heapq.heapify(self._rechecks)
+        rebuilt = [(due_at(e), e.name) for e in self._entries.values() if not math.isinf(due_at(e))]
+        heapq.heapify(rebuilt)
+        return rebuilt
+
+
+DueAt = Callable[[NodeEntry], float]
+
+
+def _verdict_due(entry: NodeEntry) -> float:
+    return entry.load.recheck_at_s
+
+
+def _estimate_due(entry: NodeEntry) -> float:
+    return entry.addition.changes_at_s
 
 
 def _log_verdict_change(entry: NodeEntry, previous: NodeEntry | None) -> None:
