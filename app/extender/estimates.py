@@ -25,7 +25,7 @@ import functools
 import math
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -176,11 +176,10 @@ class Addition:
 
     sample_at_s: float | None
     fractions: Mapping[str, float]
-    contributions: tuple[Contribution, ...]
     changes_at_s: float
 
 
-NO_ADDITION = Addition(None, {}, (), math.inf)
+NO_ADDITION = Addition(None, {}, math.inf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +197,7 @@ class Reservation:
     requests: Resources
     limits: Resources
     made_at_s: float
+    usage: Resources  # the estimate, under the policy in force when it was made or repriced
 
 
 ReservationEnd = Callable[[str], None]  # called with "confirmed", "moved" or "dropped"
@@ -216,7 +216,9 @@ class Ledger:
         self._on_end = on_reservation_end
         self.ttl_s = ttl_s
         self._bound: dict[str, dict[str, _Bound]] = {}  # node → pod key → pod
-        self._reserved: dict[str, dict[str, Reservation]] = {}  # node → uid → reservation
+        # node → uid → reservation, oldest first (a re-reserved pod moves to the end)
+        self._reserved: dict[str, dict[str, Reservation]] = {}
+        self._reserved_usage: dict[str, Resources] = {}  # node → its reservations' sum
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
         self._allocatable: dict[str, Resources] = {}
 
@@ -282,47 +284,89 @@ class Ledger:
         if previous is not None:
             self._end(uid)
             affected.add(previous.node)
-        reservation = Reservation(uid, pod, node, requests, limits, now_s)
+        usage = estimate_pod_usage(requests, limits, self._policy().spec.estimation)
+        reservation = Reservation(uid, pod, node, requests, limits, now_s, usage)
         self._reservations[uid] = reservation
         self._reserved.setdefault(node, {})[uid] = reservation
+        self._reserved_usage[node] = self._reserved_usage.get(node, ZERO) + usage
         return affected
 
     def _end(self, uid: str) -> Reservation | None:
         reservation = self._reservations.pop(uid, None)
         if reservation is not None:
-            on_node = self._reserved[reservation.node]
+            node = reservation.node
+            on_node = self._reserved[node]
             del on_node[uid]
-            if not on_node:
-                del self._reserved[reservation.node]
+            if on_node:
+                self._reserved_usage[node] = self._reserved_usage[node] - reservation.usage
+            else:
+                del self._reserved[node]
+                del self._reserved_usage[node]  # exactly zero, free of rounding
         return reservation
 
-    def addition(self, node: str, sample_at_s: float | None, now_s: float) -> Addition:
-        """The node's addition at ``now_s``; forgets the entries that have aged out."""
+    def reprice(self) -> list[str]:
+        """Re-estimate every reservation under the current policy (after a reload);
+        return the nodes that hold one."""
         settings = self._policy().spec.estimation
-        contributions: list[Contribution] = []
+        for node, on_node in self._reserved.items():
+            total = ZERO
+            for uid, old in on_node.items():
+                usage = estimate_pod_usage(old.requests, old.limits, settings)
+                on_node[uid] = self._reservations[uid] = replace(old, usage=usage)
+                total = total + usage
+            self._reserved_usage[node] = total
+        return list(self._reserved)
+
+    def addition(self, node: str, sample_at_s: float | None, now_s: float) -> Addition:
+        """The node's addition at ``now_s``; forgets the entries that have aged out.
+
+        Costs O(pods bound on the node within maxAge): reservations are kept summed."""
+        settings = self._policy().spec.estimation
+        self._expire(node, now_s, settings.max_age_s)
+        total = self._reserved_usage.get(node, ZERO)
         changes_at_s = math.inf
-        pods = self._bound.get(node, {})
-        for key, pod in list(pods.items()):
-            if now_s - pod.bound_at_s >= settings.max_age_s:
-                del pods[key]
-            elif counts(pod.bound_at_s, sample_at_s, now_s, settings):
-                usage = estimate_pod_usage(pod.requests, pod.limits, settings)
-                contributions.append(Contribution(key, "bound", pod.bound_at_s, usage))
+        reserved = self._reserved.get(node)
+        if reserved:
+            changes_at_s = next(iter(reserved.values())).made_at_s + self.ttl_s
+        for pod in self._bound.get(node, {}).values():
+            if counts(pod.bound_at_s, sample_at_s, now_s, settings):
+                total = total + estimate_pod_usage(pod.requests, pod.limits, settings)
                 changes_at_s = min(changes_at_s, pod.bound_at_s + settings.max_age_s)
-        if not pods:
-            self._bound.pop(node, None)
-        for uid, reservation in list(self._reserved.get(node, {}).items()):
-            if now_s >= reservation.made_at_s + self.ttl_s:
-                self._end(uid)
-                self._on_end("dropped")
-                continue
-            usage = estimate_pod_usage(reservation.requests, reservation.limits, settings)
-            contributions.append(
-                Contribution(reservation.pod, "reserved", reservation.made_at_s, usage)
+        if not settings.enabled or total == ZERO:
+            return Addition(sample_at_s, {}, changes_at_s)
+        fractions = unsampled_fractions((total,), self._allocatable.get(node, ZERO))
+        return Addition(sample_at_s, fractions, changes_at_s)
+
+    def _expire(self, node: str, now_s: float, max_age_s: float) -> None:
+        pods = self._bound.get(node)
+        if pods is not None:
+            for key in [k for k, pod in pods.items() if now_s - pod.bound_at_s >= max_age_s]:
+                del pods[key]
+            if not pods:
+                del self._bound[node]
+        reserved = self._reserved.get(node)
+        while reserved:
+            oldest = next(iter(reserved.values()))
+            if now_s < oldest.made_at_s + self.ttl_s:
+                break
+            self._end(oldest.uid)
+            self._on_end("dropped")
+            reserved = self._reserved.get(node)
+
+    def contributions(
+        self, node: str, sample_at_s: float | None, now_s: float
+    ) -> list[Contribution]:
+        """The pods behind a node's addition, for ``/debug/nodes/{name}``."""
+        settings = self._policy().spec.estimation
+        found = [
+            Contribution(
+                key, "bound", pod.bound_at_s, estimate_pod_usage(pod.requests, pod.limits, settings)
             )
-            changes_at_s = min(changes_at_s, reservation.made_at_s + self.ttl_s)
-        if not settings.enabled or not contributions:
-            return Addition(sample_at_s, {}, (), changes_at_s if contributions else math.inf)
-        allocatable = self._allocatable.get(node, ZERO)
-        fractions = unsampled_fractions((c.usage for c in contributions), allocatable)
-        return Addition(sample_at_s, fractions, tuple(contributions), changes_at_s)
+            for key, pod in self._bound.get(node, {}).items()
+            if counts(pod.bound_at_s, sample_at_s, now_s, settings)
+        ]
+        found += [
+            Contribution(r.pod, "reserved", r.made_at_s, r.usage)
+            for r in self._reserved.get(node, {}).values()
+        ]
+        return found

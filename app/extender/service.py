@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from app.extender.estimates import (
     DEFAULT_RESERVATION_TTL_S,
+    Contribution,
     Ledger,
     ScheduledPod,
     demand_of_request_pod,
@@ -166,7 +167,10 @@ class Extender:
         return -1.0 if age is None else age
 
     def set_policy(self, policy: Policy) -> None:
-        self.table.set_policy(policy)
+        self.table.set_policy(policy)  # the ledger reads the new policy through the table
+        if self.ledger is not None:
+            for name in self.ledger.reprice():
+                self.table.recompute(name)
         self.metrics.policy_last_reload.set(self.clock())
 
     def on_policy_reload(self, result: str) -> None:
@@ -272,16 +276,25 @@ class Extender:
         now_s = self.clock()
         self.table.refresh(now_s)
         self.table.expire_estimates(now_s)
-        views = [debug_view(entry, now_s) for entry in self.table]
+        views = [
+            debug_view(entry, self._contributions(entry, now_s), now_s) for entry in self.table
+        ]
         return sorted(views, key=lambda view: str(view["name"]))
 
     def debug_node(self, name: str) -> dict[str, Any] | None:
         now_s = self.clock()
         entry = self.table.lookup(name, now_s)
-        return None if entry is None else debug_view(entry, now_s)
+        return (
+            None if entry is None else debug_view(entry, self._contributions(entry, now_s), now_s)
+        )
+
+    def _contributions(self, entry: NodeEntry, now_s: float) -> list[Contribution]:
+        if self.ledger is None or not self.table.policy.spec.estimation.enabled:
+            return []
+        return self.ledger.contributions(entry.name, entry.addition.sample_at_s, now_s)
 
 
-def debug_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
+def debug_view(entry: NodeEntry, contributions: list[Contribution], now_s: float) -> dict[str, Any]:
     """Everything about one node's verdict, for ``curl /debug/nodes``."""
     load = entry.load
     policy_windows = {r.metric: r for r in load.readings}
@@ -314,7 +327,7 @@ def debug_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
             }
             for metric, reading in policy_windows.items()
         },
-        "estimate": estimate_view(entry, now_s),
+        "estimate": estimate_view(entry, contributions, now_s),
         "hot_value": load.hot_value,
         "hot_value_fresh": load.hot_value_fresh,
         "load_score": load.load_score,
@@ -326,7 +339,9 @@ def debug_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
     }
 
 
-def estimate_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
+def estimate_view(
+    entry: NodeEntry, contributions: list[Contribution], now_s: float
+) -> dict[str, Any]:
     """The pods behind a node's estimated addition (README "Burst-aware estimation")."""
     addition = entry.addition
     return {
@@ -342,6 +357,6 @@ def estimate_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
                 "cpu_cores": round(c.usage.cpu_cores, 3),
                 "memory_bytes": round(c.usage.memory_bytes),
             }
-            for c in addition.contributions
+            for c in contributions
         ],
     }

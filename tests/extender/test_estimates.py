@@ -287,3 +287,17 @@ def test_a_newer_sample_patched_on_the_node_ends_the_estimate(
     )
     wait_for(lambda: httpx.get(f"{url}/debug/nodes/warm").json()["verdict"] == "ok")
     assert httpx.get(f"{url}/debug/nodes/warm").json()["estimate"]["pods"] == []
+
+
+def test_a_policy_reload_reprices_live_reservations() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    call(extender, "prioritize", "p", ["warm", "cool"])
+    extender.set_policy(
+        policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {factors: {cpu: 1.0}}\n")
+    )
+    assert added_cpu(extender, "cool") == pytest.approx(3 / 8)
+    view = extender.debug_node("cool")
+    assert view is not None
+    assert view["estimate"]["pods"][0]["kind"] == "reserved"
+    assert view["estimate"]["pods"][0]["cpu_cores"] == 3.0
