@@ -267,6 +267,10 @@ class Ledger:
                 self._on_end("dropped")
         return affected
 
+    def fractions_of(self, node: str, usage: Resources) -> dict[str, float]:
+        """``usage`` as fractions of the node's allocatable (see unsampled_fractions)."""
+        return unsampled_fractions((usage,), self._allocatable.get(node, ZERO))
+
     def reserve(
         self,
         uid: str,
@@ -276,7 +280,8 @@ class Ledger:
         limits: Resources,
         now_s: float,
     ) -> set[str]:
-        """Reserve a pod's estimate on ``node``; return the nodes whose addition changed."""
+        """Reserve a pod's estimate on ``node``; return the nodes whose addition changed.
+        A new reservation is then ``newest_reservation(node)``."""
         previous = self._reservations.get(uid)
         if previous is not None and previous.node == node:
             return set()
@@ -352,6 +357,10 @@ class Ledger:
             self._end(oldest.uid)
             self._on_end("dropped")
             reserved = self._reserved.get(node)
+
+    def newest_reservation(self, node: str) -> Reservation | None:
+        reserved = self._reserved.get(node)
+        return next(reversed(reserved.values())) if reserved else None
 
     def contributions(
         self, node: str, sample_at_s: float | None, now_s: float

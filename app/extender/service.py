@@ -153,8 +153,15 @@ class Extender:
             log.debug("not reserving for a pod with unreadable resources: %s", error)
             return
         pod_name = f"{metadata.get('namespace')}/{metadata.get('name')}"
-        for changed in self.ledger.reserve(uid, pod_name, node, requests, limits, self.clock()):
-            self.table.recompute(changed)
+        affected = self.ledger.reserve(uid, pod_name, node, requests, limits, self.clock())
+        reservation = self.ledger.newest_reservation(node)
+        if affected == {node} and reservation is not None and reservation.uid == uid:
+            # Only added usage: skip re-assessing the node while it cannot change an answer.
+            fractions = self.ledger.fractions_of(node, reservation.usage)
+            self.table.add_reserved(node, fractions, reservation.made_at_s + self.ledger.ttl_s)
+        else:
+            for changed in affected:
+                self.table.recompute(changed)
         self.metrics.reservations_made.labels(verb=verb).inc()
 
     def _count_overloaded(self) -> float:
@@ -276,8 +283,11 @@ class Extender:
         now_s = self.clock()
         self.table.refresh(now_s)
         self.table.expire_estimates(now_s)
+        entries = [self.table.lookup(entry.name, now_s) for entry in self.table]
         views = [
-            debug_view(entry, self._contributions(entry, now_s), now_s) for entry in self.table
+            debug_view(entry, self._contributions(entry, now_s), now_s)
+            for entry in entries
+            if entry is not None
         ]
         return sorted(views, key=lambda view: str(view["name"]))
 

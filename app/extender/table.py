@@ -19,11 +19,11 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.extender.estimates import NO_ADDITION, Addition, Ledger
 from app.extender.index import VerdictIndex, new_verdict_index
-from app.load.model import Measurement, NodeLoad, assess, evaluate_node, measure
+from app.load.model import Measurement, NodeLoad, assess, evaluate_node, headroom, measure
 from app.load.samples import HOT_VALUE_KEY
 from app.policy import Policy
 
@@ -41,6 +41,11 @@ class NodeEntry:
     last_seen_s: float
     measurement: Measurement  # the annotations as read; reused while only the addition changes
     addition: Addition  # what the samples do not contain yet (already inside ``load``)
+    headroom: Mapping[str, float]  # per resource: how much more changes no answer
+    # Reservations made since ``load`` was assessed, too small to change its answers
+    # (fractions per resource), and the earliest instant the estimate changes with them.
+    unassessed: dict[str, float] = field(default_factory=dict)
+    estimate_due_s: float = math.inf
 
     @property
     def reason(self) -> str | None:
@@ -152,9 +157,31 @@ class NodeTable:
                 self._store(name, entry.annotations, now_s, entry.last_seen_s)
 
     def lookup(self, name: str, now_s: float) -> NodeEntry | None:
+        """A node's entry with everything the clock and reservations changed applied."""
         self.refresh(now_s)
         self.expire_estimates(now_s)
-        return self._entries.get(name)
+        entry = self._entries.get(name)
+        if entry is not None and entry.unassessed:
+            self.recompute(name)
+            entry = self._entries.get(name)
+        return entry
+
+    def add_reserved(self, name: str, fractions: Mapping[str, float], expires_at_s: float) -> None:
+        """A reservation was added on ``name``: re-assess the node only if it could change
+        the node's answers (its headroom), else just note it."""
+        entry = self._entries.get(name)
+        if entry is None:
+            return
+        unassessed = entry.unassessed
+        for resource, fraction in fractions.items():
+            if unassessed.get(resource, 0.0) + fraction > entry.headroom.get(resource, 0.0):
+                self.recompute(name)
+                return
+        for resource, fraction in fractions.items():
+            unassessed[resource] = unassessed.get(resource, 0.0) + fraction
+        if expires_at_s < entry.estimate_due_s:
+            entry.estimate_due_s = expires_at_s
+            self._expiries = self._push(self._expiries, expires_at_s, name, _estimate_due)
 
     def _store(
         self,
@@ -172,6 +199,7 @@ class NodeTable:
             sample_at_s = measurement.freshest_sample_s()
             addition = self._ledger.addition(name, sample_at_s, now_s)
         load = assess(measurement, self._policy, addition.fractions)
+        rooms = headroom(load, measurement, self._policy) if self._ledger is not None else {}
         entry = NodeEntry(
             name,
             relevant,
@@ -180,6 +208,8 @@ class NodeTable:
             last_seen_s,
             measurement,
             addition,
+            rooms,
+            estimate_due_s=addition.changes_at_s,
         )
         previous = self._entries.get(name)
         self._entries[name] = entry
@@ -218,7 +248,7 @@ def _verdict_due(entry: NodeEntry) -> float:
 
 
 def _estimate_due(entry: NodeEntry) -> float:
-    return entry.addition.changes_at_s
+    return entry.estimate_due_s
 
 
 def _log_verdict_change(entry: NodeEntry, previous: NodeEntry | None) -> None:

@@ -172,6 +172,13 @@ def find_overloads(readings: Mapping[str, MetricReading], policy: Policy) -> tup
 
 def load_score(readings: Mapping[str, MetricReading], policy: Policy) -> int:
     """crane's score: the weighted free fraction of the priority metrics, 0..100."""
+    weighted_free, total_weight = _weighted_free(readings, policy)
+    if total_weight <= 0:
+        return MAX_CRANE_SCORE
+    return int(weighted_free / total_weight)
+
+
+def _weighted_free(readings: Mapping[str, MetricReading], policy: Policy) -> tuple[float, float]:
     weighted_free = 0.0
     total_weight = 0.0
     for priority in policy.spec.priority:
@@ -182,9 +189,7 @@ def load_score(readings: Mapping[str, MetricReading], policy: Policy) -> int:
             usage = assumed_usage_fraction(policy, priority.name)
         weighted_free += (1.0 - usage) * priority.weight * MAX_CRANE_SCORE
         total_weight += priority.weight
-    if total_weight <= 0:
-        return MAX_CRANE_SCORE
-    return int(weighted_free / total_weight)
+    return weighted_free, total_weight
 
 
 def apply_hot_value(score: int, hot_value: int) -> int:
@@ -276,6 +281,48 @@ def assess(
         extender_score=to_extender_score(score),
         recheck_at_s=measurement.changes_at_s,
     )
+
+
+# Headroom is kept this far inside the exact boundary, so that rounding can only make a
+# caller recompute a node sooner than needed, never later.
+_HEADROOM_MARGIN = 1e-9
+
+
+def headroom(load: NodeLoad, measurement: Measurement, policy: Policy) -> dict[str, float]:
+    """Per resource, how much more usage (a fraction of allocatable) could be added to
+    the fresh readings of its metrics without changing the node's filter reason or its
+    extender score. Usage only ever *added* is meant: the extender uses it to skip
+    re-assessing a node for a reservation too small to change what it answers."""
+    readings = {reading.metric: reading for reading in load.readings}
+    weighted_free, total_weight = _weighted_free(readings, policy)
+    # The lowest load score that still maps to the same extender score, hot value included.
+    lowest_score = MAX_EXTENDER_SCORE * load.extender_score - 5 + load.hot_value * 10
+    rooms: dict[str, float] = {}
+    for resource in set(measurement.resources.values()):
+        room = math.inf
+        for predicate in policy.spec.predicate:
+            reading = readings.get(predicate.name)
+            if (
+                predicate.max_limit_fraction > 0
+                and reading is not None
+                and reading.is_fresh
+                and reading.usage_fraction is not None
+                and measurement.resources.get(predicate.name) == resource
+                and reading.usage_fraction <= predicate.max_limit_fraction
+            ):
+                room = min(room, predicate.max_limit_fraction - reading.usage_fraction)
+        weight = sum(
+            priority.weight
+            for priority in policy.spec.priority
+            if (reading := readings.get(priority.name)) is not None
+            and reading.is_fresh
+            and measurement.resources.get(priority.name) == resource
+        )
+        if weight > 0 and load.extender_score > 0 and total_weight > 0:
+            slack = weighted_free - lowest_score * total_weight
+            room = min(room, slack / (weight * MAX_CRANE_SCORE))
+        rooms[resource] = max(0.0, room - _HEADROOM_MARGIN)
+    return rooms
 
 
 def evaluate_node(

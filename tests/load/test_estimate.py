@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.load.estimate import (
     PlacedPod,
@@ -14,7 +16,7 @@ from app.load.estimate import (
     node_unsampled,
     unsampled_fractions,
 )
-from app.load.model import Freshness, evaluate_node
+from app.load.model import Freshness, assess, evaluate_node, headroom, measure
 from app.load.resources import Resources
 from app.load.samples import format_usage
 from app.policy import DEFAULT_POLICY_YAML, Policy, PolicyError, default_policy, policy_from_yaml
@@ -173,3 +175,35 @@ def test_policy_check_shows_the_estimation_settings() -> None:
     assert "at most 5m" in on
     off = describe(policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {enabled: false}\n"))
     assert "estimation: off" in off
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cpu=st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3),
+    mem=st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3),
+    hot=st.integers(0, 4),
+    share=st.floats(0.0, 1.0),
+)
+def test_usage_within_the_headroom_changes_no_answer(
+    cpu: list[float], mem: list[float], hot: int, share: float
+) -> None:
+    values = {
+        f"{resource}_{window}": format_usage(value, NOW_S - 30)
+        for resource, series in (("cpu", cpu), ("mem", mem))
+        for window, value in zip(
+            ("usage_avg_5m", "usage_max_avg_1h", "usage_max_avg_1d"), series, strict=True
+        )
+    }
+    values["node_hot_value"] = f"{hot},2023-11-14T22:13:10Z"
+    measured = measure(values, POLICY, NOW_S)
+    load = assess(measured, POLICY)
+    rooms = headroom(load, measured, POLICY)
+    for resource in ("cpu", "memory"):
+        room = rooms[resource]
+        if math.isinf(room):
+            continue
+        within = assess(measured, POLICY, {resource: room * share})
+        assert (within.extender_score, within.reason) == (load.extender_score, load.reason)
+        if load.reason is None:  # then the headroom is tight, not just safe
+            beyond = assess(measured, POLICY, {resource: room + 1e-6})
+            assert (beyond.extender_score, beyond.reason) != (load.extender_score, load.reason)
