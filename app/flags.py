@@ -11,6 +11,8 @@ import argparse
 import os
 from typing import Any
 
+from app.policy import parse_duration_s
+
 ENV_PREFIX = "LOADAWARE_"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -34,3 +36,35 @@ def add_flag(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
     elif raw is not None:
         kwargs["default"] = raw
     parser.add_argument(flag, help=f"{help_text} [env {variable}]".strip(), **kwargs)
+
+
+def duration_s(text: str) -> float:
+    """A flag value as seconds: a Go duration (``15s``, ``2m``) or a plain number."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return parse_duration_s(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def boolean(value: Any) -> bool:
+    # add_flag hands environment values to BooleanOptionalAction as strings.
+    if isinstance(value, bool):
+        return value
+    lowered = str(value).strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise SystemExit(f"error: expected true or false, got {value!r}")
+
+
+def add_group_flag(group: Any, flag: str, **kwargs: Any) -> None:
+    """``add_flag`` for an argument group (which lacks ``error``): bad booleans exit."""
+    # add_flag reports a bad boolean through parser.error, which argument groups lack.
+    if kwargs.get("action") == "store_true":
+        boolean(os.environ.get(env_name(flag), "false"))
+    add_flag(group, flag, **kwargs)

@@ -60,7 +60,7 @@ from app.policy import DEFAULT_POLICY_YAML, Policy, default_policy, policy_from_
 
 Scope = MutableMapping[str, Any]
 
-DEFAULT_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kube-scheduler"
+DEFAULT_FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "kube-scheduler"
 HOST = "127.0.0.1"
 CLUSTER_SIZE = 5_000
 NAME_COUNTS = (100, 500, 5_000)

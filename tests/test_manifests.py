@@ -2,92 +2,284 @@
 
 from __future__ import annotations
 
-import argparse
+import importlib.metadata
+import re
 from pathlib import Path
-from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
-import yaml
 
-from app.cli import build_parser
+from app.descheduler.main import DEFAULT_HEALTH_PORT as DESCHEDULER_PORT
 from app.extender.main import DEFAULT_PORT
-from app.flags import env_name
 from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
-
-ROOT = Path(__file__).resolve().parents[1]
-EXTENDER_VERBS = {"filter", "prioritize"}
-
-
-def documents(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def subcommands() -> dict[str, argparse.ArgumentParser]:
-    parser = build_parser()
-    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return dict(action.choices)
-
-
-def env_vars_of(command: str) -> set[str]:
-    parser = subcommands()[command]
-    return {
-        env_name(flag)
-        for a in parser._actions
-        for flag in a.option_strings
-        if flag.startswith("--")
-    }
-
-
-@pytest.mark.parametrize(
-    "path", sorted((ROOT / "scheduler-config").glob("*.yaml")), ids=lambda p: p.name
+from app.rebalance.config import config_from_yaml
+from tests.deploy.manifests import (
+    DEPLOY,
+    SCHEDULER_CONFIG,
+    Obj,
+    base,
+    documents,
+    env_of,
+    env_vars_of,
+    kustomizations,
+    named,
+    of_kind,
+    pod_spec,
+    pod_templates,
+    render,
+    subcommands,
 )
+
+EXTENDER_VERBS = {"filter", "prioritize"}
+LOADAWARE_IMAGE = "loadaware"
+
+
+def scheduler_configs() -> list[Path]:
+    return sorted(SCHEDULER_CONFIG.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", scheduler_configs(), ids=lambda p: p.name)
 def test_scheduler_configs_call_verbs_the_extender_serves(path: Path) -> None:
     (config,) = documents(path)
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["kind"] == "KubeSchedulerConfiguration"
     (extender,) = config["extenders"]
     assert {extender["filterVerb"], extender["prioritizeVerb"]} == EXTENDER_VERBS
-    assert extender["urlPrefix"].endswith(f":{DEFAULT_PORT}")
     assert extender["weight"] > 0
     assert extender["nodeCacheCapable"] is ("full-nodes" not in path.name)
     assert extender["urlPrefix"].startswith("https://") is extender.get("enableHTTPS", False)
 
 
-def containers() -> list[tuple[str, dict[str, Any]]]:
+@pytest.mark.parametrize("path", scheduler_configs(), ids=lambda p: p.name)
+def test_scheduler_configs_reach_the_extender_service_on_its_port(path: Path) -> None:
+    (config,) = documents(path)
+    url = urlsplit(config["extenders"][0]["urlPrefix"])
+    service = named(base(), "Service", "loadaware-extender")
+    assert url.hostname == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+    (port,) = service["spec"]["ports"]
+    assert url.port == port["port"] == DEFAULT_PORT
+    assert url.path in ("", "/")  # the extender serves /filter and /prioritize at the root
+
+
+def test_the_extender_service_targets_the_port_the_extender_listens_on() -> None:
+    objects = base()
+    service = named(objects, "Service", "loadaware-extender")
+    (container,) = pod_spec(named(objects, "Deployment", "loadaware-extender"))["containers"]
+    (port,) = service["spec"]["ports"]
+    (container_port,) = (p for p in container["ports"] if p["name"] == port["targetPort"])
+    assert container_port["containerPort"] == int(env_of(container)["LOADAWARE_PORT"])
+    template_labels = named(objects, "Deployment", "loadaware-extender")["spec"]["template"]
+    template_labels = template_labels["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= template_labels.items()
+
+
+def loadaware_containers() -> list[tuple[str, Obj]]:
+    """Every loadaware container in the base and every overlay, named by where it is."""
     found = []
-    for path in sorted((ROOT / "deploy").glob("*.yaml")):
-        for document in documents(path):
-            if document.get("kind") == "Deployment":
-                for container in document["spec"]["template"]["spec"]["containers"]:
-                    found.append((path.name, container))
+    for directory in kustomizations():
+        for workload, spec in pod_templates(render(directory)):
+            for container in spec["containers"]:
+                if container["image"].split(":")[0].endswith(LOADAWARE_IMAGE):
+                    name = f"{workload['kind']} {workload['metadata']['name']}"
+                    found.append((f"{directory.relative_to(DEPLOY)}:{name}", container))
     return found
 
 
 @pytest.mark.parametrize(
-    ("name", "container"), containers(), ids=lambda v: v if isinstance(v, str) else ""
+    ("where", "container"), loadaware_containers(), ids=lambda v: v if isinstance(v, str) else ""
 )
-def test_deployments_run_real_subcommands_with_real_flags(
-    name: str, container: dict[str, Any]
-) -> None:
-    command = container["args"][0]
-    assert command in subcommands(), f"{name}: unknown subcommand {command!r}"
+def test_workloads_run_real_subcommands_with_real_flags(where: str, container: Obj) -> None:
+    command, *flags = container["args"]
+    assert command in subcommands(), f"{where}: unknown subcommand {command!r}"
+    options = {o for a in subcommands()[command]._actions for o in a.option_strings}
+    assert set(flags) <= options, f"{where}: {command} has no {set(flags) - options}"
     known = env_vars_of(command)
     for variable in container.get("env", []):
-        assert variable["name"] in known, f"{name}: {variable['name']} is not a flag of {command}"
+        assert variable["name"] in known, f"{where}: {variable['name']} is not a flag of {command}"
 
 
-def test_policy_configmap_holds_a_valid_policy_equal_to_the_default() -> None:
-    (configmap,) = documents(ROOT / "deploy" / "policy-configmap.yaml")
+def test_the_image_tag_is_the_project_version() -> None:
+    version = importlib.metadata.version("loadaware")
+    images = {c["image"] for _, c in loadaware_containers()}
+    assert images == {f"{LOADAWARE_IMAGE}:{version}"}
+
+
+def test_the_policy_configmap_holds_the_default_policy() -> None:
+    configmap = named(base(), "ConfigMap", "loadaware-policy")
     text = configmap["data"]["policy.yaml"]
+    assert text == DEFAULT_POLICY_YAML
     assert policy_from_yaml(text).spec == policy_from_yaml(DEFAULT_POLICY_YAML).spec
-    assert (ROOT / "deploy" / "policy.yaml").read_text() == DEFAULT_POLICY_YAML
+    # No hash suffix: the components reload the mounted file in place.
+    assert configmap["metadata"]["name"] == "loadaware-policy"
 
 
-def test_kustomization_lists_every_manifest() -> None:
-    (kustomization,) = documents(ROOT / "deploy" / "kustomization.yaml")
-    listed = set(kustomization["resources"])
-    manifests = {p.name for p in (ROOT / "deploy").glob("*.yaml")} - {
-        "kustomization.yaml",
-        "policy.yaml",
+# KubeSchedulerConfiguration v1 (kube-scheduler v1.36), the fields these files may use.
+# kube-scheduler rejects unknown fields in strict decoding, so a typo here is a
+# scheduler that does not start.
+SCHEDULER_FIELDS: dict[str, set[str]] = {
+    "": {
+        "apiVersion", "kind", "parallelism", "leaderElection", "clientConnection",
+        "enableProfiling", "enableContentionProfiling", "percentageOfNodesToScore",
+        "podInitialBackoffSeconds", "podMaxBackoffSeconds", "profiles", "extenders",
+        "delayCacheUntilActive",
+    },
+    "leaderElection": {
+        "leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock",
+        "resourceName", "resourceNamespace",
+    },
+    "clientConnection": {"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"},
+    "profiles": {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"},
+    "extenders": {
+        "urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "weight", "bindVerb",
+        "enableHTTPS", "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources",
+        "ignorable",
+    },
+    "extenders.tlsConfig": {
+        "insecure", "serverName", "certFile", "keyFile", "caFile", "certData", "keyData",
+        "caData",
+    },
+}  # fmt: skip
+GO_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
+
+
+def _unknown_fields(config: Obj) -> list[str]:
+    unknown = [f"{k}" for k in config if k not in SCHEDULER_FIELDS[""]]
+    for section in ("leaderElection", "clientConnection"):
+        unknown += [
+            f"{section}.{k}" for k in config.get(section, {}) if k not in SCHEDULER_FIELDS[section]
+        ]
+    for section in ("profiles", "extenders"):
+        for item in config.get(section, []):
+            unknown += [f"{section}[].{k}" for k in item if k not in SCHEDULER_FIELDS[section]]
+    for extender in config.get("extenders", []):
+        tls = extender.get("tlsConfig", {})
+        unknown += [
+            f"tlsConfig.{k}" for k in tls if k not in SCHEDULER_FIELDS["extenders.tlsConfig"]
+        ]
+    return unknown
+
+
+@pytest.mark.parametrize("path", scheduler_configs(), ids=lambda p: p.name)
+def test_scheduler_configs_use_only_v1_fields_with_valid_values(path: Path) -> None:
+    (config,) = documents(path)
+    assert _unknown_fields(config) == []
+    (extender,) = config["extenders"]
+    assert isinstance(extender["weight"], int)
+    assert GO_DURATION.match(extender["httpTimeout"]), extender["httpTimeout"]
+    for flag in ("nodeCacheCapable", "ignorable", "enableHTTPS"):
+        assert isinstance(extender.get(flag, False), bool), flag
+    assert extender["ignorable"] is True  # the safe default, see scheduler-config/README.md
+    names = [p["schedulerName"] for p in config.get("profiles", [])]
+    assert len(names) == len(set(names))
+
+
+def test_the_second_scheduler_runs_the_shipped_profile() -> None:
+    shipped = SCHEDULER_CONFIG / "kube-scheduler-config-second-scheduler.yaml"
+    copy = DEPLOY / "components" / "second-scheduler" / "kube-scheduler-config.yaml"
+    assert copy.read_text() == shipped.read_text()
+    (config,) = documents(shipped)
+    assert [p["schedulerName"] for p in config["profiles"]] == ["loadaware-scheduler"]
+    assert config["leaderElection"]["resourceNamespace"] == "loadaware"
+    assert "clientConnection" not in config  # in-cluster ServiceAccount
+
+
+def test_the_https_config_matches_the_mutual_tls_overlay() -> None:
+    (config,) = documents(SCHEDULER_CONFIG / "kube-scheduler-config-https.yaml")
+    tls = config["extenders"][0]["tlsConfig"]
+    assert {"caFile", "certFile", "keyFile", "serverName"} <= tls.keys()
+    (container,) = pod_spec(
+        named(render(DEPLOY / "overlays" / "extender-mtls"), "Deployment", "loadaware-extender")
+    )["containers"]
+    assert {"LOADAWARE_TLS_CERT", "LOADAWARE_TLS_KEY", "LOADAWARE_CLIENT_CA"} <= env_of(
+        container
+    ).keys()
+
+
+def test_a_misspelled_scheduler_field_is_caught() -> None:
+    config = {"kind": "KubeSchedulerConfiguration", "extenders": [{"nodeCacheCapabel": True}]}
+    assert _unknown_fields(config) == ["extenders[].nodeCacheCapabel"]
+
+
+FILE_VARIABLES = ("LOADAWARE_POLICY", "LOADAWARE_CONFIG")
+
+
+def visible_files(spec: Obj, container: Obj, configmaps: dict[str, Obj]) -> set[str]:
+    """The paths at which the container sees a ConfigMap key (plain or projected volumes)."""
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    paths = set()
+    for mount in container.get("volumeMounts", []):
+        volume = volumes[mount["name"]]
+        sources = (
+            [volume] if "configMap" in volume else volume.get("projected", {}).get("sources", [])
+        )
+        for source in sources:
+            if "configMap" in source:
+                keys = configmaps[source["configMap"]["name"]]
+                paths |= {f"{mount['mountPath']}/{key}" for key in keys}
+    return paths
+
+
+@pytest.mark.parametrize("directory", kustomizations(), ids=lambda d: d.name)
+def test_every_file_a_workload_reads_is_a_key_of_a_mounted_configmap(directory: Path) -> None:
+    objects = render(directory)
+    configmaps = {c["metadata"]["name"]: c["data"] for c in of_kind(objects, "ConfigMap")}
+    for workload, spec in pod_templates(objects):
+        for container in spec["containers"]:
+            visible = visible_files(spec, container, configmaps)
+            for variable, path in env_of(container).items():
+                if variable in FILE_VARIABLES:
+                    assert path in visible, f"{workload['metadata']['name']}: {path} not mounted"
+
+
+def _descheduler_config_map() -> Obj:
+    return named(base(), "ConfigMap", "loadaware-descheduler-config")
+
+
+def test_the_descheduler_configmap_holds_the_shipped_file_and_it_loads() -> None:
+    configmap = _descheduler_config_map()
+    assert configmap["metadata"]["name"] == "loadaware-descheduler-config"  # reloadable in place
+    text = configmap["data"]["descheduler.yaml"]
+    assert text == (DEPLOY / "base" / "descheduler-config.yaml").read_text()
+    config = config_from_yaml(text, "deploy/base/descheduler-config.yaml")
+    assert config.dry_run is False
+    assert "kube-system" in config.evictable_namespaces.exclude
+    assert "loadaware" in config.evictable_namespaces.exclude
+
+
+def test_the_descheduler_is_elected_probed_on_its_health_port_and_live_in_the_base() -> None:
+    deployment = named(base(), "Deployment", "loadaware-descheduler")
+    assert deployment["spec"]["replicas"] == 2
+    (container,) = pod_spec(deployment)["containers"]
+    env = env_of(container)
+    assert "LOADAWARE_LEADER_ELECT" not in env  # on by default: only the leader evicts
+    assert "LOADAWARE_DRY_RUN" not in env
+    (port,) = container["ports"]
+    assert port["containerPort"] == int(env["LOADAWARE_HEALTH_PORT"]) == DESCHEDULER_PORT
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": port["name"]}
+
+
+def test_the_dry_run_overlay_only_plans() -> None:
+    objects = render(DEPLOY / "overlays" / "descheduler-dry-run")
+    (container,) = pod_spec(named(objects, "Deployment", "loadaware-descheduler"))["containers"]
+    assert env_of(container)["LOADAWARE_DRY_RUN"] == "true"
+
+
+CRON_EVERY_N_MINUTES = re.compile(r"^\*/(\d+) \* \* \* \*$")
+
+
+def test_the_cronjob_overlay_replaces_the_deployment_and_runs_once_per_interval() -> None:
+    objects = render(DEPLOY / "overlays" / "descheduler-cronjob")
+    assert "loadaware-descheduler" not in {
+        d["metadata"]["name"] for d in of_kind(objects, "Deployment")
     }
-    assert listed == manifests
+    cronjob = named(objects, "CronJob", "loadaware-descheduler")
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    ((_, spec),) = [(w, s) for w, s in pod_templates(objects) if w["kind"] == "CronJob"]
+    (container,) = spec["containers"]
+    assert container["args"] == ["descheduler", "--once"]
+    schedule = CRON_EVERY_N_MINUTES.match(cronjob["spec"]["schedule"])
+    assert schedule is not None
+    # The debounce count on the Nodes only carries over when interval is the schedule.
+    config = config_from_yaml(_descheduler_config_map()["data"]["descheduler.yaml"])
+    assert config.interval == int(schedule.group(1)) * 60

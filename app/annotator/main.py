@@ -5,30 +5,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
-import socket
 import sys
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from app.annotator.runtime import Annotator, AnnotatorConfig
 from app.annotator.sync import QueryShape
-from app.flags import add_flag, env_name
-from app.kube.client import make_client
-from app.kube.lease import LeaseSettings
-from app.policy import Policy, PolicyError, default_policy, parse_duration_s
+from app.flags import add_group_flag, duration_s
+from app.kube.client import KubeConfigError, make_client
+from app.kube.election import add_leader_election_flags, lease_settings_from_args
+from app.policy import Policy, PolicyError, default_policy
 from app.policy.watch import PolicyWatcher
-from app.prom.client import PrometheusSettings, PrometheusSource, parse_header
+from app.prom.client import PrometheusSettings, PrometheusSource
+from app.prom.flags import add_prometheus_flags, prometheus_settings_from_args
 
 log = logging.getLogger(__name__)
 
 DEFAULT_HEALTH_PORT = 8081
 DEFAULT_LEASE_NAME = "loadaware-annotator"
-_SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 DESCRIPTION = """\
 Write each node's load from Prometheus into its annotations, for the loadaware
@@ -66,70 +62,6 @@ examples:
 """
 
 
-def duration_s(text: str) -> float:
-    """A flag value as seconds: a Go duration (``15s``, ``2m``) or a plain number."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return parse_duration_s(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _boolean(value: Any) -> bool:
-    # add_flag hands environment values to BooleanOptionalAction as strings.
-    if isinstance(value, bool):
-        return value
-    lowered = str(value).strip().lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off", ""}:
-        return False
-    raise SystemExit(f"error: expected true or false, got {value!r}")
-
-
-class _AppendHeaders(argparse.Action):
-    """Repeatable ``--prometheus-header``; the command line replaces the environment's list.
-
-    From the environment, several headers are separated by newlines or ``;``.
-    """
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        current = getattr(namespace, self.dest, None)
-        items = list(current) if isinstance(current, list) else []
-        items.append(str(values))
-        setattr(namespace, self.dest, items)
-
-
-def _header_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [part for part in value.replace(";", "\n").splitlines() if part.strip()]
-    return list(value)
-
-
-def _default_lease_namespace() -> str:
-    try:
-        return _SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip() or "default"
-    except OSError:
-        return "default"
-
-
-def _default_identity() -> str:
-    # Pod name (the hostname) plus a random part, so that a restarted pod with the same
-    # name does not mistake its predecessor's lease for its own.
-    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-
-
 @dataclass(frozen=True, slots=True)
 class Settings:
     annotator: AnnotatorConfig
@@ -150,41 +82,8 @@ def settings_from_args(
     else:
         log.warning("no --policy given: using the built-in default policy (crane's defaults)")
         policy = default_policy()
-    if not args.prometheus_url:
-        raise ValueError(
-            "--prometheus-url is required (or LOADAWARE_PROMETHEUS_URL), "
-            "e.g. http://prometheus.monitoring:9090"
-        )
-    headers = dict(parse_header(text) for text in _header_list(args.prometheus_header))
-    prometheus = PrometheusSettings(
-        url=args.prometheus_url,
-        token_file=Path(args.prometheus_token_file) if args.prometheus_token_file else None,
-        username=args.prometheus_username or None,
-        password_file=Path(args.prometheus_password_file)
-        if args.prometheus_password_file
-        else None,
-        ca_file=Path(args.prometheus_ca_file) if args.prometheus_ca_file else None,
-        insecure_skip_verify=bool(args.prometheus_insecure_skip_verify),
-        headers=headers,
-        timeout_s=args.query_timeout,
-    )
-    for path, flag in (
-        (prometheus.token_file, "--prometheus-token-file"),
-        (prometheus.password_file, "--prometheus-password-file"),
-        (prometheus.ca_file, "--prometheus-ca-file"),
-    ):
-        if path is not None and not path.is_file():
-            raise ValueError(f"{flag} {path} does not exist or is not a file")
-    lease = None
-    if _boolean(args.leader_elect):
-        lease = LeaseSettings(
-            namespace=args.lease_namespace or _default_lease_namespace(),
-            name=args.lease_name,
-            identity=args.leader_elect_identity or _default_identity(),
-            lease_duration_s=args.leader_elect_lease_duration,
-            renew_deadline_s=args.leader_elect_renew_deadline,
-            retry_period_s=args.leader_elect_retry_period,
-        )
+    prometheus = prometheus_settings_from_args(args)
+    lease = lease_settings_from_args(args)
     config = AnnotatorConfig(
         policy=policy,
         shape=QueryShape(selector=args.query_selector or "", divisor=args.value_divisor),
@@ -226,13 +125,8 @@ def run(args: argparse.Namespace) -> int:
     source = PrometheusSource(settings.prometheus)
     try:
         client = make_client(args.kubeconfig)
-    except Exception as error:  # lightkube raises several types for bad kubeconfigs
-        print(
-            f"error: cannot build a Kubernetes client ({error}); pass --kubeconfig or run "
-            "in a pod with a ServiceAccount",
-            file=sys.stderr,
-            flush=True,
-        )
+    except KubeConfigError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
         return 2
     annotator = Annotator(
         settings.annotator, client, source, policy_watcher=settings.policy_watcher
@@ -258,14 +152,14 @@ def add_parser(components: Any) -> None:
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     general = parser.add_argument_group("policy and cluster")
-    _add(
+    add_group_flag(
         general,
         "--policy",
         metavar="FILE",
         help="DynamicSchedulerPolicy YAML file; its syncPolicy lists the metrics and their "
         "periods, its hotValue the hot-value rule (default: built-in crane defaults)",
     )
-    _add(
+    add_group_flag(
         general,
         "--policy-poll-interval",
         type=duration_s,
@@ -274,75 +168,22 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="how often to check --policy for changes; a changed policy takes effect "
         "without a restart, a broken one is logged and ignored (default 5s)",
     )
-    _add(
+    add_group_flag(
         general,
         "--kubeconfig",
         metavar="FILE",
         help="kubeconfig file (default: in-cluster config, then $KUBECONFIG, ~/.kube/config)",
     )
 
-    prom = parser.add_argument_group("Prometheus (also Thanos, Mimir, VictoriaMetrics)")
-    _add(
-        prom,
-        "--prometheus-url",
-        metavar="URL",
-        help="base URL of the query API, e.g. http://prometheus.monitoring:9090 (required)",
-    )
-    _add(
-        prom,
-        "--prometheus-token-file",
-        metavar="FILE",
-        help="send 'Authorization: Bearer <contents>'; the file is re-read for every query, "
-        "so rotated tokens are picked up without a restart",
-    )
-    _add(
-        prom,
-        "--prometheus-username",
-        metavar="USER",
-        help="basic-auth user (with --prometheus-password-file)",
-    )
-    _add(
-        prom,
-        "--prometheus-password-file",
-        metavar="FILE",
-        help="basic-auth password, re-read for every query",
-    )
-    _add(
-        prom,
-        "--prometheus-ca-file",
-        metavar="FILE",
-        help="PEM CA bundle to verify Prometheus' TLS certificate",
-    )
-    _add(
-        prom,
-        "--prometheus-insecure-skip-verify",
-        action="store_true",
-        help="do not verify Prometheus' TLS certificate (testing only)",
-    )
-    _add(
-        prom,
-        "--prometheus-header",
-        action=_AppendHeaders,
-        metavar="'NAME: VALUE'",
-        help="extra HTTP header on every query, repeatable, e.g. 'X-Scope-OrgID: prod' for "
-        "Mimir; in the environment separate several with ';'",
-    )
-    _add(
-        prom,
-        "--query-timeout",
-        type=duration_s,
-        default=30.0,
-        metavar="DURATION",
-        help="give up on one query after this long (default 30s)",
-    )
-    _add(
+    prom = add_prometheus_flags(parser)
+    add_group_flag(
         prom,
         "--query-selector",
         metavar="MATCHERS",
         help="label matchers added to every query, e.g. 'cluster=\"prod\"' gives "
         'cpu_usage_avg_5m{cluster="prod"}',
     )
-    _add(
+    add_group_flag(
         prom,
         "--value-divisor",
         metavar="NUMBER",
@@ -353,7 +194,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
 
     writing = parser.add_argument_group("writing annotations")
-    _add(
+    add_group_flag(
         writing,
         "--patch-concurrency",
         metavar="N",
@@ -362,7 +203,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="node patches in flight at once (default 16: more only adds client overhead "
         "once the API server answers in a few milliseconds)",
     )
-    _add(
+    add_group_flag(
         writing,
         "--hot-value-interval",
         type=duration_s,
@@ -372,68 +213,17 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "decaying hot values are rewritten (default 15s)",
     )
 
-    election = parser.add_argument_group("leader election (only the leader writes)")
-    _add(
-        election,
-        "--leader-elect",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="elect a leader through a coordination.k8s.io/v1 Lease (default on); "
-        "--no-leader-elect for a single replica",
-    )
-    _add(
-        election,
-        "--lease-namespace",
-        metavar="NAMESPACE",
-        help="namespace of the Lease (default: the pod's namespace, else 'default')",
-    )
-    _add(
-        election,
-        "--lease-name",
-        metavar="NAME",
-        default=DEFAULT_LEASE_NAME,
-        help=f"name of the Lease (default {DEFAULT_LEASE_NAME})",
-    )
-    _add(
-        election,
-        "--leader-elect-identity",
-        metavar="NAME",
-        help="this replica's name in the Lease (default: hostname plus a random suffix)",
-    )
-    _add(
-        election,
-        "--leader-elect-lease-duration",
-        type=duration_s,
-        default=15.0,
-        metavar="DURATION",
-        help="how long followers wait before taking an unrenewed lease (default 15s)",
-    )
-    _add(
-        election,
-        "--leader-elect-renew-deadline",
-        type=duration_s,
-        default=10.0,
-        metavar="DURATION",
-        help="the leader stops writing if it could not renew for this long (default 10s)",
-    )
-    _add(
-        election,
-        "--leader-elect-retry-period",
-        type=duration_s,
-        default=2.0,
-        metavar="DURATION",
-        help="how often to try to acquire or renew (default 2s)",
-    )
+    add_leader_election_flags(parser, DEFAULT_LEASE_NAME)
 
     serving = parser.add_argument_group("health and metrics")
-    _add(
+    add_group_flag(
         serving,
         "--health-host",
         default="0.0.0.0",
         metavar="ADDRESS",
         help="address for the health server",
     )
-    _add(
+    add_group_flag(
         serving,
         "--health-port",
         metavar="PORT",
@@ -441,13 +231,6 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_HEALTH_PORT,
         help=f"port for /healthz, /readyz and /metrics (default {DEFAULT_HEALTH_PORT}; 0 disables)",
     )
-
-
-def _add(group: Any, flag: str, **kwargs: Any) -> None:
-    # add_flag reports a bad boolean through parser.error, which argument groups lack.
-    if kwargs.get("action") == "store_true":
-        _boolean(os.environ.get(env_name(flag), "false"))
-    add_flag(group, flag, **kwargs)
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -29,19 +29,24 @@ from lightkube import AsyncClient
 from app.annotator.bindings import BindingObserver, BindingWindows, PodPlacement, pod_placement
 from app.annotator.hotvalue import HotValueLedger
 from app.annotator.schedule import MetricSchedule
-from app.annotator.server import build_app
-from app.annotator.sync import InstantQuery, MetricSync, QueryShape, TickReport
+from app.annotator.sync import MetricSync, QueryShape, TickReport
 from app.annotator.telemetry import AnnotatorMetrics
+from app.health import build_app, embedded_server, serve
 from app.kube.lease import LeaderElector, LeaseSettings
 from app.kube.nodes import NodeCache
 from app.kube.patching import AnnotationPatcher, PatchOutcome
 from app.kube.pods import PodCache
 from app.policy import Policy, format_duration
 from app.policy.watch import PolicyWatcher
+from app.prom.client import InstantQuery
 
 log = logging.getLogger(__name__)
 
 POD_WATCH_GRACE_S = 10.0
+READINESS_NOTE = (
+    "readiness does not depend on leadership: a follower with synced node and pod "
+    "caches is a healthy standby; only the leader writes annotations"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,14 +77,6 @@ class MetricState:
     period_s: float
     last_success_s: float | None = None
     last_error: str | None = None
-
-
-class _EmbeddedServer(uvicorn.Server):
-    """uvicorn without its signal handlers: the annotator owns SIGTERM, to release the lease."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 class Annotator:
@@ -219,23 +216,12 @@ class Annotator:
                     await self._leading_task
 
     async def _serve_health(self) -> None:
-        app = build_app(self.status, self.telemetry.registry)
-        config = uvicorn.Config(
-            app,
-            host=self.config.health_host,
-            port=self.config.health_port or 0,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
+        app = build_app(
+            "loadaware annotator", self.status, self.telemetry.registry, READINESS_NOTE
         )
-        self.server = _EmbeddedServer(config)
-        try:
-            await self.server.serve()
-        finally:
-            self.server.should_exit = True
-        raise RuntimeError(
-            f"the health server on port {self.config.health_port} stopped; is the port in use?"
-        )
+        port = self.config.health_port or 0
+        self.server = embedded_server(app, self.config.health_host, port)
+        await serve(self.server, port)
 
     async def _lead(self) -> None:
         await self.nodes.wait_synced()

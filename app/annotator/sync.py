@@ -16,8 +16,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Protocol
 
 from app.annotator.bindings import BindingWindows
 from app.annotator.hotvalue import HotValueLedger
@@ -25,20 +23,17 @@ from app.annotator.telemetry import AnnotatorMetrics
 from app.kube.nodes import NodeInfo
 from app.kube.patching import AnnotationPatcher, PatchOutcome, PatchReport
 from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage
-from app.prom.client import PrometheusQueryError, PromSample, build_query
+from app.prom.client import (
+    InstantQuery,
+    InvalidSample,
+    PrometheusQueryError,
+    PromSample,
+    build_query,
+    invalid_sample,
+)
 from app.prom.matching import NodeAddress, match_series
 
 log = logging.getLogger(__name__)
-
-
-class InstantQuery(Protocol):
-    async def aquery(self, promql: str, at_s: float | None = None) -> list[PromSample]: ...
-
-
-class InvalidSample(StrEnum):
-    NAN = "nan"
-    INFINITE = "infinite"
-    NEGATIVE = "negative"
 
 
 def usage_fraction(value: float, divisor: float) -> float | InvalidSample:
@@ -48,12 +43,9 @@ def usage_fraction(value: float, divisor: float) -> float | InvalidSample:
     negative ones are dropped rather than clamped, since they mean a broken rule, not
     an idle node.
     """
-    if math.isnan(value):
-        return InvalidSample.NAN
-    if math.isinf(value):
-        return InvalidSample.INFINITE
-    if value < 0:
-        return InvalidSample.NEGATIVE
+    problem = invalid_sample(value)
+    if problem is not None:
+        return problem
     return min(value / divisor, 1.0)
 
 

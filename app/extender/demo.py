@@ -1,7 +1,9 @@
 """A built-in demo cluster, so ``loadaware demo`` answers curl with no Kubernetes at all.
 
-Six nodes show each case the load model distinguishes. Their timestamps are
-re-stamped every minute so that fresh nodes stay fresh while the demo runs.
+Seven nodes show each case the load model distinguishes. Their timestamps are
+re-stamped every minute so that fresh nodes stay fresh while the demo runs. The
+cluster stays as built: full Node objects in a request are judged by the annotations
+they carry, as in full-nodes mode, but are not added to it.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ import asyncio
 import time
 from collections.abc import Mapping
 
+from app.extender.service import Extender
 from app.extender.table import NodeTable
 from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage
+from app.policy import default_policy
 
 _METRICS = ("usage_avg_5m", "usage_max_avg_1h", "usage_max_avg_1d")
 
@@ -52,6 +56,23 @@ async def keep_demo_nodes_fresh(table: NodeTable, interval_s: float = 60.0) -> N
 
 def demo_node_names() -> list[str]:
     return [*DEMO_NODES, NO_DATA_NODE]
+
+
+class DemoExtender(Extender):
+    """The extender over the built-in cluster, with crane's default policy."""
+
+    remembers_request_nodes = False
+
+    def __init__(self) -> None:
+        super().__init__(default_policy(), mode="demo")
+        load_demo_nodes(self.table)
+
+    async def start(self) -> None:
+        await super().start()
+        self._tasks.append(asyncio.create_task(keep_demo_nodes_fresh(self.table), name="demo"))
+
+    def unknown_nodes_advice(self) -> str:
+        return "The demo cluster has only " + ", ".join(demo_node_names())
 
 
 def curl_examples(base_url: str) -> str:

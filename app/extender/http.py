@@ -51,8 +51,12 @@ class ExtenderApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             route = self._routes.get(scope["path"])
-            if route is not None and scope["method"] == "POST":
-                await self._serve_verb(route[0], route[1], receive, send)
+            if route is not None:
+                if scope["method"] == "POST":
+                    await self._serve_verb(route[0], route[1], receive, send)
+                else:
+                    message = f"{route[0]}: method {scope['method']} not allowed, use POST"
+                    await _send(send, 405, _error(message), ((b"allow", b"POST"),))
                 return
         await self.api(scope, receive, send)
 
@@ -102,8 +106,10 @@ def _error(message: str) -> bytes:
     return orjson.dumps({"error": message})
 
 
-async def _send(send: Send, status: int, payload: bytes) -> None:
-    headers = [*_JSON_HEADERS, (b"content-length", str(len(payload)).encode())]
+async def _send(
+    send: Send, status: int, payload: bytes, extra_headers: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
+    headers = [*_JSON_HEADERS, (b"content-length", str(len(payload)).encode()), *extra_headers]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import ssl
 from typing import Any
 
 import uvicorn
 
-from app.extender.demo import curl_examples, keep_demo_nodes_fresh, load_demo_nodes
+from app.extender.demo import DemoExtender, curl_examples
 from app.extender.estimates import DEFAULT_RESERVATION_TTL_S, scheduled_pod
 from app.extender.http import DEFAULT_MAX_BODY_BYTES, ExtenderApp
 from app.extender.service import Extender
 from app.flags import add_flag
-from app.kube.client import make_client
+from app.kube.client import KubeConfigError, make_client
 from app.kube.nodes import NodeCache
 from app.kube.pods import PodCache
 from app.policy import PolicyError, default_policy
@@ -71,7 +70,14 @@ def run_extender(args: argparse.Namespace) -> int:
     else:
         log.warning("no --policy given: using the built-in default policy (crane's defaults)")
         policy = default_policy()
-    client = make_client(args.kubeconfig) if args.node_cache else None
+    client = None
+    if args.node_cache:
+        try:
+            client = make_client(args.kubeconfig)
+        except KubeConfigError as error:
+            raise SystemExit(
+                f"error: {error} (or use --no-node-cache: nodes then come from the requests)"
+            ) from None
     node_cache = NodeCache(client) if client is not None else None
     pod_cache = None
     if client is not None and args.pod_cache:
@@ -105,15 +111,8 @@ def run_extender(args: argparse.Namespace) -> int:
     return 0
 
 
-class _DemoExtender(Extender):
-    async def start(self) -> None:
-        await super().start()
-        self._tasks.append(asyncio.create_task(keep_demo_nodes_fresh(self.table), name="demo"))
-
-
 def run_demo(args: argparse.Namespace) -> int:
-    extender = _DemoExtender(default_policy(), mode="demo")
-    load_demo_nodes(extender.table)
+    extender = DemoExtender()
     base_url = f"http://{args.host}:{args.port}"
     print(f"loadaware demo: extender with a built-in 7-node cluster on {base_url}", flush=True)
     print(curl_examples(base_url), flush=True)
@@ -123,8 +122,21 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def _add_server_flags(parser: argparse.ArgumentParser, default_host: str) -> None:
-    add_flag(parser, "--host", default=default_host, help="address to listen on")
-    add_flag(parser, "--port", type=int, default=DEFAULT_PORT, help="port to listen on")
+    add_flag(
+        parser,
+        "--host",
+        default=default_host,
+        metavar="ADDRESS",
+        help="address to listen on (default %(default)s)",
+    )
+    add_flag(
+        parser,
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        metavar="PORT",
+        help="port to listen on (default %(default)s)",
+    )
 
 
 def add_parser(components: Any) -> None:
@@ -137,12 +149,14 @@ def add_parser(components: Any) -> None:
     add_flag(
         extender,
         "--policy",
+        metavar="FILE",
         help="DynamicSchedulerPolicy YAML file, reloaded when it changes "
         "(default: built-in crane defaults)",
     )
     add_flag(
         extender,
         "--kubeconfig",
+        metavar="FILE",
         help="kubeconfig file (default: in-cluster config, then $KUBECONFIG, ~/.kube/config)",
     )
     _add_server_flags(extender, "0.0.0.0")
@@ -152,7 +166,8 @@ def add_parser(components: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="watch Nodes so kube-scheduler can use nodeCacheCapable: true (recommended); "
-        "--no-node-cache reads annotations from full-node requests instead",
+        "--no-node-cache reads annotations from full-node requests instead "
+        "(default %(default)s)",
     )
     add_flag(
         extender,
@@ -160,33 +175,52 @@ def add_parser(components: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="watch Pods to estimate the usage of pods placed since each node's last "
-        "sample (policy spec.estimation; needs the node cache and RBAC list/watch pods)",
+        "sample (policy spec.estimation; needs the node cache and RBAC list/watch pods) "
+        "(default %(default)s)",
     )
     add_flag(
         extender,
         "--reservation-ttl",
         type=float,
         default=DEFAULT_RESERVATION_TTL_S,
-        help="seconds a pod's reservation waits for its binding to show in the pod watch",
+        metavar="SECONDS",
+        help="how long a pod's reservation waits for its binding to show in the pod watch "
+        "(default %(default)s)",
     )
-    add_flag(extender, "--tls-cert", help="serve HTTPS with this certificate (PEM)")
-    add_flag(extender, "--tls-key", help="private key for --tls-cert (PEM)")
     add_flag(
-        extender, "--client-ca", help="require client certificates signed by this CA (mutual TLS)"
+        extender,
+        "--tls-cert",
+        metavar="FILE",
+        help="serve HTTPS with this certificate (PEM) (default: none, plain HTTP)",
+    )
+    add_flag(
+        extender,
+        "--tls-key",
+        metavar="FILE",
+        help="private key for --tls-cert (PEM) (default: none)",
+    )
+    add_flag(
+        extender,
+        "--client-ca",
+        metavar="FILE",
+        help="require client certificates signed by this CA, mutual TLS "
+        "(default: none, any client may connect)",
     )
     add_flag(
         extender,
         "--max-body-bytes",
         type=int,
         default=DEFAULT_MAX_BODY_BYTES,
-        help="reject larger request bodies with HTTP 413",
+        metavar="BYTES",
+        help="reject larger request bodies with HTTP 413 (default %(default)s)",
     )
     add_flag(
         extender,
         "--policy-poll-interval",
         type=float,
         default=5.0,
-        help="seconds between checks of the policy file for changes",
+        metavar="SECONDS",
+        help="seconds between checks of the policy file for changes (default %(default)s)",
     )
     extender.set_defaults(run=run_extender)
 

@@ -42,6 +42,9 @@ class Extender:
     """One extender instance. ``node_cache`` is None in full-nodes mode; ``pod_cache``
     (which needs the node cache for allocatable) enables the burst estimate."""
 
+    # Full Node objects in requests update the table (full-nodes mode has no other source).
+    remembers_request_nodes = True
+
     def __init__(
         self,
         policy: Policy,
@@ -64,7 +67,7 @@ class Extender:
                 lambda: self.table.policy, self._reservation_ended, reservation_ttl_s
             )
         self.table = NodeTable(policy, clock, index, self.ledger)
-        self.verbs = Verbs(self.table, clock)
+        self.verbs = Verbs(self.table, clock, remember_request_nodes=self.remembers_request_nodes)
         self.node_cache = node_cache
         self.pod_cache = pod_cache
         self.policy_watcher = policy_watcher
@@ -218,20 +221,22 @@ class Extender:
         if now_s - self._last_unknown_warning_s < _WARN_EVERY_S:
             return
         self._last_unknown_warning_s = now_s
+        log.warning(
+            "%d of %d node(s) in a request are unknown to the extender; they pass unfiltered "
+            "and score as nodes without data. %s",
+            outcome.unknown_nodes,
+            outcome.nodes,
+            self.unknown_nodes_advice(),
+        )
+
+    def unknown_nodes_advice(self) -> str:
+        """Why node names can be unknown here, and what to do about it."""
         if self.node_cache is None:
-            log.warning(
-                "kube-scheduler sent node names, but this extender runs without a node cache: "
-                "%d node(s) pass unfiltered. Set nodeCacheCapable: false in the scheduler's "
-                "extender config, or run with --node-cache",
-                outcome.unknown_nodes,
+            return (
+                "This extender runs without a node cache: set nodeCacheCapable: false in the "
+                "scheduler's extender config, or run with --node-cache"
             )
-        else:
-            log.warning(
-                "%d of %d node(s) in a request are not in the node cache yet; they pass "
-                "unfiltered and score as nodes without data",
-                outcome.unknown_nodes,
-                outcome.nodes,
-            )
+        return "The node cache has not seen them yet (still syncing, or the nodes are new)"
 
     @property
     def index_implementation(self) -> str:

@@ -88,14 +88,29 @@ def _annotations(node: dict[str, Any]) -> Mapping[str, str]:
 class Verbs:
     """filter and prioritize over a NodeTable; each returns the response body bytes."""
 
-    def __init__(self, table: NodeTable, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        table: NodeTable,
+        clock: Callable[[], float] = time.time,
+        *,
+        remember_request_nodes: bool = True,
+    ) -> None:
+        """``remember_request_nodes=False`` judges full Node objects without adding them
+        to ``table`` (the demo, whose cluster stays as built)."""
         self._table = table
         self._clock = clock
+        self._remember_request_nodes = remember_request_nodes
 
-    def _entries_from_request(self, nodes: list[dict[str, Any]]) -> list[NodeEntry]:
-        self._table.refresh(self._clock())
-        upsert = self._table.upsert
-        return [upsert(node["metadata"]["name"], _annotations(node)) for node in nodes]
+    def _entries_from_request(
+        self, nodes: list[dict[str, Any]]
+    ) -> tuple[NodeTable, list[NodeEntry]]:
+        """The table that now holds the request's nodes, and their entries."""
+        table = self._table
+        if not self._remember_request_nodes:
+            table = NodeTable(table.policy, self._clock)
+        table.refresh(self._clock())
+        upsert = table.upsert
+        return table, [upsert(node["metadata"]["name"], _annotations(node)) for node in nodes]
 
     def filter(self, args: ExtenderArgs, outcome: Outcome) -> bytes:
         outcome.pod = args.pod
@@ -114,7 +129,7 @@ class Verbs:
 
     def _filter_nodes(self, nodes: list[dict[str, Any]], exempt: bool, outcome: Outcome) -> bytes:
         outcome.nodes = len(nodes)
-        entries = self._entries_from_request(nodes)
+        _, entries = self._entries_from_request(nodes)
         outcome.names = [entry.name for entry in entries]
         failed: dict[str, str] = {}
         passed_nodes = nodes
@@ -140,10 +155,12 @@ class Verbs:
 
     def prioritize(self, args: ExtenderArgs, outcome: Outcome) -> bytes:
         outcome.pod = args.pod
+        table = self._table
         if args.node_names is None:
             assert args.nodes is not None
             outcome.nodes = len(args.nodes)
-            names = [entry.name for entry in self._entries_from_request(args.nodes)]
+            table, entries = self._entries_from_request(args.nodes)
+            names = [entry.name for entry in entries]
         else:
             outcome.nodes = len(args.node_names)
             self._table.refresh(self._clock())
@@ -152,7 +169,7 @@ class Verbs:
         try:
             # Unknown names (node cache still syncing, or no node cache at all) score as
             # nodes without data.
-            body, outcome.unknown_nodes = self._table.index.prioritize(names)
+            body, outcome.unknown_nodes = table.index.prioritize(names)
         except (TypeError, ValueError) as error:
             raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
         return body

@@ -9,9 +9,23 @@ from lightkube.config.models import Cluster, User
 FIELD_MANAGER = "loadaware"
 
 
+class KubeConfigError(ValueError):
+    """No usable client configuration; the message says where it was sought and what to do."""
+
+
 def make_client(kubeconfig: str | None = None, timeout_s: float = 10.0) -> AsyncClient:
-    """A client from ``kubeconfig``, else in-cluster config, $KUBECONFIG or ~/.kube/config."""
-    config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+    """A client from ``kubeconfig``, else in-cluster config, $KUBECONFIG or ~/.kube/config.
+
+    Raises KubeConfigError when none of them gives a usable configuration.
+    """
+    try:
+        config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+    except Exception as error:  # lightkube raises several types for missing or bad files
+        where = kubeconfig or "in-cluster config, $KUBECONFIG or ~/.kube/config"
+        raise KubeConfigError(
+            f"cannot build a Kubernetes client from {where}: {error}. Pass --kubeconfig FILE, "
+            "or run in a pod with a ServiceAccount"
+        ) from None
     return AsyncClient(
         config=config, timeout=httpx2.Timeout(timeout_s), field_manager=FIELD_MANAGER
     )

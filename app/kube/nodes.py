@@ -8,7 +8,6 @@ schedulable and Ready).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -16,28 +15,10 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Node
 
 from app.kube.cache import Listener, WatchCache
+from app.kube.objects import NodeInfo, Taint
 from app.load.resources import Resources
 
-_EMPTY: Mapping[str, str] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    key: str
-    value: str | None
-    effect: str
-
-
-@dataclass(frozen=True, slots=True)
-class NodeInfo:
-    name: str
-    annotations: Mapping[str, str]
-    internal_ip: str | None
-    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
-    taints: tuple[Taint, ...] = ()
-    allocatable: Resources = field(default_factory=Resources)
-    unschedulable: bool = False
-    ready: bool = True
+__all__ = ["NodeCache", "NodeInfo", "NodeListener", "Taint", "node_info"]
 
 
 NodeListener = Listener[NodeInfo]

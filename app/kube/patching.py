@@ -131,7 +131,7 @@ class AnnotationPatcher:
             except httpx2.HTTPStatusError as error:
                 status = error.response.status_code
                 outcome, retry = _classify(status)
-                detail = f"HTTP {status}: {_message(error)}"
+                detail = f"HTTP {status}: {status_message(error)}"
                 if outcome is PatchOutcome.NODE_GONE:
                     log.info("node %s is gone (404); skipped its annotations", node)
                     return outcome
@@ -159,7 +159,8 @@ class AnnotationPatcher:
         return outcome
 
 
-def _message(error: httpx2.HTTPStatusError) -> str:
+def status_message(error: httpx2.HTTPStatusError) -> str:
+    """The message of the API server's Status, else the start of the body."""
     status = getattr(error, "status", None)
     message = getattr(status, "message", None)
     if message:

@@ -1,7 +1,7 @@
 """The load model: the one place that decides "is this node overloaded" and "how good is it".
 
 Pure functions of a node's annotations, the policy and the clock. The extender's
-filter and prioritize verbs, the debug endpoints and the descheduler all call
+filter and prioritize verbs, its debug endpoints and the descheduler's planner call
 ``evaluate_node``; nothing else computes a verdict or a score.
 
 Semantics follow crane-scheduler (see README "Load model"), with these decisions:

@@ -33,13 +33,7 @@ class Sample:
 def parse_timestamp_s(text: str) -> float | None:
     """Parse an RFC 3339 / crane timestamp into unix seconds, or None if it is not one."""
     text = text.strip()
-    if len(text) == 20 and text.endswith("Z"):
-        try:
-            parsed = datetime.strptime(text, _UTC_LAYOUT).replace(tzinfo=UTC)
-        except ValueError:
-            return None
-        return parsed.timestamp()
-    try:
+    try:  # Python 3.11 reads crane's "...Z" layout too, far faster than strptime
         parsed = datetime.fromisoformat(text)
     except ValueError:
         return None

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 import requests.auth
@@ -37,6 +39,31 @@ class PromSample:
     labels: Mapping[str, str]
     value: float  # may be NaN or ±Inf: Prometheus sends those, and callers decide
     timestamp_s: float
+
+
+class InvalidSample(StrEnum):
+    """Why a sample value cannot be a usage: Prometheus sends these, a broken rule makes them."""
+
+    NAN = "nan"
+    INFINITE = "infinite"
+    NEGATIVE = "negative"
+
+
+def invalid_sample(value: float) -> InvalidSample | None:
+    """Why ``value`` is no usable usage, or None when it is a finite number >= 0."""
+    if math.isnan(value):
+        return InvalidSample.NAN
+    if math.isinf(value):
+        return InvalidSample.INFINITE
+    if value < 0:
+        return InvalidSample.NEGATIVE
+    return None
+
+
+class InstantQuery(Protocol):
+    """Anything that answers an instant query: ``PrometheusSource``, or a test double."""
+
+    async def aquery(self, promql: str, at_s: float | None = None) -> list[PromSample]: ...
 
 
 class PrometheusQueryError(Exception):

@@ -11,7 +11,8 @@ from typing import Any
 from app.load.samples import format_usage
 from app.policy import default_policy
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kube-scheduler"
+# Bodies a real kube-scheduler sent; see the README beside them. Byte-identical to the capture.
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kube-scheduler"
 METRICS = default_policy().metrics
 
 
@@ -20,8 +21,18 @@ def usage_annotations(cpu: float, mem: float, age_s: float = 30.0) -> dict[str, 
     return {m: format_usage(cpu if m.startswith("cpu") else mem, at_s) for m in METRICS}
 
 
-COOL = usage_annotations(0.2, 0.3)
-HOT_CPU = usage_annotations(0.9, 0.3)
+def cool() -> dict[str, str]:
+    """Fresh annotations of a node well under every limit, stamped now.
+
+    Made when called, not at import: a value stamped at import ages with the whole
+    suite's run time, and on a slow machine goes stale before the test that uses it.
+    """
+    return usage_annotations(0.2, 0.3)
+
+
+def hot_cpu() -> dict[str, str]:
+    """Fresh annotations of a node over the CPU limit, stamped now."""
+    return usage_annotations(0.9, 0.3)
 
 
 def fixture(name: str) -> dict[str, Any]:
@@ -30,7 +41,11 @@ def fixture(name: str) -> dict[str, Any]:
 
 
 def fixture_names() -> list[str]:
-    return sorted(p.name for p in FIXTURES.glob("*.json"))
+    """Every captured body's file name; an empty capture folder is an error, not a skip."""
+    names = sorted(p.name for p in FIXTURES.glob("*.json"))
+    if not names:
+        raise FileNotFoundError(f"no captured kube-scheduler bodies (*.json) in {FIXTURES}")
+    return names
 
 
 def with_annotations(

@@ -15,14 +15,14 @@ from hypothesis import strategies as st
 from app.extender.http import ExtenderApp
 from app.extender.service import Extender
 from app.policy import default_policy
-from tests.extender.nodes import HOT_CPU
+from tests.extender.nodes import hot_cpu
 
 POD: dict[str, Any] = {"metadata": {"name": "p", "namespace": "default"}}
 
 
 def make_app(max_body_bytes: int = 1 << 20) -> ExtenderApp:
     extender = Extender(default_policy(), mode="test")
-    extender.table.upsert("n1", HOT_CPU)
+    extender.table.upsert("n1", hot_cpu())
     return ExtenderApp(extender, max_body_bytes=max_body_bytes)
 
 

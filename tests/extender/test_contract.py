@@ -12,11 +12,11 @@ from app.extender.http import ExtenderApp
 from app.extender.service import Extender
 from app.policy import default_policy
 from tests.extender.nodes import (
-    COOL,
-    HOT_CPU,
     as_daemonset_pod,
+    cool,
     fixture,
     fixture_names,
+    hot_cpu,
     with_annotations,
 )
 from tests.support.asgi_server import serve
@@ -32,8 +32,8 @@ def full_mode_url() -> Iterator[str]:
 def seeded_url() -> Iterator[str]:
     """An extender whose table knows n1..n3 (n2 hot), as a synced node cache would."""
     extender = Extender(default_policy(), mode="test")
-    extender.table.upsert("n1", COOL)
-    extender.table.upsert("n2", HOT_CPU)
+    extender.table.upsert("n1", cool())
+    extender.table.upsert("n2", hot_cpu())
     extender.table.upsert("n3", {})
     with serve(ExtenderApp(extender)) as url:
         yield url
@@ -59,7 +59,7 @@ def test_every_captured_body_is_accepted(name: str, full_mode_url: str, seeded_u
 def test_full_nodes_filter_returns_the_passing_node_objects_unchanged(
     name: str, full_mode_url: str
 ) -> None:
-    body = with_annotations(fixture(name), {"n1": COOL, "n2": HOT_CPU})
+    body = with_annotations(fixture(name), {"n1": cool(), "n2": hot_cpu()})
     answer = post(full_mode_url, "filter", body).json()
     by_name = {n["metadata"]["name"]: n for n in body["Nodes"]["items"]}
     assert [n["metadata"]["name"] for n in answer["Nodes"]["items"]] == ["n1", "n3"]
@@ -73,7 +73,7 @@ def test_full_nodes_filter_returns_the_passing_node_objects_unchanged(
 
 
 def test_full_nodes_prioritize_scores_each_node_in_range(full_mode_url: str) -> None:
-    body = with_annotations(fixture("prioritize-fullnodes.json"), {"n1": COOL, "n2": HOT_CPU})
+    body = with_annotations(fixture("prioritize-fullnodes.json"), {"n1": cool(), "n2": hot_cpu()})
     answer = post(full_mode_url, "prioritize", body).json()
     scores = {item["Host"]: item["Score"] for item in answer}
     assert set(scores) == {"n1", "n2", "n3"}
@@ -102,15 +102,26 @@ def test_daemonset_pods_pass_every_node(seeded_url: str, full_mode_url: str) -> 
     answer = post(seeded_url, "filter", as_daemonset_pod(fixture("filter-nodecache.json"))).json()
     assert answer["NodeNames"] == ["n1", "n3", "n2"]
     assert answer["FailedAndUnresolvableNodes"] == {}
-    body = with_annotations(fixture("filter-fullnodes.json"), {"n2": HOT_CPU})
+    body = with_annotations(fixture("filter-fullnodes.json"), {"n2": hot_cpu()})
     answer = post(full_mode_url, "filter", as_daemonset_pod(body)).json()
     assert len(answer["Nodes"]["items"]) == 3
 
 
 def test_reasons_group_across_nodes(full_mode_url: str) -> None:
     body = with_annotations(
-        fixture("filter-fullnodes.json"), {n: HOT_CPU for n in ("n1", "n2", "n3")}
+        fixture("filter-fullnodes.json"), {n: hot_cpu() for n in ("n1", "n2", "n3")}
     )
     answer = post(full_mode_url, "filter", body).json()
     assert answer["Nodes"]["items"] == []  # an empty list, never null: null would mean "all out"
     assert len(set(answer["FailedAndUnresolvableNodes"].values())) == 1
+
+
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_a_verb_with_another_method_is_405_naming_post(
+    verb: str, method: str, full_mode_url: str
+) -> None:
+    response = httpx.request(method, f"{full_mode_url}/{verb}", timeout=5)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert response.json() == {"error": f"{verb}: method {method} not allowed, use POST"}

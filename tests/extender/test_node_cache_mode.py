@@ -16,7 +16,7 @@ from app.extender.service import Extender
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache
 from app.policy import default_policy
-from tests.extender.nodes import COOL, HOT_CPU, fixture
+from tests.extender.nodes import cool, fixture, hot_cpu
 from tests.support.asgi_server import serve
 from tests.support.fakekube_fixtures import FakeKube
 
@@ -31,8 +31,8 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
 
 @pytest.fixture
 def extender_url(fake_kube: FakeKube) -> Iterator[str]:
-    fake_kube.store.add_node("n1", annotations=COOL, internal_ip="10.0.0.1")
-    fake_kube.store.add_node("n2", annotations=HOT_CPU, internal_ip="10.0.0.2")
+    fake_kube.store.add_node("n1", annotations=cool(), internal_ip="10.0.0.1")
+    fake_kube.store.add_node("n2", annotations=hot_cpu(), internal_ip="10.0.0.2")
     fake_kube.store.add_node("n3", internal_ip="10.0.0.3")
     cache = NodeCache(client_for_server(fake_kube.url), retry_delay_s=0.05)
     with serve(ExtenderApp(Extender(default_policy(), node_cache=cache))) as url:
@@ -57,7 +57,7 @@ def test_annotation_patch_reaches_the_verdict_through_the_watch(
     extender_url: str, fake_kube: FakeKube
 ) -> None:
     fake_kube.client().patch(
-        Node, "n1", {"metadata": {"annotations": HOT_CPU}}, patch_type=PatchType.MERGE
+        Node, "n1", {"metadata": {"annotations": hot_cpu()}}, patch_type=PatchType.MERGE
     )
     wait_for(lambda: "n1" in filter_names(extender_url)["FailedAndUnresolvableNodes"])
 
@@ -73,7 +73,7 @@ def test_expired_watch_relists_and_catches_up(extender_url: str, fake_kube: Fake
     fake_kube.store.compact()
     fake_kube.store.close_watches()
     fake_kube.client().patch(
-        Node, "n3", {"metadata": {"annotations": HOT_CPU}}, patch_type=PatchType.MERGE
+        Node, "n3", {"metadata": {"annotations": hot_cpu()}}, patch_type=PatchType.MERGE
     )
     wait_for(lambda: "n3" in filter_names(extender_url)["FailedAndUnresolvableNodes"])
     assert len(fake_kube.requests("GET", "/api/v1/nodes")) >= 2  # listed again

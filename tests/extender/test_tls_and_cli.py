@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.cli import build_parser
 from app.extender.http import ExtenderApp
 from app.extender.main import tls_options
 from app.extender.service import Extender
@@ -167,3 +169,40 @@ def test_extender_refuses_to_start_with_a_broken_policy(tmp_path: Path) -> None:
     )
     assert result.returncode != 0
     assert "spec.syncPolicy.0.period: invalid duration 'soon'" in result.stderr
+
+
+def test_extender_without_a_kubeconfig_exits_with_one_clear_line(tmp_path: Path) -> None:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "--log-level", "error", "extender"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**env, "HOME": str(tmp_path)},
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: cannot build a Kubernetes client from in-cluster config")
+    assert "~/.kube/config not found" in line
+    assert "--kubeconfig FILE" in line
+    assert "--no-node-cache" in line
+
+
+@pytest.mark.parametrize(("component", "flags"), [("extender", 10), ("demo", 2)])
+def test_help_shows_every_flags_default_and_variable(
+    component: str, flags: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([component, "--help"])
+    options = capsys.readouterr().out.split("options:\n", 1)[1]
+    # One entry per flag: its first line starts "  --", continuation lines are indented more.
+    entries = [" ".join(e.split()) for e in re.split(r"\n(?=  -)", options) if "--help" not in e]
+    assert len(entries) == flags
+    for entry in entries:
+        variable = "LOADAWARE_" + entry.split()[0].strip(",-").replace("-", "_").upper()
+        assert "(default" in entry, entry
+        assert entry.endswith(f"[env {variable}]"), entry
+    assert "--port PORT port to listen on (default 8888) [env LOADAWARE_PORT]" in entries

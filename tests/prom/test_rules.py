@@ -27,7 +27,7 @@ from tests.support.promserver import (
 
 DEPLOY = REPO_ROOT / "deploy" / "prometheus"
 PLAIN_RULES = DEPLOY / "loadaware-rules.yaml"
-OPERATOR_RULES = DEPLOY / "prometheusrule.yaml"
+OPERATOR_RULES = DEPLOY / "operator" / "prometheusrule.yaml"
 
 LOOKBACK_S = 300  # Prometheus' default instant-query lookback
 MAX_SCRAPE_INTERVAL_S = 30  # what deploy/prometheus/README.md asks for

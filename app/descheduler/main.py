@@ -1,0 +1,294 @@
+"""``loadaware descheduler``: flags, configuration and process lifecycle."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
+from app.filewatch import FileWatcher
+from app.flags import add_group_flag, boolean, duration_s
+from app.kube.client import KubeConfigError, make_client
+from app.kube.election import add_leader_election_flags, default_identity, lease_settings_from_args
+from app.policy import Policy, PolicyError, default_policy
+from app.policy.watch import PolicyWatcher
+from app.prom.client import PrometheusSettings, PrometheusSource
+from app.prom.flags import add_prometheus_flags, prometheus_settings_from_args
+from app.rebalance.config import ConfigError, DeschedulerConfig, load_config
+from app.rebalance.plan import render_plan
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HEALTH_PORT = 8082
+DEFAULT_LEASE_NAME = "loadaware-descheduler"
+
+DESCRIPTION = """\
+Evict pods from nodes that are hot on REAL usage, so that they are rescheduled onto
+cool nodes, without ever sending a pod to another hot spot.
+
+Every interval (config `interval`, default 5m), while this replica leads:
+  - node usage comes from the node annotations the annotator writes (the same
+    load model as the extender); a node with stale or missing data is neither a
+    source nor a destination;
+  - per-pod usage comes from Prometheus, ONE query per resource for the whole
+    cluster (cAdvisor by default); Prometheus down => nothing is evicted;
+  - recent evictions are rebuilt from the descheduler's own Events, so a second
+    run on unchanged metrics evicts nothing, also after a restart or with --once;
+  - a node must be hot in `consecutiveHotRounds` runs in a row; the count is kept
+    on the Node (annotation descheduler.loadaware.io/hot-rounds), so it also
+    works across --once runs (set `interval` to the CronJob's schedule);
+  - evictions use the policy/v1 Eviction API only (PDBs are honoured: a 429 skips
+    the pod), are re-checked against live caches just before each call, spaced by
+    `evictionsPerSecond`, and recorded as Events (reason LoadAwareDescheduled).
+
+--once runs a single pass and exits (CronJob style): 0 when the run completed,
+1 when it could not run (Prometheus down, API errors, no lease). With --dry-run
+the plan is printed as a table and nothing is evicted or written.
+
+Durations take Go syntax (15s, 2m) or plain seconds. Every flag can also be set
+through the environment variable shown in its help (LOADAWARE_PROMETHEUS_URL).
+"""
+
+EPILOG = """\
+examples:
+  loadaware descheduler --once --dry-run --no-leader-elect \\
+      --config descheduler.yaml --prometheus-url http://prometheus.monitoring:9090
+  loadaware descheduler --config /etc/loadaware/descheduler.yaml \\
+      --policy /etc/loadaware/policy.yaml --prometheus-url http://prometheus.monitoring:9090
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    config: DeschedulerConfig
+    policy: Policy
+    prometheus: PrometheusSettings
+    loop: LoopSettings
+    watchers: tuple[FileWatcher[Any], ...]
+    once: bool
+
+
+class Reloads:
+    """Hands reloaded files to the descheduler, which is built after the watchers."""
+
+    def __init__(self) -> None:
+        self.descheduler: Descheduler | None = None
+
+    def config(self, config: DeschedulerConfig) -> None:
+        if self.descheduler is not None:
+            self.descheduler.set_config(config)
+
+    def policy(self, policy: Policy) -> None:
+        if self.descheduler is not None:
+            self.descheduler.set_policy(policy)
+
+    def config_result(self, result: str) -> None:
+        if self.descheduler is not None:
+            self.descheduler.telemetry.config_reloads.labels(result).inc()
+
+    def policy_result(self, result: str) -> None:
+        if self.descheduler is not None:
+            self.descheduler.telemetry.policy_reloads.labels(result).inc()
+
+
+def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
+    """Turn parsed flags into configuration; raise ValueError, ConfigError or PolicyError."""
+    watchers: list[FileWatcher[Any]] = []
+    if args.config:
+        config_watcher = FileWatcher(
+            args.config,
+            load_config,
+            reloads.config,
+            errors=(ConfigError,),
+            what="descheduler configuration",
+            on_result=reloads.config_result,
+            interval_s=args.poll_interval,
+        )
+        config = config_watcher.load_initial()
+        watchers.append(config_watcher)
+    else:
+        log.warning("no --config given: using the built-in defaults (see README)")
+        config = DeschedulerConfig()
+    if args.policy:
+        policy_watcher = PolicyWatcher(
+            args.policy,
+            reloads.policy,
+            reloads.policy_result,
+            interval_s=args.poll_interval,
+        )
+        policy = policy_watcher.load_initial()
+        watchers.append(policy_watcher)
+    else:
+        log.warning("no --policy given: using the built-in default policy (crane's defaults)")
+        policy = default_policy()
+    lease = lease_settings_from_args(args)
+    loop = LoopSettings(
+        dry_run=boolean(args.dry_run),
+        lease=lease,
+        identity=lease.identity if lease else default_identity(),
+        health_host=args.health_host,
+        health_port=args.health_port if args.health_port > 0 and not args.once else None,
+        sync_timeout_s=args.sync_timeout,
+    )
+    return Settings(
+        config=config,
+        policy=policy,
+        prometheus=prometheus_settings_from_args(args),
+        loop=loop,
+        watchers=tuple(watchers),
+        once=boolean(args.once),
+    )
+
+
+def print_report(report: RunReport, out: TextIO) -> None:
+    if report.plan is not None:
+        out.write(render_plan(report.plan))
+    if report.outcomes:
+        out.write("\noutcomes:\n")
+        for key, outcome in report.outcomes.items():
+            out.write(f"  {key}: {outcome}\n")
+    out.write(f"\n{report.message}\n")
+    out.flush()
+
+
+async def _run_until_signalled(descheduler: Descheduler, watchers: tuple[Any, ...]) -> None:
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, task.cancel)
+    try:
+        await descheduler.run(watchers)
+    except asyncio.CancelledError:
+        log.info("descheduler stopped")
+
+
+def run(args: argparse.Namespace) -> int:
+    reloads = Reloads()
+    try:
+        settings = settings_from_args(args, reloads)
+    except (ValueError, ConfigError, PolicyError) as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 2
+    source = PrometheusSource(settings.prometheus)
+    try:
+        client = make_client(args.kubeconfig)
+    except KubeConfigError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        source.close()
+        return 2
+    descheduler = Descheduler(settings.config, settings.policy, client, source, settings.loop)
+    reloads.descheduler = descheduler
+    try:
+        if settings.once:
+            report = asyncio.run(descheduler.run_once())
+            print_report(report, sys.stdout)
+            return 0 if report.result is RunResult.OK else 1
+        asyncio.run(_run_until_signalled(descheduler, settings.watchers))
+    finally:
+        source.close()
+    return 0
+
+
+def add_parser(components: Any) -> None:
+    parser: argparse.ArgumentParser = components.add_parser(
+        "descheduler",
+        help="evict pods from nodes hot on real usage, onto cool nodes",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_flags(parser)
+    parser.set_defaults(run=run)
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    general = parser.add_argument_group("configuration and cluster")
+    add_group_flag(
+        general,
+        "--config",
+        metavar="FILE",
+        help="DeschedulerConfiguration YAML (apiVersion loadaware.io/v1alpha1): thresholds, "
+        "limits, protections, interval; reloaded on change (default: built-in defaults)",
+    )
+    add_group_flag(
+        general,
+        "--policy",
+        metavar="FILE",
+        help="DynamicSchedulerPolicy YAML, the extender's: its predicates are the load filter "
+        "every destination must pass, its periods decide freshness; reloaded on change "
+        "(default: built-in crane defaults)",
+    )
+    add_group_flag(
+        general,
+        "--poll-interval",
+        type=duration_s,
+        default=5.0,
+        metavar="DURATION",
+        help="how often --config and --policy are checked for changes; a broken new file is "
+        "logged and the previous one stays in force (default 5s)",
+    )
+    add_group_flag(
+        general,
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig file (default: in-cluster config, then $KUBECONFIG, ~/.kube/config)",
+    )
+    add_group_flag(
+        general,
+        "--sync-timeout",
+        type=duration_s,
+        default=60.0,
+        metavar="DURATION",
+        help="how long a run waits for the node, pod and PDB caches to list before it gives "
+        "up and evicts nothing (default 60s)",
+    )
+
+    mode = parser.add_argument_group("mode")
+    add_group_flag(
+        mode,
+        "--once",
+        action="store_true",
+        help="run one pass, print it and exit (CronJob style); default: loop every interval",
+    )
+    add_group_flag(
+        mode,
+        "--dry-run",
+        action="store_true",
+        help="plan and report, evict nothing and write nothing (also config dryRun: true); "
+        "with --once the plan is printed as a table (default off)",
+    )
+
+    add_prometheus_flags(parser)
+    add_leader_election_flags(parser, DEFAULT_LEASE_NAME)
+
+    serving = parser.add_argument_group("health and metrics")
+    add_group_flag(
+        serving,
+        "--health-host",
+        default="0.0.0.0",
+        metavar="ADDRESS",
+        help="address for the health server (default 0.0.0.0)",
+    )
+    add_group_flag(
+        serving,
+        "--health-port",
+        metavar="PORT",
+        type=int,
+        default=DEFAULT_HEALTH_PORT,
+        help=f"port for /healthz, /readyz and /metrics (default {DEFAULT_HEALTH_PORT}; 0 "
+        "disables; not served with --once)",
+    )
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse descheduler flags alone (tests)."""
+    parser = argparse.ArgumentParser(prog="loadaware descheduler")
+    add_flags(parser)
+    return parser.parse_args(argv)

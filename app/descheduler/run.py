@@ -1,0 +1,515 @@
+"""The descheduler's loop: observe, plan with ``app.rebalance``, then evict one by one.
+
+Every ``interval``, while this replica leads, one run:
+
+1. waits until the Node, Pod and PodDisruptionBudget caches have listed;
+2. reads every pod's real usage with one Prometheus query per resource. Prometheus
+   down, or answering with no usage for any pod while pods run (cAdvisor not
+   scraped, a query that matches nothing), means the run evicts nothing and says
+   why: usage the planner cannot see is no reason to move pods. A pod missing from
+   an answer that has others falls back to its requests, and the plan says so;
+3. rebuilds recent evictions from the descheduler's own Events (convergence and
+   cooldowns survive restarts and ``--once`` runs), and reads the debounce rounds
+   from the Nodes (``debounce.py``). If the Events cannot be listed, nothing is
+   evicted either;
+4. plans, records this round's debounce counts, and, unless dry-running, evicts the
+   planned pods in order. Just before each call the eviction is re-checked against
+   the live caches (a scale-up may have taken the destination's room), leadership is
+   checked, and calls are spaced by ``evictionsPerSecond``. A 429 (PDB) skips the
+   pod; repeated API errors end the run, never a retry loop. Each eviction gets an
+   Event naming the node, the metric, the values and the destination.
+
+A pod is never evicted twice by one process (its UID is remembered); across
+processes the Events say it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from lightkube import AsyncClient
+
+from app.descheduler.debounce import hot_round_patches, previous_hot_rounds
+from app.descheduler.telemetry import DeschedulerMetrics
+from app.health import EmbeddedServer, build_app, embedded_server, serve
+from app.kube.events import EvictionNotice, list_recent_evictions, record_eviction
+from app.kube.eviction import EvictionOutcome, evict_pod
+from app.kube.lease import LeaderElector, LeaseSettings
+from app.kube.nodes import NodeCache
+from app.kube.objects import PodInfo
+from app.kube.patching import AnnotationPatcher
+from app.kube.pdbs import BudgetCache
+from app.kube.pods import PodCache, pod_info
+from app.load.resources import Resources
+from app.policy import Policy
+from app.prom.client import InstantQuery
+from app.prom.pod_usage import PodUsageQueries, PodUsageUnavailable, read_pod_usage
+from app.rebalance.config import DeschedulerConfig
+from app.rebalance.plan import (
+    ClusterView,
+    EvictionPlan,
+    EvictionRecord,
+    PlannedEviction,
+    plan,
+    recheck,
+    workload_of,
+)
+
+log = logging.getLogger(__name__)
+
+READINESS_NOTE = (
+    "readiness does not depend on leadership: a follower with synced caches is a "
+    "healthy standby; only the leader evicts"
+)
+
+
+class RunResult(StrEnum):
+    OK = "ok"
+    NOT_LEADER = "not_leader"
+    CACHES_NOT_SYNCED = "caches_not_synced"
+    PROMETHEUS_DOWN = "prometheus_down"
+    NO_POD_USAGE = "no_pod_usage"
+    HISTORY_UNAVAILABLE = "history_unavailable"
+    LEADERSHIP_LOST = "leadership_lost"
+    API_ERRORS = "api_errors"
+
+
+@dataclass
+class RunReport:
+    result: RunResult
+    message: str = ""
+    plan: EvictionPlan | None = None
+    outcomes: dict[str, str] = field(default_factory=dict)  # pod key -> outcome or skip reason
+    dry_run: bool = False
+
+    @property
+    def evicted(self) -> list[str]:
+        return [key for key, outcome in self.outcomes.items() if outcome == "evicted"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    dry_run: bool = False  # --dry-run; the config's dryRun also counts
+    lease: LeaseSettings | None = None  # None: no leader election
+    identity: str = "loadaware-descheduler"  # reportingInstance of the Events
+    health_host: str = "0.0.0.0"
+    health_port: int | None = None
+    sync_timeout_s: float = 60.0  # how long a run waits for the caches
+    max_consecutive_errors: int = 3  # API errors in a row that end a run
+
+
+class EvictionPacer:
+    """Spaces eviction calls ``1 / per_second`` apart."""
+
+    def __init__(self, per_second: float, monotonic: Callable[[], float] = time.monotonic):
+        self.per_second = per_second
+        self._monotonic = monotonic
+        self._next_s = -float("inf")
+
+    async def wait(self) -> None:
+        delay_s = self._next_s - self._monotonic()
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+        self._next_s = self._monotonic() + 1.0 / self.per_second
+
+
+def describe_eviction(eviction: PlannedEviction) -> str:
+    """The Event message: the node, the metric and values, the pod's usage, the destination."""
+    values = ", ".join(f"{name} {value:.3f}" for name, value in eviction.metric_values.items())
+    usage = eviction.usage
+    return (
+        f"Evicted by loadaware descheduler: node {eviction.source} is hot on real usage "
+        f"({values}); this pod uses cpu {usage.cpu_cores:.3f} cores and memory "
+        f"{usage.memory_bytes / 2**20:.0f} MiB (from {eviction.usage_from}); room was "
+        f"reserved on node {eviction.destination}. {eviction.reason}"
+    )
+
+
+def _skip_kind(reason: str) -> str:
+    """A bounded metric label from a free-text reason: its words up to the first detail."""
+    head = reason.split(":", 1)[0].split("(", 1)[0].strip().lower()
+    return "_".join(head.split()[:4]) or "unknown"
+
+
+class Descheduler:
+    def __init__(
+        self,
+        config: DeschedulerConfig,
+        policy: Policy,
+        client: AsyncClient,
+        source: InstantQuery,
+        settings: LoopSettings | None = None,
+        *,
+        telemetry: DeschedulerMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.policy = policy
+        self.settings = settings if settings is not None else LoopSettings()
+        self.telemetry = telemetry if telemetry is not None else DeschedulerMetrics()
+        self._client = client
+        self._source = source
+        self._clock = clock
+        self.nodes = NodeCache(client)
+        self.pods: PodCache[PodInfo] = PodCache(client, pod_info)
+        self.budgets = BudgetCache(client)
+        self.elector = (
+            LeaderElector(client, self.settings.lease, on_change=self._on_leadership)
+            if self.settings.lease is not None
+            else None
+        )
+        self.patcher = AnnotationPatcher(client, may_write=self.may_evict)
+        self._evicted_uids: set[str] = set()
+        self._own_records: dict[str, EvictionRecord] = {}  # by UID, in case an Event was lost
+        self._leading_task: asyncio.Task[None] | None = None
+        self._background: list[asyncio.Task[Any]] = []
+        self.server: EmbeddedServer | None = None
+        self.last_report: RunReport | None = None
+        self.runs = 0
+        self._leading = asyncio.Event()
+        self._single_run = False
+
+    # -- configuration and leadership ---------------------------------------------
+
+    @property
+    def dry_run(self) -> bool:
+        return self.settings.dry_run or self.config.dry_run
+
+    def set_config(self, config: DeschedulerConfig) -> None:
+        self.config = config
+
+    def set_policy(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def may_evict(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    def _on_leadership(self, leading: bool) -> None:
+        self.telemetry.is_leader.set(1 if leading else 0)
+        if leading:
+            self._leading.set()
+        else:
+            self._leading.clear()
+        if self._single_run:
+            return
+        if leading:
+            if self._leading_task is None or self._leading_task.done():
+                self._leading_task = asyncio.create_task(self._lead(), name="descheduler-lead")
+        elif self._leading_task is not None:
+            self._leading_task.cancel()
+            self._leading_task = None
+
+    # -- running ------------------------------------------------------------------
+
+    def _start_caches(self, group: asyncio.TaskGroup) -> None:
+        self._background = [
+            group.create_task(self.nodes.run(), name="node-cache"),
+            group.create_task(self.pods.run(), name="pod-cache"),
+            group.create_task(self.budgets.run(), name="pdb-cache"),
+        ]
+
+    async def run(self, watchers: tuple[Any, ...] = ()) -> None:
+        """Run every ``interval`` while leading, until cancelled."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._start_caches(group)
+                for watcher in watchers:
+                    self._background.append(group.create_task(watcher.run(), name="reload"))
+                if self.settings.health_port is not None:
+                    self._background.append(group.create_task(self._serve_health(), name="health"))
+                if self.elector is not None:
+                    self._background.append(group.create_task(self.elector.run(), name="leader"))
+                else:
+                    self._on_leadership(True)
+        finally:
+            if self._leading_task is not None:
+                self._leading_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._leading_task
+
+    async def run_once(self) -> RunReport:
+        """One run (``--once``): start the caches, wait for them, run, stop.
+
+        With leader election on, the run first waits to acquire the Lease, so that a
+        CronJob run never evicts beside a running descheduler.
+        """
+        self._single_run = True
+        async with asyncio.TaskGroup() as group:
+            self._start_caches(group)
+            elector_task = None
+            if self.elector is not None:
+                elector_task = group.create_task(self.elector.run(), name="leader")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._leading.wait(), self.settings.sync_timeout_s)
+            try:
+                report = await self.run_round()
+            finally:
+                for task in self._background:
+                    task.cancel()
+                if elector_task is not None:
+                    elector_task.cancel()
+        return report
+
+    async def _serve_health(self) -> None:
+        app = build_app(
+            "loadaware descheduler", self.status, self.telemetry.registry, READINESS_NOTE
+        )
+        port = self.settings.health_port or 0
+        self.server = embedded_server(app, self.settings.health_host, port)
+        await serve(self.server, port)
+
+    async def _lead(self) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                await self.run_round()
+            except Exception:
+                # A bug must not stop descheduling for good; the next run starts afresh.
+                log.exception("descheduler run failed unexpectedly; trying again next interval")
+                self.telemetry.runs.labels("error").inc()
+            await asyncio.sleep(max(0.0, self.config.interval - (time.monotonic() - started)))
+
+    # -- one run ------------------------------------------------------------------
+
+    async def run_round(self) -> RunReport:
+        started = time.monotonic()
+        with self.telemetry.run_duration.time():
+            report = await self._round()
+        self.runs += 1
+        self.last_report = report
+        self.telemetry.runs.labels(report.result.value).inc()
+        if report.result is RunResult.OK:
+            self.telemetry.last_success.set(self._clock())
+        log_at = logging.INFO if report.result is RunResult.OK else logging.WARNING
+        log.log(log_at, "run %d (%.1fs): %s", self.runs, time.monotonic() - started, report.message)
+        return report
+
+    async def _round(self) -> RunReport:
+        config, policy = self.config, self.policy
+        if not self.may_evict():
+            return RunReport(RunResult.NOT_LEADER, "not the leader: nothing to do")
+        try:
+            await asyncio.wait_for(self._caches_synced(), self.settings.sync_timeout_s)
+        except TimeoutError:
+            return RunReport(
+                RunResult.CACHES_NOT_SYNCED,
+                f"caches not synced after {self.settings.sync_timeout_s:g}s "
+                f"(nodes {self.nodes.synced}, pods {self.pods.synced}, "
+                f"PodDisruptionBudgets {self.budgets.synced}): evicting nothing; can the "
+                "descheduler list and watch them?",
+            )
+        now_s = self._clock()
+        queries = PodUsageQueries(config.pod_usage_queries.cpu, config.pod_usage_queries.memory)
+        try:
+            usage = await read_pod_usage(self._source, queries)
+        except PodUsageUnavailable as error:
+            return RunReport(
+                RunResult.PROMETHEUS_DOWN, f"Prometheus is down: evicting nothing ({error})"
+            )
+        for kind, count in usage.dropped.items():
+            self.telemetry.invalid_samples.labels(kind).inc(count)
+        pods = dict(self.pods.objects)
+        if not usage.usage and any(p.phase == "Running" for p in pods.values()):
+            return RunReport(
+                RunResult.NO_POD_USAGE,
+                "Prometheus answered, but with no per-pod usage for any pod: evicting nothing, "
+                "since every pod's usage would be a guess from its requests; check that "
+                "cAdvisor (the kubelet's /metrics/cadvisor) is scraped and that "
+                "podUsageQueries return series labelled namespace and pod",
+            )
+        window_s = max(config.settle_time, config.workload_cooldown) + config.interval
+        try:
+            history = await list_recent_evictions(self._client, now_s - window_s)
+        except Exception as error:  # lightkube raises HTTP and transport errors
+            return RunReport(
+                RunResult.HISTORY_UNAVAILABLE,
+                f"cannot list the descheduler's Events to rebuild recent evictions ({error}): "
+                "evicting nothing, since without them pods just moved could be moved again; "
+                "the descheduler needs 'list' on events",
+            )
+        recent = self._merge_history(history, now_s - window_s)
+        nodes = dict(self.nodes.nodes)
+        view = ClusterView(
+            nodes=nodes,
+            pods=pods,
+            pod_usage=usage.usage,
+            budgets=tuple(self.budgets.budgets.values()),
+            recent_evictions=recent,
+        )
+        hot_rounds = previous_hot_rounds(nodes, now_s, config.interval)
+        the_plan = plan(view, config, policy, now_s, hot_rounds)
+        self._publish_classes(the_plan)
+        for skipped in the_plan.skipped:
+            self.telemetry.pods_skipped.labels(_skip_kind(skipped.reason)).inc()
+        report = RunReport(RunResult.OK, plan=the_plan, dry_run=self.dry_run)
+        if self.dry_run:
+            report.message = (
+                f"dry run: {len(the_plan.evictions)} evictions planned, none made; "
+                + "; ".join(the_plan.notes)
+            ).rstrip("; ")
+            return report
+        await self._record_rounds(nodes, the_plan, now_s)
+        await self._execute(the_plan, view, report)
+        return report
+
+    async def _caches_synced(self) -> None:
+        await self.nodes.wait_synced()
+        await self.pods.wait_synced()
+        await self.budgets.wait_synced()
+
+    def _merge_history(
+        self, history: list[EvictionRecord], since_s: float
+    ) -> tuple[EvictionRecord, ...]:
+        by_uid = {r.uid: r for r in self._own_records.values() if r.evicted_at_s >= since_s}
+        by_uid.update((r.uid, r) for r in history)
+        return tuple(sorted(by_uid.values(), key=lambda r: r.evicted_at_s))
+
+    def _publish_classes(self, the_plan: EvictionPlan) -> None:
+        counts: dict[str, int] = {}
+        for node_class in the_plan.node_classes.values():
+            counts[node_class.kind.value] = counts.get(node_class.kind.value, 0) + 1
+        for kind in ("source", "debouncing", "destination", "neutral", "no-data", "excluded"):
+            self.telemetry.nodes.labels(kind).set(counts.get(kind, 0))
+
+    async def _record_rounds(
+        self, nodes: Mapping[str, Any], the_plan: EvictionPlan, now_s: float
+    ) -> None:
+        patches = hot_round_patches(nodes, the_plan.node_classes, now_s, self.config.interval)
+        if not patches:
+            return
+        written = await self.patcher.patch_nodes(patches)
+        if written.errors:
+            log.warning(
+                "recording debounce rounds on nodes: %s; those nodes start counting again "
+                "(the descheduler needs 'patch' on nodes)",
+                written.summary(),
+            )
+
+    async def _execute(self, the_plan: EvictionPlan, view: ClusterView, report: RunReport) -> None:
+        pacer = EvictionPacer(self.config.evictions_per_second)
+        reserved: dict[str, Resources] = {}
+        errors_in_a_row = 0
+        for eviction in the_plan.evictions:
+            key = eviction.pod.key
+            if eviction.pod.uid in self._evicted_uids:
+                self._skip(report, key, "already evicted by this descheduler")
+                continue
+            await pacer.wait()
+            if not self.may_evict():
+                report.result = RunResult.LEADERSHIP_LOST
+                break
+            live = ClusterView(
+                nodes=dict(self.nodes.nodes),
+                pods=dict(self.pods.objects),
+                pod_usage=view.pod_usage,
+                budgets=tuple(self.budgets.budgets.values()),
+                recent_evictions=view.recent_evictions,
+            )
+            why_not = recheck(eviction, live, self.config, self.policy, self._clock(), reserved)
+            if why_not is not None:
+                self._skip(report, key, f"re-check: {why_not}")
+                continue
+            result = await evict_pod(
+                self._client, eviction.pod.namespace, eviction.pod.name, eviction.pod.uid
+            )
+            outcome = result.outcome
+            self.telemetry.pods_evicted.labels(
+                outcome.value, eviction.source, eviction.pod.namespace
+            ).inc()
+            report.outcomes[key] = outcome.value
+            if outcome is EvictionOutcome.ERROR:
+                errors_in_a_row += 1
+                if errors_in_a_row >= self.settings.max_consecutive_errors:
+                    report.result = RunResult.API_ERRORS
+                    break
+                continue
+            errors_in_a_row = 0
+            if outcome is EvictionOutcome.BLOCKED_BY_PDB:
+                log.info(
+                    "pod %s: eviction blocked by its PodDisruptionBudget (%s); skipped",
+                    key,
+                    result.detail,
+                )
+            elif outcome is EvictionOutcome.EVICTED:
+                await self._after_eviction(eviction, reserved)
+        report.message = self._summary(the_plan, report)
+
+    async def _after_eviction(
+        self, eviction: PlannedEviction, reserved: dict[str, Resources]
+    ) -> None:
+        self._evicted_uids.add(eviction.pod.uid)
+        record = EvictionRecord(
+            pod_key=eviction.pod.key,
+            uid=eviction.pod.uid,
+            node=eviction.source,
+            destination=eviction.destination,
+            usage=eviction.usage,
+            evicted_at_s=self._clock(),
+            workload=workload_of(eviction.pod),
+        )
+        self._own_records[record.uid] = record
+        reserved[eviction.destination] = (
+            reserved.get(eviction.destination, Resources()) + eviction.usage
+        )
+        log.info(
+            "evicted pod %s from %s (room reserved on %s)",
+            record.pod_key,
+            eviction.source,
+            eviction.destination,
+        )
+        notice = EvictionNotice(record, describe_eviction(eviction))
+        if not await record_eviction(self._client, notice, self.settings.identity):
+            self.telemetry.event_errors.inc()
+
+    def _skip(self, report: RunReport, key: str, reason: str) -> None:
+        report.outcomes[key] = reason
+        self.telemetry.pods_skipped.labels(_skip_kind(reason)).inc()
+        log.info("pod %s not evicted: %s", key, reason)
+
+    def _summary(self, the_plan: EvictionPlan, report: RunReport) -> str:
+        counts: dict[str, int] = {}
+        for outcome in report.outcomes.values():
+            name = outcome if outcome in set(EvictionOutcome) else "skipped"
+            counts[name] = counts.get(name, 0) + 1
+        made = ", ".join(f"{n} {name}" for name, n in sorted(counts.items())) or "none"
+        text = f"{len(the_plan.evictions)} evictions planned; outcomes: {made}"
+        if report.result is RunResult.LEADERSHIP_LOST:
+            text += "; leadership lost: stopped before the remaining evictions"
+        elif report.result is RunResult.API_ERRORS:
+            text += (
+                f"; stopped after {self.settings.max_consecutive_errors} API errors in a row, "
+                "the next run starts over"
+            )
+        notes = "; ".join(the_plan.notes)
+        return f"{text}; {notes}" if notes else text
+
+    # -- status -------------------------------------------------------------------
+
+    def status(self) -> Mapping[str, Any]:
+        crashed = [t.get_name() for t in self._background if t.done()]
+        if self._leading_task is not None and self._leading_task.done():
+            crashed.append(self._leading_task.get_name())
+        last = self.last_report
+        lease = self.settings.lease
+        return {
+            "alive": not crashed,
+            "stopped_tasks": crashed,
+            "ready": self.nodes.synced and self.pods.synced and self.budgets.synced,
+            "caches_synced": {
+                "nodes": self.nodes.synced,
+                "pods": self.pods.synced,
+                "pod_disruption_budgets": self.budgets.synced,
+            },
+            "leader": self.may_evict(),
+            "lease": f"{lease.namespace}/{lease.name}" if lease else None,
+            "dry_run": self.dry_run,
+            "runs": self.runs,
+            "last_run": {"result": last.result.value, "message": last.message} if last else None,
+        }

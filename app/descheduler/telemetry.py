@@ -1,0 +1,84 @@
+"""The descheduler's own Prometheus metrics (prefix ``loadaware_descheduler_``).
+
+Alert on ``time() - loadaware_descheduler_last_successful_run_timestamp_seconds``
+growing past a few intervals, and on ``runs_total{result!="ok"}`` rising.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_RUN_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+class DeschedulerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        registry = self.registry
+        self.pods_evicted = Counter(
+            "loadaware_descheduler_pods_evicted_total",
+            "Eviction calls by result (evicted, blocked_by_pdb, gone, error), source node and "
+            "namespace. Dry runs call nothing and count nothing here.",
+            ["result", "node", "namespace"],
+            registry=registry,
+        )
+        self.pods_skipped = Counter(
+            "loadaware_descheduler_pods_skipped_total",
+            "Pods considered and not evicted, by reason (the planner's protections and "
+            "limits, and the loop's re-checks just before evicting).",
+            ["reason"],
+            registry=registry,
+        )
+        self.nodes = Gauge(
+            "loadaware_descheduler_nodes",
+            "Nodes per class in the last run (source, debouncing, destination, neutral, "
+            "no-data, excluded).",
+            ["class"],
+            registry=registry,
+        )
+        self.runs = Counter(
+            "loadaware_descheduler_runs_total",
+            "Runs by result: ok, prometheus_down, no_pod_usage, history_unavailable, "
+            "caches_not_synced, error, leadership_lost, api_errors, not_leader.",
+            ["result"],
+            registry=registry,
+        )
+        self.run_duration = Histogram(
+            "loadaware_descheduler_run_duration_seconds",
+            "Time from the start of a run until its last eviction call returned.",
+            buckets=_RUN_BUCKETS_S,
+            registry=registry,
+        )
+        self.last_success = Gauge(
+            "loadaware_descheduler_last_successful_run_timestamp_seconds",
+            "Unix time at which the last run finished without an error.",
+            registry=registry,
+        )
+        self.invalid_samples = Counter(
+            "loadaware_descheduler_invalid_pod_usage_samples_total",
+            "Per-pod usage samples dropped (NaN, infinite, negative, no pod labels).",
+            ["kind"],
+            registry=registry,
+        )
+        self.event_errors = Counter(
+            "loadaware_descheduler_event_errors_total",
+            "Eviction Events that could not be recorded (the history then misses them).",
+            registry=registry,
+        )
+        self.is_leader = Gauge(
+            "loadaware_descheduler_is_leader",
+            "1 while this replica holds the Lease (or runs without leader election).",
+            registry=registry,
+        )
+        self.config_reloads = Counter(
+            "loadaware_descheduler_config_reloads_total",
+            "Reloads of the configuration file by result (success, error).",
+            ["result"],
+            registry=registry,
+        )
+        self.policy_reloads = Counter(
+            "loadaware_policy_reloads_total",
+            "Reloads of the policy file by result (success, error).",
+            ["result"],
+            registry=registry,
+        )

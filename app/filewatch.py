@@ -1,0 +1,109 @@
+"""Reload a configuration file when it changes, keeping the old value if the new one is broken.
+
+A ConfigMap update swaps a symlink (``..data``) under the mounted file, so the file is
+polled by ``stat`` (which follows links) and by content, rather than watched by inode.
+The policy and the descheduler's configuration are both reloaded this way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Generic, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+ReloadResult = Callable[[str], None]  # called with "success" or "error"
+
+
+class FileWatcher(Generic[T]):
+    """Polls ``path``; ``load`` turns it into a value or raises one of ``errors``."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        load: Callable[[Path], T],
+        on_change: Callable[[T], None],
+        *,
+        errors: tuple[type[Exception], ...],
+        what: str,
+        on_result: ReloadResult = lambda result: None,
+        interval_s: float = 5.0,
+        warnings_of: Callable[[T], tuple[str, ...]] = lambda _value: (),
+    ) -> None:
+        self._path = Path(path)
+        self._load = load
+        self._on_change = on_change
+        self._errors = errors
+        self._what = what
+        self._on_result = on_result
+        self._interval_s = interval_s
+        self._warnings_of = warnings_of
+        self._signature: tuple[int, int, int] | None = None
+        self._digest: bytes | None = None
+
+    def load_initial(self) -> T:
+        """Load the file at start; a broken file here is fatal (raises)."""
+        self._signature = self._stat()
+        value = self._load(self._path)
+        self._digest = self._read_digest()
+        self._warn(value)
+        return value
+
+    def _warn(self, value: T) -> None:
+        for warning in self._warnings_of(value):
+            log.warning("%s %s: %s", self._what, self._path, warning)
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        try:
+            stat = os.stat(self._path)
+        except OSError:
+            return None
+        return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+    def _read_digest(self) -> bytes | None:
+        try:
+            return hashlib.sha256(self._path.read_bytes()).digest()
+        except OSError:
+            return None
+
+    def check_once(self) -> bool:
+        """Reload if the file changed; return True when a new value took effect."""
+        signature = self._stat()
+        if signature == self._signature:
+            return False
+        self._signature = signature
+        digest = self._read_digest()
+        if digest is None or digest == self._digest:
+            return False
+        self._digest = digest
+        try:
+            value = self._load(self._path)
+        except self._errors as error:
+            log.error(
+                "%s reload failed, the previous %s stays in force: %s",
+                self._what,
+                self._what,
+                error,
+            )
+            self._on_result("error")
+            return False
+        self._warn(value)
+        self._on_change(value)
+        self._on_result("success")
+        log.info("%s reloaded from %s", self._what, self._path)
+        return True
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s)
+            try:
+                self.check_once()
+            except Exception:  # never let a reload problem end the watcher
+                log.exception("%s watcher failed; will retry", self._what)

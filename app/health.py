@@ -1,0 +1,68 @@
+"""The small HTTP server every loop component runs: ``/healthz``, ``/readyz``, ``/metrics``.
+
+Each component passes a status function (a mapping with the booleans ``alive`` and
+``ready``) and its metrics registry. The server runs inside the component's event
+loop and leaves signals to it, so that SIGTERM can release a Lease before exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+StatusSource = Callable[[], Mapping[str, Any]]
+"""Returns the component's status; must include the booleans ``alive`` and ``ready``."""
+
+
+def build_app(
+    title: str, status: StatusSource, registry: CollectorRegistry, readiness_note: str = ""
+) -> FastAPI:
+    app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/healthz")
+    def healthz() -> JSONResponse:
+        current = dict(status())
+        return JSONResponse(current, status_code=200 if current.get("alive") else 503)
+
+    @app.get("/readyz")
+    def readyz() -> JSONResponse:
+        current = dict(status())
+        if readiness_note:
+            current["note"] = readiness_note
+        return JSONResponse(current, status_code=200 if current.get("ready") else 503)
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+class EmbeddedServer(uvicorn.Server):
+    """uvicorn without its signal handlers: the component owns SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def embedded_server(app: FastAPI, host: str, port: int) -> EmbeddedServer:
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
+    )
+    return EmbeddedServer(config)
+
+
+async def serve(server: EmbeddedServer, port: int) -> None:
+    """Serve until cancelled; raise if the server stops on its own (port in use)."""
+    try:
+        await server.serve()
+    finally:
+        server.should_exit = True
+    raise RuntimeError(f"the health server on port {port} stopped; is the port in use?")

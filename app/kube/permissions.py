@@ -1,0 +1,121 @@
+"""Every Kubernetes API call each component makes: the one list RBAC is checked against.
+
+``deploy/`` grants each component's ServiceAccount exactly these permissions, no more
+and no fewer (``tests/deploy/test_rbac.py`` compares both ways), and the tests drive
+each component against the fake API server and check that every request it sends is
+covered here and every entry here is used. A new API call is therefore a change in
+three places that cannot drift: the code, this list and the component's RBAC.
+
+Adding a component: one more entry in ``PERMISSIONS`` keyed by its subcommand, whose
+ServiceAccount in ``deploy/`` is named ``loadaware-<subcommand>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Scope(Enum):
+    """Where a permission is granted."""
+
+    CLUSTER = "cluster"
+    """A ClusterRole bound by a ClusterRoleBinding: the resource in every namespace."""
+    OWN_NAMESPACE = "own-namespace"
+    """A Role and RoleBinding in loadaware's own namespace only."""
+
+
+@dataclass(frozen=True, slots=True)
+class Permission:
+    """One RBAC rule: ``verbs`` on ``resource`` (``"pods/eviction"`` for a subresource)."""
+
+    api_group: str  # "" is the core group
+    resource: str
+    verbs: frozenset[str]
+    scope: Scope
+    why: str
+
+    def grants(self) -> set[tuple[str, str, str, Scope]]:
+        return {(self.api_group, self.resource, verb, self.scope) for verb in self.verbs}
+
+
+def _permission(
+    api_group: str, resource: str, verbs: str, why: str, scope: Scope = Scope.CLUSTER
+) -> Permission:
+    return Permission(api_group, resource, frozenset(verbs.split()), scope, why)
+
+
+_NODE_CACHE = _permission(
+    "", "nodes", "list watch", "the node cache (app/kube/nodes.py) lists and watches Nodes"
+)
+
+
+_LEADER_LEASE = _permission(
+    "coordination.k8s.io",
+    "leases",
+    "get create update",
+    "leader election on one Lease (--lease-name) in its own namespace",
+    Scope.OWN_NAMESPACE,
+)
+
+
+PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
+    "extender": (
+        _NODE_CACHE,
+        _permission(
+            "", "pods", "list watch", "the pod cache for burst-aware estimation (--pod-cache)"
+        ),
+    ),
+    "annotator": (
+        _NODE_CACHE,
+        _permission(
+            "", "nodes", "patch", "one merge patch per node writes loadaware's annotations"
+        ),
+        _permission(
+            "", "pods", "list watch", "bindings are seen on a pod watch (the hot value)"
+        ),
+        _LEADER_LEASE,
+    ),
+    "descheduler": (
+        _NODE_CACHE,
+        _permission(
+            "",
+            "nodes",
+            "patch",
+            "a merge patch records the debounce count (descheduler.loadaware.io/hot-rounds)",
+        ),
+        _permission(
+            "", "pods", "list watch", "the pod cache (app/kube/pods.py): victims and room"
+        ),
+        _permission(
+            "",
+            "pods/eviction",
+            "create",
+            "the policy/v1 Eviction subresource, the only way it removes a pod",
+        ),
+        _permission(
+            "policy",
+            "poddisruptionbudgets",
+            "list watch",
+            "the PDB cache (app/kube/pdbs.py): the planner respects budgets before the 429",
+        ),
+        _permission(
+            "",
+            "events",
+            "create list",
+            "an Event on each evicted pod; listing them rebuilds recent evictions",
+        ),
+        _LEADER_LEASE,
+    ),
+}
+"""Per component (its ``loadaware`` subcommand), the API calls it makes."""
+
+
+def grants_of(component: str) -> set[tuple[str, str, str, Scope]]:
+    """``(api_group, resource, verb, scope)`` for every call ``component`` makes."""
+    return {grant for permission in PERMISSIONS[component] for grant in permission.grants()}
+
+
+def service_account_name(component: str) -> str:
+    return f"loadaware-{component}"

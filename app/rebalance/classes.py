@@ -1,0 +1,107 @@
+"""Node classes on real usage, as LowNodeUtilization draws them, plus debounce.
+
+* destination: every balanced resource at or below ``thresholds``, Ready and schedulable;
+* source: any resource above ``targetThresholds`` for ``consecutiveHotRounds`` rounds
+  (``debouncing`` until then);
+* no-data: a resource's metric is stale, missing or unreadable. Such a node is neither
+  a source nor a destination. This is the opposite of the extender's filter, which
+  fails open: scheduling must go on without metrics, evicting must not.
+
+With ``useDeviationThresholds`` both thresholds are measured from the mean usage of
+the nodes with data: low = mean - thresholds, high = mean + targetThresholds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from app.rebalance.config import DeschedulerConfig
+from app.rebalance.measure import NodeUsage
+from app.rebalance.outcome import NodeClass, NodeKind
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    low_fraction: Mapping[str, float]
+    high_fraction: Mapping[str, float]
+
+
+def thresholds(usages: Iterable[NodeUsage], config: DeschedulerConfig) -> Thresholds:
+    low: dict[str, float] = {r: config.thresholds[r] / 100 for r in config.resources}
+    high: dict[str, float] = {r: config.target_thresholds[r] / 100 for r in config.resources}
+    if not config.use_deviation_thresholds:
+        return Thresholds(low, high)
+    with_data = [u.usage_fraction for u in usages if u.missing is None]
+    if not with_data:
+        return Thresholds(low, high)
+    count = len(with_data)
+    mean = {r: sum(u[r] for u in with_data) / count for r in config.resources}
+    return Thresholds(
+        {r: max(0.0, mean[r] - low[r]) for r in config.resources},
+        {r: min(1.0, mean[r] + high[r]) for r in config.resources},
+    )
+
+
+def selected(usage: NodeUsage, config: DeschedulerConfig) -> bool:
+    labels = usage.node.labels
+    return all(labels.get(key) == value for key, value in config.node_selector.items())
+
+
+def classify(
+    usage: NodeUsage,
+    limits: Thresholds,
+    config: DeschedulerConfig,
+    hot_rounds: Mapping[str, int],
+) -> NodeClass:
+    name = usage.node.name
+    low, high = limits.low_fraction, limits.high_fraction
+
+    def node_class(kind: NodeKind, reason: str, hot: bool = False, rounds: int = 0) -> NodeClass:
+        return NodeClass(name, kind, usage.usage_fraction, high, low, hot, rounds, reason)
+
+    if not selected(usage, config):
+        return node_class(NodeKind.EXCLUDED, "not selected by nodeSelector")
+    if usage.missing is not None:
+        return node_class(NodeKind.NO_DATA, usage.missing)
+    over = [r for r in config.resources if usage.usage_fraction[r] > high[r]]
+    if over:
+        rounds = hot_rounds.get(name, 0) + 1
+        text = ", ".join(f"{r} {usage.usage_fraction[r]:.0%} > {high[r]:.0%}" for r in over)
+        if rounds >= config.consecutive_hot_rounds:
+            return node_class(NodeKind.SOURCE, text, True, rounds)
+        wanted = config.consecutive_hot_rounds
+        return node_class(NodeKind.DEBOUNCING, f"{text} (round {rounds} of {wanted})", True, rounds)
+    if all(usage.usage_fraction[r] <= low[r] for r in config.resources):
+        node = usage.node
+        if not node.ready or node.unschedulable:
+            return node_class(NodeKind.NEUTRAL, "underutilized but not Ready or unschedulable")
+        return node_class(NodeKind.DESTINATION, "underutilized")
+    return node_class(NodeKind.NEUTRAL, "appropriately used")
+
+
+def classify_all(
+    usages: Mapping[str, NodeUsage], config: DeschedulerConfig, hot_rounds: Mapping[str, int]
+) -> dict[str, NodeClass]:
+    considered = [u for u in usages.values() if selected(u, config)]
+    limits = thresholds(considered, config)
+    return {name: classify(u, limits, config, hot_rounds) for name, u in usages.items()}
+
+
+def nothing_to_do(classes: Mapping[str, NodeClass], config: DeschedulerConfig) -> str | None:
+    """LowNodeUtilization's reasons to stop before choosing any pod, or None."""
+    kinds = [c.kind for c in classes.values()]
+    sources = kinds.count(NodeKind.SOURCE)
+    destinations = kinds.count(NodeKind.DESTINATION)
+    if not sources:
+        debouncing = kinds.count(NodeKind.DEBOUNCING)
+        suffix = f" ({debouncing} hot node(s) still debouncing)" if debouncing else ""
+        return f"no source nodes: no node is above targetThresholds long enough{suffix}"
+    if not destinations:
+        return "no destination nodes: no Ready, schedulable node is below thresholds"
+    if destinations <= config.number_of_nodes:
+        return (
+            f"only {destinations} underutilized node(s), numberOfNodes requires more than "
+            f"{config.number_of_nodes}"
+        )
+    return None

@@ -1,0 +1,298 @@
+"""The descheduler's configuration file, validated.
+
+Field names follow kubernetes-sigs/descheduler's LowNodeUtilization and DefaultEvictor
+where the meaning is the same, so that its users recognise them. Thresholds are
+*real-usage* percentages of allocatable, read from the node annotations the
+extender filters on (not requests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from app.policy import DurationS, format_validation_error
+from app.policy.schema import resource_of_metric
+
+API_VERSION = "loadaware.io/v1alpha1"
+KIND = "DeschedulerConfiguration"
+
+Resource = Literal["cpu", "memory"]
+
+# The one definition of the default per-pod usage queries (app/prom/pod_usage.py says
+# why they drop container="" and container="POD").
+DEFAULT_CPU_QUERY = (
+    'sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!="",'
+    'container!="POD"}[5m]))'
+)
+DEFAULT_MEMORY_QUERY = (
+    'sum by (namespace, pod) (container_memory_working_set_bytes{container!="",container!="POD"})'
+)
+
+DEFAULT_THRESHOLDS: dict[Resource, float] = {"cpu": 40.0, "memory": 50.0}
+DEFAULT_TARGET_THRESHOLDS: dict[Resource, float] = {"cpu": 65.0, "memory": 75.0}
+DEFAULT_METRICS: dict[Resource, str] = {"cpu": "cpu_usage_avg_5m", "memory": "mem_usage_avg_5m"}
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the file, field and problem."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, alias_generator=to_camel
+    )
+
+
+class Namespaces(_Section):
+    """Which namespaces' pods may be evicted. Give ``include`` or ``exclude``, not both.
+
+    By default only ``kube-system`` is excluded; giving ``include`` drops that default.
+    """
+
+    include: tuple[str, ...] = Field(
+        default=(), description="Only pods in these namespaces may be evicted (empty: all)."
+    )
+    exclude: tuple[str, ...] = Field(
+        default=("kube-system",), description="Pods in these namespaces are never evicted."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _include_replaces_the_default_exclude(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("include") and "exclude" not in data:
+            return {**data, "exclude": ()}
+        return data
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Namespaces:
+        if self.include and self.exclude:
+            raise ValueError(
+                "give either include or exclude, not both (include lists every namespace "
+                "that may be evicted; set exclude: [] when you use it)"
+            )
+        return self
+
+    def allows(self, namespace: str) -> bool:
+        if self.include:
+            return namespace in self.include
+        return namespace not in self.exclude
+
+
+class PriorityThreshold(_Section):
+    """Pods with a priority at or above ``value`` are never evicted."""
+
+    value: int = Field(description="The priority value from which pods are protected.")
+
+
+class PodUsageQueries(_Section):
+    """PromQL for real per-pod usage: one query per resource for the whole cluster.
+
+    Each must return one series per pod labelled ``namespace`` and ``pod``: CPU in
+    cores, memory in bytes.
+    """
+
+    cpu: str = Field(default=DEFAULT_CPU_QUERY, pattern=r"\S", description="CPU cores per pod.")
+    memory: str = Field(
+        default=DEFAULT_MEMORY_QUERY, pattern=r"\S", description="Working-set bytes per pod."
+    )
+
+
+def _percentages(value: Mapping[Resource, float], field: str) -> None:
+    for resource, percent in value.items():
+        if not 0 <= percent <= 100:
+            raise ValueError(f"{field}.{resource} is {percent}: give a percentage from 0 to 100")
+
+
+class DeschedulerConfig(_Section):
+    """``loadaware descheduler``'s configuration (``apiVersion: loadaware.io/v1alpha1``)."""
+
+    api_version: str = Field(default=API_VERSION, description=f"Always {API_VERSION!r}.")
+    kind: str = Field(default=KIND, description=f"Always {KIND!r}.")
+    thresholds: dict[Resource, float] = Field(
+        default_factory=lambda: dict(DEFAULT_THRESHOLDS),
+        description="Real usage, % of allocatable, at or below which (every resource) a node "
+        "is underutilized and may receive evicted pods. With useDeviationThresholds: the "
+        "distance below the mean.",
+    )
+    target_thresholds: dict[Resource, float] = Field(
+        default_factory=lambda: dict(DEFAULT_TARGET_THRESHOLDS),
+        description="Real usage, % of allocatable, above which (any resource) a node is hot. "
+        "Pods are evicted until it is back at or below; a destination must stay at or "
+        "below it with the evicted pods' usage added. With useDeviationThresholds: the "
+        "distance above the mean.",
+    )
+    use_deviation_thresholds: bool = Field(
+        default=False,
+        description="Measure thresholds from the mean usage of the nodes with fresh data.",
+    )
+    number_of_nodes: int = Field(
+        default=0,
+        ge=0,
+        description="Act only when more than this many nodes are underutilized.",
+    )
+    metrics: dict[Resource, str] = Field(
+        default_factory=lambda: dict(DEFAULT_METRICS),
+        description="The node annotation (a policy syncPolicy metric) that stands for each "
+        "resource's usage.",
+    )
+    evictable_namespaces: Namespaces = Field(
+        default_factory=Namespaces, description="Namespaces whose pods may be evicted."
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="Only nodes with all these labels are sources or destinations.",
+    )
+    max_no_of_pods_to_evict_per_node: int | None = Field(
+        default=None, ge=0, description="At most this many evictions per node per run."
+    )
+    max_no_of_pods_to_evict_per_namespace: int | None = Field(
+        default=None, ge=0, description="At most this many evictions per namespace per run."
+    )
+    max_no_of_pods_to_evict_total: int | None = Field(
+        default=None, ge=0, description="At most this many evictions per run."
+    )
+    evict_local_storage_pods: bool = Field(
+        default=False, description="Allow evicting pods with emptyDir or hostPath volumes."
+    )
+    evict_system_critical_pods: bool = Field(
+        default=False,
+        description="Allow evicting pods with priority >= 2000000000 (system-critical).",
+    )
+    ignore_pvc_pods: bool = Field(
+        default=True,
+        description="Never evict pods with PersistentVolumeClaims. Unlike descheduler, on by "
+        "default: a pod bound to a zonal volume often cannot move to the chosen node.",
+    )
+    evict_bare_pods: bool = Field(
+        default=False, description="Allow evicting running pods without an owner (not recreated)."
+    )
+    evict_failed_bare_pods: bool = Field(
+        default=False,
+        description="Accepted for descheduler compatibility. Failed pods use no CPU or memory, "
+        "so the real-load planner never picks them either way.",
+    )
+    priority_threshold: PriorityThreshold | None = Field(
+        default=None, description="Never evict pods at or above this priority."
+    )
+    min_pod_age: DurationS = Field(
+        default=0.0, ge=0, description="Never evict pods younger than this (Go duration)."
+    )
+    min_replicas: int = Field(
+        default=0,
+        ge=0,
+        description="Never evict pods whose controller owns fewer than this many pods.",
+    )
+    evict_last_replica: bool = Field(
+        default=False,
+        description="Allow evicting the last Ready pod of a controller (off: such a pod is "
+        "never evicted, which is what single-replica workloads need).",
+    )
+    dry_run: bool = Field(default=False, description="Plan and print, evict nothing.")
+    interval: DurationS = Field(default=300.0, gt=0, description="Time between runs.")
+    consecutive_hot_rounds: int = Field(
+        default=3,
+        ge=1,
+        description="A node must be seen above targetThresholds in this many consecutive "
+        "runs before pods are evicted from it. The count is kept on the Node (annotation "
+        "descheduler.loadaware.io/hot-rounds), so it survives restarts and counts across "
+        "--once runs; a count older than twice interval restarts at 0, so with --once set "
+        "interval to the CronJob's schedule.",
+    )
+    settle_time: DurationS = Field(
+        default=300.0,
+        ge=0,
+        description="After an eviction, a node's sample must be this much newer than the "
+        "eviction before it is trusted to show it; until then the evicted usage is "
+        "subtracted from the source and added to the destination.",
+    )
+    workload_cooldown: DurationS = Field(
+        default=900.0,
+        ge=0,
+        description="After evicting a pod of a workload, leave the workload alone this long.",
+    )
+    evictions_per_second: float = Field(
+        default=1.0, gt=0, description="Rate limit on eviction calls."
+    )
+    pod_usage_queries: PodUsageQueries = Field(
+        default_factory=PodUsageQueries, description="PromQL for per-pod usage."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DeschedulerConfig:
+        if self.api_version != API_VERSION:
+            raise ValueError(f"apiVersion is {self.api_version!r}, expected {API_VERSION!r}")
+        if self.kind != KIND:
+            raise ValueError(f"kind is {self.kind!r}, expected {KIND!r}")
+        _percentages(self.thresholds, "thresholds")
+        _percentages(self.target_thresholds, "targetThresholds")
+        if set(self.thresholds) != set(self.target_thresholds):
+            raise ValueError(
+                "thresholds and targetThresholds must name the same resources "
+                f"(got {sorted(self.thresholds)} and {sorted(self.target_thresholds)})"
+            )
+        if not self.target_thresholds:
+            raise ValueError("targetThresholds is empty: name cpu, memory or both")
+        if not self.use_deviation_thresholds:
+            for resource, low in self.thresholds.items():
+                if low > self.target_thresholds[resource]:
+                    raise ValueError(
+                        f"thresholds.{resource} ({low:g}) is above targetThresholds."
+                        f"{resource} ({self.target_thresholds[resource]:g})"
+                    )
+        for resource in self.target_thresholds:
+            metric = self.metrics.get(resource)
+            if metric is None:
+                raise ValueError(f"metrics.{resource} is missing: name the annotation to read")
+            if resource_of_metric(metric) != resource:
+                raise ValueError(
+                    f"metrics.{resource} is {metric!r}, which does not measure {resource} "
+                    f"(crane's names start with cpu_ or mem_)"
+                )
+        return self
+
+    def metric_for(self, resource: str) -> str:
+        """The annotation read for a balanced resource."""
+        return self.metrics["cpu" if resource == "cpu" else "memory"]
+
+    @cached_property
+    def resources(self) -> tuple[Resource, ...]:
+        """The resources the planner balances, in a fixed order."""
+        ordered: tuple[Resource, ...] = ("cpu", "memory")
+        return tuple(r for r in ordered if r in self.target_thresholds)
+
+
+def config_from_mapping(document: Any, source: str = "<memory>") -> DeschedulerConfig:
+    if document is None:
+        document = {}
+    if not isinstance(document, Mapping):
+        raise ConfigError(f"{source}: expected a {KIND} mapping at the top level")
+    try:
+        return DeschedulerConfig.model_validate(document)
+    except ValidationError as error:
+        raise ConfigError(f"{source}: invalid {KIND}:\n{format_validation_error(error)}") from None
+
+
+def config_from_yaml(text: str, source: str = "<memory>") -> DeschedulerConfig:
+    """Validate a YAML document; raise ConfigError naming each bad field."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{source}: not valid YAML: {error}") from None
+    return config_from_mapping(document, source)
+
+
+def load_config(path: str | Path) -> DeschedulerConfig:
+    """Read and validate a configuration file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{file}: cannot read configuration: {error.strerror or error}") from None
+    return config_from_yaml(text, str(file))

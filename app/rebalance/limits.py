@@ -1,0 +1,105 @@
+"""The run's guards that depend on what the plan already chose.
+
+Limits per node, per namespace and in total; PodDisruptionBudgets (never more planned
+evictions covered by a PDB than its ``disruptionsAllowed``); the last Ready replica of
+a controller; and the per-workload cooldown from the descheduler's recent evictions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from app.kube.objects import PodInfo
+from app.policy import format_duration
+from app.rebalance.config import DeschedulerConfig
+from app.rebalance.view import EvictionRecord, PodDisruptionBudgetView, workload_of
+
+
+def ready_replica_counts(pods: Iterable[PodInfo]) -> Counter[str]:
+    return Counter(
+        p.owner.uid for p in pods if p.owner is not None and p.ready and not p.terminating
+    )
+
+
+def cooling_workloads(
+    records: Iterable[EvictionRecord], now_s: float, cooldown_s: float
+) -> dict[str, float]:
+    """Workload -> seconds since its latest eviction, for those still cooling down."""
+    latest: dict[str, float] = {}
+    for record in records:
+        if record.workload is not None:
+            latest[record.workload] = max(latest.get(record.workload, 0.0), record.evicted_at_s)
+    return {w: now_s - at_s for w, at_s in latest.items() if now_s - at_s < cooldown_s}
+
+
+class RunBudget:
+    def __init__(
+        self,
+        config: DeschedulerConfig,
+        pods: Iterable[PodInfo],
+        budgets: Sequence[PodDisruptionBudgetView],
+        records: Iterable[EvictionRecord],
+        now_s: float,
+    ) -> None:
+        self._config = config
+        self._ready = ready_replica_counts(pods)
+        self._budgets = budgets
+        self._budgets_in: dict[str, list[int]] = {}
+        for index, budget in enumerate(budgets):
+            self._budgets_in.setdefault(budget.namespace, []).append(index)
+        self._cooling = cooling_workloads(records, now_s, config.workload_cooldown)
+        self._per_node: Counter[str] = Counter()
+        self._per_namespace: Counter[str] = Counter()
+        self._per_owner: Counter[str] = Counter()
+        self._per_budget: Counter[int] = Counter()
+        self.total = 0
+
+    def exhausted(self) -> bool:
+        limit = self._config.max_no_of_pods_to_evict_total
+        return limit is not None and self.total >= limit
+
+    def node_full(self, node: str) -> bool:
+        limit = self._config.max_no_of_pods_to_evict_per_node
+        return limit is not None and self._per_node[node] >= limit
+
+    def _covering(self, pod: PodInfo) -> list[int]:
+        return [
+            index
+            for index in self._budgets_in.get(pod.namespace, ())
+            if self._budgets[index].selector.matches(pod.labels)
+        ]
+
+    def refusal(self, pod: PodInfo, node: str) -> str | None:
+        """Why this pod may not be evicted now, given what the plan already chose."""
+        config = self._config
+        if self.exhausted():
+            return f"maxNoOfPodsToEvictTotal ({config.max_no_of_pods_to_evict_total}) reached"
+        if self.node_full(node):
+            return f"maxNoOfPodsToEvictPerNode ({config.max_no_of_pods_to_evict_per_node}) reached"
+        namespace_limit = config.max_no_of_pods_to_evict_per_namespace
+        if namespace_limit is not None and self._per_namespace[pod.namespace] >= namespace_limit:
+            return f"maxNoOfPodsToEvictPerNamespace ({namespace_limit}) reached"
+        workload = workload_of(pod)
+        if workload is not None and workload in self._cooling:
+            ago = format_duration(round(self._cooling[workload]))
+            cooldown = format_duration(config.workload_cooldown)
+            return f"cooldown: {workload} had a pod evicted {ago} ago (workloadCooldown {cooldown})"
+        if pod.owner is not None and pod.ready and not config.evict_last_replica:
+            remaining = self._ready[pod.owner.uid] - self._per_owner[pod.owner.uid]
+            if remaining <= 1:
+                return f"last Ready replica of {pod.owner.kind} {pod.owner.name}"
+        for index in self._covering(pod):
+            budget = self._budgets[index]
+            if self._per_budget[index] >= budget.disruptions_allowed:
+                return f"PodDisruptionBudget {budget.name} allows no more disruptions"
+        return None
+
+    def take(self, pod: PodInfo, node: str) -> None:
+        self.total += 1
+        self._per_node[node] += 1
+        self._per_namespace[pod.namespace] += 1
+        if pod.owner is not None and pod.ready:
+            self._per_owner[pod.owner.uid] += 1
+        for index in self._covering(pod):
+            self._per_budget[index] += 1

@@ -1,0 +1,91 @@
+"""Each node's usage per resource, read through the load model (``evaluate_node``).
+
+The usage of a resource is the fresh reading of its configured metric, with the
+convergence adjustments passed as ``unsampled``. Nothing here parses an annotation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from app.kube.objects import NodeInfo
+from app.load.model import MetricReading, NodeLoad, evaluate_node
+from app.load.resources import RESOURCES
+from app.policy import Policy
+from app.rebalance.config import DeschedulerConfig
+from app.rebalance.convergence import as_fractions, unsampled_amounts
+from app.rebalance.view import EvictionRecord
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    node: NodeInfo
+    load: NodeLoad  # the load model's verdict, convergence adjustments included
+    usage_fraction: Mapping[str, float]  # per balanced resource with fresh data
+    missing: str | None  # why a balanced resource has no usable reading
+    unsampled: Mapping[str, float]  # signed amounts (cores, bytes) added by convergence
+
+
+def allocatable_of(node: NodeInfo) -> dict[str, float]:
+    return {resource: node.allocatable.get(resource) for resource in RESOURCES}
+
+
+def reading_of(load: NodeLoad, metric: str) -> MetricReading | None:
+    return next((r for r in load.readings if r.metric == metric), None)
+
+
+def evaluate(
+    node: NodeInfo, policy: Policy, now_s: float, unsampled: Mapping[str, float]
+) -> NodeLoad:
+    """The load model on a node with signed unsampled amounts (cores, bytes)."""
+    fractions = as_fractions(unsampled, allocatable_of(node))
+    return evaluate_node(node.annotations, policy, now_s, fractions or None)
+
+
+def usage_of(
+    node: NodeInfo, load: NodeLoad, config: DeschedulerConfig
+) -> tuple[dict[str, float], str | None]:
+    usage: dict[str, float] = {}
+    for resource in config.resources:
+        metric = config.metrics[resource]
+        reading = reading_of(load, metric)
+        if reading is None:
+            return usage, f"{metric} is not in the policy's syncPolicy"
+        if not reading.is_fresh or reading.usage_fraction is None:
+            return usage, f"{metric} is {reading.freshness.value}"
+        if node.allocatable.get(resource) <= 0:
+            return usage, f"allocatable {resource} is unknown"
+        usage[resource] = reading.usage_fraction
+    return usage, None
+
+
+def measure_nodes(
+    nodes: Sequence[NodeInfo],
+    config: DeschedulerConfig,
+    policy: Policy,
+    now_s: float,
+    records: Sequence[EvictionRecord],
+) -> dict[str, NodeUsage]:
+    raw = {node.name: evaluate_node(node.annotations, policy, now_s) for node in nodes}
+    amounts = unsampled_amounts(records, sample_times(raw, config), config.settle_time, RESOURCES)
+    measured: dict[str, NodeUsage] = {}
+    for node in nodes:
+        unsampled = amounts.get(node.name, {})
+        load = evaluate(node, policy, now_s, unsampled) if unsampled else raw[node.name]
+        usage, missing = usage_of(node, load, config)
+        measured[node.name] = NodeUsage(node, load, usage, missing, unsampled)
+    return measured
+
+
+def sample_times(
+    loads: Mapping[str, NodeLoad], config: DeschedulerConfig
+) -> dict[str, dict[str, float | None]]:
+    times: dict[str, dict[str, float | None]] = {}
+    for name, load in loads.items():
+        per_resource: dict[str, float | None] = {}
+        for resource, metric in config.metrics.items():
+            reading = reading_of(load, metric)
+            per_resource[resource] = reading.timestamp_s if reading else None
+        times[name] = per_resource
+    return times

@@ -1,0 +1,58 @@
+"""What the planner returns: node classes, the evictions in order, and what it skipped."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from app.kube.objects import PodInfo
+from app.load.resources import Resources
+
+
+class NodeKind(StrEnum):
+    SOURCE = "source"  # hot long enough: pods are evicted from it
+    DEBOUNCING = "debouncing"  # hot, but not for enough consecutive rounds yet
+    DESTINATION = "destination"  # underutilized: may receive evicted pods
+    NEUTRAL = "neutral"  # in between, or excluded from receiving (unschedulable, not Ready)
+    NO_DATA = "no-data"  # a metric is stale or missing: never a source nor a destination
+    EXCLUDED = "excluded"  # not selected by nodeSelector
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClass:
+    node: str
+    kind: NodeKind
+    usage_fraction: Mapping[str, float]  # per resource, convergence adjustments included
+    high_fraction: Mapping[str, float]  # targetThresholds (after deviation) per resource
+    low_fraction: Mapping[str, float]  # thresholds (after deviation) per resource
+    hot: bool  # above targetThresholds this round (what debounce counts)
+    hot_rounds: int = 0  # consecutive rounds seen hot, this one included
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedEviction:
+    pod: PodInfo
+    source: str
+    destination: str
+    usage: Resources
+    usage_from: str  # "prometheus" | "requests"
+    metric_values: Mapping[str, float]  # "<metric> before" / "<metric> after" on the source
+    reason: str
+    destination_high_fraction: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedPod:
+    pod_key: str
+    node: str
+    reason: str
+
+
+@dataclass
+class EvictionPlan:
+    node_classes: dict[str, NodeClass] = field(default_factory=dict)
+    evictions: list[PlannedEviction] = field(default_factory=list)  # in execution order
+    skipped: list[SkippedPod] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)

@@ -1,0 +1,267 @@
+"""The planning pass: node classes, then victims and their destinations, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from app.kube.objects import PodInfo
+from app.load.resources import RESOURCES, Resources
+from app.policy import Policy
+from app.rebalance.classes import classify_all, nothing_to_do
+from app.rebalance.config import DeschedulerConfig
+from app.rebalance.destinations import Destinations, Room, refusal, requested_on
+from app.rebalance.limits import RunBudget
+from app.rebalance.measure import NodeUsage, measure_nodes
+from app.rebalance.outcome import (
+    EvictionPlan,
+    NodeClass,
+    NodeKind,
+    PlannedEviction,
+    SkippedPod,
+)
+from app.rebalance.render import render_plan
+from app.rebalance.usage import UsageSource, pod_usage, usage_sources
+from app.rebalance.victims import owned_pod_counts, protection, victim_order
+from app.rebalance.view import (
+    ClusterView,
+    EvictionRecord,
+    LabelRequirement,
+    LabelSelector,
+    PodDisruptionBudgetView,
+    workload_of,
+)
+
+__all__ = [
+    "ClusterView",
+    "EvictionPlan",
+    "EvictionRecord",
+    "LabelRequirement",
+    "LabelSelector",
+    "NodeClass",
+    "NodeKind",
+    "PlannedEviction",
+    "PlannerMemory",
+    "PodDisruptionBudgetView",
+    "SkippedPod",
+    "observe_round",
+    "plan",
+    "recheck",
+    "render_plan",
+    "workload_of",
+]
+
+
+@dataclass
+class PlannerMemory:
+    """What the loop keeps between runs: consecutive rounds each node was seen hot."""
+
+    hot_rounds: dict[str, int] = field(default_factory=dict)
+
+
+def observe_round(memory: PlannerMemory, classes: Mapping[str, NodeClass]) -> PlannerMemory:
+    """Debounce bookkeeping: the counts to pass to the next ``plan``."""
+    return PlannerMemory({name: c.hot_rounds for name, c in classes.items() if c.hot})
+
+
+def plan(
+    cluster: ClusterView,
+    config: DeschedulerConfig,
+    policy: Policy,
+    now_s: float,
+    hot_rounds: Mapping[str, int],
+) -> EvictionPlan:
+    """One planning pass over a cluster view; pure, and deterministic for equal inputs."""
+    nodes = [cluster.nodes[name] for name in sorted(cluster.nodes)]
+    usages = measure_nodes(nodes, config, policy, now_s, cluster.recent_evictions)
+    classes = classify_all(usages, config, hot_rounds)
+    result = EvictionPlan(node_classes=classes)
+    stop = nothing_to_do(classes, config)
+    if stop is not None:
+        result.notes.append(stop)
+        return result
+    pods_by_node: dict[str, list[PodInfo]] = {}
+    for pod in cluster.pods.values():
+        if pod.node_name is not None:
+            pods_by_node.setdefault(pod.node_name, []).append(pod)
+    destinations = Destinations(
+        _rooms(usages, classes, pods_by_node), config, policy, now_s
+    )
+    pass_ = _Pass(config, now_s, usage_sources(cluster.pod_usage), destinations, result,
+                  RunBudget(config, cluster.pods.values(), cluster.budgets,
+                            cluster.recent_evictions, now_s),
+                  owned_pod_counts(cluster.pods.values()))
+    for source in _sources_hottest_first(classes):
+        if not destinations.has_headroom():
+            result.notes.append("stopped: the destinations' headroom ran out")
+            break
+        if pass_.budget.exhausted():
+            result.notes.append("stopped: maxNoOfPodsToEvictTotal reached")
+            break
+        pass_.drain(usages[source.node], source, pods_by_node.get(source.node, []))
+    if not result.evictions:
+        result.notes.append("no pod can be moved: see the skipped pods")
+    return result
+
+
+def _rooms(
+    usages: Mapping[str, NodeUsage],
+    classes: Mapping[str, NodeClass],
+    pods_by_node: Mapping[str, list[PodInfo]],
+) -> list[Room]:
+    rooms = []
+    for name, node_class in classes.items():
+        if node_class.kind is not NodeKind.DESTINATION:
+            continue
+        usage = usages[name]
+        rooms.append(
+            Room(
+                node=usage.node,
+                free_requests=usage.node.allocatable - requested_on(pods_by_node.get(name, ())),
+                unsampled=dict(usage.unsampled),
+                usage_fraction=dict(usage.usage_fraction),
+                high_fraction=node_class.high_fraction,
+            )
+        )
+    return rooms
+
+
+def _excess(node_class: NodeClass, usage: Mapping[str, float]) -> dict[str, float]:
+    return {
+        r: usage[r] - node_class.high_fraction[r]
+        for r in usage
+        if usage[r] > node_class.high_fraction[r]
+    }
+
+
+def _sources_hottest_first(classes: Mapping[str, NodeClass]) -> list[NodeClass]:
+    sources = [c for c in classes.values() if c.kind is NodeKind.SOURCE]
+    return sorted(sources, key=lambda c: (-max(_excess(c, c.usage_fraction).values()), c.node))
+
+
+@dataclass
+class _Pass:
+    """The mutable state of one planning pass: who is chosen, what room is left."""
+
+    config: DeschedulerConfig
+    now_s: float
+    sources: tuple[UsageSource, ...]
+    destinations: Destinations
+    result: EvictionPlan
+    budget: RunBudget
+    owned: Mapping[str, int]
+
+    def drain(self, usage: NodeUsage, source: NodeClass, pods: list[PodInfo]) -> None:
+        """Evict from one source until it is under its threshold or nothing more can go."""
+        node = usage.node
+        current = dict(usage.usage_fraction)
+        excess = _excess(source, current)
+        hottest = max(excess, key=lambda r: excess[r])
+        candidates = []
+        for pod in pods:
+            protected = protection(pod, self.config, self.now_s, self.owned)
+            if protected is not None:
+                self._skip(pod, node.name, protected)
+                continue
+            pod_usage_, origin = pod_usage(pod, self.sources)
+            candidates.append((pod, pod_usage_, origin))
+        excess_amount = excess[hottest] * node.allocatable.get(hottest)
+        candidates.sort(key=lambda c: (victim_order(c[0], c[1], hottest, excess_amount), c[0].key))
+        for pod, amount, origin in candidates:
+            over = _excess(source, current)
+            if not over:
+                return
+            if self.budget.exhausted() or self.budget.node_full(node.name):
+                self._skip(pod, node.name, self.budget.refusal(pod, node.name) or "limit reached")
+                continue
+            if all(amount.get(r) <= 0 for r in over):
+                self._skip(pod, node.name, f"uses no {' or '.join(over)} to move")
+                continue
+            refused = self.budget.refusal(pod, node.name)
+            if refused is not None:
+                self._skip(pod, node.name, refused)
+                continue
+            destination, why = self.destinations.choose(pod, amount)
+            if destination is None:
+                self._skip(pod, node.name, f"no destination: {why}")
+                continue
+            before = dict(current)
+            for resource in current:
+                current[resource] -= amount.get(resource) / node.allocatable.get(resource)
+            self._evict(pod, source, destination, amount, origin, before, current, over)
+
+    def _evict(
+        self,
+        pod: PodInfo,
+        source: NodeClass,
+        destination: str,
+        amount: Resources,
+        origin: str,
+        before: Mapping[str, float],
+        after: Mapping[str, float],
+        over: Mapping[str, float],
+    ) -> None:
+        self.destinations.reserve(destination, pod, amount)
+        self.budget.take(pod, source.node)
+        metric = self.config.metric_for
+        values: dict[str, float] = {}
+        for resource in before:
+            values[f"{metric(resource)} before"] = before[resource]
+            values[f"{metric(resource)} after"] = after[resource]
+        reason = ", ".join(
+            f"{metric(r)} {before[r]:.0%} > {source.high_fraction[r]:.0%}" for r in over
+        )
+        self.result.evictions.append(
+            PlannedEviction(
+                pod=pod,
+                source=source.node,
+                destination=destination,
+                usage=amount,
+                usage_from=origin,
+                metric_values=values,
+                reason=reason,
+                destination_high_fraction=dict(self.destinations.room(destination).high_fraction),
+            )
+        )
+
+    def _skip(self, pod: PodInfo, node: str, reason: str) -> None:
+        self.result.skipped.append(SkippedPod(pod.key, node, reason))
+
+
+def recheck(
+    eviction: PlannedEviction,
+    cluster_now: ClusterView,
+    config: DeschedulerConfig,
+    policy: Policy,
+    now_s: float,
+    reserved: Mapping[str, Resources],
+) -> str | None:
+    """None when the eviction is still right against a live view; else why not.
+
+    ``reserved`` is the usage the run already moved onto each node and that
+    ``cluster_now.recent_evictions`` does not hold yet (evictions made earlier in this
+    run), so a scale-up that took the room, or earlier evictions, stop this one.
+    """
+    pod = cluster_now.pods.get(eviction.pod.key)
+    if pod is None or pod.uid != eviction.pod.uid:
+        return "the pod is gone"
+    if pod.node_name != eviction.source or pod.terminating:
+        return "the pod is no longer running on the source"
+    node = cluster_now.nodes.get(eviction.destination)
+    if node is None:
+        return f"destination {eviction.destination} is gone"
+    usages = measure_nodes([node], config, policy, now_s, cluster_now.recent_evictions)
+    usage = usages[node.name]
+    if usage.missing is not None:
+        return f"destination {node.name} has no usable data: {usage.missing}"
+    moved = reserved.get(node.name, Resources())
+    unsampled = {r: usage.unsampled.get(r, 0.0) + moved.get(r) for r in RESOURCES}
+    fraction = {
+        r: usage.usage_fraction[r] + moved.get(r) / node.allocatable.get(r)
+        for r in usage.usage_fraction
+    }
+    requested = requested_on(p for p in cluster_now.pods.values() if p.node_name == node.name)
+    room = Room(node, node.allocatable - requested, unsampled, fraction,
+                eviction.destination_high_fraction or dict.fromkeys(fraction, 1.0))
+    refused = refusal(pod, eviction.usage, room, config, policy, now_s)
+    return None if refused is None else f"destination {node.name}: {refused}"

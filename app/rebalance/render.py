@@ -1,0 +1,52 @@
+"""The dry-run table: what a plan would do and why, for a person to read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from app.rebalance.outcome import EvictionPlan, NodeKind
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return lines
+
+
+def _percent(values: Mapping[str, float]) -> str:
+    return " ".join(f"{r}={v:.0%}" for r, v in values.items())
+
+
+def render_plan(plan: EvictionPlan) -> str:
+    lines: list[str] = []
+    hot_kinds = (NodeKind.SOURCE, NodeKind.DEBOUNCING)
+    hot = [c for c in plan.node_classes.values() if c.kind in hot_kinds]
+    counts = {kind: 0 for kind in NodeKind}
+    for node_class in plan.node_classes.values():
+        counts[node_class.kind] += 1
+    lines.append("Nodes: " + ", ".join(f"{counts[k]} {k.value}" for k in NodeKind))
+    if hot:
+        lines += ["", "Hot nodes:"]
+        rows: list[tuple[str, ...]] = [
+            (c.node, c.kind.value, _percent(c.usage_fraction), _percent(c.high_fraction), c.reason)
+            for c in hot
+        ]
+        lines += _table(("NODE", "CLASS", "USAGE", "THRESHOLD", "WHY"), rows)
+    lines += ["", f"Evictions ({len(plan.evictions)}):"]
+    if plan.evictions:
+        rows = [
+            (e.pod.key, e.source, e.destination,
+             f"cpu={e.usage.cpu_cores:.3g} mem={e.usage.memory_bytes / 2**20:.0f}Mi",
+             e.usage_from, e.reason)
+            for e in plan.evictions
+        ]
+        lines += _table(("POD", "FROM", "TO", "USAGE", "USAGE FROM", "REASON"), rows)
+    lines += ["", f"Skipped ({len(plan.skipped)}):"]
+    if plan.skipped:
+        lines += _table(("POD", "NODE", "REASON"), [(s.pod_key, s.node, s.reason)
+                                                    for s in plan.skipped])
+    if plan.notes:
+        lines += ["", "Notes:", *(f"- {note}" for note in plan.notes)]
+    return "\n".join(lines) + "\n"

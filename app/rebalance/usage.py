@@ -1,0 +1,55 @@
+"""Where a pod's usage comes from: measured by Prometheus, or its requests standing in.
+
+Two sources behind one small protocol, tried in order; the plan records which one
+answered so that the dry-run table can say a number is an estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from app.kube.objects import PodInfo
+from app.load.resources import Resources
+
+
+class UsageSource(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def usage_of(self, pod: PodInfo) -> Resources | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredUsage:
+    """Real usage per pod key, from the cluster-wide Prometheus queries."""
+
+    by_pod: Mapping[str, Resources]
+    name: str = "prometheus"
+
+    def usage_of(self, pod: PodInfo) -> Resources | None:
+        return self.by_pod.get(pod.key)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedUsage:
+    """A pod's requests, for pods Prometheus has no series for (new, or not scraped)."""
+
+    name: str = "requests"
+
+    def usage_of(self, pod: PodInfo) -> Resources | None:
+        return pod.requests
+
+
+def usage_sources(measured: Mapping[str, Resources]) -> tuple[UsageSource, ...]:
+    return (MeasuredUsage(measured), RequestedUsage())
+
+
+def pod_usage(pod: PodInfo, sources: Sequence[UsageSource]) -> tuple[Resources, str]:
+    """The first source's answer and its name."""
+    for source in sources:
+        usage = source.usage_of(pod)
+        if usage is not None:
+            return usage, source.name
+    return Resources(), "none"

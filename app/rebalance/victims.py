@@ -1,0 +1,107 @@
+"""Which pods may be evicted, and in which order.
+
+The protections follow descheduler's DefaultEvictor. The annotation
+``descheduler.alpha.kubernetes.io/evict`` opts a pod in past the *soft* ones (local
+storage, PVCs, bare pods, priority, minPodAge, minReplicas), as in descheduler. It
+never overrides the hard ones (mirror/static, DaemonSet, terminating, not running,
+excluded namespace) nor the run's guards (last Ready replica, PDBs, cooldown,
+limits; see ``limits``).
+
+``descheduler.alpha.kubernetes.io/prefer-no-eviction`` sorts a pod after every other
+candidate: it is evicted only when nothing else brings its node under the threshold.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from app.kube.objects import PodInfo
+from app.load.resources import Resources
+from app.rebalance.config import DeschedulerConfig
+
+EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
+PREFER_NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
+DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
+QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
+
+
+def owned_pod_counts(pods: Iterable[PodInfo]) -> Counter[str]:
+    """Pods per controller uid that are not finished, for ``minReplicas``."""
+    return Counter(
+        p.owner.uid for p in pods if p.owner is not None and p.phase not in ("Succeeded", "Failed")
+    )
+
+
+def hard_protection(pod: PodInfo, config: DeschedulerConfig) -> str | None:
+    if pod.is_mirror:
+        return "mirror or static pod"
+    if pod.owner is not None and pod.owner.kind == "DaemonSet":
+        return "DaemonSet pod"
+    if pod.terminating:
+        return "terminating"
+    if pod.phase != "Running":
+        return f"phase {pod.phase}: uses no node resources to move"
+    if not config.evictable_namespaces.allows(pod.namespace):
+        return f"namespace {pod.namespace} is not evictable (evictableNamespaces)"
+    return None
+
+
+def soft_protection(
+    pod: PodInfo, config: DeschedulerConfig, now_s: float, owned: Mapping[str, int]
+) -> str | None:
+    if pod.priority >= SYSTEM_CRITICAL_PRIORITY and not config.evict_system_critical_pods:
+        return f"system-critical (priority {pod.priority})"
+    threshold = config.priority_threshold
+    if threshold is not None and pod.priority >= threshold.value:
+        return f"priority {pod.priority} >= priorityThreshold {threshold.value}"
+    if pod.local_storage and not config.evict_local_storage_pods:
+        return "local storage (emptyDir or hostPath); evictLocalStoragePods is off"
+    if pod.uses_pvc and config.ignore_pvc_pods:
+        return "uses a PersistentVolumeClaim; ignorePvcPods is on"
+    if pod.owner is None and not config.evict_bare_pods:
+        return "bare pod: nothing would recreate it; evictBarePods is off"
+    age_s = now_s - pod.created_s if pod.created_s is not None else 0.0
+    if config.min_pod_age > 0 and age_s < config.min_pod_age:
+        return f"younger than minPodAge ({config.min_pod_age:g}s)"
+    if pod.owner is not None and owned.get(pod.owner.uid, 0) < config.min_replicas:
+        return f"its {pod.owner.kind} has fewer than minReplicas ({config.min_replicas}) pods"
+    return None
+
+
+def protection(
+    pod: PodInfo, config: DeschedulerConfig, now_s: float, owned: Mapping[str, int]
+) -> str | None:
+    """Why a pod must never be evicted, or None."""
+    hard = hard_protection(pod, config)
+    if hard is not None:
+        return hard
+    if pod.annotations.get(EVICT_ANNOTATION) is not None:
+        return None
+    return soft_protection(pod, config, now_s, owned)
+
+
+def deletion_cost(pod: PodInfo) -> int:
+    try:
+        return int(pod.annotations.get(DELETION_COST_ANNOTATION, "0"))
+    except ValueError:
+        return 0
+
+
+def victim_order(
+    pod: PodInfo, usage: Resources, resource: str, excess: float
+) -> tuple[bool, int, int, int, tuple[int, float], float]:
+    """Sort key: prefer-no-eviction last, then priority, QoS, deletion cost, how well the
+    pod's usage of the most-over ``resource`` covers the ``excess`` (the smallest pod that
+    covers it alone, else the largest), youngest first."""
+    amount = usage.get(resource)
+    coverage = (0, amount) if amount >= excess else (1, -amount)
+    return (
+        PREFER_NO_EVICTION_ANNOTATION in pod.annotations,
+        pod.priority,
+        QOS_RANK.get(pod.qos, 1),
+        deletion_cost(pod),
+        coverage,
+        -(pod.created_s or 0.0),
+    )

@@ -1,0 +1,1 @@
+"""`loadaware simulate`: what loadaware would do for a cluster, offline (docs/simulate.md)."""

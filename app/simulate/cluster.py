@@ -1,0 +1,234 @@
+"""The simulated cluster: a discrete-time loop over one scenario under one policy.
+
+Each step at time ``t`` runs, in order:
+
+1. the metrics pipeline does whatever is due at ``t`` (it has seen usage up to ``t``);
+2. on the descheduler's interval, a rebalancing round evicts pods, which are
+   recreated at once as pending pods (their controller replaces them);
+3. pods created by ``t`` are scheduled, highest priority first, then oldest;
+4. every bound pod's real usage for ``[t, t + step)`` is computed from its
+   workload's profile; a node's demand above its allocatable is throttled CPU or,
+   for memory, an OOM event (one per node and step).
+
+Real usage is drawn from the scenario's seed only, per pod slot and step, so every
+policy sees the same demand; placements differ, demand does not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from app.simulate.metrics import MetricsPipeline, is_due
+from app.simulate.placement import LoadFilter, NodeRequests, PodShape, Scheduler, UnsampledUsage
+from app.simulate.profiles import SlotUsage
+from app.simulate.scenario import Scenario
+
+# 2024-01-01T00:00:00Z: the wall clock at the start of every simulation.
+EPOCH_S = 1_704_067_200.0
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    t_s: float
+    slot: int
+    node: int
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    t_s: float
+    slot: int
+    node: int
+    pdb_violation: bool
+
+
+class Rebalancer(Protocol):
+    """One descheduling round: the pod slots to evict now (the planner's seam)."""
+
+    def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]: ...
+
+
+@dataclass
+class PolicyPlan:
+    """What one policy is made of: whether the extender filters, and its seams."""
+
+    name: str
+    load_aware: bool
+    make_estimate: Callable[[SimulatedCluster], UnsampledUsage] | None = None
+    make_rebalancer: Callable[[SimulatedCluster], Rebalancer] | None = None
+
+
+@dataclass
+class Run:
+    """Everything measured in one simulation; ``report`` turns it into numbers."""
+
+    policy: str
+    scenario: Scenario
+    node_names: list[str]
+    times_s: FloatArray
+    cpu_utilisation: npt.NDArray[np.float32]  # [step, node] demand / allocatable
+    memory_utilisation: npt.NDArray[np.float32]
+    throttled_core_s: float = 0.0
+    oom_events: int = 0
+    placements: list[Placement] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    pending_at_end: int = 0
+    load_evaluations: int = 0
+
+
+class SimulatedCluster:
+    """Nodes, pod slots and the step loop for one policy."""
+
+    def __init__(self, scenario: Scenario, plan: PolicyPlan) -> None:
+        self.scenario = scenario
+        self.policy = scenario.scheduling_policy()
+        self.node_names = [
+            f"{group.name}-{i}" for group in scenario.nodes for i in range(group.count)
+        ]
+        self.allocatable_cpu = np.array(
+            [g.cpu for g in scenario.nodes for _ in range(g.count)], dtype=np.float64
+        )
+        self.allocatable_memory = np.array(
+            [g.memory for g in scenario.nodes for _ in range(g.count)], dtype=np.float64
+        )
+        nodes = len(self.node_names)
+        self.usage = SlotUsage(scenario)
+        slots = self.usage.slots
+        self.node_of = np.full(slots, -1, dtype=np.int64)  # -1: pending or not created
+        self.created_at_s = self.usage.created_at_s.copy()  # recreation moves it
+        self.bound_at_s = np.full(slots, math.nan)
+        self.shapes = [PodShape(w.requests.cpu, w.requests.memory) for w in scenario.workloads]
+        self.pipeline = MetricsPipeline(
+            self.policy,
+            nodes,
+            epoch_s=EPOCH_S,
+            scrape_interval_s=scenario.metrics.scrape_interval_s,
+            rule_interval_s=scenario.metrics.rule_interval_s,
+            hot_value_interval_s=scenario.metrics.hot_value_interval_s,
+        )
+        self.requests = NodeRequests(self.allocatable_cpu, self.allocatable_memory)
+        self.estimate = plan.make_estimate(self) if plan.make_estimate else None
+        self.load_filter = (
+            LoadFilter(self.policy, self.pipeline, nodes, self.estimate)
+            if plan.load_aware
+            else None
+        )
+        self.scheduler = Scheduler(
+            self.requests,
+            self.load_filter,
+            scenario.scheduler.extender_weight,
+            np.random.default_rng([scenario.seed, 1]),
+        )
+        self.rebalancer = plan.make_rebalancer(self) if plan.make_rebalancer else None
+        steps = scenario.steps
+        self.run = Run(
+            plan.name,
+            scenario,
+            self.node_names,
+            np.arange(steps, dtype=np.float64) * scenario.step_s,
+            np.zeros((steps, nodes), dtype=np.float32),
+            np.zeros((steps, nodes), dtype=np.float32),
+        )
+        self.on_placement: Callable[[SimulatedCluster, Placement], None] | None = None
+
+    # -- the loop --------------------------------------------------------------------
+    def simulate(self, progress: Callable[[int, int], None] | None = None) -> Run:
+        steps = self.scenario.steps
+        for step in range(steps):
+            self.step(step)
+            if progress is not None:
+                progress(step + 1, steps)
+        self.run.pending_at_end = len(self.pending(steps * self.scenario.step_s))
+        if self.load_filter is not None:
+            self.run.load_evaluations = self.load_filter.evaluations
+        return self.run
+
+    def step(self, step: int) -> None:
+        t_s = step * self.scenario.step_s
+        self.pipeline.advance(t_s)
+        interval_s = self.scenario.descheduler.interval_s
+        if self.rebalancer is not None and step > 0 and is_due(t_s, interval_s):
+            for slot in self.rebalancer.evictions(self, t_s):
+                self.evict(int(slot), t_s)
+        self.schedule_pending(t_s)
+        self.run_workloads(step, t_s)
+
+    def pending(self, t_s: float) -> IntArray:
+        waiting = np.flatnonzero((self.node_of < 0) & (self.created_at_s <= t_s))
+        priority = self.usage.priority[waiting]
+        order = np.lexsort((waiting, self.created_at_s[waiting], -priority))
+        return waiting[order]
+
+    def schedule_pending(self, t_s: float) -> None:
+        unschedulable: set[int] = set()  # workloads that found no node in this step
+        for slot in self.pending(t_s).tolist():
+            workload = int(self.usage.workload_of[slot])
+            if workload in unschedulable:
+                continue  # placements only fill nodes up: it would fail again
+            if self.load_filter is not None:
+                self.load_filter.refresh(t_s)
+            node = self.scheduler.choose(self.shapes[workload])
+            if node is None:
+                unschedulable.add(workload)
+                continue
+            self.bind(slot, node, t_s)
+
+    def bind(self, slot: int, node: int, t_s: float) -> None:
+        placement = Placement(t_s, slot, node)
+        if self.on_placement is not None:
+            self.on_placement(self, placement)  # sees the cluster as the scheduler did
+        self.node_of[slot] = node
+        self.bound_at_s[slot] = t_s
+        self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])])
+        self.pipeline.record_binding(node, t_s)
+        self.run.placements.append(placement)
+
+    def evict(self, slot: int, t_s: float) -> None:
+        node = int(self.node_of[slot])
+        if node < 0:
+            return
+        violation = not self.disruption_allowed(int(self.usage.workload_of[slot]))
+        self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])], -1.0)
+        self.node_of[slot] = -1
+        self.bound_at_s[slot] = math.nan
+        self.created_at_s[slot] = t_s  # the controller recreates it at once
+        self.run.evictions.append(Eviction(t_s, slot, node, violation))
+
+    def disruption_allowed(self, workload: int) -> bool:
+        """Would one more eviction from the workload keep its PDB? (no PDB: yes)."""
+        budget = self.scenario.workloads[workload].pdb
+        if budget is None:
+            return True
+        wanted = int(np.sum((self.usage.workload_of == workload) & (self.created_at_s < math.inf)))
+        running = int(np.sum((self.usage.workload_of == workload) & (self.node_of >= 0)))
+        if budget.min_available is not None:
+            return running - 1 >= budget.min_available
+        assert budget.max_unavailable is not None
+        return wanted - (running - 1) <= budget.max_unavailable
+
+    def run_workloads(self, step: int, t_s: float) -> None:
+        cpu, memory = self.usage.at(step, t_s)
+        bound = self.node_of >= 0
+        nodes = len(self.node_names)
+        where = self.node_of[bound]
+        cpu_demand = np.bincount(where, weights=cpu[bound], minlength=nodes)
+        mem_demand = np.bincount(where, weights=memory[bound], minlength=nodes)
+        cpu_fraction = cpu_demand / self.allocatable_cpu
+        mem_fraction = mem_demand / self.allocatable_memory
+        step_s = self.scenario.step_s
+        self.run.cpu_utilisation[step] = cpu_fraction
+        self.run.memory_utilisation[step] = mem_fraction
+        self.run.throttled_core_s += float(
+            np.sum(np.maximum(cpu_demand - self.allocatable_cpu, 0.0)) * step_s
+        )
+        self.run.oom_events += int(np.sum(mem_demand > self.allocatable_memory))
+        self.pipeline.account(np.minimum(cpu_fraction, 1.0), np.minimum(mem_fraction, 1.0), step_s)

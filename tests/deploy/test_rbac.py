@@ -1,0 +1,98 @@
+"""deploy/ grants each component exactly the API calls app/kube/permissions.py lists."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from app.kube.permissions import PERMISSIONS, Scope, grants_of, service_account_name
+from tests.deploy.manifests import Obj, base, kustomizations, of_kind, pod_templates, render
+
+Grant = tuple[str, str, str, Scope]
+NAMESPACE = "loadaware"
+
+
+def _rules_bound_to(objects: list[Obj], account: str) -> set[Grant]:
+    """Every (group, resource, verb, scope) the ServiceAccount is granted in ``objects``."""
+    roles = {
+        (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
+        for o in objects
+        if o["kind"] in ("Role", "ClusterRole")
+    }
+    granted: set[Grant] = set()
+    for binding in objects:
+        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        subjects = binding.get("subjects", [])
+        if not any(
+            s["kind"] == "ServiceAccount" and s["name"] == account and s["namespace"] == NAMESPACE
+            for s in subjects
+        ):
+            continue
+        namespace = binding["metadata"].get("namespace")
+        ref = binding["roleRef"]
+        role_namespace = namespace if ref["kind"] == "Role" else None
+        role = roles.get((ref["kind"], role_namespace, ref["name"]))
+        assert role is not None, f"{binding['metadata']['name']} binds a missing {ref}"
+        if binding["kind"] == "ClusterRoleBinding":
+            scope = Scope.CLUSTER
+        else:
+            assert namespace == NAMESPACE, f"{account} is granted rights in namespace {namespace}"
+            scope = Scope.OWN_NAMESPACE
+        for rule in role["rules"]:
+            assert "resourceNames" not in rule, rule
+            assert "nonResourceURLs" not in rule, rule
+            granted |= {
+                (group, resource, verb, scope)
+                for group in rule["apiGroups"]
+                for resource in rule["resources"]
+                for verb in rule["verbs"]
+            }
+    return granted
+
+
+@pytest.mark.parametrize("component", sorted(PERMISSIONS))
+def test_rbac_grants_exactly_the_listed_api_calls(component: str) -> None:
+    granted = _rules_bound_to(base(), service_account_name(component))
+    listed = grants_of(component)
+    assert not granted - listed, f"{component}: granted but never called (remove from RBAC)"
+    assert not listed - granted, f"{component}: called but not granted (add to RBAC)"
+
+
+@pytest.mark.parametrize("directory", kustomizations(), ids=lambda d: d.name)
+def test_every_loadaware_workload_runs_as_its_components_service_account(
+    directory: Path,
+) -> None:
+    objects = render(directory)
+    accounts = {o["metadata"]["name"] for o in of_kind(objects, "ServiceAccount")}
+    for _, spec in pod_templates(objects):
+        (container,) = spec["containers"]
+        if not container["image"].startswith("loadaware"):
+            continue
+        component = container["args"][0]
+        assert component in PERMISSIONS, f"{component}: add its entry to PERMISSIONS"
+        assert spec["serviceAccountName"] == service_account_name(component)
+        assert spec["serviceAccountName"] in accounts
+
+
+def test_every_component_with_permissions_is_deployed() -> None:
+    deployed = {
+        c["args"][0]
+        for _, spec in pod_templates(base())
+        for c in spec["containers"]
+        if c["image"].startswith("loadaware")
+    }
+    assert deployed == set(PERMISSIONS)
+
+
+def test_a_verb_missing_from_a_role_is_seen() -> None:
+    objects = copy.deepcopy(base())
+    for role in of_kind(objects, "ClusterRole"):
+        if role["metadata"]["name"] == "loadaware-annotator":
+            role["rules"][0]["verbs"].remove("patch")
+            role["rules"].append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]})
+    granted = _rules_bound_to(objects, service_account_name("annotator"))
+    assert grants_of("annotator") - granted == {("", "nodes", "patch", Scope.CLUSTER)}
+    assert granted - grants_of("annotator") == {("", "secrets", "get", Scope.CLUSTER)}

@@ -1,0 +1,62 @@
+"""`loadaware descheduler --once --dry-run` as a real process: it prints the plan and
+evicts nothing (the fake API server, a real Prometheus with cAdvisor series)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.descheduler import cluster
+from tests.support.cadvisor import cadvisor_prometheus
+from tests.support.fakekube_fixtures import FakeKube
+
+
+def write_kubeconfig(path: Path, server: str) -> None:
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": server}}],
+        "users": [{"name": "nobody", "user": {}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "nobody"}}],
+        "current-context": "fake",
+    }), encoding="utf-8")
+
+
+@pytest.mark.prometheus
+def test_once_dry_run_prints_the_plan_table_and_evicts_nothing(fake_kube: FakeKube,
+                                                               tmp_path: Path) -> None:
+    cluster.seed(fake_kube.store)
+    kubeconfig = tmp_path / "kubeconfig"
+    write_kubeconfig(kubeconfig, fake_kube.url)
+    config = tmp_path / "descheduler.yaml"
+    config.write_text("apiVersion: loadaware.io/v1alpha1\nkind: DeschedulerConfiguration\n"
+                      "consecutiveHotRounds: 1\n", encoding="utf-8")
+    before = fake_kube.store.resource_version
+    with cadvisor_prometheus(cluster.series()) as prometheus_url:
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "descheduler", "--once", "--dry-run",
+             "--no-leader-elect", "--config", str(config), "--kubeconfig", str(kubeconfig),
+             "--prometheus-url", prometheus_url, "--sync-timeout", "20s"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "Nodes: 2 source, 0 debouncing, 2 destination, 1 neutral, 1 no-data, 0 excluded" in out
+    lines = out.splitlines()
+    evictions = lines[lines.index("Evictions (2):") + 2:lines.index("Evictions (2):") + 4]
+    assert [line.split()[:3] for line in evictions] == [
+        ["shop/web-0", "hot", "cool-1"], ["shop/web-1", "hot", "cool-2"]]
+    assert all("prometheus" in line and "cpu_usage_avg_5m" in line for line in evictions)
+    assert "Skipped (3):" in out
+    assert "last Ready replica of ReplicaSet solo-7c6b5" in out
+    assert out.rstrip().endswith("dry run: 2 evictions planned, none made")
+    # Nothing evicted, no Event, no debounce annotation: nothing written at all.
+    assert fake_kube.requests("POST", "/api/v1/namespaces/*/pods/*/eviction") == []
+    assert fake_kube.requests("POST") == []
+    assert fake_kube.requests("PATCH") == []
+    assert fake_kube.store.resource_version == before
+    assert len(fake_kube.store.pods()) == len(cluster.WEB_PODS) + 6

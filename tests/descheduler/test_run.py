@@ -1,0 +1,288 @@
+"""The descheduler loop end to end: the fake API server, a real Prometheus, the planner."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from app.descheduler.debounce import HOT_ROUNDS_KEY
+from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
+from app.kube.events import (
+    DESTINATION_NODE,
+    REASON,
+    SOURCE_NODE,
+    list_recent_evictions,
+)
+from app.kube.lease import LeaseSettings
+from app.policy import default_policy
+from app.prom.client import PrometheusSettings, PrometheusSource
+from app.rebalance.config import DeschedulerConfig
+from tests.descheduler import cluster
+from tests.support.cadvisor import cadvisor_prometheus
+from tests.support.fakekube import LEASES
+from tests.support.fakekube_fixtures import FakeKube
+from tests.support.promserver import free_port
+
+EVICTIONS = "/api/v1/namespaces/*/pods/*/eviction"
+
+
+@pytest.fixture(scope="module")
+def prometheus_url() -> Iterator[str]:
+    with cadvisor_prometheus(cluster.series()) as url:
+        yield url
+
+
+def run_once(fake_kube: FakeKube, url: str, config: DeschedulerConfig,
+             settings: LoopSettings | None = None, later_s: float = 0.0) -> RunReport:
+    """One run in a fresh process state: new caches, no memory of earlier runs."""
+
+    async def scenario() -> RunReport:
+        source = PrometheusSource(PrometheusSettings(url=url, timeout_s=5.0))
+        try:
+            async with fake_kube.async_client() as client:
+                descheduler = Descheduler(config, default_policy(), client, source,
+                                          settings or LoopSettings(sync_timeout_s=10.0),
+                                          clock=lambda: time.time() + later_s)
+                return await descheduler.run_once()
+        finally:
+            source.close()
+
+    return asyncio.run(scenario())
+
+
+def evicted_pods(fake_kube: FakeKube) -> list[str]:
+    return [r.path.split("/")[-2] for r in fake_kube.requests("POST", EVICTIONS)]
+
+
+@pytest.fixture
+def seeded(fake_kube: FakeKube) -> FakeKube:
+    cluster.seed(fake_kube.store)
+    return fake_kube
+
+
+@pytest.mark.prometheus
+def test_one_run_moves_just_enough_pods_to_cool_nodes_and_repeats_converge_to_zero(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    first = run_once(seeded, prometheus_url, cluster.config())
+    assert first.result is RunResult.OK, first.message
+    assert first.plan is not None
+    moved = first.plan.evictions
+    # 85 % - 2 x 11.25 % = 62.5 % <= 65 %: two pods, not one more.
+    assert len(first.evicted) == 2
+    assert {e.source for e in moved} == {"hot"}
+    assert {e.destination for e in moved} <= {"cool-1", "cool-2"}
+    assert all(e.pod.name.startswith("web-") for e in moved)
+    remaining = {p["metadata"]["name"] for p in seeded.store.pods()}
+    assert {"agent-hot", "agent-hot-2", "solo-0"} <= remaining  # nothing protected moved
+    assert first.plan.node_classes["blind"].kind.value == "no-data"
+    assert first.plan.node_classes["hot-2"].kind.value == "source"
+    for _ in range(2):  # later runs, each a new process, on unchanged metrics
+        again = run_once(seeded, prometheus_url, cluster.config())
+        assert again.result is RunResult.OK, again.message
+        assert again.evicted == []
+    assert len(evicted_pods(seeded)) == 2
+
+
+@pytest.mark.prometheus
+def test_each_eviction_records_an_event_naming_node_metric_values_and_destination(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    report = run_once(seeded, prometheus_url, cluster.config())
+    assert report.plan is not None
+    events = [e for e in seeded.store.events("shop") if e["reason"] == REASON]
+    assert len(events) == len(report.evicted) == 2
+    by_pod = {e.pod.name: e for e in report.plan.evictions}
+    for event in events:
+        planned = by_pod[event["involvedObject"]["name"]]
+        assert event["involvedObject"]["kind"] == "Pod"
+        assert event["involvedObject"]["uid"] == planned.pod.uid
+        message = event["message"]
+        assert "node hot is hot" in message
+        assert "cpu_usage_avg_5m" in message
+        assert f"node {planned.destination}" in message
+        annotations = event["metadata"]["annotations"]
+        assert annotations[SOURCE_NODE] == "hot"
+        assert annotations[DESTINATION_NODE] == planned.destination
+
+    async def history() -> list[str]:
+        async with seeded.async_client() as client:
+            return [r.pod_key for r in await list_recent_evictions(client, 0.0)]
+
+    assert sorted(asyncio.run(history())) == sorted(f"shop/{p}" for p in by_pod)
+
+
+@pytest.mark.prometheus
+def test_dry_run_evicts_nothing_and_writes_nothing(seeded: FakeKube, prometheus_url: str) -> None:
+    before = seeded.store.resource_version
+    report = run_once(seeded, prometheus_url, cluster.config(dryRun=True))
+    assert report.result is RunResult.OK
+    assert report.plan is not None
+    assert len(report.plan.evictions) == 2
+    assert evicted_pods(seeded) == []
+    assert seeded.requests("POST", "/api/v1/namespaces/*/events") == []
+    assert seeded.requests("PATCH") == []
+    assert seeded.store.resource_version == before
+
+
+def test_prometheus_down_evicts_nothing_and_says_why(seeded: FakeKube) -> None:
+    report = run_once(seeded, f"http://127.0.0.1:{free_port()}", cluster.config())
+    assert report.result is RunResult.PROMETHEUS_DOWN
+    assert "Prometheus is down: evicting nothing" in report.message
+    assert "cannot connect" in report.message
+    assert evicted_pods(seeded) == []
+
+
+@pytest.mark.prometheus
+def test_a_pdb_429_skips_that_pod_and_the_run_goes_on(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    seeded.fail_next("POST", EVICTIONS, 429, reason="TooManyRequests",
+                     message="Cannot evict pod as it would violate the pod's disruption budget.")
+    report = run_once(seeded, prometheus_url, cluster.config())
+    assert report.result is RunResult.OK
+    assert sorted(report.outcomes.values()) == ["blocked_by_pdb", "evicted"]
+    assert len(evicted_pods(seeded)) == 2
+
+
+@pytest.mark.prometheus
+def test_a_run_cut_short_by_api_errors_is_not_repeated_wrongly_by_later_runs(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    config = cluster.config(workloadCooldown="0s")
+    planned = run_once(seeded, prometheus_url, cluster.config(dryRun=True, workloadCooldown="0s"))
+    assert planned.plan is not None
+    first, second = (e.pod.name for e in planned.plan.evictions)
+    seeded.fail_next("POST", f"/api/v1/namespaces/shop/pods/{second}/eviction", 500)
+    cut = run_once(seeded, prometheus_url, config)
+    assert cut.outcomes == {f"shop/{first}": "evicted", f"shop/{second}": "error"}
+    # A later run, in a new process, knows the first eviction from its Event and moves
+    # only the one pod still needed; after that, nothing more.
+    healed = run_once(seeded, prometheus_url, config)
+    assert len(healed.evicted) == 1
+    assert f"shop/{first}" not in healed.evicted
+    assert run_once(seeded, prometheus_url, config).evicted == []
+    assert len(evicted_pods(seeded)) == 3  # the two successes and the one refused call
+
+
+def test_all_eviction_calls_failing_stops_the_run_after_a_few(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    seeded.fail_next("POST", EVICTIONS, 503, times=100)
+    report = run_once(seeded, prometheus_url, cluster.config(workloadCooldown="0s"),
+                      LoopSettings(sync_timeout_s=10.0, max_consecutive_errors=1))
+    assert report.result is RunResult.API_ERRORS
+    assert len(seeded.requests("POST", EVICTIONS)) == 1
+    assert "the next run starts over" in report.message
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize(
+    ("limits", "expected"),
+    [
+        ({"maxNoOfPodsToEvictPerNode": 1}, 1),
+        ({"maxNoOfPodsToEvictPerNamespace": 1}, 1),
+        ({"maxNoOfPodsToEvictTotal": 1}, 1),
+        ({"maxNoOfPodsToEvictTotal": 0}, 0),
+    ],
+)
+def test_limits_hold_end_to_end(
+    seeded: FakeKube, prometheus_url: str, limits: dict[str, int], expected: int
+) -> None:
+    report = run_once(seeded, prometheus_url, cluster.config(**limits))
+    assert len(report.evicted) == expected == len(evicted_pods(seeded))
+
+
+@pytest.mark.prometheus
+def test_workload_cooldown_holds_across_runs(seeded: FakeKube, prometheus_url: str) -> None:
+    first = run_once(seeded, prometheus_url, cluster.config(maxNoOfPodsToEvictTotal=1))
+    assert len(first.evicted) == 1
+    # hot is still above 65 % after one pod (73.75 %), but the Deployment cools down.
+    second = run_once(seeded, prometheus_url, cluster.config())
+    assert second.evicted == []
+    assert second.plan is not None
+    assert any("cooldown" in s.reason for s in second.plan.skipped)
+
+
+@pytest.mark.prometheus
+def test_debounce_rounds_are_kept_on_the_node_across_once_runs(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    config = cluster.config(consecutiveHotRounds=2, interval="60s")
+    first = run_once(seeded, prometheus_url, config)
+    assert first.evicted == []
+    assert first.plan is not None
+    assert first.plan.node_classes["hot"].kind.value == "debouncing"
+    node = seeded.store.get_node("hot")
+    assert node is not None
+    assert node["metadata"]["annotations"][HOT_ROUNDS_KEY].startswith("1,")
+    # The same round again (a manual run beside a CronJob) does not count twice.
+    assert run_once(seeded, prometheus_url, config, later_s=5.0).evicted == []
+    # One interval later, a new process sees the second consecutive hot round.
+    second = run_once(seeded, prometheus_url, config, later_s=60.0)
+    assert len(second.evicted) == 2
+
+
+@pytest.mark.prometheus
+def test_leadership_lost_in_the_middle_of_a_run_stops_further_evictions(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    lease = LeaseSettings("default", "loadaware-descheduler", "replica-a",
+                          lease_duration_s=3.0, renew_deadline_s=2.0, retry_period_s=0.2)
+
+    def taken_by_replica_b(obj: dict[str, Any]) -> None:
+        obj["spec"]["holderIdentity"] = "replica-b"
+        obj["spec"]["renewTime"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    async def steal_after_the_first_eviction() -> None:
+        for _ in range(500):  # at most 10 s
+            if seeded.requests("POST", EVICTIONS):
+                break
+            await asyncio.sleep(0.02)
+        seeded.store.modify(LEASES, lease.name, taken_by_replica_b, namespace=lease.namespace)
+
+    async def scenario() -> RunReport:
+        source = PrometheusSource(PrometheusSettings(url=prometheus_url, timeout_s=5.0))
+        try:
+            async with seeded.async_client() as client:
+                # two evictions planned, 2 s apart: the lease is taken in between
+                descheduler = Descheduler(cluster.config(evictionsPerSecond=0.5),
+                                          default_policy(), client, source,
+                                          LoopSettings(sync_timeout_s=10.0, lease=lease))
+                stealer = asyncio.create_task(steal_after_the_first_eviction())
+                report = await descheduler.run_once()
+                await stealer
+                return report
+        finally:
+            source.close()
+
+    report = asyncio.run(scenario())
+    assert report.plan is not None
+    assert len(report.plan.evictions) == 2
+    assert report.result is RunResult.LEADERSHIP_LOST
+    assert len(report.evicted) == 1
+    assert len(evicted_pods(seeded)) == 1
+    assert "leadership lost: stopped before the remaining evictions" in report.message
+    stored = seeded.store.get_lease(lease.name, lease.namespace)
+    assert stored is not None
+    assert stored["spec"]["holderIdentity"] == "replica-b"
+
+
+@pytest.mark.prometheus
+def test_no_per_pod_usage_at_all_evicts_nothing_and_says_why(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    # Prometheus answers, but the queries match no series (cAdvisor not scraped, say):
+    # every victim's usage would be its requests, a guess; the run must not evict on it.
+    blind = {"cpu": "sum by (namespace, pod) (rate(not_scraped_cpu_seconds_total[5m]))",
+             "memory": "sum by (namespace, pod) (not_scraped_memory_bytes)"}
+    report = run_once(seeded, prometheus_url, cluster.config(podUsageQueries=blind))
+    assert report.result is RunResult.NO_POD_USAGE
+    assert "no per-pod usage for any pod: evicting nothing" in report.message
+    assert report.plan is None
+    assert evicted_pods(seeded) == []

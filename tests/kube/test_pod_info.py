@@ -1,0 +1,148 @@
+"""pod_info: the descheduler's view of a pod, read through the real lightkube client."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from lightkube.resources.core_v1 import Pod
+
+from app.kube.objects import NodeSelectorRequirement, NodeSelectorTerm, OwnerRef, Toleration
+from app.kube.pods import pod_info
+from app.load.resources import Resources
+from tests.support.fakekube import JSON, PODS
+from tests.support.fakekube_fixtures import FakeKube
+
+GI = 2.0**30
+
+
+def container(name: str, requests: JSON | None = None, limits: JSON | None = None,
+              **extra: str) -> JSON:
+    resources: JSON = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return {"name": name, "image": "registry.k8s.io/pause:3.9", "resources": resources, **extra}
+
+
+FULL_POD: JSON = {
+    "metadata": {
+        "name": "web-7d9f-abcde",
+        "namespace": "shop",
+        "labels": {"app": "web"},
+        "annotations": {"descheduler.alpha.kubernetes.io/evict": "true"},
+        "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "n-uid"},
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f", "uid": "rs-uid",
+             "controller": True},
+        ],
+    },
+    "spec": {
+        "nodeName": "n1",
+        "priority": 1000,
+        "priorityClassName": "batch",
+        "containers": [
+            container("app", {"cpu": "500m", "memory": "1Gi"}, {"cpu": "1"}),
+            container("log", {"cpu": "100m", "memory": "128Mi"}),
+        ],
+        "initContainers": [
+            container("migrate", {"cpu": "2", "memory": "64Mi"}),
+            container("proxy", {"cpu": "50m", "memory": "64Mi"}, restartPolicy="Always"),
+        ],
+        "volumes": [
+            {"name": "scratch", "emptyDir": {}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data-0"}},
+        ],
+        "nodeSelector": {"disk": "ssd"},
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]},
+                {"matchFields": [{"key": "metadata.name", "operator": "NotIn",
+                                  "values": ["n9"]}]},
+            ]}}},
+        "tolerations": [
+            {"key": "dedicated", "operator": "Equal", "value": "shop", "effect": "NoSchedule"},
+            {"operator": "Exists"},
+        ],
+    },
+    "status": {
+        "phase": "Running",
+        "qosClass": "Burstable",
+        "conditions": [{"type": "Ready", "status": "True"}],
+    },
+}
+
+
+def read_back(fake_kube: FakeKube, pod: JSON) -> Pod:
+    fake_kube.store.add(PODS, pod)
+    meta = pod["metadata"]
+    read: Pod = fake_kube.client().get(Pod, meta["name"], namespace=meta.get("namespace"))
+    return read
+
+
+def test_every_field_the_rules_read_comes_through(fake_kube: FakeKube) -> None:
+    pod = read_back(fake_kube, FULL_POD)
+    info = pod_info(pod)
+    assert pod.metadata is not None
+    assert info.key == "shop/web-7d9f-abcde"
+    assert info.uid == pod.metadata.uid
+    assert info.uid
+    assert (info.node_name, info.phase) == ("n1", "Running")
+    assert info.ready
+    assert not info.terminating
+    created = pod.metadata.creationTimestamp
+    assert isinstance(created, datetime)
+    assert info.created_s == created.timestamp()
+    assert (info.priority, info.priority_class, info.qos) == (1000, "batch", "Burstable")
+    # max(app 0.6 + sidecar 0.05, init 2) cores; max(1Gi + 128Mi + 64Mi, 64Mi) bytes
+    assert info.requests == Resources(2.0, GI + 192 * 2.0**20)
+    assert info.limits == Resources(1.0, 0.0)
+    assert info.owner == OwnerRef("ReplicaSet", "web-7d9f", "rs-uid")
+    assert info.local_storage
+    assert info.uses_pvc
+    assert not info.is_mirror
+    assert dict(info.node_selector) == {"disk": "ssd"}
+    assert info.required_node_affinity == (
+        NodeSelectorTerm((NodeSelectorRequirement("zone", "In", ("a", "b")),)),
+        NodeSelectorTerm((), (NodeSelectorRequirement("metadata.name", "NotIn", ("n9",)),)),
+    )
+    assert info.tolerations == (
+        Toleration("dedicated", "Equal", "shop", "NoSchedule"),
+        Toleration(None, "Exists", None, None),
+    )
+
+
+def test_a_bare_pending_pod_gets_safe_defaults(fake_kube: FakeKube) -> None:
+    pod: JSON = {"metadata": {"name": "bare"}, "spec": {"containers": [container("c")]}}
+    info = pod_info(read_back(fake_kube, pod))
+    assert info.node_name is None
+    assert info.owner is None
+    assert info.phase == "Unknown"
+    assert not info.ready
+    assert (info.priority, info.qos) == (0, "BestEffort")
+    assert info.requests == Resources()
+    assert info.tolerations == ()
+    assert info.required_node_affinity == ()
+    assert not info.local_storage
+
+
+def test_qos_is_computed_when_the_status_does_not_say(fake_kube: FakeKube) -> None:
+    limits = {"cpu": "1", "memory": "1Gi"}
+    guaranteed: JSON = {"metadata": {"name": "g"}, "spec": {"containers": [
+        container("c", {"cpu": "1000m", "memory": "1Gi"}, limits)]}}
+    burstable: JSON = {"metadata": {"name": "b"}, "spec": {"containers": [
+        container("c", {"cpu": "500m"}, limits)]}}
+    assert pod_info(read_back(fake_kube, guaranteed)).qos == "Guaranteed"
+    assert pod_info(read_back(fake_kube, burstable)).qos == "Burstable"
+
+
+def test_mirror_and_terminating_pods_are_recognised(fake_kube: FakeKube) -> None:
+    mirror: JSON = {"metadata": {"name": "etcd-n1", "namespace": "kube-system",
+                                 "annotations": {"kubernetes.io/config.mirror": "abc",
+                                                 "kubernetes.io/config.source": "file"}},
+                    "spec": {"containers": [container("etcd")], "nodeName": "n1"}}
+    leaving: JSON = {"metadata": {"name": "leaving", "deletionTimestamp": "2024-05-01T12:00:00Z",
+                                  "finalizers": ["example.com/hold"]},
+                     "spec": {"containers": [container("c")]}}
+    assert pod_info(read_back(fake_kube, mirror)).is_mirror
+    assert pod_info(read_back(fake_kube, leaving)).terminating

@@ -1,0 +1,58 @@
+"""The configuration file: every error names its field and the file."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.rebalance.config import ConfigError, DeschedulerConfig, config_from_yaml
+
+BAD_CONFIGS = [
+    # (document, the field the error must name, what it must say)
+    ("thresholds: {cpu: high}", "thresholds.cpu", "valid number"),
+    ("dryRun: maybe", "dryRun", "valid boolean"),
+    ("priorityThreshold: {value: x}", "priorityThreshold.value", "valid integer"),
+    ("evictableNamespaces: {exclude: kube-system}", "evictableNamespaces.exclude", "tuple"),
+    ("maxNoOfPodsToEvictPerNode: -1", "maxNoOfPodsToEvictPerNode", "greater than or equal to 0"),
+    ("maxNoOfPodsToEvictTotal: -3", "maxNoOfPodsToEvictTotal", "greater than or equal to 0"),
+    ("minReplicas: -2", "minReplicas", "greater than or equal to"),
+    ("consecutiveHotRounds: 0", "consecutiveHotRounds", "greater than or equal to 1"),
+    ("evictionsPerSecond: 0", "evictionsPerSecond", "greater than 0"),
+    ("thresholds: {cpu: 70}\ntargetThresholds: {cpu: 60}", "thresholds.cpu (70)",
+     "above targetThresholds.cpu (60)"),
+    ("thresholds: {cpu: 140}\ntargetThresholds: {cpu: 150}", "thresholds.cpu",
+     "percentage from 0 to 100"),
+    ("thresholdz: {cpu: 70}", "thresholdz", "Extra inputs are not permitted"),
+    ("evictableNamespaces: {includes: [shop]}", "evictableNamespaces.includes",
+     "Extra inputs are not permitted"),
+    ("interval: 5 minutes", "interval", "use Go syntax"),
+    ("settleTime: -5m", "settleTime", "negative"),
+    ("workloadCooldown: soon", "workloadCooldown", "invalid duration"),
+    ("evictableNamespaces: {include: [a], exclude: [b]}", "evictableNamespaces",
+     "not both"),
+    ("podUsageQueries: {cpu: '   '}", "podUsageQueries.cpu", "pattern"),
+    ("metrics: {cpu: mem_usage_avg_5m}", "metrics.cpu", "does not measure cpu"),
+    ("apiVersion: loadaware.io/v2", "apiVersion", "expected 'loadaware.io/v1alpha1'"),
+]
+
+
+@pytest.mark.parametrize(("document", "field", "says"), BAD_CONFIGS,
+                         ids=[case[1] for case in BAD_CONFIGS])
+def test_each_bad_config_is_refused_with_its_field_named(document: str, field: str,
+                                                         says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        config_from_yaml(document, "/etc/loadaware/descheduler.yaml")
+    message = str(caught.value)
+    assert message.startswith("/etc/loadaware/descheduler.yaml: invalid DeschedulerConfiguration")
+    assert field in message
+    assert says in message
+
+
+def test_a_document_that_is_not_a_mapping_or_not_yaml_is_refused_with_the_file_named() -> None:
+    with pytest.raises(ConfigError, match=r"^d.yaml: expected a DeschedulerConfiguration mapping"):
+        config_from_yaml("- thresholds", "d.yaml")
+    with pytest.raises(ConfigError, match=r"^d.yaml: not valid YAML"):
+        config_from_yaml("thresholds: {cpu: [", "d.yaml")
+
+
+def test_an_empty_file_means_the_defaults() -> None:
+    assert config_from_yaml("", "d.yaml") == DeschedulerConfig()

@@ -1,0 +1,106 @@
+"""Destinations: never a hot spot, never a node the pod cannot run on; stale data rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.kube.objects import NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration
+from app.rebalance.plan import NodeKind, plan
+from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
+
+
+def run(nodes: list[Any], **pod_fields: Any) -> Any:
+    pods = [pod("victim", "hot", cpu=3.0, **pod_fields), pod("twin", "elsewhere", cpu=0.1)]
+    return plan(cluster(nodes, pods), config(), POLICY, NOW, {})
+
+
+def test_no_destination_means_no_eviction() -> None:
+    result = run([node("hot", 0.9), node("busy", 0.5)])
+    assert result.evictions == []
+    assert any("no destination" in note for note in result.notes)
+
+
+def test_a_destination_that_fails_the_load_filter_is_never_chosen() -> None:
+    # cool on the 5m average, but over the policy's 1h limit (0.75): the extender rejects it
+    nodes = [node("hot", 0.9), node("filtered", 0.1, cpu_1h=0.8), node("ok", 0.3)]
+    result = run(nodes)
+    assert [e.destination for e in result.evictions] == ["ok"]
+    alone = run([node("hot", 0.9), node("filtered", 0.1, cpu_1h=0.8)])
+    assert alone.evictions == []
+    assert any("load filter" in s.reason for s in alone.skipped)
+
+
+def test_a_destination_must_stay_under_the_target_threshold_with_the_pod() -> None:
+    # 0.4 + 3 cores of 10 = 70 % > 65 %
+    result = run([node("hot", 0.9), node("small-room", 0.4)], )
+    assert result.evictions == []
+
+
+@pytest.mark.parametrize(
+    ("destination", "pod_fields"),
+    [
+        (node("d", 0.1, labels={"disk": "hdd"}), {"node_selector": {"disk": "ssd"}}),
+        (node("d", 0.1, taints=[Taint("gpu", "yes", "NoSchedule")]), {}),
+        (node("d", 0.1, taints=[Taint("gpu", None, "NoExecute")]),
+         {"tolerations": (Toleration("gpu", "Equal", "no", None),)}),
+        (node("d", 0.1, labels={"zone": "b"}), {"required_node_affinity": (NodeSelectorTerm(
+            (NodeSelectorRequirement("zone", "In", ("a",)),)),)}),
+        (node("d", 0.1, labels={"cores": "8"}), {"required_node_affinity": (NodeSelectorTerm(
+            (NodeSelectorRequirement("cores", "Gt", ("16",)),)),)}),
+        (node("d", 0.1), {"required_node_affinity": (NodeSelectorTerm((), (
+            NodeSelectorRequirement("metadata.name", "NotIn", ("d",)),)),)}),
+        (node("d", 0.1, unschedulable=True), {}),
+        (node("d", 0.1, ready=False), {}),
+    ],
+)
+def test_a_node_the_pod_cannot_run_on_is_no_destination(
+    destination: Any, pod_fields: dict[str, Any]
+) -> None:
+    assert run([node("hot", 0.9), destination], **pod_fields).evictions == []
+
+
+@pytest.mark.parametrize(
+    ("destination", "pod_fields"),
+    [
+        (node("d", 0.1, labels={"disk": "ssd"}), {"node_selector": {"disk": "ssd"}}),
+        (node("d", 0.1, taints=[Taint("gpu", "yes", "NoSchedule")]),
+         {"tolerations": (Toleration("gpu", "Equal", "yes", "NoSchedule"),)}),
+        (node("d", 0.1, taints=[Taint("gpu", "yes", "PreferNoSchedule")]), {}),
+        (node("d", 0.1, labels={"cores": "32"}), {"required_node_affinity": (NodeSelectorTerm(
+            (NodeSelectorRequirement("cores", "Gt", ("16",)),)),)}),
+        (node("d", 0.1), {"required_node_affinity": (NodeSelectorTerm((), (
+            NodeSelectorRequirement("metadata.name", "In", ("d",)),)),)}),
+    ],
+)
+def test_a_node_the_pod_can_run_on_is_a_destination(
+    destination: Any, pod_fields: dict[str, Any]
+) -> None:
+    result = run([node("hot", 0.9), destination], **pod_fields)
+    assert [e.destination for e in result.evictions] == ["d"]
+
+
+@pytest.mark.parametrize("age_s", [3600.0, -3600.0])
+def test_stale_or_future_data_makes_a_node_neither_source_nor_destination(age_s: float) -> None:
+    stale_hot = plan(cluster([node("hot", 0.9, age_s=age_s), node("cool", 0.1)],
+                             [pod("p", "hot", cpu=3.0)]), config(), POLICY, NOW, {})
+    assert stale_hot.node_classes["hot"].kind is NodeKind.NO_DATA
+    assert stale_hot.evictions == []
+    stale_cool = run([node("hot", 0.9), node("cool", 0.1, age_s=age_s)])
+    assert stale_cool.node_classes["cool"].kind is NodeKind.NO_DATA
+    assert stale_cool.evictions == []
+
+
+def test_deviation_thresholds_measure_from_the_mean() -> None:
+    nodes = [node("hot", 0.6), node("a", 0.3), node("b", 0.3), node("c", 0.2)]
+    settings = config(useDeviationThresholds=True, thresholds={"cpu": 5},
+                      targetThresholds={"cpu": 10})
+    pods = [pod(f"p{i}", "hot", cpu=1.0) for i in range(6)] + [pod("twin", "a", cpu=0.1)]
+    result = plan(cluster(nodes, pods), settings, POLICY, NOW, {})
+    # mean 35 %: hot above 45 %, destinations at or below 30 %
+    assert result.node_classes["hot"].kind is NodeKind.SOURCE
+    assert result.node_classes["c"].kind is NodeKind.DESTINATION
+    assert len(result.evictions) == 2  # 60 % -> 40 % is under 45 %
+    # the static thresholds would see no hot node at all
+    assert plan(cluster(nodes, pods), config(), POLICY, NOW, {}).evictions == []

@@ -1,0 +1,148 @@
+"""Every protection, limit and guard: a table of pods that must stay, and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.kube.objects import PodInfo
+from app.load.resources import Resources
+from app.rebalance.plan import (
+    EvictionRecord,
+    LabelSelector,
+    NodeKind,
+    PlannerMemory,
+    PodDisruptionBudgetView,
+    observe_round,
+    plan,
+)
+from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node, pod
+
+NODES = [node("hot", 0.9), node("cool", 0.1)]
+
+
+def victim(**fields: Any) -> PodInfo:
+    return pod("victim", "hot", cpu=3.0, **fields)
+
+
+def companions() -> list[PodInfo]:
+    # another Ready replica elsewhere, so the victim is not the last one
+    return [pod("victim-twin", "cool", cpu=0.1)]
+
+
+@pytest.mark.parametrize(
+    ("fields", "settings", "reason"),
+    [
+        ({"is_mirror": True}, {}, "mirror"),
+        ({"owner_kind": "DaemonSet"}, {}, "DaemonSet"),
+        ({"terminating": True}, {}, "terminating"),
+        ({"priority": 2_000_000_000}, {}, "system-critical"),
+        ({"priority": 500}, {"priorityThreshold": {"value": 100}}, "priorityThreshold"),
+        ({"local_storage": True}, {}, "local storage"),
+        ({"uses_pvc": True}, {}, "PersistentVolumeClaim"),
+        ({"owner": None}, {}, "bare pod"),
+        ({"namespace": "kube-system"}, {}, "not evictable"),
+        ({"namespace": "shop"}, {"evictableNamespaces": {"include": ["web"]}}, "not evictable"),
+        ({"created_s": NOW - 60}, {"minPodAge": "10m"}, "minPodAge"),
+        ({}, {"minReplicas": 3}, "minReplicas"),
+    ],
+)
+def test_a_protected_pod_is_never_evicted(
+    fields: dict[str, Any], settings: dict[str, Any], reason: str
+) -> None:
+    pods = [victim(**fields), *companions()]
+    result = plan(cluster(NODES, pods), config(**settings), POLICY, NOW, {})
+    assert result.evictions == []
+    assert any(reason in s.reason for s in result.skipped if s.pod_key.endswith("/victim"))
+
+
+@pytest.mark.parametrize(
+    ("fields", "settings"),
+    [
+        ({"local_storage": True}, {"evictLocalStoragePods": True}),
+        ({"uses_pvc": True}, {"ignorePvcPods": False}),
+        ({"owner": None}, {"evictBarePods": True}),
+        ({"priority": 2_000_000_000}, {"evictSystemCriticalPods": True}),
+        ({"local_storage": True, "annotations": {"descheduler.alpha.kubernetes.io/evict": "1"}},
+         {}),
+    ],
+)
+def test_allowing_a_protection_lets_the_pod_move(
+    fields: dict[str, Any], settings: dict[str, Any]
+) -> None:
+    pods = [victim(**fields), *companions()]
+    result = plan(cluster(NODES, pods), config(**settings), POLICY, NOW, {})
+    assert [e.pod.name for e in result.evictions] == ["victim"]
+
+
+def test_the_last_ready_replica_stays_unless_allowed() -> None:
+    pods = [victim()]
+    assert plan(cluster(NODES, pods), config(), POLICY, NOW, {}).evictions == []
+    allowed = plan(cluster(NODES, pods), config(evictLastReplica=True), POLICY, NOW, {})
+    assert len(allowed.evictions) == 1
+
+
+def test_prefer_no_eviction_pods_go_last() -> None:
+    shy: dict[str, Any] = {
+        "annotations": {"descheduler.alpha.kubernetes.io/prefer-no-eviction": ""}
+    }
+    pods = [pod("a-shy", "hot", cpu=3.0, **shy), pod("b", "hot", cpu=3.0), *companions()]
+    result = plan(cluster(NODES, pods), config(), POLICY, NOW, {})
+    assert [e.pod.name for e in result.evictions] == ["b"]
+
+
+def many(count: int, **fields: Any) -> list[PodInfo]:
+    return [pod(f"p{i}", "hot", cpu=0.5, **fields) for i in range(count)] + companions()
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"maxNoOfPodsToEvictPerNode": 2}, 2),
+        ({"maxNoOfPodsToEvictPerNamespace": 1}, 1),
+        ({"maxNoOfPodsToEvictTotal": 3}, 3),
+        ({}, 5),  # 90 % -> 65 % of 10 cores: five pods of 0.5
+    ],
+)
+def test_limits_cap_the_evictions(settings: dict[str, Any], expected: int) -> None:
+    result = plan(cluster(NODES, many(12)), config(**settings), POLICY, NOW, {})
+    assert len(result.evictions) == expected
+
+
+def test_a_pdb_caps_the_evictions_it_covers() -> None:
+    pdb = PodDisruptionBudgetView("default", "web", LabelSelector({"app": "web"}), 2)
+    pods = many(12, labels={"app": "web"})
+    result = plan(cluster(NODES, pods, budgets=[pdb]), config(), POLICY, NOW, {})
+    assert len(result.evictions) == 2
+    assert any("PodDisruptionBudget web" in s.reason for s in result.skipped)
+
+
+def test_a_workload_evicted_recently_cools_down() -> None:
+    record = EvictionRecord("default/old", "u", "hot", "cool", Resources(0.5, GI), NOW - 60,
+                            "default/ReplicaSet/rs")
+    # the record is older than the node's sample plus settle time: no convergence effect
+    result = plan(cluster(NODES, many(12), recent=[record]), config(settleTime="0s"), POLICY,
+                  NOW, {})
+    assert result.evictions == []
+    assert any("cooldown" in s.reason for s in result.skipped)
+    later = plan(cluster(NODES, many(12), recent=[record]),
+                 config(settleTime="0s", workloadCooldown="30s"), POLICY, NOW, {})
+    assert len(later.evictions) == 5
+
+
+def test_a_node_becomes_a_source_only_after_consecutive_hot_rounds() -> None:
+    view = cluster(NODES, many(12))
+    settings = config(consecutiveHotRounds=3)
+    memory = PlannerMemory()
+    kinds = []
+    for _ in range(3):
+        result = plan(view, settings, POLICY, NOW, memory.hot_rounds)
+        kinds.append(result.node_classes["hot"].kind)
+        memory = observe_round(memory, result.node_classes)
+    assert kinds == [NodeKind.DEBOUNCING, NodeKind.DEBOUNCING, NodeKind.SOURCE]
+    assert result.evictions
+    cooled = [node("hot", 0.5), node("cool", 0.1)]
+    memory = observe_round(memory, plan(cluster(cooled, many(12)), settings, POLICY, NOW,
+                                        memory.hot_rounds).node_classes)
+    assert memory.hot_rounds == {}

@@ -1,0 +1,83 @@
+"""``loadaware simulate`` end to end through the real CLI parser."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import yaml
+
+from app.cli import build_parser
+from app.simulate.main import run
+from tests.simulate.scenarios import small
+
+
+def simulate(*argv: str) -> tuple[int, str, str]:
+    args = build_parser().parse_args(["simulate", *argv])
+    out, err = io.StringIO(), io.StringIO()
+    code = run(args, out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def write_small(tmp_path: Path) -> Path:
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(small(duration="10m")), encoding="utf-8")
+    return path
+
+
+def test_list_shows_every_builtin_scenario() -> None:
+    code, out, _ = simulate("--list")
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()] == [
+        "burst",
+        "cpu-heavy",
+        "drifting-hot-spot",
+        "memory-heavy",
+        "thousand-nodes",
+    ]
+
+
+def test_a_scenario_file_prints_one_table_row_per_policy(tmp_path: Path) -> None:
+    code, out, _ = simulate(str(write_small(tmp_path)), "--policies", "default,crane")
+    assert code == 0
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    assert [row.split("|")[1].strip() for row in rows] == ["policy", "default", "crane"]
+
+
+def test_json_has_the_columns_and_the_seed(tmp_path: Path) -> None:
+    code, out, _ = simulate(
+        str(write_small(tmp_path)), "--json", "--seed", "5", "--policies", "crane"
+    )
+    assert code == 0
+    document = json.loads(out)
+    assert document["seed"] == 5
+    (crane,) = document["policies"]
+    assert crane["policy"] == "crane"
+    assert crane["pdb_violations"] == 0
+
+
+def test_plots_are_written_as_png(tmp_path: Path) -> None:
+    code, _, err = simulate(
+        str(write_small(tmp_path)),
+        "--policies",
+        "default,crane",
+        "--plots",
+        str(tmp_path / "plots"),
+    )
+    assert code == 0, err
+    assert (tmp_path / "plots" / "small.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_bad_scenario_file_is_reported_with_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\nduration: 1h\nnodes: [{name: n, count: 0, cpu: 1, memory: 1Gi}]\n")
+    code, _, err = simulate(str(path))
+    assert code == 2
+    assert "nodes.0.count" in err
+
+
+def test_an_unknown_policy_is_refused(tmp_path: Path) -> None:
+    code, _, err = simulate(str(write_small(tmp_path)), "--policies", "fastest")
+    assert code == 2
+    assert "fastest" in err

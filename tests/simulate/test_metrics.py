@@ -1,0 +1,94 @@
+"""The metrics pipeline lags exactly as configured, and writes the annotator's format."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.load import HOT_VALUE_KEY, format_hot_value, format_usage
+from app.policy import default_policy
+from app.simulate.metrics import MetricsPipeline, rule_of
+
+EPOCH_S = 1_704_067_200.0
+STEP_S = 30.0
+
+
+def run_pipeline(usage_at: list[float], until_s: float) -> MetricsPipeline:
+    """One node whose CPU use during the step starting at ``t`` is ``usage_at(t)``."""
+    pipeline = MetricsPipeline(
+        default_policy(),
+        1,
+        epoch_s=EPOCH_S,
+        scrape_interval_s=30.0,
+        rule_interval_s=60.0,
+        hot_value_interval_s=30.0,
+    )
+    steps = int(until_s / STEP_S)
+    for step in range(steps + 1):
+        t_s = step * STEP_S
+        pipeline.advance(t_s)
+        value = usage_at[step]
+        pipeline.account(np.array([value]), np.array([value]), STEP_S)
+    return pipeline
+
+
+def step_change(at_s: float, before: float, after: float, steps: int) -> list[float]:
+    return [before if i * STEP_S < at_s else after for i in range(steps)]
+
+
+def test_avg_5m_annotation_is_the_mean_of_the_rule_samples_in_the_window() -> None:
+    # Usage jumps from 0.2 to 0.8 at 9m. The sync at 12m reads the rule evaluated at
+    # 12m: the mean of cpu_usage_active at 8m, 9m (rates before the jump) and 10m,
+    # 11m, 12m (after it).
+    usage = step_change(540.0, 0.2, 0.8, 100)
+    pipeline = run_pipeline(usage, 720.0)
+    expected = (2 * 0.2 + 3 * 0.8) / 5
+    assert pipeline.annotations(0)["cpu_usage_avg_5m"] == format_usage(expected, EPOCH_S + 720.0)
+
+
+def test_sync_at_the_change_still_shows_the_old_usage() -> None:
+    pipeline = run_pipeline(step_change(540.0, 0.2, 0.8, 100), 540.0)
+    assert pipeline.annotations(0)["cpu_usage_avg_5m"] == format_usage(0.2, EPOCH_S + 540.0)
+
+
+def test_between_syncs_the_annotation_keeps_its_last_value_and_time() -> None:
+    pipeline = run_pipeline(step_change(540.0, 0.2, 0.8, 100), 690.0)
+    assert pipeline.annotations(0)["cpu_usage_avg_5m"] == format_usage(0.2, EPOCH_S + 540.0)
+
+
+def test_avg_5m_reaches_the_new_usage_five_rule_samples_after_the_change() -> None:
+    pipeline = run_pipeline(step_change(540.0, 0.2, 0.8, 100), 900.0)
+    assert pipeline.annotations(0)["cpu_usage_avg_5m"] == format_usage(0.8, EPOCH_S + 900.0)
+
+
+def test_max_avg_1h_keeps_a_peak_that_the_5m_average_has_forgotten() -> None:
+    usage = [0.9 if 600.0 <= i * STEP_S < 1200.0 else 0.1 for i in range(200)]
+    pipeline = run_pipeline(usage, 2700.0)
+    annotations = pipeline.annotations(0)
+    assert annotations["cpu_usage_avg_5m"] == format_usage(0.1, EPOCH_S + 2700.0)
+    assert annotations["cpu_usage_max_avg_1h"] == format_usage(0.9, EPOCH_S + 2700.0)
+
+
+def test_the_first_sync_without_two_scrapes_writes_nothing() -> None:
+    pipeline = run_pipeline([0.5] * 10, 0.0)
+    assert pipeline.annotations(0) == {}
+
+
+def test_hot_value_is_written_from_bindings_and_once_more_as_zero() -> None:
+    pipeline = run_pipeline([0.5] * 10, 0.0)
+    for _ in range(2):
+        pipeline.record_binding(0, 0.0)
+    pipeline.advance(30.0)
+    assert pipeline.annotations(0)[HOT_VALUE_KEY] == format_hot_value(1, EPOCH_S + 30.0)
+    pipeline.advance(60.0)  # the 1m window has passed
+    assert pipeline.annotations(0)[HOT_VALUE_KEY] == format_hot_value(0, EPOCH_S + 60.0)
+    pipeline.advance(90.0)
+    assert pipeline.annotations(0)[HOT_VALUE_KEY] == format_hot_value(0, EPOCH_S + 60.0)
+
+
+@pytest.mark.parametrize(
+    ("metric", "known"),
+    [("cpu_usage_avg_5m", True), ("mem_usage_max_avg_1d", True), ("gpu_usage_avg_5m", False)],
+)
+def test_only_cranes_rules_are_simulated(metric: str, known: bool) -> None:
+    assert (rule_of(metric) is not None) is known
