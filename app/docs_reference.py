@@ -68,6 +68,19 @@ POLICY_MEANING = {
     "spec.hotValue[].timeRange": "a window of recent bindings",
     "spec.hotValue[].count": "every `count` bindings within `timeRange` add 1 to the hot "
     "value (10 score points)",
+    "spec.estimation": "loadaware's addition, optional: burst-aware estimation of pods placed "
+    'since a node\'s last sample (README "Burst-aware estimation")',
+    "spec.estimation.enabled": "on unless set to false, also for a crane file without the section",
+    "spec.estimation.factors": "the share of `max(request, limit)` a new pod is assumed to use",
+    "spec.estimation.factors.cpu": "for CPU",
+    "spec.estimation.factors.memory": "for memory",
+    "spec.estimation.defaultPodUsage": "assumed usage of a pod that declares neither a request "
+    "nor a limit for a resource",
+    "spec.estimation.defaultPodUsage.cpu": "CPU in cores, or a quantity such as `100m`",
+    "spec.estimation.defaultPodUsage.memory": "memory in bytes (default 200Mi), or a quantity "
+    "such as `200Mi`",
+    "spec.estimation.maxAge": "a pod stops counting this long after its binding, even "
+    "without a newer sample",
 }
 
 
@@ -159,7 +172,9 @@ def _type_name(name: str, annotation: Any) -> str:
     if name.endswith("_s"):
         return "duration (Go syntax)"
     text = getattr(annotation, "__name__", str(annotation))
-    return {"str": "string", "float": "number", "int": "integer"}.get(text, "list")
+    return {"str": "string", "float": "number", "int": "integer", "bool": "boolean"}.get(
+        text, "list"
+    )
 
 
 def _policy_rows(model: type[BaseModel], prefix: str) -> Iterator[str]:
@@ -171,7 +186,18 @@ def _policy_rows(model: type[BaseModel], prefix: str) -> Iterator[str]:
         others = ", ".join(f"`{s}`" for s in spellings[1:])
         default = "" if field.is_required() else _default_text(field.get_default())
         nested = _element_model(field.annotation)
-        kind = "list of entries" if nested else _type_name(name, field.annotation)
+        section = _section_model(field.annotation)
+        if section is not None:
+            default = "see below"
+        elif name.endswith("_s") and not field.is_required():
+            default = f"`{format_duration(field.get_default())}`"
+        kind = (
+            "list of entries"
+            if nested
+            else "section"
+            if section
+            else _type_name(name, field.annotation)
+        )
         constraint = _constraint(field)
         yield (
             f"| `{path}` | {kind}{', ' + constraint if constraint else ''} | {default} | "
@@ -179,6 +205,15 @@ def _policy_rows(model: type[BaseModel], prefix: str) -> Iterator[str]:
         )
         if nested is not None:
             yield from _policy_rows(nested, f"{path}[].")
+        if section is not None:
+            yield from _policy_rows(section, f"{path}.")
+
+
+def _section_model(annotation: Any) -> type[BaseModel] | None:
+    """The model of a nested section (one object, not a list of entries), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
 
 
 def _default_text(value: Any) -> str:

@@ -61,7 +61,12 @@ _LEADER_LEASE = _permission(
 
 
 PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
-    "extender": (_NODE_CACHE,),
+    "extender": (
+        _NODE_CACHE,
+        _permission(
+            "", "pods", "list watch", "the pod cache for burst-aware estimation (--pod-cache)"
+        ),
+    ),
     "annotator": (
         _NODE_CACHE,
         _permission(

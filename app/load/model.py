@@ -25,6 +25,7 @@ the filter still fails open whatever is estimated on a node.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -105,6 +106,11 @@ class NodeLoad:
         return self.overloads[0].reason if self.overloads else None
 
 
+# A node's verdict is recomputed whenever its estimated addition changes (each binding
+# on it), while its annotations stay the same: parse each distinct value once.
+_parse_usage_cached = functools.lru_cache(maxsize=1 << 16)(parse_usage)
+
+
 def read_metric(
     annotations: Mapping[str, str], metric: str, window_s: float | None, now_s: float
 ) -> tuple[MetricReading, float]:
@@ -112,7 +118,7 @@ def read_metric(
     raw = annotations.get(metric)
     if raw is None:
         return MetricReading(metric, Freshness.MISSING, None, None), math.inf
-    sample = parse_usage(raw)
+    sample = _parse_usage_cached(raw)
     if sample is None:
         return MetricReading(metric, Freshness.UNREADABLE, None, None), math.inf
     freshness, changes_at_s = _freshness(sample, window_s, now_s)
@@ -166,6 +172,13 @@ def find_overloads(readings: Mapping[str, MetricReading], policy: Policy) -> tup
 
 def load_score(readings: Mapping[str, MetricReading], policy: Policy) -> int:
     """crane's score: the weighted free fraction of the priority metrics, 0..100."""
+    weighted_free, total_weight = _weighted_free(readings, policy)
+    if total_weight <= 0:
+        return MAX_CRANE_SCORE
+    return int(weighted_free / total_weight)
+
+
+def _weighted_free(readings: Mapping[str, MetricReading], policy: Policy) -> tuple[float, float]:
     weighted_free = 0.0
     total_weight = 0.0
     for priority in policy.spec.priority:
@@ -176,9 +189,7 @@ def load_score(readings: Mapping[str, MetricReading], policy: Policy) -> int:
             usage = assumed_usage_fraction(policy, priority.name)
         weighted_free += (1.0 - usage) * priority.weight * MAX_CRANE_SCORE
         total_weight += priority.weight
-    if total_weight <= 0:
-        return MAX_CRANE_SCORE
-    return int(weighted_free / total_weight)
+    return weighted_free, total_weight
 
 
 def apply_hot_value(score: int, hot_value: int) -> int:
@@ -206,6 +217,114 @@ def with_unsampled(reading: MetricReading, unsampled_fraction: float) -> MetricR
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """What a node's annotations say at one instant, before anything is added to them.
+
+    ``evaluate_node`` is ``assess(measure(...), ...)``; a caller that re-assesses the
+    same annotations with a new ``unsampled`` (the extender, on each binding) keeps the
+    Measurement until ``changes_at_s`` instead of reading the annotations again.
+    """
+
+    readings: Mapping[str, MetricReading]
+    resources: Mapping[str, str]  # metric → the resource it measures (Policy.resource_of)
+    hot_value: int
+    hot_value_fresh: bool
+    changes_at_s: float  # the earliest instant at which the clock alone changes it
+
+    def freshest_sample_s(self) -> float | None:
+        """The newest timestamp of a fresh reading of a resource metric (cpu_*, mem_*)."""
+        stamps = [
+            r.timestamp_s
+            for metric, r in self.readings.items()
+            if r.is_fresh and r.timestamp_s is not None and metric in self.resources
+        ]
+        return max(stamps) if stamps else None
+
+
+def measure(annotations: Mapping[str, str], policy: Policy, now_s: float) -> Measurement:
+    readings: dict[str, MetricReading] = {}
+    changes_at_s = math.inf
+    for metric in policy.metrics:
+        reading, reading_changes_at_s = read_metric(
+            annotations, metric, policy.freshness_window_s(metric), now_s
+        )
+        readings[metric] = reading
+        changes_at_s = min(changes_at_s, reading_changes_at_s)
+    resources = {m: r for m in policy.metrics if (r := policy.resource_of(m)) is not None}
+    hot_value, hot_fresh, hot_changes_at_s = read_hot_value(annotations, now_s)
+    return Measurement(
+        readings, resources, hot_value, hot_fresh, min(changes_at_s, hot_changes_at_s)
+    )
+
+
+def assess(
+    measurement: Measurement, policy: Policy, unsampled: Mapping[str, float] | None = None
+) -> NodeLoad:
+    """The verdict and score of a measured node, with ``unsampled`` usage added."""
+    readings = measurement.readings
+    if unsampled:
+        resources = measurement.resources
+        readings = {
+            metric: with_unsampled(reading, unsampled.get(resources.get(metric, ""), 0.0))
+            for metric, reading in readings.items()
+        }
+    base_score = load_score(readings, policy)
+    score = apply_hot_value(base_score, measurement.hot_value)
+    return NodeLoad(
+        readings=tuple(readings.values()),
+        hot_value=measurement.hot_value,
+        hot_value_fresh=measurement.hot_value_fresh,
+        overloads=find_overloads(readings, policy),
+        load_score=base_score,
+        score=score,
+        extender_score=to_extender_score(score),
+        recheck_at_s=measurement.changes_at_s,
+    )
+
+
+# Headroom is kept this far inside the exact boundary, so that rounding can only make a
+# caller recompute a node sooner than needed, never later.
+_HEADROOM_MARGIN = 1e-9
+
+
+def headroom(load: NodeLoad, measurement: Measurement, policy: Policy) -> dict[str, float]:
+    """Per resource, how much more usage (a fraction of allocatable) could be added to
+    the fresh readings of its metrics without changing the node's filter reason or its
+    extender score. Usage only ever *added* is meant: the extender uses it to skip
+    re-assessing a node for a reservation too small to change what it answers."""
+    readings = {reading.metric: reading for reading in load.readings}
+    weighted_free, total_weight = _weighted_free(readings, policy)
+    # The lowest load score that still maps to the same extender score, hot value included.
+    lowest_score = MAX_EXTENDER_SCORE * load.extender_score - 5 + load.hot_value * 10
+    rooms: dict[str, float] = {}
+    for resource in set(measurement.resources.values()):
+        room = math.inf
+        for predicate in policy.spec.predicate:
+            reading = readings.get(predicate.name)
+            if (
+                predicate.max_limit_fraction > 0
+                and reading is not None
+                and reading.is_fresh
+                and reading.usage_fraction is not None
+                and measurement.resources.get(predicate.name) == resource
+                and reading.usage_fraction <= predicate.max_limit_fraction
+            ):
+                room = min(room, predicate.max_limit_fraction - reading.usage_fraction)
+        weight = sum(
+            priority.weight
+            for priority in policy.spec.priority
+            if (reading := readings.get(priority.name)) is not None
+            and reading.is_fresh
+            and measurement.resources.get(priority.name) == resource
+        )
+        if weight > 0 and load.extender_score > 0 and total_weight > 0:
+            slack = weighted_free - lowest_score * total_weight
+            room = min(room, slack / (weight * MAX_CRANE_SCORE))
+        rooms[resource] = max(0.0, room - _HEADROOM_MARGIN)
+    return rooms
+
+
 def evaluate_node(
     annotations: Mapping[str, str],
     policy: Policy,
@@ -217,31 +336,7 @@ def evaluate_node(
     ``unsampled`` maps a resource ("cpu", "memory") to usage, as a signed fraction of
     the node's allocatable, that the node's samples do not contain yet (module doc).
     """
-    readings: dict[str, MetricReading] = {}
-    recheck_at_s = math.inf
-    for metric in policy.metrics:
-        reading, changes_at_s = read_metric(
-            annotations, metric, policy.freshness_window_s(metric), now_s
-        )
-        if unsampled:
-            resource = policy.resource_of(metric)
-            if resource is not None and resource in unsampled:
-                reading = with_unsampled(reading, unsampled[resource])
-        readings[metric] = reading
-        recheck_at_s = min(recheck_at_s, changes_at_s)
-    hot_value, hot_fresh, hot_changes_at_s = read_hot_value(annotations, now_s)
-    base_score = load_score(readings, policy)
-    score = apply_hot_value(base_score, hot_value)
-    return NodeLoad(
-        readings=tuple(readings.values()),
-        hot_value=hot_value,
-        hot_value_fresh=hot_fresh,
-        overloads=find_overloads(readings, policy),
-        load_score=base_score,
-        score=score,
-        extender_score=to_extender_score(score),
-        recheck_at_s=min(recheck_at_s, hot_changes_at_s),
-    )
+    return assess(measure(annotations, policy, now_s), policy, unsampled)
 
 
 def hot_value_from_bindings(
