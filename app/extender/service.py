@@ -93,8 +93,8 @@ class Extender:
         self.metrics.policy_reloads.labels(result=result).inc()
 
     def ready(self) -> tuple[bool, str]:
-        if self.node_cache is not None and not self.node_cache.synced:
-            return False, "node cache has not synced with the API server yet"
+        if self.node_cache is not None:
+            return self.node_cache.current()
         return True, "ok"
 
     def record(self, verb: str, code: int, elapsed_s: float, outcome: Outcome | None) -> None:
