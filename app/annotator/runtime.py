@@ -337,10 +337,14 @@ class Annotator:
                 else None,
             }
         lease = self.config.lease
+        stale = "; ".join(
+            why for ok, why in (c.current() for c in (self.nodes, self.pod_watch)) if not ok
+        )
         return {
             "alive": not crashed,
             "stopped_tasks": crashed,
-            "ready": self.nodes.synced and self.pod_watch.synced,
+            "ready": not stale,
+            "not_ready_because": stale or None,
             "node_cache_synced": self.nodes.synced,
             "pod_watch_synced": self.pod_watch.synced,
             "leader": self.may_write(),

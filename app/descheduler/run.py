@@ -39,6 +39,7 @@ from lightkube import AsyncClient
 from app.descheduler.debounce import hot_round_patches, previous_hot_rounds
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.health import EmbeddedServer, build_app, embedded_server, serve
+from app.kube.cache import WatchCache
 from app.kube.events import EvictionNotice, list_recent_evictions, record_eviction
 from app.kube.eviction import EvictionOutcome, evict_pod
 from app.kube.lease import LeaderElector, LeaseSettings
@@ -310,6 +311,9 @@ class Descheduler:
                 f"PodDisruptionBudgets {self.budgets.synced}): evicting nothing; can the "
                 "descheduler list and watch them?",
             )
+        stale = self._stale_cache()
+        if stale:
+            return RunReport(RunResult.CACHES_NOT_SYNCED, f"evicting nothing: {stale}")
         now_s = self._clock()
         queries = PodUsageQueries(config.pod_usage_queries.cpu, config.pod_usage_queries.memory)
         try:
@@ -371,6 +375,13 @@ class Descheduler:
         await self._record_rounds(nodes, the_plan, now_s)
         await self._execute(the_plan, view, report)
         return report
+
+    def _caches(self) -> tuple[WatchCache[Any], ...]:
+        return (self.nodes, self.pods, self.budgets)
+
+    def _stale_cache(self) -> str:
+        """Why a cache cannot be trusted now (empty when every cache is current)."""
+        return "; ".join(why for ok, why in (c.current() for c in self._caches()) if not ok)
 
     async def _caches_synced(self) -> None:
         await self.nodes.wait_synced()
@@ -511,10 +522,12 @@ class Descheduler:
             crashed.append(self._leading_task.get_name())
         last = self.last_report
         lease = self.settings.lease
+        stale = self._stale_cache()
         return {
             "alive": not crashed,
             "stopped_tasks": crashed,
-            "ready": self.nodes.synced and self.pods.synced and self.budgets.synced,
+            "ready": not stale,
+            "not_ready_because": stale or None,
             "caches_synced": {
                 "nodes": self.nodes.synced,
                 "pods": self.pods.synced,

@@ -187,8 +187,13 @@ class Extender:
         self.metrics.policy_reloads.labels(result=result).inc()
 
     def ready(self) -> tuple[bool, str]:
-        if self.node_cache is not None and not self.node_cache.synced:
-            return False, "node cache has not synced with the API server yet"
+        """Ready once every cache has synced, and while none has lost the API server for
+        long: the estimate needs the pods as much as the verdicts need the nodes."""
+        for cache in (self.node_cache, self.pod_cache):
+            if cache is not None:
+                current, reason = cache.current()
+                if not current:
+                    return False, reason
         return True, "ok"
 
     def record(self, verb: str, code: int, elapsed_s: float, outcome: Outcome | None) -> None:

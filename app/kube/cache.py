@@ -7,6 +7,14 @@ diffed against the cache, so listeners see the same (old, new) changes whether a
 update arrived by watch or was found by a relist. During the first list the cache is
 not yet ``synced``: listeners that count transitions (bindings, say) can tell history
 from news.
+
+Once synced, a cache stays synced, but it is only ``current`` while the API server
+answers. A list or watch failure starts an outage (``down_for_s``) that ends with
+the next successful list; a watch that ends cleanly and reconnects is no outage. A
+quiet watch is healthy however long nothing changes, so readiness is judged by the
+outage, not by the time since the last event. Components report not ready once an
+outage has lasted longer than ``OUTAGE_GRACE_S``: a single relist (410 Gone, one
+dropped connection) does not flip readiness, an API server that stays away does.
 """
 
 from __future__ import annotations
@@ -25,6 +33,9 @@ from app.kube.listwatch import list_then_watch
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+OUTAGE_GRACE_S = 60.0
+"""How long a synced cache may fail to reach the API server and still count as current."""
 
 Listener = Callable[[str, T | None, T | None], object]
 """Called with an object's key, its previous state (None if new) and its new state
@@ -60,6 +71,9 @@ class WatchCache(Generic[T]):
         self._retry_delay_s = retry_delay_s
         self._max_retry_delay_s = max_retry_delay_s
         self.last_heard_s: float | None = None  # monotonic time of the last list or event
+        self.failing_since_s: float | None = None  # monotonic start of the current outage
+        self.last_error = ""
+        self.outage_grace_s = OUTAGE_GRACE_S
 
     @property
     def objects(self) -> Mapping[str, T]:
@@ -79,6 +93,26 @@ class WatchCache(Generic[T]):
         """Seconds since the API server was last heard from, or None before the first list."""
         return None if self.last_heard_s is None else time.monotonic() - self.last_heard_s
 
+    def down_for_s(self) -> float | None:
+        """Seconds the API server has failed this cache's list or watch; None while it answers."""
+        if self.failing_since_s is None:
+            return None
+        return time.monotonic() - self.failing_since_s
+
+    def current(self) -> tuple[bool, str]:
+        """Whether readers may trust the cache: synced, and any outage no longer than
+        ``outage_grace_s``; with the reason for the operator when not."""
+        if not self.synced:
+            reason = f": {self.last_error}" if self.last_error else ""
+            return False, f"{self.what} cache has not synced with the API server yet{reason}"
+        down_s = self.down_for_s()
+        if down_s is not None and down_s > self.outage_grace_s:
+            return False, (
+                f"{self.what} cache has not reached the API server for {down_s:.0f}s "
+                f"(last error: {self.last_error}); its objects may be out of date"
+            )
+        return True, "ok"
+
     async def run(self) -> None:
         await list_then_watch(
             self._relist,
@@ -87,7 +121,13 @@ class WatchCache(Generic[T]):
             retry_delay_s=self._retry_delay_s,
             max_retry_delay_s=self._max_retry_delay_s,
             while_down=self._while_down,
+            on_failure=self._on_failure,
         )
+
+    def _on_failure(self, error: BaseException) -> None:
+        self.last_error = str(error) or repr(error)
+        if self.failing_since_s is None:
+            self.failing_since_s = time.monotonic()
 
     def _scope(self) -> dict[str, Any]:
         return {} if self._namespace is None else {"namespace": self._namespace}
@@ -105,6 +145,7 @@ class WatchCache(Generic[T]):
             if self._objects.get(key) != state:
                 self.apply(key, state)
         self.last_heard_s = time.monotonic()
+        self.failing_since_s = None
         if not self._synced.is_set():
             log.info("%s cache synced: %d objects", self.what, len(self._objects))
             self._synced.set()

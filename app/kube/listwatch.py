@@ -24,9 +24,11 @@ async def list_then_watch(
     retry_delay_s: float,
     max_retry_delay_s: float,
     while_down: str = "",
+    on_failure: Callable[[BaseException], None] = lambda _error: None,
 ) -> None:
     """Run ``relist`` then ``watch(resource_version)`` forever. ``what`` names the
-    resource in logs; ``while_down`` tells the operator what suffers meanwhile."""
+    resource in logs; ``while_down`` tells the operator what suffers meanwhile;
+    ``on_failure`` hears of every failure except an expired watch."""
     delay_s = retry_delay_s
     consequence = f"; {while_down}" if while_down else ""
     while True:
@@ -40,10 +42,12 @@ async def list_then_watch(
             if error.status.code == 410:
                 log.info("%s watch expired (410 Gone); relisting", what)
                 continue
+            on_failure(error)
             log.warning(
                 "%s list/watch failed: %s%s; retrying in %.0fs", what, error, consequence, delay_s
             )
         except Exception as error:  # network or decode errors must not end the loop
+            on_failure(error)
             log.warning(
                 "%s list/watch failed: %r%s; retrying in %.0fs", what, error, consequence, delay_s
             )

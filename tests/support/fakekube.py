@@ -1562,17 +1562,24 @@ class FakeKubeServer:
         self._server: _Uvicorn | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self, timeout: float = 5.0) -> str:
-        """Start serving and wait until the socket accepts; returns the base URL."""
+    def start(self, timeout: float = 5.0, *, port: int = 0) -> str:
+        """Start serving and wait until the socket accepts; returns the base URL.
+
+        port=0 picks a free port. A given port lets a test restart the API server
+        where its clients expect it: stop() this server, then start a new
+        FakeKubeServer(same store) on the old port (see restarted()).
+        """
         if self._thread is not None:
             raise RuntimeError("fake kube server already started")
         # Binding the socket here, not in uvicorn, gives us the port with no race.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # A restart rebinds a port whose old connections may sit in TIME_WAIT.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Accepted connections inherit this. Without it every reply on a
         # kept-alive connection stalls ~40 ms: uvicorn writes headers and body
         # separately and Nagle holds the body until the client's delayed ACK.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", port))
         port = sock.getsockname()[1]
         config = uvicorn.Config(
             self.app, loop="asyncio", http="h11", lifespan="off", log_config=None,
@@ -1619,6 +1626,17 @@ class FakeKubeServer:
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+    def restarted(self, timeout: float = 5.0) -> FakeKubeServer:
+        """Stop this server (its watches end, connections close) and start a new one
+        on the same port with the same store, as an API server restart looks to its
+        clients: objects and resourceVersions survive; faults and the request log
+        start empty, as a new process's would."""
+        port = int(self.url.rsplit(":", 1)[1])
+        self.stop(timeout)
+        successor = FakeKubeServer(self.store)
+        successor.start(timeout, port=port)
+        return successor
 
     def __enter__(self) -> FakeKubeServer:
         self.start()

@@ -73,6 +73,11 @@ class FakeKube:
         """Hold matching requests for `seconds` (times=None: every one)."""
         self.faults.delay(method, path, seconds, times=times)
 
+    def restart_server(self) -> None:
+        """Restart the API server on the same URL with the same store (open watches end,
+        connections drop, objects survive); faults and the request log start empty."""
+        self.server = self.server.restarted()
+
     def requests(self, method: str = "*", path: str = "*") -> list[RecordedRequest]:
         """Requests received so far whose method and path (fnmatch glob) match."""
         return self.server.requests.matching(method, path)
@@ -151,4 +156,4 @@ def fake_kube(_fake_kube_reaper: _Reaper) -> Iterator[FakeKube]:
         yield handle
     finally:
         handle.close_clients()
-        _fake_kube_reaper.hand_over(server)
+        _fake_kube_reaper.hand_over(handle.server)
