@@ -63,6 +63,9 @@ POLICY_MEANING = {
     "spec.hotValue[].timeRange": "a window of recent bindings",
     "spec.hotValue[].count": "every `count` bindings within `timeRange` add 1 to the hot "
     "value (10 score points)",
+    "spec.estimation": "loadaware's addition: the usage of pods placed since a node's last "
+    "sample (`enabled`, `factors`, `defaultPodUsage`, `maxAge`); see the README's "
+    "burst-aware estimation",
 }
 
 

@@ -22,9 +22,11 @@ noise lands on both alike.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import copy
 import gc
 import importlib.util
+import itertools
 import math
 import multiprocessing
 import os
@@ -45,12 +47,16 @@ if __package__ in (None, ""):
     # `python bench/extender.py`: make the repository root importable for `app`.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.extender.estimates import ScheduledPod, scheduled_pod
 from app.extender.http import ASGIApp, ExtenderApp, Receive, Send
 from app.extender.index import PyVerdictIndex, native_available
 from app.extender.service import Extender
 from app.extender.verbs import Outcome, parse_args
+from app.kube.client import client_for_server
+from app.kube.pods import PodCache
+from app.load.resources import Resources
 from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage
-from app.policy import default_policy
+from app.policy import DEFAULT_POLICY_YAML, Policy, default_policy, policy_from_yaml
 
 Scope = MutableMapping[str, Any]
 
@@ -64,6 +70,14 @@ PYTHON_INDEX_PREFIX = "/python"  # the same extender, answering from PyVerdictIn
 GOAL_RATIO = 1.5
 STOLEN_CPUS = 0.2  # steal above which the goal verdict carries a warning
 VERBS = ("filter", "prioritize")
+# Estimation off vs on: the same server, pod caches and binding stream; only the policy differs.
+ESTIMATION_PREFIXES = {"off": "/est-off", "on": "/est-on"}
+ESTIMATION_GOAL_RATIO = 1.1
+CACHED_PODS = 100_000
+BINDINGS_PER_S = 100.0
+ESTIMATION_BODIES = 500  # each with its own clearly best node, so prioritize reserves
+UID_PLACEHOLDER = "bench-uid-000000000000"
+NODE_ALLOCATABLE = Resources(8.0, 32 * 2.0**30)
 
 # The default policy's predicates: metric -> limit. Overloaded nodes go over one of them.
 _PREDICATE_LIMITS = {
@@ -129,6 +143,8 @@ class Workload:
     cluster: dict[str, dict[str, str]]  # what the node cache would hold
     bodies: dict[str, bytes]  # case -> ExtenderArgs body (the same for both verbs)
     overloaded: int
+    estimation_cluster: dict[str, dict[str, str]]  # the cluster with clearly best nodes
+    estimation_bodies: list[bytes]  # cache-500 bodies, each naming one clearly best node
 
 
 def make_workload(fixtures: Path, seed: int, overloaded_share: float) -> Workload:
@@ -149,7 +165,91 @@ def make_workload(fixtures: Path, seed: int, overloaded_share: float) -> Workloa
         for name, annotations in full_annotations.items()
     ]
     bodies[f"full-{FULL_NODES}"] = encode_args(pod, None, {"metadata": {}, "items": items})
-    return Workload(cluster, bodies, overloaded)
+    estimation_cluster, estimation_bodies = estimation_workload(rng, now_s, cluster, pod)
+    return Workload(cluster, bodies, overloaded, estimation_cluster, estimation_bodies)
+
+
+def estimation_workload(
+    rng: random.Random, now_s: float, cluster: dict[str, dict[str, str]], pod: dict[str, Any]
+) -> tuple[dict[str, dict[str, str]], list[bytes]]:
+    """Bodies for the estimation rows: 500 names each, one of them a node that clearly
+    scores best (usage 0.01), so that every prioritize call reserves, as in a burst.
+    The pod's UID is a placeholder the client rewrites on every request."""
+    names = list(cluster)
+    best_nodes = rng.sample(names, ESTIMATION_BODIES)
+    at_s = now_s - 30.0
+    coolest = {metric: format_usage(0.01, at_s) for metric in default_policy().metrics}
+    estimation_cluster = {**cluster, **{name: coolest for name in best_nodes}}
+    pod = copy.deepcopy(pod)
+    pod["metadata"]["uid"] = UID_PLACEHOLDER
+    # A reservation costs the same whatever the pod's size; a tiny pod keeps each best
+    # node clearly best through a whole run (15 s of reservations), so every call reserves.
+    for container in pod["spec"]["containers"]:
+        container["resources"] = {"requests": {"cpu": "1m", "memory": "1Mi"}}
+    others = sorted(set(names) - set(best_nodes))
+    bodies = []
+    for best in best_nodes:
+        picked = rng.sample(others, 499)
+        picked.insert(rng.randrange(500), best)
+        bodies.append(encode_args(pod, picked, None))
+    return estimation_cluster, bodies
+
+
+def estimation_policy(enabled: bool) -> Policy:
+    return policy_from_yaml(DEFAULT_POLICY_YAML + f"  estimation: {{enabled: {enabled}}}\n")
+
+
+def cached_pods(nodes: list[str], count: int, now_s: float) -> dict[str, ScheduledPod]:
+    """``count`` running pods spread over the nodes, bound a day ago (as most pods are)."""
+    pods = {}
+    for i in range(count):
+        node = sys.intern(nodes[i % len(nodes)])
+        pods[f"bench/pod-{i:06d}"] = ScheduledPod(
+            str(uuid.UUID(int=i, version=4)),
+            node,
+            Resources(0.1, 128 * 2.0**20),
+            Resources(0.5, 256 * 2.0**20),
+            now_s - 86_400.0,
+            False,
+        )
+    return pods
+
+
+def estimating_extender(
+    cluster: dict[str, dict[str, str]], pods: dict[str, ScheduledPod], enabled: bool
+) -> Extender:
+    """An extender whose node and pod state is seeded as synced caches would seed it."""
+    pod_cache: PodCache[ScheduledPod] = PodCache(
+        client_for_server("http://127.0.0.1:9"), scheduled_pod
+    )
+    extender = Extender(estimation_policy(enabled), mode="node-cache", pod_cache=pod_cache)
+    assert extender.ledger is not None
+    for name, values in cluster.items():
+        extender.ledger.set_allocatable(name, NODE_ALLOCATABLE)
+        extender.table.upsert(name, values)
+    for key, pod in pods.items():
+        pod_cache.apply(key, pod)
+    return extender
+
+
+async def binding_stream(extenders: list[Extender], nodes: list[str], old_pods: list[str]) -> None:
+    """Bind a new pod about every 10 ms and delete an old one, through each pod cache."""
+    rng = random.Random(2)
+    started = time.monotonic()
+    for i, old in enumerate(old_pods):
+        await asyncio.sleep(max(0.0, started + i / BINDINGS_PER_S - time.monotonic()))
+        pod = ScheduledPod(
+            f"stream-{i}",
+            rng.choice(nodes),
+            Resources(0.1, 128 * 2.0**20),
+            Resources(0.5, 256 * 2.0**20),
+            time.time(),
+            False,
+        )
+        for extender in extenders:
+            assert extender.pod_cache is not None
+            extender.pod_cache.apply(f"bench/stream-{i}", pod)
+            extender.pod_cache.apply(old, None)
 
 
 # --------------------------------------------------------------------------- server
@@ -193,16 +293,31 @@ class Dispatcher:
     """One server for all: floor paths to the floor, ``/python/...`` to the extender
     built on the pure-Python index, everything else to the production extender."""
 
-    def __init__(self, real: ASGIApp, python_index: ASGIApp, floor: FloorApp) -> None:
+    def __init__(
+        self,
+        real: ASGIApp,
+        python_index: ASGIApp,
+        floor: FloorApp,
+        estimating: dict[str, ASGIApp] | None = None,
+        on_first_estimation: Any = None,
+    ) -> None:
         self.real = real
         self.python_index = python_index
         self.floor = floor
         self.floor_paths = frozenset(floor.routes)
+        self.estimating = {ESTIMATION_PREFIXES[k]: app for k, app in (estimating or {}).items()}
+        self._on_first_estimation = on_first_estimation
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
         if path in self.floor_paths:
             await self.floor(scope, receive, send)
+        elif path.startswith("/est-"):
+            prefix, _, rest = path[1:].partition("/")
+            if self._on_first_estimation is not None:
+                self._on_first_estimation()
+                self._on_first_estimation = None
+            await self.estimating["/" + prefix]({**scope, "path": "/" + rest}, receive, send)
         elif path.startswith(PYTHON_INDEX_PREFIX + "/"):
             scope = {**scope, "path": path.removeprefix(PYTHON_INDEX_PREFIX)}
             await self.python_index(scope, receive, send)
@@ -210,7 +325,12 @@ class Dispatcher:
             await self.real(scope, receive, send)
 
 
-def serve(port: int, cluster: dict[str, dict[str, str]], bodies: dict[str, bytes]) -> None:
+def serve(
+    port: int,
+    cluster: dict[str, dict[str, str]],
+    bodies: dict[str, bytes],
+    estimation_cluster: dict[str, dict[str, str]],
+) -> None:
     """The server process: seed the table like a synced node cache, then run uvicorn."""
     import uvicorn
 
@@ -225,7 +345,25 @@ def serve(port: int, cluster: dict[str, dict[str, str]], bodies: dict[str, bytes
         for verb in VERBS:
             handler = getattr(extender.verbs, verb)
             answers[floor_path(case, verb)] = handler(parse_args(body), Outcome())
-    app = Dispatcher(ExtenderApp(extender), ExtenderApp(python_extender), FloorApp(answers))
+    nodes = list(estimation_cluster)
+    pods = cached_pods(nodes, CACHED_PODS, time.time())
+    estimating = {
+        setting: estimating_extender(estimation_cluster, pods, setting == "on")
+        for setting in ESTIMATION_PREFIXES
+    }
+    tasks: list[asyncio.Task[None]] = []
+
+    def start_stream() -> None:
+        stream = binding_stream(list(estimating.values()), nodes, list(pods))
+        tasks.append(asyncio.get_running_loop().create_task(stream))
+
+    app = Dispatcher(
+        ExtenderApp(extender),
+        ExtenderApp(python_extender),
+        FloorApp(answers),
+        {setting: ExtenderApp(e) for setting, e in estimating.items()},
+        start_stream,
+    )
     # As app/extender/main.py's _serve, minus TLS; logging does not touch the hot path.
     config = uvicorn.Config(
         app, host=HOST, port=port, log_level="warning", access_log=False, lifespan="on"
@@ -416,6 +554,170 @@ def measure(
     return CaseResult(case, index, verb, len(body), real, floor)
 
 
+class RotatingRequests:
+    """Pre-encoded requests over several bodies, each sent with a fresh pod UID (written
+    into the placeholder in place), so that every prioritize call is a new pod's."""
+
+    def __init__(self, path: str, bodies: list[bytes]) -> None:
+        self.requests = [bytearray(Connection.request(path, body)) for body in bodies]
+        marker = UID_PLACEHOLDER.encode()
+        self.uid_at = [request.find(marker) for request in self.requests]
+        if min(self.uid_at) < 0:
+            raise RuntimeError("a body lacks the pod UID placeholder")
+        self.sent = 0
+
+    def next(self) -> bytearray:
+        position = self.sent % len(self.requests)
+        request, at = self.requests[position], self.uid_at[position]
+        request[at + 10 : at + len(UID_PLACEHOLDER)] = b"%012d" % self.sent
+        self.sent += 1
+        return request
+
+
+def run_rotating_block(
+    series: Series,
+    connection: Connection,
+    requests: RotatingRequests,
+    seconds: float,
+    gap_ns: int = 0,
+) -> None:
+    """Like Series.run_block; with ``gap_ns``, sleep that long after each answer, as
+    kube-scheduler does its own work between two extender calls. (Sleeping, not spinning:
+    the latency clock starts after the gap, and a spinning client would take the CPU the
+    server needs for the work the gap exists to show.)"""
+    clock = time.perf_counter_ns
+    samples = series.samples_ns
+    started = clock()
+    deadline = started + int(seconds * 1e9)
+    now = started
+    while now < deadline:
+        request = requests.next()
+        if gap_ns:
+            time.sleep(gap_ns / 1e9)
+        before = clock()
+        status, length = connection.send(bytes(request))
+        now = clock()
+        samples.append(now - before)
+        if status != 200:
+            raise RuntimeError(f"HTTP {status}")
+        series.answer_bytes = length
+    series.wall_ns += now - started
+
+
+@dataclass
+class EstimationResult:
+    verb: str
+    gap_us: int
+    off: Series
+    on: Series
+    other_load: tuple[float, float] | None = None
+
+
+def measure_estimation(
+    connection: Connection, bodies: list[bytes], verb: str, gap_us: int, flags: argparse.Namespace
+) -> EstimationResult:
+    """Estimation off and on, alternating blocks, every request a new pod."""
+    gap_ns = gap_us * 1000
+    off_requests = RotatingRequests(f"{ESTIMATION_PREFIXES['off']}/{verb}", bodies)
+    on_requests = RotatingRequests(f"{ESTIMATION_PREFIXES['on']}/{verb}", bodies)
+    off, on = Series(), Series()
+    run_rotating_block(Series(), connection, off_requests, flags.warmup, gap_ns)
+    run_rotating_block(Series(), connection, on_requests, flags.warmup, gap_ns)
+    rounds = max(2, round(flags.seconds / (2 * flags.block)))
+    for round_ in range(rounds):
+        pair = [(off, off_requests), (on, on_requests)]
+        for series, requests in pair if round_ % 2 == 0 else reversed(pair):
+            run_rotating_block(series, connection, requests, flags.block, gap_ns)
+    return EstimationResult(verb, gap_us, off, on)
+
+
+def estimation_table(results: Iterable[EstimationResult]) -> str:
+    rows = [
+        "| verb | names | gap µs | off p50 ms | off p99 ms | off req/s | on p50 ms | on p99 ms "
+        "| on req/s | p50 ratio on/off | p99 ratio on/off | other CPU | steal |",
+        "|" + "---|" * 13,
+    ]
+    for r in results:
+        off50, on50 = r.off.percentile_ms(0.50), r.on.percentile_ms(0.50)
+        off99, on99 = r.off.percentile_ms(0.99), r.on.percentile_ms(0.99)
+        rows.append(
+            f"| {r.verb} | 500 | {r.gap_us} | {off50:.3f} | {off99:.3f} | {r.off.per_second:,.0f} "
+            f"| {on50:.3f} | {on99:.3f} | {r.on.per_second:,.0f} "
+            f"| {on50 / off50:.2f} | {on99 / off99:.2f} | {load_cells(r.other_load)} |"
+        )
+    return "\n".join(rows)
+
+
+def estimation_goal_lines(results: Iterable[EstimationResult]) -> list[str]:
+    lines = []
+    for r in results:
+        ratio = r.on.percentile_ms(0.50) / r.off.percentile_ms(0.50)
+        verdict = "met" if ratio <= ESTIMATION_GOAL_RATIO else "NOT met"
+        lines.append(
+            f"- goal p50 with estimation <= {ESTIMATION_GOAL_RATIO}x without, at 500 names, "
+            f"{r.verb}, {r.gap_us} µs between calls: {ratio:.2f}x ({verdict})"
+        )
+    return lines
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return math.nan
+
+
+def measure_rss(cluster: dict[str, dict[str, str]], queue: Any) -> None:
+    """In a fresh process: RSS of an estimating extender before and after its pod cache
+    holds CACHED_PODS pods (the transform's ScheduledPod, as the watch would store them)."""
+    gc.collect()
+    empty = estimating_extender(cluster, {}, True)
+    before = rss_mib()
+    pods = cached_pods(list(cluster), CACHED_PODS, time.time())
+    assert empty.pod_cache is not None
+    for key, pod in pods.items():
+        empty.pod_cache.apply(key, pod)
+    del pods
+    gc.collect()
+    queue.put((before, rss_mib()))
+
+
+def rss_line(cluster: dict[str, dict[str, str]]) -> str:
+    spawn = multiprocessing.get_context("spawn")
+    queue = spawn.Queue()
+    process = spawn.Process(target=measure_rss, args=(cluster, queue), daemon=True)
+    process.start()
+    before, after = queue.get(timeout=300)
+    process.join(timeout=30)
+    return (
+        f"RSS of an estimating extender with {len(cluster):,} nodes: {before:.0f} MiB with an "
+        f"empty pod cache, {after:.0f} MiB with {CACHED_PODS:,} pods cached "
+        f"({(after - before) * 2**20 / CACHED_PODS:.0f} bytes per pod)."
+    )
+
+
+def reservation_counts(port: int) -> str:
+    connection = Connection(port)
+    try:
+        request = Connection.request(f"{ESTIMATION_PREFIXES['on']}/metrics")
+        connection.sock.sendall(request)
+        data = b""
+        while b"loadaware_policy_last_successful" not in data:
+            chunk = connection.sock.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        connection.close()
+    wanted = ("reservations_made_total", "reservations_ended_total", "reservations_skipped")
+    lines = [
+        line
+        for line in data.decode(errors="replace").splitlines()
+        if not line.startswith("#") and any(w in line for w in wanted)
+    ]
+    return "Estimation-on extender after the run: " + "; ".join(lines)
+
+
 class OtherLoad:
     """CPU taken from the bench while a row was measured, in CPUs' worth (Linux /proc).
 
@@ -556,6 +858,20 @@ def parse_flags(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--fixtures", type=Path, default=DEFAULT_FIXTURES)
     parser.add_argument(
+        "--gaps-us",
+        default="0,300",
+        help="comma-separated pauses after each answer for the estimation rows: 0 is "
+        "back-to-back (every microsecond of reservation work shows); 300 is a fraction of "
+        "kube-scheduler's own work between two calls (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--estimation",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure estimation off vs on (100,000 cached pods, a binding stream) "
+        "and the RSS with 100,000 pods cached",
+    )
+    parser.add_argument(
         "--python-index-cases",
         default=GOAL_CASE,
         help="comma-separated cases also measured with the pure-Python verdict index, "
@@ -589,7 +905,7 @@ def main(argv: list[str] | None = None) -> int:
     spawn = multiprocessing.get_context("spawn")
     server = spawn.Process(
         target=serve,
-        args=(port, workload.cluster, workload.bodies),
+        args=(port, workload.cluster, workload.bodies, workload.estimation_cluster),
         name="extender-bench-server",
         daemon=True,
     )
@@ -598,6 +914,8 @@ def main(argv: list[str] | None = None) -> int:
         wait_until_ready(port, server)
         connection = Connection(port, spin=flags.spin)
         results = []
+        estimation_results: list[EstimationResult] = []
+        reservations = ""
         other_load = OtherLoad(server.pid)
         gc.collect()
         gc.disable()
@@ -619,6 +937,22 @@ def main(argv: list[str] | None = None) -> int:
                     result.other_load = other_load.cores()
                     results.append(result)
                     gc.collect()
+            gaps_us = [int(gap) for gap in flags.gaps_us.split(",") if gap]
+            for gap_us, verb in itertools.product(gaps_us if flags.estimation else [], VERBS):
+                print(
+                    f"measuring {verb} estimation off/on, gap {gap_us} µs ...",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                other_load.cores()
+                estimated = measure_estimation(
+                    connection, workload.estimation_bodies, verb, gap_us, flags
+                )
+                estimated.other_load = other_load.cores()
+                estimation_results.append(estimated)
+                gc.collect()
+            if flags.estimation:
+                reservations = reservation_counts(port)
         finally:
             gc.enable()
             connection.close()
@@ -637,6 +971,17 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results))
     print()
     print("\n".join(goal_lines(results)))
+    if estimation_results:
+        print(
+            f"\nEstimation off vs on: {CACHED_PODS:,} pods cached, about {BINDINGS_PER_S:g} "
+            "bindings/s streamed through the pod cache, a new pod UID on every request, each "
+            "body with one clearly best node (so every prioritize reserves).\n"
+        )
+        print(estimation_table(estimation_results))
+        print()
+        print("\n".join(estimation_goal_lines(estimation_results)))
+        print(reservations)
+        print(rss_line(workload.cluster))
     return 0
 
 

@@ -784,6 +784,41 @@ done:
     return Py_BuildValue("(Nn)", body, unknown);
 }
 
+/* best(names) -> the position of the one name that scores highest, or -1 when the top
+   score is shared (kube-scheduler's choice is then a guess) or no name passes.
+   Rejected names are left out; unknown names score unknown_score, as in prioritize. */
+static PyObject *
+VerdictIndex_best(VerdictIndex *self, PyObject *names)
+{
+    if (!PyList_Check(names)) {
+        PyErr_SetString(PyExc_TypeError, "best(names: list[str])");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(names);
+    Py_ssize_t best = -1;
+    int top = -1, shared = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t length;
+        const char *name = request_name(names, i, &length);
+        if (name == NULL) {
+            return NULL;
+        }
+        const Entry *entry = find_live(self, name, (size_t)length);
+        if (entry != NULL && entry->reason != NO_REASON) {
+            continue;
+        }
+        int score = entry ? entry->score : self->unknown_score;
+        if (score > top) {
+            top = score;
+            best = i;
+            shared = 0;
+        } else if (score == top) {
+            shared = 1;
+        }
+    }
+    return PyLong_FromSsize_t(shared ? -1 : best);
+}
+
 /* ------------------------------------------------------------------ the type */
 
 static PyObject *
@@ -861,6 +896,8 @@ static PyMethodDef VerdictIndex_methods[] = {
      "get(name) -> (score, reason) or None."},
     {"filter", (PyCFunction)(void (*)(void))VerdictIndex_filter, METH_FASTCALL,
      "filter(names, exempt) -> (body, {reason: nodes rejected})."},
+    {"best", (PyCFunction)VerdictIndex_best, METH_O,
+     "best(names) -> position of the one top-scoring passing name, or -1."},
     {"prioritize", (PyCFunction)VerdictIndex_prioritize, METH_O,
      "prioritize(names) -> (body, unknown count)."},
     {NULL, NULL, 0, NULL},

@@ -64,6 +64,10 @@ class VerdictIndex(Protocol):
         Raises TypeError when a name is not a str.
         """
 
+    def best(self, names: list[str], /) -> int:
+        """The position of the one passing name with the highest score; -1 when that top
+        score is shared or no name passes. Unknown names score ``unknown_score``."""
+
 
 class PyVerdictIndex:
     """The pure-Python twin of the native index: dicts and C-level iteration."""
@@ -142,6 +146,20 @@ class PyVerdictIndex:
                 item = orjson.dumps({"Host": name, "Score": self.unknown_score})
             pieces.append(item)
         return b"[" + b",".join(pieces) + b"]", unknown
+
+    def best(self, names: list[str], /) -> int:
+        _check_names(names)
+        best, top, shared = -1, -1, False
+        for position, name in enumerate(names):
+            entry = self._entries.get(name)
+            if entry is not None and entry[1] is not None:
+                continue
+            score = self.unknown_score if entry is None else entry[0]
+            if score > top:
+                best, top, shared = position, score, False
+            elif score == top:
+                shared = True
+        return -1 if shared else best
 
 
 def _has_utf8_form(name: str) -> bool:

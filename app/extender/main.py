@@ -10,11 +10,13 @@ from typing import Any
 import uvicorn
 
 from app.extender.demo import DemoExtender, curl_examples
+from app.extender.estimates import DEFAULT_RESERVATION_TTL_S, scheduled_pod
 from app.extender.http import DEFAULT_MAX_BODY_BYTES, ExtenderApp
 from app.extender.service import Extender
 from app.flags import add_flag
 from app.kube.client import KubeConfigError, make_client
 from app.kube.nodes import NodeCache
+from app.kube.pods import PodCache
 from app.policy import PolicyError, default_policy
 from app.policy.watch import PolicyWatcher
 
@@ -68,15 +70,34 @@ def run_extender(args: argparse.Namespace) -> int:
     else:
         log.warning("no --policy given: using the built-in default policy (crane's defaults)")
         policy = default_policy()
-    node_cache = None
+    client = None
     if args.node_cache:
         try:
-            node_cache = NodeCache(make_client(args.kubeconfig))
+            client = make_client(args.kubeconfig)
         except KubeConfigError as error:
             raise SystemExit(
                 f"error: {error} (or use --no-node-cache: nodes then come from the requests)"
             ) from None
-    extender = Extender(policy, node_cache=node_cache, policy_watcher=watcher)
+    node_cache = NodeCache(client) if client is not None else None
+    pod_cache = None
+    if client is not None and args.pod_cache:
+        pod_cache = PodCache(
+            client,
+            scheduled_pod,
+            while_down="pods placed since a node's last sample are not estimated",
+        )
+    elif args.pod_cache:
+        log.warning(
+            "--pod-cache needs the node cache (for each node's allocatable): burst "
+            "estimation is off with --no-node-cache"
+        )
+    extender = Extender(
+        policy,
+        node_cache=node_cache,
+        policy_watcher=watcher,
+        pod_cache=pod_cache,
+        reservation_ttl_s=float(args.reservation_ttl),
+    )
     extender.on_policy_reload("success")
     log.info(
         "loadaware extender: mode %s, policy %s, listening on %s:%d%s",
@@ -146,6 +167,23 @@ def add_parser(components: Any) -> None:
         default=True,
         help="watch Nodes so kube-scheduler can use nodeCacheCapable: true (recommended); "
         "--no-node-cache reads annotations from full-node requests instead "
+        "(default %(default)s)",
+    )
+    add_flag(
+        extender,
+        "--pod-cache",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="watch Pods to estimate the usage of pods placed since each node's last "
+        "sample (policy spec.estimation; needs the node cache and RBAC list/watch pods) "
+        "(default %(default)s)",
+    )
+    add_flag(
+        extender,
+        "--reservation-ttl",
+        type=float,
+        default=DEFAULT_RESERVATION_TTL_S,
+        help="seconds a pod's reservation waits for its binding to show in the pod watch "
         "(default %(default)s)",
     )
     add_flag(

@@ -76,6 +76,37 @@ class ExtenderMetrics:
             ["implementation"],
             registry=registry,
         )
+        self.reservations_made = Counter(
+            "loadaware_extender_reservations_made_total",
+            "Pod estimates reserved on the node the pod will most likely get, before its "
+            "binding reaches the pod watch (by verb: prioritize, or filter when one node "
+            "passed).",
+            ["verb"],
+            registry=registry,
+        )
+        self.reservations_ended = Counter(
+            "loadaware_extender_reservations_ended_total",
+            "Reservations ended by result: confirmed (bound where reserved), moved (bound "
+            "on another node) or dropped (no binding seen within the reservation TTL).",
+            ["result"],
+            registry=registry,
+        )
+        self.reservations_skipped = Counter(
+            "loadaware_extender_reservations_skipped_total",
+            "Prioritize calls that reserved nothing because the top score was shared: "
+            "kube-scheduler's choice among them is not knowable here.",
+            registry=registry,
+        )
+        self.reservations = Gauge(
+            "loadaware_extender_reservations",
+            "Reservations waiting for their pod's binding.",
+            registry=registry,
+        )
+        self.pods_cached = Gauge(
+            "loadaware_extender_pods_cached",
+            "Pods in the extender's pod cache (-1 without one).",
+            registry=registry,
+        )
         self.policy_reloads = Counter(
             "loadaware_policy_reloads_total",
             "Policy file reloads by result (success, error). After an error the previous "

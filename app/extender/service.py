@@ -13,11 +13,19 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from app.extender.estimates import (
+    DEFAULT_RESERVATION_TTL_S,
+    Contribution,
+    Ledger,
+    ScheduledPod,
+    demand_of_request_pod,
+)
 from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
 from app.extender.metrics import ExtenderMetrics
 from app.extender.table import NodeEntry, NodeTable
 from app.extender.verbs import Outcome, Verbs
 from app.kube.nodes import NodeCache, NodeInfo
+from app.kube.pods import PodCache
 from app.policy import Policy
 from app.policy.watch import PolicyWatcher
 
@@ -26,10 +34,13 @@ log = logging.getLogger(__name__)
 # Full-nodes mode never hears that a node was deleted; forget nodes unseen this long.
 FULL_MODE_FORGET_AFTER_S = 3600.0
 _WARN_EVERY_S = 60.0
+# How often estimated pods and reservations are aged out: they may end a little late.
+ESTIMATE_SWEEP_S = 0.5
 
 
 class Extender:
-    """One extender instance. ``node_cache`` is None in full-nodes mode."""
+    """One extender instance. ``node_cache`` is None in full-nodes mode; ``pod_cache``
+    (which needs the node cache for allocatable) enables the burst estimate."""
 
     # Full Node objects in requests update the table (full-nodes mode has no other source).
     remembers_request_nodes = True
@@ -44,19 +55,37 @@ class Extender:
         clock: Callable[[], float] = time.time,
         mode: str | None = None,
         index: VerdictIndex | None = None,
+        pod_cache: PodCache[ScheduledPod] | None = None,
+        reservation_ttl_s: float = DEFAULT_RESERVATION_TTL_S,
     ) -> None:
         self.clock = clock
         self._mode = mode
-        self.table = NodeTable(policy, clock, index)
+        self.metrics = ExtenderMetrics(registry or CollectorRegistry())
+        self.ledger: Ledger | None = None
+        if pod_cache is not None:
+            self.ledger = Ledger(
+                lambda: self.table.policy, self._reservation_ended, reservation_ttl_s
+            )
+        self.table = NodeTable(policy, clock, index, self.ledger)
         self.verbs = Verbs(self.table, clock, remember_request_nodes=self.remembers_request_nodes)
         self.node_cache = node_cache
+        self.pod_cache = pod_cache
         self.policy_watcher = policy_watcher
-        self.metrics = ExtenderMetrics(registry or CollectorRegistry())
         self.metrics.policy_last_reload.set(clock())
         self.metrics.nodes_known.set_function(lambda: len(self.table))
         self.metrics.nodes_overloaded.set_function(self._count_overloaded)
         self.metrics.node_cache_age.set_function(self._node_cache_age)
         self.metrics.verdict_index.labels(implementation=self.index_implementation).set(1)
+        self.metrics.reservations.set_function(
+            lambda: -1.0 if self.ledger is None else float(self.ledger.reservations)
+        )
+        self.metrics.pods_cached.set_function(
+            lambda: -1.0 if pod_cache is None else float(len(pod_cache.objects))
+        )
+        self._reservation_end_counters = {
+            result: self.metrics.reservations_ended.labels(result=result)
+            for result in ("confirmed", "moved", "dropped")
+        }
         # Metric children looked up once: .labels() takes a lock on every call.
         self._request_children: dict[tuple[str, int], tuple[Any, Any]] = {}
         self._rejected_counters: dict[str, Any] = {}
@@ -64,6 +93,8 @@ class Extender:
         self._tasks: list[asyncio.Task[None]] = []
         if node_cache is not None:
             node_cache.add_listener(self._on_node)
+        if pod_cache is not None:
+            pod_cache.add_listener(self._on_pod)
 
     @property
     def mode(self) -> str:
@@ -72,13 +103,66 @@ class Extender:
         return "node-cache" if self.node_cache is not None else "full-nodes"
 
     def _on_node(self, name: str, _old: NodeInfo | None, info: NodeInfo | None) -> None:
+        allocatable_changed = self.ledger is not None and self.ledger.set_allocatable(
+            name, None if info is None else info.allocatable
+        )
         if info is None:
             self.table.remove(name)
+            return
+        entry = self.table.get(name)
+        if self.table.upsert(name, info.annotations) is entry and allocatable_changed:
+            self.table.recompute(name)
+
+    def _on_pod(self, key: str, old: ScheduledPod | None, new: ScheduledPod | None) -> None:
+        assert self.ledger is not None
+        for node in self.ledger.on_pod(key, old, new, self.clock()):
+            self.table.recompute(node)
+
+    def _reservation_ended(self, result: str) -> None:
+        self._reservation_end_counters[result].inc()
+
+    def _reserve(self, verb: str, outcome: Outcome) -> None:
+        """Reserve the pod's estimate where it will most likely go (estimates.py)."""
+        names, pod = outcome.names, outcome.pod
+        if self.ledger is None or not names or pod is None:
+            return
+        if not self.table.policy.spec.estimation.enabled:
+            return
+        if verb == "prioritize":
+            best = self.table.index.best(names)
+            if best < 0:
+                self.metrics.reservations_skipped.inc()
+                return
+            node = names[best]
+        elif outcome.nodes - sum(outcome.rejected.values()) == 1:
+            # kube-scheduler binds to the only feasible node without calling prioritize.
+            get = self.table.index.get
+            passing = (n for n in names if (verdict := get(n)) is None or verdict[1] is None)
+            found = next(passing, None)
+            if found is None:
+                return
+            node = found
         else:
-            self.table.upsert(name, info.annotations)
+            return
+        metadata = pod.get("metadata")
+        if not isinstance(metadata, dict):
+            return
+        uid = metadata.get("uid")
+        if not isinstance(uid, str) or not uid:
+            return
+        try:
+            requests, limits = demand_of_request_pod(pod)
+        except ValueError as error:
+            log.debug("not reserving for a pod with unreadable resources: %s", error)
+            return
+        pod_name = f"{metadata.get('namespace')}/{metadata.get('name')}"
+        for changed in self.ledger.reserve(uid, pod_name, node, requests, limits, self.clock()):
+            self.table.recompute(changed)
+        self.metrics.reservations_made.labels(verb=verb).inc()
 
     def _count_overloaded(self) -> float:
         self.table.refresh(self.clock())
+        self.table.expire_estimates(self.clock())
         return float(len(self.table.rejected_metric))
 
     def _node_cache_age(self) -> float:
@@ -86,7 +170,10 @@ class Extender:
         return -1.0 if age is None else age
 
     def set_policy(self, policy: Policy) -> None:
-        self.table.set_policy(policy)
+        self.table.set_policy(policy)  # the ledger reads the new policy through the table
+        if self.ledger is not None:
+            for name in self.ledger.reprice():
+                self.table.recompute(name)
         self.metrics.policy_last_reload.set(self.clock())
 
     def on_policy_reload(self, result: str) -> None:
@@ -109,7 +196,8 @@ class Extender:
         children[1].observe(elapsed_s)
         if outcome is None:
             return
-        # Counted here, after the answer is sent, to keep it off the scheduling cycle.
+        # Reserved and counted here, after the answer is sent: off the scheduling cycle.
+        self._reserve(verb, outcome)
         for reason, nodes in outcome.rejected.items():
             counter = self._rejected_counters.get(reason)
             if counter is None:
@@ -160,6 +248,9 @@ class Extender:
             )
         if self.node_cache is not None:
             self._tasks.append(asyncio.create_task(self.node_cache.run(), name="node-cache"))
+        if self.pod_cache is not None:
+            self._tasks.append(asyncio.create_task(self.pod_cache.run(), name="pod-cache"))
+            self._tasks.append(asyncio.create_task(self._expire_estimates(), name="estimates"))
         else:
             self._tasks.append(asyncio.create_task(self._forget_unseen(), name="forget-unseen"))
         if self.policy_watcher is not None:
@@ -173,6 +264,12 @@ class Extender:
                 await task
         self._tasks.clear()
 
+    async def _expire_estimates(self) -> None:
+        """Age estimated pods and reservations out, between requests rather than in one."""
+        while True:
+            await asyncio.sleep(ESTIMATE_SWEEP_S)
+            self.table.expire_estimates(self.clock())
+
     async def _forget_unseen(self) -> None:
         while True:
             await asyncio.sleep(FULL_MODE_FORGET_AFTER_S / 6)
@@ -183,16 +280,26 @@ class Extender:
     def debug_nodes(self) -> list[dict[str, Any]]:
         now_s = self.clock()
         self.table.refresh(now_s)
-        views = [debug_view(entry, now_s) for entry in self.table]
+        self.table.expire_estimates(now_s)
+        views = [
+            debug_view(entry, self._contributions(entry, now_s), now_s) for entry in self.table
+        ]
         return sorted(views, key=lambda view: str(view["name"]))
 
     def debug_node(self, name: str) -> dict[str, Any] | None:
         now_s = self.clock()
         entry = self.table.lookup(name, now_s)
-        return None if entry is None else debug_view(entry, now_s)
+        return (
+            None if entry is None else debug_view(entry, self._contributions(entry, now_s), now_s)
+        )
+
+    def _contributions(self, entry: NodeEntry, now_s: float) -> list[Contribution]:
+        if self.ledger is None or not self.table.policy.spec.estimation.enabled:
+            return []
+        return self.ledger.contributions(entry.name, entry.addition.sample_at_s, now_s)
 
 
-def debug_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
+def debug_view(entry: NodeEntry, contributions: list[Contribution], now_s: float) -> dict[str, Any]:
     """Everything about one node's verdict, for ``curl /debug/nodes``."""
     load = entry.load
     policy_windows = {r.metric: r for r in load.readings}
@@ -211,6 +318,12 @@ def debug_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
         "metrics": {
             metric: {
                 "usage": reading.usage_fraction,
+                "measured": (
+                    None
+                    if reading.measured_fraction is None
+                    else round(reading.measured_fraction, 5)
+                ),
+                "estimated_addition": round(reading.unsampled_fraction, 5),
                 "freshness": str(reading.freshness),
                 "age_seconds": (
                     None if reading.timestamp_s is None else round(now_s - reading.timestamp_s, 1)
@@ -219,6 +332,7 @@ def debug_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
             }
             for metric, reading in policy_windows.items()
         },
+        "estimate": estimate_view(entry, contributions, now_s),
         "hot_value": load.hot_value,
         "hot_value_fresh": load.hot_value_fresh,
         "load_score": load.load_score,
@@ -227,4 +341,27 @@ def debug_view(entry: NodeEntry, now_s: float) -> dict[str, Any]:
         "recheck_in_seconds": (
             None if math.isinf(load.recheck_at_s) else round(load.recheck_at_s - now_s, 1)
         ),
+    }
+
+
+def estimate_view(
+    entry: NodeEntry, contributions: list[Contribution], now_s: float
+) -> dict[str, Any]:
+    """The pods behind a node's estimated addition (README "Burst-aware estimation")."""
+    addition = entry.addition
+    return {
+        "sample_age_seconds": (
+            None if addition.sample_at_s is None else round(now_s - addition.sample_at_s, 1)
+        ),
+        "added": {resource: round(f, 5) for resource, f in addition.fractions.items()},
+        "pods": [
+            {
+                "pod": c.pod,
+                "kind": c.kind,
+                "age_seconds": round(now_s - c.since_s, 1),
+                "cpu_cores": round(c.usage.cpu_cores, 3),
+                "memory_bytes": round(c.usage.memory_bytes),
+            }
+            for c in contributions
+        ],
     }

@@ -2,9 +2,14 @@
 
 A verdict depends only on a node's loadaware annotations, the policy and the clock,
 so the table recomputes a node's ``NodeEntry`` when its annotations change, when the
-policy changes, or when the clock passes the entry's ``recheck_at_s`` (a value goes
-stale, a hot value expires). Each recomputed verdict and score goes into ``index``,
-the VerdictIndex that answers filter and prioritize requests whole.
+policy changes, when its estimated addition changes (a pod bound or reserved on it,
+see ``estimates.py``), or when the clock changes it. Two clocks are kept apart:
+``refresh`` (called by every verb) handles the instants that change what the load
+model reads (a value goes stale, a hot value expires), exactly; ``expire_estimates``
+(called about once a second by the extender, off the request path) handles estimated
+pods ageing out and reservations expiring, which may well be a second late. Each recomputed verdict
+and score goes into ``index``, the VerdictIndex that answers filter and prioritize
+requests whole.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
+from app.extender.estimates import NO_ADDITION, Addition, Ledger
 from app.extender.index import VerdictIndex, new_verdict_index
-from app.load.model import NodeLoad, evaluate_node
+from app.load.model import Measurement, NodeLoad, assess, evaluate_node, measure
 from app.load.samples import HOT_VALUE_KEY
 from app.policy import Policy
 
@@ -33,6 +39,8 @@ class NodeEntry:
     key: AnnotationKey  # the relevant annotation values, to detect changes cheaply
     load: NodeLoad
     last_seen_s: float
+    measurement: Measurement  # the annotations as read; reused while only the addition changes
+    addition: Addition  # what the samples do not contain yet (already inside ``load``)
 
     @property
     def reason(self) -> str | None:
@@ -47,15 +55,18 @@ class NodeTable:
         policy: Policy,
         clock: Callable[[], float] = time.time,
         index: VerdictIndex | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self._policy = policy
+        self._ledger = ledger
         self._clock = clock
         self._keys = self._relevant_keys(policy)
         self._entries: dict[str, NodeEntry] = {}
         self.index = index if index is not None else new_verdict_index()
         self.rejected_metric: dict[str, str] = {}  # name → the metric it is rejected on
         self.metric_of_reason: dict[str, str] = {}  # filter reason → its metric
-        self._rechecks: list[tuple[float, str]] = []  # a heap of (recheck_at_s, name)
+        self._rechecks: list[tuple[float, str]] = []  # a heap of (load.recheck_at_s, name)
+        self._expiries: list[tuple[float, str]] = []  # (addition.changes_at_s, name)
         # A node without annotations passes and scores as one without data.
         self.index.unknown_score = evaluate_node({}, policy, clock()).extender_score
 
@@ -88,6 +99,7 @@ class NodeTable:
         self.metric_of_reason.clear()
         self.index.unknown_score = evaluate_node({}, policy, now_s).extender_score
         self._rechecks.clear()
+        self._expiries.clear()
         for name, entry in list(self._entries.items()):
             self._store(name, entry.annotations, now_s, entry.last_seen_s)
 
@@ -99,6 +111,16 @@ class NodeTable:
             entry.last_seen_s = now_s
             return entry
         return self._store(name, annotations, now_s, now_s)
+
+    def recompute(self, name: str) -> None:
+        """Recompute a node whose estimated addition changed (a binding, a reservation)."""
+        entry = self._entries.get(name)
+        if entry is None:
+            return
+        now_s = self._clock()
+        # The annotations are unchanged: read them again only if the clock changed them.
+        measurement = entry.measurement if now_s < entry.measurement.changes_at_s else None
+        self._store(name, entry.annotations, now_s, entry.last_seen_s, measurement)
 
     def remove(self, name: str) -> None:
         self._entries.pop(name, None)
@@ -115,24 +137,50 @@ class NodeTable:
 
     def refresh(self, now_s: float) -> None:
         """Recompute the entries whose verdict the clock has changed; cheap when none has."""
-        rechecks = self._rechecks
-        while rechecks and rechecks[0][0] <= now_s:
-            at_s, name = heapq.heappop(rechecks)
+        self._recompute_due(self._rechecks, now_s, _verdict_due)
+
+    def expire_estimates(self, now_s: float) -> None:
+        """Recompute the entries whose estimated pods or reservations have expired."""
+        self._recompute_due(self._expiries, now_s, _estimate_due)
+
+    def _recompute_due(self, heap: list[tuple[float, str]], now_s: float, due_at: DueAt) -> None:
+        while heap and heap[0][0] <= now_s:
+            at_s, name = heapq.heappop(heap)
             entry = self._entries.get(name)
             # Heap items of replaced or removed entries are skipped, not searched for.
-            if entry is not None and entry.load.recheck_at_s == at_s:
+            if entry is not None and due_at(entry) == at_s:
                 self._store(name, entry.annotations, now_s, entry.last_seen_s)
 
     def lookup(self, name: str, now_s: float) -> NodeEntry | None:
         self.refresh(now_s)
+        self.expire_estimates(now_s)
         return self._entries.get(name)
 
     def _store(
-        self, name: str, annotations: Mapping[str, str], now_s: float, last_seen_s: float
+        self,
+        name: str,
+        annotations: Mapping[str, str],
+        now_s: float,
+        last_seen_s: float,
+        measurement: Measurement | None = None,
     ) -> NodeEntry:
         relevant = {k: v for k in self._keys if (v := annotations.get(k)) is not None}
-        load = evaluate_node(relevant, self._policy, now_s)
-        entry = NodeEntry(name, relevant, self.key_of(relevant), load, last_seen_s)
+        if measurement is None:
+            measurement = measure(relevant, self._policy, now_s)
+        addition = NO_ADDITION
+        if self._ledger is not None and self._ledger.tracks(name):
+            sample_at_s = measurement.freshest_sample_s()
+            addition = self._ledger.addition(name, sample_at_s, now_s)
+        load = assess(measurement, self._policy, addition.fractions)
+        entry = NodeEntry(
+            name,
+            relevant,
+            self.key_of(relevant),
+            load,
+            last_seen_s,
+            measurement,
+            addition,
+        )
         previous = self._entries.get(name)
         self._entries[name] = entry
         if load.overloads:
@@ -143,21 +191,34 @@ class NodeTable:
             self.rejected_metric.pop(name, None)
         self.index.set(name, load.extender_score, load.reason)
         if not math.isinf(load.recheck_at_s):
-            self._schedule_recheck(load.recheck_at_s, name)
+            self._rechecks = self._push(self._rechecks, load.recheck_at_s, name, _verdict_due)
+        if not math.isinf(addition.changes_at_s):
+            self._expiries = self._push(self._expiries, addition.changes_at_s, name, _estimate_due)
         if (previous.reason if previous else None) != entry.reason:
             _log_verdict_change(entry, previous)
         return entry
 
-    def _schedule_recheck(self, at_s: float, name: str) -> None:
-        heapq.heappush(self._rechecks, (at_s, name))
+    def _push(
+        self, heap: list[tuple[float, str]], at_s: float, name: str, due_at: DueAt
+    ) -> list[tuple[float, str]]:
+        heapq.heappush(heap, (at_s, name))
+        if len(heap) <= 4 * len(self._entries) + 1024:
+            return heap
         # Replaced entries leave items behind; rebuild before they outnumber live ones.
-        if len(self._rechecks) > 4 * len(self._entries) + 1024:
-            self._rechecks = [
-                (e.load.recheck_at_s, e.name)
-                for e in self._entries.values()
-                if not math.isinf(e.load.recheck_at_s)
-            ]
-            heapq.heapify(self._rechecks)
+        rebuilt = [(due_at(e), e.name) for e in self._entries.values() if not math.isinf(due_at(e))]
+        heapq.heapify(rebuilt)
+        return rebuilt
+
+
+DueAt = Callable[[NodeEntry], float]
+
+
+def _verdict_due(entry: NodeEntry) -> float:
+    return entry.load.recheck_at_s
+
+
+def _estimate_due(entry: NodeEntry) -> float:
+    return entry.addition.changes_at_s
 
 
 def _log_verdict_change(entry: NodeEntry, previous: NodeEntry | None) -> None:

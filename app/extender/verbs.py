@@ -32,6 +32,8 @@ class Outcome:
     nodes: int = 0
     unknown_nodes: int = 0
     rejected: Mapping[str, int] = field(default_factory=dict)  # reason → nodes it rejected
+    pod: Mapping[str, Any] | None = None  # the request's Pod, for reservations
+    names: list[str] | None = None  # the request's node names, in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +113,13 @@ class Verbs:
         return table, [upsert(node["metadata"]["name"], _annotations(node)) for node in nodes]
 
     def filter(self, args: ExtenderArgs, outcome: Outcome) -> bytes:
+        outcome.pod = args.pod
         exempt = is_exempt_from_filter(args.pod)
         if args.node_names is None:
             assert args.nodes is not None
             return self._filter_nodes(args.nodes, exempt, outcome)
         outcome.nodes = len(args.node_names)
+        outcome.names = args.node_names
         self._table.refresh(self._clock())
         try:
             body, outcome.rejected = self._table.index.filter(args.node_names, exempt)
@@ -126,6 +130,7 @@ class Verbs:
     def _filter_nodes(self, nodes: list[dict[str, Any]], exempt: bool, outcome: Outcome) -> bytes:
         outcome.nodes = len(nodes)
         _, entries = self._entries_from_request(nodes)
+        outcome.names = [entry.name for entry in entries]
         failed: dict[str, str] = {}
         passed_nodes = nodes
         if not exempt and any(entry.reason for entry in entries):
@@ -150,6 +155,7 @@ class Verbs:
 
     def prioritize(self, args: ExtenderArgs, outcome: Outcome) -> bytes:
         table = self._table
+        outcome.pod = args.pod
         if args.node_names is None:
             assert args.nodes is not None
             outcome.nodes = len(args.nodes)
@@ -159,6 +165,7 @@ class Verbs:
             outcome.nodes = len(args.node_names)
             self._table.refresh(self._clock())
             names = args.node_names
+        outcome.names = names
         try:
             # Unknown names (node cache still syncing, or no node cache at all) score as
             # nodes without data.

@@ -32,9 +32,7 @@ def node_info(node: Any) -> NodeInfo:
     internal_ip = next((a.address for a in addresses if a.type == "InternalIP"), None)
     conditions = (status.conditions if status else None) or []
     ready = next((c.status == "True" for c in conditions if c.type == "Ready"), False)
-    taints = tuple(
-        Taint(t.key, t.value, t.effect) for t in ((spec.taints if spec else None) or [])
-    )
+    taints = tuple(Taint(t.key, t.value, t.effect) for t in ((spec.taints if spec else None) or []))
     return NodeInfo(
         name=metadata.name,
         annotations=MappingProxyType(dict(metadata.annotations or {})),

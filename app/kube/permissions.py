@@ -51,7 +51,12 @@ _NODE_CACHE = _permission(
 )
 
 PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
-    "extender": (_NODE_CACHE,),
+    "extender": (
+        _NODE_CACHE,
+        _permission(
+            "", "pods", "list watch", "burst estimation sees pods placed since a node's sample"
+        ),
+    ),
     "annotator": (
         _NODE_CACHE,
         _permission(

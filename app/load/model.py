@@ -25,6 +25,7 @@ the filter still fails open whatever is estimated on a node.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -105,6 +106,11 @@ class NodeLoad:
         return self.overloads[0].reason if self.overloads else None
 
 
+# A node's verdict is recomputed whenever its estimated addition changes (each binding
+# on it), while its annotations stay the same: parse each distinct value once.
+_parse_usage_cached = functools.lru_cache(maxsize=1 << 16)(parse_usage)
+
+
 def read_metric(
     annotations: Mapping[str, str], metric: str, window_s: float | None, now_s: float
 ) -> tuple[MetricReading, float]:
@@ -112,7 +118,7 @@ def read_metric(
     raw = annotations.get(metric)
     if raw is None:
         return MetricReading(metric, Freshness.MISSING, None, None), math.inf
-    sample = parse_usage(raw)
+    sample = _parse_usage_cached(raw)
     if sample is None:
         return MetricReading(metric, Freshness.UNREADABLE, None, None), math.inf
     freshness, changes_at_s = _freshness(sample, window_s, now_s)
@@ -206,6 +212,72 @@ def with_unsampled(reading: MetricReading, unsampled_fraction: float) -> MetricR
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """What a node's annotations say at one instant, before anything is added to them.
+
+    ``evaluate_node`` is ``assess(measure(...), ...)``; a caller that re-assesses the
+    same annotations with a new ``unsampled`` (the extender, on each binding) keeps the
+    Measurement until ``changes_at_s`` instead of reading the annotations again.
+    """
+
+    readings: Mapping[str, MetricReading]
+    resources: Mapping[str, str]  # metric → the resource it measures (Policy.resource_of)
+    hot_value: int
+    hot_value_fresh: bool
+    changes_at_s: float  # the earliest instant at which the clock alone changes it
+
+    def freshest_sample_s(self) -> float | None:
+        """The newest timestamp of a fresh reading of a resource metric (cpu_*, mem_*)."""
+        stamps = [
+            r.timestamp_s
+            for metric, r in self.readings.items()
+            if r.is_fresh and r.timestamp_s is not None and metric in self.resources
+        ]
+        return max(stamps) if stamps else None
+
+
+def measure(annotations: Mapping[str, str], policy: Policy, now_s: float) -> Measurement:
+    readings: dict[str, MetricReading] = {}
+    changes_at_s = math.inf
+    for metric in policy.metrics:
+        reading, reading_changes_at_s = read_metric(
+            annotations, metric, policy.freshness_window_s(metric), now_s
+        )
+        readings[metric] = reading
+        changes_at_s = min(changes_at_s, reading_changes_at_s)
+    resources = {m: r for m in policy.metrics if (r := policy.resource_of(m)) is not None}
+    hot_value, hot_fresh, hot_changes_at_s = read_hot_value(annotations, now_s)
+    return Measurement(
+        readings, resources, hot_value, hot_fresh, min(changes_at_s, hot_changes_at_s)
+    )
+
+
+def assess(
+    measurement: Measurement, policy: Policy, unsampled: Mapping[str, float] | None = None
+) -> NodeLoad:
+    """The verdict and score of a measured node, with ``unsampled`` usage added."""
+    readings = measurement.readings
+    if unsampled:
+        resources = measurement.resources
+        readings = {
+            metric: with_unsampled(reading, unsampled.get(resources.get(metric, ""), 0.0))
+            for metric, reading in readings.items()
+        }
+    base_score = load_score(readings, policy)
+    score = apply_hot_value(base_score, measurement.hot_value)
+    return NodeLoad(
+        readings=tuple(readings.values()),
+        hot_value=measurement.hot_value,
+        hot_value_fresh=measurement.hot_value_fresh,
+        overloads=find_overloads(readings, policy),
+        load_score=base_score,
+        score=score,
+        extender_score=to_extender_score(score),
+        recheck_at_s=measurement.changes_at_s,
+    )
+
+
 def evaluate_node(
     annotations: Mapping[str, str],
     policy: Policy,
@@ -217,31 +289,7 @@ def evaluate_node(
     ``unsampled`` maps a resource ("cpu", "memory") to usage, as a signed fraction of
     the node's allocatable, that the node's samples do not contain yet (module doc).
     """
-    readings: dict[str, MetricReading] = {}
-    recheck_at_s = math.inf
-    for metric in policy.metrics:
-        reading, changes_at_s = read_metric(
-            annotations, metric, policy.freshness_window_s(metric), now_s
-        )
-        if unsampled:
-            resource = policy.resource_of(metric)
-            if resource is not None and resource in unsampled:
-                reading = with_unsampled(reading, unsampled[resource])
-        readings[metric] = reading
-        recheck_at_s = min(recheck_at_s, changes_at_s)
-    hot_value, hot_fresh, hot_changes_at_s = read_hot_value(annotations, now_s)
-    base_score = load_score(readings, policy)
-    score = apply_hot_value(base_score, hot_value)
-    return NodeLoad(
-        readings=tuple(readings.values()),
-        hot_value=hot_value,
-        hot_value_fresh=hot_fresh,
-        overloads=find_overloads(readings, policy),
-        load_score=base_score,
-        score=score,
-        extender_score=to_extender_score(score),
-        recheck_at_s=min(recheck_at_s, hot_changes_at_s),
-    )
+    return assess(measure(annotations, policy, now_s), policy, unsampled)
 
 
 def hot_value_from_bindings(

@@ -49,10 +49,25 @@ def describe(policy: Policy) -> str:
             f"hot value = {terms}; valid {format_duration(HOT_VALUE_VALID_S)}; "
             "each unit lowers the score by 10 of 100"
         )
+    lines.append(describe_estimation(policy))
     lines.append("missing, stale or unreadable data never rejects a node")
     for warning in policy.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)
+
+
+def describe_estimation(policy: Policy) -> str:
+    settings = policy.spec.estimation
+    if not settings.enabled:
+        return "estimation: off (pods placed since a node's last sample are not counted)"
+    default = settings.default_pod_usage
+    return (
+        f"estimation: on; pods bound since a node's last sample add max(request, limit) x "
+        f"{settings.factors.cpu:g} (cpu) / x {settings.factors.memory:g} (memory), "
+        f"{default.cpu_cores * 1000:g}m CPU and {default.memory_bytes / 2**20:g}Mi for pods "
+        f"that declare neither; each counts until a newer sample or for at most "
+        f"{format_duration(settings.max_age_s)}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

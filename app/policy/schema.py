@@ -154,6 +154,48 @@ class HotValuePolicy(_Strict):
     count: int = Field(gt=0)
 
 
+def _quantity_field(value: Any) -> float:
+    # Imported here: app.load imports app.policy, so a module-level import would be circular.
+    from app.load.resources import parse_quantity
+
+    return parse_quantity(value)
+
+
+Quantity = Annotated[float, BeforeValidator(_quantity_field)]
+
+
+class EstimationFactors(_Strict):
+    """The share of ``max(request, limit)`` a new pod is assumed to use, per resource."""
+
+    cpu: float = Field(default=0.85, ge=0.0, le=10.0)
+    memory: float = Field(default=0.70, ge=0.0, le=10.0)
+
+
+class DefaultPodUsage(_Strict):
+    """The usage assumed for a pod that declares neither a request nor a limit for a
+    resource (kube-scheduler's own non-zero defaults for scoring: 100m CPU, 200Mi)."""
+
+    cpu_cores: Quantity = Field(default=0.1, validation_alias=AliasChoices("cpu", "cpu_cores"))
+    memory_bytes: Quantity = Field(
+        default=200 * 2.0**20, validation_alias=AliasChoices("memory", "memory_bytes")
+    )
+
+
+class EstimationPolicy(_Strict):
+    """loadaware's addition to crane's format: usage of pods placed since a node's last
+    sample (see app/load/estimate.py). Optional, and on when absent."""
+
+    enabled: bool = True
+    factors: EstimationFactors = Field(default_factory=EstimationFactors)
+    default_pod_usage: DefaultPodUsage = Field(
+        default_factory=DefaultPodUsage,
+        validation_alias=AliasChoices("defaultPodUsage", "default_pod_usage"),
+    )
+    max_age_s: DurationS = Field(
+        default=5 * 60.0, validation_alias=AliasChoices("maxAge", "max_age_s"), gt=0
+    )
+
+
 class PolicySpec(_Strict):
     sync_policy: tuple[SyncPolicy, ...] = Field(
         default=(), validation_alias=AliasChoices("syncPolicy", "sync_policy")
@@ -163,6 +205,7 @@ class PolicySpec(_Strict):
     hot_value: tuple[HotValuePolicy, ...] = Field(
         default=(), validation_alias=AliasChoices("hotValue", "hot_value")
     )
+    estimation: EstimationPolicy = Field(default_factory=EstimationPolicy)
 
     @model_validator(mode="after")
     def _check_consistency(self) -> PolicySpec:

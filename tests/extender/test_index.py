@@ -259,3 +259,30 @@ def test_native_and_python_give_the_same_answers(
     native_scores, python_scores = (i.prioritize(request_names) for i in (native, python))
     assert orjson.loads(native_scores[0]) == orjson.loads(python_scores[0])
     assert native_scores[1] == python_scores[1]
+
+
+@pytest.mark.parametrize(
+    ("names", "best"),
+    [
+        (["a", "b"], 1),  # b scores 7, a 5
+        (["a", "b", "d"], -1),  # b and d share the top score
+        (["hot", "a"], 1),  # a rejected node is never the best
+        (["unknown", "a"], 1),  # unknown names score unknown_score (3)
+        (["unknown", "other-unknown"], -1),
+        ([], -1),
+    ],
+)
+def test_best_is_the_one_passing_node_with_the_top_score(
+    index: VerdictIndex, names: list[str], best: int
+) -> None:
+    index.unknown_score = 3
+    index.set("a", 5, None)
+    index.set("b", 7, None)
+    index.set("d", 7, None)
+    index.set("hot", 9, HOT)
+    assert index.best(names) == best
+
+
+def test_best_rejects_a_name_that_is_not_a_string(index: VerdictIndex) -> None:
+    with pytest.raises(TypeError):
+        index.best(["a", 1])  # type: ignore[list-item]

@@ -191,7 +191,7 @@ def test_extender_without_a_kubeconfig_exits_with_one_clear_line(tmp_path: Path)
     assert "--no-node-cache" in line
 
 
-@pytest.mark.parametrize(("component", "flags"), [("extender", 10), ("demo", 2)])
+@pytest.mark.parametrize(("component", "flags"), [("extender", 12), ("demo", 2)])
 def test_help_shows_every_flags_default_and_variable(
     component: str, flags: int, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,0 +1,372 @@
+"""What the extender adds to each node's measured usage: pods placed since its sample.
+
+Two sources feed a node's addition (README "Burst-aware estimation"):
+
+* **bound pods**, from the pod cache: a pod counts on its node from its binding until
+  a newer sample covers it or ``maxAge`` passes (``app.load.estimate.counts``);
+* **reservations**: kube-scheduler starts the next pod's cycle milliseconds after it
+  chose a node for the last one, long before the binding reaches any watch. So the
+  extender reserves a pod's estimate, keyed by its UID, on the node it will most likely
+  get: in ``prioritize`` the one node that clearly scores best, and in ``filter`` the
+  only node that passes (kube-scheduler then skips ``prioritize``). When the watch shows
+  the binding, the reservation ends (``confirmed``, or ``moved`` if the pod went
+  elsewhere) and the bound pod counts instead. One never confirmed is ``dropped``
+  after ``ttl_s``.
+
+The Ledger keeps, per node, only the pods bound within ``maxAge`` and the live
+reservations, so a node's addition is recomputed from a handful of entries when that
+node changes, never by scanning pods on a request. The pod cache keeps a small
+``ScheduledPod`` per pod (what the estimate reads), so 100,000 pods stay cheap.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from app.load.estimate import counts, estimate_pod_usage, unsampled_fractions
+from app.load.resources import CPU, MEMORY, ZERO, Resources, parse_quantity
+from app.policy import Policy
+
+DEFAULT_RESERVATION_TTL_S = 15.0
+_FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledPod:
+    """The pod cache's view of a pod: enough to estimate it and to place it in time."""
+
+    uid: str
+    node: str | None  # None until bound
+    requests: Resources
+    limits: Resources
+    bound_at_s: float  # PodScheduled's transition time, else creation time
+    finished: bool  # Succeeded or Failed: no longer uses anything
+
+
+def pod_demand(
+    containers: Iterable[Mapping[str, Any] | None],
+    init_containers: Iterable[Mapping[str, Any] | None],
+    overhead: Mapping[str, Any] | None,
+) -> tuple[Resources, Resources]:
+    """A pod's effective requests and limits, as kube-scheduler sums them: the larger of
+    the containers' sum and the largest init container, plus the pod overhead.
+
+    Each container is given as its ``resources`` mapping (``requests``, ``limits``).
+    Raises ValueError for an unreadable quantity.
+    """
+    sums = [0.0, 0.0, 0.0, 0.0]  # cpu request, memory request, cpu limit, memory limit
+    for resources in containers:
+        if resources:
+            for i, amount in enumerate(_amounts(resources)):
+                sums[i] += amount
+    for resources in init_containers:
+        if resources:
+            for i, amount in enumerate(_amounts(resources)):
+                sums[i] = max(sums[i], amount)
+    cpu_extra, memory_extra = _pair(overhead)
+    return (
+        Resources(sums[0] + cpu_extra, sums[1] + memory_extra),
+        Resources(sums[2] + cpu_extra, sums[3] + memory_extra),
+    )
+
+
+# Each reservation parses its pod's quantities after the answer is sent, but on the
+# extender's only thread: the same few strings ("100m", "128Mi") are parsed once.
+_cached_quantity = functools.lru_cache(maxsize=4096)(parse_quantity)
+
+
+def _quantity(value: Any) -> float:
+    try:
+        return _cached_quantity(value)
+    except TypeError:  # unhashable: a list or a map where a quantity belongs
+        raise ValueError(f"not a quantity: {value!r}") from None
+
+
+def _pair(amounts: Any) -> tuple[float, float]:
+    if not amounts:
+        return 0.0, 0.0
+    if not isinstance(amounts, Mapping):
+        raise ValueError(f"not a map of quantities: {amounts!r}")
+    cpu, memory = amounts.get(CPU), amounts.get(MEMORY)
+    return (
+        0.0 if cpu is None else _quantity(cpu),
+        0.0 if memory is None else _quantity(memory),
+    )
+
+
+def _amounts(resources: Mapping[str, Any]) -> tuple[float, float, float, float]:
+    return (*_pair(resources.get("requests")), *_pair(resources.get("limits")))
+
+
+def demand_of_request_pod(pod: Mapping[str, Any]) -> tuple[Resources, Resources]:
+    """Requests and limits of the Pod JSON in a kube-scheduler request (ValueError if bad)."""
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        return ZERO, ZERO
+
+    def resources_of(key: str) -> list[Mapping[str, Any] | None]:
+        items = spec.get(key) or []
+        if not isinstance(items, list):
+            raise ValueError(f"spec.{key} is not a list")
+        return [c.get("resources") if isinstance(c, Mapping) else None for c in items]
+
+    overhead = spec.get("overhead")
+    return pod_demand(
+        resources_of("containers"),
+        resources_of("initContainers"),
+        overhead if isinstance(overhead, Mapping) else None,
+    )
+
+
+def _resources(container: Any) -> Mapping[str, Any] | None:
+    resources = container.resources
+    if resources is None:
+        return None
+    return {"requests": resources.requests, "limits": resources.limits}
+
+
+def _time_s(value: Any) -> float | None:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    return None
+
+
+def scheduled_pod(pod: Any) -> ScheduledPod:
+    """The pod cache transform (a lightkube Pod in, a ScheduledPod out)."""
+    metadata, spec, status = pod.metadata, pod.spec, pod.status
+    requests, limits = pod_demand(
+        map(_resources, spec.containers or []),
+        map(_resources, spec.initContainers or []),
+        spec.overhead,
+    )
+    bound_at_s = _time_s(metadata.creationTimestamp)
+    for condition in (status.conditions if status else None) or []:
+        if condition.type == "PodScheduled" and condition.status == "True":
+            bound_at_s = _time_s(condition.lastTransitionTime) or bound_at_s
+    node = spec.nodeName
+    return ScheduledPod(
+        uid=metadata.uid or "",
+        node=sys.intern(node) if node else None,
+        requests=requests,
+        limits=limits,
+        bound_at_s=bound_at_s if bound_at_s is not None else 0.0,
+        finished=bool(status and status.phase in _FINISHED_PHASES),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """One pod behind a node's addition, for ``/debug/nodes/{name}``."""
+
+    pod: str  # namespace/name
+    kind: str  # "bound" or "reserved"
+    since_s: float  # bound at, or reserved at
+    usage: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Addition:
+    """What a node's samples do not contain yet, and when that changes with the clock."""
+
+    sample_at_s: float | None
+    fractions: Mapping[str, float]
+    changes_at_s: float
+
+
+NO_ADDITION = Addition(None, {}, math.inf)
+
+
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    requests: Resources
+    limits: Resources
+    bound_at_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    uid: str
+    pod: str  # namespace/name
+    node: str
+    requests: Resources
+    limits: Resources
+    made_at_s: float
+    usage: Resources  # the estimate, under the policy in force when it was made or repriced
+
+
+ReservationEnd = Callable[[str], None]  # called with "confirmed", "moved" or "dropped"
+
+
+class Ledger:
+    """Per node: the pods bound within maxAge and the live reservations."""
+
+    def __init__(
+        self,
+        policy: Callable[[], Policy],
+        on_reservation_end: ReservationEnd,
+        ttl_s: float = DEFAULT_RESERVATION_TTL_S,
+    ) -> None:
+        self._policy = policy
+        self._on_end = on_reservation_end
+        self.ttl_s = ttl_s
+        self._bound: dict[str, dict[str, _Bound]] = {}  # node → pod key → pod
+        # node → uid → reservation, oldest first (a re-reserved pod moves to the end)
+        self._reserved: dict[str, dict[str, Reservation]] = {}
+        self._reserved_usage: dict[str, Resources] = {}  # node → its reservations' sum
+        self._reservations: dict[str, Reservation] = {}  # uid → reservation
+        self._allocatable: dict[str, Resources] = {}
+
+    @property
+    def reservations(self) -> int:
+        return len(self._reservations)
+
+    def tracks(self, node: str) -> bool:
+        return node in self._bound or node in self._reserved
+
+    def set_allocatable(self, node: str, allocatable: Resources | None) -> bool:
+        """Record a node's allocatable (None: the node is gone); True if it changed."""
+        if allocatable is None:
+            self._allocatable.pop(node, None)
+            return False
+        changed = self._allocatable.get(node) != allocatable
+        self._allocatable[node] = allocatable
+        return changed
+
+    def on_pod(
+        self, key: str, old: ScheduledPod | None, new: ScheduledPod | None, now_s: float
+    ) -> set[str]:
+        """Follow one pod cache change; return the nodes whose addition may have changed."""
+        old_node = old.node if old is not None and not old.finished else None
+        new_node = new.node if new is not None and not new.finished else None
+        affected: set[str] = set()
+        if old_node is not None and old_node != new_node:
+            pods = self._bound.get(old_node)
+            if pods is not None and pods.pop(key, None) is not None:
+                affected.add(old_node)
+                if not pods:
+                    del self._bound[old_node]
+        if new is not None and new_node is not None and new_node != old_node:
+            if now_s - new.bound_at_s < self._policy().spec.estimation.max_age_s:
+                pod = _Bound(new.requests, new.limits, min(new.bound_at_s, now_s))
+                self._bound.setdefault(new_node, {})[key] = pod
+                affected.add(new_node)
+            reservation = self._end(new.uid)
+            if reservation is not None:
+                affected.add(reservation.node)
+                self._on_end("confirmed" if reservation.node == new_node else "moved")
+        elif new is None and old is not None and old.node is None:
+            reservation = self._end(old.uid)  # deleted before it was bound
+            if reservation is not None:
+                affected.add(reservation.node)
+                self._on_end("dropped")
+        return affected
+
+    def reserve(
+        self,
+        uid: str,
+        pod: str,
+        node: str,
+        requests: Resources,
+        limits: Resources,
+        now_s: float,
+    ) -> set[str]:
+        """Reserve a pod's estimate on ``node``; return the nodes whose addition changed."""
+        previous = self._reservations.get(uid)
+        if previous is not None and previous.node == node:
+            return set()
+        affected = {node}
+        if previous is not None:
+            self._end(uid)
+            affected.add(previous.node)
+        usage = estimate_pod_usage(requests, limits, self._policy().spec.estimation)
+        reservation = Reservation(uid, pod, node, requests, limits, now_s, usage)
+        self._reservations[uid] = reservation
+        self._reserved.setdefault(node, {})[uid] = reservation
+        self._reserved_usage[node] = self._reserved_usage.get(node, ZERO) + usage
+        return affected
+
+    def _end(self, uid: str) -> Reservation | None:
+        reservation = self._reservations.pop(uid, None)
+        if reservation is not None:
+            node = reservation.node
+            on_node = self._reserved[node]
+            del on_node[uid]
+            if on_node:
+                self._reserved_usage[node] = self._reserved_usage[node] - reservation.usage
+            else:
+                del self._reserved[node]
+                del self._reserved_usage[node]  # exactly zero, free of rounding
+        return reservation
+
+    def reprice(self) -> list[str]:
+        """Re-estimate every reservation under the current policy (after a reload);
+        return the nodes that hold one."""
+        settings = self._policy().spec.estimation
+        for node, on_node in self._reserved.items():
+            total = ZERO
+            for uid, old in on_node.items():
+                usage = estimate_pod_usage(old.requests, old.limits, settings)
+                on_node[uid] = self._reservations[uid] = replace(old, usage=usage)
+                total = total + usage
+            self._reserved_usage[node] = total
+        return list(self._reserved)
+
+    def addition(self, node: str, sample_at_s: float | None, now_s: float) -> Addition:
+        """The node's addition at ``now_s``; forgets the entries that have aged out.
+
+        Costs O(pods bound on the node within maxAge): reservations are kept summed."""
+        settings = self._policy().spec.estimation
+        self._expire(node, now_s, settings.max_age_s)
+        total = self._reserved_usage.get(node, ZERO)
+        changes_at_s = math.inf
+        reserved = self._reserved.get(node)
+        if reserved:
+            changes_at_s = next(iter(reserved.values())).made_at_s + self.ttl_s
+        for pod in self._bound.get(node, {}).values():
+            if counts(pod.bound_at_s, sample_at_s, now_s, settings):
+                total = total + estimate_pod_usage(pod.requests, pod.limits, settings)
+                changes_at_s = min(changes_at_s, pod.bound_at_s + settings.max_age_s)
+        if not settings.enabled or total == ZERO:
+            return Addition(sample_at_s, {}, changes_at_s)
+        fractions = unsampled_fractions((total,), self._allocatable.get(node, ZERO))
+        return Addition(sample_at_s, fractions, changes_at_s)
+
+    def _expire(self, node: str, now_s: float, max_age_s: float) -> None:
+        pods = self._bound.get(node)
+        if pods is not None:
+            for key in [k for k, pod in pods.items() if now_s - pod.bound_at_s >= max_age_s]:
+                del pods[key]
+            if not pods:
+                del self._bound[node]
+        reserved = self._reserved.get(node)
+        while reserved:
+            oldest = next(iter(reserved.values()))
+            if now_s < oldest.made_at_s + self.ttl_s:
+                break
+            self._end(oldest.uid)
+            self._on_end("dropped")
+            reserved = self._reserved.get(node)
+
+    def contributions(
+        self, node: str, sample_at_s: float | None, now_s: float
+    ) -> list[Contribution]:
+        """The pods behind a node's addition, for ``/debug/nodes/{name}``."""
+        settings = self._policy().spec.estimation
+        found = [
+            Contribution(
+                key, "bound", pod.bound_at_s, estimate_pod_usage(pod.requests, pod.limits, settings)
+            )
+            for key, pod in self._bound.get(node, {}).items()
+            if counts(pod.bound_at_s, sample_at_s, now_s, settings)
+        ]
+        found += [
+            Contribution(r.pod, "reserved", r.made_at_s, r.usage)
+            for r in self._reserved.get(node, {}).values()
+        ]
+        return found

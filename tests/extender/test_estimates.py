@@ -1,0 +1,303 @@
+"""The extender's estimate: bound pods and reservations on each node's verdict."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from lightkube.resources.core_v1 import Node
+from lightkube.types import PatchType
+from prometheus_client import CollectorRegistry
+
+from app.extender.estimates import ScheduledPod, demand_of_request_pod, scheduled_pod
+from app.extender.http import ExtenderApp
+from app.extender.service import Extender
+from app.extender.verbs import Outcome, parse_args
+from app.kube.client import client_for_server
+from app.kube.nodes import NodeCache, NodeInfo
+from app.kube.pods import PodCache
+from app.load.resources import Resources
+from app.load.samples import format_usage
+from app.policy import DEFAULT_POLICY_YAML, default_policy, policy_from_yaml
+from tests.extender.test_node_cache_mode import wait_for
+from tests.support.asgi_server import serve
+from tests.support.fakekube import PODS
+from tests.support.fakekube_fixtures import FakeKube
+
+GiB = 2.0**30
+EIGHT_CPUS = Resources(8.0, 32 * GiB)
+BURST_SHARE = 3 * 0.85 / 8  # one pod with a 3-CPU limit on an 8-CPU node
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now_s = time.time()
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def usage(cpu: float, at_s: float) -> dict[str, str]:
+    return {
+        m: format_usage(cpu if m.startswith("cpu") else 0.3, at_s) for m in default_policy().metrics
+    }
+
+
+def make_extender(clock: Clock) -> Extender:
+    client = client_for_server("http://127.0.0.1:9")  # never contacted: caches fed by hand
+    pod_cache: PodCache[ScheduledPod] = PodCache(client, scheduled_pod)
+    extender = Extender(
+        default_policy(),
+        node_cache=NodeCache(client),
+        pod_cache=pod_cache,
+        clock=clock,
+        registry=CollectorRegistry(),
+        reservation_ttl_s=15.0,
+    )
+    for name, cpu in (("cool", 0.15), ("warm", 0.50)):
+        set_node(extender, name, usage(cpu, clock() - 30))
+    return extender
+
+
+def set_node(extender: Extender, name: str, annotations: dict[str, str]) -> None:
+    assert extender.node_cache is not None
+    extender.node_cache.apply(name, NodeInfo(name, annotations, None, allocatable=EIGHT_CPUS))
+
+
+def bind(extender: Extender, name: str, node: str | None, at_s: float) -> None:
+    assert extender.pod_cache is not None
+    pod = ScheduledPod(f"uid-{name}", node, Resources(0.2, 0), Resources(3.0, 0), at_s, False)
+    extender.pod_cache.apply(f"default/{name}", pod)
+
+
+def added_cpu(extender: Extender, node: str) -> float:
+    entry = extender.table.lookup(node, extender.clock())
+    assert entry is not None
+    return entry.addition.fractions.get("cpu", 0.0)
+
+
+def request_pod(name: str) -> dict[str, Any]:
+    resources = {"requests": {"cpu": "200m"}, "limits": {"cpu": "3"}}
+    return {
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+        "spec": {"containers": [{"name": "c", "resources": resources}]},
+    }
+
+
+def call(extender: Extender, verb: str, name: str, nodes: list[str]) -> bytes:
+    """One verb, recorded as the HTTP layer does once the answer is sent."""
+    body = httpx.Request("POST", "/", json={"Pod": request_pod(name), "NodeNames": nodes}).read()
+    outcome = Outcome()
+    answer: bytes = getattr(extender.verbs, verb)(parse_args(body), outcome)
+    extender.record(verb, 200, 0.0, outcome)
+    return answer
+
+
+def metric(extender: Extender, name: str, **labels: str) -> float:
+    value = extender.metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def test_effective_usage_rises_on_binding_and_drops_once_a_newer_sample_covers_it() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    bind(extender, "a", "cool", clock() - 5)
+    assert added_cpu(extender, "cool") == pytest.approx(BURST_SHARE)
+    bind(extender, "b", "cool", clock() - 1)
+    entry = extender.table.get("cool")
+    assert entry is not None
+    assert entry.reason is not None
+    set_node(extender, "cool", usage(0.40, clock()))  # the annotator's next sample
+    assert added_cpu(extender, "cool") == 0.0
+    entry = extender.table.get("cool")
+    assert entry is not None
+    assert entry.reason is None
+
+
+def test_a_pod_stops_counting_after_max_age_without_a_newer_sample() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    bind(extender, "a", "cool", clock())
+    clock.now_s += 299
+    assert added_cpu(extender, "cool") == pytest.approx(BURST_SHARE)
+    clock.now_s += 2  # maxAge is 5m; the node's sample (30 s older) is still fresh
+    assert added_cpu(extender, "cool") == 0.0
+
+
+def test_pods_bound_before_the_sample_and_finished_pods_do_not_count() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    bind(extender, "old", "cool", clock() - 60)
+    assert added_cpu(extender, "cool") == 0.0
+    bind(extender, "new", "cool", clock())
+    assert extender.pod_cache is not None
+    done = ScheduledPod("uid-new", "cool", Resources(), Resources(3.0, 0), clock(), True)
+    extender.pod_cache.apply("default/new", done)
+    assert added_cpu(extender, "cool") == 0.0
+
+
+def test_prioritize_reserves_on_the_clear_best_and_the_binding_confirms_it() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    call(extender, "prioritize", "p", ["warm", "cool"])
+    assert added_cpu(extender, "cool") == pytest.approx(BURST_SHARE)
+    assert metric(extender, "loadaware_extender_reservations_made_total", verb="prioritize") == 1
+    bind(extender, "p", "cool", clock())
+    assert added_cpu(extender, "cool") == pytest.approx(BURST_SHARE)  # counted once
+    assert extender.ledger is not None
+    assert extender.ledger.reservations == 0
+    ended = "loadaware_extender_reservations_ended_total"
+    assert metric(extender, ended, result="confirmed") == 1
+
+
+def test_a_reservation_moves_to_where_the_pod_was_really_bound() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    call(extender, "prioritize", "p", ["warm", "cool"])
+    bind(extender, "p", "warm", clock())
+    assert added_cpu(extender, "cool") == 0.0
+    assert added_cpu(extender, "warm") == pytest.approx(BURST_SHARE)
+    assert metric(extender, "loadaware_extender_reservations_ended_total", result="moved") == 1
+
+
+def test_an_unconfirmed_reservation_is_dropped_after_its_ttl() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    call(extender, "prioritize", "p", ["warm", "cool"])
+    clock.now_s += 14.9
+    assert added_cpu(extender, "cool") == pytest.approx(BURST_SHARE)
+    clock.now_s += 0.2
+    assert added_cpu(extender, "cool") == 0.0
+    assert metric(extender, "loadaware_extender_reservations_ended_total", result="dropped") == 1
+
+
+def test_a_shared_top_score_reserves_nothing() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    set_node(extender, "warm-2", usage(0.50, clock() - 30))
+    call(extender, "prioritize", "p", ["warm", "warm-2"])
+    assert extender.ledger is not None
+    assert extender.ledger.reservations == 0
+    assert metric(extender, "loadaware_extender_reservations_skipped_total") == 1
+
+
+def test_filter_reserves_when_only_one_node_passes() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    set_node(extender, "hot", usage(0.90, clock() - 30))
+    call(extender, "filter", "p", ["hot", "warm"])
+    assert added_cpu(extender, "warm") == pytest.approx(BURST_SHARE)
+    assert metric(extender, "loadaware_extender_reservations_made_total", verb="filter") == 1
+    # The next pod finds warm full too (0.50 + 0.32 > 0.65): kube-scheduler would
+    # have bound both there.
+    answer = call(extender, "filter", "q", ["hot", "warm"])
+    assert b'"NodeNames":[]' in answer
+
+
+def test_estimation_off_in_the_policy_reserves_and_adds_nothing() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    extender.set_policy(policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {enabled: false}\n"))
+    call(extender, "prioritize", "p", ["warm", "cool"])
+    bind(extender, "a", "cool", clock())
+    assert added_cpu(extender, "cool") == 0.0
+    assert extender.ledger is not None
+    assert extender.ledger.reservations == 0
+
+
+def test_pod_demand_sums_containers_against_init_containers_plus_overhead() -> None:
+    pod = {
+        "spec": {
+            "containers": [
+                {"resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "1"}}},
+                {"resources": {"requests": {"cpu": "300m", "memory": "1Gi"}}},
+                {"name": "no-resources"},
+            ],
+            "initContainers": [{"resources": {"requests": {"cpu": "2"}}}],
+            "overhead": {"cpu": "50m"},
+        }
+    }
+    requests, limits = demand_of_request_pod(pod)
+    assert requests == Resources(2.05, GiB)
+    assert limits == Resources(1.05, 0.0)
+    with pytest.raises(ValueError, match="not a quantity"):
+        demand_of_request_pod({"spec": {"containers": [{"resources": {"limits": {"cpu": "x"}}}]}})
+
+
+@pytest.fixture
+def served(fake_kube: FakeKube) -> Iterator[tuple[str, Extender]]:
+    for name, cpu in (("cool", 0.15), ("warm", 0.50)):
+        fake_kube.store.add_node(
+            name,
+            annotations=usage(cpu, time.time() - 30),
+            allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"},
+        )
+    client = client_for_server(fake_kube.url)
+    extender = Extender(
+        default_policy(),
+        node_cache=NodeCache(client, retry_delay_s=0.05),
+        pod_cache=PodCache(client, scheduled_pod, retry_delay_s=0.05),
+    )
+    with serve(ExtenderApp(extender)) as url:
+        wait_for(lambda: httpx.get(f"{url}/readyz").status_code == 200)
+        assert extender.pod_cache is not None
+        wait_for(lambda: extender.pod_cache is not None and extender.pod_cache.synced)
+        yield url, extender
+
+
+def add_bound_pod(fake_kube: FakeKube, name: str, node: str) -> None:
+    pod = request_pod(name)
+    pod["spec"]["nodeName"] = node
+    del pod["metadata"]["uid"]
+    fake_kube.store.add(PODS, pod)
+
+
+def test_pod_cache_survives_watch_expiry_and_relists(
+    served: tuple[str, Extender], fake_kube: FakeKube
+) -> None:
+    url, extender = served
+    fake_kube.store.compact()
+    fake_kube.store.close_watches()
+    add_bound_pod(fake_kube, "after-410", "cool")
+    wait_for(lambda: added_cpu(extender, "cool") > 0)
+    view = httpx.get(f"{url}/debug/nodes/cool").json()
+    assert view["estimate"]["pods"][0]["pod"] == "default/after-410"
+    assert view["estimate"]["pods"][0]["kind"] == "bound"
+    assert view["metrics"]["cpu_usage_avg_5m"]["estimated_addition"] == pytest.approx(
+        BURST_SHARE, abs=1e-4
+    )
+    pods_lists = [r for r in fake_kube.requests("GET", "/api/v1/pods") if not r.is_watch]
+    assert len(pods_lists) >= 2
+
+
+def test_a_newer_sample_patched_on_the_node_ends_the_estimate(
+    served: tuple[str, Extender], fake_kube: FakeKube
+) -> None:
+    url, _extender = served
+    add_bound_pod(fake_kube, "a", "warm")
+    wait_for(lambda: httpx.get(f"{url}/debug/nodes/warm").json()["verdict"] == "overloaded")
+    fake_kube.client().patch(
+        Node,
+        "warm",
+        {"metadata": {"annotations": usage(0.55, time.time() + 1)}},
+        patch_type=PatchType.MERGE,
+    )
+    wait_for(lambda: httpx.get(f"{url}/debug/nodes/warm").json()["verdict"] == "ok")
+    assert httpx.get(f"{url}/debug/nodes/warm").json()["estimate"]["pods"] == []
+
+
+def test_a_policy_reload_reprices_live_reservations() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    call(extender, "prioritize", "p", ["warm", "cool"])
+    extender.set_policy(
+        policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {factors: {cpu: 1.0}}\n")
+    )
+    assert added_cpu(extender, "cool") == pytest.approx(3 / 8)
+    view = extender.debug_node("cool")
+    assert view is not None
+    assert view["estimate"]["pods"][0]["kind"] == "reserved"
+    assert view["estimate"]["pods"][0]["cpu_cores"] == 3.0

@@ -1,0 +1,175 @@
+"""The burst estimate: what a pod adds, which pods count, and how it reaches the verdict."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from app.load.estimate import (
+    PlacedPod,
+    counts,
+    estimate_pod_usage,
+    freshest_sample_s,
+    node_unsampled,
+    unsampled_fractions,
+)
+from app.load.model import Freshness, evaluate_node
+from app.load.resources import Resources
+from app.load.samples import format_usage
+from app.policy import DEFAULT_POLICY_YAML, Policy, PolicyError, default_policy, policy_from_yaml
+from app.policy.check import describe
+
+NOW_S = 1_700_000_000.0
+GiB = 2.0**30
+POLICY = default_policy()
+SETTINGS = POLICY.spec.estimation
+EIGHT_CPUS = Resources(8.0, 32 * GiB)
+
+
+def usage_values(cpu: float, mem: float, at_s: float) -> dict[str, str]:
+    return {m: format_usage(cpu if m.startswith("cpu") else mem, at_s) for m in POLICY.metrics}
+
+
+@pytest.mark.parametrize(
+    ("requests", "limits", "expected"),
+    [
+        # burstable: the limit is the larger, times 0.85 / 0.70
+        (Resources(0.2, GiB), Resources(3.0, 2 * GiB), Resources(2.55, 1.4 * GiB)),
+        # guaranteed
+        (Resources(1.0, GiB), Resources(1.0, GiB), Resources(0.85, 0.7 * GiB)),
+        # a request without a limit
+        (Resources(0.5, 0.0), Resources(), Resources(0.425, 200 * 2.0**20)),
+        # best effort: the defaults, not scaled
+        (Resources(), Resources(), Resources(0.1, 200 * 2.0**20)),
+    ],
+)
+def test_pod_usage_is_the_larger_of_request_and_limit_times_the_factor(
+    requests: Resources, limits: Resources, expected: Resources
+) -> None:
+    usage = estimate_pod_usage(requests, limits, SETTINGS)
+    assert usage.cpu_cores == pytest.approx(expected.cpu_cores)
+    assert usage.memory_bytes == pytest.approx(expected.memory_bytes)
+
+
+def test_policy_factors_and_default_change_the_estimate() -> None:
+    policy = policy_from_yaml(
+        DEFAULT_POLICY_YAML
+        + "  estimation:\n    factors: {cpu: 1.0, memory: 0.5}\n"
+        + "    defaultPodUsage: {cpu: '1', memory: 1Gi}\n"
+    )
+    settings = policy.spec.estimation
+    assert estimate_pod_usage(Resources(0.2, GiB), Resources(3, 0), settings) == Resources(
+        3.0, 0.5 * GiB
+    )
+    assert estimate_pod_usage(Resources(), Resources(), settings) == Resources(1.0, GiB)
+
+
+@pytest.mark.parametrize(
+    ("bound_at_s", "sample_at_s", "counted"),
+    [
+        (NOW_S - 10, NOW_S - 30, True),  # bound after the sample
+        (NOW_S - 40, NOW_S - 30, False),  # the sample covers it
+        (NOW_S - 30, NOW_S - 30, False),
+        (NOW_S - 301, NOW_S - 400, False),  # older than maxAge (5m)
+        (NOW_S - 10, None, False),  # no fresh sample: nothing to add to
+    ],
+)
+def test_a_pod_counts_only_between_its_binding_and_the_next_sample(
+    bound_at_s: float, sample_at_s: float | None, counted: bool
+) -> None:
+    assert counts(bound_at_s, sample_at_s, NOW_S, SETTINGS) is counted
+
+
+def test_fractions_are_of_allocatable_and_skip_an_unknown_allocatable() -> None:
+    usage = Resources(2.55, GiB)
+    assert unsampled_fractions([usage, usage], EIGHT_CPUS) == pytest.approx(
+        {"cpu": 0.6375, "memory": 2 / 32}
+    )
+    assert unsampled_fractions([usage], Resources(8.0, 0.0)) == pytest.approx({"cpu": 0.31875})
+    assert unsampled_fractions([], EIGHT_CPUS) == {}
+
+
+def test_freshest_sample_ignores_stale_and_unreadable_values() -> None:
+    values = usage_values(0.2, 0.3, NOW_S - 30)
+    values["cpu_usage_max_avg_1d"] = format_usage(0.2, NOW_S - 10 * 3600)  # stale
+    values["mem_usage_avg_5m"] = "garbage"
+    assert freshest_sample_s(values, POLICY, NOW_S) == NOW_S - 30
+    assert freshest_sample_s({}, POLICY, NOW_S) is None
+
+
+def burst_pod(bound_at_s: float) -> PlacedPod:
+    return PlacedPod(Resources(0.2, 0.0), Resources(3.0, 0.0), bound_at_s)
+
+
+def test_effective_usage_rises_after_a_binding_and_drops_once_a_sample_covers_it() -> None:
+    before = usage_values(0.15, 0.3, NOW_S - 30)
+    pods = [burst_pod(NOW_S - 5)]
+    unsampled = node_unsampled(pods, before, EIGHT_CPUS, POLICY, NOW_S)
+    load = evaluate_node(before, POLICY, NOW_S, unsampled)
+    cpu = next(r for r in load.readings if r.metric == "cpu_usage_avg_5m")
+    assert cpu.measured_fraction == pytest.approx(0.15)
+    assert cpu.usage_fraction == pytest.approx(0.15 + 3 * 0.85 / 8)
+    assert not load.overloaded
+    # The second burst pod pushes the node over crane's 0.65 limit.
+    two = node_unsampled([*pods, burst_pod(NOW_S - 1)], before, EIGHT_CPUS, POLICY, NOW_S)
+    assert evaluate_node(before, POLICY, NOW_S, two).reason == (
+        "Load[cpu_usage_avg_5m] is too high (> 0.65)"
+    )
+    # A newer sample (which now contains the pods' real usage) replaces the estimate.
+    after = usage_values(0.2, 0.3, NOW_S)
+    assert node_unsampled(pods, after, EIGHT_CPUS, POLICY, NOW_S + 1) == {}
+
+
+def test_estimation_off_in_the_policy_adds_nothing() -> None:
+    policy: Policy = policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {enabled: false}\n")
+    values = usage_values(0.15, 0.3, NOW_S - 30)
+    assert node_unsampled([burst_pod(NOW_S - 5)], values, EIGHT_CPUS, policy, NOW_S) == {}
+
+
+@pytest.mark.parametrize("state", ["stale", "missing", "unreadable"])
+def test_fail_open_holds_with_pods_estimated_on_a_node_without_fresh_data(state: str) -> None:
+    values = usage_values(0.9, 0.9, NOW_S - 30)
+    if state == "stale":
+        values = usage_values(0.9, 0.9, NOW_S - 10 * 3600)
+    elif state == "missing":
+        values = {}
+    else:
+        values = {m: "0.9,yesterday" for m in values}
+    heavy = {"cpu": 5.0, "memory": 5.0}  # far more than any node could take
+    load = evaluate_node(values, POLICY, NOW_S, heavy)
+    assert not load.overloaded
+    assert all(r.freshness is not Freshness.FRESH for r in load.readings)
+    assert all(r.unsampled_fraction == 0 for r in load.readings)
+    assert not math.isnan(load.score)
+
+
+def test_a_crane_file_without_the_section_estimates_by_default() -> None:
+    settings = policy_from_yaml(DEFAULT_POLICY_YAML).spec.estimation
+    assert settings.enabled
+    assert (settings.factors.cpu, settings.factors.memory) == (0.85, 0.70)
+    assert settings.max_age_s == 300
+
+
+@pytest.mark.parametrize(
+    ("section", "field"),
+    [
+        ("factors: {cpu: -1}", "spec.estimation.factors.cpu"),
+        ("defaultPodUsage: {memory: lots}", "spec.estimation.defaultPodUsage.memory"),
+        ("maxAge: 300", "spec.estimation.maxAge"),
+        ("enable: true", "spec.estimation.enable"),
+    ],
+)
+def test_a_bad_estimation_section_names_the_field(section: str, field: str) -> None:
+    with pytest.raises(PolicyError, match=field.replace(".", r"\.")):
+        policy_from_yaml(DEFAULT_POLICY_YAML + f"  estimation: {{{section}}}\n")
+
+
+def test_policy_check_shows_the_estimation_settings() -> None:
+    on = describe(default_policy())
+    assert (
+        "estimation: on; pods bound since a node's last sample add max(request, limit) x 0.85" in on
+    )
+    assert "at most 5m" in on
+    off = describe(policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {enabled: false}\n"))
+    assert "estimation: off" in off
