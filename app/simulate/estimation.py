@@ -14,6 +14,7 @@ the cluster's own, so it never lags and no reservation is needed.
 
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING
 
 from app.load.estimate import PlacedPod, node_unsampled
@@ -33,6 +34,7 @@ class BurstEstimate:
         self._limits = [Resources(w.limits.cpu, w.limits.memory) for w in workloads]
         self._max_age_s = cluster.policy.spec.estimation.max_age_s
         self._recent: dict[int, list[tuple[int, float]]] = {}  # node -> (slot, bound at)
+        self._expiries: list[tuple[float, int]] = []  # (bound at + maxAge, node), a heap
         self._placements_seen = 0
         self._evictions_seen = 0
 
@@ -57,22 +59,27 @@ class BurstEstimate:
         return node_unsampled(pods, pipeline.annotations(node), allocatable, cluster.policy, now_s)
 
     def changed_nodes(self, t_s: float) -> set[int]:
-        """Nodes with new bindings or evictions, and nodes whose recent pods aged out."""
+        """Nodes with new bindings or evictions, and nodes whose recent pods aged out.
+
+        Called before every scheduling decision, so age-outs come from a heap of
+        expiry times: the cost is the work done, not the number of recent pods.
+        """
         cluster = self._cluster
         changed: set[int] = set()
         for placement in cluster.run.placements[self._placements_seen :]:
             self._recent.setdefault(placement.node, []).append((placement.slot, placement.t_s))
+            heapq.heappush(self._expiries, (placement.t_s + self._max_age_s, placement.node))
             changed.add(placement.node)
         self._placements_seen = len(cluster.run.placements)
         for eviction in cluster.run.evictions[self._evictions_seen :]:
             changed.add(eviction.node)
         self._evictions_seen = len(cluster.run.evictions)
-        for node in list(self._recent):
-            kept = [(s, at) for s, at in self._recent[node] if t_s < at + self._max_age_s]
-            if len(kept) != len(self._recent[node]):
-                changed.add(node)
+        while self._expiries and self._expiries[0][0] <= t_s:
+            _, node = heapq.heappop(self._expiries)
+            kept = [(s, at) for s, at in self._recent.get(node, ()) if t_s < at + self._max_age_s]
             if kept:
                 self._recent[node] = kept
             else:
-                del self._recent[node]
+                self._recent.pop(node, None)
+            changed.add(node)
         return changed
