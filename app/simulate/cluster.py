@@ -128,6 +128,7 @@ class SimulatedCluster:
             scenario.scheduler.extender_weight,
             np.random.default_rng([scenario.seed, 1]),
         )
+        self.descheduler_interval_s = scenario.descheduler_config().interval
         self.rebalancer = plan.make_rebalancer(self) if plan.make_rebalancer else None
         steps = scenario.steps
         self.run = Run(
@@ -155,7 +156,7 @@ class SimulatedCluster:
     def step(self, step: int) -> None:
         t_s = step * self.scenario.step_s
         self.pipeline.advance(t_s)
-        interval_s = self.scenario.descheduler.interval_s
+        interval_s = self.descheduler_interval_s
         if self.rebalancer is not None and step > 0 and is_due(t_s, interval_s):
             for slot in self.rebalancer.evictions(self, t_s):
                 self.evict(int(slot), t_s)
@@ -196,24 +197,32 @@ class SimulatedCluster:
         node = int(self.node_of[slot])
         if node < 0:
             return
-        violation = not self.disruption_allowed(int(self.usage.workload_of[slot]))
+        allowed = self.disruptions_allowed(int(self.usage.workload_of[slot]), t_s)
+        violation = allowed is not None and allowed < 1
         self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])], -1.0)
         self.node_of[slot] = -1
         self.bound_at_s[slot] = math.nan
         self.created_at_s[slot] = t_s  # the controller recreates it at once
         self.run.evictions.append(Eviction(t_s, slot, node, violation))
 
-    def disruption_allowed(self, workload: int) -> bool:
-        """Would one more eviction from the workload keep its PDB? (no PDB: yes)."""
+    def disruptions_allowed(self, workload: int, t_s: float) -> int | None:
+        """The workload's PDB ``status.disruptionsAllowed`` at ``t_s`` (None: no PDB).
+
+        As the disruption controller computes it: running pods minus those that must
+        stay, where ``maxUnavailable`` counts from the replicas wanted now.
+        """
         budget = self.scenario.workloads[workload].pdb
         if budget is None:
-            return True
-        wanted = int(np.sum((self.usage.workload_of == workload) & (self.created_at_s < math.inf)))
-        running = int(np.sum((self.usage.workload_of == workload) & (self.node_of >= 0)))
+            return None
+        mine = self.usage.workload_of == workload
+        running = int(np.sum(mine & (self.node_of >= 0)))
         if budget.min_available is not None:
-            return running - 1 >= budget.min_available
-        assert budget.max_unavailable is not None
-        return wanted - (running - 1) <= budget.max_unavailable
+            must_stay = budget.min_available
+        else:
+            assert budget.max_unavailable is not None
+            wanted = int(np.sum(mine & (self.usage.created_at_s <= t_s)))
+            must_stay = wanted - budget.max_unavailable
+        return max(0, running - must_stay)
 
     def run_workloads(self, step: int, t_s: float) -> None:
         cpu, memory = self.usage.at(step, t_s)

@@ -130,6 +130,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     else:
         out.write(f"### {scenario.name} (seed {scenario.seed})\n\n")
         out.write(markdown_table(summaries) + "\n")
+        timings = ", ".join(f"{r.policy} {s:.1f}" for r, s in results)
+        out.write(f"\nseconds per policy: {timings}\n")
         for name in skipped if args.policies is None else []:
             out.write(f"\n{name}: not run: {unavailable_reason(name)}\n")
     if args.plots is not None:

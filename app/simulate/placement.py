@@ -102,8 +102,8 @@ class UnsampledUsage(Protocol):
 
     def unsampled(self, node: int, t_s: float) -> Mapping[str, float] | None: ...
 
-    def changed_nodes(self) -> set[int]:
-        """Nodes whose answer changed since the last call (placements, newer samples)."""
+    def changed_nodes(self, t_s: float) -> set[int]:
+        """Nodes whose answer may have changed since the last call (placements, age-outs)."""
         ...
 
 
@@ -137,14 +137,14 @@ class LoadFilter:
     def refresh(self, t_s: float) -> None:
         pipeline = self._pipeline
         now_s = self.now_s(t_s)
+        # Always asked, so that the estimate has seen every binding before it answers.
+        changed = self._estimate.changed_nodes(t_s) if self._estimate is not None else set()
         if pipeline.sync_version != self._seen_sync_version:
             self._seen_sync_version = pipeline.sync_version
             dirty: set[int] = set(range(len(self.passes)))
         else:
             dirty = set(np.flatnonzero(self._recheck_at_s <= now_s).tolist())
-            dirty |= pipeline.hot_changed
-            if self._estimate is not None:
-                dirty |= self._estimate.changed_nodes()
+            dirty |= pipeline.hot_changed | changed
         pipeline.hot_changed.clear()
         for node in dirty:
             self._evaluate(node, t_s)

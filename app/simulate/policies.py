@@ -9,15 +9,15 @@ loadaware            + the burst estimate from ``app.load.estimate``
 <policy>+desched     + the descheduler's planner (``app.rebalance.plan``)
 ==================== ====================================================
 
-``loadaware`` and the ``+desched`` variants need the estimate and the planner; on a
-build without them they are listed as unavailable, with the reason.
+``loadaware`` passes ``estimation.BurstEstimate`` as the load filter's ``unsampled``;
+``+desched`` runs ``descheduling.PlannerRebalancer`` every descheduler interval.
 """
 
 from __future__ import annotations
 
-import importlib.util
-
 from app.simulate.cluster import PolicyPlan
+from app.simulate.descheduling import PlannerRebalancer
+from app.simulate.estimation import BurstEstimate
 
 DEFAULT_POLICIES = (
     "default",
@@ -29,19 +29,11 @@ DEFAULT_POLICIES = (
 )
 
 
-def _missing(module: str) -> bool:
-    return importlib.util.find_spec(module) is None
-
-
 def unavailable_reason(name: str) -> str | None:
     """Why a policy cannot run on this build, or None if it can."""
     base, _, extra = name.partition("+")
     if base not in ("default", "crane", "loadaware") or extra not in ("", "desched"):
         return f"unknown policy {name!r} (known: {', '.join(DEFAULT_POLICIES)})"
-    if base == "loadaware" and _missing("app.load.estimate"):
-        return "needs the burst estimate (app/load/estimate.py), not in this build yet"
-    if extra and _missing("app.rebalance"):
-        return "needs the descheduler's planner (app/rebalance/), not in this build yet"
     return None
 
 
@@ -49,8 +41,13 @@ def plan_for(name: str) -> PolicyPlan:
     reason = unavailable_reason(name)
     if reason is not None:
         raise ValueError(reason)
-    base, _, _ = name.partition("+")
-    return PolicyPlan(name=name, load_aware=base != "default")
+    base, _, extra = name.partition("+")
+    return PolicyPlan(
+        name=name,
+        load_aware=base != "default",
+        make_estimate=BurstEstimate if base == "loadaware" else None,
+        make_rebalancer=PlannerRebalancer if extra == "desched" else None,
+    )
 
 
 def available(names: tuple[str, ...] = DEFAULT_POLICIES) -> list[str]:

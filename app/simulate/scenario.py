@@ -27,6 +27,7 @@ from app.policy import (
     format_validation_error,
     policy_from_mapping,
 )
+from app.rebalance.config import DeschedulerConfig, config_from_mapping
 
 BUILTIN_PACKAGE = "app.simulate.scenarios"
 
@@ -186,11 +187,6 @@ class SchedulerSettings(_Strict):
     extender_weight: int = Field(1, alias="extenderWeight", ge=1)
 
 
-class DeschedulerSettings(_Strict):
-    interval_s: DurationS = Field(300.0, alias="interval", gt=0)
-    config: dict[str, Any] = Field(default_factory=dict)
-
-
 class Scenario(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -202,9 +198,8 @@ class Scenario(_Strict):
     scheduler: SchedulerSettings = Field(
         default_factory=lambda: SchedulerSettings.model_validate({})
     )
-    descheduler: DeschedulerSettings = Field(
-        default_factory=lambda: DeschedulerSettings.model_validate({})
-    )
+    # A DeschedulerConfiguration (app/rebalance/config.py), for the +desched policies.
+    descheduler: dict[str, Any] | None = None
     nodes: tuple[NodeGroup, ...] = Field(min_length=1)
     workloads: tuple[Workload, ...] = ()
 
@@ -214,7 +209,6 @@ class Scenario(_Strict):
         _require_multiple("metrics.ruleInterval", self.metrics.rule_interval_s, self.step_s)
         hot_s = self.metrics.hot_value_interval_s
         _require_multiple("metrics.hotValueInterval", hot_s, self.step_s)
-        _require_multiple("descheduler.interval", self.descheduler.interval_s, self.step_s)
         names = [group.name for group in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError("nodes: group names must be unique")
@@ -226,6 +220,10 @@ class Scenario(_Strict):
     @property
     def steps(self) -> int:
         return math.floor(self.duration_s / self.step_s + 1e-9)
+
+    def descheduler_config(self) -> DeschedulerConfig:
+        """The scenario's DeschedulerConfiguration, or the descheduler's defaults."""
+        return config_from_mapping(self.descheduler, "descheduler")
 
     def scheduling_policy(self) -> Policy:
         if self.policy is None:
@@ -254,6 +252,11 @@ def scenario_from_mapping(document: Any, source: str) -> Scenario:
     except PolicyError as error:
         raise ScenarioError(f"{source}: {error}") from None
     _check_metrics_simulated(policy, source)
+    try:
+        interval_s = scenario.descheduler_config().interval
+        _require_multiple("descheduler.interval", interval_s, scenario.step_s)
+    except ValueError as error:  # ConfigError names the field under "descheduler"
+        raise ScenarioError(f"{source}: {error}") from None
     for entry in policy.spec.sync_policy:
         try:
             field = f"policy syncPolicy {entry.name} period"

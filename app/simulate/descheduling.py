@@ -1,0 +1,220 @@
+"""The ``+desched`` policies: the descheduler's real planner, run on the simulated cluster.
+
+Every descheduler ``interval`` the adapter does what ``app/descheduler/run.py`` does
+around ``app.rebalance.plan``, with the simulator's state in place of the caches:
+
+* **nodes**: a ``NodeInfo`` per node, with the annotations the simulated annotator
+  wrote (the same text the planner reads in production) and its allocatable;
+* **pods**: a ``PodInfo`` per bound pod: namespace ``default``, named
+  ``<workload>-<slot>-<generation>`` (a recreated pod is a new pod with a new UID),
+  owned by the ReplicaSet ``<workload>-sim`` (so ``workload_of`` names the
+  Deployment ``<workload>``), labelled ``app: <workload>``, Running and Ready;
+* **pod usage**, as the descheduler's default queries see it: CPU is
+  ``rate(container_cpu_usage_seconds_total[5m])``, the mean of the pod's real use
+  over the last 5 minutes it ran (only since it was bound; a pod with fewer than two
+  scrapes has no series yet, and the planner then uses its requests, as in
+  production); memory is the working set at the last scrape. Usage is what the pod
+  wanted, not capped by its node's capacity: the simple, documented choice;
+* **PDBs**: one ``PodDisruptionBudgetView`` per workload with a ``pdb``, its
+  ``disruptionsAllowed`` computed as the disruption controller does (running pods
+  minus those that must stay);
+* **recent evictions**: an ``EvictionRecord`` per eviction this adapter made, within
+  ``max(settleTime, workloadCooldown) + interval``, as the loop rebuilds from Events;
+* **debounce rounds**: kept in memory with ``observe_round`` (the loop keeps them on
+  the Nodes so that they survive restarts; a simulation never restarts).
+
+Each planned eviction is then made by the cluster, in the plan's order: the pod is
+recreated pending and the policy's own scheduler places it. An eviction the API server
+would refuse (the PDB allows no disruption at that moment) is counted as a PDB
+violation: the planner must never propose one.
+Every plan is kept in ``plans`` so that tests can tie each eviction to the planner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from app.kube.objects import NodeInfo, OwnerRef, PodInfo
+from app.load.resources import Resources
+from app.rebalance.plan import (
+    ClusterView,
+    EvictionPlan,
+    EvictionRecord,
+    LabelSelector,
+    PlannerMemory,
+    PodDisruptionBudgetView,
+    observe_round,
+    plan,
+    workload_of,
+)
+
+if TYPE_CHECKING:
+    from app.simulate.cluster import SimulatedCluster
+
+NAMESPACE = "default"
+TEMPLATE_HASH = "sim"
+RATE_WINDOW_S = 5 * 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRecord:
+    """One planner call: when, and the plan it returned."""
+
+    t_s: float
+    plan: EvictionPlan
+
+
+class PlannerRebalancer:
+    """``Rebalancer`` that asks ``app.rebalance.plan`` which pods to evict."""
+
+    def __init__(self, cluster: SimulatedCluster) -> None:
+        self._cluster = cluster
+        self.config = cluster.scenario.descheduler_config()
+        self.plans: list[PlanRecord] = []
+        self._memory = PlannerMemory()
+        self._records: list[EvictionRecord] = []
+        self._generation = np.zeros(cluster.usage.slots, dtype=np.int64)
+        self._pod_cache: dict[int, tuple[float, PodInfo]] = {}  # slot -> (bound at, info)
+        workloads = cluster.scenario.workloads
+        self._requests = [Resources(w.requests.cpu, w.requests.memory) for w in workloads]
+        self._limits = [Resources(w.limits.cpu, w.limits.memory) for w in workloads]
+
+    # -- the round -------------------------------------------------------------------
+    def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]:
+        now_s = cluster.pipeline.epoch_s + t_s
+        view, slot_of = self._view(t_s, now_s)
+        the_plan = plan(view, self.config, cluster.policy, now_s, self._memory.hot_rounds)
+        self._memory = observe_round(self._memory, the_plan.node_classes)
+        self.plans.append(PlanRecord(t_s, the_plan))
+        slots = []
+        for eviction in the_plan.evictions:
+            slot = slot_of[eviction.pod.key]
+            slots.append(slot)
+            self._generation[slot] += 1  # the controller's replacement is a new pod
+            self._records.append(
+                EvictionRecord(
+                    pod_key=eviction.pod.key,
+                    uid=eviction.pod.uid,
+                    node=eviction.source,
+                    destination=eviction.destination,
+                    usage=eviction.usage,
+                    evicted_at_s=now_s,
+                    workload=workload_of(eviction.pod),
+                )
+            )
+        return slots
+
+    def _view(self, t_s: float, now_s: float) -> tuple[ClusterView, dict[str, int]]:
+        cluster = self._cluster
+        names = cluster.node_names
+        nodes = {
+            name: NodeInfo(
+                name=name,
+                annotations=cluster.pipeline.annotations(i),
+                internal_ip=None,
+                allocatable=Resources(
+                    float(cluster.allocatable_cpu[i]), float(cluster.allocatable_memory[i])
+                ),
+            )
+            for i, name in enumerate(names)
+        }
+        bound = np.flatnonzero(cluster.node_of >= 0)
+        pods: dict[str, PodInfo] = {}
+        slot_of: dict[str, int] = {}
+        for slot in bound.tolist():
+            info = self._pod(slot)
+            pods[info.key] = info
+            slot_of[info.key] = slot
+        window_s = max(self.config.settle_time, self.config.workload_cooldown)
+        since_s = now_s - window_s - self.config.interval
+        self._records = [r for r in self._records if r.evicted_at_s >= since_s]
+        view = ClusterView(
+            nodes=nodes,
+            pods=pods,
+            pod_usage=self._pod_usage(t_s, slot_of),
+            budgets=self._budgets(t_s),
+            recent_evictions=tuple(self._records),
+        )
+        return view, slot_of
+
+    # -- the pieces of the view ------------------------------------------------------
+    def _pod(self, slot: int) -> PodInfo:
+        cluster = self._cluster
+        bound_at_s = float(cluster.bound_at_s[slot])
+        cached = self._pod_cache.get(slot)
+        if cached is not None and cached[0] == bound_at_s:
+            return cached[1]
+        workload_index = int(cluster.usage.workload_of[slot])
+        workload = cluster.scenario.workloads[workload_index]
+        generation = int(self._generation[slot])
+        requests, limits = self._requests[workload_index], self._limits[workload_index]
+        info = PodInfo(
+            namespace=NAMESPACE,
+            name=f"{workload.name}-{slot}-{generation}",
+            uid=f"{slot}-{generation}",
+            node_name=cluster.node_names[int(cluster.node_of[slot])],
+            phase="Running",
+            ready=True,
+            terminating=False,
+            created_s=cluster.pipeline.epoch_s + float(cluster.created_at_s[slot]),
+            priority=workload.priority,
+            qos=_qos(requests, limits),
+            requests=requests,
+            limits=limits,
+            labels={"app": workload.name, "pod-template-hash": TEMPLATE_HASH},
+            owner=OwnerRef("ReplicaSet", f"{workload.name}-{TEMPLATE_HASH}", workload.name),
+        )
+        self._pod_cache[slot] = (bound_at_s, info)
+        return info
+
+    def _pod_usage(self, t_s: float, slot_of: dict[str, int]) -> dict[str, Resources]:
+        """Per pod: mean CPU over the rate window since it was bound, last memory."""
+        cluster = self._cluster
+        step_s = cluster.scenario.step_s
+        steps = max(1, round(RATE_WINDOW_S / step_s))
+        now_step = round(t_s / step_s)
+        first = max(0, now_step - steps)
+        cpu_sum = np.zeros(cluster.usage.slots)
+        cpu_steps = np.zeros(cluster.usage.slots)
+        memory = np.zeros(cluster.usage.slots)
+        for step in range(first, now_step):
+            cpu, memory = cluster.usage.at(step, step * step_s)
+            running = cluster.bound_at_s <= step * step_s  # NaN (not bound) compares False
+            cpu_sum += np.where(running, cpu, 0.0)
+            cpu_steps += running
+        scrape_s = cluster.scenario.metrics.scrape_interval_s
+        has_series = cluster.bound_at_s <= t_s - 2 * scrape_s
+        usage: dict[str, Resources] = {}
+        for key, slot in slot_of.items():
+            if has_series[slot] and cpu_steps[slot] > 0:
+                usage[key] = Resources(float(cpu_sum[slot] / cpu_steps[slot]), float(memory[slot]))
+        return usage
+
+    def _budgets(self, t_s: float) -> tuple[PodDisruptionBudgetView, ...]:
+        cluster = self._cluster
+        views = []
+        for index, workload in enumerate(cluster.scenario.workloads):
+            allowed = cluster.disruptions_allowed(index, t_s)
+            if allowed is None:
+                continue
+            views.append(
+                PodDisruptionBudgetView(
+                    namespace=NAMESPACE,
+                    name=workload.name,
+                    selector=LabelSelector(match_labels={"app": workload.name}),
+                    disruptions_allowed=allowed,
+                )
+            )
+        return tuple(views)
+
+
+def _qos(requests: Resources, limits: Resources) -> str:
+    if requests == Resources() and limits == Resources():
+        return "BestEffort"
+    if requests == limits:
+        return "Guaranteed"
+    return "Burstable"

@@ -1,0 +1,85 @@
+"""The ``loadaware`` policy's burst estimate: ``app.load.estimate`` over the simulated pods.
+
+For each node, the pods bound to it less than the policy's ``estimation.maxAge`` ago
+are handed to the production ``node_unsampled``, which keeps those bound after the
+node's freshest sample, estimates them and returns the ``unsampled`` fractions that
+``evaluate_node`` adds to the node's readings - the same pure functions the
+extender's ledger calls.
+
+One difference from the extender, on purpose: the extender also *reserves* a pod's
+estimate on the node it scored best, because kube-scheduler binds a pod before the
+extender's pod watch shows it. In the simulator binding is instant and this view is
+the cluster's own, so it never lags and no reservation is needed.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING
+
+from app.load.estimate import PlacedPod, node_unsampled
+from app.load.resources import Resources
+
+if TYPE_CHECKING:
+    from app.simulate.cluster import SimulatedCluster
+
+
+class BurstEstimate:
+    """``UnsampledUsage`` for the load filter, from the cluster's recent bindings."""
+
+    def __init__(self, cluster: SimulatedCluster) -> None:
+        self._cluster = cluster
+        workloads = cluster.scenario.workloads
+        self._requests = [Resources(w.requests.cpu, w.requests.memory) for w in workloads]
+        self._limits = [Resources(w.limits.cpu, w.limits.memory) for w in workloads]
+        self._max_age_s = cluster.policy.spec.estimation.max_age_s
+        self._recent: dict[int, list[tuple[int, float]]] = {}  # node -> (slot, bound at)
+        self._expiries: list[tuple[float, int]] = []  # (bound at + maxAge, node), a heap
+        self._placements_seen = 0
+        self._evictions_seen = 0
+
+    def unsampled(self, node: int, t_s: float) -> dict[str, float] | None:
+        cluster = self._cluster
+        pods = [
+            PlacedPod(
+                self._requests[int(cluster.usage.workload_of[slot])],
+                self._limits[int(cluster.usage.workload_of[slot])],
+                cluster.pipeline.epoch_s + bound_at_s,
+            )
+            for slot, bound_at_s in self._recent.get(node, ())
+            if cluster.node_of[slot] == node and cluster.bound_at_s[slot] == bound_at_s
+        ]
+        if not pods:
+            return None
+        pipeline = cluster.pipeline
+        allocatable = Resources(
+            float(cluster.allocatable_cpu[node]), float(cluster.allocatable_memory[node])
+        )
+        now_s = pipeline.epoch_s + t_s
+        return node_unsampled(pods, pipeline.annotations(node), allocatable, cluster.policy, now_s)
+
+    def changed_nodes(self, t_s: float) -> set[int]:
+        """Nodes with new bindings or evictions, and nodes whose recent pods aged out.
+
+        Called before every scheduling decision, so age-outs come from a heap of
+        expiry times: the cost is the work done, not the number of recent pods.
+        """
+        cluster = self._cluster
+        changed: set[int] = set()
+        for placement in cluster.run.placements[self._placements_seen :]:
+            self._recent.setdefault(placement.node, []).append((placement.slot, placement.t_s))
+            heapq.heappush(self._expiries, (placement.t_s + self._max_age_s, placement.node))
+            changed.add(placement.node)
+        self._placements_seen = len(cluster.run.placements)
+        for eviction in cluster.run.evictions[self._evictions_seen :]:
+            changed.add(eviction.node)
+        self._evictions_seen = len(cluster.run.evictions)
+        while self._expiries and self._expiries[0][0] <= t_s:
+            _, node = heapq.heappop(self._expiries)
+            kept = [(s, at) for s, at in self._recent.get(node, ()) if t_s < at + self._max_age_s]
+            if kept:
+                self._recent[node] = kept
+            else:
+                self._recent.pop(node, None)
+            changed.add(node)
+        return changed

@@ -1,0 +1,124 @@
+"""The +desched policies: every eviction comes from the real planner and keeps PDBs."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.simulate.cluster import Run, SimulatedCluster
+from app.simulate.descheduling import PlannerRebalancer
+from app.simulate.policies import plan_for
+from app.simulate.report import summarise
+from app.simulate.scenario import ScenarioError, load_scenario
+from tests.simulate.scenarios import load, small
+
+
+def hot_spot(**descheduler: Any) -> dict[str, Any]:
+    """4 nodes at 25 % CPU; at 20m one pod on a node grows to 9 of its 16 CPU."""
+    return {
+        "name": "hot-spot",
+        "duration": "90m",
+        "step": "30s",
+        "nodes": [{"name": "n", "count": 4, "cpu": 16, "memory": "64Gi"}],
+        "workloads": [
+            {
+                "name": "web",
+                "replicas": 16,
+                "requests": {"cpu": "500m", "memory": "1Gi"},
+                "usage": {"profile": "constant", "cpu": "1", "memory": "1Gi"},
+                "pdb": {"maxUnavailable": 2},
+            },
+            {
+                "name": "drift",
+                "replicas": 1,
+                "requests": {"cpu": "500m", "memory": "1Gi"},
+                "usage": {
+                    "profile": "growing",
+                    "start": {"cpu": "500m", "memory": "1Gi"},
+                    "end": {"cpu": "9", "memory": "1Gi"},
+                    "from": "20m",
+                    "until": "25m",
+                },
+                "pdb": {"minAvailable": 1},
+            },
+        ],
+        "descheduler": {"interval": "1m", "consecutiveHotRounds": 2, **descheduler},
+    }
+
+
+def run(document: dict[str, Any], policy: str) -> tuple[SimulatedCluster, Run]:
+    cluster = SimulatedCluster(load(document), plan_for(policy))
+    return cluster, cluster.simulate()
+
+
+def planned(cluster: SimulatedCluster) -> set[tuple[float, str]]:
+    assert isinstance(cluster.rebalancer, PlannerRebalancer)
+    return {
+        (record.t_s, eviction.pod.uid)
+        for record in cluster.rebalancer.plans
+        for eviction in record.plan.evictions
+    }
+
+
+def evicted_uids(cluster: SimulatedCluster, run_: Run) -> set[tuple[float, str]]:
+    # A slot's n-th eviction evicts the pod of generation n (its uid "<slot>-<n>").
+    seen: dict[int, int] = {}
+    result = set()
+    for eviction in run_.evictions:
+        generation = seen.get(eviction.slot, 0)
+        seen[eviction.slot] = generation + 1
+        result.add((eviction.t_s, f"{eviction.slot}-{generation}"))
+    return result
+
+
+@pytest.mark.parametrize("policy", ["default+desched", "crane+desched", "loadaware+desched"])
+def test_every_eviction_was_planned_by_the_real_planner_and_kept_the_pdbs(policy: str) -> None:
+    cluster, run_ = run(hot_spot(), policy)
+    assert run_.evictions, "nothing was evicted: the property was not exercised"
+    assert evicted_uids(cluster, run_) <= planned(cluster)
+    assert summarise(run_).pdb_violations == 0
+
+
+def test_the_descheduler_cools_the_hot_node_under_its_threshold_without_thrashing() -> None:
+    cluster, run_ = run(hot_spot(), "crane+desched")
+    _, without = run(hot_spot(), "crane")
+    hot = int(np.argmax(without.cpu_utilisation[-1]))
+    last_20m = slice(-40, None)
+    assert without.cpu_utilisation[last_20m, hot].min() > 0.65
+    assert run_.cpu_utilisation[last_20m].max() <= 0.65  # targetThresholds.cpu
+    assert 1 <= len(run_.evictions) <= 6  # web pods use 1 CPU: ~3 must go
+    cooldown_s = cluster.scenario.descheduler_config().workload_cooldown
+    by_slot: dict[int, list[float]] = {}
+    for eviction in run_.evictions:
+        by_slot.setdefault(eviction.slot, []).append(eviction.t_s)
+    for times in by_slot.values():
+        assert all(b - a >= cooldown_s for a, b in itertools.pairwise(times))
+
+
+def test_the_planner_is_debounced_and_kept_from_evicting_through_a_tight_pdb() -> None:
+    document = hot_spot()
+    document["workloads"][0]["pdb"] = {"minAvailable": 16}  # no web pod may go
+    cluster, run_ = run(document, "crane+desched")
+    assert run_.evictions == []
+    assert isinstance(cluster.rebalancer, PlannerRebalancer)
+    reasons = {s.reason for r in cluster.rebalancer.plans for s in r.plan.skipped}
+    assert any("PodDisruptionBudget web" in reason for reason in reasons)
+
+
+def test_the_scenarios_descheduler_section_is_validated_by_the_descheduler() -> None:
+    with pytest.raises(ScenarioError, match=r"(?s)descheduler: invalid .*thresholds\.cpu is 170"):
+        load(small(descheduler={"thresholds": {"cpu": 170}}))
+    with pytest.raises(ScenarioError, match=r"descheduler.interval \(45s\).*multiple"):
+        load(small(descheduler={"interval": "45s"}))
+
+
+def test_the_drifting_hot_spot_builtin_evicts_through_the_planner_only() -> None:
+    scenario = load_scenario("drifting-hot-spot")
+    cluster = SimulatedCluster(scenario, plan_for("crane+desched"))
+    run_ = cluster.simulate()
+    assert run_.evictions
+    assert evicted_uids(cluster, run_) <= planned(cluster)
+    assert summarise(run_).pdb_violations == 0
