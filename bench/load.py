@@ -77,6 +77,11 @@ UID_MARK = b"00000000-feed-face-0000-000000000000"
 NAME_SETS = 500  # distinct name samples the clients cycle through, each with one cool node
 RSS_PERIOD_S = 0.25
 ERROR_EXAMPLES = 5
+REPORTED_METRICS = (
+    "loadaware_extender_reservation",
+    "loadaware_extender_pods_cached",
+    "loadaware_extender_nodes ",
+)
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,7 @@ class LoadReport:
     bindings: int
     deletions: int
     pods_at_end: int
+    extender_cpu_cores: float
     extender_metrics: dict[str, float] = field(default_factory=dict)
 
 
@@ -147,7 +153,10 @@ def usage(rng: random.Random, index: int) -> dict[str, str]:
         cpu, mem = 0.02, 0.05
     else:
         hot = rng.random() < 0.1
-        cpu, mem = rng.uniform(0.70, 0.95) if hot else rng.uniform(0.30, 0.60), rng.uniform(0.3, 0.6)
+        cpu, mem = (
+            rng.uniform(0.70, 0.95) if hot else rng.uniform(0.30, 0.60),
+            rng.uniform(0.3, 0.6),
+        )
     now = time.time()
     return {m: format_usage(cpu if m.startswith("cpu") else mem, now) for m in METRICS}
 
@@ -294,6 +303,12 @@ def wait_ready(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
     raise RuntimeError(f"the extender was not ready after 60 s:\n{log.read_text()}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -345,10 +360,10 @@ def rss_stats(samples: list[tuple[float, int]], duration_s: float) -> RssStats:
 
 
 def extender_metrics(url: str) -> dict[str, float]:
-    """The extender's reservation counters, for the report."""
+    """The extender's reservation counters and cache sizes, for the report."""
     found: dict[str, float] = {}
     for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
-        if line.startswith("loadaware_extender_reservation"):
+        if line.startswith(REPORTED_METRICS):
             name, _, value = line.rpartition(" ")
             found[name] = float(value)
     return found
@@ -390,8 +405,10 @@ def check_answer(verb: str, status: int, payload: bytes, names: int) -> str | No
         if not isinstance(answer, dict) or answer.get("Error"):
             return f"filter: not a clean ExtenderFilterResult: {payload[:200]!r}"
         passed = answer.get("NodeNames") or []
-        failed = {**(answer.get("FailedNodes") or {}),
-                  **(answer.get("FailedAndUnresolvableNodes") or {})}
+        failed = {
+            **(answer.get("FailedNodes") or {}),
+            **(answer.get("FailedAndUnresolvableNodes") or {}),
+        }
         if len(passed) + len(failed) != names:
             return f"filter: {len(passed)} passed + {len(failed)} failed != {names} names"
         return None
@@ -510,9 +527,10 @@ def run(config: LoadConfig, progress: Callable[[str], None] = print) -> LoadRepo
     server = FakeKubeServer(store)
     server.start()
     try:
-        with tempfile.TemporaryDirectory() as tmp, extender_process(
-            Path(tmp), server.url, config
-        ) as (extender, url):
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            extender_process(Path(tmp), server.url, config) as (extender, url),
+        ):
             progress(f"extender ready (pid {extender.pid}); {config.duration_s:g} s of load")
             churn, sampler = Churn(store, config, pods, rng), RssSampler(extender.pid)
             receive, send = multiprocessing.get_context("spawn").Pipe(duplex=False)
@@ -524,7 +542,9 @@ def run(config: LoadConfig, progress: Callable[[str], None] = print) -> LoadRepo
             time.sleep(max(0.0, start_at - time.time()))
             churn.start()
             sampler.start()
+            cpu_before = cpu_seconds(extender.pid)
             latencies, errors = receive.recv()
+            cpu_used = cpu_seconds(extender.pid) - cpu_before
             sampler.stop()
             churn.stop()
             generator.join()
@@ -548,6 +568,7 @@ def run(config: LoadConfig, progress: Callable[[str], None] = print) -> LoadRepo
         bindings=churn.bindings,
         deletions=churn.deletions,
         pods_at_end=len(store.pods()),
+        extender_cpu_cores=cpu_used / config.duration_s,
         extender_metrics=metrics,
     )
 
@@ -558,7 +579,8 @@ def table(report: LoadReport) -> str:
         f"{c.clients} clients, {c.names} of {c.nodes:,} cached nodes, {c.duration_s:g} s; "
         f"churn: {report.annotation_updates / c.duration_s:.0f} annotation updates/s, "
         f"{report.bindings / c.duration_s:.0f} bindings/s and as many deletions "
-        f"({report.pods_at_end:,} pods throughout)",
+        f"({report.pods_at_end:,} pods throughout); "
+        f"the extender used {report.extender_cpu_cores:.2f} CPU cores",
         "",
         "| verb | requests | req/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -569,9 +591,7 @@ def table(report: LoadReport) -> str:
             f"| {s.p999_ms:.2f} | {s.max_ms:.2f} | {s.errors} |"
         )
     total = sum(s.requests for s in report.verbs)
-    lines.append(
-        f"| both | {total:,} | {total / c.duration_s:,.0f} | | | | | {report.errors} |"
-    )
+    lines.append(f"| both | {total:,} | {total / c.duration_s:,.0f} | | | | | {report.errors} |")
     r = report.rss
     lines += [
         "",
