@@ -131,6 +131,7 @@ class LoadReport:
     deletions: int
     pods_at_end: int
     extender_cpu_cores: float
+    generator_cpu_cores: float
     extender_metrics: dict[str, float] = field(default_factory=dict)
 
 
@@ -542,9 +543,11 @@ def run(config: LoadConfig, progress: Callable[[str], None] = print) -> LoadRepo
             time.sleep(max(0.0, start_at - time.time()))
             churn.start()
             sampler.start()
-            cpu_before = cpu_seconds(extender.pid)
+            assert generator.pid is not None
+            cpu_before = cpu_seconds(extender.pid), cpu_seconds(generator.pid)
             latencies, errors = receive.recv()
-            cpu_used = cpu_seconds(extender.pid) - cpu_before
+            cpu_used = cpu_seconds(extender.pid) - cpu_before[0]
+            generator_cpu_used = cpu_seconds(generator.pid) - cpu_before[1]
             sampler.stop()
             churn.stop()
             generator.join()
@@ -569,6 +572,7 @@ def run(config: LoadConfig, progress: Callable[[str], None] = print) -> LoadRepo
         deletions=churn.deletions,
         pods_at_end=len(store.pods()),
         extender_cpu_cores=cpu_used / config.duration_s,
+        generator_cpu_cores=generator_cpu_used / config.duration_s,
         extender_metrics=metrics,
     )
 
@@ -580,7 +584,8 @@ def table(report: LoadReport) -> str:
         f"churn: {report.annotation_updates / c.duration_s:.0f} annotation updates/s, "
         f"{report.bindings / c.duration_s:.0f} bindings/s and as many deletions "
         f"({report.pods_at_end:,} pods throughout); "
-        f"the extender used {report.extender_cpu_cores:.2f} CPU cores",
+        f"the extender used {report.extender_cpu_cores:.2f} CPU cores, "
+        f"the load generator {report.generator_cpu_cores:.2f}",
         "",
         "| verb | requests | req/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
