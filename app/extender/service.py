@@ -129,11 +129,10 @@ class Extender:
         if not self.table.policy.spec.estimation.enabled:
             return
         if verb == "prioritize":
-            best = self.table.index.best(names)
-            if best < 0:
+            if outcome.best_node is None:
                 self.metrics.reservations_skipped.inc()
                 return
-            node = names[best]
+            node = outcome.best_node
         elif outcome.nodes - sum(outcome.rejected.values()) == 1:
             # kube-scheduler binds to the only feasible node without calling prioritize.
             get = self.table.index.get
