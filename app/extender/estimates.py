@@ -60,19 +60,27 @@ def pod_demand(
     Each container is given as its ``resources`` mapping (``requests``, ``limits``).
     Raises ValueError for an unreadable quantity.
     """
-    sums = [0.0, 0.0, 0.0, 0.0]  # cpu request, memory request, cpu limit, memory limit
+    # Four plain locals, not a list and a loop over it: a reservation parses its pod
+    # on the extender's only thread, before the next call can be read.
+    cpu_request = memory_request = cpu_limit = memory_limit = 0.0
     for resources in containers:
         if resources:
-            for i, amount in enumerate(_amounts(resources)):
-                sums[i] += amount
+            (cpu_r, memory_r), (cpu_l, memory_l) = _amounts(resources)
+            cpu_request += cpu_r
+            memory_request += memory_r
+            cpu_limit += cpu_l
+            memory_limit += memory_l
     for resources in init_containers:
         if resources:
-            for i, amount in enumerate(_amounts(resources)):
-                sums[i] = max(sums[i], amount)
+            (cpu_r, memory_r), (cpu_l, memory_l) = _amounts(resources)
+            cpu_request = max(cpu_request, cpu_r)
+            memory_request = max(memory_request, memory_r)
+            cpu_limit = max(cpu_limit, cpu_l)
+            memory_limit = max(memory_limit, memory_l)
     cpu_extra, memory_extra = _pair(overhead)
     return (
-        Resources(sums[0] + cpu_extra, sums[1] + memory_extra),
-        Resources(sums[2] + cpu_extra, sums[3] + memory_extra),
+        Resources(cpu_request + cpu_extra, memory_request + memory_extra),
+        Resources(cpu_limit + cpu_extra, memory_limit + memory_extra),
     )
 
 
@@ -88,10 +96,15 @@ def _quantity(value: Any) -> float:
         raise ValueError(f"not a quantity: {value!r}") from None
 
 
+_NONE = (0.0, 0.0)
+
+
 def _pair(amounts: Any) -> tuple[float, float]:
     if not amounts:
-        return 0.0, 0.0
-    if not isinstance(amounts, Mapping):
+        return _NONE
+    # dict, not the Mapping ABC: both sources (JSON, lightkube) give dicts, and an ABC
+    # check costs several times more.
+    if not isinstance(amounts, dict):
         raise ValueError(f"not a map of quantities: {amounts!r}")
     cpu, memory = amounts.get(CPU), amounts.get(MEMORY)
     return (
@@ -100,28 +113,33 @@ def _pair(amounts: Any) -> tuple[float, float]:
     )
 
 
-def _amounts(resources: Mapping[str, Any]) -> tuple[float, float, float, float]:
-    return (*_pair(resources.get("requests")), *_pair(resources.get("limits")))
+def _amounts(resources: Mapping[str, Any]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(cpu, memory) requested and (cpu, memory) limited by one container's resources."""
+    if not isinstance(resources, dict):
+        raise ValueError(f"container resources are not a map: {resources!r}")
+    return _pair(resources.get("requests")), _pair(resources.get("limits"))
 
 
 def demand_of_request_pod(pod: Mapping[str, Any]) -> tuple[Resources, Resources]:
     """Requests and limits of the Pod JSON in a kube-scheduler request (ValueError if bad)."""
     spec = pod.get("spec")
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, dict):
         return ZERO, ZERO
-
-    def resources_of(key: str) -> list[Mapping[str, Any] | None]:
-        items = spec.get(key) or []
-        if not isinstance(items, list):
-            raise ValueError(f"spec.{key} is not a list")
-        return [c.get("resources") if isinstance(c, Mapping) else None for c in items]
-
     overhead = spec.get("overhead")
     return pod_demand(
-        resources_of("containers"),
-        resources_of("initContainers"),
-        overhead if isinstance(overhead, Mapping) else None,
+        _request_resources(spec, "containers"),
+        _request_resources(spec, "initContainers"),
+        overhead if isinstance(overhead, dict) else None,
     )
+
+
+def _request_resources(spec: dict[str, Any], key: str) -> list[Mapping[str, Any] | None]:
+    items = spec.get(key)
+    if not items:
+        return []
+    if not isinstance(items, list):
+        raise ValueError(f"spec.{key} is not a list")
+    return [c.get("resources") if isinstance(c, dict) else None for c in items]
 
 
 def _resources(container: Any) -> Mapping[str, Any] | None:

@@ -87,6 +87,10 @@ class Extender:
             for result in ("confirmed", "moved", "dropped")
         }
         # Metric children looked up once: .labels() takes a lock on every call.
+        self._reservations_made = {
+            verb: self.metrics.reservations_made.labels(verb=verb)
+            for verb in ("filter", "prioritize")
+        }
         self._request_children: dict[tuple[str, int], tuple[Any, Any]] = {}
         self._rejected_counters: dict[str, Any] = {}
         self._last_unknown_warning_s = -math.inf
@@ -164,7 +168,7 @@ class Extender:
         else:
             for changed in affected:
                 self.table.recompute(changed)
-        self.metrics.reservations_made.labels(verb=verb).inc()
+        self._reservations_made[verb].inc()
 
     def _count_overloaded(self) -> float:
         self.table.refresh(self.clock())
