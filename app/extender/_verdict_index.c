@@ -728,7 +728,13 @@ done:
     return Py_BuildValue("(NN)", body, rejected);
 }
 
-/* prioritize(names) -> (HostPriorityList JSON, unknown count) */
+/* prioritize(names) -> (HostPriorityList JSON, unknown count, best position).
+
+   The best position is that of the one passing name that scores highest, or -1 when
+   the top score is shared (kube-scheduler's choice is then a guess) or no name
+   passes. Rejected names are left out of it; unknown names score unknown_score. It
+   comes from the same lookups that write the answer, so reserving for the pod after
+   the answer costs no second pass over the names. */
 static PyObject *
 VerdictIndex_prioritize(VerdictIndex *self, PyObject *names)
 {
@@ -739,9 +745,10 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *names)
     Py_ssize_t count = PyList_GET_SIZE(names);
     Buffer out = {NULL, 0, 0};
     PyObject *body = NULL;
-    Py_ssize_t unknown = 0;
+    Py_ssize_t unknown = 0, best = -1;
+    int top = -1, shared = 0;
     static const char host[] = "{\"Host\":";
-    static const char score[] = ",\"Score\":";
+    static const char score_key[] = ",\"Score\":";
     char *cursor = buffer_room(&out, (size_t)count * 40 + 2);
     if (cursor == NULL) {
         goto done;
@@ -756,7 +763,19 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *names)
         }
         const Entry *entry = find_live(self, name, (size_t)length);
         unknown += entry == NULL;
-        cursor = buffer_room(&out, STRING_ROOM((size_t)length) + sizeof(host) + sizeof(score) + 6);
+        int score = entry ? entry->score : self->unknown_score;
+        if (entry == NULL || entry->reason == NO_REASON) {
+            if (score > top) {
+                top = score;
+                best = i;
+                shared = 0;
+            }
+            else if (score == top) {
+                shared = 1;
+            }
+        }
+        cursor =
+            buffer_room(&out, STRING_ROOM((size_t)length) + sizeof(host) + sizeof(score_key) + 6);
         if (cursor == NULL) {
             goto done;
         }
@@ -765,8 +784,8 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *names)
         }
         PUT_LITERAL(cursor, host);
         cursor = put_name(cursor, name, (size_t)length, entry && entry->plain);
-        PUT_LITERAL(cursor, score);
-        cursor = put_score(cursor, entry ? entry->score : self->unknown_score);
+        PUT_LITERAL(cursor, score_key);
+        cursor = put_score(cursor, (unsigned)score);
         *cursor++ = '}';
         buffer_advance(&out, cursor);
     }
@@ -781,42 +800,7 @@ done:
     if (body == NULL) {
         return NULL;
     }
-    return Py_BuildValue("(Nn)", body, unknown);
-}
-
-/* best(names) -> the position of the one name that scores highest, or -1 when the top
-   score is shared (kube-scheduler's choice is then a guess) or no name passes.
-   Rejected names are left out; unknown names score unknown_score, as in prioritize. */
-static PyObject *
-VerdictIndex_best(VerdictIndex *self, PyObject *names)
-{
-    if (!PyList_Check(names)) {
-        PyErr_SetString(PyExc_TypeError, "best(names: list[str])");
-        return NULL;
-    }
-    Py_ssize_t count = PyList_GET_SIZE(names);
-    Py_ssize_t best = -1;
-    int top = -1, shared = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t length;
-        const char *name = request_name(names, i, &length);
-        if (name == NULL) {
-            return NULL;
-        }
-        const Entry *entry = find_live(self, name, (size_t)length);
-        if (entry != NULL && entry->reason != NO_REASON) {
-            continue;
-        }
-        int score = entry ? entry->score : self->unknown_score;
-        if (score > top) {
-            top = score;
-            best = i;
-            shared = 0;
-        } else if (score == top) {
-            shared = 1;
-        }
-    }
-    return PyLong_FromSsize_t(shared ? -1 : best);
+    return Py_BuildValue("(Nnn)", body, unknown, shared ? (Py_ssize_t)-1 : best);
 }
 
 /* ------------------------------------------------------------------ the type */
@@ -896,10 +880,8 @@ static PyMethodDef VerdictIndex_methods[] = {
      "get(name) -> (score, reason) or None."},
     {"filter", (PyCFunction)(void (*)(void))VerdictIndex_filter, METH_FASTCALL,
      "filter(names, exempt) -> (body, {reason: nodes rejected})."},
-    {"best", (PyCFunction)VerdictIndex_best, METH_O,
-     "best(names) -> position of the one top-scoring passing name, or -1."},
     {"prioritize", (PyCFunction)VerdictIndex_prioritize, METH_O,
-     "prioritize(names) -> (body, unknown count)."},
+     "prioritize(names) -> (body, unknown count, best passing position or -1)."},
     {NULL, NULL, 0, NULL},
 };
 

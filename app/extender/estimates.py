@@ -60,19 +60,27 @@ def pod_demand(
     Each container is given as its ``resources`` mapping (``requests``, ``limits``).
     Raises ValueError for an unreadable quantity.
     """
-    sums = [0.0, 0.0, 0.0, 0.0]  # cpu request, memory request, cpu limit, memory limit
+    # Four plain locals, not a list and a loop over it: a reservation parses its pod
+    # on the extender's only thread, before the next call can be read.
+    cpu_request = memory_request = cpu_limit = memory_limit = 0.0
     for resources in containers:
         if resources:
-            for i, amount in enumerate(_amounts(resources)):
-                sums[i] += amount
+            (cpu_r, memory_r), (cpu_l, memory_l) = _amounts(resources)
+            cpu_request += cpu_r
+            memory_request += memory_r
+            cpu_limit += cpu_l
+            memory_limit += memory_l
     for resources in init_containers:
         if resources:
-            for i, amount in enumerate(_amounts(resources)):
-                sums[i] = max(sums[i], amount)
+            (cpu_r, memory_r), (cpu_l, memory_l) = _amounts(resources)
+            cpu_request = max(cpu_request, cpu_r)
+            memory_request = max(memory_request, memory_r)
+            cpu_limit = max(cpu_limit, cpu_l)
+            memory_limit = max(memory_limit, memory_l)
     cpu_extra, memory_extra = _pair(overhead)
     return (
-        Resources(sums[0] + cpu_extra, sums[1] + memory_extra),
-        Resources(sums[2] + cpu_extra, sums[3] + memory_extra),
+        Resources(cpu_request + cpu_extra, memory_request + memory_extra),
+        Resources(cpu_limit + cpu_extra, memory_limit + memory_extra),
     )
 
 
@@ -88,10 +96,15 @@ def _quantity(value: Any) -> float:
         raise ValueError(f"not a quantity: {value!r}") from None
 
 
+_NONE = (0.0, 0.0)
+
+
 def _pair(amounts: Any) -> tuple[float, float]:
     if not amounts:
-        return 0.0, 0.0
-    if not isinstance(amounts, Mapping):
+        return _NONE
+    # dict, not the Mapping ABC: both sources (JSON, lightkube) give dicts, and an ABC
+    # check costs several times more.
+    if not isinstance(amounts, dict):
         raise ValueError(f"not a map of quantities: {amounts!r}")
     cpu, memory = amounts.get(CPU), amounts.get(MEMORY)
     return (
@@ -100,28 +113,33 @@ def _pair(amounts: Any) -> tuple[float, float]:
     )
 
 
-def _amounts(resources: Mapping[str, Any]) -> tuple[float, float, float, float]:
-    return (*_pair(resources.get("requests")), *_pair(resources.get("limits")))
+def _amounts(resources: Mapping[str, Any]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(cpu, memory) requested and (cpu, memory) limited by one container's resources."""
+    if not isinstance(resources, dict):
+        raise ValueError(f"container resources are not a map: {resources!r}")
+    return _pair(resources.get("requests")), _pair(resources.get("limits"))
 
 
 def demand_of_request_pod(pod: Mapping[str, Any]) -> tuple[Resources, Resources]:
     """Requests and limits of the Pod JSON in a kube-scheduler request (ValueError if bad)."""
     spec = pod.get("spec")
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, dict):
         return ZERO, ZERO
-
-    def resources_of(key: str) -> list[Mapping[str, Any] | None]:
-        items = spec.get(key) or []
-        if not isinstance(items, list):
-            raise ValueError(f"spec.{key} is not a list")
-        return [c.get("resources") if isinstance(c, Mapping) else None for c in items]
-
     overhead = spec.get("overhead")
     return pod_demand(
-        resources_of("containers"),
-        resources_of("initContainers"),
-        overhead if isinstance(overhead, Mapping) else None,
+        _request_resources(spec, "containers"),
+        _request_resources(spec, "initContainers"),
+        overhead if isinstance(overhead, dict) else None,
     )
+
+
+def _request_resources(spec: dict[str, Any], key: str) -> list[Mapping[str, Any] | None]:
+    items = spec.get(key)
+    if not items:
+        return []
+    if not isinstance(items, list):
+        raise ValueError(f"spec.{key} is not a list")
+    return [c.get("resources") if isinstance(c, dict) else None for c in items]
 
 
 def _resources(container: Any) -> Mapping[str, Any] | None:
@@ -202,6 +220,10 @@ class Reservation:
 
 ReservationEnd = Callable[[str], None]  # called with "confirmed", "moved" or "dropped"
 
+# A burst is many pods of a few shapes: a reservation looks its estimate and fractions up
+# rather than recomputing them on the extender's one thread. Cleared when full.
+_MEMO_SIZE = 4096
+
 
 class Ledger:
     """Per node: the pods bound within maxAge and the live reservations."""
@@ -221,6 +243,9 @@ class Ledger:
         self._reserved_usage: dict[str, Resources] = {}  # node → its reservations' sum
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
         self._allocatable: dict[str, Resources] = {}
+        self._estimates: dict[tuple[Resources, Resources], Resources] = {}
+        self._estimated_under: object = None  # the settings self._estimates were made under
+        self._fractions: dict[tuple[Resources, Resources], Mapping[str, float]] = {}
 
     @property
     def reservations(self) -> int:
@@ -267,9 +292,27 @@ class Ledger:
                 self._on_end("dropped")
         return affected
 
-    def fractions_of(self, node: str, usage: Resources) -> dict[str, float]:
+    def fractions_of(self, node: str, usage: Resources) -> Mapping[str, float]:
         """``usage`` as fractions of the node's allocatable (see unsampled_fractions)."""
-        return unsampled_fractions((usage,), self._allocatable.get(node, ZERO))
+        key = (usage, self._allocatable.get(node, ZERO))
+        fractions = self._fractions.get(key)
+        if fractions is None:
+            if len(self._fractions) >= _MEMO_SIZE:
+                self._fractions.clear()
+            fractions = self._fractions[key] = unsampled_fractions((usage,), key[1])
+        return fractions
+
+    def _estimate(self, requests: Resources, limits: Resources) -> Resources:
+        """estimate_pod_usage under the current policy, remembered per pod shape."""
+        settings = self._policy().spec.estimation
+        if settings is not self._estimated_under or len(self._estimates) >= _MEMO_SIZE:
+            self._estimates.clear()
+            self._estimated_under = settings
+        key = (requests, limits)
+        usage = self._estimates.get(key)
+        if usage is None:
+            usage = self._estimates[key] = estimate_pod_usage(requests, limits, settings)
+        return usage
 
     def reserve(
         self,
@@ -289,7 +332,7 @@ class Ledger:
         if previous is not None:
             self._end(uid)
             affected.add(previous.node)
-        usage = estimate_pod_usage(requests, limits, self._policy().spec.estimation)
+        usage = self._estimate(requests, limits)
         reservation = Reservation(uid, pod, node, requests, limits, now_s, usage)
         self._reservations[uid] = reservation
         self._reserved.setdefault(node, {})[uid] = reservation

@@ -58,15 +58,13 @@ class VerdictIndex(Protocol):
         Raises TypeError when a name is not a str.
         """
 
-    def prioritize(self, names: list[str], /) -> tuple[bytes, int]:
-        """The HostPriorityList body for these names, and how many the index lacks.
+    def prioritize(self, names: list[str], /) -> tuple[bytes, int, int]:
+        """The HostPriorityList body for these names, how many the index lacks, and the
+        position of the one passing name with the highest score: -1 when that top score
+        is shared or no name passes. Unknown names score ``unknown_score``.
 
         Raises TypeError when a name is not a str.
         """
-
-    def best(self, names: list[str], /) -> int:
-        """The position of the one passing name with the highest score; -1 when that top
-        score is shared or no name passes. Unknown names score ``unknown_score``."""
 
 
 class PyVerdictIndex:
@@ -130,11 +128,13 @@ class PyVerdictIndex:
         )
         return body, rejected
 
-    def prioritize(self, names: list[str], /) -> tuple[bytes, int]:
+    def prioritize(self, names: list[str], /) -> tuple[bytes, int, int]:
         _check_names(names)
+        verdicts = list(map(self._entries.get, names))
+        best = _best(verdicts, self.unknown_score)
         items = self._score_items
         try:
-            return b"[" + b",".join(map(items.__getitem__, names)) + b"]", 0
+            return b"[" + b",".join(map(items.__getitem__, names)) + b"]", 0, best
         except KeyError:
             pass
         unknown = 0
@@ -145,21 +145,19 @@ class PyVerdictIndex:
                 unknown += 1
                 item = orjson.dumps({"Host": name, "Score": self.unknown_score})
             pieces.append(item)
-        return b"[" + b",".join(pieces) + b"]", unknown
+        return b"[" + b",".join(pieces) + b"]", unknown, best
 
-    def best(self, names: list[str], /) -> int:
-        _check_names(names)
-        best, top, shared = -1, -1, False
-        for position, name in enumerate(names):
-            entry = self._entries.get(name)
-            if entry is not None and entry[1] is not None:
-                continue
-            score = self.unknown_score if entry is None else entry[0]
-            if score > top:
-                best, top, shared = position, score, False
-            elif score == top:
-                shared = True
-        return -1 if shared else best
+
+def _best(verdicts: list[tuple[int, str | None] | None], unknown_score: int) -> int:
+    """The position of the one passing verdict with the top score, else -1."""
+    scores = [
+        unknown_score if verdict is None else -1 if verdict[1] is not None else verdict[0]
+        for verdict in verdicts
+    ]
+    top = max(scores, default=-1)
+    if top < 0 or scores.count(top) > 1:
+        return -1
+    return scores.index(top)
 
 
 def _has_utf8_form(name: str) -> bool:

@@ -87,6 +87,10 @@ class Extender:
             for result in ("confirmed", "moved", "dropped")
         }
         # Metric children looked up once: .labels() takes a lock on every call.
+        self._reservations_made = {
+            verb: self.metrics.reservations_made.labels(verb=verb)
+            for verb in ("filter", "prioritize")
+        }
         self._request_children: dict[tuple[str, int], tuple[Any, Any]] = {}
         self._rejected_counters: dict[str, Any] = {}
         self._last_unknown_warning_s = -math.inf
@@ -129,11 +133,10 @@ class Extender:
         if not self.table.policy.spec.estimation.enabled:
             return
         if verb == "prioritize":
-            best = self.table.index.best(names)
-            if best < 0:
+            if outcome.best_node is None:
                 self.metrics.reservations_skipped.inc()
                 return
-            node = names[best]
+            node = outcome.best_node
         elif outcome.nodes - sum(outcome.rejected.values()) == 1:
             # kube-scheduler binds to the only feasible node without calling prioritize.
             get = self.table.index.get
@@ -165,7 +168,7 @@ class Extender:
         else:
             for changed in affected:
                 self.table.recompute(changed)
-        self.metrics.reservations_made.labels(verb=verb).inc()
+        self._reservations_made[verb].inc()
 
     def _count_overloaded(self) -> float:
         self.table.refresh(self.clock())

@@ -34,6 +34,7 @@ class Outcome:
     rejected: Mapping[str, int] = field(default_factory=dict)  # reason → nodes it rejected
     pod: Mapping[str, Any] | None = None  # the request's Pod, for reservations
     names: list[str] | None = None  # the request's node names, in order
+    best_node: str | None = None  # prioritize: the one passing node that clearly scores best
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +170,9 @@ class Verbs:
         try:
             # Unknown names (node cache still syncing, or no node cache at all) score as
             # nodes without data.
-            body, outcome.unknown_nodes = table.index.prioritize(names)
+            body, outcome.unknown_nodes, best = table.index.prioritize(names)
         except (TypeError, ValueError) as error:
             raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
+        if best >= 0:
+            outcome.best_node = names[best]
         return body

@@ -74,7 +74,7 @@ def test_prioritize_scores_known_names_and_counts_unknown_ones(index: VerdictInd
     index.set("a", 7, None)
     index.set("b", 10, HOT)
     index.unknown_score = 3
-    body, unknown = index.prioritize(["b", "x", "a"])
+    body, unknown, _ = index.prioritize(["b", "x", "a"])
     assert orjson.loads(body) == [
         {"Host": "b", "Score": 10},
         {"Host": "x", "Score": 3},
@@ -85,7 +85,7 @@ def test_prioritize_scores_known_names_and_counts_unknown_ones(index: VerdictInd
 
 def test_empty_requests_get_empty_answers(index: VerdictIndex) -> None:
     assert filtered(index, [])["NodeNames"] == []
-    assert index.prioritize([]) == (b"[]", 0)
+    assert index.prioritize([]) == (b"[]", 0, -1)
 
 
 @pytest.mark.parametrize("bad", [1, None, ["n"], {"n": 1}, b"n"])
@@ -106,7 +106,7 @@ def test_names_that_need_json_escaping_round_trip(index: VerdictIndex) -> None:
     answer = filtered(index, [*odd, 'unknown"\x1f'])
     assert answer["NodeNames"] == [odd[0], odd[2], odd[4], 'unknown"\x1f']
     assert answer["FailedAndUnresolvableNodes"] == {odd[1]: HOT, odd[3]: HOT}
-    body, _ = index.prioritize(odd)
+    body, _, _ = index.prioritize(odd)
     assert orjson.loads(body) == [{"Host": name, "Score": i} for i, name in enumerate(odd)]
 
 
@@ -122,7 +122,7 @@ def test_names_of_every_length_differing_or_escaped_at_every_byte(index: Verdict
             for byte in ("#", '"', "\\", "\x1f"):
                 name = base[:position] + byte + base[position + 1 : length]
                 assert index.get(name) is None
-                body, unknown = index.prioritize([name])
+                body, unknown, _ = index.prioritize([name])
                 assert (orjson.loads(body), unknown) == ([{"Host": name, "Score": 0}], 1)
                 index.set(name, 1, HOT)
                 assert filtered(index, [name])["FailedAndUnresolvableNodes"] == {name: HOT}
@@ -182,7 +182,7 @@ def test_many_sets_and_discards_keep_every_answer(index: VerdictIndex) -> None:
             del live[name]
     assert len(index) == len(live)
     names = sorted(live)
-    body, unknown = index.prioritize(names)
+    body, unknown, _ = index.prioritize(names)
     assert unknown == 0
     assert {item["Host"]: item["Score"] for item in orjson.loads(body)} == live
 
@@ -258,7 +258,7 @@ def test_native_and_python_give_the_same_answers(
     assert sum(native_filter["rejected"].values()) == (0 if exempt else len(rejectable))
     native_scores, python_scores = (i.prioritize(request_names) for i in (native, python))
     assert orjson.loads(native_scores[0]) == orjson.loads(python_scores[0])
-    assert native_scores[1] == python_scores[1]
+    assert native_scores[1:] == python_scores[1:]  # unknown count and best position
 
 
 @pytest.mark.parametrize(
@@ -269,10 +269,12 @@ def test_native_and_python_give_the_same_answers(
         (["hot", "a"], 1),  # a rejected node is never the best
         (["unknown", "a"], 1),  # unknown names score unknown_score (3)
         (["unknown", "other-unknown"], -1),
+        (["b", "hot", "a", "unknown"], 0),
+        (["hot"], -1),  # no name passes
         ([], -1),
     ],
 )
-def test_best_is_the_one_passing_node_with_the_top_score(
+def test_prioritize_finds_the_one_passing_node_with_the_top_score(
     index: VerdictIndex, names: list[str], best: int
 ) -> None:
     index.unknown_score = 3
@@ -280,9 +282,4 @@ def test_best_is_the_one_passing_node_with_the_top_score(
     index.set("b", 7, None)
     index.set("d", 7, None)
     index.set("hot", 9, HOT)
-    assert index.best(names) == best
-
-
-def test_best_rejects_a_name_that_is_not_a_string(index: VerdictIndex) -> None:
-    with pytest.raises(TypeError):
-        index.best(["a", 1])  # type: ignore[list-item]
+    assert index.prioritize(names)[2] == best
