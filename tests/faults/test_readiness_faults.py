@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import httpx
@@ -41,7 +41,7 @@ async def poll_status(http: httpx.AsyncClient, url: str, status: int) -> httpx.R
 
 
 async def outage(fake_kube: FakeKube, port: int, caches: list[WatchCache[Any]],
-                 run: Callable[[], Awaitable[None]]) -> None:
+                 run: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run the component; take the API server away past the grace, then bring it back."""
     for cache in caches:
         cache.outage_grace_s = GRACE_S
