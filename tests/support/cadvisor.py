@@ -116,6 +116,17 @@ def cadvisor_prometheus(
     raw_gauges: Iterable[tuple[str, Mapping[str, str], str]] = (),
 ) -> Iterator[str]:
     """A running Prometheus holding the pods' cAdvisor series; yields its URL."""
+    with cadvisor_prometheus_server(pods, raw_gauges) as server:
+        yield server.url
+
+
+@contextlib.contextmanager
+def cadvisor_prometheus_server(
+    pods: Iterable[PodSeries],
+    raw_gauges: Iterable[tuple[str, Mapping[str, str], str]] = (),
+) -> Iterator[PrometheusServer]:
+    """Like ``cadvisor_prometheus``, but yields the server itself, so that a test can
+    stop it and start it again (same port, same data) to inject an outage."""
     now = time.time()
     start, end = now - HISTORY_S, now + FUTURE_S
     workdir = Path(tempfile.mkdtemp(prefix="loadaware-cadvisor-"))
@@ -126,7 +137,7 @@ def cadvisor_prometheus(
             write_cadvisor_openmetrics(out, pods, start, end, raw_gauges=raw_gauges)
         import_openmetrics(path, server.tsdb_dir)
         server.start()
-        yield server.url
+        yield server
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
