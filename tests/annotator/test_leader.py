@@ -126,7 +126,10 @@ def test_a_lease_that_is_not_released_is_taken_over_after_it_expires(
                 return taken_after_s
 
     taken_after_s = asyncio.run(scenario())
-    assert 0.5 <= taken_after_s <= 2.0  # the 1 s lease, give or take a retry period
+    # Safety: never before the 1 s lease could have run out (less a retry period).
+    # Liveness is the 5 s `eventually` above; no upper bound here, since a loaded
+    # machine only delays the takeover.
+    assert taken_after_s >= 0.5
 
 
 def test_a_leader_that_cannot_renew_stops_writing_within_the_renew_deadline(
