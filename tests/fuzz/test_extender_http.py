@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from app.extender.http import ExtenderApp
 from app.extender.service import Extender
 from app.policy import default_policy
-from tests.extender.nodes import hot_cpu
+from tests.extender.nodes import cool, hot_cpu
 from tests.fuzz.budget import examples, scale
 from tests.fuzz.documents import values
 from tests.support.asgi_server import serve
@@ -38,7 +38,7 @@ def base_url() -> Iterator[str]:
     extender = Extender(default_policy(), mode="test")
     extender.table.upsert("hot", hot_cpu())
     for name in CACHED[1:]:
-        extender.table.upsert(name, {"metadata": {"name": name}})
+        extender.table.upsert(name, cool())
     with serve(ExtenderApp(extender, max_body_bytes=MAX_BODY_BYTES)) as url:
         yield url
 
