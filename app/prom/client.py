@@ -14,6 +14,7 @@ import asyncio
 import logging
 import math
 import re
+import urllib.parse
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -88,7 +89,7 @@ class PrometheusSettings:
     def __post_init__(self) -> None:
         if not re.match(r"^https?://[^/]", self.url):
             raise ValueError(
-                f"--prometheus-url {self.url!r} is not an http(s) URL; "
+                f"--prometheus-url {redact_url(self.url)!r} is not an http(s) URL; "
                 "expected e.g. http://prometheus.monitoring:9090"
             )
         if self.token_file is not None and self.username is not None:
@@ -107,6 +108,23 @@ class PrometheusSettings:
             )
         if self.timeout_s <= 0:
             raise ValueError(f"query timeout must be positive, got {self.timeout_s}s")
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit for logs and errors: a password in it (``http://user:pass@host``) is masked.
+
+    Credentials belong in --prometheus-password-file, but a URL that carries them still
+    works (requests sends them as basic auth), so every message that names the URL
+    goes through here.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 def _read_secret(path: Path, what: str) -> str:
@@ -233,7 +251,7 @@ class PrometheusSource:
         except TimeoutError:
             raise PrometheusQueryError(
                 "timeout",
-                f"Prometheus query {promql!r} at {self.settings.url} took longer than "
+                f"Prometheus query {promql!r} at {redact_url(self.settings.url)} took longer than "
                 f"{self.settings.timeout_s:g}s; raise --query-timeout or check the server's load",
             ) from None
 
@@ -246,7 +264,7 @@ class PrometheusSource:
         }
         if at_s is not None:
             params["time"] = f"{at_s:.3f}"
-        where = f"{self.settings.url} for {promql!r}"
+        where = f"{redact_url(self.settings.url)} for {promql!r}"
         try:
             result = self._connection.custom_query(
                 promql, params=params, timeout=self.settings.timeout_s

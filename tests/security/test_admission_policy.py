@@ -1,0 +1,186 @@
+"""The annotator's ValidatingAdmissionPolicy, evaluated for real with a CEL implementation.
+
+RBAC grants `patch nodes` whole; the optional policy in
+deploy/components/annotator-admission-policy narrows it to loadaware's own annotation
+keys. Each case is an (oldObject, object) pair as the API server would hand it to
+admission, run through the policy's rendered matchConditions, variables and
+validations.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import celpy
+import pytest
+import yaml
+from celpy.adapter import json_to_cel
+
+from app.load.samples import HOT_VALUE_KEY
+from tests.deploy.manifests import DEPLOY, Obj, named, render
+
+OVERLAY = DEPLOY / "overlays" / "annotator-admission-policy"
+ANNOTATOR = "system:serviceaccount:loadaware:loadaware-annotator"
+KUBELET = "system:node:n1"
+POLICY_NAME = "loadaware-annotator-node-annotations"
+
+
+def rendered_policy() -> Obj:
+    return named(render(OVERLAY), "ValidatingAdmissionPolicy", POLICY_NAME)
+
+
+class Admission:
+    """The policy's CEL programs, evaluated as the API server's admission plugin does."""
+
+    def __init__(self, policy: Obj) -> None:
+        self.environment = celpy.Environment()
+        spec = policy["spec"]
+        self.conditions = [self._compile(c["expression"]) for c in spec["matchConditions"]]
+        self.variables = [(v["name"], self._compile(v["expression"])) for v in spec["variables"]]
+        self.validations = [
+            (self._compile(v["expression"]), v["message"]) for v in spec["validations"]
+        ]
+
+    def _compile(self, expression: str) -> Callable[[dict[str, Any]], Any]:
+        program = self.environment.program(self.environment.compile(expression))
+        return program.evaluate
+
+    def denials(self, old: Obj, new: Obj, username: str) -> list[str] | None:
+        """None when the request is not matched; else the messages of failed validations."""
+        activation: dict[str, Any] = {
+            "oldObject": json_to_cel(old),
+            "object": json_to_cel(new),
+            "request": json_to_cel({"userInfo": {"username": username}}),
+        }
+        if not all(bool(condition(activation)) for condition in self.conditions):
+            return None
+        variables: dict[str, Any] = {}
+        for name, program in self.variables:
+            variables[name] = program({**activation, "variables": json_to_cel(variables)})
+        activation["variables"] = json_to_cel(variables)
+        return [message for program, message in self.validations if not bool(program(activation))]
+
+
+@pytest.fixture(scope="module")
+def admission() -> Admission:
+    return Admission(rendered_policy())
+
+
+def node() -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "n1",
+            "labels": {"kubernetes.io/hostname": "n1"},
+            "annotations": {
+                "cpu_usage_avg_5m": "0.10000,2024-05-01T10:00:00Z",
+                "node.alpha.kubernetes.io/ttl": "0",
+            },
+        },
+        "spec": {"podCIDR": "10.244.1.0/24"},
+        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]},
+    }
+
+
+def changed(edit: Callable[[Obj], None], base: Callable[[], Obj] = node) -> Obj:
+    new = copy.deepcopy(base())
+    edit(new)
+    return new
+
+
+def bare_node() -> Obj:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}
+
+
+ALLOWED: list[tuple[str, Callable[[], Obj], Obj]] = [
+    ("a new usage value", node, changed(
+        lambda n: n["metadata"]["annotations"].update(cpu_usage_avg_5m="0.7,2024-05-01T10:03:00Z")
+    )),
+    ("a first hot value", node, changed(
+        lambda n: n["metadata"]["annotations"].update({HOT_VALUE_KEY: "1,2024-05-01T10:03:00Z"})
+    )),
+    ("a loadaware key removed", node, changed(
+        lambda n: n["metadata"]["annotations"].pop("cpu_usage_avg_5m")
+    )),
+    ("the first annotation on a bare node", bare_node, changed(
+        lambda n: n["metadata"].update(annotations={"mem_usage_avg_5m": "0.2,2024-05-01T10:0Z"}),
+        bare_node,
+    )),
+    ("nothing changed", node, node()),
+]
+
+DENIED: list[tuple[str, Obj, str]] = [
+    ("a foreign annotation added", changed(
+        lambda n: n["metadata"]["annotations"].update({"evil.example/x": "1"})
+    ), "add or change only"),
+    ("a foreign annotation changed", changed(
+        lambda n: n["metadata"]["annotations"].update({"node.alpha.kubernetes.io/ttl": "30"})
+    ), "add or change only"),
+    ("a foreign annotation removed", changed(
+        lambda n: n["metadata"]["annotations"].pop("node.alpha.kubernetes.io/ttl")
+    ), "remove only"),
+    ("every annotation dropped", changed(
+        lambda n: n["metadata"].pop("annotations")
+    ), "remove only"),
+    ("a label changed", changed(
+        lambda n: n["metadata"]["labels"].update({"node-role.kubernetes.io/control-plane": ""})
+    ), "labels"),
+    ("the labels dropped", changed(lambda n: n["metadata"].pop("labels")), "labels"),
+    ("a taint added", changed(
+        lambda n: n["spec"].update(taints=[{"key": "x", "effect": "NoSchedule"}])
+    ), "spec"),
+    ("cordoned", changed(lambda n: n["spec"].update(unschedulable=True)), "spec"),
+    ("status changed", changed(
+        lambda n: n["status"].update(addresses=[{"type": "InternalIP", "address": "10.9.9.9"}])
+    ), "status"),
+    ("a finalizer added", changed(
+        lambda n: n["metadata"].update(finalizers=["example.com/hold"])
+    ), "finalizers"),
+]
+
+
+@pytest.mark.parametrize(("case", "old", "new"), ALLOWED, ids=[c[0] for c in ALLOWED])
+def test_the_annotator_may_write_loadaware_s_own_annotations(
+    admission: Admission, case: str, old: Callable[[], Obj], new: Obj
+) -> None:
+    assert admission.denials(old(), new, ANNOTATOR) == [], case
+
+
+@pytest.mark.parametrize(("case", "new", "message"), DENIED, ids=[c[0] for c in DENIED])
+def test_the_annotator_may_change_nothing_else_on_a_node(
+    admission: Admission, case: str, new: Obj, message: str
+) -> None:
+    denials = admission.denials(node(), new, ANNOTATOR)
+    assert denials, case
+    assert any(message in denial for denial in denials), denials
+
+
+@pytest.mark.parametrize(("case", "new", "message"), DENIED, ids=[c[0] for c in DENIED])
+def test_other_users_are_not_matched(
+    admission: Admission, case: str, new: Obj, message: str
+) -> None:
+    assert admission.denials(node(), new, KUBELET) is None, case
+    assert admission.denials(node(), new, "system:serviceaccount:other:loadaware-annotator") is None
+
+
+def test_the_key_list_is_the_shipped_policy_s_metrics_and_the_hot_value() -> None:
+    spec = rendered_policy()["spec"]
+    (keys,) = [v for v in spec["variables"] if v["name"] == "loadawareKeys"]
+    environment = celpy.Environment()
+    listed = environment.program(environment.compile(keys["expression"])).evaluate({})
+    assert isinstance(listed, celpy.celtypes.ListType)
+    policy = yaml.safe_load((DEPLOY / "base" / "policy.yaml").read_text(encoding="utf-8"))
+    metrics = {entry["name"] for entry in policy["spec"]["syncPolicy"]}
+    assert sorted(str(key) for key in listed) == sorted({*metrics, HOT_VALUE_KEY})
+
+
+def test_the_binding_denies_and_names_the_policy() -> None:
+    binding = named(render(OVERLAY), "ValidatingAdmissionPolicyBinding", POLICY_NAME)
+    assert binding["spec"] == {
+        "policyName": POLICY_NAME,
+        "validationActions": ["Deny"],
+    }
+    assert rendered_policy()["spec"]["failurePolicy"] == "Fail"
