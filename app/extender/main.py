@@ -39,8 +39,14 @@ def tls_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def _serve(app: ExtenderApp, args: argparse.Namespace) -> None:
-    config = uvicorn.Config(
+# kube-scheduler's Go HTTP client keeps idle connections for 90 s and does not retry
+# a POST whose reused connection the server closed meanwhile: that race fails a
+# scheduling attempt. Idling longer than the client does leaves closing to it.
+KEEP_ALIVE_S = 120
+
+
+def server_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
+    return uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
@@ -48,9 +54,13 @@ def _serve(app: ExtenderApp, args: argparse.Namespace) -> None:
         # Per-request access logs would cost more than the verbs themselves.
         access_log=False,
         lifespan="on",
+        timeout_keep_alive=KEEP_ALIVE_S,
         **tls_options(args),
     )
-    uvicorn.Server(config).run()
+
+
+def _serve(app: ExtenderApp, args: argparse.Namespace) -> None:
+    uvicorn.Server(server_config(app, args)).run()
 
 
 def run_extender(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import pytest
 
 from app.cli import build_parser
 from app.extender.http import ExtenderApp
-from app.extender.main import tls_options
+from app.extender.main import server_config, tls_options
 from app.extender.service import Extender
 from app.policy import DEFAULT_POLICY_YAML, default_policy
 from tests.extender.nodes import fixture
@@ -206,3 +206,10 @@ def test_help_shows_every_flags_default_and_variable(
         assert "(default" in entry, entry
         assert entry.endswith(f"[env {variable}]"), entry
     assert "--port PORT port to listen on (default 8888) [env LOADAWARE_PORT]" in entries
+
+
+def test_idle_connections_outlive_kube_schedulers_own_idle_timeout() -> None:
+    # Go's HTTP client drops idle connections after 90 s; the server must not close first.
+    args = build_parser().parse_args(["extender", "--no-node-cache"])
+    config = server_config(ExtenderApp(Extender(default_policy())), args)
+    assert config.timeout_keep_alive > 90
