@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 # The *_created series double the output and no loadaware alert or dashboard uses them.
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -119,3 +123,40 @@ class ExtenderMetrics:
             "Unix time of the last successful policy load.",
             registry=registry,
         )
+
+
+EstimatedAdditions = Callable[[], Mapping[str, Mapping[str, float]]]
+"""Node name -> resource -> the estimated addition to its usage, as a fraction."""
+
+
+class EstimateCollector(Collector):
+    """Burst estimates at scrape time: how many nodes carry one, and the largest per
+    resource. Computed when Prometheus scrapes, never on the request path."""
+
+    def __init__(self, additions: EstimatedAdditions) -> None:
+        self._additions = additions
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        nodes = GaugeMetricFamily(
+            "loadaware_extender_nodes_with_estimate",
+            "Nodes whose verdict includes estimated usage of pods placed since their last "
+            "sample (bound or reserved).",
+        )
+        largest = GaugeMetricFamily(
+            "loadaware_extender_estimated_addition_max_fraction",
+            "The largest estimated addition to any node's usage, as a fraction of its "
+            "allocatable, by resource.",
+            labels=["resource"],
+        )
+        count = 0
+        top: dict[str, float] = {}
+        for fractions in self._additions().values():
+            if any(value > 0 for value in fractions.values()):
+                count += 1
+            for resource, value in fractions.items():
+                top[resource] = max(top.get(resource, 0.0), value)
+        nodes.add_metric([], float(count))
+        for resource in sorted(top):
+            largest.add_metric([resource], top[resource])
+        yield nodes
+        yield largest

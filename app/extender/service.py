@@ -8,7 +8,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -21,7 +21,7 @@ from app.extender.estimates import (
     demand_of_request_pod,
 )
 from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
-from app.extender.metrics import ExtenderMetrics
+from app.extender.metrics import EstimateCollector, ExtenderMetrics
 from app.extender.table import NodeEntry, NodeTable
 from app.extender.verbs import Outcome, Verbs
 from app.kube.nodes import NodeCache, NodeInfo
@@ -61,6 +61,7 @@ class Extender:
         self.clock = clock
         self._mode = mode
         self.metrics = ExtenderMetrics(registry or CollectorRegistry())
+        self.metrics.registry.register(EstimateCollector(self._estimated_additions))
         self.ledger: Ledger | None = None
         if pod_cache is not None:
             self.ledger = Ledger(
@@ -188,6 +189,10 @@ class Extender:
 
     def on_policy_reload(self, result: str) -> None:
         self.metrics.policy_reloads.labels(result=result).inc()
+
+    def _estimated_additions(self) -> dict[str, Mapping[str, float]]:
+        self.table.refresh(self.clock())
+        return {entry.name: entry.addition.fractions for entry in self.table}
 
     def ready(self) -> tuple[bool, str]:
         """Ready once every cache has synced, and while none has lost the API server for

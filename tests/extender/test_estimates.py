@@ -301,3 +301,17 @@ def test_a_policy_reload_reprices_live_reservations() -> None:
     assert view is not None
     assert view["estimate"]["pods"][0]["kind"] == "reserved"
     assert view["estimate"]["pods"][0]["cpu_cores"] == 3.0
+
+
+def test_metrics_show_how_many_nodes_carry_an_estimate_and_the_largest() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    assert metric(extender, "loadaware_extender_nodes_with_estimate") == 0.0
+    bind(extender, "a", "cool", clock() - 5)
+    bind(extender, "b", "cool", clock() - 4)
+    bind(extender, "c", "warm", clock() - 3)
+    assert metric(extender, "loadaware_extender_nodes_with_estimate") == 2.0
+    largest = metric(
+        extender, "loadaware_extender_estimated_addition_max_fraction", resource="cpu"
+    )
+    assert largest == pytest.approx(2 * BURST_SHARE)
