@@ -32,7 +32,7 @@ Every plan is kept in ``plans`` so that tests can tie each eviction to the plann
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -193,7 +193,7 @@ class PlannerRebalancer:
             owner=OwnerRef("ReplicaSet", f"{workload.name}-{TEMPLATE_HASH}", workload.name),
         )
 
-    def _pod_usage(self, t_s: float) -> dict[str, Resources]:
+    def _pod_usage(self, t_s: float) -> Mapping[str, Resources]:
         """Per pod: mean CPU over the rate window since it was bound, last memory."""
         cluster = self._cluster
         step_s = cluster.scenario.step_s
@@ -215,11 +215,7 @@ class PlannerRebalancer:
         scrape_s = cluster.scenario.metrics.scrape_interval_s
         has_series = (cluster.bound_at_s <= t_s - 2 * scrape_s) & (cpu_steps > 0)
         mean_cpu = np.where(has_series, cpu_sum / np.maximum(cpu_steps, 1), 0.0)
-        return {
-            self._key_of[slot]: Resources(float(mean_cpu[slot]), float(memory[slot]))
-            for slot in np.flatnonzero(has_series).tolist()
-            if slot in self._key_of
-        }
+        return _PodUsage(self._slot_of, has_series, mean_cpu, memory)
 
     def _budgets(self, t_s: float) -> tuple[PodDisruptionBudgetView, ...]:
         cluster = self._cluster
@@ -237,6 +233,35 @@ class PlannerRebalancer:
                 )
             )
         return tuple(views)
+
+
+class _PodUsage(Mapping[str, Resources]):
+    """Pod key -> usage, for the pods with a series; made only for the pods looked up
+    (the planner asks about the pods on source nodes, not about every pod)."""
+
+    def __init__(
+        self,
+        slot_of: Mapping[str, int],
+        has_series: npt.NDArray[np.bool_],
+        cpu_cores: FloatArray,
+        memory_bytes: FloatArray,
+    ) -> None:
+        self._slot_of = slot_of
+        self._has_series = has_series
+        self._cpu_cores = cpu_cores
+        self._memory_bytes = memory_bytes
+
+    def __getitem__(self, key: str) -> Resources:
+        slot = self._slot_of.get(key)
+        if slot is None or not self._has_series[slot]:
+            raise KeyError(key)
+        return Resources(float(self._cpu_cores[slot]), float(self._memory_bytes[slot]))
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, slot in self._slot_of.items() if self._has_series[slot])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _qos(requests: Resources, limits: Resources) -> str:
