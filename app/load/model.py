@@ -109,6 +109,7 @@ class NodeLoad:
 # A node's verdict is recomputed whenever its estimated addition changes (each binding
 # on it), while its annotations stay the same: parse each distinct value once.
 _parse_usage_cached = functools.lru_cache(maxsize=1 << 16)(parse_usage)
+_parse_hot_value_cached = functools.lru_cache(maxsize=1 << 12)(parse_hot_value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +174,7 @@ def _freshness(sample: Sample, window_s: float | None, now_s: float) -> tuple[Fr
 def read_hot_value(annotations: Mapping[str, str], now_s: float) -> tuple[int, bool, float]:
     """The node's hot value (0 unless fresh), whether it was fresh, and when that changes."""
     raw = annotations.get(HOT_VALUE_KEY)
-    sample = parse_hot_value(raw) if raw is not None else None
+    sample = _parse_hot_value_cached(raw) if raw is not None else None
     if sample is None:
         return 0, False, math.inf
     freshness, changes_at_s = _freshness(sample, HOT_VALUE_VALID_S, now_s)
