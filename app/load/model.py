@@ -109,6 +109,40 @@ class NodeLoad:
 # A node's verdict is recomputed whenever its estimated addition changes (each binding
 # on it), while its annotations stay the same: parse each distinct value once.
 _parse_usage_cached = functools.lru_cache(maxsize=1 << 16)(parse_usage)
+_parse_hot_value_cached = functools.lru_cache(maxsize=1 << 12)(parse_hot_value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Lookups:
+    """What ``measure`` and ``assess`` look up per metric, computed once per policy."""
+
+    metrics: tuple[tuple[str, float | None], ...]  # (metric, freshness window)
+    resources: Mapping[str, str]  # metric → the resource it measures
+    limits: tuple[tuple[str, float], ...]  # predicates with a limit, in policy order
+    priorities: tuple[tuple[str, float, float], ...]  # (metric, weight, assumed usage)
+
+
+# Keyed by id(policy); the entry holds the policy, so the id cannot be reused while cached.
+_lookups_by_policy: dict[int, tuple[Policy, _Lookups]] = {}
+_MAX_POLICIES = 64
+
+
+def _lookups(policy: Policy) -> _Lookups:
+    entry = _lookups_by_policy.get(id(policy))
+    if entry is not None and entry[0] is policy:
+        return entry[1]
+    found = _Lookups(
+        tuple((m, policy.freshness_window_s(m)) for m in policy.metrics),
+        {m: r for m in policy.metrics if (r := policy.resource_of(m)) is not None},
+        tuple((p.name, p.max_limit_fraction) for p in policy.spec.predicate
+              if p.max_limit_fraction > 0),
+        tuple((p.name, p.weight, assumed_usage_fraction(policy, p.name))
+              for p in policy.spec.priority),
+    )
+    if len(_lookups_by_policy) >= _MAX_POLICIES:
+        _lookups_by_policy.clear()
+    _lookups_by_policy[id(policy)] = (policy, found)
+    return found
 
 
 def read_metric(
@@ -140,7 +174,7 @@ def _freshness(sample: Sample, window_s: float | None, now_s: float) -> tuple[Fr
 def read_hot_value(annotations: Mapping[str, str], now_s: float) -> tuple[int, bool, float]:
     """The node's hot value (0 unless fresh), whether it was fresh, and when that changes."""
     raw = annotations.get(HOT_VALUE_KEY)
-    sample = parse_hot_value(raw) if raw is not None else None
+    sample = _parse_hot_value_cached(raw) if raw is not None else None
     if sample is None:
         return 0, False, math.inf
     freshness, changes_at_s = _freshness(sample, HOT_VALUE_VALID_S, now_s)
@@ -159,14 +193,13 @@ def assumed_usage_fraction(policy: Policy, metric: str) -> float:
 
 def find_overloads(readings: Mapping[str, MetricReading], policy: Policy) -> tuple[Overload, ...]:
     overloads = []
-    for predicate in policy.spec.predicate:
-        limit = predicate.max_limit_fraction
-        reading = readings.get(predicate.name)
-        if limit <= 0 or reading is None or not reading.is_fresh:
+    for metric, limit in _lookups(policy).limits:
+        reading = readings.get(metric)
+        if reading is None or reading.freshness is not Freshness.FRESH:
             continue
         assert reading.usage_fraction is not None
         if reading.usage_fraction > limit:
-            overloads.append(Overload(predicate.name, reading.usage_fraction, limit))
+            overloads.append(Overload(metric, reading.usage_fraction, limit))
     return tuple(overloads)
 
 
@@ -181,14 +214,18 @@ def load_score(readings: Mapping[str, MetricReading], policy: Policy) -> int:
 def _weighted_free(readings: Mapping[str, MetricReading], policy: Policy) -> tuple[float, float]:
     weighted_free = 0.0
     total_weight = 0.0
-    for priority in policy.spec.priority:
-        reading = readings.get(priority.name)
-        if reading is not None and reading.is_fresh and reading.usage_fraction is not None:
+    for metric, weight, assumed in _lookups(policy).priorities:
+        reading = readings.get(metric)
+        if (
+            reading is not None
+            and reading.freshness is Freshness.FRESH
+            and reading.usage_fraction is not None
+        ):
             usage = reading.usage_fraction
         else:
-            usage = assumed_usage_fraction(policy, priority.name)
-        weighted_free += (1.0 - usage) * priority.weight * MAX_CRANE_SCORE
-        total_weight += priority.weight
+            usage = assumed
+        weighted_free += (1.0 - usage) * weight * MAX_CRANE_SCORE
+        total_weight += weight
     return weighted_free, total_weight
 
 
@@ -243,18 +280,17 @@ class Measurement:
 
 
 def measure(annotations: Mapping[str, str], policy: Policy, now_s: float) -> Measurement:
+    lookups = _lookups(policy)
     readings: dict[str, MetricReading] = {}
     changes_at_s = math.inf
-    for metric in policy.metrics:
-        reading, reading_changes_at_s = read_metric(
-            annotations, metric, policy.freshness_window_s(metric), now_s
-        )
+    for metric, window_s in lookups.metrics:
+        reading, reading_changes_at_s = read_metric(annotations, metric, window_s, now_s)
         readings[metric] = reading
-        changes_at_s = min(changes_at_s, reading_changes_at_s)
-    resources = {m: r for m in policy.metrics if (r := policy.resource_of(m)) is not None}
+        if reading_changes_at_s < changes_at_s:
+            changes_at_s = reading_changes_at_s
     hot_value, hot_fresh, hot_changes_at_s = read_hot_value(annotations, now_s)
     return Measurement(
-        readings, resources, hot_value, hot_fresh, min(changes_at_s, hot_changes_at_s)
+        readings, lookups.resources, hot_value, hot_fresh, min(changes_at_s, hot_changes_at_s)
     )
 
 

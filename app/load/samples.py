@@ -13,6 +13,7 @@ them at its first sync. No wrong value is ever used as fresh.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -88,6 +89,8 @@ def parse_hot_value(raw: str) -> Sample | None:
     return Sample(float(value), timestamp_s)
 
 
+# Every node synced in one pass is stamped with the same instant: format it once.
+@functools.lru_cache(maxsize=1024)
 def format_timestamp(at_s: float) -> str:
     return datetime.fromtimestamp(at_s, tz=UTC).strftime(_UTC_LAYOUT)
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from app.kube.objects import NodeInfo
-from app.load.model import MetricReading, NodeLoad, evaluate_node
+from app.load.model import MetricReading, NodeLoad, assess, evaluate_node, measure
 from app.load.resources import RESOURCES
 from app.policy import Policy
 from app.rebalance.config import DeschedulerConfig
@@ -67,12 +67,16 @@ def measure_nodes(
     now_s: float,
     records: Sequence[EvictionRecord],
 ) -> dict[str, NodeUsage]:
-    raw = {node.name: evaluate_node(node.annotations, policy, now_s) for node in nodes}
+    # Measured once; a node with convergence adjustments is assessed again from the
+    # same measurement (what ``evaluate`` would compute, without reading it twice).
+    measurements = {node.name: measure(node.annotations, policy, now_s) for node in nodes}
+    raw = {name: assess(m, policy) for name, m in measurements.items()}
     amounts = unsampled_amounts(records, sample_times(raw, config), config.settle_time, RESOURCES)
     measured: dict[str, NodeUsage] = {}
     for node in nodes:
         unsampled = amounts.get(node.name, {})
-        load = evaluate(node, policy, now_s, unsampled) if unsampled else raw[node.name]
+        fractions = as_fractions(unsampled, allocatable_of(node)) if unsampled else None
+        load = assess(measurements[node.name], policy, fractions) if fractions else raw[node.name]
         usage, missing = usage_of(node, load, config)
         measured[node.name] = NodeUsage(node, load, usage, missing, unsampled)
     return measured

@@ -32,11 +32,12 @@ Every plan is kept in ``plans`` so that tests can tie each eviction to the plann
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from app.kube.objects import NodeInfo, OwnerRef, PodInfo
 from app.load.resources import Resources
@@ -59,6 +60,8 @@ NAMESPACE = "default"
 TEMPLATE_HASH = "sim"
 RATE_WINDOW_S = 5 * 60.0
 
+FloatArray = npt.NDArray[np.float64]
+
 
 @dataclass(frozen=True, slots=True)
 class PlanRecord:
@@ -78,7 +81,16 @@ class PlannerRebalancer:
         self._memory = PlannerMemory()
         self._records: list[EvictionRecord] = []
         self._generation = np.zeros(cluster.usage.slots, dtype=np.int64)
-        self._pod_cache: dict[int, tuple[float, PodInfo]] = {}  # slot -> (bound at, info)
+        # The view, kept up to date between rounds rather than rebuilt:
+        self._nodes: dict[str, NodeInfo] = {}
+        self._node_versions = np.full(len(cluster.node_names), -1, dtype=np.int64)
+        self._pods: dict[str, PodInfo] = {}
+        self._key_of: dict[int, str] = {}  # bound slot -> its pod's key
+        self._slot_of: dict[str, int] = {}
+        self._placements_seen = 0
+        self._evictions_seen = 0
+        # The rate window's real usage per slot (cores, bytes), one entry per step.
+        self._usage_by_step: dict[int, tuple[FloatArray, FloatArray]] = {}
         workloads = cluster.scenario.workloads
         self._requests = [Resources(w.requests.cpu, w.requests.memory) for w in workloads]
         self._limits = [Resources(w.limits.cpu, w.limits.memory) for w in workloads]
@@ -109,10 +121,28 @@ class PlannerRebalancer:
         return slots
 
     def _view(self, t_s: float, now_s: float) -> tuple[ClusterView, dict[str, int]]:
+        self._update_nodes()
+        self._update_pods()
+        window_s = max(self.config.settle_time, self.config.workload_cooldown)
+        since_s = now_s - window_s - self.config.interval
+        self._records = [r for r in self._records if r.evicted_at_s >= since_s]
+        view = ClusterView(
+            nodes=self._nodes,
+            pods=self._pods,
+            pod_usage=self._pod_usage(t_s),
+            budgets=self._budgets(t_s),
+            recent_evictions=tuple(self._records),
+        )
+        return view, self._slot_of
+
+    # -- the pieces of the view ------------------------------------------------------
+    def _update_nodes(self) -> None:
+        """A new ``NodeInfo`` for each node whose annotations were rewritten."""
         cluster = self._cluster
-        names = cluster.node_names
-        nodes = {
-            name: NodeInfo(
+        versions = cluster.pipeline.node_version
+        for i in np.flatnonzero(versions != self._node_versions).tolist():
+            name = cluster.node_names[i]
+            self._nodes[name] = NodeInfo(
                 name=name,
                 annotations=cluster.pipeline.annotations(i),
                 internal_ip=None,
@@ -120,39 +150,33 @@ class PlannerRebalancer:
                     float(cluster.allocatable_cpu[i]), float(cluster.allocatable_memory[i])
                 ),
             )
-            for i, name in enumerate(names)
-        }
-        bound = np.flatnonzero(cluster.node_of >= 0)
-        pods: dict[str, PodInfo] = {}
-        slot_of: dict[str, int] = {}
-        for slot in bound.tolist():
-            info = self._pod(slot)
-            pods[info.key] = info
-            slot_of[info.key] = slot
-        window_s = max(self.config.settle_time, self.config.workload_cooldown)
-        since_s = now_s - window_s - self.config.interval
-        self._records = [r for r in self._records if r.evicted_at_s >= since_s]
-        view = ClusterView(
-            nodes=nodes,
-            pods=pods,
-            pod_usage=self._pod_usage(t_s, slot_of),
-            budgets=self._budgets(t_s),
-            recent_evictions=tuple(self._records),
-        )
-        return view, slot_of
+        self._node_versions = versions.copy()
 
-    # -- the pieces of the view ------------------------------------------------------
+    def _update_pods(self) -> None:
+        """Drop the pods evicted and add those bound since the last round."""
+        run = self._cluster.run
+        touched = {e.slot for e in run.evictions[self._evictions_seen :]}
+        touched |= {p.slot for p in run.placements[self._placements_seen :]}
+        self._evictions_seen = len(run.evictions)
+        self._placements_seen = len(run.placements)
+        for slot in sorted(touched):
+            key = self._key_of.pop(slot, None)
+            if key is not None:
+                del self._pods[key]
+                del self._slot_of[key]
+            if self._cluster.node_of[slot] >= 0:
+                info = self._pod(slot)
+                self._pods[info.key] = info
+                self._key_of[slot] = info.key
+                self._slot_of[info.key] = slot
+
     def _pod(self, slot: int) -> PodInfo:
         cluster = self._cluster
-        bound_at_s = float(cluster.bound_at_s[slot])
-        cached = self._pod_cache.get(slot)
-        if cached is not None and cached[0] == bound_at_s:
-            return cached[1]
         workload_index = int(cluster.usage.workload_of[slot])
         workload = cluster.scenario.workloads[workload_index]
         generation = int(self._generation[slot])
         requests, limits = self._requests[workload_index], self._limits[workload_index]
-        info = PodInfo(
+        return PodInfo(
             namespace=NAMESPACE,
             name=f"{workload.name}-{slot}-{generation}",
             uid=f"{slot}-{generation}",
@@ -168,31 +192,30 @@ class PlannerRebalancer:
             labels={"app": workload.name, "pod-template-hash": TEMPLATE_HASH},
             owner=OwnerRef("ReplicaSet", f"{workload.name}-{TEMPLATE_HASH}", workload.name),
         )
-        self._pod_cache[slot] = (bound_at_s, info)
-        return info
 
-    def _pod_usage(self, t_s: float, slot_of: dict[str, int]) -> dict[str, Resources]:
+    def _pod_usage(self, t_s: float) -> Mapping[str, Resources]:
         """Per pod: mean CPU over the rate window since it was bound, last memory."""
         cluster = self._cluster
         step_s = cluster.scenario.step_s
         steps = max(1, round(RATE_WINDOW_S / step_s))
         now_step = round(t_s / step_s)
-        first = max(0, now_step - steps)
-        cpu_sum = np.zeros(cluster.usage.slots)
-        cpu_steps = np.zeros(cluster.usage.slots)
-        memory = np.zeros(cluster.usage.slots)
-        for step in range(first, now_step):
-            cpu, memory = cluster.usage.at(step, step * step_s)
-            running = cluster.bound_at_s <= step * step_s  # NaN (not bound) compares False
-            cpu_sum += np.where(running, cpu, 0.0)
-            cpu_steps += running
+        window = range(max(0, now_step - steps), now_step)
+        if not window:
+            return {}
+        for step in window:  # each step's usage is drawn once, not once per round
+            if step not in self._usage_by_step:
+                self._usage_by_step[step] = cluster.usage.at(step, step * step_s)
+        self._usage_by_step = {s: u for s, u in self._usage_by_step.items() if s in window}
+        cpu = np.stack([self._usage_by_step[s][0] for s in window])
+        starts_s = np.array([s * step_s for s in window])[:, np.newaxis]
+        running = cluster.bound_at_s[np.newaxis, :] <= starts_s  # NaN (not bound): False
+        cpu_sum = np.sum(np.where(running, cpu, 0.0), axis=0)
+        cpu_steps = np.sum(running, axis=0)
+        memory = self._usage_by_step[window[-1]][1]  # the working set at the last scrape
         scrape_s = cluster.scenario.metrics.scrape_interval_s
-        has_series = cluster.bound_at_s <= t_s - 2 * scrape_s
-        usage: dict[str, Resources] = {}
-        for key, slot in slot_of.items():
-            if has_series[slot] and cpu_steps[slot] > 0:
-                usage[key] = Resources(float(cpu_sum[slot] / cpu_steps[slot]), float(memory[slot]))
-        return usage
+        has_series = (cluster.bound_at_s <= t_s - 2 * scrape_s) & (cpu_steps > 0)
+        mean_cpu = np.where(has_series, cpu_sum / np.maximum(cpu_steps, 1), 0.0)
+        return _PodUsage(self._slot_of, has_series, mean_cpu, memory)
 
     def _budgets(self, t_s: float) -> tuple[PodDisruptionBudgetView, ...]:
         cluster = self._cluster
@@ -210,6 +233,35 @@ class PlannerRebalancer:
                 )
             )
         return tuple(views)
+
+
+class _PodUsage(Mapping[str, Resources]):
+    """Pod key -> usage, for the pods with a series; made only for the pods looked up
+    (the planner asks about the pods on source nodes, not about every pod)."""
+
+    def __init__(
+        self,
+        slot_of: Mapping[str, int],
+        has_series: npt.NDArray[np.bool_],
+        cpu_cores: FloatArray,
+        memory_bytes: FloatArray,
+    ) -> None:
+        self._slot_of = slot_of
+        self._has_series = has_series
+        self._cpu_cores = cpu_cores
+        self._memory_bytes = memory_bytes
+
+    def __getitem__(self, key: str) -> Resources:
+        slot = self._slot_of.get(key)
+        if slot is None or not self._has_series[slot]:
+            raise KeyError(key)
+        return Resources(float(self._cpu_cores[slot]), float(self._memory_bytes[slot]))
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, slot in self._slot_of.items() if self._has_series[slot])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _qos(requests: Resources, limits: Resources) -> str:

@@ -17,7 +17,8 @@ What the load model reads is made the way production makes it:
 
 Values are kept as numbers and turned into annotation strings only when the load
 model reads a node (``annotations``): the strings are a pure function of the value and
-the write time, so this is the same text, made only when it is needed.
+the write time, so this is the same text, made only when it is needed, and kept until
+one of the node's annotations is rewritten (``node_version`` counts the rewrites).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from app.load import HOT_VALUE_KEY, format_hot_value, format_usage, hot_value_fr
 from app.policy import Policy
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 AVG_WINDOW_S = 5 * 60.0
 _RULE = re.compile(r"^(cpu|mem)_usage_(avg_5m|max_avg_1h|max_avg_1d)$")
@@ -124,6 +126,9 @@ class MetricsPipeline:
         self.bindings: dict[int, list[float]] = {}
         self.sync_version = 0  # bumps whenever any metric annotation is written
         self.hot_changed: set[int] = set()  # nodes whose hot value annotation was rewritten
+        # Bumped on a node whenever any of its annotations is rewritten.
+        self.node_version: IntArray = np.zeros(nodes, dtype=np.int64)
+        self._annotations: list[tuple[int, dict[str, str]] | None] = [None] * nodes
         self._longest_hot_range_s = max(
             (entry.time_range_s for entry in policy.spec.hot_value), default=0.0
         )
@@ -184,6 +189,7 @@ class MetricsPipeline:
             # The annotator clamps values above 100 % to 1 and drops negative ones.
             self.values[metric] = np.where(has_data, np.minimum(fresh, 1.0), self.values[metric])
             self.written_at_s[metric] = np.where(has_data, t_s, self.written_at_s[metric])
+            self.node_version += has_data
         self.sync_version += 1
 
     def _publish_hot_values(self, t_s: float) -> None:
@@ -196,14 +202,19 @@ class MetricsPipeline:
                 self.hot_values[node] = value
                 self.hot_written_at_s[node] = t_s
                 self.hot_changed.add(node)
+                self.node_version[node] += 1
             if times:
                 self.bindings[node] = times
             else:
                 del self.bindings[node]
 
     # -- what the load model reads ---------------------------------------------------
-    def annotations(self, node: int) -> dict[str, str]:
-        """The node's annotations, in the annotator's exact format."""
+    def annotations(self, node: int) -> Mapping[str, str]:
+        """The node's annotations, in the annotator's exact format (do not modify)."""
+        version = int(self.node_version[node])
+        cached = self._annotations[node]
+        if cached is not None and cached[0] == version:
+            return cached[1]
         result: dict[str, str] = {}
         for metric, values in self.values.items():
             value = values[node]
@@ -215,6 +226,7 @@ class MetricsPipeline:
             result[HOT_VALUE_KEY] = format_hot_value(
                 int(self.hot_values[node]), self.epoch_s + float(hot_at_s)
             )
+        self._annotations[node] = (version, result)
         return result
 
     def freshest_sample_s(self, node: int) -> Mapping[str, float]:

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.simulate.cluster import Run, SimulatedCluster
+from app.load import HOT_VALUE_KEY, format_hot_value, format_usage
+from app.simulate.cluster import EPOCH_S, Run, SimulatedCluster
 from app.simulate.descheduling import PlannerRebalancer
 from app.simulate.policies import plan_for
 from app.simulate.report import summarise
@@ -122,3 +123,56 @@ def test_the_drifting_hot_spot_builtin_evicts_through_the_planner_only() -> None
     assert run_.evictions
     assert evicted_uids(cluster, run_) <= planned(cluster)
     assert summarise(run_).pdb_violations == 0
+
+
+@pytest.mark.parametrize("policy", ["crane+desched", "loadaware+desched"])
+def test_the_drifting_hot_spot_builtin_ends_under_the_target_and_moves_each_pod_once(
+    policy: str,
+) -> None:
+    cluster = SimulatedCluster(load_scenario("drifting-hot-spot"), plan_for(policy))
+    run_ = cluster.simulate()
+    target = cluster.scenario.descheduler_config().target_thresholds["cpu"] / 100
+    last_hour = slice(-120, None)
+    assert run_.cpu_utilisation[last_hour].max() <= target + 0.005
+    slots = [eviction.slot for eviction in run_.evictions]
+    assert slots
+    assert len(slots) == len(set(slots))
+
+
+def test_the_view_kept_between_rounds_matches_the_cluster_at_every_round() -> None:
+    cluster = SimulatedCluster(load(hot_spot()), plan_for("loadaware+desched"))
+    rebalancer = cluster.rebalancer
+    assert isinstance(rebalancer, PlannerRebalancer)
+    checked = 0
+    for step in range(cluster.scenario.steps):
+        cluster.step(step)
+        t_s = step * cluster.scenario.step_s
+        if step % 7:
+            continue
+        view, slot_of = rebalancer._view(t_s, cluster.pipeline.epoch_s + t_s)
+        bound = np.flatnonzero(cluster.node_of >= 0).tolist()
+        assert {(p.uid, p.node_name) for p in view.pods.values()} == {
+            (f"{s}-{rebalancer._generation[s]}", cluster.node_names[cluster.node_of[s]])
+            for s in bound
+        }
+        assert sorted(slot_of.values()) == bound
+        for i, name in enumerate(cluster.node_names):
+            assert view.nodes[name].annotations == fresh_annotations(cluster, i)
+        checked += 1
+    assert checked > 10
+    assert cluster.run.evictions
+
+
+def fresh_annotations(cluster: SimulatedCluster, node: int) -> dict[str, str]:
+    pipeline = cluster.pipeline
+    written_at_s = pipeline.written_at_s
+    result = {
+        metric: format_usage(float(values[node]), EPOCH_S + float(written_at_s[metric][node]))
+        for metric, values in pipeline.values.items()
+        if not np.isnan(values[node])
+    }
+    if not np.isnan(pipeline.hot_written_at_s[node]):
+        result[HOT_VALUE_KEY] = format_hot_value(
+            int(pipeline.hot_values[node]), EPOCH_S + float(pipeline.hot_written_at_s[node])
+        )
+    return result
