@@ -11,10 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from app.policy import DurationS, format_validation_error
@@ -85,6 +92,23 @@ class Namespaces(_Section):
         return namespace not in self.exclude
 
 
+def _label_map(value: Any) -> Any:
+    """descheduler writes nodeSelector as a label selector string; equality terms map
+    onto labels. Set-based terms ('in', 'notin', '!key') are refused, not ignored."""
+    if not isinstance(value, str):
+        return value
+    labels: dict[str, str] = {}
+    for term in filter(None, (part.strip() for part in value.split(","))):
+        key, equals, label = term.replace("==", "=").partition("=")
+        if not equals or not key.strip() or "!" in key or " " in key.strip():
+            raise ValueError(
+                f"cannot read {term!r}: write equality terms 'key=value' joined by commas, "
+                "or a map of labels"
+            )
+        labels[key.strip()] = label.strip()
+    return labels
+
+
 class PriorityThreshold(_Section):
     """Pods with a priority at or above ``value`` are never evicted."""
 
@@ -145,9 +169,10 @@ class DeschedulerConfig(_Section):
     evictable_namespaces: Namespaces = Field(
         default_factory=Namespaces, description="Namespaces whose pods may be evicted."
     )
-    node_selector: dict[str, str] = Field(
+    node_selector: Annotated[dict[str, str], BeforeValidator(_label_map)] = Field(
         default_factory=dict,
-        description="Only nodes with all these labels are sources or destinations.",
+        description="Only nodes with all these labels are sources or destinations: a map, "
+        "or descheduler's string form 'key=value,key2=value2'.",
     )
     max_no_of_pods_to_evict_per_node: int | None = Field(
         default=None, ge=0, description="At most this many evictions per node per run."

@@ -32,6 +32,8 @@ BAD_CONFIGS = [
     ("podUsageQueries: {cpu: '   '}", "podUsageQueries.cpu", "pattern"),
     ("metrics: {cpu: mem_usage_avg_5m}", "metrics.cpu", "does not measure cpu"),
     ("apiVersion: loadaware.io/v2", "apiVersion", "expected 'loadaware.io/v1alpha1'"),
+    ("nodeSelector: 'zone in (a, b)'", "nodeSelector", "equality terms"),
+    ("nodeSelector: '!spot'", "nodeSelector", "equality terms"),
 ]
 
 
@@ -56,3 +58,18 @@ def test_a_document_that_is_not_a_mapping_or_not_yaml_is_refused_with_the_file_n
 
 def test_an_empty_file_means_the_defaults() -> None:
     assert config_from_yaml("", "d.yaml") == DeschedulerConfig()
+
+
+@pytest.mark.parametrize(
+    ("written", "labels"),
+    [
+        ("{pool: web, zone: a}", {"pool": "web", "zone": "a"}),
+        ("'pool=web,zone=a'", {"pool": "web", "zone": "a"}),  # descheduler's string form
+        ("'node-role.kubernetes.io/worker='", {"node-role.kubernetes.io/worker": ""}),
+        ("'pool==web'", {"pool": "web"}),
+    ],
+)
+def test_node_selector_takes_a_map_or_descheduler_s_string(
+    written: str, labels: dict[str, str]
+) -> None:
+    assert config_from_yaml(f"nodeSelector: {written}", "d.yaml").node_selector == labels
