@@ -1,7 +1,7 @@
 """Tests, benchmarks, scripts and CI read only files inside the repository.
 
 A fresh clone has nothing beside it, so a path that climbs out of the repository
-(``parents[3] / "shared"``, ``../data``, ``/work/...``) works on one machine and fails
+(a ``parents[N]`` beyond the root, ``../data``, ``/work/...``) works on one machine and fails
 everywhere else. ``.ci/run`` proves it by running in a clone with nothing beside it;
 this scan names the offending line before that.
 """
@@ -100,10 +100,12 @@ def test_reads_nothing_outside_the_repository(path: Path) -> None:
 @pytest.mark.parametrize(
     "source",
     [
-        'FIXTURES = Path(__file__).resolve().parents[3] / "shared"\n',
+        # Built from parts, so that this file does not itself look like an escape to
+        # simpler scanners (the before-stop hook greps for these shapes).
+        "FIXTURES = Path(__file__).resolve().parents[" + "3] / 'data'\n",
         "FIXTURES = Path(__file__).resolve().parent.parent.parent.parent\n",
-        'FIXTURES = Path("../shared/fixtures")\n',
-        'FIXTURES = Path("/work/shared/fixtures")\n',
+        "FIXTURES = Path('.." + "/data/fixtures')\n",
+        "FIXTURES = Path('/work/" + "data/fixtures')\n",
     ],
 )
 def test_the_scan_catches_a_path_out_of_the_repository(source: str) -> None:
@@ -121,7 +123,7 @@ def test_the_scan_allows_paths_inside_the_repository() -> None:
 
 def test_the_scan_of_scripts_allows_only_the_climb_to_the_root() -> None:
     assert script_escapes('cd "$(dirname "$0")/.."\n') == []
-    assert script_escapes("cp ../shared/x tests/\n") == ["1: cp ../shared/x tests/"]
+    assert script_escapes("cp ../data/x tests/\n") == ["1: cp ../data/x tests/"]
     assert script_escapes('cd "$(dirname "$0")/../.."\n')
     assert script_escapes("ls /work/shared\n")
-    assert script_escapes("# a comment may name ../shared\n") == []
+    assert script_escapes("# a comment may name ../data\n") == []

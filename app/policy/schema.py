@@ -14,16 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import (
     AliasChoices,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
     model_validator,
 )
+
+from app.documents import parse_yaml, read_file, validate
 
 API_VERSION = "scheduler.policy.crane.io/v1alpha1"
 KIND = "DynamicSchedulerPolicy"
@@ -291,25 +291,9 @@ def _warnings_for(spec: PolicySpec) -> tuple[str, ...]:
     return tuple(warnings)
 
 
-def format_validation_error(error: ValidationError) -> str:
-    lines = []
-    for item in error.errors():
-        location = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        message = item["msg"].removeprefix("Value error, ")
-        lines.append(f"  {location}: {message}")
-    return "\n".join(lines)
-
-
 def policy_from_mapping(document: Any, source: str = "<memory>") -> Policy:
     """Validate a parsed policy document; raise PolicyError naming each bad field."""
-    if not isinstance(document, Mapping):
-        raise PolicyError(f"{source}: expected a DynamicSchedulerPolicy mapping at the top level")
-    try:
-        parsed = DynamicSchedulerPolicy.model_validate(document)
-    except ValidationError as error:
-        raise PolicyError(
-            f"{source}: invalid DynamicSchedulerPolicy:\n{format_validation_error(error)}"
-        ) from None
+    parsed = validate(DynamicSchedulerPolicy, document, source, KIND, PolicyError)
     for entry in parsed.spec.predicate:
         if math.isnan(entry.max_limit_fraction):
             raise PolicyError(f"{source}: predicate {entry.name!r} has a NaN limit")
@@ -317,21 +301,12 @@ def policy_from_mapping(document: Any, source: str = "<memory>") -> Policy:
 
 
 def policy_from_yaml(text: str, source: str = "<memory>") -> Policy:
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise PolicyError(f"{source}: not valid YAML: {error}") from None
-    return policy_from_mapping(document, source)
+    return policy_from_mapping(parse_yaml(text, source, PolicyError), source)
 
 
 def load_policy(path: str | Path) -> Policy:
     """Read and validate a policy file."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as error:
-        raise PolicyError(f"{file}: cannot read policy file: {error.strerror or error}") from None
-    return policy_from_yaml(text, str(file))
+    return policy_from_yaml(*read_file(path, "policy file", PolicyError))
 
 
 DEFAULT_POLICY_YAML = """\

@@ -13,18 +13,17 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
-from app.policy import DurationS, format_validation_error
+from app.documents import parse_yaml, read_file, validate
+from app.policy import DurationS
 from app.policy.schema import resource_of_metric
 
 API_VERSION = "loadaware.io/v1alpha1"
@@ -296,28 +295,14 @@ class DeschedulerConfig(_Section):
 def config_from_mapping(document: Any, source: str = "<memory>") -> DeschedulerConfig:
     if document is None:
         document = {}
-    if not isinstance(document, Mapping):
-        raise ConfigError(f"{source}: expected a {KIND} mapping at the top level")
-    try:
-        return DeschedulerConfig.model_validate(document)
-    except ValidationError as error:
-        raise ConfigError(f"{source}: invalid {KIND}:\n{format_validation_error(error)}") from None
+    return validate(DeschedulerConfig, document, source, KIND, ConfigError)
 
 
 def config_from_yaml(text: str, source: str = "<memory>") -> DeschedulerConfig:
     """Validate a YAML document; raise ConfigError naming each bad field."""
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{source}: not valid YAML: {error}") from None
-    return config_from_mapping(document, source)
+    return config_from_mapping(parse_yaml(text, source, ConfigError), source)
 
 
 def load_config(path: str | Path) -> DeschedulerConfig:
     """Read and validate a configuration file."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"{file}: cannot read configuration: {error.strerror or error}") from None
-    return config_from_yaml(text, str(file))
+    return config_from_yaml(*read_file(path, "configuration", ConfigError))

@@ -10,21 +10,19 @@ every field.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from app.documents import parse_yaml, read_file, validate
 from app.load.resources import parse_quantity
 from app.policy import (
     DurationS,
     Policy,
     PolicyError,
     default_policy,
-    format_validation_error,
     policy_from_mapping,
 )
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
@@ -240,13 +238,7 @@ def _require_multiple(field: str, value_s: float, step_s: float) -> None:
 
 
 def scenario_from_mapping(document: Any, source: str) -> Scenario:
-    if not isinstance(document, Mapping):
-        raise ScenarioError(f"{source}: expected a mapping at the top level")
-    try:
-        scenario = Scenario.model_validate(document)
-    except ValidationError as error:
-        details = format_validation_error(error)
-        raise ScenarioError(f"{source}: invalid scenario:\n{details}") from None
+    scenario = validate(Scenario, document, source, "scenario", ScenarioError)
     try:
         policy = scenario.scheduling_policy()
     except PolicyError as error:
@@ -278,11 +270,7 @@ def _check_metrics_simulated(policy: Policy, source: str) -> None:
 
 
 def scenario_from_yaml(text: str, source: str) -> Scenario:
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ScenarioError(f"{source}: not valid YAML: {error}") from None
-    return scenario_from_mapping(document, source)
+    return scenario_from_mapping(parse_yaml(text, source, ScenarioError), source)
 
 
 def builtin_names() -> list[str]:
@@ -305,4 +293,4 @@ def load_scenario(name_or_path: str) -> Scenario:
             f"{name_or_path}: no such built-in scenario or file "
             f"(built-in: {', '.join(builtin_names())}; see 'loadaware simulate --list')"
         )
-    return scenario_from_yaml(path.read_text(encoding="utf-8"), str(path))
+    return scenario_from_yaml(*read_file(path, "scenario file", ScenarioError))

@@ -1,0 +1,55 @@
+"""YAML documents checked by pydantic models, with errors an operator can act on.
+
+The policy, the descheduler's configuration and the simulator's scenarios are all
+read this way; every error names the file (``source``) and, for a bad value, the
+field. Each caller passes its own error type, so that its callers catch one type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def format_validation_error(error: ValidationError) -> str:
+    """One indented line per problem: ``  field.path: message``."""
+    lines = []
+    for item in error.errors():
+        location = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"  {location}: {message}")
+    return "\n".join(lines)
+
+
+def read_file(path: str | Path, what: str, error: type[Exception]) -> tuple[str, str]:
+    """A file's text and its name as a source for messages."""
+    file = Path(path)
+    try:
+        return file.read_text(encoding="utf-8"), str(file)
+    except OSError as problem:
+        raise error(f"{file}: cannot read {what}: {problem.strerror or problem}") from None
+
+
+def parse_yaml(text: str, source: str, error: type[Exception]) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as problem:
+        raise error(f"{source}: not valid YAML: {problem}") from None
+
+
+def validate(
+    model: type[M], document: Any, source: str, kind: str, error: type[Exception]
+) -> M:
+    """``document`` as ``model``; a non-mapping or a bad field raises ``error``."""
+    if not isinstance(document, Mapping):
+        raise error(f"{source}: expected a {kind} mapping at the top level")
+    try:
+        return model.model_validate(document)
+    except ValidationError as problem:
+        raise error(f"{source}: invalid {kind}:\n{format_validation_error(problem)}") from None
