@@ -32,7 +32,7 @@ from app.annotator.schedule import MetricSchedule
 from app.annotator.sync import MetricSync, QueryShape, TickReport
 from app.annotator.telemetry import AnnotatorMetrics
 from app.health import build_app, embedded_server, serve
-from app.kube.lease import LeaderElector, LeaseSettings
+from app.kube.lease import LeaderElector, LeaderWork, LeaseSettings
 from app.kube.nodes import NodeCache
 from app.kube.patching import AnnotationPatcher, PatchOutcome
 from app.kube.pods import PodCache
@@ -132,7 +132,7 @@ class Annotator:
         self.metric_states = {m: MetricState(p) for m, p in self.periods_s.items()}
         self.schedule: MetricSchedule | None = None
         self.ticks = 0
-        self._leading_task: asyncio.Task[None] | None = None
+        self.leader_work = LeaderWork(self._lead, name="annotator-lead")
         self._background: list[asyncio.Task[Any]] = []
         self.server: uvicorn.Server | None = None
         self._wake = asyncio.Event()  # a policy reload changed the schedule
@@ -145,12 +145,8 @@ class Annotator:
 
     def _on_leadership(self, leading: bool) -> None:
         self.telemetry.is_leader.set(1 if leading else 0)
-        if leading:
-            if self._leading_task is None or self._leading_task.done():
-                self._leading_task = asyncio.create_task(self._lead(), name="annotator-lead")
-        elif self._leading_task is not None:
-            self._leading_task.cancel()
-            self._leading_task = None
+        self.leader_work.set_leading(leading)
+        if not leading:
             self.schedule = None
 
     def set_policy(self, policy: Policy) -> None:
@@ -210,10 +206,7 @@ class Annotator:
                 else:
                     self._on_leadership(True)
         finally:
-            if self._leading_task is not None:
-                self._leading_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._leading_task
+            await self.leader_work.stop()
 
     async def _serve_health(self) -> None:
         app = build_app(
@@ -322,8 +315,8 @@ class Annotator:
 
     def status(self) -> Mapping[str, Any]:
         crashed = [t.get_name() for t in self._background if t.done()]
-        if self._leading_task is not None and self._leading_task.done():
-            crashed.append(self._leading_task.get_name())
+        if self.leader_work.ended:
+            crashed.append(self.leader_work.name)
         schedule = self.schedule
         now_mono = time.monotonic()
         metrics: dict[str, Any] = {}

@@ -42,7 +42,7 @@ from app.health import EmbeddedServer, build_app, embedded_server, serve
 from app.kube.cache import WatchCache
 from app.kube.events import EvictionNotice, list_recent_evictions, record_eviction
 from app.kube.eviction import EvictionOutcome, evict_pod
-from app.kube.lease import LeaderElector, LeaseSettings
+from app.kube.lease import LeaderElector, LeaderWork, LeaseSettings
 from app.kube.nodes import NodeCache
 from app.kube.objects import PodInfo
 from app.kube.patching import AnnotationPatcher
@@ -174,7 +174,7 @@ class Descheduler:
         # own; without it, debouncing nodes would never be previewed as sources.
         self._dry_rounds = PlannerMemory()
         self._own_records: dict[str, EvictionRecord] = {}  # by UID, in case an Event was lost
-        self._leading_task: asyncio.Task[None] | None = None
+        self.leader_work = LeaderWork(self._lead, name="descheduler-lead")
         self._background: list[asyncio.Task[Any]] = []
         self.server: EmbeddedServer | None = None
         self.last_report: RunReport | None = None
@@ -203,14 +203,8 @@ class Descheduler:
             self._leading.set()
         else:
             self._leading.clear()
-        if self._single_run:
-            return
-        if leading:
-            if self._leading_task is None or self._leading_task.done():
-                self._leading_task = asyncio.create_task(self._lead(), name="descheduler-lead")
-        elif self._leading_task is not None:
-            self._leading_task.cancel()
-            self._leading_task = None
+        if not self._single_run:
+            self.leader_work.set_leading(leading)
 
     # -- running ------------------------------------------------------------------
 
@@ -235,10 +229,7 @@ class Descheduler:
                 else:
                     self._on_leadership(True)
         finally:
-            if self._leading_task is not None:
-                self._leading_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._leading_task
+            await self.leader_work.stop()
 
     async def run_once(self) -> RunReport:
         """One run (``--once``): start the caches, wait for them, run, stop.
@@ -518,8 +509,8 @@ class Descheduler:
 
     def status(self) -> Mapping[str, Any]:
         crashed = [t.get_name() for t in self._background if t.done()]
-        if self._leading_task is not None and self._leading_task.done():
-            crashed.append(self._leading_task.get_name())
+        if self.leader_work.ended:
+            crashed.append(self.leader_work.name)
         last = self.last_report
         lease = self.settings.lease
         stale = self._stale_cache()

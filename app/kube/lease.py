@@ -18,10 +18,11 @@ so that they can take over at once. The rules follow client-go's leaderelection:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -258,3 +259,33 @@ def _describe(error: BaseException) -> str:
         message = getattr(status, "message", None) or error.response.reason_phrase
         return f"HTTP {error.response.status_code}: {message}"
     return f"{type(error).__name__}: {error}"
+
+
+class LeaderWork:
+    """The work a replica does only while it leads: started when leadership is won,
+    cancelled when it is lost, and cancelled and awaited when the process stops."""
+
+    def __init__(self, work: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+        self._work = work
+        self.name = name
+        self._task: asyncio.Task[None] | None = None
+
+    def set_leading(self, leading: bool) -> None:
+        if leading:
+            if self._task is None or self._task.done():
+                self._task = asyncio.create_task(self._work(), name=self.name)
+        elif self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    @property
+    def ended(self) -> bool:
+        """True when the work stopped by itself while leading: it crashed."""
+        return self._task is not None and self._task.done()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
