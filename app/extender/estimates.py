@@ -24,14 +24,20 @@ from __future__ import annotations
 import functools
 import math
 import sys
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from app.load.estimate import counts, estimate_pod_usage, unsampled_fractions
 from app.load.resources import CPU, MEMORY, ZERO, Resources, parse_quantity
 from app.policy import Policy
+
+try:
+    from app.extender._pod_demand import pod_demand as _native_pod_demand
+except ImportError:  # built without a C compiler: the pure-Python twin below answers
+    _native_pod_demand = None  # type: ignore[assignment]
 
 DEFAULT_RESERVATION_TTL_S = 15.0
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
@@ -49,11 +55,23 @@ class ScheduledPod:
     finished: bool  # Succeeded or Failed: no longer uses anything
 
 
+Demand = tuple[float, float, float, float]
+"""A pod's (cpu request, memory request, cpu limit, memory limit) in cores and bytes:
+plain floats, which hash and compare in C, so a reservation looks its estimate up by it."""
+
+NO_DEMAND: Demand = (0.0, 0.0, 0.0, 0.0)
+
+native_pod_demand: Callable[[dict[str, Any], Callable[[Any], float]], Demand] | None = (
+    _native_pod_demand
+)
+"""The native reader (app/extender/_pod_demand.c); None where it was not built."""
+
+
 def pod_demand(
     containers: Iterable[Mapping[str, Any] | None],
     init_containers: Iterable[Mapping[str, Any] | None],
     overhead: Mapping[str, Any] | None,
-) -> tuple[Resources, Resources]:
+) -> Demand:
     """A pod's effective requests and limits, as kube-scheduler sums them: the larger of
     the containers' sum and the largest init container, plus the pod overhead.
 
@@ -79,9 +97,16 @@ def pod_demand(
             memory_limit = max(memory_limit, memory_l)
     cpu_extra, memory_extra = _pair(overhead)
     return (
-        Resources(cpu_request + cpu_extra, memory_request + memory_extra),
-        Resources(cpu_limit + cpu_extra, memory_limit + memory_extra),
+        cpu_request + cpu_extra,
+        memory_request + memory_extra,
+        cpu_limit + cpu_extra,
+        memory_limit + memory_extra,
     )
+
+
+def requests_and_limits(demand: Demand) -> tuple[Resources, Resources]:
+    cpu_request, memory_request, cpu_limit, memory_limit = demand
+    return Resources(cpu_request, memory_request), Resources(cpu_limit, memory_limit)
 
 
 # Each reservation parses its pod's quantities after the answer is sent, but on the
@@ -120,17 +145,32 @@ def _amounts(resources: Mapping[str, Any]) -> tuple[tuple[float, float], tuple[f
     return _pair(resources.get("requests")), _pair(resources.get("limits"))
 
 
-def demand_of_request_pod(pod: Mapping[str, Any]) -> tuple[Resources, Resources]:
-    """Requests and limits of the Pod JSON in a kube-scheduler request (ValueError if bad)."""
+def demand_of_request_pod(pod: Mapping[str, Any]) -> Demand:
+    """The demand of the Pod JSON in a kube-scheduler request (ValueError if unreadable).
+
+    The reference for ``request_pod_demand``, which the extender calls: the same answers
+    and errors, from native code when it was built."""
     spec = pod.get("spec")
     if not isinstance(spec, dict):
-        return ZERO, ZERO
+        return NO_DEMAND
     overhead = spec.get("overhead")
     return pod_demand(
         _request_resources(spec, "containers"),
         _request_resources(spec, "initContainers"),
         overhead if isinstance(overhead, dict) else None,
     )
+
+
+def _native_request_pod_demand(pod: dict[str, Any]) -> Demand:
+    assert native_pod_demand is not None
+    return native_pod_demand(pod, _cached_quantity)
+
+
+request_pod_demand: Callable[[dict[str, Any]], Demand] = (
+    demand_of_request_pod if native_pod_demand is None else _native_request_pod_demand
+)
+"""demand_of_request_pod for a request's Pod (a dict), natively where it was built: a
+reservation reads its pod after every answer in a burst, on the extender's only thread."""
 
 
 def _request_resources(spec: dict[str, Any], key: str) -> list[Mapping[str, Any] | None]:
@@ -158,10 +198,12 @@ def _time_s(value: Any) -> float | None:
 def scheduled_pod(pod: Any) -> ScheduledPod:
     """The pod cache transform (a lightkube Pod in, a ScheduledPod out)."""
     metadata, spec, status = pod.metadata, pod.spec, pod.status
-    requests, limits = pod_demand(
-        map(_resources, spec.containers or []),
-        map(_resources, spec.initContainers or []),
-        spec.overhead,
+    requests, limits = requests_and_limits(
+        pod_demand(
+            map(_resources, spec.containers or []),
+            map(_resources, spec.initContainers or []),
+            spec.overhead,
+        )
     )
     bound_at_s = _time_s(metadata.creationTimestamp)
     for condition in (status.conditions if status else None) or []:
@@ -207,22 +249,55 @@ class _Bound:
     bound_at_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is made per reservation, on the only thread
 class Reservation:
     uid: str
     pod: str  # namespace/name
     node: str
-    requests: Resources
-    limits: Resources
+    demand: Demand
     made_at_s: float
     usage: Resources  # the estimate, under the policy in force when it was made or repriced
 
 
+class _NodeReservations:
+    """One node's live reservations, oldest first, and their estimates summed.
+
+    An OrderedDict, not a dict: reservations end oldest first, and finding a dict's
+    first item after deleting from its front walks every deleted slot."""
+
+    __slots__ = ("by_uid", "cpu_cores", "memory_bytes")
+
+    def __init__(self) -> None:
+        self.by_uid: OrderedDict[str, Reservation] = OrderedDict()
+        self.cpu_cores = 0.0
+        self.memory_bytes = 0.0
+
+    def add(self, reservation: Reservation) -> None:
+        self.by_uid[reservation.uid] = reservation
+        usage = reservation.usage
+        self.cpu_cores += usage.cpu_cores
+        self.memory_bytes += usage.memory_bytes
+
+    def remove(self, reservation: Reservation) -> None:
+        del self.by_uid[reservation.uid]
+        usage = reservation.usage
+        self.cpu_cores -= usage.cpu_cores
+        self.memory_bytes -= usage.memory_bytes
+
+    def oldest(self) -> Reservation:
+        return next(iter(self.by_uid.values()))
+
+    def total(self) -> Resources:
+        return Resources(self.cpu_cores, self.memory_bytes)
+
+
+Fractions = tuple[float, float]  # (cpu, memory), each a fraction of allocatable
 ReservationEnd = Callable[[str], None]  # called with "confirmed", "moved" or "dropped"
 
 # A burst is many pods of a few shapes: a reservation looks its estimate and fractions up
 # rather than recomputing them on the extender's one thread. Cleared when full.
 _MEMO_SIZE = 4096
+_NO_NODES: tuple[str, ...] = ()
 
 
 class Ledger:
@@ -238,14 +313,13 @@ class Ledger:
         self._on_end = on_reservation_end
         self.ttl_s = ttl_s
         self._bound: dict[str, dict[str, _Bound]] = {}  # node → pod key → pod
-        # node → uid → reservation, oldest first (a re-reserved pod moves to the end)
-        self._reserved: dict[str, dict[str, Reservation]] = {}
-        self._reserved_usage: dict[str, Resources] = {}  # node → its reservations' sum
+        self._reserved: dict[str, _NodeReservations] = {}  # only nodes that hold some
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
         self._allocatable: dict[str, Resources] = {}
-        self._estimates: dict[tuple[Resources, Resources], Resources] = {}
-        self._estimated_under: object = None  # the settings self._estimates were made under
-        self._fractions: dict[tuple[Resources, Resources], Mapping[str, float]] = {}
+        # (demand, node) → the estimate and its (cpu, memory) fractions of the node's
+        # allocatable, under self._priced_under and the allocatable known when made
+        self._priced: dict[tuple[Demand, str], tuple[Resources, Fractions]] = {}
+        self._priced_under: object = None
 
     @property
     def reservations(self) -> int:
@@ -260,6 +334,8 @@ class Ledger:
             self._allocatable.pop(node, None)
             return False
         changed = self._allocatable.get(node) != allocatable
+        if changed:
+            self._priced.clear()
         self._allocatable[node] = allocatable
         return changed
 
@@ -292,77 +368,70 @@ class Ledger:
                 self._on_end("dropped")
         return affected
 
-    def fractions_of(self, node: str, usage: Resources) -> Mapping[str, float]:
-        """``usage`` as fractions of the node's allocatable (see unsampled_fractions)."""
-        key = (usage, self._allocatable.get(node, ZERO))
-        fractions = self._fractions.get(key)
-        if fractions is None:
-            if len(self._fractions) >= _MEMO_SIZE:
-                self._fractions.clear()
-            fractions = self._fractions[key] = unsampled_fractions((usage,), key[1])
-        return fractions
-
-    def _estimate(self, requests: Resources, limits: Resources) -> Resources:
-        """estimate_pod_usage under the current policy, remembered per pod shape."""
+    def _price(self, key: tuple[Demand, str]) -> tuple[Resources, Fractions]:
+        """estimate_pod_usage under the current policy, and its unsampled_fractions of the
+        node's allocatable, remembered per pod shape and node."""
         settings = self._policy().spec.estimation
-        if settings is not self._estimated_under or len(self._estimates) >= _MEMO_SIZE:
-            self._estimates.clear()
-            self._estimated_under = settings
-        key = (requests, limits)
-        usage = self._estimates.get(key)
-        if usage is None:
-            usage = self._estimates[key] = estimate_pod_usage(requests, limits, settings)
-        return usage
+        if settings is not self._priced_under or len(self._priced) >= _MEMO_SIZE:
+            self._priced.clear()
+            self._priced_under = settings
+        demand, node = key
+        usage = estimate_pod_usage(*requests_and_limits(demand), settings)
+        fractions = unsampled_fractions((usage,), self._allocatable.get(node, ZERO))
+        priced = self._priced[key] = (usage, (fractions.get(CPU, 0.0), fractions.get(MEMORY, 0.0)))
+        return priced
 
     def reserve(
-        self,
-        uid: str,
-        pod: str,
-        node: str,
-        requests: Resources,
-        limits: Resources,
-        now_s: float,
-    ) -> set[str]:
-        """Reserve a pod's estimate on ``node``; return the nodes whose addition changed.
-        A new reservation is then ``newest_reservation(node)``."""
+        self, uid: str, pod: str, node: str, demand: Demand, now_s: float
+    ) -> tuple[Fractions | None, tuple[str, ...]]:
+        """Reserve a pod's estimate on ``node``.
+
+        Returns the (cpu, memory) fractions of allocatable it adds to ``node`` when that is
+        all that changed (nothing was taken off anywhere), else None and the nodes whose addition
+        changed: none if the pod was already reserved there."""
         previous = self._reservations.get(uid)
         if previous is not None and previous.node == node:
-            return set()
-        affected = {node}
-        if previous is not None:
-            self._end(uid)
-            affected.add(previous.node)
-        usage = self._estimate(requests, limits)
-        reservation = Reservation(uid, pod, node, requests, limits, now_s, usage)
-        self._reservations[uid] = reservation
-        self._reserved.setdefault(node, {})[uid] = reservation
-        self._reserved_usage[node] = self._reserved_usage.get(node, ZERO) + usage
-        return affected
+            return None, _NO_NODES
+        key = (demand, node)
+        priced = self._priced.get(key)
+        if priced is None or self._policy().spec.estimation is not self._priced_under:
+            priced = self._price(key)
+        usage, fractions = priced
+        reservation = self._reservations[uid] = Reservation(uid, pod, node, demand, now_s, usage)
+        on_node = self._reserved.get(node)
+        if on_node is None:
+            on_node = self._reserved[node] = _NodeReservations()
+        on_node.add(reservation)
+        if previous is None:
+            return fractions, _NO_NODES
+        self._remove(previous)
+        return None, (node, previous.node)
 
     def _end(self, uid: str) -> Reservation | None:
         reservation = self._reservations.pop(uid, None)
         if reservation is not None:
-            node = reservation.node
-            on_node = self._reserved[node]
-            del on_node[uid]
-            if on_node:
-                self._reserved_usage[node] = self._reserved_usage[node] - reservation.usage
-            else:
-                del self._reserved[node]
-                del self._reserved_usage[node]  # exactly zero, free of rounding
+            self._remove(reservation)
         return reservation
+
+    def _remove(self, reservation: Reservation) -> None:
+        node = reservation.node
+        on_node = self._reserved[node]
+        on_node.remove(reservation)
+        if not on_node.by_uid:
+            del self._reserved[node]  # its sums go with it: exactly zero, free of rounding
 
     def reprice(self) -> list[str]:
         """Re-estimate every reservation under the current policy (after a reload);
         return the nodes that hold one."""
         settings = self._policy().spec.estimation
         for node, on_node in self._reserved.items():
-            total = ZERO
-            for uid, old in on_node.items():
-                usage = estimate_pod_usage(old.requests, old.limits, settings)
-                on_node[uid] = self._reservations[uid] = replace(old, usage=usage)
-                total = total + usage
-            self._reserved_usage[node] = total
+            repriced = _NodeReservations()
+            for reservation in on_node.by_uid.values():
+                reservation.usage = estimate_pod_usage(
+                    *requests_and_limits(reservation.demand), settings
+                )
+                repriced.add(reservation)
+            self._reserved[node] = repriced
         return list(self._reserved)
 
     def addition(self, node: str, sample_at_s: float | None, now_s: float) -> Addition:
@@ -371,11 +440,12 @@ class Ledger:
         Costs O(pods bound on the node within maxAge): reservations are kept summed."""
         settings = self._policy().spec.estimation
         self._expire(node, now_s, settings.max_age_s)
-        total = self._reserved_usage.get(node, ZERO)
+        total = ZERO
         changes_at_s = math.inf
         reserved = self._reserved.get(node)
-        if reserved:
-            changes_at_s = next(iter(reserved.values())).made_at_s + self.ttl_s
+        if reserved is not None:
+            total = reserved.total()
+            changes_at_s = reserved.oldest().made_at_s + self.ttl_s
         for pod in self._bound.get(node, {}).values():
             if counts(pod.bound_at_s, sample_at_s, now_s, settings):
                 total = total + estimate_pod_usage(pod.requests, pod.limits, settings)
@@ -393,17 +463,13 @@ class Ledger:
             if not pods:
                 del self._bound[node]
         reserved = self._reserved.get(node)
-        while reserved:
-            oldest = next(iter(reserved.values()))
+        while reserved is not None:
+            oldest = reserved.oldest()
             if now_s < oldest.made_at_s + self.ttl_s:
                 break
             self._end(oldest.uid)
             self._on_end("dropped")
             reserved = self._reserved.get(node)
-
-    def newest_reservation(self, node: str) -> Reservation | None:
-        reserved = self._reserved.get(node)
-        return next(reversed(reserved.values())) if reserved else None
 
     def contributions(
         self, node: str, sample_at_s: float | None, now_s: float
@@ -417,8 +483,10 @@ class Ledger:
             for key, pod in self._bound.get(node, {}).items()
             if counts(pod.bound_at_s, sample_at_s, now_s, settings)
         ]
-        found += [
-            Contribution(r.pod, "reserved", r.made_at_s, r.usage)
-            for r in self._reserved.get(node, {}).values()
-        ]
+        reserved = self._reserved.get(node)
+        if reserved is not None:
+            found += [
+                Contribution(r.pod, "reserved", r.made_at_s, r.usage)
+                for r in reserved.by_uid.values()
+            ]
         return found

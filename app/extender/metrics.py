@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 # The *_created series double the output and no loadaware alert or dashboard uses them.
@@ -80,27 +80,8 @@ class ExtenderMetrics:
             ["implementation"],
             registry=registry,
         )
-        self.reservations_made = Counter(
-            "loadaware_extender_reservations_made_total",
-            "Pod estimates reserved on the node the pod will most likely get, before its "
-            "binding reaches the pod watch (by verb: prioritize, or filter when one node "
-            "passed).",
-            ["verb"],
-            registry=registry,
-        )
-        self.reservations_ended = Counter(
-            "loadaware_extender_reservations_ended_total",
-            "Reservations ended by result: confirmed (bound where reserved), moved (bound "
-            "on another node) or dropped (no binding seen within the reservation TTL).",
-            ["result"],
-            registry=registry,
-        )
-        self.reservations_skipped = Counter(
-            "loadaware_extender_reservations_skipped_total",
-            "Prioritize calls that reserved nothing because the top score was shared: "
-            "kube-scheduler's choice among them is not knowable here.",
-            registry=registry,
-        )
+        self.reservation_counts = ReservationCounts()
+        registry.register(self.reservation_counts)
         self.reservations = Gauge(
             "loadaware_extender_reservations",
             "Reservations waiting for their pod's binding.",
@@ -122,6 +103,43 @@ class ExtenderMetrics:
             "loadaware_policy_last_successful_reload_timestamp_seconds",
             "Unix time of the last successful policy load.",
             registry=registry,
+        )
+
+
+class ReservationCounts(Collector):
+    """The reservation counters, as plain ints: a reserving call counts one after every
+    answer, on the extender's only thread, where a Counter would take a lock."""
+
+    def __init__(self) -> None:
+        self.made = {"filter": 0, "prioritize": 0}
+        self.ended = {"confirmed": 0, "moved": 0, "dropped": 0}
+        self.skipped = 0
+
+    def collect(self) -> Iterator[Metric]:
+        made = CounterMetricFamily(
+            "loadaware_extender_reservations_made_total",
+            "Pod estimates reserved on the node the pod will most likely get, before its "
+            "binding reaches the pod watch (by verb: prioritize, or filter when one node "
+            "passed).",
+            labels=["verb"],
+        )
+        for verb, count in self.made.items():
+            made.add_metric([verb], float(count))
+        ended = CounterMetricFamily(
+            "loadaware_extender_reservations_ended_total",
+            "Reservations ended by result: confirmed (bound where reserved), moved (bound "
+            "on another node) or dropped (no binding seen within the reservation TTL).",
+            labels=["result"],
+        )
+        for result, count in self.ended.items():
+            ended.add_metric([result], float(count))
+        yield made
+        yield ended
+        yield CounterMetricFamily(
+            "loadaware_extender_reservations_skipped_total",
+            "Prioritize calls that reserved nothing because the top score was shared: "
+            "kube-scheduler's choice among them is not knowable here.",
+            value=float(self.skipped),
         )
 
 

@@ -18,7 +18,7 @@ from app.extender.estimates import (
     Contribution,
     Ledger,
     ScheduledPod,
-    demand_of_request_pod,
+    request_pod_demand,
 )
 from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
 from app.extender.metrics import EstimateCollector, ExtenderMetrics
@@ -83,15 +83,8 @@ class Extender:
         self.metrics.pods_cached.set_function(
             lambda: -1.0 if pod_cache is None else float(len(pod_cache.objects))
         )
-        self._reservation_end_counters = {
-            result: self.metrics.reservations_ended.labels(result=result)
-            for result in ("confirmed", "moved", "dropped")
-        }
+        self._reservation_counts = self.metrics.reservation_counts
         # Metric children looked up once: .labels() takes a lock on every call.
-        self._reservations_made = {
-            verb: self.metrics.reservations_made.labels(verb=verb)
-            for verb in ("filter", "prioritize")
-        }
         self._request_children: dict[tuple[str, int], tuple[Any, Any]] = {}
         self._rejected_counters: dict[str, Any] = {}
         self._last_unknown_warning_s = -math.inf
@@ -124,7 +117,7 @@ class Extender:
             self.table.recompute(node)
 
     def _reservation_ended(self, result: str) -> None:
-        self._reservation_end_counters[result].inc()
+        self._reservation_counts.ended[result] += 1
 
     def _reserve(self, verb: str, outcome: Outcome) -> None:
         """Reserve the pod's estimate where it will most likely go (estimates.py)."""
@@ -135,7 +128,7 @@ class Extender:
             return
         if verb == "prioritize":
             if outcome.best_node is None:
-                self.metrics.reservations_skipped.inc()
+                self._reservation_counts.skipped += 1
                 return
             node = outcome.best_node
         elif outcome.nodes - sum(outcome.rejected.values()) == 1:
@@ -155,21 +148,20 @@ class Extender:
         if not isinstance(uid, str) or not uid:
             return
         try:
-            requests, limits = demand_of_request_pod(pod)
+            demand = request_pod_demand(pod)
         except ValueError as error:
             log.debug("not reserving for a pod with unreadable resources: %s", error)
             return
         pod_name = f"{metadata.get('namespace')}/{metadata.get('name')}"
-        affected = self.ledger.reserve(uid, pod_name, node, requests, limits, self.clock())
-        reservation = self.ledger.newest_reservation(node)
-        if affected == {node} and reservation is not None and reservation.uid == uid:
+        now_s = self.clock()
+        added, affected = self.ledger.reserve(uid, pod_name, node, demand, now_s)
+        if added is not None:
             # Only added usage: skip re-assessing the node while it cannot change an answer.
-            fractions = self.ledger.fractions_of(node, reservation.usage)
-            self.table.add_reserved(node, fractions, reservation.made_at_s + self.ledger.ttl_s)
+            self.table.add_reserved(node, *added, now_s + self.ledger.ttl_s)
         else:
             for changed in affected:
                 self.table.recompute(changed)
-        self._reservations_made[verb].inc()
+        self._reservation_counts.made[verb] += 1
 
     def _count_overloaded(self) -> float:
         self.table.refresh(self.clock())

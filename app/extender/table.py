@@ -19,11 +19,12 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from app.extender.estimates import NO_ADDITION, Addition, Ledger
 from app.extender.index import VerdictIndex, new_verdict_index
 from app.load.model import Measurement, NodeLoad, assess, evaluate_node, headroom, measure
+from app.load.resources import CPU, MEMORY
 from app.load.samples import HOT_VALUE_KEY
 from app.policy import Policy
 
@@ -41,10 +42,13 @@ class NodeEntry:
     last_seen_s: float
     measurement: Measurement  # the annotations as read; reused while only the addition changes
     addition: Addition  # what the samples do not contain yet (already inside ``load``)
-    headroom: Mapping[str, float]  # per resource: how much more changes no answer
-    # Reservations made since ``load`` was assessed, too small to change its answers
-    # (fractions per resource), and the earliest instant the estimate changes with them.
-    unassessed: dict[str, float] = field(default_factory=dict)
+    # How much more cpu and memory (fractions of allocatable) changes none of its answers
+    # (load model's headroom), and what reservations made since ``load`` was assessed
+    # have added, too little to change them; the earliest instant the estimate changes.
+    room_cpu: float
+    room_memory: float
+    unassessed_cpu: float = 0.0
+    unassessed_memory: float = 0.0
     estimate_due_s: float = math.inf
 
     @property
@@ -161,24 +165,25 @@ class NodeTable:
         self.refresh(now_s)
         self.expire_estimates(now_s)
         entry = self._entries.get(name)
-        if entry is not None and entry.unassessed:
+        if entry is not None and (entry.unassessed_cpu or entry.unassessed_memory):
             self.recompute(name)
             entry = self._entries.get(name)
         return entry
 
-    def add_reserved(self, name: str, fractions: Mapping[str, float], expires_at_s: float) -> None:
+    def add_reserved(
+        self, name: str, cpu_fraction: float, memory_fraction: float, expires_at_s: float
+    ) -> None:
         """A reservation was added on ``name``: re-assess the node only if it could change
         the node's answers (its headroom), else just note it."""
         entry = self._entries.get(name)
         if entry is None:
             return
-        unassessed = entry.unassessed
-        for resource, fraction in fractions.items():
-            if unassessed.get(resource, 0.0) + fraction > entry.headroom.get(resource, 0.0):
-                self.recompute(name)
-                return
-        for resource, fraction in fractions.items():
-            unassessed[resource] = unassessed.get(resource, 0.0) + fraction
+        cpu = entry.unassessed_cpu + cpu_fraction
+        memory = entry.unassessed_memory + memory_fraction
+        if cpu > entry.room_cpu or memory > entry.room_memory:
+            self.recompute(name)
+            return
+        entry.unassessed_cpu, entry.unassessed_memory = cpu, memory
         if expires_at_s < entry.estimate_due_s:
             entry.estimate_due_s = expires_at_s
             self._expiries = self._push(self._expiries, expires_at_s, name, _estimate_due)
@@ -208,7 +213,8 @@ class NodeTable:
             last_seen_s,
             measurement,
             addition,
-            rooms,
+            rooms.get(CPU, 0.0),
+            rooms.get(MEMORY, 0.0),
             estimate_due_s=addition.changes_at_s,
         )
         previous = self._entries.get(name)

@@ -32,14 +32,14 @@ class Outcome:
     nodes: int = 0
     unknown_nodes: int = 0
     rejected: Mapping[str, int] = field(default_factory=dict)  # reason → nodes it rejected
-    pod: Mapping[str, Any] | None = None  # the request's Pod, for reservations
+    pod: dict[str, Any] | None = None  # the request's Pod, for reservations
     names: list[str] | None = None  # the request's node names, in order
     best_node: str | None = None  # prioritize: the one passing node that clearly scores best
 
 
 @dataclass(frozen=True, slots=True)
 class ExtenderArgs:
-    pod: Mapping[str, Any]
+    pod: dict[str, Any]
     node_names: list[str] | None  # nodeCacheCapable mode
     nodes: list[dict[str, Any]] | None  # full-nodes mode: the raw Node objects
 

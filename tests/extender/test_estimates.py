@@ -220,9 +220,7 @@ def test_pod_demand_sums_containers_against_init_containers_plus_overhead() -> N
             "overhead": {"cpu": "50m"},
         }
     }
-    requests, limits = demand_of_request_pod(pod)
-    assert requests == Resources(2.05, GiB)
-    assert limits == Resources(1.05, 0.0)
+    assert demand_of_request_pod(pod) == (2.05, GiB, 1.05, 0.0)
     with pytest.raises(ValueError, match="not a quantity"):
         demand_of_request_pod({"spec": {"containers": [{"resources": {"limits": {"cpu": "x"}}}]}})
 
