@@ -2,12 +2,12 @@
 #   loadaware extender | annotator | policy check FILE | demo
 # Build: docker build -t loadaware:0.1.0 .
 # tests/deploy/test_dockerfile.py runs this build stage's install commands (every RUN
-# after the first COPY) in a clean virtualenv and checks the native verdict index loads.
+# after the first COPY) in a clean virtualenv and checks the native helpers load.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
-# gcc builds the extender's native verdict index (app/extender/_verdict_index.c).
+# gcc builds the extender's native helpers (app/extender/_verdict_index.c, _pod_demand.c).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
@@ -20,9 +20,9 @@ COPY constraints.txt pyproject.toml setup.py README.md ./
 COPY app ./app
 RUN python -m venv "$VENV"
 RUN "$VENV/bin/pip" install -c constraints.txt . && "$VENV/bin/pip" check
-# The C index is optional for pip, not for the image: fail the build without it.
+# The C helpers are optional for pip, not for the image: fail the build without them.
 # -I keeps /src off sys.path, so this imports the installed package.
-RUN "$VENV/bin/python" -I -c "from app.extender.index import implementation_of, new_verdict_index; assert implementation_of(new_verdict_index('native')) == 'native'" \
+RUN "$VENV/bin/python" -I -c "from app.extender.index import implementation_of, new_verdict_index; assert implementation_of(new_verdict_index('native')) == 'native'; import app.extender._pod_demand" \
     && "$VENV/bin/loadaware" --help > /dev/null
 
 FROM ${PYTHON_IMAGE}

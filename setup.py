@@ -1,7 +1,8 @@
-"""The one build step pyproject.toml cannot declare stably: the extender's C index.
+"""The one build step pyproject.toml cannot declare stably: the extender's C helpers.
 
-It is optional: without a C compiler the package still installs, and the extender
-answers with the index's pure-Python twin (app/extender/index.py), logging so.
+Both are optional: without a C compiler the package still installs, and the extender
+uses their pure-Python twins (the verdict index in app/extender/index.py, logging so;
+the pod demand reader in app/extender/estimates.py).
 """
 
 from setuptools import Extension, setup
@@ -12,6 +13,11 @@ setup(
             "app.extender._verdict_index",
             sources=["app/extender/_verdict_index.c"],
             optional=True,
-        )
+        ),
+        Extension(
+            "app.extender._pod_demand",
+            sources=["app/extender/_pod_demand.c"],
+            optional=True,
+        ),
     ]
 )

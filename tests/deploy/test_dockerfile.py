@@ -175,8 +175,9 @@ def test_the_build_stage_install_commands_give_a_working_loadaware_with_the_nati
             str(venv / "bin" / "python"),
             "-I",
             "-c",
-            "import app, app.extender.index as i; "
-            "print(app.__file__, i.implementation_of(i.new_verdict_index()))",
+            "import app, app.extender.index as i, app.extender.estimates as e; "
+            "print(app.__file__, i.implementation_of(i.new_verdict_index()), "
+            "e.native_pod_demand is not None)",
         ],
         cwd=tmp_path,
         capture_output=True,
@@ -184,8 +185,9 @@ def test_the_build_stage_install_commands_give_a_working_loadaware_with_the_nati
         timeout=60,
         check=True,
     )
-    location, implementation = check.stdout.split()
+    location, implementation, native_demand = check.stdout.split()
     assert implementation == "native"
+    assert native_demand == "True"
     assert Path(location).is_relative_to(venv)
     version = subprocess.run(
         [str(venv / "bin" / "loadaware"), "extender", "--help"],

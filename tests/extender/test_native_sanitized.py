@@ -1,7 +1,8 @@
-"""The native index's tests again, with the C code built under ASan and UBSan.
+"""The native helpers' tests again, with the C code built under ASan and UBSan.
 
-Out-of-bounds reads in the word-at-a-time name handling, or undefined behaviour in
-the table, would pass the ordinary tests by luck; under the sanitizers they abort.
+Out-of-bounds reads in the index's word-at-a-time name handling, undefined behaviour
+in its table, or a reference miscounted in the pod demand reader would pass the
+ordinary tests by luck; under the sanitizers they abort.
 """
 
 from __future__ import annotations
@@ -15,21 +16,34 @@ from pathlib import Path
 
 import pytest
 
-SOURCE = Path(__file__).resolve().parents[2] / "app" / "extender" / "_verdict_index.c"
-TESTS = Path(__file__).resolve().parent / "test_index.py"
+HERE = Path(__file__).resolve().parent
+SOURCES = HERE.parents[1] / "app" / "extender"
 
-# Loads the sanitized build in place of the installed one, then runs the index tests.
+# Loads the sanitized build in place of the installed one, checks that the Python side
+# took it (argv[3] names what must be the sanitized build), then runs the tests.
 RUNNER = """
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("app.extender._verdict_index", sys.argv[1])
+import importlib, importlib.util, sys
+name, library, tests, used, attribute = sys.argv[1:6]
+spec = importlib.util.spec_from_file_location(name, library)
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 sys.modules[spec.name] = module
-import app.extender.index
-assert app.extender.index.NativeVerdictIndex is module.VerdictIndex, "not the sanitized build"
+user, _, variable = used.rpartition(".")
+taken = getattr(importlib.import_module(user), variable)
+assert taken is getattr(module, attribute), "not the sanitized build"
 import pytest
-sys.exit(pytest.main(["-q", "-s", "-p", "no:cacheprovider", sys.argv[2]]))
+sys.exit(pytest.main(["-q", "-s", "-p", "no:cacheprovider", tests]))
 """
+
+HELPERS = {
+    # C source: (tests, where the Python side keeps it, its name in the module)
+    "_verdict_index": ("test_index.py", "app.extender.index.NativeVerdictIndex", "VerdictIndex"),
+    "_pod_demand": (
+        "test_pod_demand.py",
+        "app.extender.estimates.native_pod_demand",
+        "pod_demand",
+    ),
+}
 
 
 def _runtime(compiler: str, name: str) -> str | None:
@@ -39,16 +53,18 @@ def _runtime(compiler: str, name: str) -> str | None:
     return found if os.path.isabs(found) and os.path.exists(found) else None
 
 
-def test_index_tests_pass_under_address_and_undefined_behaviour_sanitizers(
-    tmp_path: Path,
+@pytest.mark.parametrize("helper", list(HELPERS))
+def test_helper_tests_pass_under_address_and_undefined_behaviour_sanitizers(
+    tmp_path: Path, helper: str
 ) -> None:
+    tests, used, attribute = HELPERS[helper]
     compiler = shutil.which("gcc")
     if compiler is None:
         pytest.skip("gcc is not installed")
     runtimes = [_runtime(compiler, "libasan.so"), _runtime(compiler, "libubsan.so")]
     if None in runtimes:
         pytest.skip("gcc's sanitizer runtimes are not installed")
-    library = tmp_path / "_verdict_index.so"
+    library = tmp_path / f"{helper}.so"
     subprocess.run(
         [
             compiler,
@@ -60,7 +76,7 @@ def test_index_tests_pass_under_address_and_undefined_behaviour_sanitizers(
             "-fPIC",
             "-shared",
             f"-I{sysconfig.get_paths()['include']}",
-            str(SOURCE),
+            str(SOURCES / f"{helper}.c"),
             "-o",
             str(library),
         ],
@@ -73,7 +89,16 @@ def test_index_tests_pass_under_address_and_undefined_behaviour_sanitizers(
         "PYTHONMALLOC": "malloc",  # so ASan sees every object allocation
     }
     result = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(library), str(TESTS)],
+        [
+            sys.executable,
+            "-c",
+            RUNNER,
+            f"app.extender.{helper}",
+            str(library),
+            str(HERE / tests),
+            used,
+            attribute,
+        ],
         env=env,
         capture_output=True,
         text=True,
