@@ -24,8 +24,8 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -257,35 +257,47 @@ class Reservation:
     demand: Demand
     made_at_s: float
     usage: Resources  # the estimate, under the policy in force when it was made or repriced
+    ended: bool = False  # confirmed, moved or dropped: no longer counts on its node
 
 
 class _NodeReservations:
     """One node's live reservations, oldest first, and their estimates summed.
 
-    An OrderedDict, not a dict: reservations end oldest first, and finding a dict's
-    first item after deleting from its front walks every deleted slot."""
+    A reservation that ends is only marked ended, and leaves the queue when it reaches
+    the front: appending to a deque is the cheapest record there is, and the front is
+    where expiry looks."""
 
-    __slots__ = ("by_uid", "cpu_cores", "memory_bytes")
+    __slots__ = ("cpu_cores", "live", "memory_bytes", "queue")
 
     def __init__(self) -> None:
-        self.by_uid: OrderedDict[str, Reservation] = OrderedDict()
+        self.queue: deque[Reservation] = deque()
+        self.live = 0
         self.cpu_cores = 0.0
         self.memory_bytes = 0.0
 
     def add(self, reservation: Reservation) -> None:
-        self.by_uid[reservation.uid] = reservation
+        self.queue.append(reservation)
+        self.live += 1
         usage = reservation.usage
         self.cpu_cores += usage.cpu_cores
         self.memory_bytes += usage.memory_bytes
 
-    def remove(self, reservation: Reservation) -> None:
-        del self.by_uid[reservation.uid]
+    def end(self, reservation: Reservation) -> None:
+        reservation.ended = True
+        self.live -= 1
         usage = reservation.usage
         self.cpu_cores -= usage.cpu_cores
         self.memory_bytes -= usage.memory_bytes
 
     def oldest(self) -> Reservation:
-        return next(iter(self.by_uid.values()))
+        """The oldest live reservation (there is one while the node is in the ledger)."""
+        queue = self.queue
+        while queue[0].ended:
+            queue.popleft()
+        return queue[0]
+
+    def __iter__(self) -> Iterator[Reservation]:
+        return (reservation for reservation in self.queue if not reservation.ended)
 
     def total(self) -> Resources:
         return Resources(self.cpu_cores, self.memory_bytes)
@@ -317,9 +329,8 @@ class Ledger:
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
         self._allocatable: dict[str, Resources] = {}
         # (demand, node) → the estimate and its (cpu, memory) fractions of the node's
-        # allocatable, under self._priced_under and the allocatable known when made
+        # allocatable, under the policy and the allocatable known when it was made
         self._priced: dict[tuple[Demand, str], tuple[Resources, Fractions]] = {}
-        self._priced_under: object = None
 
     @property
     def reservations(self) -> int:
@@ -370,11 +381,10 @@ class Ledger:
 
     def _price(self, key: tuple[Demand, str]) -> tuple[Resources, Fractions]:
         """estimate_pod_usage under the current policy, and its unsampled_fractions of the
-        node's allocatable, remembered per pod shape and node."""
+        node's allocatable, remembered per pod shape and node (until ``reprice``)."""
         settings = self._policy().spec.estimation
-        if settings is not self._priced_under or len(self._priced) >= _MEMO_SIZE:
+        if len(self._priced) >= _MEMO_SIZE:
             self._priced.clear()
-            self._priced_under = settings
         demand, node = key
         usage = estimate_pod_usage(*requests_and_limits(demand), settings)
         fractions = unsampled_fractions((usage,), self._allocatable.get(node, ZERO))
@@ -393,10 +403,7 @@ class Ledger:
         if previous is not None and previous.node == node:
             return None, _NO_NODES
         key = (demand, node)
-        priced = self._priced.get(key)
-        if priced is None or self._policy().spec.estimation is not self._priced_under:
-            priced = self._price(key)
-        usage, fractions = priced
+        usage, fractions = self._priced.get(key) or self._price(key)
         reservation = self._reservations[uid] = Reservation(uid, pod, node, demand, now_s, usage)
         on_node = self._reserved.get(node)
         if on_node is None:
@@ -416,17 +423,19 @@ class Ledger:
     def _remove(self, reservation: Reservation) -> None:
         node = reservation.node
         on_node = self._reserved[node]
-        on_node.remove(reservation)
-        if not on_node.by_uid:
+        on_node.end(reservation)
+        if not on_node.live:
             del self._reserved[node]  # its sums go with it: exactly zero, free of rounding
 
     def reprice(self) -> list[str]:
-        """Re-estimate every reservation under the current policy (after a reload);
-        return the nodes that hold one."""
+        """Re-estimate every reservation under the current policy; return the nodes that
+        hold one. Call it after every policy change: the memo of estimates is cleared
+        here, not checked against the policy on every reservation."""
+        self._priced.clear()
         settings = self._policy().spec.estimation
         for node, on_node in self._reserved.items():
             repriced = _NodeReservations()
-            for reservation in on_node.by_uid.values():
+            for reservation in on_node:
                 reservation.usage = estimate_pod_usage(
                     *requests_and_limits(reservation.demand), settings
                 )
@@ -487,6 +496,6 @@ class Ledger:
         if reserved is not None:
             found += [
                 Contribution(r.pod, "reserved", r.made_at_s, r.usage)
-                for r in reserved.by_uid.values()
+                for r in reserved
             ]
         return found
