@@ -208,6 +208,18 @@ def test_estimation_off_in_the_policy_reserves_and_adds_nothing() -> None:
     assert extender.ledger.reservations == 0
 
 
+def test_a_policy_reload_reprices_live_reservations_and_the_next_ones() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    call(extender, "prioritize", "p", ["warm", "cool"])
+    assert added_cpu(extender, "cool") == pytest.approx(BURST_SHARE)
+    halved = "  estimation: {factors: {cpu: 0.425}}\n"
+    extender.set_policy(policy_from_yaml(DEFAULT_POLICY_YAML + halved))
+    assert added_cpu(extender, "cool") == pytest.approx(BURST_SHARE / 2)
+    call(extender, "prioritize", "q", ["warm", "cool"])  # same shape: not the old estimate
+    assert added_cpu(extender, "cool") == pytest.approx(BURST_SHARE)
+
+
 def test_pod_demand_sums_containers_against_init_containers_plus_overhead() -> None:
     pod = {
         "spec": {
