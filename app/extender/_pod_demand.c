@@ -112,24 +112,48 @@ container_list(PyObject *spec, PyObject *key, const char *name, PyObject **out)
     return 0;
 }
 
-/* The resources of container i, or NULL (no error) when it has none worth reading. */
+/* Fold each container's amounts into request[] and limit[]: summed, or with take_max
+ * the largest (Python's max(a, b): b only when strictly larger). NULL items: none. */
 static int
-resources_of(PyObject *items, Py_ssize_t i, PyObject **out)
+fold_containers(PyObject *items, PyObject *quantity, int take_max, double request[2],
+                double limit[2])
 {
-    *out = NULL;
-    PyObject *container = PyList_GET_ITEM(items, i);
-    if (!PyDict_Check(container)) {
-        return 0;
+    for (Py_ssize_t i = 0; items != NULL && i < PyList_GET_SIZE(items); i++) {
+        PyObject *container = PyList_GET_ITEM(items, i);
+        if (!PyDict_Check(container)) {
+            continue;
+        }
+        PyObject *resources = PyDict_GetItemWithError(container, key_resources);
+        if (resources == NULL) {
+            if (PyErr_Occurred()) {
+                return -1;
+            }
+            continue;
+        }
+        int truth = PyObject_IsTrue(resources);
+        if (truth < 0) {
+            return -1;
+        }
+        if (!truth) {
+            continue;
+        }
+        double requests[2], limits[2];
+        Py_INCREF(resources); /* ``quantity`` is Python code */
+        int failed = container_amounts(resources, quantity, requests, limits);
+        Py_DECREF(resources);
+        if (failed < 0) {
+            return -1;
+        }
+        for (int r = 0; r < 2; r++) {
+            if (take_max) {
+                request[r] = requests[r] > request[r] ? requests[r] : request[r];
+                limit[r] = limits[r] > limit[r] ? limits[r] : limit[r];
+            } else {
+                request[r] += requests[r];
+                limit[r] += limits[r];
+            }
+        }
     }
-    PyObject *resources = PyDict_GetItemWithError(container, key_resources);
-    if (resources == NULL) {
-        return PyErr_Occurred() ? -1 : 0;
-    }
-    int truth = PyObject_IsTrue(resources);
-    if (truth <= 0) {
-        return truth;
-    }
-    *out = resources;
     return 0;
 }
 
@@ -154,74 +178,34 @@ pod_demand(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (spec == NULL || !PyDict_Check(spec)) {
         return Py_BuildValue("(dddd)", 0.0, 0.0, 0.0, 0.0);
     }
-    /* Both lists are held while quantities are parsed: ``quantity`` is Python code. */
-    PyObject *containers, *init_containers;
+    /* Both lists are checked before any quantity is read, as in the Python twin. */
+    PyObject *containers, *init_containers, *overhead;
     if (container_list(spec, key_containers, "containers", &containers) < 0 ||
         container_list(spec, key_init_containers, "initContainers", &init_containers) < 0) {
         return NULL;
     }
-    Py_XINCREF(containers);
-    Py_XINCREF(init_containers);
-    PyObject *overhead = PyDict_GetItemWithError(spec, key_overhead);
+    overhead = PyDict_GetItemWithError(spec, key_overhead);
     if (overhead == NULL && PyErr_Occurred()) {
-        goto error;
+        return NULL;
     }
     if (overhead != NULL && !PyDict_Check(overhead)) {
-        overhead = NULL;
+        overhead = NULL; /* not a map: ignored */
     }
+    /* Held while quantities are read: ``quantity`` is Python code. */
+    Py_XINCREF(containers);
+    Py_XINCREF(init_containers);
     Py_XINCREF(overhead);
-    double requests[2], limits[2];
-    PyObject *resources;
-    for (Py_ssize_t i = 0; containers != NULL && i < PyList_GET_SIZE(containers); i++) {
-        if (resources_of(containers, i, &resources) < 0) {
-            goto error_overhead;
-        }
-        if (resources == NULL) {
-            continue;
-        }
-        Py_INCREF(resources);
-        int failed = container_amounts(resources, quantity, requests, limits);
-        Py_DECREF(resources);
-        if (failed < 0) {
-            goto error_overhead;
-        }
-        for (int r = 0; r < 2; r++) {
-            request[r] += requests[r];
-            limit[r] += limits[r];
-        }
-    }
-    for (Py_ssize_t i = 0; init_containers != NULL && i < PyList_GET_SIZE(init_containers); i++) {
-        if (resources_of(init_containers, i, &resources) < 0) {
-            goto error_overhead;
-        }
-        if (resources == NULL) {
-            continue;
-        }
-        Py_INCREF(resources);
-        int failed = container_amounts(resources, quantity, requests, limits);
-        Py_DECREF(resources);
-        if (failed < 0) {
-            goto error_overhead;
-        }
-        for (int r = 0; r < 2; r++) { /* Python's max(a, b): b only when strictly larger */
-            request[r] = requests[r] > request[r] ? requests[r] : request[r];
-            limit[r] = limits[r] > limit[r] ? limits[r] : limit[r];
-        }
-    }
-    if (pair(overhead, quantity, &extra[0], &extra[1]) < 0) {
-        goto error_overhead;
-    }
+    int failed = fold_containers(containers, quantity, 0, request, limit) < 0 ||
+                 fold_containers(init_containers, quantity, 1, request, limit) < 0 ||
+                 pair(overhead, quantity, &extra[0], &extra[1]) < 0;
     Py_XDECREF(overhead);
-    Py_XDECREF(containers);
     Py_XDECREF(init_containers);
+    Py_XDECREF(containers);
+    if (failed) {
+        return NULL;
+    }
     return Py_BuildValue("(dddd)", request[0] + extra[0], request[1] + extra[1],
                          limit[0] + extra[0], limit[1] + extra[1]);
-error_overhead:
-    Py_XDECREF(overhead);
-error:
-    Py_XDECREF(containers);
-    Py_XDECREF(init_containers);
-    return NULL;
 }
 
 static PyMethodDef pod_demand_methods[] = {
