@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections import Counter
-from itertools import filterfalse
+from itertools import filterfalse, repeat
 from typing import Protocol
 
 import orjson
@@ -75,6 +75,7 @@ class PyVerdictIndex:
         self._entries: dict[str, tuple[int, str | None]] = {}
         self._rejections: dict[str, str] = {}  # the small index most names miss
         self._score_items: dict[str, bytes] = {}  # pre-encoded HostPriority items
+        self._best_scores: dict[str, int] = {}  # the score, or -1 if rejected: never best
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -86,6 +87,7 @@ class PyVerdictIndex:
             return  # as the native index: no request can carry such a name
         self._entries[name] = (score, reason)
         self._score_items[name] = orjson.dumps({"Host": name, "Score": score})
+        self._best_scores[name] = score if reason is None else -1
         if reason is None:
             self._rejections.pop(name, None)
         else:
@@ -94,11 +96,13 @@ class PyVerdictIndex:
     def discard(self, name: str, /) -> None:
         self._entries.pop(name, None)
         self._score_items.pop(name, None)
+        self._best_scores.pop(name, None)
         self._rejections.pop(name, None)
 
     def clear(self) -> None:
         self._entries.clear()
         self._score_items.clear()
+        self._best_scores.clear()
         self._rejections.clear()
 
     def get(self, name: str, /) -> tuple[int, str | None] | None:
@@ -130,8 +134,10 @@ class PyVerdictIndex:
 
     def prioritize(self, names: list[str], /) -> tuple[bytes, int, int]:
         _check_names(names)
-        verdicts = list(map(self._entries.get, names))
-        best = _best(verdicts, self.unknown_score)
+        # Every pass over the names in C: map, max, count and index.
+        scores = list(map(self._best_scores.get, names, repeat(self.unknown_score)))
+        top = max(scores, default=-1)
+        best = -1 if top < 0 or scores.count(top) > 1 else scores.index(top)
         items = self._score_items
         try:
             return b"[" + b",".join(map(items.__getitem__, names)) + b"]", 0, best
@@ -146,18 +152,6 @@ class PyVerdictIndex:
                 item = orjson.dumps({"Host": name, "Score": self.unknown_score})
             pieces.append(item)
         return b"[" + b",".join(pieces) + b"]", unknown, best
-
-
-def _best(verdicts: list[tuple[int, str | None] | None], unknown_score: int) -> int:
-    """The position of the one passing verdict with the top score, else -1."""
-    scores = [
-        unknown_score if verdict is None else -1 if verdict[1] is not None else verdict[0]
-        for verdict in verdicts
-    ]
-    top = max(scores, default=-1)
-    if top < 0 or scores.count(top) > 1:
-        return -1
-    return scores.index(top)
 
 
 def _has_utf8_form(name: str) -> bool:
