@@ -650,7 +650,7 @@ def estimation_table(results: Iterable[EstimationResult]) -> str:
             f"| {r.run} | {r.verb} | 500 | {r.gap_us} | {off50:.3f} | {off99:.3f} "
             f"| {r.off.per_second:,.0f} "
             f"| {on50:.3f} | {on99:.3f} | {r.on.per_second:,.0f} "
-            f"| {on50 / off50:.2f} | {on99 / off99:.2f} | {load_cells(r.other_load)} |"
+            f"| {r.ratio:.2f} | {on99 / off99:.2f} | {load_cells(r.other_load)} |"
         )
     return "\n".join(rows)
 
