@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from app.extender.http import ExtenderApp
@@ -77,6 +77,17 @@ bodies = st.one_of(
 )
 
 
+def asked_names(document: dict[str, Any]) -> list[str]:
+    """The node names a request that got 200 asked about: its NodeNames list when it has
+    one (even empty, whatever else "Nodes" holds), else the names of its Node objects."""
+    names = document.get("NodeNames")
+    if isinstance(names, list):
+        return names
+    nodes = document.get("Nodes")
+    items = nodes.get("items") if isinstance(nodes, dict) else None
+    return [node["metadata"]["name"] for node in items or []]
+
+
 def assert_answer_is_sound(response: httpx.Response, verb: str, body: bytes) -> None:
     assert response.status_code in (200, 400, 413), response.text
     answer = orjson.loads(response.content)
@@ -84,9 +95,7 @@ def assert_answer_is_sound(response: httpx.Response, verb: str, body: bytes) -> 
         assert answer["error"], answer
         return
     document = orjson.loads(body)
-    asked = document.get("NodeNames") or [
-        node["metadata"]["name"] for node in (document.get("Nodes") or {}).get("items", [])
-    ]
+    asked = asked_names(document)
     if verb == "prioritize":
         assert [entry["Host"] for entry in answer] == asked
         assert all(0 <= entry["Score"] <= 10 for entry in answer)
@@ -97,6 +106,8 @@ def assert_answer_is_sound(response: httpx.Response, verb: str, body: bytes) -> 
 
 @examples(250)
 @given(body=bodies, verb=st.sampled_from(["filter", "prioritize"]))
+# Found by this test once in CI: an empty NodeNames beside a "Nodes" that is no object.
+@example(body=b'{"Pod": {}, "NodeNames": [], "Nodes": true}', verb="filter")
 def test_any_body_over_http_gets_a_result_or_a_clear_4xx(
     client: httpx.Client, body: bytes, verb: str
 ) -> None:
