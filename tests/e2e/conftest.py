@@ -1,0 +1,46 @@
+"""Fixtures for the end-to-end tests: one real control plane per session, wiped between tests.
+
+tests/conftest.py leaves this folder out of collection when LOADAWARE_KUBE_ASSETS is unset.
+"""
+
+from __future__ import annotations
+
+import atexit
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.harness import ControlPlane, HarnessError, assets_dir, start_control_plane
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    assets = assets_dir()
+    if assets is None:  # tests/conftest.py does not collect tests/e2e then
+        raise HarnessError(
+            "LOADAWARE_KUBE_ASSETS is unset: set it to a folder holding etcd, kube-apiserver, "
+            "kube-controller-manager and kube-scheduler to run tests/e2e (see the README)"
+        )
+    plane = start_control_plane(assets, tmp_path_factory.mktemp("control-plane"))
+    atexit.register(plane.stop)  # also when the session is interrupted
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """The shared control plane; what the test made is wiped afterwards."""
+    try:
+        yield control_plane
+    finally:
+        control_plane.wipe()
+
+
+@pytest.fixture
+def namespace(cluster: ControlPlane, request: pytest.FixtureRequest) -> str:
+    """A fresh namespace for one test (removed by the wipe)."""
+    base = request.node.name.lower().replace("_", "-")[:40].strip("-")
+    return cluster.namespace(f"{base}-{secrets.token_hex(3)}")

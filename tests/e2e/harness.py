@@ -1,0 +1,603 @@
+"""A real Kubernetes control plane for end-to-end tests, from binaries the user names.
+
+``LOADAWARE_KUBE_ASSETS`` names a folder holding ``etcd``, ``kube-apiserver``,
+``kube-controller-manager`` and ``kube-scheduler`` (as envtest's ``KUBEBUILDER_ASSETS``
+does for Go operators). :class:`ControlPlane` starts etcd, the API server and the
+controller manager on free loopback ports in a folder of its own, and can start a
+kube-scheduler with any KubeSchedulerConfiguration and the extender beside it.
+
+No kubelet runs: Nodes are API objects the tests create (Ready, untainted: the
+node-lifecycle controller is off and the API server does not taint new Nodes), and the
+harness plays the kubelet's part where a test needs it: :meth:`kubelet_mark_ready`
+turns bound pods Running and Ready, :meth:`kubelet_reap` finishes Terminating pods.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import yaml
+from lightkube import Client, KubeConfig
+from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apps_v1 import DaemonSet, Deployment, ReplicaSet, StatefulSet
+from lightkube.resources.core_v1 import Namespace, Node, Pod
+from lightkube.resources.policy_v1 import PodDisruptionBudget
+
+ASSETS_ENV = "LOADAWARE_KUBE_ASSETS"
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+# Namespaces that tests create carry this label, so that wipe() finds them all.
+TEST_LABEL = "e2e.loadaware.io/test"
+REPO = Path(__file__).resolve().parents[2]
+
+T = TypeVar("T")
+
+
+class HarnessError(RuntimeError):
+    """The control plane could not be started or did not behave; the message says why."""
+
+
+def assets_dir() -> Path | None:
+    """The folder named by LOADAWARE_KUBE_ASSETS, or None when the variable is unset.
+
+    Raises HarnessError when it is set but does not hold the four binaries.
+    """
+    value = os.environ.get(ASSETS_ENV, "").strip()
+    if not value:
+        return None
+    folder = Path(value)
+    missing = [b for b in BINARIES if not os.access(folder / b, os.X_OK)]
+    if missing:
+        raise HarnessError(
+            f"{ASSETS_ENV}={value}: no executable {', '.join(missing)} there; the folder must "
+            f"hold {', '.join(BINARIES)} (e.g. unpack kube-assets-*.tar.xz into it)"
+        )
+    return folder
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def wait_until(
+    predicate: Callable[[], T | None],
+    timeout_s: float,
+    what: str,
+    interval_s: float = 0.2,
+) -> T:
+    """Poll ``predicate`` until it returns something truthy and return that.
+
+    The deadline is generous by design: it only ends a test that would otherwise hang,
+    and its message says what never happened.
+    """
+    deadline = time.monotonic() + timeout_s
+    last_error: BaseException | None = None
+    while True:
+        try:
+            result = predicate()
+            if result:
+                return result
+        except (ApiError, OSError, urllib.error.URLError) as error:
+            last_error = error
+        if time.monotonic() > deadline:
+            suffix = f" (last error: {last_error})" if last_error else ""
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}{suffix}")
+        time.sleep(interval_s)
+
+
+def _run(*args: str | Path) -> None:
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise HarnessError(f"{' '.join(map(str, args))} failed: {done.stderr.strip()}")
+
+
+def _https_ok(url: str, ca_file: Path | None, token: str | None = None) -> bool:
+    context = ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
+    if context is None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, context=context, timeout=5) as answer:
+        return bool(answer.status == 200)
+
+
+def _http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return bool(answer.status == 200)
+
+
+@dataclass
+class Process:
+    """One child process with its log file; stopped with SIGTERM, then SIGKILL."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.popen.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(timeout=15)
+
+
+def _start(
+    name: str, args: Sequence[str | Path], logs: Path, env: Mapping[str, str] | None = None
+) -> Process:
+    log_path = logs / f"{name}.log"
+    with log_path.open("ab") as log:
+        popen = subprocess.Popen(
+            [str(a) for a in args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: stop() takes its children too
+            env=dict(env) if env is not None else None,
+        )
+    return Process(name, popen, log_path)
+
+
+def _wait_healthy(process: Process, check: Callable[[], bool], timeout_s: float) -> None:
+    def healthy() -> bool:
+        if not process.alive():
+            raise HarnessError(
+                f"{process.name} exited with {process.popen.returncode}; "
+                f"tail of {process.log_path}:\n{process.log_tail()}"
+            )
+        try:
+            return check()
+        except (OSError, urllib.error.URLError):
+            return False
+
+    try:
+        wait_until(healthy, timeout_s, f"{process.name} to become healthy")
+    except AssertionError as error:
+        raise HarnessError(f"{error}; tail of {process.log_path}:\n{process.log_tail()}") from None
+
+
+@dataclass
+class Pki:
+    ca_cert: Path
+    ca_key: Path
+    apiserver_cert: Path
+    apiserver_key: Path
+    sa_key: Path
+    sa_pub: Path
+
+
+def _make_pki(folder: Path) -> Pki:
+    folder.mkdir(parents=True, exist_ok=True)
+    ca_key, ca_cert = folder / "ca.key", folder / "ca.crt"
+    _run("openssl", "req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", ca_key,
+         "-out", ca_cert, "-days", "2", "-subj", "/CN=loadaware-e2e-ca")  # fmt: skip
+    ext = folder / "apiserver.ext"
+    ext.write_text(
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+        "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
+        "DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
+    )
+    key, csr, cert = folder / "apiserver.key", folder / "apiserver.csr", folder / "apiserver.crt"
+    _run("openssl", "req", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", key, "-out", csr,
+         "-subj", "/CN=kube-apiserver")  # fmt: skip
+    _run("openssl", "x509", "-req", "-in", csr, "-CA", ca_cert, "-CAkey", ca_key,
+         "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext)  # fmt: skip
+    sa_key, sa_pub = folder / "sa.key", folder / "sa.pub"
+    _run("openssl", "genrsa", "-out", sa_key, "2048")
+    _run("openssl", "rsa", "-in", sa_key, "-pubout", "-out", sa_pub)
+    return Pki(ca_cert, ca_key, cert, key, sa_key, sa_pub)
+
+
+def _write_kubeconfig(path: Path, server: str, ca_file: Path, token: str, user: str) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "e2e", "cluster": {"server": server, "certificate-authority": str(ca_file)}}
+        ],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [
+            {"name": "e2e", "context": {"cluster": "e2e", "user": user, "namespace": "default"}}
+        ],
+        "current-context": "e2e",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@dataclass
+class Scheduler:
+    """A running kube-scheduler: its process, effective config file and log."""
+
+    process: Process
+    config_path: Path
+
+    @property
+    def log_path(self) -> Path:
+        return self.process.log_path
+
+
+@dataclass
+class Extender:
+    """A running ``loadaware extender`` subprocess."""
+
+    process: Process
+    url: str
+
+    @property
+    def log_path(self) -> Path:
+        return self.process.log_path
+
+
+@dataclass
+class ControlPlane:
+    """etcd, kube-apiserver and kube-controller-manager on free loopback ports."""
+
+    assets: Path
+    workdir: Path
+    processes: list[Process] = field(default_factory=list)
+    api_url: str = ""
+    kubeconfig: Path = Path()
+    ca_file: Path = Path()
+    admin_token: str = ""
+    # Identities in the static token file: user name -> token (tests may bind RBAC to them).
+    tokens: dict[str, str] = field(default_factory=dict)
+    _client: Client | None = None
+
+    # Users the token file knows besides admin; tests bind RBAC roles to them.
+    EXTRA_USERS = ("system:kube-scheduler", "loadaware-annotator", "loadaware-descheduler",
+                   "loadaware-extender", "tenant")  # fmt: skip
+
+    def start(self) -> ControlPlane:
+        logs = self.workdir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        pki = _make_pki(self.workdir / "pki")
+        self.ca_file = pki.ca_cert
+        self.admin_token = secrets.token_hex(16)
+        self.tokens = {"admin": self.admin_token}
+        lines = [f'{self.admin_token},admin,admin-uid,"system:masters"']
+        for user in self.EXTRA_USERS:
+            token = secrets.token_hex(16)
+            self.tokens[user] = token
+            lines.append(f"{token},{user},{user}-uid")
+        token_file = self.workdir / "pki" / "tokens.csv"
+        token_file.write_text("\n".join(lines) + "\n")
+
+        etcd_port, etcd_peer, api_port, kcm_port = (free_port() for _ in range(4))
+        etcd = _start(
+            "etcd",
+            [self.assets / "etcd", "--data-dir", self.workdir / "etcd",
+             "--listen-client-url", f"http://127.0.0.1:{etcd_port}",
+             "--listen-peer-url", f"http://127.0.0.1:{etcd_peer}"],
+            logs,
+        )  # fmt: skip
+        self.processes.append(etcd)
+        _wait_healthy(etcd, lambda: _http_ok(f"http://127.0.0.1:{etcd_port}/health"), 60)
+
+        self.api_url = f"https://127.0.0.1:{api_port}"
+        apiserver = _start(
+            "kube-apiserver",
+            [self.assets / "kube-apiserver",
+             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+             f"--secure-port={api_port}",
+             f"--tls-cert-file={pki.apiserver_cert}", f"--tls-private-key-file={pki.apiserver_key}",
+             f"--client-ca-file={pki.ca_cert}",
+             f"--token-auth-file={token_file}",
+             f"--service-account-key-file={pki.sa_pub}",
+             f"--service-account-signing-key-file={pki.sa_key}",
+             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+             "--api-audiences=https://kubernetes.default.svc.cluster.local",
+             "--service-cluster-ip-range=10.0.0.0/24",
+             "--authorization-mode=Node,RBAC",
+             "--disable-admission-plugins=TaintNodesByCondition,ServiceAccount",
+             "--allow-privileged=true",
+             "--enable-priority-and-fairness=false",
+             "--profiling=false",
+             "--v=1"],
+            logs,
+        )  # fmt: skip
+        self.processes.append(apiserver)
+        _wait_healthy(
+            apiserver,
+            lambda: _https_ok(f"{self.api_url}/readyz", pki.ca_cert, self.admin_token),
+            180,
+        )
+        self.kubeconfig = _write_kubeconfig(
+            self.workdir / "admin.kubeconfig", self.api_url, pki.ca_cert, self.admin_token, "admin"
+        )
+        kcm = _start(
+            "kube-controller-manager",
+            [self.assets / "kube-controller-manager",
+             f"--kubeconfig={self.kubeconfig}",
+             "--bind-address=127.0.0.1", f"--secure-port={kcm_port}",
+             "--controllers=*,-node-lifecycle-controller",
+             "--use-service-account-credentials=false",
+             f"--service-account-private-key-file={pki.sa_key}", f"--root-ca-file={pki.ca_cert}",
+             f"--cluster-signing-cert-file={pki.ca_cert}",
+             f"--cluster-signing-key-file={pki.ca_key}",
+             "--leader-elect=false", "--v=1"],
+            logs,
+        )  # fmt: skip
+        self.processes.append(kcm)
+        _wait_healthy(kcm, lambda: _https_ok(f"https://127.0.0.1:{kcm_port}/healthz", None), 120)
+        return self
+
+    def stop(self) -> None:
+        self._client = None
+        for process in reversed(self.processes):
+            process.stop()
+        self.processes.clear()
+
+    # --- clients and identities ------------------------------------------------------
+
+    def client(self) -> Client:
+        """An admin client (system:masters), shared across calls."""
+        if self._client is None:
+            self._client = Client(
+                config=KubeConfig.from_file(str(self.kubeconfig)), field_manager="e2e"
+            )
+        return self._client
+
+    def kubeconfig_for(self, user: str) -> Path:
+        """A kubeconfig that authenticates as ``user`` (one of EXTRA_USERS) by token."""
+        path = self.workdir / f"{user.replace(':', '-')}.kubeconfig"
+        if not path.exists():
+            _write_kubeconfig(path, self.api_url, self.ca_file, self.tokens[user], user)
+        return path
+
+    # --- kube-scheduler and the extender ---------------------------------------------
+
+    @contextlib.contextmanager
+    def scheduler(
+        self, config: Mapping[str, Any], name: str = "kube-scheduler"
+    ) -> Iterator[Scheduler]:
+        """Run kube-scheduler with ``config`` (a KubeSchedulerConfiguration as a dict).
+
+        clientConnection.kubeconfig (user system:kube-scheduler) is filled in when the
+        config names none, and leader election is turned off. Waits for /readyz.
+        """
+        effective = dict(config)
+        connection = dict(effective.get("clientConnection") or {})
+        connection.setdefault("kubeconfig", str(self.kubeconfig_for("system:kube-scheduler")))
+        effective["clientConnection"] = connection
+        effective["leaderElection"] = {"leaderElect": False}
+        path = self.workdir / f"{name}-{secrets.token_hex(3)}.yaml"
+        path.write_text(yaml.safe_dump(effective, sort_keys=False))
+        port = free_port()
+        process = _start(
+            f"{name}-{path.stem.rsplit('-', 1)[-1]}",
+            [self.assets / "kube-scheduler", f"--config={path}", "--leader-elect=false",
+             "--bind-address=127.0.0.1", f"--secure-port={port}", "--v=2"],
+            self.workdir / "logs",
+        )  # fmt: skip
+        try:
+            _wait_healthy(process, lambda: _https_ok(f"https://127.0.0.1:{port}/readyz", None), 120)
+            yield Scheduler(process, path)
+        finally:
+            process.stop()
+
+    @contextlib.contextmanager
+    def extender(self, *args: str, kubeconfig: Path | None = None) -> Iterator[Extender]:
+        """Run ``loadaware extender`` on a free loopback port with the given extra flags;
+        waits for /readyz (so its caches have listed) and yields its base URL."""
+        port = free_port()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(REPO)
+        process = _start(
+            f"extender-{port}",
+            [sys.executable, "-m", "app.cli", "extender",
+             "--kubeconfig", kubeconfig or self.kubeconfig,
+             "--host", "127.0.0.1", "--port", str(port), *args],
+            self.workdir / "logs",
+            env=env,
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_healthy(process, lambda: _http_ok(f"{url}/readyz"), 120)
+            yield Extender(process, url)
+        finally:
+            process.stop()
+
+    # --- objects -----------------------------------------------------------------------
+
+    def namespace(self, name: str) -> str:
+        """Create a namespace for one test (labelled, so wipe() removes it)."""
+        self.client().create(Namespace(metadata=ObjectMeta(name=name, labels={TEST_LABEL: "true"})))
+        return name
+
+    def make_node(
+        self,
+        name: str,
+        cpu: str = "8",
+        memory: str = "32Gi",
+        *,
+        annotations: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+        taints: Sequence[Mapping[str, str]] = (),
+        pods: str = "110",
+        internal_ip: str | None = None,
+    ) -> Node:
+        """Create a Ready Node (status set at create, as a kubelet registers)."""
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        resources = {"cpu": cpu, "memory": memory, "pods": pods}
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {"kubernetes.io/hostname": name, TEST_LABEL: "true", **(labels or {})},
+                "annotations": dict(annotations or {}),
+            },
+            "spec": {"taints": [dict(t) for t in taints]} if taints else {},
+            "status": {
+                "capacity": resources,
+                "allocatable": resources,
+                "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                     "lastHeartbeatTime": now, "lastTransitionTime": now},
+                ],
+                "addresses": [
+                    {"type": "InternalIP", "address": internal_ip or "127.0.0.1"},
+                    {"type": "Hostname", "address": name},
+                ],
+            },
+        }  # fmt: skip
+        node = cast(Node, Node.from_dict(body))
+        return self.client().create(node)
+
+    # --- the kubelet's part ------------------------------------------------------------
+
+    def kubelet_mark_ready(self, namespace: str) -> int:
+        """Mark bound, non-terminating pods Running and Ready; returns how many changed."""
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        changed = 0
+        for pod in self.client().list(Pod, namespace=namespace):
+            if pod.spec is None or not pod.spec.nodeName or pod.metadata is None:
+                continue
+            if pod.metadata.deletionTimestamp is not None:
+                continue
+            if pod.status is not None and pod.status.phase == "Running":
+                continue
+            status = {
+                "phase": "Running",
+                "startTime": now,
+                "hostIP": "127.0.0.1",
+                "podIP": "127.0.0.1",
+                "conditions": [
+                    {"type": kind, "status": "True", "lastTransitionTime": now}
+                    for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+                ],
+                "containerStatuses": [
+                    {"name": c.name, "image": c.image or "", "imageID": "", "ready": True,
+                     "started": True, "restartCount": 0, "state": {"running": {"startedAt": now}}}
+                    for c in pod.spec.containers
+                ],
+            }  # fmt: skip
+            with contextlib.suppress(ApiError):  # gone meanwhile
+                self.client().patch(
+                    Pod.Status, pod.metadata.name or "", {"status": status}, namespace=namespace
+                )
+                changed += 1
+        return changed
+
+    def kubelet_reap(self, namespace: str) -> int:
+        """Finish Terminating pods (there is no kubelet to confirm); returns how many."""
+        reaped = 0
+        for pod in self.client().list(Pod, namespace=namespace):
+            if pod.metadata is None or pod.metadata.deletionTimestamp is None:
+                continue
+            with contextlib.suppress(ApiError):
+                self.client().delete(
+                    Pod, pod.metadata.name or "", namespace=namespace, grace_period=0
+                )
+                reaped += 1
+        return reaped
+
+    # --- between tests -----------------------------------------------------------------
+
+    def wipe(self) -> None:
+        """Remove what tests made: their namespaces (pods force-deleted first), Nodes,
+        and cluster-scoped RBAC labelled as theirs."""
+        client = self.client()
+        for namespace in client.list(Namespace, labels={TEST_LABEL: "true"}):
+            name = namespace.metadata.name if namespace.metadata else None
+            if not name:
+                continue
+            for kind in (Deployment, StatefulSet, DaemonSet, ReplicaSet, PodDisruptionBudget):
+                with contextlib.suppress(ApiError):
+                    client.deletecollection(kind, namespace=name)
+            with contextlib.suppress(ApiError):
+                client.deletecollection(Pod, namespace=name, grace_period=0)
+            with contextlib.suppress(ApiError):
+                client.delete(Namespace, name)
+        for node in client.list(Node, labels={TEST_LABEL: "true"}):
+            if node.metadata is None or not node.metadata.name:
+                continue
+            with contextlib.suppress(ApiError):
+                client.delete(Node, node.metadata.name)
+        wait_until(
+            lambda: not list(client.list(Node, labels={TEST_LABEL: "true"})),
+            60,
+            "test nodes to be deleted",
+        )
+
+
+def start_control_plane(assets: Path, workdir: Path) -> ControlPlane:
+    """Start a control plane in ``workdir``; on failure, stop what was started."""
+    plane = ControlPlane(assets=assets, workdir=workdir)
+    try:
+        return plane.start()
+    except BaseException:
+        plane.stop()
+        raise
+
+
+def scheduler_config(
+    extenders: Sequence[Mapping[str, Any]] = (),
+    profiles: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A KubeSchedulerConfiguration v1 with the given extenders (clientConnection is
+    filled in by ControlPlane.scheduler)."""
+    config: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+    }
+    if extenders:
+        config["extenders"] = [dict(e) for e in extenders]
+    if profiles is not None:
+        config["profiles"] = [dict(p) for p in profiles]
+    return config
+
+
+def cleanup_workdir(workdir: Path) -> None:
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def pod_object(body: Mapping[str, Any]) -> Pod:
+    """A typed lightkube Pod from a manifest dictionary."""
+    return cast(Pod, Pod.from_dict(dict(body)))
+
+
+def node_of(client: Client, name: str, namespace: str) -> str | None:
+    """The node a pod is bound to, or None while it is Pending."""
+    pod = client.get(Pod, name, namespace=namespace)
+    return pod.spec.nodeName if pod.spec is not None else None
