@@ -75,6 +75,12 @@ def script_escapes(source: str) -> list[str]:
     return problems
 
 
+# The one thing CI is given from outside the checkout: the control-plane archive, which
+# .ci/run unpacks for the end-to-end tests (their binaries are found only through
+# LOADAWARE_KUBE_ASSETS). Named once there, in this exact line.
+CI_INPUTS = {".ci/run": 'ci_kube_assets="$repo/../shared/k8s"'}
+
+
 def scanned_files() -> list[Path]:
     """Python files, and every script in scripts/ and .ci/; not this file's own examples."""
     return [
@@ -94,6 +100,10 @@ def test_reads_nothing_outside_the_repository(path: Path) -> None:
     source = path.read_text(encoding="utf-8")
     is_python = path.suffix == ".py"
     problems = python_escapes(source, relative) if is_python else script_escapes(source)
+    allowed = CI_INPUTS.get(str(relative))
+    if allowed is not None:
+        assert any(allowed in problem for problem in problems), f"{relative} no longer reads it"
+        problems = [problem for problem in problems if allowed not in problem]
     assert not problems, f"{relative} reaches outside the repository:\n" + "\n".join(problems)
 
 

@@ -6,6 +6,7 @@ tests/conftest.py leaves this folder out of collection when LOADAWARE_KUBE_ASSET
 from __future__ import annotations
 
 import atexit
+import re
 import secrets
 from collections.abc import Iterator
 
@@ -42,5 +43,5 @@ def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
 @pytest.fixture
 def namespace(cluster: ControlPlane, request: pytest.FixtureRequest) -> str:
     """A fresh namespace for one test (removed by the wipe)."""
-    base = request.node.name.lower().replace("_", "-")[:40].strip("-")
+    base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-")
     return cluster.namespace(f"{base}-{secrets.token_hex(3)}")
