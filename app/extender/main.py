@@ -152,6 +152,8 @@ def _serve(app: ExtenderApp, args: argparse.Namespace) -> None:
 
 
 def run_extender(args: argparse.Namespace) -> int:
+    check_caller_authentication(args)
+    connection_limits(args)
     watcher: PolicyWatcher | None = None
     if args.policy:
         # The callbacks run only after start-up, once `extender` exists.
@@ -168,7 +170,6 @@ def run_extender(args: argparse.Namespace) -> int:
     else:
         log.warning("no --policy given: using the built-in default policy (crane's defaults)")
         policy = default_policy()
-    check_caller_authentication(args)
     client = None
     if args.node_cache:
         try:
