@@ -120,6 +120,20 @@ def test_a_client_stalled_mid_headers_is_disconnected() -> None:
             assert read_until_closed(connection) == b""
 
 
+def test_a_request_head_over_the_size_limit_gets_431_and_is_disconnected() -> None:
+    head = (
+        HALF_HEAD
+        + b"\r\n"
+        + b"".join(b"X-Padding-%d: %s\r\n" % (index, b"p" * 1000) for index in range(80))
+    )
+    with extender() as (port, _):
+        connection = connect(port, head)
+        with connection:
+            answer = read_until_closed(connection)
+        assert answer.startswith(b"HTTP/1.1 431"), answer[:80]
+        assert answers(port)
+
+
 def test_a_client_that_sends_nothing_is_disconnected() -> None:
     with extender("--header-timeout", "1") as (port, _), connect(port, b"") as connection:
         assert read_until_closed(connection) == b""
