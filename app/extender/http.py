@@ -84,19 +84,35 @@ class ExtenderApp:
         await self.api(scope, receive, send)
 
     async def _read_body(self, receive: Receive) -> bytes:
-        chunks = []
-        size = 0
+        # kube-scheduler's body arrives with its head: the first message is usually all
+        # of it, read without arming a deadline (that would cost more than the verb's
+        # routing). A body that starts and does not finish in time gets 408 here; one
+        # that never starts is cut by the connection's own deadline (server.py).
+        first = await receive()
+        chunk = self._chunk(first, 0)
+        if not first.get("more_body", False):
+            return chunk
+        if self.body_timeout_s is None:
+            return await self._read_rest(receive, [chunk], len(chunk))
+        async with asyncio.timeout(self.body_timeout_s):
+            return await self._read_rest(receive, [chunk], len(chunk))
+
+    def _chunk(self, message: Message, size: int) -> bytes:
+        if message["type"] == "http.disconnect":
+            raise ConnectionError("client disconnected")
+        chunk: bytes = message.get("body", b"")
+        if size + len(chunk) > self.max_body_bytes:
+            raise _BodyTooLarge
+        return chunk
+
+    async def _read_rest(self, receive: Receive, chunks: list[bytes], size: int) -> bytes:
         while True:
             message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ConnectionError("client disconnected")
-            chunk = message.get("body", b"")
+            chunk = self._chunk(message, size)
             size += len(chunk)
-            if size > self.max_body_bytes:
-                raise _BodyTooLarge
             chunks.append(chunk)
             if not message.get("more_body", False):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                return b"".join(chunks)
 
     async def _serve_verb(
         self,
@@ -106,11 +122,7 @@ class ExtenderApp:
         send: Send,
     ) -> None:
         try:
-            if self.body_timeout_s is None:
-                body = await self._read_body(receive)
-            else:
-                async with asyncio.timeout(self.body_timeout_s):
-                    body = await self._read_body(receive)
+            body = await self._read_body(receive)
         except TimeoutError:
             message = f"{verb}: the body did not arrive within {self.body_timeout_s:g} s"
             await _send(send, 408, _error(message), _CLOSE)
