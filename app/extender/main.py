@@ -259,8 +259,8 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_host: str) -> Non
         type=duration_s,
         default=DEFAULT_BODY_TIMEOUT_S,
         metavar="SECONDS",
-        help="answer 408 and close when a request body has not arrived this long after its "
-        "head (default %(default)s)",
+        help="a request body must be complete this long after its head, or the connection "
+        "closes (the verbs answer 408 first) (default %(default)s)",
     )
     add_flag(
         parser,

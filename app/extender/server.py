@@ -11,8 +11,9 @@ adds, per connection:
   connection, the whole request head must arrive within ``header_timeout_s``, and
   within ``max_header_bytes``;
 - a **body deadline**: once the head is in, the body must be complete within
-  ``body_timeout_s`` (plus a second's grace, so that the verbs' own 408 answer from
-  app/extender/http.py wins on their paths); otherwise the connection is closed;
+  ``body_timeout_s`` plus a second's grace (so that the verbs' own 408 answer from
+  app/extender/http.py, timed from the body's first part, wins on their paths);
+  otherwise the connection is closed;
 - a **connection limit**: a connection beyond ``max_connections`` is answered 503 and
   closed at once.
 
