@@ -94,8 +94,22 @@ class FileWatcher(Generic[T]):
             )
             self._on_result("error")
             return False
+        try:
+            # The receiver builds everything for the new value before it swaps, and
+            # raises (keeping the old value whole) when it cannot use it.
+            self._on_change(value)
+        except Exception as error:  # any failure keeps the old value
+            log.error(
+                "%s reload failed while adopting %s, the previous %s stays in force: %s",
+                self._what,
+                self._path,
+                self._what,
+                error,
+                exc_info=not isinstance(error, self._errors),
+            )
+            self._on_result("error")
+            return False
         self._warn(value)
-        self._on_change(value)
         self._on_result("success")
         log.info("%s reloaded from %s", self._what, self._path)
         return True

@@ -51,6 +51,7 @@ if __package__ in (None, ""):
 from app.extender.estimates import ScheduledPod, scheduled_pod
 from app.extender.http import ASGIApp, ExtenderApp, Receive, Send
 from app.extender.index import PyVerdictIndex, native_available
+from app.extender.server import DEFAULT_BODY_TIMEOUT_S, ConnectionLimits, guarded_protocol
 from app.extender.service import Extender
 from app.extender.verbs import Outcome, parse_args
 from app.kube.client import client_for_server
@@ -359,15 +360,27 @@ def serve(
         tasks.append(asyncio.get_running_loop().create_task(stream))
 
     app = Dispatcher(
-        ExtenderApp(extender),
-        ExtenderApp(python_extender),
+        ExtenderApp(extender, body_timeout_s=DEFAULT_BODY_TIMEOUT_S),
+        ExtenderApp(python_extender, body_timeout_s=DEFAULT_BODY_TIMEOUT_S),
         FloorApp(answers),
-        {setting: ExtenderApp(e) for setting, e in estimating.items()},
+        {
+            setting: ExtenderApp(e, body_timeout_s=DEFAULT_BODY_TIMEOUT_S)
+            for setting, e in estimating.items()
+        },
         start_stream,
     )
-    # As app/extender/main.py's _serve, minus TLS; logging does not touch the hot path.
+    # As app/extender/main.py's _serve, minus TLS, with its connection deadlines and
+    # limit (real and floor pay them alike); logging does not touch the hot path.
+    limits = ConnectionLimits()
     config = uvicorn.Config(
-        app, host=HOST, port=port, log_level="warning", access_log=False, lifespan="on"
+        app,
+        host=HOST,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        http=guarded_protocol(limits),
+        timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]
     )
     gc.collect()
     uvicorn.Server(config).run()

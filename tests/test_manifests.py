@@ -50,24 +50,38 @@ def test_scheduler_configs_call_verbs_the_extender_serves(path: Path) -> None:
     assert extender["urlPrefix"].startswith("https://") is extender.get("enableHTTPS", False)
 
 
+SIDECAR_CONFIG = "kube-scheduler-config-second-scheduler.yaml"
+
+
 @pytest.mark.parametrize("path", scheduler_configs(), ids=lambda p: p.name)
 def test_scheduler_configs_reach_the_extender_service_on_its_port(path: Path) -> None:
     (config,) = documents(path)
     url = urlsplit(config["extenders"][0]["urlPrefix"])
+    assert url.path in ("", "/")  # the extender serves /filter and /prioritize at the root
+    if path.name == SIDECAR_CONFIG:
+        # The extender beside the scheduler, in its pod, on loopback.
+        objects = render(DEPLOY / "overlays" / "second-scheduler")
+        pod = pod_spec(named(objects, "Deployment", "loadaware-scheduler"))
+        (sidecar,) = (c for c in pod["containers"] if c.get("args", [])[:1] == ["extender"])
+        assert url.hostname == env_of(sidecar)["LOADAWARE_HOST"] == "127.0.0.1"
+        assert url.port == int(env_of(sidecar)["LOADAWARE_PORT"]) == DEFAULT_PORT
+        return
     service = named(base(), "Service", "loadaware-extender")
     assert url.hostname == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
-    (port,) = service["spec"]["ports"]
+    (port,) = (p for p in service["spec"]["ports"] if p["name"] == "extender")
     assert url.port == port["port"] == DEFAULT_PORT
-    assert url.path in ("", "/")  # the extender serves /filter and /prioritize at the root
 
 
 def test_the_extender_service_targets_the_port_the_extender_listens_on() -> None:
     objects = base()
     service = named(objects, "Service", "loadaware-extender")
     (container,) = pod_spec(named(objects, "Deployment", "loadaware-extender"))["containers"]
-    (port,) = service["spec"]["ports"]
-    (container_port,) = (p for p in container["ports"] if p["name"] == port["targetPort"])
-    assert container_port["containerPort"] == int(env_of(container)["LOADAWARE_PORT"])
+    env = env_of(container)
+    listens = {"extender": int(env["LOADAWARE_PORT"]), "health": int(env["LOADAWARE_HEALTH_PORT"])}
+    assert {p["name"] for p in service["spec"]["ports"]} == set(listens)
+    for port in service["spec"]["ports"]:
+        (container_port,) = (p for p in container["ports"] if p["name"] == port["targetPort"])
+        assert container_port["containerPort"] == listens[port["name"]]
     template_labels = named(objects, "Deployment", "loadaware-extender")["spec"]["template"]
     template_labels = template_labels["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= template_labels.items()
@@ -183,16 +197,33 @@ def test_the_second_scheduler_runs_the_shipped_profile() -> None:
     assert "clientConnection" not in config  # in-cluster ServiceAccount
 
 
-def test_the_https_config_matches_the_mutual_tls_overlay() -> None:
-    (config,) = documents(SCHEDULER_CONFIG / "kube-scheduler-config-https.yaml")
-    tls = config["extenders"][0]["tlsConfig"]
-    assert {"caFile", "certFile", "keyFile", "serverName"} <= tls.keys()
-    (container,) = pod_spec(
-        named(render(DEPLOY / "overlays" / "extender-mtls"), "Deployment", "loadaware-extender")
-    )["containers"]
-    assert {"LOADAWARE_TLS_CERT", "LOADAWARE_TLS_KEY", "LOADAWARE_CLIENT_CA"} <= env_of(
-        container
-    ).keys()
+# Each scheduler config that calls the Service, and the install whose extender it fits:
+# which TLS settings the scheduler sends, and which the extender then needs.
+CONFIG_FOR_INSTALL = {
+    "kube-scheduler-config.yaml": ("", {"caFile", "certFile", "keyFile", "serverName"}),
+    "kube-scheduler-config-full-nodes.yaml": ("", {"caFile", "certFile", "keyFile", "serverName"}),
+    "kube-scheduler-config-https.yaml": ("overlays/extender-tls", {"caFile", "serverName"}),
+    "kube-scheduler-config-plain-http.yaml": ("overlays/extender-plain-http", set()),
+}
+
+
+def test_every_scheduler_config_is_matched_to_an_install() -> None:
+    assert {p.name for p in scheduler_configs()} == {*CONFIG_FOR_INSTALL, SIDECAR_CONFIG}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_FOR_INSTALL))
+def test_the_scheduler_configs_tls_matches_its_installs_extender(name: str) -> None:
+    install, tls_fields = CONFIG_FOR_INSTALL[name]
+    (config,) = documents(SCHEDULER_CONFIG / name)
+    assert set(config["extenders"][0].get("tlsConfig", {})) == tls_fields
+    (container,) = pod_spec(named(render(DEPLOY / install), "Deployment", "loadaware-extender"))[
+        "containers"
+    ]
+    env = env_of(container)
+    assert ("LOADAWARE_TLS_CERT" in env) is bool(tls_fields)
+    # A client certificate is sent exactly where the extender demands one.
+    assert ("LOADAWARE_CLIENT_CA" in env) is ("certFile" in tls_fields)
+    assert (env.get("LOADAWARE_ALLOW_UNAUTHENTICATED") == "true") is ("certFile" not in tls_fields)
 
 
 def test_a_misspelled_scheduler_field_is_caught() -> None:

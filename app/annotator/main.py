@@ -70,13 +70,18 @@ class Settings:
 
 
 def settings_from_args(
-    args: argparse.Namespace, on_policy_change: Callable[[Policy], None] = lambda _p: None
+    args: argparse.Namespace,
+    on_policy_change: Callable[[Policy], None] = lambda _p: None,
+    on_policy_result: Callable[[str], None] = lambda _r: None,
 ) -> Settings:
     """Turn parsed flags into configuration; raise ValueError or PolicyError with the fix."""
     watcher = None
     if args.policy:
         watcher = PolicyWatcher(
-            args.policy, on_change=on_policy_change, interval_s=args.policy_poll_interval
+            args.policy,
+            on_change=on_policy_change,
+            on_result=on_policy_result,
+            interval_s=args.policy_poll_interval,
         )
         policy = watcher.load_initial()
     else:
@@ -117,8 +122,12 @@ def run(args: argparse.Namespace) -> int:
         if annotator is not None:
             annotator.set_policy(policy)
 
+    def count(result: str) -> None:
+        if annotator is not None:
+            annotator.telemetry.policy_reloads.labels(result).inc()
+
     try:
-        settings = settings_from_args(args, on_policy_change=adopt)
+        settings = settings_from_args(args, on_policy_change=adopt, on_policy_result=count)
     except (ValueError, PolicyError) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return 2

@@ -36,7 +36,7 @@ from app.kube.lease import LeaderElector, LeaderWork, LeaseSettings
 from app.kube.nodes import NodeCache
 from app.kube.patching import AnnotationPatcher, PatchOutcome
 from app.kube.pods import PodCache
-from app.policy import Policy, format_duration
+from app.policy import Policy, PolicyError, format_duration
 from app.policy.watch import PolicyWatcher
 from app.prom.client import InstantQuery
 
@@ -150,14 +150,15 @@ class Annotator:
             self.schedule = None
 
     def set_policy(self, policy: Policy) -> None:
-        """Adopt a reloaded policy without restarting; a policy without syncPolicy is refused."""
+        """Adopt a reloaded policy without restarting. A policy without syncPolicy is
+        refused with PolicyError before anything changes (the watcher counts it as a
+        failed reload, and the previous policy stays whole)."""
         periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
         if not periods_s:
-            log.error(
-                "reloaded policy %s has no syncPolicy entries; keeping the previous metrics",
-                policy.source,
+            raise PolicyError(
+                f"{policy.source}: the reloaded policy has no syncPolicy entries, so the "
+                f"annotator would sync nothing; keeping the previous metrics"
             )
-            return
         self.periods_s = periods_s
         self.metric_states = {
             m: self.metric_states.get(m) or MetricState(p) for m, p in periods_s.items()
@@ -209,9 +210,7 @@ class Annotator:
             await self.leader_work.stop()
 
     async def _serve_health(self) -> None:
-        app = build_app(
-            "loadaware annotator", self.status, self.telemetry.registry, READINESS_NOTE
-        )
+        app = build_app("loadaware annotator", self.status, self.telemetry.registry, READINESS_NOTE)
         port = self.config.health_port or 0
         self.server = embedded_server(app, self.config.health_host, port)
         await serve(self.server, port)

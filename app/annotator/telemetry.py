@@ -120,6 +120,12 @@ class AnnotatorMetrics:
             "Pods seen getting a node, counted once per pod UID.",
             registry=registry,
         )
+        self.policy_reloads = Counter(
+            "loadaware_policy_reloads_total",
+            "Policy file reloads by result (error: the previous policy stays in force).",
+            ["result"],
+            registry=registry,
+        )
         self.newest_sample_s: dict[str, float] = {}
         registry.register(_SampleAgeCollector(self.newest_sample_s, clock))
 

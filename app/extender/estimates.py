@@ -431,14 +431,19 @@ class Ledger:
         """Re-estimate every reservation under the current policy; return the nodes that
         hold one. Call it after every policy change: the memo of estimates is cleared
         here, not checked against the policy on every reservation."""
-        self._priced.clear()
         settings = self._policy().spec.estimation
-        for node, on_node in self._reserved.items():
+        # Every estimate first, then the swap: a failure leaves the reservations as they were.
+        usages = [
+            (reservation, estimate_pod_usage(*requests_and_limits(reservation.demand), settings))
+            for on_node in self._reserved.values()
+            for reservation in on_node
+        ]
+        self._priced.clear()
+        for reservation, usage in usages:
+            reservation.usage = usage
+        for node, on_node in list(self._reserved.items()):
             repriced = _NodeReservations()
             for reservation in on_node:
-                reservation.usage = estimate_pod_usage(
-                    *requests_and_limits(reservation.demand), settings
-                )
                 repriced.add(reservation)
             self._reserved[node] = repriced
         return list(self._reserved)

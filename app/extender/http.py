@@ -2,12 +2,20 @@
 
 ``POST /filter`` and ``POST /prioritize`` sit on kube-scheduler's serial scheduling
 cycle, so they are served by a lean ASGI handler in front of FastAPI: read the body
-(bounded), call the verb, write the bytes. Everything else (health, readiness,
-metrics, debug) is ordinary FastAPI.
+(bounded in size and in time), call the verb, write the bytes. Everything else (health,
+readiness, metrics, debug) is ordinary FastAPI.
+
+The debug endpoints (``/debug/nodes``, ``/docs``, ``/openapi.json``) list every node,
+its load and the pods behind its estimate: ``loadaware extender`` serves them only with
+``--debug-endpoints``, behind the same authentication as the verbs, and pages
+``/debug/nodes``. ``health_api`` is the plain listener for probes and Prometheus
+(``--health-port``): ``/healthz``, ``/readyz`` and ``/metrics`` only.
 """
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -28,7 +36,11 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+# /debug/nodes answers at most this many nodes per page (?limit=, ?after= for the next).
+DEBUG_PAGE_DEFAULT = 100
+DEBUG_PAGE_MAX = 1000
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+_CLOSE = ((b"connection", b"close"),)
 
 
 class _BodyTooLarge(Exception):
@@ -38,15 +50,26 @@ class _BodyTooLarge(Exception):
 class ExtenderApp:
     """ASGI app: the hot verbs directly, the rest through FastAPI."""
 
-    def __init__(self, extender: Extender, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        extender: Extender,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        *,
+        body_timeout_s: float | None = None,
+        debug_endpoints: bool = True,
+    ) -> None:
+        """``body_timeout_s``: a verb's body must arrive within it (else 408 and the
+        connection closes); None waits as long as the client. ``debug_endpoints``:
+        serve /debug/*, /docs and /openapi.json (the CLI turns them off by default)."""
         self.extender = extender
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
         verbs = extender.verbs
         self._routes: dict[str, tuple[str, Callable[[ExtenderArgs, Outcome], bytes]]] = {
             "/filter": ("filter", verbs.filter),
             "/prioritize": ("prioritize", verbs.prioritize),
         }
-        self.api = build_api(extender)
+        self.api = build_api(extender, debug_endpoints=debug_endpoints)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -61,19 +84,35 @@ class ExtenderApp:
         await self.api(scope, receive, send)
 
     async def _read_body(self, receive: Receive) -> bytes:
-        chunks = []
-        size = 0
+        # kube-scheduler's body arrives with its head: the first message is usually all
+        # of it, read without arming a deadline (that would cost more than the verb's
+        # routing). A body that starts and does not finish in time gets 408 here; one
+        # that never starts is cut by the connection's own deadline (server.py).
+        first = await receive()
+        chunk = self._chunk(first, 0)
+        if not first.get("more_body", False):
+            return chunk
+        if self.body_timeout_s is None:
+            return await self._read_rest(receive, [chunk], len(chunk))
+        async with asyncio.timeout(self.body_timeout_s):
+            return await self._read_rest(receive, [chunk], len(chunk))
+
+    def _chunk(self, message: Message, size: int) -> bytes:
+        if message["type"] == "http.disconnect":
+            raise ConnectionError("client disconnected")
+        chunk: bytes = message.get("body", b"")
+        if size + len(chunk) > self.max_body_bytes:
+            raise _BodyTooLarge
+        return chunk
+
+    async def _read_rest(self, receive: Receive, chunks: list[bytes], size: int) -> bytes:
         while True:
             message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ConnectionError("client disconnected")
-            chunk = message.get("body", b"")
+            chunk = self._chunk(message, size)
             size += len(chunk)
-            if size > self.max_body_bytes:
-                raise _BodyTooLarge
             chunks.append(chunk)
             if not message.get("more_body", False):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                return b"".join(chunks)
 
     async def _serve_verb(
         self,
@@ -84,6 +123,11 @@ class ExtenderApp:
     ) -> None:
         try:
             body = await self._read_body(receive)
+        except TimeoutError:
+            message = f"{verb}: the body did not arrive within {self.body_timeout_s:g} s"
+            await _send(send, 408, _error(message), _CLOSE)
+            self.extender.record(verb, 408, 0.0, None)
+            return
         except _BodyTooLarge:
             await _send(send, 413, _error(f"body exceeds {self.max_body_bytes} bytes"))
             self.extender.record(verb, 413, 0.0, None)
@@ -114,7 +158,7 @@ async def _send(
     await send({"type": "http.response.body", "body": payload})
 
 
-def build_api(extender: Extender) -> FastAPI:
+def build_api(extender: Extender, *, debug_endpoints: bool = True) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await extender.start()
@@ -123,12 +167,36 @@ def build_api(extender: Extender) -> FastAPI:
         finally:
             await extender.stop()
 
-    api = FastAPI(
-        title="loadaware scheduler extender",
-        description="POST /filter and /prioritize take kube-scheduler ExtenderArgs.",
-        lifespan=lifespan,
-    )
+    if debug_endpoints:
+        api = FastAPI(
+            title="loadaware scheduler extender",
+            description="POST /filter and /prioritize take kube-scheduler ExtenderArgs.",
+            lifespan=lifespan,
+        )
+    else:
+        api = FastAPI(
+            title="loadaware scheduler extender",
+            lifespan=lifespan,
+            docs_url=None,
+            redoc_url=None,
+            openapi_url=None,
+        )
+    add_health_routes(api, extender)
+    if debug_endpoints:
+        add_debug_routes(api, extender)
+    return api
 
+
+def health_api(extender: Extender) -> FastAPI:
+    """The plain listener for probes and Prometheus: no verbs, no debug, no lifespan."""
+    api = FastAPI(
+        title="loadaware extender health", docs_url=None, redoc_url=None, openapi_url=None
+    )
+    add_health_routes(api, extender)
+    return api
+
+
+def add_health_routes(api: FastAPI, extender: Extender) -> None:
     @api.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
@@ -145,15 +213,29 @@ def build_api(extender: Extender) -> FastAPI:
     async def metrics() -> Response:
         return Response(generate_latest(extender.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+
+def add_debug_routes(api: FastAPI, extender: Extender) -> None:
     @api.get("/debug/nodes")
-    async def debug_nodes() -> Response:
+    async def debug_nodes(limit: int = DEBUG_PAGE_DEFAULT, after: str = "") -> Response:
+        if not 1 <= limit <= DEBUG_PAGE_MAX:
+            return JSONResponse(
+                {"error": f"limit must be between 1 and {DEBUG_PAGE_MAX}, got {limit}"},
+                status_code=400,
+            )
+        names = sorted(entry.name for entry in extender.table)
+        start = bisect.bisect_right(names, after) if after else 0
+        page = names[start : start + limit]
+        more = start + limit < len(names)
         return Response(
             orjson.dumps(
                 {
                     "policy": extender.table.policy.source,
                     "mode": extender.mode,
                     "verdict_index": extender.index_implementation,
-                    "nodes": extender.debug_nodes(),
+                    "total": len(names),
+                    "nodes": extender.debug_nodes(page),
+                    # Pass it as ?after= for the next page; null on the last one.
+                    "next": page[-1] if more and page else None,
                 },
                 option=orjson.OPT_INDENT_2,
             ),
@@ -171,5 +253,3 @@ def build_api(extender: Extender) -> FastAPI:
         return Response(
             orjson.dumps(view, option=orjson.OPT_INDENT_2), media_type="application/json"
         )
-
-    return api

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import ipaddress
 import logging
 import ssl
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 import uvicorn
 
 from app.extender.demo import DemoExtender, curl_examples
 from app.extender.estimates import DEFAULT_RESERVATION_TTL_S, scheduled_pod
-from app.extender.http import DEFAULT_MAX_BODY_BYTES, ExtenderApp
+from app.extender.http import DEFAULT_MAX_BODY_BYTES, ExtenderApp, health_api
+from app.extender.server import (
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    ConnectionLimits,
+    guarded_protocol,
+)
 from app.extender.service import Extender
-from app.flags import add_flag
+from app.flags import add_flag, duration_s
 from app.kube.client import KubeConfigError, make_client
 from app.kube.nodes import NodeCache
 from app.kube.pods import PodCache
@@ -39,13 +50,61 @@ def tls_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-# kube-scheduler's Go HTTP client keeps idle connections for 90 s and does not retry
-# a POST whose reused connection the server closed meanwhile: that race fails a
-# scheduling attempt. Idling longer than the client does leaves closing to it.
-KEEP_ALIVE_S = 120
+def config_error(message: str) -> NoReturn:
+    """A configuration the extender cannot start with: one line on stderr, exit code 2."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine (this pod) can reach."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_caller_authentication(args: argparse.Namespace) -> None:
+    """Who may call the verbs: a client certificate (mutual TLS) or a loopback address
+    authenticates the caller. Anything else serves every client that can reach the port,
+    and must be asked for with --allow-unauthenticated; it is then logged as a warning."""
+    if args.client_ca or is_loopback(args.host):
+        return
+    transport = "HTTPS without client certificates" if args.tls_cert else "plain HTTP"
+    if not args.allow_unauthenticated:
+        config_error(
+            f"--host {args.host} with {transport} would let anyone who can reach the port "
+            f"steer scheduling. Use mutual TLS (--tls-cert, --tls-key, --client-ca), or "
+            f"--host 127.0.0.1 beside the scheduler, or say --allow-unauthenticated"
+        )
+    log.warning(
+        "serving the extender's verbs with %s on %s:%d to ANY client "
+        "(--allow-unauthenticated): anyone who can reach this port can reserve load and "
+        "read node data; use mutual TLS or a loopback address (docs/security.md)",
+        transport,
+        args.host,
+        args.port,
+    )
+
+
+def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
+    limits = ConnectionLimits(
+        header_timeout_s=float(args.header_timeout),
+        body_timeout_s=float(args.body_timeout),
+        idle_timeout_s=float(args.idle_timeout),
+        max_connections=int(args.max_connections),
+    )
+    try:
+        limits.check()
+    except ValueError as error:
+        config_error(str(error))
+    return limits
 
 
 def server_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
+    limits = connection_limits(args)
     return uvicorn.Config(
         app,
         host=args.host,
@@ -54,16 +113,47 @@ def server_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
         # Per-request access logs would cost more than the verbs themselves.
         access_log=False,
         lifespan="on",
-        timeout_keep_alive=KEEP_ALIVE_S,
+        http=guarded_protocol(limits),
+        # uvicorn's keep-alive timeout is the idle timeout between requests.
+        timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]
         **tls_options(args),
     )
 
 
+def health_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
+    """The plain listener for probes and Prometheus, when --health-port is set."""
+    limits = connection_limits(args)
+    return uvicorn.Config(
+        health_api(app.extender),
+        host=args.health_host,
+        port=args.health_port,
+        log_level=args.log_level.lower(),
+        access_log=False,
+        lifespan="off",
+        http=guarded_protocol(limits),
+        timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]
+    )
+
+
+async def _serve_all(servers: list[uvicorn.Server]) -> None:
+    # Each server passes the signal it caught on to the next when it stops (uvicorn
+    # re-raises captured signals), so one SIGTERM stops them all.
+    await asyncio.gather(*(server.serve() for server in servers))
+
+
 def _serve(app: ExtenderApp, args: argparse.Namespace) -> None:
-    uvicorn.Server(server_config(app, args)).run()
+    servers = [uvicorn.Server(server_config(app, args))]
+    if int(getattr(args, "health_port", 0) or 0) > 0:
+        servers.append(uvicorn.Server(health_config(app, args)))
+    if len(servers) == 1:
+        servers[0].run()
+    else:
+        asyncio.run(_serve_all(servers))
 
 
 def run_extender(args: argparse.Namespace) -> int:
+    check_caller_authentication(args)
+    connection_limits(args)
     watcher: PolicyWatcher | None = None
     if args.policy:
         # The callbacks run only after start-up, once `extender` exists.
@@ -76,7 +166,7 @@ def run_extender(args: argparse.Namespace) -> int:
         try:
             policy = watcher.load_initial()
         except PolicyError as error:
-            raise SystemExit(f"error: {error}") from None
+            config_error(str(error))
     else:
         log.warning("no --policy given: using the built-in default policy (crane's defaults)")
         policy = default_policy()
@@ -117,7 +207,13 @@ def run_extender(args: argparse.Namespace) -> int:
         args.port,
         " (TLS)" if args.tls_cert else "",
     )
-    _serve(ExtenderApp(extender, max_body_bytes=int(args.max_body_bytes)), args)
+    app = ExtenderApp(
+        extender,
+        max_body_bytes=int(args.max_body_bytes),
+        body_timeout_s=float(args.body_timeout),
+        debug_endpoints=bool(args.debug_endpoints),
+    )
+    _serve(app, args)
     return 0
 
 
@@ -127,7 +223,8 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"loadaware demo: extender with a built-in 7-node cluster on {base_url}", flush=True)
     print(curl_examples(base_url), flush=True)
     args.tls_cert = args.tls_key = args.client_ca = None
-    _serve(ExtenderApp(extender), args)
+    args.health_port = 0
+    _serve(ExtenderApp(extender, body_timeout_s=float(args.body_timeout)), args)
     return 0
 
 
@@ -147,6 +244,41 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_host: str) -> Non
         metavar="PORT",
         help="port to listen on (default %(default)s)",
     )
+    add_flag(
+        parser,
+        "--header-timeout",
+        type=duration_s,
+        default=DEFAULT_HEADER_TIMEOUT_S,
+        metavar="SECONDS",
+        help="close a connection whose request head has not arrived this long after its "
+        "first byte (or after it opened) (default %(default)s)",
+    )
+    add_flag(
+        parser,
+        "--body-timeout",
+        type=duration_s,
+        default=DEFAULT_BODY_TIMEOUT_S,
+        metavar="SECONDS",
+        help="a request body must be complete this long after its head, or the connection "
+        "closes (the verbs answer 408 first) (default %(default)s)",
+    )
+    add_flag(
+        parser,
+        "--idle-timeout",
+        type=duration_s,
+        default=DEFAULT_IDLE_TIMEOUT_S,
+        metavar="SECONDS",
+        help="close a kept-alive connection idle this long; keep it above kube-scheduler's "
+        "own 90 s (default %(default)s)",
+    )
+    add_flag(
+        parser,
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help="answer 503 and close connections beyond this many open ones (default %(default)s)",
+    )
 
 
 def add_parser(components: Any) -> None:
@@ -154,7 +286,8 @@ def add_parser(components: Any) -> None:
         "extender",
         help="serve the kube-scheduler extender (filter and prioritize verbs)",
         description="Serve POST /filter and /prioritize for kube-scheduler's `extenders:` "
-        "config, plus /healthz, /readyz, /metrics and /debug/nodes.",
+        "config, plus /healthz, /readyz and /metrics (and /debug/nodes with "
+        "--debug-endpoints).",
     )
     add_flag(
         extender,
@@ -169,7 +302,7 @@ def add_parser(components: Any) -> None:
         metavar="FILE",
         help="kubeconfig file (default: in-cluster config, then $KUBECONFIG, ~/.kube/config)",
     )
-    _add_server_flags(extender, "0.0.0.0")
+    _add_server_flags(extender, "127.0.0.1")
     add_flag(
         extender,
         "--node-cache",
@@ -215,6 +348,39 @@ def add_parser(components: Any) -> None:
         metavar="FILE",
         help="require client certificates signed by this CA, mutual TLS "
         "(default: none, any client may connect)",
+    )
+    add_flag(
+        extender,
+        "--allow-unauthenticated",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="serve the verbs on a non-loopback --host without --client-ca, to any client "
+        "that can reach the port; logged as a warning at start (default %(default)s)",
+    )
+    add_flag(
+        extender,
+        "--health-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="also serve /healthz, /readyz and /metrics (nothing else) over plain HTTP on "
+        "this port, for probes and Prometheus beside mutual TLS; 0: off (default %(default)s)",
+    )
+    add_flag(
+        extender,
+        "--health-host",
+        default="0.0.0.0",
+        metavar="ADDRESS",
+        help="address for --health-port (default %(default)s)",
+    )
+    add_flag(
+        extender,
+        "--debug-endpoints",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="serve /debug/nodes, /docs and /openapi.json on the verbs' port, behind the "
+        "same authentication; they list every node and the pods behind its estimate "
+        "(default %(default)s)",
     )
     add_flag(
         extender,

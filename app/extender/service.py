@@ -173,9 +173,20 @@ class Extender:
         return -1.0 if age is None else age
 
     def set_policy(self, policy: Policy) -> None:
+        """Adopt a reloaded policy whole, or raise and keep the previous one whole.
+
+        The table builds every node's verdict under ``policy`` before it swaps (and
+        restores itself if that fails); the ledger re-estimates every reservation before
+        it changes any. The policy watcher counts a raise as a failed reload."""
+        previous = self.table.policy
         self.table.set_policy(policy)  # the ledger reads the new policy through the table
         if self.ledger is not None:
-            for name in self.ledger.reprice():
+            try:
+                repriced = self.ledger.reprice()
+            except BaseException:
+                self.table.set_policy(previous)
+                raise
+            for name in repriced:
                 self.table.recompute(name)
         self.metrics.policy_last_reload.set(self.clock())
 
@@ -289,11 +300,14 @@ class Extender:
             if forgotten:
                 log.info("forgot %d node(s) not seen in a request for an hour", forgotten)
 
-    def debug_nodes(self) -> list[dict[str, Any]]:
+    def debug_nodes(self, names: list[str] | None = None) -> list[dict[str, Any]]:
+        """The debug view of ``names`` (default: every node), sorted by name."""
         now_s = self.clock()
         self.table.refresh(now_s)
         self.table.expire_estimates(now_s)
-        entries = [self.table.lookup(entry.name, now_s) for entry in self.table]
+        if names is None:
+            names = [entry.name for entry in self.table]
+        entries = [self.table.lookup(name, now_s) for name in names]
         views = [
             debug_view(entry, self._contributions(entry, now_s), now_s)
             for entry in entries

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from app.extender.estimates import NO_ADDITION, Addition, Ledger
-from app.extender.index import VerdictIndex, new_verdict_index
+from app.extender.index import VerdictIndex, implementation_of, new_verdict_index
 from app.load.model import Measurement, NodeLoad, assess, evaluate_node, headroom, measure
 from app.load.resources import CPU, MEMORY
 from app.load.samples import HOT_VALUE_KEY
@@ -100,17 +100,47 @@ class NodeTable:
         return tuple(map(annotations.get, self._keys))
 
     def set_policy(self, policy: Policy) -> None:
-        """Swap the policy and recompute every node under it."""
-        self._policy = policy
-        self._keys = self._relevant_keys(policy)
+        """Recompute every node under ``policy`` into new structures, then swap them in.
+
+        If anything fails on the way, the old policy, entries and index stay exactly as
+        they were and the error propagates: a request never meets a half-built table
+        (this runs on the event loop, between requests)."""
+        saved = (
+            self._policy,
+            self._keys,
+            self._entries,
+            self.index,
+            self.rejected_metric,
+            self.metric_of_reason,
+            self._rechecks,
+            self._expiries,
+        )
         now_s = self._clock()
-        self.index.clear()  # drops the old policy's reasons too
-        self.metric_of_reason.clear()
-        self.index.unknown_score = evaluate_node({}, policy, now_s).extender_score
-        self._rechecks.clear()
-        self._expiries.clear()
-        for name, entry in list(self._entries.items()):
-            self._store(name, entry.annotations, now_s, entry.last_seen_s)
+        try:
+            index = new_verdict_index(implementation_of(self.index))
+            index.unknown_score = evaluate_node({}, policy, now_s).extender_score
+            self._policy = policy
+            self._keys = self._relevant_keys(policy)
+            self._entries = {}
+            self.index = index  # drops the old policy's reasons too
+            self.rejected_metric = {}
+            self.metric_of_reason = {}
+            self._rechecks = []
+            self._expiries = []
+            for name, entry in saved[2].items():
+                self._store(name, entry.annotations, now_s, entry.last_seen_s, previous=entry)
+        except BaseException:
+            (
+                self._policy,
+                self._keys,
+                self._entries,
+                self.index,
+                self.rejected_metric,
+                self.metric_of_reason,
+                self._rechecks,
+                self._expiries,
+            ) = saved
+            raise
 
     def upsert(self, name: str, annotations: Mapping[str, str]) -> NodeEntry:
         """Record a node's current annotations; recompute only if they changed."""
@@ -195,6 +225,8 @@ class NodeTable:
         now_s: float,
         last_seen_s: float,
         measurement: Measurement | None = None,
+        *,
+        previous: NodeEntry | None = None,
     ) -> NodeEntry:
         relevant = {k: v for k in self._keys if (v := annotations.get(k)) is not None}
         if measurement is None:
@@ -217,7 +249,8 @@ class NodeTable:
             rooms.get(MEMORY, 0.0),
             estimate_due_s=addition.changes_at_s,
         )
-        previous = self._entries.get(name)
+        if previous is None:
+            previous = self._entries.get(name)
         self._entries[name] = entry
         if load.overloads:
             self.rejected_metric[name] = self.metric_of_reason[load.overloads[0].reason] = (

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BaseModel,
     BeforeValidator,
@@ -45,6 +46,16 @@ _GO_DURATION_UNITS_S = {
     "m": 60.0,
     "h": 3600.0,
 }
+# Upper bounds that no sensible policy reaches; beyond them a value is a typo or an
+# attack (``weight: 1e308`` overflows the score's sum to infinity). Every float field
+# also refuses NaN and infinity.
+MAX_DURATION_S = 30 * 24 * 3600.0  # 30 days
+MAX_WEIGHT = 1e6
+MAX_HOT_VALUE_COUNT = 1_000_000
+MAX_ESTIMATION_FACTOR = 10.0
+MAX_DEFAULT_CPU_CORES = 10_000.0
+MAX_DEFAULT_MEMORY_BYTES = 2.0**50  # 1 PiB
+
 _GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 
@@ -72,6 +83,8 @@ def parse_duration_s(text: str) -> float:
         position = match.end()
     if not body:
         raise ValueError("duration is empty: use Go syntax such as '90s', '3m' or '1h30m'")
+    if not math.isfinite(total):
+        raise ValueError(f"duration {text!r} is too large to represent")
     return total
 
 
@@ -105,7 +118,16 @@ def _duration_field(value: Any) -> float:
     return parse_duration_s(value)
 
 
-DurationS = Annotated[float, BeforeValidator(_duration_field)]
+def _bounded_duration(seconds: float) -> float:
+    if seconds > MAX_DURATION_S:
+        raise ValueError(
+            f"duration {format_duration(seconds)} is longer than the maximum "
+            f"{format_duration(MAX_DURATION_S)}"
+        )
+    return seconds
+
+
+DurationS = Annotated[float, BeforeValidator(_duration_field), AfterValidator(_bounded_duration)]
 
 
 class _Strict(BaseModel):
@@ -126,6 +148,7 @@ class PredicatePolicy(_MetricEntry):
         validation_alias=AliasChoices("maxLimitPecent", "maxLimitPercent", "max_limit_fraction"),
         ge=0.0,
         le=1.0,
+        allow_inf_nan=False,
         description="usage fraction (0..1) above which a node is rejected; 0 disables",
     )
 
@@ -144,14 +167,14 @@ class PredicatePolicy(_MetricEntry):
 
 
 class PriorityPolicy(_MetricEntry):
-    weight: float = Field(ge=0.0)
+    weight: float = Field(ge=0.0, le=MAX_WEIGHT, allow_inf_nan=False)
 
 
 class HotValuePolicy(_Strict):
     time_range_s: DurationS = Field(
         validation_alias=AliasChoices("timeRange", "time_range_s"), gt=0
     )
-    count: int = Field(gt=0)
+    count: int = Field(gt=0, le=MAX_HOT_VALUE_COUNT)
 
 
 def _quantity_field(value: Any) -> float:
@@ -167,17 +190,27 @@ Quantity = Annotated[float, BeforeValidator(_quantity_field)]
 class EstimationFactors(_Strict):
     """The share of ``max(request, limit)`` a new pod is assumed to use, per resource."""
 
-    cpu: float = Field(default=0.85, ge=0.0, le=10.0)
-    memory: float = Field(default=0.70, ge=0.0, le=10.0)
+    cpu: float = Field(default=0.85, ge=0.0, le=MAX_ESTIMATION_FACTOR, allow_inf_nan=False)
+    memory: float = Field(default=0.70, ge=0.0, le=MAX_ESTIMATION_FACTOR, allow_inf_nan=False)
 
 
 class DefaultPodUsage(_Strict):
     """The usage assumed for a pod that declares neither a request nor a limit for a
     resource (kube-scheduler's own non-zero defaults for scoring: 100m CPU, 200Mi)."""
 
-    cpu_cores: Quantity = Field(default=0.1, validation_alias=AliasChoices("cpu", "cpu_cores"))
+    cpu_cores: Quantity = Field(
+        default=0.1,
+        validation_alias=AliasChoices("cpu", "cpu_cores"),
+        ge=0.0,
+        le=MAX_DEFAULT_CPU_CORES,
+        allow_inf_nan=False,
+    )
     memory_bytes: Quantity = Field(
-        default=200 * 2.0**20, validation_alias=AliasChoices("memory", "memory_bytes")
+        default=200 * 2.0**20,
+        validation_alias=AliasChoices("memory", "memory_bytes"),
+        ge=0.0,
+        le=MAX_DEFAULT_MEMORY_BYTES,
+        allow_inf_nan=False,
     )
 
 

@@ -96,7 +96,19 @@ def _selects(selector: Obj, labels: Obj) -> bool:
     return bool(selector) and selector.items() <= labels.items()
 
 
-@pytest.mark.parametrize("directory", INSTALLS, ids=by_name)
+def shared_extender_installs() -> list[Path]:
+    """The installs whose extender is a Deployment behind a Service (the others run it
+    beside their scheduler, on loopback: tests/deploy/test_extender_shapes.py)."""
+    return [
+        d
+        for d in INSTALLS
+        if any(
+            o["metadata"]["name"] == "loadaware-extender" for o in of_kind(render(d), "Deployment")
+        )
+    ]
+
+
+@pytest.mark.parametrize("directory", shared_extender_installs(), ids=by_name)
 def test_the_extender_has_two_replicas_a_disruption_budget_and_a_service(
     directory: Path,
 ) -> None:

@@ -149,6 +149,7 @@ def test_extender_command_reads_flags_from_the_environment(
             "LOADAWARE_PORT": str(port),
             "LOADAWARE_POLICY": str(policy),
             "LOADAWARE_NODE_CACHE": "false",
+            "LOADAWARE_DEBUG_ENDPOINTS": "true",
         },
     )
     url = f"http://127.0.0.1:{port}"
@@ -167,7 +168,7 @@ def test_extender_refuses_to_start_with_a_broken_policy(tmp_path: Path) -> None:
         text=True,
         timeout=30,
     )
-    assert result.returncode != 0
+    assert result.returncode == 2
     assert "spec.syncPolicy.0.period: invalid duration 'soon'" in result.stderr
 
 
@@ -191,7 +192,7 @@ def test_extender_without_a_kubeconfig_exits_with_one_clear_line(tmp_path: Path)
     assert "--no-node-cache" in line
 
 
-@pytest.mark.parametrize(("component", "flags"), [("extender", 12), ("demo", 2)])
+@pytest.mark.parametrize(("component", "flags"), [("extender", 20), ("demo", 6)])
 def test_help_shows_every_flags_default_and_variable(
     component: str, flags: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
