@@ -22,6 +22,7 @@
 #define NO_REASON (-1)
 #define EMPTY_SLOT (-1)
 #define MIN_SLOTS 64
+#define MAX_SCORE 10 /* kube-scheduler's MaxExtenderPriority */
 
 typedef struct {
     uint64_t hash;
@@ -728,13 +729,15 @@ done:
     return Py_BuildValue("(NN)", body, rejected);
 }
 
-/* prioritize(names) -> (HostPriorityList JSON, unknown count, best position).
+/* prioritize(names) -> (HostPriorityList JSON, unknown count, preferred position).
 
-   The best position is that of the one passing name that scores highest, or -1 when
-   the top score is shared (kube-scheduler's choice is then a guess) or no name
-   passes. Rejected names are left out of it; unknown names score unknown_score. It
-   comes from the same lookups that write the answer, so reserving for the pod after
-   the answer costs no second pass over the names. */
+   The preferred name is the first passing name with the highest score (unknown names
+   pass and score unknown_score). It is answered min(top + 1, MAX_SCORE) and every other
+   name min(score, MAX_SCORE - 1), so it is the unique top of the answer and
+   kube-scheduler, whose own plugins rarely differ by the extender's weight, binds there:
+   the reservation made for it after the answer is then a fact, not a guess, even where
+   nodes tie (see PyVerdictIndex.prioritize, its twin). The position is -1 when no name
+   passes. Rejected names are never preferred. */
 static PyObject *
 VerdictIndex_prioritize(VerdictIndex *self, PyObject *names)
 {
@@ -746,7 +749,8 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *names)
     Buffer out = {NULL, 0, 0};
     PyObject *body = NULL;
     Py_ssize_t unknown = 0, best = -1;
-    int top = -1, shared = 0;
+    size_t best_at = 0; /* where the preferred name's score was written */
+    int top = -1;
     static const char host[] = "{\"Host\":";
     static const char score_key[] = ",\"Score\":";
     char *cursor = buffer_room(&out, (size_t)count * 40 + 2);
@@ -764,15 +768,11 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *names)
         const Entry *entry = find_live(self, name, (size_t)length);
         unknown += entry == NULL;
         int score = entry ? entry->score : self->unknown_score;
-        if (entry == NULL || entry->reason == NO_REASON) {
-            if (score > top) {
-                top = score;
-                best = i;
-                shared = 0;
-            }
-            else if (score == top) {
-                shared = 1;
-            }
+        int preferred = 0;
+        if ((entry == NULL || entry->reason == NO_REASON) && score > top) {
+            top = score;
+            best = i;
+            preferred = 1;
         }
         cursor =
             buffer_room(&out, STRING_ROOM((size_t)length) + sizeof(host) + sizeof(score_key) + 6);
@@ -785,22 +785,35 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *names)
         PUT_LITERAL(cursor, host);
         cursor = put_name(cursor, name, (size_t)length, entry && entry->plain);
         PUT_LITERAL(cursor, score_key);
-        cursor = put_score(cursor, (unsigned)score);
+        if (preferred) {
+            best_at = (size_t)(cursor - out.data);
+        }
+        cursor = put_score(cursor, (unsigned)(score < MAX_SCORE ? score : MAX_SCORE - 1));
         *cursor++ = '}';
         buffer_advance(&out, cursor);
     }
-    if ((cursor = buffer_room(&out, 1)) == NULL) {
+    if ((cursor = buffer_room(&out, 2)) == NULL) {
         goto done;
     }
     *cursor++ = ']';
     buffer_advance(&out, cursor);
+    if (best >= 0) {
+        /* The preferred score was written as one digit (every score below MAX_SCORE is);
+           its answer may need two: move the rest one byte on (room was made above). */
+        int answer = top < MAX_SCORE ? top + 1 : MAX_SCORE;
+        if (answer >= 10) {
+            memmove(out.data + best_at + 2, out.data + best_at + 1, out.length - best_at - 1);
+            out.length += 1;
+        }
+        put_score(out.data + best_at, (unsigned)answer);
+    }
     body = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.length);
 done:
     PyMem_Free(out.data);
     if (body == NULL) {
         return NULL;
     }
-    return Py_BuildValue("(Nnn)", body, unknown, shared ? (Py_ssize_t)-1 : best);
+    return Py_BuildValue("(Nnn)", body, unknown, best);
 }
 
 /* ------------------------------------------------------------------ the type */

@@ -33,6 +33,8 @@ except ImportError:  # built without a C compiler
     NativeVerdictIndex = None  # type: ignore[assignment,misc]
 
 IMPLEMENTATION_ENV = "LOADAWARE_VERDICT_INDEX"
+MAX_EXTENDER_SCORE = 10  # kube-scheduler's MaxExtenderPriority
+PLAIN_MAX = MAX_EXTENDER_SCORE - 1  # every name but the preferred one answers at most this
 
 
 class VerdictIndex(Protocol):
@@ -60,8 +62,13 @@ class VerdictIndex(Protocol):
 
     def prioritize(self, names: list[str], /) -> tuple[bytes, int, int]:
         """The HostPriorityList body for these names, how many the index lacks, and the
-        position of the one passing name with the highest score: -1 when that top score
-        is shared or no name passes. Unknown names score ``unknown_score``.
+        position of the preferred name, -1 when no name passes.
+
+        The preferred name is the first passing name with the highest score (unknown
+        names pass and score ``unknown_score``). It is answered min(top + 1, 10) and
+        every other name min(score, 9): the answer always has a unique top, so where
+        nodes tie kube-scheduler still binds where the extender reserves (README
+        "Burst-aware estimation").
 
         Raises TypeError when a name is not a str.
         """
@@ -86,7 +93,7 @@ class PyVerdictIndex:
         if not _has_utf8_form(name):
             return  # as the native index: no request can carry such a name
         self._entries[name] = (score, reason)
-        self._score_items[name] = orjson.dumps({"Host": name, "Score": score})
+        self._score_items[name] = orjson.dumps({"Host": name, "Score": min(score, PLAIN_MAX)})
         self._best_scores[name] = score if reason is None else -1
         if reason is None:
             self._rejections.pop(name, None)
@@ -134,23 +141,25 @@ class PyVerdictIndex:
 
     def prioritize(self, names: list[str], /) -> tuple[bytes, int, int]:
         _check_names(names)
-        # Every pass over the names in C: map, max, count and index.
+        # Every pass over the names in C: map, max and index.
         scores = list(map(self._best_scores.get, names, repeat(self.unknown_score)))
         top = max(scores, default=-1)
-        best = -1 if top < 0 or scores.count(top) > 1 else scores.index(top)
+        best = -1 if top < 0 else scores.index(top)
         items = self._score_items
-        try:
-            return b"[" + b",".join(map(items.__getitem__, names)) + b"]", 0, best
-        except KeyError:
-            pass
         unknown = 0
-        pieces = []
-        for name in names:
-            item = items.get(name)
-            if item is None:
-                unknown += 1
-                item = orjson.dumps({"Host": name, "Score": self.unknown_score})
-            pieces.append(item)
+        try:
+            pieces = list(map(items.__getitem__, names))
+        except KeyError:
+            pieces = []
+            for name in names:
+                item = items.get(name)
+                if item is None:
+                    unknown += 1
+                    item = orjson.dumps({"Host": name, "Score": min(self.unknown_score, PLAIN_MAX)})
+                pieces.append(item)
+        if best >= 0:
+            preferred = min(top + 1, MAX_EXTENDER_SCORE)
+            pieces[best] = orjson.dumps({"Host": names[best], "Score": preferred})
         return b"[" + b",".join(pieces) + b"]", unknown, best
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
@@ -174,11 +175,27 @@ def test_an_unconfirmed_reservation_is_dropped_after_its_ttl() -> None:
     assert metric(extender, "loadaware_extender_reservations_ended_total", result="dropped") == 1
 
 
-def test_a_shared_top_score_reserves_nothing() -> None:
+def test_a_shared_top_score_reserves_on_the_preferred_node_the_answer_puts_on_top() -> None:
+    """Nodes that tie are where a burst overcommits: the extender answers the first of
+    them one point higher, so kube-scheduler binds where the reservation is."""
     clock = Clock()
     extender = make_extender(clock)
     set_node(extender, "warm-2", usage(0.50, clock() - 30))
-    call(extender, "prioritize", "p", ["warm", "warm-2"])
+    answer = orjson.loads(call(extender, "prioritize", "p", ["warm", "warm-2"]))
+    assert answer[0]["Host"] == "warm"
+    assert answer[0]["Score"] == answer[1]["Score"] + 1
+    assert added_cpu(extender, "warm") == pytest.approx(BURST_SHARE)
+    assert added_cpu(extender, "warm-2") == 0.0
+    # warm now holds the pod's estimate (0.50 + 0.32 > 0.65): the next pod goes elsewhere.
+    assert b'"warm"' not in call(extender, "filter", "q", ["warm", "warm-2"]).split(b"Failed")[0]
+    assert metric(extender, "loadaware_extender_reservations_skipped_total") == 0
+
+
+def test_no_passing_node_reserves_nothing() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    set_node(extender, "hot", usage(0.90, clock() - 30))
+    call(extender, "prioritize", "p", ["hot"])
     assert extender.ledger is not None
     assert extender.ledger.reservations == 0
     assert metric(extender, "loadaware_extender_reservations_skipped_total") == 1

@@ -74,11 +74,14 @@ def test_prioritize_scores_known_names_and_counts_unknown_ones(index: VerdictInd
     index.set("a", 7, None)
     index.set("b", 10, HOT)
     index.unknown_score = 3
-    body, unknown, _ = index.prioritize(["b", "x", "a"])
+    body, unknown, best = index.prioritize(["b", "x", "a"])
+    # a is the preferred node (the top passing score): one more than it scores, and the
+    # others at most 9, so the answer's top is unique.
+    assert best == 2
     assert orjson.loads(body) == [
-        {"Host": "b", "Score": 10},
+        {"Host": "b", "Score": 9},
         {"Host": "x", "Score": 3},
-        {"Host": "a", "Score": 7},
+        {"Host": "a", "Score": 8},
     ]
     assert unknown == 1
 
@@ -106,8 +109,11 @@ def test_names_that_need_json_escaping_round_trip(index: VerdictIndex) -> None:
     answer = filtered(index, [*odd, 'unknown"\x1f'])
     assert answer["NodeNames"] == [odd[0], odd[2], odd[4], 'unknown"\x1f']
     assert answer["FailedAndUnresolvableNodes"] == {odd[1]: HOT, odd[3]: HOT}
-    body, _, _ = index.prioritize(odd)
-    assert orjson.loads(body) == [{"Host": name, "Score": i} for i, name in enumerate(odd)]
+    body, _, best = index.prioritize(odd)
+    assert best == 4
+    assert orjson.loads(body) == [
+        {"Host": name, "Score": score} for name, score in zip(odd, [0, 1, 2, 3, 5], strict=True)
+    ]
 
 
 def test_names_of_every_length_differing_or_escaped_at_every_byte(index: VerdictIndex) -> None:
@@ -123,7 +129,7 @@ def test_names_of_every_length_differing_or_escaped_at_every_byte(index: Verdict
                 name = base[:position] + byte + base[position + 1 : length]
                 assert index.get(name) is None
                 body, unknown, _ = index.prioritize([name])
-                assert (orjson.loads(body), unknown) == ([{"Host": name, "Score": 0}], 1)
+                assert (orjson.loads(body), unknown) == ([{"Host": name, "Score": 1}], 1)
                 index.set(name, 1, HOT)
                 assert filtered(index, [name])["FailedAndUnresolvableNodes"] == {name: HOT}
                 index.discard(name)
@@ -182,9 +188,12 @@ def test_many_sets_and_discards_keep_every_answer(index: VerdictIndex) -> None:
             del live[name]
     assert len(index) == len(live)
     names = sorted(live)
-    body, unknown, _ = index.prioritize(names)
+    body, unknown, best = index.prioritize(names)
     assert unknown == 0
-    assert {item["Host"]: item["Score"] for item in orjson.loads(body)} == live
+    answered = {item["Host"]: item["Score"] for item in orjson.loads(body)}
+    preferred = names[best]
+    assert answered.pop(preferred) == min(live[preferred] + 1, 10)
+    assert answered == {name: min(score, 9) for name, score in live.items() if name != preferred}
 
 
 def test_a_cluster_that_shrinks_then_grows_keeps_every_answer(index: VerdictIndex) -> None:
@@ -265,16 +274,17 @@ def test_native_and_python_give_the_same_answers(
     ("names", "best"),
     [
         (["a", "b"], 1),  # b scores 7, a 5
-        (["a", "b", "d"], -1),  # b and d share the top score
+        (["a", "b", "d"], 1),  # b and d share the top score: the first is preferred
+        (["a", "d", "b"], 1),
         (["hot", "a"], 1),  # a rejected node is never the best
         (["unknown", "a"], 1),  # unknown names score unknown_score (3)
-        (["unknown", "other-unknown"], -1),
+        (["unknown", "other-unknown"], 0),
         (["b", "hot", "a", "unknown"], 0),
         (["hot"], -1),  # no name passes
         ([], -1),
     ],
 )
-def test_prioritize_finds_the_one_passing_node_with_the_top_score(
+def test_prioritize_prefers_the_first_passing_node_with_the_top_score(
     index: VerdictIndex, names: list[str], best: int
 ) -> None:
     index.unknown_score = 3
@@ -282,4 +292,9 @@ def test_prioritize_finds_the_one_passing_node_with_the_top_score(
     index.set("b", 7, None)
     index.set("d", 7, None)
     index.set("hot", 9, HOT)
-    assert index.prioritize(names)[2] == best
+    body, _, found = index.prioritize(names)
+    assert found == best
+    scores = [item["Score"] for item in orjson.loads(body)]
+    if best >= 0:  # the preferred node is the unique top among the nodes that pass
+        others = [s for i, s in enumerate(scores) if i != best and names[i] != "hot"]
+        assert all(score < scores[best] for score in others)
