@@ -56,7 +56,7 @@ from app.extender.service import Extender
 from app.extender.verbs import Outcome, parse_args
 from app.kube.client import client_for_server
 from app.kube.pods import PodCache
-from app.load.resources import Resources
+from app.load.resources import ZERO, Resources
 from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage
 from app.policy import DEFAULT_POLICY_YAML, Policy, default_policy, policy_from_yaml
 
@@ -79,6 +79,12 @@ CACHED_PODS = 100_000
 BINDINGS_PER_S = 100.0
 ESTIMATION_BODIES = 500  # each with its own clearly best node, so prioritize reserves
 UID_PLACEHOLDER = "bench-uid-000000000000"
+NAME_PLACEHOLDER = "bench-pod-000000000000"
+# The estimation rows' pods: a pool of pending pods each estimating server's pod cache
+# holds (a reservation is made only for a pod the API server holds, unbound). The
+# requests cycle through it; at a few thousand calls a second a pod comes back after
+# the reservation TTL, so nearly every call reserves for a pod with none yet.
+PENDING_PODS = 65_536
 NODE_ALLOCATABLE = Resources(8.0, 32 * 2.0**30)
 
 # The default policy's predicates: metric -> limit. Overloaded nodes go over one of them.
@@ -184,6 +190,8 @@ def estimation_workload(
     estimation_cluster = {**cluster, **{name: coolest for name in best_nodes}}
     pod = copy.deepcopy(pod)
     pod["metadata"]["uid"] = UID_PLACEHOLDER
+    pod["metadata"]["name"] = NAME_PLACEHOLDER
+    pod["metadata"]["namespace"] = "bench"
     # A reservation costs the same whatever the pod's size; a tiny pod keeps each best
     # node clearly best through a whole run (15 s of reservations), so every call reserves.
     for container in pod["spec"]["containers"]:
@@ -217,6 +225,17 @@ def cached_pods(nodes: list[str], count: int, now_s: float) -> dict[str, Schedul
     return pods
 
 
+def pending_pods() -> dict[str, ScheduledPod]:
+    """The PENDING_PODS pods the estimation requests name, unbound, as the watch shows them."""
+    prefix, uid_prefix = NAME_PLACEHOLDER[:10], UID_PLACEHOLDER[:10]
+    return {
+        f"bench/{prefix}{i:012d}": ScheduledPod(
+            f"{uid_prefix}{i:012d}", None, Resources(0.001, 2.0**20), ZERO, 0.0, False
+        )
+        for i in range(PENDING_PODS)
+    }
+
+
 def estimating_extender(
     cluster: dict[str, dict[str, str]], pods: dict[str, ScheduledPod], enabled: bool
 ) -> Extender:
@@ -230,6 +249,8 @@ def estimating_extender(
         extender.ledger.set_allocatable(name, NODE_ALLOCATABLE)
         extender.table.upsert(name, values)
     for key, pod in pods.items():
+        pod_cache.apply(key, pod)
+    for key, pod in pending_pods().items():
         pod_cache.apply(key, pod)
     return extender
 
@@ -569,21 +590,26 @@ def measure(
 
 
 class RotatingRequests:
-    """Pre-encoded requests over several bodies, each sent with a fresh pod UID (written
-    into the placeholder in place), so that every prioritize call is a new pod's."""
+    """Pre-encoded requests over several bodies, each sent for the next pod of the
+    pending pool (its name and UID written into the placeholders in place), so that
+    every prioritize call is a new pod's."""
 
     def __init__(self, path: str, bodies: list[bytes]) -> None:
         self.requests = [bytearray(Connection.request(path, body)) for body in bodies]
-        marker = UID_PLACEHOLDER.encode()
-        self.uid_at = [request.find(marker) for request in self.requests]
-        if min(self.uid_at) < 0:
-            raise RuntimeError("a body lacks the pod UID placeholder")
+        self.at = [
+            (request.find(UID_PLACEHOLDER.encode()), request.find(NAME_PLACEHOLDER.encode()))
+            for request in self.requests
+        ]
+        if min(min(at) for at in self.at) < 0:
+            raise RuntimeError("a body lacks the pod UID or name placeholder")
         self.sent = 0
 
     def next(self) -> bytearray:
         position = self.sent % len(self.requests)
-        request, at = self.requests[position], self.uid_at[position]
-        request[at + 10 : at + len(UID_PLACEHOLDER)] = b"%012d" % self.sent
+        request, (uid_at, name_at) = self.requests[position], self.at[position]
+        number = b"%012d" % (self.sent % PENDING_PODS)
+        request[uid_at + 10 : uid_at + len(UID_PLACEHOLDER)] = number
+        request[name_at + 10 : name_at + len(NAME_PLACEHOLDER)] = number
         self.sent += 1
         return request
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 
 from app.extender.service import Extender
 from app.extender.table import NodeTable
+from app.extender.verbs import RequestNodes
+from app.kube.nodes import NodeCache
 from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage
 from app.policy import default_policy
 
@@ -61,8 +63,6 @@ def demo_node_names() -> list[str]:
 class DemoExtender(Extender):
     """The extender over the built-in cluster, with crane's default policy."""
 
-    remembers_request_nodes = False
-
     def __init__(self) -> None:
         super().__init__(default_policy(), mode="demo")
         load_demo_nodes(self.table)
@@ -70,6 +70,10 @@ class DemoExtender(Extender):
     async def start(self) -> None:
         await super().start()
         self._tasks.append(asyncio.create_task(keep_demo_nodes_fresh(self.table), name="demo"))
+
+    @staticmethod
+    def request_nodes_mode(node_cache: NodeCache | None) -> RequestNodes:
+        return RequestNodes.APART  # the demo cluster stays as built
 
     def unknown_nodes_advice(self) -> str:
         return "The demo cluster has only " + ", ".join(demo_node_names())

@@ -7,7 +7,8 @@ Two sources feed a node's addition (README "Burst-aware estimation"):
 * **reservations**: kube-scheduler starts the next pod's cycle milliseconds after it
   chose a node for the last one, long before the binding reaches any watch. So the
   extender reserves a pod's estimate, keyed by its UID, on the node it will most likely
-  get: in ``prioritize`` the one node that clearly scores best, and in ``filter`` the
+  get: in ``prioritize`` the preferred node, which the answer puts alone on top (see
+  ``VerdictIndex.prioritize``), and in ``filter`` the
   only node that passes (kube-scheduler then skips ``prioritize``). When the watch shows
   the binding, the reservation ends (``confirmed``, or ``moved`` if the pod went
   elsewhere) and the bound pod counts instead. One never confirmed is ``dropped``
@@ -102,6 +103,12 @@ def pod_demand(
         cpu_limit + cpu_extra,
         memory_limit + memory_extra,
     )
+
+
+def demand_of(pod: ScheduledPod) -> Demand:
+    """The demand of a pod the pod cache holds (the API server's view of it)."""
+    requests, limits = pod.requests, pod.limits
+    return (requests.cpu_cores, requests.memory_bytes, limits.cpu_cores, limits.memory_bytes)
 
 
 def requests_and_limits(demand: Demand) -> tuple[Resources, Resources]:
@@ -414,6 +421,11 @@ class Ledger:
         self._remove(previous)
         return None, (node, previous.node)
 
+    def cancel(self, uid: str) -> tuple[str, ...]:
+        """End a pod's reservation without a result (it was refused); its node, if any."""
+        reservation = self._end(uid)
+        return _NO_NODES if reservation is None else (reservation.node,)
+
     def _end(self, uid: str) -> Reservation | None:
         reservation = self._reservations.pop(uid, None)
         if reservation is not None:
@@ -499,8 +511,5 @@ class Ledger:
         ]
         reserved = self._reserved.get(node)
         if reserved is not None:
-            found += [
-                Contribution(r.pod, "reserved", r.made_at_s, r.usage)
-                for r in reserved
-            ]
+            found += [Contribution(r.pod, "reserved", r.made_at_s, r.usage) for r in reserved]
         return found

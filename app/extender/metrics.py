@@ -114,6 +114,10 @@ class ReservationCounts(Collector):
         self.made = {"filter": 0, "prioritize": 0}
         self.ended = {"confirmed": 0, "moved": 0, "dropped": 0}
         self.skipped = 0
+        # reason -> reservations refused: the pod is bound, finished or another pod
+        # ("not-pending"), too many unverified pods at once ("unverified-limit"), or the
+        # watch never showed the pod within the grace ("unverified").
+        self.refused = {"not-pending": 0, "unverified-limit": 0, "unverified": 0}
 
     def collect(self) -> Iterator[Metric]:
         made = CounterMetricFamily(
@@ -137,10 +141,19 @@ class ReservationCounts(Collector):
         yield ended
         yield CounterMetricFamily(
             "loadaware_extender_reservations_skipped_total",
-            "Prioritize calls that reserved nothing because the top score was shared: "
-            "kube-scheduler's choice among them is not knowable here.",
+            "Prioritize calls that reserved nothing because no node in them passed.",
             value=float(self.skipped),
         )
+        refused = CounterMetricFamily(
+            "loadaware_extender_reservations_refused_total",
+            "Reservations refused by reason: not-pending (the API server holds the pod bound, "
+            "finished or with another UID), unverified-limit (too many pods the pod watch "
+            "has not shown yet) or unverified (the watch never showed the pod in time).",
+            labels=["reason"],
+        )
+        for reason, count in self.refused.items():
+            refused.add_metric([reason], float(count))
+        yield refused
 
 
 EstimatedAdditions = Callable[[], Mapping[str, Mapping[str, float]]]

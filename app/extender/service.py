@@ -16,14 +16,16 @@ from prometheus_client import CollectorRegistry
 from app.extender.estimates import (
     DEFAULT_RESERVATION_TTL_S,
     Contribution,
+    Demand,
     Ledger,
     ScheduledPod,
+    demand_of,
     request_pod_demand,
 )
 from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
 from app.extender.metrics import EstimateCollector, ExtenderMetrics
 from app.extender.table import NodeEntry, NodeTable
-from app.extender.verbs import Outcome, Verbs
+from app.extender.verbs import Outcome, RequestNodes, Verbs
 from app.kube.nodes import NodeCache, NodeInfo
 from app.kube.pods import PodCache
 from app.policy import Policy
@@ -36,14 +38,16 @@ FULL_MODE_FORGET_AFTER_S = 3600.0
 _WARN_EVERY_S = 60.0
 # How often estimated pods and reservations are aged out: they may end a little late.
 ESTIMATE_SWEEP_S = 0.5
+# A pod the pod watch has not shown yet may hold a reservation this long, and only this
+# many such pods at once (security.md, attack 2). The watch shows a new pod within
+# milliseconds of its creation, long before kube-scheduler has scored it.
+UNVERIFIED_GRACE_S = 2.0
+MAX_UNVERIFIED = 32
 
 
 class Extender:
     """One extender instance. ``node_cache`` is None in full-nodes mode; ``pod_cache``
     (which needs the node cache for allocatable) enables the burst estimate."""
-
-    # Full Node objects in requests update the table (full-nodes mode has no other source).
-    remembers_request_nodes = True
 
     def __init__(
         self,
@@ -68,7 +72,7 @@ class Extender:
                 lambda: self.table.policy, self._reservation_ended, reservation_ttl_s
             )
         self.table = NodeTable(policy, clock, index, self.ledger)
-        self.verbs = Verbs(self.table, clock, remember_request_nodes=self.remembers_request_nodes)
+        self.verbs = Verbs(self.table, clock, request_nodes=self.request_nodes_mode(node_cache))
         self.node_cache = node_cache
         self.pod_cache = pod_cache
         self.policy_watcher = policy_watcher
@@ -88,11 +92,19 @@ class Extender:
         self._request_children: dict[tuple[str, int], tuple[Any, Any]] = {}
         self._rejected_counters: dict[str, Any] = {}
         self._last_unknown_warning_s = -math.inf
+        # Reservations made on the request's word: uid -> (namespace/name, deadline).
+        self._unverified: dict[str, tuple[str, float]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         if node_cache is not None:
             node_cache.add_listener(self._on_node)
         if pod_cache is not None:
             pod_cache.add_listener(self._on_pod)
+
+    @staticmethod
+    def request_nodes_mode(node_cache: NodeCache | None) -> RequestNodes:
+        """With a node cache the table holds only the API server's data (security.md,
+        attack 1); without one, requests are the only source of annotations."""
+        return RequestNodes.STORE if node_cache is None else RequestNodes.BY_NAME
 
     @property
     def mode(self) -> str:
@@ -147,10 +159,8 @@ class Extender:
         uid = metadata.get("uid")
         if not isinstance(uid, str) or not uid:
             return
-        try:
-            demand = request_pod_demand(pod)
-        except ValueError as error:
-            log.debug("not reserving for a pod with unreadable resources: %s", error)
+        demand = self._demand_to_reserve(uid, metadata, pod)
+        if demand is None:
             return
         pod_name = f"{metadata.get('namespace')}/{metadata.get('name')}"
         now_s = self.clock()
@@ -162,6 +172,50 @@ class Extender:
             for changed in affected:
                 self.table.recompute(changed)
         self._reservation_counts.made[verb] += 1
+
+    def _demand_to_reserve(
+        self, uid: str, metadata: dict[str, Any], pod: dict[str, Any]
+    ) -> Demand | None:
+        """What to reserve for the request's pod, or None to refuse (security.md, attack 2).
+
+        Only a pod the API server holds, unbound, gets a reservation, and its demand is
+        read from the pod cache, not from the request. A pod the watch has not shown yet
+        (it was created an instant ago) gets one on the request's word for
+        ``UNVERIFIED_GRACE_S``, at most ``MAX_UNVERIFIED`` such pods at once; the sweep
+        drops it unless the watch shows the pod by then."""
+        assert self.pod_cache is not None  # the ledger exists only with the pod cache
+        key = f"{metadata.get('namespace')}/{metadata.get('name')}"
+        known = self.pod_cache.objects.get(key)
+        if known is not None:
+            if known.uid != uid or known.node is not None or known.finished:
+                self._reservation_counts.refused["not-pending"] += 1
+                return None
+            return demand_of(known)
+        if uid not in self._unverified and len(self._unverified) >= MAX_UNVERIFIED:
+            self._reservation_counts.refused["unverified-limit"] += 1
+            return None
+        try:
+            demand = request_pod_demand(pod)
+        except ValueError as error:
+            log.debug("not reserving for a pod with unreadable resources: %s", error)
+            return None
+        self._unverified[uid] = (key, self.clock() + UNVERIFIED_GRACE_S)
+        return demand
+
+    def _verify_reservations(self, now_s: float) -> None:
+        """End the reservations of pods the watch has not shown within the grace."""
+        if not self._unverified or self.pod_cache is None or self.ledger is None:
+            return
+        objects = self.pod_cache.objects
+        for uid, (key, deadline_s) in list(self._unverified.items()):
+            known = objects.get(key)
+            if known is not None and known.uid == uid:
+                del self._unverified[uid]  # a real pod: its binding ends the reservation
+            elif now_s >= deadline_s:
+                del self._unverified[uid]
+                self._reservation_counts.refused["unverified"] += 1
+                for node in self.ledger.cancel(uid):
+                    self.table.recompute(node)
 
     def _count_overloaded(self) -> float:
         self.table.refresh(self.clock())
@@ -291,6 +345,7 @@ class Extender:
         """Age estimated pods and reservations out, between requests rather than in one."""
         while True:
             await asyncio.sleep(ESTIMATE_SWEEP_S)
+            self._verify_reservations(self.clock())
             self.table.expire_estimates(self.clock())
 
     async def _forget_unseen(self) -> None:

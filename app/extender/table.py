@@ -174,6 +174,15 @@ class NodeTable:
             self.remove(name)
         return len(stale)
 
+    def forget_least_recently_seen(self, count: int) -> int:
+        """Drop the ``count`` entries seen least recently; returns how many went."""
+        if count <= 0:
+            return 0
+        oldest = heapq.nsmallest(count, self._entries.values(), key=lambda e: e.last_seen_s)
+        for entry in oldest:
+            self.remove(entry.name)
+        return len(oldest)
+
     def refresh(self, now_s: float) -> None:
         """Recompute the entries whose verdict the clock has changed; cheap when none has."""
         self._recompute_due(self._rechecks, now_s, _verdict_due)

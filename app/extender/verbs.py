@@ -9,16 +9,20 @@ returned exactly as they arrived.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import orjson
 
 from app.extender.table import NodeEntry, NodeTable
 from app.load.model import is_exempt_from_filter
+
+log = logging.getLogger(__name__)
 
 
 class BadRequest(ValueError):
@@ -34,7 +38,7 @@ class Outcome:
     rejected: Mapping[str, int] = field(default_factory=dict)  # reason → nodes it rejected
     pod: dict[str, Any] | None = None  # the request's Pod, for reservations
     names: list[str] | None = None  # the request's node names, in order
-    best_node: str | None = None  # prioritize: the one passing node that clearly scores best
+    best_node: str | None = None  # prioritize: the preferred node, alone on top of the answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +86,37 @@ def _annotations(node: dict[str, Any]) -> Mapping[str, str]:
     annotations: dict[str, Any] | None = node["metadata"].get("annotations")
     if not annotations:
         return {}
-    # Non-string values are garbage that the load model would read as unreadable anyway.
-    return {k: v for k, v in annotations.items() if isinstance(v, str)}
+    # Non-string and overlong values are garbage that the load model would read as
+    # unreadable anyway; dropping them here keeps them out of the table.
+    return {
+        k: v
+        for k, v in annotations.items()
+        if isinstance(v, str) and len(v) <= MAX_ANNOTATION_VALUE
+    }
+
+
+class RequestNodes(Enum):
+    """What full Node objects in a request (``nodeCacheCapable: false``) may do."""
+
+    STORE = "store"
+    """Full-nodes mode (no node cache): the requests are the only source of annotations,
+    so they update the table, bounded to ``MAX_NODES`` names and forgotten after an hour
+    unseen."""
+    BY_NAME = "by-name"
+    """Node cache on: the table holds the API server's data and nothing else. Each node
+    in a request is judged by the table's entry for its name, as a NodeNames request
+    would be, and the request's annotations are ignored (an unknown name passes and
+    scores as a node without data)."""
+    APART = "apart"
+    """The demo: the request's nodes are judged in a table of their own, then dropped."""
+
+
+# Kubernetes supports 5,000 nodes per cluster: no request from kube-scheduler brings more
+# than this, and full-nodes mode keeps no more names than this.
+MAX_NODES = 15_000
+# Annotation values loadaware reads are short ("0.63012,2023-10-17T15:04:32Z"); a longer
+# one is garbage, read as no data and not kept.
+MAX_ANNOTATION_VALUE = 64
 
 
 class Verbs:
@@ -94,24 +127,33 @@ class Verbs:
         table: NodeTable,
         clock: Callable[[], float] = time.time,
         *,
-        remember_request_nodes: bool = True,
+        request_nodes: RequestNodes = RequestNodes.STORE,
     ) -> None:
-        """``remember_request_nodes=False`` judges full Node objects without adding them
-        to ``table`` (the demo, whose cluster stays as built)."""
         self._table = table
         self._clock = clock
-        self._remember_request_nodes = remember_request_nodes
+        self._request_nodes = request_nodes
 
     def _entries_from_request(
         self, nodes: list[dict[str, Any]]
     ) -> tuple[NodeTable, list[NodeEntry]]:
         """The table that now holds the request's nodes, and their entries."""
+        if len(nodes) > MAX_NODES:
+            raise BadRequest(f'"Nodes.items" holds {len(nodes)} nodes; at most {MAX_NODES}')
         table = self._table
-        if not self._remember_request_nodes:
+        if self._request_nodes is RequestNodes.APART:
             table = NodeTable(table.policy, self._clock)
         table.refresh(self._clock())
         upsert = table.upsert
-        return table, [upsert(node["metadata"]["name"], _annotations(node)) for node in nodes]
+        entries = [upsert(node["metadata"]["name"], _annotations(node)) for node in nodes]
+        excess = len(table) - MAX_NODES
+        if excess > 0:
+            forgotten = table.forget_least_recently_seen(excess)
+            log.warning(
+                "full-nodes mode keeps at most %d nodes: forgot the %d seen least recently",
+                MAX_NODES,
+                forgotten,
+            )
+        return table, entries
 
     def filter(self, args: ExtenderArgs, outcome: Outcome) -> bytes:
         outcome.pod = args.pod
@@ -128,19 +170,31 @@ class Verbs:
             raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
         return body
 
+    def _reasons(self, nodes: list[dict[str, Any]]) -> tuple[list[str], list[str | None]]:
+        """The request's node names and each one's filter reason (None: it passes)."""
+        if self._request_nodes is RequestNodes.BY_NAME:
+            if len(nodes) > MAX_NODES:
+                raise BadRequest(f'"Nodes.items" holds {len(nodes)} nodes; at most {MAX_NODES}')
+            self._table.refresh(self._clock())
+            get = self._table.index.get
+            names = [node["metadata"]["name"] for node in nodes]
+            return names, [None if (v := get(name)) is None else v[1] for name in names]
+        _, entries = self._entries_from_request(nodes)
+        return [entry.name for entry in entries], [entry.reason for entry in entries]
+
     def _filter_nodes(self, nodes: list[dict[str, Any]], exempt: bool, outcome: Outcome) -> bytes:
         outcome.nodes = len(nodes)
-        _, entries = self._entries_from_request(nodes)
-        outcome.names = [entry.name for entry in entries]
+        names, reasons = self._reasons(nodes)
+        outcome.names = names
         failed: dict[str, str] = {}
         passed_nodes = nodes
-        if not exempt and any(entry.reason for entry in entries):
+        if not exempt and any(reasons):
             passed_nodes = []
-            for node, entry in zip(nodes, entries, strict=True):
-                if entry.reason is None:
+            for node, name, reason in zip(nodes, names, reasons, strict=True):
+                if reason is None:
                     passed_nodes.append(node)
                 else:
-                    failed[entry.name] = entry.reason
+                    failed[name] = reason
             outcome.rejected = Counter(failed.values())
         return orjson.dumps(
             {
@@ -160,8 +214,11 @@ class Verbs:
         if args.node_names is None:
             assert args.nodes is not None
             outcome.nodes = len(args.nodes)
-            table, entries = self._entries_from_request(args.nodes)
-            names = [entry.name for entry in entries]
+            if self._request_nodes is RequestNodes.BY_NAME:
+                names, _ = self._reasons(args.nodes)
+            else:
+                table, entries = self._entries_from_request(args.nodes)
+                names = [entry.name for entry in entries]
         else:
             outcome.nodes = len(args.node_names)
             self._table.refresh(self._clock())

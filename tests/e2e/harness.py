@@ -416,24 +416,29 @@ class ControlPlane:
             process.stop()
 
     @contextlib.contextmanager
-    def extender(self, *args: str, kubeconfig: Path | None = None) -> Iterator[Extender]:
+    def extender(
+        self, *args: str, kubeconfig: Path | None = None, port: int | None = None
+    ) -> Iterator[Extender]:
         """Run ``loadaware extender`` on a free loopback port with the given extra flags;
-        waits for /readyz (so its caches have listed) and yields its base URL."""
-        port = free_port()
+        waits for /readyz on its plain health port (so its caches have listed) and
+        yields its base URL (https when ``--tls-cert`` is among the flags)."""
+        port = port or free_port()
+        health_port = free_port()
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO)
         process = _start(
             f"extender-{port}",
             [sys.executable, "-m", "app.cli", "extender",
              "--kubeconfig", kubeconfig or self.kubeconfig,
-             "--host", "127.0.0.1", "--port", str(port), *args],
+             "--host", "127.0.0.1", "--port", str(port),
+             "--health-port", str(health_port), "--health-host", "127.0.0.1", *args],
             self.workdir / "logs",
             env=env,
         )  # fmt: skip
-        url = f"http://127.0.0.1:{port}"
+        scheme = "https" if "--tls-cert" in args else "http"
         try:
-            _wait_healthy(process, lambda: _http_ok(f"{url}/readyz"), 120)
-            yield Extender(process, url)
+            _wait_healthy(process, lambda: _http_ok(f"http://127.0.0.1:{health_port}/readyz"), 120)
+            yield Extender(process, f"{scheme}://127.0.0.1:{port}")
         finally:
             process.stop()
 
