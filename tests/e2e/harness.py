@@ -15,6 +15,7 @@ turns bound pods Running and Ready, :meth:`kubelet_reap` finishes Terminating po
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import secrets
 import shutil
@@ -33,12 +34,13 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import yaml
-from lightkube import Client, KubeConfig
+from lightkube import Client, KubeConfig, codecs
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import DaemonSet, Deployment, ReplicaSet, StatefulSet
 from lightkube.resources.core_v1 import Namespace, Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
+from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
 
 ASSETS_ENV = "LOADAWARE_KUBE_ASSETS"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -159,6 +161,18 @@ class Process:
             self.popen.wait(timeout=15)
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: be killed when the test process dies, however it dies
+    (a crash or SIGKILL skips every cleanup, and a control plane would be left running).
+    Linux sends the signal when the thread that started the child ends: start processes
+    from a thread that lives as long as they should (the harness uses the main thread)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _start(
     name: str, args: Sequence[str | Path], logs: Path, env: Mapping[str, str] | None = None
 ) -> Process:
@@ -171,6 +185,7 @@ def _start(
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: stop() takes its children too
             env=dict(env) if env is not None else None,
+            preexec_fn=_die_with_parent,
         )
     return Process(name, popen, log_path)
 
@@ -423,24 +438,66 @@ class ControlPlane:
         waits for /readyz on its plain health port (so its caches have listed) and
         yields its base URL (https when ``--tls-cert`` is among the flags)."""
         port = port or free_port()
+        scheme = "https" if "--tls-cert" in args else "http"
+        listen = ("--host", "127.0.0.1", "--port", str(port))
+        with self.loadaware("extender", *listen, *args, kubeconfig=kubeconfig) as process:
+            yield Extender(process, f"{scheme}://127.0.0.1:{port}")
+
+    @contextlib.contextmanager
+    def loadaware(
+        self, command: str, *args: str, kubeconfig: Path | None = None, ready: bool = True
+    ) -> Iterator[Process]:
+        """Run ``loadaware COMMAND`` (this checkout) against this control plane, with its
+        health port on a free loopback port; waits for /readyz unless ``ready`` is False."""
         health_port = free_port()
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO)
         process = _start(
-            f"extender-{port}",
-            [sys.executable, "-m", "app.cli", "extender",
+            f"{command}-{health_port}",
+            [sys.executable, "-m", "app.cli", command,
              "--kubeconfig", kubeconfig or self.kubeconfig,
-             "--host", "127.0.0.1", "--port", str(port),
              "--health-port", str(health_port), "--health-host", "127.0.0.1", *args],
             self.workdir / "logs",
             env=env,
         )  # fmt: skip
-        scheme = "https" if "--tls-cert" in args else "http"
         try:
-            _wait_healthy(process, lambda: _http_ok(f"http://127.0.0.1:{health_port}/readyz"), 120)
-            yield Extender(process, f"{scheme}://127.0.0.1:{port}")
+            if ready:
+                url = f"http://127.0.0.1:{health_port}/readyz"
+                _wait_healthy(process, lambda: _http_ok(url), 120)
+            yield process
         finally:
             process.stop()
+
+    def grant(self, rbac_file: Path, user: str) -> None:
+        """Create the roles of a shipped RBAC file and bind them, as its bindings do, to
+        ``user`` (a static-token identity) instead of the ServiceAccount."""
+        api = self.client()
+        for document in yaml.safe_load_all(rbac_file.read_text()):
+            if not document or document["kind"] == "ServiceAccount":
+                continue
+            if document["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+                document = dict(document)
+                document["metadata"] = dict(document["metadata"])
+                document["metadata"]["name"] += "-" + user.replace(":", "-")
+                document["subjects"] = [
+                    {"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}
+                ]
+            document["metadata"] = dict(document["metadata"])
+            document["metadata"]["labels"] = {
+                **document["metadata"].get("labels", {}),
+                TEST_LABEL: "true",  # wipe() removes it
+            }
+            namespace = document["metadata"].get("namespace")
+            if namespace is not None:
+                with contextlib.suppress(ApiError):  # it exists already
+                    api.create(Namespace(metadata=ObjectMeta(name=namespace)))
+            resource = codecs.from_dict(document)
+            try:
+                api.create(resource)
+            except ApiError as error:
+                if error.status.code != 409:
+                    raise
+                api.replace(resource)
 
     # --- objects -----------------------------------------------------------------------
 
@@ -554,6 +611,14 @@ class ControlPlane:
                 client.deletecollection(Pod, namespace=name, grace_period=0)
             with contextlib.suppress(ApiError):
                 client.delete(Namespace, name)
+        for binding in client.list(ClusterRoleBinding, labels={TEST_LABEL: "true"}):
+            if binding.metadata is not None and binding.metadata.name:
+                with contextlib.suppress(ApiError):
+                    client.delete(ClusterRoleBinding, binding.metadata.name)
+        for role in client.list(ClusterRole, labels={TEST_LABEL: "true"}):
+            if role.metadata is not None and role.metadata.name:
+                with contextlib.suppress(ApiError):
+                    client.delete(ClusterRole, role.metadata.name)
         for node in client.list(Node, labels={TEST_LABEL: "true"}):
             if node.metadata is None or not node.metadata.name:
                 continue
