@@ -15,7 +15,13 @@ from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
 from app.filewatch import FileWatcher
 from app.flags import add_group_flag, boolean, duration_s
 from app.kube.client import KubeConfigError, make_client
-from app.kube.election import add_leader_election_flags, default_identity, lease_settings_from_args
+from app.kube.election import (
+    add_leader_election_flags,
+    default_identity,
+    default_lease_namespace,
+    lease_settings_from_args,
+)
+from app.kube.state import DEFAULT_NAME as DEFAULT_STATE_NAME
 from app.policy import Policy, PolicyError, default_policy
 from app.policy.watch import PolicyWatcher
 from app.prom.client import PrometheusSettings, PrometheusSource
@@ -135,6 +141,8 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
         health_host=args.health_host,
         health_port=args.health_port if args.health_port > 0 and not args.once else None,
         sync_timeout_s=args.sync_timeout,
+        state_namespace=args.state_namespace or default_lease_namespace(),
+        state_name=args.state_name,
     )
     return Settings(
         config=config,
@@ -189,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
         if settings.once:
             report = asyncio.run(descheduler.run_once())
             print_report(report, sys.stdout)
-            return 0 if report.result is RunResult.OK else 1
+            return 0 if report.result in (RunResult.OK, RunResult.FIRST_RUN) else 1
         asyncio.run(_run_until_signalled(descheduler, settings.watchers))
     finally:
         source.close()
@@ -248,6 +256,21 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="how long a run waits for the node, pod and PDB caches to list before it gives "
         "up and evicts nothing (default 60s)",
+    )
+    add_group_flag(
+        general,
+        "--state-namespace",
+        metavar="NAMESPACE",
+        help="namespace of the ConfigMap that holds the descheduler's memory (recent "
+        "evictions, debounce rounds); only its Role may write there (default: the pod's "
+        "namespace, else 'default')",
+    )
+    add_group_flag(
+        general,
+        "--state-name",
+        metavar="NAME",
+        default=DEFAULT_STATE_NAME,
+        help=f"name of that ConfigMap (default {DEFAULT_STATE_NAME})",
     )
 
     mode = parser.add_argument_group("mode")

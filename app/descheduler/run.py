@@ -8,19 +8,21 @@ Every ``interval``, while this replica leads, one run:
    scraped, a query that matches nothing), means the run evicts nothing and says
    why: usage the planner cannot see is no reason to move pods. A pod missing from
    an answer that has others falls back to its requests, and the plan says so;
-3. rebuilds recent evictions from the descheduler's own Events (convergence and
-   cooldowns survive restarts and ``--once`` runs), and reads the debounce rounds
-   from the Nodes (``debounce.py``). If the Events cannot be listed, nothing is
-   evicted either;
+3. reads its memory, recent evictions and debounce rounds, from the one ConfigMap
+   only it may write (``app/kube/state.py``), so that convergence, cooldowns and
+   debouncing survive restarts, leader changes and ``--once`` runs, and nobody else
+   can steer them. If the memory cannot be read, nothing is evicted; the first run,
+   with no memory yet, only observes (it plans, records its rounds, evicts nothing);
 4. plans, records this round's debounce counts, and, unless dry-running, evicts the
    planned pods in order. Just before each call the eviction is re-checked against
    the live caches (a scale-up may have taken the destination's room), leadership is
    checked, and calls are spaced by ``evictionsPerSecond``. A 429 (PDB) skips the
-   pod; repeated API errors end the run, never a retry loop. Each eviction gets an
-   Event naming the node, the metric, the values and the destination.
+   pod; repeated API errors end the run, never a retry loop. Each eviction is written
+   to the memory before the next one (a run that cannot write it stops), and gets an
+   Event, for humans, naming the node, the metric, the values and the destination.
 
 A pod is never evicted twice by one process (its UID is remembered); across
-processes the Events say it was.
+processes the memory says it was.
 """
 
 from __future__ import annotations
@@ -36,18 +38,18 @@ from typing import Any
 
 from lightkube import AsyncClient
 
-from app.descheduler.debounce import hot_round_patches, previous_hot_rounds
+from app.descheduler.debounce import previous_hot_rounds, record_hot_rounds
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.health import EmbeddedServer, build_app, embedded_server, serve
 from app.kube.cache import WatchCache
-from app.kube.events import EvictionNotice, list_recent_evictions, record_eviction
+from app.kube.events import EvictionNotice, record_eviction
 from app.kube.eviction import EvictionOutcome, evict_pod
 from app.kube.lease import LeaderElector, LeaderWork, LeaseSettings
 from app.kube.nodes import NodeCache
 from app.kube.objects import PodInfo
-from app.kube.patching import AnnotationPatcher
 from app.kube.pdbs import BudgetCache
 from app.kube.pods import PodCache, pod_info
+from app.kube.state import Memory, StateStore, StateUnreadable
 from app.load.resources import Resources
 from app.policy import Policy
 from app.prom.client import InstantQuery
@@ -80,6 +82,8 @@ class RunResult(StrEnum):
     PROMETHEUS_DOWN = "prometheus_down"
     NO_POD_USAGE = "no_pod_usage"
     HISTORY_UNAVAILABLE = "history_unavailable"
+    FIRST_RUN = "first_run"
+    STATE_NOT_SAVED = "state_not_saved"
     LEADERSHIP_LOST = "leadership_lost"
     API_ERRORS = "api_errors"
 
@@ -102,6 +106,8 @@ class LoopSettings:
     dry_run: bool = False  # --dry-run; the config's dryRun also counts
     lease: LeaseSettings | None = None  # None: no leader election
     identity: str = "loadaware-descheduler"  # reportingInstance of the Events
+    state_namespace: str = "default"  # where its memory lives (the CLI: the pod's namespace)
+    state_name: str = "loadaware-descheduler-state"
     health_host: str = "0.0.0.0"
     health_port: int | None = None
     sync_timeout_s: float = 60.0  # how long a run waits for the caches
@@ -168,12 +174,14 @@ class Descheduler:
             if self.settings.lease is not None
             else None
         )
-        self.patcher = AnnotationPatcher(client, may_write=self.may_evict)
+        self.store = StateStore(client, self.settings.state_namespace, self.settings.state_name)
+        self._memory = Memory()
         self._evicted_uids: set[str] = set()
         # A dry run never writes the Node's round count, so a dry-run loop keeps its
         # own; without it, debouncing nodes would never be previewed as sources.
         self._dry_rounds = PlannerMemory()
-        self._own_records: dict[str, EvictionRecord] = {}  # by UID, in case an Event was lost
+        # By UID: what this process evicted, in case its memory could not be written.
+        self._own_records: dict[str, EvictionRecord] = {}
         self.leader_work = LeaderWork(self._lead, name="descheduler-lead")
         self._background: list[asyncio.Task[Any]] = []
         self.server: EmbeddedServer | None = None
@@ -324,17 +332,27 @@ class Descheduler:
                 "cAdvisor (the kubelet's /metrics/cadvisor) is scraped and that "
                 "podUsageQueries return series labelled namespace and pod",
             )
-        window_s = max(config.settle_time, config.workload_cooldown) + config.interval
+        since_s = now_s - self._window_s()
         try:
-            history = await list_recent_evictions(self._client, now_s - window_s)
+            memory = await self.store.load(now_s, since_s)
         except Exception as error:  # lightkube raises HTTP and transport errors
+            detail = (
+                f"{self.store.where} is unreadable ({error}); fix or delete it (a new one "
+                "starts empty)"
+                if isinstance(error, StateUnreadable)
+                else f"cannot read {self.store.where} ({error}); the descheduler needs "
+                "'get' on configmaps in its namespace"
+            )
             return RunReport(
                 RunResult.HISTORY_UNAVAILABLE,
-                f"cannot list the descheduler's Events to rebuild recent evictions ({error}): "
-                "evicting nothing, since without them pods just moved could be moved again; "
-                "the descheduler needs 'list' on events",
+                f"{detail}: evicting nothing, since without its memory pods just moved "
+                "could be moved again",
             )
-        recent = self._merge_history(history, now_s - window_s)
+        memory.evictions.update(
+            (r.uid, r) for r in self._own_records.values() if r.evicted_at_s >= since_s
+        )
+        self._memory = memory
+        recent = memory.recent(since_s)
         nodes = dict(self.nodes.nodes)
         view = ClusterView(
             nodes=nodes,
@@ -343,7 +361,7 @@ class Descheduler:
             budgets=tuple(self.budgets.budgets.values()),
             recent_evictions=recent,
         )
-        hot_rounds = previous_hot_rounds(nodes, now_s, config.interval)
+        hot_rounds = previous_hot_rounds(memory.hot_rounds, now_s, config.interval)
         if self.dry_run:
             for name, count in self._dry_rounds.hot_rounds.items():
                 hot_rounds[name] = max(hot_rounds.get(name, 0), count)
@@ -363,9 +381,41 @@ class Descheduler:
                 + "; ".join(the_plan.notes)
             ).rstrip("; ")
             return report
-        await self._record_rounds(nodes, the_plan, now_s)
+        first_run = not memory.exists
+        memory.hot_rounds = record_hot_rounds(
+            memory.hot_rounds, the_plan.node_classes, now_s, config.interval
+        )
+        if not await self._save(report):
+            return report
+        if first_run:
+            report.result = RunResult.FIRST_RUN
+            report.message = (
+                f"first run with no memory yet ({self.store.where} did not exist; made it): "
+                f"observing only, {len(the_plan.evictions)} evictions planned, none made"
+            )
+            return report
         await self._execute(the_plan, view, report)
         return report
+
+    def _window_s(self) -> float:
+        """How far back the memory must reach: settling, cooldowns, one more interval."""
+        config = self.config
+        return max(config.settle_time, config.workload_cooldown) + config.interval
+
+    async def _save(self, report: RunReport) -> bool:
+        """Write the memory; on failure end the run (report says why) and return False."""
+        now_s = self._clock()
+        try:
+            await self.store.save(self._memory, now_s, now_s - self._window_s())
+        except Exception as error:  # lightkube raises HTTP and transport errors
+            report.result = RunResult.STATE_NOT_SAVED
+            report.message = (
+                f"cannot write {self.store.where} ({error}): stopping this run, since an "
+                "eviction it does not remember could be repeated; the descheduler needs "
+                "'create' and 'update' on configmaps in its namespace"
+            )
+            return False
+        return True
 
     def _caches(self) -> tuple[WatchCache[Any], ...]:
         return (self.nodes, self.pods, self.budgets)
@@ -379,33 +429,12 @@ class Descheduler:
         await self.pods.wait_synced()
         await self.budgets.wait_synced()
 
-    def _merge_history(
-        self, history: list[EvictionRecord], since_s: float
-    ) -> tuple[EvictionRecord, ...]:
-        by_uid = {r.uid: r for r in self._own_records.values() if r.evicted_at_s >= since_s}
-        by_uid.update((r.uid, r) for r in history)
-        return tuple(sorted(by_uid.values(), key=lambda r: r.evicted_at_s))
-
     def _publish_classes(self, the_plan: EvictionPlan) -> None:
         counts: dict[str, int] = {}
         for node_class in the_plan.node_classes.values():
             counts[node_class.kind.value] = counts.get(node_class.kind.value, 0) + 1
         for kind in ("source", "debouncing", "destination", "neutral", "no-data", "excluded"):
             self.telemetry.nodes.labels(kind).set(counts.get(kind, 0))
-
-    async def _record_rounds(
-        self, nodes: Mapping[str, Any], the_plan: EvictionPlan, now_s: float
-    ) -> None:
-        patches = hot_round_patches(nodes, the_plan.node_classes, now_s, self.config.interval)
-        if not patches:
-            return
-        written = await self.patcher.patch_nodes(patches)
-        if written.errors:
-            log.warning(
-                "recording debounce rounds on nodes: %s; those nodes start counting again "
-                "(the descheduler needs 'patch' on nodes)",
-                written.summary(),
-            )
 
     async def _execute(self, the_plan: EvictionPlan, view: ClusterView, report: RunReport) -> None:
         pacer = EvictionPacer(self.config.evictions_per_second)
@@ -454,6 +483,8 @@ class Descheduler:
                 )
             elif outcome is EvictionOutcome.EVICTED:
                 await self._after_eviction(eviction, reserved)
+                if not await self._save(report):
+                    break
         report.message = self._summary(the_plan, report)
 
     async def _after_eviction(
@@ -470,6 +501,7 @@ class Descheduler:
             workload=workload_of(eviction.pod),
         )
         self._own_records[record.uid] = record
+        self._memory.evictions[record.uid] = record
         reserved[eviction.destination] = (
             reserved.get(eviction.destination, Resources()) + eviction.usage
         )
@@ -502,6 +534,8 @@ class Descheduler:
                 f"; stopped after {self.settings.max_consecutive_errors} API errors in a row, "
                 "the next run starts over"
             )
+        elif report.result is RunResult.STATE_NOT_SAVED:
+            text += "; " + report.message
         notes = "; ".join(the_plan.notes)
         return f"{text}; {notes}" if notes else text
 

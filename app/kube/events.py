@@ -1,32 +1,26 @@
-"""The descheduler's Events: one on each evicted pod, read back as eviction history.
+"""The descheduler's Events: one on each evicted pod, the record for humans.
 
 Each Event (core/v1, reason ``LoadAwareDescheduled``) says in its message, for the
 operator running ``kubectl describe pod`` or ``kubectl get events``, which node was
 hot on which metric, the values, the pod's usage and the destination the plan
-reserved room on. Its annotations carry the same facts in machine-readable form, so
-that ``list_recent_evictions`` can rebuild the history after a restart, on another
-replica after a leader change, or in the next ``--once`` run: convergence (usage the
-samples do not show yet) and workload cooldowns live in the cluster, not in memory.
-
-Events expire (kube-apiserver's ``--event-ttl``, 1 h by default), which bounds how far
-back the history reaches; settle times and cooldowns must stay below it.
+reserved room on. Its annotations carry the same facts in machine-readable form, for
+tools. The descheduler never reads Events back: anyone who may create an Event in a
+namespace could forge one (docs/security.md, attack 3). Its memory lives in its own
+ConfigMap (``app/kube/state.py``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.models.core_v1 import EventSource, ObjectReference
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event
 
-from app.load.resources import Resources
 from app.rebalance.view import EvictionRecord
 
 log = logging.getLogger(__name__)
@@ -64,22 +58,6 @@ def record_annotations(record: EvictionRecord) -> dict[str, str]:
     if record.workload:
         annotations[WORKLOAD] = record.workload
     return annotations
-
-
-def record_from_event(pod_key: str, annotations: Mapping[str, str]) -> EvictionRecord | None:
-    """The record an Event's annotations describe; None for an Event missing them."""
-    try:
-        return EvictionRecord(
-            pod_key=pod_key,
-            uid=annotations[POD_UID],
-            node=annotations[SOURCE_NODE],
-            destination=annotations.get(DESTINATION_NODE) or None,
-            usage=Resources(float(annotations[CPU_CORES]), float(annotations[MEMORY_BYTES])),
-            evicted_at_s=datetime.fromisoformat(annotations[EVICTED_AT]).timestamp(),
-            workload=annotations.get(WORKLOAD) or None,
-        )
-    except (KeyError, ValueError):
-        return None
 
 
 def _iso(at_s: float) -> str:
@@ -132,37 +110,3 @@ async def record_eviction(
         )
         return False
     return True
-
-
-async def list_recent_evictions(client: AsyncClient, since_s: float) -> list[EvictionRecord]:
-    """Every eviction recorded by a descheduler Event at or after ``since_s``, oldest first.
-
-    Raises what the client raises: without its history the run must not evict.
-    """
-    records: list[EvictionRecord] = []
-    events = client.list(Event, namespace="*", fields={"reason": REASON})
-    async for event in events:
-        record = _record_of(event)
-        if record is not None and record.evicted_at_s >= since_s:
-            records.append(record)
-    records.sort(key=lambda r: r.evicted_at_s)
-    return records
-
-
-def _record_of(event: Any) -> EvictionRecord | None:
-    involved = event.involvedObject
-    metadata = event.metadata
-    if involved is None or metadata is None or involved.kind != "Pod":
-        return None
-    record = record_from_event(
-        f"{involved.namespace}/{involved.name}", dict(metadata.annotations or {})
-    )
-    if record is None:
-        log.warning(
-            "ignoring %s Event %s/%s: its %s* annotations are missing or unreadable",
-            REASON,
-            metadata.namespace,
-            metadata.name,
-            _PREFIX,
-        )
-    return record

@@ -72,22 +72,12 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
         _permission(
             "", "nodes", "patch", "one merge patch per node writes loadaware's annotations"
         ),
-        _permission(
-            "", "pods", "list watch", "bindings are seen on a pod watch (the hot value)"
-        ),
+        _permission("", "pods", "list watch", "bindings are seen on a pod watch (the hot value)"),
         _LEADER_LEASE,
     ),
     "descheduler": (
         _NODE_CACHE,
-        _permission(
-            "",
-            "nodes",
-            "patch",
-            "a merge patch records the debounce count (descheduler.loadaware.io/hot-rounds)",
-        ),
-        _permission(
-            "", "pods", "list watch", "the pod cache (app/kube/pods.py): victims and room"
-        ),
+        _permission("", "pods", "list watch", "the pod cache (app/kube/pods.py): victims and room"),
         _permission(
             "",
             "pods/eviction",
@@ -103,8 +93,16 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
         _permission(
             "",
             "events",
-            "create list",
-            "an Event on each evicted pod; listing them rebuilds recent evictions",
+            "create",
+            "an Event on each evicted pod, for humans (never read back)",
+        ),
+        _permission(
+            "",
+            "configmaps",
+            "get create update",
+            "its memory, recent evictions and debounce rounds, in one ConfigMap "
+            "(--state-name) that only it may write (app/kube/state.py)",
+            Scope.OWN_NAMESPACE,
         ),
         _LEADER_LEASE,
     ),

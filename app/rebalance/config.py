@@ -224,8 +224,8 @@ class DeschedulerConfig(_Section):
         default=3,
         ge=1,
         description="A node must be seen above targetThresholds in this many consecutive "
-        "runs before pods are evicted from it. The count is kept on the Node (annotation "
-        "descheduler.loadaware.io/hot-rounds), so it survives restarts and counts across "
+        "runs before pods are evicted from it. The count is kept in the descheduler's memory "
+        "(its state ConfigMap), so it survives restarts and counts across "
         "--once runs; a count older than twice interval restarts at 0, so with --once set "
         "interval to the CronJob's schedule.",
     )

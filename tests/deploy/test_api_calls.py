@@ -128,13 +128,14 @@ def run_annotator(fake_kube: FakeKube, tmp_path: Path) -> None:
 
 
 def run_descheduler(fake_kube: FakeKube, tmp_path: Path) -> None:
-    """The descheduler's loop on a cluster with a hot node: one run evicts, records the
-    Events and the debounce count, and the Lease is renewed."""
-    cluster.seed(fake_kube.store)
+    """The descheduler's loop on a cluster with a hot node: the first run makes its
+    memory and only observes, the next one evicts, records the Events and updates the
+    memory, and the Lease is renewed."""
+    cluster.seed(fake_kube.store, memory=False)
     config = tmp_path / "descheduler.yaml"
     config.write_text(
         "apiVersion: loadaware.io/v1alpha1\nkind: DeschedulerConfiguration\n"
-        "consecutiveHotRounds: 1\nevictionsPerSecond: 50\n"
+        "consecutiveHotRounds: 1\nevictionsPerSecond: 50\ninterval: 1s\n"
     )
     port = free_port()
     kubeconfig = kubeconfig_file(fake_kube, tmp_path)
@@ -144,6 +145,7 @@ def run_descheduler(fake_kube: FakeKube, tmp_path: Path) -> None:
         "--config", str(config),
         "--prometheus-url", prometheus_url,
         "--lease-namespace", NAMESPACE,
+        "--state-namespace", NAMESPACE,
         "--leader-elect-retry-period", "0.2",
         "--health-host", "127.0.0.1",
         "--health-port", str(port),
@@ -155,8 +157,9 @@ def run_descheduler(fake_kube: FakeKube, tmp_path: Path) -> None:
             wanted = {
                 ("pods/eviction", "create"),
                 ("events", "create"),
-                ("events", "list"),
-                ("nodes", "patch"),
+                ("configmaps", "get"),
+                ("configmaps", "create"),
+                ("configmaps", "update"),
                 ("leases", "update"),
                 ("poddisruptionbudgets", "watch"),
             }

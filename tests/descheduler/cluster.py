@@ -11,13 +11,15 @@ moving two web pods (2 x 0.45 / 4 = 22.5 %) brings ``hot`` to 62.5 %.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
+from app.kube import state
 from app.load.samples import format_usage
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
 from tests.support.cadvisor import PodSeries
-from tests.support.fakekube import PODS, FakeKubeStore
+from tests.support.fakekube import CONFIGMAPS, PODS, FakeKubeStore
 
 MIB = 2.0**20
 WEB_CORES = 0.45
@@ -54,7 +56,11 @@ def add_pod(store: FakeKubeStore, name: str, node: str, *, namespace: str = "sho
     })
 
 
-def seed(store: FakeKubeStore) -> None:
+def seed(store: FakeKubeStore, *, memory: bool = True) -> None:
+    """The cluster; with ``memory``, also the empty state ConfigMap of a descheduler
+    that has run before (without it, a first run only observes)."""
+    if memory:
+        store.add(CONFIGMAPS, empty_memory())
     for name, cpu in NODE_LOAD.items():
         store.add_node(name, annotations=load_annotations(cpu),
                        allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"})
@@ -69,6 +75,13 @@ def seed(store: FakeKubeStore) -> None:
     for node in ("cool-1", "cool-2", "warm"):
         add_pod(store, f"api-{node}", node, owner=("ReplicaSet", "api-6f7d8"),
                 labels={"app": "api", "pod-template-hash": "6f7d8"})
+
+
+def empty_memory(namespace: str = "default") -> dict[str, Any]:
+    return {
+        "metadata": {"name": state.DEFAULT_NAME, "namespace": namespace},
+        "data": {state.STATE_KEY: json.dumps({"version": 1, "evictions": [], "hotRounds": {}})},
+    }
 
 
 def series() -> list[PodSeries]:

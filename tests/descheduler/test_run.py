@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -10,21 +11,16 @@ from typing import Any
 
 import pytest
 
-from app.descheduler.debounce import HOT_ROUNDS_KEY
 from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
-from app.kube.events import (
-    DESTINATION_NODE,
-    REASON,
-    SOURCE_NODE,
-    list_recent_evictions,
-)
+from app.kube import state
+from app.kube.events import DESTINATION_NODE, REASON, SOURCE_NODE
 from app.kube.lease import LeaseSettings
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource
 from app.rebalance.config import DeschedulerConfig
 from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
-from tests.support.fakekube import LEASES
+from tests.support.fakekube import CONFIGMAPS, LEASES
 from tests.support.fakekube_fixtures import FakeKube
 from tests.support.promserver import free_port
 
@@ -53,6 +49,17 @@ def run_once(fake_kube: FakeKube, url: str, config: DeschedulerConfig,
             source.close()
 
     return asyncio.run(scenario())
+
+
+def memory_of(fake_kube: FakeKube) -> dict[str, Any]:
+    stored = fake_kube.store.get(CONFIGMAPS, state.DEFAULT_NAME, "default")
+    assert stored is not None
+    document: dict[str, Any] = json.loads(stored["data"][state.STATE_KEY])
+    return document
+
+
+def remembered(fake_kube: FakeKube) -> list[str]:
+    return [entry["pod"] for entry in memory_of(fake_kube)["evictions"]]
 
 
 def evicted_pods(fake_kube: FakeKube) -> list[str]:
@@ -110,11 +117,8 @@ def test_each_eviction_records_an_event_naming_node_metric_values_and_destinatio
         assert annotations[SOURCE_NODE] == "hot"
         assert annotations[DESTINATION_NODE] == planned.destination
 
-    async def history() -> list[str]:
-        async with seeded.async_client() as client:
-            return [r.pod_key for r in await list_recent_evictions(client, 0.0)]
-
-    assert sorted(asyncio.run(history())) == sorted(f"shop/{p}" for p in by_pod)
+    # The memory the next run reads is the descheduler's own ConfigMap, not the Events.
+    assert sorted(remembered(seeded)) == sorted(f"shop/{p}" for p in by_pod)
 
 
 @pytest.mark.prometheus
@@ -161,7 +165,7 @@ def test_a_run_cut_short_by_api_errors_is_not_repeated_wrongly_by_later_runs(
     seeded.fail_next("POST", f"/api/v1/namespaces/shop/pods/{second}/eviction", 500)
     cut = run_once(seeded, prometheus_url, config)
     assert cut.outcomes == {f"shop/{first}": "evicted", f"shop/{second}": "error"}
-    # A later run, in a new process, knows the first eviction from its Event and moves
+    # A later run, in a new process, knows the first eviction from its memory and moves
     # only the one pod still needed; after that, nothing more.
     healed = run_once(seeded, prometheus_url, config)
     assert len(healed.evicted) == 1
@@ -210,7 +214,7 @@ def test_workload_cooldown_holds_across_runs(seeded: FakeKube, prometheus_url: s
 
 
 @pytest.mark.prometheus
-def test_debounce_rounds_are_kept_on_the_node_across_once_runs(
+def test_debounce_rounds_are_kept_in_the_descheduler_memory_across_once_runs(
     seeded: FakeKube, prometheus_url: str
 ) -> None:
     config = cluster.config(consecutiveHotRounds=2, interval="60s")
@@ -218,9 +222,8 @@ def test_debounce_rounds_are_kept_on_the_node_across_once_runs(
     assert first.evicted == []
     assert first.plan is not None
     assert first.plan.node_classes["hot"].kind.value == "debouncing"
-    node = seeded.store.get_node("hot")
-    assert node is not None
-    assert node["metadata"]["annotations"][HOT_ROUNDS_KEY].startswith("1,")
+    assert memory_of(seeded)["hotRounds"]["hot"][0] == 1
+    assert seeded.requests("PATCH", "/api/v1/nodes/*") == []  # never on the Node
     # The same round again (a manual run beside a CronJob) does not count twice.
     assert run_once(seeded, prometheus_url, config, later_s=5.0).evicted == []
     # One interval later, a new process sees the second consecutive hot round.
@@ -315,6 +318,4 @@ def test_a_dry_run_loop_counts_its_own_rounds_and_previews_evictions_writing_not
     assert second.plan is not None
     assert len(second.plan.evictions) == 2
     assert evicted_pods(seeded) == []
-    node = seeded.store.get_node("hot")
-    assert node is not None
-    assert HOT_ROUNDS_KEY not in node["metadata"]["annotations"]
+    assert memory_of(seeded)["hotRounds"] == {}  # a dry run writes nothing

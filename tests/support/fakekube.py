@@ -142,10 +142,11 @@ EVENTS_V1: Final = ResourceType(
     }),
 )
 LEASES: Final = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+CONFIGMAPS: Final = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 #: The pods/binding subresource also exists as a plain "bindings" collection.
 BINDINGS: Final = ResourceType("", "v1", "bindings", "Binding", namespaced=True)
 
-_SERVED: Final = (NODES, PODS, PDBS, EVENTS, EVENTS_V1, LEASES, BINDINGS)
+_SERVED: Final = (NODES, PODS, PDBS, EVENTS, EVENTS_V1, LEASES, CONFIGMAPS, BINDINGS)
 _BY_PATH: Final = {(r.group, r.version, r.plural): r for r in _SERVED}
 
 

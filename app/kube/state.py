@@ -1,0 +1,242 @@
+"""The descheduler's memory: one ConfigMap that only the descheduler may write.
+
+Recent evictions (for convergence, cooldowns and anti-thrash) and the debounce rounds
+of each node used to be read back from Events and Node annotations, which anyone who
+may create an Event, or patch a Node, could forge (docs/security.md, attacks 3 and 4).
+Now they live in one ConfigMap in the descheduler's own namespace (default
+``loadaware/loadaware-descheduler-state``, key ``state.json``), which its Role alone
+grants it to write; Events stay as the record for humans and are never read.
+
+The document::
+
+    {"version": 1,
+     "evictions": [{"pod": "ns/name", "uid": "...", "node": "...", "destination": "...",
+                    "cpuCores": 0.5, "memoryBytes": 1.0e8, "at": 1700000000.0,
+                    "workload": "ns/Deployment/web"}, ...],
+     "hotRounds": {"node-1": [3, 1700000000.0], ...}}
+
+Reading is defensive all the same (an operator may edit it): entries that do not
+parse are skipped and logged, evictions older than the window or dated in the future
+are ignored and logged, and a document that is not JSON at all is reported as
+unreadable so that the run evicts nothing. Writing keeps the newest ``MAX_EVICTIONS``
+evictions within the window, so the object stays far below the 1 MiB limit, and
+carries the resourceVersion it read: a 409 re-reads, merges and tries again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap
+
+from app.load.resources import Resources
+from app.rebalance.view import EvictionRecord
+
+log = logging.getLogger(__name__)
+
+STATE_KEY = "state.json"
+VERSION = 1
+DEFAULT_NAME = "loadaware-descheduler-state"
+MAX_EVICTIONS = 2000  # about 200 bytes each as JSON: well below a ConfigMap's 1 MiB
+FUTURE_SLACK_S = 60.0  # clocks disagree a little; more than this ahead is not trusted
+_SAVE_ATTEMPTS = 3
+
+HotRounds = dict[str, tuple[int, float]]  # node -> (consecutive hot rounds, when recorded)
+
+
+class StateUnreadable(ValueError):
+    """The state object exists but is not a state document."""
+
+
+@dataclass
+class Memory:
+    """What the descheduler remembers between runs (and across restarts and leaders)."""
+
+    evictions: dict[str, EvictionRecord] = field(default_factory=dict)  # by pod UID
+    hot_rounds: HotRounds = field(default_factory=dict)
+    exists: bool = False  # the object was there when read (False: the first run)
+    resource_version: str | None = None
+
+    def recent(self, since_s: float) -> tuple[EvictionRecord, ...]:
+        records = (r for r in self.evictions.values() if r.evicted_at_s >= since_s)
+        return tuple(sorted(records, key=lambda r: r.evicted_at_s))
+
+
+def encode(memory: Memory, since_s: float) -> str:
+    """The document for ``memory``: evictions at or after ``since_s``, newest kept."""
+    records = memory.recent(since_s)[-MAX_EVICTIONS:]
+    document = {
+        "version": VERSION,
+        "evictions": [
+            {
+                "pod": r.pod_key,
+                "uid": r.uid,
+                "node": r.node,
+                "destination": r.destination,
+                "cpuCores": r.usage.cpu_cores,
+                "memoryBytes": r.usage.memory_bytes,
+                "at": r.evicted_at_s,
+                "workload": r.workload,
+            }
+            for r in records
+        ],
+        "hotRounds": {name: [count, at_s] for name, (count, at_s) in memory.hot_rounds.items()},
+    }
+    return json.dumps(document, separators=(",", ":"), sort_keys=True)
+
+
+def decode(text: str, now_s: float, since_s: float) -> tuple[Memory, list[str]]:
+    """The memory a document holds, and what in it was ignored (for the log).
+
+    Raises StateUnreadable when the text is not a version-1 state document."""
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise StateUnreadable(f"{STATE_KEY} is not JSON: {error}") from None
+    if not isinstance(document, dict) or document.get("version") != VERSION:
+        raise StateUnreadable(f"{STATE_KEY} is not a version-{VERSION} state document")
+    memory = Memory(exists=True)
+    ignored: list[str] = []
+    evictions = document.get("evictions")
+    for entry in evictions if isinstance(evictions, list) else []:
+        record = _record(entry)
+        if record is None:
+            ignored.append(f"an unreadable eviction entry {str(entry)[:80]!r}")
+        elif record.evicted_at_s > now_s + FUTURE_SLACK_S:
+            ignored.append(f"the eviction of {record.pod_key}, dated in the future")
+        elif record.evicted_at_s >= since_s:
+            memory.evictions[record.uid] = record
+    rounds = document.get("hotRounds")
+    for name, value in (rounds if isinstance(rounds, dict) else {}).items():
+        parsed = _hot_round(value)
+        if parsed is None:
+            ignored.append(f"an unreadable hot-round count for node {str(name)[:80]!r}")
+        elif parsed[1] > now_s + FUTURE_SLACK_S:
+            ignored.append(f"the hot-round count of node {name}, dated in the future")
+        else:
+            memory.hot_rounds[str(name)] = parsed
+    return memory, ignored
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and 0 < len(value) <= 512 else None
+
+
+def _record(entry: Any) -> EvictionRecord | None:
+    if not isinstance(entry, dict):
+        return None
+    pod, uid, node = _text(entry.get("pod")), _text(entry.get("uid")), _text(entry.get("node"))
+    cpu, memory = _finite(entry.get("cpuCores")), _finite(entry.get("memoryBytes"))
+    at_s = _finite(entry.get("at"))
+    if pod is None or uid is None or node is None or cpu is None or memory is None:
+        return None
+    if at_s is None:
+        return None
+    return EvictionRecord(
+        pod_key=pod,
+        uid=uid,
+        node=node,
+        destination=_text(entry.get("destination")),
+        usage=Resources(cpu, memory),
+        evicted_at_s=at_s,
+        workload=_text(entry.get("workload")),
+    )
+
+
+def _hot_round(value: Any) -> tuple[int, float] | None:
+    if not isinstance(value, list) or len(value) != 2:
+        return None
+    count, at_s = value
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        return None
+    at = _finite(at_s)
+    return None if at is None else (count, at)
+
+
+class StateStore:
+    """Reads and writes the state ConfigMap (``get``, ``create`` and ``update`` on
+    configmaps in the descheduler's own namespace: app/kube/permissions.py)."""
+
+    def __init__(self, client: AsyncClient, namespace: str, name: str = DEFAULT_NAME) -> None:
+        self._client = client
+        self.namespace = namespace
+        self.name = name
+
+    @property
+    def where(self) -> str:
+        return f"ConfigMap {self.namespace}/{self.name}"
+
+    async def load(self, now_s: float, since_s: float) -> Memory:
+        """The memory as stored; an empty one (``exists`` False) if there is no object.
+
+        Raises what the client raises, and StateUnreadable: the run must not evict
+        without its memory."""
+        try:
+            stored = await self._client.get(ConfigMap, self.name, namespace=self.namespace)
+        except ApiError as error:
+            if error.status.code == 404:
+                return Memory()
+            raise
+        text = (stored.data or {}).get(STATE_KEY, "")
+        memory, ignored = decode(text, now_s, since_s)
+        memory.resource_version = stored.metadata.resourceVersion if stored.metadata else None
+        for what in ignored:
+            log.warning("%s: ignoring %s", self.where, what)
+        return memory
+
+    async def save(self, memory: Memory, now_s: float, since_s: float) -> None:
+        """Write ``memory``; on a conflict, merge with what is stored and try again.
+
+        Raises what the client raises after ``_SAVE_ATTEMPTS`` conflicts or on any
+        other error; ``memory`` then holds what this process knows."""
+        for attempt in range(_SAVE_ATTEMPTS):
+            body = ConfigMap(
+                metadata=ObjectMeta(
+                    name=self.name,
+                    namespace=self.namespace,
+                    resourceVersion=memory.resource_version,
+                    labels={
+                        "app.kubernetes.io/name": "loadaware",
+                        "app.kubernetes.io/component": "descheduler",
+                    },
+                ),
+                data={STATE_KEY: encode(memory, since_s)},
+            )
+            try:
+                if memory.exists:
+                    saved = await self._client.replace(body)
+                else:
+                    saved = await self._client.create(body)
+            except ApiError as error:
+                if error.status.code != 409 or attempt == _SAVE_ATTEMPTS - 1:
+                    raise
+                self._merge(memory, await self.load(now_s, since_s))
+                continue
+            memory.exists = True
+            memory.resource_version = saved.metadata.resourceVersion if saved.metadata else None
+            return
+
+    @staticmethod
+    def _merge(memory: Memory, stored: Memory) -> None:
+        """Another writer came first (a leader change): keep both sides' evictions and
+        this process's debounce counts, on top of the stored object's version."""
+        for uid, record in stored.evictions.items():
+            memory.evictions.setdefault(uid, record)
+        for name, rounds in stored.hot_rounds.items():
+            memory.hot_rounds.setdefault(name, rounds)
+        memory.exists = stored.exists
+        memory.resource_version = stored.resource_version
