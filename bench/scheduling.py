@@ -8,12 +8,15 @@ then starts kube-scheduler and times it from the first binding to the last (seen
 watch, so kube-scheduler's start-up is not counted). Rounds:
 
 * ``without``: kube-scheduler alone;
-* ``with``: kube-scheduler calling ``loadaware extender`` (node cache, pod cache,
-  estimation on, NodeNames mode, weight 2), so every pod's prioritize answer names a
-  preferred node and reserves there.
+* ``estimation off``: kube-scheduler calling ``loadaware extender`` (node cache, pod
+  cache, NodeNames mode, weight 2) with the policy's estimation off: no reservations;
+* ``estimation on``: the same with estimation on (the default), so every pod's
+  prioritize answer names a preferred node and reserves there.
 
-Both run in the same process, one after the other, twice, alternating; pods/s is
-bound pods over wall time, and the ratio is taken between rounds of the same pass.
+The three run one after the other in each pass, the order rotating between passes;
+pods/s is bound pods over the time from the first binding to the last, and ratios are
+taken between rounds of the same pass. ``on / off`` is the cost of the reservation
+scheme itself; ``on / without`` the cost of the extender as a whole.
 The extender's answers never hold a node for a pod that will not go there, so the
 scheme costs no spurious rejections: the table counts FailedScheduling events too.
 
@@ -34,6 +37,7 @@ from pathlib import Path
 from lightkube import Client
 from lightkube.resources.core_v1 import Event, Pod
 
+from app.policy import DEFAULT_POLICY_YAML
 from tests.e2e.burst import annotations_at, extender_entry
 from tests.e2e.harness import (
     ControlPlane,
@@ -93,19 +97,25 @@ def failed_scheduling(client: Client, prefix: str) -> int:
     )
 
 
+SETUPS = ("without", "estimation off", "estimation on")
+
+
 def run_round(
-    cluster: ControlPlane, pods: int, name: str, with_extender: bool, qps: int | None
+    cluster: ControlPlane, pods: int, name: str, setup: str, qps: int | None, policies: Path
 ) -> tuple[float, int]:
     """Seconds kube-scheduler took to bind the backlog; FailedScheduling count."""
     client = cluster.client()
     create_backlog(client, pods, name)
     connection = {} if qps is None else {"clientConnection": {"qps": qps, "burst": 2 * qps}}
-    if with_extender:
-        with cluster.extender() as extender:
+    if setup == "without":
+        seconds = _time_scheduler(cluster, client, scheduler_config() | connection, name, pods)
+    else:
+        enabled = setup == "estimation on"
+        policy = policies / f"estimation-{'on' if enabled else 'off'}.yaml"
+        policy.write_text(DEFAULT_POLICY_YAML + f"  estimation: {{enabled: {enabled}}}\n")
+        with cluster.extender("--policy", str(policy)) as extender:
             config = scheduler_config([extender_entry(extender.url, node_cache_capable=True)])
             seconds = _time_scheduler(cluster, client, config | connection, name, pods)
-    else:
-        seconds = _time_scheduler(cluster, client, scheduler_config() | connection, name, pods)
     failures = failed_scheduling(client, name)
     client.deletecollection(Pod, namespace=NAMESPACE, grace_period=0)
     wait_until(lambda: not list(client.list(Pod, namespace=NAMESPACE)), 120, "pods deleted")
@@ -148,7 +158,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=500)
-    parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--qps",
@@ -169,13 +179,13 @@ def main() -> int:
             make_nodes(cluster, flags.nodes, flags.seed)
             rows = []
             for number in range(flags.passes):
-                order = [False, True] if number % 2 == 0 else [True, False]
+                order = SETUPS[number % 3 :] + SETUPS[: number % 3]  # rotate who goes first
                 results = {}
-                for with_extender in order:
-                    label = "with" if with_extender else "without"
-                    print(f"pass {number + 1}: {label} the extender ...", file=sys.stderr)
-                    results[with_extender] = run_round(
-                        cluster, flags.pods, f"p{number}-{label}", with_extender, flags.qps
+                for setup in order:
+                    print(f"pass {number + 1}: {setup} ...", file=sys.stderr)
+                    label = setup.replace(" ", "-")
+                    results[setup] = run_round(
+                        cluster, flags.pods, f"p{number}-{label}", setup, flags.qps, Path(workdir)
                     )
                 rows.append(results)
         finally:
@@ -185,19 +195,23 @@ def main() -> int:
         f"{flags.pods:,} pods per round, kube-scheduler client QPS {flags.qps or '50 (default)'} "
         "(bound pods / time from the first binding to the last)\n"
     )
-    print("| pass | without: pods/s | with extender: pods/s | ratio with/without "
-          "| FailedScheduling without | with |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|")
-    ratios = []
+    print("| pass | without extender: pods/s | estimation off: pods/s | estimation on: pods/s "
+          "| on / without | on / off | FailedScheduling (without, off, on) |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---|")
+    ratios: dict[str, list[float]] = {"on / without": [], "on / off": []}
     for number, results in enumerate(rows, start=1):
-        (off_s, off_failed), (on_s, on_failed) = results[False], results[True]
-        off_rate, on_rate = flags.pods / off_s, flags.pods / on_s
-        ratios.append(on_rate / off_rate)
+        rate = {setup: flags.pods / results[setup][0] for setup in SETUPS}
+        failed = ", ".join(str(results[setup][1]) for setup in SETUPS)
+        on_without = rate["estimation on"] / rate["without"]
+        on_off = rate["estimation on"] / rate["estimation off"]
+        ratios["on / without"].append(on_without)
+        ratios["on / off"].append(on_off)
         print(
-            f"| {number} | {off_rate:,.0f} | {on_rate:,.0f} | {on_rate / off_rate:.2f} "
-            f"| {off_failed} | {on_failed} |"
+            f"| {number} | {rate['without']:,.0f} | {rate['estimation off']:,.0f} "
+            f"| {rate['estimation on']:,.0f} | {on_without:.2f} | {on_off:.2f} | {failed} |"
         )
-    print(f"\nmedian ratio with/without: {statistics.median(ratios):.2f}")
+    for name, values in ratios.items():
+        print(f"median {name}: {statistics.median(values):.2f}")
     return 0
 
 

@@ -132,6 +132,7 @@ class Annotator:
         self.metric_states = {m: MetricState(p) for m, p in self.periods_s.items()}
         self.schedule: MetricSchedule | None = None
         self.ticks = 0
+        self.hot_value_rounds = 0  # hot-value rounds run (tests wait on it, not on time)
         self.leader_work = LeaderWork(self._lead, name="annotator-lead")
         self._background: list[asyncio.Task[Any]] = []
         self.server: uvicorn.Server | None = None
@@ -285,6 +286,7 @@ class Annotator:
                 await self.publish_hot_values()
             except Exception:
                 log.exception("publishing hot values failed unexpectedly; retrying next round")
+            self.hot_value_rounds += 1
 
     async def publish_hot_values(self) -> int:
         """One hot-value round; returns the number of nodes written."""

@@ -77,6 +77,7 @@ class LeaderElector:
         self._on_change = on_change
         self._monotonic = monotonic
         self._leading = False
+        self.attempts = 0  # acquire-or-renew rounds run (tests wait on it, not on time)
         self._last_renew_mono = -float("inf")
         self._observed_record: tuple[Any, ...] | None = None
         self._observed_at_mono = 0.0
@@ -117,6 +118,7 @@ class LeaderElector:
                 elif self._leading and self.holder not in (None, s.identity):
                     log.error("lease %s/%s was taken by %s", s.namespace, s.name, self.holder)
                     self._set_leading(False)
+                self.attempts += 1
                 # Jitter so followers do not all hit the API server in the same instant.
                 delay_s = (
                     s.retry_period_s

@@ -82,10 +82,14 @@ def test_only_the_leader_writes_and_the_other_takes_over_when_it_stops(
 ) -> None:
     async def scenario() -> None:
         async with replica(fake_kube, one_node, "a") as (a, a_task):
-            assert await eventually(lambda: patches_by(a) >= 2, 5)
+            assert await eventually(lambda: patches_by(a) >= 2, 30)
             async with replica(fake_kube, one_node, "b") as (b, _):
-                assert await eventually(lambda: b.pod_watch.synced, 5)
-                await asyncio.sleep(0.5)
+                assert await eventually(lambda: b.pod_watch.synced, 30)
+                elector = b.elector
+                assert elector is not None
+                tried = elector.attempts
+                # b has tried to take the lease several times, and may not write.
+                assert await eventually(lambda: elector.attempts >= tried + 3, 30)
                 assert (a.may_write(), b.may_write()) == (True, False)
                 assert patches_by(b) == 0
                 assert holder(fake_kube) == "a"
@@ -93,14 +97,18 @@ def test_only_the_leader_writes_and_the_other_takes_over_when_it_stops(
                 a_task.cancel()  # graceful stop: a releases the lease
                 with contextlib.suppress(asyncio.CancelledError):
                     await a_task
-                stopped_at = time.monotonic()
-                assert await eventually(lambda: patches_by(b) >= 1, 5)
-                # Released, so b did not have to wait out the 1 s lease.
-                assert time.monotonic() - stopped_at < 0.9
+                # Released (holder cleared), so b need not wait out the lease.
+                releases = [
+                    r for r in fake_kube.requests("PUT", LEASE_PATH)
+                    if not (r.body or {}).get("spec", {}).get("holderIdentity")
+                ]  # fmt: skip
+                assert len(releases) == 1
+                assert await eventually(lambda: patches_by(b) >= 1, 30)
                 assert holder(fake_kube) == "b"
                 a_writes = patches_by(a)
-                await asyncio.sleep(0.5)
-                assert patches_by(a) == a_writes
+                ticks = b.ticks
+                assert await eventually(lambda: b.ticks >= ticks + 2, 30)
+                assert patches_by(a) == a_writes  # a stopped, writes nothing more
 
     asyncio.run(scenario())
 
@@ -110,48 +118,50 @@ def test_a_lease_that_is_not_released_is_taken_over_after_it_expires(
 ) -> None:
     async def scenario() -> float:
         async with replica(fake_kube, one_node, "a") as (a, a_task):
-            assert await eventually(a.may_write, 5)
+            assert await eventually(a.may_write, 30)
             async with replica(fake_kube, one_node, "b") as (b, _):
-                assert await eventually(lambda: b.pod_watch.synced, 5)
-                await asyncio.sleep(0.3)
+                assert await eventually(lambda: b.pod_watch.synced, 30)
+                elector = b.elector
+                assert elector is not None
+                tried = elector.attempts
+                assert await eventually(lambda: elector.attempts >= tried + 2, 30)
                 fake_kube.fail_next("PUT", LEASE_PATH, 500)  # a's release fails: a "crash"
                 a_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await a_task
                 assert holder(fake_kube) == "a"
                 stopped_at = time.monotonic()
-                assert await eventually(b.may_write, 5)
+                assert await eventually(b.may_write, 30)
                 taken_after_s = time.monotonic() - stopped_at
-                assert await eventually(lambda: patches_by(b) >= 1, 5)
+                assert await eventually(lambda: patches_by(b) >= 1, 30)
                 return taken_after_s
 
     taken_after_s = asyncio.run(scenario())
-    # Safety: never before the 1 s lease could have run out (less a retry period).
-    # Liveness is the 5 s `eventually` above; no upper bound here, since a loaded
-    # machine only delays the takeover.
+    # Safety: never before the 1 s lease could have run out (less a retry period). A
+    # lower bound only: a loaded machine delays the takeover, it cannot hasten it.
+    # Liveness is the `eventually` above; no upper bound.
     assert taken_after_s >= 0.5
 
 
 def test_a_leader_that_cannot_renew_stops_writing_within_the_renew_deadline(
     fake_kube: FakeKube, one_node: PromProxy
 ) -> None:
-    async def scenario() -> float:
+    async def scenario() -> None:
         async with replica(fake_kube, one_node, "a") as (a, _):
-            assert await eventually(lambda: patches_by(a) >= 1, 5)
+            assert await eventually(lambda: patches_by(a) >= 1, 30)
             fake_kube.fail_next("GET", LEASE_PATH, 503, times=1000)
-            cut_off_at = time.monotonic()
-            assert await eventually(lambda: not a.may_write(), 2)
-            stopped_after_s = time.monotonic() - cut_off_at
-            await asyncio.sleep(0.3)  # let a write in flight finish
+            # When is covered with a fake clock in the test below; here, that it does.
+            assert await eventually(lambda: not a.may_write(), 30)
+            ticks = a.ticks
+            assert await eventually(lambda: a.ticks >= ticks + 1, 30)  # one in flight ends
             writes = len(fake_kube.requests("PATCH", "/api/v1/nodes/*"))
-            await asyncio.sleep(0.6)
+            assert await eventually(lambda: a.ticks >= ticks + 3, 30)
             assert len(fake_kube.requests("PATCH", "/api/v1/nodes/*")) == writes
             assert metric_value(a, "loadaware_annotator_is_leader") == 0
             fake_kube.faults.clear()
-            assert await eventually(a.may_write, 3)  # and it comes back
-            return stopped_after_s
+            assert await eventually(a.may_write, 30)  # and it comes back
 
-    assert asyncio.run(scenario()) <= 0.6 + 0.2
+    asyncio.run(scenario())
 
 
 def test_is_leader_turns_false_at_the_renew_deadline_even_if_the_loop_is_stuck() -> None:

@@ -12,7 +12,6 @@ import logging
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,7 +151,8 @@ def kubeconfig(path: Path, server: str) -> Path:
 
 
 def annotator_output(kubeconfig_path: Path, prometheus: list[str], until: PromProxy) -> str:
-    """Run ``loadaware --log-level debug annotator`` until it has queried twice; its output."""
+    """Run ``loadaware --log-level debug annotator`` until it has queried three times; its
+    output."""
     seen_before = len(until.seen)
     process = subprocess.Popen(
         [
@@ -165,8 +165,9 @@ def annotator_output(kubeconfig_path: Path, prometheus: list[str], until: PromPr
         text=True,
     )
     try:
-        wait_until(lambda: len(until.seen) >= seen_before + 2, 20)
-        time.sleep(0.5)  # let the failure be logged
+        # The third query starts after the second one's answer (and any failure) was
+        # handled and logged: no fixed wait.
+        wait_until(lambda: len(until.seen) >= seen_before + 3, 20)
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=15)
     finally:
