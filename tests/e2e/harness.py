@@ -34,13 +34,18 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import yaml
-from lightkube import Client, KubeConfig, codecs
+from lightkube import ALL_NS, Client, KubeConfig, codecs
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import DaemonSet, Deployment, ReplicaSet, StatefulSet
 from lightkube.resources.core_v1 import Namespace, Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
-from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
+from lightkube.resources.rbac_authorization_v1 import (
+    ClusterRole,
+    ClusterRoleBinding,
+    Role,
+    RoleBinding,
+)
 
 ASSETS_ENV = "LOADAWARE_KUBE_ASSETS"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -598,7 +603,7 @@ class ControlPlane:
 
     def wipe(self) -> None:
         """Remove what tests made: their namespaces (pods force-deleted first), Nodes,
-        and cluster-scoped RBAC labelled as theirs."""
+        and RBAC (namespaced and cluster-scoped) labelled as theirs."""
         client = self.client()
         for namespace in client.list(Namespace, labels={TEST_LABEL: "true"}):
             name = namespace.metadata.name if namespace.metadata else None
@@ -611,6 +616,15 @@ class ControlPlane:
                 client.deletecollection(Pod, namespace=name, grace_period=0)
             with contextlib.suppress(ApiError):
                 client.delete(Namespace, name)
+        # grant() writes namespaced Roles into namespaces a test did not make (the
+        # shipped "loadaware"); left behind, they would collide with the next test
+        # that creates the same objects (test_deploy_strict's dry-run creates).
+        for namespaced in (RoleBinding, Role):
+            for obj in client.list(namespaced, namespace=ALL_NS, labels={TEST_LABEL: "true"}):
+                meta = obj.metadata
+                if meta is not None and meta.name and meta.namespace:
+                    with contextlib.suppress(ApiError):
+                        client.delete(namespaced, meta.name, namespace=meta.namespace)
         for binding in client.list(ClusterRoleBinding, labels={TEST_LABEL: "true"}):
             if binding.metadata is not None and binding.metadata.name:
                 with contextlib.suppress(ApiError):
