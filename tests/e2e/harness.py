@@ -619,12 +619,15 @@ class ControlPlane:
         # grant() writes namespaced Roles into namespaces a test did not make (the
         # shipped "loadaware"); left behind, they would collide with the next test
         # that creates the same objects (test_deploy_strict's dry-run creates).
-        for namespaced in (RoleBinding, Role):
-            for obj in client.list(namespaced, namespace=ALL_NS, labels={TEST_LABEL: "true"}):
-                meta = obj.metadata
-                if meta is not None and meta.name and meta.namespace:
-                    with contextlib.suppress(ApiError):
-                        client.delete(namespaced, meta.name, namespace=meta.namespace)
+        labelled = {TEST_LABEL: "true"}
+        named: list[tuple[type[Role] | type[RoleBinding], ObjectMeta | None]] = [
+            (RoleBinding, b.metadata)
+            for b in client.list(RoleBinding, namespace=ALL_NS, labels=labelled)
+        ] + [(Role, r.metadata) for r in client.list(Role, namespace=ALL_NS, labels=labelled)]
+        for rbac_kind, meta in named:
+            if meta is not None and meta.name and meta.namespace:
+                with contextlib.suppress(ApiError):
+                    client.delete(rbac_kind, meta.name, namespace=meta.namespace)
         for binding in client.list(ClusterRoleBinding, labels={TEST_LABEL: "true"}):
             if binding.metadata is not None and binding.metadata.name:
                 with contextlib.suppress(ApiError):
