@@ -619,15 +619,16 @@ class ControlPlane:
         # grant() writes namespaced Roles into namespaces a test did not make (the
         # shipped "loadaware"); left behind, they would collide with the next test
         # that creates the same objects (test_deploy_strict's dry-run creates).
-        labelled = {TEST_LABEL: "true"}
-        named: list[tuple[type[Role] | type[RoleBinding], ObjectMeta | None]] = [
-            (RoleBinding, b.metadata)
-            for b in client.list(RoleBinding, namespace=ALL_NS, labels=labelled)
-        ] + [(Role, r.metadata) for r in client.list(Role, namespace=ALL_NS, labels=labelled)]
-        for rbac_kind, meta in named:
+        for binding_ in client.list(RoleBinding, namespace=ALL_NS, labels={TEST_LABEL: "true"}):
+            meta = binding_.metadata
             if meta is not None and meta.name and meta.namespace:
                 with contextlib.suppress(ApiError):
-                    client.delete(rbac_kind, meta.name, namespace=meta.namespace)
+                    client.delete(RoleBinding, meta.name, namespace=meta.namespace)
+        for role_ in client.list(Role, namespace=ALL_NS, labels={TEST_LABEL: "true"}):
+            meta = role_.metadata
+            if meta is not None and meta.name and meta.namespace:
+                with contextlib.suppress(ApiError):
+                    client.delete(Role, meta.name, namespace=meta.namespace)
         for binding in client.list(ClusterRoleBinding, labels={TEST_LABEL: "true"}):
             if binding.metadata is not None and binding.metadata.name:
                 with contextlib.suppress(ApiError):
