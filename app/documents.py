@@ -34,6 +34,10 @@ def read_file(path: str | Path, what: str, error: type[Exception]) -> tuple[str,
         return file.read_text(encoding="utf-8"), str(file)
     except OSError as problem:
         raise error(f"{file}: cannot read {what}: {problem.strerror or problem}") from None
+    except UnicodeDecodeError as problem:
+        raise error(
+            f"{file}: {what} is not UTF-8 text (byte {problem.start}): save it as UTF-8 YAML"
+        ) from None
 
 
 def parse_yaml(text: str, source: str, error: type[Exception]) -> Any:
@@ -43,9 +47,7 @@ def parse_yaml(text: str, source: str, error: type[Exception]) -> Any:
         raise error(f"{source}: not valid YAML: {problem}") from None
 
 
-def validate(
-    model: type[M], document: Any, source: str, kind: str, error: type[Exception]
-) -> M:
+def validate(model: type[M], document: Any, source: str, kind: str, error: type[Exception]) -> M:
     """``document`` as ``model``; a non-mapping or a bad field raises ``error``."""
     if not isinstance(document, Mapping):
         raise error(f"{source}: expected a {kind} mapping at the top level")

@@ -6,14 +6,13 @@ import argparse
 import asyncio
 import logging
 import signal
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from app.annotator.runtime import Annotator, AnnotatorConfig
 from app.annotator.sync import QueryShape
-from app.flags import add_group_flag, duration_s
+from app.flags import EXIT_OK, add_flag, count, duration, port_or_off, positive_number, usage_error
 from app.kube.client import KubeConfigError, make_client
 from app.kube.election import add_leader_election_flags, lease_settings_from_args
 from app.policy import Policy, PolicyError, default_policy
@@ -128,15 +127,10 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         settings = settings_from_args(args, on_policy_change=adopt, on_policy_result=count)
-    except (ValueError, PolicyError) as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return 2
-    source = PrometheusSource(settings.prometheus)
-    try:
         client = make_client(args.kubeconfig)
-    except KubeConfigError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return 2
+    except (ValueError, PolicyError, KubeConfigError) as error:
+        return usage_error("loadaware annotator", str(error))
+    source = PrometheusSource(settings.prometheus)
     annotator = Annotator(
         settings.annotator, client, source, policy_watcher=settings.policy_watcher
     )
@@ -144,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(_run_until_signalled(annotator))
     finally:
         source.close()
-    return 0
+    return EXIT_OK
 
 
 def add_parser(components: Any) -> None:
@@ -161,84 +155,86 @@ def add_parser(components: Any) -> None:
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     general = parser.add_argument_group("policy and cluster")
-    add_group_flag(
+    add_flag(
         general,
         "--policy",
         metavar="FILE",
         help="DynamicSchedulerPolicy YAML file; its syncPolicy lists the metrics and their "
-        "periods, its hotValue the hot-value rule (default: built-in crane defaults)",
+        "periods, its hotValue the hot-value rule",
+        default_text="the built-in crane defaults",
     )
-    add_group_flag(
+    add_flag(
         general,
         "--policy-poll-interval",
-        type=duration_s,
+        type=duration,
         default=5.0,
         metavar="DURATION",
         help="how often to check --policy for changes; a changed policy takes effect "
-        "without a restart, a broken one is logged and ignored (default 5s)",
+        "without a restart, a broken one is logged and ignored",
     )
-    add_group_flag(
+    add_flag(
         general,
         "--kubeconfig",
         metavar="FILE",
-        help="kubeconfig file (default: in-cluster config, then $KUBECONFIG, ~/.kube/config)",
+        default_text="in-cluster config, then $KUBECONFIG, then ~/.kube/config",
+        help="kubeconfig file",
     )
 
     prom = add_prometheus_flags(parser)
-    add_group_flag(
+    add_flag(
         prom,
         "--query-selector",
         metavar="MATCHERS",
         help="label matchers added to every query, e.g. 'cluster=\"prod\"' gives "
         'cpu_usage_avg_5m{cluster="prod"}',
     )
-    add_group_flag(
+    add_flag(
         prom,
         "--value-divisor",
         metavar="NUMBER",
-        type=float,
+        type=positive_number,
         default=100.0,
         help="divide query values by this to get a 0..1 fraction: 100 for crane's "
-        "percentage rules (default), 1 for rules that already give 0..1",
+        "percentage rules, 1 for rules that already give 0..1",
     )
 
     writing = parser.add_argument_group("writing annotations")
-    add_group_flag(
+    add_flag(
         writing,
         "--patch-concurrency",
         metavar="N",
-        type=int,
+        type=count,
         default=16,
-        help="node patches in flight at once (default 16: more only adds client overhead "
+        help="node patches in flight at once (more only adds client overhead "
         "once the API server answers in a few milliseconds)",
     )
-    add_group_flag(
+    add_flag(
         writing,
         "--hot-value-interval",
-        type=duration_s,
+        type=duration,
         default=15.0,
         metavar="DURATION",
         help="longest delay between a binding and its node_hot_value write; also how often "
-        "decaying hot values are rewritten (default 15s)",
+        "decaying hot values are rewritten",
     )
 
     add_leader_election_flags(parser, DEFAULT_LEASE_NAME)
 
     serving = parser.add_argument_group("health and metrics")
-    add_group_flag(
+    add_flag(
         serving,
         "--health-host",
         default="0.0.0.0",
         metavar="ADDRESS",
         help="address for the health server",
     )
-    add_group_flag(
+    add_flag(
         serving,
         "--health-port",
         metavar="PORT",
-        type=int,
+        type=port_or_off,
         default=DEFAULT_HEALTH_PORT,
-        help=f"port for /healthz, /readyz and /metrics (default {DEFAULT_HEALTH_PORT}; 0 disables)",
+        help="port for /healthz, /readyz and /metrics; 0 disables",
     )
 
 
@@ -249,4 +245,4 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-__all__ = ["Settings", "add_parser", "duration_s", "parse_args", "run", "settings_from_args"]
+__all__ = ["Settings", "add_parser", "parse_args", "run", "settings_from_args"]

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
 from app.filewatch import FileWatcher
-from app.flags import add_group_flag, boolean, duration_s
+from app.flags import EXIT_FAILED, EXIT_OK, add_flag, duration, port_or_off, usage_error
 from app.kube.client import KubeConfigError, make_client
 from app.kube.election import (
     add_leader_election_flags,
@@ -44,18 +44,21 @@ Every interval (config `interval`, default 5m), while this replica leads:
     source nor a destination;
   - per-pod usage comes from Prometheus, ONE query per resource for the whole
     cluster (cAdvisor by default); Prometheus down => nothing is evicted;
-  - recent evictions are rebuilt from the descheduler's own Events, so a second
-    run on unchanged metrics evicts nothing, also after a restart or with --once;
-  - a node must be hot in `consecutiveHotRounds` runs in a row; the count is kept
-    on the Node (annotation descheduler.loadaware.io/hot-rounds), so it also
-    works across --once runs (set `interval` to the CronJob's schedule);
+  - recent evictions and debounce rounds are kept in one ConfigMap only the
+    descheduler may write (--state-name), so a second run on unchanged metrics
+    evicts nothing, also after a restart or with --once; the first run without
+    it only observes;
+  - a node must be hot in `consecutiveHotRounds` runs in a row (set `interval`
+    to the CronJob's schedule with --once);
   - evictions use the policy/v1 Eviction API only (PDBs are honoured: a 429 skips
     the pod), are re-checked against live caches just before each call, spaced by
     `evictionsPerSecond`, and recorded as Events (reason LoadAwareDescheduled).
 
---once runs a single pass and exits (CronJob style): 0 when the run completed,
-1 when it could not run (Prometheus down, API errors, no lease). With --dry-run
-the plan is printed as a table and nothing is evicted or written.
+--once runs a single pass and exits (CronJob style). Exit codes: 0 when the run
+completed (or, the first time, only observed), 1 when it could not run (Prometheus
+down or rejecting a query, API errors, no lease), 2 for bad usage or configuration
+(flags, files, kubeconfig). With --dry-run the plan is printed as a table and
+nothing is evicted or written.
 
 Durations take Go syntax (15s, 2m) or plain seconds. Every flag can also be set
 through the environment variable shown in its help (LOADAWARE_PROMETHEUS_URL).
@@ -133,9 +136,12 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
     else:
         log.warning("no --policy given: using the built-in default policy (crane's defaults)")
         policy = default_policy()
+    mismatch = config.metrics_missing_from({s.name for s in policy.spec.sync_policy})
+    if mismatch:
+        raise ConfigError(f"--config and --policy disagree: {'; '.join(mismatch)}")
     lease = lease_settings_from_args(args)
     loop = LoopSettings(
-        dry_run=boolean(args.dry_run),
+        dry_run=bool(args.dry_run),
         lease=lease,
         identity=lease.identity if lease else default_identity(),
         health_host=args.health_host,
@@ -150,7 +156,7 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
         prometheus=prometheus_settings_from_args(args),
         loop=loop,
         watchers=tuple(watchers),
-        once=boolean(args.once),
+        once=bool(args.once),
     )
 
 
@@ -181,27 +187,22 @@ def run(args: argparse.Namespace) -> int:
     reloads = Reloads()
     try:
         settings = settings_from_args(args, reloads)
-    except (ValueError, ConfigError, PolicyError) as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return 2
-    source = PrometheusSource(settings.prometheus)
-    try:
         client = make_client(args.kubeconfig)
-    except KubeConfigError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        source.close()
-        return 2
+    except (ValueError, ConfigError, PolicyError, KubeConfigError) as error:
+        return usage_error("loadaware descheduler", str(error))
+    source = PrometheusSource(settings.prometheus)
     descheduler = Descheduler(settings.config, settings.policy, client, source, settings.loop)
     reloads.descheduler = descheduler
     try:
         if settings.once:
             report = asyncio.run(descheduler.run_once())
             print_report(report, sys.stdout)
-            return 0 if report.result in (RunResult.OK, RunResult.FIRST_RUN) else 1
+            done = report.result in (RunResult.OK, RunResult.FIRST_RUN)
+            return EXIT_OK if done else EXIT_FAILED
         asyncio.run(_run_until_signalled(descheduler, settings.watchers))
     finally:
         source.close()
-    return 0
+    return EXIT_OK
 
 
 def add_parser(components: Any) -> None:
@@ -218,95 +219,96 @@ def add_parser(components: Any) -> None:
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     general = parser.add_argument_group("configuration and cluster")
-    add_group_flag(
+    add_flag(
         general,
         "--config",
         metavar="FILE",
         help="DeschedulerConfiguration YAML (apiVersion loadaware.io/v1alpha1): thresholds, "
-        "limits, protections, interval; reloaded on change (default: built-in defaults)",
+        "limits, protections, interval; reloaded on change",
+        default_text="the built-in defaults",
     )
-    add_group_flag(
+    add_flag(
         general,
         "--policy",
         metavar="FILE",
         help="DynamicSchedulerPolicy YAML, the extender's: its predicates are the load filter "
-        "every destination must pass, its periods decide freshness; reloaded on change "
-        "(default: built-in crane defaults)",
+        "every destination must pass, its periods decide freshness; reloaded on change",
+        default_text="the built-in crane defaults",
     )
-    add_group_flag(
+    add_flag(
         general,
         "--poll-interval",
-        type=duration_s,
+        type=duration,
         default=5.0,
         metavar="DURATION",
         help="how often --config and --policy are checked for changes; a broken new file is "
-        "logged and the previous one stays in force (default 5s)",
+        "logged and the previous one stays in force",
     )
-    add_group_flag(
+    add_flag(
         general,
         "--kubeconfig",
         metavar="FILE",
-        help="kubeconfig file (default: in-cluster config, then $KUBECONFIG, ~/.kube/config)",
+        default_text="in-cluster config, then $KUBECONFIG, then ~/.kube/config",
+        help="kubeconfig file",
     )
-    add_group_flag(
+    add_flag(
         general,
         "--sync-timeout",
-        type=duration_s,
+        type=duration,
         default=60.0,
         metavar="DURATION",
         help="how long a run waits for the node, pod and PDB caches to list before it gives "
-        "up and evicts nothing (default 60s)",
+        "up and evicts nothing",
     )
-    add_group_flag(
+    add_flag(
         general,
         "--state-namespace",
         metavar="NAMESPACE",
         help="namespace of the ConfigMap that holds the descheduler's memory (recent "
-        "evictions, debounce rounds); only its Role may write there (default: the pod's "
-        "namespace, else 'default')",
+        "evictions, debounce rounds); only its Role may write there",
+        default_text="the pod's namespace, else 'default'",
     )
-    add_group_flag(
+    add_flag(
         general,
         "--state-name",
         metavar="NAME",
         default=DEFAULT_STATE_NAME,
-        help=f"name of that ConfigMap (default {DEFAULT_STATE_NAME})",
+        help="name of that ConfigMap",
     )
 
     mode = parser.add_argument_group("mode")
-    add_group_flag(
+    add_flag(
         mode,
         "--once",
         action="store_true",
-        help="run one pass, print it and exit (CronJob style); default: loop every interval",
+        help="run one pass, print it and exit (CronJob style); off: loop every interval",
     )
-    add_group_flag(
+    add_flag(
         mode,
         "--dry-run",
         action="store_true",
         help="plan and report, evict nothing and write nothing (also config dryRun: true); "
-        "with --once the plan is printed as a table (default off)",
+        "with --once the plan is printed as a table",
     )
 
     add_prometheus_flags(parser)
     add_leader_election_flags(parser, DEFAULT_LEASE_NAME)
 
     serving = parser.add_argument_group("health and metrics")
-    add_group_flag(
+    add_flag(
         serving,
         "--health-host",
         default="0.0.0.0",
         metavar="ADDRESS",
-        help="address for the health server (default 0.0.0.0)",
+        help="address for the health server",
     )
-    add_group_flag(
+    add_flag(
         serving,
         "--health-port",
         metavar="PORT",
-        type=int,
+        type=port_or_off,
         default=DEFAULT_HEALTH_PORT,
-        help=f"port for /healthz, /readyz and /metrics (default {DEFAULT_HEALTH_PORT}; 0 "
-        "disables; not served with --once)",
+        help="port for /healthz, /readyz and /metrics; 0 disables; not served with --once",
     )
 
 

@@ -52,7 +52,7 @@ from app.kube.pods import PodCache, pod_info
 from app.kube.state import Memory, StateStore, StateUnreadable
 from app.load.resources import Resources
 from app.policy import Policy
-from app.prom.client import InstantQuery
+from app.prom.client import BAD_QUERY, InstantQuery
 from app.prom.pod_usage import PodUsageQueries, PodUsageUnavailable, read_pod_usage
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.plan import (
@@ -80,6 +80,7 @@ class RunResult(StrEnum):
     NOT_LEADER = "not_leader"
     CACHES_NOT_SYNCED = "caches_not_synced"
     PROMETHEUS_DOWN = "prometheus_down"
+    BAD_QUERY = "bad_query"  # Prometheus is up, but rejected a pod usage query
     NO_POD_USAGE = "no_pod_usage"
     HISTORY_UNAVAILABLE = "history_unavailable"
     FIRST_RUN = "first_run"
@@ -318,6 +319,11 @@ class Descheduler:
         try:
             usage = await read_pod_usage(self._source, queries)
         except PodUsageUnavailable as error:
+            if error.reason == BAD_QUERY:
+                return RunReport(
+                    RunResult.BAD_QUERY,
+                    f"evicting nothing: podUsageQueries.{error.resource}: {error}",
+                )
             return RunReport(
                 RunResult.PROMETHEUS_DOWN, f"Prometheus is down: evicting nothing ({error})"
             )

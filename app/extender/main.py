@@ -7,7 +7,6 @@ import asyncio
 import ipaddress
 import logging
 import ssl
-import sys
 from typing import Any, NoReturn
 
 import uvicorn
@@ -15,6 +14,7 @@ import uvicorn
 from app.extender.demo import DemoExtender, curl_examples
 from app.extender.estimates import DEFAULT_RESERVATION_TTL_S, scheduled_pod
 from app.extender.http import DEFAULT_MAX_BODY_BYTES, ExtenderApp, health_api
+from app.extender.index import new_verdict_index
 from app.extender.server import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HEADER_TIMEOUT_S,
@@ -24,7 +24,7 @@ from app.extender.server import (
     guarded_protocol,
 )
 from app.extender.service import Extender
-from app.flags import add_flag, duration_s
+from app.flags import EXIT_OK, add_flag, count, duration, port, port_or_off, usage_error
 from app.kube.client import KubeConfigError, make_client
 from app.kube.nodes import NodeCache
 from app.kube.pods import PodCache
@@ -37,23 +37,38 @@ DEFAULT_PORT = 8888
 
 
 def tls_options(args: argparse.Namespace) -> dict[str, Any]:
-    """uvicorn's TLS settings from --tls-cert, --tls-key and --client-ca."""
+    """uvicorn's TLS settings from --tls-cert, --tls-key and --client-ca, each file
+    loaded once here so that a missing or unreadable one is reported before serving."""
     if not (args.tls_cert or args.tls_key):
         if args.client_ca:
-            raise SystemExit("error: --client-ca needs --tls-cert and --tls-key (mutual TLS)")
+            config_error("--client-ca needs --tls-cert and --tls-key (mutual TLS)")
         return {}
     if not (args.tls_cert and args.tls_key):
-        raise SystemExit("error: --tls-cert and --tls-key must be given together")
+        config_error("--tls-cert and --tls-key must be given together")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+    except (OSError, ssl.SSLError) as error:
+        config_error(
+            f"--tls-cert {args.tls_cert} / --tls-key {args.tls_key}: cannot load a PEM "
+            f"certificate and its key: {getattr(error, 'strerror', None) or error}"
+        )
     options: dict[str, Any] = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key}
     if args.client_ca:
+        try:
+            context.load_verify_locations(args.client_ca)
+        except (OSError, ssl.SSLError) as error:
+            config_error(
+                f"--client-ca {args.client_ca}: cannot load PEM CA certificates: "
+                f"{getattr(error, 'strerror', None) or error}"
+            )
         options |= {"ssl_ca_certs": args.client_ca, "ssl_cert_reqs": ssl.CERT_REQUIRED}
     return options
 
 
 def config_error(message: str) -> NoReturn:
     """A configuration the extender cannot start with: one line on stderr, exit code 2."""
-    print(f"error: {message}", file=sys.stderr, flush=True)
-    raise SystemExit(2)
+    raise SystemExit(usage_error("loadaware extender", message))
 
 
 def is_loopback(host: str) -> bool:
@@ -154,6 +169,11 @@ def _serve(app: ExtenderApp, args: argparse.Namespace) -> None:
 def run_extender(args: argparse.Namespace) -> int:
     check_caller_authentication(args)
     connection_limits(args)
+    tls_options(args)
+    try:
+        new_verdict_index()  # LOADAWARE_VERDICT_INDEX, checked before anything starts
+    except (ValueError, RuntimeError) as error:
+        config_error(str(error))
     watcher: PolicyWatcher | None = None
     if args.policy:
         # The callbacks run only after start-up, once `extender` exists.
@@ -175,9 +195,7 @@ def run_extender(args: argparse.Namespace) -> int:
         try:
             client = make_client(args.kubeconfig)
         except KubeConfigError as error:
-            raise SystemExit(
-                f"error: {error} (or use --no-node-cache: nodes then come from the requests)"
-            ) from None
+            config_error(f"{error} (or use --no-node-cache: nodes then come from the requests)")
     node_cache = NodeCache(client) if client is not None else None
     pod_cache = None
     if client is not None and args.pod_cache:
@@ -214,7 +232,7 @@ def run_extender(args: argparse.Namespace) -> int:
         debug_endpoints=bool(args.debug_endpoints),
     )
     _serve(app, args)
-    return 0
+    return EXIT_OK
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -225,59 +243,47 @@ def run_demo(args: argparse.Namespace) -> int:
     args.tls_cert = args.tls_key = args.client_ca = None
     args.health_port = 0
     _serve(ExtenderApp(extender, body_timeout_s=float(args.body_timeout)), args)
-    return 0
+    return EXIT_OK
 
 
 def _add_server_flags(parser: argparse.ArgumentParser, default_host: str) -> None:
+    add_flag(parser, "--host", default=default_host, metavar="ADDRESS", help="address to listen on")
     add_flag(
-        parser,
-        "--host",
-        default=default_host,
-        metavar="ADDRESS",
-        help="address to listen on (default %(default)s)",
-    )
-    add_flag(
-        parser,
-        "--port",
-        type=int,
-        default=DEFAULT_PORT,
-        metavar="PORT",
-        help="port to listen on (default %(default)s)",
+        parser, "--port", type=port, default=DEFAULT_PORT, metavar="PORT", help="port to listen on"
     )
     add_flag(
         parser,
         "--header-timeout",
-        type=duration_s,
+        type=duration,
         default=DEFAULT_HEADER_TIMEOUT_S,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="close a connection whose request head has not arrived this long after its "
-        "first byte (or after it opened) (default %(default)s)",
+        "first byte (or after it opened)",
     )
     add_flag(
         parser,
         "--body-timeout",
-        type=duration_s,
+        type=duration,
         default=DEFAULT_BODY_TIMEOUT_S,
-        metavar="SECONDS",
-        help="a request body must be complete this long after its head, or the connection "
-        "closes (the verbs answer 408 first) (default %(default)s)",
+        metavar="DURATION",
+        help="a request body must be complete this long after its head, or the "
+        "connection closes (the verbs answer 408 first)",
     )
     add_flag(
         parser,
         "--idle-timeout",
-        type=duration_s,
+        type=duration,
         default=DEFAULT_IDLE_TIMEOUT_S,
-        metavar="SECONDS",
-        help="close a kept-alive connection idle this long; keep it above kube-scheduler's "
-        "own 90 s (default %(default)s)",
+        metavar="DURATION",
+        help="close a kept-alive connection idle this long; keep it above kube-scheduler's own 90s",
     )
     add_flag(
         parser,
         "--max-connections",
-        type=int,
+        type=count,
         default=DEFAULT_MAX_CONNECTIONS,
         metavar="N",
-        help="answer 503 and close connections beyond this many open ones (default %(default)s)",
+        help="answer 503 and close connections beyond this many open ones",
     )
 
 
@@ -287,20 +293,22 @@ def add_parser(components: Any) -> None:
         help="serve the kube-scheduler extender (filter and prioritize verbs)",
         description="Serve POST /filter and /prioritize for kube-scheduler's `extenders:` "
         "config, plus /healthz, /readyz and /metrics (and /debug/nodes with "
-        "--debug-endpoints).",
+        "--debug-endpoints). Exit codes: 0 stopped, 1 failed while running, 2 bad usage "
+        "or configuration.",
     )
     add_flag(
         extender,
         "--policy",
         metavar="FILE",
-        help="DynamicSchedulerPolicy YAML file, reloaded when it changes "
-        "(default: built-in crane defaults)",
+        default_text="the built-in crane defaults",
+        help="DynamicSchedulerPolicy YAML file, reloaded when it changes",
     )
     add_flag(
         extender,
         "--kubeconfig",
         metavar="FILE",
-        help="kubeconfig file (default: in-cluster config, then $KUBECONFIG, ~/.kube/config)",
+        default_text="in-cluster config, then $KUBECONFIG, then ~/.kube/config",
+        help="kubeconfig file",
     )
     _add_server_flags(extender, "127.0.0.1")
     add_flag(
@@ -308,9 +316,8 @@ def add_parser(components: Any) -> None:
         "--node-cache",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="watch Nodes so kube-scheduler can use nodeCacheCapable: true (recommended); "
-        "--no-node-cache reads annotations from full-node requests instead "
-        "(default %(default)s)",
+        help="watch Nodes so kube-scheduler can use nodeCacheCapable: true "
+        "(recommended); --no-node-cache reads annotations from full-node requests",
     )
     add_flag(
         extender,
@@ -318,60 +325,54 @@ def add_parser(components: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="watch Pods to estimate the usage of pods placed since each node's last "
-        "sample (policy spec.estimation; needs the node cache and RBAC list/watch pods) "
-        "(default %(default)s)",
+        "sample (policy spec.estimation; needs the node cache and RBAC list/watch pods)",
     )
     add_flag(
         extender,
         "--reservation-ttl",
-        type=float,
+        type=duration,
         default=DEFAULT_RESERVATION_TTL_S,
-        metavar="SECONDS",
-        help="how long a pod's reservation waits for its binding to show in the pod watch "
-        "(default %(default)s)",
+        metavar="DURATION",
+        help="how long a pod's reservation waits for its binding to show in the pod watch",
     )
     add_flag(
         extender,
         "--tls-cert",
         metavar="FILE",
-        help="serve HTTPS with this certificate (PEM) (default: none, plain HTTP)",
+        default_text="none, plain HTTP",
+        help="serve HTTPS with this certificate (PEM)",
     )
-    add_flag(
-        extender,
-        "--tls-key",
-        metavar="FILE",
-        help="private key for --tls-cert (PEM) (default: none)",
-    )
+    add_flag(extender, "--tls-key", metavar="FILE", help="private key for --tls-cert (PEM)")
     add_flag(
         extender,
         "--client-ca",
         metavar="FILE",
-        help="require client certificates signed by this CA, mutual TLS "
-        "(default: none, any client may connect)",
+        default_text="none, any client may connect",
+        help="require client certificates signed by this CA (mutual TLS)",
     )
     add_flag(
         extender,
         "--allow-unauthenticated",
         action=argparse.BooleanOptionalAction,
         default=False,
-        help="serve the verbs on a non-loopback --host without --client-ca, to any client "
-        "that can reach the port; logged as a warning at start (default %(default)s)",
+        help="serve the verbs on a non-loopback --host without --client-ca, to any "
+        "client that can reach the port; logged as a warning at start",
     )
     add_flag(
         extender,
         "--health-port",
-        type=int,
+        type=port_or_off,
         default=0,
         metavar="PORT",
-        help="also serve /healthz, /readyz and /metrics (nothing else) over plain HTTP on "
-        "this port, for probes and Prometheus beside mutual TLS; 0: off (default %(default)s)",
+        help="also serve /healthz, /readyz and /metrics (nothing else) over plain HTTP "
+        "on this port, for probes and Prometheus beside mutual TLS; 0: off",
     )
     add_flag(
         extender,
         "--health-host",
         default="0.0.0.0",
         metavar="ADDRESS",
-        help="address for --health-port (default %(default)s)",
+        help="address for --health-port",
     )
     add_flag(
         extender,
@@ -379,24 +380,23 @@ def add_parser(components: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=False,
         help="serve /debug/nodes, /docs and /openapi.json on the verbs' port, behind the "
-        "same authentication; they list every node and the pods behind its estimate "
-        "(default %(default)s)",
+        "same authentication; they list every node and the pods behind its estimate",
     )
     add_flag(
         extender,
         "--max-body-bytes",
-        type=int,
+        type=count,
         default=DEFAULT_MAX_BODY_BYTES,
         metavar="BYTES",
-        help="reject larger request bodies with HTTP 413 (default %(default)s)",
+        help="reject larger request bodies with HTTP 413",
     )
     add_flag(
         extender,
         "--policy-poll-interval",
-        type=float,
+        type=duration,
         default=5.0,
-        metavar="SECONDS",
-        help="seconds between checks of the policy file for changes (default %(default)s)",
+        metavar="DURATION",
+        help="how often the policy file is checked for changes",
     )
     extender.set_defaults(run=run_extender)
 

@@ -26,9 +26,15 @@ def make_client(kubeconfig: str | None = None, timeout_s: float = 10.0) -> Async
             f"cannot build a Kubernetes client from {where}: {error}. Pass --kubeconfig FILE, "
             "or run in a pod with a ServiceAccount"
         ) from None
-    return AsyncClient(
-        config=config, timeout=httpx2.Timeout(timeout_s), field_manager=FIELD_MANAGER
-    )
+    try:
+        # Files the configuration names (certificate-authority, client-certificate) are
+        # opened here: a missing one is as much a configuration error as a missing file.
+        return AsyncClient(
+            config=config, timeout=httpx2.Timeout(timeout_s), field_manager=FIELD_MANAGER
+        )
+    except Exception as error:  # ssl and OS errors, lightkube's own
+        where = kubeconfig or "the in-cluster config, $KUBECONFIG or ~/.kube/config"
+        raise KubeConfigError(f"cannot build a Kubernetes client from {where}: {error}") from None
 
 
 def client_for_server(url: str, timeout_s: float = 10.0) -> AsyncClient:

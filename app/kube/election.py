@@ -7,7 +7,7 @@ import socket
 import uuid
 from pathlib import Path
 
-from app.flags import add_group_flag, boolean, duration_s
+from app.flags import add_flag, duration
 from app.kube.lease import LeaseSettings
 
 _SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -28,63 +28,65 @@ def default_identity() -> str:
 
 def add_leader_election_flags(parser: argparse.ArgumentParser, default_lease_name: str) -> None:
     election = parser.add_argument_group("leader election (only the leader writes)")
-    add_group_flag(
+    add_flag(
         election,
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="elect a leader through a coordination.k8s.io/v1 Lease (default on); "
+        help="elect a leader through a coordination.k8s.io/v1 Lease; "
         "--no-leader-elect for a single replica",
     )
-    add_group_flag(
+    add_flag(
         election,
         "--lease-namespace",
         metavar="NAMESPACE",
-        help="namespace of the Lease (default: the pod's namespace, else 'default')",
+        default_text="the pod's namespace, else 'default'",
+        help="namespace of the Lease",
     )
-    add_group_flag(
+    add_flag(
         election,
         "--lease-name",
         metavar="NAME",
         default=default_lease_name,
-        help=f"name of the Lease (default {default_lease_name})",
+        help="name of the Lease",
     )
-    add_group_flag(
+    add_flag(
         election,
         "--leader-elect-identity",
         metavar="NAME",
-        help="this replica's name in the Lease (default: hostname plus a random suffix)",
+        default_text="the hostname plus a random suffix",
+        help="this replica's name in the Lease",
     )
-    add_group_flag(
+    add_flag(
         election,
         "--leader-elect-lease-duration",
-        type=duration_s,
+        type=duration,
         default=15.0,
         metavar="DURATION",
-        help="how long followers wait before taking an unrenewed lease (default 15s)",
+        help="how long followers wait before taking an unrenewed lease",
     )
-    add_group_flag(
+    add_flag(
         election,
         "--leader-elect-renew-deadline",
-        type=duration_s,
+        type=duration,
         default=10.0,
         metavar="DURATION",
-        help="the leader stops writing if it could not renew for this long (default 10s)",
+        help="the leader stops writing if it could not renew for this long",
     )
-    add_group_flag(
+    add_flag(
         election,
         "--leader-elect-retry-period",
-        type=duration_s,
+        type=duration,
         default=2.0,
         metavar="DURATION",
-        help="how often to try to acquire or renew (default 2s)",
+        help="how often to try to acquire or renew",
     )
 
 
 def lease_settings_from_args(args: argparse.Namespace) -> LeaseSettings | None:
     """The Lease to elect a leader on, or None with --no-leader-elect."""
     lease = None
-    if boolean(args.leader_elect):
+    if args.leader_elect:
         lease = LeaseSettings(
             namespace=args.lease_namespace or default_lease_namespace(),
             name=args.lease_name,

@@ -74,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         policy = load_policy(args.file)
     except PolicyError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        # Exit code 2, as for every bad configuration (app/flags.py, one floor up).
+        print(f"loadaware policy check: error: {error}", file=sys.stderr, flush=True)
+        return 2
     print(describe(policy))
     return 0
 
@@ -85,4 +86,5 @@ def add_parser(components: Any) -> None:
     verbs = policy_parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     check = verbs.add_parser("check", help="validate a policy file and print the effective policy")
     check.add_argument("file", help="path to a DynamicSchedulerPolicy YAML file")
+    check.epilog = "exit codes: 0 the file is valid, 2 it is not (the message says why)"
     check.set_defaults(run=run)

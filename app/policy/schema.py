@@ -156,6 +156,11 @@ class PredicatePolicy(_MetricEntry):
     @classmethod
     def _explain_percent_values(cls, data: Any) -> Any:
         if isinstance(data, Mapping):
+            if "maxLimitPecent" in data and "maxLimitPercent" in data:
+                raise ValueError(
+                    "both maxLimitPecent (crane's spelling) and maxLimitPercent are set: "
+                    "keep one of them"
+                )
             for key in ("maxLimitPecent", "maxLimitPercent"):
                 value = data.get(key)
                 if isinstance(value, int | float) and not isinstance(value, bool) and value > 1:
@@ -242,6 +247,11 @@ class PolicySpec(_Strict):
 
     @model_validator(mode="after")
     def _check_consistency(self) -> PolicySpec:
+        if not self.sync_policy:
+            raise ValueError(
+                "syncPolicy is empty: name at least one metric (such as cpu_usage_avg_5m), "
+                "or the annotator syncs nothing and the extender filters and scores nothing"
+            )
         for field, entries in (
             ("syncPolicy", self.sync_policy),
             ("predicate", self.predicate),
@@ -326,6 +336,14 @@ def _warnings_for(spec: PolicySpec) -> tuple[str, ...]:
 
 def policy_from_mapping(document: Any, source: str = "<memory>") -> Policy:
     """Validate a parsed policy document; raise PolicyError naming each bad field."""
+    if isinstance(document, Mapping) and document.get("kind", KIND) != KIND:
+        hint = ""
+        if document.get("kind") == "ConfigMap":
+            hint = (
+                ": pass the policy file it holds instead (one of its data keys, for example "
+                "kubectl get configmap NAME -o jsonpath='{.data.policy\\.yaml}')"
+            )
+        raise PolicyError(f"{source}: kind is {document.get('kind')!r}, expected {KIND!r}{hint}")
     parsed = validate(DynamicSchedulerPolicy, document, source, KIND, PolicyError)
     for entry in parsed.spec.predicate:
         if math.isnan(entry.max_limit_fraction):

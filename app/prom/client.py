@@ -11,6 +11,8 @@ prometheus-api-client is synchronous (requests). Call ``query`` from a worker th
 from __future__ import annotations
 
 import asyncio
+import codecs
+import json
 import logging
 import math
 import re
@@ -65,6 +67,9 @@ class InstantQuery(Protocol):
     """Anything that answers an instant query: ``PrometheusSource``, or a test double."""
 
     async def aquery(self, promql: str, at_s: float | None = None) -> list[PromSample]: ...
+
+
+BAD_QUERY = "bad_query"  # the reason of a query Prometheus answered as invalid PromQL
 
 
 class PrometheusQueryError(Exception):
@@ -290,8 +295,15 @@ class PrometheusSource:
                 "check --prometheus-url and that the server is up",
             ) from None
         except PrometheusApiClientException as error:
+            text = str(error)
+            if "bad_data" in text:  # HTTP 400: the server is up; the PromQL is wrong
+                raise PrometheusQueryError(
+                    BAD_QUERY,
+                    f"Prometheus at {where} rejected the query as invalid: "
+                    f"{_shorten(_api_error(text))}; fix the PromQL (Prometheus is up)",
+                ) from None
             raise PrometheusQueryError(
-                "http", f"Prometheus refused the query at {where}: {_shorten(str(error))}"
+                "http", f"Prometheus refused the query at {where}: {_shorten(text)}"
             ) from None
         except (ValueError, KeyError, TypeError) as error:
             # requests' JSON decoder errors are ValueErrors; missing keys are KeyErrors.
@@ -333,6 +345,20 @@ def parse_vector(result: Any, where: str = "Prometheus") -> list[PromSample]:
                 "the query must return one sample per series, not a matrix or a scalar",
             ) from None
     return samples
+
+
+def _api_error(text: str) -> str:
+    """The ``error`` field of Prometheus' JSON answer, which the client library's
+    exception carries as the repr of the response bytes; else the text itself."""
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        try:
+            body = json.loads(codecs.decode(text[start : end + 1], "unicode_escape"))
+        except (ValueError, UnicodeDecodeError):
+            return text
+        if isinstance(body, dict) and isinstance(body.get("error"), str):
+            return body["error"]
+    return text
 
 
 def _root_cause(error: BaseException) -> str:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from app.flags import add_group_flag, duration_s
+from app.flags import add_flag, duration, http_url
 from app.prom.client import PrometheusSettings, parse_header
 
 
@@ -40,44 +40,46 @@ def header_list(value: Any) -> list[str]:
 def add_prometheus_flags(parser: argparse.ArgumentParser) -> Any:
     """Add the connection flags; return their group, for a component's own query flags."""
     prom = parser.add_argument_group("Prometheus (also Thanos, Mimir, VictoriaMetrics)")
-    add_group_flag(
+    add_flag(
         prom,
         "--prometheus-url",
         metavar="URL",
-        help="base URL of the query API, e.g. http://prometheus.monitoring:9090 (required)",
+        type=http_url,
+        default_text="none, required",
+        help="base URL of the query API, e.g. http://prometheus.monitoring:9090",
     )
-    add_group_flag(
+    add_flag(
         prom,
         "--prometheus-token-file",
         metavar="FILE",
         help="send 'Authorization: Bearer <contents>'; the file is re-read for every query, "
         "so rotated tokens are picked up without a restart",
     )
-    add_group_flag(
+    add_flag(
         prom,
         "--prometheus-username",
         metavar="USER",
         help="basic-auth user (with --prometheus-password-file)",
     )
-    add_group_flag(
+    add_flag(
         prom,
         "--prometheus-password-file",
         metavar="FILE",
         help="basic-auth password, re-read for every query",
     )
-    add_group_flag(
+    add_flag(
         prom,
         "--prometheus-ca-file",
         metavar="FILE",
         help="PEM CA bundle to verify Prometheus' TLS certificate",
     )
-    add_group_flag(
+    add_flag(
         prom,
         "--prometheus-insecure-skip-verify",
         action="store_true",
         help="do not verify Prometheus' TLS certificate (testing only)",
     )
-    add_group_flag(
+    add_flag(
         prom,
         "--prometheus-header",
         action=_AppendHeaders,
@@ -85,13 +87,13 @@ def add_prometheus_flags(parser: argparse.ArgumentParser) -> Any:
         help="extra HTTP header on every query, repeatable, e.g. 'X-Scope-OrgID: prod' for "
         "Mimir; in the environment separate several with ';'",
     )
-    add_group_flag(
+    add_flag(
         prom,
         "--query-timeout",
-        type=duration_s,
+        type=duration,
         default=30.0,
         metavar="DURATION",
-        help="give up on one query after this long (default 30s)",
+        help="give up on one query after this long",
     )
     return prom
 

@@ -8,7 +8,7 @@ extender filters on (not requests).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -44,6 +44,12 @@ DEFAULT_MEMORY_QUERY = (
 DEFAULT_THRESHOLDS: dict[Resource, float] = {"cpu": 40.0, "memory": 50.0}
 DEFAULT_TARGET_THRESHOLDS: dict[Resource, float] = {"cpu": 65.0, "memory": 75.0}
 DEFAULT_METRICS: dict[Resource, str] = {"cpu": "cpu_usage_avg_5m", "memory": "mem_usage_avg_5m"}
+
+
+# Slower than this, one run's evictions would outlast many intervals; faster, the rate
+# limit no longer paces anything (the API server's own limits would).
+MIN_EVICTIONS_PER_SECOND = 0.01
+MAX_EVICTIONS_PER_SECOND = 100.0
 
 
 class ConfigError(ValueError):
@@ -242,7 +248,13 @@ class DeschedulerConfig(_Section):
         description="After evicting a pod of a workload, leave the workload alone this long.",
     )
     evictions_per_second: float = Field(
-        default=1.0, gt=0, description="Rate limit on eviction calls."
+        default=1.0,
+        ge=MIN_EVICTIONS_PER_SECOND,
+        le=MAX_EVICTIONS_PER_SECOND,
+        allow_inf_nan=False,
+        description="Rate limit on eviction calls, between "
+        f"{MIN_EVICTIONS_PER_SECOND:g} (one every {1 / MIN_EVICTIONS_PER_SECOND:g}s) and "
+        f"{MAX_EVICTIONS_PER_SECOND:g} per second.",
     )
     pod_usage_queries: PodUsageQueries = Field(
         default_factory=PodUsageQueries, description="PromQL for per-pod usage."
@@ -280,6 +292,16 @@ class DeschedulerConfig(_Section):
                     f"(crane's names start with cpu_ or mem_)"
                 )
         return self
+
+    def metrics_missing_from(self, synced: Collection[str]) -> list[str]:
+        """What is wrong if the policy's syncPolicy (``synced``) lacks a metric this
+        configuration reads: without it every node has "no data" and nothing moves."""
+        return [
+            f"metrics.{resource} is {self.metric_for(resource)!r}, which the policy does not "
+            f"sync (its syncPolicy has {', '.join(sorted(synced)) or 'nothing'})"
+            for resource in self.resources
+            if self.metric_for(resource) not in synced
+        ]
 
     def metric_for(self, resource: str) -> str:
         """The annotation read for a balanced resource."""

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from app.flags import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, add_flag
 from app.simulate.cluster import Run, SimulatedCluster
 from app.simulate.policies import DEFAULT_POLICIES, available, plan_for, unavailable_reason
 from app.simulate.report import (
@@ -20,7 +23,14 @@ from app.simulate.report import (
     summarise,
     write_plots,
 )
-from app.simulate.scenario import Scenario, ScenarioError, builtin_names, load_scenario
+from app.simulate.scenario import (
+    SIZE_HINT,
+    Scenario,
+    ScenarioError,
+    builtin_names,
+    check_size,
+    load_scenario,
+)
 
 DESCRIPTION = """\
 Run a scenario (a built-in NAME or a YAML FILE) under several scheduling policies on
@@ -36,23 +46,34 @@ def add_parser(components: Any) -> None:
         description=DESCRIPTION,
     )
     parser.add_argument("scenario", nargs="?", help="built-in scenario name or scenario file")
-    parser.add_argument("--list", action="store_true", help="list the built-in scenarios")
-    parser.add_argument(
+    add_flag(parser, "--list", action="store_true", help="list the built-in scenarios")
+    add_flag(
+        parser,
         "--policies",
-        default=None,
-        help="comma-separated policies (default: every available one of "
-        f"{','.join(DEFAULT_POLICIES)})",
+        type=policy_list,
+        metavar="NAMES",
+        default_text=f"every available one of {','.join(DEFAULT_POLICIES)}",
+        help="comma-separated policies",
     )
-    parser.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
-    parser.add_argument(
+    add_flag(
+        parser,
+        "--seed",
+        type=int,
+        metavar="N",
+        default_text="the scenario's own",
+        help="override the scenario's seed",
+    )
+    add_flag(parser, "--json", action="store_true", help="print JSON instead of Markdown")
+    add_flag(
+        parser,
         "--plots",
         type=Path,
-        default=None,
         metavar="DIR",
-        help="write a PNG heat map per scenario into DIR",
+        default_text="none",
+        help="write a PNG heat map per scenario into DIR (needs the simulate extra)",
     )
-    parser.add_argument(
+    add_flag(
+        parser,
         "--progress",
         action="store_true",
         help="show a progress bar even when stderr is not a terminal",
@@ -60,11 +81,47 @@ def add_parser(components: Any) -> None:
     parser.set_defaults(run=run)
 
 
+def policy_list(text: str) -> list[str]:
+    """``--policies``: known names, comma-separated, at least one."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(
+            f"expected one or more of {','.join(DEFAULT_POLICIES)}, got {text!r}"
+        )
+    for name in names:
+        reason = unavailable_reason(name)
+        if reason is not None:
+            raise argparse.ArgumentTypeError(f"{name}: {reason}")
+    return names
+
+
+def first_sentence(text: str) -> str:
+    paragraph = " ".join(text.strip().split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[: end + 1]
+
+
 def list_scenarios(out: TextIO) -> None:
     for name in builtin_names():
         scenario = load_scenario(name)
-        first_line = scenario.description.strip().splitlines()[0] if scenario.description else ""
-        out.write(f"{name:24} {first_line}\n")
+        lines = textwrap.wrap(first_sentence(scenario.description), width=72) or [""]
+        out.write(f"{name:20} {lines[0]}\n")
+        for line in lines[1:]:
+            out.write(f"{'':20} {line}\n")
+
+
+def check_plots_folder(folder: Path) -> None:
+    """Refuse --plots before the simulation runs, rather than after."""
+    if not plots_available():
+        raise UsageError(f"--plots {folder}: matplotlib is not installed; {PLOTS_HINT}")
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--plots {folder}: not a folder (name a folder for the PNG files)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"--plots {folder}: cannot create it: {error.strerror}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--plots {folder}: not writable by this user")
 
 
 def progress_bar(label: str, stream: TextIO) -> Callable[[int, int], None]:
@@ -99,29 +156,28 @@ def simulate_all(
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     if args.list:
         list_scenarios(out)
-        return 0
+        return EXIT_OK
     if not args.scenario:
         err.write("loadaware simulate: name a scenario or use --list\n")
-        return 2
+        return EXIT_USAGE
     try:
         scenario = load_scenario(args.scenario)
-    except ScenarioError as error:
+        if args.seed is not None:
+            scenario = scenario.model_copy(update={"seed": args.seed})
+        policies = args.policies if args.policies is not None else available()
+        check_size(scenario, len(policies))
+        if args.plots is not None:
+            check_plots_folder(args.plots)
+    except (ScenarioError, UsageError) as error:
         err.write(f"loadaware simulate: {error}\n")
-        return 2
-    if args.seed is not None:
-        scenario = scenario.model_copy(update={"seed": args.seed})
-    if args.policies is None:
-        policies = available()
-    else:
-        policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-        for name in policies:
-            reason = unavailable_reason(name)
-            if reason is not None:
-                err.write(f"loadaware simulate: --policies: {name}: {reason}\n")
-                return 2
+        return EXIT_USAGE
     skipped = [p for p in DEFAULT_POLICIES if p not in policies and unavailable_reason(p)]
     show_progress = args.progress or err.isatty()
-    results = simulate_all(scenario, policies, show_progress, err)
+    try:
+        results = simulate_all(scenario, policies, show_progress, err)
+    except MemoryError:
+        err.write(f"loadaware simulate: {scenario.name}: out of memory; {SIZE_HINT}\n")
+        return EXIT_FAILED
     summaries = [summarise(r) for r, _ in results]
     if args.json:
         document = as_json(scenario.name, scenario.seed, summaries)
@@ -135,11 +191,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         for name in skipped if args.policies is None else []:
             out.write(f"\n{name}: not run: {unavailable_reason(name)}\n")
     if args.plots is not None:
-        if plots_available():
-            path = write_plots([r for r, _ in results], args.plots)
-            err.write(f"plots: {path}\n")
-        else:
-            err.write(f"loadaware simulate: no plots written: {PLOTS_HINT}\n")
+        path = write_plots([r for r, _ in results], args.plots)
+        err.write(f"plots: {path}\n")
     elif not plots_available() and not args.json:
         err.write(f"{PLOTS_HINT}, then pass --plots DIR\n")
-    return 0
+    return EXIT_OK

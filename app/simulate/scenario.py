@@ -10,6 +10,7 @@ every field.
 from __future__ import annotations
 
 import math
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -227,6 +228,32 @@ class Scenario(_Strict):
         if self.policy is None:
             return default_policy()
         return policy_from_mapping(self.policy, f"scenario {self.name}: policy")
+
+
+SIZE_HINT = "shorten duration, lengthen step or use fewer nodes"
+# What one policy's run keeps for every node and step: CPU and memory as float32 (the
+# heat maps), plus the metrics pipeline's and the scheduler's working copies.
+BYTES_PER_NODE_STEP = 16
+
+
+def available_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):  # not on this platform
+        return None
+
+
+def check_size(scenario: Scenario, runs: int, available: int | None = None) -> None:
+    """Refuse, before any work, a scenario whose runs cannot fit in memory."""
+    nodes = sum(group.count for group in scenario.nodes)
+    needed = runs * scenario.steps * nodes * BYTES_PER_NODE_STEP
+    limit = available_memory_bytes() if available is None else available
+    if limit is not None and needed > limit:
+        raise ScenarioError(
+            f"{scenario.name}: {runs} run(s) of {scenario.steps:,} steps x {nodes:,} nodes "
+            f"need about {needed / 2**30:.1f} GiB, more than the {limit / 2**30:.1f} GiB "
+            f"available; {SIZE_HINT}"
+        )
 
 
 def _require_multiple(field: str, value_s: float, step_s: float) -> None:

@@ -137,7 +137,6 @@ def test_headers_on_the_command_line_replace_those_from_the_environment(
             ["--prometheus-url", "http://p", "--leader-elect-renew-deadline", "20s"],
             "must be longer than --leader-elect-renew-deadline",
         ),
-        (["--prometheus-url", "http://p", "--value-divisor", "0"], "--value-divisor"),
         (["--prometheus-url", "http://p", "--prometheus-header", "nocolon"], "Name: value"),
         (
             ["--prometheus-url", "http://p", "--policy", "/nonexistent.yaml"],
@@ -154,7 +153,8 @@ def test_bad_configuration_exits_with_a_message_naming_the_flag(
 
 @pytest.mark.parametrize(("text", "seconds"), [("15s", 15.0), ("1m30s", 90.0), ("2.5", 2.5)])
 def test_durations_take_go_syntax_or_seconds(text: str, seconds: float) -> None:
-    assert annotator_main.duration_s(text) == seconds
+    args = parse("--prometheus-url", "http://p", "--hot-value-interval", text)
+    assert args.hot_value_interval == seconds
 
 
 def test_a_policy_file_is_loaded_and_watched(tmp_path: Path) -> None:

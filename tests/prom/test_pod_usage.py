@@ -98,7 +98,10 @@ def test_a_query_prometheus_rejects_raises_with_the_resource_named(cadvisor_url:
     with pytest.raises(PodUsageUnavailable, match="pod memory usage query failed") as caught:
         _read(cadvisor_url, broken)
     assert caught.value.resource == "memory"
-    assert caught.value.reason == "http"
+    # Prometheus is up and said the PromQL is wrong: not "down", and the parser's words.
+    assert caught.value.reason == "bad_query"
+    assert "rejected the query as invalid" in str(caught.value)
+    assert "parse error" in str(caught.value)
 
 
 def test_prometheus_down_raises_a_connection_error() -> None:
