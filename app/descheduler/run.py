@@ -61,6 +61,7 @@ from app.rebalance.plan import (
     EvictionRecord,
     PlannedEviction,
     PlannerMemory,
+    SkipCode,
     observe_round,
     plan,
     recheck,
@@ -140,12 +141,6 @@ def describe_eviction(eviction: PlannedEviction) -> str:
         f"{usage.memory_bytes / 2**20:.0f} MiB (from {eviction.usage_from}); room was "
         f"reserved on node {eviction.destination}. {eviction.reason}"
     )
-
-
-def _skip_kind(reason: str) -> str:
-    """A bounded metric label from a free-text reason: its words up to the first detail."""
-    head = reason.split(":", 1)[0].split("(", 1)[0].strip().lower()
-    return "_".join(head.split()[:4]) or "unknown"
 
 
 class Descheduler:
@@ -379,7 +374,7 @@ class Descheduler:
         )
         self._publish_classes(the_plan)
         for skipped in the_plan.skipped:
-            self.telemetry.pods_skipped.labels(_skip_kind(skipped.reason)).inc()
+            self.telemetry.pods_skipped.labels(skipped.code.value).inc()
         report = RunReport(RunResult.OK, plan=the_plan, dry_run=self.dry_run)
         if self.dry_run:
             report.message = (
@@ -449,7 +444,9 @@ class Descheduler:
         for eviction in the_plan.evictions:
             key = eviction.pod.key
             if eviction.pod.uid in self._evicted_uids:
-                self._skip(report, key, "already evicted by this descheduler")
+                self._skip(
+                    report, key, SkipCode.ALREADY_EVICTED, "already evicted by this descheduler"
+                )
                 continue
             await pacer.wait()
             if not self.may_evict():
@@ -464,7 +461,7 @@ class Descheduler:
             )
             why_not = recheck(eviction, live, self.config, self.policy, self._clock(), reserved)
             if why_not is not None:
-                self._skip(report, key, f"re-check: {why_not}")
+                self._skip(report, key, SkipCode.RECHECK, f"re-check: {why_not}")
                 continue
             result = await evict_pod(
                 self._client, eviction.pod.namespace, eviction.pod.name, eviction.pod.uid
@@ -521,9 +518,9 @@ class Descheduler:
         if not await record_eviction(self._client, notice, self.settings.identity):
             self.telemetry.event_errors.inc()
 
-    def _skip(self, report: RunReport, key: str, reason: str) -> None:
+    def _skip(self, report: RunReport, key: str, code: SkipCode, reason: str) -> None:
         report.outcomes[key] = reason
-        self.telemetry.pods_skipped.labels(_skip_kind(reason)).inc()
+        self.telemetry.pods_skipped.labels(code.value).inc()
         log.info("pod %s not evicted: %s", key, reason)
 
     def _summary(self, the_plan: EvictionPlan, report: RunReport) -> str:

@@ -32,6 +32,7 @@ typedef struct {
     uint8_t score;
     uint8_t live;  /* removed entries stay, as tombstones, until the next rebuild */
     uint8_t plain; /* the name needs no JSON escaping */
+    uint32_t filtered_in; /* the filter call that last rejected it: a repeat is skipped */
 } Entry;
 
 typedef struct {
@@ -49,6 +50,7 @@ typedef struct {
     PyObject *reason_literals; /* list of bytes: each reason as a JSON string literal */
     PyObject *reason_ids;      /* dict: reason -> its index in both lists */
     uint64_t seed;
+    uint32_t filter_calls; /* numbers each filter call, for Entry.filtered_in */
     uint8_t unknown_score; /* the score of a name the index does not hold */
 } VerdictIndex;
 
@@ -328,6 +330,7 @@ append_entry(VerdictIndex *self, uint64_t hash, const char *name, size_t length)
     entry->score = 0;
     entry->live = 0;
     entry->plain = !needs_escape(name, length);
+    entry->filtered_in = 0;
     self->arena_length += length;
     size_t slot = (size_t)hash & self->slot_mask;
     while (self->slots[slot] != EMPTY_SLOT) {
@@ -658,6 +661,15 @@ VerdictIndex_filter(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PUT_LITERAL(cursor, head);
     buffer_advance(&passed, cursor);
+    /* A name repeated in one request is rejected once: FailedAndUnresolvableNodes is a
+       JSON object, whose keys must be unique. Call numbers start again at 1 after
+       2^32 - 1 calls, with every entry's mark cleared. */
+    if (++self->filter_calls == 0) {
+        for (Py_ssize_t at = 0; at < self->entry_count; at++) {
+            self->entries[at].filtered_in = 0;
+        }
+        self->filter_calls = 1;
+    }
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_ssize_t length;
         const char *name = request_name(names, i, &length);
@@ -675,6 +687,10 @@ VerdictIndex_filter(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
             buffer_advance(&passed, put_name(cursor, name, (size_t)length, entry && entry->plain));
             continue;
         }
+        if (entry->filtered_in == self->filter_calls) {
+            continue; /* rejected already, earlier in this request */
+        }
+        ((Entry *)entry)->filtered_in = self->filter_calls;
         PyObject *reason = PyList_GET_ITEM(self->reason_literals, entry->reason);
         size_t reason_length = (size_t)PyBytes_GET_SIZE(reason);
         if ((cursor = buffer_room(&failed, STRING_ROOM((size_t)length) + reason_length + 2)) ==

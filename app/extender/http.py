@@ -129,7 +129,8 @@ class ExtenderApp:
             self.extender.record(verb, 408, 0.0, None)
             return
         except _BodyTooLarge:
-            await _send(send, 413, _error(f"body exceeds {self.max_body_bytes} bytes"))
+            message = f"{verb}: the body exceeds {self.max_body_bytes} bytes (--max-body-bytes)"
+            await _send(send, 413, _error(message))
             self.extender.record(verb, 413, 0.0, None)
             return
         except ConnectionError:

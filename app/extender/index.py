@@ -125,8 +125,8 @@ class PyVerdictIndex:
             hits = list(filter(rejections.__contains__, names))
             if hits:
                 reasons = list(map(rejections.__getitem__, hits))
-                failed = dict(zip(hits, reasons, strict=True))
-                rejected = dict(Counter(reasons))
+                failed = dict(zip(hits, reasons, strict=True))  # a repeated name, once
+                rejected = dict(Counter(failed.values()))
                 passed = list(filterfalse(failed.__contains__, names))
         body = orjson.dumps(
             {

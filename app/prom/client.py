@@ -356,8 +356,9 @@ def _api_error(text: str) -> str:
             body = json.loads(codecs.decode(text[start : end + 1], "unicode_escape"))
         except (ValueError, UnicodeDecodeError):
             return text
-        if isinstance(body, dict) and isinstance(body.get("error"), str):
-            return body["error"]
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, str):
+            return error
     return text
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from app.kube.objects import PodInfo
 from app.policy import format_duration
 from app.rebalance.config import DeschedulerConfig
+from app.rebalance.outcome import SkipCode
 from app.rebalance.view import EvictionRecord, PodDisruptionBudgetView, workload_of
 
 
@@ -72,27 +73,38 @@ class RunBudget:
 
     def refusal(self, pod: PodInfo, node: str) -> str | None:
         """Why this pod may not be evicted now, given what the plan already chose."""
+        refused = self.why_not(pod, node)
+        return None if refused is None else refused[1]
+
+    def why_not(self, pod: PodInfo, node: str) -> tuple[SkipCode, str] | None:
+        """``refusal`` with its fixed code."""
         config = self._config
         if self.exhausted():
-            return f"maxNoOfPodsToEvictTotal ({config.max_no_of_pods_to_evict_total}) reached"
+            total = config.max_no_of_pods_to_evict_total
+            return SkipCode.EVICTION_LIMIT, f"maxNoOfPodsToEvictTotal ({total}) reached"
         if self.node_full(node):
-            return f"maxNoOfPodsToEvictPerNode ({config.max_no_of_pods_to_evict_per_node}) reached"
+            per_node = config.max_no_of_pods_to_evict_per_node
+            return SkipCode.EVICTION_LIMIT, f"maxNoOfPodsToEvictPerNode ({per_node}) reached"
         namespace_limit = config.max_no_of_pods_to_evict_per_namespace
         if namespace_limit is not None and self._per_namespace[pod.namespace] >= namespace_limit:
-            return f"maxNoOfPodsToEvictPerNamespace ({namespace_limit}) reached"
+            text = f"maxNoOfPodsToEvictPerNamespace ({namespace_limit}) reached"
+            return SkipCode.EVICTION_LIMIT, text
         workload = workload_of(pod)
         if workload is not None and workload in self._cooling:
             ago = format_duration(round(self._cooling[workload]))
             cooldown = format_duration(config.workload_cooldown)
-            return f"cooldown: {workload} had a pod evicted {ago} ago (workloadCooldown {cooldown})"
+            text = f"cooldown: {workload} had a pod evicted {ago} ago (workloadCooldown {cooldown})"
+            return SkipCode.COOLDOWN, text
         if pod.owner is not None and pod.ready and not config.evict_last_replica:
             remaining = self._ready[pod.owner.uid] - self._per_owner[pod.owner.uid]
             if remaining <= 1:
-                return f"last Ready replica of {pod.owner.kind} {pod.owner.name}"
+                text = f"last Ready replica of {pod.owner.kind} {pod.owner.name}"
+                return SkipCode.LAST_REPLICA, text
         for index in self._covering(pod):
             budget = self._budgets[index]
             if self._per_budget[index] >= budget.disruptions_allowed:
-                return f"PodDisruptionBudget {budget.name} allows no more disruptions"
+                text = f"PodDisruptionBudget {budget.name} allows no more disruptions"
+                return SkipCode.PDB, text
         return None
 
     def take(self, pod: PodInfo, node: str) -> None:

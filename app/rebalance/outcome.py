@@ -43,11 +43,27 @@ class PlannedEviction:
     destination_high_fraction: Mapping[str, float] = field(default_factory=dict)
 
 
+class SkipCode(StrEnum):
+    """Why a pod was not evicted, as a fixed set (a metric label): the free-text reason
+    beside it names namespaces, workloads and budgets, which a label must not."""
+
+    PROTECTED = "protected"  # DaemonSet, bare, critical, local storage, too young, ...
+    EVICTION_LIMIT = "eviction_limit"  # maxNoOfPodsToEvict{Total,PerNode,PerNamespace}
+    COOLDOWN = "cooldown"  # workloadCooldown
+    LAST_REPLICA = "last_replica"
+    PDB = "pdb"  # a PodDisruptionBudget allows no more disruptions
+    NOTHING_TO_MOVE = "nothing_to_move"  # uses none of the resource the node is hot on
+    NO_DESTINATION = "no_destination"
+    ALREADY_EVICTED = "already_evicted"
+    RECHECK = "recheck"  # the live re-check before the call refused it
+
+
 @dataclass(frozen=True, slots=True)
 class SkippedPod:
     pod_key: str
     node: str
     reason: str
+    code: SkipCode
 
 
 @dataclass

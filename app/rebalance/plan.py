@@ -18,6 +18,7 @@ from app.rebalance.outcome import (
     NodeClass,
     NodeKind,
     PlannedEviction,
+    SkipCode,
     SkippedPod,
 )
 from app.rebalance.render import render_plan
@@ -43,6 +44,7 @@ __all__ = [
     "PlannedEviction",
     "PlannerMemory",
     "PodDisruptionBudgetView",
+    "SkipCode",
     "SkippedPod",
     "observe_round",
     "plan",
@@ -84,13 +86,16 @@ def plan(
     for pod in cluster.pods.values():
         if pod.node_name is not None:
             pods_by_node.setdefault(pod.node_name, []).append(pod)
-    destinations = Destinations(
-        _rooms(usages, classes, pods_by_node), config, policy, now_s
+    destinations = Destinations(_rooms(usages, classes, pods_by_node), config, policy, now_s)
+    pass_ = _Pass(
+        config,
+        now_s,
+        usage_sources(cluster.pod_usage),
+        destinations,
+        result,
+        RunBudget(config, cluster.pods.values(), cluster.budgets, cluster.recent_evictions, now_s),
+        owned_pod_counts(cluster.pods.values()),
     )
-    pass_ = _Pass(config, now_s, usage_sources(cluster.pod_usage), destinations, result,
-                  RunBudget(config, cluster.pods.values(), cluster.budgets,
-                            cluster.recent_evictions, now_s),
-                  owned_pod_counts(cluster.pods.values()))
     for source in _sources_hottest_first(classes):
         if not destinations.has_headroom():
             result.notes.append("stopped: the destinations' headroom ran out")
@@ -161,7 +166,7 @@ class _Pass:
         for pod in pods:
             protected = protection(pod, self.config, self.now_s, self.owned)
             if protected is not None:
-                self._skip(pod, node.name, protected)
+                self._skip(pod, node.name, SkipCode.PROTECTED, protected)
                 continue
             pod_usage_, origin = pod_usage(pod, self.sources)
             candidates.append((pod, pod_usage_, origin))
@@ -172,18 +177,23 @@ class _Pass:
             if not over:
                 return
             if self.budget.exhausted() or self.budget.node_full(node.name):
-                self._skip(pod, node.name, self.budget.refusal(pod, node.name) or "limit reached")
+                code, text = self.budget.why_not(pod, node.name) or (
+                    SkipCode.EVICTION_LIMIT,
+                    "limit reached",
+                )
+                self._skip(pod, node.name, code, text)
                 continue
             if all(amount.get(r) <= 0 for r in over):
-                self._skip(pod, node.name, f"uses no {' or '.join(over)} to move")
+                moving = " or ".join(over)
+                self._skip(pod, node.name, SkipCode.NOTHING_TO_MOVE, f"uses no {moving} to move")
                 continue
-            refused = self.budget.refusal(pod, node.name)
+            refused = self.budget.why_not(pod, node.name)
             if refused is not None:
-                self._skip(pod, node.name, refused)
+                self._skip(pod, node.name, *refused)
                 continue
             destination, why = self.destinations.choose(pod, amount)
             if destination is None:
-                self._skip(pod, node.name, f"no destination: {why}")
+                self._skip(pod, node.name, SkipCode.NO_DESTINATION, f"no destination: {why}")
                 continue
             before = dict(current)
             for resource in current:
@@ -224,8 +234,8 @@ class _Pass:
             )
         )
 
-    def _skip(self, pod: PodInfo, node: str, reason: str) -> None:
-        self.result.skipped.append(SkippedPod(pod.key, node, reason))
+    def _skip(self, pod: PodInfo, node: str, code: SkipCode, reason: str) -> None:
+        self.result.skipped.append(SkippedPod(pod.key, node, reason, code))
 
 
 def recheck(
@@ -261,7 +271,12 @@ def recheck(
         for r in usage.usage_fraction
     }
     requested = requested_on(p for p in cluster_now.pods.values() if p.node_name == node.name)
-    room = Room(node, node.allocatable - requested, unsampled, fraction,
-                eviction.destination_high_fraction or dict.fromkeys(fraction, 1.0))
+    room = Room(
+        node,
+        node.allocatable - requested,
+        unsampled,
+        fraction,
+        eviction.destination_high_fraction or dict.fromkeys(fraction, 1.0),
+    )
     refused = refusal(pod, eviction.usage, room, config, policy, now_s)
     return None if refused is None else f"destination {node.name}: {refused}"

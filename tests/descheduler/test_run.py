@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 
 from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
+from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube import state
 from app.kube.events import DESTINATION_NODE, REASON, SOURCE_NODE
 from app.kube.lease import LeaseSettings
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource
 from app.rebalance.config import DeschedulerConfig
+from app.rebalance.outcome import SkipCode
 from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
 from tests.support.fakekube import CONFIGMAPS, LEASES
@@ -319,3 +321,38 @@ def test_a_dry_run_loop_counts_its_own_rounds_and_previews_evictions_writing_not
     assert len(second.plan.evictions) == 2
     assert evicted_pods(seeded) == []
     assert memory_of(seeded)["hotRounds"] == {}  # a dry run writes nothing
+
+
+@pytest.mark.prometheus
+def test_skipped_pods_are_counted_under_a_fixed_set_of_reasons(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    # A per-namespace limit of 1 skips pods whose reasons name their namespace; the
+    # metric label must stay one of the fixed codes, whatever the text says.
+    telemetry = DeschedulerMetrics()
+
+    async def scenario() -> RunReport:
+        source = PrometheusSource(PrometheusSettings(url=prometheus_url, timeout_s=5.0))
+        try:
+            async with seeded.async_client() as client:
+                descheduler = Descheduler(
+                    cluster.config(maxNoOfPodsToEvictPerNamespace=1), default_policy(), client,
+                    source, LoopSettings(sync_timeout_s=10.0), telemetry=telemetry,
+                )
+                return await descheduler.run_once()
+        finally:
+            source.close()
+
+    report = asyncio.run(scenario())
+    assert report.plan is not None
+    assert report.plan.skipped
+    labels = {
+        sample.labels["reason"]
+        for metric in telemetry.registry.collect()
+        if metric.name == "loadaware_descheduler_pods_skipped"
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+    }
+    assert labels
+    assert labels <= {code.value for code in SkipCode}
+    assert "eviction_limit" in labels

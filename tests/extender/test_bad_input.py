@@ -67,7 +67,9 @@ def test_huge_body_is_refused_with_413() -> None:
     body = orjson.dumps({"Pod": POD, "NodeNames": ["n" * 100] * 200})
     response = call(make_app(max_body_bytes=4096), "filter", body)
     assert response.status_code == 413
-    assert "exceeds 4096 bytes" in response.json()["error"]
+    error = response.json()["error"]
+    assert error.startswith("filter: ")  # as every other error names its verb
+    assert "exceeds 4096 bytes" in error
 
 
 def test_garbage_annotation_values_fail_open() -> None:

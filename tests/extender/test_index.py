@@ -60,6 +60,18 @@ def test_filter_keeps_order_and_fails_rejected_nodes_as_unresolvable(index: Verd
     }
 
 
+def test_a_name_repeated_in_one_request_is_rejected_once(index: VerdictIndex) -> None:
+    index.set("hot", 0, HOT)
+    index.set("cool", 9, None)
+    names = ["hot", "cool", "hot", "hot"]
+    for _ in range(2):  # and again in the next request: the mark is per request
+        body, rejected = index.filter(names, False)
+        # The object's keys are unique in the raw text, not only after parsing.
+        assert body.count(b'"hot":') == 1
+        assert orjson.loads(body)["FailedAndUnresolvableNodes"] == {"hot": HOT}
+        assert rejected == {HOT: 1}
+
+
 def test_exempt_pods_pass_every_node(index: VerdictIndex) -> None:
     index.set("hot", 0, HOT)
     answer = filtered(index, ["hot", "other"], exempt=True)
@@ -263,7 +275,8 @@ def test_native_and_python_give_the_same_answers(
         assert native.get(name) == python.get(name)
     native_filter, python_filter = (filtered(i, request_names, exempt) for i in (native, python))
     assert native_filter == python_filter
-    rejectable = [n for n in request_names if (v := native.get(n)) is not None and v[1]]
+    # Each rejected name counts once, however often the request repeats it.
+    rejectable = {n for n in request_names if (v := native.get(n)) is not None and v[1]}
     assert sum(native_filter["rejected"].values()) == (0 if exempt else len(rejectable))
     native_scores, python_scores = (i.prioritize(request_names) for i in (native, python))
     assert orjson.loads(native_scores[0]) == orjson.loads(python_scores[0])

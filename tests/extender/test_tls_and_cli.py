@@ -71,7 +71,11 @@ def test_mutual_tls_refuses_clients_without_a_certificate(pki: Pki) -> None:
     [("c", None, None, "must be given together"), (None, None, "ca", "--client-ca needs")],
 )
 def test_incomplete_tls_flags_are_refused(
-    cert: str | None, key: str | None, ca: str | None, message: str, capsys: pytest.CaptureFixture[str]
+    cert: str | None,
+    key: str | None,
+    ca: str | None,
+    message: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     with pytest.raises(SystemExit) as stopped:
         tls_options(argparse.Namespace(tls_cert=cert, tls_key=key, client_ca=ca))

@@ -14,6 +14,7 @@ from app.rebalance.plan import (
     NodeKind,
     PlannerMemory,
     PodDisruptionBudgetView,
+    SkipCode,
     observe_round,
     plan,
 )
@@ -116,6 +117,8 @@ def test_a_pdb_caps_the_evictions_it_covers() -> None:
     result = plan(cluster(NODES, pods, budgets=[pdb]), config(), POLICY, NOW, {})
     assert len(result.evictions) == 2
     assert any("PodDisruptionBudget web" in s.reason for s in result.skipped)
+    # The metric label is the fixed code; the budget's name stays in the text only.
+    assert {s.code for s in result.skipped if "PodDisruptionBudget" in s.reason} == {SkipCode.PDB}
 
 
 def test_a_workload_evicted_recently_cools_down() -> None:
@@ -126,6 +129,7 @@ def test_a_workload_evicted_recently_cools_down() -> None:
                   NOW, {})
     assert result.evictions == []
     assert any("cooldown" in s.reason for s in result.skipped)
+    assert SkipCode.COOLDOWN in {s.code for s in result.skipped}
     later = plan(cluster(NODES, many(12), recent=[record]),
                  config(settleTime="0s", workloadCooldown="30s"), POLICY, NOW, {})
     assert len(later.evictions) == 5
