@@ -1,5 +1,5 @@
 # loadaware: one image for every component. The first argument picks it:
-#   loadaware extender | annotator | policy check FILE | demo
+#   loadaware extender | annotator | descheduler | policy check FILE | simulate | demo
 # Build: docker build -t loadaware:0.1.0 .
 # tests/deploy/test_dockerfile.py runs this build stage's install commands (every RUN
 # after the first COPY) in a clean virtualenv and checks the native helpers load.
@@ -29,7 +29,7 @@ FROM ${PYTHON_IMAGE}
 ARG PYTHON_IMAGE
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="loadaware" \
-      org.opencontainers.image.description="Load-aware scheduling for Kubernetes: node annotator and scheduler extender" \
+      org.opencontainers.image.description="Load-aware scheduling for Kubernetes: node annotator, scheduler extender, real-load descheduler and simulator" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="${PYTHON_IMAGE}"

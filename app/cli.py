@@ -91,7 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         configure_logging(args.log_level)
         command: Command = args.run
-        return command(args)
+        code = command(args)
+        sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit
+        return code
     except UsageError as error:
         print(f"loadaware: error: {error}", file=sys.stderr, flush=True)
         return EXIT_USAGE

@@ -40,7 +40,10 @@ Generated from the code by `python -m app.docs_reference`; do not edit by hand
 
 Every flag `--some-flag` can also be set as the environment variable
 `LOADAWARE_SOME_FLAG`; the command line wins. Booleans take `true`/`false` (also
-`1`/`0`, `yes`/`no`, `on`/`off`). Durations take Go syntax (`90s`, `2m`) where noted.
+`1`/`0`, `yes`/`no`, `on`/`off`). Every duration takes Go syntax (`500ms`, `90s`, `2m`,
+`1h30m`) or plain seconds, and must be positive; ports lie in 1-65535 (0 turns a
+health port off); counts are whole numbers of at least 1. A bad value ends the command
+with one line naming the flag (or variable) and what is valid, and exit code 2.
 """
 
 OTHER_ENVIRONMENT = {
@@ -109,37 +112,46 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _default(action: argparse.Action) -> str:
-    if action.default is None or action.default is argparse.SUPPRESS:
-        return ""
-    if isinstance(action.default, bool):
-        return "on" if action.default else "off"
-    return f"`{action.default}`"
-
-
+# What app.flags.add_flag appends to every help text: the default, then the variable.
 _ENV_SUFFIX = re.compile(r"\s*\[env (\w+)\]$")
+_DEFAULT_SUFFIX = re.compile(r"\s*\(default: ([^()]*(?:\([^()]*\)[^()]*)*)\)$")
 
 
 def _flag_rows(parser: argparse.ArgumentParser) -> list[str]:
     rows = []
     for action in parser._actions:
-        if isinstance(action, argparse._HelpAction):
+        if isinstance(action, argparse._HelpAction | argparse._VersionAction):
             continue
-        help_text = action.help or ""
+        if action.help == argparse.SUPPRESS or isinstance(action, argparse._SubParsersAction):
+            continue  # a global flag repeated after the command name: listed once, above
+        # Help texts are %-escaped for argparse; the reference shows them as printed.
+        help_text = (action.help or "").replace("%%", "%")
         match = _ENV_SUFFIX.search(help_text)
         env = f"`{match.group(1)}`" if match else ""
         help_text = _ENV_SUFFIX.sub("", help_text)
+        default = _DEFAULT_SUFFIX.search(help_text)
+        shown = f"`{default.group(1)}`" if default else ""
+        help_text = _DEFAULT_SUFFIX.sub("", help_text)
         if action.option_strings:
             names = ", ".join(f"`{o}`" for o in action.option_strings)
         else:
             names = f"`{action.metavar or action.dest.upper()}` (argument)"
-        rows.append(f"| {names} | {env} | {_default(action)} | {_cell(help_text)} |")
+        rows.append(f"| {names} | {env} | {shown} | {_cell(help_text)} |")
     return rows
 
 
 def commands_section() -> list[str]:
-    lines = ["## Commands", ""]
-    for path, parser in _commands(build_parser(), "loadaware"):
+    top = build_parser()
+    lines = ["## Commands", "", "### Global flags", ""]
+    lines += [
+        "Accepted before or after the command name. `loadaware --version` prints the "
+        "version; exit codes are the same for every command: 0 done, 1 a failure while "
+        "running, 2 bad usage or configuration (the message names the input).",
+        "",
+    ]
+    lines += ["| flag | environment | default | meaning |", "|---|---|---|---|"]
+    lines += [*_flag_rows(top), ""]
+    for path, parser in _commands(top, "loadaware"):
         lines += [f"### `{path}`", ""]
         if parser.description:
             first = parser.description.strip().split("\n\n")[0]

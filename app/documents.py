@@ -54,4 +54,7 @@ def validate(model: type[M], document: Any, source: str, kind: str, error: type[
     try:
         return model.model_validate(document)
     except ValidationError as problem:
-        raise error(f"{source}: invalid {kind}:\n{format_validation_error(problem)}") from None
+        details = format_validation_error(problem)
+        if "\n" not in details:  # one problem: one line, as the CLI reports bad input
+            raise error(f"{source}: invalid {kind}: {details.strip()}") from None
+        raise error(f"{source}: invalid {kind}:\n{details}") from None

@@ -83,6 +83,7 @@ def add_prometheus_flags(parser: argparse.ArgumentParser) -> Any:
         prom,
         "--prometheus-header",
         action=_AppendHeaders,
+        default_text="none",
         metavar="'NAME: VALUE'",
         help="extra HTTP header on every query, repeatable, e.g. 'X-Scope-OrgID: prod' for "
         "Mimir; in the environment separate several with ';'",

@@ -158,7 +158,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         list_scenarios(out)
         return EXIT_OK
     if not args.scenario:
-        err.write("loadaware simulate: name a scenario or use --list\n")
+        err.write("loadaware simulate: error: name a scenario or use --list\n")
         return EXIT_USAGE
     try:
         scenario = load_scenario(args.scenario)
@@ -169,14 +169,14 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         if args.plots is not None:
             check_plots_folder(args.plots)
     except (ScenarioError, UsageError) as error:
-        err.write(f"loadaware simulate: {error}\n")
+        err.write(f"loadaware simulate: error: {error}\n")
         return EXIT_USAGE
     skipped = [p for p in DEFAULT_POLICIES if p not in policies and unavailable_reason(p)]
     show_progress = args.progress or err.isatty()
     try:
         results = simulate_all(scenario, policies, show_progress, err)
     except MemoryError:
-        err.write(f"loadaware simulate: {scenario.name}: out of memory; {SIZE_HINT}\n")
+        err.write(f"loadaware simulate: error: {scenario.name}: out of memory; {SIZE_HINT}\n")
         return EXIT_FAILED
     summaries = [summarise(r) for r, _ in results]
     if args.json:

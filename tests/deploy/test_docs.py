@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app import docs_reference
+from app.cli import build_parser
 from app.rebalance.config import DeschedulerConfig
 from tests.conftest import E2E_ASSETS_ENV
 from tests.deploy.manifests import ROOT, env_vars_of, subcommands
@@ -66,6 +67,8 @@ def test_documented_commands_and_flags_exist(path: Path) -> None:
     flags = _flags_by_command()
     known_variables = {v for c in subcommands() for v in environment_of(c)}
     known_variables |= set(docs_reference.OTHER_ENVIRONMENT)
+    top_helps = (a.help or "" for a in build_parser()._actions)  # the global flags'
+    known_variables |= {m.group(1) for h in top_helps if (m := re.search(r"\[env (\w+)\]", h))}
     known_variables.add(E2E_ASSETS_ENV)  # read by the test suite, not the product
     text = path.read_text()
     for line in re.findall(r"loadaware (\w+)([^\n`|]*)", text):
@@ -88,3 +91,18 @@ def test_documented_repository_paths_exist(path: Path) -> None:
         if "<" in mentioned:
             continue
         assert (ROOT / mentioned.rstrip("/.")).exists(), f"{path.name}: {mentioned} does not exist"
+
+
+def test_the_reference_has_no_unformatted_help_and_every_flag_its_variable_and_default() -> None:
+    text = (ROOT / "docs" / "reference.md").read_text()
+    assert "%(" not in text
+    assert "%%" not in text
+    assert "SUPPRESS" not in text
+    flag_rows = [line for line in text.splitlines() if line.startswith("| `--")]
+    assert len(flag_rows) > 80
+    for row in flag_rows:
+        cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+        flag, variable, default = cells[0], cells[1], cells[2]
+        assert variable.startswith("`LOADAWARE_"), row
+        assert default, f"{flag}: no default shown"
+    assert "| `--log-level` | `LOADAWARE_LOG_LEVEL` | `info` |" in text

@@ -356,3 +356,46 @@ def test_skipped_pods_are_counted_under_a_fixed_set_of_reasons(
     assert labels
     assert labels <= {code.value for code in SkipCode}
     assert "eviction_limit" in labels
+
+
+async def memory_window_s(fake_kube: FakeKube, url: str, config: DeschedulerConfig) -> float:
+    """How far back the descheduler reads its memory, with this configuration."""
+    source = PrometheusSource(PrometheusSettings(url=url, timeout_s=5.0))
+    try:
+        async with fake_kube.async_client() as client:
+            descheduler = Descheduler(config, default_policy(), client, source, LoopSettings())
+            return descheduler._window_s()
+    finally:
+        source.close()
+
+
+@pytest.mark.prometheus
+def test_a_long_workload_cooldown_is_remembered_as_long(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    # The memory keeps evictions for as long as the longest rule that reads them:
+    # a 2h cooldown is not forgotten after the default 15 minutes.
+    long = cluster.config(maxNoOfPodsToEvictTotal=1, workloadCooldown="2h")
+    first = run_once(seeded, prometheus_url, long)
+    assert len(first.evicted) == 1
+    text = memory_of(seeded)
+    later_s = time.time() + 90 * 60
+    window_s = asyncio.run(memory_window_s(seeded, prometheus_url, long))
+    assert window_s >= long.workload_cooldown
+    memory, problems = state.decode(json.dumps(text), later_s, later_s - window_s)
+    assert problems == []
+    [record] = memory.recent(later_s - long.workload_cooldown)
+    assert record.workload is not None
+    assert record.workload.endswith("/web")
+
+
+@pytest.mark.prometheus
+def test_a_pod_usage_query_prometheus_rejects_is_not_reported_as_prometheus_down(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    broken = cluster.config(podUsageQueries={"memory": "sum by (pod) (rate(oops[5m])"})
+    report = run_once(seeded, prometheus_url, broken)
+    assert report.result is RunResult.BAD_QUERY
+    assert "podUsageQueries.memory" in report.message
+    assert "rejected the query as invalid" in report.message
+    assert evicted_pods(seeded) == []

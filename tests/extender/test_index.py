@@ -24,7 +24,7 @@ IMPLEMENTATIONS = ["native", "python"]
 
 def make(implementation: str) -> VerdictIndex:
     if implementation == "native" and not native_available():
-        pytest.fail("the native verdict index was not built; rerun `bash scripts/setup`")
+        pytest.fail("the native verdict index was not built; rerun scripts/setup --for-tests")
     return new_verdict_index(implementation)
 
 

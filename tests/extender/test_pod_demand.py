@@ -18,7 +18,7 @@ GiB = 2.0**30
 def native() -> Callable[[dict[str, Any]], Demand]:
     reader = estimates.native_pod_demand
     if reader is None:
-        pytest.fail("the native pod demand reader was not built; rerun `bash scripts/setup`")
+        pytest.fail("the native pod demand reader was not built; run scripts/setup --for-tests")
     return lambda pod: reader(pod, estimates._cached_quantity)
 
 

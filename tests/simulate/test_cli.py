@@ -86,3 +86,14 @@ def test_an_unknown_policy_is_refused_before_anything_runs(
         simulate(str(write_small(tmp_path)), "--policies", "fastest")
     assert stopped.value.code == 2
     assert "argument --policies: fastest: unknown policy" in capsys.readouterr().err
+
+
+def test_the_scenario_example_in_the_docs_runs_as_written(tmp_path: Path) -> None:
+    text = (Path(__file__).parents[2] / "docs" / "simulate.md").read_text(encoding="utf-8")
+    example = text.split("## Scenario files", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "example.yaml"
+    # Shortened, so that the test stays quick; everything else is the docs' text.
+    path.write_text(example.replace("duration: 2h", "duration: 20m"), encoding="utf-8")
+    code, out, err = simulate(str(path), "--policies", "loadaware")
+    assert code == 0, err
+    assert "### example (seed 1)" in out

@@ -63,7 +63,7 @@ def _binary(name: str) -> str:
     if found is None:
         raise PrometheusError(
             f"{name!r} not found on PATH; install Debian's prometheus package "
-            "(scripts/setup does) to run the Prometheus tests"
+            "(scripts/setup --for-tests does) to run the Prometheus tests"
         )
     return found
 
