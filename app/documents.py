@@ -56,5 +56,5 @@ def validate(model: type[M], document: Any, source: str, kind: str, error: type[
     except ValidationError as problem:
         details = format_validation_error(problem)
         if "\n" not in details:  # one problem: one line, as the CLI reports bad input
-            raise error(f"{source}: invalid {kind}: {details.strip()}") from None
+            raise error(f"{source}: invalid {kind}: {details.removeprefix('  ')}") from None
         raise error(f"{source}: invalid {kind}:\n{details}") from None
