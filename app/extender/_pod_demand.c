@@ -2,8 +2,10 @@
  * pod_demand(pod, quantity) -> (cpu request, memory request, cpu limit, memory limit)
  *
  * The requests and limits of the Pod in a kube-scheduler request, summed as
- * kube-scheduler sums them: the larger of the containers' sum and the largest init
- * container, plus the pod overhead. ``quantity`` turns one quantity ("100m", "1Gi")
+ * kube-scheduler sums them (its effective requests): the larger of the running phase
+ * (the app containers plus every sidecar, an init container with restartPolicy
+ * Always) and the init phase (each regular init container plus the sidecars listed
+ * before it; each sidecar with those before it), plus the pod overhead. ``quantity`` turns one quantity ("100m", "1Gi")
  * into a float; the extender passes its memoised parse_quantity, so there is one
  * parser of quantities, in Python.
  *
@@ -21,6 +23,7 @@
 
 static PyObject *key_spec, *key_containers, *key_init_containers, *key_overhead;
 static PyObject *key_resources, *key_requests, *key_limits, *key_cpu, *key_memory;
+static PyObject *key_restart_policy, *text_always;
 
 /* One amount of a map: 0.0 when absent or null, else quantity(value). */
 static int
@@ -112,47 +115,98 @@ container_list(PyObject *spec, PyObject *key, const char *name, PyObject **out)
     return 0;
 }
 
-/* Fold each container's amounts into request[] and limit[]: summed, or with take_max
- * the largest (Python's max(a, b): b only when strictly larger). NULL items: none. */
+/* One container's amounts: 0 on both when it is not a map or has no resources. */
 static int
-fold_containers(PyObject *items, PyObject *quantity, int take_max, double request[2],
-                double limit[2])
+resources_of(PyObject *container, PyObject *quantity, double requests[2], double limits[2])
+{
+    requests[0] = requests[1] = limits[0] = limits[1] = 0.0;
+    if (!PyDict_Check(container)) {
+        return 0;
+    }
+    PyObject *resources = PyDict_GetItemWithError(container, key_resources);
+    if (resources == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    int truth = PyObject_IsTrue(resources);
+    if (truth <= 0) {
+        return truth;
+    }
+    Py_INCREF(resources); /* ``quantity`` is Python code */
+    int failed = container_amounts(resources, quantity, requests, limits);
+    Py_DECREF(resources);
+    return failed;
+}
+
+/* Python's max(a, b): b only when strictly larger (so NaN behaves as in the twin). */
+static inline double
+larger(double a, double b)
+{
+    return b > a ? b : a;
+}
+
+/* Sum the app containers into request[] and limit[] (the running phase). */
+static int
+sum_containers(PyObject *items, PyObject *quantity, double request[2], double limit[2])
 {
     for (Py_ssize_t i = 0; items != NULL && i < PyList_GET_SIZE(items); i++) {
-        PyObject *container = PyList_GET_ITEM(items, i);
-        if (!PyDict_Check(container)) {
-            continue;
-        }
-        PyObject *resources = PyDict_GetItemWithError(container, key_resources);
-        if (resources == NULL) {
-            if (PyErr_Occurred()) {
-                return -1;
-            }
-            continue;
-        }
-        int truth = PyObject_IsTrue(resources);
-        if (truth < 0) {
+        double requests[2], limits[2];
+        if (resources_of(PyList_GET_ITEM(items, i), quantity, requests, limits) < 0) {
             return -1;
         }
-        if (!truth) {
-            continue;
+        for (int r = 0; r < 2; r++) {
+            request[r] += requests[r];
+            limit[r] += limits[r];
         }
+    }
+    return 0;
+}
+
+/* Fold the init containers in: sidecars join the running phase; the init phase's peak
+   (each init container with the sidecars started before it) is the floor of the
+   result. */
+static int
+fold_init_containers(PyObject *items, PyObject *quantity, double request[2], double limit[2])
+{
+    double side_request[2] = {0.0, 0.0}, side_limit[2] = {0.0, 0.0};
+    double peak_request[2] = {0.0, 0.0}, peak_limit[2] = {0.0, 0.0};
+    for (Py_ssize_t i = 0; items != NULL && i < PyList_GET_SIZE(items); i++) {
+        PyObject *container = PyList_GET_ITEM(items, i);
         double requests[2], limits[2];
-        Py_INCREF(resources); /* ``quantity`` is Python code */
-        int failed = container_amounts(resources, quantity, requests, limits);
-        Py_DECREF(resources);
+        Py_INCREF(container);
+        int failed = resources_of(container, quantity, requests, limits);
+        int sidecar = 0;
+        if (!failed && PyDict_Check(container)) {
+            PyObject *policy = PyDict_GetItemWithError(container, key_restart_policy);
+            if (policy == NULL && PyErr_Occurred()) {
+                failed = -1;
+            } else if (policy != NULL && PyUnicode_Check(policy)) {
+                sidecar = PyUnicode_Compare(policy, text_always) == 0;
+            }
+        }
+        Py_DECREF(container);
         if (failed < 0) {
             return -1;
         }
         for (int r = 0; r < 2; r++) {
-            if (take_max) {
-                request[r] = requests[r] > request[r] ? requests[r] : request[r];
-                limit[r] = limits[r] > limit[r] ? limits[r] : limit[r];
-            } else {
+            double phase_request, phase_limit;
+            if (sidecar) {
+                side_request[r] += requests[r];
+                side_limit[r] += limits[r];
                 request[r] += requests[r];
                 limit[r] += limits[r];
+                phase_request = side_request[r];
+                phase_limit = side_limit[r];
+            } else {
+                phase_request = requests[r] + side_request[r];
+                phase_limit = limits[r] + side_limit[r];
             }
+            peak_request[r] = larger(peak_request[r], phase_request);
+            peak_limit[r] = larger(peak_limit[r], phase_limit);
         }
+    }
+    for (int r = 0; r < 2; r++) {
+        request[r] = larger(request[r], peak_request[r]);
+        limit[r] = larger(limit[r], peak_limit[r]);
     }
     return 0;
 }
@@ -195,8 +249,8 @@ pod_demand(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_XINCREF(containers);
     Py_XINCREF(init_containers);
     Py_XINCREF(overhead);
-    int failed = fold_containers(containers, quantity, 0, request, limit) < 0 ||
-                 fold_containers(init_containers, quantity, 1, request, limit) < 0 ||
+    int failed = sum_containers(containers, quantity, request, limit) < 0 ||
+                 fold_init_containers(init_containers, quantity, request, limit) < 0 ||
                  pair(overhead, quantity, &extra[0], &extra[1]) < 0;
     Py_XDECREF(overhead);
     Py_XDECREF(init_containers);
@@ -238,6 +292,8 @@ intern_keys(void)
         {&key_limits, "limits"},
         {&key_cpu, "cpu"},
         {&key_memory, "memory"},
+        {&key_restart_policy, "restartPolicy"},
+        {&text_always, "Always"},
     };
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         *keys[i].key = PyUnicode_InternFromString(keys[i].text);

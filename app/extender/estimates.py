@@ -70,14 +70,17 @@ native_pod_demand: Callable[[dict[str, Any], Callable[[Any], float]], Demand] | 
 
 def pod_demand(
     containers: Iterable[Mapping[str, Any] | None],
-    init_containers: Iterable[Mapping[str, Any] | None],
+    init_containers: Iterable[tuple[Mapping[str, Any] | None, bool]],
     overhead: Mapping[str, Any] | None,
 ) -> Demand:
     """A pod's effective requests and limits, as kube-scheduler sums them: the larger of
-    the containers' sum and the largest init container, plus the pod overhead.
+    the running phase (the app containers plus every sidecar, an init container with
+    ``restartPolicy: Always``) and the init phase (each regular init container plus the
+    sidecars listed before it; each sidecar with those before it), plus the overhead.
 
-    Each container is given as its ``resources`` mapping (``requests``, ``limits``).
-    Raises ValueError for an unreadable quantity.
+    Each container is given as its ``resources`` mapping (``requests``, ``limits``); each
+    init container as that mapping and whether it is a sidecar. Raises ValueError for
+    an unreadable quantity.
     """
     # Four plain locals, not a list and a loop over it: a reservation parses its pod
     # on the extender's only thread, before the next call can be read.
@@ -89,13 +92,30 @@ def pod_demand(
             memory_request += memory_r
             cpu_limit += cpu_l
             memory_limit += memory_l
-    for resources in init_containers:
-        if resources:
-            (cpu_r, memory_r), (cpu_l, memory_l) = _amounts(resources)
-            cpu_request = max(cpu_request, cpu_r)
-            memory_request = max(memory_request, memory_r)
-            cpu_limit = max(cpu_limit, cpu_l)
-            memory_limit = max(memory_limit, memory_l)
+    side = peak = NO_DEMAND  # the sidecars started so far; the init phase's highest
+    for resources, sidecar in init_containers:
+        (cpu_r, memory_r), (cpu_l, memory_l) = (
+            _amounts(resources) if resources else ((0.0, 0.0), (0.0, 0.0))
+        )
+        if sidecar:  # runs from here on, beside the app containers too
+            side = (side[0] + cpu_r, side[1] + memory_r, side[2] + cpu_l, side[3] + memory_l)
+            cpu_request += cpu_r
+            memory_request += memory_r
+            cpu_limit += cpu_l
+            memory_limit += memory_l
+            phase = side
+        else:
+            phase = (cpu_r + side[0], memory_r + side[1], cpu_l + side[2], memory_l + side[3])
+        peak = (
+            max(peak[0], phase[0]),
+            max(peak[1], phase[1]),
+            max(peak[2], phase[2]),
+            max(peak[3], phase[3]),
+        )
+    cpu_request = max(cpu_request, peak[0])
+    memory_request = max(memory_request, peak[1])
+    cpu_limit = max(cpu_limit, peak[2])
+    memory_limit = max(memory_limit, peak[3])
     cpu_extra, memory_extra = _pair(overhead)
     return (
         cpu_request + cpu_extra,
@@ -163,7 +183,7 @@ def demand_of_request_pod(pod: Mapping[str, Any]) -> Demand:
     overhead = spec.get("overhead")
     return pod_demand(
         _request_resources(spec, "containers"),
-        _request_resources(spec, "initContainers"),
+        _request_init_containers(spec),
         overhead if isinstance(overhead, dict) else None,
     )
 
@@ -189,6 +209,20 @@ def _request_resources(spec: dict[str, Any], key: str) -> list[Mapping[str, Any]
     return [c.get("resources") if isinstance(c, dict) else None for c in items]
 
 
+def _request_init_containers(spec: dict[str, Any]) -> list[tuple[Mapping[str, Any] | None, bool]]:
+    items = spec.get("initContainers")
+    if not items:
+        return []
+    if not isinstance(items, list):
+        raise ValueError("spec.initContainers is not a list")
+    return [
+        (c.get("resources"), c.get("restartPolicy") == "Always")
+        if isinstance(c, dict)
+        else (None, False)
+        for c in items
+    ]
+
+
 def _resources(container: Any) -> Mapping[str, Any] | None:
     resources = container.resources
     if resources is None:
@@ -208,7 +242,7 @@ def scheduled_pod(pod: Any) -> ScheduledPod:
     requests, limits = requests_and_limits(
         pod_demand(
             map(_resources, spec.containers or []),
-            map(_resources, spec.initContainers or []),
+            [(_resources(c), c.restartPolicy == "Always") for c in spec.initContainers or []],
             spec.overhead,
         )
     )

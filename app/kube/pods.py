@@ -122,23 +122,28 @@ def _container_amounts(container: Any, which: str) -> Resources:
 
 
 def _effective(containers: list[Any], init_containers: list[Any], which: str) -> Resources:
-    """kube-scheduler's pod request: max(app + sidecars, the largest init container)."""
+    """kube-scheduler's effective pod request (or limit): the larger of the running phase
+    (app containers plus every sidecar, an init container with restartPolicy Always)
+    and the init phase (each regular init container plus the sidecars listed before it;
+    each sidecar with those before it)."""
     running = ZERO
     for container in containers:
         running += _container_amounts(container, which)
-    largest_init = ZERO
+    sidecars = peak = ZERO
     for container in init_containers:
         amounts = _container_amounts(container, which)
         if container.restartPolicy == "Always":  # a sidecar runs alongside the app
             running += amounts
+            sidecars += amounts
+            phase = sidecars
         else:
-            largest_init = Resources(
-                max(largest_init.cpu_cores, amounts.cpu_cores),
-                max(largest_init.memory_bytes, amounts.memory_bytes),
-            )
+            phase = amounts + sidecars
+        peak = Resources(
+            max(peak.cpu_cores, phase.cpu_cores), max(peak.memory_bytes, phase.memory_bytes)
+        )
     return Resources(
-        max(running.cpu_cores, largest_init.cpu_cores),
-        max(running.memory_bytes, largest_init.memory_bytes),
+        max(running.cpu_cores, peak.cpu_cores),
+        max(running.memory_bytes, peak.memory_bytes),
     )
 
 

@@ -53,6 +53,53 @@ def test_containers_sum_against_the_largest_init_container_plus_overhead(
     assert read(pod) == (2.05, GiB, 1.05, 0.5 * GiB)
 
 
+def sidecar(cpu: str, memory: str = "0") -> dict[str, Any]:
+    requests = {"cpu": cpu, "memory": memory}
+    return {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": requests}}
+
+
+def init(cpu: str, memory: str = "0") -> dict[str, Any]:
+    return {"name": "init", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+
+
+@pytest.mark.parametrize(
+    ("init_containers", "cpu", "memory"),
+    [
+        # A sidecar runs beside the app: 1 + 0.5, not max(1, 0.5).
+        ([sidecar("500m", "1Gi")], 1.5, 3 * GiB),
+        # A regular init container after a sidecar runs beside it: 0.5 + 2 > 1.5.
+        ([sidecar("500m"), init("2")], 2.5, 2 * GiB),
+        # Before the sidecar starts, the init container runs alone: max(1.5, 2).
+        ([init("2"), sidecar("500m")], 2.0, 2 * GiB),
+        # Sidecars accumulate; the regular init container sees both before it.
+        ([sidecar("250m"), sidecar("250m"), init("1500m", "3Gi")], 2.0, 3 * GiB),
+    ],
+)
+def test_sidecars_count_as_kubernetes_counts_them(
+    read: Callable[[dict[str, Any]], Demand],
+    init_containers: list[dict[str, Any]],
+    cpu: float,
+    memory: float,
+) -> None:
+    pod = {
+        "spec": {
+            "containers": [
+                {"name": "app", "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}
+            ],
+            "initContainers": init_containers,
+        }
+    }
+    assert read(pod)[:2] == (cpu, memory)
+    # The descheduler's reading of the same pod (app/kube/pods.py) agrees.
+    from lightkube.models.core_v1 import PodSpec
+
+    from app.kube.pods import _effective
+
+    spec = PodSpec.from_dict(pod["spec"])
+    effective = _effective(list(spec.containers), list(spec.initContainers or []), "requests")
+    assert (effective.cpu_cores, effective.memory_bytes) == (cpu, memory)
+
+
 @pytest.mark.parametrize(
     "pod",
     [
@@ -120,8 +167,14 @@ resources = st.one_of(
     st.just(""),
     st.just([1]),
 )
+restart_policies = st.one_of(st.sampled_from(["Always", "OnFailure", "always", ""]), st.integers())
 containers = st.lists(
-    st.one_of(st.fixed_dictionaries({}, optional={"resources": resources}), st.just("c")),
+    st.one_of(
+        st.fixed_dictionaries(
+            {}, optional={"resources": resources, "restartPolicy": restart_policies}
+        ),
+        st.just("c"),
+    ),
     max_size=4,
 )
 container_lists = st.one_of(containers, st.none(), st.just({}), st.just("garbage"), st.just(0))
