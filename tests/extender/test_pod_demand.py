@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -95,7 +95,7 @@ def test_sidecars_count_as_kubernetes_counts_them(
 
     from app.kube.pods import _effective
 
-    spec = PodSpec.from_dict(pod["spec"])
+    spec = cast(PodSpec, PodSpec.from_dict(pod["spec"]))
     effective = _effective(list(spec.containers), list(spec.initContainers or []), "requests")
     assert (effective.cpu_cores, effective.memory_bytes) == (cpu, memory)
 
