@@ -77,8 +77,10 @@ def script_escapes(source: str) -> list[str]:
 
 # The one thing CI is given from outside the checkout: the control-plane archive, which
 # .ci/run unpacks for the end-to-end tests (their binaries are found only through
-# LOADAWARE_KUBE_ASSETS). Named once there, in this exact line.
-CI_INPUTS = {".ci/run": 'ci_kube_assets="$repo/../shared/k8s"'}
+# LOADAWARE_KUBE_ASSETS). Its one line there ends with this mark; no other file may
+# carry it.
+CI_INPUT_MARK = "# ci-input"
+CI_INPUT_FILE = ".ci/run"
 
 
 def scanned_files() -> list[Path]:
@@ -100,10 +102,10 @@ def test_reads_nothing_outside_the_repository(path: Path) -> None:
     source = path.read_text(encoding="utf-8")
     is_python = path.suffix == ".py"
     problems = python_escapes(source, relative) if is_python else script_escapes(source)
-    allowed = CI_INPUTS.get(str(relative))
-    if allowed is not None:
-        assert any(allowed in problem for problem in problems), f"{relative} no longer reads it"
-        problems = [problem for problem in problems if allowed not in problem]
+    marked = [problem for problem in problems if problem.endswith(CI_INPUT_MARK)]
+    if str(relative) == CI_INPUT_FILE:
+        assert len(marked) == 1, f"{relative} must read exactly one marked CI input"
+        problems = [problem for problem in problems if problem not in marked]
     assert not problems, f"{relative} reaches outside the repository:\n" + "\n".join(problems)
 
 
