@@ -26,8 +26,8 @@ from pydantic.fields import FieldInfo
 from app.cli import build_parser
 from app.extender.index import IMPLEMENTATION_ENV
 from app.flags import ENV_PREFIX
+from app.objects.durations import format_duration
 from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec
-from app.policy.schema import format_duration
 from app.rebalance.config import DeschedulerConfig
 
 REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"

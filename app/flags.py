@@ -26,7 +26,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, Final
 
-from app.policy import format_duration, parse_duration_s
+from app.objects.durations import format_duration, parse_duration_s
 
 ENV_PREFIX: Final = "LOADAWARE_"
 

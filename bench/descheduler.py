@@ -25,9 +25,10 @@ import statistics
 import time
 import tracemalloc
 
-from app.kube.objects import NodeInfo, OwnerRef, PodInfo
-from app.load.resources import Resources
 from app.load.samples import format_usage
+from app.objects.nodes import NodeInfo
+from app.objects.pods import OwnerRef, PodInfo
+from app.objects.resources import Resources
 from app.policy import default_policy
 from app.rebalance.config import config_from_mapping
 from app.rebalance.plan import ClusterView, NodeKind, plan

@@ -56,8 +56,8 @@ from app.extender.service import Extender
 from app.extender.verbs import Outcome, parse_args
 from app.kube.client import client_for_server
 from app.kube.pods import PodCache
-from app.load.resources import ZERO, Resources
 from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage
+from app.objects.resources import ZERO, Resources
 from app.policy import DEFAULT_POLICY_YAML, Policy, default_policy, policy_from_yaml
 
 Scope = MutableMapping[str, Any]

@@ -2,13 +2,12 @@ from pathlib import Path
 
 import pytest
 
+from app.objects.durations import format_duration, parse_duration_s
 from app.policy import (
     DEFAULT_POLICY_YAML,
     PolicyError,
     default_policy,
-    format_duration,
     load_policy,
-    parse_duration_s,
     policy_from_yaml,
 )
 

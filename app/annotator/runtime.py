@@ -36,7 +36,8 @@ from app.kube.lease import LeaderElector, LeaderWork, LeaseSettings
 from app.kube.nodes import NodeCache
 from app.kube.patching import AnnotationPatcher, PatchOutcome
 from app.kube.pods import PodCache
-from app.policy import Policy, PolicyError, format_duration
+from app.objects.durations import format_duration
+from app.policy import Policy, PolicyError
 from app.policy.watch import PolicyWatcher
 from app.prom.client import InstantQuery
 

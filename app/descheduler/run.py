@@ -46,11 +46,12 @@ from app.kube.events import EvictionNotice, record_eviction
 from app.kube.eviction import EvictionOutcome, evict_pod
 from app.kube.lease import LeaderElector, LeaderWork, LeaseSettings
 from app.kube.nodes import NodeCache
-from app.kube.objects import PodInfo
 from app.kube.pdbs import BudgetCache
 from app.kube.pods import PodCache, pod_info
 from app.kube.state import Memory, StateStore, StateUnreadable
-from app.load.resources import Resources
+from app.objects.evictions import EvictionRecord
+from app.objects.pods import PodInfo, workload_of
+from app.objects.resources import Resources
 from app.policy import Policy
 from app.prom.client import BAD_QUERY, InstantQuery
 from app.prom.pod_usage import PodUsageQueries, PodUsageUnavailable, read_pod_usage
@@ -58,14 +59,12 @@ from app.rebalance.config import DeschedulerConfig
 from app.rebalance.plan import (
     ClusterView,
     EvictionPlan,
-    EvictionRecord,
     PlannedEviction,
     PlannerMemory,
     SkipCode,
     observe_round,
     plan,
     recheck,
-    workload_of,
 )
 
 log = logging.getLogger(__name__)

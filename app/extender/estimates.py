@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from app.load.estimate import counts, estimate_pod_usage, unsampled_fractions
-from app.load.resources import CPU, MEMORY, ZERO, Resources, parse_quantity
+from app.objects.resources import CPU, MEMORY, ZERO, Resources, parse_quantity
 from app.policy import Policy
 
 try:

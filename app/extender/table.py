@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from app.extender.estimates import NO_ADDITION, Addition, Ledger
 from app.extender.index import VerdictIndex, implementation_of, new_verdict_index
 from app.load.model import Measurement, NodeLoad, assess, evaluate_node, headroom, measure
-from app.load.resources import CPU, MEMORY
 from app.load.samples import HOT_VALUE_KEY
+from app.objects.resources import CPU, MEMORY
 from app.policy import Policy
 
 log = logging.getLogger(__name__)

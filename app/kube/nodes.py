@@ -15,8 +15,8 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Node
 
 from app.kube.cache import Listener, WatchCache
-from app.kube.objects import NodeInfo, Taint
-from app.load.resources import Resources
+from app.objects.nodes import NodeInfo, Taint
+from app.objects.resources import Resources
 
 __all__ = ["NodeCache", "NodeInfo", "NodeListener", "Taint", "node_info"]
 

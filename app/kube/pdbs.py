@@ -14,7 +14,8 @@ from lightkube import AsyncClient
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
 from app.kube.cache import WatchCache
-from app.rebalance.view import LabelRequirement, LabelSelector, PodDisruptionBudgetView
+from app.objects.budgets import PodDisruptionBudgetView
+from app.objects.selectors import LabelRequirement, LabelSelector
 
 
 def label_selector(selector: Any) -> LabelSelector:

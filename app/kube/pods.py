@@ -16,14 +16,14 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
 from app.kube.cache import WatchCache
-from app.kube.objects import (
+from app.objects.pods import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
     OwnerRef,
     PodInfo,
     Toleration,
 )
-from app.load.resources import CPU, MEMORY, ZERO, Resources
+from app.objects.resources import CPU, MEMORY, ZERO, Resources
 
 T = TypeVar("T")
 

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from app.load.model import measure
-from app.load.resources import CPU, MEMORY, Resources
+from app.objects.resources import CPU, MEMORY, Resources
 from app.policy import EstimationPolicy, Policy
 
 

@@ -21,9 +21,7 @@ from app.policy.schema import (
     PriorityPolicy,
     SyncPolicy,
     default_policy,
-    format_duration,
     load_policy,
-    parse_duration_s,
     policy_from_mapping,
     policy_from_yaml,
 )
@@ -45,9 +43,7 @@ __all__ = [
     "PriorityPolicy",
     "SyncPolicy",
     "default_policy",
-    "format_duration",
     "load_policy",
-    "parse_duration_s",
     "policy_from_mapping",
     "policy_from_yaml",
 ]

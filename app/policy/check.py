@@ -7,7 +7,8 @@ import sys
 from typing import Any
 
 from app.load.model import assumed_usage_fraction
-from app.policy import HOT_VALUE_VALID_S, Policy, PolicyError, format_duration, load_policy
+from app.objects.durations import format_duration
+from app.policy import HOT_VALUE_VALID_S, Policy, PolicyError, load_policy
 
 
 def describe(policy: Policy) -> str:

@@ -8,7 +8,6 @@ files contain.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,8 @@ from pydantic import (
 )
 
 from app.documents import parse_yaml, read_file, validate
+from app.objects.durations import format_duration, parse_duration_s
+from app.objects.resources import parse_quantity
 
 API_VERSION = "scheduler.policy.crane.io/v1alpha1"
 KIND = "DynamicSchedulerPolicy"
@@ -36,16 +37,6 @@ FRESHNESS_GRACE_S = 5 * 60.0
 # crane's hot value annotation counts for this long after it was written.
 HOT_VALUE_VALID_S = 5 * 60.0
 
-_GO_DURATION_UNITS_S = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
 # Upper bounds that no sensible policy reaches; beyond them a value is a typo or an
 # attack (``weight: 1e308`` overflows the score's sum to infinity). Every float field
 # also refuses NaN and infinity.
@@ -56,55 +47,9 @@ MAX_ESTIMATION_FACTOR = 10.0
 MAX_DEFAULT_CPU_CORES = 10_000.0
 MAX_DEFAULT_MEMORY_BYTES = 2.0**50  # 1 PiB
 
-_GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
 
 class PolicyError(ValueError):
     """A policy file that cannot be used; the message names the file, field and problem."""
-
-
-def parse_duration_s(text: str) -> float:
-    """Parse a Go duration string (``3m``, ``1h30m``, ``90s``) into seconds."""
-    raw = text.strip()
-    body = raw[1:] if raw[:1] in "+-" else raw
-    if raw.startswith("-"):
-        raise ValueError(f"duration {text!r} is negative")
-    if body == "0":
-        return 0.0
-    total = 0.0
-    position = 0
-    while position < len(body):
-        match = _GO_DURATION_PART.match(body, position)
-        if match is None:
-            raise ValueError(
-                f"invalid duration {text!r}: use Go syntax such as '90s', '3m' or '1h30m'"
-            )
-        total += float(match.group(1)) * _GO_DURATION_UNITS_S[match.group(2)]
-        position = match.end()
-    if not body:
-        raise ValueError("duration is empty: use Go syntax such as '90s', '3m' or '1h30m'")
-    if not math.isfinite(total):
-        raise ValueError(f"duration {text!r} is too large to represent")
-    return total
-
-
-def format_duration(seconds: float) -> str:
-    """Render seconds the way Go prints a duration, for messages and ``policy check``."""
-    if seconds == 0:
-        return "0s"
-    whole = int(seconds)
-    if whole != seconds:
-        return f"{seconds:g}s"
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = []
-    if hours:
-        parts.append(f"{hours}h")
-    if minutes:
-        parts.append(f"{minutes}m")
-    if secs or not parts:
-        parts.append(f"{secs}s")
-    return "".join(parts)
 
 
 def _duration_field(value: Any) -> float:
@@ -182,14 +127,7 @@ class HotValuePolicy(_Strict):
     count: int = Field(gt=0, le=MAX_HOT_VALUE_COUNT)
 
 
-def _quantity_field(value: Any) -> float:
-    # Imported here: app.load imports app.policy, so a module-level import would be circular.
-    from app.load.resources import parse_quantity
-
-    return parse_quantity(value)
-
-
-Quantity = Annotated[float, BeforeValidator(_quantity_field)]
+Quantity = Annotated[float, BeforeValidator(parse_quantity)]
 
 
 class EstimationFactors(_Strict):

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from app.load.resources import Resources
+from app.objects.resources import Resources
 from app.prom.client import InstantQuery, InvalidSample, PrometheusQueryError, invalid_sample
 
 

@@ -16,8 +16,9 @@ import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from app.kube.objects import NodeInfo, PodInfo
-from app.load.resources import RESOURCES, Resources
+from app.objects.nodes import NodeInfo
+from app.objects.pods import PodInfo
+from app.objects.resources import RESOURCES, Resources
 from app.policy import Policy
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.fit import fit_refusal

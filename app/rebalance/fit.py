@@ -9,14 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from app.kube.objects import (
-    NodeInfo,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
-    PodInfo,
-    Taint,
-    Toleration,
-)
+from app.objects.nodes import NodeInfo, Taint
+from app.objects.pods import NodeSelectorRequirement, NodeSelectorTerm, PodInfo, Toleration
 
 # Taint effects that keep a pod off a node; PreferNoSchedule is only a preference.
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from app.kube.objects import PodInfo
-from app.policy import format_duration
+from app.objects.budgets import PodDisruptionBudgetView
+from app.objects.durations import format_duration
+from app.objects.evictions import EvictionRecord
+from app.objects.pods import PodInfo, workload_of
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.outcome import SkipCode
-from app.rebalance.view import EvictionRecord, PodDisruptionBudgetView, workload_of
 
 
 def ready_replica_counts(pods: Iterable[PodInfo]) -> Counter[str]:

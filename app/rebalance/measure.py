@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from app.kube.objects import NodeInfo
 from app.load.model import MetricReading, NodeLoad, assess, evaluate_node, measure
-from app.load.resources import RESOURCES
+from app.objects.evictions import EvictionRecord
+from app.objects.nodes import NodeInfo
+from app.objects.resources import RESOURCES
 from app.policy import Policy
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.convergence import as_fractions, unsampled_amounts
-from app.rebalance.view import EvictionRecord
 
 
 @dataclass(frozen=True, slots=True)

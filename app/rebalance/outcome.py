@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from app.kube.objects import PodInfo
-from app.load.resources import Resources
+from app.objects.pods import PodInfo
+from app.objects.resources import Resources
 
 
 class NodeKind(StrEnum):

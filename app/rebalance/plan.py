@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from app.kube.objects import PodInfo
-from app.load.resources import RESOURCES, Resources
+from app.objects.pods import PodInfo
+from app.objects.resources import RESOURCES, Resources
 from app.policy import Policy
 from app.rebalance.classes import classify_all, nothing_to_do
 from app.rebalance.config import DeschedulerConfig
@@ -24,33 +24,21 @@ from app.rebalance.outcome import (
 from app.rebalance.render import render_plan
 from app.rebalance.usage import UsageSource, pod_usage, usage_sources
 from app.rebalance.victims import owned_pod_counts, protection, victim_order
-from app.rebalance.view import (
-    ClusterView,
-    EvictionRecord,
-    LabelRequirement,
-    LabelSelector,
-    PodDisruptionBudgetView,
-    workload_of,
-)
+from app.rebalance.view import ClusterView
 
 __all__ = [
     "ClusterView",
     "EvictionPlan",
-    "EvictionRecord",
-    "LabelRequirement",
-    "LabelSelector",
     "NodeClass",
     "NodeKind",
     "PlannedEviction",
     "PlannerMemory",
-    "PodDisruptionBudgetView",
     "SkipCode",
     "SkippedPod",
     "observe_round",
     "plan",
     "recheck",
     "render_plan",
-    "workload_of",
 ]
 
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.kube.objects import PodInfo
-from app.load.resources import Resources
+from app.objects.pods import PodInfo
+from app.objects.resources import Resources
 
 
 class UsageSource(Protocol):

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from app.kube.objects import PodInfo
-from app.load.resources import Resources
+from app.objects.pods import PodInfo
+from app.objects.resources import Resources
 from app.rebalance.config import DeschedulerConfig
 
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"

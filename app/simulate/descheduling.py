@@ -39,19 +39,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from app.kube.objects import NodeInfo, OwnerRef, PodInfo
-from app.load.resources import Resources
-from app.rebalance.plan import (
-    ClusterView,
-    EvictionPlan,
-    EvictionRecord,
-    LabelSelector,
-    PlannerMemory,
-    PodDisruptionBudgetView,
-    observe_round,
-    plan,
-    workload_of,
-)
+from app.objects.budgets import PodDisruptionBudgetView
+from app.objects.evictions import EvictionRecord
+from app.objects.nodes import NodeInfo
+from app.objects.pods import OwnerRef, PodInfo, workload_of
+from app.objects.resources import Resources
+from app.objects.selectors import LabelSelector
+from app.rebalance.plan import ClusterView, EvictionPlan, PlannerMemory, observe_round, plan
 
 if TYPE_CHECKING:
     from app.simulate.cluster import SimulatedCluster

@@ -18,7 +18,7 @@ import heapq
 from typing import TYPE_CHECKING
 
 from app.load.estimate import PlacedPod, node_unsampled
-from app.load.resources import Resources
+from app.objects.resources import Resources
 
 if TYPE_CHECKING:
     from app.simulate.cluster import SimulatedCluster

@@ -18,14 +18,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from app.documents import parse_yaml, read_file, validate
-from app.load.resources import parse_quantity
-from app.policy import (
-    DurationS,
-    Policy,
-    PolicyError,
-    default_policy,
-    policy_from_mapping,
-)
+from app.objects.resources import parse_quantity
+from app.policy import DurationS, Policy, PolicyError, default_policy, policy_from_mapping
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
 
 BUILTIN_PACKAGE = "app.simulate.scenarios"

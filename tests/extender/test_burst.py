@@ -28,7 +28,7 @@ from app.extender.service import Extender
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache
 from app.kube.pods import PodCache
-from app.load.resources import Resources
+from app.objects.resources import Resources
 from app.policy import DEFAULT_POLICY_YAML, Policy, policy_from_yaml
 from tests.extender.nodes import usage_annotations
 from tests.extender.test_node_cache_mode import wait_for

@@ -20,8 +20,8 @@ from app.extender.verbs import Outcome, parse_args
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache, NodeInfo
 from app.kube.pods import PodCache
-from app.load.resources import Resources
 from app.load.samples import format_usage
+from app.objects.resources import Resources
 from app.policy import DEFAULT_POLICY_YAML, default_policy, policy_from_yaml
 from tests.extender.test_node_cache_mode import wait_for
 from tests.support.asgi_server import serve

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache
 from app.kube.pods import PodCache
-from app.load.resources import Resources
+from app.objects.resources import Resources
 from tests.support.fakekube import PODS
 from tests.support.fakekube_fixtures import FakeKube
 

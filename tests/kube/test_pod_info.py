@@ -6,9 +6,9 @@ from datetime import datetime
 
 from lightkube.resources.core_v1 import Pod
 
-from app.kube.objects import NodeSelectorRequirement, NodeSelectorTerm, OwnerRef, Toleration
 from app.kube.pods import pod_info
-from app.load.resources import Resources
+from app.objects.pods import NodeSelectorRequirement, NodeSelectorTerm, OwnerRef, Toleration
+from app.objects.resources import Resources
 from tests.support.fakekube import JSON, PODS
 from tests.support.fakekube_fixtures import FakeKube
 

@@ -17,8 +17,8 @@ from app.load.estimate import (
     unsampled_fractions,
 )
 from app.load.model import Freshness, assess, evaluate_node, headroom, measure
-from app.load.resources import Resources
 from app.load.samples import format_usage
+from app.objects.resources import Resources
 from app.policy import DEFAULT_POLICY_YAML, Policy, PolicyError, default_policy, policy_from_yaml
 from app.policy.check import describe
 

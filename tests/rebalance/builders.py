@@ -6,12 +6,15 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from app.kube.objects import NodeInfo, OwnerRef, PodInfo, Taint
-from app.load.resources import Resources
 from app.load.samples import format_usage
+from app.objects.budgets import PodDisruptionBudgetView
+from app.objects.evictions import EvictionRecord
+from app.objects.nodes import NodeInfo, Taint
+from app.objects.pods import OwnerRef, PodInfo
+from app.objects.resources import Resources
 from app.policy import default_policy
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
-from app.rebalance.view import ClusterView, EvictionRecord, PodDisruptionBudgetView
+from app.rebalance.view import ClusterView
 
 NOW = 1_700_000_000.0
 GI = 2.0**30

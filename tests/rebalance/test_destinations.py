@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from app.kube.objects import NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration
+from app.objects.nodes import Taint
+from app.objects.pods import NodeSelectorRequirement, NodeSelectorTerm, Toleration
 from app.rebalance.plan import NodeKind, plan
 from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from app.load.resources import Resources
-from app.rebalance.plan import EvictionRecord, NodeKind, plan, render_plan
+from app.objects.evictions import EvictionRecord
+from app.objects.resources import Resources
+from app.rebalance.plan import NodeKind, plan, render_plan
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node, pod
 
 

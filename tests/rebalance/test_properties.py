@@ -9,10 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.load.model import evaluate_node
-from app.load.resources import RESOURCES, Resources
+from app.objects.budgets import PodDisruptionBudgetView
+from app.objects.resources import RESOURCES, Resources
+from app.objects.selectors import LabelSelector
 from app.rebalance.convergence import as_fractions
 from app.rebalance.measure import allocatable_of
-from app.rebalance.plan import LabelSelector, PodDisruptionBudgetView, plan
+from app.rebalance.plan import plan
 from app.rebalance.victims import owned_pod_counts, protection
 from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
 

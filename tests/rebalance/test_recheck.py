@@ -3,8 +3,9 @@ caches, so that a change since planning (a scale-up, a node gone hot) stops it."
 
 from __future__ import annotations
 
-from app.kube.objects import NodeInfo, PodInfo
-from app.load.resources import Resources
+from app.objects.nodes import NodeInfo
+from app.objects.pods import PodInfo
+from app.objects.resources import Resources
 from app.rebalance.plan import PlannedEviction, plan, recheck
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node, pod
 

@@ -1,7 +1,6 @@
 """Resource amounts: Kubernetes quantities (``500m``, ``8``, ``32Gi``) as numbers.
 
-CPU is counted in cores and memory in bytes, both as floats. Pure, like the rest of
-``app/load``: the caches in ``app/kube`` and the simulator both use it.
+CPU is counted in cores and memory in bytes, both as floats.
 """
 
 from __future__ import annotations

@@ -1,38 +1,13 @@
-"""The pure views of Kubernetes objects that loadaware reads: nodes and pods.
-
-Plain frozen dataclasses with no client import, so that the planner in
-``app/rebalance`` and the simulator build and read them without a cluster. The caches
-in ``nodes.py`` and ``pods.py`` turn lightkube models into these.
-"""
+"""A pod as loadaware reads it: the pure view the pod caches in ``app/kube`` produce, and
+the workload a pod belongs to."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
-from app.load.resources import Resources
-
-EMPTY_MAP: Mapping[str, str] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    key: str
-    value: str | None
-    effect: str  # NoSchedule | PreferNoSchedule | NoExecute
-
-
-@dataclass(frozen=True, slots=True)
-class NodeInfo:
-    name: str
-    annotations: Mapping[str, str]
-    internal_ip: str | None
-    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
-    taints: tuple[Taint, ...] = ()
-    allocatable: Resources = field(default_factory=Resources)
-    unschedulable: bool = False
-    ready: bool = True
+from app.objects.maps import EMPTY_MAP
+from app.objects.resources import Resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,3 +72,18 @@ class PodInfo:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+def workload_of(pod: PodInfo) -> str | None:
+    """The workload a pod belongs to, for cooldowns: ``namespace/Kind/name``.
+
+    A ReplicaSet named ``<deployment>-<pod-template-hash>`` stands for its Deployment,
+    so that a rollout (a new ReplicaSet) does not reset the Deployment's cooldown.
+    """
+    owner = pod.owner
+    if owner is None:
+        return None
+    template_hash = pod.labels.get("pod-template-hash")
+    if owner.kind == "ReplicaSet" and template_hash and owner.name.endswith(f"-{template_hash}"):
+        return f"{pod.namespace}/Deployment/{owner.name.removesuffix(f'-{template_hash}')}"
+    return f"{pod.namespace}/{owner.kind}/{owner.name}"
