@@ -48,15 +48,15 @@ if __package__ in (None, ""):
     # `python bench/extender.py`: make the repository root importable for `app`.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.extender.estimates import ScheduledPod, scheduled_pod
 from app.extender.http import ASGIApp, ExtenderApp, Receive, Send
 from app.extender.index import PyVerdictIndex, native_available
 from app.extender.server import DEFAULT_BODY_TIMEOUT_S, ConnectionLimits, guarded_protocol
 from app.extender.service import Extender
 from app.extender.verbs import Outcome, parse_args
 from app.kube.client import client_for_server
-from app.kube.pods import PodCache
+from app.kube.pods import PodCache, scheduled_pod
 from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage
+from app.objects.pods import ScheduledPod
 from app.objects.resources import ZERO, Resources
 from app.policy import DEFAULT_POLICY_YAML, Policy, default_policy, policy_from_yaml
 

@@ -22,10 +22,9 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from app.load.model import hot_value_from_bindings
+from app.objects.pods import PodPlacement
 from app.policy import HotValuePolicy
 
 Clock = Callable[[], float]
@@ -70,22 +69,6 @@ class BindingWindows:
 
     def binding_count(self) -> int:
         return sum(len(times) for times in self._times.values())
-
-
-@dataclass(frozen=True, slots=True)
-class PodPlacement:
-    """The little of a pod that binding detection needs: the pod cache's transform."""
-
-    uid: str
-    node_name: str | None
-
-
-def pod_placement(pod: Any) -> PodPlacement:
-    metadata = pod.metadata
-    return PodPlacement(
-        uid=metadata.uid or f"{metadata.namespace}/{metadata.name}",
-        node_name=(pod.spec.nodeName if pod.spec else None) or None,
-    )
 
 
 class BindingObserver:

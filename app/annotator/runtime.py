@@ -26,7 +26,7 @@ from typing import Any
 import uvicorn
 from lightkube import AsyncClient
 
-from app.annotator.bindings import BindingObserver, BindingWindows, PodPlacement, pod_placement
+from app.annotator.bindings import BindingObserver, BindingWindows
 from app.annotator.hotvalue import HotValueLedger
 from app.annotator.schedule import MetricSchedule
 from app.annotator.sync import MetricSync, QueryShape, TickReport
@@ -35,8 +35,9 @@ from app.health import build_app, embedded_server, serve
 from app.kube.lease import LeaderElector, LeaderWork, LeaseSettings
 from app.kube.nodes import NodeCache
 from app.kube.patching import AnnotationPatcher, PatchOutcome
-from app.kube.pods import PodCache
+from app.kube.pods import PodCache, pod_placement
 from app.objects.durations import format_duration
+from app.objects.pods import PodPlacement
 from app.policy import Policy, PolicyError
 from app.policy.watch import PolicyWatcher
 from app.prom.client import InstantQuery

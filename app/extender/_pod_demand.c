@@ -14,7 +14,7 @@
  * call. Walking the pod's JSON in Python is a dozen function calls whose code and
  * data are cold by then; here it is a few dictionary probes.
  *
- * demand_of_request_pod in app/extender/estimates.py is the pure-Python twin, and
+ * demand_of_request_pod in app/extender/request_pod.py is the pure-Python twin, and
  * the reference: the same results and the same ValueError messages, held to that by
  * tests/extender/test_pod_demand.py.
  */
@@ -271,7 +271,7 @@ static PyMethodDef pod_demand_methods[] = {
 static struct PyModuleDef pod_demand_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "app.extender._pod_demand",
-    .m_doc = "The native pod demand reader (see demand_of_request_pod in estimates.py).",
+    .m_doc = "The native pod demand reader (see demand_of_request_pod in request_pod.py).",
     .m_size = -1,
     .m_methods = pod_demand_methods,
 };

@@ -1,4 +1,4 @@
-# Types of the native pod demand reader built from _pod_demand.c (see estimates.py).
+# Types of the native pod demand reader built from _pod_demand.c (see request_pod.py).
 
 from collections.abc import Callable
 from typing import Any

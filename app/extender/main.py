@@ -12,9 +12,9 @@ from typing import Any, NoReturn
 import uvicorn
 
 from app.extender.demo import DemoExtender, curl_examples
-from app.extender.estimates import DEFAULT_RESERVATION_TTL_S, scheduled_pod
 from app.extender.http import DEFAULT_MAX_BODY_BYTES, ExtenderApp, health_api
 from app.extender.index import new_verdict_index
+from app.extender.ledger import DEFAULT_RESERVATION_TTL_S
 from app.extender.server import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HEADER_TIMEOUT_S,
@@ -27,7 +27,7 @@ from app.extender.service import Extender
 from app.flags import EXIT_OK, add_flag, count, duration, port, port_or_off, usage_error
 from app.kube.client import KubeConfigError, make_client
 from app.kube.nodes import NodeCache
-from app.kube.pods import PodCache
+from app.kube.pods import PodCache, scheduled_pod
 from app.policy import PolicyError, default_policy
 from app.policy.watch import PolicyWatcher
 

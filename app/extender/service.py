@@ -13,21 +13,16 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from app.extender.estimates import (
-    DEFAULT_RESERVATION_TTL_S,
-    Contribution,
-    Demand,
-    Ledger,
-    ScheduledPod,
-    demand_of,
-    request_pod_demand,
-)
 from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
+from app.extender.ledger import DEFAULT_RESERVATION_TTL_S, Contribution, Ledger
 from app.extender.metrics import EstimateCollector, ExtenderMetrics
+from app.extender.request_pod import request_pod_demand
 from app.extender.table import NodeEntry, NodeTable
 from app.extender.verbs import Outcome, RequestNodes, Verbs
 from app.kube.nodes import NodeCache, NodeInfo
 from app.kube.pods import PodCache
+from app.objects.demand import Demand, container_demand
+from app.objects.pods import ScheduledPod
 from app.policy import Policy
 from app.policy.watch import PolicyWatcher
 
@@ -132,7 +127,7 @@ class Extender:
         self._reservation_counts.ended[result] += 1
 
     def _reserve(self, verb: str, outcome: Outcome) -> None:
-        """Reserve the pod's estimate where it will most likely go (estimates.py)."""
+        """Reserve the pod's estimate where it will most likely go (ledger.py)."""
         names, pod = outcome.names, outcome.pod
         if self.ledger is None or not names or pod is None:
             return
@@ -190,7 +185,7 @@ class Extender:
             if known.uid != uid or known.node is not None or known.finished:
                 self._reservation_counts.refused["not-pending"] += 1
                 return None
-            return demand_of(known)
+            return container_demand(known.requests, known.limits)
         if uid not in self._unverified and len(self._unverified) >= MAX_UNVERIFIED:
             self._reservation_counts.refused["unverified-limit"] += 1
             return None

@@ -1,12 +1,17 @@
-"""The Pod cache shared by every component, fed by list and watch across all namespaces.
+"""The Pod cache shared by every component, and the transforms that feed it.
 
-It is generic: each user passes a ``transform`` that keeps only what it reads of a
-pod (the annotator: where a pod is bound; the descheduler: what eviction rules need),
-and listens for (old, new) changes. Pods are keyed ``namespace/name``.
+The cache is fed by list and watch across all namespaces and is generic: each user
+passes a ``transform`` that keeps only what it reads of a pod, and listens for
+(old, new) changes. Pods are keyed ``namespace/name``. The transforms, each a lightkube
+Pod in and a view from ``app.objects.pods`` out: ``pod_placement`` (the annotator:
+where a pod is bound), ``scheduled_pod`` (the extender: what to estimate and since
+when) and ``pod_info`` (the descheduler: what its rules need). Demand follows
+``app.objects.demand`` in all of them.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from datetime import datetime
 from types import MappingProxyType
@@ -16,11 +21,20 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
 from app.kube.cache import WatchCache
+from app.objects.demand import (
+    NO_DEMAND,
+    Demand,
+    container_demand,
+    effective_demand,
+    requests_and_limits,
+)
 from app.objects.pods import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
     OwnerRef,
     PodInfo,
+    PodPlacement,
+    ScheduledPod,
     Toleration,
 )
 from app.objects.resources import CPU, MEMORY, ZERO, Resources
@@ -71,9 +85,7 @@ def pod_info(pod: Any) -> PodInfo:
     annotations = dict(metadata.annotations or {})
     containers = list(spec.containers or []) if spec else []
     init_containers = list(spec.initContainers or []) if spec else []
-    overhead = _resources_of(spec.overhead if spec else None)
-    requests = _effective(containers, init_containers, "requests") + overhead
-    limits = _effective(containers, init_containers, "limits") + overhead
+    requests, limits = _demand(containers, init_containers, spec.overhead if spec else None)
     volumes = list(spec.volumes or []) if spec else []
     return PodInfo(
         namespace=metadata.namespace or "default",
@@ -116,34 +128,24 @@ def _resources_of(amounts: Any) -> Resources:
         return ZERO
 
 
-def _container_amounts(container: Any, which: str) -> Resources:
+def _container_demand(container: Any) -> Demand:
     resources = container.resources
-    return _resources_of(getattr(resources, which, None) if resources else None)
+    if resources is None:
+        return NO_DEMAND
+    return container_demand(_resources_of(resources.requests), _resources_of(resources.limits))
 
 
-def _effective(containers: list[Any], init_containers: list[Any], which: str) -> Resources:
-    """kube-scheduler's effective pod request (or limit): the larger of the running phase
-    (app containers plus every sidecar, an init container with restartPolicy Always)
-    and the init phase (each regular init container plus the sidecars listed before it;
-    each sidecar with those before it)."""
-    running = ZERO
-    for container in containers:
-        running += _container_amounts(container, which)
-    sidecars = peak = ZERO
-    for container in init_containers:
-        amounts = _container_amounts(container, which)
-        if container.restartPolicy == "Always":  # a sidecar runs alongside the app
-            running += amounts
-            sidecars += amounts
-            phase = sidecars
-        else:
-            phase = amounts + sidecars
-        peak = Resources(
-            max(peak.cpu_cores, phase.cpu_cores), max(peak.memory_bytes, phase.memory_bytes)
+def _demand(
+    containers: list[Any], init_containers: list[Any], overhead: Any
+) -> tuple[Resources, Resources]:
+    """The pod's effective requests and limits (``app.objects.demand``)."""
+    extra = _resources_of(overhead)
+    return requests_and_limits(
+        effective_demand(
+            map(_container_demand, containers),
+            [(_container_demand(c), c.restartPolicy == "Always") for c in init_containers],
+            (extra.cpu_cores, extra.memory_bytes),
         )
-    return Resources(
-        max(running.cpu_cores, peak.cpu_cores),
-        max(running.memory_bytes, peak.memory_bytes),
     )
 
 
@@ -157,9 +159,9 @@ def _qos_of(containers: list[Any]) -> str:
         limits = dict((resources.limits if resources else None) or {})
         any_set = any_set or bool(requests) or bool(limits)
         # A request left out defaults to its limit.
-        if not {CPU, MEMORY} <= limits.keys() or _resources_of(
-            limits | requests
-        ) != _resources_of(limits):
+        if not {CPU, MEMORY} <= limits.keys() or _resources_of(limits | requests) != _resources_of(
+            limits
+        ):
             guaranteed = False
     if not any_set:
         return "BestEffort"
@@ -198,4 +200,35 @@ def _required_terms(affinity: Any) -> tuple[NodeSelectorTerm, ...]:
 def _requirements(items: Any) -> tuple[NodeSelectorRequirement, ...]:
     return tuple(
         NodeSelectorRequirement(r.key, r.operator, tuple(r.values or ())) for r in items or []
+    )
+
+
+def pod_placement(pod: Any) -> PodPlacement:
+    metadata = pod.metadata
+    return PodPlacement(
+        uid=metadata.uid or f"{metadata.namespace}/{metadata.name}",
+        node_name=(pod.spec.nodeName if pod.spec else None) or None,
+    )
+
+
+_FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def scheduled_pod(pod: Any) -> ScheduledPod:
+    """What the extender's estimate reads: demand, node, and when it was bound (the
+    PodScheduled condition's transition time, else the creation time)."""
+    metadata, spec, status = pod.metadata, pod.spec, pod.status
+    requests, limits = _demand(spec.containers or [], spec.initContainers or [], spec.overhead)
+    bound_at_s = _unix_s(metadata.creationTimestamp)
+    for condition in (status.conditions if status else None) or []:
+        if condition.type == "PodScheduled" and condition.status == "True":
+            bound_at_s = _unix_s(condition.lastTransitionTime) or bound_at_s
+    node = spec.nodeName
+    return ScheduledPod(
+        uid=metadata.uid or "",
+        node=sys.intern(node) if node else None,
+        requests=requests,
+        limits=limits,
+        bound_at_s=bound_at_s if bound_at_s is not None else 0.0,
+        finished=bool(status and status.phase in _FINISHED_PHASES),
     )

@@ -18,6 +18,7 @@ _GO_DURATION_UNITS_S = {
 }
 _GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
+
 def parse_duration_s(text: str) -> float:
     """Parse a Go duration string (``3m``, ``1h30m``, ``90s``) into seconds."""
     raw = text.strip()

@@ -1,5 +1,6 @@
-"""A pod as loadaware reads it: the pure view the pod caches in ``app/kube`` produce, and
-the workload a pod belongs to."""
+"""A pod as loadaware reads it: the pure views the pod caches in ``app/kube`` produce
+(``PodInfo`` for the descheduler, ``ScheduledPod`` for the extender's estimate,
+``PodPlacement`` for the annotator's bindings), and the workload a pod belongs to."""
 
 from __future__ import annotations
 
@@ -72,6 +73,26 @@ class PodInfo:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledPod:
+    """What the extender's estimate reads of a pod, and when it was placed."""
+
+    uid: str
+    node: str | None  # None until bound
+    requests: Resources
+    limits: Resources
+    bound_at_s: float  # PodScheduled's transition time, else creation time
+    finished: bool  # Succeeded or Failed: no longer uses anything
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlacement:
+    """The little of a pod that binding detection needs."""
+
+    uid: str
+    node_name: str | None
 
 
 def workload_of(pod: PodInfo) -> str | None:

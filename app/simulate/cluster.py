@@ -106,7 +106,10 @@ class SimulatedCluster:
         self.node_of = np.full(slots, -1, dtype=np.int64)  # -1: pending or not created
         self.created_at_s = self.usage.created_at_s.copy()  # recreation moves it
         self.bound_at_s = np.full(slots, math.nan)
-        self.shapes = [PodShape(w.requests.cpu, w.requests.memory) for w in scenario.workloads]
+        self.shapes = [
+            PodShape(requests.cpu_cores, requests.memory_bytes)
+            for requests, _ in (w.pod_requests_and_limits for w in scenario.workloads)
+        ]
         self.pipeline = MetricsPipeline(
             self.policy,
             nodes,

@@ -86,8 +86,8 @@ class PlannerRebalancer:
         # The rate window's real usage per slot (cores, bytes), one entry per step.
         self._usage_by_step: dict[int, tuple[FloatArray, FloatArray]] = {}
         workloads = cluster.scenario.workloads
-        self._requests = [Resources(w.requests.cpu, w.requests.memory) for w in workloads]
-        self._limits = [Resources(w.limits.cpu, w.limits.memory) for w in workloads]
+        self._requests = [w.pod_requests_and_limits[0] for w in workloads]
+        self._limits = [w.pod_requests_and_limits[1] for w in workloads]
 
     # -- the round -------------------------------------------------------------------
     def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]:

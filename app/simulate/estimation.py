@@ -30,8 +30,8 @@ class BurstEstimate:
     def __init__(self, cluster: SimulatedCluster) -> None:
         self._cluster = cluster
         workloads = cluster.scenario.workloads
-        self._requests = [Resources(w.requests.cpu, w.requests.memory) for w in workloads]
-        self._limits = [Resources(w.limits.cpu, w.limits.memory) for w in workloads]
+        self._requests = [w.pod_requests_and_limits[0] for w in workloads]
+        self._limits = [w.pod_requests_and_limits[1] for w in workloads]
         self._max_age_s = cluster.policy.spec.estimation.max_age_s
         self._recent: dict[int, list[tuple[int, float]]] = {}  # node -> (slot, bound at)
         self._expiries: list[tuple[float, int]] = []  # (bound at + maxAge, node), a heap

@@ -18,7 +18,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from app.documents import parse_yaml, read_file, validate
-from app.objects.resources import parse_quantity
+from app.objects.demand import Demand, effective_demand, requests_and_limits
+from app.objects.resources import Resources, parse_quantity
 from app.policy import DurationS, Policy, PolicyError, default_policy, policy_from_mapping
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
 
@@ -151,11 +152,21 @@ class DisruptionBudget(_Strict):
         return self
 
 
+class InitContainer(_Strict):
+    """An init container; ``restartPolicy: Always`` makes it a sidecar."""
+
+    requests: Amounts = Amounts()
+    limits: Amounts = Amounts()
+    restart_policy: Literal["Always"] | None = Field(None, alias="restartPolicy")
+
+
 class Workload(_Strict):
     name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     replicas: int = Field(ge=0)
-    requests: Amounts = Amounts()
+    requests: Amounts = Amounts()  # the app containers', summed
     limits: Amounts = Amounts()
+    init_containers: tuple[InitContainer, ...] = Field((), alias="initContainers")
+    overhead: Amounts = Amounts()
     usage: Usage
     arrival: Arrival = Field(default_factory=lambda: Arrival.model_validate({}))
     scale_ups: tuple[ScaleUp, ...] = Field((), alias="scaleUps")
@@ -165,6 +176,25 @@ class Workload(_Strict):
     @property
     def max_replicas(self) -> int:
         return max([self.replicas, *(scale.replicas for scale in self.scale_ups)])
+
+    @property
+    def pod_requests_and_limits(self) -> tuple[Resources, Resources]:
+        """Each pod's effective requests and limits, as Kubernetes counts them
+        (``app.objects.demand``: sidecars, init containers and overhead)."""
+        return requests_and_limits(
+            effective_demand(
+                (_demand(self.requests, self.limits),),
+                [
+                    (_demand(c.requests, c.limits), c.restart_policy == "Always")
+                    for c in self.init_containers
+                ],
+                (self.overhead.cpu, self.overhead.memory),
+            )
+        )
+
+
+def _demand(requests: Amounts, limits: Amounts) -> Demand:
+    return (requests.cpu, requests.memory, limits.cpu, limits.memory)
 
 
 class MetricsPipeline(_Strict):

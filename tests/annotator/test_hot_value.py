@@ -7,10 +7,11 @@ import asyncio
 import pytest
 from lightkube import AsyncClient
 
-from app.annotator.bindings import BindingObserver, BindingWindows, PodPlacement
+from app.annotator.bindings import BindingObserver, BindingWindows
 from app.annotator.hotvalue import HotValueLedger, WrittenHotValue, needs_write
 from app.annotator.runtime import Annotator
 from app.load.samples import HOT_VALUE_KEY, format_hot_value
+from app.objects.pods import PodPlacement
 from app.policy import HOT_VALUE_VALID_S, HotValuePolicy
 from tests.annotator.helpers import annotator, eventually, hot_value, policy, running
 from tests.annotator.promproxy import PromProxy

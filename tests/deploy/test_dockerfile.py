@@ -190,7 +190,7 @@ def test_the_build_stage_install_commands_give_a_working_loadaware_with_the_nati
             str(venv / "bin" / "python"),
             "-I",
             "-c",
-            "import app, app.extender.index as i, app.extender.estimates as e; "
+            "import app, app.extender.index as i, app.extender.request_pod as e; "
             "print(app.__file__, i.implementation_of(i.new_verdict_index()), "
             "e.native_pod_demand is not None)",
         ],

@@ -22,12 +22,12 @@ import httpx
 import pytest
 from lightkube import AsyncClient
 
-from app.extender.estimates import ScheduledPod, scheduled_pod
 from app.extender.http import ExtenderApp
 from app.extender.service import Extender
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache
-from app.kube.pods import PodCache
+from app.kube.pods import PodCache, scheduled_pod
+from app.objects.pods import ScheduledPod
 from app.objects.resources import Resources
 from app.policy import DEFAULT_POLICY_YAML, Policy, policy_from_yaml
 from tests.extender.nodes import usage_annotations

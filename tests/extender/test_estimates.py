@@ -13,14 +13,15 @@ from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 from prometheus_client import CollectorRegistry
 
-from app.extender.estimates import ScheduledPod, demand_of_request_pod, scheduled_pod
 from app.extender.http import ExtenderApp
+from app.extender.request_pod import demand_of_request_pod
 from app.extender.service import Extender
 from app.extender.verbs import Outcome, parse_args
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache, NodeInfo
-from app.kube.pods import PodCache
+from app.kube.pods import PodCache, scheduled_pod
 from app.load.samples import format_usage
+from app.objects.pods import ScheduledPod
 from app.objects.resources import Resources
 from app.policy import DEFAULT_POLICY_YAML, default_policy, policy_from_yaml
 from tests.extender.test_node_cache_mode import wait_for

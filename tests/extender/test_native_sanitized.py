@@ -40,7 +40,7 @@ HELPERS = {
     "_verdict_index": ("test_index.py", "app.extender.index.NativeVerdictIndex", "VerdictIndex"),
     "_pod_demand": (
         "test_pod_demand.py",
-        "app.extender.estimates.native_pod_demand",
+        "app.extender.request_pod.native_pod_demand",
         "pod_demand",
     ),
 }

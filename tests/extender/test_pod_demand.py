@@ -8,18 +8,23 @@ from typing import Any, cast
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lightkube.resources.core_v1 import Pod
 
-from app.extender import estimates
-from app.extender.estimates import Demand, demand_of_request_pod, request_pod_demand
+from app.extender import request_pod
+from app.extender.request_pod import demand_of_request_pod, request_pod_demand
+from app.kube.pods import pod_info, scheduled_pod
+from app.objects.demand import Demand, container_demand
+from app.objects.resources import parse_quantity
+from app.simulate.scenario import Workload
 
 GiB = 2.0**30
 
 
 def native() -> Callable[[dict[str, Any]], Demand]:
-    reader = estimates.native_pod_demand
+    reader = request_pod.native_pod_demand
     if reader is None:
         pytest.fail("the native pod demand reader was not built; run scripts/setup --for-tests")
-    return lambda pod: reader(pod, estimates._cached_quantity)
+    return lambda pod: reader(pod, request_pod._cached_quantity)
 
 
 @pytest.fixture(params=["python", "native"])
@@ -28,7 +33,7 @@ def read(request: pytest.FixtureRequest) -> Callable[[dict[str, Any]], Demand]:
 
 
 def test_the_native_reader_is_built_and_is_what_the_extender_calls() -> None:
-    assert estimates.native_pod_demand is not None, "app/extender/_pod_demand.c was not compiled"
+    assert request_pod.native_pod_demand is not None, "app/extender/_pod_demand.c was not compiled"
     assert request_pod_demand is not demand_of_request_pod
 
 
@@ -62,6 +67,13 @@ def init(cpu: str, memory: str = "0") -> dict[str, Any]:
     return {"name": "init", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
 
 
+def app_container(cpu: str, memory: str, limits: tuple[str, str] | None = None) -> dict[str, Any]:
+    resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": memory}}
+    if limits is not None:
+        resources["limits"] = {"cpu": limits[0], "memory": limits[1]}
+    return {"name": "app", "resources": resources}
+
+
 @pytest.mark.parametrize(
     ("init_containers", "cpu", "memory"),
     [
@@ -90,14 +102,90 @@ def test_sidecars_count_as_kubernetes_counts_them(
         }
     }
     assert read(pod)[:2] == (cpu, memory)
-    # The descheduler's reading of the same pod (app/kube/pods.py) agrees.
-    from lightkube.models.core_v1 import PodSpec
 
-    from app.kube.pods import _effective
 
-    spec = cast(PodSpec, PodSpec.from_dict(pod["spec"]))
-    effective = _effective(list(spec.containers), list(spec.initContainers or []), "requests")
-    assert (effective.cpu_cores, effective.memory_bytes) == (cpu, memory)
+def lightkube_pod(spec: dict[str, Any]) -> Pod:
+    return cast(
+        Pod,
+        Pod.from_dict(
+            {"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": spec}
+        ),
+    )
+
+
+def scenario_workload(spec: dict[str, Any]) -> Workload:
+    """The same pod as a simulator workload: the app containers' amounts summed."""
+    requests = {"cpu": 0.0, "memory": 0.0}
+    limits = {"cpu": 0.0, "memory": 0.0}
+    for container in spec["containers"]:
+        for amounts, key in ((requests, "requests"), (limits, "limits")):
+            for resource, value in container["resources"].get(key, {}).items():
+                amounts[resource] += parse_quantity(value)
+    return Workload.model_validate(
+        {
+            "name": "w",
+            "replicas": 1,
+            "requests": requests,
+            "limits": limits,
+            "usage": {"profile": "constant", "cpu": "0", "memory": "0"},
+            "initContainers": [
+                {k: v for k, v in c.items() if k == "restartPolicy"} | c.get("resources", {})
+                for c in spec.get("initContainers", [])
+            ],
+            "overhead": spec.get("overhead", {}),
+        }
+    )
+
+
+# Every reader of a pod's demand, over one table: the extender's request readers
+# (Python and native), the pod cache's two views (the extender's estimate and the
+# descheduler's rules) and the simulator's workloads.
+DEMAND_CASES = [
+    pytest.param(
+        {
+            "containers": [app_container("1", "2Gi", limits=("2", "4Gi"))],
+            "initContainers": [sidecar("500m", "1Gi")],
+        },
+        (1.5, 3 * GiB, 2.0, 4 * GiB),
+        id="sidecar-beside-the-app",
+    ),
+    pytest.param(
+        {
+            "containers": [app_container("1", "2Gi")],
+            "initContainers": [init("4", "8Gi"), sidecar("500m")],
+        },
+        (4.0, 8 * GiB, 0.0, 0.0),
+        id="init-container-larger-than-the-app",
+    ),
+    pytest.param(
+        {
+            "containers": [app_container("1", "2Gi", limits=("1", "2Gi"))],
+            "initContainers": [sidecar("250m"), init("2", "1Gi")],
+            "overhead": {"cpu": "100m", "memory": "64Mi"},
+        },
+        (2.35, 2 * GiB + 64 * 2**20, 1.1, 2 * GiB + 64 * 2**20),
+        id="overhead-on-top-of-both-phases",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "expected"), DEMAND_CASES)
+def test_every_reader_of_a_pod_gets_the_same_demand(
+    spec: dict[str, Any], expected: tuple[float, float, float, float]
+) -> None:
+    readers: dict[str, Demand] = {
+        "request (python)": demand_of_request_pod({"spec": spec}),
+        "request (native)": native()({"spec": spec}),
+    }
+    pod = lightkube_pod(spec)
+    estimate = scheduled_pod(pod)
+    readers["extender pod cache"] = container_demand(estimate.requests, estimate.limits)
+    info = pod_info(pod)
+    readers["descheduler pod cache"] = container_demand(info.requests, info.limits)
+    requests, limits = scenario_workload(spec).pod_requests_and_limits
+    readers["simulator"] = container_demand(requests, limits)
+    for reader, demand in readers.items():
+        assert demand == pytest.approx(expected), reader
 
 
 @pytest.mark.parametrize(

@@ -16,13 +16,13 @@ import httpx
 import pytest
 
 from app.extender import service, verbs
-from app.extender.estimates import ScheduledPod, scheduled_pod
 from app.extender.http import ExtenderApp
 from app.extender.service import Extender
 from app.extender.verbs import RequestNodes
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache
-from app.kube.pods import PodCache
+from app.kube.pods import PodCache, scheduled_pod
+from app.objects.pods import ScheduledPod
 from app.policy import default_policy
 from tests.extender.nodes import cool, hot_cpu, usage_annotations
 from tests.extender.test_node_cache_mode import wait_for

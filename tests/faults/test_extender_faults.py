@@ -11,12 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
-from app.extender.estimates import scheduled_pod
 from app.extender.http import ExtenderApp
 from app.extender.service import Extender
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache
-from app.kube.pods import PodCache
+from app.kube.pods import PodCache, scheduled_pod
 from app.load.model import MAX_FUTURE_SKEW_S
 from app.load.samples import format_usage
 from app.policy import default_policy

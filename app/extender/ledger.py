@@ -18,247 +18,25 @@ The Ledger keeps, per node, only the pods bound within ``maxAge`` and the live
 reservations, so a node's addition is recomputed from a handful of entries when that
 node changes, never by scanning pods on a request. The pod cache keeps a small
 ``ScheduledPod`` per pod (what the estimate reads), so 100,000 pods stay cheap.
+
+A pod's demand comes from ``app.extender.request_pod`` (a request's Pod JSON) or the
+pod cache (``app.kube.pods.scheduled_pod``), both by ``app.objects.demand``.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import sys
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
 
 from app.load.estimate import counts, estimate_pod_usage, unsampled_fractions
-from app.objects.resources import CPU, MEMORY, ZERO, Resources, parse_quantity
+from app.objects.demand import Demand, requests_and_limits
+from app.objects.pods import ScheduledPod
+from app.objects.resources import CPU, MEMORY, ZERO, Resources
 from app.policy import Policy
 
-try:
-    from app.extender._pod_demand import pod_demand as _native_pod_demand
-except ImportError:  # built without a C compiler: the pure-Python twin below answers
-    _native_pod_demand = None  # type: ignore[assignment]
-
 DEFAULT_RESERVATION_TTL_S = 15.0
-_FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduledPod:
-    """The pod cache's view of a pod: enough to estimate it and to place it in time."""
-
-    uid: str
-    node: str | None  # None until bound
-    requests: Resources
-    limits: Resources
-    bound_at_s: float  # PodScheduled's transition time, else creation time
-    finished: bool  # Succeeded or Failed: no longer uses anything
-
-
-Demand = tuple[float, float, float, float]
-"""A pod's (cpu request, memory request, cpu limit, memory limit) in cores and bytes:
-plain floats, which hash and compare in C, so a reservation looks its estimate up by it."""
-
-NO_DEMAND: Demand = (0.0, 0.0, 0.0, 0.0)
-
-native_pod_demand: Callable[[dict[str, Any], Callable[[Any], float]], Demand] | None = (
-    _native_pod_demand
-)
-"""The native reader (app/extender/_pod_demand.c); None where it was not built."""
-
-
-def pod_demand(
-    containers: Iterable[Mapping[str, Any] | None],
-    init_containers: Iterable[tuple[Mapping[str, Any] | None, bool]],
-    overhead: Mapping[str, Any] | None,
-) -> Demand:
-    """A pod's effective requests and limits, as kube-scheduler sums them: the larger of
-    the running phase (the app containers plus every sidecar, an init container with
-    ``restartPolicy: Always``) and the init phase (each regular init container plus the
-    sidecars listed before it; each sidecar with those before it), plus the overhead.
-
-    Each container is given as its ``resources`` mapping (``requests``, ``limits``); each
-    init container as that mapping and whether it is a sidecar. Raises ValueError for
-    an unreadable quantity.
-    """
-    # Four plain locals, not a list and a loop over it: a reservation parses its pod
-    # on the extender's only thread, before the next call can be read.
-    cpu_request = memory_request = cpu_limit = memory_limit = 0.0
-    for resources in containers:
-        if resources:
-            (cpu_r, memory_r), (cpu_l, memory_l) = _amounts(resources)
-            cpu_request += cpu_r
-            memory_request += memory_r
-            cpu_limit += cpu_l
-            memory_limit += memory_l
-    side = peak = NO_DEMAND  # the sidecars started so far; the init phase's highest
-    for resources, sidecar in init_containers:
-        (cpu_r, memory_r), (cpu_l, memory_l) = (
-            _amounts(resources) if resources else ((0.0, 0.0), (0.0, 0.0))
-        )
-        if sidecar:  # runs from here on, beside the app containers too
-            side = (side[0] + cpu_r, side[1] + memory_r, side[2] + cpu_l, side[3] + memory_l)
-            cpu_request += cpu_r
-            memory_request += memory_r
-            cpu_limit += cpu_l
-            memory_limit += memory_l
-            phase = side
-        else:
-            phase = (cpu_r + side[0], memory_r + side[1], cpu_l + side[2], memory_l + side[3])
-        peak = (
-            max(peak[0], phase[0]),
-            max(peak[1], phase[1]),
-            max(peak[2], phase[2]),
-            max(peak[3], phase[3]),
-        )
-    cpu_request = max(cpu_request, peak[0])
-    memory_request = max(memory_request, peak[1])
-    cpu_limit = max(cpu_limit, peak[2])
-    memory_limit = max(memory_limit, peak[3])
-    cpu_extra, memory_extra = _pair(overhead)
-    return (
-        cpu_request + cpu_extra,
-        memory_request + memory_extra,
-        cpu_limit + cpu_extra,
-        memory_limit + memory_extra,
-    )
-
-
-def demand_of(pod: ScheduledPod) -> Demand:
-    """The demand of a pod the pod cache holds (the API server's view of it)."""
-    requests, limits = pod.requests, pod.limits
-    return (requests.cpu_cores, requests.memory_bytes, limits.cpu_cores, limits.memory_bytes)
-
-
-def requests_and_limits(demand: Demand) -> tuple[Resources, Resources]:
-    cpu_request, memory_request, cpu_limit, memory_limit = demand
-    return Resources(cpu_request, memory_request), Resources(cpu_limit, memory_limit)
-
-
-# Each reservation parses its pod's quantities after the answer is sent, but on the
-# extender's only thread: the same few strings ("100m", "128Mi") are parsed once.
-_cached_quantity = functools.lru_cache(maxsize=4096)(parse_quantity)
-
-
-def _quantity(value: Any) -> float:
-    try:
-        return _cached_quantity(value)
-    except TypeError:  # unhashable: a list or a map where a quantity belongs
-        raise ValueError(f"not a quantity: {value!r}") from None
-
-
-_NONE = (0.0, 0.0)
-
-
-def _pair(amounts: Any) -> tuple[float, float]:
-    if not amounts:
-        return _NONE
-    # dict, not the Mapping ABC: both sources (JSON, lightkube) give dicts, and an ABC
-    # check costs several times more.
-    if not isinstance(amounts, dict):
-        raise ValueError(f"not a map of quantities: {amounts!r}")
-    cpu, memory = amounts.get(CPU), amounts.get(MEMORY)
-    return (
-        0.0 if cpu is None else _quantity(cpu),
-        0.0 if memory is None else _quantity(memory),
-    )
-
-
-def _amounts(resources: Mapping[str, Any]) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(cpu, memory) requested and (cpu, memory) limited by one container's resources."""
-    if not isinstance(resources, dict):
-        raise ValueError(f"container resources are not a map: {resources!r}")
-    return _pair(resources.get("requests")), _pair(resources.get("limits"))
-
-
-def demand_of_request_pod(pod: Mapping[str, Any]) -> Demand:
-    """The demand of the Pod JSON in a kube-scheduler request (ValueError if unreadable).
-
-    The reference for ``request_pod_demand``, which the extender calls: the same answers
-    and errors, from native code when it was built."""
-    spec = pod.get("spec")
-    if not isinstance(spec, dict):
-        return NO_DEMAND
-    overhead = spec.get("overhead")
-    return pod_demand(
-        _request_resources(spec, "containers"),
-        _request_init_containers(spec),
-        overhead if isinstance(overhead, dict) else None,
-    )
-
-
-def _native_request_pod_demand(pod: dict[str, Any]) -> Demand:
-    assert native_pod_demand is not None
-    return native_pod_demand(pod, _cached_quantity)
-
-
-request_pod_demand: Callable[[dict[str, Any]], Demand] = (
-    demand_of_request_pod if native_pod_demand is None else _native_request_pod_demand
-)
-"""demand_of_request_pod for a request's Pod (a dict), natively where it was built: a
-reservation reads its pod after every answer in a burst, on the extender's only thread."""
-
-
-def _request_resources(spec: dict[str, Any], key: str) -> list[Mapping[str, Any] | None]:
-    items = spec.get(key)
-    if not items:
-        return []
-    if not isinstance(items, list):
-        raise ValueError(f"spec.{key} is not a list")
-    return [c.get("resources") if isinstance(c, dict) else None for c in items]
-
-
-def _request_init_containers(spec: dict[str, Any]) -> list[tuple[Mapping[str, Any] | None, bool]]:
-    items = spec.get("initContainers")
-    if not items:
-        return []
-    if not isinstance(items, list):
-        raise ValueError("spec.initContainers is not a list")
-    return [
-        (c.get("resources"), c.get("restartPolicy") == "Always")
-        if isinstance(c, dict)
-        else (None, False)
-        for c in items
-    ]
-
-
-def _resources(container: Any) -> Mapping[str, Any] | None:
-    resources = container.resources
-    if resources is None:
-        return None
-    return {"requests": resources.requests, "limits": resources.limits}
-
-
-def _time_s(value: Any) -> float | None:
-    if isinstance(value, datetime):
-        return value.timestamp()
-    return None
-
-
-def scheduled_pod(pod: Any) -> ScheduledPod:
-    """The pod cache transform (a lightkube Pod in, a ScheduledPod out)."""
-    metadata, spec, status = pod.metadata, pod.spec, pod.status
-    requests, limits = requests_and_limits(
-        pod_demand(
-            map(_resources, spec.containers or []),
-            [(_resources(c), c.restartPolicy == "Always") for c in spec.initContainers or []],
-            spec.overhead,
-        )
-    )
-    bound_at_s = _time_s(metadata.creationTimestamp)
-    for condition in (status.conditions if status else None) or []:
-        if condition.type == "PodScheduled" and condition.status == "True":
-            bound_at_s = _time_s(condition.lastTransitionTime) or bound_at_s
-    node = spec.nodeName
-    return ScheduledPod(
-        uid=metadata.uid or "",
-        node=sys.intern(node) if node else None,
-        requests=requests,
-        limits=limits,
-        bound_at_s=bound_at_s if bound_at_s is not None else 0.0,
-        finished=bool(status and status.phase in _FINISHED_PHASES),
-    )
 
 
 @dataclass(frozen=True, slots=True)
