@@ -133,3 +133,17 @@ def test_default_policy_matches_crane_defaults() -> None:
     weights = {p.name: p.weight for p in policy.spec.priority}
     assert weights["cpu_usage_max_avg_1d"] == 0.5
     assert policy.freshness_window_s("mem_usage_max_avg_1h") == 20 * 60
+
+
+def test_the_load_models_lookups_are_cached_on_each_policy_and_never_shared() -> None:
+    first = default_policy()
+    assert first.limits is first.limits  # computed once per policy
+    assert first.priority_ceilings is first.priority_ceilings
+    assert dict(first.limits)["cpu_usage_avg_5m"] == 0.65
+    # A priority without a predicate is scored at 1.0 when its data is missing.
+    assert ("cpu_usage_max_avg_1d", 0.5, 1.0) in first.priority_ceilings
+    stricter = DEFAULT_POLICY_YAML.replace("maxLimitPecent: 0.65", "maxLimitPecent: 0.5")
+    reloaded = policy_from_yaml(stricter)
+    assert dict(reloaded.limits)["cpu_usage_avg_5m"] == 0.5
+    assert dict(first.limits)["cpu_usage_avg_5m"] == 0.65  # the old policy is untouched
+    assert reloaded.metric_resources["mem_usage_avg_5m"] == "memory"

@@ -40,6 +40,8 @@ MAX_CRANE_SCORE = 100
 MAX_EXTENDER_SCORE = 10
 # crane subtracts int(hot value * 10) from the 0..100 score.
 HOT_VALUE_PENALTY_PER_UNIT = 10
+# One point of the extender's 0..10 is this many of crane's 0..100.
+_CRANE_POINTS_PER_EXTENDER_POINT = MAX_CRANE_SCORE // MAX_EXTENDER_SCORE
 
 
 class Freshness(StrEnum):
@@ -112,39 +114,6 @@ _parse_usage_cached = functools.lru_cache(maxsize=1 << 16)(parse_usage)
 _parse_hot_value_cached = functools.lru_cache(maxsize=1 << 12)(parse_hot_value)
 
 
-@dataclass(frozen=True, slots=True)
-class _Lookups:
-    """What ``measure`` and ``assess`` look up per metric, computed once per policy."""
-
-    metrics: tuple[tuple[str, float | None], ...]  # (metric, freshness window)
-    resources: Mapping[str, str]  # metric → the resource it measures
-    limits: tuple[tuple[str, float], ...]  # predicates with a limit, in policy order
-    priorities: tuple[tuple[str, float, float], ...]  # (metric, weight, assumed usage)
-
-
-# Keyed by id(policy); the entry holds the policy, so the id cannot be reused while cached.
-_lookups_by_policy: dict[int, tuple[Policy, _Lookups]] = {}
-_MAX_POLICIES = 64
-
-
-def _lookups(policy: Policy) -> _Lookups:
-    entry = _lookups_by_policy.get(id(policy))
-    if entry is not None and entry[0] is policy:
-        return entry[1]
-    found = _Lookups(
-        tuple((m, policy.freshness_window_s(m)) for m in policy.metrics),
-        {m: r for m in policy.metrics if (r := policy.resource_of(m)) is not None},
-        tuple((p.name, p.max_limit_fraction) for p in policy.spec.predicate
-              if p.max_limit_fraction > 0),
-        tuple((p.name, p.weight, assumed_usage_fraction(policy, p.name))
-              for p in policy.spec.priority),
-    )
-    if len(_lookups_by_policy) >= _MAX_POLICIES:
-        _lookups_by_policy.clear()
-    _lookups_by_policy[id(policy)] = (policy, found)
-    return found
-
-
 def read_metric(
     annotations: Mapping[str, str], metric: str, window_s: float | None, now_s: float
 ) -> tuple[MetricReading, float]:
@@ -184,16 +153,14 @@ def read_hot_value(annotations: Mapping[str, str], now_s: float) -> tuple[int, b
 
 
 def assumed_usage_fraction(policy: Policy, metric: str) -> float:
-    """The usage that scoring assumes for a metric without fresh data (see module doc)."""
-    for predicate in policy.spec.predicate:
-        if predicate.name == metric and predicate.max_limit_fraction > 0:
-            return predicate.max_limit_fraction
-    return 1.0
+    """The usage that scoring assumes for a metric without fresh data (see module doc):
+    its filter limit, or fully used where it has none."""
+    return dict(policy.limits).get(metric, 1.0)
 
 
 def find_overloads(readings: Mapping[str, MetricReading], policy: Policy) -> tuple[Overload, ...]:
     overloads = []
-    for metric, limit in _lookups(policy).limits:
+    for metric, limit in policy.limits:
         reading = readings.get(metric)
         if reading is None or reading.freshness is not Freshness.FRESH:
             continue
@@ -214,7 +181,8 @@ def load_score(readings: Mapping[str, MetricReading], policy: Policy) -> int:
 def _weighted_free(readings: Mapping[str, MetricReading], policy: Policy) -> tuple[float, float]:
     weighted_free = 0.0
     total_weight = 0.0
-    for metric, weight, assumed in _lookups(policy).priorities:
+    # Without fresh data a metric is assumed at its ceiling (module doc).
+    for metric, weight, assumed in policy.priority_ceilings:
         reading = readings.get(metric)
         if (
             reading is not None
@@ -237,7 +205,8 @@ def apply_hot_value(score: int, hot_value: int) -> int:
 def to_extender_score(score: int) -> int:
     """Map crane's 0..100 onto kube-scheduler's extender range 0..10, rounding half up."""
     bounded = max(0, min(MAX_CRANE_SCORE, score))
-    return (bounded + 5) // 10
+    step = _CRANE_POINTS_PER_EXTENDER_POINT
+    return (bounded + step // 2) // step
 
 
 def with_unsampled(reading: MetricReading, unsampled_fraction: float) -> MetricReading:
@@ -280,17 +249,20 @@ class Measurement:
 
 
 def measure(annotations: Mapping[str, str], policy: Policy, now_s: float) -> Measurement:
-    lookups = _lookups(policy)
     readings: dict[str, MetricReading] = {}
     changes_at_s = math.inf
-    for metric, window_s in lookups.metrics:
+    for metric, window_s in policy.metric_windows:
         reading, reading_changes_at_s = read_metric(annotations, metric, window_s, now_s)
         readings[metric] = reading
         if reading_changes_at_s < changes_at_s:
             changes_at_s = reading_changes_at_s
     hot_value, hot_fresh, hot_changes_at_s = read_hot_value(annotations, now_s)
     return Measurement(
-        readings, lookups.resources, hot_value, hot_fresh, min(changes_at_s, hot_changes_at_s)
+        readings,
+        policy.metric_resources,
+        hot_value,
+        hot_fresh,
+        min(changes_at_s, hot_changes_at_s),
     )
 
 
@@ -332,7 +304,10 @@ def headroom(load: NodeLoad, measurement: Measurement, policy: Policy) -> dict[s
     readings = {reading.metric: reading for reading in load.readings}
     weighted_free, total_weight = _weighted_free(readings, policy)
     # The lowest load score that still maps to the same extender score, hot value included.
-    lowest_score = MAX_EXTENDER_SCORE * load.extender_score - 5 + load.hot_value * 10
+    step = _CRANE_POINTS_PER_EXTENDER_POINT
+    lowest_score = (
+        step * load.extender_score - step // 2 + load.hot_value * HOT_VALUE_PENALTY_PER_UNIT
+    )
     rooms: dict[str, float] = {}
     for resource in set(measurement.resources.values()):
         room = math.inf

@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any
 
 from pydantic import (
@@ -221,9 +223,11 @@ class DynamicSchedulerPolicy(BaseModel):
         return self
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # no slots: the lookups below are cached on the instance
 class Policy:
-    """The policy in the form the load model uses: lookups precomputed, warnings collected."""
+    """The policy in the form the load model uses: lookups computed once per policy
+    (cached properties: a reload makes a new Policy, so nothing can go stale),
+    warnings collected."""
 
     spec: PolicySpec
     source: str
@@ -245,6 +249,32 @@ class Policy:
     def resource_of(self, metric: str) -> str | None:
         """The resource a metric measures: "cpu" for ``cpu_*``, "memory" for ``mem_*``."""
         return resource_of_metric(metric)
+
+    @cached_property
+    def metric_windows(self) -> tuple[tuple[str, float | None], ...]:
+        """Every metric with its freshness window (None: not synced), in policy order."""
+        return tuple((metric, self.freshness_window_s(metric)) for metric in self.metrics)
+
+    @cached_property
+    def metric_resources(self) -> Mapping[str, str]:
+        """Metric → the resource it measures, for the metrics that measure one."""
+        return MappingProxyType(
+            {m: r for m in self.metrics if (r := self.resource_of(m)) is not None}
+        )
+
+    @cached_property
+    def limits(self) -> tuple[tuple[str, float], ...]:
+        """(metric, maxLimitPercent) of the predicates that set a limit, in policy order."""
+        return tuple(
+            (p.name, p.max_limit_fraction) for p in self.spec.predicate if p.max_limit_fraction > 0
+        )
+
+    @cached_property
+    def priority_ceilings(self) -> tuple[tuple[str, float, float], ...]:
+        """(metric, weight, ceiling) of each priority, in policy order: the ceiling is the
+        metric's filter limit, or 1.0 (fully used) where no predicate limits it."""
+        limits = dict(self.limits)
+        return tuple((p.name, p.weight, limits.get(p.name, 1.0)) for p in self.spec.priority)
 
 
 def resource_of_metric(metric: str) -> str | None:
