@@ -14,11 +14,11 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 
+from app import policy_check
 from app.annotator import main as annotator_main
 from app.descheduler import main as descheduler_main
 from app.extender import main as extender_main
 from app.flags import EXIT_OK, EXIT_USAGE, UsageError, add_flag, log_level
-from app.policy import check as policy_check
 from app.simulate import main as simulate_main
 
 Command = Callable[[argparse.Namespace], int]

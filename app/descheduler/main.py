@@ -9,9 +9,11 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
+from app.documents import read_file
 from app.filewatch import FileWatcher
 from app.flags import EXIT_FAILED, EXIT_OK, add_flag, duration, port_or_off, usage_error
 from app.kube.client import KubeConfigError, make_client
@@ -26,7 +28,7 @@ from app.policy import Policy, PolicyError, default_policy
 from app.policy.watch import PolicyWatcher
 from app.prom.client import PrometheusSettings, PrometheusSource
 from app.prom.flags import add_prometheus_flags, prometheus_settings_from_args
-from app.rebalance.config import ConfigError, DeschedulerConfig, load_config
+from app.rebalance.config import ConfigError, DeschedulerConfig, config_from_yaml
 from app.rebalance.plan import render_plan
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,11 @@ class Reloads:
     def policy_result(self, result: str) -> None:
         if self.descheduler is not None:
             self.descheduler.telemetry.policy_reloads.labels(result).inc()
+
+
+def load_config(path: Path) -> DeschedulerConfig:
+    """Read and validate the configuration file (the planner itself does no I/O)."""
+    return config_from_yaml(*read_file(path, "configuration", ConfigError))
 
 
 def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:

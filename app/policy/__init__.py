@@ -1,5 +1,5 @@
-"""The scheduling policy: schema and loader (``schema``), reload on change (``watch``),
-and ``loadaware policy check`` (``check``).
+"""The scheduling policy: schema and loader (``schema``) and reload on change (``watch``).
+``loadaware policy check`` is a command, not part of the policy: ``app/policy_check.py``.
 
 The schema's names are re-exported here, so callers write ``from app.policy import Policy``.
 """

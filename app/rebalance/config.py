@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from functools import cached_property
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -22,7 +21,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from app.documents import parse_yaml, read_file, validate
+from app.documents import parse_yaml, validate
 from app.policy import DurationS
 from app.policy.schema import resource_of_metric
 
@@ -323,8 +322,3 @@ def config_from_mapping(document: Any, source: str = "<memory>") -> DeschedulerC
 def config_from_yaml(text: str, source: str = "<memory>") -> DeschedulerConfig:
     """Validate a YAML document; raise ConfigError naming each bad field."""
     return config_from_mapping(parse_yaml(text, source, ConfigError), source)
-
-
-def load_config(path: str | Path) -> DeschedulerConfig:
-    """Read and validate a configuration file."""
-    return config_from_yaml(*read_file(path, "configuration", ConfigError))

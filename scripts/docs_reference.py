@@ -1,9 +1,12 @@
+#!/usr/bin/env python3
 """Generate docs/reference.md from the code: every subcommand's flags and environment
 variables (from the argparse parsers), every policy field and every descheduler
 configuration field (from the pydantic models and their descriptions).
 
-    python -m app.docs_reference            # rewrite docs/reference.md
-    python -m app.docs_reference --check    # exit 1 if docs/reference.md is out of date
+    .venv/bin/python scripts/docs_reference.py            # rewrite docs/reference.md
+    .venv/bin/python scripts/docs_reference.py --check    # exit 1 if it is out of date
+
+A maintainer's script, not a command of loadaware: it is not installed with the package.
 
 New subcommands and flags appear by themselves; tests/deploy/test_docs.py fails when
 the committed file differs from what this prints.
@@ -23,19 +26,23 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 
-from app.cli import build_parser
-from app.extender.index import IMPLEMENTATION_ENV
-from app.flags import ENV_PREFIX
-from app.objects.durations import format_duration
-from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec
-from app.rebalance.config import DeschedulerConfig
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make the repository's `app` importable
+    sys.path.insert(0, str(ROOT))
 
-REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
+from app.cli import build_parser  # noqa: E402
+from app.extender.index import IMPLEMENTATION_ENV  # noqa: E402
+from app.flags import ENV_PREFIX  # noqa: E402
+from app.objects.durations import format_duration  # noqa: E402
+from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
+from app.rebalance.config import DeschedulerConfig  # noqa: E402
+
+REFERENCE = ROOT / "docs" / "reference.md"
 
 HEADER = """\
 # Configuration reference
 
-Generated from the code by `python -m app.docs_reference`; do not edit by hand
+Generated from the code by `scripts/docs_reference.py`; do not edit by hand
 (`tests/deploy/test_docs.py` fails when this file is out of date).
 
 Every flag `--some-flag` can also be set as the environment variable
@@ -354,13 +361,13 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.docs_reference", description=__doc__)
+    parser = argparse.ArgumentParser(prog="scripts/docs_reference.py", description=__doc__)
     parser.add_argument("--check", action="store_true", help="fail if the file is out of date")
     args = parser.parse_args(argv)
     text = render()
     if args.check:
         if not REFERENCE.is_file() or REFERENCE.read_text() != text:
-            print(f"{REFERENCE} is out of date: run python -m app.docs_reference", file=sys.stderr)
+            print(f"{REFERENCE} is out of date: run scripts/docs_reference.py", file=sys.stderr)
             return 1
         return 0
     REFERENCE.parent.mkdir(exist_ok=True)
