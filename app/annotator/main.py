@@ -12,9 +12,10 @@ from typing import Any
 
 from app.annotator.runtime import Annotator, AnnotatorConfig
 from app.annotator.sync import QueryShape
-from app.flags import EXIT_OK, add_flag, count, duration, port_or_off, positive_number, usage_error
+from app.flags import EXIT_OK, add_flag, count, duration, positive_number, usage_error
 from app.kube.client import KubeConfigError, make_client
 from app.kube.election import add_leader_election_flags, lease_settings_from_args
+from app.kube.service import add_health_flags
 from app.policy import Policy, PolicyError, default_policy
 from app.policy.watch import PolicyWatcher
 from app.prom.client import PrometheusSettings, PrometheusSource
@@ -123,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
 
     def count(result: str) -> None:
         if annotator is not None:
-            annotator.telemetry.policy_reloads.labels(result).inc()
+            annotator.telemetry.policy.reload_result(result)
 
     try:
         settings = settings_from_args(args, on_policy_change=adopt, on_policy_result=count)
@@ -220,22 +221,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
     add_leader_election_flags(parser, DEFAULT_LEASE_NAME)
 
-    serving = parser.add_argument_group("health and metrics")
-    add_flag(
-        serving,
-        "--health-host",
-        default="0.0.0.0",
-        metavar="ADDRESS",
-        help="address for the health server",
-    )
-    add_flag(
-        serving,
-        "--health-port",
-        metavar="PORT",
-        type=port_or_off,
-        default=DEFAULT_HEALTH_PORT,
-        help="port for /healthz, /readyz and /metrics; 0 disables",
-    )
+    add_health_flags(parser, DEFAULT_HEALTH_PORT)
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

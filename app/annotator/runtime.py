@@ -1,7 +1,8 @@
 """The annotator's moving parts, wired together and run.
 
 Every replica runs the node cache, the pod watch (bindings), leader election and the
-health server. Only while it leads does it run the two writing loops:
+health server (the skeleton ``app.kube.service`` shares with the descheduler). Only
+while it leads does it run the two writing loops:
 
 * the metric loop: whenever metrics fall due, one tick (``MetricSync``);
 * the hot-value loop: every ``hot_value_interval_s``, patch the nodes whose hot value
@@ -23,7 +24,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import uvicorn
 from lightkube import AsyncClient
 
 from app.annotator.bindings import BindingObserver, BindingWindows
@@ -31,11 +31,11 @@ from app.annotator.hotvalue import HotValueLedger
 from app.annotator.schedule import MetricSchedule
 from app.annotator.sync import MetricSync, QueryShape, TickReport
 from app.annotator.telemetry import AnnotatorMetrics
-from app.health import build_app, embedded_server, serve
-from app.kube.lease import LeaderElector, LeaderWork, LeaseSettings
+from app.kube.lease import LeaderElector, LeaseSettings
 from app.kube.nodes import NodeCache
 from app.kube.patching import AnnotationPatcher, PatchOutcome
 from app.kube.pods import PodCache, pod_placement
+from app.kube.service import LeaderElectedService
 from app.objects.durations import format_duration
 from app.objects.pods import PodPlacement
 from app.policy import Policy, PolicyError
@@ -45,10 +45,6 @@ from app.prom.client import InstantQuery
 log = logging.getLogger(__name__)
 
 POD_WATCH_GRACE_S = 10.0
-READINESS_NOTE = (
-    "readiness does not depend on leadership: a follower with synced node and pod "
-    "caches is a healthy standby; only the leader writes annotations"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +106,18 @@ class Annotator:
         )
         self.pod_watch.add_listener(self.observer.on_change)
         self.ledger = HotValueLedger(config.hot_value_interval_s)
-        self.elector = (
-            LeaderElector(client, config.lease, on_change=self._on_leadership)
-            if config.lease is not None
-            else None
+        self.service = LeaderElectedService(
+            "annotator",
+            client,
+            caches={"nodes": self.nodes, "pods": self.pod_watch},
+            lead=self._lead,
+            registry=self.telemetry.registry,
+            leader_metric="loadaware_annotator_is_leader",
+            lease=config.lease,
+            health_host=config.health_host,
+            health_port=config.health_port,
+            on_leadership=self._on_leadership,
+            details=self._details,
         )
         self.patcher = AnnotationPatcher(
             client,
@@ -135,20 +139,20 @@ class Annotator:
         self.schedule: MetricSchedule | None = None
         self.ticks = 0
         self.hot_value_rounds = 0  # hot-value rounds run (tests wait on it, not on time)
-        self.leader_work = LeaderWork(self._lead, name="annotator-lead")
-        self._background: list[asyncio.Task[Any]] = []
-        self.server: uvicorn.Server | None = None
         self._wake = asyncio.Event()  # a policy reload changed the schedule
         self._policy_watcher = policy_watcher
+        self.telemetry.policy.loaded(clock())
 
     # -- leadership -----------------------------------------------------------------
 
+    @property
+    def elector(self) -> LeaderElector | None:
+        return self.service.elector
+
     def may_write(self) -> bool:
-        return self.elector is None or self.elector.is_leader
+        return self.service.is_leader
 
     def _on_leadership(self, leading: bool) -> None:
-        self.telemetry.is_leader.set(1 if leading else 0)
-        self.leader_work.set_leading(leading)
         if not leading:
             self.schedule = None
 
@@ -169,6 +173,7 @@ class Annotator:
         for metric, state in self.metric_states.items():
             state.period_s = periods_s[metric]
         self.windows.set_policy(policy.spec.hot_value)
+        self.telemetry.policy.loaded(self._clock())
         if self.schedule is not None:
             changed = self.schedule.replace_periods(periods_s, time.monotonic())
             if changed:
@@ -191,32 +196,8 @@ class Annotator:
             if self.config.lease
             else "leader election off (this replica always writes)",
         )
-        try:
-            async with asyncio.TaskGroup() as group:
-                self._background = [
-                    group.create_task(self.nodes.run(), name="node-cache"),
-                    group.create_task(self.pod_watch.run(), name="pod-watch"),
-                ]
-                if self.config.health_port is not None:
-                    self._background.append(
-                        group.create_task(self._serve_health(), name="health-server")
-                    )
-                if self._policy_watcher is not None:
-                    self._background.append(
-                        group.create_task(self._policy_watcher.run(), name="policy-watch")
-                    )
-                if self.elector is not None:
-                    self._background.append(group.create_task(self.elector.run(), name="leader"))
-                else:
-                    self._on_leadership(True)
-        finally:
-            await self.leader_work.stop()
-
-    async def _serve_health(self) -> None:
-        app = build_app("loadaware annotator", self.status, self.telemetry.registry, READINESS_NOTE)
-        port = self.config.health_port or 0
-        self.server = embedded_server(app, self.config.health_host, port)
-        await serve(self.server, port)
+        watchers = (self._policy_watcher,) if self._policy_watcher is not None else ()
+        await self.service.run(watchers)
 
     async def _lead(self) -> None:
         await self.nodes.wait_synced()
@@ -317,9 +298,9 @@ class Annotator:
     # -- status ---------------------------------------------------------------------
 
     def status(self) -> Mapping[str, Any]:
-        crashed = [t.get_name() for t in self._background if t.done()]
-        if self.leader_work.ended:
-            crashed.append(self.leader_work.name)
+        return self.service.status()
+
+    def _details(self) -> Mapping[str, Any]:
         schedule = self.schedule
         now_mono = time.monotonic()
         metrics: dict[str, Any] = {}
@@ -332,24 +313,7 @@ class Annotator:
                 if schedule is not None
                 else None,
             }
-        lease = self.config.lease
-        stale = "; ".join(
-            why for ok, why in (c.current() for c in (self.nodes, self.pod_watch)) if not ok
-        )
         return {
-            "alive": not crashed,
-            "stopped_tasks": crashed,
-            "ready": not stale,
-            "not_ready_because": stale or None,
-            "node_cache_synced": self.nodes.synced,
-            "pod_watch_synced": self.pod_watch.synced,
-            "leader": self.may_write(),
-            "leader_election": {
-                "enabled": lease is not None,
-                "identity": lease.identity if lease else None,
-                "lease": f"{lease.namespace}/{lease.name}" if lease else None,
-                "holder": self.elector.holder if self.elector else None,
-            },
             "nodes": len(self.nodes.nodes),
             "bindings_in_window": self.windows.binding_count(),
             "metrics": metrics,

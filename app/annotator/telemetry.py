@@ -13,6 +13,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from app.policy.watch import PolicyReloadMetrics
+
 _SYNC_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
@@ -110,22 +112,12 @@ class AnnotatorMetrics:
             ["metric"],
             registry=registry,
         )
-        self.is_leader = Gauge(
-            "loadaware_annotator_is_leader",
-            "1 while this replica holds the lease and writes annotations, else 0.",
-            registry=registry,
-        )
         self.bindings_observed = Counter(
             "loadaware_annotator_bindings_observed_total",
             "Pods seen getting a node, counted once per pod UID.",
             registry=registry,
         )
-        self.policy_reloads = Counter(
-            "loadaware_policy_reloads_total",
-            "Policy file reloads by result (error: the previous policy stays in force).",
-            ["result"],
-            registry=registry,
-        )
+        self.policy = PolicyReloadMetrics(registry)
         self.newest_sample_s: dict[str, float] = {}
         registry.register(_SampleAgeCollector(self.newest_sample_s, clock))
 

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
 from app.documents import read_file
 from app.filewatch import FileWatcher
-from app.flags import EXIT_FAILED, EXIT_OK, add_flag, duration, port_or_off, usage_error
+from app.flags import EXIT_FAILED, EXIT_OK, add_flag, duration, usage_error
 from app.kube.client import KubeConfigError, make_client
 from app.kube.election import (
     add_leader_election_flags,
@@ -23,6 +23,7 @@ from app.kube.election import (
     default_lease_namespace,
     lease_settings_from_args,
 )
+from app.kube.service import add_health_flags
 from app.kube.state import DEFAULT_NAME as DEFAULT_STATE_NAME
 from app.policy import Policy, PolicyError, default_policy
 from app.policy.watch import PolicyWatcher
@@ -105,7 +106,7 @@ class Reloads:
 
     def policy_result(self, result: str) -> None:
         if self.descheduler is not None:
-            self.descheduler.telemetry.policy_reloads.labels(result).inc()
+            self.descheduler.telemetry.policy.reload_result(result)
 
 
 def load_config(path: Path) -> DeschedulerConfig:
@@ -301,22 +302,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add_prometheus_flags(parser)
     add_leader_election_flags(parser, DEFAULT_LEASE_NAME)
 
-    serving = parser.add_argument_group("health and metrics")
-    add_flag(
-        serving,
-        "--health-host",
-        default="0.0.0.0",
-        metavar="ADDRESS",
-        help="address for the health server",
-    )
-    add_flag(
-        serving,
-        "--health-port",
-        metavar="PORT",
-        type=port_or_off,
-        default=DEFAULT_HEALTH_PORT,
-        help="port for /healthz, /readyz and /metrics; 0 disables; not served with --once",
-    )
+    add_health_flags(parser, DEFAULT_HEALTH_PORT, '; not served with --once')
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

@@ -40,14 +40,13 @@ from lightkube import AsyncClient
 
 from app.descheduler.debounce import previous_hot_rounds, record_hot_rounds
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.health import EmbeddedServer, build_app, embedded_server, serve
-from app.kube.cache import WatchCache
 from app.kube.events import EvictionNotice, record_eviction
 from app.kube.eviction import EvictionOutcome, evict_pod
-from app.kube.lease import LeaderElector, LeaderWork, LeaseSettings
+from app.kube.lease import LeaseSettings
 from app.kube.nodes import NodeCache
 from app.kube.pdbs import BudgetCache
 from app.kube.pods import PodCache, pod_info
+from app.kube.service import LeaderElectedService, Runnable
 from app.kube.state import Memory, StateStore, StateUnreadable
 from app.objects.evictions import EvictionRecord
 from app.objects.pods import PodInfo, workload_of
@@ -68,11 +67,6 @@ from app.rebalance.plan import (
 )
 
 log = logging.getLogger(__name__)
-
-READINESS_NOTE = (
-    "readiness does not depend on leadership: a follower with synced caches is a "
-    "healthy standby; only the leader evicts"
-)
 
 
 class RunResult(StrEnum):
@@ -164,10 +158,18 @@ class Descheduler:
         self.nodes = NodeCache(client)
         self.pods: PodCache[PodInfo] = PodCache(client, pod_info)
         self.budgets = BudgetCache(client)
-        self.elector = (
-            LeaderElector(client, self.settings.lease, on_change=self._on_leadership)
-            if self.settings.lease is not None
-            else None
+        self.service = LeaderElectedService(
+            "descheduler",
+            client,
+            caches={"nodes": self.nodes, "pods": self.pods, "pod_disruption_budgets": self.budgets},
+            lead=self._lead,
+            registry=self.telemetry.registry,
+            leader_metric="loadaware_descheduler_is_leader",
+            lease=self.settings.lease,
+            health_host=self.settings.health_host,
+            health_port=self.settings.health_port,
+            on_leadership=self._on_leadership,
+            details=self._details,
         )
         self.store = StateStore(client, self.settings.state_namespace, self.settings.state_name)
         self._memory = Memory()
@@ -177,13 +179,10 @@ class Descheduler:
         self._dry_rounds = PlannerMemory()
         # By UID: what this process evicted, in case its memory could not be written.
         self._own_records: dict[str, EvictionRecord] = {}
-        self.leader_work = LeaderWork(self._lead, name="descheduler-lead")
-        self._background: list[asyncio.Task[Any]] = []
-        self.server: EmbeddedServer | None = None
         self.last_report: RunReport | None = None
         self.runs = 0
         self._leading = asyncio.Event()
-        self._single_run = False
+        self.telemetry.policy.loaded(clock())
 
     # -- configuration and leadership ---------------------------------------------
 
@@ -196,43 +195,22 @@ class Descheduler:
 
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
+        self.telemetry.policy.loaded(self._clock())
 
     def may_evict(self) -> bool:
-        return self.elector is None or self.elector.is_leader
+        return self.service.is_leader
 
     def _on_leadership(self, leading: bool) -> None:
-        self.telemetry.is_leader.set(1 if leading else 0)
         if leading:
             self._leading.set()
         else:
             self._leading.clear()
-        if not self._single_run:
-            self.leader_work.set_leading(leading)
 
     # -- running ------------------------------------------------------------------
 
-    def _start_caches(self, group: asyncio.TaskGroup) -> None:
-        self._background = [
-            group.create_task(self.nodes.run(), name="node-cache"),
-            group.create_task(self.pods.run(), name="pod-cache"),
-            group.create_task(self.budgets.run(), name="pdb-cache"),
-        ]
-
-    async def run(self, watchers: tuple[Any, ...] = ()) -> None:
+    async def run(self, watchers: tuple[Runnable, ...] = ()) -> None:
         """Run every ``interval`` while leading, until cancelled."""
-        try:
-            async with asyncio.TaskGroup() as group:
-                self._start_caches(group)
-                for watcher in watchers:
-                    self._background.append(group.create_task(watcher.run(), name="reload"))
-                if self.settings.health_port is not None:
-                    self._background.append(group.create_task(self._serve_health(), name="health"))
-                if self.elector is not None:
-                    self._background.append(group.create_task(self.elector.run(), name="leader"))
-                else:
-                    self._on_leadership(True)
-        finally:
-            await self.leader_work.stop()
+        await self.service.run(watchers)
 
     async def run_once(self) -> RunReport:
         """One run (``--once``): start the caches, wait for them, run, stop.
@@ -240,30 +218,23 @@ class Descheduler:
         With leader election on, the run first waits to acquire the Lease, so that a
         CronJob run never evicts beside a running descheduler.
         """
-        self._single_run = True
+        service = self.service
+        service.run_lead_on_leadership = False  # this run is the work
         async with asyncio.TaskGroup() as group:
-            self._start_caches(group)
+            service.start_caches(group)
             elector_task = None
-            if self.elector is not None:
-                elector_task = group.create_task(self.elector.run(), name="leader")
+            if service.elector is not None:
+                elector_task = group.create_task(service.elector.run(), name="leader")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._leading.wait(), self.settings.sync_timeout_s)
             try:
                 report = await self.run_round()
             finally:
-                for task in self._background:
+                for task in service.background:
                     task.cancel()
                 if elector_task is not None:
                     elector_task.cancel()
         return report
-
-    async def _serve_health(self) -> None:
-        app = build_app(
-            "loadaware descheduler", self.status, self.telemetry.registry, READINESS_NOTE
-        )
-        port = self.settings.health_port or 0
-        self.server = embedded_server(app, self.settings.health_host, port)
-        await serve(self.server, port)
 
     async def _lead(self) -> None:
         while True:
@@ -296,7 +267,7 @@ class Descheduler:
         if not self.may_evict():
             return RunReport(RunResult.NOT_LEADER, "not the leader: nothing to do")
         try:
-            await asyncio.wait_for(self._caches_synced(), self.settings.sync_timeout_s)
+            await asyncio.wait_for(self.service.caches_synced(), self.settings.sync_timeout_s)
         except TimeoutError:
             return RunReport(
                 RunResult.CACHES_NOT_SYNCED,
@@ -305,7 +276,7 @@ class Descheduler:
                 f"PodDisruptionBudgets {self.budgets.synced}): evicting nothing; can the "
                 "descheduler list and watch them?",
             )
-        stale = self._stale_cache()
+        stale = self.service.stale_caches()
         if stale:
             return RunReport(RunResult.CACHES_NOT_SYNCED, f"evicting nothing: {stale}")
         now_s = self._clock()
@@ -416,18 +387,6 @@ class Descheduler:
             )
             return False
         return True
-
-    def _caches(self) -> tuple[WatchCache[Any], ...]:
-        return (self.nodes, self.pods, self.budgets)
-
-    def _stale_cache(self) -> str:
-        """Why a cache cannot be trusted now (empty when every cache is current)."""
-        return "; ".join(why for ok, why in (c.current() for c in self._caches()) if not ok)
-
-    async def _caches_synced(self) -> None:
-        await self.nodes.wait_synced()
-        await self.pods.wait_synced()
-        await self.budgets.wait_synced()
 
     def _publish_classes(self, the_plan: EvictionPlan) -> None:
         counts: dict[str, int] = {}
@@ -544,24 +503,11 @@ class Descheduler:
     # -- status -------------------------------------------------------------------
 
     def status(self) -> Mapping[str, Any]:
-        crashed = [t.get_name() for t in self._background if t.done()]
-        if self.leader_work.ended:
-            crashed.append(self.leader_work.name)
+        return self.service.status()
+
+    def _details(self) -> Mapping[str, Any]:
         last = self.last_report
-        lease = self.settings.lease
-        stale = self._stale_cache()
         return {
-            "alive": not crashed,
-            "stopped_tasks": crashed,
-            "ready": not stale,
-            "not_ready_because": stale or None,
-            "caches_synced": {
-                "nodes": self.nodes.synced,
-                "pods": self.pods.synced,
-                "pod_disruption_budgets": self.budgets.synced,
-            },
-            "leader": self.may_evict(),
-            "lease": f"{lease.namespace}/{lease.name}" if lease else None,
             "dry_run": self.dry_run,
             "runs": self.runs,
             "last_run": {"result": last.result.value, "message": last.message} if last else None,

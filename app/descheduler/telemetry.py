@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from app.policy.watch import PolicyReloadMetrics
+
 _RUN_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
@@ -65,20 +67,10 @@ class DeschedulerMetrics:
             "Eviction Events that could not be recorded (the history then misses them).",
             registry=registry,
         )
-        self.is_leader = Gauge(
-            "loadaware_descheduler_is_leader",
-            "1 while this replica holds the Lease (or runs without leader election).",
-            registry=registry,
-        )
         self.config_reloads = Counter(
             "loadaware_descheduler_config_reloads_total",
             "Reloads of the configuration file by result (success, error).",
             ["result"],
             registry=registry,
         )
-        self.policy_reloads = Counter(
-            "loadaware_policy_reloads_total",
-            "Reloads of the policy file by result (success, error).",
-            ["result"],
-            registry=registry,
-        )
+        self.policy = PolicyReloadMetrics(registry)

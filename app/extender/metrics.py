@@ -8,6 +8,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from app.policy.watch import PolicyReloadMetrics
+
 # The *_created series double the output and no loadaware alert or dashboard uses them.
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
@@ -92,18 +94,7 @@ class ExtenderMetrics:
             "Pods in the extender's pod cache (-1 without one).",
             registry=registry,
         )
-        self.policy_reloads = Counter(
-            "loadaware_policy_reloads_total",
-            "Policy file reloads by result (success, error). After an error the previous "
-            "policy stays in force.",
-            ["result"],
-            registry=registry,
-        )
-        self.policy_last_reload = Gauge(
-            "loadaware_policy_last_successful_reload_timestamp_seconds",
-            "Unix time of the last successful policy load.",
-            registry=registry,
-        )
+        self.policy = PolicyReloadMetrics(registry)
 
 
 class ReservationCounts(Collector):

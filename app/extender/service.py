@@ -71,7 +71,7 @@ class Extender:
         self.node_cache = node_cache
         self.pod_cache = pod_cache
         self.policy_watcher = policy_watcher
-        self.metrics.policy_last_reload.set(clock())
+        self.metrics.policy.loaded(clock())
         self.metrics.nodes_known.set_function(lambda: len(self.table))
         self.metrics.nodes_overloaded.set_function(self._count_overloaded)
         self.metrics.node_cache_age.set_function(self._node_cache_age)
@@ -237,10 +237,10 @@ class Extender:
                 raise
             for name in repriced:
                 self.table.recompute(name)
-        self.metrics.policy_last_reload.set(self.clock())
+        self.metrics.policy.loaded(self.clock())
 
     def on_policy_reload(self, result: str) -> None:
-        self.metrics.policy_reloads.labels(result=result).inc()
+        self.metrics.policy.reload_result(result)
 
     def _estimated_additions(self) -> dict[str, Mapping[str, float]]:
         self.table.refresh(self.clock())

@@ -1,9 +1,12 @@
-"""Reload the policy file when it changes, keeping the old policy if the new one is broken."""
+"""Reload the policy file when it changes, keeping the old policy if the new one is broken,
+and the reload metrics every component reports the same way."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from app.filewatch import FileWatcher, ReloadResult
 from app.policy import Policy, PolicyError, load_policy
@@ -27,3 +30,29 @@ class PolicyWatcher(FileWatcher[Policy]):
             interval_s=interval_s,
             warnings_of=lambda policy: tuple(policy.warnings),
         )
+
+
+class PolicyReloadMetrics:
+    """``loadaware_policy_reloads_total`` and the time of the last good load, in a
+    component's registry: the extender, the annotator and the descheduler alike."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.reloads = Counter(
+            "loadaware_policy_reloads_total",
+            "Policy file reloads by result (success, error). After an error the previous "
+            "policy stays in force.",
+            ["result"],
+            registry=registry,
+        )
+        self.last_success = Gauge(
+            "loadaware_policy_last_successful_reload_timestamp_seconds",
+            "Unix time of the last successful policy load.",
+            registry=registry,
+        )
+
+    def loaded(self, at_s: float) -> None:
+        """A policy was adopted (at start, or by a reload)."""
+        self.last_success.set(at_s)
+
+    def reload_result(self, result: str) -> None:
+        self.reloads.labels(result=result).inc()

@@ -51,7 +51,7 @@ def test_a_policy_the_annotator_cannot_use_keeps_the_old_one_and_counts_an_error
 
     def count(result: str) -> None:
         assert the_annotator is not None
-        the_annotator.telemetry.policy_reloads.labels(result).inc()
+        the_annotator.telemetry.policy.reload_result(result)
 
     async def scenario() -> None:
         nonlocal the_annotator

@@ -1,0 +1,177 @@
+"""The skeleton of a leader-elected loop component (the annotator, the descheduler).
+
+Every replica runs the same background tasks: the watch caches, the file watchers
+(policy, configuration), the health server and, with a Lease, leader election. Only
+the leader runs the component's own work (``lead``); losing the Lease cancels it.
+Signals stay with the component, so that SIGTERM can release the Lease before exit.
+
+``/healthz`` and ``/readyz`` answer one status shape for every component::
+
+    {"component", "alive", "stopped_tasks", "ready", "not_ready_because",
+     "caches_synced": {cache: bool}, "leader",
+     "leader_election": {"enabled", "identity", "lease", "holder"},
+     ...the component's own fields}
+
+Alive: no background task has stopped. Ready: every cache is current. Readiness does
+not depend on leadership: a follower with synced caches is a healthy standby.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Protocol
+
+from lightkube import AsyncClient
+from prometheus_client import CollectorRegistry, Gauge
+
+from app.flags import add_flag, port_or_off
+from app.health import EmbeddedServer, build_app, embedded_server, serve
+from app.kube.cache import WatchCache
+from app.kube.lease import LeaderElector, LeaderWork, LeaseSettings
+
+Work = Callable[[], Coroutine[Any, Any, None]]
+
+
+class Runnable(Protocol):
+    """A file watcher, or anything else that runs until cancelled."""
+
+    async def run(self) -> None: ...
+
+
+class LeaderElectedService:
+    """Caches, watchers, health server and Lease of one component, and its status."""
+
+    def __init__(
+        self,
+        component: str,
+        client: AsyncClient,
+        *,
+        caches: Mapping[str, WatchCache[Any]],
+        lead: Work,
+        registry: CollectorRegistry,
+        leader_metric: str,  # the name of the 0/1 leadership gauge
+        lease: LeaseSettings | None = None,
+        health_host: str = "0.0.0.0",
+        health_port: int | None = None,  # None: no HTTP server
+        on_leadership: Callable[[bool], None] = lambda _leading: None,
+        details: Callable[[], Mapping[str, Any]] = dict,
+    ) -> None:
+        self.component = component
+        self.caches = dict(caches)
+        self.lease = lease
+        self._registry = registry
+        self._health_host = health_host
+        self._health_port = health_port
+        self._on_leadership = on_leadership
+        self._details = details
+        self.leading = Gauge(
+            leader_metric,
+            "1 while this replica holds the Lease (or runs without leader election), else 0.",
+            registry=registry,
+        )
+        self.elector = (
+            LeaderElector(client, lease, on_change=self._leadership_changed)
+            if lease is not None
+            else None
+        )
+        self.leader_work = LeaderWork(lead, name=f"{component}-lead")
+        self.run_lead_on_leadership = True  # False for a single run that drives itself
+        self.background: list[asyncio.Task[Any]] = []
+        self.server: EmbeddedServer | None = None
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this replica may act: it holds the Lease, or runs without one."""
+        return self.elector is None or self.elector.is_leader
+
+    def _leadership_changed(self, leading: bool) -> None:
+        self.leading.set(1 if leading else 0)
+        self._on_leadership(leading)
+        if self.run_lead_on_leadership:
+            self.leader_work.set_leading(leading)
+
+    def start_caches(self, group: asyncio.TaskGroup) -> None:
+        self.background = [
+            group.create_task(cache.run(), name=f"{name}-cache")
+            for name, cache in self.caches.items()
+        ]
+
+    async def run(self, watchers: tuple[Runnable, ...] = ()) -> None:
+        """Run every background task, and ``lead`` while leading, until cancelled."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                self.start_caches(group)
+                for watcher in watchers:
+                    self.background.append(group.create_task(watcher.run(), name="reload"))
+                if self._health_port is not None:
+                    self.background.append(group.create_task(self._serve_health(), name="health"))
+                if self.elector is not None:
+                    self.background.append(group.create_task(self.elector.run(), name="leader"))
+                else:
+                    self._leadership_changed(True)
+        finally:
+            await self.leader_work.stop()
+
+    async def _serve_health(self) -> None:
+        note = (
+            "readiness does not depend on leadership: a follower with synced caches is a "
+            "healthy standby; only the leader acts"
+        )
+        app = build_app(f"loadaware {self.component}", self.status, self._registry, note)
+        port = self._health_port or 0
+        self.server = embedded_server(app, self._health_host, port)
+        await serve(self.server, port)
+
+    def stale_caches(self) -> str:
+        """Why a cache cannot be trusted now (empty when every cache is current)."""
+        return "; ".join(why for ok, why in (c.current() for c in self.caches.values()) if not ok)
+
+    async def caches_synced(self) -> None:
+        for cache in self.caches.values():
+            await cache.wait_synced()
+
+    def status(self) -> dict[str, Any]:
+        """The one status shape, with the component's own fields after it."""
+        stopped = [t.get_name() for t in self.background if t.done()]
+        if self.leader_work.ended:
+            stopped.append(self.leader_work.name)
+        stale = self.stale_caches()
+        lease = self.lease
+        return {
+            "component": self.component,
+            "alive": not stopped,
+            "stopped_tasks": stopped,
+            "ready": not stale,
+            "not_ready_because": stale or None,
+            "caches_synced": {name: cache.synced for name, cache in self.caches.items()},
+            "leader": self.is_leader,
+            "leader_election": {
+                "enabled": lease is not None,
+                "identity": lease.identity if lease else None,
+                "lease": f"{lease.namespace}/{lease.name}" if lease else None,
+                "holder": self.elector.holder if self.elector else None,
+            },
+            **self._details(),
+        }
+
+
+def add_health_flags(parser: argparse.ArgumentParser, default_port: int, note: str = "") -> None:
+    """``--health-host`` and ``--health-port``, the same in every loop component."""
+    serving = parser.add_argument_group("health and metrics")
+    add_flag(
+        serving,
+        "--health-host",
+        default="0.0.0.0",
+        metavar="ADDRESS",
+        help="address for the health server",
+    )
+    add_flag(
+        serving,
+        "--health-port",
+        metavar="PORT",
+        type=port_or_off,
+        default=default_port,
+        help=f"port for /healthz, /readyz and /metrics; 0 disables{note}",
+    )
