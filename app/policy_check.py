@@ -63,10 +63,11 @@ def describe_estimation(policy: Policy) -> str:
         return "estimation: off (pods placed since a node's last sample are not counted)"
     default = settings.default_pod_usage
     return (
-        f"estimation: on; pods bound since a node's last sample add max(request, limit) x "
+        f"estimation: on; pods a node's samples do not cover add max(request, limit) x "
         f"{settings.factors.cpu:g} (cpu) / x {settings.factors.memory:g} (memory), "
         f"{default.cpu_cores * 1000:g}m CPU and {default.memory_bytes / 2**20:g}Mi for pods "
-        f"that declare neither; each counts until a newer sample or for at most "
+        f"that declare neither; each counts until a sample taken "
+        f"{format_duration(settings.covered_after_s)} after its binding, or for at most "
         f"{format_duration(settings.max_age_s)}"
     )
 

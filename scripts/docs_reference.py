@@ -89,6 +89,9 @@ POLICY_MEANING = {
     "spec.estimation.defaultPodUsage.cpu": "CPU in cores, or a quantity such as `100m`",
     "spec.estimation.defaultPodUsage.memory": "memory in bytes (default 200Mi), or a quantity "
     "such as `200Mi`",
+    "spec.estimation.coveredAfter": "a sample covers a pod (replaces its estimate) only "
+    "when taken at least this long after the pod's binding; at least 1s, so equal "
+    "timestamps always count the pod",
     "spec.estimation.maxAge": "a pod stops counting this long after its binding, even "
     "without a newer sample",
 }

@@ -3,7 +3,8 @@
 Two sources feed a node's addition (README "Burst-aware estimation"):
 
 * **bound pods**, from the pod cache: a pod counts on its node from its binding until
-  a newer sample covers it or ``maxAge`` passes (``app.load.estimate.counts``);
+  a sample taken ``coveredAfter`` later covers it or ``maxAge`` passes
+  (``app.load.estimate.counts``);
 * **reservations**: kube-scheduler starts the next pod's cycle milliseconds after it
   chose a node for the last one, long before the binding reaches any watch. So the
   extender reserves a pod's estimate, keyed by its UID, on the node it will most likely

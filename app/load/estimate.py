@@ -14,8 +14,14 @@ The API, all pure (the extender keeps per-node ledgers, the simulator calls thes
   ``max(request, limit) x factor`` (cpu 0.85, memory 0.70 by default); a pod that
   declares neither for a resource (both 0) is assumed to use ``defaultPodUsage``.
 * ``counts(bound_at_s, sample_at_s, now_s, settings) -> bool``: whether a pod bound
-  at ``bound_at_s`` is missing from a sample taken at ``sample_at_s``: bound after
-  it, and less than ``maxAge`` ago. ``sample_at_s`` None (no fresh sample) counts
+  at ``bound_at_s`` is missing from a sample taken at ``sample_at_s``. A sample
+  *covers* a pod only when it was taken at least ``coveredAfter`` (5 minutes) after
+  the binding: the usage metrics are 5-minute averages, so a sample taken sooner
+  averages in the minutes before the pod ran, and a pod just bound is still starting
+  (koordinator likewise keeps estimating for a set time after scheduling). Until a
+  sample covers it, and for at most ``maxAge``, a pod counts. Equal times therefore
+  count: a sample stamped in the binding's second (both have 1-second resolution in
+  production) cannot hold the pod. ``sample_at_s`` None (no fresh sample) counts
   nothing: the load model ignores such a node's data anyway.
 * ``unsampled_fractions(usages, allocatable) -> {"cpu": f, "memory": f}``: the sum of
   estimated usages as fractions of the node's allocatable. A resource whose
@@ -65,10 +71,11 @@ def estimate_pod_usage(
 def counts(
     bound_at_s: float, sample_at_s: float | None, now_s: float, settings: EstimationPolicy
 ) -> bool:
-    """Whether a pod bound at ``bound_at_s`` is missing from the node's sample."""
-    if sample_at_s is None or bound_at_s <= sample_at_s:
+    """Whether a pod bound at ``bound_at_s`` is missing from the node's sample (module
+    doc): within ``maxAge`` of its binding, and no sample taken ``coveredAfter`` later."""
+    if sample_at_s is None or now_s >= bound_at_s + settings.max_age_s:
         return False
-    return now_s < bound_at_s + settings.max_age_s
+    return sample_at_s - bound_at_s < settings.covered_after_s
 
 
 def unsampled_fractions(usages: Iterable[Resources], allocatable: Resources) -> dict[str, float]:

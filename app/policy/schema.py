@@ -172,6 +172,14 @@ class EstimationPolicy(_Strict):
     max_age_s: DurationS = Field(
         default=5 * 60.0, validation_alias=AliasChoices("maxAge", "max_age_s"), gt=0
     )
+    # A sample covers a pod only when taken this long after its binding: the usage
+    # metrics are 5-minute averages, and a pod just bound is still starting. At least
+    # a second, so that equal timestamps (1-second resolution) always count the pod.
+    covered_after_s: DurationS = Field(
+        default=5 * 60.0,
+        validation_alias=AliasChoices("coveredAfter", "covered_after_s"),
+        ge=1.0,
+    )
 
 
 class PolicySpec(_Strict):

@@ -103,7 +103,7 @@ def metric(extender: Extender, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
-def test_effective_usage_rises_on_binding_and_drops_once_a_newer_sample_covers_it() -> None:
+def test_effective_usage_rises_on_binding_and_a_sample_soon_after_does_not_hide_it() -> None:
     clock = Clock()
     extender = make_extender(clock)
     bind(extender, "a", "cool", clock() - 5)
@@ -112,11 +112,25 @@ def test_effective_usage_rises_on_binding_and_drops_once_a_newer_sample_covers_i
     entry = extender.table.get("cool")
     assert entry is not None
     assert entry.reason is not None
-    set_node(extender, "cool", usage(0.40, clock()))  # the annotator's next sample
-    assert added_cpu(extender, "cool") == 0.0
+    # The annotator's next sample, 1-5 s after the bindings: a 5-minute average that
+    # the pods were hardly part of. They keep counting (coveredAfter is 5m).
+    set_node(extender, "cool", usage(0.16, clock()))
+    assert added_cpu(extender, "cool") == pytest.approx(2 * BURST_SHARE)
     entry = extender.table.get("cool")
     assert entry is not None
-    assert entry.reason is None
+    assert entry.reason is not None
+
+
+def test_a_pod_bound_in_the_second_of_the_sample_counts() -> None:
+    """Annotation and PodScheduled timestamps both have 1-second resolution: a pod
+    bound in the same second as the sample must never be taken as covered by it."""
+    clock = Clock()
+    clock.now_s = float(int(clock.now_s))
+    extender = make_extender(clock)
+    set_node(extender, "cool", usage(0.15, clock()))  # sample stamped at second t
+    bind(extender, "a", "cool", clock())  # bound in that same second
+    clock.now_s += 0.5
+    assert added_cpu(extender, "cool") == pytest.approx(BURST_SHARE)
 
 
 def test_a_pod_stops_counting_after_max_age_without_a_newer_sample() -> None:
@@ -129,10 +143,10 @@ def test_a_pod_stops_counting_after_max_age_without_a_newer_sample() -> None:
     assert added_cpu(extender, "cool") == 0.0
 
 
-def test_pods_bound_before_the_sample_and_finished_pods_do_not_count() -> None:
+def test_pods_older_than_max_age_and_finished_pods_do_not_count() -> None:
     clock = Clock()
     extender = make_extender(clock)
-    bind(extender, "old", "cool", clock() - 60)
+    bind(extender, "old", "cool", clock() - 301)
     assert added_cpu(extender, "cool") == 0.0
     bind(extender, "new", "cool", clock())
     assert extender.pod_cache is not None
@@ -255,6 +269,10 @@ def test_pod_demand_sums_containers_against_init_containers_plus_overhead() -> N
         demand_of_request_pod({"spec": {"containers": [{"resources": {"limits": {"cpu": "x"}}}]}})
 
 
+# Samples cover a pod 1 s after its binding here, so that a test can patch one that does.
+QUICK_COVER = policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {coveredAfter: 1s}\n")
+
+
 @pytest.fixture
 def served(fake_kube: FakeKube) -> Iterator[tuple[str, Extender]]:
     for name, cpu in (("cool", 0.15), ("warm", 0.50)):
@@ -265,7 +283,7 @@ def served(fake_kube: FakeKube) -> Iterator[tuple[str, Extender]]:
         )
     client = client_for_server(fake_kube.url)
     extender = Extender(
-        default_policy(),
+        QUICK_COVER,
         node_cache=NodeCache(client, retry_delay_s=0.05),
         pod_cache=PodCache(client, scheduled_pod, retry_delay_s=0.05),
     )
@@ -301,7 +319,7 @@ def test_pod_cache_survives_watch_expiry_and_relists(
     assert len(pods_lists) >= 2
 
 
-def test_a_newer_sample_patched_on_the_node_ends_the_estimate(
+def test_a_sample_taken_covered_after_the_binding_ends_the_estimate(
     served: tuple[str, Extender], fake_kube: FakeKube
 ) -> None:
     url, _extender = served
@@ -310,7 +328,7 @@ def test_a_newer_sample_patched_on_the_node_ends_the_estimate(
     fake_kube.client().patch(
         Node,
         "warm",
-        {"metadata": {"annotations": usage(0.55, time.time() + 1)}},
+        {"metadata": {"annotations": usage(0.55, time.time() + 3)}},
         patch_type=PatchType.MERGE,
     )
     wait_for(lambda: httpx.get(f"{url}/debug/nodes/warm").json()["verdict"] == "ok")

@@ -67,20 +67,49 @@ def test_policy_factors_and_default_change_the_estimate() -> None:
     assert estimate_pod_usage(Resources(), Resources(), settings) == Resources(1.0, GiB)
 
 
+SHORT = policy_from_yaml(
+    DEFAULT_POLICY_YAML + "  estimation: {maxAge: 10m, coveredAfter: 2m}\n"
+).spec.estimation
+
+
 @pytest.mark.parametrize(
     ("bound_at_s", "sample_at_s", "counted"),
     [
         (NOW_S - 10, NOW_S - 30, True),  # bound after the sample
-        (NOW_S - 40, NOW_S - 30, False),  # the sample covers it
-        (NOW_S - 30, NOW_S - 30, False),
-        (NOW_S - 301, NOW_S - 400, False),  # older than maxAge (5m)
+        # Equal times: a sample stamped in the binding's second cannot hold the pod.
+        (NOW_S - 30, NOW_S - 30, True),
+        # A sample taken 30 s after the binding averages in 4.5 minutes without it.
+        (NOW_S - 60, NOW_S - 30, True),
+        (NOW_S - 299, NOW_S - 1, True),  # 298 s later: still short of coveredAfter (5m)
+        (NOW_S - 301, NOW_S - 1, False),  # older than maxAge (5m)
         (NOW_S - 10, None, False),  # no fresh sample: nothing to add to
     ],
 )
-def test_a_pod_counts_only_between_its_binding_and_the_next_sample(
+def test_a_pod_counts_until_a_sample_taken_long_enough_after_its_binding_covers_it(
     bound_at_s: float, sample_at_s: float | None, counted: bool
 ) -> None:
     assert counts(bound_at_s, sample_at_s, NOW_S, SETTINGS) is counted
+
+
+@pytest.mark.parametrize(
+    ("bound_at_s", "sample_at_s", "counted"),
+    [
+        (NOW_S - 300, NOW_S - 181, True),  # the sample 119 s after: not yet
+        (NOW_S - 300, NOW_S - 180, False),  # 120 s after: covered
+        (NOW_S - 100, NOW_S - 100, True),  # equal times always count
+        (NOW_S - 599, NOW_S - 599, True),
+        (NOW_S - 600, NOW_S - 600, False),  # maxAge (10m) has passed
+    ],
+)
+def test_covered_after_and_max_age_are_the_policys(
+    bound_at_s: float, sample_at_s: float | None, counted: bool
+) -> None:
+    assert counts(bound_at_s, sample_at_s, NOW_S, SHORT) is counted
+
+
+def test_covered_after_below_a_second_is_refused() -> None:
+    with pytest.raises(PolicyError, match="coveredAfter"):
+        policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {coveredAfter: 500ms}\n")
 
 
 def test_fractions_are_of_allocatable_and_skip_an_unknown_allocatable() -> None:
@@ -118,9 +147,13 @@ def test_effective_usage_rises_after_a_binding_and_drops_once_a_sample_covers_it
     assert evaluate_node(before, POLICY, NOW_S, two).reason == (
         "Load[cpu_usage_avg_5m] is too high (> 0.65)"
     )
-    # A newer sample (which now contains the pods' real usage) replaces the estimate.
-    after = usage_values(0.2, 0.3, NOW_S)
-    assert node_unsampled(pods, after, EIGHT_CPUS, POLICY, NOW_S + 1) == {}
+    # A sample taken just after the binding does not cover the pod: it is an average
+    # over 5 minutes that the pod was mostly not part of.
+    soon_after = usage_values(0.2, 0.3, NOW_S)
+    assert node_unsampled(pods, soon_after, EIGHT_CPUS, POLICY, NOW_S + 1) != {}
+    # Once maxAge has passed the estimate ends; by then every sample holds the pod.
+    later = usage_values(0.45, 0.3, NOW_S + 295)
+    assert node_unsampled(pods, later, EIGHT_CPUS, POLICY, NOW_S + 296) == {}
 
 
 def test_estimation_off_in_the_policy_adds_nothing() -> None:

@@ -32,8 +32,9 @@ def test_another_seed_gives_another_run() -> None:
 
 def test_every_policy_sees_the_same_demand() -> None:
     runs = [run_small(policy, 3).run for policy in available()]
-    totals = {round(float(r.cpu_utilisation.sum(axis=1)[-1] * 8), 6) for r in runs}
-    assert len(totals) == 1
+    # Summed per node in float32, in an order that depends on placement: equal to 1e-6.
+    totals = [float(r.cpu_utilisation.sum(axis=1)[-1] * 8) for r in runs]
+    assert max(totals) - min(totals) <= 1e-6 * max(totals)
 
 
 @settings(max_examples=15, deadline=None)

@@ -14,7 +14,7 @@ from app.simulate.scenario import load_scenario
 from tests.simulate.scenarios import load
 
 
-def burst(estimation: dict[str, Any] | None = None) -> dict[str, Any]:
+def burst(estimation: dict[str, Any] | None = None, at: str = "20m") -> dict[str, Any]:
     """6 idle nodes, then 60 pods in one minute that request 100m and use 1 CPU each."""
     document: dict[str, Any] = {
         "name": "burst",
@@ -28,7 +28,7 @@ def burst(estimation: dict[str, Any] | None = None) -> dict[str, Any]:
                 "requests": {"cpu": "100m", "memory": "256Mi"},
                 "limits": {"cpu": "1", "memory": "512Mi"},
                 "usage": {"profile": "constant", "cpu": "1", "memory": "256Mi"},
-                "arrival": {"at": "20m", "over": "1m"},
+                "arrival": {"at": at, "over": "1m"},
             }
         ],
     }
@@ -71,11 +71,15 @@ def test_with_estimation_disabled_loadaware_places_exactly_as_crane() -> None:
     assert loadaware.placements == crane.placements
 
 
-def test_the_estimate_is_the_production_rule_for_pods_since_the_sample() -> None:
-    cluster = SimulatedCluster(load(burst()), plan_for("loadaware"))
+def test_the_estimate_is_the_production_rule_for_pods_no_sample_covers() -> None:
+    """A pod counts until a sample taken coveredAfter (5m) after its binding, for at most
+    maxAge (5m); pods bound in the step of a sync (the same instant as the sample) count."""
+    # Released at 21m, a sync step (every 3m): the first pods share the sample's instant.
+    cluster = SimulatedCluster(load(burst(at="21m")), plan_for("loadaware"))
     estimate = cluster.estimate
     assert isinstance(estimate, BurstEstimate)
     seen: list[tuple[float, float]] = []
+    ties: list[int] = []
 
     def check(sim: SimulatedCluster, placement: Any) -> None:
         t_s = placement.t_s
@@ -85,8 +89,9 @@ def test_the_estimate_is_the_production_rule_for_pods_since_the_sample() -> None
         since = [
             slot
             for slot in np.flatnonzero(sim.node_of == node).tolist()
-            if sample_s < sim.bound_at_s[slot] and t_s < sim.bound_at_s[slot] + 300.0
+            if sample_s - sim.bound_at_s[slot] < 300.0 and t_s < sim.bound_at_s[slot] + 300.0
         ]
+        ties.extend(slot for slot in since if sim.bound_at_s[slot] == sample_s)
         unsampled = estimate.unsampled(node, t_s) or {}
         # Limit 1 CPU x the default factor 0.85, over 8 CPU, per pod not yet sampled.
         seen.append((unsampled.get("cpu", 0.0), len(since) * 0.85 / 8))
@@ -94,5 +99,6 @@ def test_the_estimate_is_the_production_rule_for_pods_since_the_sample() -> None
     cluster.on_placement = check
     cluster.simulate()
     assert any(expected > 0 for _, expected in seen)
+    assert ties, "no pod was bound at the instant of its node's sample: the tie went untested"
     for got, expected in seen:
         assert abs(got - expected) < 1e-9
