@@ -12,7 +12,8 @@ Semantics follow crane-scheduler (see README "Load model"), with these decisions
   (``maxLimitPercent``), or fully used when it has no predicate. A node that passes
   the filter with fresh data is at or below every limit, so a node we know nothing
   about never outranks it; unlike crane's "missing counts as 100 %", a new node is
-  not shunned as if it were full.
+  not shunned as if it were full. ``Policy.missing_scored_as_full`` gives crane's
+  rule, for the simulator's faithful crane.
 * A timestamp more than ``MAX_FUTURE_SKEW_S`` ahead of the clock is not trusted
   (crane's local-time-with-Z bug produces these in zones east of UTC).
 
@@ -154,7 +155,9 @@ def read_hot_value(annotations: Mapping[str, str], now_s: float) -> tuple[int, b
 
 def assumed_usage_fraction(policy: Policy, metric: str) -> float:
     """The usage that scoring assumes for a metric without fresh data (see module doc):
-    its filter limit, or fully used where it has none."""
+    its filter limit, or fully used where it has none (always, under crane's rule)."""
+    if policy.missing_scored_as_full:
+        return 1.0
     return dict(policy.limits).get(metric, 1.0)
 
 

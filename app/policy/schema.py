@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
@@ -242,6 +242,9 @@ class Policy:
     warnings: tuple[str, ...]
     metrics: tuple[str, ...]  # every metric named anywhere, in first-mention order
     freshness_windows_s: Mapping[str, float]  # how long after its timestamp a value counts
+    # crane-scheduler's scoring of a metric without fresh data: as fully used (free 0),
+    # not at its filter limit. Never set from a file: the simulator's ``crane`` sets it.
+    missing_scored_as_full: bool = False
 
     @classmethod
     def from_spec(cls, spec: PolicySpec, source: str) -> Policy:
@@ -280,9 +283,14 @@ class Policy:
     @cached_property
     def priority_ceilings(self) -> tuple[tuple[str, float, float], ...]:
         """(metric, weight, ceiling) of each priority, in policy order: the ceiling is the
-        metric's filter limit, or 1.0 (fully used) where no predicate limits it."""
-        limits = dict(self.limits)
+        metric's filter limit, or 1.0 (fully used) where no predicate limits it, or
+        always 1.0 under crane's rule (``missing_scored_as_full``)."""
+        limits = {} if self.missing_scored_as_full else dict(self.limits)
         return tuple((p.name, p.weight, limits.get(p.name, 1.0)) for p in self.spec.priority)
+
+    def as_crane_scores(self) -> Policy:
+        """This policy with crane-scheduler's rule for missing data (scored as full)."""
+        return replace(self, missing_scored_as_full=True)
 
 
 def resource_of_metric(metric: str) -> str | None:

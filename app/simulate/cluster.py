@@ -63,6 +63,7 @@ class PolicyPlan:
 
     name: str
     load_aware: bool
+    crane: bool = False  # crane-scheduler as it ships (scenario.crane), not the extender
     make_estimate: Callable[[SimulatedCluster], UnsampledUsage] | None = None
     make_rebalancer: Callable[[SimulatedCluster], Rebalancer] | None = None
 
@@ -90,7 +91,14 @@ class SimulatedCluster:
 
     def __init__(self, scenario: Scenario, plan: PolicyPlan) -> None:
         self.scenario = scenario
-        self.policy = scenario.scheduling_policy()
+        settings = scenario.crane
+        policy = scenario.scheduling_policy()
+        if plan.crane and settings.missing_data_as_full:
+            policy = policy.as_crane_scores()
+        self.policy = policy
+        hot_value_interval_s = scenario.metrics.hot_value_interval_s
+        if plan.crane and settings.hot_value_on_node_sync:
+            hot_value_interval_s = scenario.crane_node_sync_s
         self.node_names = [
             f"{group.name}-{i}" for group in scenario.nodes for i in range(group.count)
         ]
@@ -116,7 +124,7 @@ class SimulatedCluster:
             epoch_s=EPOCH_S,
             scrape_interval_s=scenario.metrics.scrape_interval_s,
             rule_interval_s=scenario.metrics.rule_interval_s,
-            hot_value_interval_s=scenario.metrics.hot_value_interval_s,
+            hot_value_interval_s=hot_value_interval_s,
         )
         self.requests = NodeRequests(self.allocatable_cpu, self.allocatable_memory)
         self.estimate = plan.make_estimate(self) if plan.make_estimate else None
@@ -130,6 +138,7 @@ class SimulatedCluster:
             self.load_filter,
             scenario.scheduler.extender_weight,
             np.random.default_rng([scenario.seed, 1]),
+            settings.plugin_weight if plan.crane else 0,
         )
         self.descheduler_interval_s = scenario.descheduler_config().interval
         self.rebalancer = plan.make_rebalancer(self) if plan.make_rebalancer else None

@@ -8,11 +8,14 @@ requests nothing). Ties are broken at random, as kube-scheduler does. It leaves 
 everything a scenario cannot express: affinity, taints, topology spread, image
 locality, preemption and ``percentageOfNodesToScore`` (every node is scored).
 
-``crane`` and ``loadaware`` are that, followed by the extender: nodes the production
-load model (``app.load.evaluate_node``) rejects are filtered out, and its 0..10
-extender score times 10 x ``extenderWeight`` is added, as kube-scheduler adds an
-extender's score. The only difference between the two is ``unsampled``: loadaware
-passes the burst estimate (``UnsampledUsage``); crane passes nothing.
+``loadaware`` is that, followed by the extender: nodes the production load model
+(``app.load.evaluate_node``) rejects are filtered out, and its 0..10 extender score
+times 10 x ``extenderWeight`` is added, as kube-scheduler adds an extender's score;
+``unsampled`` is the burst estimate (``UnsampledUsage``).
+
+``crane`` is crane-scheduler as it ships (``scenario.crane``): the same filter, but
+scored as an in-tree plugin, its 0..100 score times ``pluginWeight`` (3) beside the
+default plugins, with crane's rule for missing data and no estimate.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from app.policy import Policy
 from app.simulate.metrics import MetricsPipeline
 
 NON_ZERO_CPU_CORES = 0.1
+MAX_EXTENDER_SCORE = 10
 NON_ZERO_MEMORY_BYTES = 200 * 2.0**20
 MAX_NODE_SCORE = 100
 
@@ -126,6 +130,7 @@ class LoadFilter:
         self._estimate = estimate
         self.passes = np.ones(nodes, dtype=np.bool_)
         self.extender_score = np.zeros(nodes, dtype=np.int64)
+        self.score = np.zeros(nodes, dtype=np.int64)  # 0..100, hot value applied
         self._recheck_at_s = np.full(nodes, -math.inf)
         self._seen_sync_version = -1
         self.loads: list[NodeLoad | None] = [None] * nodes
@@ -162,6 +167,7 @@ class LoadFilter:
         self.loads[node] = load
         self.passes[node] = not load.overloaded
         self.extender_score[node] = load.extender_score
+        self.score[node] = load.score
         self._recheck_at_s[node] = load.recheck_at_s
 
 
@@ -173,13 +179,18 @@ class Scheduler:
     load_filter: LoadFilter | None
     extender_weight: int
     rng: np.random.Generator
+    plugin_weight: int = 0  # > 0: the load score counts as a 0..100 plugin at this weight
 
     def choose(self, pod: PodShape) -> int | None:
         feasible = self.requests.fits(pod)
         scores = self.requests.scores(pod)
         if self.load_filter is not None:
             feasible &= self.load_filter.passes
-            scores = scores + self.load_filter.extender_score * 10 * self.extender_weight
+            if self.plugin_weight > 0:
+                scores = scores + self.load_filter.score * self.plugin_weight
+            else:
+                points = MAX_NODE_SCORE // MAX_EXTENDER_SCORE  # kube-scheduler's scaling
+                scores = scores + self.load_filter.extender_score * points * self.extender_weight
         if not feasible.any():
             return None
         best = scores[feasible].max()

@@ -4,8 +4,10 @@
 policy               decisions made by
 ==================== ====================================================
 default              kube-scheduler approximation (``placement``)
-crane                + ``app.load.evaluate_node`` (filter, score, hot value)
-loadaware            + the burst estimate from ``app.load.estimate``
+crane                + ``app.load.evaluate_node`` (filter, score, hot value), run
+                     as crane-scheduler ships (``scenario.crane``)
+loadaware            + ``app.load.evaluate_node`` as loadaware's extender, with
+                     the burst estimate from ``app.load.estimate``
 <policy>+desched     + the descheduler's planner (``app.rebalance.plan``)
 ==================== ====================================================
 
@@ -45,6 +47,7 @@ def plan_for(name: str) -> PolicyPlan:
     return PolicyPlan(
         name=name,
         load_aware=base != "default",
+        crane=base == "crane",
         make_estimate=BurstEstimate if base == "loadaware" else None,
         make_rebalancer=PlannerRebalancer if extra == "desched" else None,
     )

@@ -210,6 +210,21 @@ class SchedulerSettings(_Strict):
     extender_weight: int = Field(1, alias="extenderWeight", ge=1)
 
 
+class CraneSettings(_Strict):
+    """How the ``crane`` policies run; the defaults are crane-scheduler's shipped ones.
+    Each switch turns one difference from loadaware off (docs/simulate.md)."""
+
+    # crane writes node_hot_value only in its node sync, every shortest syncPolicy
+    # period (3m by default); false: every metrics.hotValueInterval, as loadaware.
+    hot_value_on_node_sync: bool = Field(True, alias="hotValueOnNodeSync")
+    # crane runs as an in-tree Score plugin: 0..100 at this weight (3 in its shipped
+    # KubeSchedulerConfiguration); 0: scored as an extender, 0..10 x 10 x extenderWeight.
+    plugin_weight: int = Field(3, alias="pluginWeight", ge=0, le=100)
+    # crane scores a metric without fresh data as fully used; false: at its filter
+    # limit, loadaware's rule.
+    missing_data_as_full: bool = Field(True, alias="missingDataAsFull")
+
+
 class Scenario(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -221,6 +236,7 @@ class Scenario(_Strict):
     scheduler: SchedulerSettings = Field(
         default_factory=lambda: SchedulerSettings.model_validate({})
     )
+    crane: CraneSettings = Field(default_factory=lambda: CraneSettings.model_validate({}))
     # A DeschedulerConfiguration (app/rebalance/config.py), for the +desched policies.
     descheduler: dict[str, Any] | None = None
     nodes: tuple[NodeGroup, ...] = Field(min_length=1)
@@ -252,6 +268,14 @@ class Scenario(_Strict):
         if self.policy is None:
             return default_policy()
         return policy_from_mapping(self.policy, f"scenario {self.name}: policy")
+
+    @property
+    def crane_node_sync_s(self) -> float:
+        """crane's node sync period: the policy's shortest sync period (3m by default),
+        on the step grid."""
+        periods = [entry.period_s for entry in self.scheduling_policy().spec.sync_policy]
+        shortest = min(periods, default=180.0)
+        return math.ceil(shortest / self.step_s - 1e-9) * self.step_s
 
 
 SIZE_HINT = "shorten duration, lengthen step or use fewer nodes"

@@ -65,9 +65,11 @@ def test_on_the_builtin_burst_the_estimate_spreads_what_crane_piles_up() -> None
     assert loadaware.throttled_cpu_minutes < crane.throttled_cpu_minutes
 
 
-def test_with_estimation_disabled_loadaware_places_exactly_as_crane() -> None:
-    _, crane = run(burst({"enabled": False}), "crane")
-    _, loadaware = run(burst({"enabled": False}), "loadaware")
+def test_with_estimation_disabled_loadaware_places_exactly_as_crane_run_as_an_extender() -> None:
+    as_extender = {"hotValueOnNodeSync": False, "pluginWeight": 0, "missingDataAsFull": False}
+    document = burst({"enabled": False}) | {"crane": as_extender}
+    _, crane = run(document, "crane")
+    _, loadaware = run(document, "loadaware")
     assert loadaware.placements == crane.placements
 
 
