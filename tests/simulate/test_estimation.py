@@ -65,14 +65,6 @@ def test_on_the_builtin_burst_the_estimate_spreads_what_crane_piles_up() -> None
     assert loadaware.throttled_cpu_minutes < crane.throttled_cpu_minutes
 
 
-def test_with_estimation_disabled_loadaware_places_exactly_as_crane_run_as_an_extender() -> None:
-    as_extender = {"hotValueOnNodeSync": False, "pluginWeight": 0, "missingDataAsFull": False}
-    document = burst({"enabled": False}) | {"crane": as_extender}
-    _, crane = run(document, "crane")
-    _, loadaware = run(document, "loadaware")
-    assert loadaware.placements == crane.placements
-
-
 def test_the_estimate_is_the_production_rule_for_pods_no_sample_covers() -> None:
     """A pod counts until a sample taken coveredAfter (5m) after its binding, for at most
     maxAge (5m); pods bound in the step of a sync (the same instant as the sample) count."""
