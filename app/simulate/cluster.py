@@ -84,6 +84,8 @@ class Run:
     evictions: list[Eviction] = field(default_factory=list)
     pending_at_end: int = 0
     load_evaluations: int = 0
+    pending: list[int] = field(default_factory=list)  # per step, after scheduling
+    waits_s: list[float] = field(default_factory=list)  # per placement: created to bound
 
 
 class SimulatedCluster:
@@ -173,6 +175,8 @@ class SimulatedCluster:
             for slot in self.rebalancer.evictions(self, t_s):
                 self.evict(int(slot), t_s)
         self.schedule_pending(t_s)
+        waiting = (self.node_of < 0) & (self.created_at_s <= t_s)
+        self.run.pending.append(int(np.count_nonzero(waiting)))
         self.run_workloads(step, t_s)
 
     def pending(self, t_s: float) -> IntArray:
@@ -201,6 +205,7 @@ class SimulatedCluster:
             self.on_placement(self, placement)  # sees the cluster as the scheduler did
         self.node_of[slot] = node
         self.bound_at_s[slot] = t_s
+        self.run.waits_s.append(t_s - float(self.created_at_s[slot]))
         self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])])
         self.pipeline.record_binding(node, t_s)
         self.run.placements.append(placement)
