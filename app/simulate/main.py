@@ -12,14 +12,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.flags import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, add_flag
+from app.flags import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, add_flag, count
 from app.simulate.cluster import Run, SimulatedCluster
 from app.simulate.policies import DEFAULT_POLICIES, available, plan_for, unavailable_reason
 from app.simulate.report import (
     PLOTS_HINT,
+    SPREAD_NOTE,
     as_json,
     markdown_table,
     plots_available,
+    spread_table,
     summarise,
     write_plots,
 )
@@ -62,6 +64,15 @@ def add_parser(components: Any) -> None:
         metavar="N",
         default_text="the scenario's own",
         help="override the scenario's seed",
+    )
+    add_flag(
+        parser,
+        "--seeds",
+        type=count,
+        metavar="N",
+        default=1,
+        help="run N seeds (the scenario's seed and the N-1 after it) and report each "
+        "number's median and range across them; plots show the first seed",
     )
     add_flag(parser, "--json", action="store_true", help="print JSON instead of Markdown")
     add_flag(
@@ -173,21 +184,35 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         return EXIT_USAGE
     skipped = [p for p in DEFAULT_POLICIES if p not in policies and unavailable_reason(p)]
     show_progress = args.progress or err.isatty()
+    seeds = [scenario.seed + i for i in range(args.seeds)]
+    per_seed: list[list[tuple[Run, float]]] = []
     try:
-        results = simulate_all(scenario, policies, show_progress, err)
+        for seed in seeds:
+            seeded = scenario.model_copy(update={"seed": seed})
+            per_seed.append(simulate_all(seeded, policies, show_progress, err))
     except MemoryError:
         err.write(f"loadaware simulate: error: {scenario.name}: out of memory; {SIZE_HINT}\n")
         return EXIT_FAILED
-    summaries = [summarise(r) for r, _ in results]
+    results = per_seed[0]
+    summaries = [[summarise(r) for r, _ in runs] for runs in per_seed]
     if args.json:
-        document = as_json(scenario.name, scenario.seed, summaries)
-        document["seconds"] = {r.policy: round(s, 3) for r, s in results}
-        out.write(json.dumps(document, indent=2) + "\n")
+        documents = []
+        for seed, runs, seed_summaries in zip(seeds, per_seed, summaries, strict=True):
+            document = as_json(scenario.name, seed, seed_summaries)
+            document["seconds"] = {r.policy: round(s, 3) for r, s in runs}
+            documents.append(document)
+        body: Any = documents[0] if len(documents) == 1 else {"seeds": seeds, "runs": documents}
+        out.write(json.dumps(body, indent=2) + "\n")
     else:
-        out.write(f"### {scenario.name} (seed {scenario.seed})\n\n")
-        out.write(markdown_table(summaries) + "\n")
+        if len(seeds) == 1:
+            out.write(f"### {scenario.name} (seed {scenario.seed})\n\n")
+            out.write(markdown_table(summaries[0]) + "\n")
+        else:
+            out.write(f"### {scenario.name} (seeds {seeds[0]}-{seeds[-1]})\n\n")
+            out.write(SPREAD_NOTE + "\n\n")
+            out.write(spread_table(summaries) + "\n")
         timings = ", ".join(f"{r.policy} {s:.1f}" for r, s in results)
-        out.write(f"\nseconds per policy: {timings}\n")
+        out.write(f"\nseconds per policy (seed {seeds[0]}): {timings}\n")
         for name in skipped if args.policies is None else []:
             out.write(f"\n{name}: not run: {unavailable_reason(name)}\n")
     if args.plots is not None:

@@ -158,6 +158,55 @@ def markdown_table(summaries: Sequence[Summary]) -> str:
     return "\n".join(lines)
 
 
+SPREAD_NOTE = (
+    "Each cell: the median over the seeds, and in brackets the range (lowest-highest) "
+    "where the seeds disagree; a result is one only where the range says the same."
+)
+
+
+def _cells(s: Summary) -> list[tuple[float, str]]:
+    """Each column's number and how it is printed, in ``_COLUMNS`` order after policy."""
+    return [
+        (s.cpu_peak, "pct"),
+        (s.memory_peak, "pct"),
+        (s.cpu_node_minutes_above, "int"),
+        (s.memory_node_minutes_above, "int"),
+        (s.throttled_cpu_minutes, "float"),
+        (float(s.oom_events), "int"),
+        (s.pending_pod_minutes, "int"),
+        (float(s.most_pending), "int"),
+        (s.wait_p95_s, "duration"),
+        (float(s.pending_at_end), "int"),
+        (float(s.evictions), "int"),
+        (float(s.pods_evicted_repeatedly), "int"),
+    ]
+
+
+def _show(value: float, kind: str) -> str:
+    if kind == "pct":
+        return _pct(value)
+    if kind == "duration":
+        return _duration(value)
+    return f"{value:.1f}" if kind == "float" else f"{value:.0f}"
+
+
+def spread_table(per_seed: Sequence[Sequence[Summary]]) -> str:
+    """One row per policy: each number's median across seeds, with its range."""
+    columns = [c if c != "wait p50/p95" else "wait p95" for c in _COLUMNS]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for index, first in enumerate(per_seed[0]):
+        rows = [_cells(seed[index]) for seed in per_seed]
+        cells = [first.policy]
+        for column in range(len(rows[0])):
+            kind = rows[0][column][1]
+            values = sorted(row[column][0] for row in rows)
+            median = _show(float(np.median(values)), kind)
+            low, high = _show(values[0], kind), _show(values[-1], kind)
+            cells.append(median if low == high else f"{median} ({low}-{high})")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def as_json(scenario: str, seed: int, summaries: Sequence[Summary]) -> dict[str, Any]:
     return {"scenario": scenario, "seed": seed, "policies": [asdict(s) for s in summaries]}
 
@@ -166,51 +215,122 @@ def plots_available() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
+# Utilisation bands on the heat maps: shades of blue up to the filter limit, orange
+# from the limit to capacity, red above capacity (throttled CPU, OOM for memory).
+_BELOW = ("#f7fbff", "#c6dbef", "#6baed6", "#2171b5")
+_OVER_LIMIT = "#fd8d3c"
+_OVER_CAPACITY = "#cb181d"
+_TOP = 1.5  # the colour scale's end: demand 150 % of allocatable
+
+
+def _bands(limit: float) -> list[float]:
+    below = [limit * i / len(_BELOW) for i in range(len(_BELOW))]
+    return [*below, limit, 1.0, _TOP]
+
+
 def write_plots(runs: Sequence[Run], directory: Path) -> Path:
-    """One PNG: per policy a node x time CPU heat map, evictions below on the same axis."""
+    """One PNG per scenario: per policy a row of node x time heat maps of CPU and of
+    memory demand, with the filter limit and capacity marked on the colour scale, and
+    the policy's evictions beside them (one scale for all rows); below, the pods
+    waiting for a node over time under every policy."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+    from matplotlib.ticker import MaxNLocator
 
     directory.mkdir(parents=True, exist_ok=True)
     scenario = runs[0].scenario
     hours = runs[0].times_s / 3600.0
     end_h = float(hours[-1]) + scenario.step_s / 3600.0
-    figure, axes = plt.subplots(
-        2,
-        len(runs),
-        figsize=(4.2 * len(runs), 5.2),
-        squeeze=False,
-        gridspec_kw={"height_ratios": [4, 1]},
-        sharex=True,
+    summaries = [summarise(run) for run in runs]
+    limits = {"CPU": summaries[0].cpu_threshold, "memory": summaries[0].memory_threshold}
+    plt.rcParams.update({"font.size": 11})
+    figure = plt.figure(figsize=(13.0, 2.1 * len(runs) + 3.2), layout="constrained")
+    grid = figure.add_gridspec(
+        len(runs) + 1, 4, width_ratios=[5, 5, 2.2, 0.25], height_ratios=[2] * len(runs) + [2.4]
     )
-    image = None
-    for column, run in enumerate(runs):
-        heat, bars = axes[0][column], axes[1][column]
-        image = heat.imshow(
-            run.cpu_utilisation.T,
-            aspect="auto",
-            origin="lower",
-            cmap="inferno",
-            vmin=0.0,
-            vmax=1.2,
-            extent=(0.0, end_h, 0, len(run.node_names)),
-            interpolation="nearest",
+    bins = max(1, min(60, scenario.steps))
+    per_bin_h = end_h / bins
+    eviction_counts = [
+        np.histogram([e.t_s / 3600.0 for e in run.evictions], bins=bins, range=(0.0, end_h))[0]
+        for run in runs
+    ]
+    eviction_top = max(1, max(int(counts.max()) for counts in eviction_counts))
+    images = {}
+    for row, run in enumerate(runs):
+        for column, (label, series) in enumerate(
+            (("CPU", run.cpu_utilisation), ("memory", run.memory_utilisation))
+        ):
+            axis = figure.add_subplot(grid[row, column])
+            bands = _bands(limits[label])
+            colours = ListedColormap([*_BELOW, _OVER_LIMIT, _OVER_CAPACITY])
+            images[label] = axis.imshow(
+                series.T,
+                aspect="auto",
+                origin="lower",
+                cmap=colours,
+                norm=BoundaryNorm(bands, colours.N, clip=True),
+                extent=(0.0, end_h, 0, len(run.node_names)),
+                interpolation="nearest",
+            )
+            axis.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
+            axis.set_ylabel(f"{run.policy}\nnode" if column == 0 else "node")
+            if row == 0:
+                axis.set_title(f"{label} demand / allocatable (limit {limits[label]:.0%})")
+            if row < len(runs) - 1:
+                axis.tick_params(labelbottom=False)
+            else:
+                axis.set_xlabel("hours")
+        bars = figure.add_subplot(grid[row, 2])
+        counts = eviction_counts[row]
+        if counts.any():
+            bars.bar(
+                np.arange(bins) * per_bin_h, counts, width=per_bin_h, align="edge", color="#555"
+            )
+        else:
+            bars.text(0.5, 0.5, "none", ha="center", va="center", transform=bars.transAxes)
+        bars.set_xlim(0.0, end_h)
+        bars.set_ylim(0, eviction_top * 1.1)
+        bars.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=3))
+        if row == 0:
+            bars.set_title("evictions")
+        if row < len(runs) - 1:
+            bars.tick_params(labelbottom=False)
+        else:
+            bars.set_xlabel("hours")
+    scale = figure.add_subplot(grid[: len(runs), 3])
+    colourbar = figure.colorbar(images["CPU"], cax=scale, spacing="proportional")
+    limit = limits["CPU"]
+    colourbar.set_ticks([0.0, limit, 1.0, _TOP])
+    colourbar.set_ticklabels(["0", f"{limit:.0%} filter limit", "100% capacity", f"{_TOP:.0%}"])
+    pending = figure.add_subplot(grid[len(runs), :3])
+    for run in runs:
+        style = "--" if run.policy.endswith("+desched") else "-"
+        pending.step(
+            hours, run.pending, where="post", label=run.policy, linewidth=1.6, linestyle=style
         )
-        heat.set_title(run.policy, fontsize=10)
-        if column == 0:
-            heat.set_ylabel("node")
-        times = [e.t_s / 3600.0 for e in run.evictions]
-        bins = max(1, min(200, scenario.steps))
-        bars.hist(times, bins=bins, range=(0.0, end_h), color="tab:blue")
-        bars.set_xlabel("hours")
-        if column == 0:
-            bars.set_ylabel("evictions")
-    if image is not None:
-        figure.colorbar(image, ax=[row[-1] for row in axes], label="CPU demand / allocatable")
-    figure.suptitle(f"{scenario.name}: node CPU utilisation over time", fontsize=11)
+    pending.set_xlim(0.0, end_h)
+    pending.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if max(max(run.pending, default=0) for run in runs) == 0:
+        pending.set_ylim(0, 1)
+        pending.text(
+            0.5,
+            0.5,
+            "none under any policy",
+            ha="center",
+            va="center",
+            transform=pending.transAxes,
+        )
+    else:
+        pending.set_ylim(bottom=0)
+    pending.set_ylabel("pods pending")
+    pending.set_xlabel("hours")
+    pending.set_title("pods waiting for a node")
+    pending.legend(ncols=min(3, len(runs)), fontsize=9, loc="upper left")
+    figure.suptitle(f"{scenario.name} (seed {scenario.seed})", fontsize=13)
     path = directory / f"{scenario.name}.png"
-    figure.savefig(path, dpi=80)
+    figure.savefig(path, dpi=90)
     plt.close(figure)
     return path

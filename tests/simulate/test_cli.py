@@ -59,6 +59,47 @@ def test_json_has_the_columns_and_the_seed(tmp_path: Path) -> None:
     assert crane["pdb_violations"] == 0
 
 
+def test_json_has_what_users_feel(tmp_path: Path) -> None:
+    code, out, _ = simulate(str(write_small(tmp_path)), "--json", "--policies", "loadaware")
+    assert code == 0
+    (loadaware,) = json.loads(out)["policies"]
+    for key in (
+        "pending_pod_minutes",
+        "most_pending",
+        "wait_p50_s",
+        "wait_p95_s",
+        "oom_events",
+        "throttled_cpu_minutes",
+        "evictions",
+        "pods_evicted_repeatedly",
+    ):
+        assert key in loadaware
+    assert loadaware["node_minutes_above"].keys() == {
+        "cpu_usage_avg_5m > 0.65",
+        "cpu_usage_max_avg_1h > 0.75",
+        "mem_usage_avg_5m > 0.65",
+        "mem_usage_max_avg_1h > 0.75",
+    }
+
+
+def test_seeds_report_the_median_and_the_range_across_them(tmp_path: Path) -> None:
+    path = str(write_small(tmp_path))
+    code, out, err = simulate(path, "--seeds", "3", "--seed", "4", "--policies", "default")
+    assert code == 0, err
+    assert "### small (seeds 4-6)" in out
+    row = next(line for line in out.splitlines() if line.startswith("| default |"))
+    code, document, _ = simulate(
+        path, "--seeds", "3", "--seed", "4", "--json", "--policies", "default"
+    )
+    runs = json.loads(document)
+    assert runs["seeds"] == [4, 5, 6]
+    peaks = sorted(run["policies"][0]["cpu_peak"] for run in runs["runs"])
+    median = f"{peaks[1] * 100:.0f}%"
+    low, high = f"{peaks[0] * 100:.0f}%", f"{peaks[2] * 100:.0f}%"
+    expected = median if low == high else f"{median} ({low}-{high})"
+    assert row.split(" | ")[1] == expected
+
+
 def test_plots_are_written_as_png(tmp_path: Path) -> None:
     code, _, err = simulate(
         str(write_small(tmp_path)),
