@@ -269,6 +269,28 @@ def measure(annotations: Mapping[str, str], policy: Policy, now_s: float) -> Mea
     )
 
 
+def read_usage(
+    annotations: Mapping[str, str],
+    policy: Policy,
+    now_s: float,
+    metrics: Iterable[str],
+    unsampled: Mapping[str, float] | None = None,
+) -> dict[str, MetricReading]:
+    """Just the readings of ``metrics``, with ``unsampled`` added as ``assess`` adds it:
+    for a caller that needs a node's usage and not its verdict (the descheduler sizing
+    every node each round). A metric the policy does not name is left out."""
+    readings: dict[str, MetricReading] = {}
+    resources = policy.metric_resources
+    for metric in metrics:
+        if metric not in policy.metrics:
+            continue
+        reading, _ = read_metric(annotations, metric, policy.freshness_window_s(metric), now_s)
+        if unsampled:
+            reading = with_unsampled(reading, unsampled.get(resources.get(metric, ""), 0.0))
+        readings[metric] = reading
+    return readings
+
+
 def assess(
     measurement: Measurement, policy: Policy, unsampled: Mapping[str, float] | None = None
 ) -> NodeLoad:

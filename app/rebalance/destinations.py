@@ -22,7 +22,7 @@ from app.objects.resources import RESOURCES, Resources
 from app.policy import Policy
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.fit import fit_refusal
-from app.rebalance.measure import evaluate, usage_of
+from app.rebalance.measure import evaluate, readings_of, usage_of
 
 
 @dataclass
@@ -76,7 +76,7 @@ def refusal(
     load = evaluate(room.node, policy, now_s, with_pod)
     if load.overloaded:
         return f"fails the load filter: {load.reason}"
-    _, missing = usage_of(room.node, load, config)
+    _, missing = usage_of(room.node, readings_of(load), config)
     if missing is not None:
         return f"no usable data: {missing}"
     return None

@@ -1,7 +1,9 @@
-"""Each node's usage per resource, read through the load model (``evaluate_node``).
+"""Each node's usage per resource, read through the load model.
 
 The usage of a resource is the fresh reading of its configured metric, with the
-convergence adjustments passed as ``unsampled``. Nothing here parses an annotation.
+convergence adjustments passed as ``unsampled``. Every node is sized each round, so
+only the balanced metrics are read (``read_usage``); the full verdict
+(``evaluate_node``) is taken for destinations only. Nothing here parses an annotation.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from app.load.model import MetricReading, NodeLoad, assess, evaluate_node, measure
+from app.load.model import MetricReading, NodeLoad, evaluate_node, read_usage
 from app.objects.evictions import EvictionRecord
 from app.objects.nodes import NodeInfo
 from app.objects.resources import RESOURCES
@@ -21,7 +23,7 @@ from app.rebalance.convergence import as_fractions, unsampled_amounts
 @dataclass(frozen=True, slots=True)
 class NodeUsage:
     node: NodeInfo
-    load: NodeLoad  # the load model's verdict, convergence adjustments included
+    readings: Mapping[str, MetricReading]  # the balanced metrics', convergence included
     usage_fraction: Mapping[str, float]  # per balanced resource with fresh data
     missing: str | None  # why a balanced resource has no usable reading
     unsampled: Mapping[str, float]  # signed amounts (cores, bytes) added by convergence
@@ -31,8 +33,8 @@ def allocatable_of(node: NodeInfo) -> dict[str, float]:
     return {resource: node.allocatable.get(resource) for resource in RESOURCES}
 
 
-def reading_of(load: NodeLoad, metric: str) -> MetricReading | None:
-    return next((r for r in load.readings if r.metric == metric), None)
+def readings_of(load: NodeLoad) -> dict[str, MetricReading]:
+    return {reading.metric: reading for reading in load.readings}
 
 
 def evaluate(
@@ -44,12 +46,12 @@ def evaluate(
 
 
 def usage_of(
-    node: NodeInfo, load: NodeLoad, config: DeschedulerConfig
+    node: NodeInfo, readings: Mapping[str, MetricReading], config: DeschedulerConfig
 ) -> tuple[dict[str, float], str | None]:
     usage: dict[str, float] = {}
     for resource in config.resources:
         metric = config.metrics[resource]
-        reading = reading_of(load, metric)
+        reading = readings.get(metric)
         if reading is None:
             return usage, f"{metric} is not in the policy's syncPolicy"
         if not reading.is_fresh or reading.usage_fraction is None:
@@ -67,29 +69,31 @@ def measure_nodes(
     now_s: float,
     records: Sequence[EvictionRecord],
 ) -> dict[str, NodeUsage]:
-    # Measured once; a node with convergence adjustments is assessed again from the
-    # same measurement (what ``evaluate`` would compute, without reading it twice).
-    measurements = {node.name: measure(node.annotations, policy, now_s) for node in nodes}
-    raw = {name: assess(m, policy) for name, m in measurements.items()}
+    metrics = tuple(dict.fromkeys(config.metrics.values()))
+    raw = {node.name: read_usage(node.annotations, policy, now_s, metrics) for node in nodes}
     amounts = unsampled_amounts(records, sample_times(raw, config), config.settle_time, RESOURCES)
     measured: dict[str, NodeUsage] = {}
     for node in nodes:
         unsampled = amounts.get(node.name, {})
         fractions = as_fractions(unsampled, allocatable_of(node)) if unsampled else None
-        load = assess(measurements[node.name], policy, fractions) if fractions else raw[node.name]
-        usage, missing = usage_of(node, load, config)
-        measured[node.name] = NodeUsage(node, load, usage, missing, unsampled)
+        readings = (
+            read_usage(node.annotations, policy, now_s, metrics, fractions)
+            if fractions
+            else raw[node.name]
+        )
+        usage, missing = usage_of(node, readings, config)
+        measured[node.name] = NodeUsage(node, readings, usage, missing, unsampled)
     return measured
 
 
 def sample_times(
-    loads: Mapping[str, NodeLoad], config: DeschedulerConfig
+    readings: Mapping[str, Mapping[str, MetricReading]], config: DeschedulerConfig
 ) -> dict[str, dict[str, float | None]]:
     times: dict[str, dict[str, float | None]] = {}
-    for name, load in loads.items():
+    for name, node_readings in readings.items():
         per_resource: dict[str, float | None] = {}
         for resource, metric in config.metrics.items():
-            reading = reading_of(load, metric)
+            reading = node_readings.get(metric)
             per_resource[resource] = reading.timestamp_s if reading else None
         times[name] = per_resource
     return times

@@ -11,6 +11,7 @@ from app.load.model import (
     evaluate_node,
     hot_value_from_bindings,
     is_exempt_from_filter,
+    read_usage,
     to_extender_score,
 )
 from app.load.samples import format_hot_value, format_usage
@@ -260,3 +261,28 @@ def test_unsampled_usage_never_makes_stale_or_missing_data_reject_a_node() -> No
     assert not load.overloaded
     unknown = evaluate_node({}, POLICY, NOW)
     assert evaluate_node({}, POLICY, NOW, {"cpu": 0.9}).score == unknown.score
+
+
+@given(
+    cpu=st.tuples(*[st.floats(0, 1)] * 3),
+    mem=st.tuples(*[st.floats(0, 1)] * 3),
+    age_s=st.floats(0, 4 * 3600),
+    added=st.floats(-0.5, 0.5),
+)
+def test_read_usage_is_what_the_full_verdict_reads(
+    cpu: tuple[float, float, float],
+    mem: tuple[float, float, float],
+    age_s: float,
+    added: float,
+) -> None:
+    """The descheduler sizes nodes with read_usage; it must read as evaluate_node does."""
+    names = ("usage_avg_5m", "usage_max_avg_1h", "usage_max_avg_1d")
+    values = {f"cpu_{n}": format_usage(v, NOW - age_s) for n, v in zip(names, cpu, strict=True)}
+    values |= {f"mem_{n}": format_usage(v, NOW - age_s) for n, v in zip(names, mem, strict=True)}
+    unsampled = {"cpu": added, "memory": -added}
+    wanted = ("cpu_usage_avg_5m", "mem_usage_max_avg_1h", "not_a_policy_metric")
+    read = read_usage(values, POLICY, NOW, wanted, unsampled)
+    full = {r.metric: r for r in evaluate_node(values, POLICY, NOW, unsampled).readings}
+    assert set(read) == {"cpu_usage_avg_5m", "mem_usage_max_avg_1h"}
+    for metric, reading in read.items():
+        assert reading == full[metric]
