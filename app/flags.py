@@ -218,3 +218,25 @@ def add_flag(
     text = f"{help.strip()}{suffix} [env {variable}]".replace("%", "%%")
     action: argparse.Action = container.add_argument(flag, help=text, default=default, **kwargs)
     return action
+
+
+def add_component(
+    components: Any,
+    name: str,
+    about: tuple[str, str, str],
+    add_flags: Callable[[argparse.ArgumentParser], None],
+    run: Callable[[argparse.Namespace], int],
+) -> argparse.ArgumentParser:
+    """A loop component's subcommand; ``about`` is its (help, description, epilog), the
+    description and epilog kept as written."""
+    help, description, epilog = about
+    parser: argparse.ArgumentParser = components.add_parser(
+        name,
+        help=help,
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_flags(parser)
+    parser.set_defaults(run=run)
+    return parser

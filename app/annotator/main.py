@@ -5,17 +5,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from app.annotator.runtime import Annotator, AnnotatorConfig
 from app.annotator.sync import QueryShape
-from app.flags import EXIT_OK, add_flag, count, duration, positive_number, usage_error
+from app.flags import (
+    EXIT_OK,
+    add_component,
+    add_flag,
+    count,
+    duration,
+    positive_number,
+    usage_error,
+)
 from app.kube.client import KubeConfigError, make_client
 from app.kube.election import add_leader_election_flags, lease_settings_from_args
-from app.kube.service import add_health_flags
+from app.kube.service import add_health_flags, run_until_signalled
 from app.policy import Policy, PolicyError, default_policy
 from app.policy.watch import PolicyWatcher
 from app.prom.client import PrometheusSettings, PrometheusSource
@@ -26,6 +33,7 @@ log = logging.getLogger(__name__)
 DEFAULT_HEALTH_PORT = 8081
 DEFAULT_LEASE_NAME = "loadaware-annotator"
 
+HELP = "write node load from Prometheus into node annotations"
 DESCRIPTION = """\
 Write each node's load from Prometheus into its annotations, for the loadaware
 extender (or crane-scheduler) to read.
@@ -103,18 +111,6 @@ def settings_from_args(
     return Settings(config, prometheus, watcher)
 
 
-async def _run_until_signalled(annotator: Annotator) -> None:
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, task.cancel)
-    try:
-        await annotator.run()
-    except asyncio.CancelledError:
-        log.info("annotator stopped")
-
-
 def run(args: argparse.Namespace) -> int:
     annotator: Annotator | None = None
 
@@ -136,22 +132,14 @@ def run(args: argparse.Namespace) -> int:
         settings.annotator, client, source, policy_watcher=settings.policy_watcher
     )
     try:
-        asyncio.run(_run_until_signalled(annotator))
+        asyncio.run(run_until_signalled("annotator", annotator.run()))
     finally:
         source.close()
     return EXIT_OK
 
 
 def add_parser(components: Any) -> None:
-    parser: argparse.ArgumentParser = components.add_parser(
-        "annotator",
-        help="write node load from Prometheus into node annotations",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_flags(parser)
-    parser.set_defaults(run=run)
+    add_component(components, "annotator", (HELP, DESCRIPTION, EPILOG), add_flags, run)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from typing import Any, TextIO
 from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
 from app.documents import read_file
 from app.filewatch import FileWatcher
-from app.flags import EXIT_FAILED, EXIT_OK, add_flag, duration, usage_error
+from app.flags import EXIT_FAILED, EXIT_OK, add_component, add_flag, duration, usage_error
 from app.kube.client import KubeConfigError, make_client
 from app.kube.election import (
     add_leader_election_flags,
@@ -23,7 +22,7 @@ from app.kube.election import (
     default_lease_namespace,
     lease_settings_from_args,
 )
-from app.kube.service import add_health_flags
+from app.kube.service import add_health_flags, run_until_signalled
 from app.kube.state import DEFAULT_NAME as DEFAULT_STATE_NAME
 from app.policy import Policy, PolicyError, default_policy
 from app.policy.watch import PolicyWatcher
@@ -37,6 +36,7 @@ log = logging.getLogger(__name__)
 DEFAULT_HEALTH_PORT = 8082
 DEFAULT_LEASE_NAME = "loadaware-descheduler"
 
+HELP = "evict pods from nodes hot on real usage, onto cool nodes"
 DESCRIPTION = """\
 Evict pods from nodes that are hot on REAL usage, so that they are rescheduled onto
 cool nodes, without ever sending a pod to another hot spot.
@@ -179,18 +179,6 @@ def print_report(report: RunReport, out: TextIO) -> None:
     out.flush()
 
 
-async def _run_until_signalled(descheduler: Descheduler, watchers: tuple[Any, ...]) -> None:
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, task.cancel)
-    try:
-        await descheduler.run(watchers)
-    except asyncio.CancelledError:
-        log.info("descheduler stopped")
-
-
 def run(args: argparse.Namespace) -> int:
     reloads = Reloads()
     try:
@@ -207,22 +195,14 @@ def run(args: argparse.Namespace) -> int:
             print_report(report, sys.stdout)
             done = report.result in (RunResult.OK, RunResult.FIRST_RUN)
             return EXIT_OK if done else EXIT_FAILED
-        asyncio.run(_run_until_signalled(descheduler, settings.watchers))
+        asyncio.run(run_until_signalled("descheduler", descheduler.run(settings.watchers)))
     finally:
         source.close()
     return EXIT_OK
 
 
 def add_parser(components: Any) -> None:
-    parser: argparse.ArgumentParser = components.add_parser(
-        "descheduler",
-        help="evict pods from nodes hot on real usage, onto cool nodes",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_flags(parser)
-    parser.set_defaults(run=run)
+    add_component(components, "descheduler", (HELP, DESCRIPTION, EPILOG), add_flags, run)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -302,7 +282,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add_prometheus_flags(parser)
     add_leader_election_flags(parser, DEFAULT_LEASE_NAME)
 
-    add_health_flags(parser, DEFAULT_HEALTH_PORT, '; not served with --once')
+    add_health_flags(parser, DEFAULT_HEALTH_PORT, "; not served with --once")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import signal
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
@@ -32,6 +34,7 @@ from app.kube.cache import WatchCache
 from app.kube.lease import LeaderElector, LeaderWork, LeaseSettings
 
 Work = Callable[[], Coroutine[Any, Any, None]]
+log = logging.getLogger(__name__)
 
 
 class Runnable(Protocol):
@@ -155,6 +158,20 @@ class LeaderElectedService:
             },
             **self._details(),
         }
+
+
+async def run_until_signalled(component: str, work: Coroutine[Any, Any, None]) -> None:
+    """Run a component until SIGTERM or SIGINT, which cancel it: its ``finally`` blocks
+    (releasing the Lease, stopping the health server) run before the process exits."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, task.cancel)
+    try:
+        await work
+    except asyncio.CancelledError:
+        log.info("%s stopped", component)
 
 
 def add_health_flags(parser: argparse.ArgumentParser, default_port: int, note: str = "") -> None:
