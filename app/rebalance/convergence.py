@@ -18,7 +18,9 @@ SampleTimes = Mapping[str, Mapping[str, float | None]]
 
 
 def _unsettled(sample_s: float | None, record: EvictionRecord, settle_s: float) -> bool:
-    return sample_s is None or sample_s < record.evicted_at_s + settle_s
+    """Equal times stay unsettled: with ``settleTime: 0`` a sample stamped in the second
+    of the eviction (timestamps have 1-second resolution) cannot show it yet."""
+    return sample_s is None or sample_s <= record.evicted_at_s + settle_s
 
 
 def unsampled_amounts(

@@ -215,17 +215,18 @@ def plots_available() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
-# Utilisation bands on the heat maps: shades of blue up to the filter limit, orange
+# Utilisation bands on the heat maps: shades of blue up to the filter limit, of orange
 # from the limit to capacity, red above capacity (throttled CPU, OOM for memory).
 _BELOW = ("#f7fbff", "#c6dbef", "#6baed6", "#2171b5")
-_OVER_LIMIT = "#fd8d3c"
-_OVER_CAPACITY = "#cb181d"
+_OVER_LIMIT = ("#fdd0a2", "#fd8d3c", "#d94801")
+_OVER_CAPACITY = "#a50f15"
 _TOP = 1.5  # the colour scale's end: demand 150 % of allocatable
 
 
 def _bands(limit: float) -> list[float]:
     below = [limit * i / len(_BELOW) for i in range(len(_BELOW))]
-    return [*below, limit, 1.0, _TOP]
+    over = [limit + (1.0 - limit) * i / len(_OVER_LIMIT) for i in range(len(_OVER_LIMIT))]
+    return [*below, *over, 1.0, _TOP]
 
 
 def write_plots(runs: Sequence[Run], directory: Path) -> Path:
@@ -265,7 +266,7 @@ def write_plots(runs: Sequence[Run], directory: Path) -> Path:
         ):
             axis = figure.add_subplot(grid[row, column])
             bands = _bands(limits[label])
-            colours = ListedColormap([*_BELOW, _OVER_LIMIT, _OVER_CAPACITY])
+            colours = ListedColormap([*_BELOW, *_OVER_LIMIT, _OVER_CAPACITY])
             images[label] = axis.imshow(
                 series.T,
                 aspect="auto",
