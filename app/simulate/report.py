@@ -329,7 +329,7 @@ def write_plots(runs: Sequence[Run], directory: Path) -> Path:
     pending.set_ylabel("pods pending")
     pending.set_xlabel("hours")
     pending.set_title("pods waiting for a node")
-    pending.legend(ncols=min(3, len(runs)), fontsize=9, loc="upper left")
+    pending.legend(ncols=min(3, len(runs)), fontsize=9, loc="upper right")
     figure.suptitle(f"{scenario.name} (seed {scenario.seed})", fontsize=13)
     path = directory / f"{scenario.name}.png"
     figure.savefig(path, dpi=90)
