@@ -132,6 +132,30 @@ class PodUsageQueries(_Section):
     )
 
 
+def _count_or_percent(value: Any) -> str:
+    """'10%' or a whole count >= 1; refused otherwise, saying what is meant."""
+    hint = "give a count such as 1 or a percentage such as '10%'"
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(hint)
+    text = str(value).strip()
+    number = text.removesuffix("%")
+    if not number.isdigit():
+        raise ValueError(f"{value!r}: {hint}")
+    if text.endswith("%") and not 0 < int(number) <= 100:
+        raise ValueError(f"{value!r}: a percentage must be from 1% to 100%")
+    if not text.endswith("%") and int(number) < 1:
+        raise ValueError(f"{value!r}: a count must be at least 1 (0 would evict nothing)")
+    return text
+
+
+def unavailable_allowed(setting: str, replicas: int) -> int:
+    """How many of ``replicas`` pods may be unavailable at once: a count, or a
+    percentage rounded down but at least 1."""
+    if setting.endswith("%"):
+        return max(1, replicas * int(setting[:-1]) // 100)
+    return int(setting)
+
+
 def _percentages(value: Mapping[Resource, float], field: str) -> None:
     for resource, percent in value.items():
         if not 0 <= percent <= 100:
@@ -245,6 +269,22 @@ class DeschedulerConfig(_Section):
         default=900.0,
         ge=0,
         description="After evicting a pod of a workload, leave the workload alone this long.",
+    )
+    max_migrating_per_workload: int = Field(
+        default=1,
+        ge=1,
+        le=1000,
+        description="At most this many pods of one workload (a Deployment, StatefulSet, "
+        "... as workloadCooldown names it) are evicted in one run (koordinator's "
+        "maxMigratingPerWorkload).",
+    )
+    max_unavailable_per_workload: Annotated[str, BeforeValidator(_count_or_percent)] = Field(
+        default="10%",
+        description="At most this many of a workload's pods may be unavailable at once, "
+        "counting its pods not Ready (a replacement still starting included) and those "
+        "this run evicts: a count ('2') or a percentage of its pods ('10%', rounded down, "
+        "at least 1). A workload with this many pods already not Ready loses none "
+        "(koordinator's maxUnavailablePerWorkload).",
     )
     evictions_per_second: float = Field(
         default=1.0,

@@ -1,8 +1,11 @@
 """The run's guards that depend on what the plan already chose.
 
-Limits per node, per namespace and in total; PodDisruptionBudgets (never more planned
-evictions covered by a PDB than its ``disruptionsAllowed``); the last Ready replica of
-a controller; and the per-workload cooldown from the descheduler's recent evictions.
+Limits per node, per namespace and in total; per workload (``maxMigratingPerWorkload``
+pods in one run, and ``maxUnavailablePerWorkload``: its pods not Ready now, a
+replacement still starting included, plus those this run evicts); PodDisruptionBudgets
+(never more planned evictions covered by a PDB than its ``disruptionsAllowed``); the
+last Ready replica of a controller; and the per-workload cooldown from the
+descheduler's recent evictions.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from app.objects.budgets import PodDisruptionBudgetView
 from app.objects.durations import format_duration
 from app.objects.evictions import EvictionRecord
 from app.objects.pods import PodInfo, workload_of
-from app.rebalance.config import DeschedulerConfig
+from app.rebalance.config import DeschedulerConfig, unavailable_allowed
 from app.rebalance.outcome import SkipCode
 
 
@@ -35,6 +38,22 @@ def cooling_workloads(
     return {w: now_s - at_s for w, at_s in latest.items() if now_s - at_s < cooldown_s}
 
 
+def workload_pods(pods: Iterable[PodInfo]) -> tuple[Counter[str], Counter[str]]:
+    """Per workload: its pods (not finished, not terminating) and how many are not Ready."""
+    replicas: Counter[str] = Counter()
+    not_ready: Counter[str] = Counter()
+    for pod in pods:
+        if pod.terminating or pod.phase in ("Succeeded", "Failed"):
+            continue
+        workload = workload_of(pod)
+        if workload is None:
+            continue
+        replicas[workload] += 1
+        if not pod.ready:
+            not_ready[workload] += 1
+    return replicas, not_ready
+
+
 class RunBudget:
     def __init__(
         self,
@@ -45,7 +64,10 @@ class RunBudget:
         now_s: float,
     ) -> None:
         self._config = config
+        pods = list(pods)
         self._ready = ready_replica_counts(pods)
+        self._replicas, self._not_ready = workload_pods(pods)
+        self._per_workload: Counter[str] = Counter()
         self._budgets = budgets
         self._budgets_in: dict[str, list[int]] = {}
         for index, budget in enumerate(budgets):
@@ -96,6 +118,10 @@ class RunBudget:
             cooldown = format_duration(config.workload_cooldown)
             text = f"cooldown: {workload} had a pod evicted {ago} ago (workloadCooldown {cooldown})"
             return SkipCode.COOLDOWN, text
+        if workload is not None:
+            refused = self._workload_refusal(pod, workload)
+            if refused is not None:
+                return refused
         if pod.owner is not None and pod.ready and not config.evict_last_replica:
             remaining = self._ready[pod.owner.uid] - self._per_owner[pod.owner.uid]
             if remaining <= 1:
@@ -108,10 +134,33 @@ class RunBudget:
                 return SkipCode.PDB, text
         return None
 
+    def _workload_refusal(self, pod: PodInfo, workload: str) -> tuple[SkipCode, str] | None:
+        config = self._config
+        taken = self._per_workload[workload]
+        if taken >= config.max_migrating_per_workload:
+            return SkipCode.WORKLOAD_LIMIT, (
+                f"{workload} already has {taken} pod(s) evicted in this run "
+                f"(maxMigratingPerWorkload {config.max_migrating_per_workload})"
+            )
+        replicas = self._replicas[workload]
+        allowed = unavailable_allowed(config.max_unavailable_per_workload, replicas)
+        not_ready = self._not_ready[workload]
+        unavailable = not_ready + taken + (1 if pod.ready else 0)
+        if unavailable > allowed:
+            return SkipCode.WORKLOAD_UNAVAILABLE, (
+                f"{workload}: {not_ready} of {replicas} pods not Ready and {taken} evicted in "
+                f"this run; one more would make {unavailable} unavailable "
+                f"(maxUnavailablePerWorkload {config.max_unavailable_per_workload} = {allowed})"
+            )
+        return None
+
     def take(self, pod: PodInfo, node: str) -> None:
         self.total += 1
         self._per_node[node] += 1
         self._per_namespace[pod.namespace] += 1
+        workload = workload_of(pod)
+        if workload is not None:
+            self._per_workload[workload] += 1
         if pod.owner is not None and pod.ready:
             self._per_owner[pod.owner.uid] += 1
         for index in self._covering(pod):

@@ -50,6 +50,8 @@ class SkipCode(StrEnum):
     PROTECTED = "protected"  # DaemonSet, bare, critical, local storage, too young, ...
     EVICTION_LIMIT = "eviction_limit"  # maxNoOfPodsToEvict{Total,PerNode,PerNamespace}
     COOLDOWN = "cooldown"  # workloadCooldown
+    WORKLOAD_LIMIT = "workload_limit"  # maxMigratingPerWorkload in this run
+    WORKLOAD_UNAVAILABLE = "workload_unavailable"  # maxUnavailablePerWorkload
     LAST_REPLICA = "last_replica"
     PDB = "pdb"  # a PodDisruptionBudget allows no more disruptions
     NOTHING_TO_MOVE = "nothing_to_move"  # uses none of the resource the node is hot on

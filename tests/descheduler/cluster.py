@@ -18,6 +18,7 @@ from typing import Any
 from app.kube import state
 from app.load.samples import format_usage
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
+from tests.rebalance.builders import OPEN_WORKLOAD_LIMITS
 from tests.support.cadvisor import PodSeries
 from tests.support.fakekube import CONFIGMAPS, PODS, FakeKubeStore
 
@@ -96,5 +97,11 @@ def series() -> list[PodSeries]:
 
 
 def config(**fields: Any) -> DeschedulerConfig:
-    document: dict[str, Any] = {"consecutiveHotRounds": 1, "evictionsPerSecond": 50, **fields}
+    """Debounce off, fast, and the per-workload limits open (tests of them set them)."""
+    document: dict[str, Any] = {
+        "consecutiveHotRounds": 1,
+        "evictionsPerSecond": 50,
+        **OPEN_WORKLOAD_LIMITS,
+        **fields,
+    }
     return config_from_mapping(document)

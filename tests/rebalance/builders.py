@@ -72,8 +72,14 @@ def pod(name: str, node_name: str, *, namespace: str = "default", owner: str | N
     return PodInfo(**values)
 
 
+# The per-workload limits wide open, so that tests of other rules can move several pods
+# of one ReplicaSet; the tests of those limits set them.
+OPEN_WORKLOAD_LIMITS = {"maxMigratingPerWorkload": 100, "maxUnavailablePerWorkload": "100%"}
+
+
 def config(**fields: Any) -> DeschedulerConfig:
-    document: dict[str, Any] = {"consecutiveHotRounds": 1, **fields}
+    """Debounce off and the per-workload limits open, unless ``fields`` say otherwise."""
+    document: dict[str, Any] = {"consecutiveHotRounds": 1, **OPEN_WORKLOAD_LIMITS, **fields}
     return config_from_mapping(document)
 
 

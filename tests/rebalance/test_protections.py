@@ -59,8 +59,10 @@ def test_a_protected_pod_is_never_evicted(
         ({"uses_pvc": True}, {"ignorePvcPods": False}),
         ({"owner": None}, {"evictBarePods": True}),
         ({"priority": 2_000_000_000}, {"evictSystemCriticalPods": True}),
-        ({"local_storage": True, "annotations": {"descheduler.alpha.kubernetes.io/evict": "1"}},
-         {}),
+        (
+            {"local_storage": True, "annotations": {"descheduler.alpha.kubernetes.io/evict": "1"}},
+            {},
+        ),
     ],
 )
 def test_allowing_a_protection_lets_the_pod_move(
@@ -116,16 +118,23 @@ def test_a_pdb_caps_the_evictions_it_covers() -> None:
 
 
 def test_a_workload_evicted_recently_cools_down() -> None:
-    record = EvictionRecord("default/old", "u", "hot", "cool", Resources(0.5, GI), NOW - 60,
-                            "default/ReplicaSet/rs")
+    record = EvictionRecord(
+        "default/old", "u", "hot", "cool", Resources(0.5, GI), NOW - 60, "default/ReplicaSet/rs"
+    )
     # the record is older than the node's sample plus settle time: no convergence effect
-    result = plan(cluster(NODES, many(12), recent=[record]), config(settleTime="0s"), POLICY,
-                  NOW, {})
+    result = plan(
+        cluster(NODES, many(12), recent=[record]), config(settleTime="0s"), POLICY, NOW, {}
+    )
     assert result.evictions == []
     assert any("cooldown" in s.reason for s in result.skipped)
     assert SkipCode.COOLDOWN in {s.code for s in result.skipped}
-    later = plan(cluster(NODES, many(12), recent=[record]),
-                 config(settleTime="0s", workloadCooldown="30s"), POLICY, NOW, {})
+    later = plan(
+        cluster(NODES, many(12), recent=[record]),
+        config(settleTime="0s", workloadCooldown="30s"),
+        POLICY,
+        NOW,
+        {},
+    )
     assert len(later.evictions) == 5
 
 
@@ -141,6 +150,70 @@ def test_a_node_becomes_a_source_only_after_consecutive_hot_rounds() -> None:
     assert kinds == [NodeKind.DEBOUNCING, NodeKind.DEBOUNCING, NodeKind.SOURCE]
     assert result.evictions
     cooled = [node("hot", 0.5), node("cool", 0.1)]
-    memory = observe_round(memory, plan(cluster(cooled, many(12)), settings, POLICY, NOW,
-                                        memory.hot_rounds).node_classes)
+    memory = observe_round(
+        memory,
+        plan(cluster(cooled, many(12)), settings, POLICY, NOW, memory.hot_rounds).node_classes,
+    )
     assert memory.hot_rounds == {}
+
+
+SHIPPED_WORKLOAD_LIMITS = {"maxMigratingPerWorkload": 1, "maxUnavailablePerWorkload": "10%"}
+
+
+def replicas(count: int, *, not_ready: int = 0) -> list[PodInfo]:
+    """A 10-replica ReplicaSet, all on the hot node, without a PDB."""
+    return [
+        pod(f"web-{i}", "hot", cpu=0.5, owner="web-rs", ready=i >= not_ready) for i in range(count)
+    ]
+
+
+def test_one_run_evicts_at_most_max_migrating_per_workload() -> None:
+    result = plan(cluster(NODES, replicas(10)), config(**SHIPPED_WORKLOAD_LIMITS), POLICY, NOW, {})
+    assert len(result.evictions) == 1
+    limited = [s for s in result.skipped if s.code is SkipCode.WORKLOAD_LIMIT]
+    assert len(limited) == 9
+    assert "maxMigratingPerWorkload 1" in limited[0].reason
+    wider = config(maxMigratingPerWorkload=3, maxUnavailablePerWorkload=3)
+    assert len(plan(cluster(NODES, replicas(10)), wider, POLICY, NOW, {}).evictions) == 3
+
+
+def test_a_replica_not_ready_yet_counts_as_unavailable() -> None:
+    """A replacement still starting is unavailable: with 10% of 10 (= 1) allowed and one
+    pod not Ready, no Ready pod of the workload is evicted."""
+    pods = replicas(10, not_ready=1)
+    per_run = config(maxMigratingPerWorkload=5, maxUnavailablePerWorkload="10%")
+    result = plan(cluster(NODES, pods), per_run, POLICY, NOW, {})
+    assert all(not eviction.pod.ready for eviction in result.evictions)
+    refused = [s for s in result.skipped if s.code is SkipCode.WORKLOAD_UNAVAILABLE]
+    assert refused
+    assert "1 of 10 pods not Ready" in refused[0].reason
+    # With every replica Ready, the same workload loses one.
+    ready = plan(cluster(NODES, replicas(10)), config(**SHIPPED_WORKLOAD_LIMITS), POLICY, NOW, {})
+    assert [e.pod.ready for e in ready.evictions] == [True]
+
+
+def test_a_small_workload_loses_at_most_one_replica_at_a_time_by_default() -> None:
+    result = plan(cluster(NODES, replicas(3)), config(**SHIPPED_WORKLOAD_LIMITS), POLICY, NOW, {})
+    assert len(result.evictions) == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "allowed"),
+    [("1", {10: 1}), ("10%", {10: 1, 3: 1, 40: 4}), ("25%", {10: 2}), (2, {10: 2})],
+)
+def test_max_unavailable_per_workload_is_a_count_or_a_percentage(
+    value: Any, allowed: dict[int, int]
+) -> None:
+    from app.rebalance.config import unavailable_allowed
+
+    setting = config(maxUnavailablePerWorkload=value).max_unavailable_per_workload
+    for replica_count, expected in allowed.items():
+        assert unavailable_allowed(setting, replica_count) == expected
+
+
+@pytest.mark.parametrize("value", ["0", "0%", "101%", "ten", True, 1.5, "-1"])
+def test_a_bad_max_unavailable_per_workload_is_refused(value: Any) -> None:
+    from app.rebalance.config import ConfigError
+
+    with pytest.raises(ConfigError, match="maxUnavailablePerWorkload"):
+        config(maxUnavailablePerWorkload=value)
