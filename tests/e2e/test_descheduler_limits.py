@@ -1,0 +1,127 @@
+"""On a real control plane: one descheduler run takes at most the per-workload limit of a
+Deployment with no PodDisruptionBudget, through the real Eviction API, as the
+descheduler's own RBAC user."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, cast
+
+from lightkube import AsyncClient, KubeConfig
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import ConfigMap, Pod
+
+from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
+from app.kube import state
+from app.policy import default_policy
+from app.prom.client import PrometheusSettings, PrometheusSource
+from app.rebalance.config import DeschedulerConfig, config_from_mapping
+from tests.descheduler.cluster import load_annotations
+from tests.e2e.harness import REPO, ControlPlane, wait_until
+from tests.support.cadvisor import PodSeries, cadvisor_prometheus
+
+USER = "loadaware-descheduler"
+STATE_NAMESPACE = "loadaware"
+REPLICAS = 10
+
+
+def deployment(namespace: str) -> Deployment:
+    """10 replicas pinned to ``hot`` (no kubelet here to run them anywhere else)."""
+    labels = {"app": "web"}
+    body: dict[str, Any] = {
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {
+            "replicas": REPLICAS,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeName": "hot",
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "example.invalid/web",
+                            "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    return cast(Deployment, Deployment.from_dict(body))
+
+
+def web_pods(cluster: ControlPlane, namespace: str) -> list[Pod]:
+    return [
+        pod
+        for pod in cluster.client().list(Pod, namespace=namespace)
+        if pod.metadata is not None and pod.metadata.deletionTimestamp is None
+    ]
+
+
+def run_once(cluster: ControlPlane, prometheus_url: str, config: DeschedulerConfig) -> RunReport:
+    async def scenario() -> RunReport:
+        source = PrometheusSource(PrometheusSettings(url=prometheus_url, timeout_s=5.0))
+        client = AsyncClient(config=KubeConfig.from_file(str(cluster.kubeconfig_for(USER))))
+        try:
+            descheduler = Descheduler(
+                config,
+                default_policy(),
+                client,
+                source,
+                LoopSettings(sync_timeout_s=30.0, state_namespace=STATE_NAMESPACE),
+            )
+            return await descheduler.run_once()
+        finally:
+            await client.close()
+            source.close()
+
+    return asyncio.run(scenario())
+
+
+def test_one_run_evicts_at_most_the_per_workload_limit_of_a_deployment_without_a_pdb(
+    cluster: ControlPlane, namespace: str
+) -> None:
+    cluster.grant(REPO / "deploy" / "base" / "descheduler-rbac.yaml", USER)
+    cluster.make_node("hot", cpu="4", memory="16Gi", annotations=load_annotations(0.85))
+    for name in ("cool-1", "cool-2", "cool-3"):
+        cluster.make_node(name, cpu="4", memory="16Gi", annotations=load_annotations(0.2))
+    admin = cluster.client()
+    # Its memory exists already, so this run is not a first, observing-only one.
+    memory = {"version": 1, "evictions": [], "hotRounds": {}}
+    admin.create(
+        ConfigMap(
+            metadata=ObjectMeta(name=state.DEFAULT_NAME, namespace=STATE_NAMESPACE),
+            data={state.STATE_KEY: json.dumps(memory)},
+        )
+    )
+    try:
+        admin.create(deployment(namespace))
+        wait_until(
+            lambda: len(web_pods(cluster, namespace)) == REPLICAS, 60, "the ReplicaSet's pods"
+        )
+        assert cluster.kubelet_mark_ready(namespace) == REPLICAS
+        pods = [p.metadata.name for p in web_pods(cluster, namespace) if p.metadata]
+        usage = [
+            PodSeries(namespace, name or "", {"app": (0.3, 100 * 2**20)}, node="hot")
+            for name in pods
+        ]
+        # Debounce off and fast calls; the per-workload limits are the shipped defaults.
+        config = config_from_mapping({"consecutiveHotRounds": 1, "evictionsPerSecond": 50})
+        assert config.max_migrating_per_workload == 1
+        with cadvisor_prometheus(usage) as prometheus_url:
+            report = run_once(cluster, prometheus_url, config)
+        assert report.result is RunResult.OK, report.message
+        # Without the per-workload limits the plan would take 5 (0.3 cores each, from 85 %
+        # of 4 cores down to the 65 % target needs 0.8 cores, on 3 cool nodes).
+        assert report.plan is not None
+        assert len(report.evicted) == 1, report.outcomes
+        skipped = [s for s in report.plan.skipped if "maxMigratingPerWorkload 1" in s.reason]
+        assert len(skipped) == REPLICAS - 1
+        # The API server saw exactly one eviction: one web pod is gone or going.
+        remaining = {p.metadata.name for p in web_pods(cluster, namespace) if p.metadata}
+        assert len(set(pods) - remaining) == 1
+    finally:
+        admin.delete(ConfigMap, state.DEFAULT_NAME, namespace=STATE_NAMESPACE)
