@@ -64,9 +64,11 @@ class RunBudget:
         now_s: float,
     ) -> None:
         self._config = config
-        pods = list(pods)
+        self._pods = pods = list(pods)
         self._ready = ready_replica_counts(pods)
-        self._replicas, self._not_ready = workload_pods(pods)
+        # Counted on the first pod that reaches the per-workload check: most runs stop
+        # before any does, and counting costs a pass over every pod in the cluster.
+        self._workloads: tuple[Counter[str], Counter[str]] | None = None
         self._per_workload: Counter[str] = Counter()
         self._budgets = budgets
         self._budgets_in: dict[str, list[int]] = {}
@@ -142,9 +144,11 @@ class RunBudget:
                 f"{workload} already has {taken} pod(s) evicted in this run "
                 f"(maxMigratingPerWorkload {config.max_migrating_per_workload})"
             )
-        replicas = self._replicas[workload]
+        if self._workloads is None:
+            self._workloads = workload_pods(self._pods)
+        replicas = self._workloads[0][workload]
         allowed = unavailable_allowed(config.max_unavailable_per_workload, replicas)
-        not_ready = self._not_ready[workload]
+        not_ready = self._workloads[1][workload]
         unavailable = not_ready + taken + (1 if pod.ready else 0)
         if unavailable > allowed:
             return SkipCode.WORKLOAD_UNAVAILABLE, (
