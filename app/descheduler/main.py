@@ -28,6 +28,7 @@ from app.policy import Policy, PolicyError, default_policy
 from app.policy.watch import PolicyWatcher
 from app.prom.client import PrometheusSettings, PrometheusSource
 from app.prom.flags import add_prometheus_flags, prometheus_settings_from_args
+from app.rebalance.agreement import threshold_conflicts
 from app.rebalance.config import ConfigError, DeschedulerConfig, config_from_yaml
 from app.rebalance.plan import render_plan
 
@@ -86,6 +87,14 @@ class Settings:
     once: bool
 
 
+def warn_about_thresholds(config: DeschedulerConfig, policy: Policy) -> list[str]:
+    """Log, at start and on each reload, where the thresholds make pods bounce."""
+    conflicts = threshold_conflicts(config, policy)
+    for conflict in conflicts:
+        log.warning("descheduler thresholds: %s", conflict)
+    return conflicts
+
+
 class Reloads:
     """Hands reloaded files to the descheduler, which is built after the watchers."""
 
@@ -95,10 +104,12 @@ class Reloads:
     def config(self, config: DeschedulerConfig) -> None:
         if self.descheduler is not None:
             self.descheduler.set_config(config)
+            warn_about_thresholds(config, self.descheduler.policy)
 
     def policy(self, policy: Policy) -> None:
         if self.descheduler is not None:
             self.descheduler.set_policy(policy)
+            warn_about_thresholds(self.descheduler.config, policy)
 
     def config_result(self, result: str) -> None:
         if self.descheduler is not None:
@@ -144,6 +155,7 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
     else:
         log.warning("no --policy given: using the built-in default policy (crane's defaults)")
         policy = default_policy()
+    warn_about_thresholds(config, policy)
     mismatch = config.metrics_missing_from({s.name for s in policy.spec.sync_policy})
     if mismatch:
         raise ConfigError(f"--config and --policy disagree: {'; '.join(mismatch)}")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from app.objects.pods import PodInfo
 from app.objects.resources import RESOURCES, Resources
 from app.policy import Policy
+from app.rebalance.agreement import threshold_conflicts
 from app.rebalance.classes import classify_all, nothing_to_do
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.destinations import Destinations, Room, refusal, requested_on
@@ -65,7 +66,7 @@ def plan(
     nodes = [cluster.nodes[name] for name in sorted(cluster.nodes)]
     usages = measure_nodes(nodes, config, policy, now_s, cluster.recent_evictions)
     classes = classify_all(usages, config, hot_rounds)
-    result = EvictionPlan(node_classes=classes)
+    result = EvictionPlan(node_classes=classes, notes=threshold_conflicts(config, policy))
     stop = nothing_to_do(classes, config)
     if stop is not None:
         result.notes.append(stop)
