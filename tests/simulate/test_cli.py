@@ -35,6 +35,7 @@ def test_list_shows_every_builtin_scenario() -> None:
         "burst",
         "cpu-heavy",
         "drifting-hot-spot",
+        "evenly-busy",
         "memory-heavy",
         "thousand-nodes",
     ]

@@ -47,3 +47,10 @@ def test_the_descheduler_never_adds_harm(name: str, base: str) -> None:
             for slot, at in times.items():
                 gaps = [later - earlier for earlier, later in itertools.pairwise(at)]
                 assert all(gap >= cooldown_s for gap in gaps), (name, seed, slot, at)
+
+
+@pytest.mark.parametrize("base", ["default", "crane", "loadaware"])
+def test_where_it_cannot_help_it_evicts_nothing(base: str) -> None:
+    """evenly-busy: every node as hot as the next, so there is nowhere better to go."""
+    for seed in SEEDS:
+        assert run("evenly-busy", f"{base}+desched", seed).evictions == [], (base, seed)

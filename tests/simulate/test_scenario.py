@@ -13,7 +13,14 @@ from tests.simulate.scenarios import load, small
 
 def test_the_five_builtin_scenarios_load() -> None:
     names = builtin_names()
-    assert names == ["burst", "cpu-heavy", "drifting-hot-spot", "memory-heavy", "thousand-nodes"]
+    assert names == [
+        "burst",
+        "cpu-heavy",
+        "drifting-hot-spot",
+        "evenly-busy",
+        "memory-heavy",
+        "thousand-nodes",
+    ]
     for name in names:
         assert load_scenario(name).name == name
 
