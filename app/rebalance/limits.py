@@ -96,13 +96,9 @@ class RunBudget:
             if self._budgets[index].selector.matches(pod.labels)
         ]
 
-    def refusal(self, pod: PodInfo, node: str) -> str | None:
-        """Why this pod may not be evicted now, given what the plan already chose."""
-        refused = self.why_not(pod, node)
-        return None if refused is None else refused[1]
-
     def why_not(self, pod: PodInfo, node: str) -> tuple[SkipCode, str] | None:
-        """``refusal`` with its fixed code."""
+        """Why this pod may not be evicted now, given what the plan already chose, with
+        its fixed code; None when it may."""
         config = self._config
         if self.exhausted():
             total = config.max_no_of_pods_to_evict_total

@@ -20,6 +20,7 @@ from app.simulate.policies import DEFAULT_POLICIES, available, plan_for, unavail
 from app.simulate.report import (
     PLOTS_HINT,
     SPREAD_NOTE,
+    Summary,
     as_json,
     markdown_table,
     plots_available,
@@ -226,21 +227,26 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     skipped = [p for p in DEFAULT_POLICIES if p not in policies and unavailable_reason(p)]
     show_progress = args.progress or err.isatty()
     seeds = [scenario.seed + i for i in range(args.seeds)]
-    per_seed: list[list[tuple[Run, float]]] = []
+    # Only the first seed's runs are kept whole (plots, timings); of the others only
+    # their numbers, so that memory does not grow with --seeds.
+    results: list[tuple[Run, float]] = []
+    summaries: list[list[Summary]] = []
+    seconds: list[dict[str, float]] = []
     try:
         for seed in seeds:
             seeded = scenario.model_copy(update={"seed": seed})
-            per_seed.append(simulate_all(seeded, policies, show_progress, err, args.jobs))
+            runs = simulate_all(seeded, policies, show_progress, err, args.jobs)
+            results = results or runs
+            summaries.append([summarise(r) for r, _ in runs])
+            seconds.append({r.policy: round(s, 3) for r, s in runs})
     except MemoryError:
         err.write(f"loadaware simulate: error: {scenario.name}: out of memory; {SIZE_HINT}\n")
         return EXIT_FAILED
-    results = per_seed[0]
-    summaries = [[summarise(r) for r, _ in runs] for runs in per_seed]
     if args.json:
         documents = []
-        for seed, runs, seed_summaries in zip(seeds, per_seed, summaries, strict=True):
+        for seed, seed_summaries, seed_seconds in zip(seeds, summaries, seconds, strict=True):
             document = as_json(scenario.name, seed, seed_summaries)
-            document["seconds"] = {r.policy: round(s, 3) for r, s in runs}
+            document["seconds"] = seed_seconds
             documents.append(document)
         body: Any = documents[0] if len(documents) == 1 else {"seeds": seeds, "runs": documents}
         out.write(json.dumps(body, indent=2) + "\n")
