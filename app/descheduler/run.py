@@ -54,7 +54,7 @@ from app.objects.resources import Resources
 from app.policy import Policy
 from app.prom.client import BAD_QUERY, InstantQuery
 from app.prom.pod_usage import PodUsageQueries, PodUsageUnavailable, read_pod_usage
-from app.rebalance.config import DeschedulerConfig
+from app.rebalance.config import DeschedulerConfig, memory_window_s
 from app.rebalance.plan import (
     ClusterView,
     EvictionPlan,
@@ -370,8 +370,7 @@ class Descheduler:
 
     def _window_s(self) -> float:
         """How far back the memory must reach: settling, cooldowns, one more interval."""
-        config = self.config
-        return max(config.settle_time, config.workload_cooldown) + config.interval
+        return memory_window_s(self.config)
 
     async def _save(self, report: RunReport) -> bool:
         """Write the memory; on failure end the run (report says why) and return False."""
@@ -461,6 +460,15 @@ class Descheduler:
             evicted_at_s=self._clock(),
             workload=workload_of(eviction.pod),
         )
+        earlier = [
+            r
+            for r in self._memory.evictions.values()
+            if record.workload is not None
+            and r.workload == record.workload
+            and record.evicted_at_s - r.evicted_at_s < self.config.return_cooldown
+        ]
+        if earlier:
+            self.telemetry.repeated_evictions.inc()
         self._own_records[record.uid] = record
         self._memory.evictions[record.uid] = record
         reserved[eviction.destination] = (

@@ -62,6 +62,12 @@ class DeschedulerMetrics:
             ["kind"],
             registry=registry,
         )
+        self.repeated_evictions = Counter(
+            "loadaware_descheduler_repeated_evictions_total",
+            "Evictions of a pod whose workload already had a pod evicted within "
+            "returnCooldown: a workload moved again and again is thrashing.",
+            registry=registry,
+        )
         self.event_errors = Counter(
             "loadaware_descheduler_event_errors_total",
             "Eviction Events that could not be recorded (the history then misses them).",

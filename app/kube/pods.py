@@ -21,6 +21,7 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
 from app.kube.cache import WatchCache
+from app.kube.pdbs import label_selector
 from app.objects.demand import (
     NO_DEMAND,
     Demand,
@@ -32,12 +33,15 @@ from app.objects.pods import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
     OwnerRef,
+    PodAffinityTerm,
     PodInfo,
     PodPlacement,
     ScheduledPod,
+    SpreadConstraint,
     Toleration,
 )
 from app.objects.resources import CPU, MEMORY, ZERO, Resources
+from app.objects.selectors import LabelRequirement, LabelSelector
 
 T = TypeVar("T")
 
@@ -87,8 +91,11 @@ def pod_info(pod: Any) -> PodInfo:
     init_containers = list(spec.initContainers or []) if spec else []
     requests, limits = _demand(containers, init_containers, spec.overhead if spec else None)
     volumes = list(spec.volumes or []) if spec else []
+    namespace = metadata.namespace or "default"
+    labels = dict(metadata.labels or {})
+    affinity = spec.affinity if spec else None
     return PodInfo(
-        namespace=metadata.namespace or "default",
+        namespace=namespace,
         name=metadata.name,
         uid=metadata.uid or "",
         node_name=(spec.nodeName if spec else None) or None,
@@ -101,7 +108,7 @@ def pod_info(pod: Any) -> PodInfo:
         qos=(status.qosClass if status else None) or _qos_of([*containers, *init_containers]),
         requests=requests,
         limits=limits,
-        labels=MappingProxyType(dict(metadata.labels or {})),
+        labels=MappingProxyType(labels),
         annotations=MappingProxyType(annotations),
         owner=_controller_of(metadata.ownerReferences or []),
         is_mirror=MIRROR_ANNOTATION in annotations
@@ -111,11 +118,80 @@ def pod_info(pod: Any) -> PodInfo:
             v.persistentVolumeClaim is not None or v.ephemeral is not None for v in volumes
         ),
         node_selector=MappingProxyType(dict((spec.nodeSelector if spec else None) or {})),
-        required_node_affinity=_required_terms(spec.affinity if spec else None),
+        required_node_affinity=_required_terms(affinity),
         tolerations=tuple(
             Toleration(t.key or None, t.operator or "Equal", t.value, t.effect or None)
             for t in ((spec.tolerations if spec else None) or [])
         ),
+        pod_affinity=_pod_terms(affinity.podAffinity if affinity else None, namespace, labels),
+        pod_anti_affinity=_pod_terms(
+            affinity.podAntiAffinity if affinity else None, namespace, labels
+        ),
+        spread=_spread((spec.topologySpreadConstraints if spec else None) or [], labels),
+        bound_at_s=_bound_at_s(status),
+    )
+
+
+def _bound_at_s(status: Any) -> float | None:
+    for condition in (status.conditions if status else None) or []:
+        if condition.type == "PodScheduled" and condition.status == "True":
+            return _unix_s(condition.lastTransitionTime)
+    return None
+
+
+def _with_label_keys(
+    selector: LabelSelector,
+    labels: dict[str, str],
+    match_keys: Any,
+    mismatch_keys: Any = None,
+) -> LabelSelector:
+    """``matchLabelKeys`` (key In [the pod's value]) and ``mismatchLabelKeys`` (NotIn)
+    merged into a selector, as kube-scheduler does; keys the pod lacks are ignored."""
+    extra = [
+        LabelRequirement(key, "In", (labels[key],)) for key in match_keys or () if key in labels
+    ]
+    extra += [
+        LabelRequirement(key, "NotIn", (labels[key],))
+        for key in mismatch_keys or ()
+        if key in labels
+    ]
+    if not extra:
+        return selector
+    return LabelSelector(selector.match_labels, (*selector.match_expressions, *extra))
+
+
+def _pod_terms(
+    affinity: Any, namespace: str, labels: dict[str, str]
+) -> tuple[PodAffinityTerm, ...]:
+    """The required terms of a podAffinity or podAntiAffinity."""
+    required = affinity.requiredDuringSchedulingIgnoredDuringExecution if affinity else None
+    terms = []
+    for term in required or []:
+        namespaces: tuple[str, ...] | None = tuple(term.namespaces or ()) or (namespace,)
+        if term.namespaceSelector is not None:
+            namespaces = None  # {} is every namespace; labels we cannot resolve read as all
+        selector = _with_label_keys(
+            label_selector(term.labelSelector),
+            labels,
+            term.matchLabelKeys,
+            term.mismatchLabelKeys,
+        )
+        terms.append(PodAffinityTerm(selector, term.topologyKey, namespaces))
+    return tuple(terms)
+
+
+def _spread(constraints: list[Any], labels: dict[str, str]) -> tuple[SpreadConstraint, ...]:
+    return tuple(
+        SpreadConstraint(
+            max_skew=c.maxSkew,
+            topology_key=c.topologyKey,
+            selector=_with_label_keys(label_selector(c.labelSelector), labels, c.matchLabelKeys),
+            min_domains=c.minDomains,
+            honor_node_affinity=(c.nodeAffinityPolicy or "Honor") == "Honor",
+            honor_node_taints=(c.nodeTaintsPolicy or "Ignore") == "Honor",
+        )
+        for c in constraints
+        if c.whenUnsatisfiable == "DoNotSchedule"
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from app.objects.maps import EMPTY_MAP
 from app.objects.resources import Resources
+from app.objects.selectors import LabelSelector
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,31 @@ class NodeSelectorTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A required inter-pod (anti-)affinity term: pods matching ``selector`` in
+    ``namespaces`` (None: every namespace, as a ``namespaceSelector`` the planner cannot
+    resolve without namespace labels is read) on a node in the same ``topology_key``
+    domain. ``matchLabelKeys`` are already merged into the selector."""
+
+    selector: LabelSelector
+    topology_key: str
+    namespaces: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A topology spread constraint with ``whenUnsatisfiable: DoNotSchedule`` (the only
+    kind that can keep a pod off a node); ``matchLabelKeys`` merged into the selector."""
+
+    max_skew: int
+    topology_key: str
+    selector: LabelSelector
+    min_domains: int | None = None
+    honor_node_affinity: bool = True  # nodeAffinityPolicy: Honor (the default)
+    honor_node_taints: bool = False  # nodeTaintsPolicy: Ignore (the default)
+
+
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     """What the descheduler's rules read of a pod."""
 
@@ -69,6 +95,10 @@ class PodInfo:
     node_selector: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
     required_node_affinity: tuple[NodeSelectorTerm, ...] = ()  # any term; empty: any node
     tolerations: tuple[Toleration, ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()  # required terms
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()  # required terms
+    spread: tuple[SpreadConstraint, ...] = ()  # DoNotSchedule constraints
+    bound_at_s: float | None = None  # PodScheduled's transition time, when known
 
     @property
     def key(self) -> str:

@@ -170,15 +170,14 @@ class DeschedulerConfig(_Section):
     thresholds: dict[Resource, float] = Field(
         default_factory=lambda: dict(DEFAULT_THRESHOLDS),
         description="Real usage, % of allocatable, at or below which (every resource) a node "
-        "is underutilized and may receive evicted pods. With useDeviationThresholds: the "
-        "distance below the mean.",
+        "is underutilized and may receive evicted pods; it must stay at or below with their "
+        "real usage added. With useDeviationThresholds: the distance below the mean.",
     )
     target_thresholds: dict[Resource, float] = Field(
         default_factory=lambda: dict(DEFAULT_TARGET_THRESHOLDS),
         description="Real usage, % of allocatable, above which (any resource) a node is hot. "
-        "Pods are evicted until it is back at or below; a destination must stay at or "
-        "below it with the evicted pods' usage added. With useDeviationThresholds: the "
-        "distance above the mean.",
+        "Pods are evicted until it is back at or below (or while each eviction gains at "
+        "least minimumGain). With useDeviationThresholds: the distance above the mean.",
     )
     use_deviation_thresholds: bool = Field(
         default=False,
@@ -270,6 +269,22 @@ class DeschedulerConfig(_Section):
         ge=0,
         description="After evicting a pod of a workload, leave the workload alone this long.",
     )
+    return_cooldown: DurationS = Field(
+        default=3600.0,
+        ge=0,
+        description="A workload evicted from a node is not sent back to it for this long: "
+        "the node is no destination for the workload's pods. Within workloadCooldown the "
+        "workload is not moved at all, so this matters when it is longer.",
+    )
+    minimum_gain: float = Field(
+        default=2.0,
+        ge=0,
+        le=100,
+        allow_inf_nan=False,
+        description="An eviction that leaves its source above targetThresholds must lower "
+        "the source's usage of each resource it is hot on by at least this many percentage "
+        "points of allocatable: a smaller gain is not worth restarting a pod.",
+    )
     max_migrating_per_workload: int = Field(
         default=1,
         ge=1,
@@ -351,6 +366,13 @@ class DeschedulerConfig(_Section):
         """The resources the planner balances, in a fixed order."""
         ordered: tuple[Resource, ...] = ("cpu", "memory")
         return tuple(r for r in ordered if r in self.target_thresholds)
+
+
+def memory_window_s(config: DeschedulerConfig) -> float:
+    """How far back the descheduler's memory of evictions must reach: settling, the
+    cooldowns, and one more interval."""
+    longest = max(config.settle_time, config.workload_cooldown, config.return_cooldown)
+    return longest + config.interval
 
 
 def config_from_mapping(document: Any, source: str = "<memory>") -> DeschedulerConfig:

@@ -1,13 +1,24 @@
 """Where an evicted pod can go, and the room the plan reserves there.
 
-A destination must let the pod run by the scheduler's node rules (``fit``), have the
-pod's requests free, stay at or below its high threshold with the pod's usage added,
-and pass **the extender's own load filter** (``evaluate_node``) with every
-reservation so far: the descheduler and the scheduler then never disagree and loop.
+A destination must, for the pod's replacement (cheapest checks first):
 
-Candidates sit in a heap by headroom (the least free fraction of a balanced
-resource), so each pod goes to the roomiest node that takes it, spreading evicted pods
-instead of piling them on the first node that fits, without scanning every node.
+* admit it by the scheduler's node rules (``fit``);
+* not be a node the pod's workload was evicted from within ``returnCooldown``;
+* have the pod's requests free;
+* take the pod's **real usage** (measured, or the extender's estimate where no series
+  exists yet) and stay at or below its ceiling for every resource with a reading:
+  ``thresholds`` for a balanced resource (the destination stays underutilized, so it
+  never becomes the next source), its allocatable for the other (memory included when
+  only CPU is balanced). The destination's usage counts the pods bound there that its
+  samples do not show yet, as the extender estimates them;
+* admit it by the scheduler's inter-pod rules (``placement``);
+* pass **the extender's own load filter** (``evaluate_node``) with the estimate the
+  extender will add for a pod just bound there, and every reservation so far: the
+  descheduler and the scheduler then never disagree and loop.
+
+Candidates sit in a heap by headroom (the least free fraction under a ceiling), so each
+pod goes to the roomiest node that takes it, spreading evicted pods instead of piling
+them on the first node that fits, without scanning every node.
 """
 
 from __future__ import annotations
@@ -16,13 +27,20 @@ import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from app.load.estimate import PlacedPod, estimate_pod_usage, node_unsampled
+from app.objects.durations import format_duration
+from app.objects.evictions import EvictionRecord
 from app.objects.nodes import NodeInfo
-from app.objects.pods import PodInfo
+from app.objects.pods import PodInfo, workload_of
 from app.objects.resources import RESOURCES, Resources
 from app.policy import Policy
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.fit import fit_refusal
-from app.rebalance.measure import evaluate, readings_of, usage_of
+from app.rebalance.measure import NodeUsage, evaluate, readings_of, usage_of
+from app.rebalance.placement import Placements
+
+# Fractions are sums of floats: 0.2 + 0.1 must count as "at" 0.3, not above it.
+ROUNDING = 1e-9
 
 
 @dataclass
@@ -31,12 +49,22 @@ class Room:
 
     node: NodeInfo
     free_requests: Resources  # allocatable - requests of its pods - reserved requests
-    unsampled: dict[str, float]  # signed amounts: convergence + reservations
-    usage_fraction: dict[str, float]  # balanced resources, with ``unsampled``
-    high_fraction: Mapping[str, float]
+    unsampled: dict[str, float]  # signed amounts for the load filter: convergence,
+    #                              pods its samples miss, reservations (estimated)
+    usage_fraction: dict[str, float]  # per resource with a reading, all of the above
+    ceiling: Mapping[str, float]  # per resource in usage_fraction
 
     def headroom(self) -> float:
-        return min(self.high_fraction[r] - u for r, u in self.usage_fraction.items())
+        return min(self.ceiling[r] - u for r, u in self.usage_fraction.items())
+
+    def add(self, usage: Resources, estimate: Resources) -> None:
+        """A pod's real usage onto the fractions, the extender's view onto ``unsampled``."""
+        for resource in RESOURCES:
+            self.unsampled[resource] = self.unsampled.get(resource, 0.0) + estimate.get(resource)
+        for resource in self.usage_fraction:
+            self.usage_fraction[resource] += usage.get(resource) / self.node.allocatable.get(
+                resource
+            )
 
 
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -52,42 +80,128 @@ def requested_on(pods: Iterable[PodInfo]) -> Resources:
     return Resources(cpu_cores, memory_bytes)
 
 
-def refusal(
-    pod: PodInfo,
-    usage: Resources,
-    room: Room,
+def room_of(
+    usage: NodeUsage,
+    low_fraction: Mapping[str, float],
+    pods: Iterable[PodInfo],
     config: DeschedulerConfig,
     policy: Policy,
     now_s: float,
-) -> str | None:
-    """None when the pod can go to this room; else why not (cheapest checks first)."""
-    unfit = fit_refusal(pod, room.node)
-    if unfit is not None:
-        return unfit
+) -> Room:
+    """A destination's room: its usage per resource with a fresh reading, the pods bound
+    there that its samples miss (``estimate``) added, under its ceilings."""
+    node = usage.node
+    pods = list(pods)
+    usage_fraction = dict(usage.usage_fraction)
+    ceiling = dict(low_fraction)
     for resource in RESOURCES:
-        if pod.requests.get(resource) > room.free_requests.get(resource):
-            return f"not enough unrequested {resource}"
-    for resource, fraction in room.usage_fraction.items():
-        after = fraction + usage.get(resource) / room.node.allocatable.get(resource)
-        if after > room.high_fraction[resource]:
-            high = room.high_fraction[resource]
-            return f"{resource} would be at {after:.0%}, above {high:.0%}"
-    with_pod = {r: room.unsampled.get(r, 0.0) + usage.get(r) for r in RESOURCES}
-    load = evaluate(room.node, policy, now_s, with_pod)
-    if load.overloaded:
-        return f"fails the load filter: {load.reason}"
-    _, missing = usage_of(room.node, readings_of(load), config)
-    if missing is not None:
-        return f"no usable data: {missing}"
-    return None
+        metric = config.metrics.get(resource)  # type: ignore[call-overload]
+        reading = usage.readings.get(metric) if metric else None
+        if resource in usage_fraction or reading is None or node.allocatable.get(resource) <= 0:
+            continue
+        if reading.is_fresh and reading.usage_fraction is not None:
+            usage_fraction[resource] = reading.usage_fraction
+            ceiling[resource] = 1.0
+    unsampled = dict(usage.unsampled)
+    max_age_s = policy.spec.estimation.max_age_s
+    recent = [
+        PlacedPod(p.requests, p.limits, p.bound_at_s)
+        for p in pods
+        if p.bound_at_s is not None
+        and now_s - p.bound_at_s < max_age_s
+        and p.phase not in FINISHED_PHASES
+    ]
+    if recent:
+        missed = node_unsampled(recent, node.annotations, node.allocatable, policy, now_s)
+        for resource, fraction in missed.items():
+            unsampled[resource] = unsampled.get(resource, 0.0) + fraction * node.allocatable.get(
+                resource
+            )
+            if resource in usage_fraction:
+                usage_fraction[resource] += fraction
+    return Room(node, node.allocatable - requested_on(pods), unsampled, usage_fraction, ceiling)
+
+
+def extender_estimate(pod: PodInfo, usage: Resources, policy: Policy) -> Resources:
+    """What the extender adds for the pod's replacement just bound on a node (its
+    estimate), never less than the usage the plan moves."""
+    settings = policy.spec.estimation
+    if not settings.enabled:
+        return usage
+    estimate = estimate_pod_usage(pod.requests, pod.limits, settings)
+    return Resources(
+        max(usage.cpu_cores, estimate.cpu_cores), max(usage.memory_bytes, estimate.memory_bytes)
+    )
+
+
+def nodes_left(
+    records: Iterable[EvictionRecord], now_s: float, window_s: float
+) -> dict[str, dict[str, float]]:
+    """Workload -> node -> when its latest pod was evicted from that node, within
+    ``window_s``."""
+    left: dict[str, dict[str, float]] = {}
+    for record in records:
+        if record.workload is None or now_s - record.evicted_at_s >= window_s:
+            continue
+        nodes = left.setdefault(record.workload, {})
+        nodes[record.node] = max(nodes.get(record.node, 0.0), record.evicted_at_s)
+    return left
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What a destination is judged by in one plan (module doc)."""
+
+    config: DeschedulerConfig
+    policy: Policy
+    now_s: float
+    placements: Placements
+    left: Mapping[str, Mapping[str, float]]  # see ``nodes_left``
+
+    def refusal(self, pod: PodInfo, usage: Resources, room: Room) -> str | None:
+        """None when the pod's replacement can go to this room; else why not."""
+        node = room.node
+        unfit = fit_refusal(pod, node)
+        if unfit is not None:
+            return unfit
+        workload = workload_of(pod)
+        left_at = self.left.get(workload, {}).get(node.name) if workload else None
+        if left_at is not None:
+            ago = format_duration(round(self.now_s - left_at))
+            window = format_duration(self.config.return_cooldown)
+            return f"{workload} was evicted from it {ago} ago (returnCooldown {window})"
+        for resource in RESOURCES:
+            if pod.requests.get(resource) > room.free_requests.get(resource):
+                return f"not enough unrequested {resource}"
+        for resource, fraction in room.usage_fraction.items():
+            after = fraction + usage.get(resource) / node.allocatable.get(resource)
+            if after > room.ceiling[resource] + ROUNDING:
+                return (
+                    f"{resource} would be at {after:.0%} with the pod's real usage, above "
+                    f"{room.ceiling[resource]:.0%}"
+                )
+        inter_pod = self.placements.refusal(pod, node)
+        if inter_pod is not None:
+            return inter_pod
+        estimate = extender_estimate(pod, usage, self.policy)
+        with_pod = {r: room.unsampled.get(r, 0.0) + estimate.get(r) for r in RESOURCES}
+        load = evaluate(node, self.policy, self.now_s, with_pod)
+        if load.overloaded:
+            return f"fails the load filter: {load.reason}"
+        _, missing = usage_of(node, readings_of(load), self.config)
+        if missing is not None:
+            return f"no usable data: {missing}"
+        return None
+
+
+_NO_HEADROOM = "no destination has headroom left"
 
 
 class Destinations:
     """The rooms of one plan, roomiest first; ``choose`` then ``reserve``."""
 
-    def __init__(self, rooms: Iterable[Room], config: DeschedulerConfig, policy: Policy,
-                 now_s: float) -> None:
-        self._config, self._policy, self._now_s = config, policy, now_s
+    def __init__(self, rooms: Iterable[Room], rules: Rules) -> None:
+        self._rules = rules
         self._rooms = {room.node.name: room for room in rooms}
         self._version = dict.fromkeys(self._rooms, 0)
         self._heap = [(-room.headroom(), name, 0) for name, room in self._rooms.items()]
@@ -104,7 +218,7 @@ class Destinations:
         """The roomiest destination that takes the pod, or None and the first refusal."""
         passed: list[tuple[float, str, int]] = []
         chosen: str | None = None
-        why = "no destination has headroom left"
+        why = _NO_HEADROOM
         while self._heap:
             entry = heapq.heappop(self._heap)
             negative_headroom, name, version = entry
@@ -113,12 +227,11 @@ class Destinations:
             passed.append(entry)
             if -negative_headroom <= 0:
                 break
-            refused = refusal(pod, usage, self._rooms[name], self._config, self._policy,
-                              self._now_s)
+            refused = self._rules.refusal(pod, usage, self._rooms[name])
             if refused is None:
                 chosen = name
                 break
-            if why == "no destination has headroom left":
+            if why == _NO_HEADROOM:
                 why = f"{name}: {refused}"
         for entry in passed:
             heapq.heappush(self._heap, entry)
@@ -127,12 +240,8 @@ class Destinations:
     def reserve(self, name: str, pod: PodInfo, usage: Resources) -> None:
         room = self._rooms[name]
         room.free_requests = room.free_requests - pod.requests
-        for resource in RESOURCES:
-            room.unsampled[resource] = room.unsampled.get(resource, 0.0) + usage.get(resource)
-        for resource in room.usage_fraction:
-            room.usage_fraction[resource] += usage.get(resource) / room.node.allocatable.get(
-                resource
-            )
+        room.add(usage, extender_estimate(pod, usage, self._rules.policy))
+        self._rules.placements.move(pod, name)
         self._version[name] += 1
         heapq.heappush(self._heap, (-room.headroom(), name, self._version[name]))
 

@@ -1,8 +1,9 @@
 """Could the scheduler place this pod on this node: node selector, required node
 affinity, taints, and the node being Ready and schedulable (kube-scheduler's rules).
 
-Inter-pod affinity, topology spread and volume zones are not checked; a destination
-is where the plan reserves room, the scheduler still makes its own choice.
+The inter-pod rules (pod affinity, anti-affinity, topology spread) are in
+``placement``. Volume zones are not checked: pods with PersistentVolumeClaims are not
+evicted by default (``ignorePvcPods``).
 """
 
 from __future__ import annotations
@@ -72,17 +73,25 @@ def term_matches(term: NodeSelectorTerm, node: NodeInfo) -> bool:
     return labels_hold and all(requirement_holds(r, fields.get(r.key)) for r in term.match_fields)
 
 
+def selector_refusal(pod: PodInfo, node: NodeInfo) -> str | None:
+    """None when the pod's node selector and required node affinity admit the node."""
+    if any(node.labels.get(key) != value for key, value in pod.node_selector.items()):
+        return "node selector does not match"
+    terms = pod.required_node_affinity
+    if terms and not any(term_matches(term, node) for term in terms):
+        return "required node affinity does not match"
+    return None
+
+
 def fit_refusal(pod: PodInfo, node: NodeInfo) -> str | None:
     """None when the pod may run on the node by the scheduler's node rules; else why not."""
     if not node.ready:
         return "node is not Ready"
     if node.unschedulable:
         return "node is unschedulable (cordoned)"
-    if any(node.labels.get(key) != value for key, value in pod.node_selector.items()):
-        return "node selector does not match"
-    terms = pod.required_node_affinity
-    if terms and not any(term_matches(term, node) for term in terms):
-        return "required node affinity does not match"
+    unselected = selector_refusal(pod, node)
+    if unselected is not None:
+        return unselected
     taint = untolerated_taint(pod, node)
     if taint is not None:
         return f"taint {taint.key}={taint.value or ''}:{taint.effect} is not tolerated"

@@ -37,10 +37,10 @@ class PlannedEviction:
     source: str
     destination: str
     usage: Resources
-    usage_from: str  # "prometheus" | "requests"
+    usage_from: str  # "prometheus" | "estimate"
     metric_values: Mapping[str, float]  # "<metric> before" / "<metric> after" on the source
     reason: str
-    destination_high_fraction: Mapping[str, float] = field(default_factory=dict)
+    destination_ceiling: Mapping[str, float] = field(default_factory=dict)  # see Room
 
 
 class SkipCode(StrEnum):
@@ -55,6 +55,7 @@ class SkipCode(StrEnum):
     LAST_REPLICA = "last_replica"
     PDB = "pdb"  # a PodDisruptionBudget allows no more disruptions
     NOTHING_TO_MOVE = "nothing_to_move"  # uses none of the resource the node is hot on
+    GAIN_TOO_SMALL = "gain_too_small"  # leaves the source hot and gains under minimumGain
     NO_DESTINATION = "no_destination"
     ALREADY_EVICTED = "already_evicted"
     RECHECK = "recheck"  # the live re-check before the call refused it

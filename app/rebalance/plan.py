@@ -6,14 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from app.objects.pods import PodInfo
-from app.objects.resources import RESOURCES, Resources
+from app.objects.resources import Resources
 from app.policy import Policy
 from app.rebalance.agreement import threshold_conflicts
 from app.rebalance.classes import classify_all, nothing_to_do
 from app.rebalance.config import DeschedulerConfig
-from app.rebalance.destinations import Destinations, Room, refusal, requested_on
+from app.rebalance.destinations import Destinations, Room, Rules, nodes_left, room_of
 from app.rebalance.limits import RunBudget
-from app.rebalance.measure import NodeUsage, measure_nodes
+from app.rebalance.measure import NodeUsage, evaluate, measure_nodes
 from app.rebalance.outcome import (
     EvictionPlan,
     NodeClass,
@@ -22,6 +22,7 @@ from app.rebalance.outcome import (
     SkipCode,
     SkippedPod,
 )
+from app.rebalance.placement import Placements
 from app.rebalance.render import render_plan
 from app.rebalance.usage import UsageSource, pod_usage, usage_sources
 from app.rebalance.victims import owned_pod_counts, protection, victim_order
@@ -75,11 +76,19 @@ def plan(
     for pod in cluster.pods.values():
         if pod.node_name is not None:
             pods_by_node.setdefault(pod.node_name, []).append(pod)
-    destinations = Destinations(_rooms(usages, classes, pods_by_node), config, policy, now_s)
+    rules = Rules(
+        config,
+        policy,
+        now_s,
+        Placements(cluster.nodes, cluster.pods.values()),
+        nodes_left(cluster.recent_evictions, now_s, config.return_cooldown),
+    )
+    rooms = _rooms(usages, classes, pods_by_node, config, policy, now_s)
+    destinations = Destinations(rooms, rules)
     pass_ = _Pass(
         config,
         now_s,
-        usage_sources(cluster.pod_usage),
+        usage_sources(cluster.pod_usage, policy.spec.estimation),
         destinations,
         result,
         RunBudget(config, cluster.pods.values(), cluster.budgets, cluster.recent_evictions, now_s),
@@ -95,29 +104,46 @@ def plan(
         pass_.drain(usages[source.node], source, pods_by_node.get(source.node, []))
     if not result.evictions:
         result.notes.append("no pod can be moved: see the skipped pods")
+    result.notes.extend(_replacements(result, cluster, policy, now_s))
     return result
+
+
+def _replacements(
+    result: EvictionPlan, cluster: ClusterView, policy: Policy, now_s: float
+) -> list[str]:
+    """What kube-scheduler may do with the replacements: the plan reserves room, the
+    scheduler chooses, and only with the loadaware extender does it avoid the source."""
+    notes = []
+    for source in sorted({e.source for e in result.evictions}):
+        load = evaluate(cluster.nodes[source], policy, now_s, {})
+        if load.overloaded:
+            notes.append(
+                f"replacements from {source}: with the loadaware extender kube-scheduler "
+                f"filters {source} out while {load.reason}; a scheduler without it places "
+                "by requests and may put them back on it"
+            )
+        else:
+            notes.append(
+                f"replacements from {source}: it is under the policy's maxLimitPercent, so "
+                "even the loadaware extender only scores it lower and a replacement may "
+                "return to it; a scheduler without the extender places by requests"
+            )
+    return notes
 
 
 def _rooms(
     usages: Mapping[str, NodeUsage],
     classes: Mapping[str, NodeClass],
     pods_by_node: Mapping[str, list[PodInfo]],
+    config: DeschedulerConfig,
+    policy: Policy,
+    now_s: float,
 ) -> list[Room]:
-    rooms = []
-    for name, node_class in classes.items():
-        if node_class.kind is not NodeKind.DESTINATION:
-            continue
-        usage = usages[name]
-        rooms.append(
-            Room(
-                node=usage.node,
-                free_requests=usage.node.allocatable - requested_on(pods_by_node.get(name, ())),
-                unsampled=dict(usage.unsampled),
-                usage_fraction=dict(usage.usage_fraction),
-                high_fraction=node_class.high_fraction,
-            )
-        )
-    return rooms
+    return [
+        room_of(usages[name], c.low_fraction, pods_by_node.get(name, ()), config, policy, now_s)
+        for name, c in classes.items()
+        if c.kind is NodeKind.DESTINATION
+    ]
 
 
 def _excess(node_class: NodeClass, usage: Mapping[str, float]) -> dict[str, float]:
@@ -180,6 +206,10 @@ class _Pass:
             if refused is not None:
                 self._skip(pod, node.name, *refused)
                 continue
+            small = self._gain_too_small(source, current, amount, node.allocatable, over)
+            if small is not None:
+                self._skip(pod, node.name, SkipCode.GAIN_TOO_SMALL, small)
+                continue
             destination, why = self.destinations.choose(pod, amount)
             if destination is None:
                 self._skip(pod, node.name, SkipCode.NO_DESTINATION, f"no destination: {why}")
@@ -188,6 +218,28 @@ class _Pass:
             for resource in current:
                 current[resource] -= amount.get(resource) / node.allocatable.get(resource)
             self._evict(pod, source, destination, amount, origin, before, current, over)
+
+    def _gain_too_small(
+        self,
+        source: NodeClass,
+        current: Mapping[str, float],
+        amount: Resources,
+        allocatable: Resources,
+        over: Mapping[str, float],
+    ) -> str | None:
+        """None when evicting ``amount`` is a lasting gain: the source ends at or below
+        targetThresholds, or a resource it is hot on drops by ``minimumGain``."""
+        gains = {r: amount.get(r) / allocatable.get(r) for r in over}
+        if all(current[r] - gains[r] <= source.high_fraction[r] for r in over):
+            return None
+        wanted = self.config.minimum_gain / 100
+        if max(gains.values()) >= wanted:
+            return None
+        text = ", ".join(f"{self.config.metric_for(r)} -{gains[r]:.1%}" for r in over)
+        return (
+            f"gain too small: {text} leaves {source.node} above targetThresholds and under "
+            f"minimumGain ({self.config.minimum_gain:g} points)"
+        )
 
     def _evict(
         self,
@@ -219,7 +271,7 @@ class _Pass:
                 usage_from=origin,
                 metric_values=values,
                 reason=reason,
-                destination_high_fraction=dict(self.destinations.room(destination).high_fraction),
+                destination_ceiling=dict(self.destinations.room(destination).ceiling),
             )
         )
 
@@ -253,19 +305,17 @@ def recheck(
     usage = usages[node.name]
     if usage.missing is not None:
         return f"destination {node.name} has no usable data: {usage.missing}"
+    on_node = [p for p in cluster_now.pods.values() if p.node_name == node.name]
+    ceiling = eviction.destination_ceiling or dict.fromkeys(usage.usage_fraction, 1.0)
+    room = room_of(usage, ceiling, on_node, config, policy, now_s)
     moved = reserved.get(node.name, Resources())
-    unsampled = {r: usage.unsampled.get(r, 0.0) + moved.get(r) for r in RESOURCES}
-    fraction = {
-        r: usage.usage_fraction[r] + moved.get(r) / node.allocatable.get(r)
-        for r in usage.usage_fraction
-    }
-    requested = requested_on(p for p in cluster_now.pods.values() if p.node_name == node.name)
-    room = Room(
-        node,
-        node.allocatable - requested,
-        unsampled,
-        fraction,
-        eviction.destination_high_fraction or dict.fromkeys(fraction, 1.0),
+    room.add(moved, moved)
+    rules = Rules(
+        config,
+        policy,
+        now_s,
+        Placements(cluster_now.nodes, cluster_now.pods.values()),
+        nodes_left(cluster_now.recent_evictions, now_s, config.return_cooldown),
     )
-    refused = refusal(pod, eviction.usage, room, config, policy, now_s)
+    refused = rules.refusal(pod, eviction.usage, room)
     return None if refused is None else f"destination {node.name}: {refused}"

@@ -1,4 +1,5 @@
-"""Where a pod's usage comes from: measured by Prometheus, or its requests standing in.
+"""Where a pod's usage comes from: measured by Prometheus, or the extender's estimate
+standing in (``app.load.estimate``: ``max(request, limit) x factor``).
 
 Two sources behind one small protocol, tried in order; the plan records which one
 answered so that the dry-run table can say a number is an estimate.
@@ -10,8 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from app.load.estimate import estimate_pod_usage
 from app.objects.pods import PodInfo
 from app.objects.resources import Resources
+from app.policy import EstimationPolicy
 
 
 class UsageSource(Protocol):
@@ -33,17 +36,21 @@ class MeasuredUsage:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestedUsage:
-    """A pod's requests, for pods Prometheus has no series for (new, or not scraped)."""
+class EstimatedUsage:
+    """For pods Prometheus has no series for (new, or not scraped): the estimate the
+    extender applies to a pod just placed, whether or not its estimation is enabled."""
 
-    name: str = "requests"
+    settings: EstimationPolicy
+    name: str = "estimate"
 
     def usage_of(self, pod: PodInfo) -> Resources | None:
-        return pod.requests
+        return estimate_pod_usage(pod.requests, pod.limits, self.settings)
 
 
-def usage_sources(measured: Mapping[str, Resources]) -> tuple[UsageSource, ...]:
-    return (MeasuredUsage(measured), RequestedUsage())
+def usage_sources(
+    measured: Mapping[str, Resources], settings: EstimationPolicy
+) -> tuple[UsageSource, ...]:
+    return (MeasuredUsage(measured), EstimatedUsage(settings))
 
 
 def pod_usage(pod: PodInfo, sources: Sequence[UsageSource]) -> tuple[Resources, str]:

@@ -45,6 +45,7 @@ from app.objects.nodes import NodeInfo
 from app.objects.pods import OwnerRef, PodInfo, workload_of
 from app.objects.resources import Resources
 from app.objects.selectors import LabelSelector
+from app.rebalance.config import memory_window_s
 from app.rebalance.plan import ClusterView, EvictionPlan, PlannerMemory, observe_round, plan
 
 if TYPE_CHECKING:
@@ -117,8 +118,7 @@ class PlannerRebalancer:
     def _view(self, t_s: float, now_s: float) -> tuple[ClusterView, dict[str, int]]:
         self._update_nodes()
         self._update_pods()
-        window_s = max(self.config.settle_time, self.config.workload_cooldown)
-        since_s = now_s - window_s - self.config.interval
+        since_s = now_s - memory_window_s(self.config)
         self._records = [r for r in self._records if r.evicted_at_s >= since_s]
         view = ClusterView(
             nodes=self._nodes,
@@ -185,6 +185,7 @@ class PlannerRebalancer:
             limits=limits,
             labels={"app": workload.name, "pod-template-hash": TEMPLATE_HASH},
             owner=OwnerRef("ReplicaSet", f"{workload.name}-{TEMPLATE_HASH}", workload.name),
+            bound_at_s=cluster.pipeline.epoch_s + float(cluster.bound_at_s[slot]),
         )
 
     def _pod_usage(self, t_s: float) -> Mapping[str, Resources]:

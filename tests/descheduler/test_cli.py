@@ -54,7 +54,8 @@ def test_once_dry_run_prints_the_plan_table_and_evicts_nothing(fake_kube: FakeKu
     assert "Skipped (10):" in out  # web-1 .. web-7 among them
     assert "shop/Deployment/web already has 1 pod(s) evicted in this run" in out
     assert "last Ready replica of ReplicaSet solo-7c6b5" in out
-    assert out.rstrip().endswith("dry run: 1 evictions planned, none made")
+    last = out.rstrip().splitlines()[-1]
+    assert last.startswith("dry run: 1 evictions planned, none made; replacements from hot: ")
     # Nothing evicted, no Event, no debounce annotation: nothing written at all.
     assert fake_kube.requests("POST", "/api/v1/namespaces/*/pods/*/eviction") == []
     assert fake_kube.requests("POST") == []

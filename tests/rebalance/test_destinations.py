@@ -25,18 +25,22 @@ def test_no_destination_means_no_eviction() -> None:
 
 def test_a_destination_that_fails_the_load_filter_is_never_chosen() -> None:
     # cool on the 5m average, but over the policy's 1h limit (0.75): the extender rejects it
-    nodes = [node("hot", 0.9), node("filtered", 0.1, cpu_1h=0.8), node("ok", 0.3)]
+    nodes = [node("hot", 0.9), node("filtered", 0.05, cpu_1h=0.8), node("ok", 0.08)]
     result = run(nodes)
     assert [e.destination for e in result.evictions] == ["ok"]
-    alone = run([node("hot", 0.9), node("filtered", 0.1, cpu_1h=0.8)])
+    alone = run([node("hot", 0.9), node("filtered", 0.05, cpu_1h=0.8)])
     assert alone.evictions == []
     assert any("load filter" in s.reason for s in alone.skipped)
 
 
-def test_a_destination_must_stay_under_the_target_threshold_with_the_pod() -> None:
-    # 0.4 + 3 cores of 10 = 70 % > 65 %
-    result = run([node("hot", 0.9), node("small-room", 0.4)], )
+def test_a_destination_must_stay_at_or_under_thresholds_with_the_pods_real_usage() -> None:
+    # 0.15 + 3 cores of 10 = 45 % > thresholds 40 %, though under targetThresholds 65 %
+    result = run([node("hot", 0.9), node("small-room", 0.15)])
     assert result.evictions == []
+    assert any("cpu would be at 45% with the pod's real usage, above 40%" in s.reason
+               for s in result.skipped)
+    assert [e.destination for e in run([node("hot", 0.9), node("room", 0.1)]).evictions] == [
+        "room"]
 
 
 @pytest.mark.parametrize(
@@ -102,6 +106,7 @@ def test_deviation_thresholds_measure_from_the_mean() -> None:
     # mean 35 %: hot above 45 %, destinations at or below 30 %
     assert result.node_classes["hot"].kind is NodeKind.SOURCE
     assert result.node_classes["c"].kind is NodeKind.DESTINATION
-    assert len(result.evictions) == 2  # 60 % -> 40 % is under 45 %
+    # each pod is 10 %: only c (20 %) can take one and stay at or under 30 %
+    assert [e.destination for e in result.evictions] == ["c"]
     # the static thresholds would see no hot node at all
     assert plan(cluster(nodes, pods), config(), POLICY, NOW, {}).evictions == []

@@ -41,11 +41,13 @@ def test_a_destination_whose_requests_were_taken_by_a_scale_up_is_refused() -> N
     assert why == "destination cool: not enough unrequested cpu"
 
 
-def test_a_destination_whose_usage_rose_above_the_target_is_refused() -> None:
-    # 60 % now, plus the victim's 0.8 of 10 cores: 68 % > targetThresholds 65 %
-    why = check(node("cool", 0.6))
+def test_a_destination_whose_usage_rose_above_thresholds_is_refused() -> None:
+    # 35 % now, plus the victim's 0.8 of 10 cores: 43 % > thresholds 40 %
+    assert check(node("cool", 0.3)) is None
+    why = check(node("cool", 0.35))
     assert why is not None
-    assert why.startswith("destination cool: cpu would be at 68%, above 65%")
+    assert why.startswith("destination cool: cpu would be at 43% with the pod's real usage, "
+                          "above 40%")
 
 
 def test_a_destination_that_now_fails_the_load_filter_is_refused() -> None:
@@ -63,11 +65,11 @@ def test_a_destination_whose_data_went_stale_is_refused() -> None:
 
 
 def test_usage_already_moved_there_by_this_run_counts() -> None:
-    # earlier evictions of the run put 4 cores there: 20 % + 40 % + 8 % = 68 %
-    assert check(node("cool", 0.2), reserved={"cool": Resources(3.0, 0.0)}) is None
-    why = check(node("cool", 0.2), reserved={"cool": Resources(4.0, 0.0)})
+    # earlier evictions of the run put 1 core there: 20 % + 10 % + 8 % = 38 %; 2 cores: 48 %
+    assert check(node("cool", 0.2), reserved={"cool": Resources(1.0, 0.0)}) is None
+    why = check(node("cool", 0.2), reserved={"cool": Resources(2.0, 0.0)})
     assert why is not None
-    assert "cpu would be at 68%" in why
+    assert "cpu would be at 48%" in why
 
 
 def test_a_pod_gone_replaced_or_moved_is_not_evicted() -> None:
