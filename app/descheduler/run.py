@@ -398,6 +398,7 @@ class Descheduler:
         pacer = EvictionPacer(self.config.evictions_per_second)
         reserved: dict[str, Resources] = {}
         errors_in_a_row = 0
+        started_s = self._clock()
         for eviction in the_plan.evictions:
             key = eviction.pod.key
             if eviction.pod.uid in self._evicted_uids:
@@ -442,13 +443,13 @@ class Descheduler:
                     result.detail,
                 )
             elif outcome is EvictionOutcome.EVICTED:
-                await self._after_eviction(eviction, reserved)
+                await self._after_eviction(eviction, reserved, started_s)
                 if not await self._save(report):
                     break
         report.message = self._summary(the_plan, report)
 
     async def _after_eviction(
-        self, eviction: PlannedEviction, reserved: dict[str, Resources]
+        self, eviction: PlannedEviction, reserved: dict[str, Resources], run_started_s: float
     ) -> None:
         self._evicted_uids.add(eviction.pod.uid)
         record = EvictionRecord(
@@ -460,11 +461,13 @@ class Descheduler:
             evicted_at_s=self._clock(),
             workload=workload_of(eviction.pod),
         )
+        # Pods of one workload evicted together in this run are one move, not a repeat.
         earlier = [
             r
             for r in self._memory.evictions.values()
             if record.workload is not None
             and r.workload == record.workload
+            and r.evicted_at_s < run_started_s
             and record.evicted_at_s - r.evicted_at_s < self.config.return_cooldown
         ]
         if earlier:

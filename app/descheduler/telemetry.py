@@ -64,8 +64,8 @@ class DeschedulerMetrics:
         )
         self.repeated_evictions = Counter(
             "loadaware_descheduler_repeated_evictions_total",
-            "Evictions of a pod whose workload already had a pod evicted within "
-            "returnCooldown: a workload moved again and again is thrashing.",
+            "Evictions of a pod whose workload already had a pod evicted by an earlier "
+            "run within returnCooldown: a workload moved again and again is thrashing.",
             registry=registry,
         )
         self.event_errors = Counter(

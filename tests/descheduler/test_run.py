@@ -36,8 +36,9 @@ def prometheus_url() -> Iterator[str]:
 
 
 def run_once(fake_kube: FakeKube, url: str, config: DeschedulerConfig,
-             settings: LoopSettings | None = None, later_s: float = 0.0) -> RunReport:
-    """One run in a fresh process state: new caches, no memory of earlier runs."""
+             settings: LoopSettings | None = None, later_s: float = 0.0,
+             telemetry: DeschedulerMetrics | None = None) -> RunReport:
+    """One run in a fresh process state: new caches; the memory is what the cluster holds."""
 
     async def scenario() -> RunReport:
         source = PrometheusSource(PrometheusSettings(url=url, timeout_s=5.0))
@@ -45,7 +46,8 @@ def run_once(fake_kube: FakeKube, url: str, config: DeschedulerConfig,
             async with fake_kube.async_client() as client:
                 descheduler = Descheduler(config, default_policy(), client, source,
                                           settings or LoopSettings(sync_timeout_s=10.0),
-                                          clock=lambda: time.time() + later_s)
+                                          clock=lambda: time.time() + later_s,
+                                          telemetry=telemetry)
                 return await descheduler.run_once()
         finally:
             source.close()
@@ -213,6 +215,33 @@ def test_workload_cooldown_holds_across_runs(seeded: FakeKube, prometheus_url: s
     assert second.evicted == []
     assert second.plan is not None
     assert any("cooldown" in s.reason for s in second.plan.skipped)
+
+
+@pytest.mark.prometheus
+def test_a_workload_evicted_again_by_a_later_run_is_counted_as_repeated(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    repeated = "loadaware_descheduler_repeated_evictions_total"
+    config = cluster.config(workloadCooldown="0s", maxNoOfPodsToEvictTotal=1)
+    first, second = DeschedulerMetrics(), DeschedulerMetrics()
+    assert len(run_once(seeded, prometheus_url, config, telemetry=first).evicted) == 1
+    assert first.registry.get_sample_value(repeated) == 0.0
+    # Without the workload cooldown the next run moves the same Deployment again:
+    # the planner allows it, and the metric shows the thrash to the operator.
+    again = run_once(seeded, prometheus_url, config, later_s=60.0, telemetry=second)
+    assert [key.split("/")[-1][:4] for key in again.evicted] == ["web-"]
+    assert second.registry.get_sample_value(repeated) == 1.0
+
+
+@pytest.mark.prometheus
+def test_pods_of_one_workload_evicted_in_one_run_are_not_repeats(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    telemetry = DeschedulerMetrics()
+    report = run_once(seeded, prometheus_url, cluster.config(), telemetry=telemetry)
+    assert len(report.evicted) >= 2
+    value = telemetry.registry.get_sample_value("loadaware_descheduler_repeated_evictions_total")
+    assert value == 0.0
 
 
 @pytest.mark.prometheus

@@ -7,8 +7,16 @@ from datetime import datetime
 from lightkube.resources.core_v1 import Pod
 
 from app.kube.pods import pod_info
-from app.objects.pods import NodeSelectorRequirement, NodeSelectorTerm, OwnerRef, Toleration
+from app.objects.pods import (
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    OwnerRef,
+    PodAffinityTerm,
+    SpreadConstraint,
+    Toleration,
+)
 from app.objects.resources import Resources
+from app.objects.selectors import LabelRequirement, LabelSelector
 from tests.support.fakekube import JSON, PODS
 from tests.support.fakekube_fixtures import FakeKube
 
@@ -146,3 +154,98 @@ def test_mirror_and_terminating_pods_are_recognised(fake_kube: FakeKube) -> None
                      "spec": {"containers": [container("c")]}}
     assert pod_info(read_back(fake_kube, mirror)).is_mirror
     assert pod_info(read_back(fake_kube, leaving)).terminating
+
+
+SCHEDULING_POD: JSON = {
+    "metadata": {"name": "api-1", "namespace": "shop",
+                 "labels": {"app": "api", "pod-template-hash": "h1", "tenant": "t1"}},
+    "spec": {
+        "nodeName": "n1",
+        "containers": [container("c")],
+        "affinity": {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "cache"}},
+                 "topologyKey": "zone", "namespaces": ["shop", "infra"]},
+            ]},
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchExpressions": [
+                        {"key": "app", "operator": "In", "values": ["api"]}]},
+                     "topologyKey": "kubernetes.io/hostname",
+                     "matchLabelKeys": ["pod-template-hash", "absent"],
+                     "mismatchLabelKeys": ["tenant"]},
+                    {"labelSelector": {"matchLabels": {"app": "noisy"}},
+                     "topologyKey": "kubernetes.io/hostname", "namespaceSelector": {}},
+                ],
+                # preferred terms never keep a pod off a node
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}}],
+            },
+        },
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchLabels": {"app": "api"}},
+             "matchLabelKeys": ["pod-template-hash"],
+             "minDomains": 3, "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor"},
+            {"maxSkew": 2, "topologyKey": "kubernetes.io/hostname",
+             "whenUnsatisfiable": "ScheduleAnyway",
+             "labelSelector": {"matchLabels": {"app": "api"}}},
+        ],
+    },
+    "status": {"phase": "Running", "conditions": [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-05-01T12:00:00Z"},
+        {"type": "Ready", "status": "True", "lastTransitionTime": "2026-05-01T12:00:30Z"},
+    ]},
+}
+
+
+def test_inter_pod_rules_and_spread_come_through_as_kube_scheduler_reads_them(
+    fake_kube: FakeKube,
+) -> None:
+    info = pod_info(read_back(fake_kube, SCHEDULING_POD))
+    assert info.pod_affinity == (
+        PodAffinityTerm(LabelSelector({"app": "cache"}), "zone", ("shop", "infra")),
+    )
+    same_revision, noisy = info.pod_anti_affinity
+    # matchLabelKeys become "In [own value]", mismatchLabelKeys "NotIn [own value]";
+    # a key the pod lacks is ignored
+    assert same_revision == PodAffinityTerm(
+        LabelSelector({}, (
+            LabelRequirement("app", "In", ("api",)),
+            LabelRequirement("pod-template-hash", "In", ("h1",)),
+            LabelRequirement("tenant", "NotIn", ("t1",)),
+        )),
+        "kubernetes.io/hostname",
+        ("shop",),  # no namespaces, no namespaceSelector: the pod's own namespace
+    )
+    assert noisy.namespaces is None  # a namespaceSelector ({} here) reads as every namespace
+    # only DoNotSchedule constraints can keep a pod off a node
+    assert info.spread == (
+        SpreadConstraint(
+            max_skew=1, topology_key="zone",
+            selector=LabelSelector({"app": "api"},
+                                   (LabelRequirement("pod-template-hash", "In", ("h1",)),)),
+            min_domains=3, honor_node_affinity=False, honor_node_taints=True,
+        ),
+    )
+    assert info.bound_at_s == datetime.fromisoformat("2026-05-01T12:00:00+00:00").timestamp()
+
+
+def test_a_term_without_a_label_selector_matches_no_pod(fake_kube: FakeKube) -> None:
+    pod: JSON = {"metadata": {"name": "p", "labels": {"app": "a"}}, "spec": {
+        "containers": [container("c")],
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname"}]}}}}
+    (term,) = pod_info(read_back(fake_kube, pod)).pod_anti_affinity
+    assert not term.selector.matches({"app": "a"})
+    assert not term.selector.matches({})
+
+
+def test_a_pod_not_yet_scheduled_has_no_bind_time(fake_kube: FakeKube) -> None:
+    pod: JSON = {"metadata": {"name": "pending"}, "spec": {"containers": [container("c")]},
+                 "status": {"phase": "Pending", "conditions": [
+                     {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}
+    info = pod_info(read_back(fake_kube, pod))
+    assert info.bound_at_s is None
+    assert (info.pod_affinity, info.pod_anti_affinity, info.spread) == ((), (), ())
