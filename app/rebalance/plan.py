@@ -76,13 +76,7 @@ def plan(
     for pod in cluster.pods.values():
         if pod.node_name is not None:
             pods_by_node.setdefault(pod.node_name, []).append(pod)
-    rules = Rules(
-        config,
-        policy,
-        now_s,
-        Placements(cluster.nodes, cluster.pods.values()),
-        nodes_left(cluster.recent_evictions, now_s, config.return_cooldown),
-    )
+    rules = _rules(cluster, config, policy, now_s)
     rooms = _rooms(usages, classes, pods_by_node, config, policy, now_s)
     destinations = Destinations(rooms, rules)
     pass_ = _Pass(
@@ -129,6 +123,17 @@ def _replacements(
                 "return to it; a scheduler without the extender places by requests"
             )
     return notes
+
+
+def _rules(cluster: ClusterView, config: DeschedulerConfig, policy: Policy, now_s: float) -> Rules:
+    """The destination rules over a cluster view: the plan's and the live re-check's."""
+    return Rules(
+        config,
+        policy,
+        now_s,
+        Placements(cluster.nodes, cluster.pods.values()),
+        nodes_left(cluster.recent_evictions, now_s, config.return_cooldown),
+    )
 
 
 def _rooms(
@@ -310,12 +315,5 @@ def recheck(
     room = room_of(usage, ceiling, on_node, config, policy, now_s)
     moved = reserved.get(node.name, Resources())
     room.add(moved, moved)
-    rules = Rules(
-        config,
-        policy,
-        now_s,
-        Placements(cluster_now.nodes, cluster_now.pods.values()),
-        nodes_left(cluster_now.recent_evictions, now_s, config.return_cooldown),
-    )
-    refused = rules.refusal(pod, eviction.usage, room)
+    refused = _rules(cluster_now, config, policy, now_s).refusal(pod, eviction.usage, room)
     return None if refused is None else f"destination {node.name}: {refused}"

@@ -4,26 +4,18 @@ descheduler's own RBAC user."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 from typing import Any, cast
 
-from lightkube import AsyncClient, KubeConfig
-from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ConfigMap, Pod
+from lightkube.resources.core_v1 import Pod
 
-from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
-from app.kube import state
-from app.policy import default_policy
-from app.prom.client import PrometheusSettings, PrometheusSource
-from app.rebalance.config import DeschedulerConfig, config_from_mapping
+from app.descheduler.run import RunResult
+from app.rebalance.config import config_from_mapping
 from tests.descheduler.cluster import load_annotations
-from tests.e2e.harness import REPO, ControlPlane, wait_until
+from tests.e2e.descheduler import descheduler_allowed, run_once
+from tests.e2e.harness import ControlPlane, wait_until
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
 
-USER = "loadaware-descheduler"
-STATE_NAMESPACE = "loadaware"
 REPLICAS = 10
 
 
@@ -61,43 +53,14 @@ def web_pods(cluster: ControlPlane, namespace: str) -> list[Pod]:
     ]
 
 
-def run_once(cluster: ControlPlane, prometheus_url: str, config: DeschedulerConfig) -> RunReport:
-    async def scenario() -> RunReport:
-        source = PrometheusSource(PrometheusSettings(url=prometheus_url, timeout_s=5.0))
-        client = AsyncClient(config=KubeConfig.from_file(str(cluster.kubeconfig_for(USER))))
-        try:
-            descheduler = Descheduler(
-                config,
-                default_policy(),
-                client,
-                source,
-                LoopSettings(sync_timeout_s=30.0, state_namespace=STATE_NAMESPACE),
-            )
-            return await descheduler.run_once()
-        finally:
-            await client.close()
-            source.close()
-
-    return asyncio.run(scenario())
-
-
 def test_one_run_evicts_at_most_the_per_workload_limit_of_a_deployment_without_a_pdb(
     cluster: ControlPlane, namespace: str
 ) -> None:
-    cluster.grant(REPO / "deploy" / "base" / "descheduler-rbac.yaml", USER)
     cluster.make_node("hot", cpu="4", memory="16Gi", annotations=load_annotations(0.85))
     for name in ("cool-1", "cool-2", "cool-3"):
         cluster.make_node(name, cpu="4", memory="16Gi", annotations=load_annotations(0.2))
     admin = cluster.client()
-    # Its memory exists already, so this run is not a first, observing-only one.
-    memory = {"version": 1, "evictions": [], "hotRounds": {}}
-    admin.create(
-        ConfigMap(
-            metadata=ObjectMeta(name=state.DEFAULT_NAME, namespace=STATE_NAMESPACE),
-            data={state.STATE_KEY: json.dumps(memory)},
-        )
-    )
-    try:
+    with descheduler_allowed(cluster):
         admin.create(deployment(namespace))
         wait_until(
             lambda: len(web_pods(cluster, namespace)) == REPLICAS, 60, "the ReplicaSet's pods"
@@ -123,5 +86,3 @@ def test_one_run_evicts_at_most_the_per_workload_limit_of_a_deployment_without_a
         # The API server saw exactly one eviction: one web pod is gone or going.
         remaining = {p.metadata.name for p in web_pods(cluster, namespace) if p.metadata}
         assert len(set(pods) - remaining) == 1
-    finally:
-        admin.delete(ConfigMap, state.DEFAULT_NAME, namespace=STATE_NAMESPACE)

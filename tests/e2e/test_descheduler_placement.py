@@ -8,24 +8,21 @@ the planner checks are the ones the scheduler enforced."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
 import pytest
 from lightkube import Client
-from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ConfigMap, Node, Pod
+from lightkube.resources.core_v1 import Node, Pod
 
 from app.descheduler.run import RunResult
-from app.kube import state
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
 from app.rebalance.outcome import SkipCode
 from tests.descheduler.cluster import load_annotations
 from tests.e2e.burst import extender_entry, outcome_of
-from tests.e2e.harness import REPO, ControlPlane, scheduler_config, wait_until
-from tests.e2e.test_descheduler_limits import STATE_NAMESPACE, USER, run_once
+from tests.e2e.descheduler import descheduler_allowed, run_once
+from tests.e2e.harness import ControlPlane, scheduler_config, wait_until
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
 
 POD_CORES = 0.3  # each pod's measured usage: 7.5 % of a 4-core node
@@ -75,20 +72,8 @@ def all_bound(client: Client, namespace: str, count: int) -> bool:
 
 @pytest.fixture
 def descheduler_memory(cluster: ControlPlane) -> Iterator[None]:
-    """The descheduler's RBAC and an existing memory (so a run is not observe-only)."""
-    cluster.grant(REPO / "deploy" / "base" / "descheduler-rbac.yaml", USER)
-    admin = cluster.client()
-    memory = {"version": 1, "evictions": [], "hotRounds": {}}
-    admin.create(
-        ConfigMap(
-            metadata=ObjectMeta(name=state.DEFAULT_NAME, namespace=STATE_NAMESPACE),
-            data={state.STATE_KEY: json.dumps(memory)},
-        )
-    )
-    try:
+    with descheduler_allowed(cluster):
         yield
-    finally:
-        admin.delete(ConfigMap, state.DEFAULT_NAME, namespace=STATE_NAMESPACE)
 
 
 def usage_series(client: Client, namespace: str) -> list[PodSeries]:

@@ -1,0 +1,62 @@
+"""The descheduler against a real control plane, as its own RBAC user: a run, and the
+setup every such test needs (its roles, and a memory ConfigMap that already exists so
+that a run is not a first, observing-only one)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterator
+
+from lightkube import AsyncClient, KubeConfig
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap
+
+from app.descheduler.run import Descheduler, LoopSettings, RunReport
+from app.kube import state
+from app.policy import default_policy
+from app.prom.client import PrometheusSettings, PrometheusSource
+from app.rebalance.config import DeschedulerConfig
+from tests.e2e.harness import REPO, ControlPlane
+
+USER = "loadaware-descheduler"
+STATE_NAMESPACE = "loadaware"
+
+
+@contextlib.contextmanager
+def descheduler_allowed(cluster: ControlPlane) -> Iterator[None]:
+    """Grant the shipped descheduler RBAC to USER and create its (empty) memory."""
+    cluster.grant(REPO / "deploy" / "base" / "descheduler-rbac.yaml", USER)
+    admin = cluster.client()
+    memory = {"version": 1, "evictions": [], "hotRounds": {}}
+    admin.create(
+        ConfigMap(
+            metadata=ObjectMeta(name=state.DEFAULT_NAME, namespace=STATE_NAMESPACE),
+            data={state.STATE_KEY: json.dumps(memory)},
+        )
+    )
+    try:
+        yield
+    finally:
+        admin.delete(ConfigMap, state.DEFAULT_NAME, namespace=STATE_NAMESPACE)
+
+
+def run_once(cluster: ControlPlane, prometheus_url: str, config: DeschedulerConfig) -> RunReport:
+    async def scenario() -> RunReport:
+        source = PrometheusSource(PrometheusSettings(url=prometheus_url, timeout_s=5.0))
+        client = AsyncClient(config=KubeConfig.from_file(str(cluster.kubeconfig_for(USER))))
+        try:
+            descheduler = Descheduler(
+                config,
+                default_policy(),
+                client,
+                source,
+                LoopSettings(sync_timeout_s=30.0, state_namespace=STATE_NAMESPACE),
+            )
+            return await descheduler.run_once()
+        finally:
+            await client.close()
+            source.close()
+
+    return asyncio.run(scenario())
