@@ -7,13 +7,18 @@ The replacement is judged as the scheduler will judge it: after the pod itself i
 node rules (selector, node affinity, taints) are in ``fit``.
 
 Pods without such constraints cost nothing here: pods are indexed by namespace only on
-the first pod that needs it, and the pods with anti-affinity once per plan.
+the first pod that needs it, and the pods with anti-affinity once per plan. For a pod
+that has them, each rule is reduced to topology domains in one pass over the pods it
+reads, and then asked of every candidate node by lookup: a pod whose terms select
+every namespace (as anyone who may create pods can write) costs one pass, not one per
+node. The plan's moves start the passes again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from app.objects.nodes import NodeInfo
 from app.objects.pods import PodAffinityTerm, PodInfo, SpreadConstraint
@@ -48,9 +53,11 @@ class Placements:
         self._moved: dict[str, str] = {}  # pod key -> destination
         self._by_namespace: dict[str, list[PodInfo]] | None = None
         self._with_anti_affinity: list[PodInfo] | None = None
+        self._memo: dict[tuple[Any, ...], Any] = {}  # one pass per pod and rule, per move
 
     def move(self, pod: PodInfo, destination: str) -> None:
         self._moved[pod.key] = destination
+        self._memo.clear()
 
     def _node_of(self, pod: PodInfo) -> str | None:
         return self._moved.get(pod.key, pod.node_name)
@@ -93,22 +100,11 @@ class Placements:
             blocker = self._term_match(pod, term, node)
             if blocker is not None:
                 return f"pod anti-affinity: {blocker} is in its {term.topology_key} domain"
-        for holder in self._anti_affinity_holders():
-            if holder.key == pod.key:
-                continue
-            for term in holder.pod_anti_affinity:
-                if not _in_namespaces(pod, term.namespaces) or not term.selector.matches(
-                    pod.labels
-                ):
-                    continue
-                where = self._node_of(holder)
-                value = node.labels.get(term.topology_key)
-                if (
-                    where is not None
-                    and value is not None
-                    and self._domain(where, term.topology_key) == value
-                ):
-                    return f"{holder.key}'s pod anti-affinity keeps it out of that domain"
+        held, keys = self._held_against(pod)
+        for key in keys:
+            holder_key = held.get((key, node.labels.get(key, "")))
+            if holder_key is not None and key in node.labels:
+                return f"{holder_key}'s pod anti-affinity keeps it out of that domain"
         for term in pod.pod_affinity:
             refused = self._affinity_refusal(pod, term, node)
             if refused is not None:
@@ -119,26 +115,55 @@ class Placements:
                 return refused
         return None
 
+    def _held_against(self, pod: PodInfo) -> tuple[dict[tuple[str, str], str], set[str]]:
+        """(topology key, domain) -> a pod whose required anti-affinity keeps ``pod``
+        out of that domain; and the topology keys among them."""
+        memo_key = ("held", pod.key)
+        if memo_key not in self._memo:
+            held: dict[tuple[str, str], str] = {}
+            for holder in self._anti_affinity_holders():
+                where = self._node_of(holder)
+                if holder.key == pod.key or where is None:
+                    continue
+                for term in holder.pod_anti_affinity:
+                    if not _in_namespaces(pod, term.namespaces):
+                        continue
+                    value = self._domain(where, term.topology_key)
+                    if value is not None and term.selector.matches(pod.labels):
+                        held.setdefault((term.topology_key, value), holder.key)
+            self._memo[memo_key] = (held, {key for key, _ in held})
+        result: tuple[dict[tuple[str, str], str], set[str]] = self._memo[memo_key]
+        return result
+
+    def _matching_domains(self, pod: PodInfo, term: PodAffinityTerm) -> dict[str, str]:
+        """Domain of ``term.topology_key`` -> a pod there that matches ``term``."""
+        memo_key = ("term", pod.key, id(term))  # terms live as long as their pod
+        if memo_key not in self._memo:
+            found: dict[str, str] = {}
+            for other in self._others(pod, term.namespaces):
+                if term.selector.matches(other.pod.labels):
+                    value = self._domain(other.node, term.topology_key)
+                    if value is not None:
+                        found.setdefault(value, other.pod.key)
+                    self._memo[("any", pod.key, id(term))] = True
+            self._memo[memo_key] = found
+        result: dict[str, str] = self._memo[memo_key]
+        return result
+
     def _term_match(self, pod: PodInfo, term: PodAffinityTerm, node: NodeInfo) -> str | None:
         """A pod matching ``term`` in ``node``'s domain, or None."""
         value = node.labels.get(term.topology_key)
         if value is None:
             return None
-        for other in self._others(pod, term.namespaces):
-            if (
-                term.selector.matches(other.pod.labels)
-                and self._domain(other.node, term.topology_key) == value
-            ):
-                return other.pod.key
-        return None
+        return self._matching_domains(pod, term).get(value)
 
     def _affinity_refusal(self, pod: PodInfo, term: PodAffinityTerm, node: NodeInfo) -> str | None:
         if node.labels.get(term.topology_key) is None:
             return f"pod affinity: the node has no {term.topology_key} label"
         if self._term_match(pod, term, node) is not None:
             return None
-        others = self._others(pod, term.namespaces)
-        anywhere = any(term.selector.matches(o.pod.labels) for o in others)
+        self._matching_domains(pod, term)
+        anywhere = ("any", pod.key, id(term)) in self._memo  # a match, with or without a domain
         itself = _in_namespaces(pod, term.namespaces) and term.selector.matches(pod.labels)
         if not anywhere and itself:
             return None  # kube-scheduler: the first pod of a group that matches itself
@@ -152,6 +177,23 @@ class Placements:
             return False
         return not (constraint.honor_node_taints and untolerated_taint(pod, node) is not None)
 
+    def _spread_counts(self, pod: PodInfo, constraint: SpreadConstraint) -> dict[str, int]:
+        """Matching pods per eligible domain, the pod itself gone."""
+        memo_key = ("spread", pod.key, id(constraint))
+        if memo_key not in self._memo:
+            key = constraint.topology_key
+            counts: dict[str, int] = {}
+            for info in self._nodes.values():
+                if self._eligible(pod, constraint, info):
+                    counts.setdefault(info.labels[key], 0)
+            for other in self._others(pod, (pod.namespace,)):
+                domain = self._domain(other.node, key)
+                if domain in counts and constraint.selector.matches(other.pod.labels):
+                    counts[domain] += 1
+            self._memo[memo_key] = counts
+        result: dict[str, int] = self._memo[memo_key]
+        return result
+
     def _spread_refusal(
         self, pod: PodInfo, constraint: SpreadConstraint, node: NodeInfo
     ) -> str | None:
@@ -159,14 +201,7 @@ class Placements:
         value = node.labels.get(key)
         if value is None:
             return f"topology spread: the node has no {key} label"
-        counts: dict[str, int] = {}
-        for info in self._nodes.values():
-            if self._eligible(pod, constraint, info):
-                counts.setdefault(info.labels[key], 0)
-        for other in self._others(pod, (pod.namespace,)):
-            domain = self._domain(other.node, key)
-            if domain in counts and constraint.selector.matches(other.pod.labels):
-                counts[domain] += 1
+        counts = self._spread_counts(pod, constraint)
         if not counts:
             return None
         self_match = 1 if constraint.selector.matches(pod.labels) else 0

@@ -10,6 +10,7 @@ from app.objects.evictions import EvictionRecord
 from app.objects.pods import PodAffinityTerm, PodInfo, SpreadConstraint
 from app.objects.resources import Resources
 from app.objects.selectors import LabelSelector
+from app.rebalance.placement import Placements
 from app.rebalance.plan import EvictionPlan, SkipCode, plan
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, node, pod
 from tests.rebalance.builders import config as base_config
@@ -255,3 +256,34 @@ def test_topology_spread_counts_the_plans_own_moves() -> None:
     result = plan(cluster(zoned(), pods), config(), POLICY, NOW, {})
     assert len(result.evictions) == 1
     assert "skew would be 2" in reasons(result, SkipCode.NO_DESTINATION)[0]
+
+
+class CountingSelector(LabelSelector):
+    """A selector that counts how often it is asked: the cost of a rule, without timing."""
+
+    calls = 0
+
+    def matches(self, labels: Any) -> bool:
+        CountingSelector.calls += 1
+        return super().matches(labels)
+
+
+def test_a_term_over_every_namespace_costs_one_pass_not_one_per_node() -> None:
+    # Anyone who may create pods can write a term with namespaceSelector: {} (every
+    # namespace), on their own pod or against others. Checking it on every candidate
+    # node must not scan every pod once per node.
+    nodes = {f"n{i}": node(f"n{i}", 0.1, labels={HOSTNAME: f"n{i}"}) for i in range(60)}
+    pods = [pod(f"p{i}", f"n{i % 60}", namespace=f"ns{i % 7}", labels={"app": "x"})
+            for i in range(300)]
+    everywhere = PodAffinityTerm(CountingSelector({"app": "none"}), HOSTNAME, None)
+    victim = web("victim", "n0", pod_anti_affinity=(everywhere,))
+    holder = web("holder", "n1", labels={"app": "db"}, pod_anti_affinity=(
+        PodAffinityTerm(CountingSelector({"app": "none"}), HOSTNAME, None),))
+    placements = Placements(nodes, [*pods, victim, holder])
+    CountingSelector.calls = 0
+    assert all(placements.refusal(victim, n) is None for n in nodes.values())
+    assert CountingSelector.calls <= len(pods) + 2  # one pass for its term, one for holder's
+    placements.move(pods[0], "n5")  # a move starts the passes again, once
+    CountingSelector.calls = 0
+    assert all(placements.refusal(victim, n) is None for n in nodes.values())
+    assert 0 < CountingSelector.calls <= len(pods) + 2
