@@ -4,8 +4,8 @@ Limits per node, per namespace and in total; per workload (``maxMigratingPerWork
 pods in one run, and ``maxUnavailablePerWorkload``: its pods not Ready now, a
 replacement still starting included, plus those this run evicts); PodDisruptionBudgets
 (never more planned evictions covered by a PDB than its ``disruptionsAllowed``); the
-last Ready replica of a controller; and the per-workload cooldown from the
-descheduler's recent evictions.
+last Ready replica of a controller; and, from the descheduler's recent evictions, the
+per-workload cooldown and the replacements it sent to a node within ``returnCooldown``.
 """
 
 from __future__ import annotations
@@ -36,6 +36,28 @@ def cooling_workloads(
         if record.workload is not None:
             latest[record.workload] = max(latest.get(record.workload, 0.0), record.evicted_at_s)
     return {w: now_s - at_s for w, at_s in latest.items() if now_s - at_s < cooldown_s}
+
+
+# The eviction time is the descheduler's clock, a replacement's creationTimestamp the API
+# server's: a pod created up to this long before the eviction still counts as its
+# replacement, so that a skew between the two clocks cannot unprotect one.
+CLOCK_SKEW_S = 60.0
+
+
+def replacements_sent(
+    records: Iterable[EvictionRecord], now_s: float, window_s: float
+) -> dict[tuple[str, str], float]:
+    """(workload, node the plan sent its pod to) -> the earliest such eviction within
+    ``window_s``: the workload's pods created on that node since are its replacements."""
+    sent: dict[tuple[str, str], float] = {}
+    for record in records:
+        if record.workload is None or record.destination is None:
+            continue
+        if now_s - record.evicted_at_s >= window_s:
+            continue
+        key = (record.workload, record.destination)
+        sent[key] = min(sent.get(key, record.evicted_at_s), record.evicted_at_s)
+    return sent
 
 
 def workload_pods(pods: Iterable[PodInfo]) -> tuple[Counter[str], Counter[str]]:
@@ -74,7 +96,10 @@ class RunBudget:
         self._budgets_in: dict[str, list[int]] = {}
         for index, budget in enumerate(budgets):
             self._budgets_in.setdefault(budget.namespace, []).append(index)
+        records = list(records)
         self._cooling = cooling_workloads(records, now_s, config.workload_cooldown)
+        self._sent = replacements_sent(records, now_s, config.return_cooldown)
+        self._now_s = now_s
         self._per_node: Counter[str] = Counter()
         self._per_namespace: Counter[str] = Counter()
         self._per_owner: Counter[str] = Counter()
@@ -116,6 +141,14 @@ class RunBudget:
             cooldown = format_duration(config.workload_cooldown)
             text = f"cooldown: {workload} had a pod evicted {ago} ago (workloadCooldown {cooldown})"
             return SkipCode.COOLDOWN, text
+        if workload is not None and self._is_replacement_sent_here(pod, workload, node):
+            ago = format_duration(round(self._now_s - self._sent[workload, node]))
+            window = format_duration(config.return_cooldown)
+            text = (
+                f"replacement: {workload} was sent to {node} {ago} ago and this pod came "
+                f"since (returnCooldown {window})"
+            )
+            return SkipCode.COOLDOWN, text
         if workload is not None:
             refused = self._workload_refusal(pod, workload)
             if refused is not None:
@@ -131,6 +164,14 @@ class RunBudget:
                 text = f"PodDisruptionBudget {budget.name} allows no more disruptions"
                 return SkipCode.PDB, text
         return None
+
+    def _is_replacement_sent_here(self, pod: PodInfo, workload: str, node: str) -> bool:
+        sent_at = self._sent.get((workload, node))
+        return (
+            sent_at is not None
+            and pod.created_s is not None
+            and pod.created_s >= sent_at - CLOCK_SKEW_S
+        )
 
     def _workload_refusal(self, pod: PodInfo, workload: str) -> tuple[SkipCode, str] | None:
         config = self._config

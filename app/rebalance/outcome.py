@@ -49,7 +49,7 @@ class SkipCode(StrEnum):
 
     PROTECTED = "protected"  # DaemonSet, bare, critical, local storage, too young, ...
     EVICTION_LIMIT = "eviction_limit"  # maxNoOfPodsToEvict{Total,PerNode,PerNamespace}
-    COOLDOWN = "cooldown"  # workloadCooldown
+    COOLDOWN = "cooldown"  # workloadCooldown; a replacement within returnCooldown
     WORKLOAD_LIMIT = "workload_limit"  # maxMigratingPerWorkload in this run
     WORKLOAD_UNAVAILABLE = "workload_unavailable"  # maxUnavailablePerWorkload
     LAST_REPLICA = "last_replica"

@@ -175,6 +175,31 @@ def test_a_replacement_is_not_evicted_again_from_where_it_was_sent() -> None:
     assert {s.code for s in result.skipped} == {SkipCode.COOLDOWN}
 
 
+def test_past_the_workload_cooldown_a_replacement_still_stays_where_it_was_sent() -> None:
+    # 30 minutes ago web-new was sent to "hot", which has since gone hot: past
+    # workloadCooldown (15m), within returnCooldown (1h). web-old was there before it.
+    sent = [record("elsewhere", 1800, destination="hot")]
+    replacement = web("web-new", "hot", cpu=2.0, created_s=NOW - 1790)
+    older = web("web-old", "hot", cpu=1.0, created_s=NOW - 7200)
+    nodes = [node("hot", 0.9), node("cool", 0.05)]
+    result = plan(cluster(nodes, [replacement, older], recent=sent), config(), POLICY, NOW, {})
+    assert [e.pod.name for e in result.evictions] == ["web-old"]
+    assert reasons(result, SkipCode.COOLDOWN) == [
+        "replacement: default/ReplicaSet/web was sent to hot 30m ago and this pod came since "
+        "(returnCooldown 1h)"]
+    # a replacement created a little before the eviction by the descheduler's clock
+    # (the API server's clock runs behind) is still one
+    skewed = web("web-new", "hot", cpu=2.0, created_s=NOW - 1830)
+    assert [e.pod.name for e in plan(cluster(nodes, [skewed, older], recent=sent), config(),
+                                     POLICY, NOW, {}).evictions] == ["web-old"]
+    # sent elsewhere, or an hour later, it may move again
+    for recent in ([record("elsewhere", 1800, destination="cool-b")],
+                   [record("elsewhere", 3700, destination="hot")]):
+        moved = plan(cluster(nodes, [replacement, older], recent=recent), config(), POLICY,
+                     NOW, {})
+        assert "web-new" in [e.pod.name for e in moved.evictions], recent
+
+
 # -- the way kube-scheduler would place the replacement -------------------------------
 
 
