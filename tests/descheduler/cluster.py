@@ -24,6 +24,7 @@ from tests.support.fakekube import CONFIGMAPS, PODS, FakeKubeStore
 
 MIB = 2.0**20
 WEB_CORES = 0.45
+AN_HOUR_AGO = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
 NODE_LOAD = {"hot": 0.85, "hot-2": 0.80, "cool-1": 0.20, "cool-2": 0.20, "warm": 0.55}
 WEB_PODS = tuple(f"web-{i}" for i in range(8))
 
@@ -41,7 +42,9 @@ def load_annotations(cpu: float, mem: float = 0.3, at_s: float | None = None) ->
 def add_pod(store: FakeKubeStore, name: str, node: str, *, namespace: str = "shop",
             owner: tuple[str, str] | None = ("ReplicaSet", "web-5d8f9"),
             labels: dict[str, str] | None = None, cpu: str = "250m") -> None:
+    # The pods have run a while: an hour before the descheduler looks at them.
     meta: dict[str, Any] = {"name": name, "namespace": namespace,
+                            "creationTimestamp": AN_HOUR_AGO,
                             "labels": labels if labels is not None else
                             {"app": "web", "pod-template-hash": "5d8f9"}}
     if owner is not None:

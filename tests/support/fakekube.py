@@ -612,8 +612,10 @@ class FakeKubeStore:
         with self._lock:
             return self._rv
 
-    def insert(self, rt: ResourceType, namespace: str, obj: JSON, *, dry_run: bool = False) -> JSON:
-        """Create obj (ADDED event). Fills uid, resourceVersion, creationTimestamp."""
+    def insert(self, rt: ResourceType, namespace: str, obj: JSON, *, dry_run: bool = False,
+               as_given: bool = False) -> JSON:
+        """Create obj (ADDED event). Fills uid, resourceVersion, creationTimestamp (kept
+        when ``as_given`` and set: seeding an object that has existed a while)."""
         obj = copy.deepcopy(obj)
         _check_shape(obj)
         meta = obj.setdefault("metadata", {})
@@ -621,7 +623,8 @@ class FakeKubeStore:
             name = meta.get("name") or self._generate_name(rt, namespace, meta.get("generateName"))
             if (rt, namespace, name) in self._objects:
                 raise already_exists(rt, name)
-            meta.update(name=name, uid=str(uuid.uuid4()), creationTimestamp=_now())
+            created = meta.get("creationTimestamp") if as_given else None
+            meta.update(name=name, uid=str(uuid.uuid4()), creationTimestamp=created or _now())
             if rt.namespaced:
                 meta["namespace"] = namespace
             else:
@@ -774,9 +777,10 @@ class FakeKubeStore:
     # ---- seeding and inspection helpers for tests (no API-only rules applied)
 
     def add(self, rt: ResourceType, obj: JSON) -> JSON:
-        """Store obj as given (status included), with an ADDED event."""
+        """Store obj as given (status and creationTimestamp included), with an ADDED
+        event."""
         namespace = (_meta(obj).get("namespace") or "default") if rt.namespaced else ""
-        return self.insert(rt, namespace, obj)
+        return self.insert(rt, namespace, obj, as_given=True)
 
     def get(self, rt: ResourceType, name: str, namespace: str = "") -> JSON | None:
         with self._lock:
