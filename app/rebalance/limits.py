@@ -5,7 +5,8 @@ pods in one run, and ``maxUnavailablePerWorkload``: its pods not Ready now, a
 replacement still starting included, plus those this run evicts); PodDisruptionBudgets
 (never more planned evictions covered by a PDB than its ``disruptionsAllowed``); the
 last Ready replica of a controller; and, from the descheduler's recent evictions, the
-per-workload cooldown and the replacements it sent to a node within ``returnCooldown``.
+per-workload cooldown, and replacements (where the plan sent them, or back where their
+workload left) not evicted again within ``returnCooldown``.
 """
 
 from __future__ import annotations
@@ -38,26 +39,27 @@ def cooling_workloads(
     return {w: now_s - at_s for w, at_s in latest.items() if now_s - at_s < cooldown_s}
 
 
-# The eviction time is the descheduler's clock, a replacement's creationTimestamp the API
-# server's: a pod created up to this long before the eviction still counts as its
-# replacement, so that a skew between the two clocks cannot unprotect one.
-CLOCK_SKEW_S = 60.0
+# The eviction time is the descheduler's clock, taken after the call returned; a
+# replacement's creationTimestamp is the API server's, truncated to the second. A pod
+# created up to this long before the eviction still counts as its replacement, so that
+# neither the truncation nor a small skew between the clocks unprotects one.
+CLOCK_SKEW_S = 5.0
 
 
-def replacements_sent(
+def replacement_nodes(
     records: Iterable[EvictionRecord], now_s: float, window_s: float
-) -> dict[tuple[str, str], float]:
-    """(workload, node the plan sent its pod to) -> the earliest such eviction within
-    ``window_s``: the workload's pods created on that node since are its replacements."""
-    sent: dict[tuple[str, str], float] = {}
-    for record in records:
-        if record.workload is None or record.destination is None:
+) -> dict[tuple[str, str], tuple[float, str]]:
+    """(workload, node) -> when the workload's earliest eviction within ``window_s`` sent a
+    pod to that node, or took one from it, and which: its pods created there since are
+    replacements (the scheduler put one where the plan sent it, or back where it was)."""
+    nodes: dict[tuple[str, str], tuple[float, str]] = {}
+    for record in sorted(records, key=lambda r: r.evicted_at_s, reverse=True):
+        if record.workload is None or now_s - record.evicted_at_s >= window_s:
             continue
-        if now_s - record.evicted_at_s >= window_s:
-            continue
-        key = (record.workload, record.destination)
-        sent[key] = min(sent.get(key, record.evicted_at_s), record.evicted_at_s)
-    return sent
+        nodes[record.workload, record.node] = (record.evicted_at_s, "came back to")
+        if record.destination is not None:
+            nodes[record.workload, record.destination] = (record.evicted_at_s, "was sent to")
+    return nodes
 
 
 def workload_pods(pods: Iterable[PodInfo]) -> tuple[Counter[str], Counter[str]]:
@@ -98,7 +100,7 @@ class RunBudget:
             self._budgets_in.setdefault(budget.namespace, []).append(index)
         records = list(records)
         self._cooling = cooling_workloads(records, now_s, config.workload_cooldown)
-        self._sent = replacements_sent(records, now_s, config.return_cooldown)
+        self._replacements = replacement_nodes(records, now_s, config.return_cooldown)
         self._now_s = now_s
         self._per_node: Counter[str] = Counter()
         self._per_namespace: Counter[str] = Counter()
@@ -141,14 +143,10 @@ class RunBudget:
             cooldown = format_duration(config.workload_cooldown)
             text = f"cooldown: {workload} had a pod evicted {ago} ago (workloadCooldown {cooldown})"
             return SkipCode.COOLDOWN, text
-        if workload is not None and self._is_replacement_sent_here(pod, workload, node):
-            ago = format_duration(round(self._now_s - self._sent[workload, node]))
-            window = format_duration(config.return_cooldown)
-            text = (
-                f"replacement: {workload} was sent to {node} {ago} ago and this pod came "
-                f"since (returnCooldown {window})"
-            )
-            return SkipCode.COOLDOWN, text
+        if workload is not None:
+            replacement = self._replacement(pod, workload, node)
+            if replacement is not None:
+                return SkipCode.COOLDOWN, replacement
         if workload is not None:
             refused = self._workload_refusal(pod, workload)
             if refused is not None:
@@ -165,12 +163,16 @@ class RunBudget:
                 return SkipCode.PDB, text
         return None
 
-    def _is_replacement_sent_here(self, pod: PodInfo, workload: str, node: str) -> bool:
-        sent_at = self._sent.get((workload, node))
+    def _replacement(self, pod: PodInfo, workload: str, node: str) -> str | None:
+        """Why this pod is a replacement that must stay on ``node`` a while, or None."""
+        at_s, how = self._replacements.get((workload, node), (None, ""))
+        if at_s is None or pod.created_s is None or pod.created_s < at_s - CLOCK_SKEW_S:
+            return None
+        ago = format_duration(round(self._now_s - at_s))
+        window = format_duration(self._config.return_cooldown)
         return (
-            sent_at is not None
-            and pod.created_s is not None
-            and pod.created_s >= sent_at - CLOCK_SKEW_S
+            f"replacement: a pod of {workload} was evicted {ago} ago and this one {how} "
+            f"{node} since (returnCooldown {window})"
         )
 
     def _workload_refusal(self, pod: PodInfo, workload: str) -> tuple[SkipCode, str] | None:

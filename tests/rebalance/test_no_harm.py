@@ -185,19 +185,37 @@ def test_past_the_workload_cooldown_a_replacement_still_stays_where_it_was_sent(
     result = plan(cluster(nodes, [replacement, older], recent=sent), config(), POLICY, NOW, {})
     assert [e.pod.name for e in result.evictions] == ["web-old"]
     assert reasons(result, SkipCode.COOLDOWN) == [
-        "replacement: default/ReplicaSet/web was sent to hot 30m ago and this pod came since "
-        "(returnCooldown 1h)"]
+        "replacement: a pod of default/ReplicaSet/web was evicted 30m ago and this one was "
+        "sent to hot since (returnCooldown 1h)"]
     # a replacement created a little before the eviction by the descheduler's clock
-    # (the API server's clock runs behind) is still one
-    skewed = web("web-new", "hot", cpu=2.0, created_s=NOW - 1830)
+    # (creationTimestamp is truncated to the second; the API server's clock may run
+    # behind) is still one; a pod there a minute before it is not
+    skewed = web("web-new", "hot", cpu=2.0, created_s=NOW - 1803)
     assert [e.pod.name for e in plan(cluster(nodes, [skewed, older], recent=sent), config(),
                                      POLICY, NOW, {}).evictions] == ["web-old"]
+    before = web("web-new", "hot", cpu=2.0, created_s=NOW - 1860)
+    assert "web-new" in [e.pod.name for e in plan(cluster(nodes, [before, older], recent=sent),
+                                                  config(), POLICY, NOW, {}).evictions]
     # sent elsewhere, or an hour later, it may move again
     for recent in ([record("elsewhere", 1800, destination="cool-b")],
                    [record("elsewhere", 3700, destination="hot")]):
         moved = plan(cluster(nodes, [replacement, older], recent=recent), config(), POLICY,
                      NOW, {})
         assert "web-new" in [e.pod.name for e in moved.evictions], recent
+
+
+def test_a_replacement_that_came_back_to_its_source_is_not_evicted_again() -> None:
+    # A scheduler without the extender put web's replacement back on "hot", the node the
+    # plan took it from 30 minutes ago: evicting it again would restart it for nothing.
+    back = [record("hot", 1800, destination="cool")]
+    replacement = web("web-new", "hot", cpu=2.0, created_s=NOW - 1795)
+    older = web("web-old", "hot", cpu=1.0, created_s=NOW - 7200)
+    nodes = [node("hot", 0.9), node("cool-b", 0.05)]
+    result = plan(cluster(nodes, [replacement, older], recent=back), config(), POLICY, NOW, {})
+    assert [e.pod.name for e in result.evictions] == ["web-old"]
+    assert reasons(result, SkipCode.COOLDOWN) == [
+        "replacement: a pod of default/ReplicaSet/web was evicted 30m ago and this one came "
+        "back to hot since (returnCooldown 1h)"]
 
 
 # -- the way kube-scheduler would place the replacement -------------------------------
