@@ -274,7 +274,8 @@ class DeschedulerConfig(_Section):
         ge=0,
         description="A workload evicted from a node is not sent back to it for this long: "
         "the node is no destination for the workload's pods; and a replacement is not "
-        "evicted again from the node the plan sent it to. Within workloadCooldown the "
+        "evicted again from the node the plan sent it to, or the source the scheduler put "
+        "it back on. Within workloadCooldown the "
         "workload is not moved at all, so this matters when it is longer.",
     )
     minimum_gain: float = Field(
