@@ -175,45 +175,43 @@ def test_a_replacement_is_not_evicted_again_from_where_it_was_sent() -> None:
     assert {s.code for s in result.skipped} == {SkipCode.COOLDOWN}
 
 
+def evicted_beside_an_older_pod(replacement_created_ago_s: float,
+                                recent: list[EvictionRecord]) -> list[str]:
+    """What a plan evicts from "hot" (cool-b is free): web-new, created this long ago
+    and using 2 cores, and web-old, there for two hours and using 1."""
+    pods = [web("web-new", "hot", cpu=2.0, created_s=NOW - replacement_created_ago_s),
+            web("web-old", "hot", cpu=1.0, created_s=NOW - 7200)]
+    result = plan(cluster([node("hot", 0.9), node("cool-b", 0.05)], pods, recent=recent),
+                  config(), POLICY, NOW, {})
+    return [e.pod.name for e in result.evictions] + reasons(result, SkipCode.COOLDOWN)
+
+
 def test_past_the_workload_cooldown_a_replacement_still_stays_where_it_was_sent() -> None:
     # 30 minutes ago web-new was sent to "hot", which has since gone hot: past
     # workloadCooldown (15m), within returnCooldown (1h). web-old was there before it.
     sent = [record("elsewhere", 1800, destination="hot")]
-    replacement = web("web-new", "hot", cpu=2.0, created_s=NOW - 1790)
-    older = web("web-old", "hot", cpu=1.0, created_s=NOW - 7200)
-    nodes = [node("hot", 0.9), node("cool", 0.05)]
-    result = plan(cluster(nodes, [replacement, older], recent=sent), config(), POLICY, NOW, {})
-    assert [e.pod.name for e in result.evictions] == ["web-old"]
-    assert reasons(result, SkipCode.COOLDOWN) == [
+    assert evicted_beside_an_older_pod(1790, sent) == [
+        "web-old",
         "replacement: a pod of default/ReplicaSet/web was evicted 30m ago and this one was "
         "sent to hot since (returnCooldown 1h)"]
     # a replacement created a little before the eviction by the descheduler's clock
     # (creationTimestamp is truncated to the second; the API server's clock may run
     # behind) is still one; a pod there a minute before it is not
-    skewed = web("web-new", "hot", cpu=2.0, created_s=NOW - 1803)
-    assert [e.pod.name for e in plan(cluster(nodes, [skewed, older], recent=sent), config(),
-                                     POLICY, NOW, {}).evictions] == ["web-old"]
-    before = web("web-new", "hot", cpu=2.0, created_s=NOW - 1860)
-    assert "web-new" in [e.pod.name for e in plan(cluster(nodes, [before, older], recent=sent),
-                                                  config(), POLICY, NOW, {}).evictions]
+    assert evicted_beside_an_older_pod(1803, sent)[0] == "web-old"
+    assert "web-new" in evicted_beside_an_older_pod(1860, sent)
     # sent elsewhere, or an hour later, it may move again
-    for recent in ([record("elsewhere", 1800, destination="cool-b")],
-                   [record("elsewhere", 3700, destination="hot")]):
-        moved = plan(cluster(nodes, [replacement, older], recent=recent), config(), POLICY,
-                     NOW, {})
-        assert "web-new" in [e.pod.name for e in moved.evictions], recent
+    assert "web-new" in evicted_beside_an_older_pod(
+        1790, [record("elsewhere", 1800, destination="cool-c")])
+    assert "web-new" in evicted_beside_an_older_pod(
+        3690, [record("elsewhere", 3700, destination="hot")])
 
 
 def test_a_replacement_that_came_back_to_its_source_is_not_evicted_again() -> None:
     # A scheduler without the extender put web's replacement back on "hot", the node the
     # plan took it from 30 minutes ago: evicting it again would restart it for nothing.
-    back = [record("hot", 1800, destination="cool")]
-    replacement = web("web-new", "hot", cpu=2.0, created_s=NOW - 1795)
-    older = web("web-old", "hot", cpu=1.0, created_s=NOW - 7200)
-    nodes = [node("hot", 0.9), node("cool-b", 0.05)]
-    result = plan(cluster(nodes, [replacement, older], recent=back), config(), POLICY, NOW, {})
-    assert [e.pod.name for e in result.evictions] == ["web-old"]
-    assert reasons(result, SkipCode.COOLDOWN) == [
+    back = [record("hot", 1800, destination="cool-b")]
+    assert evicted_beside_an_older_pod(1795, back) == [
+        "web-old",
         "replacement: a pod of default/ReplicaSet/web was evicted 30m ago and this one came "
         "back to hot since (returnCooldown 1h)"]
 
