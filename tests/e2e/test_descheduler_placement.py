@@ -1,13 +1,15 @@
 """On a real control plane: the descheduler never evicts a pod that no cool node would
 take the way kube-scheduler places it (inter-pod anti-affinity, topology spread), and the
 replacement of a pod it does evict, scheduled by the real kube-scheduler calling the
-loadaware extender, lands on a cool node: not back on its source, and not Pending.
+loadaware extender, lands on a cool node: not back on its source, and not Pending; and a
+later run, with that node turned hot, does not evict the replacement again.
 
 Pods are placed by the real kube-scheduler (no ``nodeName`` pinning), so the constraints
 the planner checks are the ones the scheduler enforced."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
@@ -189,6 +191,10 @@ def test_an_evicted_pod_is_replaced_on_a_cool_node_by_the_real_scheduler_and_ext
     assert planned.source == "hot"
     assert planned.destination in {"cool-1", "cool-2"}
 
+    # The other cool node is cordoned while the replacement is scheduled, so that it
+    # goes where the plan sent it (the extender alone would take either cool node).
+    other = ({"cool-1", "cool-2"} - {planned.destination}).pop()
+    client.patch(Node, other, {"spec": {"unschedulable": True}})
     cluster.kubelet_reap(namespace)  # no kubelet: finish the evicted pod's termination
     with cluster.extender() as extender:
         config = scheduler_config([extender_entry(extender.url, node_cache_capable=True)])
@@ -196,5 +202,26 @@ def test_an_evicted_pod_is_replaced_on_a_cool_node_by_the_real_scheduler_and_ext
             wait_until(lambda: all_bound(client, namespace, 4), 120, "the replacement bound")
     after = live_pods(client, namespace)
     [replacement] = set(after) - before
-    assert after[replacement] in {"cool-1", "cool-2"}, outcome_of(client, namespace).describe()
+    assert after[replacement] == planned.destination, outcome_of(client, namespace).describe()
     assert sorted(node or "" for node in after.values()).count("hot") == 3
+
+    # Later the node it was sent to turns hot and hot cools down. With the workload
+    # cooldown off, the run would move the replacement again to the other cool node; it
+    # is held where it was sent for returnCooldown: the real API server's
+    # creationTimestamp and the descheduler's clock agree on which pod replaced which.
+    client.patch(Node, other, {"spec": {"unschedulable": False}})
+    assert cluster.kubelet_mark_ready(namespace) == 1
+    for name, cpu in ((planned.destination, 0.85), ("hot", 0.5)):
+        fresh = load_annotations(cpu, at_s=time.time())
+        client.patch(Node, name, {"metadata": {"annotations": fresh}})
+    later_config = config_from_mapping(
+        {"consecutiveHotRounds": 1, "evictionsPerSecond": 50, "workloadCooldown": "0s"}
+    )
+    with cadvisor_prometheus(usage_series(client, namespace)) as prometheus_url:
+        again = run_once(cluster, prometheus_url, later_config)
+    assert again.result is RunResult.OK, again.message
+    assert again.plan is not None
+    assert again.evicted == [], again.outcomes
+    held = [s for s in again.plan.skipped if s.pod_key == f"{namespace}/{replacement}"]
+    assert [s.code for s in held] == [SkipCode.COOLDOWN], again.plan.skipped
+    assert f"was sent to {planned.destination} since (returnCooldown 1h)" in held[0].reason
