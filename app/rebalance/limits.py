@@ -147,7 +147,6 @@ class RunBudget:
             replacement = self._replacement(pod, workload, node)
             if replacement is not None:
                 return SkipCode.COOLDOWN, replacement
-        if workload is not None:
             refused = self._workload_refusal(pod, workload)
             if refused is not None:
                 return refused
