@@ -17,6 +17,7 @@ from importlib import metadata
 from app import policy_check
 from app.annotator import main as annotator_main
 from app.descheduler import main as descheduler_main
+from app.explain import main as explain_main
 from app.extender import main as extender_main
 from app.flags import EXIT_OK, EXIT_USAGE, UsageError, add_flag, log_level
 from app.simulate import main as simulate_main
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     extender_main.add_parser(components)
     descheduler_main.add_parser(components)
     policy_check.add_parser(components)
+    explain_main.add_parser(components)
     simulate_main.add_parser(components)
     # The global flag is accepted after the command name too; there it has no default
     # of its own, so that it overrides the top-level value only when given.

@@ -190,11 +190,13 @@ def add_flag(
     default: Any = None,
     default_text: str | None = None,
     type: Callable[[str], Any] | None = None,
+    short: str | None = None,
     **kwargs: Any,
 ) -> argparse.Action:
     """Add ``flag`` to a parser or argument group, with its variable and its default in
     the help text; ``default_text`` describes a default that is not a plain value (what
-    an unset flag means). ``help`` is plain text (no ``%`` formatting)."""
+    an unset flag means); ``short`` is a one-letter alias (``-o``, as kubectl spells it).
+    ``help`` is plain text (no ``%`` formatting)."""
     variable = env_name(flag)
     raw = os.environ.get(variable)
     switch = kwargs.get("action") in ("store_true", argparse.BooleanOptionalAction)
@@ -216,7 +218,8 @@ def add_flag(
         kwargs["type"] = _naming_variable(type)
     suffix = f" (default: {shown})" if shown else ""
     text = f"{help.strip()}{suffix} [env {variable}]".replace("%", "%%")
-    action: argparse.Action = container.add_argument(flag, help=text, default=default, **kwargs)
+    names = (short, flag) if short else (flag,)
+    action: argparse.Action = container.add_argument(*names, help=text, default=default, **kwargs)
     return action
 
 

@@ -22,7 +22,7 @@ FLOORS: list[set[str]] = [
     {"kube", "prom"},  # the outside world: API server and Prometheus
     {"rebalance"},  # the descheduling planner (pure)
     {"extender", "annotator", "descheduler", "simulate"},  # components: never each other
-    {"policy_check"},  # commands that are not components
+    {"policy_check", "explain"},  # commands that are not components
     {"cli"},
 ]
 FLOOR_OF = {unit: level for level, units in enumerate(FLOORS) for unit in units}

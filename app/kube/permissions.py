@@ -117,3 +117,30 @@ def grants_of(component: str) -> set[tuple[str, str, str, Scope]]:
 
 def service_account_name(component: str) -> str:
     return f"loadaware-{component}"
+
+
+EXPLAIN: tuple[Permission, ...] = (
+    _permission("", "nodes", "list", "every node's annotations, allocatable, taints"),
+    _permission("", "pods", "get list", "the pod asked about, and every bound pod"),
+    _permission("", "events", "list", "the pod's last FailedScheduling message"),
+    _permission(
+        "policy", "poddisruptionbudgets", "list", "budgets, for the descheduler's skip codes"
+    ),
+    _permission(
+        "",
+        "configmaps",
+        "get",
+        "the policy, the descheduler's configuration and its memory, by name",
+        Scope.OWN_NAMESPACE,
+    ),
+)
+"""``loadaware explain``, a command people run (not a component with a ServiceAccount):
+reads only, granted by the roles of ``deploy/base/explain-rbac.yaml`` to whoever an
+operator binds them to (tests/deploy/test_rbac.py compares both ways)."""
+
+EXPLAIN_CONFIGMAPS = (
+    "loadaware-policy",
+    "loadaware-descheduler-config",
+    "loadaware-descheduler-state",
+)
+"""The only ConfigMaps explain reads (its Role names them: ``resourceNames``)."""

@@ -200,6 +200,36 @@ def _weighted_free(readings: Mapping[str, MetricReading], policy: Policy) -> tup
     return weighted_free, total_weight
 
 
+@dataclass(frozen=True, slots=True)
+class ScorePart:
+    """One priority metric's share of a node's load score (for ``loadaware explain``)."""
+
+    metric: str
+    weight: float
+    usage_fraction: float  # what the score used: the fresh reading, or the assumed ceiling
+    assumed: bool  # no fresh data: scored at its ceiling (module doc)
+    points: float  # (1 - usage) x weight x 100 / Σ weights; load_score is int(Σ points)
+
+
+def score_parts(readings: Mapping[str, MetricReading], policy: Policy) -> tuple[ScorePart, ...]:
+    """``load_score`` taken apart, per priority metric in policy order (float rounding
+    aside, ``load_score`` is the whole part of their sum)."""
+    total_weight = sum(weight for _, weight, _ in policy.priority_ceilings)
+    parts = []
+    for metric, weight, assumed in policy.priority_ceilings:
+        reading = readings.get(metric)
+        fresh = (
+            reading is not None
+            and reading.freshness is Freshness.FRESH
+            and reading.usage_fraction is not None
+        )
+        usage = reading.usage_fraction if fresh and reading is not None else None
+        used = assumed if usage is None else usage
+        share = (1.0 - used) * weight * MAX_CRANE_SCORE / total_weight if total_weight > 0 else 0.0
+        parts.append(ScorePart(metric, weight, used, usage is None, share))
+    return tuple(parts)
+
+
 def apply_hot_value(score: int, hot_value: int) -> int:
     penalised = score - hot_value * HOT_VALUE_PENALTY_PER_UNIT
     return max(0, min(MAX_CRANE_SCORE, penalised))

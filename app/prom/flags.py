@@ -37,15 +37,17 @@ def header_list(value: Any) -> list[str]:
     return list(value)
 
 
-def add_prometheus_flags(parser: argparse.ArgumentParser) -> Any:
-    """Add the connection flags; return their group, for a component's own query flags."""
+def add_prometheus_flags(parser: argparse.ArgumentParser, url_unset: str = "none, required") -> Any:
+    """Add the connection flags; return their group, for a component's own query flags.
+    ``url_unset`` says what an unset ``--prometheus-url`` means, for a command that can
+    do without one."""
     prom = parser.add_argument_group("Prometheus (also Thanos, Mimir, VictoriaMetrics)")
     add_flag(
         prom,
         "--prometheus-url",
         metavar="URL",
         type=http_url,
-        default_text="none, required",
+        default_text=url_unset,
         help="base URL of the query API, e.g. http://prometheus.monitoring:9090",
     )
     add_flag(

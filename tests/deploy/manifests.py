@@ -114,11 +114,21 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
     return dict(action.choices)
 
 
+def actions_of(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """A parser's actions and those of its own subcommands (``explain pod``, ``node``)."""
+    found = list(parser._actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                found += actions_of(child)
+    return found
+
+
 def env_vars_of(command: str) -> set[str]:
     parser = subcommands()[command]
     return {
         env_name(flag)
-        for a in parser._actions
+        for a in actions_of(parser)
         for flag in a.option_strings
         if flag.startswith("--")
     }

@@ -13,7 +13,7 @@ import pytest
 from app.cli import build_parser
 from app.rebalance.config import DeschedulerConfig
 from tests.conftest import E2E_ASSETS_ENV
-from tests.deploy.manifests import ROOT, env_vars_of, subcommands
+from tests.deploy.manifests import ROOT, actions_of, env_vars_of, subcommands
 
 GENERATOR = ROOT / "scripts" / "docs_reference.py"
 
@@ -47,7 +47,7 @@ def test_the_reference_is_what_the_code_generates() -> None:
 
 def environment_of(command: str) -> set[str]:
     """The variables a subcommand's flags read, as their help texts name them."""
-    helps = (a.help or "" for a in subcommands()[command]._actions)
+    helps = (a.help or "" for a in actions_of(subcommands()[command]))
     return {m.group(1) for h in helps if (m := re.search(r"\[env (\w+)\]", h))}
 
 
@@ -74,7 +74,7 @@ def test_the_reference_lists_every_descheduler_config_field_with_its_description
 def _flags_by_command() -> dict[str, set[str]]:
     flags = {}
     for name, parser in subcommands().items():
-        flags[name] = {o for a in parser._actions for o in a.option_strings}
+        flags[name] = {o for a in actions_of(parser) for o in a.option_strings}
     return flags
 
 

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from app.kube.permissions import PERMISSIONS, Scope, grants_of, service_account_name
+from app.kube.permissions import (
+    EXPLAIN,
+    EXPLAIN_CONFIGMAPS,
+    PERMISSIONS,
+    Scope,
+    grants_of,
+    service_account_name,
+)
 from tests.deploy.manifests import Obj, base, kustomizations, of_kind, pod_templates, render
 
 Grant = tuple[str, str, str, Scope]
@@ -105,3 +112,41 @@ def test_a_verb_missing_from_a_role_is_seen() -> None:
     granted = _rules_bound_to(objects, service_account_name("annotator"))
     assert grants_of("annotator") - granted == {("", "nodes", "patch", Scope.CLUSTER)}
     assert granted - grants_of("annotator") == {("", "secrets", "get", Scope.CLUSTER)}
+
+
+def _explain_rules() -> set[Grant]:
+    """Every grant of the loadaware-explain roles in the base, whoever they are bound to."""
+    granted: set[Grant] = set()
+    for role in base():
+        if role["kind"] not in ("Role", "ClusterRole"):
+            continue
+        if role["metadata"]["name"] != "loadaware-explain":
+            continue
+        scope = Scope.CLUSTER if role["kind"] == "ClusterRole" else Scope.OWN_NAMESPACE
+        if scope is Scope.OWN_NAMESPACE:
+            assert role["metadata"]["namespace"] == NAMESPACE
+        for rule in role["rules"]:
+            if "resourceNames" in rule:
+                assert rule["resources"] == ["configmaps"], rule
+                assert sorted(rule["resourceNames"]) == sorted(EXPLAIN_CONFIGMAPS)
+            granted |= {
+                (group, resource, verb, scope)
+                for group in rule["apiGroups"]
+                for resource in rule["resources"]
+                for verb in rule["verbs"]
+            }
+    return granted
+
+
+def test_the_explain_roles_grant_exactly_its_reads_and_nothing_that_writes() -> None:
+    listed = {grant for permission in EXPLAIN for grant in permission.grants()}
+    granted = _explain_rules()
+    assert granted == listed
+    assert {verb for _, _, verb, _ in granted} <= {"get", "list"}
+
+
+def test_the_explain_roles_are_bound_to_nobody_by_the_base() -> None:
+    """Operators bind them to people; no ServiceAccount of loadaware gets them."""
+    for binding in base():
+        if binding["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+            assert binding["roleRef"]["name"] != "loadaware-explain", binding

@@ -304,7 +304,7 @@ class ControlPlane:
 
     # Users the token file knows besides admin; tests bind RBAC roles to them.
     EXTRA_USERS = ("system:kube-scheduler", "loadaware-annotator", "loadaware-descheduler",
-                   "loadaware-extender", "tenant")  # fmt: skip
+                   "loadaware-extender", "tenant", "loadaware-explain")  # fmt: skip
 
     def start(self) -> ControlPlane:
         logs = self.workdir / "logs"

@@ -1,0 +1,369 @@
+"""``loadaware explain pod|node``: flags, reading the cluster, printing the answer."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from lightkube import AsyncClient
+from lightkube.resources.core_v1 import Pod
+
+from app.explain.cluster import (
+    DEFAULT_INSTALL_NAMESPACE,
+    ClusterUnreadable,
+    last_failed_scheduling,
+    pod_from_manifest,
+    read_budgets,
+    read_config,
+    read_nodes,
+    read_pod,
+    read_pods,
+    read_policy,
+    read_state,
+)
+from app.explain.node import explain_node
+from app.explain.pod import explain_pod
+from app.explain.render import node_json, pod_json, render_node, render_pod
+from app.flags import EXIT_FAILED, EXIT_OK, add_flag, count, usage_error
+from app.kube.client import KubeConfigError, make_client
+from app.kube.pods import pod_info, pod_key, scheduled_pod
+from app.kube.state import DEFAULT_NAME as DEFAULT_STATE_NAME
+from app.policy import PolicyError
+from app.prom.client import PrometheusSource
+from app.prom.flags import add_prometheus_flags, prometheus_settings_from_args
+from app.prom.pod_usage import PodUsageQueries, PodUsageUnavailable, read_pod_usage
+from app.rebalance.config import ConfigError, DeschedulerConfig, memory_window_s
+from app.rebalance.debounce import previous_hot_rounds
+from app.rebalance.view import ClusterView
+
+T = TypeVar("T")
+
+EXIT_CODES = (
+    "exit codes: 0 explained, 1 the cluster (or the pod or node asked about) could not be "
+    "read, 2 bad usage or configuration (flags, files, a policy that does not validate)"
+)
+
+HELP = "why a pod goes where it goes, and what the descheduler makes of a node (read-only)"
+DESCRIPTION = """\
+Explain loadaware's decisions from the cluster as it is now. Read-only: it lists Nodes,
+Pods, PodDisruptionBudgets and a pod's Events and gets loadaware's ConfigMaps; the
+roles in deploy/base/explain-rbac.yaml are enough.
+
+  pod   every node's verdict for a pod, by the same load model and estimate the
+        extender runs, the score parts, and the node the extender would prefer;
+        for a Pending pod, kube-scheduler's last FailedScheduling message
+  node  whether the descheduler sees a node as a source, a destination or neither,
+        and which pods it would move off it or skip, with the skip codes
+"""
+
+POD_DESCRIPTION = """\
+Every node's verdict for the pod, as the extender gives it: the load model on the
+node's annotations, with the extender's estimate of the pods bound since the node's
+last sample added (the pod itself left out: it was judged before it was bound). For
+the failed predicate: the measured value, the estimate added for recent pods, the
+value used and the limit. The score: each priority metric's free share x weight, the
+hot value, the 0-100 score and the 0-10 extender score. The preferred node is the
+passing node with the highest score among those kube-scheduler's own node rules
+(selector, affinity, taints, cordon) offer to the extender.
+
+Not visible from outside the extender: the reservations it holds for a few seconds
+between kube-scheduler choosing a node and the binding reaching its watch.
+
+Nodes are ranked: where the pod runs, the preferred node, the nodes the load filter
+refuses (hottest first), then the rest by score; the first --top are shown, --all
+shows every node, -o json always holds every node.
+"""
+
+NODE_DESCRIPTION = """\
+The plan the descheduler would make now (the same planner, on every node and pod,
+with the debounce rounds and recent evictions from its memory ConfigMap), read for
+one node: its class (source, debouncing, destination, neutral, no-data, excluded)
+and why, the pods it would move off it and where, the pods it would skip with their
+codes, and the pods it would send to it.
+
+Per-pod usage comes from Prometheus with --prometheus-url (the configuration's
+podUsageQueries, as the descheduler runs them). Without it, each pod's usage is the
+extender's estimate from its requests and limits, which the descheduler itself never
+acts on: it evicts nothing while Prometheus cannot give per-pod usage.
+"""
+
+POD_EPILOG = f"""\
+examples:
+  loadaware explain pod shop/web-7d4f9-abcde
+  loadaware explain pod -f pod.yaml --all
+  loadaware explain pod shop/web-7d4f9-abcde -o json | jq '.nodes[] | select(.passes | not)'
+
+{EXIT_CODES}
+"""
+
+NODE_EPILOG = f"""\
+examples:
+  loadaware explain node worker-3
+  loadaware explain node worker-3 --prometheus-url http://prometheus.monitoring:9090
+
+{EXIT_CODES}
+"""
+
+
+class NotFound(Exception):
+    """The pod or node asked about does not exist."""
+
+
+def _common_flags(parser: argparse.ArgumentParser) -> None:
+    add_flag(
+        parser,
+        "--output",
+        short="-o",
+        choices=("text", "json"),
+        default="text",
+        metavar="FORMAT",
+        help="text (for a person, fits a screen) or json (for tools, every node)",
+    )
+    add_flag(
+        parser,
+        "--kubeconfig",
+        metavar="FILE",
+        default_text="in-cluster config, then $KUBECONFIG, then ~/.kube/config",
+        help="kubeconfig file",
+    )
+    add_flag(
+        parser,
+        "--install-namespace",
+        metavar="NAMESPACE",
+        default=DEFAULT_INSTALL_NAMESPACE,
+        help="where loadaware runs: its policy ConfigMap (loadaware-policy), the "
+        "descheduler's configuration (loadaware-descheduler-config) and memory",
+    )
+    add_flag(
+        parser,
+        "--policy",
+        metavar="FILE",
+        help="DynamicSchedulerPolicy YAML to explain with, instead of the policy in force",
+        default_text="the loadaware-policy ConfigMap, else the built-in crane defaults",
+    )
+
+
+def add_parser(components: Any) -> None:
+    explain = components.add_parser(
+        "explain",
+        help=HELP,
+        description=DESCRIPTION,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    what = explain.add_subparsers(dest="what", required=True, metavar="WHAT")
+    pod = what.add_parser(
+        "pod",
+        help="every node's verdict and score for a pod, and the node the extender prefers",
+        description=POD_DESCRIPTION,
+        epilog=POD_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    pod.add_argument("pod", nargs="?", metavar="NAMESPACE/NAME", help="a pod in the cluster")
+    add_flag(
+        pod,
+        "--filename",
+        short="-f",
+        metavar="FILE",
+        help="a Pod manifest, for a pod not created yet (instead of NAMESPACE/NAME)",
+    )
+    add_flag(pod, "--all", action="store_true", help="show every node, not only the first --top")
+    add_flag(pod, "--top", type=count, default=10, metavar="N", help="how many nodes to show")
+    _common_flags(pod)
+    pod.set_defaults(run=run_pod)
+
+    node = what.add_parser(
+        "node",
+        help="whether the descheduler sees a node as a source or destination, and its pods",
+        description=NODE_DESCRIPTION,
+        epilog=NODE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    node.add_argument("node", metavar="NAME", help="a node in the cluster")
+    _common_flags(node)
+    add_flag(
+        node,
+        "--config",
+        metavar="FILE",
+        help="DeschedulerConfiguration YAML to explain with, instead of the one in force",
+        default_text="the loadaware-descheduler-config ConfigMap, else the built-in defaults",
+    )
+    add_flag(
+        node,
+        "--state-name",
+        metavar="NAME",
+        default=DEFAULT_STATE_NAME,
+        help="the descheduler's memory ConfigMap (its --state-name), in --install-namespace",
+    )
+    add_prometheus_flags(
+        node, url_unset="none: each pod's usage is estimated from its requests and limits"
+    )
+    node.set_defaults(run=run_node)
+
+
+# --- explain pod -----------------------------------------------------------------------
+
+
+def _pod_target(args: argparse.Namespace) -> tuple[str, str] | Pod:
+    """(namespace, name) of a pod in the cluster, or a Pod read from ``-f``."""
+    if bool(args.pod) == bool(args.filename):
+        raise ValueError("name one pod: NAMESPACE/NAME, or -f FILE for a pod not created yet")
+    if args.filename:
+        return pod_from_manifest(args.filename)
+    namespace, slash, name = str(args.pod).partition("/")
+    if not slash or not namespace or not name or "/" in name:
+        raise ValueError(f"expected NAMESPACE/NAME, got {args.pod!r}")
+    return namespace, name
+
+
+async def _explain_pod(
+    client: AsyncClient, args: argparse.Namespace, target: tuple[str, str] | Pod
+) -> str:
+    policy = await read_policy(client, args.policy, args.install_namespace)
+    notes: list[str] = []
+    if isinstance(target, Pod):
+        pod = target
+        notes.append(f"pod read from {args.filename}, not from the cluster")
+    else:
+        found = await read_pod(client, *target)
+        if found is None:
+            raise NotFound(f"pod {target[0]}/{target[1]} not found")
+        pod = found
+    nodes = await read_nodes(client)
+    pods = await read_pods(client)
+    now_s = time.time()
+    info = pod_info(pod)
+    failed = None
+    if info.node_name is None and not isinstance(target, Pod):
+        failed = await last_failed_scheduling(client, info.namespace, info.name, info.uid)
+    estimate = policy.value.spec.estimation
+    notes.append(
+        "estimate: pods bound since each node's last sample count until a sample covers "
+        "them; the extender's in-memory reservations are not visible here"
+        if estimate.enabled
+        else "estimate: off in this policy (pods placed since a node's sample add nothing)"
+    )
+    explanation = explain_pod(
+        info,
+        pod.to_dict(),
+        nodes,
+        ((pod_key(p), scheduled_pod(p)) for p in pods),
+        policy.value,
+        now_s,
+        failed,
+    )
+    if args.output == "json":
+        return json.dumps(pod_json(explanation, policy.source, notes), indent=2) + "\n"
+    return render_pod(explanation, policy.source, None if args.all else args.top, notes)
+
+
+def run_pod(args: argparse.Namespace) -> int:
+    prog = "loadaware explain pod"
+    try:
+        target = _pod_target(args)
+        client = make_client(args.kubeconfig)
+    except (ValueError, KubeConfigError) as error:
+        return usage_error(prog, str(error))
+    return _run(prog, client, lambda: _explain_pod(client, args, target))
+
+
+# --- explain node ----------------------------------------------------------------------
+
+
+async def _pod_usage(
+    args: argparse.Namespace, config: DeschedulerConfig, running: bool
+) -> tuple[dict[str, Any], str]:
+    """Per-pod usage and the line that says where it came from."""
+    estimate = "each pod's usage is the extender's estimate from its requests and limits"
+    if not args.prometheus_url:
+        return {}, (
+            f"pod usage: no --prometheus-url, so {estimate}; the descheduler itself reads "
+            "Prometheus and evicts nothing while it cannot"
+        )
+    source = PrometheusSource(prometheus_settings_from_args(args))
+    queries = PodUsageQueries(config.pod_usage_queries.cpu, config.pod_usage_queries.memory)
+    try:
+        usage = await read_pod_usage(source, queries)
+    except PodUsageUnavailable as error:
+        return {}, (
+            f"pod usage: {error}; the descheduler would evict nothing now. Below, {estimate}"
+        )
+    finally:
+        source.close()
+    if not usage.usage and running:
+        return {}, (
+            "pod usage: Prometheus answered with no per-pod usage for any pod, so the "
+            f"descheduler would evict nothing now (is cAdvisor scraped?). Below, {estimate}"
+        )
+    return dict(usage.usage), (
+        f"pod usage: Prometheus, for {len(usage.usage)} pods (the others: the estimate)"
+    )
+
+
+async def _explain_node(client: AsyncClient, args: argparse.Namespace) -> str:
+    policy = await read_policy(client, args.policy, args.install_namespace)
+    config = await read_config(client, args.config, args.install_namespace)
+    mismatch = config.value.metrics_missing_from({s.name for s in policy.value.spec.sync_policy})
+    if mismatch:
+        raise ConfigError(f"the configuration and the policy disagree: {'; '.join(mismatch)}")
+    nodes = await read_nodes(client)
+    if args.node not in nodes:
+        raise NotFound(f"node {args.node} not found")
+    pods = {pod_key(p): pod_info(p) for p in await read_pods(client)}
+    budgets = await read_budgets(client)
+    now_s = time.time()
+    since_s = now_s - memory_window_s(config.value)
+    memory, memory_line = await read_state(
+        client, args.install_namespace, args.state_name, now_s, since_s
+    )
+    running = any(p.phase == "Running" for p in pods.values())
+    usage, usage_line = await _pod_usage(args, config.value, running)
+    view = ClusterView(nodes, pods, usage, budgets, memory.recent(since_s))
+    hot_rounds = previous_hot_rounds(memory.hot_rounds, now_s, config.value.interval)
+    explanation = explain_node(args.node, view, config.value, policy.value, now_s, hot_rounds)
+    sources = [
+        f"configuration: {config.source}",
+        f"policy: {policy.source}",
+        memory_line,
+        usage_line,
+    ]
+    if args.output == "json":
+        return json.dumps(node_json(explanation, sources), indent=2) + "\n"
+    return render_node(explanation, sources)
+
+
+def run_node(args: argparse.Namespace) -> int:
+    prog = "loadaware explain node"
+    try:
+        if args.prometheus_url:
+            prometheus_settings_from_args(args)  # flag errors before any API call
+        client = make_client(args.kubeconfig)
+    except (ValueError, KubeConfigError) as error:
+        return usage_error(prog, str(error))
+    return _run(prog, client, lambda: _explain_node(client, args))
+
+
+# --- both --------------------------------------------------------------------------------
+
+
+def _run(prog: str, client: AsyncClient, explain: Callable[[], Awaitable[str]]) -> int:
+    async def explained() -> str:
+        try:
+            return await explain()
+        finally:
+            await client.close()
+
+    try:
+        text = asyncio.run(explained())
+    except (PolicyError, ConfigError) as error:
+        return usage_error(prog, str(error))
+    except (ClusterUnreadable, NotFound) as error:
+        print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    sys.stdout.write(text)
+    return EXIT_OK

@@ -1,0 +1,75 @@
+"""What the descheduler's planner makes of one node: pure.
+
+The whole plan is made, as the descheduler makes it (``app.rebalance.plan.plan`` over
+every node and pod, the debounce rounds and recent evictions from its memory), and
+then read for the one node: its class and why, the pods it would move off it and
+where, the pods it would skip with their codes, and the pods it would send to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from app.policy import Policy
+from app.rebalance.config import DeschedulerConfig
+from app.rebalance.outcome import (
+    EvictionPlan,
+    NodeClass,
+    NodeKind,
+    PlannedEviction,
+    SkippedPod,
+)
+from app.rebalance.plan import plan
+from app.rebalance.view import ClusterView
+
+# What each class means for the node's pods, in one sentence.
+ROLE = {
+    NodeKind.SOURCE: "a source: the descheduler moves pods off it",
+    NodeKind.DEBOUNCING: "not yet a source: hot, but not for enough runs in a row",
+    NodeKind.DESTINATION: "a destination: evicted pods may be sent to it",
+    NodeKind.NEUTRAL: "neither a source nor a destination",
+    NodeKind.NO_DATA: "neither: without usable data it is never a source nor a destination",
+    NodeKind.EXCLUDED: "neither: the configuration's nodeSelector leaves it out",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeExplanation:
+    node: str
+    node_class: NodeClass
+    consecutive_hot_rounds: int  # what the configuration asks for
+    pods_on_node: int
+    moved_off: tuple[PlannedEviction, ...]  # in the order the descheduler would evict
+    skipped: tuple[SkippedPod, ...]
+    sent_here: tuple[PlannedEviction, ...]
+    notes: tuple[str, ...]  # the plan's, for the whole cluster
+
+    @property
+    def role(self) -> str:
+        return ROLE[self.node_class.kind]
+
+
+def explain_node(
+    name: str,
+    cluster: ClusterView,
+    config: DeschedulerConfig,
+    policy: Policy,
+    now_s: float,
+    hot_rounds: Mapping[str, int],
+) -> NodeExplanation:
+    """The node's part of the plan the descheduler would make on ``cluster`` now.
+
+    Raises KeyError when the cluster has no such node."""
+    the_plan: EvictionPlan = plan(cluster, config, policy, now_s, hot_rounds)
+    node_class = the_plan.node_classes[name]
+    return NodeExplanation(
+        node=name,
+        node_class=node_class,
+        consecutive_hot_rounds=config.consecutive_hot_rounds,
+        pods_on_node=sum(1 for pod in cluster.pods.values() if pod.node_name == name),
+        moved_off=tuple(e for e in the_plan.evictions if e.source == name),
+        skipped=tuple(s for s in the_plan.skipped if s.node == name),
+        sent_here=tuple(e for e in the_plan.evictions if e.destination == name),
+        notes=tuple(the_plan.notes),
+    )

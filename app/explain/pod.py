@@ -1,0 +1,171 @@
+"""Where the extender would let a pod go, node by node, and why: pure.
+
+Each node is judged exactly as the extender judges it: ``app.load.model`` on the node's
+annotations, with the extender's estimate of the pods bound since the node's last
+sample added (``app.load.estimate.node_unsampled``, the rule the extender's ledger
+applies one binding at a time). The pod asked about is left out of that estimate: the
+extender judged it before it was bound. What this cannot see is the running
+extender's reservations, kept in its memory for the few seconds between kube-scheduler
+choosing a node and the binding reaching the watch.
+
+Nodes kube-scheduler's own filters remove (a taint not tolerated, a node selector that
+does not match, a cordoned node) never reach the extender; they are marked, and never
+preferred.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from app.load.estimate import PlacedPod, counts, freshest_sample_s, node_unsampled
+from app.load.model import (
+    MetricReading,
+    NodeLoad,
+    Overload,
+    ScorePart,
+    evaluate_node,
+    is_exempt_from_filter,
+    score_parts,
+)
+from app.objects.nodes import NodeInfo
+from app.objects.pods import PodInfo, ScheduledPod
+from app.policy import Policy
+from app.rebalance.fit import fit_refusal
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    """One node as the extender sees it for the pod."""
+
+    node: str
+    load: NodeLoad
+    limits: Mapping[str, float]  # metric → maxLimitPercent of the predicates that set one
+    parts: tuple[ScorePart, ...]
+    recent_pods: int  # bound pods the estimate counts on the node
+    exempt: bool  # a DaemonSet pod: the filter passes every node
+    not_offered: str | None  # why kube-scheduler's own filters keep the pod off, if they do
+
+    @property
+    def refused(self) -> Overload | None:
+        """The predicate the extender's filter fails the node on (the first, in policy
+        order, as its FailedScheduling reason names), or None when it passes."""
+        if self.exempt or not self.load.overloads:
+            return None
+        return self.load.overloads[0]
+
+    @property
+    def passes(self) -> bool:
+        return self.refused is None
+
+    def reading(self, metric: str) -> MetricReading | None:
+        return next((r for r in self.load.readings if r.metric == metric), None)
+
+
+@dataclass(frozen=True, slots=True)
+class PodExplanation:
+    pod: PodInfo
+    verdicts: tuple[NodeVerdict, ...]  # every node, most telling first (``ranked``)
+    preferred: str | None  # the node the extender's prioritize would put on top
+    tied: tuple[str, ...]  # other nodes with the preferred node's score
+    failed_scheduling: str | None  # kube-scheduler's last FailedScheduling message
+
+    @property
+    def pending(self) -> bool:
+        return self.pod.node_name is None
+
+
+def placed_pods(
+    pods: Iterable[tuple[str, ScheduledPod]], leave_out: str | None, now_s: float
+) -> dict[str, list[PlacedPod]]:
+    """Per node, the bound pods the estimate reads, as the extender's ledger keeps them:
+    unfinished, bound no later than now; ``leave_out`` (a pod key) is not counted."""
+    by_node: dict[str, list[PlacedPod]] = {}
+    for key, pod in pods:
+        if pod.node is None or pod.finished or key == leave_out:
+            continue
+        placed = PlacedPod(pod.requests, pod.limits, min(pod.bound_at_s, now_s))
+        by_node.setdefault(pod.node, []).append(placed)
+    return by_node
+
+
+def judge_node(
+    node: NodeInfo,
+    pod: PodInfo,
+    pod_object: Mapping[str, object],
+    placed: list[PlacedPod],
+    policy: Policy,
+    now_s: float,
+) -> NodeVerdict:
+    """One node's verdict and score for the pod, the extender's way."""
+    unsampled = node_unsampled(placed, node.annotations, node.allocatable, policy, now_s)
+    load = evaluate_node(node.annotations, policy, now_s, unsampled)
+    settings = policy.spec.estimation
+    sample_at_s = freshest_sample_s(node.annotations, policy, now_s)
+    recent = (
+        sum(1 for p in placed if counts(p.bound_at_s, sample_at_s, now_s, settings))
+        if settings.enabled
+        else 0
+    )
+    return NodeVerdict(
+        node=node.name,
+        load=load,
+        limits=dict(policy.limits),
+        parts=score_parts({r.metric: r for r in load.readings}, policy),
+        recent_pods=recent,
+        exempt=is_exempt_from_filter(pod_object),
+        not_offered=fit_refusal(pod, node),
+    )
+
+
+def explain_pod(
+    pod: PodInfo,
+    pod_object: Mapping[str, object],
+    nodes: Mapping[str, NodeInfo],
+    pods: Iterable[tuple[str, ScheduledPod]],
+    policy: Policy,
+    now_s: float,
+    failed_scheduling: str | None = None,
+) -> PodExplanation:
+    """Every node's verdict and score for ``pod``, and the node the extender prefers.
+
+    ``pod_object`` is the pod as the API server holds it (what kube-scheduler sends the
+    extender; only its owner kinds are read). The preferred node is the passing node,
+    offered by kube-scheduler's filters, with the highest extender score: the extender
+    answers it alone on top of its prioritize. Where nodes tie, kube-scheduler's order
+    of the names decides; they are listed in ``tied``."""
+    by_node = placed_pods(pods, pod.key, now_s)
+    verdicts = [
+        judge_node(nodes[name], pod, pod_object, by_node.get(name, []), policy, now_s)
+        for name in sorted(nodes)
+    ]
+    candidates = [v for v in verdicts if v.passes and v.not_offered is None]
+    top = max((v.load.extender_score for v in candidates), default=None)
+    best = [v.node for v in candidates if v.load.extender_score == top]
+    preferred = best[0] if best else None
+    return PodExplanation(
+        pod=pod,
+        verdicts=tuple(ranked(verdicts, preferred, pod.node_name)),
+        preferred=preferred,
+        tied=tuple(best[1:]),
+        failed_scheduling=failed_scheduling,
+    )
+
+
+def ranked(
+    verdicts: Iterable[NodeVerdict], preferred: str | None, bound_to: str | None
+) -> list[NodeVerdict]:
+    """Most telling first: where the pod runs, the preferred node, the nodes the load
+    filter refuses (hottest first), then the others from the best score down."""
+
+    def rank(verdict: NodeVerdict) -> tuple[int, float, str]:
+        if verdict.node == bound_to:
+            return (0, 0.0, verdict.node)
+        if verdict.node == preferred:
+            return (1, 0.0, verdict.node)
+        refused = verdict.refused
+        if refused is not None:
+            return (2, -(refused.usage_fraction - refused.limit_fraction), verdict.node)
+        return (3 if verdict.not_offered is None else 4, -verdict.load.score, verdict.node)
+
+    return sorted(verdicts, key=rank)
