@@ -17,11 +17,13 @@ import httpx
 import pytest
 import yaml
 
-from app.kube.permissions import PERMISSIONS, Scope, grants_of
+from app.kube.permissions import EXPLAIN, EXPLAIN_CONFIGMAPS, PERMISSIONS, Scope, grants_of
+from app.policy import DEFAULT_POLICY_YAML
 from tests.annotator.promproxy import running_proxy
 from tests.deploy.requestinfo import RequestAttributes, attributes
 from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
+from tests.support.fakekube import CONFIGMAPS
 from tests.support.fakekube_fixtures import FakeKube
 
 NAMESPACE = "loadaware"  # the component's own namespace, as deployed
@@ -203,3 +205,40 @@ def test_a_component_makes_exactly_its_listed_api_calls(
         assert covering, f"{component} made {call}, which PERMISSIONS does not list"
         used |= covering
     assert listed - used == set(), f"{component}: listed in PERMISSIONS but never used"
+
+
+def test_explain_makes_exactly_the_reads_its_roles_grant_and_writes_nothing(
+    fake_kube: FakeKube, tmp_path: Path
+) -> None:
+    """``explain pod`` (a Pending pod: its Events too) and ``explain node``, run as a
+    user runs them, against a cluster with loadaware's ConfigMaps in their namespace."""
+    cluster.seed(fake_kube.store, memory=False)
+    fake_kube.store.add(CONFIGMAPS, cluster.empty_memory(NAMESPACE))
+    for name, key, text in (
+        ("loadaware-policy", "policy.yaml", DEFAULT_POLICY_YAML),
+        ("loadaware-descheduler-config", "descheduler.yaml", "consecutiveHotRounds: 1\n"),
+    ):
+        fake_kube.store.add(
+            CONFIGMAPS, {"metadata": {"name": name, "namespace": NAMESPACE}, "data": {key: text}}
+        )
+    fake_kube.store.add_pod("waiting", namespace="shop")
+    kubeconfig = str(kubeconfig_file(fake_kube, tmp_path))
+    for argv in (("pod", "shop/waiting"), ("node", "hot")):
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "explain", *argv, "--kubeconfig", kubeconfig],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    listed = {grant for permission in EXPLAIN for grant in permission.grants()}
+    used: set[tuple[str, str, str, Scope]] = set()
+    for call in seen(fake_kube):
+        candidates = {(call.api_group, call.resource, call.verb, Scope.CLUSTER)}
+        if call.namespace == NAMESPACE:
+            candidates.add((call.api_group, call.resource, call.verb, Scope.OWN_NAMESPACE))
+        covering = candidates & listed
+        assert covering, f"explain made {call}, which EXPLAIN does not list"
+        used |= covering
+    assert listed - used == set(), "listed in EXPLAIN but never used"
+    # Its Role names the ConfigMaps it may get; it asks for no other.
+    asked = {r.path.rsplit("/", 1)[1] for r in fake_kube.requests() if "/configmaps/" in r.path}
+    assert asked == set(EXPLAIN_CONFIGMAPS)

@@ -1,0 +1,58 @@
+"""``explain node``, pure: one node's part of the descheduler's plan, read from the plan
+the planner makes for the whole cluster."""
+
+from __future__ import annotations
+
+import json
+
+from app.explain.node import explain_node
+from app.explain.render import node_json, render_node
+from app.rebalance.outcome import NodeKind, SkipCode
+from app.rebalance.plan import plan
+from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
+
+NODES = [node("hot", 0.9), node("cool", 0.1), node("warm", 0.55)]
+PODS = [
+    pod("web-1", "hot", cpu=1.0),
+    pod("web-2", "hot", cpu=1.0),
+    pod("bare", "hot", owner=None),
+    pod("api", "warm"),
+]
+
+
+def test_a_hot_nodes_moves_and_skips_are_the_plans() -> None:
+    view = cluster(NODES, PODS)
+    settings = config()
+    explanation = explain_node("hot", view, settings, POLICY, NOW, {})
+    whole = plan(view, settings, POLICY, NOW, {})
+    assert explanation.node_class.kind is NodeKind.SOURCE
+    assert explanation.moved_off == tuple(e for e in whole.evictions if e.source == "hot")
+    assert explanation.moved_off
+    assert {(s.pod_key, s.code) for s in explanation.skipped} == {
+        ("default/bare", SkipCode.PROTECTED)
+    }
+    text = render_node(explanation, ["pod usage: test"])
+    assert text.startswith("node hot: a source: the descheduler moves pods off it\n")
+    assert "default/bare  protected" in text
+
+
+def test_a_node_hot_for_fewer_rounds_than_asked_is_not_yet_a_source() -> None:
+    explanation = explain_node("hot", cluster(NODES, PODS), config(consecutiveHotRounds=3),
+                               POLICY, NOW, {"hot": 1})  # fmt: skip
+    assert explanation.node_class.kind is NodeKind.DEBOUNCING
+    assert explanation.node_class.hot_rounds == 2
+    assert explanation.moved_off == ()
+    assert "(round 2 of 3)" in render_node(explanation, [])
+
+
+def test_a_destination_shows_what_it_would_receive_and_leaves_its_own_pods_alone() -> None:
+    explanation = explain_node("cool", cluster(NODES, PODS), config(), POLICY, NOW, {})
+    assert explanation.node_class.kind is NodeKind.DESTINATION
+    assert explanation.sent_here
+    assert all(e.destination == "cool" for e in explanation.sent_here)
+    document = json.loads(json.dumps(node_json(explanation, [])))
+    assert document["class"] == "destination"
+    assert document["wouldReceive"][0]["from"] == "hot"
+    warm = explain_node("warm", cluster(NODES, PODS), config(), POLICY, NOW, {})
+    assert warm.node_class.kind is NodeKind.NEUTRAL
+    assert "none: its 1 pods are not considered, since it is not a source" in render_node(warm, [])

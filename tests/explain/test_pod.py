@@ -1,0 +1,202 @@
+"""``explain pod``, pure: the extender's verdicts and scores node by node, the estimate of
+recent pods, the preferred node, and what a person reads first."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.explain.pod import NodeVerdict, PodExplanation, explain_pod
+from app.explain.render import pod_json, render_pod
+from app.extender.ledger import Ledger
+from app.extender.table import NodeTable
+from app.load.samples import format_usage
+from app.objects.nodes import NodeInfo, Taint
+from app.objects.pods import OwnerRef, PodInfo, ScheduledPod, Toleration
+from app.objects.resources import Resources
+from app.policy import Policy, default_policy
+
+NOW_S = 1_700_000_000.0
+GiB = 2.0**30
+POLICY = default_policy()
+EIGHT_CPUS = Resources(8.0, 32 * GiB)
+# request 100m, limit 4: the estimate is 4 x 0.85 = 3.4 cores, 0.425 of 8
+BURSTABLE = (Resources(0.1, 64 * 2**20), Resources(4.0, 64 * 2**20))
+
+
+def node(name: str, cpu: float, taints: tuple[Taint, ...] = ()) -> NodeInfo:
+    """A node sampled 30 s ago: ``cpu`` on every cpu metric, 0.2 on every memory one."""
+    at_s = NOW_S - 30
+    annotations = {
+        m: format_usage(cpu if m.startswith("cpu") else 0.2, at_s) for m in POLICY.metrics
+    }
+    return NodeInfo(name, annotations, None, taints=taints, allocatable=EIGHT_CPUS)
+
+
+def asking(
+    node_name: str | None = None,
+    tolerations: tuple[Toleration, ...] = (),
+    owner: OwnerRef | None = None,
+) -> PodInfo:
+    return PodInfo(
+        "shop", "asks", "uid-asks", node_name, "Pending", False, False, NOW_S,
+        tolerations=tolerations, owner=owner,
+    )  # fmt: skip
+
+
+def bound(node_name: str, at_s: float = NOW_S - 10, finished: bool = False) -> ScheduledPod:
+    return ScheduledPod("uid", node_name, *BURSTABLE, bound_at_s=at_s, finished=finished)
+
+
+def explained(
+    nodes: list[NodeInfo],
+    pods: dict[str, ScheduledPod] | None = None,
+    pod: PodInfo | None = None,
+    pod_object: dict[str, object] | None = None,
+    policy: Policy = POLICY,
+) -> PodExplanation:
+    return explain_pod(
+        pod or asking(),
+        pod_object or {"metadata": {"name": "asks", "namespace": "shop"}},
+        {n.name: n for n in nodes},
+        (pods or {}).items(),
+        policy,
+        NOW_S,
+    )
+
+
+def verdicts(explanation: PodExplanation) -> dict[str, NodeVerdict]:
+    return {v.node: v for v in explanation.verdicts}
+
+
+def test_a_hot_node_is_refused_on_the_first_predicate_over_its_limit() -> None:
+    answer = verdicts(explained([node("hot", 0.9), node("cool", 0.1)]))
+    refused = answer["hot"].refused
+    assert refused is not None
+    assert (refused.metric, refused.limit_fraction) == ("cpu_usage_avg_5m", 0.65)
+    assert refused.usage_fraction == pytest.approx(0.9)
+    assert answer["hot"].load.reason == refused.reason
+    assert answer["cool"].passes
+
+
+def test_a_pod_bound_since_the_sample_is_added_and_refuses_a_node_under_its_limit() -> None:
+    answer = verdicts(explained([node("busy", 0.3)], {"shop/just-bound": bound("busy")}))
+    refused = answer["busy"].refused
+    assert refused is not None
+    reading = answer["busy"].reading("cpu_usage_avg_5m")
+    assert reading is not None
+    assert reading.measured_fraction == pytest.approx(0.3)
+    assert reading.unsampled_fraction == pytest.approx(0.425)
+    assert answer["busy"].recent_pods == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "pod"),
+    [
+        ("shop/asks", bound("busy")),  # the pod asked about: judged before it was bound
+        ("shop/done", bound("busy", finished=True)),  # uses nothing any more
+        ("shop/old", bound("busy", at_s=NOW_S - 301)),  # past maxAge (5m)
+    ],
+    ids=["itself", "finished", "past-max-age"],
+)
+def test_pods_the_extender_does_not_count_add_nothing(key: str, pod: ScheduledPod) -> None:
+    answer = verdicts(explained([node("busy", 0.3)], {key: pod}, asking(node_name="busy")))
+    assert answer["busy"].passes
+    assert answer["busy"].recent_pods == 0
+
+
+def test_the_preferred_node_is_the_best_passing_one_kube_scheduler_offers() -> None:
+    nodes = [
+        node("hot", 0.9),
+        node("tainted", 0.0, (Taint("dedicated", "db", "NoSchedule"),)),  # scores 9 of 10
+        node("cool", 0.3),  # 8
+        node("warm", 0.5),  # 7
+    ]
+    answer = explained(nodes)
+    assert answer.preferred == "cool"
+    assert (
+        verdicts(answer)["tainted"].not_offered == "taint dedicated=db:NoSchedule is not tolerated"
+    )
+    tolerating = asking(tolerations=(Toleration("dedicated", "Equal", "db", "NoSchedule"),))
+    assert explained(nodes, pod=tolerating).preferred == "tainted"
+
+
+def test_nodes_with_the_top_score_are_named_as_ties() -> None:
+    answer = explained([node("b", 0.1), node("a", 0.1), node("c", 0.5)])
+    assert (answer.preferred, answer.tied) == ("a", ("b",))
+
+
+def test_a_daemonset_pod_passes_every_node_as_the_extender_lets_it() -> None:
+    owners = {"ownerReferences": [{"kind": "DaemonSet", "name": "agent"}]}
+    pod_object: dict[str, object] = {"metadata": {"name": "asks", **owners}}
+    daemon = asking(owner=OwnerRef("DaemonSet", "agent", "u"))
+    answer = explained([node("hot", 0.9)], pod=daemon, pod_object=pod_object)
+    assert answer.preferred == "hot"
+    assert verdicts(answer)["hot"].passes
+
+
+def test_where_the_pod_runs_then_the_preferred_then_the_hottest_refused_come_first() -> None:
+    nodes = [node(f"n{i}", cpu) for i, cpu in enumerate([0.5, 0.7, 0.1, 0.95, 0.3, 0.2])]
+    answer = explained(nodes, pod=asking(node_name="n4"))
+    assert [v.node for v in answer.verdicts] == ["n4", "n2", "n3", "n1", "n5", "n0"]
+
+
+def test_the_text_fits_a_screen_and_json_holds_every_node() -> None:
+    nodes = [node(f"n{i:02}", 0.1 + i / 100) for i in range(40)]
+    answer = explained(nodes)
+    text = render_pod(answer, "test", top=10)
+    rows = [line for line in text.splitlines() if line.startswith("n")]
+    assert len(rows) == 20  # ten in the verdict table, ten in the score parts
+    assert "... 30 more nodes (--all shows every node)" in text
+    assert "more nodes" not in render_pod(answer, "test", top=None)
+    document = json.loads(json.dumps(pod_json(answer, "test")))
+    assert len(document["nodes"]) == 40
+    assert document["preferred"] == "n00"
+
+
+def test_the_score_parts_add_up_to_the_load_score() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        values = {m: format_usage(rng.random(), NOW_S - 30) for m in POLICY.metrics}
+        values.pop(rng.choice(POLICY.metrics))  # one without data: scored at its limit
+        info = NodeInfo("n", values, None, allocatable=EIGHT_CPUS)
+        verdict = verdicts(explained([info]))["n"]
+        total = sum(part.points for part in verdict.parts)
+        assert int(total + 1e-9) == verdict.load.load_score
+        assert any(part.assumed for part in verdict.parts)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cpu=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6),
+    recent=st.lists(st.tuples(st.integers(0, 5), st.floats(0.0, 600.0)), max_size=8),
+)
+def test_every_verdict_and_score_is_the_extender_tables(
+    cpu: list[float], recent: list[tuple[int, float]]
+) -> None:
+    """The extender's own NodeTable and Ledger, fed the same nodes and bound pods one
+    event at a time, reach the same reason and score for every node."""
+    nodes = [node(f"n{i}", value) for i, value in enumerate(cpu)]
+    pods = {
+        f"shop/p{j}": bound(f"n{index % len(nodes)}", at_s=NOW_S - age_s)
+        for j, (index, age_s) in enumerate(recent)
+    }
+    answer = verdicts(explained(nodes, pods))
+    ledger = Ledger(lambda: POLICY, lambda _result: None)
+    table = NodeTable(POLICY, clock=lambda: NOW_S, ledger=ledger)
+    for info in nodes:
+        ledger.set_allocatable(info.name, info.allocatable)
+        table.upsert(info.name, info.annotations)
+    for key, pod in pods.items():
+        for name in ledger.on_pod(key, None, pod, NOW_S):
+            table.recompute(name)
+    for info in nodes:
+        entry = table.get(info.name)
+        assert entry is not None
+        assert answer[info.name].load.reason == entry.reason
+        assert answer[info.name].load.extender_score == entry.load.extender_score
+        assert answer[info.name].load.readings == entry.load.readings
