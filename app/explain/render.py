@@ -16,6 +16,16 @@ from app.load.model import MetricReading
 from app.objects.resources import Resources
 from app.rebalance.outcome import PlannedEviction
 
+# An Event's message is free text that anyone allowed to create Events in the pod's
+# namespace can write (docs/security.md, "loadaware explain"): shown bounded, and with
+# control characters (terminal escape sequences, line breaks) replaced.
+MAX_MESSAGE = 2000
+
+
+def printable(text: str, limit: int = MAX_MESSAGE) -> str:
+    cleaned = "".join(c if c.isprintable() else "?" for c in text[:limit])
+    return cleaned + (" [...]" if len(text) > limit else "")
+
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
@@ -100,7 +110,7 @@ def render_pod(
     if explanation.pending:
         message = explanation.failed_scheduling
         lines.append(
-            f"kube-scheduler's last FailedScheduling: {message}"
+            f"kube-scheduler's last FailedScheduling: {printable(message)}"
             if message
             else "kube-scheduler's last FailedScheduling: none (no such Event for this pod)"
         )
@@ -212,7 +222,9 @@ def pod_json(
         "pod": pod.key,
         "node": pod.node_name,
         "pending": explanation.pending,
-        "failedScheduling": explanation.failed_scheduling,
+        "failedScheduling": None
+        if explanation.failed_scheduling is None
+        else explanation.failed_scheduling[:MAX_MESSAGE],
         "policy": policy_source,
         "preferred": explanation.preferred,
         "tied": list(explanation.tied),

@@ -200,3 +200,19 @@ def test_every_verdict_and_score_is_the_extender_tables(
         assert answer[info.name].load.reason == entry.reason
         assert answer[info.name].load.extender_score == entry.load.extender_score
         assert answer[info.name].load.readings == entry.load.readings
+
+
+def test_a_forged_event_message_cannot_drive_the_terminal() -> None:
+    """Anyone who may create Events in the pod's namespace can write a FailedScheduling
+    message: it is shown without control characters, and bounded."""
+    forged = "0/3 nodes are available\x1b[2J\x1b]0;owned\x07\nfake line" + "x" * 5000
+    answer = explain_pod(
+        asking(), {}, {"n": node("n", 0.1)}, (), POLICY, NOW_S, failed_scheduling=forged
+    )
+    text = render_pod(answer, "test", top=10)
+    line = next(row for row in text.splitlines() if row.startswith("kube-scheduler's last"))
+    assert "\x1b" not in text
+    assert "\x07" not in text
+    assert "fake line" in line  # the line break did not start a line of its own
+    assert line.endswith(" [...]")
+    assert len(line) < 2100
