@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
 import subprocess
@@ -30,6 +31,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Node, Pod
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding, RoleBinding
 
+from app import cli
 from app.descheduler.run import Descheduler, LoopSettings, RunResult
 from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
 from app.prom.client import PrometheusSettings, PrometheusSource
@@ -86,17 +88,27 @@ def explain_allowed(cluster: ControlPlane) -> Iterator[None]:
         admin.delete(ConfigMap, "loadaware-policy", namespace=INSTALL)
 
 
-def explain(cluster: ControlPlane, *args: str, code: int = 0) -> str:
-    """``loadaware explain ARGS`` as USER; its stdout (checked: exit code, no traceback)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "explain", *args,
-         "--kubeconfig", str(cluster.kubeconfig_for(USER))],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )  # fmt: skip
-    assert done.returncode == code, done.stderr
-    assert "Traceback" not in done.stderr, done.stderr
-    return done.stdout
+def explain(cluster: ControlPlane, *args: str, process: bool = False) -> str:
+    """``loadaware explain ARGS`` as USER: its stdout, after checking it succeeded
+    without a traceback. In this process (the CLI's own ``main``: the same parsing,
+    client and output, without a second interpreter's start-up), or with ``process``
+    as a user runs it."""
+    argv = ["explain", *args, "--kubeconfig", str(cluster.kubeconfig_for(USER))]
+    if process:
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", *argv],
+            capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+        code, out, err = done.returncode, done.stdout, done.stderr
+    else:
+        out_buffer, err_buffer = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out_buffer), contextlib.redirect_stderr(err_buffer):
+            code = cli.main(argv)
+        out, err = out_buffer.getvalue(), err_buffer.getvalue()
+    assert code == 0, err
+    assert "Traceback" not in err, err
+    return out
 
 
 def explain_json(cluster: ControlPlane, *args: str) -> dict[str, Any]:
@@ -179,7 +191,7 @@ def test_a_pod_refused_by_load_gets_the_running_extenders_verdicts_and_scores(
     }
     assert scores == expected
 
-    text = explain(cluster, "pod", f"{namespace}/asks")
+    text = explain(cluster, "pod", f"{namespace}/asks", process=True)
     assert "the extender would prefer: cool" in text
     assert "load filter: 2 of 4 nodes refused" in text
     line = next(row for row in text.splitlines() if row.startswith("busy "))
