@@ -2,10 +2,10 @@
 
 Each node is judged exactly as the extender judges it: ``app.load.model`` on the node's
 annotations, with the extender's estimate of the pods bound since the node's last
-sample added (``app.load.estimate.node_unsampled``, the rule the extender's ledger
-applies one binding at a time). The pod asked about is left out of that estimate: the
-extender judged it before it was bound. What this cannot see is the running
-extender's reservations, kept in its memory for the few seconds between kube-scheduler
+sample added (``app.load.estimate``: the rule of ``node_unsampled``, which the
+extender's ledger applies one binding at a time). The pod asked about is left out of
+that estimate: the extender judged it before it was bound. What this cannot see is the
+running extender's reservations, kept in its memory for the few seconds between kube-scheduler
 choosing a node and the binding reaching the watch.
 
 Nodes kube-scheduler's own filters remove (a taint not tolerated, a node selector that
@@ -18,14 +18,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from app.load.estimate import PlacedPod, counts, freshest_sample_s, node_unsampled
+from app.load.estimate import PlacedPod, counts, estimate_pod_usage, unsampled_fractions
 from app.load.model import (
     MetricReading,
     NodeLoad,
     Overload,
     ScorePart,
-    evaluate_node,
+    assess,
     is_exempt_from_filter,
+    measure,
     score_parts,
 )
 from app.objects.nodes import NodeInfo
@@ -97,22 +98,25 @@ def judge_node(
     policy: Policy,
     now_s: float,
 ) -> NodeVerdict:
-    """One node's verdict and score for the pod, the extender's way."""
-    unsampled = node_unsampled(placed, node.annotations, node.allocatable, policy, now_s)
-    load = evaluate_node(node.annotations, policy, now_s, unsampled)
+    """One node's verdict and score for the pod, the extender's way: its table measures
+    the annotations, its ledger adds the estimate of the pods the node's freshest sample
+    does not hold (``app.load.estimate``, as ``node_unsampled``), then assesses."""
+    measurement = measure(node.annotations, policy, now_s)
     settings = policy.spec.estimation
-    sample_at_s = freshest_sample_s(node.annotations, policy, now_s)
-    recent = (
-        sum(1 for p in placed if counts(p.bound_at_s, sample_at_s, now_s, settings))
+    sample_at_s = measurement.freshest_sample_s()
+    counted = (
+        [p for p in placed if counts(p.bound_at_s, sample_at_s, now_s, settings)]
         if settings.enabled
-        else 0
+        else []
     )
+    usages = (estimate_pod_usage(p.requests, p.limits, settings) for p in counted)
+    load = assess(measurement, policy, unsampled_fractions(usages, node.allocatable))
     return NodeVerdict(
         node=node.name,
         load=load,
         limits=dict(policy.limits),
         parts=score_parts({r.metric: r for r in load.readings}, policy),
-        recent_pods=recent,
+        recent_pods=len(counted),
         exempt=is_exempt_from_filter(pod_object),
         not_offered=fit_refusal(pod, node),
     )
