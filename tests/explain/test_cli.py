@@ -112,3 +112,20 @@ def test_a_broken_policy_configmap_is_a_configuration_error(
     assert code == 2
     assert "ConfigMap loadaware/loadaware-policy" in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_prometheus_down_is_said_and_the_plan_shown_on_estimates(
+    fake_kube: FakeKube, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from tests.descheduler import cluster
+
+    cluster.seed(fake_kube.store, memory=False)
+    config = kubeconfig(tmp_path / "kubeconfig", fake_kube.url)
+    refused = "http://127.0.0.1:9"  # nothing listens on the discard port
+    code = main(["explain", "node", "hot", "--prometheus-url", refused, "--kubeconfig", config])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "usage query failed" in out
+    assert "the descheduler would evict nothing now" in out
+    assert "each pod's usage is the extender's estimate" in out
+    assert "memory: ConfigMap loadaware/loadaware-descheduler-state not found" in out
