@@ -19,7 +19,8 @@ PROBE_AND_METRICS_PORTS = {"health", "http", "https"}
 
 
 def selects(policy: Obj, labels: dict[str, str]) -> bool:
-    return policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    selector: dict[str, str] = policy["spec"]["podSelector"]["matchLabels"]
+    return selector.items() <= labels.items()
 
 
 @pytest.mark.parametrize("directory", INSTALLS, ids=by_name)
