@@ -95,7 +95,7 @@ class ExtenderApp:
         # kube-scheduler's body arrives with its head: the first message is usually all
         # of it, read without arming a deadline (that would cost more than the verb's
         # routing). A body that starts and does not finish in time gets 408 here; one
-        # that never starts is cut by the connection's own deadline (server.py).
+        # that never starts is cut by the connection's own deadline (app/health/connections.py).
         first = await receive()
         chunk = self._chunk(first, 0)
         if not first.get("more_body", False):
