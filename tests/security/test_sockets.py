@@ -21,7 +21,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
 from tests.annotator.promproxy import PromProxy
 from tests.extender.nodes import fixture
@@ -32,6 +31,7 @@ from tests.extender.test_slow_clients import (
     wait_until,
 )
 from tests.extender.test_tls_and_cli import free_port
+from tests.security.test_secrets_not_logged import kubeconfig
 from tests.support.fakekube_fixtures import FakeKube
 from tests.support.pki import Pki, make_pki
 
@@ -88,22 +88,6 @@ def hold(port: int, count: int, data: bytes = b"") -> list[socket.socket]:
 def close_all(connections: list[socket.socket]) -> None:
     for connection in connections:
         connection.close()
-
-
-def kubeconfig(path: Path, server: str) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": server}}],
-                "users": [{"name": "nobody", "user": {}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "nobody"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    return path
 
 
 @pytest.fixture(scope="module")
