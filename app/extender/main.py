@@ -12,19 +12,26 @@ from typing import Any, NoReturn
 import uvicorn
 
 from app.extender.demo import DemoExtender, curl_examples
-from app.extender.http import DEFAULT_MAX_BODY_BYTES, ExtenderApp, health_api
+from app.extender.http import (
+    FULL_NODES_MAX_BODY_BYTES,
+    NODE_CACHE_MAX_BODY_BYTES,
+    ExtenderApp,
+    health_api,
+)
 from app.extender.index import new_verdict_index
 from app.extender.ledger import DEFAULT_RESERVATION_TTL_S
-from app.extender.server import (
+from app.extender.service import Extender
+from app.flags import EXIT_OK, add_flag, count, duration, port, port_or_off, usage_error
+from app.health.connections import (
     DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_HANDSHAKE_TIMEOUT_S,
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
     ConnectionLimits,
     guarded_protocol,
 )
-from app.extender.service import Extender
-from app.flags import EXIT_OK, add_flag, count, duration, port, port_or_off, usage_error
 from app.kube.client import KubeConfigError, make_client
 from app.kube.nodes import NodeCache
 from app.kube.pods import PodCache, scheduled_pod
@@ -36,13 +43,15 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 8888
 
 
-def tls_options(args: argparse.Namespace) -> dict[str, Any]:
-    """uvicorn's TLS settings from --tls-cert, --tls-key and --client-ca, each file
-    loaded once here so that a missing or unreadable one is reported before serving."""
+def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """The TLS settings of --tls-cert, --tls-key and --client-ca (None: plain HTTP), each
+    file loaded here so that a missing or unreadable one is reported before serving.
+    The listener does the handshake itself (app/health/connections.py), so that a
+    connection counts against the limits and has a deadline while it lasts."""
     if not (args.tls_cert or args.tls_key):
         if args.client_ca:
             config_error("--client-ca needs --tls-cert and --tls-key (mutual TLS)")
-        return {}
+        return None
     if not (args.tls_cert and args.tls_key):
         config_error("--tls-cert and --tls-key must be given together")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -53,7 +62,6 @@ def tls_options(args: argparse.Namespace) -> dict[str, Any]:
             f"--tls-cert {args.tls_cert} / --tls-key {args.tls_key}: cannot load a PEM "
             f"certificate and its key: {getattr(error, 'strerror', None) or error}"
         )
-    options: dict[str, Any] = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key}
     if args.client_ca:
         try:
             context.load_verify_locations(args.client_ca)
@@ -62,8 +70,8 @@ def tls_options(args: argparse.Namespace) -> dict[str, Any]:
                 f"--client-ca {args.client_ca}: cannot load PEM CA certificates: "
                 f"{getattr(error, 'strerror', None) or error}"
             )
-        options |= {"ssl_ca_certs": args.client_ca, "ssl_cert_reqs": ssl.CERT_REQUIRED}
-    return options
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
 
 
 def config_error(message: str) -> NoReturn:
@@ -110,6 +118,11 @@ def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
         body_timeout_s=float(args.body_timeout),
         idle_timeout_s=float(args.idle_timeout),
         max_connections=int(args.max_connections),
+        max_connections_per_client=int(args.max_connections_per_client),
+        # `loadaware demo` serves no TLS, and has no such flag.
+        handshake_timeout_s=float(
+            getattr(args, "tls_handshake_timeout", DEFAULT_HANDSHAKE_TIMEOUT_S)
+        ),
     )
     try:
         limits.check()
@@ -128,15 +141,16 @@ def server_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
         # Per-request access logs would cost more than the verbs themselves.
         access_log=False,
         lifespan="on",
-        http=guarded_protocol(limits),
+        # TLS, when asked for, is done by the guarded protocol, not by uvicorn.
+        http=guarded_protocol(limits, tls_context(args)),
         # uvicorn's keep-alive timeout is the idle timeout between requests.
         timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]
-        **tls_options(args),
     )
 
 
 def health_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
-    """The plain listener for probes and Prometheus, when --health-port is set."""
+    """The plain listener for probes and Prometheus, when --health-port is set: the same
+    limits as the verbs' port, with a connection budget of its own."""
     limits = connection_limits(args)
     return uvicorn.Config(
         health_api(app.extender),
@@ -166,10 +180,18 @@ def _serve(app: ExtenderApp, args: argparse.Namespace) -> None:
         asyncio.run(_serve_all(servers))
 
 
+def max_body_bytes(args: argparse.Namespace) -> int:
+    """--max-body-bytes, or the mode's default: a node-cache request carries one pod and
+    node names, a full-nodes one every Node object (docs/security.md, "Request size")."""
+    if args.max_body_bytes is not None:
+        return int(args.max_body_bytes)
+    return NODE_CACHE_MAX_BODY_BYTES if args.node_cache else FULL_NODES_MAX_BODY_BYTES
+
+
 def run_extender(args: argparse.Namespace) -> int:
     check_caller_authentication(args)
     connection_limits(args)
-    tls_options(args)
+    tls_context(args)
     try:
         new_verdict_index()  # LOADAWARE_VERDICT_INDEX, checked before anything starts
     except (ValueError, RuntimeError) as error:
@@ -227,7 +249,7 @@ def run_extender(args: argparse.Namespace) -> int:
     )
     app = ExtenderApp(
         extender,
-        max_body_bytes=int(args.max_body_bytes),
+        max_body_bytes=max_body_bytes(args),
         body_timeout_s=float(args.body_timeout),
         debug_endpoints=bool(args.debug_endpoints),
     )
@@ -284,6 +306,15 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_host: str) -> Non
         default=DEFAULT_MAX_CONNECTIONS,
         metavar="N",
         help="answer 503 and close connections beyond this many open ones",
+    )
+    add_flag(
+        parser,
+        "--max-connections-per-client",
+        type=count,
+        default=DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+        metavar="N",
+        help="answer 503 and close connections beyond this many open ones from one "
+        "address, so that no client takes the others' share of --max-connections",
     )
 
 
@@ -360,6 +391,15 @@ def add_parser(components: Any) -> None:
     )
     add_flag(
         extender,
+        "--tls-handshake-timeout",
+        type=duration,
+        default=DEFAULT_HANDSHAKE_TIMEOUT_S,
+        metavar="DURATION",
+        help="close a connection whose TLS handshake has not finished this long after it "
+        "opened; it counts against the connection limits meanwhile",
+    )
+    add_flag(
+        extender,
         "--health-port",
         type=port_or_off,
         default=0,
@@ -386,8 +426,9 @@ def add_parser(components: Any) -> None:
         extender,
         "--max-body-bytes",
         type=count,
-        default=DEFAULT_MAX_BODY_BYTES,
         metavar="BYTES",
+        default_text=f"{NODE_CACHE_MAX_BODY_BYTES >> 20} MiB with the node cache, "
+        f"{FULL_NODES_MAX_BODY_BYTES >> 20} MiB with --no-node-cache",
         help="reject larger request bodies with HTTP 413",
     )
     add_flag(

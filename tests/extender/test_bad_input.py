@@ -12,7 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.cli import build_parser
 from app.extender.http import ExtenderApp
+from app.extender.main import max_body_bytes
 from app.extender.service import Extender
 from app.policy import default_policy
 from tests.extender.nodes import hot_cpu
@@ -119,3 +121,18 @@ def test_any_json_gets_200_or_400_never_500(document: Any, verb: str) -> None:
     response = call(make_app(), verb, json.dumps(document).encode())
     assert response.status_code in (200, 400)
     assert isinstance(response.json(), dict | list)
+
+
+@pytest.mark.parametrize(
+    ("flags", "limit"),
+    [
+        ([], 4 * 1024 * 1024),  # node cache: one pod and node names
+        (["--no-node-cache"], 64 * 1024 * 1024),  # full nodes: every Node in the body
+        (["--no-node-cache", "--max-body-bytes", "1000"], 1000),
+        (["--max-body-bytes", "100000000"], 100_000_000),
+    ],
+)
+def test_the_body_limit_defaults_to_the_mode_and_the_flag_wins(
+    flags: list[str], limit: int
+) -> None:
+    assert max_body_bytes(build_parser().parse_args(["extender", *flags])) == limit

@@ -18,8 +18,9 @@ import pytest
 
 from app.cli import build_parser
 from app.extender.http import ExtenderApp
-from app.extender.main import server_config, tls_options
+from app.extender.main import server_config, tls_context
 from app.extender.service import Extender
+from app.health.connections import EXTENDER_LIMITS, guarded_protocol
 from app.policy import DEFAULT_POLICY_YAML, default_policy
 from tests.extender.nodes import fixture
 from tests.support.asgi_server import serve
@@ -47,7 +48,10 @@ def client_context(pki: Pki, with_cert: bool) -> ssl.SSLContext:
 
 
 def test_tls_serves_the_verbs(pki: Pki) -> None:
-    with serve(ExtenderApp(Extender(default_policy())), **tls_options(flags(pki, False))) as url:
+    with serve(
+        ExtenderApp(Extender(default_policy())),
+        http=guarded_protocol(EXTENDER_LIMITS, tls_context(flags(pki, False))),
+    ) as url:
         assert url.startswith("https://")
         response = httpx.post(
             f"{url}/filter",
@@ -58,7 +62,10 @@ def test_tls_serves_the_verbs(pki: Pki) -> None:
 
 
 def test_mutual_tls_refuses_clients_without_a_certificate(pki: Pki) -> None:
-    with serve(ExtenderApp(Extender(default_policy())), **tls_options(flags(pki, True))) as url:
+    with serve(
+        ExtenderApp(Extender(default_policy())),
+        http=guarded_protocol(EXTENDER_LIMITS, tls_context(flags(pki, True))),
+    ) as url:
         body = fixture("filter-fullnodes.json")
         ok = httpx.post(f"{url}/filter", json=body, verify=client_context(pki, True))
         assert ok.status_code == 200
@@ -78,7 +85,7 @@ def test_incomplete_tls_flags_are_refused(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     with pytest.raises(SystemExit) as stopped:
-        tls_options(argparse.Namespace(tls_cert=cert, tls_key=key, client_ca=ca))
+        tls_context(argparse.Namespace(tls_cert=cert, tls_key=key, client_ca=ca))
     assert stopped.value.code == 2
     assert message in capsys.readouterr().err
 
@@ -200,7 +207,7 @@ def test_extender_without_a_kubeconfig_exits_with_one_clear_line(tmp_path: Path)
     assert "--no-node-cache" in line
 
 
-@pytest.mark.parametrize(("component", "flags"), [("extender", 20), ("demo", 6)])
+@pytest.mark.parametrize(("component", "flags"), [("extender", 22), ("demo", 7)])
 def test_help_shows_every_flags_default_and_variable(
     component: str, flags: int, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -29,7 +29,9 @@ def serve(app: Any, **config: Any) -> Iterator[str]:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.01)
-    scheme = "https" if "ssl_certfile" in config else "http"
+    # TLS by uvicorn (ssl_certfile) or by loadaware's guarded protocol (its tls).
+    tls = "ssl_certfile" in config or getattr(config.get("http"), "tls", None) is not None
+    scheme = "https" if tls else "http"
     try:
         yield f"{scheme}://127.0.0.1:{port}"
     finally:

@@ -2,7 +2,9 @@
 
 Each component passes a status function (a mapping with the booleans ``alive`` and
 ``ready``) and its metrics registry. The server runs inside the component's event
-loop and leaves signals to it, so that SIGTERM can release a Lease before exit.
+loop and leaves signals to it, so that SIGTERM can release a Lease before exit. It
+holds slow and crowding clients to ``HEALTH_LIMITS`` (connections.py), so that no pod
+can starve the probes or the component's own descriptors.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from app.health.connections import HEALTH_LIMITS, ConnectionLimits, guarded_protocol
 
 StatusSource = Callable[[], Mapping[str, Any]]
 """Returns the component's status; must include the booleans ``alive`` and ``ready``."""
@@ -52,9 +56,18 @@ class EmbeddedServer(uvicorn.Server):
         yield
 
 
-def embedded_server(app: FastAPI, host: str, port: int) -> EmbeddedServer:
+def embedded_server(
+    app: FastAPI, host: str, port: int, limits: ConnectionLimits = HEALTH_LIMITS
+) -> EmbeddedServer:
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        http=guarded_protocol(limits),
+        timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]
     )
     return EmbeddedServer(config)
 
