@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from app.objects.pods import PodInfo
-from app.objects.resources import Resources
+from app.objects.resources import RESOURCES, Resources
 from app.policy import Policy
 from app.rebalance.agreement import threshold_conflicts
 from app.rebalance.classes import classify_all, nothing_to_do
@@ -166,6 +166,41 @@ def _excess(node_class: NodeClass, usage: Mapping[str, float]) -> dict[str, floa
     }
 
 
+# A pod that moves more than this many times as much of a resource its node is not hot
+# on (as a share of the node) as of one it is hot on is not evicted for that hot spot.
+MOSTLY_ELSEWHERE = 2.0
+
+
+def _heavier_elsewhere(
+    amount: Resources, allocatable: Resources, over: Mapping[str, float]
+) -> str | None:
+    """Why a pod is mostly a resource its node is not hot on, or None.
+
+    Such a pod cools its source by a sliver of what the source must shed, and loads
+    wherever kube-scheduler puts its replacement (not always where the plan sent it)
+    with what the source did not need to shed: beside loadaware, on a crane-style
+    experiment, a 2.5 GiB pod using 0.2 core moved off a CPU-hot 8-core node left the
+    node hot and reshuffled memory across the cluster, and the next scale-up waves
+    landed on nodes that then throttled (docs/tuning.md)."""
+    shares = {
+        r: amount.get(r) / allocatable.get(r) for r in RESOURCES if allocatable.get(r) > 0
+    }
+    hot = max(shares.get(r, 0.0) for r in over)
+    heavier = {
+        r: share
+        for r, share in shares.items()
+        if r not in over and share > MOSTLY_ELSEWHERE * hot
+    }
+    if not heavier:
+        return None
+    other = max(heavier, key=lambda r: heavier[r])
+    return (
+        f"mostly {other}: moves {heavier[other]:.1%} of the node's {other}, more than "
+        f"{MOSTLY_ELSEWHERE:g} times its {hot:.1%} of the {' or '.join(over)} the node is "
+        "hot on"
+    )
+
+
 def _sources_hottest_first(classes: Mapping[str, NodeClass]) -> list[NodeClass]:
     sources = [c for c in classes.values() if c.kind is NodeKind.SOURCE]
     return sorted(sources, key=lambda c: (-max(_excess(c, c.usage_fraction).values()), c.node))
@@ -216,6 +251,10 @@ class _Pass:
             if all(amount.get(r) <= 0 for r in over):
                 moving = " or ".join(over)
                 self._skip(pod, node.name, SkipCode.NOTHING_TO_MOVE, f"uses no {moving} to move")
+                continue
+            heavier = _heavier_elsewhere(amount, node.allocatable, over)
+            if heavier is not None:
+                self._skip(pod, node.name, SkipCode.OTHER_RESOURCE, heavier)
                 continue
             refused = self.budget.why_not(pod, node.name)
             if refused is not None:

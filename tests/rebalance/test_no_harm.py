@@ -113,7 +113,7 @@ def test_the_load_filter_sees_the_estimate_the_extender_adds_for_the_replacement
 def test_a_gain_too_small_evicts_nothing_and_the_plan_says_why() -> None:
     # 70 % hot, target 65 %: three pods of 0.05 core lower it by 1.5 points in all,
     # which leaves it hot and is under minimumGain (2): none of them is worth a restart
-    small = [pod(f"s{i}", "hot", cpu=0.05) for i in range(3)]
+    small = [pod(f"s{i}", "hot", cpu=0.05, requests=Resources(0.05, GI / 4)) for i in range(3)]
     result = plan(cluster([node("hot", 0.7), node("cool", 0.1)], small), config(), POLICY,
                   NOW, {})
     assert result.evictions == []
@@ -164,6 +164,24 @@ def test_a_small_eviction_that_ends_the_hot_spot_is_a_gain() -> None:
                   NOW, {})
     assert len(result.evictions) == 1
     assert result.evictions[0].metric_values["cpu_usage_avg_5m after"] <= 0.65
+
+
+def test_a_pod_that_is_mostly_another_resource_is_not_moved_for_a_hot_spot() -> None:
+    # CPU-hot 10-core / 64 GiB node: a 0.2-core pod with 8 GiB (12.5 % of the memory,
+    # six times its 2 % of the CPU) would cool it by a sliver and move mostly memory
+    heavy = pod("heavy", "hot", cpu=0.2, requests=Resources(0.2, 8 * GI))
+    lean = pod("lean", "hot", cpu=0.3, requests=Resources(0.3, 1 * GI))
+    result = plan(cluster([node("hot", 0.7), node("cool", 0.1)], [heavy, lean]), config(),
+                  POLICY, NOW, {})
+    assert [e.pod.name for e in result.evictions] == ["lean"]
+    assert reasons(result, SkipCode.OTHER_RESOURCE) == [
+        "mostly memory: moves 12.5% of the node's memory, more than 2 times its 2.0% of "
+        "the cpu the node is hot on"
+    ]
+    # on a node hot on memory too, it is what must move
+    both = plan(cluster([node("hot", 0.7, mem=0.8), node("cool", 0.1)], [heavy]), config(),
+                POLICY, NOW, {})
+    assert [e.pod.name for e in both.evictions] == ["heavy"]
 
 
 def test_no_node_ends_above_target_thresholds() -> None:
