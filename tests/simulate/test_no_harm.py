@@ -9,10 +9,13 @@ descheduler): there the other schedulers place alike and no node ever gets hot."
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
+import yaml
 
 from app.simulate.cluster import Run, SimulatedCluster
+from app.simulate.descheduling import PlannerRebalancer
 from app.simulate.policies import plan_for
 from app.simulate.report import summarise
 from app.simulate.scenario import builtin_names, load_scenario
@@ -83,3 +86,52 @@ def test_where_it_can_help_it_clearly_does(base: str) -> None:
         assert with_it.cpu_node_minutes_above <= without.cpu_node_minutes_above / 2, (
             base, seed, with_it.cpu_node_minutes_above, without.cpu_node_minutes_above)
         assert with_it.pods_evicted_repeatedly == 0, (base, seed)
+
+
+SHIPPED_CONFIG = Path(__file__).parents[2] / "deploy" / "base" / "descheduler-config.yaml"
+
+
+@pytest.mark.parametrize("base", ["crane", "loadaware"])
+def test_a_hot_spot_of_many_small_pods_is_cooled(base: str) -> None:
+    """small-pods-hot-spot: no service pod is 1 % of its 64-core node, so only a set of
+    evictions judged together cools the ingest job's nodes. Beside a load-aware
+    scheduler the descheduler at least halves the node-minutes above the CPU limit on
+    every seed, adds no harm and moves no pod twice."""
+    for seed in SEEDS:
+        without_run = run("small-pods-hot-spot", base, seed)
+        with_run = run("small-pods-hot-spot", f"{base}+desched", seed)
+        without, with_it = summarise(without_run), summarise(with_run)
+        assert with_it.cpu_node_minutes_above <= without.cpu_node_minutes_above / 2, (
+            base, seed, with_it.cpu_node_minutes_above, without.cpu_node_minutes_above)
+        assert harm(with_run) <= harm(without_run) + 1e-9, (base, seed)
+        assert with_it.pods_evicted_repeatedly == 0, (base, seed)
+
+
+def test_with_the_shipped_config_the_small_pods_hot_spot_cools_within_30_minutes() -> None:
+    """The descheduler as shipped (deploy/base/descheduler-config.yaml: its per-run and
+    per-workload limits, cooldowns, debounce and interval), with only the scenario's
+    thresholds: from 30 minutes after the ingest job stops growing, no run sees a node
+    above targetThresholds."""
+    scenario = load_scenario("small-pods-hot-spot")
+    shipped = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    assert scenario.descheduler is not None
+    shipped.update({k: scenario.descheduler[k] for k in ("thresholds", "targetThresholds")})
+    (ingest,) = [w for w in scenario.workloads if w.name == "ingest"]
+    assert ingest.usage.profile == "growing"
+    settled_s = ingest.usage.until_s + 30 * 60
+    for seed in SEEDS:
+        shaped = scenario.model_copy(update={"seed": seed, "descheduler": shipped})
+        cluster = SimulatedCluster(shaped, plan_for("loadaware+desched"))
+        result = cluster.simulate()
+        rebalancer = cluster.rebalancer
+        assert isinstance(rebalancer, PlannerRebalancer)
+        assert result.evictions, seed
+        late = [record for record in rebalancer.plans if record.t_s >= settled_s]
+        hot = [
+            (record.t_s, c.node)
+            for record in late
+            for c in record.plan.node_classes.values()
+            if c.hot
+        ]
+        assert late, seed
+        assert hot == [], (seed, hot[:3])
