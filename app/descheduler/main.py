@@ -50,8 +50,8 @@ Every interval (config `interval`, default 5m), while this replica leads:
     cluster (cAdvisor by default); Prometheus down => nothing is evicted;
   - recent evictions and debounce rounds are kept in one ConfigMap only the
     descheduler may write (--state-name), so a second run on unchanged metrics
-    evicts nothing, also after a restart or with --once; the first run without
-    it only observes;
+    evicts nothing, also after a restart or with --once; a first run without
+    it makes it and acts like any other;
   - a node must be hot in `consecutiveHotRounds` runs in a row (set `interval`
     to the CronJob's schedule with --once);
   - evictions use the policy/v1 Eviction API only (PDBs are honoured: a 429 skips
@@ -205,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
         if settings.once:
             report = asyncio.run(descheduler.run_once())
             print_report(report, sys.stdout)
-            done = report.result in (RunResult.OK, RunResult.FIRST_RUN)
+            done = report.result is RunResult.OK
             return EXIT_OK if done else EXIT_FAILED
         asyncio.run(run_until_signalled("descheduler", descheduler.run(settings.watchers)))
     finally:

@@ -11,8 +11,10 @@ Every ``interval``, while this replica leads, one run:
 3. reads its memory, recent evictions and debounce rounds, from the one ConfigMap
    only it may write (``app/kube/state.py``), so that convergence, cooldowns and
    debouncing survive restarts, leader changes and ``--once`` runs, and nobody else
-   can steer them. If the memory cannot be read, nothing is evicted; the first run,
-   with no memory yet, only observes (it plans, records its rounds, evicts nothing);
+   can steer them. If the memory cannot be read, nothing is evicted. A first run, with
+   no memory yet, makes it and acts like any other: observing a round first would
+   recover nothing (no release kept its memory elsewhere) and would leave an
+   already-hot cluster, or a ``--once`` run on a fresh install, untouched;
 4. plans, records this round's debounce counts, and, unless dry-running, evicts the
    planned pods in order. Just before each call the eviction is re-checked against
    the live caches (a scale-up may have taken the destination's room), leadership is
@@ -77,7 +79,6 @@ class RunResult(StrEnum):
     BAD_QUERY = "bad_query"  # Prometheus is up, but rejected a pod usage query
     NO_POD_USAGE = "no_pod_usage"
     HISTORY_UNAVAILABLE = "history_unavailable"
-    FIRST_RUN = "first_run"
     STATE_NOT_SAVED = "state_not_saved"
     LEADERSHIP_LOST = "leadership_lost"
     API_ERRORS = "api_errors"
@@ -352,18 +353,10 @@ class Descheduler:
                 + "; ".join(the_plan.notes)
             ).rstrip("; ")
             return report
-        first_run = not memory.exists
         memory.hot_rounds = record_hot_rounds(
             memory.hot_rounds, the_plan.node_classes, now_s, config.interval
         )
         if not await self._save(report):
-            return report
-        if first_run:
-            report.result = RunResult.FIRST_RUN
-            report.message = (
-                f"first run with no memory yet ({self.store.where} did not exist; made it): "
-                f"observing only, {len(the_plan.evictions)} evictions planned, none made"
-            )
             return report
         await self._execute(the_plan, view, report)
         return report

@@ -176,8 +176,9 @@ class DeschedulerConfig(_Section):
     target_thresholds: dict[Resource, float] = Field(
         default_factory=lambda: dict(DEFAULT_TARGET_THRESHOLDS),
         description="Real usage, % of allocatable, above which (any resource) a node is hot. "
-        "Pods are evicted until it is back at or below (or while each eviction gains at "
-        "least minimumGain). With useDeviationThresholds: the distance above the mean.",
+        "Pods are evicted until it is back at or below, or as far as the limits allow when "
+        "that set still gains minimumGain. With useDeviationThresholds: the distance above "
+        "the mean.",
     )
     use_deviation_thresholds: bool = Field(
         default=False,
@@ -283,17 +284,19 @@ class DeschedulerConfig(_Section):
         ge=0,
         le=100,
         allow_inf_nan=False,
-        description="An eviction that leaves its source above targetThresholds must lower "
-        "the source's usage of each resource it is hot on by at least this many percentage "
-        "points of allocatable: a smaller gain is not worth restarting a pod.",
+        description="Judged per source over all the evictions a run plans from it: they "
+        "must bring it to or below targetThresholds, or lower its usage of a resource it is "
+        "hot on by at least this many percentage points of allocatable; else none of them "
+        "is made (a smaller gain is not worth restarting pods), and the plan says why.",
     )
     max_migrating_per_workload: int = Field(
-        default=1,
+        default=5,
         ge=1,
         le=1000,
         description="At most this many pods of one workload (a Deployment, StatefulSet, "
         "... as workloadCooldown names it) are evicted in one run (koordinator's "
-        "maxMigratingPerWorkload).",
+        "maxMigratingPerWorkload). maxUnavailablePerWorkload bounds it further for "
+        "workloads of fewer than 50 pods.",
     )
     max_unavailable_per_workload: Annotated[str, BeforeValidator(_count_or_percent)] = Field(
         default="10%",

@@ -245,6 +245,16 @@ class Destinations:
         self._version[name] += 1
         heapq.heappush(self._heap, (-room.headroom(), name, self._version[name]))
 
+    def release(self, name: str, pod: PodInfo, usage: Resources) -> None:
+        """Undo ``reserve``: the plan no longer sends the pod there."""
+        room = self._rooms[name]
+        room.free_requests = room.free_requests + pod.requests
+        estimate = extender_estimate(pod, usage, self._rules.policy)
+        room.add(usage.scaled(-1.0, -1.0), estimate.scaled(-1.0, -1.0))
+        self._rules.placements.unmove(pod)
+        self._version[name] += 1
+        heapq.heappush(self._heap, (-room.headroom(), name, self._version[name]))
+
     def _drop_stale(self) -> None:
         while self._heap and self._heap[0][2] != self._version[self._heap[0][1]]:
             heapq.heappop(self._heap)

@@ -207,3 +207,16 @@ class RunBudget:
             self._per_owner[pod.owner.uid] += 1
         for index in self._covering(pod):
             self._per_budget[index] += 1
+
+    def give_back(self, pod: PodInfo, node: str) -> None:
+        """Undo ``take``: the plan no longer evicts the pod."""
+        self.total -= 1
+        self._per_node[node] -= 1
+        self._per_namespace[pod.namespace] -= 1
+        workload = workload_of(pod)
+        if workload is not None:
+            self._per_workload[workload] -= 1
+        if pod.owner is not None and pod.ready:
+            self._per_owner[pod.owner.uid] -= 1
+        for index in self._covering(pod):
+            self._per_budget[index] -= 1

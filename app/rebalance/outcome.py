@@ -55,6 +55,7 @@ class SkipCode(StrEnum):
     LAST_REPLICA = "last_replica"
     PDB = "pdb"  # a PodDisruptionBudget allows no more disruptions
     NOTHING_TO_MOVE = "nothing_to_move"  # uses none of the resource the node is hot on
+    OTHER_RESOURCE = "other_resource"  # mostly a resource its node is not hot on
     GAIN_TOO_SMALL = "gain_too_small"  # leaves the source hot and gains under minimumGain
     NO_DESTINATION = "no_destination"
     ALREADY_EVICTED = "already_evicted"

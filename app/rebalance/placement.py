@@ -59,6 +59,10 @@ class Placements:
         self._moved[pod.key] = destination
         self._memo.clear()
 
+    def unmove(self, pod: PodInfo) -> None:
+        self._moved.pop(pod.key, None)
+        self._memo.clear()
+
     def _node_of(self, pod: PodInfo) -> str | None:
         return self._moved.get(pod.key, pod.node_name)
 

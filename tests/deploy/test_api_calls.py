@@ -132,8 +132,8 @@ def run_annotator(fake_kube: FakeKube, tmp_path: Path) -> None:
 
 def run_descheduler(fake_kube: FakeKube, tmp_path: Path) -> None:
     """The descheduler's loop on a cluster with a hot node: the first run makes its
-    memory and only observes, the next one evicts, records the Events and updates the
-    memory, and the Lease is renewed."""
+    memory and evicts, records the Events and updates the memory, and the Lease is
+    renewed."""
     cluster.seed(fake_kube.store, memory=False)
     config = tmp_path / "descheduler.yaml"
     config.write_text(

@@ -62,7 +62,7 @@ def add_pod(store: FakeKubeStore, name: str, node: str, *, namespace: str = "sho
 
 def seed(store: FakeKubeStore, *, memory: bool = True) -> None:
     """The cluster; with ``memory``, also the empty state ConfigMap of a descheduler
-    that has run before (without it, a first run only observes)."""
+    that has run before (without it, the first run makes it)."""
     if memory:
         store.add(CONFIGMAPS, empty_memory())
     for name, cpu in NODE_LOAD.items():

@@ -47,12 +47,12 @@ def test_once_dry_run_prints_the_plan_table_and_evicts_nothing(fake_kube: FakeKu
     out = done.stdout
     assert "Nodes: 2 source, 0 debouncing, 2 destination, 1 neutral, 1 no-data, 0 excluded" in out
     lines = out.splitlines()
-    # The shipped defaults: one pod of a workload per run (maxMigratingPerWorkload 1).
+    # The defaults: at most 10 % of a workload's pods (at least one) unavailable at once.
     evictions = lines[lines.index("Evictions (1):") + 2:lines.index("Evictions (1):") + 3]
     assert [line.split()[:3] for line in evictions] == [["shop/web-0", "hot", "cool-1"]]
     assert all("prometheus" in line and "cpu_usage_avg_5m" in line for line in evictions)
     assert "Skipped (10):" in out  # web-1 .. web-7 among them
-    assert "shop/Deployment/web already has 1 pod(s) evicted in this run" in out
+    assert "one more would make 2 unavailable (maxUnavailablePerWorkload 10% = 1)" in out
     assert "last Ready replica of ReplicaSet solo-7c6b5" in out
     last = out.rstrip().splitlines()[-1]
     assert last.startswith("dry run: 1 evictions planned, none made; replacements from hot: ")

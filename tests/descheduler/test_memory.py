@@ -125,19 +125,18 @@ def test_a_debounce_count_written_on_a_node_is_ignored(
 
 
 @pytest.mark.prometheus
-def test_the_first_run_without_memory_only_observes_then_the_next_one_acts(
+def test_the_first_run_without_memory_makes_it_and_acts_like_any_other(
     fake_kube: FakeKube, prometheus_url: str
 ) -> None:
     cluster.seed(fake_kube.store, memory=False)
     first = run_once(fake_kube, prometheus_url, cluster.config())
-    assert first.result is RunResult.FIRST_RUN
-    assert "observing only" in first.message
-    assert evicted_pods(fake_kube) == []
-    assert memory_of(fake_kube)["evictions"] == []  # made, empty
+    assert first.result is RunResult.OK, first.message
+    assert len(first.evicted) == 2
+    assert len(evicted_pods(fake_kube)) == 2
+    assert len(memory_of(fake_kube)["evictions"]) == 2  # made, with what it did
     second = run_once(fake_kube, prometheus_url, cluster.config())
     assert second.result is RunResult.OK
-    assert len(second.evicted) == 2
-    assert len(memory_of(fake_kube)["evictions"]) == 2
+    assert second.evicted == []
 
 
 @pytest.mark.prometheus

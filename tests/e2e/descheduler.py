@@ -1,6 +1,6 @@
 """The descheduler against a real control plane, as its own RBAC user: a run, and the
-setup every such test needs (its roles, and a memory ConfigMap that already exists so
-that a run is not a first, observing-only one)."""
+setup every such test needs (its roles, and, unless a test asks for a fresh install,
+a memory ConfigMap that already exists)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import contextlib
 import json
 from collections.abc import Iterator
 
-from lightkube import AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
 
@@ -25,21 +25,25 @@ STATE_NAMESPACE = "loadaware"
 
 
 @contextlib.contextmanager
-def descheduler_allowed(cluster: ControlPlane) -> Iterator[None]:
-    """Grant the shipped descheduler RBAC to USER and create its (empty) memory."""
+def descheduler_allowed(cluster: ControlPlane, *, memory: bool = True) -> Iterator[None]:
+    """Grant the shipped descheduler RBAC to USER and, with ``memory``, create its
+    (empty) memory; without, the first run makes it, as on a fresh install. The memory
+    is deleted afterwards either way."""
     cluster.grant(REPO / "deploy" / "base" / "descheduler-rbac.yaml", USER)
     admin = cluster.client()
-    memory = {"version": 1, "evictions": [], "hotRounds": {}}
-    admin.create(
-        ConfigMap(
-            metadata=ObjectMeta(name=state.DEFAULT_NAME, namespace=STATE_NAMESPACE),
-            data={state.STATE_KEY: json.dumps(memory)},
+    if memory:
+        empty = {"version": 1, "evictions": [], "hotRounds": {}}
+        admin.create(
+            ConfigMap(
+                metadata=ObjectMeta(name=state.DEFAULT_NAME, namespace=STATE_NAMESPACE),
+                data={state.STATE_KEY: json.dumps(empty)},
+            )
         )
-    )
     try:
         yield
     finally:
-        admin.delete(ConfigMap, state.DEFAULT_NAME, namespace=STATE_NAMESPACE)
+        with contextlib.suppress(ApiError):  # a fresh install's run may have made none
+            admin.delete(ConfigMap, state.DEFAULT_NAME, namespace=STATE_NAMESPACE)
 
 
 def run_once(cluster: ControlPlane, prometheus_url: str, config: DeschedulerConfig) -> RunReport:

@@ -110,16 +110,52 @@ def test_the_load_filter_sees_the_estimate_the_extender_adds_for_the_replacement
 # -- a lasting gain -------------------------------------------------------------------
 
 
-def test_a_gain_too_small_evicts_nothing() -> None:
-    # 70 % hot, target 65 %: pods using 0.1 core (1 point) each never get it there
-    small = [pod(f"s{i}", "hot", cpu=0.1) for i in range(3)]
+def test_a_gain_too_small_evicts_nothing_and_the_plan_says_why() -> None:
+    # 70 % hot, target 65 %: three pods of 0.05 core lower it by 1.5 points in all,
+    # which leaves it hot and is under minimumGain (2): none of them is worth a restart
+    small = [pod(f"s{i}", "hot", cpu=0.05, requests=Resources(0.05, GI / 4)) for i in range(3)]
     result = plan(cluster([node("hot", 0.7), node("cool", 0.1)], small), config(), POLICY,
                   NOW, {})
     assert result.evictions == []
     assert {s.code for s in result.skipped} == {SkipCode.GAIN_TOO_SMALL}
-    assert "minimumGain (2 points)" in reasons(result)[0]
-    assert plan(cluster([node("hot", 0.7), node("cool", 0.1)], small),
-                config(minimumGain=0.5), POLICY, NOW, {}).evictions
+    assert "the 3 eviction(s)" in reasons(result)[0]
+    assert "cpu_usage_avg_5m -1.5%" in reasons(result)[0]
+    assert any(n.startswith("hot: gain too small") for n in result.notes), result.notes
+    assert len(plan(cluster([node("hot", 0.7), node("cool", 0.1)], small),
+                    config(minimumGain=1), POLICY, NOW, {}).evictions) == 3
+
+
+def test_the_gain_is_judged_over_the_set_a_source_gives_not_pod_by_pod() -> None:
+    # 71.5 % of 10 cores, target 65 %: no 0.1-core pod gains 2 points alone, but seven
+    # together bring the node under the target; an eighth would be one pod too many
+    small = [pod(f"s{i}", "hot", cpu=0.1) for i in range(12)]
+    result = plan(cluster([node("hot", 0.715), node("cool", 0.1)], small), config(), POLICY,
+                  NOW, {})
+    assert len(result.evictions) == 7
+    assert result.evictions[-1].metric_values["cpu_usage_avg_5m after"] <= 0.65
+    assert result.evictions[-1].metric_values["cpu_usage_avg_5m before"] > 0.65
+
+
+def test_a_set_the_limits_cut_short_still_counts_when_it_gains_minimum_gain() -> None:
+    # 80 % hot: three 0.1-core pods per run cannot end the hot spot, but gain 3 points
+    small = [pod(f"s{i}", "hot", cpu=0.1) for i in range(12)]
+    result = plan(cluster([node("hot", 0.8), node("cool", 0.1)], small),
+                  config(maxNoOfPodsToEvictPerNode=3), POLICY, NOW, {})
+    assert len(result.evictions) == 3
+
+
+def test_a_source_whose_set_is_too_small_gives_back_its_room_and_its_share_of_limits() -> None:
+    # hot-a (hotter) may give one 0.1-core pod of its one workload per run: 1 point, too
+    # small, so none. Its planned eviction must not use up maxNoOfPodsToEvictTotal (1)
+    # nor the cool node's room: hot-b's 1-core pod goes instead.
+    small = [pod(f"a{i}", "hot-a", cpu=0.1, owner="rs-a") for i in range(10)]
+    big = pod("b", "hot-b", cpu=1.0, owner="rs-b")
+    nodes = [node("hot-a", 0.9), node("hot-b", 0.7), node("cool", 0.29)]
+    result = plan(cluster(nodes, [*small, big]),
+                  config(maxNoOfPodsToEvictTotal=1, maxMigratingPerWorkload=1), POLICY, NOW, {})
+    assert [e.pod.name for e in result.evictions] == ["b"]
+    assert [e.destination for e in result.evictions] == ["cool"]
+    assert SkipCode.GAIN_TOO_SMALL in {s.code for s in result.skipped if s.node == "hot-a"}
 
 
 def test_a_small_eviction_that_ends_the_hot_spot_is_a_gain() -> None:
@@ -128,6 +164,24 @@ def test_a_small_eviction_that_ends_the_hot_spot_is_a_gain() -> None:
                   NOW, {})
     assert len(result.evictions) == 1
     assert result.evictions[0].metric_values["cpu_usage_avg_5m after"] <= 0.65
+
+
+def test_a_pod_that_is_mostly_another_resource_is_not_moved_for_a_hot_spot() -> None:
+    # CPU-hot 10-core / 64 GiB node: a 0.2-core pod with 8 GiB (12.5 % of the memory,
+    # six times its 2 % of the CPU) would cool it by a sliver and move mostly memory
+    heavy = pod("heavy", "hot", cpu=0.2, requests=Resources(0.2, 8 * GI))
+    lean = pod("lean", "hot", cpu=0.3, requests=Resources(0.3, 1 * GI))
+    result = plan(cluster([node("hot", 0.7), node("cool", 0.1)], [heavy, lean]), config(),
+                  POLICY, NOW, {})
+    assert [e.pod.name for e in result.evictions] == ["lean"]
+    assert reasons(result, SkipCode.OTHER_RESOURCE) == [
+        "mostly memory: moves 12.5% of the node's memory, more than 2 times its 2.0% of "
+        "the cpu the node is hot on"
+    ]
+    # on a node hot on memory too, it is what must move
+    both = plan(cluster([node("hot", 0.7, mem=0.8), node("cool", 0.1)], [heavy]), config(),
+                POLICY, NOW, {})
+    assert [e.pod.name for e in both.evictions] == ["heavy"]
 
 
 def test_no_node_ends_above_target_thresholds() -> None:

@@ -1,33 +1,61 @@
 """The simulator judges the descheduler: on every built-in scenario and 5 seeds, a
 ``+desched`` row adds no throttled CPU-minutes or OOM events over the same scheduler
 without it, and beside loadaware it evicts no pod twice within the cooldown; where it
-can help (the drifting hot spot) it clearly does.
+can help (the drifting hot spot, a hot spot of many small pods) it clearly does.
 
-thousand-nodes is run for loadaware only (its 24 hours cost ~20 s a seed with the
-descheduler): there the other schedulers place alike and no node ever gets hot."""
+Kept lean: a ``+desched`` run that evicts nothing is the run without it, step for step
+(``test_a_descheduler_that_evicts_nothing_leaves_the_run_as_it_was``), so the run
+without it is only made where the descheduler evicted. thousand-nodes is run for
+loadaware only on seeds 1-5 (its 24 hours cost ~20 s a seed with the descheduler):
+there the other schedulers place alike and no node ever gets hot."""
 
 from __future__ import annotations
 
+import functools
 import itertools
+from pathlib import Path
 
+import numpy as np
 import pytest
+import yaml
 
 from app.simulate.cluster import Run, SimulatedCluster
+from app.simulate.descheduling import PlannerRebalancer
 from app.simulate.policies import plan_for
 from app.simulate.report import summarise
 from app.simulate.scenario import builtin_names, load_scenario
 
 SEEDS = (1, 2, 3, 4, 5)
+UNSEEN_SEEDS = range(6, 21)
+LARGE = "thousand-nodes"
+# On the unseen seeds thousand-nodes runs its first 3 hours (the workers' daily peak):
+# the whole day costs ~20 s a seed and policy with the descheduler, 10 minutes here.
+LARGE_UNSEEN_HORIZON_S = 3 * 3600.0
 CASES = [
     (name, base)
     for name in builtin_names()
-    for base in (("loadaware",) if name == "thousand-nodes" else ("default", "crane", "loadaware"))
+    for base in (("loadaware",) if name == LARGE else ("default", "crane", "loadaware"))
 ]
 
 
+def simulate(name: str, policy: str, seed: int, duration_s: float | None = None) -> Run:
+    scenario = load_scenario(name)
+    update: dict[str, float | int] = {"seed": seed}
+    if duration_s is not None:
+        update["duration_s"] = duration_s
+    return SimulatedCluster(scenario.model_copy(update=update), plan_for(policy)).simulate()
+
+
+@functools.cache
+def _kept(name: str, policy: str, seed: int) -> Run:
+    return simulate(name, policy, seed)
+
+
 def run(name: str, policy: str, seed: int) -> Run:
-    scenario = load_scenario(name).model_copy(update={"seed": seed})
-    return SimulatedCluster(scenario, plan_for(policy)).simulate()
+    """One run; the small scenarios' runs on SEEDS are kept for the other tests here."""
+    if seed in SEEDS and name != LARGE:
+        return _kept(name, policy, seed)
+    return simulate(name, policy, seed)
 
 
 def harm(run_: Run) -> float:
@@ -35,11 +63,38 @@ def harm(run_: Run) -> float:
     return summary.throttled_cpu_minutes + summary.oom_events
 
 
+def harm_without_and_with(
+    name: str, base: str, seed: int, duration_s: float | None = None
+) -> tuple[float, float, Run]:
+    """Harm beside ``base`` without and with the descheduler, and the run with it."""
+    if duration_s is None:
+        with_it = run(name, f"{base}+desched", seed)
+    else:
+        with_it = simulate(name, f"{base}+desched", seed, duration_s)
+    if not with_it.evictions:
+        return harm(with_it), harm(with_it), with_it
+    without = run(name, base, seed) if duration_s is None else simulate(
+        name, base, seed, duration_s)
+    return harm(without), harm(with_it), with_it
+
+
+def test_a_descheduler_that_evicts_nothing_leaves_the_run_as_it_was() -> None:
+    """What lets the tests below skip the run without it where nothing was evicted:
+    the planner only reads the cluster, and demand is drawn per slot and step."""
+    without, with_it = run("evenly-busy", "loadaware", 1), run("evenly-busy",
+                                                                 "loadaware+desched", 1)
+    assert with_it.evictions == []
+    assert with_it.placements == without.placements
+    assert np.array_equal(with_it.cpu_utilisation, without.cpu_utilisation)
+    assert np.array_equal(with_it.memory_utilisation, without.memory_utilisation)
+    assert harm(with_it) == harm(without)
+
+
 @pytest.mark.parametrize(("name", "base"), CASES)
 def test_the_descheduler_never_adds_harm(name: str, base: str) -> None:
     for seed in SEEDS:
-        without, with_it = run(name, base, seed), run(name, f"{base}+desched", seed)
-        assert harm(with_it) <= harm(without) + 1e-9, (name, base, seed)
+        without, with_harm, with_it = harm_without_and_with(name, base, seed)
+        assert with_harm <= without + 1e-9, (name, base, seed)
         if base == "loadaware":
             cooldown_s = load_scenario(name).descheduler_config().workload_cooldown
             times: dict[int, list[float]] = {}
@@ -54,15 +109,30 @@ def test_the_descheduler_never_adds_harm(name: str, base: str) -> None:
 def test_beside_a_load_aware_scheduler_it_adds_no_harm_on_seeds_it_was_not_built_on(
     base: str,
 ) -> None:
-    """Seeds 6-20 were never looked at while the planner was built. Beside `default` the
-    descheduler does add harm on some of them (docs/simulate-results.md says which):
-    a request-based scheduler refills the node each eviction frees."""
+    """Seeds 6-20 were never looked at while the planner was built, on every built-in
+    scenario (thousand-nodes over its first 3 hours). Beside `default` the descheduler
+    does add harm on some of them (docs/simulate-results.md says which): a
+    request-based scheduler refills the node each eviction frees."""
     for name in builtin_names():
-        if name == "thousand-nodes":
-            continue
-        for seed in range(6, 21):
-            without, with_it = run(name, base, seed), run(name, f"{base}+desched", seed)
-            assert harm(with_it) <= harm(without) + 1e-9, (name, base, seed)
+        horizon = LARGE_UNSEEN_HORIZON_S if name == LARGE else None
+        for seed in UNSEEN_SEEDS:
+            without, with_harm, _ = harm_without_and_with(name, base, seed, horizon)
+            assert with_harm <= without + 1e-9, (name, base, seed)
+
+
+CRANE_STYLE = Path(__file__).parents[1] / "fixtures" / "simulate" / "crane-style-waves.yaml"
+
+
+def test_beside_loadaware_it_adds_no_harm_on_a_crane_style_experiment() -> None:
+    """A shape the planner was not built on (issue 27's kind, our own numbers), seeds
+    1-10. It added throttling on seeds 6 and 8 while it moved pods that are mostly
+    memory off CPU-hot nodes (2.5 GiB, 0.2 core): the nodes stayed hot, the
+    replacements landed elsewhere than planned, and the next waves throttled. Beside
+    crane it still does on some seeds (docs/simulate-results.md): one good eviction
+    changes where crane's memory-blind score puts the later waves."""
+    for seed in range(1, 11):
+        without, with_harm, _ = harm_without_and_with(str(CRANE_STYLE), "loadaware", seed)
+        assert with_harm <= without + 1e-9, seed
 
 
 @pytest.mark.parametrize("base", ["default", "crane", "loadaware"])
@@ -83,3 +153,52 @@ def test_where_it_can_help_it_clearly_does(base: str) -> None:
         assert with_it.cpu_node_minutes_above <= without.cpu_node_minutes_above / 2, (
             base, seed, with_it.cpu_node_minutes_above, without.cpu_node_minutes_above)
         assert with_it.pods_evicted_repeatedly == 0, (base, seed)
+
+
+SHIPPED_CONFIG = Path(__file__).parents[2] / "deploy" / "base" / "descheduler-config.yaml"
+
+
+@pytest.mark.parametrize("base", ["crane", "loadaware"])
+def test_a_hot_spot_of_many_small_pods_is_cooled(base: str) -> None:
+    """small-pods-hot-spot: no service pod is 1 % of its 64-core node, so only a set of
+    evictions judged together cools the ingest job's nodes. Beside a load-aware
+    scheduler the descheduler at least halves the node-minutes above the CPU limit on
+    every seed, adds no harm and moves no pod twice."""
+    for seed in SEEDS:
+        without_run = run("small-pods-hot-spot", base, seed)
+        with_run = run("small-pods-hot-spot", f"{base}+desched", seed)
+        without, with_it = summarise(without_run), summarise(with_run)
+        assert with_it.cpu_node_minutes_above <= without.cpu_node_minutes_above / 2, (
+            base, seed, with_it.cpu_node_minutes_above, without.cpu_node_minutes_above)
+        assert harm(with_run) <= harm(without_run) + 1e-9, (base, seed)
+        assert with_it.pods_evicted_repeatedly == 0, (base, seed)
+
+
+def test_with_the_shipped_config_the_small_pods_hot_spot_cools_within_30_minutes() -> None:
+    """The descheduler as shipped (deploy/base/descheduler-config.yaml: its per-run and
+    per-workload limits, cooldowns, debounce and interval), with only the scenario's
+    thresholds: from 30 minutes after the ingest job stops growing, no run sees a node
+    above targetThresholds."""
+    scenario = load_scenario("small-pods-hot-spot")
+    shipped = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    assert scenario.descheduler is not None
+    shipped.update({k: scenario.descheduler[k] for k in ("thresholds", "targetThresholds")})
+    (ingest,) = [w for w in scenario.workloads if w.name == "ingest"]
+    assert ingest.usage.profile == "growing"
+    settled_s = ingest.usage.until_s + 30 * 60
+    for seed in SEEDS:
+        shaped = scenario.model_copy(update={"seed": seed, "descheduler": shipped})
+        cluster = SimulatedCluster(shaped, plan_for("loadaware+desched"))
+        result = cluster.simulate()
+        rebalancer = cluster.rebalancer
+        assert isinstance(rebalancer, PlannerRebalancer)
+        assert result.evictions, seed
+        late = [record for record in rebalancer.plans if record.t_s >= settled_s]
+        hot = [
+            (record.t_s, c.node)
+            for record in late
+            for c in record.plan.node_classes.values()
+            if c.hot
+        ]
+        assert late, seed
+        assert hot == [], (seed, hot[:3])
