@@ -181,7 +181,9 @@ def commands_section() -> list[str]:
         "| old | new |",
         "|---|---|",
     ]
-    lines += [f"| `{old}` | `{new}` |" for old, new in sorted(RENAMED.items())]
+    for old, new in sorted(RENAMED.items()):
+        kind = "flag " if old.startswith("--") else "variable "
+        lines.append(f"| {kind}`{old}` | {kind}`{new}` |")
     return [*lines, ""]
 
 

@@ -500,11 +500,13 @@ def test_ctrl_c_stops_cleanly_in_bounded_time(name: str, tmp_path: Path) -> None
     try:
         said = read_until(process.stdout if ready[0] == "O" else process.stderr, ready[1:])
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=30)  # no hang: the bound is the test
+        process.wait(timeout=30)  # no hang: the bound is the test
     finally:
         process.kill()
         process.wait()
-    err = said + err if ready[0] == "E" else err
+    # Read on through the same buffered streams (communicate() would skip their buffers).
+    assert process.stderr is not None
+    err = (said if ready[0] == "E" else "") + process.stderr.read()
     assert "Traceback" not in err, err
     assert process.returncode == code, err
     if name.startswith("simulate"):
@@ -539,7 +541,9 @@ def test_a_deep_policy_on_hot_reload_is_counted_and_a_deleted_one_logged(tmp_pat
         wait_for(lambda: errors_counted() == 2)
     finally:
         process.terminate()
-        _, err = process.communicate(timeout=30)
+        process.wait(timeout=30)
+    assert process.stderr is not None
+    err = process.stderr.read()
     assert "Traceback" not in err, err
     assert "nested too deeply" in err
     assert f"policy file {policy} is gone" in err

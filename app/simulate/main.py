@@ -249,7 +249,12 @@ def simulate_all(
     return [found[name] for name in policies]
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def run(
+    args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    # Looked up now, not at import: the CLI stands in for a stdout that was closed.
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
     if args.list:
         list_scenarios(out)
         return EXIT_OK
