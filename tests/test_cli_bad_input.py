@@ -225,7 +225,7 @@ CASES: dict[str, Case] = {
                                         ["kc.yaml", "'clusters' is missing"],
                                         files={"kc.yaml": KUBECONFIG_WITHOUT_CLUSTERS}),
     "an infinite limit": Case(["policy", "check", "@p.yaml"],
-                              ["maxLimitPecent is inf", "a fraction from 0 to 1"],
+                              ["spec.predicate.0.maxLimitPecent", "finite number"],
                               files={"p.yaml": INFINITE_LIMIT}),
     "log level between policy and check": Case(["policy", "--log-level", "bogus", "check", "x"],
                                                ["--log-level", "bogus"]),
