@@ -564,11 +564,23 @@ def wait_for(condition: Callable[[], bool]) -> None:
 
 
 def test_old_variable_names_still_work_with_a_deprecation_warning(tmp_path: Path) -> None:
-    env = {**clean_environment(tmp_path), "LOADAWARE_LIST": "true"}
-    result = run_cli(["simulate"], env)
-    assert result.returncode == 0, result.stderr
-    assert "burst" in result.stdout
-    assert "LOADAWARE_LIST is deprecated: set LOADAWARE_SIMULATE_LIST instead" in result.stderr
+    env = clean_environment(tmp_path)
+    runs = [
+        (["simulate"], {**env, "LOADAWARE_LIST": "true"}),
+        (DESCHEDULER, {**env, "LOADAWARE_CONFIG": "/nonexistent/descheduler.yaml"}),
+    ]
+    with ThreadPoolExecutor(2) as pool:
+        listed, configured = pool.map(lambda run: run_cli(*run), runs)
+    assert listed.returncode == 0, listed.stderr
+    assert "burst" in listed.stdout
+    assert "LOADAWARE_LIST is deprecated: set LOADAWARE_SIMULATE_LIST instead" in listed.stderr
+    # The old name is still read: the file it names is the one reported missing.
+    assert "/nonexistent/descheduler.yaml" in one_error(configured)
+    assert configured.returncode == 2
+    assert (
+        "LOADAWARE_CONFIG is deprecated: set LOADAWARE_DESCHEDULER_CONFIG instead"
+        in configured.stderr
+    )
 
 
 def test_simulate_shows_progress_when_asked_and_no_plots_hint_without_plots(
