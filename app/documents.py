@@ -45,6 +45,9 @@ def parse_yaml(text: str, source: str, error: type[Exception]) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError as problem:
         raise error(f"{source}: not valid YAML: {problem}") from None
+    except RecursionError:
+        # A hostile or broken file (``[[[[...``) nests deeper than any real document.
+        raise error(f"{source}: not valid YAML: nested too deeply") from None
 
 
 def validate(model: type[M], document: Any, source: str, kind: str, error: type[Exception]) -> M:
@@ -53,6 +56,8 @@ def validate(model: type[M], document: Any, source: str, kind: str, error: type[
         raise error(f"{source}: expected a {kind} mapping at the top level")
     try:
         return model.model_validate(document)
+    except RecursionError:
+        raise error(f"{source}: invalid {kind}: nested too deeply") from None
     except ValidationError as problem:
         details = format_validation_error(problem)
         if "\n" not in details:  # one problem: one line, as the CLI reports bad input

@@ -79,18 +79,30 @@ class FileWatcher(Generic[T]):
         if signature == self._signature:
             return False
         self._signature = signature
+        if signature is None:
+            # Deleted (or its folder unmounted): said once, counted as a failed reload.
+            log.error(
+                "%s file %s is gone or cannot be read; the previous %s stays in force",
+                self._what,
+                self._path,
+                self._what,
+            )
+            self._digest = None
+            self._on_result("error")
+            return False
         digest = self._read_digest()
         if digest is None or digest == self._digest:
             return False
         self._digest = digest
         try:
             value = self._load(self._path)
-        except self._errors as error:
+        except Exception as error:  # a bug in a loader too: counted, the old value kept
             log.error(
                 "%s reload failed, the previous %s stays in force: %s",
                 self._what,
                 self._what,
                 error,
+                exc_info=not isinstance(error, self._errors),
             )
             self._on_result("error")
             return False

@@ -5,26 +5,34 @@ One set of rules for every flag of every component:
 - ``--some-flag`` may instead be set as ``LOADAWARE_SOME_FLAG`` (how Kubernetes
   manifests pass settings, from ConfigMaps and Secrets); the command line wins.
 - Values are checked where they are read, by the converters below: durations take Go
-  syntax (``15s``, ``2m``, ``1h30m``) or plain seconds and must be positive and finite;
-  ports lie in 1-65535; counts are whole numbers of at least 1. A bad value, on the
-  command line or in the environment, ends the command with one line that names the
-  flag (and the variable) and what would be valid, and exit code 2.
+  syntax (``15s``, ``2m``, ``1h30m``) or plain seconds and lie between 1ms and 720h (the
+  cap policy durations have); ports lie in 1-65535; counts are whole numbers of at least
+  1; addresses are IP addresses or host names. A bad value, on the command line or in
+  the environment, ends the command with one line that names the flag (and the
+  variable) and what would be valid, a hint to ``--help``, and exit code 2.
+- A flag that belongs to one command has a variable that names the command
+  (``LOADAWARE_SIMULATE_JSON``); an older name that was documented still works, with a
+  deprecation warning.
 - Help texts end with the default, in one spelling (``on``/``off`` for switches, Go
   syntax for durations), and the variable; ``docs/reference.md`` is generated from them.
 
 Exit codes, the same in every component: 0 done, 1 a failure while running, 2 bad
-usage or configuration.
+usage or configuration (an address that cannot be listened on included: a port in use,
+a host that does not resolve), 130 interrupted (Ctrl-C) before a one-shot command
+finished. A server or loop stopped by SIGTERM or SIGINT exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
 import os
+import re
 import sys
 import urllib.parse
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 from app.objects.durations import format_duration, parse_duration_s
 
@@ -32,7 +40,12 @@ ENV_PREFIX: Final = "LOADAWARE_"
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1  # a failure while running: Prometheus or the API server, a lost lease
-EXIT_USAGE: Final = 2  # bad usage or configuration: flags, variables, files
+EXIT_USAGE: Final = 2  # bad usage or configuration: flags, variables, files, addresses
+EXIT_INTERRUPTED: Final = 130  # Ctrl-C before a one-shot command (simulate) finished
+
+MIN_DURATION_S: Final = 0.001
+MAX_DURATION_S: Final = 720 * 3600.0  # the cap policy durations have (app/policy/schema.py)
+MIN_TIMEOUT_S: Final = 0.1  # a connection timeout below this refuses every honest client
 
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 
@@ -40,8 +53,27 @@ _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"0", "false", "no", "off"})
 
 
+# Older names still accepted, old -> new (variables and flags), for the reference.
+RENAMED: dict[str, str] = {}
+# (command, warning) for each deprecated variable or flag found set; the CLI logs those
+# of the command it runs once logging is configured.
+DEPRECATIONS: list[tuple[str, str]] = []
+
+
 class UsageError(Exception):
     """Bad usage or configuration; the CLI prints it as one line and exits with code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is the one line that says what is wrong and a hint to
+    ``--help``, rather than the whole usage block before it. Subcommand parsers are of
+    this class too (argparse makes them of their parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(
+            EXIT_USAGE,
+            f"{self.prog}: error: {message}\n(run '{self.prog} --help' for the flags)\n",
+        )
 
 
 def usage_error(prog: str, message: str) -> int:
@@ -77,18 +109,32 @@ def _naming_variable(convert: Callable[[str], Any]) -> Callable[[str], Any]:
 # --- converters: each returns the value or raises ArgumentTypeError saying what is valid ---
 
 
-def duration(text: str) -> float:
-    """Seconds, from a Go duration (``15s``, ``2m``) or a plain number; positive and finite."""
+def _seconds(text: str) -> float:
     try:
-        seconds = float(text)
+        return float(text)
     except ValueError:
         try:
-            seconds = parse_duration_s(text)
+            return parse_duration_s(text)
         except ValueError:
-            seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
+            return math.nan
+
+
+def duration(text: str) -> float:
+    """Seconds, from a Go duration (``15s``, ``2m``) or a plain number; 1ms to 720h."""
+    seconds = _seconds(text)
+    if not (math.isfinite(seconds) and MIN_DURATION_S <= seconds <= MAX_DURATION_S):
         raise argparse.ArgumentTypeError(
-            f"expected a positive duration such as 500ms, 15s or 2m, got {text!r}"
+            f"expected a positive duration from 1ms to 720h such as 500ms, 15s or 2m, got {text!r}"
+        )
+    return seconds
+
+
+def timeout(text: str) -> float:
+    """A connection timeout: a duration of at least 100ms (shorter refuses every client)."""
+    seconds = _seconds(text)
+    if not (math.isfinite(seconds) and MIN_TIMEOUT_S <= seconds <= MAX_DURATION_S):
+        raise argparse.ArgumentTypeError(
+            f"expected a duration from 100ms to 720h such as 500ms, 15s or 2m, got {text!r}"
         )
     return seconds
 
@@ -115,6 +161,33 @@ def count(text: str) -> int:
     if value is None or value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
     return value
+
+
+def seed(text: str) -> int:
+    """A random seed: a whole number of at least 0 (what numpy accepts)."""
+    value = _integer(text)
+    if value is None or not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 0, got {text!r}")
+    return value
+
+
+_HOST_LABEL: Final = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def host(text: str) -> str:
+    """An address to listen on: an IP address or a host name (RFC 1123)."""
+    value = text.strip()
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    labels = value.rstrip(".").split(".")
+    if len(value) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels):
+        return value
+    raise argparse.ArgumentTypeError(
+        f"expected an IP address or a host name such as 0.0.0.0 or localhost, got {text!r}"
+    )
 
 
 def positive_number(text: str) -> float:
@@ -171,13 +244,34 @@ def boolean_from_environment(variable: str, raw: str) -> bool:
 # --- flags ---
 
 
+def add_deprecated_alias(container: Any, old: str, flag: str, dest: str, **kwargs: Any) -> None:
+    """``old``, a documented older name of ``flag``: still accepted, hidden from help,
+    with a deprecation warning."""
+
+    class _Alias(argparse.Action):
+        def __call__(
+            self,
+            parser: argparse.ArgumentParser,
+            namespace: argparse.Namespace,
+            values: Any,
+            option_string: str | None = None,
+        ) -> None:
+            DEPRECATIONS.append(("", f"{old} is deprecated: use {flag}"))
+            setattr(namespace, self.dest, values)
+
+    RENAMED[old] = flag
+    container.add_argument(
+        old, dest=dest, action=_Alias, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs
+    )
+
+
 def describe_default(default: Any, convert: Callable[[str], Any] | None) -> str | None:
     """A default in the one spelling help and the reference use."""
     if default is None or default is argparse.SUPPRESS:
         return None
     if isinstance(default, bool):
         return "on" if default else "off"
-    if convert is duration and isinstance(default, int | float):
+    if convert in (duration, timeout) and isinstance(default, int | float):
         return format_duration(float(default))
     return str(default)
 
@@ -191,14 +285,26 @@ def add_flag(
     default_text: str | None = None,
     type: Callable[[str], Any] | None = None,
     short: str | None = None,
+    command: str | None = None,
+    old_variable: str | None = None,
     **kwargs: Any,
 ) -> argparse.Action:
     """Add ``flag`` to a parser or argument group, with its variable and its default in
     the help text; ``default_text`` describes a default that is not a plain value (what
     an unset flag means); ``short`` is a one-letter alias (``-o``, as kubectl spells it).
-    ``help`` is plain text (no ``%`` formatting)."""
-    variable = env_name(flag)
+    ``help`` is plain text (no ``%`` formatting).
+
+    ``command`` puts the command's name in the variable (a flag of one command only);
+    ``old_variable`` is a documented older name, still read, with a deprecation warning."""
+    named = env_name(f"{command}-{flag.lstrip('-')}" if command else flag)
+    variable = named
+    if old_variable is not None:
+        RENAMED[old_variable] = named
     raw = os.environ.get(variable)
+    if raw is None and old_variable is not None and old_variable in os.environ:
+        raw = os.environ[old_variable]
+        variable = old_variable
+        DEPRECATIONS.append((command or "", f"{old_variable} is deprecated: set {named} instead"))
     switch = kwargs.get("action") in ("store_true", argparse.BooleanOptionalAction)
     if switch and default is None:
         default = False
@@ -217,7 +323,7 @@ def add_flag(
     if type is not None:
         kwargs["type"] = _naming_variable(type)
     suffix = f" (default: {shown})" if shown else ""
-    text = f"{help.strip()}{suffix} [env {variable}]".replace("%", "%%")
+    text = f"{help.strip()}{suffix} [env {named}]".replace("%", "%%")
     names = (short, flag) if short else (flag,)
     action: argparse.Action = container.add_argument(*names, help=text, default=default, **kwargs)
     return action

@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:  # run as a script: make the repository's `app` im
 
 from app.cli import build_parser  # noqa: E402
 from app.extender.index import IMPLEMENTATION_ENV  # noqa: E402
-from app.flags import ENV_PREFIX  # noqa: E402
+from app.flags import ENV_PREFIX, RENAMED  # noqa: E402
 from app.objects.durations import format_duration  # noqa: E402
 from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
 from app.rebalance.config import DeschedulerConfig  # noqa: E402
@@ -46,11 +46,14 @@ Generated from the code by `scripts/docs_reference.py`; do not edit by hand
 (`tests/deploy/test_docs.py` fails when this file is out of date).
 
 Every flag `--some-flag` can also be set as the environment variable
-`LOADAWARE_SOME_FLAG`; the command line wins. Booleans take `true`/`false` (also
-`1`/`0`, `yes`/`no`, `on`/`off`). Every duration takes Go syntax (`500ms`, `90s`, `2m`,
-`1h30m`) or plain seconds, and must be positive; ports lie in 1-65535 (0 turns a
-health port off); counts are whole numbers of at least 1. A bad value ends the command
-with one line naming the flag (or variable) and what is valid, and exit code 2.
+`LOADAWARE_SOME_FLAG` (a flag of one command only names the command:
+`LOADAWARE_SIMULATE_JSON`, `LOADAWARE_DESCHEDULER_CONFIG`); the command line wins.
+Booleans take `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`). Every duration
+takes Go syntax (`500ms`, `90s`, `2m`, `1h30m`) or plain seconds, from 1ms to 720h
+(connection timeouts from 100ms); ports lie in 1-65535 (0 turns a health port off);
+counts are whole numbers of at least 1; seeds of at least 0; addresses are IP
+addresses or host names. A bad value ends the command with one line naming the flag
+(or variable) and what is valid, a hint to `--help`, and exit code 2.
 """
 
 OTHER_ENVIRONMENT = {
@@ -155,8 +158,7 @@ def commands_section() -> list[str]:
     lines = ["## Commands", "", "### Global flags", ""]
     lines += [
         "Accepted before or after the command name. `loadaware --version` prints the "
-        "version; exit codes are the same for every command: 0 done, 1 a failure while "
-        "running, 2 bad usage or configuration (the message names the input).",
+        f"version; {top.epilog} (the message names the input).",
         "",
     ]
     lines += ["| flag | environment | default | meaning |", "|---|---|---|---|"]
@@ -166,10 +168,22 @@ def commands_section() -> list[str]:
         if parser.description:
             first = parser.description.strip().split("\n\n")[0]
             lines += [_cell(first), ""]
+        if parser.epilog and parser.epilog.startswith("exit codes"):
+            lines += [_cell(parser.epilog[0].upper() + parser.epilog[1:]) + ".", ""]
         lines += ["| flag | environment | default | meaning |", "|---|---|---|---|"]
         lines += [*_flag_rows(parser), ""]
     lines += ["### Other environment variables", "", "| variable | meaning |", "|---|---|"]
     lines += [f"| `{k}` | {v} |" for k, v in OTHER_ENVIRONMENT.items()]
+    lines += ["", "### Older names", ""]
+    lines += [
+        "Still accepted, with a deprecation warning in the log; use the new name.",
+        "",
+        "| old | new |",
+        "|---|---|",
+    ]
+    for old, new in sorted(RENAMED.items()):
+        kind = "flag " if old.startswith("--") else "variable "
+        lines.append(f"| {kind}`{old}` | {kind}`{new}` |")
     return [*lines, ""]
 
 

@@ -3,17 +3,23 @@ code (2: bad usage or configuration; see app/flags.py), never a traceback.
 
 Every case runs ``python -m app.cli`` in a subprocess with a clean environment (no
 LOADAWARE_* variables, no kubeconfig, HOME in a temporary folder), as an operator
-would meet it.
+would meet it. The cases run a few at a time, in one batch, to keep the suite fast.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +62,33 @@ contexts:
   - name: x
     context: {cluster: c, user: u}
 current-context: x
+"""
+
+KUBECONFIG_WITHOUT_CLUSTERS = """\
+apiVersion: v1
+kind: Config
+contexts: [{name: x, context: {cluster: c, user: u}}]
+users: [{name: u, user: {token: abc}}]
+current-context: x
+"""
+
+# 10,000 nested brackets: deeper than any parser's recursion allows.
+DEEP = "[" * 10_000 + "\n"
+
+INFINITE_LIMIT = """\
+spec:
+  syncPolicy: [{name: cpu_usage_avg_5m, period: 3m}]
+  predicate: [{name: cpu_usage_avg_5m, maxLimitPecent: .inf}]
+"""
+
+TINY_SCENARIO = """\
+name: tiny
+duration: 10m
+seed: SEED
+nodes: [{name: n, count: 2, cpu: 4, memory: 8Gi}]
+workloads:
+  - {name: w, replicas: 2, requests: {cpu: 100m, memory: 128Mi},
+     usage: {profile: constant, cpu: 100m, memory: 128Mi}, arrival: {at: 0s, over: 1m}}
 """
 
 HUGE_SCENARIO = """\
@@ -142,8 +175,66 @@ CASES: dict[str, Case] = {
                           files={"p.yaml": "spec: {}\n"}),
     "policy not UTF-8 in check": Case(["policy", "check", "@p.yaml"], ["not UTF-8"],
                                       files={"p.yaml": b"\xff"}),
+    # --- issue 32: inputs that ended in a traceback or named no flag ---
+    "deep policy: policy check": Case(["policy", "check", "@deep.yaml"],
+                                      ["deep.yaml", "nested too deeply"],
+                                      files={"deep.yaml": DEEP}),
+    "deep policy: extender": Case(["extender", "--no-node-cache", "--policy", "@deep.yaml"],
+                                  ["deep.yaml", "nested too deeply"], files={"deep.yaml": DEEP}),
+    "deep config: descheduler": Case([*DESCHEDULER, "--config", "@deep.yaml"],
+                                     ["deep.yaml", "nested too deeply"],
+                                     files={"deep.yaml": DEEP}),
+    "deep scenario: simulate": Case(["simulate", "@deep.yaml"], ["deep.yaml", "nested too deeply"],
+                                    files={"deep.yaml": DEEP}),
+    "negative seed": Case(["simulate", "burst", "--seed", "-1"], ["--seed", "at least 0", "-1"]),
+    "negative seed variable": Case(["simulate", "burst"], ["--seed", "LOADAWARE_SIMULATE_SEED"],
+                                   env={"LOADAWARE_SIMULATE_SEED": "-1"}),
+    "negative seed, old variable": Case(["simulate", "burst"], ["--seed", "LOADAWARE_SEED"],
+                                        env={"LOADAWARE_SEED": "-1"}),
+    "negative seed in a scenario": Case(["simulate", "@s.yaml"], ["s.yaml", "seed"],
+                                        files={"s.yaml": TINY_SCENARIO.replace("SEED", "-5")}),
+    # One wording for every bad number: "argument --x: expected ..., got '...'".
+    "seed abc": Case(["simulate", "burst", "--seed", "abc"],
+                     ["argument --seed: expected a whole number", "got 'abc'"]),
+    "jobs abc": Case(["simulate", "burst", "--jobs", "abc"],
+                     ["argument --jobs: expected a whole number", "got 'abc'"]),
+    "a huge query timeout": Case([*DESCHEDULER, "--query-timeout", "99999999999999h"],
+                                 ["--query-timeout", "720h", "99999999999999h"]),
+    "a huge poll interval": Case(["annotator", "--policy-poll-interval", "721h"],
+                                 ["--policy-poll-interval", "720h"]),
+    "a header with CR/LF": Case(["annotator", "--prometheus-url", "http://p",
+                                 "--prometheus-header", "X-A: b\r\nX-Evil: 1"],
+                                ["--prometheus-header", "control characters"]),
+    "a selector that is not PromQL": Case(["annotator", "--query-selector", "cluster=prod"],
+                                          ["--query-selector", "PromQL label matchers",
+                                           "cluster=prod"]),
+    "a host that is no host": Case(["extender", "--host", "not a host!"],
+                                   ["--host", "IP address or a host name", "not a host!"]),
+    "a host that does not resolve": Case(["extender", "--no-node-cache", "--allow-unauthenticated",
+                                          "--host", "nowhere.invalid"],
+                                         ["--host", "nowhere.invalid", "cannot listen"]),
+    "port equal to health port": Case(["extender", "--no-node-cache", "--port", "18999",
+                                       "--health-port", "18999"],
+                                      ["--port", "--health-port", "18999"]),
+    "body timeout 1ns": Case(["extender", "--body-timeout", "1ns"],
+                             ["--body-timeout", "100ms", "1ns"]),
+    "a policy given as --config": Case([*DESCHEDULER, "--config", "@p.yaml"],
+                                       ["p.yaml", "kind is 'DynamicSchedulerPolicy'", "--policy"],
+                                       files={"p.yaml": POLICY_CPU_ONLY}),
+    "kubeconfig without clusters": Case(["extender", "--kubeconfig", "@kc.yaml"],
+                                        ["kc.yaml", "'clusters' is missing"],
+                                        files={"kc.yaml": KUBECONFIG_WITHOUT_CLUSTERS}),
+    "an infinite limit": Case(["policy", "check", "@p.yaml"],
+                              ["spec.predicate.0.maxLimitPecent", "finite number"],
+                              files={"p.yaml": INFINITE_LIMIT}),
+    "log level between policy and check": Case(["policy", "--log-level", "bogus", "check", "x"],
+                                               ["--log-level", "bogus"]),
+    "log format": Case(["--log-format", "xml", "simulate", "--list"], ["--log-format", "json"]),
+    "old poll interval flag": Case([*DESCHEDULER, "--poll-interval", "0"], ["--poll-interval"]),
     # --- simulate ---
     "no policies": Case(["simulate", "burst", "--policies", ""], ["--policies", "one or more"]),
+    "a policy named twice": Case(["simulate", "burst", "--policies", "crane,default,crane"],
+                                 ["--policies", "crane named twice"]),
     "plots into a file": Case(["simulate", "burst", "--plots", "@f.txt"],
                               ["--plots", "not a folder"], files={"f.txt": "x"}),
     "plots under a file": Case(["simulate", "burst", "--plots", "@f.txt/plots"],
@@ -175,24 +266,47 @@ def run_cli(
     )
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_bad_input_ends_in_one_line_and_a_documented_exit_code(name: str, tmp_path: Path) -> None:
+def run_case(name: str, folder: Path) -> subprocess.CompletedProcess[str]:
     case = CASES[name]
+    folder.mkdir()
     for file_name, content in case.files.items():
-        target = tmp_path / file_name
+        target = folder / file_name
         if isinstance(content, bytes):
             target.write_bytes(content)
         else:
             target.write_text(content, encoding="utf-8")
-    # "@name" is a file of the case, in the test's folder.
-    argv = [f"{tmp_path}/{arg[1:]}" if arg.startswith("@") else arg for arg in case.argv]
-    result = run_cli(argv, {**clean_environment(tmp_path), **case.env})
+    # "@name" is a file of the case, in the case's folder.
+    argv = [f"{folder}/{arg[1:]}" if arg.startswith("@") else arg for arg in case.argv]
+    return run_cli(argv, {**clean_environment(folder), **case.env})
+
+
+@pytest.fixture(scope="module")
+def results(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, subprocess.CompletedProcess[str]]]:
+    """Every case's result, the processes run four at a time (each is mostly start-up)."""
+    root = tmp_path_factory.mktemp("cases")
+    names = list(CASES)
+    with ThreadPoolExecutor(4) as pool:
+        done = pool.map(lambda i: run_case(names[i], root / str(i)), range(len(names)))
+        yield dict(zip(names, done, strict=True))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_ends_in_one_line_and_a_documented_exit_code(
+    name: str, results: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    case, result = CASES[name], results[name]
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == case.code, result.stderr
     errors = [line for line in result.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1, result.stderr  # one line says what is wrong
     for words in case.says:
         assert words in errors[0], errors[0]
+    # Not the usage block before it (README): the line, a hint to --help, log lines.
+    others = [line for line in result.stderr.splitlines() if line != errors[0]]
+    for line in others:
+        assert line.startswith("(run 'loadaware") or " WARNING " in line, result.stderr
 
 
 def test_version_prints_the_version(tmp_path: Path) -> None:
@@ -237,3 +351,260 @@ def test_global_flags_are_accepted_after_the_command_name(tmp_path: Path) -> Non
     result = run_cli(["simulate", "--list", "--log-level", "warning"], clean_environment(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "burst" in result.stdout
+
+
+# --- issue 32: what needs a process that runs, a port, or a stream ---
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def dead_kubeconfig(folder: Path) -> Path:
+    """A kubeconfig whose API server does not answer (nothing listens on port 9)."""
+    return write(
+        folder / "kubeconfig",
+        "apiVersion: v1\nkind: Config\n"
+        'clusters: [{name: c, cluster: {server: "http://127.0.0.1:9"}}]\n'
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+        "users: [{name: u, user: {token: abc}}]\ncurrent-context: x\n",
+    )
+
+
+def one_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def test_a_port_in_use_is_refused_naming_the_flag_before_the_banner(tmp_path: Path) -> None:
+    env = clean_environment(tmp_path)
+    kubeconfig = str(dead_kubeconfig(tmp_path))
+    prometheus = ["--prometheus-url", "http://127.0.0.1:9", "--kubeconfig", kubeconfig]
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        commands = {
+            "--port": ["extender", "--no-node-cache", "--port", port],
+            "demo --port": ["demo", "--port", port],
+            "annotator --health-port": ["annotator", *prometheus, "--no-leader-elect",
+                                        "--health-port", port],
+            "descheduler --health-port": ["descheduler", *prometheus, "--no-leader-elect",
+                                          "--health-port", port],
+        }  # fmt: skip
+        with ThreadPoolExecutor(4) as pool:
+            ran = pool.map(lambda argv: run_cli(argv, env), commands.values())
+            done = dict(zip(commands, ran, strict=True))
+    for what, result in done.items():
+        assert result.returncode == 2, (what, result.stderr)
+        line = one_error(result)
+        assert what.split()[-1] in line, line
+        assert f"{port}: cannot listen" in line, line
+        assert "in use" in line, line
+    # The demo's banner (the curl examples) would point at someone else's server.
+    assert "Try it" not in done["demo --port"].stdout
+
+
+@pytest.mark.parametrize("stream", ["closed", "full"])
+def test_output_that_cannot_be_written_is_one_error_and_exit_code_1(
+    stream: str, tmp_path: Path
+) -> None:
+    policy = write(tmp_path / "p.yaml", POLICY_CPU_ONLY)
+    scenario = write(tmp_path / "s.yaml", TINY_SCENARIO.replace("SEED", "1"))
+    redirect = ">&-" if stream == "closed" else "> /dev/full"
+    commands = [
+        f"{sys.executable} -m app.cli policy check {policy} {redirect}",
+        f"{sys.executable} -m app.cli simulate {scenario} --policies default {redirect}",
+    ]
+    env = clean_environment(tmp_path)
+    with ThreadPoolExecutor(2) as pool:
+        results = list(
+            pool.map(
+                lambda command: subprocess.run(
+                    ["bash", "-c", command], cwd=ROOT, env=env, capture_output=True,
+                    text=True, timeout=60,
+                ),
+                commands,
+            )
+        )  # fmt: skip
+    for result in results:
+        assert result.returncode == 1, result.stderr
+        assert "cannot write the output" in one_error(result)
+
+
+def test_a_single_run_without_the_lease_says_the_api_server_was_not_reached(
+    tmp_path: Path,
+) -> None:
+    result = run_cli(
+        ["descheduler", "--once", "--dry-run", "--kubeconfig", str(dead_kubeconfig(tmp_path)),
+         "--prometheus-url", "http://127.0.0.1:9", "--sync-timeout", "1s"],
+        clean_environment(tmp_path),
+    )  # fmt: skip
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 1, result.stderr
+    assert "not acquired within 1s" in result.stdout
+    assert "API server could not be reached" in result.stdout
+    assert "not the leader" not in result.stdout
+
+
+def start_cli(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", *argv],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def read_until(stream: object, words: str) -> str:
+    """What the process wrote until ``words`` (the process' own timeout bounds it)."""
+    seen = ""
+    while words not in seen:
+        char = stream.read(1)  # type: ignore[attr-defined]
+        assert char, f"the process ended before it said {words!r}: {seen}"
+        seen += char
+    return seen
+
+
+SIGINT_CASES = {
+    # command, the line that says it is running (stdout "O" or stderr "E"), exit code
+    "extender": (["--log-format", "json", "extender", "--no-node-cache", "--port", "PORT"],
+                 "Elistening on", 0),
+    "demo": (["demo", "--port", "PORT"], "OTry it", 0),
+    "simulate --jobs 1": (["simulate", "thousand-nodes", "--policies", "default", "--jobs", "1",
+                           "--progress"], "E[", 130),
+    "simulate --jobs 2": (["simulate", "thousand-nodes", "--policies", "default,crane", "--jobs",
+                           "2", "--progress"], "Ein 2 processes", 130),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(SIGINT_CASES))
+def test_ctrl_c_stops_cleanly_in_bounded_time(name: str, tmp_path: Path) -> None:
+    import signal
+
+    argv, ready, code = SIGINT_CASES[name]
+    argv = [str(free_port()) if arg == "PORT" else arg for arg in argv]
+    process = start_cli(argv, clean_environment(tmp_path))
+    try:
+        said = read_until(process.stdout if ready[0] == "O" else process.stderr, ready[1:])
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)  # no hang: the bound is the test
+    finally:
+        process.kill()
+        process.wait()
+    # Read on through the same buffered streams (communicate() would skip their buffers).
+    assert process.stderr is not None
+    err = (said if ready[0] == "E" else "") + process.stderr.read()
+    assert "Traceback" not in err, err
+    assert process.returncode == code, err
+    if name.startswith("simulate"):
+        assert "interrupted" in err.splitlines()[-1]
+    if name == "extender":  # --log-format json: the app's lines and uvicorn's alike
+        lines = [json.loads(line) for line in err.splitlines() if line.strip()]
+        assert {"app.extender.main", "uvicorn.error"} <= {line["logger"] for line in lines}
+
+
+def test_a_deep_policy_on_hot_reload_is_counted_and_a_deleted_one_logged(tmp_path: Path) -> None:
+    policy = write(tmp_path / "policy.yaml", POLICY_CPU_ONLY)
+    port = free_port()
+    process = start_cli(
+        ["extender", "--no-node-cache", "--port", str(port), "--policy", str(policy),
+         "--policy-poll-interval", "50ms"],
+        clean_environment(tmp_path),
+    )  # fmt: skip
+
+    def errors_counted() -> float:
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        for line in metrics.splitlines():
+            if line.startswith('loadaware_policy_reloads_total{result="error"}'):
+                return float(line.split()[-1])
+        return 0.0
+
+    try:
+        read_until(process.stderr, "listening on")
+        wait_for(lambda: answers(port))
+        write(policy, DEEP)
+        wait_for(lambda: errors_counted() == 1)
+        policy.unlink()
+        wait_for(lambda: errors_counted() == 2)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert process.stderr is not None
+    err = process.stderr.read()
+    assert "Traceback" not in err, err
+    assert "nested too deeply" in err
+    assert f"policy file {policy} is gone" in err
+
+
+def answers(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, "gave up waiting"
+        time.sleep(0.05)
+
+
+def test_old_variable_names_still_work_with_a_deprecation_warning(tmp_path: Path) -> None:
+    env = clean_environment(tmp_path)
+    runs = [
+        (["simulate"], {**env, "LOADAWARE_LIST": "true"}),
+        (DESCHEDULER, {**env, "LOADAWARE_CONFIG": "/nonexistent/descheduler.yaml"}),
+    ]
+    with ThreadPoolExecutor(2) as pool:
+        listed, configured = pool.map(lambda run: run_cli(*run), runs)
+    assert listed.returncode == 0, listed.stderr
+    assert "burst" in listed.stdout
+    assert "LOADAWARE_LIST is deprecated: set LOADAWARE_SIMULATE_LIST instead" in listed.stderr
+    # The old name is still read: the file it names is the one reported missing.
+    assert "/nonexistent/descheduler.yaml" in one_error(configured)
+    assert configured.returncode == 2
+    assert (
+        "LOADAWARE_CONFIG is deprecated: set LOADAWARE_DESCHEDULER_CONFIG instead"
+        in configured.stderr
+    )
+
+
+def test_simulate_shows_progress_when_asked_and_no_plots_hint_without_plots(
+    tmp_path: Path,
+) -> None:
+    scenario = write(tmp_path / "s.yaml", TINY_SCENARIO.replace("SEED", "1"))
+    hide = (
+        "import sys; sys.modules['matplotlib'] = None; from app.cli import main; "
+        f"sys.exit(main(['simulate', {str(scenario)!r}, '--policies', 'default', '--progress']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", hide], cwd=ROOT, env=clean_environment(tmp_path),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "] 20/20" in result.stderr  # the bar, with no terminal
+    assert "plots" not in result.stderr.lower()
+    assert "| default" in result.stdout
+
+
+def test_global_flags_are_accepted_between_policy_and_check(tmp_path: Path) -> None:
+    policy = write(tmp_path / "p.yaml", POLICY_CPU_ONLY)
+    result = run_cli(
+        ["policy", "--log-level", "warning", "check", str(policy)], clean_environment(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr
+    assert "cpu_usage_avg_5m" in result.stdout

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 FLOORS: list[set[str]] = [
     {"objects"},  # pure shared values; imports nothing of the project
-    {"documents", "filewatch", "health", "flags"},  # small shared machinery
+    {"documents", "filewatch", "health", "flags", "logs"},  # small shared machinery
     {"policy"},
     {"load"},  # the one load model
     {"kube", "prom"},  # the outside world: API server and Prometheus

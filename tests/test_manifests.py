@@ -9,12 +9,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from app.annotator.main import DEFAULT_HEALTH_PORT as ANNOTATOR_PORT
 from app.descheduler.main import DEFAULT_HEALTH_PORT as DESCHEDULER_PORT
 from app.extender.main import DEFAULT_PORT
 from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
 from app.rebalance.config import config_from_yaml
 from tests.deploy.manifests import (
     DEPLOY,
+    ROOT,
     SCHEDULER_CONFIG,
     Obj,
     base,
@@ -231,7 +233,7 @@ def test_a_misspelled_scheduler_field_is_caught() -> None:
     assert _unknown_fields(config) == ["extenders[].nodeCacheCapabel"]
 
 
-FILE_VARIABLES = ("LOADAWARE_POLICY", "LOADAWARE_CONFIG")
+FILE_VARIABLES = ("LOADAWARE_POLICY", "LOADAWARE_DESCHEDULER_CONFIG")
 
 
 def visible_files(spec: Obj, container: Obj, configmaps: dict[str, Obj]) -> set[str]:
@@ -288,6 +290,16 @@ def test_the_descheduler_is_elected_probed_on_its_health_port_and_live_in_the_ba
     assert port["containerPort"] == int(env["LOADAWARE_HEALTH_PORT"]) == DESCHEDULER_PORT
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         assert container[probe]["httpGet"] == {"path": path, "port": port["name"]}
+
+
+def test_the_annotator_is_probed_on_the_health_port_it_listens_on() -> None:
+    # The port the docs name (troubleshooting's port-forward) is the flag's default.
+    (container,) = pod_spec(named(base(), "Deployment", "loadaware-annotator"))["containers"]
+    listens = int(env_of(container).get("LOADAWARE_HEALTH_PORT", ANNOTATOR_PORT))
+    (port,) = container["ports"]
+    assert port["containerPort"] == listens == ANNOTATOR_PORT
+    troubleshooting = (ROOT / "docs" / "troubleshooting.md").read_text()
+    assert f"deploy/loadaware-annotator {listens}:{listens}" in troubleshooting
 
 
 def test_the_dry_run_overlay_only_plans() -> None:

@@ -20,13 +20,14 @@ from app.flags import (
     positive_number,
     usage_error,
 )
+from app.health import CannotListen
 from app.kube.client import KubeConfigError, make_client
 from app.kube.election import add_leader_election_flags, lease_settings_from_args
 from app.kube.service import add_health_flags, run_until_signalled
 from app.policy import Policy, PolicyError, default_policy
 from app.policy.watch import PolicyWatcher
 from app.prom.client import PrometheusSettings, PrometheusSource
-from app.prom.flags import add_prometheus_flags, prometheus_settings_from_args
+from app.prom.flags import add_prometheus_flags, label_matchers, prometheus_settings_from_args
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         asyncio.run(run_until_signalled("annotator", annotator.run()))
+    except CannotListen as error:
+        return usage_error("loadaware annotator", str(error))
     finally:
         source.close()
     return EXIT_OK
@@ -173,6 +176,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add_flag(
         prom,
         "--query-selector",
+        type=label_matchers,
         metavar="MATCHERS",
         help="label matchers added to every query, e.g. 'cluster=\"prod\"' gives "
         'cpu_usage_avg_5m{cluster="prod"}',

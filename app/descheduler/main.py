@@ -14,7 +14,16 @@ from typing import Any, TextIO
 from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
 from app.documents import read_file
 from app.filewatch import FileWatcher
-from app.flags import EXIT_FAILED, EXIT_OK, add_component, add_flag, duration, usage_error
+from app.flags import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_component,
+    add_deprecated_alias,
+    add_flag,
+    duration,
+    usage_error,
+)
+from app.health import CannotListen
 from app.kube.client import KubeConfigError, make_client
 from app.kube.election import (
     add_leader_election_flags,
@@ -136,7 +145,7 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
             errors=(ConfigError,),
             what="descheduler configuration",
             on_result=reloads.config_result,
-            interval_s=args.poll_interval,
+            interval_s=args.policy_poll_interval,
         )
         config = config_watcher.load_initial()
         watchers.append(config_watcher)
@@ -148,7 +157,7 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
             args.policy,
             reloads.policy,
             reloads.policy_result,
-            interval_s=args.poll_interval,
+            interval_s=args.policy_poll_interval,
         )
         policy = policy_watcher.load_initial()
         watchers.append(policy_watcher)
@@ -208,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
             done = report.result is RunResult.OK
             return EXIT_OK if done else EXIT_FAILED
         asyncio.run(run_until_signalled("descheduler", descheduler.run(settings.watchers)))
+    except CannotListen as error:
+        return usage_error("loadaware descheduler", str(error))
     finally:
         source.close()
     return EXIT_OK
@@ -222,6 +233,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add_flag(
         general,
         "--config",
+        command="descheduler",
+        old_variable="LOADAWARE_CONFIG",
         metavar="FILE",
         help="DeschedulerConfiguration YAML (apiVersion loadaware.io/v1alpha1): thresholds, "
         "limits, protections, interval; reloaded on change",
@@ -237,12 +250,16 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
     add_flag(
         general,
-        "--poll-interval",
+        "--policy-poll-interval",
         type=duration,
         default=5.0,
         metavar="DURATION",
-        help="how often --config and --policy are checked for changes; a broken new file is "
-        "logged and the previous one stays in force",
+        old_variable="LOADAWARE_POLL_INTERVAL",
+        help="how often --config and --policy are checked for changes (the name the other "
+        "components use); a broken new file is logged and the previous one stays in force",
+    )
+    add_deprecated_alias(
+        general, "--poll-interval", "--policy-poll-interval", "policy_poll_interval", type=duration
     )
     add_flag(
         general,

@@ -43,7 +43,7 @@ from lightkube import AsyncClient
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube.events import EvictionNotice, record_eviction
 from app.kube.eviction import EvictionOutcome, evict_pod
-from app.kube.lease import LeaseSettings
+from app.kube.lease import LeaderElector, LeaseSettings
 from app.kube.nodes import NodeCache
 from app.kube.pdbs import BudgetCache
 from app.kube.pods import PodCache, pod_info
@@ -229,12 +229,34 @@ class Descheduler:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._leading.wait(), self.settings.sync_timeout_s)
             try:
-                report = await self.run_round()
+                if service.elector is not None and not service.is_leader:
+                    report = self._lease_not_acquired(service.elector)
+                else:
+                    report = await self.run_round()
             finally:
                 for task in service.background:
                     task.cancel()
                 if elector_task is not None:
                     elector_task.cancel()
+        return report
+
+    def _lease_not_acquired(self, elector: LeaderElector) -> RunReport:
+        """Why a single run (--once) did not get the Lease: another holder, or an API
+        server that could not be reached (the lease warnings above say how)."""
+        lease = elector.settings
+        why = (
+            f"it is held by {elector.holder}"
+            if elector.holder is not None
+            else "the API server could not be reached or refused it (see the lease warnings above)"
+        )
+        report = RunReport(
+            RunResult.NOT_LEADER,
+            f"evicting nothing: lease {lease.namespace}/{lease.name} not acquired within "
+            f"{self.settings.sync_timeout_s:g}s (--sync-timeout): {why}",
+        )
+        self.last_report = report
+        self.telemetry.runs.labels(report.result.value).inc()
+        log.warning("%s", report.message)
         return report
 
     async def _lead(self) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
@@ -28,6 +29,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.extender.service import Extender
 from app.extender.verbs import BadRequest, ExtenderArgs, Outcome, parse_args
+from app.logs import RateLimitedLog
+
+log = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -78,6 +82,8 @@ class ExtenderApp:
             "/prioritize": ("prioritize", verbs.prioritize),
         }
         self.api = build_api(extender, debug_endpoints=debug_endpoints)
+        # Bad requests are logged with their reason, at most one line per 10 s.
+        self.bad_requests = RateLimitedLog(log)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -135,11 +141,13 @@ class ExtenderApp:
             message = f"{verb}: the body did not arrive within {self.body_timeout_s:g} s"
             await _send(send, 408, _error(message), _CLOSE)
             self.extender.record(verb, 408, 0.0, None)
+            self.bad_requests.warning("bad request answered 408: %s", message)
             return
         except _BodyTooLarge:
             message = f"{verb}: the body exceeds {self.max_body_bytes} bytes (--max-body-bytes)"
             await _send(send, 413, _error(message))
             self.extender.record(verb, 413, 0.0, None)
+            self.bad_requests.warning("bad request answered 413: %s", message)
             return
         except ConnectionError:
             return
@@ -150,6 +158,7 @@ class ExtenderApp:
         except BadRequest as error:
             await _send(send, 400, _error(f"{verb}: {error}"))
             self.extender.record(verb, 400, time.perf_counter() - started, None)
+            self.bad_requests.warning("bad request answered 400: %s: %s", verb, error)
             return
         await _send(send, 200, payload)
         self.extender.record(verb, 200, time.perf_counter() - started, outcome)
@@ -225,16 +234,18 @@ def add_health_routes(api: FastAPI, extender: Extender) -> None:
 
 def add_debug_routes(api: FastAPI, extender: Extender) -> None:
     @api.get("/debug/nodes")
-    async def debug_nodes(limit: int = DEBUG_PAGE_DEFAULT, after: str = "") -> Response:
-        if not 1 <= limit <= DEBUG_PAGE_MAX:
+    async def debug_nodes(limit: str = str(DEBUG_PAGE_DEFAULT), after: str = "") -> Response:
+        # Read as text, so that limit=abc gets the same 400 {"error"} as limit=0.
+        count = int(limit) if limit.strip().isdigit() else 0
+        if not 1 <= count <= DEBUG_PAGE_MAX:
             return JSONResponse(
-                {"error": f"limit must be between 1 and {DEBUG_PAGE_MAX}, got {limit}"},
+                {"error": f"limit must be between 1 and {DEBUG_PAGE_MAX}, got {limit!r}"},
                 status_code=400,
             )
         names = sorted(entry.name for entry in extender.table)
         start = bisect.bisect_right(names, after) if after else 0
-        page = names[start : start + limit]
-        more = start + limit < len(names)
+        page = names[start : start + count]
+        more = start + count < len(names)
         return Response(
             orjson.dumps(
                 {

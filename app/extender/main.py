@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ipaddress
 import logging
+import signal
+import socket
 import ssl
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any, NoReturn
 
 import uvicorn
@@ -21,7 +26,18 @@ from app.extender.http import (
 from app.extender.index import new_verdict_index
 from app.extender.ledger import DEFAULT_RESERVATION_TTL_S
 from app.extender.service import Extender
-from app.flags import EXIT_OK, add_flag, count, duration, port, port_or_off, usage_error
+from app.flags import (
+    EXIT_OK,
+    add_flag,
+    count,
+    duration,
+    host,
+    port,
+    port_or_off,
+    timeout,
+    usage_error,
+)
+from app.health import CannotListen, listen
 from app.health.connections import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HANDSHAKE_TIMEOUT_S,
@@ -138,6 +154,7 @@ def server_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
         host=args.host,
         port=args.port,
         log_level=args.log_level.lower(),
+        log_config=None,  # uvicorn's lines go through ours, in our format (app/logs.py)
         # Per-request access logs would cost more than the verbs themselves.
         access_log=False,
         lifespan="on",
@@ -157,6 +174,7 @@ def health_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
         host=args.health_host,
         port=args.health_port,
         log_level=args.log_level.lower(),
+        log_config=None,
         access_log=False,
         lifespan="off",
         http=guarded_protocol(limits),
@@ -164,20 +182,68 @@ def health_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
     )
 
 
-async def _serve_all(servers: list[uvicorn.Server]) -> None:
-    # Each server passes the signal it caught on to the next when it stops (uvicorn
-    # re-raises captured signals), so one SIGTERM stops them all.
-    await asyncio.gather(*(server.serve() for server in servers))
+class _Server(uvicorn.Server):
+    """uvicorn, with the signals handled once for all servers (``_serve``): SIGTERM and
+    SIGINT stop every server gracefully and the process then exits 0, rather than
+    uvicorn raising the signal again after its shutdown (a KeyboardInterrupt traceback,
+    or death by signal)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
-def _serve(app: ExtenderApp, args: argparse.Namespace) -> None:
-    servers = [uvicorn.Server(server_config(app, args))]
-    if int(getattr(args, "health_port", 0) or 0) > 0:
-        servers.append(uvicorn.Server(health_config(app, args)))
-    if len(servers) == 1:
-        servers[0].run()
-    else:
-        asyncio.run(_serve_all(servers))
+def bind_listeners(args: argparse.Namespace) -> list[socket.socket]:
+    """The verbs' socket, and the health server's with --health-port."""
+    health_port = int(getattr(args, "health_port", 0) or 0)
+    if health_port and health_port == args.port:
+        config_error(
+            f"--port and --health-port are both {args.port}: give the health server a "
+            "port of its own, or --health-port 0 for none"
+        )
+    try:
+        sockets = [listen(args.host, args.port, ("--host", "--port"))]
+    except CannotListen as error:
+        config_error(str(error))
+    if health_port:
+        try:
+            sockets.append(
+                listen(args.health_host, health_port, ("--health-host", "--health-port"))
+            )
+        except CannotListen as error:
+            sockets[0].close()
+            config_error(str(error))
+    return sockets
+
+
+def _serve(
+    app: ExtenderApp, args: argparse.Namespace, ready: Callable[[], None] = lambda: None
+) -> None:
+    """Bind, then ``ready`` (the demo's banner), then serve until SIGTERM or SIGINT."""
+    sockets = bind_listeners(args)
+    configs = [server_config(app, args)]
+    if len(sockets) > 1:
+        configs.append(health_config(app, args))
+    servers = [_Server(config) for config in configs]
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        for server in servers:
+            server.handle_exit(signum, frame)  # a second SIGINT forces the exit
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop)
+    ready()
+
+    async def serve_all() -> None:
+        await asyncio.gather(
+            *(server.serve(sockets=[sock]) for server, sock in zip(servers, sockets, strict=True))
+        )
+
+    try:
+        asyncio.run(serve_all())
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def max_body_bytes(args: argparse.Namespace) -> int:
@@ -239,44 +305,57 @@ def run_extender(args: argparse.Namespace) -> int:
         reservation_ttl_s=float(args.reservation_ttl),
     )
     extender.on_policy_reload("success")
-    log.info(
-        "loadaware extender: mode %s, policy %s, listening on %s:%d%s",
-        extender.mode,
-        policy.source,
-        args.host,
-        args.port,
-        " (TLS)" if args.tls_cert else "",
-    )
+
+    def listening() -> None:
+        log.info(
+            "loadaware extender: mode %s, policy %s, listening on %s:%d%s",
+            extender.mode,
+            policy.source,
+            args.host,
+            args.port,
+            " (TLS)" if args.tls_cert else "",
+        )
+
     app = ExtenderApp(
         extender,
         max_body_bytes=max_body_bytes(args),
         body_timeout_s=float(args.body_timeout),
         debug_endpoints=bool(args.debug_endpoints),
     )
-    _serve(app, args)
+    _serve(app, args, listening)
     return EXIT_OK
 
 
 def run_demo(args: argparse.Namespace) -> int:
     extender = DemoExtender()
     base_url = f"http://{args.host}:{args.port}"
-    print(f"loadaware demo: extender with a built-in 7-node cluster on {base_url}", flush=True)
-    print(curl_examples(base_url), flush=True)
+
+    def banner() -> None:  # once the port is ours: a banner for a port in use would lie
+        print(f"loadaware demo: extender with a built-in 7-node cluster on {base_url}", flush=True)
+        print(curl_examples(base_url), flush=True)
+
     args.tls_cert = args.tls_key = args.client_ca = None
     args.health_port = 0
-    _serve(ExtenderApp(extender, body_timeout_s=float(args.body_timeout)), args)
+    _serve(ExtenderApp(extender, body_timeout_s=float(args.body_timeout)), args, banner)
     return EXIT_OK
 
 
 def _add_server_flags(parser: argparse.ArgumentParser, default_host: str) -> None:
-    add_flag(parser, "--host", default=default_host, metavar="ADDRESS", help="address to listen on")
+    add_flag(
+        parser,
+        "--host",
+        type=host,
+        default=default_host,
+        metavar="ADDRESS",
+        help="address to listen on",
+    )
     add_flag(
         parser, "--port", type=port, default=DEFAULT_PORT, metavar="PORT", help="port to listen on"
     )
     add_flag(
         parser,
         "--header-timeout",
-        type=duration,
+        type=timeout,
         default=DEFAULT_HEADER_TIMEOUT_S,
         metavar="DURATION",
         help="close a connection whose request head has not arrived this long after its "
@@ -285,7 +364,7 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_host: str) -> Non
     add_flag(
         parser,
         "--body-timeout",
-        type=duration,
+        type=timeout,
         default=DEFAULT_BODY_TIMEOUT_S,
         metavar="DURATION",
         help="a request body must be complete this long after its head, or the "
@@ -294,7 +373,7 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_host: str) -> Non
     add_flag(
         parser,
         "--idle-timeout",
-        type=duration,
+        type=timeout,
         default=DEFAULT_IDLE_TIMEOUT_S,
         metavar="DURATION",
         help="close a kept-alive connection idle this long; keep it above kube-scheduler's own 90s",
@@ -324,8 +403,9 @@ def add_parser(components: Any) -> None:
         help="serve the kube-scheduler extender (filter and prioritize verbs)",
         description="Serve POST /filter and /prioritize for kube-scheduler's `extenders:` "
         "config, plus /healthz, /readyz and /metrics (and /debug/nodes with "
-        "--debug-endpoints). Exit codes: 0 stopped, 1 failed while running, 2 bad usage "
-        "or configuration.",
+        "--debug-endpoints). Exit codes: 0 stopped (SIGTERM or SIGINT), 1 failed while "
+        "running, 2 bad usage or configuration (a port in use or a --host that does not "
+        "resolve included).",
     )
     add_flag(
         extender,
@@ -410,6 +490,7 @@ def add_parser(components: Any) -> None:
     add_flag(
         extender,
         "--health-host",
+        type=host,
         default="0.0.0.0",
         metavar="ADDRESS",
         help="address for --health-port",

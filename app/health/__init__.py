@@ -10,6 +10,7 @@ can starve the probes or the component's own descriptors.
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -19,6 +20,36 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from app.health.connections import HEALTH_LIMITS, ConnectionLimits, guarded_protocol
+
+
+class CannotListen(Exception):
+    """An address that cannot be listened on (a port in use, a host that does not
+    resolve): bad configuration, reported in one line naming the flag."""
+
+
+def listen(host: str, port: int, flags: tuple[str, str]) -> socket.socket:
+    """A socket bound to ``host:port`` before anything is served or printed; ``flags``
+    are the host's and the port's, which the error names."""
+    host_flag, port_flag = flags
+    try:
+        family, kind, proto, _name, where = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except OSError as error:
+        raise CannotListen(
+            f"{host_flag} {host!r}: cannot listen there: {error.strerror or error}"
+        ) from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(where)
+    except OSError as error:
+        sock.close()
+        raise CannotListen(
+            f"{port_flag} {port}: cannot listen on {host}:{port}: {error.strerror or error}"
+        ) from None
+    return sock
+
 
 StatusSource = Callable[[], Mapping[str, Any]]
 """Returns the component's status; must include the booleans ``alive`` and ``ready``."""
@@ -64,6 +95,7 @@ def embedded_server(
         host=host,
         port=port,
         log_level="warning",
+        log_config=None,  # its lines go through the component's (app/logs.py)
         access_log=False,
         lifespan="off",
         http=guarded_protocol(limits),
@@ -72,10 +104,11 @@ def embedded_server(
     return EmbeddedServer(config)
 
 
-async def serve(server: EmbeddedServer, port: int) -> None:
-    """Serve until cancelled; raise if the server stops on its own (port in use)."""
+async def serve(server: EmbeddedServer, port: int, sock: socket.socket | None = None) -> None:
+    """Serve until cancelled (on ``sock`` when bound beforehand); raise if the server
+    stops on its own."""
     try:
-        await server.serve()
+        await server.serve(sockets=[sock] if sock is not None else None)
     finally:
         server.should_exit = True
     raise RuntimeError(f"the health server on port {port} stopped; is the port in use?")

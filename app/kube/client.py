@@ -22,9 +22,16 @@ def make_client(kubeconfig: str | None = None, timeout_s: float = 10.0) -> Async
         config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
     except Exception as error:  # lightkube raises several types for missing or bad files
         where = kubeconfig or "in-cluster config, $KUBECONFIG or ~/.kube/config"
+        # A missing section comes as a bare KeyError ('clusters'): say what it is.
+        problem = (
+            f"{error.args[0]!r} is missing from it (a kubeconfig needs clusters, users, "
+            "contexts and a current-context)"
+            if isinstance(error, KeyError) and error.args
+            else str(error)
+        )
         raise KubeConfigError(
-            f"cannot build a Kubernetes client from {where}: {error}. Pass --kubeconfig FILE, "
-            "or run in a pod with a ServiceAccount"
+            f"cannot build a Kubernetes client from {where}: {problem}. Pass --kubeconfig "
+            "FILE, or run in a pod with a ServiceAccount"
         ) from None
     try:
         # Files the configuration names (certificate-authority, client-certificate) are

@@ -22,14 +22,15 @@ import argparse
 import asyncio
 import logging
 import signal
+import socket
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
 from lightkube import AsyncClient
 from prometheus_client import CollectorRegistry, Gauge
 
-from app.flags import add_flag, port_or_off
-from app.health import EmbeddedServer, build_app, embedded_server, serve
+from app.flags import add_flag, host, port_or_off
+from app.health import EmbeddedServer, build_app, embedded_server, listen, serve
 from app.kube.cache import WatchCache
 from app.kube.lease import LeaderElector, LeaderWork, LeaseSettings
 
@@ -102,14 +103,24 @@ class LeaderElectedService:
         ]
 
     async def run(self, watchers: tuple[Runnable, ...] = ()) -> None:
-        """Run every background task, and ``lead`` while leading, until cancelled."""
+        """Run every background task, and ``lead`` while leading, until cancelled.
+
+        The health port is bound first: one that cannot be listened on raises
+        CannotListen before anything starts."""
+        health_socket = None
+        if self._health_port is not None:
+            health_socket = listen(
+                self._health_host, self._health_port, ("--health-host", "--health-port")
+            )
         try:
             async with asyncio.TaskGroup() as group:
                 self.start_caches(group)
                 for watcher in watchers:
                     self.background.append(group.create_task(watcher.run(), name="reload"))
-                if self._health_port is not None:
-                    self.background.append(group.create_task(self._serve_health(), name="health"))
+                if health_socket is not None:
+                    self.background.append(
+                        group.create_task(self._serve_health(health_socket), name="health")
+                    )
                 if self.elector is not None:
                     self.background.append(group.create_task(self.elector.run(), name="leader"))
                 else:
@@ -117,7 +128,7 @@ class LeaderElectedService:
         finally:
             await self.leader_work.stop()
 
-    async def _serve_health(self) -> None:
+    async def _serve_health(self, sock: socket.socket) -> None:
         note = (
             "readiness does not depend on leadership: a follower with synced caches is a "
             "healthy standby; only the leader acts"
@@ -125,7 +136,10 @@ class LeaderElectedService:
         app = build_app(f"loadaware {self.component}", self.status, self._registry, note)
         port = self._health_port or 0
         self.server = embedded_server(app, self._health_host, port)
-        await serve(self.server, port)
+        try:
+            await serve(self.server, port, sock)
+        finally:
+            sock.close()
 
     def stale_caches(self) -> str:
         """Why a cache cannot be trusted now (empty when every cache is current)."""
@@ -180,6 +194,7 @@ def add_health_flags(parser: argparse.ArgumentParser, default_port: int, note: s
     add_flag(
         serving,
         "--health-host",
+        type=host,
         default="0.0.0.0",
         metavar="ADDRESS",
         help="address for the health server",

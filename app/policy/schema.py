@@ -110,6 +110,8 @@ class PredicatePolicy(_MetricEntry):
                 )
             for key in ("maxLimitPecent", "maxLimitPercent"):
                 value = data.get(key)
+                if isinstance(value, float) and not math.isfinite(value):
+                    continue  # the field says so, as every number field does: "finite"
                 if isinstance(value, int | float) and not isinstance(value, bool) and value > 1:
                     raise ValueError(
                         f"{key} is {value}, but it is a fraction of 1 despite its name: "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,25 @@ class _AppendHeaders(argparse.Action):
         items = list(current) if isinstance(current, list) else []
         items.append(str(values))
         setattr(namespace, self.dest, items)
+
+
+# PromQL label matchers: name, one of = != =~ !~, and a quoted string ("", '' or ``).
+_STRING = r""""(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`[^`]*`"""
+_MATCHER = rf"\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*(?:{_STRING})\s*"
+_LIST = rf"(?:{_MATCHER}(?:,{_MATCHER})*,?)?\s*"
+_MATCHERS = re.compile(rf"\s*(?:\{{{_LIST}\}}|{_LIST})\s*")
+# A header value may not break the request apart: no CR, LF or other control bytes.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def label_matchers(text: str) -> str:
+    """``--query-selector``: PromQL label matchers such as ``cluster="prod",job=~"node.*"``."""
+    if not _MATCHERS.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            "expected PromQL label matchers such as 'cluster=\"prod\"' or "
+            f'\'cluster="prod",job=~"node.*"\' (values in quotes), got {text!r}'
+        )
+    return text
 
 
 def header_list(value: Any) -> list[str]:
@@ -108,7 +128,14 @@ def prometheus_settings_from_args(args: argparse.Namespace) -> PrometheusSetting
             "--prometheus-url is required (or LOADAWARE_PROMETHEUS_URL), "
             "e.g. http://prometheus.monitoring:9090"
         )
-    headers = dict(parse_header(text) for text in header_list(args.prometheus_header))
+    texts = header_list(args.prometheus_header)
+    for text in texts:
+        if _CONTROL.search(text):
+            raise ValueError(
+                f"--prometheus-header {text!r}: a header may not hold control characters "
+                "(CR, LF): give one 'Name: value' per flag"
+            )
+    headers = dict(parse_header(text) for text in texts)
     prometheus = PrometheusSettings(
         url=args.prometheus_url,
         token_file=Path(args.prometheus_token_file) if args.prometheus_token_file else None,

@@ -383,6 +383,15 @@ def memory_window_s(config: DeschedulerConfig) -> float:
 def config_from_mapping(document: Any, source: str = "<memory>") -> DeschedulerConfig:
     if document is None:
         document = {}
+    if isinstance(document, Mapping) and document.get("kind", KIND) != KIND:
+        # Checked before the fields, so that a policy or a ConfigMap passed by mistake is
+        # named as such (as `policy check` names it), not as a list of unknown fields.
+        hint = ""
+        if document.get("kind") == "DynamicSchedulerPolicy":
+            hint = ": that is a policy; pass it with --policy"
+        elif document.get("kind") == "ConfigMap":
+            hint = ": pass the configuration file it holds instead (one of its data keys)"
+        raise ConfigError(f"{source}: kind is {document.get('kind')!r}, expected {KIND!r}{hint}")
     return validate(DeschedulerConfig, document, source, KIND, ConfigError)
 
 

@@ -6,15 +6,25 @@ import argparse
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import textwrap
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.flags import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, add_flag, count
+from app.flags import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    add_flag,
+    count,
+    env_name,
+    seed,
+)
 from app.simulate.cluster import Run, SimulatedCluster
 from app.simulate.policies import DEFAULT_POLICIES, available, plan_for, unavailable_reason
 from app.simulate.report import (
@@ -42,6 +52,16 @@ Run a scenario (a built-in NAME or a YAML FILE) under several scheduling policie
 the same seed, with the production load model, estimate and descheduler planner
 making every decision, and print one Markdown table row per policy.
 """
+EPILOG = (
+    "exit codes: 0 done, 1 a failure while running (out of memory, output that cannot "
+    "be written), 2 bad usage or configuration, 130 interrupted (Ctrl-C)"
+)
+
+
+def _simulate_flag(container: Any, flag: str, **kwargs: Any) -> None:
+    """A flag of simulate's own: its variable says so (LOADAWARE_SIMULATE_JSON); the
+    older generic name (LOADAWARE_JSON) still works, with a deprecation warning."""
+    add_flag(container, flag, command="simulate", old_variable=env_name(flag), **kwargs)
 
 
 def add_parser(components: Any) -> None:
@@ -49,10 +69,11 @@ def add_parser(components: Any) -> None:
         "simulate",
         help="compare scheduling policies on a simulated cluster",
         description=DESCRIPTION,
+        epilog=EPILOG,
     )
     parser.add_argument("scenario", nargs="?", help="built-in scenario name or scenario file")
-    add_flag(parser, "--list", action="store_true", help="list the built-in scenarios")
-    add_flag(
+    _simulate_flag(parser, "--list", action="store_true", help="list the built-in scenarios")
+    _simulate_flag(
         parser,
         "--policies",
         type=policy_list,
@@ -60,15 +81,15 @@ def add_parser(components: Any) -> None:
         default_text=f"every available one of {','.join(DEFAULT_POLICIES)}",
         help="comma-separated policies",
     )
-    add_flag(
+    _simulate_flag(
         parser,
         "--seed",
-        type=int,
+        type=seed,
         metavar="N",
         default_text="the scenario's own",
         help="override the scenario's seed",
     )
-    add_flag(
+    _simulate_flag(
         parser,
         "--seeds",
         type=count,
@@ -77,16 +98,17 @@ def add_parser(components: Any) -> None:
         help="run N seeds (the scenario's seed and the N-1 after it) and report each "
         "number's median and range across them; plots show the first seed",
     )
-    add_flag(
+    _simulate_flag(
         parser,
         "--jobs",
         type=count,
         metavar="N",
         default_text="the CPUs this process may use",
-        help="run the policies in N processes at once (1: one after another, with a progress bar)",
+        help="run the policies in N processes at once (1: one after another, with a progress "
+        "bar on a terminal)",
     )
-    add_flag(parser, "--json", action="store_true", help="print JSON instead of Markdown")
-    add_flag(
+    _simulate_flag(parser, "--json", action="store_true", help="print JSON instead of Markdown")
+    _simulate_flag(
         parser,
         "--plots",
         type=Path,
@@ -94,11 +116,12 @@ def add_parser(components: Any) -> None:
         default_text="none",
         help="write a PNG heat map per scenario into DIR (needs the simulate extra)",
     )
-    add_flag(
+    _simulate_flag(
         parser,
         "--progress",
         action="store_true",
-        help="show a progress bar even when stderr is not a terminal",
+        help="show progress even when stderr is not a terminal (a line per policy done "
+        "with --jobs above 1)",
     )
     parser.set_defaults(run=run)
 
@@ -109,6 +132,11 @@ def policy_list(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError(
             f"expected one or more of {','.join(DEFAULT_POLICIES)}, got {text!r}"
+        )
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(twice)} named twice: name each policy once, got {text!r}"
         )
     for name in names:
         reason = unavailable_reason(name)
@@ -170,10 +198,15 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _timed_run(scenario: Scenario, name: str) -> tuple[Run, float]:
+def _timed_run(scenario: Scenario, name: str) -> tuple[str, Run, float]:
     started = time.perf_counter()
     run = SimulatedCluster(scenario, plan_for(name)).simulate()
-    return run, time.perf_counter() - started
+    return name, run, time.perf_counter() - started
+
+
+def _ignore_interrupts() -> None:
+    """In a worker: Ctrl-C is the main process' to handle (it stops the workers)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def simulate_all(
@@ -190,21 +223,38 @@ def simulate_all(
             run = SimulatedCluster(scenario, plan_for(name)).simulate(progress)
             results.append((run, time.perf_counter() - started))
         return results
+    workers = min(jobs, len(policies))
+    if show_progress:
+        err.write(f"running {len(policies)} policies in {workers} processes\n")
+        err.flush()
     context = multiprocessing.get_context("spawn")
     slowest_first = sorted(policies, key=lambda name: not name.endswith("+desched"))
     found: dict[str, tuple[Run, float]] = {}
-    with ProcessPoolExecutor(min(jobs, len(policies)), mp_context=context) as pool:
-        futures = {pool.submit(_timed_run, scenario, name): name for name in slowest_first}
-        for future in as_completed(futures):
-            name = futures[future]
-            found[name] = future.result()
-            if show_progress:
-                err.write(f"{name:24} done in {found[name][1]:.1f}s\n")
-                err.flush()
+    pool = context.Pool(workers, initializer=_ignore_interrupts)
+    try:
+        pending = [pool.apply_async(_timed_run, (scenario, name)) for name in slowest_first]
+        while pending:
+            pending[0].wait(0.2)  # a short wait, so that Ctrl-C is seen at once
+            for result in [r for r in pending if r.ready()]:
+                pending.remove(result)
+                name, run, seconds = result.get()
+                found[name] = (run, seconds)
+                if show_progress:
+                    err.write(f"{name:24} done in {seconds:.1f}s\n")
+                    err.flush()
+        pool.close()
+    finally:
+        pool.terminate()  # Ctrl-C or an error: the other runs are not waited for
+        pool.join()
     return [found[name] for name in policies]
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def run(
+    args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    # Looked up now, not at import: the CLI stands in for a stdout that was closed.
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
     if args.list:
         list_scenarios(out)
         return EXIT_OK
@@ -242,6 +292,10 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     except MemoryError:
         err.write(f"loadaware simulate: error: {scenario.name}: out of memory; {SIZE_HINT}\n")
         return EXIT_FAILED
+    except KeyboardInterrupt:
+        err.write(f"\nloadaware simulate: interrupted: {scenario.name} not finished\n")
+        err.flush()
+        return EXIT_INTERRUPTED
     if args.json:
         documents = []
         for seed, seed_summaries, seed_seconds in zip(seeds, summaries, seconds, strict=True):
@@ -265,6 +319,4 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     if args.plots is not None:
         path = write_plots([r for r, _ in results], args.plots)
         err.write(f"plots: {path}\n")
-    elif not plots_available() and not args.json:
-        err.write(f"{PLOTS_HINT}, then pass --plots DIR\n")
     return EXIT_OK

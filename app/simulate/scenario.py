@@ -230,7 +230,7 @@ class Scenario(_Strict):
     description: str = ""
     duration_s: DurationS = Field(alias="duration", gt=0)
     step_s: DurationS = Field(30.0, alias="step", gt=0)
-    seed: int = 1
+    seed: int = Field(1, ge=0, lt=2**63)
     policy: dict[str, Any] | None = None
     metrics: MetricsPipeline = Field(default_factory=lambda: MetricsPipeline.model_validate({}))
     scheduler: SchedulerSettings = Field(

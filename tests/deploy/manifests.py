@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -125,13 +126,17 @@ def actions_of(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 
 def env_vars_of(command: str) -> set[str]:
+    """The variables a command reads: each flag's, as its help names it (a flag of one
+    command has the command in its name, app/flags.py), else the plain rule."""
     parser = subcommands()[command]
-    return {
-        env_name(flag)
-        for a in actions_of(parser)
-        for flag in a.option_strings
-        if flag.startswith("--")
-    }
+    found = set()
+    for action in actions_of(parser):
+        named = re.search(r"\[env (\w+)\]", action.help or "")
+        if named:
+            found.add(named.group(1))
+        else:
+            found |= {env_name(f) for f in action.option_strings if f.startswith("--")}
+    return found
 
 
 def env_of(container: Obj) -> dict[str, str]:

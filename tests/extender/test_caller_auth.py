@@ -166,8 +166,8 @@ def test_debug_nodes_is_paged_and_every_node_appears_once() -> None:
         assert overloaded["verdict"] == "overloaded"
 
 
-@pytest.mark.parametrize("limit", [0, -1, DEBUG_PAGE_MAX + 1])
-def test_debug_nodes_refuses_pages_out_of_bounds(limit: int) -> None:
+@pytest.mark.parametrize("limit", [0, -1, DEBUG_PAGE_MAX + 1, "abc", "1.5"])
+def test_debug_nodes_refuses_pages_out_of_bounds(limit: int | str) -> None:
     with serve(ExtenderApp(many_nodes(3), debug_endpoints=True)) as url:
         answer = httpx.get(f"{url}/debug/nodes", params={"limit": limit})
         assert answer.status_code == 400
