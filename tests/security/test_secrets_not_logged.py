@@ -150,9 +150,12 @@ def kubeconfig(path: Path, server: str) -> Path:
     return path
 
 
-def annotator_output(kubeconfig_path: Path, prometheus: list[str], until: PromProxy) -> str:
-    """Run ``loadaware --log-level debug annotator`` until it has queried three times; its
-    output."""
+def annotator_output(
+    kubeconfig_path: Path, prometheus: list[str], until: PromProxy, auth_scheme: str
+) -> str:
+    """Run ``loadaware --log-level debug annotator`` until it has queried three times
+    (queries carrying ``auth_scheme``, so that another process's queries to the same
+    proxy cannot end the wait before this one has started); its output."""
     seen_before = len(until.seen)
     process = subprocess.Popen(
         [
@@ -167,7 +170,15 @@ def annotator_output(kubeconfig_path: Path, prometheus: list[str], until: PromPr
     try:
         # The third query starts after the second one's answer (and any failure) was
         # handled and logged: no fixed wait.
-        wait_until(lambda: len(until.seen) >= seen_before + 3, 20)
+        def queried_three_times() -> bool:
+            ours = [
+                query
+                for query in until.seen[seen_before:]
+                if query.headers.get("authorization", "").startswith(auth_scheme)
+            ]
+            return len(ours) >= 3
+
+        wait_until(queried_three_times, 60)
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=15)
     finally:
@@ -192,6 +203,7 @@ def test_the_annotator_process_at_debug_logs_no_credentials(
         annotator_output(
             config, ["--prometheus-url", static_prom.url, "--prometheus-token-file", str(token)],
             static_prom,
+            "Bearer ",
         ),
         annotator_output(
             config,
@@ -200,6 +212,7 @@ def test_the_annotator_process_at_debug_logs_no_credentials(
                 "--prometheus-username", "loadaware", "--prometheus-password-file", str(password),
             ],
             static_prom,
+            "Basic ",
         ),
     ]
     output = "\n".join(outputs)
