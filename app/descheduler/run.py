@@ -54,7 +54,12 @@ from app.objects.pods import PodInfo, workload_of
 from app.objects.resources import Resources
 from app.policy import Policy
 from app.prom.client import BAD_QUERY, InstantQuery
-from app.prom.pod_usage import PodUsageQueries, PodUsageUnavailable, read_pod_usage
+from app.prom.pod_usage import (
+    PodUsageQueries,
+    PodUsageUnavailable,
+    pod_nodes,
+    read_pod_usage,
+)
 from app.rebalance.config import DeschedulerConfig, memory_window_s
 from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
 from app.rebalance.plan import (
@@ -304,8 +309,9 @@ class Descheduler:
             return RunReport(RunResult.CACHES_NOT_SYNCED, f"evicting nothing: {stale}")
         now_s = self._clock()
         queries = PodUsageQueries(config.pod_usage_queries.cpu, config.pod_usage_queries.memory)
+        placed = pod_nodes(self.pods.objects.values(), self.nodes.nodes)
         try:
-            usage = await read_pod_usage(self._source, queries)
+            usage = await read_pod_usage(self._source, queries, placed)
         except PodUsageUnavailable as error:
             if error.reason == BAD_QUERY:
                 return RunReport(

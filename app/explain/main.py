@@ -36,7 +36,13 @@ from app.kube.state import DEFAULT_NAME as DEFAULT_STATE_NAME
 from app.policy import PolicyError
 from app.prom.client import PrometheusSource
 from app.prom.flags import add_prometheus_flags, prometheus_settings_from_args
-from app.prom.pod_usage import PodUsageQueries, PodUsageUnavailable, read_pod_usage
+from app.prom.pod_usage import (
+    PodNodes,
+    PodUsageQueries,
+    PodUsageUnavailable,
+    pod_nodes,
+    read_pod_usage,
+)
 from app.rebalance.config import ConfigError, DeschedulerConfig, memory_window_s
 from app.rebalance.debounce import previous_hot_rounds
 from app.rebalance.view import ClusterView
@@ -276,9 +282,10 @@ def run_pod(args: argparse.Namespace) -> int:
 
 
 async def _pod_usage(
-    args: argparse.Namespace, config: DeschedulerConfig, running: bool
+    args: argparse.Namespace, config: DeschedulerConfig, placed: PodNodes, running: bool
 ) -> tuple[dict[str, Any], str]:
-    """Per-pod usage and the line that says where it came from."""
+    """Per-pod usage, each pod's from the node it runs on (``placed``), as the
+    descheduler reads it, and the line that says where it came from."""
     estimate = "each pod's usage is the extender's estimate from its requests and limits"
     if not args.prometheus_url:
         return {}, (
@@ -288,7 +295,7 @@ async def _pod_usage(
     source = PrometheusSource(prometheus_settings_from_args(args))
     queries = PodUsageQueries(config.pod_usage_queries.cpu, config.pod_usage_queries.memory)
     try:
-        usage = await read_pod_usage(source, queries)
+        usage = await read_pod_usage(source, queries, placed)
     except PodUsageUnavailable as error:
         return {}, (
             f"pod usage: {error}; the descheduler would evict nothing now. Below, {estimate}"
@@ -322,7 +329,8 @@ async def _explain_node(client: AsyncClient, args: argparse.Namespace) -> str:
         client, args.install_namespace, args.state_name, now_s, since_s
     )
     running = any(p.phase == "Running" for p in pods.values())
-    usage, usage_line = await _pod_usage(args, config.value, running)
+    placed = pod_nodes(pods.values(), nodes)
+    usage, usage_line = await _pod_usage(args, config.value, placed, running)
     view = ClusterView(nodes, pods, usage, budgets, memory.recent(since_s))
     hot_rounds = previous_hot_rounds(memory.hot_rounds, now_s, config.value.interval)
     explanation = explain_node(args.node, view, config.value, policy.value, now_s, hot_rounds)

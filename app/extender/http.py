@@ -5,8 +5,9 @@ cycle, so they are served by a lean ASGI handler in front of FastAPI: read the b
 (bounded in size and in time), call the verb, write the bytes. Everything else (health,
 readiness, metrics, debug) is ordinary FastAPI.
 
-The debug endpoints (``/debug/nodes``, ``/docs``, ``/openapi.json``) list every node,
-its load and the pods behind its estimate: ``loadaware extender`` serves them only with
+The debug endpoints (``/debug/nodes``, ``/debug/estimates``, ``/docs``,
+``/openapi.json``) list every node, its load and the pods behind its estimate, and the
+largest pod estimates: ``loadaware extender`` serves them only with
 ``--debug-endpoints``, behind the same authentication as the verbs, and pages
 ``/debug/nodes``. ``health_api`` is the plain listener for probes and Prometheus
 (``--health-port``): ``/healthz``, ``/readyz`` and ``/metrics`` only.
@@ -259,6 +260,19 @@ def add_debug_routes(api: FastAPI, extender: Extender) -> None:
                 },
                 option=orjson.OPT_INDENT_2,
             ),
+            media_type="application/json",
+        )
+
+    @api.get("/debug/estimates")
+    async def debug_estimates(limit: int = DEBUG_PAGE_DEFAULT) -> Response:
+        """The largest pod estimates now, and whose they are (docs/security.md)."""
+        if not 1 <= limit <= DEBUG_PAGE_MAX:
+            return JSONResponse(
+                {"error": f"limit must be between 1 and {DEBUG_PAGE_MAX}, got {limit}"},
+                status_code=400,
+            )
+        return Response(
+            orjson.dumps(extender.debug_estimates(limit), option=orjson.OPT_INDENT_2),
             media_type="application/json",
         )
 

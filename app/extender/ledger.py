@@ -15,6 +15,14 @@ Two sources feed a node's addition (README "Burst-aware estimation"):
   elsewhere) and the bound pod counts instead. One never confirmed is ``dropped``
   after ``ttl_s``.
 
+**What an estimate rests on** (issue 28, attack 1; ``app.load.estimate.Evidence``): a
+pod reserved here and then bound is ``scored``; one the watch saw pending and then
+bound is ``bound`` (a binder with ``pods/binding`` placed it); both are estimated from
+their limits. One first seen already on its node (created with ``spec.nodeName``,
+around kube-scheduler and this extender's filter, or listed at start) is ``placed``
+and estimated from its requests alone. Every pod's estimate is at most its node's
+allocatable. ``largest`` names the biggest estimates for the debug view and the metric.
+
 The Ledger keeps, per node, only the pods bound within ``maxAge`` and the live
 reservations, so a node's addition is recomputed from a handful of entries when that
 node changes, never by scanning pods on a request. The pod cache keeps a small
@@ -31,11 +39,18 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from app.load.estimate import counts, estimate_pod_usage, unsampled_fractions
+from app.load.estimate import (
+    Evidence,
+    counts,
+    estimate_pod_usage,
+    estimate_with_evidence,
+    unsampled_fractions,
+    within_node,
+)
 from app.objects.demand import Demand, requests_and_limits
 from app.objects.pods import ScheduledPod
 from app.objects.resources import CPU, MEMORY, ZERO, Resources
-from app.policy import Policy
+from app.policy import EstimationPolicy, Policy
 
 DEFAULT_RESERVATION_TTL_S = 15.0
 
@@ -45,9 +60,22 @@ class Contribution:
     """One pod behind a node's addition, for ``/debug/nodes/{name}``."""
 
     pod: str  # namespace/name
-    kind: str  # "bound" or "reserved"
+    kind: str  # "reserved", or the Evidence of a bound pod: "scored", "bound", "placed"
     since_s: float  # bound at, or reserved at
     usage: Resources
+    node: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodEstimate:
+    """One pod's estimate and its share of its node's allocatable, per resource."""
+
+    contribution: Contribution
+    fractions: Mapping[str, float]
+
+    @property
+    def share(self) -> float:
+        return max(self.fractions.values(), default=0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +95,7 @@ class _Bound:
     requests: Resources
     limits: Resources
     bound_at_s: float
+    evidence: Evidence
 
 
 @dataclass(slots=True)  # not frozen: one is made per reservation, on the only thread
@@ -123,6 +152,15 @@ class _NodeReservations:
         return Resources(self.cpu_cores, self.memory_bytes)
 
 
+def _rebuilt(estimated: list[tuple[Reservation, Resources]]) -> _NodeReservations:
+    """A node's reservations with their new estimates, summed anew."""
+    rebuilt = _NodeReservations()
+    for reservation, usage in estimated:
+        reservation.usage = usage
+        rebuilt.add(reservation)
+    return rebuilt
+
+
 Fractions = tuple[float, float]  # (cpu, memory), each a fraction of allocatable
 ReservationEnd = Callable[[str], None]  # called with "confirmed", "moved" or "dropped"
 
@@ -165,9 +203,13 @@ class Ledger:
             self._allocatable.pop(node, None)
             return False
         changed = self._allocatable.get(node) != allocatable
+        self._allocatable[node] = allocatable
         if changed:
             self._priced.clear()
-        self._allocatable[node] = allocatable
+            reserved = self._reserved.get(node)
+            if reserved is not None:  # each estimate is bounded by the node: bound anew
+                settings = self._policy().spec.estimation
+                self._reserved[node] = _rebuilt(self._estimates(reserved, settings))
         return changed
 
     def on_pod(
@@ -184,14 +226,20 @@ class Ledger:
                 if not pods:
                     del self._bound[old_node]
         if new is not None and new_node is not None and new_node != old_node:
-            if now_s - new.bound_at_s < self._policy().spec.estimation.max_age_s:
-                pod = _Bound(new.requests, new.limits, min(new.bound_at_s, now_s))
-                self._bound.setdefault(new_node, {})[key] = pod
-                affected.add(new_node)
             reservation = self._end(new.uid)
             if reservation is not None:
                 affected.add(reservation.node)
                 self._on_end("confirmed" if reservation.node == new_node else "moved")
+            if now_s - new.bound_at_s < self._policy().spec.estimation.max_age_s:
+                if reservation is not None:
+                    evidence = Evidence.SCORED
+                elif old is not None and old.node is None:
+                    evidence = Evidence.BOUND  # watched pending, then bound
+                else:
+                    evidence = Evidence.PLACED  # first seen on its node
+                pod = _Bound(new.requests, new.limits, min(new.bound_at_s, now_s), evidence)
+                self._bound.setdefault(new_node, {})[key] = pod
+                affected.add(new_node)
         elif new is None and old is not None and old.node is None:
             reservation = self._end(old.uid)  # deleted before it was bound
             if reservation is not None:
@@ -206,8 +254,9 @@ class Ledger:
         if len(self._priced) >= _MEMO_SIZE:
             self._priced.clear()
         demand, node = key
-        usage = estimate_pod_usage(*requests_and_limits(demand), settings)
-        fractions = unsampled_fractions((usage,), self._allocatable.get(node, ZERO))
+        allocatable = self._allocatable.get(node, ZERO)
+        usage = within_node(estimate_pod_usage(*requests_and_limits(demand), settings), allocatable)
+        fractions = unsampled_fractions((usage,), allocatable)
         priced = self._priced[key] = (usage, (fractions.get(CPU, 0.0), fractions.get(MEMORY, 0.0)))
         return priced
 
@@ -258,20 +307,29 @@ class Ledger:
         here, not checked against the policy on every reservation."""
         settings = self._policy().spec.estimation
         # Every estimate first, then the swap: a failure leaves the reservations as they were.
-        usages = [
-            (reservation, estimate_pod_usage(*requests_and_limits(reservation.demand), settings))
-            for on_node in self._reserved.values()
+        estimates = {
+            node: self._estimates(on_node, settings) for node, on_node in self._reserved.items()
+        }
+        self._priced.clear()
+        for node, estimated in estimates.items():
+            self._reserved[node] = _rebuilt(estimated)
+        return list(self._reserved)
+
+    def _estimates(
+        self, on_node: _NodeReservations, settings: EstimationPolicy
+    ) -> list[tuple[Reservation, Resources]]:
+        """A node's live reservations, each with its estimate under ``settings`` and the
+        node's allocatable; nothing is changed (``_rebuilt`` swaps them in)."""
+        return [
+            (reservation, self._reservation_usage(reservation.demand, reservation.node, settings))
             for reservation in on_node
         ]
-        self._priced.clear()
-        for reservation, usage in usages:
-            reservation.usage = usage
-        for node, on_node in list(self._reserved.items()):
-            repriced = _NodeReservations()
-            for reservation in on_node:
-                repriced.add(reservation)
-            self._reserved[node] = repriced
-        return list(self._reserved)
+
+    def _reservation_usage(
+        self, demand: Demand, node: str, settings: EstimationPolicy
+    ) -> Resources:
+        estimate = estimate_pod_usage(*requests_and_limits(demand), settings)
+        return within_node(estimate, self._allocatable.get(node, ZERO))
 
     def addition(self, node: str, sample_at_s: float | None, now_s: float) -> Addition:
         """The node's addition at ``now_s``; forgets the entries that have aged out.
@@ -285,14 +343,19 @@ class Ledger:
         if reserved is not None:
             total = reserved.total()
             changes_at_s = reserved.oldest().made_at_s + self.ttl_s
+        allocatable = self._allocatable.get(node, ZERO)
         for pod in self._bound.get(node, {}).values():
             if counts(pod.bound_at_s, sample_at_s, now_s, settings):
-                total = total + estimate_pod_usage(pod.requests, pod.limits, settings)
+                total = total + self._bound_usage(pod, settings, allocatable)
                 changes_at_s = min(changes_at_s, pod.bound_at_s + settings.max_age_s)
         if not settings.enabled or total == ZERO:
             return Addition(sample_at_s, {}, changes_at_s)
-        fractions = unsampled_fractions((total,), self._allocatable.get(node, ZERO))
+        fractions = unsampled_fractions((total,), allocatable)
         return Addition(sample_at_s, fractions, changes_at_s)
+
+    @staticmethod
+    def _bound_usage(pod: _Bound, settings: EstimationPolicy, allocatable: Resources) -> Resources:
+        return estimate_with_evidence(pod.requests, pod.limits, pod.evidence, settings, allocatable)
 
     def _expire(self, node: str, now_s: float, max_age_s: float) -> None:
         pods = self._bound.get(node)
@@ -315,14 +378,34 @@ class Ledger:
     ) -> list[Contribution]:
         """The pods behind a node's addition, for ``/debug/nodes/{name}``."""
         settings = self._policy().spec.estimation
+        allocatable = self._allocatable.get(node, ZERO)
         found = [
             Contribution(
-                key, "bound", pod.bound_at_s, estimate_pod_usage(pod.requests, pod.limits, settings)
+                key,
+                pod.evidence.value,
+                pod.bound_at_s,
+                self._bound_usage(pod, settings, allocatable),
+                node,
             )
             for key, pod in self._bound.get(node, {}).items()
             if counts(pod.bound_at_s, sample_at_s, now_s, settings)
         ]
         reserved = self._reserved.get(node)
         if reserved is not None:
-            found += [Contribution(r.pod, "reserved", r.made_at_s, r.usage) for r in reserved]
+            found += [Contribution(r.pod, "reserved", r.made_at_s, r.usage, node) for r in reserved]
+        return found
+
+    def estimates(
+        self, sample_at: Callable[[str], float | None], now_s: float
+    ) -> list[PodEstimate]:
+        """Every pod that counts on some node now, with its share of that node
+        (``sample_at``: a node's freshest sample time), largest first: for the debug
+        view and the metric, never on a request."""
+        found: list[PodEstimate] = []
+        for node in self._bound.keys() | self._reserved.keys():
+            allocatable = self._allocatable.get(node, ZERO)
+            for contribution in self.contributions(node, sample_at(node), now_s):
+                fractions = unsampled_fractions((contribution.usage,), allocatable)
+                found.append(PodEstimate(contribution, fractions))
+        found.sort(key=lambda estimate: (-estimate.share, estimate.contribution.pod))
         return found

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from app.extender.ledger import PodEstimate
 from app.policy.watch import PolicyReloadMetrics
 
 # The *_created series double the output and no loadaware alert or dashboard uses them.
@@ -151,12 +152,19 @@ EstimatedAdditions = Callable[[], Mapping[str, Mapping[str, float]]]
 """Node name -> resource -> the estimated addition to its usage, as a fraction."""
 
 
-class EstimateCollector(Collector):
-    """Burst estimates at scrape time: how many nodes carry one, and the largest per
-    resource. Computed when Prometheus scrapes, never on the request path."""
+PodEstimates = Callable[[], Sequence[PodEstimate]]
+"""Every pod that counts on a node's estimate now (``Ledger.estimates``)."""
 
-    def __init__(self, additions: EstimatedAdditions) -> None:
+
+class EstimateCollector(Collector):
+    """Burst estimates at scrape time: how many nodes carry one, the largest per
+    resource, and the largest one pod adds and whose namespace it is (issue 28, attack
+    1: the pod names are in ``/debug/estimates``). Computed when Prometheus scrapes,
+    never on the request path."""
+
+    def __init__(self, additions: EstimatedAdditions, pods: PodEstimates | None = None) -> None:
         self._additions = additions
+        self._pods = pods
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         nodes = GaugeMetricFamily(
@@ -182,3 +190,38 @@ class EstimateCollector(Collector):
             largest.add_metric([resource], top[resource])
         yield nodes
         yield largest
+        if self._pods is not None:
+            yield from _pod_metrics(self._pods())
+
+
+def _pod_metrics(estimates: Sequence[PodEstimate]) -> Iterator[GaugeMetricFamily]:
+    largest = GaugeMetricFamily(
+        "loadaware_extender_pod_estimate_max_fraction",
+        "The largest estimate of one pod counting on a node now, as a fraction of its "
+        "node's allocatable (never above 1), by resource, labelled with the pod's "
+        "namespace (the pod itself: /debug/estimates).",
+        labels=["resource", "namespace"],
+    )
+    by_kind = GaugeMetricFamily(
+        "loadaware_extender_estimated_pods",
+        "Pods counting on a node's estimate now, by kind: reserved, scored (reserved, then "
+        "bound), bound (seen pending, then bound) or placed (first seen on its node: "
+        "estimated from its requests alone).",
+        labels=["kind"],
+    )
+    top: dict[str, tuple[float, str]] = {}
+    kinds = {"reserved": 0, "scored": 0, "bound": 0, "placed": 0}
+    for estimate in estimates:
+        pod = estimate.contribution
+        kinds[pod.kind] = kinds.get(pod.kind, 0) + 1
+        namespace = pod.pod.partition("/")[0]
+        for resource, fraction in estimate.fractions.items():
+            if fraction > top.get(resource, (-1.0, ""))[0]:
+                top[resource] = (fraction, namespace)
+    for resource in sorted(top):
+        fraction, namespace = top[resource]
+        largest.add_metric([resource, namespace], fraction)
+    for kind, count in kinds.items():
+        by_kind.add_metric([kind], float(count))
+    yield largest
+    yield by_kind

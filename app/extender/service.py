@@ -14,7 +14,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
-from app.extender.ledger import DEFAULT_RESERVATION_TTL_S, Contribution, Ledger
+from app.extender.ledger import DEFAULT_RESERVATION_TTL_S, Contribution, Ledger, PodEstimate
 from app.extender.metrics import EstimateCollector, ExtenderMetrics
 from app.extender.request_pod import request_pod_demand
 from app.extender.table import NodeEntry, NodeTable
@@ -60,7 +60,9 @@ class Extender:
         self.clock = clock
         self._mode = mode
         self.metrics = ExtenderMetrics(registry or CollectorRegistry())
-        self.metrics.registry.register(EstimateCollector(self._estimated_additions))
+        self.metrics.registry.register(
+            EstimateCollector(self._estimated_additions, self._pod_estimates)
+        )
         self.ledger: Ledger | None = None
         if pod_cache is not None:
             self.ledger = Ledger(
@@ -245,6 +247,37 @@ class Extender:
     def _estimated_additions(self) -> dict[str, Mapping[str, float]]:
         self.table.refresh(self.clock())
         return {entry.name: entry.addition.fractions for entry in self.table}
+
+    def _pod_estimates(self) -> list[PodEstimate]:
+        """Every pod counting on a node's estimate now, largest share first."""
+        if self.ledger is None or not self.table.policy.spec.estimation.enabled:
+            return []
+        now_s = self.clock()
+        self.table.refresh(now_s)
+        self.table.expire_estimates(now_s)
+
+        def sample_at(node: str) -> float | None:
+            entry = self.table.lookup(node, now_s)
+            return None if entry is None else entry.addition.sample_at_s
+
+        return self.ledger.estimates(sample_at, now_s)
+
+    def debug_estimates(self, limit: int) -> dict[str, Any]:
+        """``/debug/estimates``: the ``limit`` largest pod estimates across the cluster,
+        each with its pod, node, kind and share of the node (issue 28, attack 1)."""
+        now_s = self.clock()
+        estimates = self._pod_estimates()
+        return {
+            "total": len(estimates),
+            "pods": [
+                {
+                    **pod_view(estimate.contribution, now_s),
+                    "node": estimate.contribution.node,
+                    "share": {r: round(f, 5) for r, f in estimate.fractions.items()},
+                }
+                for estimate in estimates[:limit]
+            ],
+        }
 
     def ready(self) -> tuple[bool, str]:
         """Ready once every cache has synced, and while none has lost the API server for
@@ -433,14 +466,17 @@ def estimate_view(
             None if addition.sample_at_s is None else round(now_s - addition.sample_at_s, 1)
         ),
         "added": {resource: round(f, 5) for resource, f in addition.fractions.items()},
-        "pods": [
-            {
-                "pod": c.pod,
-                "kind": c.kind,
-                "age_seconds": round(now_s - c.since_s, 1),
-                "cpu_cores": round(c.usage.cpu_cores, 3),
-                "memory_bytes": round(c.usage.memory_bytes),
-            }
-            for c in contributions
-        ],
+        "pods": [pod_view(c, now_s) for c in contributions],
+    }
+
+
+def pod_view(contribution: Contribution, now_s: float) -> dict[str, Any]:
+    """One pod behind an estimate: who, why it counts (``kind``: reserved, or scored,
+    bound or placed, ``app.extender.ledger``) and what it adds, within its node."""
+    return {
+        "pod": contribution.pod,
+        "kind": contribution.kind,
+        "age_seconds": round(now_s - contribution.since_s, 1),
+        "cpu_cores": round(contribution.usage.cpu_cores, 3),
+        "memory_bytes": round(contribution.usage.memory_bytes),
     }

@@ -28,22 +28,55 @@ class Scope(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Permission:
-    """One RBAC rule: ``verbs`` on ``resource`` (``"pods/eviction"`` for a subresource)."""
+    """One RBAC rule: ``verbs`` on ``resource`` (``"pods/eviction"`` for a subresource),
+    on the objects ``names`` only when there are any (RBAC ``resourceNames``)."""
 
     api_group: str  # "" is the core group
     resource: str
     verbs: frozenset[str]
     scope: Scope
     why: str
+    names: frozenset[str] = frozenset()
 
     def grants(self) -> set[tuple[str, str, str, Scope]]:
         return {(self.api_group, self.resource, verb, self.scope) for verb in self.verbs}
 
 
 def _permission(
-    api_group: str, resource: str, verbs: str, why: str, scope: Scope = Scope.CLUSTER
+    api_group: str,
+    resource: str,
+    verbs: str,
+    why: str,
+    scope: Scope = Scope.CLUSTER,
+    names: tuple[str, ...] = (),
 ) -> Permission:
-    return Permission(api_group, resource, frozenset(verbs.split()), scope, why)
+    return Permission(api_group, resource, frozenset(verbs.split()), scope, why, frozenset(names))
+
+
+# RBAC can name the objects of get, update and patch (resourceNames), but not of create:
+# the API server authorizes a create before the object, and its name, exists. So each
+# object a component keeps in its own namespace is two rules: get and update of that
+# one object, and create of its kind (docs/security.md, "Roles name their objects").
+
+
+def _leader_lease(name: str) -> tuple[Permission, Permission]:
+    return (
+        _permission(
+            "coordination.k8s.io",
+            "leases",
+            "get update",
+            f"leader election on its Lease {name} (--lease-name) in its own namespace",
+            Scope.OWN_NAMESPACE,
+            (name,),
+        ),
+        _permission(
+            "coordination.k8s.io",
+            "leases",
+            "create",
+            "the Lease on first start (create cannot be limited by name)",
+            Scope.OWN_NAMESPACE,
+        ),
+    )
 
 
 _NODE_CACHE = _permission(
@@ -51,14 +84,11 @@ _NODE_CACHE = _permission(
 )
 
 
-_LEADER_LEASE = _permission(
-    "coordination.k8s.io",
-    "leases",
-    "get create update",
-    "leader election on one Lease (--lease-name) in its own namespace",
-    Scope.OWN_NAMESPACE,
-)
-
+# The objects named in the shipped Roles: the defaults of --lease-name and --state-name
+# (a test holds them equal). Another name needs the Role changed to match.
+ANNOTATOR_LEASE = "loadaware-annotator"
+DESCHEDULER_LEASE = "loadaware-descheduler"
+DESCHEDULER_STATE = "loadaware-descheduler-state"
 
 PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     "extender": (
@@ -73,7 +103,7 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
             "", "nodes", "patch", "one merge patch per node writes loadaware's annotations"
         ),
         _permission("", "pods", "list watch", "bindings are seen on a pod watch (the hot value)"),
-        _LEADER_LEASE,
+        *_leader_lease(ANNOTATOR_LEASE),
     ),
     "descheduler": (
         _NODE_CACHE,
@@ -99,12 +129,20 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
         _permission(
             "",
             "configmaps",
-            "get create update",
+            "get update",
             "its memory, recent evictions and debounce rounds, in one ConfigMap "
-            "(--state-name) that only it may write (app/kube/state.py)",
+            f"{DESCHEDULER_STATE} (--state-name) that only it may write (app/kube/state.py)",
+            Scope.OWN_NAMESPACE,
+            (DESCHEDULER_STATE,),
+        ),
+        _permission(
+            "",
+            "configmaps",
+            "create",
+            "its memory ConfigMap on first start (create cannot be limited by name)",
             Scope.OWN_NAMESPACE,
         ),
-        _LEADER_LEASE,
+        *_leader_lease(DESCHEDULER_LEASE),
     ),
 }
 """Per component (its ``loadaware`` subcommand), the API calls it makes."""
@@ -113,6 +151,15 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
 def grants_of(component: str) -> set[tuple[str, str, str, Scope]]:
     """``(api_group, resource, verb, scope)`` for every call ``component`` makes."""
     return {grant for permission in PERMISSIONS[component] for grant in permission.grants()}
+
+
+def names_of(component: str) -> dict[tuple[str, str, str, Scope], frozenset[str]]:
+    """For every call ``component`` makes, the objects it is limited to (empty: any)."""
+    return {
+        grant: permission.names
+        for permission in PERMISSIONS[component]
+        for grant in permission.grants()
+    }
 
 
 def service_account_name(component: str) -> str:

@@ -75,10 +75,12 @@ class PodCache(WatchCache[T]):
         )
 
 
-# The kubelet marks the API mirror of a static pod with this annotation; the config
-# source annotation names where the kubelet read the pod ("api" for ordinary pods).
+# The kubelet marks the API mirror of a static pod with this annotation, and makes the
+# pod's Node its controller. Both are needed: a tenant can write any annotation on its
+# own pods (``kubernetes.io/config.source: file`` included, which is only the kubelet's
+# note of where it read a pod and proves nothing), and a Node owner it cannot fake
+# without the Node's UID, which the garbage collector checks (docs/security.md).
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 
 
 def pod_info(pod: Any) -> PodInfo:
@@ -90,6 +92,7 @@ def pod_info(pod: Any) -> PodInfo:
     containers = list(spec.containers or []) if spec else []
     init_containers = list(spec.initContainers or []) if spec else []
     requests, limits = _demand(containers, init_containers, spec.overhead if spec else None)
+    owner = _controller_of(metadata.ownerReferences or [])
     volumes = list(spec.volumes or []) if spec else []
     namespace = metadata.namespace or "default"
     labels = dict(metadata.labels or {})
@@ -110,9 +113,8 @@ def pod_info(pod: Any) -> PodInfo:
         limits=limits,
         labels=MappingProxyType(labels),
         annotations=MappingProxyType(annotations),
-        owner=_controller_of(metadata.ownerReferences or []),
-        is_mirror=MIRROR_ANNOTATION in annotations
-        or annotations.get(CONFIG_SOURCE_ANNOTATION, "api") != "api",
+        owner=owner,
+        is_mirror=MIRROR_ANNOTATION in annotations and owner is not None and owner.kind == "Node",
         local_storage=any(v.emptyDir is not None or v.hostPath is not None for v in volumes),
         uses_pvc=any(
             v.persistentVolumeClaim is not None or v.ephemeral is not None for v in volumes
@@ -254,10 +256,11 @@ def _unix_s(moment: Any) -> float | None:
 
 
 def _controller_of(owners: list[Any]) -> OwnerRef | None:
-    if not owners:
-        return None
-    chosen = next((o for o in owners if o.controller), owners[0])
-    return OwnerRef(chosen.kind, chosen.name, chosen.uid)
+    """The controller reference, the only owner Kubernetes lets act on a pod (it
+    recreates it, and a second one is refused). Any other ownerReference is the
+    tenant's word: a pod with none marked controller is bare."""
+    chosen = next((o for o in owners if o.controller), None)
+    return None if chosen is None else OwnerRef(chosen.kind, chosen.name, chosen.uid)
 
 
 def _required_terms(affinity: Any) -> tuple[NodeSelectorTerm, ...]:

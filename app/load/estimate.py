@@ -13,6 +13,22 @@ The API, all pure (the extender keeps per-node ledgers, the simulator calls thes
 * ``estimate_pod_usage(requests, limits, settings) -> Resources``: per resource
   ``max(request, limit) x factor`` (cpu 0.85, memory 0.70 by default); a pod that
   declares neither for a resource (both 0) is assumed to use ``defaultPodUsage``.
+* ``within_node(usage, allocatable) -> Resources``: one pod's estimate, each resource
+  at most its node's allocatable. A pod cannot use more than its node has, and its
+  limit is the tenant's word, not a measurement (issue 28, attack 1): without this, a
+  pod declaring a 100,000-CPU limit would take its node out of scheduling for
+  ``maxAge``. A resource whose allocatable is unknown (0) is not added at all.
+* ``Evidence`` and ``estimate_with_evidence``: what a pod's estimate may rest on. A
+  pod this extender scored (``SCORED``) or one the extender saw bound by a binder
+  (``BOUND``: the pod was watched pending, then bound, which takes ``pods/binding``,
+  a right tenants do not have) is estimated from its limit as above. A pod first
+  seen already on its node (``PLACED``: created with ``spec.nodeName``, around the
+  scheduler and its filter, or listed after a restart) is estimated from its
+  requests alone: the kubelet admits a pod only if its requests fit the node, and
+  quota charges them, while nothing checks a limit (docs/security.md). Requests
+  beyond the node's allocatable (the API server defaults a missing request to the
+  limit: a 1 PiB memory limit is a 1 PiB request) count nothing: the kubelet refuses
+  such a pod, and it never runs there.
 * ``counts(bound_at_s, sample_at_s, now_s, settings) -> bool``: whether a pod bound
   at ``bound_at_s`` is missing from a sample taken at ``sample_at_s``. A sample
   *covers* a pod only when it was taken at least ``coveredAfter`` (5 minutes) after
@@ -29,8 +45,8 @@ The API, all pure (the extender keeps per-node ledgers, the simulator calls thes
 * ``freshest_sample_s(annotations, policy, now_s) -> float | None``: the timestamp
   of a node's freshest fresh usage sample.
 * ``node_unsampled(pods, annotations, allocatable, policy, now_s)``: all of the above
-  for one node's ``PlacedPod``s, returning what ``evaluate_node`` takes as
-  ``unsampled``.
+  for one node's ``PlacedPod``s (each within the node), returning what
+  ``evaluate_node`` takes as ``unsampled``.
 
 Worked example (the README's): a pod with request 200m and limit 3 CPU on an 8-CPU
 node is estimated at 3 x 0.85 = 2.55 cores, 2.55 / 8 = 0.32 of the node.
@@ -40,9 +56,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
 from app.load.model import measure
-from app.objects.resources import CPU, MEMORY, Resources
+from app.objects.resources import CPU, MEMORY, ZERO, Resources
 from app.policy import EstimationPolicy, Policy
 
 
@@ -65,6 +82,47 @@ def estimate_pod_usage(
     return Resources(
         cpu * settings.factors.cpu if cpu > 0 else default.cpu_cores,
         memory * settings.factors.memory if memory > 0 else default.memory_bytes,
+    )
+
+
+def within_node(usage: Resources, allocatable: Resources) -> Resources:
+    """One pod's estimate, each resource at most the node's allocatable (module doc)."""
+    cpu, memory = allocatable.cpu_cores, allocatable.memory_bytes
+    if usage.cpu_cores <= cpu and usage.memory_bytes <= memory:
+        return usage
+    return Resources(min(usage.cpu_cores, cpu), min(usage.memory_bytes, memory))
+
+
+class Evidence(StrEnum):
+    """What says a pod was placed through the scheduler (module doc)."""
+
+    SCORED = "scored"  # this extender reserved it, and the binding followed
+    BOUND = "bound"  # watched pending, then bound: a binder placed it
+    PLACED = "placed"  # first seen on its node: perhaps placed around the scheduler
+
+
+def estimate_with_evidence(
+    requests: Resources,
+    limits: Resources,
+    evidence: Evidence,
+    settings: EstimationPolicy,
+    allocatable: Resources,
+) -> Resources:
+    """``estimate_pod_usage`` on what the evidence allows, within the node (module doc):
+    a pod placed around the scheduler is estimated from its requests alone, and not at
+    all when they exceed the node (the kubelet will refuse it: it never runs there)."""
+    if evidence is not Evidence.PLACED:
+        return within_node(estimate_pod_usage(requests, limits, settings), allocatable)
+    if not _fits(requests, allocatable):
+        return ZERO
+    return within_node(estimate_pod_usage(requests, ZERO, settings), allocatable)
+
+
+def _fits(requests: Resources, allocatable: Resources) -> bool:
+    """Whether the node could ever admit these requests (unknown allocatable: yes)."""
+    cpu, memory = allocatable.cpu_cores, allocatable.memory_bytes
+    return (cpu <= 0 or requests.cpu_cores <= cpu) and (
+        memory <= 0 or requests.memory_bytes <= memory
     )
 
 
@@ -108,7 +166,7 @@ def node_unsampled(
         return {}
     sample_at_s = freshest_sample_s(annotations, policy, now_s)
     usages = (
-        estimate_pod_usage(pod.requests, pod.limits, settings)
+        within_node(estimate_pod_usage(pod.requests, pod.limits, settings), allocatable)
         for pod in pods
         if counts(pod.bound_at_s, sample_at_s, now_s, settings)
     )

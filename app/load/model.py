@@ -418,9 +418,17 @@ def hot_value_from_bindings(
 
 
 def is_exempt_from_filter(pod: Mapping[str, Any]) -> bool:
-    """DaemonSet pods always pass: they must run on every node, however busy."""
+    """DaemonSet pods always pass: they must run on every node, however busy.
+
+    Only the controller reference says so: any other ownerReference is the tenant's own
+    word, and would let any pod skip the load filter (docs/security.md, issue 28)."""
     metadata = pod.get("metadata")
     owners = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
     if not isinstance(owners, list):
         return False
-    return any(isinstance(owner, Mapping) and owner.get("kind") == "DaemonSet" for owner in owners)
+    return any(
+        isinstance(owner, Mapping)
+        and owner.get("controller") is True
+        and owner.get("kind") == "DaemonSet"
+        for owner in owners
+    )

@@ -14,7 +14,7 @@ from app.objects.selectors import LabelSelector
 
 @dataclass(frozen=True, slots=True)
 class OwnerRef:
-    """A pod's controller ownerReference (the first owner when none is marked controller)."""
+    """A pod's controller ownerReference (``controller: true``); other owners are ignored."""
 
     kind: str
     name: str
@@ -89,7 +89,7 @@ class PodInfo:
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
     annotations: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
     owner: OwnerRef | None = None
-    is_mirror: bool = False  # a mirror of a static pod (kubelet config source is not the API)
+    is_mirror: bool = False  # a static pod's mirror: the mirror annotation and a Node controller
     local_storage: bool = False  # an emptyDir or hostPath volume
     uses_pvc: bool = False  # a persistentVolumeClaim or generic ephemeral volume
     node_selector: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)

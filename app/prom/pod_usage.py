@@ -17,17 +17,34 @@ recording rule, a ``cluster`` matcher, another window) as long as each result ca
 
 A pod is given a usage only when both resources have a valid sample; any other pod
 is left out and the planner falls back to its requests, saying so in the plan.
+
+**Only the pod's own node answers for it.** cAdvisor series are the kubelet's word, and
+a node's kubelet controls what it exports: it can publish series for pods that run on
+other nodes, and a query that sums over every node would add them in (issue 28, attack
+4). So each series must name its node, and counts only for a pod that runs there: the
+series' ``node`` label, else the host part of its ``instance`` label, must be the pod's
+node name or one of that node's addresses (``PodNodes``). A series from any other node
+is dropped as ``wrong_node``, one that names no node as ``no_node_label``. The default
+queries therefore keep ``node`` in their ``by`` clause; the label must be attached by
+Prometheus from service discovery, not taken from the scrape (``honor_labels``), or the
+kubelet could write it too (docs/security.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from app.objects.nodes import NodeInfo
+from app.objects.pods import PodInfo
 from app.objects.resources import Resources
 from app.prom.client import InstantQuery, InvalidSample, PrometheusQueryError, invalid_sample
+from app.prom.matching import split_instance
+
+PodNodes = Mapping[str, Collection[str]]
+"""Pod key ``namespace/name`` -> the names its node goes by (its name, its addresses)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,20 +86,50 @@ class PodUsage:
         return sum(self.dropped.values())
 
 
+def pod_nodes(pods: Iterable[PodInfo], nodes: Mapping[str, NodeInfo]) -> dict[str, tuple[str, ...]]:
+    """``PodNodes`` for the pods placed on a node: its name and, if known, its InternalIP."""
+    found: dict[str, tuple[str, ...]] = {}
+    for pod in pods:
+        if pod.node_name is None:
+            continue
+        node = nodes.get(pod.node_name)
+        address = node.internal_ip if node is not None else None
+        found[pod.key] = (pod.node_name, address) if address else (pod.node_name,)
+    return found
+
+
+def series_node(labels: Mapping[str, str]) -> str | None:
+    """The node a series names: its ``node`` label, else its ``instance`` host."""
+    node = labels.get("node")
+    if node:
+        return node
+    instance = labels.get("instance")
+    return split_instance(instance)[0] if instance else None
+
+
 def _by_pod(
-    samples: list[tuple[Mapping[str, str], float, float]], resource: str, dropped: Counter[str]
+    samples: list[tuple[Mapping[str, str], float, float]],
+    resource: str,
+    nodes: PodNodes,
+    dropped: Counter[str],
 ) -> tuple[dict[str, float], float | None]:
     values: dict[str, float] = {}
     newest: float | None = None
     for labels, value, timestamp_s in samples:
         namespace, pod = labels.get("namespace", ""), labels.get("pod", "")
+        key = f"{namespace}/{pod}"
         problem: InvalidSample | str | None = invalid_sample(value)
         if problem is None and not (namespace and pod):
             problem = "no_pod_labels"
+        if problem is None:
+            node = series_node(labels)
+            if node is None:
+                problem = "no_node_label"
+            elif node not in nodes.get(key, ()):
+                problem = "wrong_node"  # another node's kubelet, or a pod not placed (yet)
         if problem is not None:
             dropped[f"{resource}:{problem}"] += 1
             continue
-        key = f"{namespace}/{pod}"
         # A query that does not aggregate may return several series per pod: add them up.
         values[key] = values.get(key, 0.0) + value
         newest = timestamp_s if newest is None else max(newest, timestamp_s)
@@ -90,9 +137,10 @@ def _by_pod(
 
 
 async def read_pod_usage(
-    source: InstantQuery, queries: PodUsageQueries, at_s: float | None = None
+    source: InstantQuery, queries: PodUsageQueries, nodes: PodNodes, at_s: float | None = None
 ) -> PodUsage:
-    """Run both queries at once; raise PodUsageUnavailable if either fails."""
+    """Run both queries at once, keeping each pod's series from its own node (``nodes``,
+    module doc); raise PodUsageUnavailable if either query fails."""
 
     async def run(resource: str, promql: str) -> list[tuple[Mapping[str, str], float, float]]:
         try:
@@ -105,8 +153,8 @@ async def read_pod_usage(
         run("cpu", queries.cpu), run("memory", queries.memory)
     )
     dropped: Counter[str] = Counter()
-    cpu, cpu_newest = _by_pod(cpu_samples, "cpu", dropped)
-    memory, memory_newest = _by_pod(memory_samples, "memory", dropped)
+    cpu, cpu_newest = _by_pod(cpu_samples, "cpu", nodes, dropped)
+    memory, memory_newest = _by_pod(memory_samples, "memory", nodes, dropped)
     both = cpu.keys() & memory.keys()
     newest = max((t for t in (cpu_newest, memory_newest) if t is not None), default=None)
     return PodUsage(

@@ -32,12 +32,14 @@ Resource = Literal["cpu", "memory"]
 
 # The one definition of the default per-pod usage queries (app/prom/pod_usage.py says
 # why they drop container="" and container="POD").
+# They keep ``node``: a pod's usage counts only from the node it runs on (ibid.).
 DEFAULT_CPU_QUERY = (
-    'sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!="",'
+    'sum by (namespace, pod, node) (rate(container_cpu_usage_seconds_total{container!="",'
     'container!="POD"}[5m]))'
 )
 DEFAULT_MEMORY_QUERY = (
-    'sum by (namespace, pod) (container_memory_working_set_bytes{container!="",container!="POD"})'
+    "sum by (namespace, pod, node) "
+    '(container_memory_working_set_bytes{container!="",container!="POD"})'
 )
 
 DEFAULT_THRESHOLDS: dict[Resource, float] = {"cpu": 40.0, "memory": 50.0}

@@ -7,12 +7,19 @@ from pathlib import Path
 
 import pytest
 
+from app.annotator import main as annotator_main
+from app.descheduler import main as descheduler_main
+from app.kube import state
 from app.kube.permissions import (
+    ANNOTATOR_LEASE,
+    DESCHEDULER_LEASE,
+    DESCHEDULER_STATE,
     EXPLAIN,
     EXPLAIN_CONFIGMAPS,
     PERMISSIONS,
     Scope,
     grants_of,
+    names_of,
     service_account_name,
 )
 from tests.deploy.manifests import Obj, base, kustomizations, of_kind, pod_templates, render
@@ -23,12 +30,18 @@ NAMESPACE = "loadaware"
 
 def _rules_bound_to(objects: list[Obj], account: str) -> set[Grant]:
     """Every (group, resource, verb, scope) the ServiceAccount is granted in ``objects``."""
+    return set(_names_bound_to(objects, account))
+
+
+def _names_bound_to(objects: list[Obj], account: str) -> dict[Grant, frozenset[str]]:
+    """Every grant of the ServiceAccount in ``objects``, with the objects it is limited
+    to (resourceNames; empty: every object). A grant in two rules is as wide as both."""
     roles = {
         (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
         for o in objects
         if o["kind"] in ("Role", "ClusterRole")
     }
-    granted: set[Grant] = set()
+    granted: dict[Grant, frozenset[str]] = {}
     for binding in objects:
         if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
             continue
@@ -49,14 +62,16 @@ def _rules_bound_to(objects: list[Obj], account: str) -> set[Grant]:
             assert namespace == NAMESPACE, f"{account} is granted rights in namespace {namespace}"
             scope = Scope.OWN_NAMESPACE
         for rule in role["rules"]:
-            assert "resourceNames" not in rule, rule
             assert "nonResourceURLs" not in rule, rule
-            granted |= {
-                (group, resource, verb, scope)
-                for group in rule["apiGroups"]
-                for resource in rule["resources"]
-                for verb in rule["verbs"]
-            }
+            names = frozenset(rule.get("resourceNames", ()))
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    for verb in rule["verbs"]:
+                        grant = (group, resource, verb, scope)
+                        before = granted.get(grant)
+                        # Unnamed anywhere means every object.
+                        wider = not names or (before is not None and not before)
+                        granted[grant] = frozenset() if wider else names | (before or set())
     return granted
 
 
@@ -66,6 +81,23 @@ def test_rbac_grants_exactly_the_listed_api_calls(component: str) -> None:
     listed = grants_of(component)
     assert not granted - listed, f"{component}: granted but never called (remove from RBAC)"
     assert not listed - granted, f"{component}: called but not granted (add to RBAC)"
+
+
+@pytest.mark.parametrize("component", sorted(PERMISSIONS))
+def test_rbac_names_the_objects_the_code_names(component: str) -> None:
+    """Issue 28, attack 5: every get/update in loadaware's namespace is of one named
+    object (resourceNames), as PERMISSIONS lists; only create cannot be named."""
+    granted = _names_bound_to(base(), service_account_name(component))
+    assert granted == names_of(component)
+    for (_, resource, verb, scope), names in granted.items():
+        if scope is Scope.OWN_NAMESPACE and verb != "create":
+            assert names, f"{component} may {verb} every {resource} in {NAMESPACE}"
+
+
+def test_the_named_objects_are_the_flag_defaults() -> None:
+    assert ANNOTATOR_LEASE == annotator_main.DEFAULT_LEASE_NAME
+    assert DESCHEDULER_LEASE == descheduler_main.DEFAULT_LEASE_NAME
+    assert DESCHEDULER_STATE == state.DEFAULT_NAME
 
 
 @pytest.mark.parametrize("directory", kustomizations(), ids=lambda d: d.name)

@@ -32,6 +32,9 @@ from tests.support.fakekube_fixtures import FakeKube
 GiB = 2.0**30
 EIGHT_CPUS = Resources(8.0, 32 * GiB)
 BURST_SHARE = 3 * 0.85 / 8  # one pod with a 3-CPU limit on an 8-CPU node
+REQUEST_SHARE = 0.2 * 0.85 / 8  # the same pod on its 200m request alone
+BURST_LIMITS = Resources(3.0, 0)
+BURST_REQUESTS = Resources(0.2, 0)
 
 
 class Clock:
@@ -69,10 +72,31 @@ def set_node(extender: Extender, name: str, annotations: dict[str, str]) -> None
     extender.node_cache.apply(name, NodeInfo(name, annotations, None, allocatable=EIGHT_CPUS))
 
 
-def bind(extender: Extender, name: str, node: str | None, at_s: float) -> None:
+def bind(
+    extender: Extender,
+    name: str,
+    node: str | None,
+    at_s: float,
+    limits: Resources = BURST_LIMITS,
+    requests: Resources = BURST_REQUESTS,
+) -> None:
+    """The pod as the watch shows a scheduler's binding: pending first, then bound."""
     assert extender.pod_cache is not None
-    pod = ScheduledPod(f"uid-{name}", node, Resources(0.2, 0), Resources(3.0, 0), at_s, False)
-    extender.pod_cache.apply(f"default/{name}", pod)
+    key = f"default/{name}"
+    if key not in extender.pod_cache.objects:
+        pending = ScheduledPod(f"uid-{name}", None, requests, limits, at_s, False)
+        extender.pod_cache.apply(key, pending)
+    pod = ScheduledPod(f"uid-{name}", node, requests, limits, at_s, False)
+    extender.pod_cache.apply(key, pod)
+
+
+def place(
+    extender: Extender, name: str, node: str, at_s: float, limits: Resources, requests: Resources
+) -> None:
+    """The pod as the watch shows one created with spec.nodeName: first seen bound."""
+    assert extender.pod_cache is not None
+    pod = ScheduledPod(f"uid-{name}", node, requests, limits, at_s, False)
+    extender.pod_cache.apply(f"tenant/{name}", pod)
 
 
 def added_cpu(extender: Extender, node: str) -> float:
@@ -295,6 +319,15 @@ def served(fake_kube: FakeKube) -> Iterator[tuple[str, Extender]]:
 
 
 def add_bound_pod(fake_kube: FakeKube, name: str, node: str) -> None:
+    """Created pending, then bound, as kube-scheduler does."""
+    pod = request_pod(name)
+    del pod["metadata"]["uid"]
+    fake_kube.store.add(PODS, pod)
+    fake_kube.store.bind("default", name, node)
+
+
+def add_placed_pod(fake_kube: FakeKube, name: str, node: str) -> None:
+    """Created with spec.nodeName, around the scheduler."""
     pod = request_pod(name)
     pod["spec"]["nodeName"] = node
     del pod["metadata"]["uid"]
@@ -307,13 +340,14 @@ def test_pod_cache_survives_watch_expiry_and_relists(
     url, extender = served
     fake_kube.store.compact()
     fake_kube.store.close_watches()
-    add_bound_pod(fake_kube, "after-410", "cool")
+    add_placed_pod(fake_kube, "after-410", "cool")
     wait_for(lambda: added_cpu(extender, "cool") > 0)
     view = httpx.get(f"{url}/debug/nodes/cool").json()
     assert view["estimate"]["pods"][0]["pod"] == "default/after-410"
-    assert view["estimate"]["pods"][0]["kind"] == "bound"
+    # First seen on its node, whether by the watch or by the relist: its requests count.
+    assert view["estimate"]["pods"][0]["kind"] == "placed"
     assert view["metrics"]["cpu_usage_avg_5m"]["estimated_addition"] == pytest.approx(
-        BURST_SHARE, abs=1e-4
+        REQUEST_SHARE, abs=1e-4
     )
     pods_lists = [r for r in fake_kube.requests("GET", "/api/v1/pods") if not r.is_watch]
     assert len(pods_lists) >= 2
@@ -361,3 +395,79 @@ def test_metrics_show_how_many_nodes_carry_an_estimate_and_the_largest() -> None
         extender, "loadaware_extender_estimated_addition_max_fraction", resource="cpu"
     )
     assert largest == pytest.approx(2 * BURST_SHARE)
+
+
+# -- issue 28, attack 1: a tenant's declared limits ------------------------------------
+
+HUGE_LIMITS = Resources(100_000.0, 2.0**50)  # 100,000 CPU and 1 PiB
+TINY_REQUESTS = Resources(0.001, 0.0)
+
+
+def passes_filter(extender: Extender, nodes: list[str]) -> list[str]:
+    answer = orjson.loads(call(extender, "filter", "ordinary", nodes))
+    passed: list[str] = answer["NodeNames"]
+    return passed
+
+
+def test_pods_placed_around_the_scheduler_count_their_requests_not_their_limits() -> None:
+    """The attack: pods created with spec.nodeName skip kube-scheduler and the filter,
+    each with a 1m request and a 100,000-CPU, 1 PiB limit. Their limits are the
+    tenant's word: they count on their requests alone, and no node is blocked."""
+    clock = Clock()
+    extender = make_extender(clock)
+    for node in ("cool", "warm"):
+        place(extender, f"blocker-{node}", node, clock() - 1, HUGE_LIMITS, TINY_REQUESTS)
+    assert passes_filter(extender, ["cool", "warm"]) == ["cool", "warm"]
+    assert added_cpu(extender, "cool") == pytest.approx(0.001 * 0.85 / 8)
+    view = extender.debug_node("cool")
+    assert view is not None
+    assert [p["kind"] for p in view["estimate"]["pods"]] == ["placed"]
+    # As the API server stores it, a memory limit without a request is the request too:
+    # 1 PiB, which no node can admit. The kubelet refuses such a pod; it counts nothing.
+    place(extender, "defaulted", "warm", clock() - 1, HUGE_LIMITS, Resources(0.001, 2.0**50))
+    assert passes_filter(extender, ["cool", "warm"]) == ["cool", "warm"]
+    # A placed pod whose requests fit counts on them.
+    place(extender, "honest", "cool", clock() - 1, HUGE_LIMITS, Resources(2.0, 0.0))
+    assert added_cpu(extender, "cool") == pytest.approx(2.001 * 0.85 / 8)
+
+
+def test_one_pod_never_adds_more_than_its_node_holds() -> None:
+    """A pod the scheduler bound (or this extender scored) is estimated on its limit,
+    but never beyond its node's allocatable: one pod fills at most its own node."""
+    clock = Clock()
+    extender = make_extender(clock)
+    bind(extender, "huge", "cool", clock() - 1, HUGE_LIMITS, TINY_REQUESTS)
+    entry = extender.table.lookup("cool", clock())
+    assert entry is not None
+    assert dict(entry.addition.fractions) == {"cpu": 1.0, "memory": 1.0}
+    assert passes_filter(extender, ["cool", "warm"]) == ["warm"]
+    # A reservation of such a pod is bounded the same way.
+    set_node(extender, "spare", usage(0.10, clock() - 30))
+    huge = request_pod("huge-2")
+    huge["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "100k", "memory": "1Pi"}}
+    body = httpx.Request("POST", "/", json={"Pod": huge, "NodeNames": ["spare"]}).read()
+    outcome = Outcome()
+    extender.verbs.filter(parse_args(body), outcome)
+    extender.record("filter", 200, 0.0, outcome)
+    assert added_cpu(extender, "spare") == 1.0
+
+
+def test_the_largest_estimates_are_shown_with_whose_they_are() -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    bind(extender, "small", "warm", clock() - 2)
+    place(extender, "placed", "cool", clock() - 1, HUGE_LIMITS, Resources(1.0, 0.0))
+    bind(extender, "huge", "cool", clock() - 1, HUGE_LIMITS, TINY_REQUESTS)
+    view = extender.debug_estimates(2)
+    assert view["total"] == 3
+    assert [(p["pod"], p["node"], p["kind"]) for p in view["pods"]] == [
+        ("default/huge", "cool", "bound"),
+        ("default/small", "warm", "bound"),
+    ]
+    assert view["pods"][0]["share"]["cpu"] == 1.0
+    assert view["pods"][0]["cpu_cores"] == 8.0
+    largest = "loadaware_extender_pod_estimate_max_fraction"
+    assert metric(extender, largest, resource="cpu", namespace="default") == 1.0
+    kinds = "loadaware_extender_estimated_pods"
+    assert metric(extender, kinds, kind="placed") == 1.0
+    assert metric(extender, kinds, kind="bound") == 2.0

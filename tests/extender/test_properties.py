@@ -53,9 +53,8 @@ def test_cache_mode_filter_partitions_the_input(
     extender = Extender(default_policy(), mode="test")
     for name, values in known.items():
         extender.table.upsert(name, values)
-    pod: dict[str, Any] = {
-        "metadata": {"ownerReferences": [{"kind": "DaemonSet"}] if daemonset else []}
-    }
+    owners = [{"kind": "DaemonSet", "controller": True}] if daemonset else []
+    pod: dict[str, Any] = {"metadata": {"ownerReferences": owners}}
     answer = run("filter", {"Pod": pod, "NodeNames": asked}, extender)
     passed, failed = answer["NodeNames"], answer["FailedAndUnresolvableNodes"]
     assert set(passed) <= set(asked)

@@ -17,6 +17,8 @@ from app.objects.pods import (
 )
 from app.objects.resources import Resources
 from app.objects.selectors import LabelRequirement, LabelSelector
+from app.rebalance.config import DeschedulerConfig
+from app.rebalance.victims import hard_protection
 from tests.support.fakekube import JSON, PODS
 from tests.support.fakekube_fixtures import FakeKube
 
@@ -144,16 +146,60 @@ def test_qos_is_computed_when_the_status_does_not_say(fake_kube: FakeKube) -> No
     assert pod_info(read_back(fake_kube, burstable)).qos == "Burstable"
 
 
+NODE_CONTROLLER: JSON = {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "n-uid",
+                         "controller": True}
+
+
 def test_mirror_and_terminating_pods_are_recognised(fake_kube: FakeKube) -> None:
     mirror: JSON = {"metadata": {"name": "etcd-n1", "namespace": "kube-system",
                                  "annotations": {"kubernetes.io/config.mirror": "abc",
-                                                 "kubernetes.io/config.source": "file"}},
+                                                 "kubernetes.io/config.source": "file"},
+                                 "ownerReferences": [NODE_CONTROLLER]},
                     "spec": {"containers": [container("etcd")], "nodeName": "n1"}}
     leaving: JSON = {"metadata": {"name": "leaving", "deletionTimestamp": "2024-05-01T12:00:00Z",
                                   "finalizers": ["example.com/hold"]},
                      "spec": {"containers": [container("c")]}}
     assert pod_info(read_back(fake_kube, mirror)).is_mirror
     assert pod_info(read_back(fake_kube, leaving)).terminating
+
+
+def tenant_pod(name: str, annotations: JSON, owners: list[JSON]) -> JSON:
+    return {"metadata": {"name": name, "namespace": "tenant", "annotations": annotations,
+                         "ownerReferences": owners},
+            "spec": {"containers": [container("c")], "nodeName": "n1"},
+            "status": {"phase": "Running"}}
+
+
+def test_a_tenant_cannot_make_its_pod_read_as_a_mirror_pod(fake_kube: FakeKube) -> None:
+    """Issue 28, attack 7: a tenant writes annotations on its own pods. The config source
+    note, or the mirror annotation without the Node as controller, is not a mirror pod."""
+    faked = [
+        tenant_pod("source-file", {"kubernetes.io/config.source": "file"}, []),
+        tenant_pod("mirror-note", {"kubernetes.io/config.mirror": "x"}, []),
+        tenant_pod("node-not-controller", {"kubernetes.io/config.mirror": "x"},
+                   [{**NODE_CONTROLLER, "controller": False}]),
+    ]
+    for pod in faked:
+        info = pod_info(read_back(fake_kube, pod))
+        assert not info.is_mirror, info.name
+        assert hard_protection(info, DeschedulerConfig()) is None, info.name
+
+
+def test_only_the_controller_reference_names_a_pods_owner(fake_kube: FakeKube) -> None:
+    """Issue 28, attack 7: a DaemonSet ownerReference that is not the controller does not
+    make a pod a DaemonSet pod; the pod is owned by its controller, or is bare."""
+    daemonset: JSON = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "ds"}
+    replicaset: JSON = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs",
+                        "controller": True}
+    beside = pod_info(read_back(fake_kube, tenant_pod("beside", {}, [daemonset, replicaset])))
+    alone = pod_info(read_back(fake_kube, tenant_pod("alone", {}, [daemonset])))
+    assert beside.owner == OwnerRef("ReplicaSet", "rs", "rs")
+    assert alone.owner is None
+    for info in (beside, alone):
+        assert hard_protection(info, DeschedulerConfig()) is None, info.name
+    controlled = tenant_pod("real", {}, [{**daemonset, "controller": True}])
+    real = pod_info(read_back(fake_kube, controlled))
+    assert hard_protection(real, DeschedulerConfig()) == "DaemonSet pod"
 
 
 SCHEDULING_POD: JSON = {

@@ -209,7 +209,11 @@ def test_hot_value_from_bindings(ages_s: list[float], expected: int) -> None:
 @pytest.mark.parametrize(
     ("pod", "exempt"),
     [
-        ({"metadata": {"ownerReferences": [{"kind": "DaemonSet", "name": "x"}]}}, True),
+        ({"metadata": {"ownerReferences": [{"kind": "DaemonSet", "controller": True}]}}, True),
+        # issue 28, attack 7: an ownerReference that is not the controller is the tenant's word
+        ({"metadata": {"ownerReferences": [{"kind": "DaemonSet", "name": "x"}]}}, False),
+        ({"metadata": {"ownerReferences": [{"kind": "DaemonSet", "controller": False}]}}, False),
+        ({"metadata": {"ownerReferences": [{"kind": "DaemonSet", "controller": "true"}]}}, False),
         ({"metadata": {"ownerReferences": [{"kind": "ReplicaSet", "name": "x"}]}}, False),
         ({"metadata": {}}, False),
         ({"metadata": {"ownerReferences": "garbage"}}, False),

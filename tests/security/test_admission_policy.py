@@ -25,6 +25,7 @@ OVERLAY = DEPLOY / "overlays" / "annotator-admission-policy"
 ANNOTATOR = "system:serviceaccount:loadaware:loadaware-annotator"
 KUBELET = "system:node:n1"
 POLICY_NAME = "loadaware-annotator-node-annotations"
+WRITERS_POLICY = "loadaware-node-annotation-writers"
 
 
 def rendered_policy() -> Obj:
@@ -47,12 +48,15 @@ class Admission:
         program = self.environment.program(self.environment.compile(expression))
         return program.evaluate
 
-    def denials(self, old: Obj, new: Obj, username: str) -> list[str] | None:
+    def denials(self, old: Obj | None, new: Obj, username: str) -> list[str] | None:
         """None when the request is not matched; else the messages of failed validations."""
         activation: dict[str, Any] = {
             "oldObject": json_to_cel(old),
             "object": json_to_cel(new),
-            "request": json_to_cel({"userInfo": {"username": username}}),
+            "request": json_to_cel({
+                "userInfo": {"username": username},
+                "operation": "CREATE" if old is None else "UPDATE",
+            }),
         }
         if not all(bool(condition(activation)) for condition in self.conditions):
             return None
@@ -166,8 +170,9 @@ def test_other_users_are_not_matched(
     assert admission.denials(node(), new, "system:serviceaccount:other:loadaware-annotator") is None
 
 
-def test_the_key_list_is_the_shipped_policy_s_metrics_and_the_hot_value() -> None:
-    spec = rendered_policy()["spec"]
+@pytest.mark.parametrize("name", [POLICY_NAME, WRITERS_POLICY])
+def test_the_key_list_is_the_shipped_policy_s_metrics_and_the_hot_value(name: str) -> None:
+    spec = named(render(OVERLAY), "ValidatingAdmissionPolicy", name)["spec"]
     (keys,) = [v for v in spec["variables"] if v["name"] == "loadawareKeys"]
     environment = celpy.Environment()
     listed = environment.program(environment.compile(keys["expression"])).evaluate({})
@@ -175,6 +180,45 @@ def test_the_key_list_is_the_shipped_policy_s_metrics_and_the_hot_value() -> Non
     policy = yaml.safe_load((DEPLOY / "base" / "policy.yaml").read_text(encoding="utf-8"))
     metrics = {entry["name"] for entry in policy["spec"]["syncPolicy"]}
     assert sorted(str(key) for key in listed) == sorted({*metrics, HOT_VALUE_KEY})
+
+
+# -- issue 28, attack 4: only the annotator writes loadaware's keys ----------------------
+
+
+@pytest.fixture(scope="module")
+def writers() -> Admission:
+    return Admission(named(render(OVERLAY), "ValidatingAdmissionPolicy", WRITERS_POLICY))
+
+
+FAKED_LOAD: list[tuple[str, Callable[[], Obj | None], Obj]] = [
+    ("its own usage lowered", node, changed(
+        lambda n: n["metadata"]["annotations"].update(cpu_usage_avg_5m="0.0,2024-05-01T10:01Z")
+    )),
+    ("a hot value added", node, changed(
+        lambda n: n["metadata"]["annotations"].update({HOT_VALUE_KEY: "0,2030-01-01T00:00:00Z"})
+    )),
+    ("its usage removed", node, changed(
+        lambda n: n["metadata"]["annotations"].pop("cpu_usage_avg_5m")
+    )),
+    ("every annotation dropped", node, changed(lambda n: n["metadata"].pop("annotations"))),
+    ("registered with a usage", lambda: None, node()),
+]
+
+
+@pytest.mark.parametrize(("case", "old", "new"), FAKED_LOAD, ids=[c[0] for c in FAKED_LOAD])
+def test_no_one_but_the_annotator_writes_loadaware_s_keys(
+    writers: Admission, case: str, old: Callable[[], Obj | None], new: Obj
+) -> None:
+    for user in (KUBELET, "admin", "system:serviceaccount:other:loadaware-annotator"):
+        assert writers.denials(old(), new, user), (case, user)
+    assert writers.denials(old(), new, ANNOTATOR) is None, case
+
+
+def test_other_writers_keep_their_other_annotations(writers: Admission) -> None:
+    added = changed(lambda n: n["metadata"]["annotations"].update({"example.com/x": "1"}))
+    assert writers.denials(node(), added, KUBELET) == []
+    assert writers.denials(None, changed(lambda n: n["metadata"].pop("annotations")), KUBELET) == []
+    assert writers.denials(bare_node(), bare_node(), KUBELET) == []
 
 
 def test_the_binding_denies_and_names_the_policy() -> None:

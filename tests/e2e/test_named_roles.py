@@ -1,0 +1,109 @@
+"""Issue 28, attack 5, on a real kube-apiserver: the shipped Roles name their objects.
+
+A stolen descheduler token could rewrite ``loadaware-policy`` (the extender and the
+annotator reload it live), its own configuration, or hold the annotator's Lease; an
+annotator token could hold the descheduler's. With ``resourceNames`` each may read
+and write only its own Lease (and the descheduler its memory ConfigMap). ``create``
+cannot be limited by name (RBAC authorizes it before the object exists): it stays,
+and cannot overwrite an object that exists (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from lightkube import Client, KubeConfig
+from lightkube.core.exceptions import ApiError
+from lightkube.models.coordination_v1 import LeaseSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import ConfigMap
+
+from app.kube.permissions import ANNOTATOR_LEASE, DESCHEDULER_LEASE, DESCHEDULER_STATE
+from tests.e2e.harness import REPO, ControlPlane
+
+NAMESPACE = "loadaware"
+
+
+def as_component(cluster: ControlPlane, component: str) -> Client:
+    user = f"loadaware-{component}"
+    cluster.grant(REPO / "deploy" / "base" / f"{component}-rbac.yaml", user)
+    return Client(config=KubeConfig.from_file(str(cluster.kubeconfig_for(user))))
+
+
+def status_of(call: object) -> int:
+    """The HTTP status of a call: 200 when it succeeds."""
+    assert callable(call)
+    try:
+        call()
+    except ApiError as error:
+        return int(error.status.code or 0)
+    return 200
+
+
+def lease(name: str, holder: str) -> Lease:
+    now = datetime.now(UTC)
+    spec = LeaseSpec(holderIdentity=holder, leaseDurationSeconds=15, renewTime=now)
+    return Lease(metadata=ObjectMeta(name=name, namespace=NAMESPACE), spec=spec)
+
+
+def config_map(name: str, data: dict[str, str] | None = None) -> ConfigMap:
+    return ConfigMap(metadata=ObjectMeta(name=name, namespace=NAMESPACE), data=data or {})
+
+
+@pytest.fixture
+def shared_objects(cluster: ControlPlane) -> Iterator[None]:
+    """What the other components keep in loadaware's namespace, made by the admin."""
+    admin = cluster.client()
+    maps = ["loadaware-policy", "loadaware-descheduler-config", DESCHEDULER_STATE]
+    leases = [(ANNOTATOR_LEASE, "annotator-0"), (DESCHEDULER_LEASE, "descheduler-0")]
+    as_component(cluster, "annotator")  # creates the namespace with the Roles
+    for name in maps:
+        admin.create(config_map(name, {"descheduler.yaml": "dryRun: true\n"}))
+    for name, holder in leases:
+        admin.create(lease(name, holder))
+    yield
+    for name in maps:
+        with contextlib.suppress(ApiError):
+            admin.delete(ConfigMap, name, namespace=NAMESPACE)
+    for name, _ in leases:
+        with contextlib.suppress(ApiError):
+            admin.delete(Lease, name, namespace=NAMESPACE)
+
+
+def test_the_descheduler_may_touch_only_its_own_lease_and_memory(
+    cluster: ControlPlane, shared_objects: None
+) -> None:
+    client = as_component(cluster, "descheduler")
+    for name in ("loadaware-policy", "loadaware-descheduler-config"):
+        assert status_of(lambda n=name: client.get(ConfigMap, n, namespace=NAMESPACE)) == 403
+        rewrite = config_map(name, {"x": "1"})
+        assert status_of(lambda r=rewrite: client.replace(r)) == 403
+    assert status_of(lambda: client.get(Lease, ANNOTATOR_LEASE, namespace=NAMESPACE)) == 403
+    assert status_of(lambda: client.replace(lease(ANNOTATOR_LEASE, "stolen"))) == 403
+    # Its own objects: read and written.
+    memory = client.get(ConfigMap, DESCHEDULER_STATE, namespace=NAMESPACE)
+    memory.data = {"state.json": "{}"}
+    assert status_of(lambda: client.replace(memory)) == 200
+    own = client.get(Lease, DESCHEDULER_LEASE, namespace=NAMESPACE)
+    assert own.spec is not None
+    own.spec.holderIdentity = "descheduler-1"
+    assert status_of(lambda: client.replace(own)) == 200
+    # create is not limited by name, but cannot overwrite what exists.
+    assert status_of(lambda: client.create(config_map("loadaware-policy"))) == 409
+
+
+def test_the_annotator_may_touch_only_its_own_lease(
+    cluster: ControlPlane, shared_objects: None
+) -> None:
+    client = as_component(cluster, "annotator")
+    assert status_of(lambda: client.get(Lease, DESCHEDULER_LEASE, namespace=NAMESPACE)) == 403
+    assert status_of(lambda: client.replace(lease(DESCHEDULER_LEASE, "stolen"))) == 403
+    own = client.get(Lease, ANNOTATOR_LEASE, namespace=NAMESPACE)
+    assert own.spec is not None
+    own.spec.holderIdentity = "annotator-1"
+    assert status_of(lambda: client.replace(own)) == 200
+    assert status_of(lambda: client.create(lease(ANNOTATOR_LEASE, "again"))) == 409

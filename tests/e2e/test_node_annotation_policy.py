@@ -1,0 +1,151 @@
+"""Issue 28, attack 4, on a real kube-apiserver: a kubelet cannot fake its own load.
+
+NodeRestriction lets a kubelet patch its own Node's annotations, and the annotator's
+admission policy matched only the annotator. The review's node wrote 0 % stamped 55 s
+ahead and went from score 7 to 10. ``loadaware-node-annotation-writers`` (in
+deploy/components/annotator-admission-policy) denies loadaware's annotation keys to
+every writer but the annotator. Requests are sent as the kubelet (``system:node:n1``
+in ``system:nodes``, which the Node authorizer lets patch and create its own Node)
+and as the annotator's ServiceAccount, by impersonation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from app.load.samples import format_usage
+from tests.e2e.harness import REPO, TEST_LABEL, ControlPlane, wait_until
+
+COMPONENT = REPO / "deploy" / "components" / "annotator-admission-policy" / "admission-policy.yaml"
+ANNOTATOR = "system:serviceaccount:loadaware:loadaware-annotator"
+KUBELET = ("system:node:n1", ["system:nodes", "system:authenticated"])
+POLICY_PATHS = {
+    "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
+}
+MERGE = {"Content-Type": "application/merge-patch+json"}
+DENIED = 422  # a ValidatingAdmissionPolicy's denial: the request is Invalid
+
+
+class Api:
+    """The API server over plain HTTP, as the admin or as whoever it impersonates."""
+
+    def __init__(self, cluster: ControlPlane) -> None:
+        context = ssl.create_default_context(cafile=str(cluster.ca_file))
+        self.http = httpx.Client(
+            base_url=cluster.api_url,
+            verify=context,
+            headers={"Authorization": f"Bearer {cluster.admin_token}"},
+            timeout=30,
+        )
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        user: tuple[str, list[str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        extra: list[tuple[str, str]] = list((headers or {}).items())
+        if user is not None:
+            extra.append(("Impersonate-User", user[0]))
+            extra += [("Impersonate-Group", group) for group in user[1]]
+        return self.http.request(method, path, json=body, headers=extra)
+
+    def patch_node(
+        self, name: str, annotations: dict[str, Any], user: tuple[str, list[str]] | None
+    ) -> httpx.Response:
+        body = {"metadata": {"annotations": annotations}}
+        return self.send("PATCH", f"/api/v1/nodes/{name}", body, user, MERGE)
+
+
+def fake_idle() -> dict[str, str]:
+    """What the review's kubelet wrote: 0 % usage, stamped 55 s in the future."""
+    return {"cpu_usage_avg_5m": format_usage(0.0, time.time() + 55)}
+
+
+@pytest.fixture
+def api(cluster: ControlPlane) -> Iterator[Api]:
+    client = Api(cluster)
+    try:
+        yield client
+    finally:
+        client.http.close()
+
+
+@contextlib.contextmanager
+def shipped_policy(cluster: ControlPlane, api: Api) -> Iterator[None]:
+    """The shipped component's policies and bindings, installed, then removed again
+    (other tests write these annotations as the admin)."""
+    documents = [d for d in yaml.safe_load_all(COMPONENT.read_text()) if d]
+    base = "/apis/admissionregistration.k8s.io/v1"
+    try:
+        for document in documents:
+            path = f"{base}/{POLICY_PATHS[document['kind']]}"
+            api.send("POST", path, document).raise_for_status()
+        cluster.make_node("probe", annotations={})
+        wait_until(
+            lambda: api.patch_node("probe", fake_idle(), None).status_code == DENIED,
+            30,
+            "the policy to be enforced",
+        )
+        yield
+    finally:
+        for document in documents:
+            name = document["metadata"]["name"]
+            api.send("DELETE", f"{base}/{POLICY_PATHS[document['kind']]}/{name}", None)
+        cluster.make_node("after", annotations={})
+        wait_until(
+            lambda: api.patch_node("after", fake_idle(), None).status_code == 200,
+            30,
+            "the policy to be gone",
+        )
+
+
+def test_a_kubelet_cannot_write_its_own_load(cluster: ControlPlane, api: Api) -> None:
+    cluster.make_node("n1", annotations={"cpu_usage_avg_5m": format_usage(0.5, time.time())})
+    with shipped_policy(cluster, api):
+        kubelet_is_refused(api)
+
+
+def kubelet_is_refused(api: Api) -> None:
+    denied = api.patch_node("n1", fake_idle(), KUBELET)
+    assert denied.status_code == DENIED, denied.text
+    assert "only the loadaware annotator may add, change or remove" in denied.text
+    assert api.patch_node("n1", {"cpu_usage_avg_5m": None}, KUBELET).status_code == DENIED
+    # Its other annotations are its own, as before.
+    assert api.patch_node("n1", {"example.com/kubelet": "1"}, KUBELET).status_code == 200
+    # Registering a Node that already carries a loadaware key is refused too.
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n1-again", "labels": {TEST_LABEL: "true"},
+                     "annotations": {"node_hot_value": "0,2030-01-01T00:00:00Z"}},
+    }  # fmt: skip
+    created = api.send("POST", "/api/v1/nodes", node, ("system:node:n1-again", KUBELET[1]))
+    assert created.status_code == DENIED, created.text
+
+
+def test_the_annotator_still_writes_loadaware_s_keys(cluster: ControlPlane, api: Api) -> None:
+    cluster.make_node("n1", annotations={"cpu_usage_avg_5m": format_usage(0.5, time.time())})
+    cluster.grant(REPO / "deploy" / "base" / "annotator-rbac.yaml", ANNOTATOR)
+    with shipped_policy(cluster, api):
+        annotator_is_allowed(api)
+
+
+def annotator_is_allowed(api: Api) -> None:
+    fresh = {"cpu_usage_avg_5m": format_usage(0.4, time.time()), "node_hot_value": "1,x"}
+    answer = api.patch_node("n1", fresh, (ANNOTATOR, ["system:serviceaccounts"]))
+    assert answer.status_code == 200, answer.text
+    # And the annotator's own policy still keeps it to those keys.
+    other = api.patch_node("n1", {"example.com/x": "1"}, (ANNOTATOR, ["system:serviceaccounts"]))
+    assert other.status_code == DENIED, other.text
