@@ -38,7 +38,6 @@ from typing import Any
 
 from lightkube import AsyncClient
 
-from app.descheduler.debounce import previous_hot_rounds, record_hot_rounds
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube.events import EvictionNotice, record_eviction
 from app.kube.eviction import EvictionOutcome, evict_pod
@@ -55,6 +54,7 @@ from app.policy import Policy
 from app.prom.client import BAD_QUERY, InstantQuery
 from app.prom.pod_usage import PodUsageQueries, PodUsageUnavailable, read_pod_usage
 from app.rebalance.config import DeschedulerConfig, memory_window_s
+from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
 from app.rebalance.plan import (
     ClusterView,
     EvictionPlan,

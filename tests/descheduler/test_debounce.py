@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.descheduler.debounce import previous_hot_rounds, record_hot_rounds
+from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
 from app.rebalance.outcome import NodeClass, NodeKind
 
 NOW = 1_700_000_000.0
