@@ -11,7 +11,7 @@ from app.simulate.scenario import ScenarioError, builtin_names, load_scenario
 from tests.simulate.scenarios import load, small
 
 
-def test_the_five_builtin_scenarios_load() -> None:
+def test_the_builtin_scenarios_load() -> None:
     names = builtin_names()
     assert names == [
         "burst",
@@ -19,6 +19,7 @@ def test_the_five_builtin_scenarios_load() -> None:
         "drifting-hot-spot",
         "evenly-busy",
         "memory-heavy",
+        "mixed-waves",
         "thousand-nodes",
     ]
     for name in names:
