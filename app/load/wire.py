@@ -89,16 +89,14 @@ def preferred_position(
 ) -> int:
     """Where the preferred node is in the request's order, or -1 when none can be.
     ``roomy``: each node has room for the pod (``has_room``)."""
-    best = best_roomy = -1
-    top = top_roomy = -1
-    for position, (score, can, room) in enumerate(zip(scores, preferable, roomy, strict=True)):
-        if not can:
-            continue
-        if score > top:
-            best, top = position, score
-        if room and score > top_roomy:
-            best_roomy, top_roomy = position, score
-    return best_roomy if best_roomy >= 0 else best
+    # Built-ins over whole lists (the simulator asks this for every pod, of 1,000 nodes).
+    triples = zip(scores, preferable, roomy, strict=True)
+    candidates = [s if can and room else -1 for s, can, room in triples]
+    top = max(candidates, default=-1)
+    if top < 0:
+        candidates = [s if can else -1 for s, can in zip(scores, preferable, strict=True)]
+        top = max(candidates, default=-1)
+    return candidates.index(top) if top >= 0 else -1
 
 
 def wire_scores(
@@ -106,9 +104,9 @@ def wire_scores(
 ) -> list[int]:
     """The integer scores answered to kube-scheduler, in the request's order."""
     best = preferred_position(scores, preferable, roomy)
-    if best < 0:
-        return [plain_wire_score(score) for score in scores]
-    cap = plain_wire_score(scores[best])
-    answer = [min(plain_wire_score(score), cap) for score in scores]
-    answer[best] = preferred_wire_score(scores[best])
+    # plain_wire_score, capped at the preferred node's own: written out for speed.
+    cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(scores[best])
+    answer = [s if s < cap else cap for s in scores]
+    if best >= 0:
+        answer[best] = preferred_wire_score(scores[best])
     return answer
