@@ -231,6 +231,12 @@ class NodeTable:
             entry.estimate_due_s = expires_at_s
             self._expiries = self._push(self._expiries, expires_at_s, name, _estimate_due)
 
+    @property
+    def judges_room(self) -> bool:
+        """Whether nodes carry their room under the limits: only with the estimate's
+        ledger (and allocatable) is a pod's estimate known and judged against it."""
+        return self._ledger is not None
+
     def _set_index(self, entry: NodeEntry) -> None:
         """The node's answers in the verdict index: score, reason, whether it may be the
         preferred node, and its room under the limits in cores and bytes."""

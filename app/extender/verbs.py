@@ -248,7 +248,7 @@ class Verbs:
         in few shapes: each shape's estimate is kept until the policy changes."""
         policy = table.policy
         settings = policy.spec.estimation
-        if not settings.enabled:
+        if not settings.enabled or not table.judges_room:
             return 0.0, 0.0
         try:
             demand = request_pod_demand(pod)
