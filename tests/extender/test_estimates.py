@@ -406,3 +406,42 @@ def test_a_pod_of_any_size_or_none_is_answered_with_one_node_lifted(
     answer = orjson.loads(extender.verbs.prioritize(parse_args(body), outcome))
     assert outcome.best_node == "cool"  # the better node, lifted to 9 above warm's 6
     assert answer == [{"Host": "warm", "Score": 6}, {"Host": "cool", "Score": 9}]
+
+
+def test_a_reservation_too_small_to_change_a_score_still_shrinks_the_room() -> None:
+    """The table skips re-assessing a node for a reservation that changes none of its
+    answers; the room it has left for the next pod must shrink all the same."""
+    clock = Clock()
+    extender = make_extender(clock)
+    at_s = clock() - 30
+    policy = default_policy()
+    set_node(
+        extender,
+        "cpu-tight",
+        {m: format_usage(0.60 if m.startswith("cpu") else 0.0, at_s) for m in policy.metrics},
+    )
+    set_node(extender, "balanced", {m: format_usage(0.30, at_s) for m in policy.metrics})
+
+    def prioritize(name: str, cpu_limit: str) -> Outcome:
+        pod = request_pod(name)
+        pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": cpu_limit}}
+        extender.pod_cache.apply(  # type: ignore[union-attr]
+            f"default/{name}",
+            ScheduledPod(
+                f"uid-{name}", None, Resources(0, 0), Resources(float(cpu_limit), 0), clock(), False
+            ),
+        )
+        body = httpx.Request("POST", "/", json={"Pod": pod, "NodeNames": ["cpu-tight", "balanced"]})
+        outcome = Outcome()
+        extender.verbs.prioritize(parse_args(body.read()), outcome)
+        extender.record("prioritize", 200, 0.0, outcome)
+        return outcome
+
+    # Both score 7. cpu-tight has 0.05 x 8 = 0.4 cores of room, balanced 2.8: a 0.6-core
+    # pod (0.51 estimated) goes to balanced, its score unchanged; a 3-core pod (2.55)
+    # then fits neither, and the first of the top scores is lifted.
+    assert prioritize("small", "0.6").best_node == "balanced"
+    entry = extender.table.get("balanced")
+    assert entry is not None
+    assert entry.unassessed_cpu > 0  # reserved without re-assessing the node
+    assert prioritize("big", "3").best_node == "cpu-tight"  # no room anywhere: the first top
