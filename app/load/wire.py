@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from app.load.model import MAX_EXTENDER_SCORE, NodeLoad
+from app.load.model import MAX_EXTENDER_SCORE, Freshness, NodeLoad
 from app.policy import Policy
 
 # Every node but the preferred one answers at most this.
@@ -49,24 +49,43 @@ PLAIN_MAX_SCORE = MAX_EXTENDER_SCORE - 1
 
 def can_be_preferred(load: NodeLoad) -> bool:
     """The node passes the filter and its score rests on at least one fresh reading."""
-    return not load.overloaded and any(reading.is_fresh for reading in load.readings)
+    if load.overloads:
+        return False
+    fresh = Freshness.FRESH
+    return any(reading.freshness is fresh for reading in load.readings)
 
 
 def limit_room(load: NodeLoad, policy: Policy) -> dict[str, float]:
     """Per resource, the usage (a fraction of allocatable) that can still be added to the
-    node's fresh readings before a predicate rejects it; infinite where no fresh reading
-    of that resource has a limit."""
+    node's fresh readings before a predicate rejects it. A resource without a fresh
+    reading that has a limit is left out: no limit applies to it."""
+    limits = _limits_of(policy)
     resources = policy.metric_resources
-    limits = dict(policy.limits)
-    rooms = dict.fromkeys(set(resources.values()), math.inf)
+    rooms: dict[str, float] = {}
     for reading in load.readings:
         limit = limits.get(reading.metric)
-        resource = resources.get(reading.metric)
-        if limit is None or resource is None or not reading.is_fresh:
+        usage = reading.usage_fraction
+        if limit is None or usage is None or reading.freshness is not Freshness.FRESH:
             continue
-        assert reading.usage_fraction is not None
-        rooms[resource] = min(rooms[resource], max(0.0, limit - reading.usage_fraction))
+        resource = resources.get(reading.metric)
+        if resource is None:
+            continue
+        room = limit - usage if usage < limit else 0.0
+        if room < rooms.get(resource, math.inf):
+            rooms[resource] = room
     return rooms
+
+
+# One policy is in force at a time: its limits by metric, built once, not per node.
+_limits_cache: list[tuple[Policy, dict[str, float]]] = []
+
+
+def _limits_of(policy: Policy) -> dict[str, float]:
+    if _limits_cache and _limits_cache[0][0] is policy:
+        return _limits_cache[0][1]
+    limits = dict(policy.limits)
+    _limits_cache[:] = [(policy, limits)]
+    return limits
 
 
 def has_room(rooms: Mapping[str, float], pod_usage: Mapping[str, float]) -> bool:

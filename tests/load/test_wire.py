@@ -55,10 +55,11 @@ def test_limit_room_is_what_each_resource_can_take_before_a_predicate_rejects() 
     assert not has_room(rooms, {"cpu": 0.11, "memory": 0.0})
 
 
-def test_a_node_without_fresh_data_has_unbounded_room_but_cannot_be_preferred() -> None:
+def test_a_node_without_fresh_data_has_room_for_anything_but_cannot_be_preferred() -> None:
     policy = default_policy()
     blind = evaluate_node({}, policy, NOW)
-    assert limit_room(blind, policy) == {"cpu": math.inf, "memory": math.inf}
+    assert limit_room(blind, policy) == {}  # no limit applies: room for anything
+    assert has_room(limit_room(blind, policy), {"cpu": math.inf, "memory": 1e30})
     assert not can_be_preferred(blind)
     assert can_be_preferred(evaluate_node(node_annotations(0.3, 0.3), policy, NOW))
     assert not can_be_preferred(evaluate_node(node_annotations(0.9, 0.3), policy, NOW))  # rejected
