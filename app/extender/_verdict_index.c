@@ -16,6 +16,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -26,12 +27,15 @@
 
 typedef struct {
     uint64_t hash;
+    double cpu_room;    /* cores the node can still take before a limit rejects it */
+    double memory_room; /* bytes, likewise (app/load/wire.py, limit_room) */
     uint32_t name_offset; /* into the arena */
     uint32_t name_length;
     int32_t reason; /* index into reasons, or NO_REASON when the node passes */
     uint8_t score;
     uint8_t live;  /* removed entries stay, as tombstones, until the next rebuild */
     uint8_t plain; /* the name needs no JSON escaping */
+    uint8_t preferable; /* its score rests on fresh data: it may be lifted (app/load/wire.py) */
     uint32_t filtered_in; /* the filter call that last rejected it: a repeat is skipped */
 } Entry;
 
@@ -328,6 +332,9 @@ append_entry(VerdictIndex *self, uint64_t hash, const char *name, size_t length)
     entry->name_length = (uint32_t)length;
     entry->reason = NO_REASON;
     entry->score = 0;
+    entry->preferable = 0;
+    entry->cpu_room = INFINITY;
+    entry->memory_room = INFINITY;
     entry->live = 0;
     entry->plain = !needs_escape(name, length);
     entry->filtered_in = 0;
@@ -527,9 +534,25 @@ reason_id_of(VerdictIndex *self, PyObject *reason)
 static PyObject *
 VerdictIndex_set(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "set(name, score, reason) takes 3 arguments");
+    if (nargs < 3 || nargs > 6) {
+        PyErr_SetString(PyExc_TypeError, "set(name, score, reason, preferable=True, "
+                                         "cpu_room=inf, memory_room=inf) takes 3 to 6 arguments");
         return NULL;
+    }
+    int preferable = 1;
+    if (nargs >= 4 && (preferable = PyObject_IsTrue(args[3])) < 0) {
+        return NULL;
+    }
+    double rooms[2] = {INFINITY, INFINITY};
+    for (Py_ssize_t i = 4; i < nargs; i++) {
+        rooms[i - 4] = PyFloat_AsDouble(args[i]);
+        if (rooms[i - 4] == -1.0 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (isnan(rooms[i - 4])) {
+            PyErr_SetString(PyExc_ValueError, "a room must be a number, not NaN");
+            return NULL;
+        }
     }
     PyObject *name = args[0], *reason = args[2];
     Py_ssize_t length;
@@ -571,6 +594,9 @@ VerdictIndex_set(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
     }
     entry->score = (uint8_t)score;
     entry->reason = reason_id;
+    entry->preferable = (uint8_t)preferable;
+    entry->cpu_room = rooms[0];
+    entry->memory_room = rooms[1];
     Py_RETURN_NONE;
 }
 
@@ -745,28 +771,71 @@ done:
     return Py_BuildValue("(NN)", body, rejected);
 }
 
-/* prioritize(names) -> (HostPriorityList JSON, unknown count, preferred position).
+/* prioritize(names, cpu=0.0, memory=0.0)
+       -> (HostPriorityList JSON, unknown count, preferred position).
 
-   The preferred name is the first passing name with the highest score (unknown names
-   pass and score unknown_score). It is answered min(top + 1, MAX_SCORE) and every other
-   name min(score, MAX_SCORE - 1), so it is the unique top of the answer and
-   kube-scheduler, whose own plugins rarely differ by the extender's weight, binds there:
-   the reservation made for it after the answer is then a fact, not a guess, even where
+   The rules are app/load/wire.py's. A name may be preferred when it was set as
+   preferable (its score rests on fresh data) and passes; unknown names pass and score
+   unknown_score but are never preferred (nothing is known of them). The preferred name
+   is the first with the highest score among those that also have room for the pod's
+   estimate (cpu cores, memory bytes) in both of their rooms, or, where none has, among
+   all that may be preferred. It is answered min(top + 1, MAX_SCORE) and every other name
+   min(score, MAX_SCORE - 1, top), so it is the unique top of the answer and kube-scheduler,
+   whose own plugins rarely differ by the extender's weight, binds there: the
+   reservation made for it after the answer is then a fact, not a guess, even where
    nodes tie (see PyVerdictIndex.prioritize, its twin). The position is -1 when no name
-   passes. Rejected names are never preferred. */
-static PyObject *
-VerdictIndex_prioritize(VerdictIndex *self, PyObject *names)
+   may be preferred, and then nothing is lifted. */
+/* Lower every score written above cap to cap. Each is one digit after ',"Score":',
+   a text no name can hold unescaped (its quotes would be escaped). */
+static void
+cap_scores(Buffer *out, char cap)
 {
+    static const char key[] = ",\"Score\":";
+    const size_t key_length = sizeof(key) - 1;
+    char *end = out->data + out->length;
+    for (char *at = out->data; at + key_length < end; at++) {
+        if (*at == ',' && memcmp(at, key, key_length) == 0) {
+            at += key_length;
+            if (*at > cap) {
+                *at = cap;
+            }
+        }
+    }
+}
+
+static PyObject *
+VerdictIndex_prioritize(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "prioritize(names, cpu=0.0, memory=0.0)");
+        return NULL;
+    }
+    PyObject *names = args[0];
     if (!PyList_Check(names)) {
         PyErr_SetString(PyExc_TypeError, "prioritize(names: list[str])");
         return NULL;
+    }
+    double pod_cpu = 0.0, pod_memory = 0.0;
+    if (nargs == 3) {
+        pod_cpu = PyFloat_AsDouble(args[1]);
+        if (pod_cpu == -1.0 && PyErr_Occurred()) {
+            return NULL;
+        }
+        pod_memory = PyFloat_AsDouble(args[2]);
+        if (pod_memory == -1.0 && PyErr_Occurred()) {
+            return NULL;
+        }
     }
     Py_ssize_t count = PyList_GET_SIZE(names);
     Buffer out = {NULL, 0, 0};
     PyObject *body = NULL;
     Py_ssize_t unknown = 0, best = -1;
-    size_t best_at = 0; /* where the preferred name's score was written */
-    int top = -1;
+    /* The best name with room for the pod, and the best of all that may be preferred:
+       position, score and where its score was written. */
+    Py_ssize_t roomy = -1;
+    int roomy_top = -1, any_top = -1;
+    size_t roomy_at = 0, any_at = 0;
+    int max_plain = -1; /* the highest score written before the preferred one is chosen */
     static const char host[] = "{\"Host\":";
     static const char score_key[] = ",\"Score\":";
     char *cursor = buffer_room(&out, (size_t)count * 40 + 2);
@@ -784,11 +853,19 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *names)
         const Entry *entry = find_live(self, name, (size_t)length);
         unknown += entry == NULL;
         int score = entry ? entry->score : self->unknown_score;
-        int preferred = 0;
-        if ((entry == NULL || entry->reason == NO_REASON) && score > top) {
-            top = score;
-            best = i;
-            preferred = 1;
+        int candidate = 0; /* 1: best of all so far; 2: also best with room so far */
+        if (entry != NULL && entry->preferable && entry->reason == NO_REASON) {
+            if (score > any_top) {
+                any_top = score;
+                best = i;
+                candidate = 1;
+            }
+            if (score > roomy_top && pod_cpu <= entry->cpu_room &&
+                pod_memory <= entry->memory_room) {
+                roomy_top = score;
+                roomy = i;
+                candidate |= 2;
+            }
         }
         cursor =
             buffer_room(&out, STRING_ROOM((size_t)length) + sizeof(host) + sizeof(score_key) + 6);
@@ -801,10 +878,15 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *names)
         PUT_LITERAL(cursor, host);
         cursor = put_name(cursor, name, (size_t)length, entry && entry->plain);
         PUT_LITERAL(cursor, score_key);
-        if (preferred) {
-            best_at = (size_t)(cursor - out.data);
+        if (candidate & 1) {
+            any_at = (size_t)(cursor - out.data);
         }
-        cursor = put_score(cursor, (unsigned)(score < MAX_SCORE ? score : MAX_SCORE - 1));
+        if (candidate & 2) {
+            roomy_at = (size_t)(cursor - out.data);
+        }
+        int plain = score < MAX_SCORE ? score : MAX_SCORE - 1;
+        max_plain = plain > max_plain ? plain : max_plain;
+        cursor = put_score(cursor, (unsigned)plain);
         *cursor++ = '}';
         buffer_advance(&out, cursor);
     }
@@ -813,7 +895,16 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *names)
     }
     *cursor++ = ']';
     buffer_advance(&out, cursor);
+    if (roomy >= 0) {
+        best = roomy;
+    }
     if (best >= 0) {
+        int top = roomy >= 0 ? roomy_top : any_top;
+        size_t best_at = roomy >= 0 ? roomy_at : any_at;
+        int cap = top < MAX_SCORE ? top : MAX_SCORE - 1;
+        if (max_plain > cap) {
+            cap_scores(&out, (char)('0' + cap));
+        }
         /* The preferred score was written as one digit (every score below MAX_SCORE is);
            its answer may need two: move the rest one byte on (room was made above). */
         int answer = top < MAX_SCORE ? top + 1 : MAX_SCORE;
@@ -902,15 +993,17 @@ VerdictIndex_set_unknown_score(VerdictIndex *self, PyObject *value, void *Py_UNU
 
 static PyMethodDef VerdictIndex_methods[] = {
     {"set", (PyCFunction)(void (*)(void))VerdictIndex_set, METH_FASTCALL,
-     "set(name, score, reason): record a node's score and filter reason (None: it passes)."},
+     "set(name, score, reason, preferable=True): record a node's score, filter reason (None: it "
+     "passes) and whether it may be the preferred node."},
     {"discard", (PyCFunction)VerdictIndex_discard, METH_O, "discard(name): forget a node."},
     {"clear", (PyCFunction)VerdictIndex_clear, METH_NOARGS, "clear(): forget every node."},
     {"get", (PyCFunction)VerdictIndex_get, METH_O,
      "get(name) -> (score, reason) or None."},
     {"filter", (PyCFunction)(void (*)(void))VerdictIndex_filter, METH_FASTCALL,
      "filter(names, exempt) -> (body, {reason: nodes rejected})."},
-    {"prioritize", (PyCFunction)VerdictIndex_prioritize, METH_O,
-     "prioritize(names) -> (body, unknown count, best passing position or -1)."},
+    {"prioritize", (PyCFunction)(void (*)(void))VerdictIndex_prioritize, METH_FASTCALL,
+     "prioritize(names, cpu=0.0, memory=0.0) -> (body, unknown count, preferred position or "
+     "-1)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,6 +19,7 @@ the extension out while debugging).
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 from collections import Counter
@@ -27,14 +28,14 @@ from typing import Protocol
 
 import orjson
 
+from app.load.wire import PLAIN_MAX_SCORE, plain_wire_score, preferred_wire_score
+
 try:
     from app.extender._verdict_index import VerdictIndex as NativeVerdictIndex
 except ImportError:  # built without a C compiler
     NativeVerdictIndex = None  # type: ignore[assignment,misc]
 
 IMPLEMENTATION_ENV = "LOADAWARE_VERDICT_INDEX"
-MAX_EXTENDER_SCORE = 10  # kube-scheduler's MaxExtenderPriority
-PLAIN_MAX = MAX_EXTENDER_SCORE - 1  # every name but the preferred one answers at most this
 
 
 class VerdictIndex(Protocol):
@@ -44,8 +45,19 @@ class VerdictIndex(Protocol):
 
     def __len__(self) -> int: ...
 
-    def set(self, name: str, score: int, reason: str | None, /) -> None:
-        """Record a node's extender score and filter reason (None: it passes)."""
+    def set(
+        self,
+        name: str,
+        score: int,
+        reason: str | None,
+        preferable: bool = True,
+        cpu_room: float = math.inf,
+        memory_room: float = math.inf,
+        /,
+    ) -> None:
+        """Record a node's extender score, filter reason (None: it passes), whether it
+        may be the preferred node (``app.load.wire.can_be_preferred``) and the cpu cores
+        and memory bytes it can still take under its limits (``limit_room``)."""
 
     def discard(self, name: str, /) -> None: ...
 
@@ -60,15 +72,22 @@ class VerdictIndex(Protocol):
         Raises TypeError when a name is not a str.
         """
 
-    def prioritize(self, names: list[str], /) -> tuple[bytes, int, int]:
+    def prioritize(
+        self, names: list[str], cpu: float = 0.0, memory: float = 0.0, /
+    ) -> tuple[bytes, int, int]:
         """The HostPriorityList body for these names, how many the index lacks, and the
-        position of the preferred name, -1 when no name passes.
+        position of the preferred name, -1 when none may be preferred.
 
-        The preferred name is the first passing name with the highest score (unknown
-        names pass and score ``unknown_score``). It is answered min(top + 1, 10) and
-        every other name min(score, 9): the answer always has a unique top, so where
-        nodes tie kube-scheduler still binds where the extender reserves (README
-        "Burst-aware estimation").
+        The rules are ``app.load.wire``'s: the preferred name is the first name with the
+        highest score among the passing names set as preferable whose rooms hold the
+        pod's estimate, ``cpu`` cores and ``memory`` bytes, or where none has room, among
+        all passing names set as preferable (unknown names pass and score
+        ``unknown_score``, but are never preferred). It is answered
+        min(top + 1, 10) and every other name min(score, 9): the answer has a unique
+        top (every other name is answered at most the preferred one's score), so where
+        nodes tie kube-scheduler still binds where the extender reserves
+        (README "Burst-aware estimation"). Where no name may be preferred, none is
+        lifted.
 
         Raises TypeError when a name is not a str.
         """
@@ -82,19 +101,32 @@ class PyVerdictIndex:
         self._entries: dict[str, tuple[int, str | None]] = {}
         self._rejections: dict[str, str] = {}  # the small index most names miss
         self._score_items: dict[str, bytes] = {}  # pre-encoded HostPriority items
-        self._best_scores: dict[str, int] = {}  # the score, or -1 if rejected: never best
+        self._best_scores: dict[str, int] = {}  # the score, or -1: never preferred
+        self._rooms: dict[str, tuple[float, float]] = {}  # (cpu cores, memory bytes)
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def set(self, name: str, score: int, reason: str | None, /) -> None:
+    def set(
+        self,
+        name: str,
+        score: int,
+        reason: str | None,
+        preferable: bool = True,
+        cpu_room: float = math.inf,
+        memory_room: float = math.inf,
+        /,
+    ) -> None:
         if not 0 <= score <= 255:
             raise ValueError(f"score {score} is outside 0..255")
         if not _has_utf8_form(name):
             return  # as the native index: no request can carry such a name
         self._entries[name] = (score, reason)
-        self._score_items[name] = orjson.dumps({"Host": name, "Score": min(score, PLAIN_MAX)})
-        self._best_scores[name] = score if reason is None else -1
+        self._score_items[name] = orjson.dumps({"Host": name, "Score": plain_wire_score(score)})
+        if math.isnan(cpu_room) or math.isnan(memory_room):
+            raise ValueError("a room must be a number, not NaN")
+        self._best_scores[name] = score if reason is None and preferable else -1
+        self._rooms[name] = (cpu_room, memory_room)
         if reason is None:
             self._rejections.pop(name, None)
         else:
@@ -104,12 +136,14 @@ class PyVerdictIndex:
         self._entries.pop(name, None)
         self._score_items.pop(name, None)
         self._best_scores.pop(name, None)
+        self._rooms.pop(name, None)
         self._rejections.pop(name, None)
 
     def clear(self) -> None:
         self._entries.clear()
         self._score_items.clear()
         self._best_scores.clear()
+        self._rooms.clear()
         self._rejections.clear()
 
     def get(self, name: str, /) -> tuple[int, str | None] | None:
@@ -139,12 +173,13 @@ class PyVerdictIndex:
         )
         return body, rejected
 
-    def prioritize(self, names: list[str], /) -> tuple[bytes, int, int]:
+    def prioritize(
+        self, names: list[str], cpu: float = 0.0, memory: float = 0.0, /
+    ) -> tuple[bytes, int, int]:
         _check_names(names)
         # Every pass over the names in C: map, max and index.
-        scores = list(map(self._best_scores.get, names, repeat(self.unknown_score)))
-        top = max(scores, default=-1)
-        best = -1 if top < 0 else scores.index(top)
+        scores = list(map(self._best_scores.get, names, repeat(-1)))
+        best, top = self._preferred(names, scores, cpu, memory)
         items = self._score_items
         unknown = 0
         try:
@@ -155,12 +190,44 @@ class PyVerdictIndex:
                 item = items.get(name)
                 if item is None:
                     unknown += 1
-                    item = orjson.dumps({"Host": name, "Score": min(self.unknown_score, PLAIN_MAX)})
+                    item = orjson.dumps(
+                        {"Host": name, "Score": plain_wire_score(self.unknown_score)}
+                    )
                 pieces.append(item)
         if best >= 0:
-            preferred = min(top + 1, MAX_EXTENDER_SCORE)
+            cap = plain_wire_score(top)
+            if cap < PLAIN_MAX_SCORE:  # a name that may not be preferred can score above it
+                answered = map(self._plain_score, names)
+                for position, score in enumerate(answered):
+                    if score > cap:
+                        pieces[position] = orjson.dumps({"Host": names[position], "Score": cap})
+            preferred = preferred_wire_score(top)
             pieces[best] = orjson.dumps({"Host": names[best], "Score": preferred})
         return b"[" + b",".join(pieces) + b"]", unknown, best
+
+    def _plain_score(self, name: str) -> int:
+        entry = self._entries.get(name)
+        return plain_wire_score(self.unknown_score if entry is None else entry[0])
+
+    def _preferred(
+        self, names: list[str], scores: list[int], cpu: float, memory: float
+    ) -> tuple[int, int]:
+        """(position, score) of the preferred name, or (-1, -1): the top scores first,
+        each in the request's order, until one has room for the pod; where none has,
+        the first with the top score."""
+        rooms = self._rooms
+        for top in sorted({score for score in scores if score >= 0}, reverse=True):
+            position = scores.index(top)  # C-level scans: most calls stop at the first
+            while True:
+                cpu_room, memory_room = rooms[names[position]]
+                if cpu <= cpu_room and memory <= memory_room:
+                    return position, top
+                try:
+                    position = scores.index(top, position + 1)
+                except ValueError:
+                    break
+        top = max(scores, default=-1)
+        return (-1, -1) if top < 0 else (scores.index(top), top)
 
 
 def _has_utf8_form(name: str) -> bool:

@@ -197,6 +197,10 @@ class Ledger:
     def tracks(self, node: str) -> bool:
         return node in self._bound or node in self._reserved
 
+    def allocatable(self, node: str) -> Resources | None:
+        """The node's allocatable, if the node cache has shown it."""
+        return self._allocatable.get(node)
+
     def set_allocatable(self, node: str, allocatable: Resources | None) -> bool:
         """Record a node's allocatable (None: the node is gone); True if it changed."""
         if allocatable is None:

@@ -25,6 +25,7 @@ from app.extender.index import VerdictIndex, implementation_of, new_verdict_inde
 from app.extender.ledger import NO_ADDITION, Addition, Ledger
 from app.load.model import Measurement, NodeLoad, assess, evaluate_node, headroom, measure
 from app.load.samples import HOT_VALUE_KEY
+from app.load.wire import can_be_preferred, limit_room
 from app.objects.resources import CPU, MEMORY
 from app.policy import Policy
 
@@ -47,6 +48,8 @@ class NodeEntry:
     # have added, too little to change them; the earliest instant the estimate changes.
     room_cpu: float
     room_memory: float
+    # Per resource, what may still be added before a limit rejects it (wire.limit_room).
+    limit_room: Mapping[str, float]
     unassessed_cpu: float = 0.0
     unassessed_memory: float = 0.0
     estimate_due_s: float = math.inf
@@ -223,9 +226,40 @@ class NodeTable:
             self.recompute(name)
             return
         entry.unassessed_cpu, entry.unassessed_memory = cpu, memory
+        self._set_index(entry)  # its room for the next pod is smaller by the reservation
         if expires_at_s < entry.estimate_due_s:
             entry.estimate_due_s = expires_at_s
             self._expiries = self._push(self._expiries, expires_at_s, name, _estimate_due)
+
+    @property
+    def judges_room(self) -> bool:
+        """Whether nodes carry their room under the limits: only with the estimate's
+        ledger (and allocatable) is a pod's estimate known and judged against it."""
+        return self._ledger is not None
+
+    def _set_index(self, entry: NodeEntry) -> None:
+        """The node's answers in the verdict index: score, reason, whether it may be the
+        preferred node, and its room under the limits in cores and bytes."""
+        load = entry.load
+        allocatable = self._ledger.allocatable(entry.name) if self._ledger is not None else None
+        cpu_room = memory_room = math.inf
+        if allocatable is not None:
+            cpu_room = _absolute(
+                entry.limit_room.get(CPU, math.inf), entry.unassessed_cpu, allocatable.cpu_cores
+            )
+            memory_room = _absolute(
+                entry.limit_room.get(MEMORY, math.inf),
+                entry.unassessed_memory,
+                allocatable.memory_bytes,
+            )
+        self.index.set(
+            entry.name,
+            load.extender_score,
+            load.reason,
+            can_be_preferred(load),
+            cpu_room,
+            memory_room,
+        )
 
     def _store(
         self,
@@ -246,6 +280,8 @@ class NodeTable:
             addition = self._ledger.addition(name, sample_at_s, now_s)
         load = assess(measurement, self._policy, addition.fractions)
         rooms = headroom(load, measurement, self._policy) if self._ledger is not None else {}
+        # Without a ledger no estimate is known, so no pod is judged against the room.
+        limits = limit_room(load, self._policy) if self._ledger is not None else {}
         entry = NodeEntry(
             name,
             relevant,
@@ -256,6 +292,7 @@ class NodeTable:
             addition,
             rooms.get(CPU, 0.0),
             rooms.get(MEMORY, 0.0),
+            limits,
             estimate_due_s=addition.changes_at_s,
         )
         if previous is None:
@@ -267,7 +304,7 @@ class NodeTable:
             )
         else:
             self.rejected_metric.pop(name, None)
-        self.index.set(name, load.extender_score, load.reason)
+        self._set_index(entry)
         if not math.isinf(load.recheck_at_s):
             self._rechecks = self._push(self._rechecks, load.recheck_at_s, name, _verdict_due)
         if not math.isinf(addition.changes_at_s):
@@ -308,3 +345,10 @@ def _log_verdict_change(entry: NodeEntry, previous: NodeEntry | None) -> None:
         log.info("node %s is overloaded and will be filtered out: %s", entry.name, details)
     elif previous is not None and previous.reason is not None:
         log.info("node %s is no longer overloaded", entry.name)
+
+
+def _absolute(room_fraction: float, unassessed_fraction: float, allocatable: float) -> float:
+    """A room left after reservations not yet assessed, in the resource's own unit."""
+    if math.isinf(room_fraction):
+        return math.inf
+    return max(0.0, room_fraction - unassessed_fraction) * allocatable

@@ -19,10 +19,15 @@ from typing import Any
 
 import orjson
 
+from app.extender.request_pod import request_pod_demand
 from app.extender.table import NodeEntry, NodeTable
+from app.load.estimate import estimate_pod_usage
 from app.load.model import is_exempt_from_filter
+from app.objects.demand import Demand, requests_and_limits
+from app.policy import Policy
 
 log = logging.getLogger(__name__)
+_MAX_POD_SHAPES = 1024  # distinct pod shapes whose estimates are kept
 
 
 class BadRequest(ValueError):
@@ -132,6 +137,8 @@ class Verbs:
         self._table = table
         self._clock = clock
         self._request_nodes = request_nodes
+        self._estimates: dict[Demand, tuple[float, float]] = {}  # by pod shape
+        self._estimates_policy: Policy | None = None
 
     def _entries_from_request(
         self, nodes: list[dict[str, Any]]
@@ -227,9 +234,35 @@ class Verbs:
         try:
             # Unknown names (node cache still syncing, or no node cache at all) score as
             # nodes without data.
-            body, outcome.unknown_nodes, best = table.index.prioritize(names)
+            cpu, memory = self._pod_estimate(args.pod, table)
+            body, outcome.unknown_nodes, best = table.index.prioritize(names, cpu, memory)
         except (TypeError, ValueError) as error:
             raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
         if best >= 0:
             outcome.best_node = names[best]
         return body
+
+    def _pod_estimate(self, pod: dict[str, Any], table: NodeTable) -> tuple[float, float]:
+        """The pod's estimated usage (cores, bytes), which the preferred node must have
+        room for (app/load/wire.py); 0 without estimation or a readable pod. Pods come
+        in few shapes: each shape's estimate is kept until the policy changes."""
+        policy = table.policy
+        settings = policy.spec.estimation
+        if not settings.enabled or not table.judges_room:
+            return 0.0, 0.0
+        try:
+            demand = request_pod_demand(pod)
+        except ValueError:
+            return 0.0, 0.0  # the reservation refuses this pod too (service.py)
+        if policy is not self._estimates_policy:
+            self._estimates_policy = policy
+            self._estimates.clear()
+        found = self._estimates.get(demand)
+        if found is not None:
+            return found
+        usage = estimate_pod_usage(*requests_and_limits(demand), settings)
+        estimate = (usage.cpu_cores, usage.memory_bytes)
+        if len(self._estimates) >= _MAX_POD_SHAPES:
+            self._estimates.clear()  # a flood of shapes costs a recompute, never memory
+        self._estimates[demand] = estimate
+        return estimate

@@ -1,4 +1,5 @@
-"""Debounce rounds kept in the cluster, in the descheduler's state ConfigMap.
+"""Debounce rounds kept between runs: in the descheduler's state ConfigMap, and by the
+simulator on its own clock (one rule for both).
 
 A node must be seen above ``targetThresholds`` in ``consecutiveHotRounds`` runs in a
 row before it becomes a source. The count is kept per node as (count, time of the

@@ -24,6 +24,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from app.load.estimate import estimate_pod_usage
+from app.objects.resources import Resources
+from app.policy import Policy
 from app.simulate.metrics import MetricsPipeline, is_due
 from app.simulate.placement import LoadFilter, NodeRequests, PodShape, Scheduler, UnsampledUsage
 from app.simulate.profiles import SlotUsage
@@ -117,8 +120,8 @@ class SimulatedCluster:
         self.created_at_s = self.usage.created_at_s.copy()  # recreation moves it
         self.bound_at_s = np.full(slots, math.nan)
         self.shapes = [
-            PodShape(requests.cpu_cores, requests.memory_bytes)
-            for requests, _ in (w.pod_requests_and_limits for w in scenario.workloads)
+            _pod_shape(requests, limits, policy if plan.make_estimate else None)
+            for requests, limits in (w.pod_requests_and_limits for w in scenario.workloads)
         ]
         self.pipeline = MetricsPipeline(
             self.policy,
@@ -258,3 +261,12 @@ class SimulatedCluster:
         )
         self.run.oom_events += int(np.sum(mem_demand > self.allocatable_memory))
         self.pipeline.account(np.minimum(cpu_fraction, 1.0), np.minimum(mem_fraction, 1.0), step_s)
+
+
+def _pod_shape(requests: Resources, limits: Resources, policy: Policy | None) -> PodShape:
+    """A workload's pod as placement sees it; with ``policy``, with the extender's
+    estimate of its usage (a policy without estimation estimates nothing)."""
+    if policy is None or not policy.spec.estimation.enabled:
+        return PodShape(requests.cpu_cores, requests.memory_bytes)
+    usage = estimate_pod_usage(requests, limits, policy.spec.estimation)
+    return PodShape(requests.cpu_cores, requests.memory_bytes, usage.cpu_cores, usage.memory_bytes)

@@ -20,8 +20,10 @@ around ``app.rebalance.plan``, with the simulator's state in place of the caches
   minus those that must stay);
 * **recent evictions**: an ``EvictionRecord`` per eviction this adapter made, within
   ``max(settleTime, workloadCooldown) + interval``, as the loop rebuilds from Events;
-* **debounce rounds**: kept in memory with ``observe_round`` (the loop keeps them on
-  the Nodes so that they survive restarts; a simulation never restarts).
+* **debounce rounds**: counted by the descheduler's own rule,
+  ``app.rebalance.debounce`` (``previous_hot_rounds`` before the plan,
+  ``record_hot_rounds`` after it), on the simulated clock; the loop keeps the counts in
+  its memory ConfigMap, the adapter in a dict (a simulation never restarts).
 
 Each planned eviction is then made by the cluster, in the plan's order: the pod is
 recreated pending and the policy's own scheduler places it. An eviction the API server
@@ -46,7 +48,8 @@ from app.objects.pods import OwnerRef, PodInfo, workload_of
 from app.objects.resources import Resources
 from app.objects.selectors import LabelSelector
 from app.rebalance.config import memory_window_s
-from app.rebalance.plan import ClusterView, EvictionPlan, PlannerMemory, observe_round, plan
+from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
+from app.rebalance.plan import ClusterView, EvictionPlan, plan
 
 if TYPE_CHECKING:
     from app.simulate.cluster import SimulatedCluster
@@ -73,7 +76,7 @@ class PlannerRebalancer:
         self._cluster = cluster
         self.config = cluster.scenario.descheduler_config()
         self.plans: list[PlanRecord] = []
-        self._memory = PlannerMemory()
+        self._hot_rounds: dict[str, tuple[int, float]] = {}  # as the memory ConfigMap keeps them
         self._records: list[EvictionRecord] = []
         self._generation = np.zeros(cluster.usage.slots, dtype=np.int64)
         # The view, kept up to date between rounds rather than rebuilt:
@@ -94,8 +97,12 @@ class PlannerRebalancer:
     def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]:
         now_s = cluster.pipeline.epoch_s + t_s
         view, slot_of = self._view(t_s, now_s)
-        the_plan = plan(view, self.config, cluster.policy, now_s, self._memory.hot_rounds)
-        self._memory = observe_round(self._memory, the_plan.node_classes)
+        interval_s = self.config.interval
+        counts = previous_hot_rounds(self._hot_rounds, now_s, interval_s)
+        the_plan = plan(view, self.config, cluster.policy, now_s, counts)
+        self._hot_rounds = record_hot_rounds(
+            self._hot_rounds, the_plan.node_classes, now_s, interval_s
+        )
         self.plans.append(PlanRecord(t_s, the_plan))
         slots = []
         for eviction in the_plan.evictions:

@@ -9,9 +9,12 @@ everything a scenario cannot express: affinity, taints, topology spread, image
 locality, preemption and ``percentageOfNodesToScore`` (every node is scored).
 
 ``loadaware`` is that, followed by the extender: nodes the production load model
-(``app.load.evaluate_node``) rejects are filtered out, and its 0..10 extender score
-times 10 x ``extenderWeight`` is added, as kube-scheduler adds an extender's score;
-``unsampled`` is the burst estimate (``UnsampledUsage``).
+(``app.load.evaluate_node``) rejects are filtered out, and the extender's answer
+(``app.load.wire.wire_scores``: its 0..10 scores with the preferred node alone on
+top) times 10 x ``extenderWeight`` is added, as kube-scheduler adds an extender's
+score; ``unsampled`` is the burst estimate (``UnsampledUsage``). The answer lists the
+feasible nodes as kube-scheduler sends them: in node order from a start that moves on
+every cycle (its ``nextStartNodeIndex``), here drawn at random.
 
 ``crane`` is crane-scheduler as it ships (``scenario.crane``): the same filter, but
 scored as an in-tree plugin, its 0..100 score times ``pluginWeight`` (3) beside the
@@ -29,11 +32,12 @@ import numpy as np
 import numpy.typing as npt
 
 from app.load import NodeLoad, evaluate_node
+from app.load.wire import can_be_preferred, limit_room, wire_scores
 from app.policy import Policy
 from app.simulate.metrics import MetricsPipeline
 
 NON_ZERO_CPU_CORES = 0.1
-MAX_EXTENDER_SCORE = 10
+EXTENDER_POINTS = 10  # kube-scheduler multiplies an extender's score by 10 x its weight
 NON_ZERO_MEMORY_BYTES = 200 * 2.0**20
 MAX_NODE_SCORE = 100
 
@@ -48,6 +52,10 @@ class PodShape:
 
     request_cpu_cores: float
     request_memory_bytes: float
+    # What the extender estimates the pod will use (app.load.estimate), which the
+    # preferred node must have room for; 0 where the policy has no estimate.
+    estimate_cpu_cores: float = 0.0
+    estimate_memory_bytes: float = 0.0
 
     @property
     def score_cpu_cores(self) -> float:
@@ -130,6 +138,10 @@ class LoadFilter:
         self._estimate = estimate
         self.passes = np.ones(nodes, dtype=np.bool_)
         self.extender_score = np.zeros(nodes, dtype=np.int64)
+        self.preferable = np.zeros(nodes, dtype=np.bool_)  # app.load.wire.can_be_preferred
+        # app.load.wire.limit_room, fractions of allocatable (inf: no limit applies)
+        self.room_cpu = np.full(nodes, math.inf)
+        self.room_memory = np.full(nodes, math.inf)
         self.score = np.zeros(nodes, dtype=np.int64)  # 0..100, hot value applied
         self._recheck_at_s = np.full(nodes, -math.inf)
         self._seen_sync_version = -1
@@ -167,6 +179,10 @@ class LoadFilter:
         self.loads[node] = load
         self.passes[node] = not load.overloaded
         self.extender_score[node] = load.extender_score
+        self.preferable[node] = can_be_preferred(load)
+        rooms = limit_room(load, self.policy)
+        self.room_cpu[node] = rooms.get("cpu", math.inf)
+        self.room_memory[node] = rooms.get("memory", math.inf)
         self.score[node] = load.score
         self._recheck_at_s[node] = load.recheck_at_s
 
@@ -188,11 +204,32 @@ class Scheduler:
             feasible &= self.load_filter.passes
             if self.plugin_weight > 0:
                 scores = scores + self.load_filter.score * self.plugin_weight
-            else:
-                points = MAX_NODE_SCORE // MAX_EXTENDER_SCORE  # kube-scheduler's scaling
-                scores = scores + self.load_filter.extender_score * points * self.extender_weight
+            elif feasible.any():
+                scores = scores + self._extender_answer(feasible, pod) * (
+                    EXTENDER_POINTS * self.extender_weight
+                )
         if not feasible.any():
             return None
         best = scores[feasible].max()
         candidates = np.flatnonzero(feasible & (scores == best))
         return int(candidates[self.rng.integers(len(candidates))])
+
+    def _extender_answer(self, feasible: BoolArray, pod: PodShape) -> IntArray:
+        """The extender's prioritize answer per node (0 where it was not asked)."""
+        view = self.load_filter
+        assert view is not None
+        asked = np.flatnonzero(feasible)
+        asked = np.roll(asked, -int(self.rng.integers(len(asked))))  # the request's order
+        # app.load.wire.has_room, over every asked node at once: the pod's estimate as a
+        # fraction of each node's allocatable, against the node's room under its limits.
+        requests = self.requests
+        cpu = pod.estimate_cpu_cores / requests.allocatable_cpu[asked]
+        memory = pod.estimate_memory_bytes / requests.allocatable_memory[asked]
+        roomy = (cpu <= view.room_cpu[asked]) & (memory <= view.room_memory[asked])
+        answer = np.zeros(len(feasible), dtype=np.int64)
+        answer[asked] = wire_scores(
+            view.extender_score[asked].tolist(),
+            view.preferable[asked].tolist(),
+            roomy.tolist(),
+        )
+        return answer

@@ -207,7 +207,8 @@ class MetricsPipeline(_Strict):
 
 
 class SchedulerSettings(_Strict):
-    extender_weight: int = Field(1, alias="extenderWeight", ge=1)
+    # 2: the weight every shipped scheduler configuration gives the extender.
+    extender_weight: int = Field(2, alias="extenderWeight", ge=1)
 
 
 class CraneSettings(_Strict):

@@ -391,9 +391,7 @@ def test_metrics_show_how_many_nodes_carry_an_estimate_and_the_largest() -> None
     bind(extender, "b", "cool", clock() - 4)
     bind(extender, "c", "warm", clock() - 3)
     assert metric(extender, "loadaware_extender_nodes_with_estimate") == 2.0
-    largest = metric(
-        extender, "loadaware_extender_estimated_addition_max_fraction", resource="cpu"
-    )
+    largest = metric(extender, "loadaware_extender_estimated_addition_max_fraction", resource="cpu")
     assert largest == pytest.approx(2 * BURST_SHARE)
 
 
@@ -471,3 +469,89 @@ def test_the_largest_estimates_are_shown_with_whose_they_are() -> None:
     kinds = "loadaware_extender_estimated_pods"
     assert metric(extender, kinds, kind="placed") == 1.0
     assert metric(extender, kinds, kind="bound") == 2.0
+
+
+def test_the_node_lifted_for_a_pod_has_room_for_its_estimate() -> None:
+    """crane's score sums free cpu and memory, so a node near its CPU limit with idle
+    memory ties one with room for a CPU-heavy pod. The answer lifts the one whose CPU
+    limit still holds the pod's estimate (2.55 cores), and reserves there."""
+    clock = Clock()
+    extender = make_extender(clock)
+    at_s = clock() - 30
+    policy = default_policy()
+    set_node(
+        extender,
+        "cpu-tight",
+        {m: format_usage(0.55 if m.startswith("cpu") else 0.0, at_s) for m in policy.metrics},
+    )
+    set_node(extender, "balanced", {m: format_usage(0.30, at_s) for m in policy.metrics})
+    answer = orjson.loads(call(extender, "prioritize", "p", ["cpu-tight", "balanced"]))
+    assert answer == [{"Host": "cpu-tight", "Score": 7}, {"Host": "balanced", "Score": 8}]
+    assert added_cpu(extender, "balanced") == pytest.approx(BURST_SHARE)
+    # balanced now holds 0.30 + 0.32: neither node has room for another such pod, and
+    # the one scored best is lifted, so the reservation is still where the pod goes.
+    answer = orjson.loads(call(extender, "prioritize", "q", ["cpu-tight", "balanced"]))
+    assert answer[0] == {"Host": "cpu-tight", "Score": 8}
+    assert added_cpu(extender, "cpu-tight") == pytest.approx(BURST_SHARE)
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        {"limits": {"cpu": "1e300"}},  # fits no node: the best one is lifted all the same
+        {"limits": {"cpu": "lots"}},  # unreadable: judged as needing nothing
+        {"limits": "not a map"},
+        {},
+    ],
+)
+def test_a_pod_of_any_size_or_none_is_answered_with_one_node_lifted(
+    resources: dict[str, Any],
+) -> None:
+    clock = Clock()
+    extender = make_extender(clock)
+    pod = request_pod("p")
+    pod["spec"]["containers"][0]["resources"] = resources
+    body = httpx.Request("POST", "/", json={"Pod": pod, "NodeNames": ["warm", "cool"]}).read()
+    outcome = Outcome()
+    answer = orjson.loads(extender.verbs.prioritize(parse_args(body), outcome))
+    assert outcome.best_node == "cool"  # the better node, lifted to 9 above warm's 6
+    assert answer == [{"Host": "warm", "Score": 6}, {"Host": "cool", "Score": 9}]
+
+
+def test_a_reservation_too_small_to_change_a_score_still_shrinks_the_room() -> None:
+    """The table skips re-assessing a node for a reservation that changes none of its
+    answers; the room it has left for the next pod must shrink all the same."""
+    clock = Clock()
+    extender = make_extender(clock)
+    at_s = clock() - 30
+    policy = default_policy()
+    set_node(
+        extender,
+        "cpu-tight",
+        {m: format_usage(0.60 if m.startswith("cpu") else 0.0, at_s) for m in policy.metrics},
+    )
+    set_node(extender, "balanced", {m: format_usage(0.30, at_s) for m in policy.metrics})
+
+    def prioritize(name: str, cpu_limit: str) -> Outcome:
+        pod = request_pod(name)
+        pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": cpu_limit}}
+        extender.pod_cache.apply(  # type: ignore[union-attr]
+            f"default/{name}",
+            ScheduledPod(
+                f"uid-{name}", None, Resources(0, 0), Resources(float(cpu_limit), 0), clock(), False
+            ),
+        )
+        body = httpx.Request("POST", "/", json={"Pod": pod, "NodeNames": ["cpu-tight", "balanced"]})
+        outcome = Outcome()
+        extender.verbs.prioritize(parse_args(body.read()), outcome)
+        extender.record("prioritize", 200, 0.0, outcome)
+        return outcome
+
+    # Both score 7. cpu-tight has 0.05 x 8 = 0.4 cores of room, balanced 2.8: a 0.6-core
+    # pod (0.51 estimated) goes to balanced, its score unchanged; a 3-core pod (2.55)
+    # then fits neither, and the first of the top scores is lifted.
+    assert prioritize("small", "0.6").best_node == "balanced"
+    entry = extender.table.get("balanced")
+    assert entry is not None
+    assert entry.unassessed_cpu > 0  # reserved without re-assessing the node
+    assert prioritize("big", "3").best_node == "cpu-tight"  # no room anywhere: the first top

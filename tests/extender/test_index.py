@@ -16,10 +16,12 @@ from app.extender.index import (
     native_available,
     new_verdict_index,
 )
+from app.load.wire import has_room, wire_scores
 
 HOT = "Load[cpu_usage_avg_5m] is too high (> 0.65)"
 HOT_MEM = "Load[mem_usage_avg_5m] is too high (> 0.65)"
 IMPLEMENTATIONS = ["native", "python"]
+RES = ("cpu", "memory")
 
 
 def make(implementation: str) -> VerdictIndex:
@@ -88,10 +90,10 @@ def test_prioritize_scores_known_names_and_counts_unknown_ones(index: VerdictInd
     index.unknown_score = 3
     body, unknown, best = index.prioritize(["b", "x", "a"])
     # a is the preferred node (the top passing score): one more than it scores, and the
-    # others at most 9, so the answer's top is unique.
+    # others at most its own score, so the answer's top is unique.
     assert best == 2
     assert orjson.loads(body) == [
-        {"Host": "b", "Score": 9},
+        {"Host": "b", "Score": 7},
         {"Host": "x", "Score": 3},
         {"Host": "a", "Score": 8},
     ]
@@ -141,7 +143,8 @@ def test_names_of_every_length_differing_or_escaped_at_every_byte(index: Verdict
                 name = base[:position] + byte + base[position + 1 : length]
                 assert index.get(name) is None
                 body, unknown, _ = index.prioritize([name])
-                assert (orjson.loads(body), unknown) == ([{"Host": name, "Score": 1}], 1)
+                # Unknown, so never lifted: answered its plain score.
+                assert (orjson.loads(body), unknown) == ([{"Host": name, "Score": 0}], 1)
                 index.set(name, 1, HOT)
                 assert filtered(index, [name])["FailedAndUnresolvableNodes"] == {name: HOT}
                 index.discard(name)
@@ -236,12 +239,16 @@ def test_the_implementation_can_be_chosen(monkeypatch: pytest.MonkeyPatch) -> No
 names_strategy = st.sampled_from(
     ["n1", "n2", "node-00017", "ip-10-0-1-2.ec2.internal", 'q"', "ü", "", "n1 "]
 ) | st.text(max_size=12)
+rooms_strategy = st.sampled_from([0.0, 0.5, 1.0, 2.0, float("inf")])
 operations = st.lists(
     st.tuples(
         st.sampled_from(["set", "discard", "clear"]),
         names_strategy,
         st.integers(0, 10),
         st.sampled_from([None, None, HOT, HOT_MEM]),
+        st.booleans(),
+        rooms_strategy,
+        rooms_strategy,
     ),
     max_size=40,
 )
@@ -253,23 +260,31 @@ operations = st.lists(
     request_names=st.lists(names_strategy, max_size=30),
     exempt=st.booleans(),
     unknown_score=st.integers(0, 10),
+    pod=st.tuples(st.sampled_from([0.0, 0.5, 1.0, 3.0]), st.sampled_from([0.0, 0.5, 1.0, 3.0])),
 )
-def test_native_and_python_give_the_same_answers(
-    ops: list[tuple[str, str, int, str | None]],
+def test_native_and_python_give_the_same_answers_as_the_wire_rule(
+    ops: list[tuple[str, str, int, str | None, bool, float, float]],
     request_names: list[str],
     exempt: bool,
     unknown_score: int,
+    pod: tuple[float, float],
 ) -> None:
     native, python = make("native"), make("python")
+    held: dict[str, tuple[int, str | None, bool, float, float]] = {}
     for index in (native, python):
         index.unknown_score = unknown_score
-        for op, name, score, reason in ops:
+        held.clear()
+        for op, name, score, reason, preferable, cpu_room, memory_room in ops:
             if op == "set":
-                index.set(name, score, reason)
+                index.set(name, score, reason, preferable, cpu_room, memory_room)
+                if name.encode(errors="replace") == name.encode(errors="ignore"):
+                    held[name] = (score, reason, preferable, cpu_room, memory_room)
             elif op == "discard":
                 index.discard(name)
+                held.pop(name, None)
             else:
                 index.clear()
+                held.clear()
     assert len(native) == len(python)
     for name in request_names:
         assert native.get(name) == python.get(name)
@@ -278,9 +293,18 @@ def test_native_and_python_give_the_same_answers(
     # Each rejected name counts once, however often the request repeats it.
     rejectable = {n for n in request_names if (v := native.get(n)) is not None and v[1]}
     assert sum(native_filter["rejected"].values()) == (0 if exempt else len(rejectable))
-    native_scores, python_scores = (i.prioritize(request_names) for i in (native, python))
+    native_scores, python_scores = (i.prioritize(request_names, *pod) for i in (native, python))
     assert orjson.loads(native_scores[0]) == orjson.loads(python_scores[0])
     assert native_scores[1:] == python_scores[1:]  # unknown count and best position
+    # Both answer what app.load.wire says, the rule the simulator also runs.
+    entries = [held.get(name) for name in request_names]
+    pod_usage = dict(zip(RES, pod, strict=True))
+    expected = wire_scores(
+        [unknown_score if e is None else e[0] for e in entries],
+        [e is not None and e[1] is None and e[2] for e in entries],
+        [e is not None and has_room({"cpu": e[3], "memory": e[4]}, pod_usage) for e in entries],
+    )
+    assert [item["Score"] for item in orjson.loads(native_scores[0])] == expected
 
 
 @pytest.mark.parametrize(
@@ -291,7 +315,7 @@ def test_native_and_python_give_the_same_answers(
         (["a", "d", "b"], 1),
         (["hot", "a"], 1),  # a rejected node is never the best
         (["unknown", "a"], 1),  # unknown names score unknown_score (3)
-        (["unknown", "other-unknown"], 0),
+        (["unknown", "other-unknown"], -1),  # nothing known of them: never preferred
         (["b", "hot", "a", "unknown"], 0),
         (["hot"], -1),  # no name passes
         ([], -1),
@@ -311,3 +335,27 @@ def test_prioritize_prefers_the_first_passing_node_with_the_top_score(
     if best >= 0:  # the preferred node is the unique top among the nodes that pass
         others = [s for i, s in enumerate(scores) if i != best and names[i] != "hot"]
         assert all(score < scores[best] for score in others)
+
+
+def test_a_node_without_fresh_data_is_never_lifted(index: VerdictIndex) -> None:
+    index.set("blind", 8, None, False)
+    index.set("seen", 5, None)
+    body, _, best = index.prioritize(["blind", "seen"])
+    assert best == 1
+    assert orjson.loads(body) == [{"Host": "blind", "Score": 5}, {"Host": "seen", "Score": 6}]
+    # Nothing known anywhere: no lift, kube-scheduler's own plugins choose.
+    body, _, best = index.prioritize(["blind", "unknown"])
+    assert best == -1
+    assert orjson.loads(body) == [{"Host": "blind", "Score": 8}, {"Host": "unknown", "Score": 0}]
+
+
+def test_the_preferred_node_has_room_for_the_pod(index: VerdictIndex) -> None:
+    # "tight" scores higher but a 1.5-core pod would take it over its limit.
+    index.set("tight", 7, None, True, 1.0, 8e9)
+    index.set("roomy", 5, None, True, 3.0, 8e9)
+    body, _, best = index.prioritize(["tight", "roomy"], 1.5, 1e9)
+    assert best == 1
+    assert orjson.loads(body) == [{"Host": "tight", "Score": 5}, {"Host": "roomy", "Score": 6}]
+    # A pod that fits both goes to the better one; one that fits neither, too.
+    for pod in ((0.5, 1e9), (4.0, 1e9), (0.5, 9e9)):
+        assert index.prioritize(["tight", "roomy"], *pod)[2] == 0

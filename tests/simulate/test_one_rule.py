@@ -1,0 +1,81 @@
+"""The simulator runs production's rules, not copies of them: the debounce rule and the
+extender's wire answer each live in one module a floor below the components, and both
+production and the simulator import them from there. Read from the source (as
+tests/test_layers.py reads the floors), so that a copy brought back fails here."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+APP = Path(__file__).resolve().parents[2] / "app"
+
+# rule -> (its one home, the functions it consists of)
+RULES = {
+    "debounce": ("app.rebalance.debounce", {"previous_hot_rounds", "record_hot_rounds"}),
+    "wire answer": (
+        "app.load.wire",
+        {"can_be_preferred", "plain_wire_score", "preferred_wire_score", "preferred_position"},
+    ),
+}
+# Who must take each rule from its home: production and the simulator.
+USERS = [
+    ("descheduler/run.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
+    ("simulate/descheduling.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
+    ("extender/index.py", "wire answer", {"plain_wire_score", "preferred_wire_score"}),
+    ("extender/table.py", "wire answer", {"can_be_preferred"}),
+    ("simulate/placement.py", "wire answer", {"can_be_preferred", "wire_scores"}),
+]
+
+
+def tree(relative: str) -> ast.Module:
+    path = APP / relative
+    return ast.parse(path.read_text(), str(path))
+
+
+def imported_from(module: ast.Module, source: str) -> set[str]:
+    return {
+        alias.name
+        for node in ast.walk(module)
+        if isinstance(node, ast.ImportFrom) and node.module == source
+        for alias in node.names
+    }
+
+
+@pytest.mark.parametrize(("relative", "rule", "names"), USERS)
+def test_production_and_the_simulator_import_each_rule_from_its_one_home(
+    relative: str, rule: str, names: set[str]
+) -> None:
+    home, _ = RULES[rule]
+    missing = names - imported_from(tree(relative), home)
+    assert not missing, f"app/{relative} does not take {sorted(missing)} from {home}"
+
+
+def test_no_module_but_the_rules_home_defines_them() -> None:
+    homes = {home.removeprefix("app.").replace(".", "/") + ".py" for home, _ in RULES.values()}
+    rule_names = set().union(*(names for _, names in RULES.values()))
+    copies = [
+        f"{path.relative_to(APP)}:{node.lineno} {node.name}"
+        for path in sorted(APP.rglob("*.py"))
+        if str(path.relative_to(APP)) not in homes
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in rule_names
+    ]
+    assert not copies, f"copies of a rule outside its home: {copies}"
+
+
+def test_the_simulator_keeps_no_debounce_bookkeeping_of_its_own() -> None:
+    # observe_round/PlannerMemory count rounds in memory with no clock: the rule the
+    # descheduler's memory does not follow (a stale count restarts, a repeat run in the
+    # same round does not count twice).
+    for path in sorted((APP / "simulate").glob("*.py")):
+        used = {
+            alias.name
+            for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        }
+        assert not used & {"observe_round", "PlannerMemory"}, path.name
+    assert not (APP / "descheduler" / "debounce.py").exists()
