@@ -16,6 +16,7 @@ from importlib import metadata
 
 from app import policy_check
 from app.annotator import main as annotator_main
+from app.capture import main as capture_main
 from app.descheduler import main as descheduler_main
 from app.extender import main as extender_main
 from app.flags import EXIT_OK, EXIT_USAGE, UsageError, add_flag, log_level
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     descheduler_main.add_parser(components)
     policy_check.add_parser(components)
     simulate_main.add_parser(components)
+    capture_main.add_parser(components)
     # The global flag is accepted after the command name too; there it has no default
     # of its own, so that it overrides the top-level value only when given.
     for command in _runnable(parser):
