@@ -22,7 +22,7 @@ import pytest
 from lightkube import Client
 from lightkube.resources.apps_v1 import DaemonSet, Deployment, StatefulSet
 from lightkube.resources.batch_v1 import Job
-from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
 from app.cli import build_parser
@@ -94,6 +94,15 @@ def _make_lab(cluster: ControlPlane, namespace: str) -> None:
         "spec": {"parallelism": 1, "completions": 1,
                  "template": _template("batch", "1", "1Gi", restartPolicy="Never")},
     })  # fmt: skip
+    # The cluster's own loadaware configuration (here in the lab's namespace).
+    _create(client, ConfigMap, {
+        "metadata": {"name": "loadaware-policy", "namespace": namespace},
+        "data": {"policy.yaml": (REPO / "deploy" / "base" / "policy.yaml").read_text()},
+    })  # fmt: skip
+    _create(client, ConfigMap, {
+        "metadata": {"name": "loadaware-descheduler-config", "namespace": namespace},
+        "data": {"descheduler.yaml": DESCHEDULER_CONFIG},
+    })  # fmt: skip
     bare = _template("debug", "100m", "64Mi", nodeName="cap-d")
     bare["metadata"].update(name="debug", namespace=namespace)
     _create(client, Pod, bare)
@@ -108,6 +117,12 @@ def _placed(cluster: ControlPlane, namespace: str) -> dict[str, str]:
 
 
 WEB_SPREAD = (0.6, 0.8, 1.2, 1.4)
+DESCHEDULER_CONFIG = """\
+apiVersion: loadaware.io/v1alpha1
+kind: DeschedulerConfiguration
+interval: 2m
+consecutiveHotRounds: 2
+"""
 
 
 def _usage(app: str, index: int) -> Any:
@@ -163,7 +178,8 @@ def test_capture_replays_a_lab_cluster_faithfully_and_shows_the_hot_node_cooled(
         _history(placed, namespace), start_s - 600, end_s, STEP_S, [web_replicas], start_s
     ) as url:
         common = ("capture", "--kubeconfig", str(cluster.kubeconfig), "--prometheus-url", url,
-                  "--step", "1m", "--end", f"{end_s:.0f}")  # fmt: skip
+                  "--step", "1m", "--end", f"{end_s:.0f}",
+                  "--loadaware-namespace", namespace)  # fmt: skip
         output = tmp_path / "lab.yaml"
         code, _, err = _cli(*common, "--range", "6h", "--output", str(output))
         assert code == 0, err
@@ -195,6 +211,11 @@ def test_capture_replays_a_lab_cluster_faithfully_and_shows_the_hot_node_cooled(
     assert [(r.at_s, r.replicas) for r in workloads["web"].replica_history] == [
         (HOUR, 6), (1.5 * HOUR, 4)
     ]
+    # The cluster's policy and descheduler configuration come with it.
+    assert scenario.descheduler_config().interval == 120
+    assert scenario.descheduler_config().consecutive_hot_rounds == 2
+    assert scenario.policy is not None
+    assert scenario.scheduling_policy().spec.predicate[0].max_limit_fraction == 0.65
     assert scenario.observed is not None
     assert len(scenario.observed.nodes) == 4
 
@@ -220,7 +241,7 @@ def test_capture_replays_a_lab_cluster_faithfully_and_shows_the_hot_node_cooled(
     # --anonymize: no name of the lab is left in the file; the replay runs the same.
     assert code_anonymous == 0
     text = anonymous.read_text()
-    for name in (namespace, "cap-a", "hot", "web", "agent"):
+    for name in (namespace, "cap-a", "cap-d", "agent", "debug"):
         assert name not in text
     assert load_scenario(str(anonymous)).node_names != scenario.node_names
 
