@@ -67,9 +67,7 @@ def node_groups(nodes: list[CapturedNode], names: Names) -> list[dict[str, Any]]
     for index, members in enumerate(shapes.values()):
         first = members[0]
         group: dict[str, Any] = {
-            "name": names(_group_name(first, index)) if names.anonymous else _group_name(
-                first, index
-            ),
+            "name": names(_group_name(first, index)),
             "count": len(members),
             "cpu": exact(first.cpu),
             "memory": exact(first.memory),

@@ -146,6 +146,14 @@ def _finite_non_negative(values: tuple[float, ...], field: str) -> None:
             raise ValueError(f"{field}[{i}] must be a finite number >= 0, got {value!r}")
 
 
+def _paired_series(cpu: tuple[float, ...], memory: tuple[float, ...]) -> None:
+    """A recording: as many CPU points as memory points, each a usage."""
+    if len(cpu) != len(memory):
+        raise ValueError(f"cpu has {len(cpu)} points and memory {len(memory)}")
+    _finite_non_negative(cpu, "cpu")
+    _finite_non_negative(memory, "memory")
+
+
 class ReplicaSpread(_Strict):
     """Each replica slot's usage over the workload's mean, in slot order (1 = the mean);
     slots past the end use 1."""
@@ -174,10 +182,7 @@ class HistoryUsage(_Strict):
 
     @model_validator(mode="after")
     def _valid(self) -> HistoryUsage:
-        if len(self.cpu) != len(self.memory):
-            raise ValueError(f"cpu has {len(self.cpu)} points and memory {len(self.memory)}")
-        _finite_non_negative(self.cpu, "cpu")
-        _finite_non_negative(self.memory, "memory")
+        _paired_series(self.cpu, self.memory)
         return self
 
 
@@ -331,10 +336,7 @@ class ObservedNode(_Strict):
 
     @model_validator(mode="after")
     def _valid(self) -> ObservedNode:
-        if len(self.cpu) != len(self.memory):
-            raise ValueError(f"cpu has {len(self.cpu)} points and memory {len(self.memory)}")
-        _finite_non_negative(self.cpu, "cpu")
-        _finite_non_negative(self.memory, "memory")
+        _paired_series(self.cpu, self.memory)
         return self
 
 
