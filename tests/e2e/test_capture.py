@@ -186,8 +186,8 @@ def test_capture_replays_a_lab_cluster_faithfully_and_shows_the_hot_node_cooled(
         # A range longer than the data: one line, what to do.
         too_long, _, err_long = _cli(*common, "--range", "12h", "--output", str(tmp_path / "x"))
         anonymous = tmp_path / "anonymous.yaml"
-        code_anonymous, _, _ = _cli(*common, "--range", "6h", "--anonymize",
-                                    "--output", str(anonymous))  # fmt: skip
+        shared = ("--range", "6h", "--anonymize", "--progress", "--output", str(anonymous))
+        code_anonymous, _, err_anonymous = _cli(*common, *shared)
     assert too_long == 1
     assert "holds data only from" in err_long, err_long
     assert "--range 6h" in err_long
@@ -240,6 +240,11 @@ def test_capture_replays_a_lab_cluster_faithfully_and_shows_the_hot_node_cooled(
 
     # --anonymize: no name of the lab is left in the file; the replay runs the same.
     assert code_anonymous == 0
+    # --progress: a bar on stderr, to the last query (one namespace: 2 usage and 2
+    # replica queries, then 2 per-node queries), then the summary.
+    assert "querying Prometheus" in err_anonymous
+    assert "] 6/6\n" in err_anonymous
+    assert "6 queries" in err_anonymous
     text = anonymous.read_text()
     for name in (namespace, "cap-a", "cap-d", "agent", "debug"):
         assert name not in text
