@@ -309,7 +309,8 @@ def record(
     for namespace in namespaces:
         chunks = time_chunks(start_s, end_s, step_s, max(catalog.pods_in(namespace), 1))
         plan.append(("pods", namespace, chunks))
-        replica_chunks = time_chunks(start_s, end_s, step_s, len(catalog.workloads))
+        controllers = sum(1 for w in catalog.workloads.values() if w.namespace == namespace)
+        replica_chunks = time_chunks(start_s, end_s, step_s, max(controllers, 1))
         plan.append(("replicas", namespace, replica_chunks))
     plan.append(("nodes", "", time_chunks(start_s, end_s, step_s, max(len(node_names), 1))))
     total = sum(
