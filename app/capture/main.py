@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 import time
 from datetime import datetime
@@ -181,9 +182,37 @@ def capture(
     return document, stats, summary
 
 
+SERIES_MARK = re.compile(r"'@series(\d+)@'")
+
+
 def dump(document: dict[str, Any], out: TextIO) -> None:
+    """The scenario as YAML; each series as one flow list written as text, not through
+    the YAML representer, which would make an object per number (hundreds of MiB for
+    a large cluster)."""
+    series: list[list[float]] = []
+    marked = _mark_series(document, series)
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    yaml.dump(document, out, Dumper=dumper, sort_keys=False, default_flow_style=None, width=120)
+    text = yaml.dump(marked, Dumper=dumper, sort_keys=False, default_flow_style=None, width=120)
+    for line in text.splitlines(keepends=True):
+        out.write(SERIES_MARK.sub(lambda m: _flow(series[int(m.group(1))]), line))
+
+
+def _mark_series(value: Any, series: list[list[float]]) -> Any:
+    if isinstance(value, dict):
+        return {k: _mark_series(v, series) for k, v in value.items()}
+    if isinstance(value, list):
+        if len(value) > 4 and all(isinstance(v, float) for v in value):
+            series.append(value)
+            return f"@series{len(series) - 1}@"
+        return [_mark_series(v, series) for v in value]
+    return value
+
+
+def _flow(values: list[float]) -> str:
+    # YAML 1.1 reads a float only with a dot: 1e-05 would be a string, 1.0e-05 is not.
+    texts = (repr(v) if "e" not in repr(v) or "." in repr(v) else repr(v).replace("e", ".0e")
+             for v in values)  # fmt: skip
+    return "[" + ", ".join(texts) + "]"
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
