@@ -18,6 +18,7 @@ from importlib import metadata
 
 from app import policy_check
 from app.annotator import main as annotator_main
+from app.capture import main as capture_main
 from app.descheduler import main as descheduler_main
 from app.explain import main as explain_main
 from app.extender import main as extender_main
@@ -112,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     policy_check.add_parser(components)
     explain_main.add_parser(components)
     simulate_main.add_parser(components)
+    capture_main.add_parser(components)
     # The global flags are accepted after any command name too (`policy --log-level
     # debug check`); there they have no default of their own, so that they override
     # the top-level value only when given.

@@ -22,7 +22,9 @@ FLOORS: list[set[str]] = [
     {"kube", "prom"},  # the outside world: API server and Prometheus
     {"rebalance"},  # the descheduling planner (pure)
     {"extender", "annotator", "descheduler", "simulate"},  # components: never each other
-    {"policy_check", "explain"},  # commands that are not components
+    # Commands that are not components; capture reads kube and prom and writes the
+    # simulator's scenario schema, so it sits above the components, beside policy_check.
+    {"policy_check", "explain", "capture"},
     {"cli"},
 ]
 FLOOR_OF = {unit: level for level, units in enumerate(FLOORS) for unit in units}

@@ -18,8 +18,9 @@ import math
 import re
 import urllib.parse
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
@@ -270,10 +271,40 @@ class PrometheusSource:
         if at_s is not None:
             params["time"] = f"{at_s:.3f}"
         where = f"{redact_url(self.settings.url)} for {promql!r}"
-        try:
-            result = self._connection.custom_query(
+        result = self._guarded(
+            lambda: self._connection.custom_query(
                 promql, params=params, timeout=self.settings.timeout_s
-            )
+            ),
+            where,
+        )
+        return parse_vector(result, where)
+
+    def query_range(
+        self, promql: str, start_s: float, end_s: float, step_s: float
+    ) -> list[RangeSeries]:
+        """Run a range query (whole seconds); raise PrometheusQueryError as ``query`` does.
+
+        Prometheus refuses more than 11,000 points per series: the caller chunks by time.
+        """
+        params = {"timeout": f"{max(1, round(self.settings.timeout_s * 1000))}ms"}
+        where = f"{redact_url(self.settings.url)} for {promql!r}"
+        result = self._guarded(
+            lambda: self._connection.custom_query_range(
+                promql,
+                start_time=datetime.fromtimestamp(start_s, UTC),
+                end_time=datetime.fromtimestamp(end_s, UTC),
+                step=f"{step_s:g}s",
+                params=params,
+                timeout=self.settings.timeout_s,
+            ),
+            where,
+        )
+        return parse_matrix(result, where)
+
+    def _guarded(self, call: Callable[[], Any], where: str) -> Any:
+        """``call``'s answer, every failure turned into an operator-facing PrometheusQueryError."""
+        try:
+            return call()
         except PrometheusQueryError:
             raise
         except requests.Timeout:
@@ -317,7 +348,41 @@ class PrometheusSource:
             raise PrometheusQueryError(
                 "request", f"Prometheus query failed at {where}: {_shorten(str(error))}"
             ) from None
-        return parse_vector(result, where)
+
+
+@dataclass(frozen=True, slots=True)
+class RangeSeries:
+    """One series of a range-query (matrix) answer: its points in time order."""
+
+    labels: Mapping[str, str]
+    times_s: tuple[float, ...]
+    values: tuple[float, ...]  # may be NaN or ±Inf, as in PromSample
+
+
+def parse_matrix(result: Any, where: str = "Prometheus") -> list[RangeSeries]:
+    """Decode the ``data.result`` of a range-query answer."""
+    if not isinstance(result, list):
+        raise PrometheusQueryError(
+            "bad_response", f"{where}: expected a matrix, got {type(result).__name__}"
+        )
+    found = []
+    for item in result:
+        try:
+            labels = item["metric"]
+            points = item["values"]
+            found.append(
+                RangeSeries(
+                    labels={str(k): str(v) for k, v in labels.items()},
+                    times_s=tuple(float(t) for t, _ in points),
+                    values=tuple(float(v) for _, v in points),
+                )
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise PrometheusQueryError(
+                "bad_response",
+                f"{where}: a result item is not a range series: {_shorten(repr(item))}",
+            ) from None
+    return found
 
 
 def parse_vector(result: Any, where: str = "Prometheus") -> list[PromSample]:

@@ -34,6 +34,9 @@ from app.simulate.scenario import Scenario
 
 # 2024-01-01T00:00:00Z: the wall clock at the start of every simulation.
 EPOCH_S = 1_704_067_200.0
+# A pod of a captured placement (``workload.placement``) was created and bound this
+# long before the start: long enough that no estimate or hot value counts it as new.
+PRE_BOUND_S = -86_400.0
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -52,6 +55,15 @@ class Eviction:
     slot: int
     node: int
     pdb_violation: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    """A pod its workload no longer wanted (a scale-down by the replica history)."""
+
+    t_s: float
+    slot: int
+    node: int
 
 
 class Rebalancer(Protocol):
@@ -85,6 +97,7 @@ class Run:
     oom_events: int = 0
     placements: list[Placement] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
+    deletions: list[Deletion] = field(default_factory=list)
     pending_at_end: int = 0
     load_evaluations: int = 0
     pending: list[int] = field(default_factory=list)  # per step, after scheduling
@@ -104,9 +117,7 @@ class SimulatedCluster:
         hot_value_interval_s = scenario.metrics.hot_value_interval_s
         if plan.crane and settings.hot_value_on_node_sync:
             hot_value_interval_s = scenario.crane_node_sync_s
-        self.node_names = [
-            f"{group.name}-{i}" for group in scenario.nodes for i in range(group.count)
-        ]
+        self.node_names = scenario.node_names
         self.allocatable_cpu = np.array(
             [g.cpu for g in scenario.nodes for _ in range(g.count)], dtype=np.float64
         )
@@ -157,6 +168,21 @@ class SimulatedCluster:
             np.zeros((steps, nodes), dtype=np.float32),
         )
         self.on_placement: Callable[[SimulatedCluster, Placement], None] | None = None
+        # Slots their workload wants now; only a replica history ever clears one.
+        self.wanted = np.ones(slots, dtype=np.bool_)
+        self._bind_captured_placement()
+
+    def _bind_captured_placement(self) -> None:
+        """Bind each workload's ``placement`` pods where they ran at the start."""
+        index_of = {name: i for i, name in enumerate(self.node_names)}
+        for workload_index, workload in enumerate(self.scenario.workloads):
+            first = int(self.usage.first_slot[workload_index])
+            for offset, node_name in enumerate(workload.placement):
+                slot, node = first + offset, index_of[node_name]
+                self.node_of[slot] = node
+                self.bound_at_s[slot] = self.created_at_s[slot] = PRE_BOUND_S
+                self.requests.add(node, self.shapes[workload_index])
+                self.run.placements.append(Placement(PRE_BOUND_S, slot, node))
 
     # -- the loop --------------------------------------------------------------------
     def simulate(self, progress: Callable[[int, int], None] | None = None) -> Run:
@@ -173,17 +199,36 @@ class SimulatedCluster:
     def step(self, step: int) -> None:
         t_s = step * self.scenario.step_s
         self.pipeline.advance(t_s)
+        self.follow_replica_counts(t_s)
         interval_s = self.descheduler_interval_s
         if self.rebalancer is not None and step > 0 and is_due(t_s, interval_s):
             for slot in self.rebalancer.evictions(self, t_s):
                 self.evict(int(slot), t_s)
         self.schedule_pending(t_s)
-        waiting = (self.node_of < 0) & (self.created_at_s <= t_s)
+        waiting = (self.node_of < 0) & (self.created_at_s <= t_s) & self.wanted
         self.run.pending.append(int(np.count_nonzero(waiting)))
         self.run_workloads(step, t_s)
 
+    def follow_replica_counts(self, t_s: float) -> None:
+        """Delete the pods of slots no longer wanted; a slot wanted again gets a new pod."""
+        wanted = self.usage.wanted(t_s)
+        if wanted is None:
+            return
+        for slot in np.flatnonzero(self.wanted & ~wanted).tolist():
+            node = int(self.node_of[slot])
+            if node >= 0:
+                self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])], -1.0)
+                self.node_of[slot] = -1
+                self.bound_at_s[slot] = math.nan
+                self.run.deletions.append(Deletion(t_s, slot, node))
+        returning = ~self.wanted & wanted
+        self.created_at_s[returning] = np.maximum(self.created_at_s[returning], t_s)
+        self.wanted = wanted
+
     def pending(self, t_s: float) -> IntArray:
-        waiting = np.flatnonzero((self.node_of < 0) & (self.created_at_s <= t_s))
+        waiting = np.flatnonzero(
+            (self.node_of < 0) & (self.created_at_s <= t_s) & self.wanted
+        )
         priority = self.usage.priority[waiting]
         order = np.lexsort((waiting, self.created_at_s[waiting], -priority))
         return waiting[order]
@@ -240,7 +285,7 @@ class SimulatedCluster:
             must_stay = budget.min_available
         else:
             assert budget.max_unavailable is not None
-            wanted = int(np.sum(mine & (self.usage.created_at_s <= t_s)))
+            wanted = int(np.sum(mine & (self.usage.created_at_s <= t_s) & self.wanted))
             must_stay = wanted - budget.max_unavailable
         return max(0, running - must_stay)
 

@@ -87,6 +87,7 @@ class PlannerRebalancer:
         self._slot_of: dict[str, int] = {}
         self._placements_seen = 0
         self._evictions_seen = 0
+        self._deletions_seen = 0
         # The rate window's real usage per slot (cores, bytes), one entry per step.
         self._usage_by_step: dict[int, tuple[FloatArray, FloatArray]] = {}
         workloads = cluster.scenario.workloads
@@ -158,6 +159,8 @@ class PlannerRebalancer:
         run = self._cluster.run
         touched = {e.slot for e in run.evictions[self._evictions_seen :]}
         touched |= {p.slot for p in run.placements[self._placements_seen :]}
+        touched |= {d.slot for d in run.deletions[self._deletions_seen :]}
+        self._deletions_seen = len(run.deletions)
         self._evictions_seen = len(run.evictions)
         self._placements_seen = len(run.placements)
         for slot in sorted(touched):
@@ -191,7 +194,7 @@ class PlannerRebalancer:
             requests=requests,
             limits=limits,
             labels={"app": workload.name, "pod-template-hash": TEMPLATE_HASH},
-            owner=OwnerRef("ReplicaSet", f"{workload.name}-{TEMPLATE_HASH}", workload.name),
+            owner=_owner(workload.kind, workload.name),
             bound_at_s=cluster.pipeline.epoch_s + float(cluster.bound_at_s[slot]),
         )
 
@@ -264,6 +267,13 @@ class _PodUsage(Mapping[str, Resources]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+def _owner(kind: str, workload: str) -> OwnerRef | None:
+    """A Deployment's pods are owned by its ReplicaSet; a bare pod by nothing."""
+    if kind == "Deployment":
+        return OwnerRef("ReplicaSet", f"{workload}-{TEMPLATE_HASH}", workload)
+    return None if kind == "Pod" else OwnerRef(kind, workload, workload)
 
 
 def _qos(requests: Resources, limits: Resources) -> str:

@@ -26,6 +26,7 @@ from app.flags import (
     seed,
 )
 from app.simulate.cluster import Run, SimulatedCluster
+from app.simulate.fidelity import Fidelity, fidelity
 from app.simulate.policies import DEFAULT_POLICIES, available, plan_for, unavailable_reason
 from app.simulate.report import (
     PLOTS_HINT,
@@ -249,6 +250,16 @@ def simulate_all(
     return [found[name] for name in policies]
 
 
+def replay_fidelity(scenario: Scenario, results: Sequence[tuple[Run, float]]) -> Fidelity | None:
+    """For a captured scenario: how well ``default`` from the real placement reproduces
+    what Prometheus recorded (run here when ``default`` was not asked for)."""
+    if scenario.observed is None:
+        return None
+    runs = [r for r, _ in results if r.policy == "default"]
+    default = runs[0] if runs else SimulatedCluster(scenario, plan_for("default")).simulate()
+    return fidelity(default, scenario)
+
+
 def run(
     args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
@@ -296,15 +307,20 @@ def run(
         err.write(f"\nloadaware simulate: interrupted: {scenario.name} not finished\n")
         err.flush()
         return EXIT_INTERRUPTED
+    replay = replay_fidelity(scenario, results)
     if args.json:
         documents = []
         for seed, seed_summaries, seed_seconds in zip(seeds, summaries, seconds, strict=True):
             document = as_json(scenario.name, seed, seed_summaries)
             document["seconds"] = seed_seconds
+            if replay is not None:
+                document["fidelity"] = replay.as_json()
             documents.append(document)
         body: Any = documents[0] if len(documents) == 1 else {"seeds": seeds, "runs": documents}
         out.write(json.dumps(body, indent=2) + "\n")
     else:
+        if replay is not None:
+            out.write(replay.line() + "\n\n")
         if len(seeds) == 1:
             out.write(f"### {scenario.name} (seed {scenario.seed})\n\n")
             out.write(markdown_table(summaries[0]) + "\n")

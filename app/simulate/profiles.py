@@ -17,6 +17,7 @@ from app.simulate.scenario import (
     ConstantUsage,
     DiurnalUsage,
     GrowingUsage,
+    HistoryUsage,
     PointsUsage,
     Scenario,
     SpikyUsage,
@@ -48,7 +49,21 @@ def base_usage(usage: Usage, t_s: float) -> tuple[float, float]:
             usage.start.cpu + (usage.end.cpu - usage.start.cpu) * done,
             usage.start.memory + (usage.end.memory - usage.start.memory) * done,
         )
+    if isinstance(usage, HistoryUsage):
+        return _recorded(usage, t_s)
     return _interpolate(usage, t_s)
+
+
+def _recorded(usage: HistoryUsage, t_s: float) -> tuple[float, float]:
+    position = max(t_s / usage.interval_s, 0.0)
+    last = len(usage.cpu) - 1
+    before = min(int(position), last)
+    after = min(before + 1, last)
+    part = position - before if after > before else 0.0
+    return (
+        usage.cpu[before] + (usage.cpu[after] - usage.cpu[before]) * part,
+        usage.memory[before] + (usage.memory[after] - usage.memory[before]) * part,
+    )
 
 
 def _interpolate(usage: PointsUsage, t_s: float) -> tuple[float, float]:
@@ -59,7 +74,10 @@ def _interpolate(usage: PointsUsage, t_s: float) -> tuple[float, float]:
 
 
 def creation_times_s(workload: Workload) -> list[float]:
-    """When each replica slot of a workload is created: the arrival, then scale-ups."""
+    """When each replica slot of a workload is created: the arrival, then scale-ups
+    (or, with a replica history, the first time the count reaches the slot)."""
+    if workload.replica_history:
+        return _first_wanted_s(workload)
     times = [
         workload.arrival.at_s + i * workload.arrival.over_s / max(workload.replicas, 1)
         for i in range(workload.replicas)
@@ -68,6 +86,26 @@ def creation_times_s(workload: Workload) -> list[float]:
         added = scale.replicas - len(times)
         times += [scale.at_s + i * scale.over_s / added for i in range(max(added, 0))]
     return times
+
+
+def _first_wanted_s(workload: Workload) -> list[float]:
+    times = [
+        workload.arrival.at_s + i * workload.arrival.over_s / max(workload.replicas, 1)
+        for i in range(workload.replicas)
+    ]
+    for entry in workload.replica_history:
+        times += [entry.at_s] * max(entry.replicas - len(times), 0)
+    return times
+
+
+def replicas_wanted(workload: Workload, t_s: float) -> int:
+    """The workload's replica count at ``t_s`` by its replica history."""
+    count = workload.replicas
+    for entry in workload.replica_history:
+        if entry.at_s > t_s:
+            break
+        count = entry.replicas
+    return count
 
 
 class SlotUsage:
@@ -83,6 +121,12 @@ class SlotUsage:
             created += times
         self.slots = len(workload_of)
         self.workload_of: IntArray = np.array(workload_of, dtype=np.int64)
+        first = np.searchsorted(self.workload_of, np.arange(len(scenario.workloads)))
+        # The slot's position within its workload (replica 0, 1, ...).
+        self.index_in_workload: IntArray = np.arange(self.slots) - first[self.workload_of]
+        self.first_slot: IntArray = first.astype(np.int64)
+        # Workloads whose replica count goes down as well as up: slots end and return.
+        self.varying = [i for i, w in enumerate(scenario.workloads) if w.replica_history]
         self.created_at_s: FloatArray = np.array(created, dtype=np.float64)
         self.priority: IntArray = np.array(
             [scenario.workloads[w].priority for w in workload_of], dtype=np.int64
@@ -91,12 +135,39 @@ class SlotUsage:
         jitter = np.array([scenario.workloads[w].usage.jitter for w in workload_of])
         self._cpu_factor = np.maximum(1 + jitter * rng.standard_normal(self.slots), MIN_JITTER)
         self._mem_factor = np.maximum(1 + jitter * rng.standard_normal(self.slots), MIN_JITTER)
+        for index, workload in enumerate(scenario.workloads):
+            if isinstance(workload.usage, HistoryUsage):
+                self._measured_spread(index, workload.usage)
         spiky = [
             (index, w.usage)
             for index, w in enumerate(scenario.workloads)
             if isinstance(w.usage, SpikyUsage)
         ]
         self._spiky = [(self.workload_of == index, usage) for index, usage in spiky]
+
+    def _measured_spread(self, workload: int, usage: HistoryUsage) -> None:
+        start = int(self.first_slot[workload])
+        for factors, spread in ((self._cpu_factor, usage.spread.cpu),
+                                (self._mem_factor, usage.spread.memory)):  # fmt: skip
+            mine = np.flatnonzero(self.workload_of == workload)
+            factors[mine] = 1.0
+            known = min(len(spread), len(mine))
+            factors[start : start + known] = spread[:known]
+
+    def wanted(self, t_s: float) -> npt.NDArray[np.bool_] | None:
+        """Which slots their workload wants at ``t_s`` (None: every created slot, as no
+        workload has a replica history)."""
+        if not self.varying:
+            return None
+        counts = np.array(
+            [
+                replicas_wanted(w, t_s) if w.replica_history else self.slots
+                for w in self._scenario.workloads
+            ],
+            dtype=np.int64,
+        )
+        wanted: npt.NDArray[np.bool_] = self.index_in_workload < counts[self.workload_of]
+        return wanted
 
     def at(self, step: int, t_s: float) -> tuple[FloatArray, FloatArray]:
         """Every slot's usage (cores, bytes) during the step starting at ``t_s``."""

@@ -51,6 +51,24 @@ class NodeGroup(_Strict):
     count: int = Field(ge=1)
     cpu: Quantity = Field(gt=0)
     memory: Quantity = Field(gt=0)
+    # A captured cluster names its nodes (one name per node, in place of <name>-<index>)
+    # and records their labels and taints; placement does not model those (the
+    # `default` policy is an approximation, docs/simulate.md).
+    names: tuple[str, ...] | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: tuple[dict[str, str], ...] = ()
+
+    @model_validator(mode="after")
+    def _one_name_per_node(self) -> NodeGroup:
+        if self.names is not None and len(self.names) != self.count:
+            raise ValueError(f"names: {len(self.names)} names for {self.count} nodes")
+        return self
+
+    @property
+    def node_names(self) -> list[str]:
+        if self.names is not None:
+            return list(self.names)
+        return [f"{self.name}-{i}" for i in range(self.count)]
 
 
 class ConstantUsage(_Strict):
@@ -122,8 +140,54 @@ class PointsUsage(_Strict):
         return self
 
 
+def _finite_non_negative(values: tuple[float, ...], field: str) -> None:
+    for i, value in enumerate(values):
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"{field}[{i}] must be a finite number >= 0, got {value!r}")
+
+
+def _paired_series(cpu: tuple[float, ...], memory: tuple[float, ...]) -> None:
+    """A recording: as many CPU points as memory points, each a usage."""
+    if len(cpu) != len(memory):
+        raise ValueError(f"cpu has {len(cpu)} points and memory {len(memory)}")
+    _finite_non_negative(cpu, "cpu")
+    _finite_non_negative(memory, "memory")
+
+
+class ReplicaSpread(_Strict):
+    """Each replica slot's usage over the workload's mean, in slot order (1 = the mean);
+    slots past the end use 1."""
+
+    cpu: tuple[float, ...] = ()
+    memory: tuple[float, ...] = ()
+
+    @model_validator(mode="after")
+    def _valid(self) -> ReplicaSpread:
+        _finite_non_negative(self.cpu, "cpu")
+        _finite_non_negative(self.memory, "memory")
+        return self
+
+
+class HistoryUsage(_Strict):
+    """Recorded usage (``loadaware capture``): the mean per replica every ``interval``
+    from the start (cores, bytes; straight lines between points, the last one holds),
+    times each replica slot's ``spread`` factor."""
+
+    profile: Literal["history"]
+    interval_s: DurationS = Field(alias="interval", gt=0)
+    cpu: tuple[float, ...] = Field(min_length=1)
+    memory: tuple[float, ...] = Field(min_length=1)
+    spread: ReplicaSpread = Field(default_factory=lambda: ReplicaSpread.model_validate({}))
+    jitter: float = Field(0.0, ge=0.0, le=0.0)  # the spread is measured, not drawn
+
+    @model_validator(mode="after")
+    def _valid(self) -> HistoryUsage:
+        _paired_series(self.cpu, self.memory)
+        return self
+
+
 Usage = Annotated[
-    ConstantUsage | DiurnalUsage | SpikyUsage | GrowingUsage | PointsUsage,
+    ConstantUsage | DiurnalUsage | SpikyUsage | GrowingUsage | PointsUsage | HistoryUsage,
     Field(discriminator="profile"),
 ]
 
@@ -139,6 +203,17 @@ class ScaleUp(_Strict):
     at_s: DurationS = Field(alias="at", ge=0)
     replicas: int = Field(ge=1, description="the new replica count")
     over_s: DurationS = Field(0.0, alias="over", ge=0)
+
+
+class ReplicaCount(_Strict):
+    """From ``at`` on, the workload wants ``replicas`` pods: the highest slots go first on a
+    scale-down and come back (new pods, pending) on a scale-up."""
+
+    at_s: DurationS = Field(alias="at", ge=0)
+    replicas: int = Field(ge=0)
+
+
+WorkloadKind = Literal["Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job", "Pod"]
 
 
 class DisruptionBudget(_Strict):
@@ -172,10 +247,37 @@ class Workload(_Strict):
     scale_ups: tuple[ScaleUp, ...] = Field((), alias="scaleUps")
     pdb: DisruptionBudget | None = None
     priority: int = 0
+    # What owns the pods (the descheduler treats a DaemonSet's or a bare pod's
+    # differently); Deployment unless said.
+    kind: WorkloadKind = "Deployment"
+    # The node of each of the first len(placement) replicas at the start: bound there
+    # already (a captured cluster starts as it was). The others are created by arrival.
+    placement: tuple[str, ...] = ()
+    # Replica counts over time (kube-state-metrics); step-hold from each ``at``.
+    replica_history: tuple[ReplicaCount, ...] = Field((), alias="replicaHistory")
+
+    @model_validator(mode="after")
+    def _placement_and_history(self) -> Workload:
+        if len(self.placement) > self.replicas:
+            raise ValueError(
+                f"placement names {len(self.placement)} nodes for {self.replicas} replicas"
+            )
+        times = [entry.at_s for entry in self.replica_history]
+        if times != sorted(times):
+            raise ValueError("replicaHistory must be in time order")
+        if self.replica_history and self.scale_ups:
+            raise ValueError("set replicaHistory or scaleUps, not both")
+        return self
 
     @property
     def max_replicas(self) -> int:
-        return max([self.replicas, *(scale.replicas for scale in self.scale_ups)])
+        return max(
+            [
+                self.replicas,
+                *(scale.replicas for scale in self.scale_ups),
+                *(entry.replicas for entry in self.replica_history),
+            ]
+        )
 
     @property
     def pod_requests_and_limits(self) -> tuple[Resources, Resources]:
@@ -226,6 +328,26 @@ class CraneSettings(_Strict):
     missing_data_as_full: bool = Field(True, alias="missingDataAsFull")
 
 
+class ObservedNode(_Strict):
+    """What Prometheus recorded for one node: its pods' usage every ``interval``."""
+
+    name: str = Field(min_length=1)
+    cpu: tuple[float, ...] = Field(min_length=1)  # cores
+    memory: tuple[float, ...] = Field(min_length=1)  # bytes
+
+    @model_validator(mode="after")
+    def _valid(self) -> ObservedNode:
+        _paired_series(self.cpu, self.memory)
+        return self
+
+
+class Observed(_Strict):
+    """The per-node usage the cluster really had, for the fidelity check."""
+
+    interval_s: DurationS = Field(alias="interval", gt=0)
+    nodes: tuple[ObservedNode, ...] = ()
+
+
 class Scenario(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -242,6 +364,9 @@ class Scenario(_Strict):
     descheduler: dict[str, Any] | None = None
     nodes: tuple[NodeGroup, ...] = Field(min_length=1)
     workloads: tuple[Workload, ...] = ()
+    # A captured cluster: when the history starts (RFC 3339) and what it recorded.
+    start: str | None = None
+    observed: Observed | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -255,7 +380,25 @@ class Scenario(_Strict):
         workloads = [workload.name for workload in self.workloads]
         if len(set(workloads)) != len(workloads):
             raise ValueError("workloads: names must be unique")
+        node_names = self.node_names
+        known = set(node_names)
+        if len(known) != len(node_names):
+            raise ValueError("nodes: node names must be unique")
+        for index, workload in enumerate(self.workloads):
+            unknown = sorted(set(workload.placement) - known)
+            if unknown:
+                raise ValueError(
+                    f"workloads.{index}.placement: no such node {', '.join(unknown[:3])}"
+                )
+        if self.observed is not None:
+            unknown = sorted({n.name for n in self.observed.nodes} - known)
+            if unknown:
+                raise ValueError(f"observed.nodes: no such node {', '.join(unknown[:3])}")
         return self
+
+    @property
+    def node_names(self) -> list[str]:
+        return [name for group in self.nodes for name in group.node_names]
 
     @property
     def steps(self) -> int:

@@ -1,0 +1,1 @@
+"""``loadaware capture``: a live cluster and its Prometheus history as a scenario."""

@@ -1,0 +1,204 @@
+"""The captured cluster as a scenario document (``app/simulate/scenario.py``'s schema).
+
+Nodes are grouped by shape (allocatable, labels but the node's own, taints), each group
+naming its nodes. Each workload with usage in the range starts as it was: the pods
+that reported at the first point, bound to the nodes they ran on (``placement``), with
+their measured spread; its replica count follows kube-state-metrics where present, and
+the number of its pods that reported otherwise. ``observed`` keeps the per-node usage
+for the fidelity check. ``--anonymize`` replaces every name with a stable hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from app.capture.catalog import INSTANCE_TYPE, CapturedNode, Catalog
+from app.capture.history import NodeHistory, UsageHistory
+
+SIMULATION_STEP = "30s"
+
+
+def rounded(value: float) -> float:
+    """Four significant digits: the file stays small, the error stays far below a point."""
+    return float(f"{value:.4g}")
+
+
+def exact(value: float) -> float | int:
+    """Requests, limits and allocatable as they are: placement decides by them."""
+    return int(value) if float(value).is_integer() else value
+
+
+def _series(values: npt.NDArray[np.float64]) -> list[float]:
+    return [rounded(float(v)) for v in values]
+
+
+@dataclass(frozen=True)
+class Names:
+    """Every name that goes into the file; with ``anonymous``, a stable hash of it."""
+
+    anonymous: bool = False
+
+    def __call__(self, name: str) -> str:
+        if not self.anonymous or not name:
+            return name
+        return "h" + hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+_NOT_A_NAME = re.compile(r"[^a-z0-9-]+")
+
+
+def _group_name(node: CapturedNode, index: int) -> str:
+    kind = _NOT_A_NAME.sub("-", node.labels.get(INSTANCE_TYPE, "").lower()).strip("-")
+    return f"{kind or 'shape'}-{index}"
+
+
+def node_groups(nodes: list[CapturedNode], names: Names) -> list[dict[str, Any]]:
+    shapes: dict[tuple[Any, ...], list[CapturedNode]] = {}
+    for node in nodes:
+        shapes.setdefault(node.shape, []).append(node)
+    groups = []
+    for index, members in enumerate(shapes.values()):
+        first = members[0]
+        group: dict[str, Any] = {
+            "name": names(_group_name(first, index)),
+            "count": len(members),
+            "cpu": exact(first.cpu),
+            "memory": exact(first.memory),
+            "names": [names(n.name) for n in members],
+        }
+        labels = {
+            names(k): names(v)
+            for k, v in first.labels.items()
+            if k not in ("kubernetes.io/hostname",) and v != first.name
+        }
+        if labels:
+            group["labels"] = labels
+        if first.taints:
+            group["taints"] = [
+                {k: (v if k == "effect" else names(v)) for k, v in t.items()} for t in first.taints
+            ]
+        groups.append(group)
+    return groups
+
+
+def _changes(counts: npt.NDArray[np.float64], step_s: float) -> list[dict[str, Any]]:
+    found = []
+    last = counts[0]
+    for point in range(1, len(counts)):
+        if counts[point] != last:
+            last = counts[point]
+            found.append({"at": f"{point * step_s:g}s", "replicas": int(last)})
+    return found
+
+
+def workloads(
+    catalog: Catalog,
+    usage: UsageHistory,
+    replicas: Mapping[int, npt.NDArray[np.float64]],
+    step_s: float,
+    names: Names,
+) -> tuple[list[dict[str, Any]], int]:
+    """The workloads with usage in the range, and how many had none (left out)."""
+    known_nodes = {node.name for node in catalog.nodes}
+    starts: dict[int, list[tuple[str, Any]]] = {}
+    for pod_key, start in sorted(usage.start_pods.items()):
+        starts.setdefault(start.workload, []).append((pod_key, start))
+    found = []
+    silent = 0
+    for index, key in enumerate(usage.keys):
+        reporting = usage.reporting(index)
+        if not reporting.any() and not usage.counts[1][index].any():
+            silent += 1
+            continue
+        workload = catalog.workloads[key]
+        pods = starts.get(index, [])
+        placed = [p for _, p in pods if p.node in known_nodes]
+        unplaced = [p for _, p in pods if p.node not in known_nodes]
+        ordered = placed + unplaced
+        counts = replicas.get(index)
+        if counts is not None and np.isfinite(counts).any():
+            counts = np.nan_to_num(_hold(counts), nan=float(len(ordered)))
+        else:
+            counts = reporting.astype(np.float64)
+        at_start = max(len(placed), int(counts[0]))
+        document: dict[str, Any] = {
+            "name": names(key),
+            "kind": workload.kind,
+            "replicas": at_start,
+            "requests": {"cpu": exact(workload.requests.cpu_cores),
+                         "memory": exact(workload.requests.memory_bytes)},
+            "limits": {"cpu": exact(workload.limits.cpu_cores),
+                       "memory": exact(workload.limits.memory_bytes)},
+            "priority": workload.priority,
+            "usage": {
+                "profile": "history",
+                "interval": f"{step_s:g}s",
+                "cpu": _series(usage.mean(index, 0)),
+                "memory": _series(usage.mean(index, 1)),
+                "spread": {
+                    "cpu": [_factor(p.usage[0], p.mean[0]) for p in ordered],
+                    "memory": [_factor(p.usage[1], p.mean[1]) for p in ordered],
+                },
+            },
+        }  # fmt: skip
+        if placed:
+            document["placement"] = [names(p.node) for p in placed]
+        history = _changes(counts, step_s)
+        if history:
+            document["replicaHistory"] = history
+        if workload.pdb is not None:
+            min_available, max_unavailable = workload.pdb
+            document["pdb"] = (
+                {"minAvailable": min_available}
+                if min_available is not None
+                else {"maxUnavailable": max_unavailable}
+            )
+        found.append(document)
+    return found, silent
+
+
+def _hold(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Each gap holds the value before it (the first known value before that)."""
+    known = np.flatnonzero(np.isfinite(values))
+    if not len(known):
+        return values
+    where = np.searchsorted(known, np.arange(len(values)), side="right") - 1
+    filled: npt.NDArray[np.float64] = values[known[np.maximum(where, 0)]]
+    return filled
+
+
+def _factor(total: float, mean_total: float) -> float:
+    return rounded(total / mean_total) if mean_total > 0 else 1.0
+
+
+def observed(nodes: NodeHistory, catalog: Catalog, step_s: float, names: Names) -> (
+    dict[str, Any] | None
+):
+    recorded = []
+    for node in catalog.nodes:
+        series = nodes.recorded(node.name)
+        if series is not None:
+            recorded.append(
+                {"name": names(node.name), "cpu": _series(series[0]),
+                 "memory": _series(series[1])}
+            )  # fmt: skip
+    return {"interval": f"{step_s:g}s", "nodes": recorded} if recorded else None
+
+
+def anonymize_descheduler(config: Mapping[str, Any], names: Names) -> dict[str, Any]:
+    """The descheduler configuration with the namespaces it names hashed."""
+    document = dict(config)
+    namespaces = document.get("evictableNamespaces")
+    if names.anonymous and isinstance(namespaces, Mapping):
+        document["evictableNamespaces"] = {
+            k: [names(str(n)) for n in v] if isinstance(v, list) else v
+            for k, v in namespaces.items()
+        }
+    return document
