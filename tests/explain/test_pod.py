@@ -7,7 +7,7 @@ import json
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from app.explain.pod import NodeVerdict, PodExplanation, explain_pod
@@ -31,11 +31,11 @@ BURSTABLE = (Resources(0.1, 64 * 2**20), Resources(4.0, 64 * 2**20))
 GUARANTEED = (Resources(4.0, 64 * 2**20), Resources(4.0, 64 * 2**20))  # 0.425 either way
 
 
-def node(name: str, cpu: float, taints: tuple[Taint, ...] = ()) -> NodeInfo:
-    """A node sampled 30 s ago: ``cpu`` on every cpu metric, 0.2 on every memory one."""
+def node(name: str, cpu: float, taints: tuple[Taint, ...] = (), memory: float = 0.2) -> NodeInfo:
+    """A node sampled 30 s ago: ``cpu`` on every cpu metric, ``memory`` on every memory one."""
     at_s = NOW_S - 30
     annotations = {
-        m: format_usage(cpu if m.startswith("cpu") else 0.2, at_s) for m in POLICY.metrics
+        m: format_usage(cpu if m.startswith("cpu") else memory, at_s) for m in POLICY.metrics
     }
     return NodeInfo(name, annotations, None, taints=taints, allocatable=EIGHT_CPUS)
 
@@ -226,27 +226,37 @@ def test_the_score_parts_add_up_to_the_load_score() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    cpu=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6),
+    usage=st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0)), min_size=1, max_size=6),
     recent=st.lists(st.tuples(st.integers(0, 5), st.floats(0.0, 600.0)), max_size=8),
+    asks_cpu=st.sampled_from([0.0, 0.5, 2.0, 4.0, 6.0]),  # cores, requested and limited
 )
+# n1 scores higher on its free memory, but the pod's 1.7 cores take it over the cpu limit
+@example(usage=[(0.0, 0.625), (0.5, 0.0)], recent=[], asks_cpu=2.0)
 def test_every_verdict_and_score_is_the_extender_tables(
-    cpu: list[float], recent: list[tuple[int, float]]
+    usage: list[tuple[float, float]], recent: list[tuple[int, float]], asks_cpu: float
 ) -> None:
     """The extender's own NodeTable and Ledger, fed the same nodes and bound pods one
-    event at a time, reach the same reason and score for every node."""
-    nodes = [node(f"n{i}", value) for i, value in enumerate(cpu)]
+    event at a time, reach the same reason and score for every node, and its verdict
+    index answers prioritize for the pod with explain's scores and preferred node."""
+    nodes = [node(f"n{i}", cpu, memory=memory) for i, (cpu, memory) in enumerate(usage)]
     pods = {
         f"shop/p{j}": bound(f"n{index % len(nodes)}", at_s=NOW_S - age_s)
         for j, (index, age_s) in enumerate(recent)
     }
-    answer = verdicts(explained(nodes, pods))
+    demand = Resources(asks_cpu, 64 * 2**20)
+    pod = PodInfo(
+        "shop", "asks", "uid-asks", None, "Pending", False, False, NOW_S,
+        requests=demand, limits=demand,
+    )  # fmt: skip
+    explanation = explained(nodes, pods, pod=pod)
+    answer = verdicts(explanation)
     ledger = Ledger(lambda: POLICY, lambda _result: None)
     table = NodeTable(POLICY, clock=lambda: NOW_S, ledger=ledger)
     for info in nodes:
         ledger.set_allocatable(info.name, info.allocatable)
         table.upsert(info.name, info.annotations)
-    for key, pod in pods.items():
-        for name in ledger.on_pod(key, None, pod, NOW_S):
+    for key, placed in pods.items():
+        for name in ledger.on_pod(key, None, placed, NOW_S):
             table.recompute(name)
     for info in nodes:
         entry = table.get(info.name)
@@ -258,12 +268,11 @@ def test_every_verdict_and_score_is_the_extender_tables(
     # preferred node alone on top, is explain's.
     asked = [name for name, verdict in sorted(answer.items()) if verdict.asked]
     if asked:
-        usage = estimate_pod_usage(Resources(), Resources(), POLICY.spec.estimation)
-        body, _, best = table.index.prioritize(asked, usage.cpu_cores, usage.memory_bytes)
+        estimate = estimate_pod_usage(demand, demand, POLICY.spec.estimation)
+        body, _, best = table.index.prioritize(asked, estimate.cpu_cores, estimate.memory_bytes)
         scores = {item["Host"]: item["Score"] for item in json.loads(body)}
         assert scores == {name: answer[name].answered for name in asked}
-        preferred = explained(nodes, pods).preferred
-        assert preferred == (asked[best] if best >= 0 else None)
+        assert explanation.preferred == (asked[best] if best >= 0 else None)
     assert all(v.answered is None for v in answer.values() if not v.asked)
 
 
