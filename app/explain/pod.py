@@ -2,23 +2,38 @@
 
 Each node is judged exactly as the extender judges it: ``app.load.model`` on the node's
 annotations, with the extender's estimate of the pods bound since the node's last
-sample added (``app.load.estimate``: the rule of ``node_unsampled``, which the
-extender's ledger applies one binding at a time). The pod asked about is left out of
-that estimate: the extender judged it before it was bound. What this cannot see is the
-running extender's reservations, kept in its memory for the few seconds between kube-scheduler
-choosing a node and the binding reaching the watch.
+sample added (``app.load.estimate``: ``counts`` and ``estimate_with_evidence``, which
+the extender's ledger applies one binding at a time). What a bound pod's estimate rests
+on is what explain can see of it: a pod already on its node, which is what the extender
+too has of every pod it first sees there (``Evidence.PLACED``: its requests x factor,
+within the node). A running extender that watched a pod pending and then bound counts
+its limit instead, so for such pods explain shows the lower of the two. The pod asked
+about is left out of that estimate: the extender judged it before it was bound. What
+this cannot see either is the running extender's reservations, kept in its memory for
+the few seconds between kube-scheduler choosing a node and the binding reaching the
+watch.
 
 Nodes kube-scheduler's own filters remove (a taint not tolerated, a node selector that
-does not match, a cordoned node) never reach the extender; they are marked, and never
-preferred.
+does not match, a cordoned node) never reach the extender, nor do the nodes its filter
+refuses; they are marked, never preferred and answered no score. The extender's
+prioritize answer for the others, the preferred node lifted alone to the top, is
+``app.load.wire``'s rule, with the pod's estimate judged against each node's room
+under its limits, in the order of the node names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from app.load.estimate import PlacedPod, counts, estimate_pod_usage, unsampled_fractions
+from app.load.estimate import (
+    Evidence,
+    PlacedPod,
+    counts,
+    estimate_pod_usage,
+    estimate_with_evidence,
+    unsampled_fractions,
+)
 from app.load.model import (
     MetricReading,
     NodeLoad,
@@ -29,8 +44,16 @@ from app.load.model import (
     measure,
     score_parts,
 )
+from app.load.wire import (
+    can_be_preferred,
+    has_room,
+    limit_room,
+    preferred_position,
+    wire_scores,
+)
 from app.objects.nodes import NodeInfo
 from app.objects.pods import PodInfo, ScheduledPod
+from app.objects.resources import ZERO, Resources
 from app.policy import Policy
 from app.rebalance.fit import fit_refusal
 
@@ -46,6 +69,9 @@ class NodeVerdict:
     recent_pods: int  # bound pods the estimate counts on the node
     exempt: bool  # a DaemonSet pod: the filter passes every node
     not_offered: str | None  # why kube-scheduler's own filters keep the pod off, if they do
+    preferable: bool = False  # may be the preferred node (``wire.can_be_preferred``)
+    has_room: bool = True  # the pod's estimate fits under its limits (``wire.has_room``)
+    answered: int | None = None  # the prioritize score; None: kube-scheduler does not ask
 
     @property
     def refused(self) -> Overload | None:
@@ -58,6 +84,12 @@ class NodeVerdict:
     @property
     def passes(self) -> bool:
         return self.refused is None
+
+    @property
+    def asked(self) -> bool:
+        """kube-scheduler asks the extender's prioritize about this node: it passes
+        kube-scheduler's filters and the extender's."""
+        return self.passes and self.not_offered is None
 
     def reading(self, metric: str) -> MetricReading | None:
         return next((r for r in self.load.readings if r.metric == metric), None)
@@ -109,8 +141,12 @@ def judge_node(
         if settings.enabled
         else []
     )
-    usages = (estimate_pod_usage(p.requests, p.limits, settings) for p in counted)
-    load = assess(measurement, policy, unsampled_fractions(usages, node.allocatable))
+    allocatable = node.allocatable
+    usages = (
+        estimate_with_evidence(p.requests, p.limits, Evidence.PLACED, settings, allocatable)
+        for p in counted
+    )
+    load = assess(measurement, policy, unsampled_fractions(usages, allocatable))
     return NodeVerdict(
         node=node.name,
         load=load,
@@ -119,7 +155,19 @@ def judge_node(
         recent_pods=len(counted),
         exempt=is_exempt_from_filter(pod_object),
         not_offered=fit_refusal(pod, node),
+        preferable=can_be_preferred(load),
+        has_room=has_room(limit_room(load, policy), pod_share(pod, allocatable, policy)),
     )
+
+
+def pod_share(pod: PodInfo, allocatable: Resources, policy: Policy) -> dict[str, float]:
+    """The pod's estimate as fractions of a node's allocatable, as the extender judges a
+    node's room for it: ``estimate_pod_usage`` of its requests and limits (nothing while
+    estimation is off); a resource whose allocatable is unknown is left out, as the
+    extender then takes the node's room in it to be unbounded."""
+    settings = policy.spec.estimation
+    usage = estimate_pod_usage(pod.requests, pod.limits, settings) if settings.enabled else ZERO
+    return unsampled_fractions((usage,), allocatable)
 
 
 def explain_pod(
@@ -134,24 +182,41 @@ def explain_pod(
     """Every node's verdict and score for ``pod``, and the node the extender prefers.
 
     ``pod_object`` is the pod as the API server holds it (what kube-scheduler sends the
-    extender; only its owner kinds are read). The preferred node is the passing node,
-    offered by kube-scheduler's filters, with the highest extender score: the extender
-    answers it alone on top of its prioritize. Where nodes tie, kube-scheduler's order
-    of the names decides; they are listed in ``tied``."""
+    extender; only its controller reference is read). The nodes kube-scheduler asks the
+    extender to prioritize (``NodeVerdict.asked``), in the order of their names, get
+    ``app.load.wire``'s answer: the preferred node, if any, alone on top. Where the
+    request's order would decide between nodes of the preferred node's score, the others
+    are listed in ``tied``."""
     by_node = placed_pods(pods, pod.key, now_s)
     verdicts = [
         judge_node(nodes[name], pod, pod_object, by_node.get(name, []), policy, now_s)
         for name in sorted(nodes)
     ]
-    candidates = [v for v in verdicts if v.passes and v.not_offered is None]
-    top = max((v.load.extender_score for v in candidates), default=None)
-    best = [v.node for v in candidates if v.load.extender_score == top]
-    preferred = best[0] if best else None
+    asked = [v for v in verdicts if v.asked]
+    scores = [v.load.extender_score for v in asked]
+    preferable = [v.preferable for v in asked]
+    roomy = [v.has_room for v in asked]
+    best = preferred_position(scores, preferable, roomy)
+    answered = wire_scores(scores, preferable, roomy)
+    answers = dict(zip((v.node for v in asked), answered, strict=True))
+    verdicts = [replace(v, answered=answers.get(v.node)) for v in verdicts]
+    preferred = asked[best].node if best >= 0 else None
+    tied: list[str] = []
+    if best >= 0:
+        chosen = asked[best]
+        tied = [
+            v.node
+            for v in asked
+            if v is not chosen
+            and v.preferable
+            and v.load.extender_score == chosen.load.extender_score
+            and (v.has_room or not chosen.has_room)
+        ]
     return PodExplanation(
         pod=pod,
         verdicts=tuple(ranked(verdicts, preferred, pod.node_name)),
         preferred=preferred,
-        tied=tuple(best[1:]),
+        tied=tuple(tied),
         failed_scheduling=failed_scheduling,
     )
 

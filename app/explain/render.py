@@ -119,12 +119,16 @@ def render_pod(
     if explanation.preferred is not None:
         best = next(v for v in verdicts if v.node == explanation.preferred)
         tie = f"; tied with {', '.join(explanation.tied)}" if explanation.tied else ""
+        room = "" if best.has_room else "; no node has room for the pod under its limits"
         lines.append(
             f"the extender would prefer: {explanation.preferred} "
-            f"(score {best.load.extender_score} of 10{tie})"
+            f"(score {best.load.extender_score} of 10, answered {best.answered}{tie}{room})"
         )
     else:
-        lines.append("the extender would prefer: none (no node both passes and is offered)")
+        lines.append(
+            "the extender would prefer: none (no node it is asked about passes with fresh "
+            "data: kube-scheduler's own scores choose)"
+        )
     lines.append(f"load filter: {refused} of {len(verdicts)} nodes refused")
     lines.extend(notes)
     shown = list(verdicts if top is None else verdicts[:top])
@@ -211,6 +215,9 @@ def verdict_json(verdict: NodeVerdict) -> dict[str, Any]:
         "hotValueFresh": load.hot_value_fresh,
         "score": load.score,
         "extenderScore": load.extender_score,
+        "preferable": verdict.preferable,
+        "hasRoom": verdict.has_room,
+        "answered": verdict.answered,
     }
 
 

@@ -7,13 +7,14 @@ import json
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from app.explain.pod import NodeVerdict, PodExplanation, explain_pod
 from app.explain.render import pod_json, render_pod
 from app.extender.ledger import Ledger
 from app.extender.table import NodeTable
+from app.load.estimate import estimate_pod_usage
 from app.load.samples import format_usage
 from app.objects.nodes import NodeInfo, Taint
 from app.objects.pods import OwnerRef, PodInfo, ScheduledPod, Toleration
@@ -24,15 +25,17 @@ NOW_S = 1_700_000_000.0
 GiB = 2.0**30
 POLICY = default_policy()
 EIGHT_CPUS = Resources(8.0, 32 * GiB)
-# request 100m, limit 4: the estimate is 4 x 0.85 = 3.4 cores, 0.425 of 8
+# request 100m, limit 4: the estimate is 4 x 0.85 = 3.4 cores, 0.425 of 8, where it rests
+# on the limit (a pod scored or bound through the scheduler), 0.1 x 0.85 on the request
 BURSTABLE = (Resources(0.1, 64 * 2**20), Resources(4.0, 64 * 2**20))
+GUARANTEED = (Resources(4.0, 64 * 2**20), Resources(4.0, 64 * 2**20))  # 0.425 either way
 
 
-def node(name: str, cpu: float, taints: tuple[Taint, ...] = ()) -> NodeInfo:
-    """A node sampled 30 s ago: ``cpu`` on every cpu metric, 0.2 on every memory one."""
+def node(name: str, cpu: float, taints: tuple[Taint, ...] = (), memory: float = 0.2) -> NodeInfo:
+    """A node sampled 30 s ago: ``cpu`` on every cpu metric, ``memory`` on every memory one."""
     at_s = NOW_S - 30
     annotations = {
-        m: format_usage(cpu if m.startswith("cpu") else 0.2, at_s) for m in POLICY.metrics
+        m: format_usage(cpu if m.startswith("cpu") else memory, at_s) for m in POLICY.metrics
     }
     return NodeInfo(name, annotations, None, taints=taints, allocatable=EIGHT_CPUS)
 
@@ -48,8 +51,13 @@ def asking(
     )  # fmt: skip
 
 
-def bound(node_name: str, at_s: float = NOW_S - 10, finished: bool = False) -> ScheduledPod:
-    return ScheduledPod("uid", node_name, *BURSTABLE, bound_at_s=at_s, finished=finished)
+def bound(
+    node_name: str,
+    at_s: float = NOW_S - 10,
+    finished: bool = False,
+    shape: tuple[Resources, Resources] = BURSTABLE,
+) -> ScheduledPod:
+    return ScheduledPod("uid", node_name, *shape, bound_at_s=at_s, finished=finished)
 
 
 def explained(
@@ -84,7 +92,8 @@ def test_a_hot_node_is_refused_on_the_first_predicate_over_its_limit() -> None:
 
 
 def test_a_pod_bound_since_the_sample_is_added_and_refuses_a_node_under_its_limit() -> None:
-    answer = verdicts(explained([node("busy", 0.3)], {"shop/just-bound": bound("busy")}))
+    pods = {"shop/just-bound": bound("busy", shape=GUARANTEED)}
+    answer = verdicts(explained([node("busy", 0.3)], pods))
     refused = answer["busy"].refused
     assert refused is not None
     reading = answer["busy"].reading("cpu_usage_avg_5m")
@@ -92,6 +101,16 @@ def test_a_pod_bound_since_the_sample_is_added_and_refuses_a_node_under_its_limi
     assert reading.measured_fraction == pytest.approx(0.3)
     assert reading.unsampled_fraction == pytest.approx(0.425)
     assert answer["busy"].recent_pods == 1
+
+
+def test_a_bound_pods_estimate_rests_on_its_requests_as_for_a_pod_first_seen_placed() -> None:
+    """What explain sees of a pod is a pod already on its node: the extender estimates
+    such a pod from its requests (Evidence.PLACED), never from a limit nothing checks."""
+    answer = verdicts(explained([node("busy", 0.3)], {"shop/just-bound": bound("busy")}))
+    assert answer["busy"].passes
+    reading = answer["busy"].reading("cpu_usage_avg_5m")
+    assert reading is not None
+    assert reading.unsampled_fraction == pytest.approx(0.1 * 0.85 / 8)
 
 
 @pytest.mark.parametrize(
@@ -131,12 +150,47 @@ def test_nodes_with_the_top_score_are_named_as_ties() -> None:
 
 
 def test_a_daemonset_pod_passes_every_node_as_the_extender_lets_it() -> None:
-    owners = {"ownerReferences": [{"kind": "DaemonSet", "name": "agent"}]}
+    """Its controller reference says so; a hot node passes but is never the one lifted
+    (``wire.can_be_preferred``): with no other node, kube-scheduler's scores choose."""
+    owners = {"ownerReferences": [{"kind": "DaemonSet", "name": "agent", "controller": True}]}
     pod_object: dict[str, object] = {"metadata": {"name": "asks", **owners}}
     daemon = asking(owner=OwnerRef("DaemonSet", "agent", "u"))
     answer = explained([node("hot", 0.9)], pod=daemon, pod_object=pod_object)
-    assert answer.preferred == "hot"
-    assert verdicts(answer)["hot"].passes
+    hot = verdicts(answer)["hot"]
+    assert hot.passes
+    assert answer.preferred is None
+    assert hot.answered == min(hot.load.extender_score, 9)
+    named_only = [{"kind": "DaemonSet", "name": "agent", "controller": False}]
+    only_named: dict[str, object] = {"metadata": {"name": "asks", "ownerReferences": named_only}}
+    assert not verdicts(explained([node("hot", 0.9)], pod_object=only_named))["hot"].passes
+
+
+def test_the_preferred_node_has_room_for_the_pod_under_its_limits() -> None:
+    """A pod estimated at 3.4 of 8 cores (0.425) fits under the 0.65 cpu limit of a node
+    at 0.2, not of one at 0.1 whose memory is what scores it higher; the node without room
+    is answered at most the preferred node's score."""
+    roomy = node("roomy", 0.2)
+    low_memory = {m: format_usage(0.1 if m.startswith("cpu") else 0.0, NOW_S - 30)
+                  for m in POLICY.metrics}  # fmt: skip
+    tight = NodeInfo("tight", low_memory, None, allocatable=Resources(4.0, 32 * GiB))
+    heavy = PodInfo(
+        "shop", "asks", "uid-asks", None, "Pending", False, False, NOW_S,
+        requests=BURSTABLE[0], limits=BURSTABLE[1],
+    )  # fmt: skip
+    answer = explained([roomy, tight], pod=heavy)
+    by_name = verdicts(answer)
+    assert by_name["tight"].load.extender_score > by_name["roomy"].load.extender_score
+    assert not by_name["tight"].has_room
+    assert answer.preferred == "roomy"
+    assert by_name["roomy"].answered == min(by_name["roomy"].load.extender_score + 1, 10)
+    assert by_name["tight"].answered == min(by_name["roomy"].load.extender_score, 9)
+
+
+def test_a_node_without_fresh_data_is_never_preferred() -> None:
+    stale = {m: format_usage(0.0, NOW_S - 86_400) for m in POLICY.metrics}
+    answer = explained([NodeInfo("stale", stale, None, allocatable=EIGHT_CPUS), node("warm", 0.5)])
+    assert answer.preferred == "warm"
+    assert explained([NodeInfo("stale", stale, None, allocatable=EIGHT_CPUS)]).preferred is None
 
 
 def test_where_the_pod_runs_then_the_preferred_then_the_hottest_refused_come_first() -> None:
@@ -172,27 +226,37 @@ def test_the_score_parts_add_up_to_the_load_score() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    cpu=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6),
+    usage=st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0)), min_size=1, max_size=6),
     recent=st.lists(st.tuples(st.integers(0, 5), st.floats(0.0, 600.0)), max_size=8),
+    asks_cpu=st.sampled_from([0.0, 0.5, 2.0, 4.0, 6.0]),  # cores, requested and limited
 )
+# n1 scores higher on its free memory, but the pod's 1.7 cores take it over the cpu limit
+@example(usage=[(0.0, 0.625), (0.5, 0.0)], recent=[], asks_cpu=2.0)
 def test_every_verdict_and_score_is_the_extender_tables(
-    cpu: list[float], recent: list[tuple[int, float]]
+    usage: list[tuple[float, float]], recent: list[tuple[int, float]], asks_cpu: float
 ) -> None:
     """The extender's own NodeTable and Ledger, fed the same nodes and bound pods one
-    event at a time, reach the same reason and score for every node."""
-    nodes = [node(f"n{i}", value) for i, value in enumerate(cpu)]
+    event at a time, reach the same reason and score for every node, and its verdict
+    index answers prioritize for the pod with explain's scores and preferred node."""
+    nodes = [node(f"n{i}", cpu, memory=memory) for i, (cpu, memory) in enumerate(usage)]
     pods = {
         f"shop/p{j}": bound(f"n{index % len(nodes)}", at_s=NOW_S - age_s)
         for j, (index, age_s) in enumerate(recent)
     }
-    answer = verdicts(explained(nodes, pods))
+    demand = Resources(asks_cpu, 64 * 2**20)
+    pod = PodInfo(
+        "shop", "asks", "uid-asks", None, "Pending", False, False, NOW_S,
+        requests=demand, limits=demand,
+    )  # fmt: skip
+    explanation = explained(nodes, pods, pod=pod)
+    answer = verdicts(explanation)
     ledger = Ledger(lambda: POLICY, lambda _result: None)
     table = NodeTable(POLICY, clock=lambda: NOW_S, ledger=ledger)
     for info in nodes:
         ledger.set_allocatable(info.name, info.allocatable)
         table.upsert(info.name, info.annotations)
-    for key, pod in pods.items():
-        for name in ledger.on_pod(key, None, pod, NOW_S):
+    for key, placed in pods.items():
+        for name in ledger.on_pod(key, None, placed, NOW_S):
             table.recompute(name)
     for info in nodes:
         entry = table.get(info.name)
@@ -200,6 +264,16 @@ def test_every_verdict_and_score_is_the_extender_tables(
         assert answer[info.name].load.reason == entry.reason
         assert answer[info.name].load.extender_score == entry.load.extender_score
         assert answer[info.name].load.readings == entry.load.readings
+    # kube-scheduler asks prioritize about the passing nodes: the index's answer, the
+    # preferred node alone on top, is explain's.
+    asked = [name for name, verdict in sorted(answer.items()) if verdict.asked]
+    if asked:
+        estimate = estimate_pod_usage(demand, demand, POLICY.spec.estimation)
+        body, _, best = table.index.prioritize(asked, estimate.cpu_cores, estimate.memory_bytes)
+        scores = {item["Host"]: item["Score"] for item in json.loads(body)}
+        assert scores == {name: answer[name].answered for name in asked}
+        assert explanation.preferred == (asked[best] if best >= 0 else None)
+    assert all(v.answered is None for v in answer.values() if not v.asked)
 
 
 def test_a_forged_event_message_cannot_drive_the_terminal() -> None:
