@@ -59,7 +59,9 @@ def _quoted(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def pod_usage_query(resource: str, namespace: str | None = None, by: str = "namespace, pod") -> str:
+def pod_usage_query(
+    resource: str, namespace: str | None = None, by: str = "namespace, pod, node"
+) -> str:
     """The descheduler's default pod query (``app/rebalance/config.py``), narrowed to a
     namespace and grouped ``by``; with neither it is that query exactly."""
     selector = CONTAINERS + (f',namespace="{_quoted(namespace)}"' if namespace else "")
