@@ -47,33 +47,44 @@ POLICY_CONFIG_MAP = ("loadaware-policy", "policy.yaml")
 DESCHEDULER_CONFIG_MAP = ("loadaware-descheduler-config", "descheduler.yaml")
 
 
+def _flag(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
+    add_flag(parser, flag, **kwargs)
+
+
+def _own_flag(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
+    """A flag of capture alone: its variable says so (LOADAWARE_CAPTURE_OUTPUT, not the
+    LOADAWARE_OUTPUT another command could mean otherwise)."""
+    add_flag(parser, flag, command="capture", **kwargs)
+
+
 def add_parser(components: Any) -> None:
     parser = components.add_parser(
         "capture", help="capture a live cluster as a scenario to replay", description=DESCRIPTION
     )
-    add_flag(parser, "--kubeconfig", metavar="FILE", default_text="in-cluster, then $KUBECONFIG",
+    _flag(parser, "--kubeconfig", metavar="FILE", default_text="in-cluster, then $KUBECONFIG",
              help="kubeconfig file")  # fmt: skip
     add_prometheus_flags(parser)
-    add_flag(parser, "--range", type=duration, default="24h", metavar="DURATION",
+    _own_flag(parser, "--range", type=duration, default="24h", metavar="DURATION",
              help="how far back the history goes")  # fmt: skip
-    add_flag(parser, "--step", type=duration, default="5m", metavar="DURATION",
+    _own_flag(parser, "--step", type=duration, default="5m", metavar="DURATION",
              help="the history's resolution: one point per workload and node a STEP")  # fmt: skip
-    add_flag(parser, "--end", type=_moment, metavar="TIME", default_text="now",
+    _own_flag(parser, "--end", type=_moment, metavar="TIME", default_text="now",
              help="when the history ends: RFC 3339 or Unix seconds")  # fmt: skip
-    add_flag(parser, "--output", type=Path, metavar="FILE", default_text="stdout",
+    _own_flag(parser, "--output", type=Path, metavar="FILE", default_text="stdout",
              help="write the scenario here")  # fmt: skip
-    add_flag(parser, "--name", default="capture", metavar="NAME", help="the scenario's name")
-    add_flag(parser, "--anonymize", action="store_true",
+    _own_flag(parser, "--name", default="capture", metavar="NAME",
+              help="the scenario's name")  # fmt: skip
+    _own_flag(parser, "--anonymize", action="store_true",
              help="replace every name (nodes, workloads, labels) with a stable hash")  # fmt: skip
-    add_flag(parser, "--policy", type=Path, metavar="FILE",
+    _flag(parser, "--policy", type=Path, metavar="FILE",
              default_text="the cluster's loadaware-policy ConfigMap, else crane's default",
              help="the DynamicSchedulerPolicy to replay with")  # fmt: skip
-    add_flag(parser, "--descheduler-config", type=Path, metavar="FILE",
+    _flag(parser, "--descheduler-config", type=Path, metavar="FILE",
              default_text="the cluster's loadaware-descheduler-config ConfigMap, else defaults",
              help="the DeschedulerConfiguration to replay with")  # fmt: skip
-    add_flag(parser, "--loadaware-namespace", default="loadaware", metavar="NS",
+    _flag(parser, "--loadaware-namespace", default="loadaware", metavar="NS",
              help="where loadaware's ConfigMaps are installed")  # fmt: skip
-    add_flag(parser, "--progress", action="store_true",
+    _own_flag(parser, "--progress", action="store_true",
              help="show a progress bar even when stderr is not a terminal")  # fmt: skip
     parser.set_defaults(run=run)
 

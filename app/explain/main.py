@@ -125,6 +125,7 @@ def _common_flags(parser: argparse.ArgumentParser) -> None:
         parser,
         "--output",
         short="-o",
+        command="explain",
         choices=("text", "json"),
         default="text",
         metavar="FORMAT",
@@ -175,11 +176,26 @@ def add_parser(components: Any) -> None:
         pod,
         "--filename",
         short="-f",
+        command="explain",
         metavar="FILE",
         help="a Pod manifest, for a pod not created yet (instead of NAMESPACE/NAME)",
     )
-    add_flag(pod, "--all", action="store_true", help="show every node, not only the first --top")
-    add_flag(pod, "--top", type=count, default=10, metavar="N", help="how many nodes to show")
+    add_flag(
+        pod,
+        "--all",
+        command="explain",
+        action="store_true",
+        help="show every node, not only the first --top",
+    )
+    add_flag(
+        pod,
+        "--top",
+        command="explain",
+        type=count,
+        default=10,
+        metavar="N",
+        help="how many nodes to show",
+    )
     _common_flags(pod)
     pod.set_defaults(run=run_pod)
 

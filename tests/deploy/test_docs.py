@@ -124,3 +124,23 @@ def test_the_reference_has_no_unformatted_help_and_every_flag_its_variable_and_d
         assert variable.startswith("`LOADAWARE_"), row
         assert default, f"{flag}: no default shown"
     assert "| `--log-level` | `LOADAWARE_LOG_LEVEL` | `info` |" in text
+
+
+def test_one_environment_variable_means_one_thing_in_every_command() -> None:
+    """A variable several commands read (LOADAWARE_KUBECONFIG) takes the same values in
+    each; a flag of one command alone (explain's and capture's
+    --output, which differ) has the command in its variable's name."""
+    seen: dict[str, tuple[str, str, object]] = {}  # variable: (command, flag, choices)
+    for command, parser in subcommands().items():
+        for action in actions_of(parser):
+            named = re.search(r"\[env (\w+)\]", action.help or "")
+            if not named:
+                continue
+            flag = max(action.option_strings, key=len)
+            choices = action.choices and tuple(action.choices)
+            if named.group(1) in seen:
+                first_command, first_flag, first_choices = seen[named.group(1)]
+                where = (named.group(1), command, flag, first_command, first_flag)
+                assert choices == first_choices, where
+            else:
+                seen[named.group(1)] = (command, flag, choices)
