@@ -601,6 +601,31 @@ class ControlPlane:
 
     # --- between tests -----------------------------------------------------------------
 
+    def _drain_pods(self, client: Client, timeout_s: float = 30.0) -> None:
+        """Force-delete the pods left in the test namespaces until none is left: a
+        ReplicaSet whose Deployment was deleted in the background can still create a
+        pod, and with no kubelet a pod deleted with a grace period stays Terminating
+        on its node, where the next test's node of the same name would count it."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            namespaces = {
+                namespace.metadata.name
+                for namespace in client.list(Namespace, labels={TEST_LABEL: "true"})
+                if namespace.metadata is not None and namespace.metadata.name
+            }
+            left = [
+                (pod.metadata.name, pod.metadata.namespace)
+                for namespace in namespaces
+                for pod in client.list(Pod, namespace=namespace)
+                if pod.metadata is not None and pod.metadata.name
+            ]
+            if not left or time.monotonic() > deadline:
+                return
+            for name, namespace in left:
+                with contextlib.suppress(ApiError):
+                    client.delete(Pod, name, namespace=namespace, grace_period=0)
+            time.sleep(0.2)
+
     def wipe(self) -> None:
         """Remove what tests made: their namespaces (pods force-deleted first), Nodes,
         and RBAC (namespaced and cluster-scoped) labelled as theirs."""
@@ -616,6 +641,7 @@ class ControlPlane:
                 client.deletecollection(Pod, namespace=name, grace_period=0)
             with contextlib.suppress(ApiError):
                 client.delete(Namespace, name)
+        self._drain_pods(client)
         # grant() writes namespaced Roles into namespaces a test did not make (the
         # shipped "loadaware"); left behind, they would collide with the next test
         # that creates the same objects (test_deploy_strict's dry-run creates).
