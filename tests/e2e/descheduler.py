@@ -8,9 +8,11 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Iterator
+from typing import Any, cast
 
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap
 
 from app.descheduler.run import Descheduler, LoopSettings, RunReport
@@ -64,3 +66,32 @@ def run_once(cluster: ControlPlane, prometheus_url: str, config: DeschedulerConf
             source.close()
 
     return asyncio.run(scenario())
+
+
+def pinned_deployment(
+    namespace: str, name: str, replicas: int, cpu: str, memory: str, node: str = "hot"
+) -> Deployment:
+    """``replicas`` pods of ``name`` requesting ``cpu`` and ``memory``, pinned to ``node``
+    with spec.nodeName (no kubelet here runs them anywhere else)."""
+    labels = {"app": name}
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeName": node,
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": f"example.invalid/{name}",
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    return cast(Deployment, Deployment.from_dict(body))

@@ -4,45 +4,16 @@ descheduler's own RBAC user."""
 
 from __future__ import annotations
 
-from typing import Any, cast
-
-from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 
 from app.descheduler.run import RunResult
 from app.rebalance.config import config_from_mapping
 from tests.descheduler.cluster import load_annotations
-from tests.e2e.descheduler import descheduler_allowed, run_once
+from tests.e2e.descheduler import descheduler_allowed, pinned_deployment, run_once
 from tests.e2e.harness import ControlPlane, wait_until
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
 
 REPLICAS = 10
-
-
-def deployment(namespace: str) -> Deployment:
-    """10 replicas pinned to ``hot`` (no kubelet here to run them anywhere else)."""
-    labels = {"app": "web"}
-    body: dict[str, Any] = {
-        "metadata": {"name": "web", "namespace": namespace},
-        "spec": {
-            "replicas": REPLICAS,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "nodeName": "hot",
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "example.invalid/web",
-                            "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
-    return cast(Deployment, Deployment.from_dict(body))
 
 
 def web_pods(cluster: ControlPlane, namespace: str) -> list[Pod]:
@@ -61,7 +32,7 @@ def test_one_run_evicts_at_most_the_per_workload_limit_of_a_deployment_without_a
         cluster.make_node(name, cpu="4", memory="16Gi", annotations=load_annotations(0.2))
     admin = cluster.client()
     with descheduler_allowed(cluster):
-        admin.create(deployment(namespace))
+        admin.create(pinned_deployment(namespace, "web", REPLICAS, "250m", "128Mi"))
         wait_until(
             lambda: len(web_pods(cluster, namespace)) == REPLICAS, 60, "the ReplicaSet's pods"
         )

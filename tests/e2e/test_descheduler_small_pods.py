@@ -7,16 +7,14 @@ its memory ConfigMap, acts like any other."""
 from __future__ import annotations
 
 import json
-from typing import Any, cast
 
-from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap, Pod
 
 from app.descheduler.run import RunReport, RunResult
 from app.kube import state
 from app.rebalance.config import config_from_mapping
 from tests.descheduler.cluster import load_annotations
-from tests.e2e.descheduler import STATE_NAMESPACE, descheduler_allowed, run_once
+from tests.e2e.descheduler import STATE_NAMESPACE, descheduler_allowed, pinned_deployment, run_once
 from tests.e2e.harness import ControlPlane, wait_until
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
 
@@ -25,32 +23,6 @@ POD_CORES = 0.15  # 1.9 % of the 8-core node: under minimumGain (2 points) alone
 HOT = 0.90  # the node's cpu_usage_avg_5m; the target is 80 %: 0.8 cores must go
 # Six pods (0.9 cores) bring it to 78.75 %; five (0.75) would leave it at 80.6 %.
 NEEDED = 6
-
-
-def deployment(namespace: str) -> Deployment:
-    """Small replicas pinned to ``hot`` (no kubelet here to run them anywhere else)."""
-    labels = {"app": "batch"}
-    body: dict[str, Any] = {
-        "metadata": {"name": "batch", "namespace": namespace},
-        "spec": {
-            "replicas": REPLICAS,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "nodeName": "hot",
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "example.invalid/batch",
-                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
-    return cast(Deployment, Deployment.from_dict(body))
 
 
 def live_pods(cluster: ControlPlane, namespace: str) -> set[str]:
@@ -67,7 +39,7 @@ def one_run_on_a_hot_node(cluster: ControlPlane, namespace: str) -> tuple[RunRep
     cluster.make_node("hot", cpu="8", memory="32Gi", annotations=load_annotations(HOT))
     for name in ("cool-1", "cool-2"):
         cluster.make_node(name, cpu="8", memory="32Gi", annotations=load_annotations(0.2))
-    cluster.client().create(deployment(namespace))
+    cluster.client().create(pinned_deployment(namespace, "batch", REPLICAS, "100m", "64Mi"))
     wait_until(lambda: len(live_pods(cluster, namespace)) == REPLICAS, 60, "the batch pods")
     assert cluster.kubelet_mark_ready(namespace) == REPLICAS
     before = live_pods(cluster, namespace)
@@ -107,7 +79,8 @@ def test_a_first_run_on_a_fresh_install_acts_and_makes_its_memory(
 ) -> None:
     with descheduler_allowed(cluster, memory=False):
         assert state.DEFAULT_NAME not in {
-            c.metadata.name for c in cluster.client().list(ConfigMap, namespace=STATE_NAMESPACE)
+            c.metadata.name
+            for c in cluster.client().list(ConfigMap, namespace=STATE_NAMESPACE)
             if c.metadata is not None
         }
         report, gone = one_run_on_a_hot_node(cluster, namespace)
