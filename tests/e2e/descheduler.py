@@ -68,11 +68,16 @@ def run_once(cluster: ControlPlane, prometheus_url: str, config: DeschedulerConf
     return asyncio.run(scenario())
 
 
-def pinned_deployment(
-    namespace: str, name: str, replicas: int, cpu: str, memory: str, node: str = "hot"
+def deployment(
+    namespace: str,
+    name: str,
+    replicas: int,
+    cpu: str = "250m",
+    memory: str = "128Mi",
+    **spec: Any,
 ) -> Deployment:
-    """``replicas`` pods of ``name`` requesting ``cpu`` and ``memory``, pinned to ``node``
-    with spec.nodeName (no kubelet here runs them anywhere else)."""
+    """``replicas`` pods of ``name`` requesting ``cpu`` and ``memory``; ``spec`` adds to
+    the pod spec (affinity, spread, nodeName)."""
     labels = {"app": name}
     body: dict[str, Any] = {
         "metadata": {"name": name, "namespace": namespace},
@@ -82,7 +87,6 @@ def pinned_deployment(
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
-                    "nodeName": node,
                     "containers": [
                         {
                             "name": "app",
@@ -90,8 +94,18 @@ def pinned_deployment(
                             "resources": {"requests": {"cpu": cpu, "memory": memory}},
                         }
                     ],
+                    "terminationGracePeriodSeconds": 0,
+                    **spec,
                 },
             },
         },
     }
     return cast(Deployment, Deployment.from_dict(body))
+
+
+def pinned_deployment(
+    namespace: str, name: str, replicas: int, cpu: str, memory: str, node: str = "hot"
+) -> Deployment:
+    """Pods pinned to ``node`` with spec.nodeName (no kubelet here runs them anywhere
+    else)."""
+    return deployment(namespace, name, replicas, cpu, memory, nodeName=node)

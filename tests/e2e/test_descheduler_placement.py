@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any, cast
 
 import pytest
 from lightkube import Client
-from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Node, Pod
 
 from app.descheduler.run import RunResult
@@ -23,39 +21,13 @@ from app.rebalance.config import DeschedulerConfig, config_from_mapping
 from app.rebalance.outcome import SkipCode
 from tests.descheduler.cluster import load_annotations
 from tests.e2e.burst import extender_entry, outcome_of
-from tests.e2e.descheduler import descheduler_allowed, run_once
+from tests.e2e.descheduler import deployment, descheduler_allowed, run_once
 from tests.e2e.harness import ControlPlane, scheduler_config, wait_until
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
 
 POD_CORES = 0.3  # each pod's measured usage: 7.5 % of a 4-core node
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
-
-
-def deployment(namespace: str, name: str, replicas: int, **spec: Any) -> Deployment:
-    labels = {"app": name}
-    body: dict[str, Any] = {
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "example.invalid/app",
-                            "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}},
-                        }
-                    ],
-                    "terminationGracePeriodSeconds": 0,
-                    **spec,
-                },
-            },
-        },
-    }
-    return cast(Deployment, Deployment.from_dict(body))
 
 
 def live_pods(client: Client, namespace: str) -> dict[str, str | None]:

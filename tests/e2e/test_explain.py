@@ -37,7 +37,7 @@ from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
 from app.prom.client import PrometheusSettings, PrometheusSource
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
 from tests.e2e.burst import annotations_at, burst_pod, extender_entry, outcome_of
-from tests.e2e.descheduler import STATE_NAMESPACE, descheduler_allowed
+from tests.e2e.descheduler import STATE_NAMESPACE, deployment, descheduler_allowed
 from tests.e2e.harness import (
     REPO,
     TEST_LABEL,
@@ -46,7 +46,7 @@ from tests.e2e.harness import (
     scheduler_config,
     wait_until,
 )
-from tests.e2e.test_descheduler_placement import all_bound, deployment, usage_series
+from tests.e2e.test_descheduler_placement import all_bound, usage_series
 from tests.support.cadvisor import cadvisor_prometheus
 
 USER = "loadaware-explain"
