@@ -129,7 +129,24 @@ class LeaderElector:
         finally:
             if self._leading:
                 self._set_leading(False)
-                await asyncio.shield(self._release())
+                await self._release_within(s.renew_deadline_s)
+
+    async def _release_within(self, timeout_s: float) -> None:
+        """Release the lease, shielded from the cancellation that stops this loop, but
+        never waiting on an API server that does not answer: a stop must not hang, and
+        an unreleased lease only makes the successor wait for it to expire."""
+        release = asyncio.ensure_future(self._release())
+        try:
+            await asyncio.wait_for(asyncio.shield(release), timeout_s)
+        except TimeoutError:
+            release.cancel()
+            s = self.settings
+            log.warning(
+                "lease %s/%s: not released within %gs; a successor takes over after it expires",
+                s.namespace,
+                s.name,
+                timeout_s,
+            )
 
     def _set_leading(self, leading: bool) -> None:
         if leading == self._leading:
