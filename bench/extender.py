@@ -48,10 +48,10 @@ if __package__ in (None, ""):
     # `python bench/extender.py`: make the repository root importable for `app`.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.extender.extender import Extender
 from app.extender.http import ASGIApp, ExtenderApp, Receive, Send
 from app.extender.index import PyVerdictIndex, native_available, new_verdict_index
 from app.extender.request_pod import demand_of_request_pod, request_pod_demand
-from app.extender.service import Extender
 from app.extender.verbs import Outcome, parse_args
 from app.health.connections import DEFAULT_BODY_TIMEOUT_S, ConnectionLimits, guarded_protocol
 from app.kube.client import client_for_server

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
-from app.extender.service import Extender
 from app.logs import JsonFormatter, RateLimitedLog, configure_logging
 from app.policy import default_policy
 from tests.support.asgi_server import serve

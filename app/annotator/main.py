@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.annotator.runtime import Annotator, AnnotatorConfig
+from app.annotator.annotator import Annotator, AnnotatorConfig
 from app.annotator.sync import QueryShape
 from app.flags import (
     EXIT_OK,

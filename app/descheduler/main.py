@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
+from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport, RunResult
 from app.documents import read_file
 from app.filewatch import FileWatcher
 from app.flags import (

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 
-from app.extender.service import Extender
+from app.extender.extender import Extender
 from app.extender.table import NodeTable
 from app.extender.verbs import RequestNodes
 from app.kube.nodes import NodeCache

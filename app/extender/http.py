@@ -28,7 +28,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app.extender.service import Extender
+from app.extender.extender import Extender
 from app.extender.verbs import BadRequest, ExtenderArgs, Outcome, parse_args
 from app.logs import RateLimitedLog
 

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import uvicorn
 
 from app.extender.demo import DemoExtender, curl_examples
+from app.extender.extender import Extender
 from app.extender.http import (
     FULL_NODES_MAX_BODY_BYTES,
     NODE_CACHE_MAX_BODY_BYTES,
@@ -25,7 +26,6 @@ from app.extender.http import (
 )
 from app.extender.index import new_verdict_index
 from app.extender.ledger import DEFAULT_RESERVATION_TTL_S
-from app.extender.service import Extender
 from app.flags import (
     EXIT_OK,
     add_flag,

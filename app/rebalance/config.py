@@ -121,7 +121,7 @@ class PriorityThreshold(_Section):
     value: int = Field(description="The priority value from which pods are protected.")
 
 
-class PodUsageQueries(_Section):
+class PodUsageQuerySection(_Section):
     """PromQL for real per-pod usage: one query per resource for the whole cluster.
 
     Each must return one series per pod labelled ``namespace`` and ``pod``: CPU in
@@ -317,8 +317,8 @@ class DeschedulerConfig(_Section):
         f"{MIN_EVICTIONS_PER_SECOND:g} (one every {1 / MIN_EVICTIONS_PER_SECOND:g}s) and "
         f"{MAX_EVICTIONS_PER_SECOND:g} per second.",
     )
-    pod_usage_queries: PodUsageQueries = Field(
-        default_factory=PodUsageQueries, description="PromQL for per-pod usage."
+    pod_usage_queries: PodUsageQuerySection = Field(
+        default_factory=PodUsageQuerySection, description="PromQL for per-pod usage."
     )
 
     @model_validator(mode="after")

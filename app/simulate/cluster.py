@@ -27,10 +27,10 @@ import numpy.typing as npt
 from app.load.estimate import estimate_pod_usage
 from app.objects.resources import Resources
 from app.policy import Policy
-from app.simulate.metrics import MetricsPipeline, is_due
-from app.simulate.placement import LoadFilter, NodeRequests, PodShape, Scheduler, UnsampledUsage
 from app.simulate.profiles import SlotUsage
+from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scenario import Scenario
+from app.simulate.scheduling import LoadFilter, NodeRequests, PodShape, Scheduler, UnsampledUsage
 
 # 2024-01-01T00:00:00Z: the wall clock at the start of every simulation.
 EPOCH_S = 1_704_067_200.0
@@ -134,7 +134,7 @@ class SimulatedCluster:
             _pod_shape(requests, limits, policy if plan.make_estimate else None)
             for requests, limits in (w.pod_requests_and_limits for w in scenario.workloads)
         ]
-        self.pipeline = MetricsPipeline(
+        self.pipeline = SimulatedMonitoring(
             self.policy,
             nodes,
             epoch_s=EPOCH_S,

@@ -1,6 +1,6 @@
 """The ``+desched`` policies: the descheduler's real planner, run on the simulated cluster.
 
-Every descheduler ``interval`` the adapter does what ``app/descheduler/run.py`` does
+Every descheduler ``interval`` the adapter does what ``app/descheduler/descheduler.py`` does
 around ``app.rebalance.plan``, with the simulator's state in place of the caches:
 
 * **nodes**: a ``NodeInfo`` per node, with the annotations the simulated annotator

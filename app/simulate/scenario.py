@@ -299,7 +299,7 @@ def _demand(requests: Amounts, limits: Amounts) -> Demand:
     return (requests.cpu, requests.memory, limits.cpu, limits.memory)
 
 
-class MetricsPipeline(_Strict):
+class MetricsTiming(_Strict):
     """How far the load model's view lags reality (the annotator's periods come from the policy)."""
 
     scrape_interval_s: DurationS = Field(30.0, alias="scrapeInterval", gt=0)
@@ -355,7 +355,7 @@ class Scenario(_Strict):
     step_s: DurationS = Field(30.0, alias="step", gt=0)
     seed: int = Field(1, ge=0, lt=2**63)
     policy: dict[str, Any] | None = None
-    metrics: MetricsPipeline = Field(default_factory=lambda: MetricsPipeline.model_validate({}))
+    metrics: MetricsTiming = Field(default_factory=lambda: MetricsTiming.model_validate({}))
     scheduler: SchedulerSettings = Field(
         default_factory=lambda: SchedulerSettings.model_validate({})
     )
@@ -478,7 +478,7 @@ def scenario_from_mapping(document: Any, source: str) -> Scenario:
 
 
 def _check_metrics_simulated(policy: Policy, source: str) -> None:
-    from app.simulate.metrics import rule_of  # the one place that knows the rules
+    from app.simulate.recording_rules import rule_of  # the one place that knows the rules
 
     unknown = [metric for metric in policy.metrics if rule_of(metric) is None]
     if unknown:

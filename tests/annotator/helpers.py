@@ -10,7 +10,7 @@ from typing import Any
 
 from lightkube import AsyncClient
 
-from app.annotator.runtime import Annotator, AnnotatorConfig
+from app.annotator.annotator import Annotator, AnnotatorConfig
 from app.annotator.sync import QueryShape
 from app.load.samples import parse_hot_value, parse_usage
 from app.policy import Policy, policy_from_mapping

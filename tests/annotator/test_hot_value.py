@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from lightkube import AsyncClient
 
+from app.annotator.annotator import Annotator
 from app.annotator.bindings import BindingObserver, BindingWindows
 from app.annotator.hotvalue import HotValueLedger, WrittenHotValue, needs_write
-from app.annotator.runtime import Annotator
 from app.load.samples import HOT_VALUE_KEY, format_hot_value
 from app.objects.pods import PodPlacement
 from app.policy import HOT_VALUE_VALID_S, HotValuePolicy

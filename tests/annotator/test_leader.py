@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from app.annotator.runtime import Annotator
+from app.annotator.annotator import Annotator
 from app.kube.lease import LeaderElector, LeaseSettings
 from tests.annotator.helpers import annotator, eventually, metric_value, policy, running
 from tests.annotator.promproxy import PromProxy

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from app.annotator.annotator import Annotator
 from app.annotator.main import settings_from_args
-from app.annotator.runtime import Annotator
 from app.cli import build_parser
 from app.policy import DEFAULT_POLICY_YAML, Policy
 from app.prom.client import PrometheusSource

@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 import pytest
 
-from app.annotator.runtime import Annotator
+from app.annotator.annotator import Annotator
 from app.annotator.sync import MetricSync
 from app.annotator.telemetry import AnnotatorMetrics
 from app.kube.nodes import NodeInfo

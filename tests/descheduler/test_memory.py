@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from app.descheduler.run import RunResult
+from app.descheduler.descheduler import RunResult
 from app.kube import state
 from app.kube.events import (
     CPU_CORES,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from app.descheduler.descheduler import Descheduler
 from app.descheduler.main import Reloads, parse_args, settings_from_args
-from app.descheduler.run import Descheduler
 from app.policy import DEFAULT_POLICY_YAML
 from app.prom.client import PrometheusSource
 from tests.support.fakekube_fixtures import FakeKube

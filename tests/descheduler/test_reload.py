@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from app.descheduler.descheduler import Descheduler
 from app.descheduler.main import Reloads, parse_args, settings_from_args
-from app.descheduler.run import Descheduler
 from app.policy import default_policy
 from app.prom.client import PrometheusSource
 from tests.support.fakekube_fixtures import FakeKube

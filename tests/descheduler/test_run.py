@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
+from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport, RunResult
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube import state
 from app.kube.events import DESTINATION_NODE, REASON, SOURCE_NODE

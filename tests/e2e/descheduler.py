@@ -15,7 +15,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap
 
-from app.descheduler.run import Descheduler, LoopSettings, RunReport
+from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport
 from app.kube import state
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lightkube.resources.core_v1 import Pod
 
-from app.descheduler.run import RunResult
+from app.descheduler.descheduler import RunResult
 from app.rebalance.config import config_from_mapping
 from tests.descheduler.cluster import load_annotations
 from tests.e2e.descheduler import descheduler_allowed, pinned_deployment, run_once

@@ -16,7 +16,7 @@ import pytest
 from lightkube import Client
 from lightkube.resources.core_v1 import Node, Pod
 
-from app.descheduler.run import RunResult
+from app.descheduler.descheduler import RunResult
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
 from app.rebalance.outcome import SkipCode
 from tests.descheduler.cluster import load_annotations

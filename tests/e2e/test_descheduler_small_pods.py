@@ -10,7 +10,7 @@ import json
 
 from lightkube.resources.core_v1 import ConfigMap, Pod
 
-from app.descheduler.run import RunReport, RunResult
+from app.descheduler.descheduler import RunReport, RunResult
 from app.kube import state
 from app.rebalance.config import config_from_mapping
 from tests.descheduler.cluster import load_annotations

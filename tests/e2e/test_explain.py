@@ -32,7 +32,7 @@ from lightkube.resources.core_v1 import ConfigMap, Node, Pod
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding, RoleBinding
 
 from app import cli
-from app.descheduler.run import Descheduler, LoopSettings, RunResult
+from app.descheduler.descheduler import Descheduler, LoopSettings, RunResult
 from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
 from app.prom.client import PrometheusSettings, PrometheusSource
 from app.rebalance.config import DeschedulerConfig, config_from_mapping

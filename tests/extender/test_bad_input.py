@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.cli import build_parser
+from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
 from app.extender.main import max_body_bytes
-from app.extender.service import Extender
 from app.policy import default_policy
 from tests.extender.nodes import hot_cpu
 

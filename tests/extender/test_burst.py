@@ -22,8 +22,8 @@ import httpx
 import pytest
 from lightkube import AsyncClient
 
+from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
-from app.extender.service import Extender
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache
 from app.kube.pods import PodCache, scheduled_pod

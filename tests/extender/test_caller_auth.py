@@ -14,8 +14,8 @@ import httpx
 import orjson
 import pytest
 
+from app.extender.extender import Extender
 from app.extender.http import DEBUG_PAGE_MAX, ExtenderApp
-from app.extender.service import Extender
 from app.policy import default_policy
 from tests.extender.nodes import cool, hot_cpu
 from tests.extender.test_tls_and_cli import free_port, start, wait_ready

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
-from app.extender.service import Extender
 from app.policy import default_policy
 from tests.extender.nodes import (
     as_daemonset_pod,

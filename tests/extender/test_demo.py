@@ -58,7 +58,7 @@ def test_unknown_node_names_get_advice_that_fits_the_demo(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     app = ExtenderApp(DemoExtender())
-    with caplog.at_level(logging.WARNING, logger="app.extender.service"):
+    with caplog.at_level(logging.WARNING, logger="app.extender.extender"):
         response = call(app, "POST", "/prioritize", {"Pod": {}, "NodeNames": ["cool-1", "n9"]})
     assert response.status_code == 200
     [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

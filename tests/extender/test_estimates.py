@@ -13,9 +13,9 @@ from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 from prometheus_client import CollectorRegistry
 
+from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
 from app.extender.request_pod import demand_of_request_pod
-from app.extender.service import Extender
 from app.extender.verbs import Outcome, parse_args
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache, NodeInfo

@@ -11,8 +11,8 @@ import pytest
 from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
+from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
-from app.extender.service import Extender
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache
 from app.policy import default_policy

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
-from app.extender.service import Extender
 from app.filewatch import FileWatcher
 from app.policy import DEFAULT_POLICY_YAML, Policy, PolicyError, PriorityPolicy, default_policy
 from app.policy.watch import PolicyWatcher

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.extender.service import Extender
+from app.extender.extender import Extender
 from app.policy import DEFAULT_POLICY_YAML, Policy, default_policy
 from app.policy.watch import PolicyWatcher
 from tests.extender.nodes import usage_annotations

@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.extender.service import Extender
+from app.extender.extender import Extender
 from app.extender.verbs import Outcome, parse_args
 from app.load.samples import format_usage
 from app.policy import default_policy

@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from app.cli import build_parser
+from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
 from app.extender.main import server_config, tls_context
-from app.extender.service import Extender
 from app.health.connections import EXTENDER_LIMITS, guarded_protocol
 from app.policy import DEFAULT_POLICY_YAML, default_policy
 from tests.extender.nodes import fixture

@@ -15,9 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
-from app.extender import service, verbs
+from app.extender import extender as service
+from app.extender import verbs
+from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
-from app.extender.service import Extender
 from app.extender.verbs import RequestNodes
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache

@@ -8,9 +8,9 @@ import logging
 import httpx
 import pytest
 
+from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
 from app.extender.index import new_verdict_index
-from app.extender.service import Extender
 from app.policy import default_policy
 
 
@@ -40,7 +40,7 @@ def test_the_index_in_use_is_logged_listed_and_exported(
 ) -> None:
     extender = Extender(default_policy(), index=new_verdict_index(implementation))
     app = ExtenderApp(extender)
-    with caplog.at_level(logging.INFO, logger="app.extender.service"):
+    with caplog.at_level(logging.INFO, logger="app.extender.extender"):
         asyncio.run(start_and_stop(extender))
     assert [r.levelno for r in caplog.records if log_text in r.getMessage()] == [level]
     assert get(app, "/debug/nodes").json()["verdict_index"] == implementation

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
+from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport, RunResult
 from app.kube.lease import LeaseSettings
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource

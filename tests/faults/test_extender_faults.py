@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
-from app.extender.service import Extender
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache
 from app.kube.pods import PodCache, scheduled_pod

@@ -20,10 +20,10 @@ import pytest
 from lightkube import AsyncClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.annotator.runtime import Annotator, AnnotatorConfig
-from app.descheduler.run import Descheduler, LoopSettings, RunReport, RunResult
+from app.annotator.annotator import Annotator, AnnotatorConfig
+from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport, RunResult
+from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
-from app.extender.service import Extender
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache
 from app.load.model import MAX_FUTURE_SKEW_S

@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from app.annotator.runtime import Annotator, AnnotatorConfig
-from app.descheduler.run import Descheduler, LoopSettings
+from app.annotator.annotator import Annotator, AnnotatorConfig
+from app.descheduler.descheduler import Descheduler, LoopSettings
 from app.kube.cache import WatchCache
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
-from app.extender.service import Extender
 from app.policy import default_policy
 from tests.extender.nodes import cool, hot_cpu
 from tests.fuzz.budget import examples, scale

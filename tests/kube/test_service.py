@@ -7,8 +7,8 @@ import asyncio
 
 from prometheus_client import CollectorRegistry
 
-from app.descheduler.run import Descheduler, LoopSettings
-from app.extender.service import Extender
+from app.descheduler.descheduler import Descheduler, LoopSettings
+from app.extender.extender import Extender
 from app.kube.lease import LeaseSettings
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource

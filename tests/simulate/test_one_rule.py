@@ -22,11 +22,11 @@ RULES = {
 }
 # Who must take each rule from its home: production and the simulator.
 USERS = [
-    ("descheduler/run.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
+    ("descheduler/descheduler.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     ("simulate/descheduling.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     ("extender/index.py", "wire answer", {"plain_wire_score", "preferred_wire_score"}),
     ("extender/table.py", "wire answer", {"can_be_preferred"}),
-    ("simulate/placement.py", "wire answer", {"can_be_preferred", "wire_scores"}),
+    ("simulate/scheduling.py", "wire answer", {"can_be_preferred", "wire_scores"}),
 ]
 
 

@@ -34,7 +34,7 @@ import numpy.typing as npt
 from app.load import NodeLoad, evaluate_node
 from app.load.wire import can_be_preferred, limit_room, wire_scores
 from app.policy import Policy
-from app.simulate.metrics import MetricsPipeline
+from app.simulate.recording_rules import SimulatedMonitoring
 
 NON_ZERO_CPU_CORES = 0.1
 EXTENDER_POINTS = 10  # kube-scheduler multiplies an extender's score by 10 x its weight
@@ -129,7 +129,7 @@ class LoadFilter:
     def __init__(
         self,
         policy: Policy,
-        pipeline: MetricsPipeline,
+        pipeline: SimulatedMonitoring,
         nodes: int,
         estimate: UnsampledUsage | None = None,
     ) -> None:

@@ -86,7 +86,7 @@ def _max_ignoring_nan(rows: FloatArray) -> FloatArray:
     return np.where(np.isinf(best), np.nan, best)
 
 
-class MetricsPipeline:
+class SimulatedMonitoring:
     """Prometheus and the annotator for a fixed set of nodes, driven by ``advance``."""
 
     def __init__(

@@ -15,9 +15,9 @@ from prometheus_client import CollectorRegistry
 
 from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
 from app.extender.ledger import DEFAULT_RESERVATION_TTL_S, Contribution, Ledger, PodEstimate
-from app.extender.metrics import EstimateCollector, ExtenderMetrics
 from app.extender.request_pod import request_pod_demand
 from app.extender.table import NodeEntry, NodeTable
+from app.extender.telemetry import EstimateCollector, ExtenderMetrics
 from app.extender.verbs import Outcome, RequestNodes, Verbs
 from app.kube.nodes import NodeCache, NodeInfo
 from app.kube.pods import PodCache

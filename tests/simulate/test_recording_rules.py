@@ -7,15 +7,15 @@ import pytest
 
 from app.load import HOT_VALUE_KEY, format_hot_value, format_usage
 from app.policy import default_policy
-from app.simulate.metrics import MetricsPipeline, rule_of
+from app.simulate.recording_rules import SimulatedMonitoring, rule_of
 
 EPOCH_S = 1_704_067_200.0
 STEP_S = 30.0
 
 
-def run_pipeline(usage_at: list[float], until_s: float) -> MetricsPipeline:
+def run_pipeline(usage_at: list[float], until_s: float) -> SimulatedMonitoring:
     """One node whose CPU use during the step starting at ``t`` is ``usage_at(t)``."""
-    pipeline = MetricsPipeline(
+    pipeline = SimulatedMonitoring(
         default_policy(),
         1,
         epoch_s=EPOCH_S,
