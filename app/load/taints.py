@@ -1,0 +1,184 @@
+"""Soft taints: which nodes carry loadaware's ``PreferNoSchedule`` taint. Pure.
+
+kube-scheduler's default profile scores a ``PreferNoSchedule`` taint a pod does not
+tolerate through TaintToleration, at a weight that outweighs the request-based plugins:
+a tainted node becomes the last choice without ever being forbidden. So where the
+scheduler cannot call the extender (managed control planes), the annotator steers
+placement by tainting the nodes that are hot on real usage.
+
+The rule, node by node, from the same readings the extender's filter judges:
+
+- **hot**: a *fresh* reading of a limited metric (a policy predicate) is above its
+  limit. A hot node is tainted.
+- **warm**: none is above its limit, but one is above the *lower line* (its limit less
+  ``release_margin``). A tainted warm node keeps its taint; an untainted one gets none.
+- **cool**: every fresh reading of a limited metric is at or below its lower line. A
+  tainted cool node keeps its taint until it has stayed cool for ``min_hold_s``, so a
+  short dip does not make the taint flap.
+- **unknown**: no fresh reading of any limited metric (stale, missing, unreadable).
+  Fail open: never tainted, and an existing taint goes at once.
+
+Then the bound: never more than ``max_share`` of the nodes (at least one node once
+there are two), so a cluster hot everywhere is not tainted everywhere. The hottest are
+kept, judged by how far their worst reading is above its limit; a node already tainted
+counts ``release_margin`` hotter, so two nodes near the bound do not take turns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from app.load.model import NodeLoad
+from app.policy import Policy
+
+SOFT_TAINT_KEY = "loadaware.io/hot"
+SOFT_TAINT_VALUE = "true"
+SOFT_TAINT_EFFECT = "PreferNoSchedule"
+
+
+class Heat(StrEnum):
+    HOT = "hot"
+    WARM = "warm"
+    COOL = "cool"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHeat:
+    heat: Heat
+    # The worst fresh limited reading's usage less its limit (negative below the limit);
+    # -inf without one.
+    excess: float
+    metric: str | None  # the metric of that reading
+    usage_fraction: float | None
+    limit_fraction: float | None
+
+    def describe(self) -> str:
+        if self.metric is None or self.usage_fraction is None:
+            return "no fresh reading of a limited metric"
+        relation = ">" if self.heat is Heat.HOT else "<="
+        return f"{self.metric} {self.usage_fraction:.2f} {relation} {self.limit_fraction:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class SoftTaintSettings:
+    release_margin: float = 0.10  # the lower line: each limit less this fraction
+    min_hold_s: float = 600.0  # a tainted node stays tainted until cool this long
+    max_share: float = 0.3  # of the nodes, at most this share tainted
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.release_margin < 1.0 or math.isnan(self.release_margin):
+            raise ValueError(f"release margin must be in [0, 1), not {self.release_margin}")
+        if not self.min_hold_s >= 0.0 or math.isinf(self.min_hold_s):
+            raise ValueError(f"minimum hold must be a finite duration >= 0, not {self.min_hold_s}")
+        if not 0.0 <= self.max_share <= 1.0:
+            raise ValueError(f"maximum share must be in [0, 1], not {self.max_share}")
+
+    def cap(self, nodes: int) -> int:
+        """How many of ``nodes`` may carry the taint at once."""
+        if nodes < 2 or self.max_share <= 0:
+            return 0
+        return max(1, math.floor(self.max_share * nodes + 1e-9))
+
+
+def node_heat(load: NodeLoad, policy: Policy, release_margin: float) -> NodeHeat:
+    """How hot a node is on its fresh readings of the policy's limited metrics."""
+    readings = {reading.metric: reading for reading in load.readings}
+    worst: tuple[float, str, float, float] | None = None
+    for metric, limit in policy.limits:
+        reading = readings.get(metric)
+        if reading is None or not reading.is_fresh or reading.usage_fraction is None:
+            continue
+        excess = reading.usage_fraction - limit
+        if worst is None or excess > worst[0]:
+            worst = (excess, metric, reading.usage_fraction, limit)
+    if worst is None:
+        return NodeHeat(Heat.UNKNOWN, -math.inf, None, None, None)
+    excess, metric, usage, limit = worst
+    if excess > 0:
+        heat = Heat.HOT
+    elif excess > -release_margin:
+        heat = Heat.WARM
+    else:
+        heat = Heat.COOL
+    return NodeHeat(heat, excess, metric, usage, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class TaintDecision:
+    node: str
+    tainted: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SoftTaints:
+    """One round's decision: per node, tainted or not and why, and the new memory."""
+
+    decisions: Mapping[str, TaintDecision]
+    # Tainted node -> the last instant it was seen above its lower line (warm or hot):
+    # what the next round's hold is counted from.
+    warm_at_s: Mapping[str, float]
+
+    @property
+    def tainted(self) -> frozenset[str]:
+        return frozenset(name for name, d in self.decisions.items() if d.tainted)
+
+
+def decide_soft_taints(
+    heats: Mapping[str, NodeHeat],
+    warm_at_s: Mapping[str, float],
+    now_s: float,
+    settings: SoftTaintSettings,
+) -> SoftTaints:
+    """Which of ``heats``' nodes carry the taint after this round (module doc).
+
+    ``warm_at_s`` is the previous round's memory: the nodes tainted then, each with
+    the last instant it was above its lower line. A node that carries the taint with no
+    memory of it (a restarted annotator) should be passed with ``now_s``: its hold
+    starts again, which only ever keeps a taint longer.
+    """
+    wanted: dict[str, tuple[float, str]] = {}  # node -> (rank, reason)
+    memory: dict[str, float] = {}
+    decisions: dict[str, TaintDecision] = {}
+    for name, heat in heats.items():
+        was_tainted = name in warm_at_s
+        bonus = settings.release_margin if was_tainted else 0.0
+        if heat.heat is Heat.HOT:
+            wanted[name] = (heat.excess + bonus, f"hot: {heat.describe()}")
+            memory[name] = now_s
+        elif heat.heat is Heat.WARM and was_tainted:
+            wanted[name] = (heat.excess + bonus, f"held above the lower line: {heat.describe()}")
+            memory[name] = now_s
+        elif heat.heat is Heat.COOL and was_tainted:
+            cool_for_s = now_s - warm_at_s[name]
+            if cool_for_s < settings.min_hold_s:
+                reason = (
+                    f"held: cool for {cool_for_s:.0f}s of {settings.min_hold_s:.0f}s "
+                    f"({heat.describe()})"
+                )
+                wanted[name] = (heat.excess + bonus, reason)
+                memory[name] = warm_at_s[name]
+            else:
+                decisions[name] = TaintDecision(
+                    name, False, f"cool for {cool_for_s:.0f}s: {heat.describe()}"
+                )
+        elif heat.heat is Heat.UNKNOWN:
+            decisions[name] = TaintDecision(name, False, "no fresh data: fail open")
+        else:
+            decisions[name] = TaintDecision(name, False, heat.describe())
+    cap = settings.cap(len(heats))
+    ranked = sorted(wanted, key=lambda name: (-wanted[name][0], name))
+    for index, name in enumerate(ranked):
+        reason = wanted[name][1]
+        if index < cap:
+            decisions[name] = TaintDecision(name, True, reason)
+        else:
+            decisions[name] = TaintDecision(
+                name, False, f"over the share: {cap} of {len(heats)} nodes at most ({reason})"
+            )
+            memory.pop(name, None)
+    return SoftTaints(decisions, {name: memory[name] for name in ranked[:cap]})

@@ -1,0 +1,104 @@
+"""The soft-taint rule: hot nodes tainted, hysteresis, fail open, bounded share."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.load import evaluate_node, format_usage
+from app.load.taints import (
+    Heat,
+    NodeHeat,
+    SoftTaints,
+    SoftTaintSettings,
+    decide_soft_taints,
+    node_heat,
+)
+from app.policy import default_policy
+
+NOW = 1_700_000_000.0
+POLICY = default_policy()  # cpu_usage_avg_5m and mem_usage_avg_5m limited at 0.65, 1h at 0.75
+SETTINGS = SoftTaintSettings(release_margin=0.1, min_hold_s=600, max_share=0.5)
+
+
+def heat_of(cpu_5m: float | None, *, age_s: float = 30.0) -> NodeHeat:
+    annotations = {} if cpu_5m is None else {"cpu_usage_avg_5m": format_usage(cpu_5m, NOW - age_s)}
+    return node_heat(evaluate_node(annotations, POLICY, NOW), POLICY, SETTINGS.release_margin)
+
+
+def decide(
+    heats: dict[str, NodeHeat], memory: dict[str, float] | None = None, now_s: float = NOW
+) -> SoftTaints:
+    return decide_soft_taints(heats, memory or {}, now_s, SETTINGS)
+
+
+def test_heat_follows_the_fresh_reading_against_the_limit_and_the_lower_line() -> None:
+    assert heat_of(0.80).heat is Heat.HOT
+    assert heat_of(0.60).heat is Heat.WARM  # below 0.65, above 0.55
+    assert heat_of(0.40).heat is Heat.COOL
+    assert heat_of(None).heat is Heat.UNKNOWN
+    assert heat_of(0.95, age_s=3600).heat is Heat.UNKNOWN  # stale: fail open
+    assert "cpu_usage_avg_5m 0.80 > 0.65" in heat_of(0.80).describe()
+
+
+def test_a_hot_node_is_tainted_and_a_warm_one_is_not_until_it_was_hot() -> None:
+    heats = {"a": heat_of(0.80), "b": heat_of(0.60), "c": heat_of(0.30), "d": heat_of(0.20)}
+    first = decide(heats)
+    assert first.tainted == {"a"}
+    assert first.decisions["a"].reason.startswith("hot:")
+    # a drops to warm: kept, because it is above the lower line
+    second = decide({**heats, "a": heat_of(0.60)}, dict(first.warm_at_s), NOW + 60)
+    assert second.tainted == {"a"}
+    assert "lower line" in second.decisions["a"].reason
+
+
+def test_a_short_dip_keeps_the_taint_and_a_long_cool_spell_removes_it() -> None:
+    others = {"b": heat_of(0.3), "c": heat_of(0.3), "d": heat_of(0.3)}
+    memory = dict(decide({"a": heat_of(0.8), **others}).warm_at_s)
+    dip = decide({"a": heat_of(0.3), **others}, memory, NOW + 300)
+    assert dip.tainted == {"a"}
+    assert dip.warm_at_s["a"] == NOW  # the hold counts from the last warm instant
+    gone = decide({"a": heat_of(0.3), **others}, dict(dip.warm_at_s), NOW + 600)
+    assert gone.tainted == set()
+    assert gone.warm_at_s == {}
+    assert gone.decisions["a"].reason.startswith("cool for 600s")
+
+
+def test_stale_or_missing_data_removes_a_taint_at_once() -> None:
+    others = {"b": heat_of(0.3), "c": heat_of(0.3), "d": heat_of(0.3)}
+    memory = dict(decide({"a": heat_of(0.8), **others}).warm_at_s)
+    for unknown in (heat_of(None), heat_of(0.9, age_s=3600)):
+        result = decide({"a": unknown, **others}, memory, NOW + 10)
+        assert result.tainted == set()
+        assert result.decisions["a"].reason == "no fresh data: fail open"
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 5, 10, 41])
+def test_a_cluster_hot_everywhere_is_never_tainted_beyond_the_share(nodes: int) -> None:
+    heats = {f"n{i}": heat_of(0.70 + i * 0.005) for i in range(nodes)}
+    result = decide(heats)
+    assert len(result.tainted) == SETTINGS.cap(nodes) <= max(1, nodes // 2)
+    hottest = sorted(heats, key=lambda n: -heats[n].excess)[: SETTINGS.cap(nodes)]
+    assert result.tainted == set(hottest)
+    assert all("over the share" in d.reason for d in result.decisions.values() if not d.tainted)
+
+
+def test_a_tainted_node_is_not_displaced_by_one_barely_hotter() -> None:
+    heats = {"a": heat_of(0.70), "b": heat_of(0.71), "c": heat_of(0.1), "d": heat_of(0.1)}
+    settings = SoftTaintSettings(release_margin=0.1, min_hold_s=600, max_share=0.25)
+    first = decide_soft_taints(heats, {}, NOW, settings)
+    assert first.tainted == {"b"}
+    swapped = {**heats, "a": heat_of(0.72)}
+    assert decide_soft_taints(swapped, dict(first.warm_at_s), NOW + 60, settings).tainted == {"b"}
+
+
+def test_a_single_node_is_never_tainted() -> None:
+    assert decide({"only": heat_of(0.99)}).tainted == set()
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"release_margin": -0.1}, {"min_hold_s": float("inf")}, {"max_share": 1.5},
+               {"release_margin": float("nan")}, {"min_hold_s": float("nan")}]
+)
+def test_settings_refuse_nonsense(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        SoftTaintSettings(**kwargs)
