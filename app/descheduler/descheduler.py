@@ -34,12 +34,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from typing import Any
 
 from lightkube import AsyncClient
 
+from app.descheduler.report import RunReport, RunResult
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube.events import EvictionNotice, record_eviction
 from app.kube.eviction import EvictionOutcome, evict_pod
@@ -73,33 +73,10 @@ from app.rebalance.plan import (
     recheck,
 )
 
+# RunReport and RunResult are what a run returns: callers take them from here.
+__all__ = ["Descheduler", "LoopSettings", "RunReport", "RunResult"]
+
 log = logging.getLogger(__name__)
-
-
-class RunResult(StrEnum):
-    OK = "ok"
-    NOT_LEADER = "not_leader"
-    CACHES_NOT_SYNCED = "caches_not_synced"
-    PROMETHEUS_DOWN = "prometheus_down"
-    BAD_QUERY = "bad_query"  # Prometheus is up, but rejected a pod usage query
-    NO_POD_USAGE = "no_pod_usage"
-    HISTORY_UNAVAILABLE = "history_unavailable"
-    STATE_NOT_SAVED = "state_not_saved"
-    LEADERSHIP_LOST = "leadership_lost"
-    API_ERRORS = "api_errors"
-
-
-@dataclass
-class RunReport:
-    result: RunResult
-    message: str = ""
-    plan: EvictionPlan | None = None
-    outcomes: dict[str, str] = field(default_factory=dict)  # pod key -> outcome or skip reason
-    dry_run: bool = False
-
-    @property
-    def evicted(self) -> list[str]:
-        return [key for key, outcome in self.outcomes.items() if outcome == "evicted"]
 
 
 @dataclass(frozen=True, slots=True)
