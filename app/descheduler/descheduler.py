@@ -39,6 +39,7 @@ from typing import Any
 
 from lightkube import AsyncClient
 
+from app.descheduler.gather import ClusterReader, Skipped
 from app.descheduler.report import RunReport, RunResult
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube.events import EvictionNotice, record_eviction
@@ -48,18 +49,12 @@ from app.kube.nodes import NodeCache
 from app.kube.pdbs import BudgetCache
 from app.kube.pods import PodCache, pod_info
 from app.kube.service import LeaderElectedService, Runnable
-from app.kube.state import Memory, StateStore, StateUnreadable
+from app.kube.state import Memory, StateStore
 from app.objects.evictions import EvictionRecord
 from app.objects.pods import PodInfo, workload_of
 from app.objects.resources import Resources
 from app.policy import Policy
-from app.prom.client import BAD_QUERY, InstantQuery
-from app.prom.pod_usage import (
-    PodUsageQueries,
-    PodUsageUnavailable,
-    pod_nodes,
-    read_pod_usage,
-)
+from app.prom.client import InstantQuery
 from app.rebalance.config import DeschedulerConfig, memory_window_s
 from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
 from app.rebalance.plan import (
@@ -136,7 +131,6 @@ class Descheduler:
         self.settings = settings if settings is not None else LoopSettings()
         self.telemetry = telemetry if telemetry is not None else DeschedulerMetrics()
         self._client = client
-        self._source = source
         self._clock = clock
         self.nodes = NodeCache(client)
         self.pods: PodCache[PodInfo] = PodCache(client, pod_info)
@@ -155,6 +149,17 @@ class Descheduler:
             details=self._details,
         )
         self.store = StateStore(client, self.settings.state_namespace, self.settings.state_name)
+        self.reader = ClusterReader(
+            self.service,
+            self.nodes,
+            self.pods,
+            self.budgets,
+            source,
+            self.store,
+            self.telemetry,
+            clock,
+            self.settings.sync_timeout_s,
+        )
         self._memory = Memory()
         self._evicted_uids: set[str] = set()
         # A dry run never writes the Node's round count, so a dry-run loop keeps its
@@ -269,80 +274,16 @@ class Descheduler:
 
     async def _round(self) -> RunReport:
         config, policy = self.config, self.policy
-        if not self.may_evict():
-            return RunReport(RunResult.NOT_LEADER, "not the leader: nothing to do")
-        try:
-            await asyncio.wait_for(self.service.caches_synced(), self.settings.sync_timeout_s)
-        except TimeoutError:
-            return RunReport(
-                RunResult.CACHES_NOT_SYNCED,
-                f"caches not synced after {self.settings.sync_timeout_s:g}s "
-                f"(nodes {self.nodes.synced}, pods {self.pods.synced}, "
-                f"PodDisruptionBudgets {self.budgets.synced}): evicting nothing; can the "
-                "descheduler list and watch them?",
-            )
-        stale = self.service.stale_caches()
-        if stale:
-            return RunReport(RunResult.CACHES_NOT_SYNCED, f"evicting nothing: {stale}")
-        now_s = self._clock()
-        queries = PodUsageQueries(config.pod_usage_queries.cpu, config.pod_usage_queries.memory)
-        placed = pod_nodes(self.pods.objects.values(), self.nodes.nodes)
-        try:
-            usage = await read_pod_usage(self._source, queries, placed)
-        except PodUsageUnavailable as error:
-            if error.reason == BAD_QUERY:
-                return RunReport(
-                    RunResult.BAD_QUERY,
-                    f"evicting nothing: podUsageQueries.{error.resource}: {error}",
-                )
-            return RunReport(
-                RunResult.PROMETHEUS_DOWN, f"Prometheus is down: evicting nothing ({error})"
-            )
-        for kind, count in usage.dropped.items():
-            self.telemetry.invalid_samples.labels(kind).inc(count)
-        pods = dict(self.pods.objects)
-        if not usage.usage and any(p.phase == "Running" for p in pods.values()):
-            return RunReport(
-                RunResult.NO_POD_USAGE,
-                "Prometheus answered, but with no per-pod usage for any pod: evicting nothing, "
-                "since every pod's usage would be a guess from its requests; check that "
-                "cAdvisor (the kubelet's /metrics/cadvisor) is scraped and that "
-                "podUsageQueries return series labelled namespace and pod",
-            )
-        since_s = now_s - self._window_s()
-        try:
-            memory = await self.store.load(now_s, since_s)
-        except Exception as error:  # lightkube raises HTTP and transport errors
-            detail = (
-                f"{self.store.where} is unreadable ({error}); fix or delete it (a new one "
-                "starts empty)"
-                if isinstance(error, StateUnreadable)
-                else f"cannot read {self.store.where} ({error}); the descheduler needs "
-                "'get' on configmaps in its namespace"
-            )
-            return RunReport(
-                RunResult.HISTORY_UNAVAILABLE,
-                f"{detail}: evicting nothing, since without its memory pods just moved "
-                "could be moved again",
-            )
-        memory.evictions.update(
-            (r.uid, r) for r in self._own_records.values() if r.evicted_at_s >= since_s
-        )
+        view = await self.reader.gather(config, self._own_records)
+        if isinstance(view, Skipped):
+            return view.report()
+        now_s, memory = view.now_s, view.memory
         self._memory = memory
-        recent = memory.recent(since_s)
-        nodes = dict(self.nodes.nodes)
-        view = ClusterView(
-            nodes=nodes,
-            pods=pods,
-            pod_usage=usage.usage,
-            budgets=tuple(self.budgets.budgets.values()),
-            recent_evictions=recent,
-        )
         hot_rounds = previous_hot_rounds(memory.hot_rounds, now_s, config.interval)
         if self.dry_run:
             for name, count in self._dry_rounds.hot_rounds.items():
                 hot_rounds[name] = max(hot_rounds.get(name, 0), count)
-        the_plan = plan(view, config, policy, now_s, hot_rounds)
+        the_plan = plan(view.cluster, config, policy, now_s, hot_rounds)
         self._dry_rounds = (
             observe_round(self._dry_rounds, the_plan.node_classes)
             if self.dry_run
@@ -363,7 +304,7 @@ class Descheduler:
         )
         if not await self._save(report):
             return report
-        await self._execute(the_plan, view, report)
+        await self._execute(the_plan, view.cluster, report)
         return report
 
     def _window_s(self) -> float:
@@ -408,13 +349,7 @@ class Descheduler:
             if not self.may_evict():
                 report.result = RunResult.LEADERSHIP_LOST
                 break
-            live = ClusterView(
-                nodes=dict(self.nodes.nodes),
-                pods=dict(self.pods.objects),
-                pod_usage=view.pod_usage,
-                budgets=tuple(self.budgets.budgets.values()),
-                recent_evictions=view.recent_evictions,
-            )
+            live = self.reader.refresh(view)
             why_not = recheck(eviction, live, self.config, self.policy, self._clock(), reserved)
             if why_not is not None:
                 self._skip(report, key, SkipCode.RECHECK, f"re-check: {why_not}")
