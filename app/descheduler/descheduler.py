@@ -39,6 +39,7 @@ from typing import Any
 
 from lightkube import AsyncClient
 
+from app.descheduler.decide import decide
 from app.descheduler.gather import ClusterReader, Skipped
 from app.descheduler.report import RunReport, RunResult
 from app.descheduler.telemetry import DeschedulerMetrics
@@ -56,15 +57,12 @@ from app.objects.resources import Resources
 from app.policy import Policy
 from app.prom.client import InstantQuery
 from app.rebalance.config import DeschedulerConfig, memory_window_s
-from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
 from app.rebalance.plan import (
     ClusterView,
     EvictionPlan,
     PlannedEviction,
     PlannerMemory,
     SkipCode,
-    observe_round,
-    plan,
     recheck,
 )
 
@@ -277,31 +275,20 @@ class Descheduler:
         view = await self.reader.gather(config, self._own_records)
         if isinstance(view, Skipped):
             return view.report()
-        now_s, memory = view.now_s, view.memory
-        self._memory = memory
-        hot_rounds = previous_hot_rounds(memory.hot_rounds, now_s, config.interval)
-        if self.dry_run:
-            for name, count in self._dry_rounds.hot_rounds.items():
-                hot_rounds[name] = max(hot_rounds.get(name, 0), count)
-        the_plan = plan(view.cluster, config, policy, now_s, hot_rounds)
-        self._dry_rounds = (
-            observe_round(self._dry_rounds, the_plan.node_classes)
-            if self.dry_run
-            else PlannerMemory()
-        )
-        self._publish_classes(the_plan)
-        for skipped in the_plan.skipped:
-            self.telemetry.pods_skipped.labels(skipped.code.value).inc()
-        report = RunReport(RunResult.OK, plan=the_plan, dry_run=self.dry_run)
-        if self.dry_run:
+        self._memory = view.memory
+        dry_run = self.dry_run
+        decision = decide(view, config, policy, self._dry_rounds if dry_run else None)
+        self._dry_rounds = decision.dry_rounds
+        self.telemetry.record_plan(decision.plan)
+        the_plan = decision.plan
+        report = RunReport(RunResult.OK, plan=the_plan, dry_run=dry_run)
+        if dry_run:
             report.message = (
                 f"dry run: {len(the_plan.evictions)} evictions planned, none made; "
                 + "; ".join(the_plan.notes)
             ).rstrip("; ")
             return report
-        memory.hot_rounds = record_hot_rounds(
-            memory.hot_rounds, the_plan.node_classes, now_s, config.interval
-        )
+        view.memory.hot_rounds = decision.hot_rounds
         if not await self._save(report):
             return report
         await self._execute(the_plan, view.cluster, report)
@@ -325,13 +312,6 @@ class Descheduler:
             )
             return False
         return True
-
-    def _publish_classes(self, the_plan: EvictionPlan) -> None:
-        counts: dict[str, int] = {}
-        for node_class in the_plan.node_classes.values():
-            counts[node_class.kind.value] = counts.get(node_class.kind.value, 0) + 1
-        for kind in ("source", "debouncing", "destination", "neutral", "no-data", "excluded"):
-            self.telemetry.nodes.labels(kind).set(counts.get(kind, 0))
 
     async def _execute(self, the_plan: EvictionPlan, view: ClusterView, report: RunReport) -> None:
         pacer = EvictionPacer(self.config.evictions_per_second)
