@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from app.rebalance.plan import EvictionPlan
+
+# Every step of a run logs under the loop's name, as when the run was one method, so
+# that log filters and alerts keyed on it see every line of a run.
+run_log = logging.getLogger("app.descheduler.descheduler")
 
 
 class RunResult(StrEnum):
