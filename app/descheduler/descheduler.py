@@ -118,7 +118,7 @@ class Descheduler:
         self.evictor = Evictor(
             client,
             self.store,
-            self,
+            self,  # its config and policy, read at each use: a reload applies mid-run
             self.reader.refresh,
             self.may_evict,
             self.telemetry,

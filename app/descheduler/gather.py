@@ -123,7 +123,7 @@ class ClusterReader:
                 "podUsageQueries return series labelled namespace and pod",
             )
         since_s = now_s - memory_window_s(config)
-        memory = await self._memory(now_s, since_s)
+        memory = await self._read_memory(now_s, since_s)
         if isinstance(memory, Skipped):
             return memory
         memory.evictions.update(
@@ -183,7 +183,7 @@ class ClusterReader:
             self._telemetry.invalid_samples.labels(kind).inc(count)
         return usage
 
-    async def _memory(self, now_s: float, since_s: float) -> Memory | Skipped:
+    async def _read_memory(self, now_s: float, since_s: float) -> Memory | Skipped:
         try:
             return await self._store.load(now_s, since_s)
         except Exception as error:  # lightkube raises HTTP and transport errors
