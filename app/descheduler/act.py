@@ -91,6 +91,41 @@ def preview(the_plan: EvictionPlan) -> RunReport:
     return RunReport(RunResult.OK, message, plan=the_plan, dry_run=True)
 
 
+def moves_again(
+    record: EvictionRecord, memory: Memory, run_started_s: float, return_cooldown_s: float
+) -> bool:
+    """Whether ``record``'s workload already had a pod evicted by an earlier run within
+    ``returnCooldown``: a workload moved again and again is thrashing. Pods of one
+    workload evicted together in this run are one move, not a repeat."""
+    return record.workload is not None and any(
+        r.workload == record.workload
+        and r.evicted_at_s < run_started_s
+        and record.evicted_at_s - r.evicted_at_s < return_cooldown_s
+        for r in memory.evictions.values()
+    )
+
+
+def summarize(the_plan: EvictionPlan, report: RunReport, max_consecutive_errors: int) -> str:
+    """A run's message: the outcomes, why it stopped early if it did, the plan's notes."""
+    counts: dict[str, int] = {}
+    for outcome in report.outcomes.values():
+        name = outcome if outcome in set(EvictionOutcome) else "skipped"
+        counts[name] = counts.get(name, 0) + 1
+    made = ", ".join(f"{n} {name}" for name, n in sorted(counts.items())) or "none"
+    text = f"{len(the_plan.evictions)} evictions planned; outcomes: {made}"
+    if report.result is RunResult.LEADERSHIP_LOST:
+        text += "; leadership lost: stopped before the remaining evictions"
+    elif report.result is RunResult.API_ERRORS:
+        text += (
+            f"; stopped after {max_consecutive_errors} API errors in a row, "
+            "the next run starts over"
+        )
+    elif report.result is RunResult.STATE_NOT_SAVED:
+        text += "; " + report.message
+    notes = "; ".join(the_plan.notes)
+    return f"{text}; {notes}" if notes else text
+
+
 class Evictor:
     """Evicts what a plan says, and remembers what this process evicted.
 
@@ -196,7 +231,7 @@ class Evictor:
                 await self._record(eviction, view.memory, reserved, started_s)
                 if not await self._save(view.memory, report):
                     break
-        report.message = self._summary(the_plan, report)
+        report.message = summarize(the_plan, report, self._max_consecutive_errors)
 
     async def _record(
         self,
@@ -216,17 +251,7 @@ class Evictor:
             evicted_at_s=self._clock(),
             workload=workload_of(eviction.pod),
         )
-        # Pods of one workload evicted together in this run are one move, not a repeat.
-        return_cooldown_s = self._rules.config.return_cooldown
-        earlier = [
-            r
-            for r in memory.evictions.values()
-            if record.workload is not None
-            and r.workload == record.workload
-            and r.evicted_at_s < run_started_s
-            and record.evicted_at_s - r.evicted_at_s < return_cooldown_s
-        ]
-        if earlier:
+        if moves_again(record, memory, run_started_s, self._rules.config.return_cooldown):
             self._telemetry.repeated_evictions.inc()
         self.own_records[record.uid] = record
         memory.evictions[record.uid] = record
@@ -247,22 +272,3 @@ class Evictor:
         report.outcomes[key] = reason
         self._telemetry.pods_skipped.labels(code.value).inc()
         log.info("pod %s not evicted: %s", key, reason)
-
-    def _summary(self, the_plan: EvictionPlan, report: RunReport) -> str:
-        counts: dict[str, int] = {}
-        for outcome in report.outcomes.values():
-            name = outcome if outcome in set(EvictionOutcome) else "skipped"
-            counts[name] = counts.get(name, 0) + 1
-        made = ", ".join(f"{n} {name}" for name, n in sorted(counts.items())) or "none"
-        text = f"{len(the_plan.evictions)} evictions planned; outcomes: {made}"
-        if report.result is RunResult.LEADERSHIP_LOST:
-            text += "; leadership lost: stopped before the remaining evictions"
-        elif report.result is RunResult.API_ERRORS:
-            text += (
-                f"; stopped after {self._max_consecutive_errors} API errors in a row, "
-                "the next run starts over"
-            )
-        elif report.result is RunResult.STATE_NOT_SAVED:
-            text += "; " + report.message
-        notes = "; ".join(the_plan.notes)
-        return f"{text}; {notes}" if notes else text
