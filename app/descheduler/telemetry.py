@@ -9,6 +9,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from app.policy.watch import PolicyReloadMetrics
+from app.rebalance.plan import EvictionPlan, NodeKind
 
 _RUN_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
@@ -80,3 +81,13 @@ class DeschedulerMetrics:
             registry=registry,
         )
         self.policy = PolicyReloadMetrics(registry)
+
+    def record_plan(self, plan: EvictionPlan) -> None:
+        """A run's plan: nodes per class (every class, 0 when none), and the pods it skipped."""
+        counts: dict[str, int] = {}
+        for node_class in plan.node_classes.values():
+            counts[node_class.kind.value] = counts.get(node_class.kind.value, 0) + 1
+        for kind in NodeKind:
+            self.nodes.labels(kind.value).set(counts.get(kind.value, 0))
+        for skipped in plan.skipped:
+            self.pods_skipped.labels(skipped.code.value).inc()

@@ -22,7 +22,7 @@ RULES = {
 }
 # Who must take each rule from its home: production and the simulator.
 USERS = [
-    ("descheduler/descheduler.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
+    ("descheduler/decide.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     ("simulate/descheduling.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     ("extender/index.py", "wire answer", {"plain_wire_score", "preferred_wire_score"}),
     ("extender/table.py", "wire answer", {"can_be_preferred"}),

@@ -1,0 +1,52 @@
+"""Decide: the plan for one run's view, with the debounce counts to remember; pure.
+
+The planning itself is ``app.rebalance``'s. This step adds the debounce bookkeeping
+around it (``app/rebalance/debounce.py``): the consecutive hot rounds come from the
+memory; a dry run never writes them, so a dry-run loop counts its own on top, and its
+table previews evictions once debouncing would end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.descheduler.gather import View
+from app.policy import Policy
+from app.rebalance.config import DeschedulerConfig
+from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
+from app.rebalance.plan import EvictionPlan, PlannerMemory, observe_round, plan
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    plan: EvictionPlan
+    # The memory's debounce counts after this round (written unless dry-running).
+    hot_rounds: dict[str, tuple[int, float]]
+    # What a dry-run loop remembers for its next round (empty when not dry-running).
+    dry_rounds: PlannerMemory = field(default_factory=PlannerMemory)
+
+
+def decide(
+    view: View,
+    config: DeschedulerConfig,
+    policy: Policy,
+    dry_rounds: PlannerMemory | None,
+) -> Decision:
+    """The plan for ``view``; ``dry_rounds``: a dry-run loop's own counts, None when not
+    dry-running."""
+    hot_rounds = previous_hot_rounds(view.memory.hot_rounds, view.now_s, config.interval)
+    if dry_rounds is not None:
+        for name, count in dry_rounds.hot_rounds.items():
+            hot_rounds[name] = max(hot_rounds.get(name, 0), count)
+    the_plan = plan(view.cluster, config, policy, view.now_s, hot_rounds)
+    return Decision(
+        plan=the_plan,
+        hot_rounds=record_hot_rounds(
+            view.memory.hot_rounds, the_plan.node_classes, view.now_s, config.interval
+        ),
+        dry_rounds=(
+            observe_round(dry_rounds, the_plan.node_classes)
+            if dry_rounds is not None
+            else PlannerMemory()
+        ),
+    )
