@@ -30,7 +30,6 @@ processes the memory says it was.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -41,37 +40,44 @@ from typing import Any
 from lightkube import AsyncClient
 
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.kube.events import EvictionNotice, record_eviction
-from app.kube.eviction import EvictionOutcome, evict_pod
-from app.kube.lease import LeaderElector, LeaseSettings
-from app.kube.nodes import NodeCache
-from app.kube.pdbs import BudgetCache
-from app.kube.pods import PodCache, pod_info
-from app.kube.service import LeaderElectedService, Runnable
-from app.kube.state import Memory, StateStore, StateUnreadable
-from app.objects.evictions import EvictionRecord
-from app.objects.pods import PodInfo, workload_of
-from app.objects.resources import Resources
+from app.kube import (
+    BudgetCache,
+    EvictionNotice,
+    EvictionOutcome,
+    Memory,
+    NodeCache,
+    PodCache,
+    StateStore,
+    StateUnreadable,
+    evict_pod,
+    pod_info,
+    record_eviction,
+)
+from app.objects import EvictionRecord, PodInfo, Resources, workload_of
 from app.policy import Policy
-from app.prom.client import BAD_QUERY, InstantQuery
-from app.prom.pod_usage import (
+from app.prom import (
+    BAD_QUERY,
+    InstantQuery,
     PodUsageQueries,
     PodUsageUnavailable,
     pod_nodes,
     read_pod_usage,
 )
-from app.rebalance.config import DeschedulerConfig, memory_window_s
-from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
-from app.rebalance.plan import (
+from app.rebalance import (
     ClusterView,
+    DeschedulerConfig,
     EvictionPlan,
     PlannedEviction,
     PlannerMemory,
     SkipCode,
+    memory_window_s,
     observe_round,
     plan,
+    previous_hot_rounds,
     recheck,
+    record_hot_rounds,
 )
+from app.runtime import LeaderElectedService, LeadershipNotAcquired, LeaseSettings, Runnable
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +180,6 @@ class Descheduler:
             lease=self.settings.lease,
             health_host=self.settings.health_host,
             health_port=self.settings.health_port,
-            on_leadership=self._on_leadership,
             details=self._details,
         )
         self.store = StateStore(client, self.settings.state_namespace, self.settings.state_name)
@@ -187,7 +192,6 @@ class Descheduler:
         self._own_records: dict[str, EvictionRecord] = {}
         self.last_report: RunReport | None = None
         self.runs = 0
-        self._leading = asyncio.Event()
         self.telemetry.policy.loaded(clock())
 
     # -- configuration and leadership ---------------------------------------------
@@ -206,12 +210,6 @@ class Descheduler:
     def may_evict(self) -> bool:
         return self.service.is_leader
 
-    def _on_leadership(self, leading: bool) -> None:
-        if leading:
-            self._leading.set()
-        else:
-            self._leading.clear()
-
     # -- running ------------------------------------------------------------------
 
     async def run(self, watchers: tuple[Runnable, ...] = ()) -> None:
@@ -224,40 +222,19 @@ class Descheduler:
         With leader election on, the run first waits to acquire the Lease, so that a
         CronJob run never evicts beside a running descheduler.
         """
-        service = self.service
-        service.run_lead_on_leadership = False  # this run is the work
-        async with asyncio.TaskGroup() as group:
-            service.start_caches(group)
-            elector_task = None
-            if service.elector is not None:
-                elector_task = group.create_task(service.elector.run(), name="leader")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._leading.wait(), self.settings.sync_timeout_s)
-            try:
-                if service.elector is not None and not service.is_leader:
-                    report = self._lease_not_acquired(service.elector)
-                else:
-                    report = await self.run_round()
-            finally:
-                for task in service.background:
-                    task.cancel()
-                if elector_task is not None:
-                    elector_task.cancel()
-        return report
+        try:
+            return await self.service.run_once(self.run_round, self.settings.sync_timeout_s)
+        except LeadershipNotAcquired as missed:
+            return self._lease_not_acquired(missed)
 
-    def _lease_not_acquired(self, elector: LeaderElector) -> RunReport:
+    def _lease_not_acquired(self, missed: LeadershipNotAcquired) -> RunReport:
         """Why a single run (--once) did not get the Lease: another holder, or an API
         server that could not be reached (the lease warnings above say how)."""
-        lease = elector.settings
-        why = (
-            f"it is held by {elector.holder}"
-            if elector.holder is not None
-            else "the API server could not be reached or refused it (see the lease warnings above)"
-        )
+        lease = missed.lease
         report = RunReport(
             RunResult.NOT_LEADER,
             f"evicting nothing: lease {lease.namespace}/{lease.name} not acquired within "
-            f"{self.settings.sync_timeout_s:g}s (--sync-timeout): {why}",
+            f"{missed.waited_s:g}s (--sync-timeout): {missed.why}",
         )
         self.last_report = report
         self.telemetry.runs.labels(report.result.value).inc()

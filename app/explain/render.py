@@ -12,9 +12,9 @@ from typing import Any
 
 from app.explain.node import NodeExplanation
 from app.explain.pod import NodeVerdict, PodExplanation
-from app.load.model import MetricReading
-from app.objects.resources import Resources
-from app.rebalance.outcome import PlannedEviction
+from app.load import MetricReading
+from app.objects import Resources
+from app.rebalance import PlannedEviction
 
 # An Event's message is free text that anyone allowed to create Events in the pod's
 # namespace can write (docs/security.md, "loadaware explain"): shown bounded, and with

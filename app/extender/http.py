@@ -28,9 +28,9 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from app.commandline import RateLimitedLog
 from app.extender.extender import Extender
 from app.extender.verbs import BadRequest, ExtenderArgs, Outcome, parse_args
-from app.logs import RateLimitedLog
 
 log = logging.getLogger(__name__)
 

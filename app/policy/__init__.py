@@ -1,5 +1,5 @@
 """The scheduling policy: schema and loader (``schema``) and reload on change (``watch``).
-``loadaware policy check`` is a command, not part of the policy: ``app/policy_check.py``.
+``loadaware policy check`` is a command, not part of the policy: ``app/policy_check/main.py``.
 
 The schema's names are re-exported here, so callers write ``from app.policy import Policy``.
 """
@@ -24,6 +24,7 @@ from app.policy.schema import (
     load_policy,
     policy_from_mapping,
     policy_from_yaml,
+    resource_of_metric,
 )
 
 __all__ = [
@@ -46,4 +47,5 @@ __all__ = [
     "load_policy",
     "policy_from_mapping",
     "policy_from_yaml",
+    "resource_of_metric",
 ]

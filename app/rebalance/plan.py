@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from app.objects.pods import PodInfo
-from app.objects.resources import RESOURCES, Resources
+from app.objects import RESOURCES, PodInfo, Resources
 from app.policy import Policy
 from app.rebalance.agreement import threshold_conflicts
 from app.rebalance.classes import classify_all, nothing_to_do

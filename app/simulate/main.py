@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.flags import (
+from app.commandline import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,

@@ -31,8 +31,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from app.load import NodeLoad, evaluate_node
-from app.load.wire import can_be_preferred, limit_room, wire_scores
+from app.load import NodeLoad, can_be_preferred, evaluate_node, limit_room, wire_scores
 from app.policy import Policy
 from app.simulate.recording_rules import SimulatedMonitoring
 

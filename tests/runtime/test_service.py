@@ -9,10 +9,10 @@ from prometheus_client import CollectorRegistry
 
 from app.descheduler.descheduler import Descheduler, LoopSettings
 from app.extender.extender import Extender
-from app.kube.lease import LeaseSettings
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource
 from app.rebalance.config import DeschedulerConfig
+from app.runtime.leader_election import LeaseSettings
 from tests.annotator.helpers import annotator
 from tests.support.fakekube_fixtures import FakeKube
 
