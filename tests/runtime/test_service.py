@@ -1,19 +1,27 @@
 """The leader-elected skeleton the annotator and the descheduler share: one status shape,
-and the policy reload metrics in every component."""
+the policy reload metrics in every component, and one unit of work run once."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any
 
+import pytest
+from lightkube import AsyncClient
 from prometheus_client import CollectorRegistry
 
 from app.descheduler.descheduler import Descheduler, LoopSettings
 from app.extender.extender import Extender
+from app.kube import NodeCache
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource
 from app.rebalance.config import DeschedulerConfig
+from app.runtime import LeaderElectedService, LeadershipNotAcquired
 from app.runtime.leader_election import LeaseSettings
 from tests.annotator.helpers import annotator
+from tests.support.fakekube import LEASES
 from tests.support.fakekube_fixtures import FakeKube
 
 COMMON = [
@@ -94,3 +102,93 @@ def test_every_component_reports_policy_reloads_and_the_last_good_load(
         )
         assert loaded is not None, component
         assert loaded > 0, component
+
+
+def held_by_replica_b(fake_kube: FakeKube) -> None:
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    fake_kube.store.add(
+        LEASES,
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": LEASE.name, "namespace": LEASE.namespace},
+            "spec": {
+                "holderIdentity": "replica-b",
+                "leaseDurationSeconds": 60,
+                "acquireTime": now,
+                "renewTime": now,
+            },
+        },
+    )
+
+
+def one_off_service(
+    client: AsyncClient, lead: Callable[[], Coroutine[Any, Any, None]]
+) -> LeaderElectedService:
+    return LeaderElectedService(
+        "test",
+        client,
+        caches={"nodes": NodeCache(client)},
+        lead=lead,
+        registry=CollectorRegistry(),
+        leader_metric="test_is_leader",
+        lease=LEASE,
+    )
+
+
+def test_run_once_runs_the_work_as_leader_on_synced_caches_then_stops_and_releases(
+    fake_kube: FakeKube,
+) -> None:
+    fake_kube.store.add_node("n1")
+    led: list[str] = []
+
+    async def lead() -> None:  # the long-running path's work: never run by run_once
+        led.append("lead")
+
+    async def scenario() -> tuple[list[str], bool, list[bool]]:
+        async with fake_kube.async_client() as client:
+            service = one_off_service(client, lead)
+
+            async def work() -> list[str]:
+                await service.caches_synced()
+                assert service.is_leader
+                return sorted(service.caches["nodes"].objects)
+
+            names = await service.run_once(work, leadership_timeout_s=5.0)
+            return names, service.is_leader, [task.done() for task in service.background]
+
+    names, leading_after, done = asyncio.run(scenario())
+    assert names == ["n1"]
+    assert led == []
+    assert done  # the cache and the election ran, and stopped with the run
+    assert all(done)
+    assert not leading_after
+    stored = fake_kube.store.get_lease(LEASE.name, LEASE.namespace)
+    assert stored is not None
+    assert not stored["spec"].get("holderIdentity")  # released for the next run
+
+
+def test_run_once_without_the_lease_does_not_run_the_work_and_names_the_holder(
+    fake_kube: FakeKube,
+) -> None:
+    held_by_replica_b(fake_kube)
+    ran: list[str] = []
+
+    async def work() -> None:
+        ran.append("work")
+
+    async def scenario() -> LeadershipNotAcquired:
+        async with fake_kube.async_client() as client:
+            service = one_off_service(client, work)
+            with pytest.raises(LeadershipNotAcquired) as raised:
+                await service.run_once(work, leadership_timeout_s=0.5)
+            assert all(task.done() for task in service.background)
+            return raised.value
+
+    missed = asyncio.run(scenario())
+    assert ran == []
+    assert missed.holder == "replica-b"
+    assert "kube-system/test-lease not acquired within 0.5s: it is held by replica-b" in str(missed)
+    stored = fake_kube.store.get_lease(LEASE.name, LEASE.namespace)
+    assert stored is not None
+    assert stored["spec"]["holderIdentity"] == "replica-b"
