@@ -11,6 +11,10 @@ from app.load.estimate import (
     within_node,
 )
 from app.load.model import (
+    EXTENDER_SCORE_SCALE,
+    HOT_VALUE_PENALTY_PER_UNIT,
+    MAX_EXTENDER_SCORE,
+    MAX_NODE_SCORE,
     Freshness,
     Measurement,
     MetricReading,
@@ -40,7 +44,11 @@ from app.load.wire import (
 )
 
 __all__ = [
+    "EXTENDER_SCORE_SCALE",
     "HOT_VALUE_KEY",
+    "HOT_VALUE_PENALTY_PER_UNIT",
+    "MAX_EXTENDER_SCORE",
+    "MAX_NODE_SCORE",
     "PLAIN_MAX_SCORE",
     "Evidence",
     "Freshness",
