@@ -15,9 +15,11 @@ from app.health.connections import (
 from app.health.server import (
     CannotListen,
     EmbeddedServer,
+    add_probe_routes,
     build_app,
     embedded_server,
     listen,
+    probe_status,
     serve,
 )
 
@@ -31,9 +33,11 @@ __all__ = [
     "CannotListen",
     "ConnectionLimits",
     "EmbeddedServer",
+    "add_probe_routes",
     "build_app",
     "embedded_server",
     "guarded_protocol",
     "listen",
+    "probe_status",
     "serve",
 ]

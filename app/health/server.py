@@ -1,10 +1,19 @@
-"""The small HTTP server every loop component runs: ``/healthz``, ``/readyz``, ``/metrics``.
+"""The probes every component answers, and the small server the loop components run:
+``/healthz``, ``/readyz``, ``/metrics``.
 
-Each component passes a status function (a mapping with the booleans ``alive`` and
-``ready``) and its metrics registry. The server runs inside the component's event
-loop and leaves signals to it, so that SIGTERM can release a Lease before exit. It
-holds slow and crowding clients to ``HEALTH_LIMITS`` (connections.py), so that no pod
-can starve the probes or the component's own descriptors.
+One implementation and one payload for every component (the extender adds these routes
+to its own listeners; the annotator and the descheduler serve them with
+``build_app``)::
+
+    {"component", "alive", "stopped_tasks", "ready", "not_ready_because",
+     "caches_synced": {cache: bool}, ...the component's own fields}
+
+``/healthz`` answers 200 while ``alive`` (no background task has stopped), else 503;
+``/readyz`` 200 while ``ready`` (every cache is current), else 503 with the reason.
+The server runs inside the component's event loop and leaves signals to it, so that
+SIGTERM can release a Lease before exit. It holds slow and crowding clients to
+``HEALTH_LIMITS`` (connections.py), so that no pod can starve the probes or the
+component's own descriptors.
 """
 
 from __future__ import annotations
@@ -52,30 +61,57 @@ def listen(host: str, port: int, flags: tuple[str, str]) -> socket.socket:
 
 
 StatusSource = Callable[[], Mapping[str, Any]]
-"""Returns the component's status; must include the booleans ``alive`` and ``ready``."""
+"""Returns the component's status (``probe_status``, then the component's own fields)."""
 
 
-def build_app(
-    title: str, status: StatusSource, registry: CollectorRegistry, readiness_note: str = ""
-) -> FastAPI:
-    app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
+def probe_status(
+    component: str,
+    *,
+    stopped_tasks: list[str],
+    not_ready_because: str,
+    caches_synced: Mapping[str, bool],
+) -> dict[str, Any]:
+    """The fields every component's status starts with: alive while no background task
+    has stopped, ready while nothing makes it untrustworthy (``not_ready_because`` is
+    empty)."""
+    return {
+        "component": component,
+        "alive": not stopped_tasks,
+        "stopped_tasks": stopped_tasks,
+        "ready": not not_ready_because,
+        "not_ready_because": not_ready_because or None,
+        "caches_synced": dict(caches_synced),
+    }
 
-    @app.get("/healthz")
-    def healthz() -> JSONResponse:
+
+def add_probe_routes(
+    api: FastAPI, status: StatusSource, registry: CollectorRegistry, readiness_note: str = ""
+) -> None:
+    """``/healthz``, ``/readyz`` and ``/metrics`` on ``api``: the one implementation."""
+
+    @api.get("/healthz")
+    async def healthz() -> JSONResponse:
         current = dict(status())
         return JSONResponse(current, status_code=200 if current.get("alive") else 503)
 
-    @app.get("/readyz")
-    def readyz() -> JSONResponse:
+    @api.get("/readyz")
+    async def readyz() -> JSONResponse:
         current = dict(status())
         if readiness_note:
             current["note"] = readiness_note
         return JSONResponse(current, status_code=200 if current.get("ready") else 503)
 
-    @app.get("/metrics")
-    def metrics() -> Response:
+    @api.get("/metrics")
+    async def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
+
+def build_app(
+    title: str, status: StatusSource, registry: CollectorRegistry, readiness_note: str = ""
+) -> FastAPI:
+    """The health server's app: the probe routes and nothing else."""
+    app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
+    add_probe_routes(app, status, registry, readiness_note)
     return app
 
 

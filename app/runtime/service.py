@@ -5,7 +5,8 @@ Every replica runs the same background tasks: the watch caches, the file watcher
 the leader runs the component's own work (``lead``); losing the Lease cancels it.
 Signals stay with the component, so that SIGTERM can release the Lease before exit.
 
-``/healthz`` and ``/readyz`` answer one status shape for every component::
+``/healthz`` and ``/readyz`` answer the one status shape of every component
+(``app.health.probe_status``), with the election's fields after it::
 
     {"component", "alive", "stopped_tasks", "ready", "not_ready_because",
      "caches_synced": {cache: bool}, "leader",
@@ -35,7 +36,7 @@ from lightkube import AsyncClient
 from prometheus_client import CollectorRegistry, Gauge
 
 from app.commandline import add_flag, host, port_or_off
-from app.health import EmbeddedServer, build_app, embedded_server, listen, serve
+from app.health import EmbeddedServer, build_app, embedded_server, listen, probe_status, serve
 from app.kube import WatchCache
 from app.runtime.leader_election import LeaderElector, LeaderWork, LeaseSettings
 
@@ -213,15 +214,14 @@ class LeaderElectedService:
         stopped = [t.get_name() for t in self.background if t.done()]
         if self.leader_work.ended:
             stopped.append(self.leader_work.name)
-        stale = self.stale_caches()
         lease = self.lease
         return {
-            "component": self.component,
-            "alive": not stopped,
-            "stopped_tasks": stopped,
-            "ready": not stale,
-            "not_ready_because": stale or None,
-            "caches_synced": {name: cache.synced for name, cache in self.caches.items()},
+            **probe_status(
+                self.component,
+                stopped_tasks=stopped,
+                not_ready_because=self.stale_caches(),
+                caches_synced={name: cache.synced for name, cache in self.caches.items()},
+            ),
             "leader": self.is_leader,
             "leader_election": {
                 "enabled": lease is not None,

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from app.descheduler.descheduler import Descheduler, LoopSettings
 from app.extender.extender import Extender
+from app.extender.http import extender_status
 from app.kube import NodeCache
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource
@@ -192,3 +193,24 @@ def test_run_once_without_the_lease_does_not_run_the_work_and_names_the_holder(
     stored = fake_kube.store.get_lease(LEASE.name, LEASE.namespace)
     assert stored is not None
     assert stored["spec"]["holderIdentity"] == "replica-b"
+
+
+def test_the_extender_answers_the_probes_with_the_same_payload(fake_kube: FakeKube) -> None:
+    async def statuses() -> tuple[dict[str, object], dict[str, object]]:
+        async with fake_kube.async_client() as client:
+            extender = Extender(default_policy(), node_cache=NodeCache(client))
+            not_synced = extender_status(extender)
+        return not_synced, extender_status(Extender(default_policy()))
+
+    node_cache_mode, full_nodes_mode = asyncio.run(statuses())
+    shared = COMMON[: COMMON.index("leader")]  # no Lease: the extender is never elected
+    assert list(node_cache_mode)[: len(shared)] == shared
+    assert node_cache_mode["component"] == "extender"
+    assert node_cache_mode["alive"] is True
+    assert node_cache_mode["ready"] is False
+    assert "node cache" in str(node_cache_mode["not_ready_because"])
+    assert node_cache_mode["caches_synced"] == {"nodes": False}
+    assert node_cache_mode["mode"] == "node-cache"
+    assert full_nodes_mode["ready"] is True
+    assert full_nodes_mode["not_ready_because"] is None
+    assert full_nodes_mode["caches_synced"] == {}
