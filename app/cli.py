@@ -1,8 +1,8 @@
 """``loadaware <component>``: the single entry point for every component.
 
 Exit codes, the same for every component: 0 done, 1 a failure while running, 2 bad
-usage or configuration, 130 interrupted (see app/commandline/flags.py). Bad input ends in one line
-on stderr, never in a traceback.
+usage or configuration, 130 interrupted (see app/commandline/flags.py). Bad input ends
+in one line on stderr, never in a traceback.
 """
 
 from __future__ import annotations

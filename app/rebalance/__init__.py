@@ -1,14 +1,24 @@
 """The real-load descheduling planner: pure functions from a cluster view to a plan.
 
 No I/O and no client: the descheduler loop (``app/descheduler``) and the simulator
-build a ``ClusterView`` from their caches and call ``plan``. Modules, one job each:
-``config`` (the configuration schema; the descheduler reads the file), ``usage``
-(where a pod's usage comes from), ``classes`` (node classes and debounce),
-``debounce`` (the consecutive hot rounds kept between runs, for the descheduler's
-memory and the simulator alike), ``convergence`` (usage the samples do not show yet),
-``victims`` (protections and order), ``fit`` (node selector, affinity, taints),
-``destinations`` (where an evicted pod can go), ``plan`` (the orchestration) and
-``render`` (the dry-run table).
+build a ``ClusterView`` from their caches and call ``plan``. Modules, one job each,
+in the order a plan is made:
+
+- ``view``: what the planner is given (``ClusterView``);
+- ``config``: the configuration schema (the descheduler reads the file);
+- ``agreement``: whether its thresholds and the scheduler's load filter agree;
+- ``usage``: where a pod's usage comes from (Prometheus, or its requests);
+- ``measure``: each node's usage per resource, through the load model;
+- ``convergence``: usage the samples do not show yet;
+- ``classes``: node classes; ``debounce``: the consecutive hot rounds kept between
+  runs, for the descheduler's memory and the simulator alike;
+- ``victims``: protections and order;
+- ``fit``: node selector, affinity, taints; ``placement``: inter-pod affinity and
+  topology spread for a replacement;
+- ``destinations``: where an evicted pod can go;
+- ``limits``: the run's guards (per node, namespace, workload, PDB);
+- ``outcome``: what the planner returns; ``plan``: the orchestration;
+- ``render``: the dry-run table.
 """
 
 from app.rebalance.agreement import threshold_conflicts

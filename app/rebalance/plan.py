@@ -29,25 +29,9 @@ from app.rebalance.outcome import (
     SkippedPod,
 )
 from app.rebalance.placement import Placements
-from app.rebalance.render import render_plan
 from app.rebalance.usage import UsageSource, pod_usage, usage_sources
 from app.rebalance.victims import owned_pod_counts, protection, victim_order
 from app.rebalance.view import ClusterView
-
-__all__ = [
-    "ClusterView",
-    "EvictionPlan",
-    "NodeClass",
-    "NodeKind",
-    "PlannedEviction",
-    "PlannerMemory",
-    "SkipCode",
-    "SkippedPod",
-    "observe_round",
-    "plan",
-    "recheck",
-    "render_plan",
-]
 
 
 @dataclass
