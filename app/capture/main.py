@@ -31,7 +31,15 @@ from app.capture.document import (
 )
 from app.capture.history import CaptureError, PromSource, QueryStats, check_inputs, record
 from app.capture.kube import read_cluster, read_config_map
-from app.commandline import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, add_flag, duration
+from app.commandline import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    add_flag,
+    duration,
+    progress_bar,
+)
 from app.documents import parse_yaml
 from app.kube import KubeConfigError, make_client
 from app.prom import (
@@ -40,7 +48,7 @@ from app.prom import (
     prometheus_settings_from_args,
     redact_url,
 )
-from app.simulate import ScenarioError, progress_bar, scenario_from_mapping
+from app.simulate import ScenarioError, scenario_from_mapping
 
 DESCRIPTION = """\
 Read a live cluster (Kubernetes API, read-only) and its Prometheus history, and write

@@ -1,5 +1,6 @@
 """The command line every loadaware process shares: its flags (``flags``: converters,
-environment variables, exit codes) and its log lines (``logs``: text or JSON).
+environment variables, exit codes), its log lines (``logs``: text or JSON) and the
+progress bar of the long commands (``progress``).
 
 Standard library only, so that ``loadaware --help`` stays quick.
 """
@@ -29,6 +30,7 @@ from app.commandline.flags import (
     usage_error,
 )
 from app.commandline.logs import LOG_FORMATS, RateLimitedLog, configure_logging
+from app.commandline.progress import progress_bar
 
 __all__ = [
     "DEPRECATIONS",
@@ -53,6 +55,7 @@ __all__ = [
     "port",
     "port_or_off",
     "positive_number",
+    "progress_bar",
     "seed",
     "timeout",
     "usage_error",

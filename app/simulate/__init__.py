@@ -1,10 +1,8 @@
 """`loadaware simulate`: what loadaware would do for a cluster, offline (docs/simulate.md)."""
 
-from app.simulate.main import progress_bar
 from app.simulate.scenario import ScenarioError, scenario_from_mapping
 
 __all__ = [
     "ScenarioError",
-    "progress_bar",
     "scenario_from_mapping",
 ]
