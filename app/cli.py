@@ -1,8 +1,8 @@
 """``loadaware <component>``: the single entry point for every component.
 
 Exit codes, the same for every component: 0 done, 1 a failure while running, 2 bad
-usage or configuration, 130 interrupted (see app/flags.py). Bad input ends in one line
-on stderr, never in a traceback.
+usage or configuration, 130 interrupted (see app/commandline/flags.py). Bad input ends
+in one line on stderr, never in a traceback.
 """
 
 from __future__ import annotations
@@ -16,24 +16,25 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 
-from app import policy_check
 from app.annotator import main as annotator_main
 from app.capture import main as capture_main
-from app.descheduler import main as descheduler_main
-from app.explain import main as explain_main
-from app.extender import main as extender_main
-from app.flags import (
+from app.commandline import (
     DEPRECATIONS,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    LOG_FORMATS,
     Parser,
     UsageError,
     add_flag,
+    configure_logging,
     log_level,
 )
-from app.logs import LOG_FORMATS, configure_logging
+from app.descheduler import main as descheduler_main
+from app.explain import main as explain_main
+from app.extender import main as extender_main
+from app.policy_check import main as policy_check_main
 from app.simulate import main as simulate_main
 
 Command = Callable[[argparse.Namespace], int]
@@ -110,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     annotator_main.add_parser(components)
     extender_main.add_parser(components)
     descheduler_main.add_parser(components)
-    policy_check.add_parser(components)
+    policy_check_main.add_parser(components)
     explain_main.add_parser(components)
     simulate_main.add_parser(components)
     capture_main.add_parser(components)
@@ -147,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(args.log_level, args.log_format)
         for command_name, warning in DEPRECATIONS:
             if command_name in ("", args.component):
-                logging.getLogger("app.flags").warning("%s", warning)
+                logging.getLogger("app.commandline.flags").warning("%s", warning)
         command: Command = args.run
         code = command(args)
         sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit

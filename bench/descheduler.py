@@ -30,8 +30,8 @@ from app.objects.nodes import NodeInfo
 from app.objects.pods import OwnerRef, PodInfo
 from app.objects.resources import Resources
 from app.policy import default_policy
+from app.rebalance import ClusterView, NodeKind, plan
 from app.rebalance.config import config_from_mapping
-from app.rebalance.plan import ClusterView, NodeKind, plan
 
 NOW = 1_700_000_000.0
 GI = 2.0**30

@@ -31,8 +31,8 @@ if str(ROOT) not in sys.path:  # run as a script: make the repository's `app` im
     sys.path.insert(0, str(ROOT))
 
 from app.cli import build_parser  # noqa: E402
+from app.commandline.flags import ENV_PREFIX, RENAMED  # noqa: E402
 from app.extender.index import IMPLEMENTATION_ENV  # noqa: E402
-from app.flags import ENV_PREFIX, RENAMED  # noqa: E402
 from app.objects.durations import format_duration  # noqa: E402
 from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
 from app.rebalance.config import DeschedulerConfig  # noqa: E402
@@ -125,7 +125,7 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-# What app.flags.add_flag appends to every help text: the default, then the variable.
+# What app.commandline.flags.add_flag appends to every help text: the default, then the variable.
 _ENV_SUFFIX = re.compile(r"\s*\[env (\w+)\]$")
 _DEFAULT_SUFFIX = re.compile(r"\s*\(default: ([^()]*(?:\([^()]*\)[^()]*)*)\)$")
 

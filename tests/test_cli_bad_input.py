@@ -1,5 +1,5 @@
 """Bad input through the real command line: one line naming the input, a documented exit
-code (2: bad usage or configuration; see app/flags.py), never a traceback.
+code (2: bad usage or configuration; see app/commandline/flags.py), never a traceback.
 
 Every case runs ``python -m app.cli`` in a subprocess with a clean environment (no
 LOADAWARE_* variables, no kubeconfig, HOME in a temporary folder), as an operator

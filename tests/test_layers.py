@@ -1,9 +1,16 @@
-"""The architecture, checked from the imports: floors, from the ground up.
+"""The architecture, checked from the imports: floors, from the ground up, and fronts.
 
 A package (or a top-level module) of ``app`` may import only from floors below its
 own. So no arrow runs back up, no two components import each other, and no package
 cycle can form. Every import is read, including those inside functions, where a
 circular import would hide. A new package must be given its floor here.
+
+Each package has one front, its ``__init__``: another package of ``app`` imports its
+names from there (``from app.kube import NodeCache``), never from the module behind
+it, so a package can rearrange its modules without its callers noticing. A
+component's ``main`` (its process and flags) is the one module named through the
+front, by ``cli``, which loads it. Inside a package, modules import each other by
+module. Tests may import a package's internals.
 """
 
 from __future__ import annotations
@@ -16,10 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 FLOORS: list[set[str]] = [
     {"objects"},  # pure shared values; imports nothing of the project
-    {"documents", "filewatch", "health", "flags", "logs"},  # small shared machinery
+    {"commandline", "documents", "health"},  # flags and logs, YAML documents, probes
     {"policy"},
     {"load"},  # the one load model
     {"kube", "prom"},  # the outside world: API server and Prometheus
+    # What every long-running component shares: the leader-elected service, its Lease,
+    # file and policy reload, "run one unit of work once".
+    {"runtime"},
     {"rebalance"},  # the descheduling planner (pure)
     {"extender", "annotator", "descheduler", "simulate"},  # components: never each other
     # Commands that are not components; capture reads kube and prom and writes the
@@ -58,6 +68,67 @@ def app_files() -> list[Path]:
     return sorted((ROOT / "app").rglob("*.py"))
 
 
+ENTRY_MODULES = {"main"}  # a command's process and flags, which cli loads by name
+
+
+def past_the_front(unit: str, module: str, names: list[str], packages: set[str]) -> str | None:
+    """The module an import reaches past another package's front for, if it does."""
+    parts = module.split(".")
+    if parts[0] != "app" or len(parts) < 2 or parts[1] == unit or parts[1] not in packages:
+        return None
+    if len(parts) > 2:
+        return module
+    # ``plan`` is both a module and the function rebalance's front exports: the function.
+    reached = [n for n in names if n in submodules(parts[1]) and n not in exports(parts[1])]
+    return f"{module}.{reached[0]}" if reached else None
+
+
+def submodules(package: str) -> set[str]:
+    folder = ROOT / "app" / package
+    return {p.stem for p in folder.glob("*.py")} - ENTRY_MODULES - {"__init__"} | {
+        p.parent.name for p in folder.glob("*/__init__.py")
+    }
+
+
+def exports(package: str) -> set[str]:
+    """The names in a package's ``__all__``."""
+    tree = ast.parse((ROOT / "app" / package / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def packages_of_app() -> set[str]:
+    return {p.parent.name for p in (ROOT / "app").glob("*/__init__.py")}
+
+
+def front_violations(files: list[tuple[str, Path]], packages: set[str]) -> list[str]:
+    """Imports from another package of ``app`` that go past its front."""
+    found = []
+    for name, path in files:
+        unit = unit_of(name)
+        if unit is None:
+            continue
+        for line, module, names in imported_names(path):
+            if reached := past_the_front(unit, module, names, packages):
+                front = ".".join(module.split(".")[:2])
+                found.append(f"{name}:{line}: imports {reached} past the front {front}")
+    return found
+
+
+def imported_names(path: Path) -> Iterator[tuple[int, str, list[str]]]:
+    """(line, module, names) of every absolute import; ``import a.b`` names nothing."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name, []
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.lineno, node.module, [alias.name for alias in node.names]
+
+
 def violations(files: list[tuple[str, Path]]) -> list[str]:
     """What breaks the floors, for (module name, file) pairs."""
     found = []
@@ -84,6 +155,16 @@ def violations(files: list[tuple[str, Path]]) -> list[str]:
 
 def test_no_import_runs_back_up_or_across_a_floor() -> None:
     assert violations([(module_name(path), path) for path in app_files()]) == []
+
+
+def test_no_package_imports_past_another_packages_front() -> None:
+    files = [(module_name(path), path) for path in app_files()]
+    assert front_violations(files, packages_of_app()) == []
+
+
+def test_app_holds_only_packages_and_the_entry_point() -> None:
+    loose = {p.name for p in (ROOT / "app").glob("*.py")} - {"__init__.py", "cli.py"}
+    assert loose == set()
 
 
 def test_every_package_of_app_has_a_floor() -> None:
@@ -134,4 +215,26 @@ def test_the_check_catches_an_arrow_back_up_and_a_sideways_one(tmp_path: Path) -
         "app.extender.probe:1: app.extender imports app.annotator, on the same floor",
         "app.policy.probe:2: app.policy imports app.load, on a floor above",
         "app.newpackage.probe: app.newpackage has no floor in FLOORS",
+    ]
+
+
+def test_the_check_catches_an_import_past_a_front(tmp_path: Path) -> None:
+    """The front rule, on files written as they must never be, and as they may be."""
+    probes = {
+        "app.extender.probe": "from app.kube.nodes import NodeCache\n",
+        "app.descheduler.probe": "def later() -> None:\n    from app.kube import pods\n",
+        "app.annotator.probe": "import app.prom.client\n",
+        "app.simulate.probe": "from app.kube import NodeCache\nfrom app.simulate import cluster\n",
+        "app.cli": "from app.extender import main\n",
+    }
+    files = []
+    for name, text in probes.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        files.append((name, path))
+    found = front_violations(files, packages_of_app())
+    assert found == [
+        "app.extender.probe:1: imports app.kube.nodes past the front app.kube",
+        "app.descheduler.probe:2: imports app.kube.pods past the front app.kube",
+        "app.annotator.probe:1: imports app.prom.client past the front app.prom",
     ]

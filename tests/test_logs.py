@@ -1,4 +1,4 @@
-"""The log an operator reads (app/logs.py): one format for the app's lines and
+"""The log an operator reads (app/commandline/logs.py): one format for the app's lines and
 uvicorn's, JSON when asked, the HTTP clients' per-request lines only at debug, and bad
 requests to the verbs logged with their reason, at most a line per interval."""
 
@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from app.commandline.logs import JsonFormatter, RateLimitedLog, configure_logging
 from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
-from app.logs import JsonFormatter, RateLimitedLog, configure_logging
 from app.policy import default_policy
 from tests.support.asgi_server import serve
 

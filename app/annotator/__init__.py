@@ -7,9 +7,9 @@ One job per module:
 - ``bindings``: a listener on the shared pod cache: binding windows and hot values;
 - ``hotvalue``: which nodes need their ``node_hot_value`` rewritten (pure);
 - ``telemetry``: the ``loadaware_annotator_*`` metrics;
-- ``runtime``: the parts wired together; ``main``: flags and process lifecycle.
+- ``annotator``: the parts wired together; ``main``: flags and process lifecycle.
 
-What it shares with the descheduler lives a floor down: the node and pod caches,
-annotation patching and the leader-elected service skeleton (``/healthz``,
-``/readyz``, ``/metrics``, Lease, status) in ``app/kube``.
+What it shares with the descheduler lives floors down: the node and pod caches and
+annotation patching in ``app/kube``, the leader-elected service skeleton (``/healthz``,
+``/readyz``, ``/metrics``, Lease, status) in ``app/runtime``.
 """

@@ -1,7 +1,7 @@
 """The annotator's moving parts, wired together and run.
 
 Every replica runs the node cache, the pod watch (bindings), leader election and the
-health server (the skeleton ``app.kube.service`` shares with the descheduler). Only
+health server (the skeleton ``app.runtime.service`` shares with the descheduler). Only
 while it leads does it run the two writing loops:
 
 * the metric loop: whenever metrics fall due, one tick (``MetricSync``);
@@ -31,16 +31,11 @@ from app.annotator.hotvalue import HotValueLedger
 from app.annotator.schedule import MetricSchedule
 from app.annotator.sync import MetricSync, QueryShape, TickReport
 from app.annotator.telemetry import AnnotatorMetrics
-from app.kube.lease import LeaderElector, LeaseSettings
-from app.kube.nodes import NodeCache
-from app.kube.patching import AnnotationPatcher, PatchOutcome
-from app.kube.pods import PodCache, pod_placement
-from app.kube.service import LeaderElectedService
-from app.objects.durations import format_duration
-from app.objects.pods import PodPlacement
+from app.kube import AnnotationPatcher, NodeCache, PatchOutcome, PodCache, pod_placement
+from app.objects import PodPlacement, format_duration
 from app.policy import Policy, PolicyError
-from app.policy.watch import PolicyWatcher
-from app.prom.client import InstantQuery
+from app.prom import InstantQuery
+from app.runtime import LeaderElectedService, LeaderElector, LeaseSettings, PolicyWatcher
 
 log = logging.getLogger(__name__)
 

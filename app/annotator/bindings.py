@@ -23,8 +23,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from app.load.model import hot_value_from_bindings
-from app.objects.pods import PodPlacement
+from app.load import hot_value_from_bindings
+from app.objects import PodPlacement
 from app.policy import HotValuePolicy
 
 Clock = Callable[[], float]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from app.load.samples import HOT_VALUE_KEY, format_hot_value, parse_hot_value
+from app.load import HOT_VALUE_KEY, format_hot_value, parse_hot_value
 from app.policy import HOT_VALUE_VALID_S
 
 

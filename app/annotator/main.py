@@ -11,7 +11,7 @@ from typing import Any
 
 from app.annotator.annotator import Annotator, AnnotatorConfig
 from app.annotator.sync import QueryShape
-from app.flags import (
+from app.commandline import (
     EXIT_OK,
     add_component,
     add_flag,
@@ -21,13 +21,23 @@ from app.flags import (
     usage_error,
 )
 from app.health import CannotListen
-from app.kube.client import KubeConfigError, make_client
-from app.kube.election import add_leader_election_flags, lease_settings_from_args
-from app.kube.service import add_health_flags, run_until_signalled
-from app.policy import Policy, PolicyError, default_policy
-from app.policy.watch import PolicyWatcher
-from app.prom.client import PrometheusSettings, PrometheusSource
-from app.prom.flags import add_prometheus_flags, label_matchers, prometheus_settings_from_args
+from app.kube import KubeConfigError, make_client
+from app.policy import Policy, PolicyError
+from app.prom import (
+    PrometheusSettings,
+    PrometheusSource,
+    add_prometheus_flags,
+    label_matchers,
+    prometheus_settings_from_args,
+)
+from app.runtime import (
+    PolicyWatcher,
+    add_health_flags,
+    add_leader_election_flags,
+    lease_settings_from_args,
+    run_until_signalled,
+    starting_policy,
+)
 
 log = logging.getLogger(__name__)
 
@@ -84,18 +94,9 @@ def settings_from_args(
     on_policy_result: Callable[[str], None] = lambda _r: None,
 ) -> Settings:
     """Turn parsed flags into configuration; raise ValueError or PolicyError with the fix."""
-    watcher = None
-    if args.policy:
-        watcher = PolicyWatcher(
-            args.policy,
-            on_change=on_policy_change,
-            on_result=on_policy_result,
-            interval_s=args.policy_poll_interval,
-        )
-        policy = watcher.load_initial()
-    else:
-        log.warning("no --policy given: using the built-in default policy (crane's defaults)")
-        policy = default_policy()
+    policy, watcher = starting_policy(
+        args.policy, on_policy_change, on_policy_result, interval_s=args.policy_poll_interval
+    )
     prometheus = prometheus_settings_from_args(args)
     lease = lease_settings_from_args(args)
     config = AnnotatorConfig(

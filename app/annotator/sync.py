@@ -20,18 +20,18 @@ from dataclasses import dataclass, field
 from app.annotator.bindings import BindingWindows
 from app.annotator.hotvalue import HotValueLedger
 from app.annotator.telemetry import AnnotatorMetrics
-from app.kube.nodes import NodeInfo
-from app.kube.patching import AnnotationPatcher, PatchOutcome, PatchReport
-from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage
-from app.prom.client import (
+from app.kube import AnnotationPatcher, NodeInfo, PatchOutcome, PatchReport
+from app.load import HOT_VALUE_KEY, format_hot_value, format_usage
+from app.prom import (
     InstantQuery,
     InvalidSample,
+    NodeAddress,
     PrometheusQueryError,
     PromSample,
     build_query,
     invalid_sample,
+    match_series,
 )
-from app.prom.matching import NodeAddress, match_series
 
 log = logging.getLogger(__name__)
 

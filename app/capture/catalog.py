@@ -27,9 +27,8 @@ from typing import Any
 
 from lightkube.resources.core_v1 import Pod
 
-from app.kube.pdbs import label_selector
-from app.kube.pods import pod_info
-from app.objects.resources import Resources, parse_quantity
+from app.kube import label_selector, pod_info
+from app.objects import Resources, parse_quantity
 
 # Labels that name one node, not a shape: left out when nodes are grouped.
 NODE_SPECIFIC_LABELS = ("kubernetes.io/hostname",)

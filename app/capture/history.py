@@ -31,8 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from app.capture.catalog import Catalog
-from app.objects.durations import format_duration
-from app.prom.client import PrometheusQueryError, PromSample, RangeSeries
+from app.objects import format_duration
+from app.prom import PrometheusQueryError, PromSample, RangeSeries
 
 RANGE_POINTS_LIMIT = 11_000  # Prometheus' own limit per series in a range query
 MAX_SAMPLES_PER_ANSWER = 250_000  # bounds the memory one answer takes

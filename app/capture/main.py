@@ -31,13 +31,24 @@ from app.capture.document import (
 )
 from app.capture.history import CaptureError, PromSource, QueryStats, check_inputs, record
 from app.capture.kube import read_cluster, read_config_map
+from app.commandline import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    add_flag,
+    duration,
+    progress_bar,
+)
 from app.documents import parse_yaml
-from app.flags import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, add_flag, duration
-from app.kube.client import KubeConfigError, make_client
-from app.prom.client import PrometheusSource, redact_url
-from app.prom.flags import add_prometheus_flags, prometheus_settings_from_args
-from app.simulate.main import progress_bar
-from app.simulate.scenario import ScenarioError, scenario_from_mapping
+from app.kube import KubeConfigError, make_client
+from app.prom import (
+    PrometheusSource,
+    add_prometheus_flags,
+    prometheus_settings_from_args,
+    redact_url,
+)
+from app.simulate import ScenarioError, scenario_from_mapping
 
 DESCRIPTION = """\
 Read a live cluster (Kubernetes API, read-only) and its Prometheus history, and write

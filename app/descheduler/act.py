@@ -31,15 +31,18 @@ from app.descheduler.decide import Decision
 from app.descheduler.gather import View
 from app.descheduler.report import RunReport, RunResult, run_log
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.kube.events import EvictionNotice, record_eviction
-from app.kube.eviction import EvictionOutcome, evict_pod
-from app.kube.state import Memory, StateStore
-from app.objects.evictions import EvictionRecord
-from app.objects.pods import workload_of
-from app.objects.resources import Resources
+from app.kube import EvictionNotice, EvictionOutcome, Memory, StateStore, evict_pod, record_eviction
+from app.objects import EvictionRecord, Resources, workload_of
 from app.policy import Policy
-from app.rebalance.config import DeschedulerConfig, memory_window_s
-from app.rebalance.plan import ClusterView, EvictionPlan, PlannedEviction, SkipCode, recheck
+from app.rebalance import (
+    ClusterView,
+    DeschedulerConfig,
+    EvictionPlan,
+    PlannedEviction,
+    SkipCode,
+    memory_window_s,
+    recheck,
+)
 
 log = run_log
 

@@ -12,9 +12,15 @@ from dataclasses import dataclass, field
 
 from app.descheduler.gather import View
 from app.policy import Policy
-from app.rebalance.config import DeschedulerConfig
-from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
-from app.rebalance.plan import EvictionPlan, PlannerMemory, observe_round, plan
+from app.rebalance import (
+    DeschedulerConfig,
+    EvictionPlan,
+    PlannerMemory,
+    observe_round,
+    plan,
+    previous_hot_rounds,
+    record_hot_rounds,
+)
 
 
 @dataclass(frozen=True, slots=True)

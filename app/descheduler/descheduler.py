@@ -25,7 +25,6 @@ that runs them, the settings, and the report of the last run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -39,17 +38,17 @@ from app.descheduler.decide import decide
 from app.descheduler.gather import ClusterReader, Skipped
 from app.descheduler.report import RunReport, RunResult
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.kube.lease import LeaderElector, LeaseSettings
-from app.kube.nodes import NodeCache
-from app.kube.pdbs import BudgetCache
-from app.kube.pods import PodCache, pod_info
-from app.kube.service import LeaderElectedService, Runnable
-from app.kube.state import StateStore
-from app.objects.pods import PodInfo
+from app.kube import BudgetCache, NodeCache, PodCache, StateStore, pod_info
+from app.objects import PodInfo
 from app.policy import Policy
-from app.prom.client import InstantQuery
-from app.rebalance.config import DeschedulerConfig, memory_window_s
-from app.rebalance.plan import PlannerMemory
+from app.prom import InstantQuery
+from app.rebalance import DeschedulerConfig, PlannerMemory, memory_window_s
+from app.runtime import (
+    LeaderElectedService,
+    LeadershipNotAcquired,
+    LeaseSettings,
+    Runnable,
+)
 
 # RunReport and RunResult are what a run returns: callers take them from here.
 __all__ = ["Descheduler", "LoopSettings", "RunReport", "RunResult"]
@@ -100,7 +99,6 @@ class Descheduler:
             lease=self.settings.lease,
             health_host=self.settings.health_host,
             health_port=self.settings.health_port,
-            on_leadership=self._on_leadership,
             details=self._details,
         )
         self.store = StateStore(client, self.settings.state_namespace, self.settings.state_name)
@@ -131,7 +129,6 @@ class Descheduler:
         self._dry_rounds = PlannerMemory()
         self.last_report: RunReport | None = None
         self.runs = 0
-        self._leading = asyncio.Event()
         self.telemetry.policy.loaded(clock())
 
     # -- configuration and leadership ---------------------------------------------
@@ -150,12 +147,6 @@ class Descheduler:
     def may_evict(self) -> bool:
         return self.service.is_leader
 
-    def _on_leadership(self, leading: bool) -> None:
-        if leading:
-            self._leading.set()
-        else:
-            self._leading.clear()
-
     # -- running ------------------------------------------------------------------
 
     async def run(self, watchers: tuple[Runnable, ...] = ()) -> None:
@@ -168,40 +159,19 @@ class Descheduler:
         With leader election on, the run first waits to acquire the Lease, so that a
         CronJob run never evicts beside a running descheduler.
         """
-        service = self.service
-        service.run_lead_on_leadership = False  # this run is the work
-        async with asyncio.TaskGroup() as group:
-            service.start_caches(group)
-            elector_task = None
-            if service.elector is not None:
-                elector_task = group.create_task(service.elector.run(), name="leader")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._leading.wait(), self.settings.sync_timeout_s)
-            try:
-                if service.elector is not None and not service.is_leader:
-                    report = self._lease_not_acquired(service.elector)
-                else:
-                    report = await self.run_round()
-            finally:
-                for task in service.background:
-                    task.cancel()
-                if elector_task is not None:
-                    elector_task.cancel()
-        return report
+        try:
+            return await self.service.run_once(self.run_round, self.settings.sync_timeout_s)
+        except LeadershipNotAcquired as missed:
+            return self._lease_not_acquired(missed)
 
-    def _lease_not_acquired(self, elector: LeaderElector) -> RunReport:
+    def _lease_not_acquired(self, missed: LeadershipNotAcquired) -> RunReport:
         """Why a single run (--once) did not get the Lease: another holder, or an API
         server that could not be reached (the lease warnings above say how)."""
-        lease = elector.settings
-        why = (
-            f"it is held by {elector.holder}"
-            if elector.holder is not None
-            else "the API server could not be reached or refused it (see the lease warnings above)"
-        )
+        lease = missed.lease
         report = RunReport(
             RunResult.NOT_LEADER,
             f"evicting nothing: lease {lease.namespace}/{lease.name} not acquired within "
-            f"{self.settings.sync_timeout_s:g}s (--sync-timeout): {why}",
+            f"{missed.waited_s:g}s (--sync-timeout): {missed.why}",
         )
         self.last_report = report
         self.telemetry.runs.labels(report.result.value).inc()

@@ -26,22 +26,18 @@ from typing import Protocol
 
 from app.descheduler.report import RunReport, RunResult
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.kube.nodes import NodeCache
-from app.kube.pdbs import BudgetCache
-from app.kube.pods import PodCache
-from app.kube.state import Memory, StateStore, StateUnreadable
-from app.objects.evictions import EvictionRecord
-from app.objects.pods import PodInfo
-from app.prom.client import BAD_QUERY, InstantQuery
-from app.prom.pod_usage import (
+from app.kube import BudgetCache, Memory, NodeCache, PodCache, StateStore, StateUnreadable
+from app.objects import EvictionRecord, PodInfo
+from app.prom import (
+    BAD_QUERY,
+    InstantQuery,
     PodUsage,
     PodUsageQueries,
     PodUsageUnavailable,
     pod_nodes,
     read_pod_usage,
 )
-from app.rebalance.config import DeschedulerConfig, memory_window_s
-from app.rebalance.plan import ClusterView
+from app.rebalance import ClusterView, DeschedulerConfig, memory_window_s
 
 
 class Leadership(Protocol):

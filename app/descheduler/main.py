@@ -11,10 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport, RunResult
-from app.documents import read_file
-from app.filewatch import FileWatcher
-from app.flags import (
+from app.commandline import (
     EXIT_FAILED,
     EXIT_OK,
     add_component,
@@ -23,23 +20,35 @@ from app.flags import (
     duration,
     usage_error,
 )
+from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport, RunResult
+from app.documents import read_file
 from app.health import CannotListen
-from app.kube.client import KubeConfigError, make_client
-from app.kube.election import (
+from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
+from app.kube import KubeConfigError, make_client
+from app.policy import Policy, PolicyError
+from app.prom import (
+    PrometheusSettings,
+    PrometheusSource,
+    add_prometheus_flags,
+    prometheus_settings_from_args,
+)
+from app.rebalance import (
+    ConfigError,
+    DeschedulerConfig,
+    config_from_yaml,
+    render_plan,
+    threshold_conflicts,
+)
+from app.runtime import (
+    FileWatcher,
+    add_health_flags,
     add_leader_election_flags,
     default_identity,
     default_lease_namespace,
     lease_settings_from_args,
+    run_until_signalled,
+    starting_policy,
 )
-from app.kube.service import add_health_flags, run_until_signalled
-from app.kube.state import DEFAULT_NAME as DEFAULT_STATE_NAME
-from app.policy import Policy, PolicyError, default_policy
-from app.policy.watch import PolicyWatcher
-from app.prom.client import PrometheusSettings, PrometheusSource
-from app.prom.flags import add_prometheus_flags, prometheus_settings_from_args
-from app.rebalance.agreement import threshold_conflicts
-from app.rebalance.config import ConfigError, DeschedulerConfig, config_from_yaml
-from app.rebalance.plan import render_plan
 
 log = logging.getLogger(__name__)
 
@@ -152,18 +161,11 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
     else:
         log.warning("no --config given: using the built-in defaults (see README)")
         config = DeschedulerConfig()
-    if args.policy:
-        policy_watcher = PolicyWatcher(
-            args.policy,
-            reloads.policy,
-            reloads.policy_result,
-            interval_s=args.policy_poll_interval,
-        )
-        policy = policy_watcher.load_initial()
+    policy, policy_watcher = starting_policy(
+        args.policy, reloads.policy, reloads.policy_result, interval_s=args.policy_poll_interval
+    )
+    if policy_watcher is not None:
         watchers.append(policy_watcher)
-    else:
-        log.warning("no --policy given: using the built-in default policy (crane's defaults)")
-        policy = default_policy()
     warn_about_thresholds(config, policy)
     mismatch = config.metrics_missing_from({s.name for s in policy.spec.sync_policy})
     if mismatch:

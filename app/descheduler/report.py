@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from app.rebalance.plan import EvictionPlan
+from app.rebalance import EvictionPlan
 
 # Every step of a run logs under the loop's name, as when the run was one method, so
 # that log filters and alerts keyed on it see every line of a run.

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from app.policy.watch import PolicyReloadMetrics
-from app.rebalance.plan import EvictionPlan, NodeKind
+from app.rebalance import EvictionPlan, NodeKind
+from app.runtime import PolicyReloadMetrics
 
 _RUN_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 

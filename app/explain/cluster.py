@@ -20,13 +20,10 @@ from lightkube.resources.core_v1 import ConfigMap, Event, Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
 from app.documents import parse_yaml, read_file
-from app.kube.nodes import node_info
-from app.kube.pdbs import budget_view
-from app.kube.state import Memory, StateStore, StateUnreadable
-from app.objects.budgets import PodDisruptionBudgetView
-from app.objects.nodes import NodeInfo
+from app.kube import Memory, StateStore, StateUnreadable, budget_view, node_info
+from app.objects import NodeInfo, PodDisruptionBudgetView
 from app.policy import Policy, default_policy, load_policy, policy_from_yaml
-from app.rebalance.config import ConfigError, DeschedulerConfig, config_from_yaml
+from app.rebalance import ConfigError, DeschedulerConfig, config_from_yaml
 
 T = TypeVar("T")
 

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
+from app.commandline import EXIT_FAILED, EXIT_OK, add_flag, count, usage_error
 from app.explain.cluster import (
     DEFAULT_INSTALL_NAMESPACE,
     ClusterUnreadable,
@@ -29,23 +30,26 @@ from app.explain.cluster import (
 from app.explain.node import explain_node
 from app.explain.pod import explain_pod
 from app.explain.render import node_json, pod_json, render_node, render_pod
-from app.flags import EXIT_FAILED, EXIT_OK, add_flag, count, usage_error
-from app.kube.client import KubeConfigError, make_client
-from app.kube.pods import pod_info, pod_key, scheduled_pod
-from app.kube.state import DEFAULT_NAME as DEFAULT_STATE_NAME
+from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
+from app.kube import KubeConfigError, make_client, pod_info, pod_key, scheduled_pod
 from app.policy import PolicyError
-from app.prom.client import PrometheusSource
-from app.prom.flags import add_prometheus_flags, prometheus_settings_from_args
-from app.prom.pod_usage import (
+from app.prom import (
     PodNodes,
     PodUsageQueries,
     PodUsageUnavailable,
+    PrometheusSource,
+    add_prometheus_flags,
     pod_nodes,
+    prometheus_settings_from_args,
     read_pod_usage,
 )
-from app.rebalance.config import ConfigError, DeschedulerConfig, memory_window_s
-from app.rebalance.debounce import previous_hot_rounds
-from app.rebalance.view import ClusterView
+from app.rebalance import (
+    ClusterView,
+    ConfigError,
+    DeschedulerConfig,
+    memory_window_s,
+    previous_hot_rounds,
+)
 
 T = TypeVar("T")
 

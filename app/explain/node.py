@@ -12,16 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app.policy import Policy
-from app.rebalance.config import DeschedulerConfig
-from app.rebalance.outcome import (
+from app.rebalance import (
+    ClusterView,
+    DeschedulerConfig,
     EvictionPlan,
     NodeClass,
     NodeKind,
     PlannedEviction,
     SkippedPod,
+    plan,
 )
-from app.rebalance.plan import plan
-from app.rebalance.view import ClusterView
 
 # What each class means for the node's pods, in one sentence.
 ROLE = {

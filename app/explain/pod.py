@@ -26,36 +26,30 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from app.load.estimate import (
+from app.load import (
     Evidence,
-    PlacedPod,
-    counts,
-    estimate_pod_usage,
-    estimate_with_evidence,
-    unsampled_fractions,
-)
-from app.load.model import (
     MetricReading,
     NodeLoad,
     Overload,
+    PlacedPod,
     ScorePart,
     assess,
-    is_exempt_from_filter,
-    measure,
-    score_parts,
-)
-from app.load.wire import (
     can_be_preferred,
+    counts,
+    estimate_pod_usage,
+    estimate_with_evidence,
     has_room,
+    is_exempt_from_filter,
     limit_room,
+    measure,
     preferred_position,
+    score_parts,
+    unsampled_fractions,
     wire_scores,
 )
-from app.objects.nodes import NodeInfo
-from app.objects.pods import PodInfo, ScheduledPod
-from app.objects.resources import ZERO, Resources
+from app.objects import ZERO, NodeInfo, PodInfo, Resources, ScheduledPod
 from app.policy import Policy
-from app.rebalance.fit import fit_refusal
+from app.rebalance import fit_refusal
 
 
 @dataclass(frozen=True, slots=True)

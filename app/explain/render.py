@@ -12,9 +12,9 @@ from typing import Any
 
 from app.explain.node import NodeExplanation
 from app.explain.pod import NodeVerdict, PodExplanation
-from app.load.model import MetricReading
-from app.objects.resources import Resources
-from app.rebalance.outcome import PlannedEviction
+from app.load import HOT_VALUE_PENALTY_PER_UNIT, MAX_EXTENDER_SCORE, MetricReading
+from app.objects import Resources
+from app.rebalance import PlannedEviction
 
 # An Event's message is free text that anyone allowed to create Events in the pod's
 # namespace can write (docs/security.md, "loadaware explain"): shown bounded, and with
@@ -96,7 +96,7 @@ def _pod_row(verdict: NodeVerdict, preferred: str | None, bound_to: str | None) 
         str(verdict.recent_pods),
         str(load.load_score),
         hot,
-        f"{load.extender_score}/10",
+        f"{load.extender_score}/{MAX_EXTENDER_SCORE}",
     )
 
 
@@ -151,8 +151,8 @@ def render_pod(
                 v.node,
                 *(f"{p.points:.1f}{'*' if p.assumed else ''}" for p in v.parts),
                 str(v.load.load_score),
-                f"-{v.load.hot_value * 10}" if v.load.hot_value else "0",
-                f"{v.load.score} -> {v.load.extender_score}/10",
+                f"-{v.load.hot_value * HOT_VALUE_PENALTY_PER_UNIT}" if v.load.hot_value else "0",
+                f"{v.load.score} -> {v.load.extender_score}/{MAX_EXTENDER_SCORE}",
             )
             for v in shown
         ]

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from app.extender.extender import Extender
 from app.extender.table import NodeTable
 from app.extender.verbs import RequestNodes
-from app.kube.nodes import NodeCache
-from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage
+from app.kube import NodeCache
+from app.load import HOT_VALUE_KEY, format_hot_value, format_usage
 from app.policy import default_policy
 
 _METRICS = ("usage_avg_5m", "usage_max_avg_1h", "usage_max_avg_1d")

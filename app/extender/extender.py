@@ -19,12 +19,10 @@ from app.extender.request_pod import request_pod_demand
 from app.extender.table import NodeEntry, NodeTable
 from app.extender.telemetry import EstimateCollector, ExtenderMetrics
 from app.extender.verbs import Outcome, RequestNodes, Verbs
-from app.kube.nodes import NodeCache, NodeInfo
-from app.kube.pods import PodCache
-from app.objects.demand import Demand, container_demand
-from app.objects.pods import ScheduledPod
+from app.kube import NodeCache, NodeInfo, PodCache
+from app.objects import Demand, ScheduledPod, container_demand
 from app.policy import Policy
-from app.policy.watch import PolicyWatcher
+from app.runtime import PolicyWatcher
 
 log = logging.getLogger(__name__)
 

@@ -26,11 +26,11 @@ from typing import Any
 import orjson
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from app.commandline import RateLimitedLog
 from app.extender.extender import Extender
 from app.extender.verbs import BadRequest, ExtenderArgs, Outcome, parse_args
-from app.logs import RateLimitedLog
+from app.health import add_probe_routes, probe_status
 
 log = logging.getLogger(__name__)
 
@@ -215,22 +215,25 @@ def health_api(extender: Extender) -> FastAPI:
     return api
 
 
+def extender_status(extender: Extender) -> dict[str, Any]:
+    """The status every component answers (``app.health.probe_status``), with the mode.
+    Alive while the process answers: the extender's tasks (caches, the policy watcher)
+    only make it unready when their data is stale."""
+    ready, reason = extender.ready()
+    caches = {"nodes": extender.node_cache, "pods": extender.pod_cache}
+    return {
+        **probe_status(
+            "extender",
+            stopped_tasks=[],
+            not_ready_because="" if ready else reason,
+            caches_synced={name: cache.synced for name, cache in caches.items() if cache},
+        ),
+        "mode": extender.mode,
+    }
+
+
 def add_health_routes(api: FastAPI, extender: Extender) -> None:
-    @api.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @api.get("/readyz")
-    async def readyz() -> JSONResponse:
-        ready, detail = extender.ready()
-        return JSONResponse(
-            {"ready": ready, "detail": detail, "mode": extender.mode},
-            status_code=200 if ready else 503,
-        )
-
-    @api.get("/metrics")
-    async def metrics() -> Response:
-        return Response(generate_latest(extender.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    add_probe_routes(api, lambda: extender_status(extender), extender.metrics.registry)
 
 
 def add_debug_routes(api: FastAPI, extender: Extender) -> None:

@@ -28,7 +28,7 @@ from typing import Protocol
 
 import orjson
 
-from app.load.wire import PLAIN_MAX_SCORE, plain_wire_score, preferred_wire_score
+from app.load import PLAIN_MAX_SCORE, plain_wire_score, preferred_wire_score
 
 try:
     from app.extender._verdict_index import VerdictIndex as NativeVerdictIndex

@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from app.load.estimate import (
+from app.load import (
     Evidence,
     counts,
     estimate_pod_usage,
@@ -47,9 +47,7 @@ from app.load.estimate import (
     unsampled_fractions,
     within_node,
 )
-from app.objects.demand import Demand, requests_and_limits
-from app.objects.pods import ScheduledPod
-from app.objects.resources import CPU, MEMORY, ZERO, Resources
+from app.objects import CPU, MEMORY, ZERO, Demand, Resources, ScheduledPod, requests_and_limits
 from app.policy import EstimationPolicy, Policy
 
 DEFAULT_RESERVATION_TTL_S = 15.0

@@ -16,17 +16,7 @@ from typing import Any, NoReturn
 
 import uvicorn
 
-from app.extender.demo import DemoExtender, curl_examples
-from app.extender.extender import Extender
-from app.extender.http import (
-    FULL_NODES_MAX_BODY_BYTES,
-    NODE_CACHE_MAX_BODY_BYTES,
-    ExtenderApp,
-    health_api,
-)
-from app.extender.index import new_verdict_index
-from app.extender.ledger import DEFAULT_RESERVATION_TTL_S
-from app.flags import (
+from app.commandline import (
     EXIT_OK,
     add_flag,
     count,
@@ -37,22 +27,31 @@ from app.flags import (
     timeout,
     usage_error,
 )
-from app.health import CannotListen, listen
-from app.health.connections import (
+from app.extender.demo import DemoExtender, curl_examples
+from app.extender.extender import Extender
+from app.extender.http import (
+    FULL_NODES_MAX_BODY_BYTES,
+    NODE_CACHE_MAX_BODY_BYTES,
+    ExtenderApp,
+    health_api,
+)
+from app.extender.index import new_verdict_index
+from app.extender.ledger import DEFAULT_RESERVATION_TTL_S
+from app.health import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HANDSHAKE_TIMEOUT_S,
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+    CannotListen,
     ConnectionLimits,
     guarded_protocol,
+    listen,
 )
-from app.kube.client import KubeConfigError, make_client
-from app.kube.nodes import NodeCache
-from app.kube.pods import PodCache, scheduled_pod
-from app.policy import PolicyError, default_policy
-from app.policy.watch import PolicyWatcher
+from app.kube import KubeConfigError, NodeCache, PodCache, make_client, scheduled_pod
+from app.policy import PolicyError
+from app.runtime import starting_policy
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +153,7 @@ def server_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
         host=args.host,
         port=args.port,
         log_level=args.log_level.lower(),
-        log_config=None,  # uvicorn's lines go through ours, in our format (app/logs.py)
+        log_config=None,  # uvicorn's lines go through ours, in our format (app/commandline/logs.py)
         # Per-request access logs would cost more than the verbs themselves.
         access_log=False,
         lifespan="on",
@@ -262,22 +261,16 @@ def run_extender(args: argparse.Namespace) -> int:
         new_verdict_index()  # LOADAWARE_VERDICT_INDEX, checked before anything starts
     except (ValueError, RuntimeError) as error:
         config_error(str(error))
-    watcher: PolicyWatcher | None = None
-    if args.policy:
+    try:
         # The callbacks run only after start-up, once `extender` exists.
-        watcher = PolicyWatcher(
+        policy, watcher = starting_policy(
             args.policy,
             on_change=lambda new_policy: extender.set_policy(new_policy),
             on_result=lambda result: extender.on_policy_reload(result),
             interval_s=float(args.policy_poll_interval),
         )
-        try:
-            policy = watcher.load_initial()
-        except PolicyError as error:
-            config_error(str(error))
-    else:
-        log.warning("no --policy given: using the built-in default policy (crane's defaults)")
-        policy = default_policy()
+    except PolicyError as error:
+        config_error(str(error))
     client = None
     if args.node_cache:
         try:

@@ -12,8 +12,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from app.objects.demand import NO_DEMAND, Demand, effective_demand
-from app.objects.resources import CPU, MEMORY, parse_quantity
+from app.objects import CPU, MEMORY, NO_DEMAND, Demand, effective_demand, parse_quantity
 
 try:
     from app.extender._pod_demand import pod_demand as _native_pod_demand

@@ -23,10 +23,18 @@ from dataclasses import dataclass
 
 from app.extender.index import VerdictIndex, implementation_of, new_verdict_index
 from app.extender.ledger import NO_ADDITION, Addition, Ledger
-from app.load.model import Measurement, NodeLoad, assess, evaluate_node, headroom, measure
-from app.load.samples import HOT_VALUE_KEY
-from app.load.wire import can_be_preferred, limit_room
-from app.objects.resources import CPU, MEMORY
+from app.load import (
+    HOT_VALUE_KEY,
+    Measurement,
+    NodeLoad,
+    assess,
+    can_be_preferred,
+    evaluate_node,
+    headroom,
+    limit_room,
+    measure,
+)
+from app.objects import CPU, MEMORY
 from app.policy import Policy
 
 log = logging.getLogger(__name__)

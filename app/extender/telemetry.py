@@ -9,7 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from app.extender.ledger import PodEstimate
-from app.policy.watch import PolicyReloadMetrics
+from app.runtime import PolicyReloadMetrics
 
 # The *_created series double the output and no loadaware alert or dashboard uses them.
 disable_created_metrics()  # type: ignore[no-untyped-call]

@@ -21,9 +21,8 @@ import orjson
 
 from app.extender.request_pod import request_pod_demand
 from app.extender.table import NodeEntry, NodeTable
-from app.load.estimate import estimate_pod_usage
-from app.load.model import is_exempt_from_filter
-from app.objects.demand import Demand, requests_and_limits
+from app.load import estimate_pod_usage, is_exempt_from_filter
+from app.objects import Demand, requests_and_limits
 from app.policy import Policy
 
 log = logging.getLogger(__name__)

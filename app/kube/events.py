@@ -21,7 +21,7 @@ from lightkube.models.core_v1 import EventSource, ObjectReference
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event
 
-from app.objects.evictions import EvictionRecord
+from app.objects import EvictionRecord
 
 log = logging.getLogger(__name__)
 

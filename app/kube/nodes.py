@@ -15,8 +15,7 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Node
 
 from app.kube.cache import Listener, WatchCache
-from app.objects.nodes import NodeInfo, Taint
-from app.objects.resources import Resources
+from app.objects import NodeInfo, Resources, Taint
 
 __all__ = ["NodeCache", "NodeInfo", "NodeListener", "Taint", "node_info"]
 

@@ -14,8 +14,7 @@ from lightkube import AsyncClient
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
 from app.kube.cache import WatchCache
-from app.objects.budgets import PodDisruptionBudgetView
-from app.objects.selectors import LabelRequirement, LabelSelector
+from app.objects import LabelRequirement, LabelSelector, PodDisruptionBudgetView
 
 
 def label_selector(selector: Any) -> LabelSelector:

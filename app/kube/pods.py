@@ -22,26 +22,28 @@ from lightkube.resources.core_v1 import Pod
 
 from app.kube.cache import WatchCache
 from app.kube.pdbs import label_selector
-from app.objects.demand import (
+from app.objects import (
+    CPU,
+    MEMORY,
     NO_DEMAND,
+    ZERO,
     Demand,
-    container_demand,
-    effective_demand,
-    requests_and_limits,
-)
-from app.objects.pods import (
+    LabelRequirement,
+    LabelSelector,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     OwnerRef,
     PodAffinityTerm,
     PodInfo,
     PodPlacement,
+    Resources,
     ScheduledPod,
     SpreadConstraint,
     Toleration,
+    container_demand,
+    effective_demand,
+    requests_and_limits,
 )
-from app.objects.resources import CPU, MEMORY, ZERO, Resources
-from app.objects.selectors import LabelRequirement, LabelSelector
 
 T = TypeVar("T")
 

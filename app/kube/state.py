@@ -36,8 +36,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
 
-from app.objects.evictions import EvictionRecord
-from app.objects.resources import Resources
+from app.objects import EvictionRecord, Resources
 
 log = logging.getLogger(__name__)
 

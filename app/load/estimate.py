@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from app.load.model import measure
-from app.objects.resources import CPU, MEMORY, ZERO, Resources
+from app.objects import CPU, MEMORY, ZERO, Resources
 from app.policy import EstimationPolicy, Policy
 
 

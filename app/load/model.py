@@ -37,12 +37,16 @@ from app.load.samples import HOT_VALUE_KEY, Sample, parse_hot_value, parse_usage
 from app.policy import HOT_VALUE_VALID_S, HotValuePolicy, Policy
 
 MAX_FUTURE_SKEW_S = 60.0
-MAX_CRANE_SCORE = 100
+# kube-scheduler's framework.MaxNodeScore: a score plugin's range (0..100), crane's too.
+MAX_NODE_SCORE = 100
+# kube-scheduler's extender.MaxExtenderPriority: an extender answers 0..10 (the native
+# verdict index's MAX_SCORE; tests/extender/test_index.py holds both to one answer).
 MAX_EXTENDER_SCORE = 10
+# kube-scheduler multiplies an extender's score by this and its weight, to set it beside
+# the plugins' 0..100; one point of the extender's 0..10 is this many of crane's 0..100.
+EXTENDER_SCORE_SCALE = MAX_NODE_SCORE // MAX_EXTENDER_SCORE
 # crane subtracts int(hot value * 10) from the 0..100 score.
 HOT_VALUE_PENALTY_PER_UNIT = 10
-# One point of the extender's 0..10 is this many of crane's 0..100.
-_CRANE_POINTS_PER_EXTENDER_POINT = MAX_CRANE_SCORE // MAX_EXTENDER_SCORE
 
 
 class Freshness(StrEnum):
@@ -177,7 +181,7 @@ def load_score(readings: Mapping[str, MetricReading], policy: Policy) -> int:
     """crane's score: the weighted free fraction of the priority metrics, 0..100."""
     weighted_free, total_weight = _weighted_free(readings, policy)
     if total_weight <= 0:
-        return MAX_CRANE_SCORE
+        return MAX_NODE_SCORE
     return int(weighted_free / total_weight)
 
 
@@ -195,7 +199,7 @@ def _weighted_free(readings: Mapping[str, MetricReading], policy: Policy) -> tup
             usage = reading.usage_fraction
         else:
             usage = assumed
-        weighted_free += (1.0 - usage) * weight * MAX_CRANE_SCORE
+        weighted_free += (1.0 - usage) * weight * MAX_NODE_SCORE
         total_weight += weight
     return weighted_free, total_weight
 
@@ -225,20 +229,20 @@ def score_parts(readings: Mapping[str, MetricReading], policy: Policy) -> tuple[
         )
         usage = reading.usage_fraction if fresh and reading is not None else None
         used = assumed if usage is None else usage
-        share = (1.0 - used) * weight * MAX_CRANE_SCORE / total_weight if total_weight > 0 else 0.0
+        share = (1.0 - used) * weight * MAX_NODE_SCORE / total_weight if total_weight > 0 else 0.0
         parts.append(ScorePart(metric, weight, used, usage is None, share))
     return tuple(parts)
 
 
 def apply_hot_value(score: int, hot_value: int) -> int:
     penalised = score - hot_value * HOT_VALUE_PENALTY_PER_UNIT
-    return max(0, min(MAX_CRANE_SCORE, penalised))
+    return max(0, min(MAX_NODE_SCORE, penalised))
 
 
 def to_extender_score(score: int) -> int:
     """Map crane's 0..100 onto kube-scheduler's extender range 0..10, rounding half up."""
-    bounded = max(0, min(MAX_CRANE_SCORE, score))
-    step = _CRANE_POINTS_PER_EXTENDER_POINT
+    bounded = max(0, min(MAX_NODE_SCORE, score))
+    step = EXTENDER_SCORE_SCALE
     return (bounded + step // 2) // step
 
 
@@ -359,7 +363,7 @@ def headroom(load: NodeLoad, measurement: Measurement, policy: Policy) -> dict[s
     readings = {reading.metric: reading for reading in load.readings}
     weighted_free, total_weight = _weighted_free(readings, policy)
     # The lowest load score that still maps to the same extender score, hot value included.
-    step = _CRANE_POINTS_PER_EXTENDER_POINT
+    step = EXTENDER_SCORE_SCALE
     lowest_score = (
         step * load.extender_score - step // 2 + load.hot_value * HOT_VALUE_PENALTY_PER_UNIT
     )
@@ -386,7 +390,7 @@ def headroom(load: NodeLoad, measurement: Measurement, policy: Policy) -> dict[s
         )
         if weight > 0 and load.extender_score > 0 and total_weight > 0:
             slack = weighted_free - lowest_score * total_weight
-            room = min(room, slack / (weight * MAX_CRANE_SCORE))
+            room = min(room, slack / (weight * MAX_NODE_SCORE))
         rooms[resource] = max(0.0, room - _HEADROOM_MARGIN)
     return rooms
 

@@ -5,3 +5,61 @@ PodDisruptionBudgets, label selectors, eviction records and the one pod-demand r
 Frozen dataclasses and pure functions; nothing here imports anything else of the
 project, so policy, load, kube, prom, rebalance and every component can build on it.
 """
+
+from app.objects.budgets import PodDisruptionBudgetView
+from app.objects.demand import (
+    NO_DEMAND,
+    Demand,
+    container_demand,
+    effective_demand,
+    requests_and_limits,
+)
+from app.objects.durations import format_duration, parse_duration_s
+from app.objects.evictions import EvictionRecord
+from app.objects.nodes import NodeInfo, Taint
+from app.objects.pods import (
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    OwnerRef,
+    PodAffinityTerm,
+    PodInfo,
+    PodPlacement,
+    ScheduledPod,
+    SpreadConstraint,
+    Toleration,
+    workload_of,
+)
+from app.objects.resources import CPU, MEMORY, RESOURCES, ZERO, Resources, parse_quantity
+from app.objects.selectors import LabelRequirement, LabelSelector
+
+__all__ = [
+    "CPU",
+    "MEMORY",
+    "NO_DEMAND",
+    "RESOURCES",
+    "ZERO",
+    "Demand",
+    "EvictionRecord",
+    "LabelRequirement",
+    "LabelSelector",
+    "NodeInfo",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "OwnerRef",
+    "PodAffinityTerm",
+    "PodDisruptionBudgetView",
+    "PodInfo",
+    "PodPlacement",
+    "Resources",
+    "ScheduledPod",
+    "SpreadConstraint",
+    "Taint",
+    "Toleration",
+    "container_demand",
+    "effective_demand",
+    "format_duration",
+    "parse_duration_s",
+    "parse_quantity",
+    "requests_and_limits",
+    "workload_of",
+]

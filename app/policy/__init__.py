@@ -1,5 +1,6 @@
-"""The scheduling policy: schema and loader (``schema``) and reload on change (``watch``).
-``loadaware policy check`` is a command, not part of the policy: ``app/policy_check.py``.
+"""The scheduling policy: schema and loader (``schema``). Reloading it on change is the
+runtime's (``app/runtime/policy_reload.py``), and ``loadaware policy check`` is a
+command, not part of the policy (``app/policy_check/``).
 
 The schema's names are re-exported here, so callers write ``from app.policy import Policy``.
 """
@@ -24,6 +25,7 @@ from app.policy.schema import (
     load_policy,
     policy_from_mapping,
     policy_from_yaml,
+    resource_of_metric,
 )
 
 __all__ = [
@@ -46,4 +48,5 @@ __all__ = [
     "load_policy",
     "policy_from_mapping",
     "policy_from_yaml",
+    "resource_of_metric",
 ]

@@ -26,8 +26,7 @@ from pydantic import (
 )
 
 from app.documents import parse_yaml, read_file, validate
-from app.objects.durations import format_duration, parse_duration_s
-from app.objects.resources import parse_quantity
+from app.objects import format_duration, parse_duration_s, parse_quantity
 
 API_VERSION = "scheduler.policy.crane.io/v1alpha1"
 KIND = "DynamicSchedulerPolicy"

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from app.flags import add_flag, duration, http_url
+from app.commandline import add_flag, duration, http_url
 from app.prom.client import PrometheusSettings, parse_header
 
 

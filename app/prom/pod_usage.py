@@ -37,9 +37,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from app.objects.nodes import NodeInfo
-from app.objects.pods import PodInfo
-from app.objects.resources import Resources
+from app.objects import NodeInfo, PodInfo, Resources
 from app.prom.client import InstantQuery, InvalidSample, PrometheusQueryError, invalid_sample
 from app.prom.matching import split_instance
 

@@ -22,8 +22,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from app.documents import parse_yaml, validate
-from app.policy import DurationS
-from app.policy.schema import resource_of_metric
+from app.policy import DurationS, resource_of_metric
 
 API_VERSION = "loadaware.io/v1alpha1"
 KIND = "DeschedulerConfiguration"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from app.objects.evictions import EvictionRecord
+from app.objects import EvictionRecord
 
 # node -> resource -> sample timestamp (unix s) of that resource's metric, None if none
 SampleTimes = Mapping[str, Mapping[str, float | None]]

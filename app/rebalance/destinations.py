@@ -27,12 +27,16 @@ import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from app.load.estimate import PlacedPod, estimate_pod_usage, node_unsampled
-from app.objects.durations import format_duration
-from app.objects.evictions import EvictionRecord
-from app.objects.nodes import NodeInfo
-from app.objects.pods import PodInfo, workload_of
-from app.objects.resources import RESOURCES, Resources
+from app.load import PlacedPod, estimate_pod_usage, node_unsampled
+from app.objects import (
+    RESOURCES,
+    EvictionRecord,
+    NodeInfo,
+    PodInfo,
+    Resources,
+    format_duration,
+    workload_of,
+)
 from app.policy import Policy
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.fit import fit_refusal

@@ -10,8 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from app.objects.nodes import NodeInfo, Taint
-from app.objects.pods import NodeSelectorRequirement, NodeSelectorTerm, PodInfo, Toleration
+from app.objects import (
+    NodeInfo,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodInfo,
+    Taint,
+    Toleration,
+)
 
 # Taint effects that keep a pod off a node; PreferNoSchedule is only a preference.
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")

@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from app.objects.budgets import PodDisruptionBudgetView
-from app.objects.durations import format_duration
-from app.objects.evictions import EvictionRecord
-from app.objects.pods import PodInfo, workload_of
+from app.objects import (
+    EvictionRecord,
+    PodDisruptionBudgetView,
+    PodInfo,
+    format_duration,
+    workload_of,
+)
 from app.rebalance.config import DeschedulerConfig, unavailable_allowed
 from app.rebalance.outcome import SkipCode
 

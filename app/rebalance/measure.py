@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from app.load.model import MetricReading, NodeLoad, evaluate_node, read_usage
-from app.objects.evictions import EvictionRecord
-from app.objects.nodes import NodeInfo
-from app.objects.resources import RESOURCES
+from app.load import MetricReading, NodeLoad, evaluate_node, read_usage
+from app.objects import RESOURCES, EvictionRecord, NodeInfo
 from app.policy import Policy
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.convergence import as_fractions, unsampled_amounts

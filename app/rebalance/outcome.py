@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from app.objects.pods import PodInfo
-from app.objects.resources import Resources
+from app.objects import PodInfo, Resources
 
 
 class NodeKind(StrEnum):

@@ -20,8 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.objects.nodes import NodeInfo
-from app.objects.pods import PodAffinityTerm, PodInfo, SpreadConstraint
+from app.objects import NodeInfo, PodAffinityTerm, PodInfo, SpreadConstraint
 from app.rebalance.fit import selector_refusal, untolerated_taint
 
 

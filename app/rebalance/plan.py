@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from app.objects.pods import PodInfo
-from app.objects.resources import RESOURCES, Resources
+from app.objects import RESOURCES, PodInfo, Resources
 from app.policy import Policy
 from app.rebalance.agreement import threshold_conflicts
 from app.rebalance.classes import classify_all, nothing_to_do
@@ -30,25 +29,9 @@ from app.rebalance.outcome import (
     SkippedPod,
 )
 from app.rebalance.placement import Placements
-from app.rebalance.render import render_plan
 from app.rebalance.usage import UsageSource, pod_usage, usage_sources
 from app.rebalance.victims import owned_pod_counts, protection, victim_order
 from app.rebalance.view import ClusterView
-
-__all__ = [
-    "ClusterView",
-    "EvictionPlan",
-    "NodeClass",
-    "NodeKind",
-    "PlannedEviction",
-    "PlannerMemory",
-    "SkipCode",
-    "SkippedPod",
-    "observe_round",
-    "plan",
-    "recheck",
-    "render_plan",
-]
 
 
 @dataclass

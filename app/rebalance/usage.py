@@ -11,9 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.load.estimate import estimate_pod_usage
-from app.objects.pods import PodInfo
-from app.objects.resources import Resources
+from app.load import estimate_pod_usage
+from app.objects import PodInfo, Resources
 from app.policy import EstimationPolicy
 
 

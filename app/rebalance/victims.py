@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from app.objects.pods import PodInfo
-from app.objects.resources import Resources
+from app.objects import PodInfo, Resources
 from app.rebalance.config import DeschedulerConfig
 
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"

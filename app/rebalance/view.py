@@ -5,11 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from app.objects.budgets import PodDisruptionBudgetView
-from app.objects.evictions import EvictionRecord
-from app.objects.nodes import NodeInfo
-from app.objects.pods import PodInfo
-from app.objects.resources import Resources
+from app.objects import EvictionRecord, NodeInfo, PodDisruptionBudgetView, PodInfo, Resources
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from app.load.estimate import estimate_pod_usage
-from app.objects.resources import Resources
+from app.load import estimate_pod_usage
+from app.objects import Resources
 from app.policy import Policy
 from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due

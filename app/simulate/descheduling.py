@@ -41,15 +41,24 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from app.objects.budgets import PodDisruptionBudgetView
-from app.objects.evictions import EvictionRecord
-from app.objects.nodes import NodeInfo
-from app.objects.pods import OwnerRef, PodInfo, workload_of
-from app.objects.resources import Resources
-from app.objects.selectors import LabelSelector
-from app.rebalance.config import memory_window_s
-from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
-from app.rebalance.plan import ClusterView, EvictionPlan, plan
+from app.objects import (
+    EvictionRecord,
+    LabelSelector,
+    NodeInfo,
+    OwnerRef,
+    PodDisruptionBudgetView,
+    PodInfo,
+    Resources,
+    workload_of,
+)
+from app.rebalance import (
+    ClusterView,
+    EvictionPlan,
+    memory_window_s,
+    plan,
+    previous_hot_rounds,
+    record_hot_rounds,
+)
 
 if TYPE_CHECKING:
     from app.simulate.cluster import SimulatedCluster

@@ -17,8 +17,8 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
-from app.load.estimate import PlacedPod, node_unsampled
-from app.objects.resources import Resources
+from app.load import PlacedPod, node_unsampled
+from app.objects import Resources
 
 if TYPE_CHECKING:
     from app.simulate.cluster import SimulatedCluster

@@ -10,11 +10,11 @@ import signal
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.flags import (
+from app.commandline import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -23,6 +23,7 @@ from app.flags import (
     add_flag,
     count,
     env_name,
+    progress_bar,
     seed,
 )
 from app.simulate.cluster import Run, SimulatedCluster
@@ -173,23 +174,6 @@ def check_plots_folder(folder: Path) -> None:
         raise UsageError(f"--plots {folder}: cannot create it: {error.strerror}") from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"--plots {folder}: not writable by this user")
-
-
-def progress_bar(label: str, stream: TextIO) -> Callable[[int, int], None]:
-    width = 30
-    last = [-1]
-
-    def show(done: int, total: int) -> None:
-        filled = done * width // total
-        if filled == last[0] and done != total:
-            return
-        last[0] = filled
-        stream.write(f"\r{label:24} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-        if done == total:
-            stream.write("\n")
-        stream.flush()
-
-    return show
 
 
 def usable_cpus() -> int:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from app.policy.schema import resource_of_metric
+from app.policy import resource_of_metric
 from app.simulate.cluster import Run
 
 PLOTS_HINT = "for PNG plots install the extra: pip install 'loadaware[simulate]'"

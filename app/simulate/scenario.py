@@ -18,10 +18,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from app.documents import parse_yaml, read_file, validate
-from app.objects.demand import Demand, effective_demand, requests_and_limits
-from app.objects.resources import Resources, parse_quantity
+from app.objects import Demand, Resources, effective_demand, parse_quantity, requests_and_limits
 from app.policy import DurationS, Policy, PolicyError, default_policy, policy_from_mapping
-from app.rebalance.config import DeschedulerConfig, config_from_mapping
+from app.rebalance import DeschedulerConfig, config_from_mapping
 
 BUILTIN_PACKAGE = "app.simulate.scenarios"
 

@@ -31,15 +31,20 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from app.load import NodeLoad, evaluate_node
-from app.load.wire import can_be_preferred, limit_room, wire_scores
+from app.load import (
+    EXTENDER_SCORE_SCALE,
+    MAX_NODE_SCORE,
+    NodeLoad,
+    can_be_preferred,
+    evaluate_node,
+    limit_room,
+    wire_scores,
+)
 from app.policy import Policy
 from app.simulate.recording_rules import SimulatedMonitoring
 
 NON_ZERO_CPU_CORES = 0.1
-EXTENDER_POINTS = 10  # kube-scheduler multiplies an extender's score by 10 x its weight
 NON_ZERO_MEMORY_BYTES = 200 * 2.0**20
-MAX_NODE_SCORE = 100
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -206,7 +211,7 @@ class Scheduler:
                 scores = scores + self.load_filter.score * self.plugin_weight
             elif feasible.any():
                 scores = scores + self._extender_answer(feasible, pod) * (
-                    EXTENDER_POINTS * self.extender_weight
+                    EXTENDER_SCORE_SCALE * self.extender_weight
                 )
         if not feasible.any():
             return None

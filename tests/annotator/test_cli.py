@@ -16,7 +16,7 @@ import yaml
 
 from app.annotator import main as annotator_main
 from app.cli import build_parser
-from app.flags import env_name
+from app.commandline.flags import env_name
 from tests.annotator.promproxy import PromProxy, wait_until
 from tests.support.fakekube_fixtures import FakeKube
 

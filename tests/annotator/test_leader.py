@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from app.annotator.annotator import Annotator
-from app.kube.lease import LeaderElector, LeaseSettings
+from app.runtime.leader_election import LeaderElector, LeaseSettings
 from tests.annotator.helpers import annotator, eventually, metric_value, policy, running
 from tests.annotator.promproxy import PromProxy
 from tests.support.fakekube_fixtures import FakeKube

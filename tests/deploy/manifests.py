@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from app.cli import build_parser
-from app.flags import env_name
+from app.commandline.flags import env_name
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -127,7 +127,7 @@ def actions_of(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 def env_vars_of(command: str) -> set[str]:
     """The variables a command reads: each flag's, as its help names it (a flag of one
-    command has the command in its name, app/flags.py), else the plain rule."""
+    command has the command in its name, app/commandline/flags.py), else the plain rule."""
     parser = subcommands()[command]
     found = set()
     for action in actions_of(parser):

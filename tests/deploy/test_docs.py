@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 
 from app.cli import build_parser
-from app.flags import RENAMED
+from app.commandline.flags import RENAMED
 from app.rebalance.config import DeschedulerConfig
 from tests.conftest import E2E_ASSETS_ENV
 from tests.deploy.manifests import ROOT, actions_of, env_vars_of, subcommands

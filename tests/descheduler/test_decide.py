@@ -6,7 +6,7 @@ from __future__ import annotations
 from app.descheduler.decide import decide
 from app.descheduler.gather import View
 from app.kube.state import Memory
-from app.rebalance.plan import NodeKind, PlannerMemory
+from app.rebalance import NodeKind, PlannerMemory
 from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
 
 INTERVAL_S = 60.0

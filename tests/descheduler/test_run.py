@@ -15,11 +15,11 @@ from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport, Ru
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube import state
 from app.kube.events import DESTINATION_NODE, REASON, SOURCE_NODE
-from app.kube.lease import LeaseSettings
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.outcome import SkipCode
+from app.runtime.leader_election import LeaseSettings
 from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
 from tests.support.fakekube import CONFIGMAPS, LEASES

@@ -7,8 +7,8 @@ import json
 
 from app.explain.node import explain_node
 from app.explain.render import node_json, render_node
+from app.rebalance import plan
 from app.rebalance.outcome import NodeKind, SkipCode
-from app.rebalance.plan import plan
 from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
 
 NODES = [node("hot", 0.9), node("cool", 0.1), node("warm", 0.55)]

@@ -85,7 +85,7 @@ def test_readyz_waits_for_the_first_node_list(fake_kube: FakeKube) -> None:
     with serve(ExtenderApp(Extender(default_policy(), node_cache=cache))) as url:
         first = httpx.get(f"{url}/readyz")
         assert first.status_code == 503
-        assert "node cache" in first.json()["detail"]
+        assert "node cache" in first.json()["not_ready_because"]
         # Scheduling is never blocked meanwhile: unknown nodes pass.
         assert filter_names(url)["NodeNames"] == ["n1", "n3", "n2"]
         wait_for(lambda: httpx.get(f"{url}/readyz").status_code == 200)

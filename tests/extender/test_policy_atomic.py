@@ -16,9 +16,9 @@ import pytest
 
 from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
-from app.filewatch import FileWatcher
 from app.policy import DEFAULT_POLICY_YAML, Policy, PolicyError, PriorityPolicy, default_policy
-from app.policy.watch import PolicyWatcher
+from app.runtime.filewatch import FileWatcher
+from app.runtime.policy_reload import PolicyWatcher
 from tests.extender.nodes import usage_annotations
 from tests.extender.test_policy_reload import ConfigMapVolume
 from tests.support.asgi_server import serve

@@ -9,7 +9,7 @@ import pytest
 
 from app.extender.extender import Extender
 from app.policy import DEFAULT_POLICY_YAML, Policy, default_policy
-from app.policy.watch import PolicyWatcher
+from app.runtime.policy_reload import PolicyWatcher
 from tests.extender.nodes import usage_annotations
 
 

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport, RunResult
-from app.kube.lease import LeaseSettings
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource
+from app.runtime.leader_election import LeaseSettings
 from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
 from tests.support.fakekube_fixtures import FakeKube

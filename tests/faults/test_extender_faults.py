@@ -74,10 +74,10 @@ def test_a_restarted_extender_is_not_ready_and_fails_open_until_its_node_cache_s
 ) -> None:
     cluster.fail_next("GET", "/api/v1/nodes", 500, times=1_000_000)  # the list keeps failing
     with serve(extender(cluster)) as url:
-        wait_for(lambda: "500" in readyz(url).json()["detail"])
+        wait_for(lambda: "500" in readyz(url).json()["not_ready_because"])
         answer = readyz(url)
         assert answer.status_code == 503
-        assert "node cache has not synced" in answer.json()["detail"]
+        assert "node cache has not synced" in answer.json()["not_ready_because"]
         # Until then every node is unknown: the filter passes them all, never blocks.
         assert filtered(url)["NodeNames"] == ["n1", "n3", "n2"]
         cluster.faults.clear()
@@ -98,7 +98,7 @@ def test_with_estimation_the_extender_is_not_ready_until_its_pod_cache_syncs(
         )
     )
     with serve(app) as url:
-        wait_for(lambda: "pod cache" in readyz(url).json().get("detail", ""))
+        wait_for(lambda: "pod cache" in (readyz(url).json()["not_ready_because"] or ""))
         assert readyz(url).status_code == 503
         cluster.faults.clear()
         wait_for(lambda: readyz(url).status_code == 200)
@@ -112,7 +112,7 @@ def test_readyz_turns_503_while_the_api_server_is_away_and_200_when_it_is_back(
         port = int(cluster.url.rsplit(":", 1)[1])
         cluster.server.stop()
         wait_for(lambda: readyz(url).status_code == 503)
-        assert "has not reached the API server" in readyz(url).json()["detail"]
+        assert "has not reached the API server" in readyz(url).json()["not_ready_because"]
         # The cached verdicts keep being served meanwhile: still a correct answer.
         assert list(filtered(url)["FailedAndUnresolvableNodes"]) == ["n2"]
         successor = FakeKubeServer(cluster.store)

@@ -20,7 +20,7 @@ from app.load.model import Freshness, assess, evaluate_node, headroom, measure
 from app.load.samples import format_usage
 from app.objects.resources import Resources
 from app.policy import DEFAULT_POLICY_YAML, Policy, PolicyError, default_policy, policy_from_yaml
-from app.policy_check import describe
+from app.policy_check.main import describe
 
 NOW_S = 1_700_000_000.0
 GiB = 2.0**30

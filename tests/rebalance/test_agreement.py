@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from app.policy import DEFAULT_POLICY_YAML, default_policy, policy_from_yaml
+from app.rebalance import plan, render_plan
 from app.rebalance.agreement import threshold_conflicts
-from app.rebalance.plan import plan, render_plan
 from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from app.objects.nodes import Taint
 from app.objects.pods import NodeSelectorRequirement, NodeSelectorTerm, Toleration
-from app.rebalance.plan import NodeKind, plan
+from app.rebalance import NodeKind, plan
 from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
 
 

@@ -10,8 +10,8 @@ from app.objects.evictions import EvictionRecord
 from app.objects.pods import PodAffinityTerm, PodInfo, SpreadConstraint
 from app.objects.resources import Resources
 from app.objects.selectors import LabelSelector
+from app.rebalance import EvictionPlan, SkipCode, plan
 from app.rebalance.placement import Placements
-from app.rebalance.plan import EvictionPlan, SkipCode, plan
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, node, pod
 from tests.rebalance.builders import config as base_config
 

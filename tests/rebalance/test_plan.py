@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.objects.evictions import EvictionRecord
 from app.objects.resources import Resources
-from app.rebalance.plan import NodeKind, plan, render_plan
+from app.rebalance import NodeKind, plan, render_plan
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node, pod
 
 

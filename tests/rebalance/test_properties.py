@@ -12,9 +12,9 @@ from app.load.model import evaluate_node
 from app.objects.budgets import PodDisruptionBudgetView
 from app.objects.resources import RESOURCES, Resources
 from app.objects.selectors import LabelSelector
+from app.rebalance import plan
 from app.rebalance.convergence import as_fractions
 from app.rebalance.measure import allocatable_of
-from app.rebalance.plan import plan
 from app.rebalance.victims import owned_pod_counts, protection
 from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
 

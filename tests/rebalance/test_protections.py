@@ -11,7 +11,7 @@ from app.objects.evictions import EvictionRecord
 from app.objects.pods import PodInfo
 from app.objects.resources import Resources
 from app.objects.selectors import LabelSelector
-from app.rebalance.plan import NodeKind, PlannerMemory, SkipCode, observe_round, plan
+from app.rebalance import NodeKind, PlannerMemory, SkipCode, observe_round, plan
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node, pod
 
 NODES = [node("hot", 0.9), node("cool", 0.1)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from app.objects.nodes import NodeInfo
 from app.objects.pods import PodInfo
 from app.objects.resources import Resources
-from app.rebalance.plan import PlannedEviction, plan, recheck
+from app.rebalance import PlannedEviction, plan, recheck
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node, pod
 
 HOT_PODS = [pod(f"web-{i}", "hot", owner="web") for i in range(10)]

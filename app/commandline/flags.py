@@ -34,7 +34,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, Final, NoReturn
 
-from app.objects.durations import format_duration, parse_duration_s
+from app.objects import format_duration, parse_duration_s
 
 ENV_PREFIX: Final = "LOADAWARE_"
 

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from app.load.model import assumed_usage_fraction
-from app.objects.durations import format_duration
+from app.load import assumed_usage_fraction
+from app.objects import format_duration
 from app.policy import HOT_VALUE_VALID_S, Policy, PolicyError, load_policy
 
 
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         policy = load_policy(args.file)
     except PolicyError as error:
-        # Exit code 2, as for every bad configuration (app/flags.py, one floor up).
+        # Exit code 2, as for every bad configuration (app/commandline/flags.py, one floor up).
         print(f"loadaware policy check: error: {error}", file=sys.stderr, flush=True)
         return 2
     print(describe(policy))

@@ -1,15 +1,19 @@
-"""Reload the policy file when it changes, keeping the old policy if the new one is broken,
-and the reload metrics every component reports the same way."""
+"""The policy a component runs on: the file ``--policy`` names, reloaded when it changes
+(keeping the old policy if the new one is broken), or the built-in default; and the
+reload metrics every component reports the same way."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from app.filewatch import FileWatcher, ReloadResult
-from app.policy import Policy, PolicyError, load_policy
+from app.policy import Policy, PolicyError, default_policy, load_policy
+from app.runtime.filewatch import FileWatcher, ReloadResult
+
+log = logging.getLogger(__name__)
 
 
 class PolicyWatcher(FileWatcher[Policy]):
@@ -30,6 +34,22 @@ class PolicyWatcher(FileWatcher[Policy]):
             interval_s=interval_s,
             warnings_of=lambda policy: tuple(policy.warnings),
         )
+
+
+def starting_policy(
+    path: str | Path | None,
+    on_change: Callable[[Policy], None],
+    on_result: ReloadResult = lambda result: None,
+    interval_s: float = 5.0,
+) -> tuple[Policy, PolicyWatcher | None]:
+    """The policy to start with and the watcher that reloads it: the file ``--policy``
+    names (read now; PolicyError if it is broken), or the built-in default, with a
+    warning and no watcher, when no file is given. The callbacks run on reloads only."""
+    if not path:
+        log.warning("no --policy given: using the built-in default policy (crane's defaults)")
+        return default_policy(), None
+    watcher = PolicyWatcher(path, on_change, on_result, interval_s=interval_s)
+    return watcher.load_initial(), watcher
 
 
 class PolicyReloadMetrics:

@@ -5,7 +5,8 @@ Every replica runs the same background tasks: the watch caches, the file watcher
 the leader runs the component's own work (``lead``); losing the Lease cancels it.
 Signals stay with the component, so that SIGTERM can release the Lease before exit.
 
-``/healthz`` and ``/readyz`` answer one status shape for every component::
+``/healthz`` and ``/readyz`` answer the one status shape of every component
+(``app.health.probe_status``), with the election's fields after it::
 
     {"component", "alive", "stopped_tasks", "ready", "not_ready_because",
      "caches_synced": {cache: bool}, "leader",
@@ -14,28 +15,52 @@ Signals stay with the component, so that SIGTERM can release the Lease before ex
 
 Alive: no background task has stopped. Ready: every cache is current. Readiness does
 not depend on leadership: a follower with synced caches is a healthy standby.
+
+``run_once`` is the same skeleton for a single unit of work (``descheduler --once``):
+caches and election start as in ``run``, the work runs once the Lease is held, and
+everything stops after it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import socket
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, Protocol, TypeVar
 
 from lightkube import AsyncClient
 from prometheus_client import CollectorRegistry, Gauge
 
-from app.flags import add_flag, host, port_or_off
-from app.health import EmbeddedServer, build_app, embedded_server, listen, serve
-from app.kube.cache import WatchCache
-from app.kube.lease import LeaderElector, LeaderWork, LeaseSettings
+from app.commandline import add_flag, host, port_or_off
+from app.health import EmbeddedServer, build_app, embedded_server, listen, probe_status, serve
+from app.kube import WatchCache
+from app.runtime.leader_election import LeaderElector, LeaderWork, LeaseSettings
 
 Work = Callable[[], Coroutine[Any, Any, None]]
+T = TypeVar("T")
 log = logging.getLogger(__name__)
+
+
+class LeadershipNotAcquired(Exception):
+    """A single run (``run_once``) did not get the Lease in time: another replica holds
+    it (``holder``), or the API server could not be reached or refused it."""
+
+    def __init__(self, lease: LeaseSettings, holder: str | None, waited_s: float) -> None:
+        self.lease = lease
+        self.holder = holder
+        self.waited_s = waited_s
+        self.why = (
+            f"it is held by {holder}"
+            if holder is not None
+            else "the API server could not be reached or refused it (see the lease warnings above)"
+        )
+        super().__init__(
+            f"lease {lease.namespace}/{lease.name} not acquired within {waited_s:g}s: {self.why}"
+        )
 
 
 class Runnable(Protocol):
@@ -81,7 +106,8 @@ class LeaderElectedService:
             else None
         )
         self.leader_work = LeaderWork(lead, name=f"{component}-lead")
-        self.run_lead_on_leadership = True  # False for a single run that drives itself
+        self._run_lead_on_leadership = True  # False in run_once: that run is the work
+        self._leading = asyncio.Event()
         self.background: list[asyncio.Task[Any]] = []
         self.server: EmbeddedServer | None = None
 
@@ -92,11 +118,15 @@ class LeaderElectedService:
 
     def _leadership_changed(self, leading: bool) -> None:
         self.leading.set(1 if leading else 0)
+        if leading:
+            self._leading.set()
+        else:
+            self._leading.clear()
         self._on_leadership(leading)
-        if self.run_lead_on_leadership:
+        if self._run_lead_on_leadership:
             self.leader_work.set_leading(leading)
 
-    def start_caches(self, group: asyncio.TaskGroup) -> None:
+    def _start_caches(self, group: asyncio.TaskGroup) -> None:
         self.background = [
             group.create_task(cache.run(), name=f"{name}-cache")
             for name, cache in self.caches.items()
@@ -114,7 +144,7 @@ class LeaderElectedService:
             )
         try:
             async with asyncio.TaskGroup() as group:
-                self.start_caches(group)
+                self._start_caches(group)
                 for watcher in watchers:
                     self.background.append(group.create_task(watcher.run(), name="reload"))
                 if health_socket is not None:
@@ -127,6 +157,36 @@ class LeaderElectedService:
                     self._leadership_changed(True)
         finally:
             await self.leader_work.stop()
+
+    async def run_once(self, work: Callable[[], Awaitable[T]], leadership_timeout_s: float) -> T:
+        """Run ``work`` once, as ``run`` would run ``lead``, and stop: start the caches
+        and, with a Lease, the election; wait up to ``leadership_timeout_s`` for the
+        Lease (raising LeadershipNotAcquired without it, so that a CronJob run never
+        acts beside a running replica); run the work; then stop the caches and release
+        the Lease. No health server and no file watchers: the run is over before they
+        would matter. Waiting for the caches is the work's own step, as in ``lead``."""
+        self._run_lead_on_leadership = False
+        missed: LeadershipNotAcquired | None = None
+        async with asyncio.TaskGroup() as group:
+            self._start_caches(group)
+            if self.elector is not None:
+                self.background.append(group.create_task(self.elector.run(), name="leader"))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._leading.wait(), leadership_timeout_s)
+            try:
+                if self.elector is not None and not self.is_leader:
+                    # Raised outside the group, which would wrap it in an ExceptionGroup.
+                    missed = LeadershipNotAcquired(
+                        self.elector.settings, self.elector.holder, leadership_timeout_s
+                    )
+                else:
+                    result = await work()
+            finally:
+                for task in self.background:
+                    task.cancel()
+        if missed is not None:
+            raise missed
+        return result
 
     async def _serve_health(self, sock: socket.socket) -> None:
         note = (
@@ -154,15 +214,14 @@ class LeaderElectedService:
         stopped = [t.get_name() for t in self.background if t.done()]
         if self.leader_work.ended:
             stopped.append(self.leader_work.name)
-        stale = self.stale_caches()
         lease = self.lease
         return {
-            "component": self.component,
-            "alive": not stopped,
-            "stopped_tasks": stopped,
-            "ready": not stale,
-            "not_ready_because": stale or None,
-            "caches_synced": {name: cache.synced for name, cache in self.caches.items()},
+            **probe_status(
+                self.component,
+                stopped_tasks=stopped,
+                not_ready_because=self.stale_caches(),
+                caches_synced={name: cache.synced for name, cache in self.caches.items()},
+            ),
             "leader": self.is_leader,
             "leader_election": {
                 "enabled": lease is not None,

@@ -1,0 +1,1 @@
+"""``loadaware policy check FILE``: validate a policy file and show what it means (``main``)."""
