@@ -226,6 +226,17 @@ def taints_with(
     return others + wanted
 
 
+def taints_patch(
+    resource_version: str | None, taints: Sequence[Mapping[str, object]]
+) -> dict[str, object]:
+    """The merge patch that sets a Node's taints to ``taints`` (none: the field goes)
+    only if the Node is still at ``resource_version``: else the API server answers 409."""
+    return {
+        "metadata": {"resourceVersion": resource_version},
+        "spec": {"taints": [dict(t) for t in taints] or None},
+    }
+
+
 class TaintWriter:
     """Adds or removes one taint on a Node, leaving its other taints alone (module doc)."""
 
@@ -256,11 +267,7 @@ class TaintWriter:
             changed = taints_with(entries, taint, present)
             if changed is None:
                 return PatchOutcome.UNCHANGED
-            body = {
-                # A precondition: applied to exactly the version read, else 409.
-                "metadata": {"resourceVersion": version},
-                "spec": {"taints": changed or None},
-            }
+            body = taints_patch(version, changed)
             await self._client.patch(Node, node, body, patch_type=PatchType.MERGE)
             return PatchOutcome.WRITTEN
 
