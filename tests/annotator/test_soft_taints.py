@@ -5,6 +5,7 @@ taken off everywhere when the feature is off."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -14,6 +15,7 @@ import pytest
 
 from app.annotator.annotator import Annotator
 from app.annotator.softtaints import SOFT_TAINT
+from app.kube.lease import LeaseSettings
 from app.kube.patching import PatchOutcome, TaintWriter, taints_with
 from app.load import format_usage
 from app.load.taints import SOFT_TAINT_KEY, SoftTaintSettings
@@ -254,3 +256,49 @@ def test_a_refused_write_is_counted_and_tried_again(
     annotator = asyncio.run(scenario())
     rejected = {"kind": "soft_taint", "reason": "rejected"}
     assert metric_value(annotator, "loadaware_annotator_patch_errors_total", rejected) == 1
+
+
+def test_a_follower_touches_no_taint_and_a_new_leader_with_soft_taints_off_removes_them(
+    fake_kube: FakeKube, static_prom: PromProxy
+) -> None:
+    """A rollout that turns soft taints off: the new replica (off) waits as a follower
+    while the old leader (on) keeps the taint, then takes it off when it leads."""
+    store = fake_kube.store
+    for name in ("a", "b", "c"):
+        store.add_node(name, annotations=cpu(0.90 if name == "a" else 0.20))
+
+    def leased(identity: str) -> LeaseSettings:
+        return LeaseSettings(
+            namespace="default",
+            name="loadaware-annotator",
+            identity=identity,
+            lease_duration_s=1.0,
+            renew_deadline_s=0.6,
+            retry_period_s=0.1,
+        )
+
+    async def scenario() -> None:
+        async with fake_kube.async_client() as client_on, fake_kube.async_client() as client_off:
+            on = annotator(
+                fake_kube, client_on, static_prom.url, the_policy=default_policy(),
+                soft_taints=SETTINGS, soft_taint_interval_s=0.05, lease=leased("on"),
+            )  # fmt: skip
+            off = annotator(
+                fake_kube, client_off, static_prom.url, the_policy=default_policy(),
+                lease=leased("off"),
+            )  # fmt: skip
+            async with running(on) as on_task:
+                assert await eventually(lambda: OURS in taints(fake_kube, "a"), 10)
+                async with running(off):
+                    elector = off.elector
+                    assert elector is not None
+                    assert await eventually(lambda: elector.attempts >= 5, 10)
+                    assert not off.may_write()
+                    assert OURS in taints(fake_kube, "a")  # the follower left it
+                    on_task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await on_task
+                    assert await eventually(lambda: taints(fake_kube, "a") == [], 10)
+                    assert off.may_write()
+
+    asyncio.run(scenario())
