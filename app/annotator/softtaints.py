@@ -127,7 +127,7 @@ class SoftTaintKeeper:
                         name,
                         reason,
                     )
-            elif outcome is not PatchOutcome.NODE_GONE:
+            elif outcome not in (PatchOutcome.NODE_GONE, PatchOutcome.NOT_LEADER):
                 report.failed[name] = outcome
                 # What the node carries is what it carried: keep its memory as it was.
                 if present:
