@@ -114,7 +114,9 @@ class SoftTaintKeeper:
             present = changes[name]
             reason = decided.decisions[name].reason
             if outcome in (PatchOutcome.WRITTEN, PatchOutcome.UNCHANGED):
-                if not present:
+                if present:
+                    self._removing.discard(name)
+                else:
                     self._removing.add(name)
                 if outcome is PatchOutcome.WRITTEN:
                     (report.added if present else report.removed).append(name)

@@ -12,6 +12,7 @@ from lightkube import AsyncClient
 
 from app.annotator.annotator import Annotator, AnnotatorConfig
 from app.annotator.sync import QueryShape
+from app.kube.lease import LeaseSettings
 from app.load.samples import parse_hot_value, parse_usage
 from app.policy import Policy, policy_from_mapping
 from app.prom.client import PrometheusSettings, PrometheusSource
@@ -101,3 +102,15 @@ def hot_value(fake_kube: FakeKube, node: str) -> int | None:
 def metric_value(annotator: Annotator, name: str, labels: Mapping[str, str] | None = None) -> float:
     value = annotator.telemetry.registry.get_sample_value(name, dict(labels or {}))
     return 0.0 if value is None else value
+
+
+def fast_lease(identity: str) -> LeaseSettings:
+    """The annotator's Lease in "default", on timings short enough for a test."""
+    return LeaseSettings(
+        namespace="default",
+        name="loadaware-annotator",
+        identity=identity,
+        lease_duration_s=1.0,
+        renew_deadline_s=0.6,
+        retry_period_s=0.1,
+    )

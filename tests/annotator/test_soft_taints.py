@@ -15,12 +15,11 @@ import pytest
 
 from app.annotator.annotator import Annotator
 from app.annotator.softtaints import SOFT_TAINT
-from app.kube.lease import LeaseSettings
 from app.kube.patching import PatchOutcome, TaintWriter, taints_with
 from app.load import format_usage
 from app.load.taints import SOFT_TAINT_KEY, SoftTaintSettings
 from app.policy import default_policy
-from tests.annotator.helpers import annotator, eventually, metric_value, running
+from tests.annotator.helpers import annotator, eventually, fast_lease, metric_value, running
 from tests.annotator.promproxy import PromProxy
 from tests.support.fakekube import NODES
 from tests.support.fakekube_fixtures import FakeKube
@@ -267,25 +266,15 @@ def test_a_follower_touches_no_taint_and_a_new_leader_with_soft_taints_off_remov
     for name in ("a", "b", "c"):
         store.add_node(name, annotations=cpu(0.90 if name == "a" else 0.20))
 
-    def leased(identity: str) -> LeaseSettings:
-        return LeaseSettings(
-            namespace="default",
-            name="loadaware-annotator",
-            identity=identity,
-            lease_duration_s=1.0,
-            renew_deadline_s=0.6,
-            retry_period_s=0.1,
-        )
-
     async def scenario() -> None:
         async with fake_kube.async_client() as client_on, fake_kube.async_client() as client_off:
             on = annotator(
                 fake_kube, client_on, static_prom.url, the_policy=default_policy(),
-                soft_taints=SETTINGS, soft_taint_interval_s=0.05, lease=leased("on"),
+                soft_taints=SETTINGS, soft_taint_interval_s=0.05, lease=fast_lease("on"),
             )  # fmt: skip
             off = annotator(
                 fake_kube, client_off, static_prom.url, the_policy=default_policy(),
-                lease=leased("off"),
+                lease=fast_lease("off"),
             )  # fmt: skip
             async with running(on) as on_task:
                 assert await eventually(lambda: OURS in taints(fake_kube, "a"), 10)
