@@ -53,11 +53,12 @@ def annotator(
     *,
     the_policy: Policy | None = None,
     query_timeout_s: float = 5.0,
+    clock: Callable[[], float] = time.time,
     **config: Any,
 ) -> Annotator:
     shape = config.pop("shape", QueryShape())
     settings = AnnotatorConfig(policy=the_policy or policy(), shape=shape, **config)
-    return Annotator(settings, client, source(prom_url, query_timeout_s))
+    return Annotator(settings, client, source(prom_url, query_timeout_s), clock=clock)
 
 
 @contextlib.asynccontextmanager

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -26,7 +26,10 @@ from tests.support.fakekube_fixtures import FakeKube
 
 FOREIGN = {"key": "example.com/gpu", "value": "a100", "effect": "NoSchedule"}
 OURS = {"key": SOFT_TAINT_KEY, "value": "true", "effect": "PreferNoSchedule"}
-SETTINGS = SoftTaintSettings(release_margin=0.1, min_hold_s=600.0, max_share=0.5)
+# A hold well inside the 5-minute metric's freshness (8 minutes), so that a clock moved
+# past the hold still reads the annotations as fresh.
+HOLD_S = 120.0
+SETTINGS = SoftTaintSettings(release_margin=0.1, min_hold_s=HOLD_S, max_share=0.5)
 
 
 def taints(fake_kube: FakeKube, node: str) -> list[dict[str, Any]]:
@@ -56,7 +59,11 @@ class Clock:
 
 
 def the_annotator(
-    fake_kube: FakeKube, client: Any, prom: PromProxy, settings: SoftTaintSettings | None
+    fake_kube: FakeKube,
+    client: Any,
+    prom: PromProxy,
+    settings: SoftTaintSettings | None,
+    clock: Callable[[], float] = time.time,
 ) -> Annotator:
     return annotator(
         fake_kube,
@@ -65,6 +72,7 @@ def the_annotator(
         the_policy=default_policy(),  # cpu_usage_avg_5m limited at 0.65
         soft_taints=settings,
         soft_taint_interval_s=0.05,
+        clock=clock,
     )
 
 
@@ -156,8 +164,9 @@ def test_a_hot_node_is_tainted_and_nothing_else_of_any_node_changes(
 
 
 def test_the_taint_stays_through_a_dip_goes_when_cool_and_at_once_when_stale(
-    fake_kube: FakeKube, static_prom: PromProxy
+    fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="app.annotator")
     store = fake_kube.store
     for name in ("a", "b", "c", "d"):
         store.add_node(name, annotations=cpu(0.90 if name == "a" else 0.20))
@@ -165,8 +174,7 @@ def test_the_taint_stays_through_a_dip_goes_when_cool_and_at_once_when_stale(
 
     async def scenario() -> None:
         async with fake_kube.async_client() as client:
-            annotator = the_annotator(fake_kube, client, static_prom, SETTINGS)
-            annotator.soft_taints._clock = clock  # the hold runs on this clock
+            annotator = the_annotator(fake_kube, client, static_prom, SETTINGS, clock)
 
             async def after_rounds(n: int = 2) -> None:
                 rounds = annotator.soft_taint_rounds
@@ -177,7 +185,7 @@ def test_the_taint_stays_through_a_dip_goes_when_cool_and_at_once_when_stale(
                 set_cpu(fake_kube, "a", cpu(0.20))  # a dip, cool
                 await after_rounds()
                 assert OURS in taints(fake_kube, "a")
-                clock.offset_s = 601.0  # cool for longer than the hold
+                clock.offset_s = HOLD_S + 1  # cool for longer than the hold
                 assert await eventually(lambda: taints(fake_kube, "a") == [])
                 clock.offset_s = 0.0
                 set_cpu(fake_kube, "a", cpu(0.90))
@@ -186,10 +194,12 @@ def test_the_taint_stays_through_a_dip_goes_when_cool_and_at_once_when_stale(
                 assert await eventually(lambda: taints(fake_kube, "a") == [])
 
     asyncio.run(scenario())
+    assert "soft taint taken off node a: cool for 12" in caplog.text  # 121 s, or a bit more
+    assert "soft taint taken off node a: no fresh data: fail open" in caplog.text
 
 
 def test_a_taint_found_without_memory_is_held_from_now(
-    fake_kube: FakeKube, static_prom: PromProxy
+    fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A new leader (or a restart) finds the taint on a node gone cool: it keeps it for
     the hold rather than dropping it at once."""
@@ -201,15 +211,16 @@ def test_a_taint_found_without_memory_is_held_from_now(
 
     async def scenario() -> None:
         async with fake_kube.async_client() as client:
-            annotator = the_annotator(fake_kube, client, static_prom, SETTINGS)
-            annotator.soft_taints._clock = clock
+            annotator = the_annotator(fake_kube, client, static_prom, SETTINGS, clock)
             async with running(annotator):
                 assert await eventually(lambda: annotator.soft_taint_rounds >= 3)
                 assert taints(fake_kube, "a") == [OURS]
-                clock.offset_s = 601.0
+                clock.offset_s = HOLD_S + 1
                 assert await eventually(lambda: taints(fake_kube, "a") == [])
 
+    caplog.set_level(logging.INFO, logger="app.annotator")
     asyncio.run(scenario())
+    assert "soft taint taken off node a: cool for 12" in caplog.text
 
 
 def test_turned_off_it_takes_every_soft_taint_off_and_says_how_many(
