@@ -203,6 +203,12 @@ class Annotator:
             state.period_s = periods_s[metric]
         self.windows.set_policy(policy.spec.hot_value)
         self.telemetry.policy.loaded(self._clock())
+        if self.config.soft_taints is not None and not policy.limits:
+            log.warning(
+                "policy reload: %s limits no metric (no predicate), so soft taints come "
+                "off every node",
+                policy.source,
+            )
         if self.schedule is not None:
             changed = self.schedule.replace_periods(periods_s, time.monotonic())
             if changed:

@@ -19,7 +19,14 @@ from app.kube.patching import PatchOutcome, TaintWriter, taints_with
 from app.load import format_usage
 from app.load.taints import SOFT_TAINT_KEY, SoftTaintSettings
 from app.policy import default_policy
-from tests.annotator.helpers import annotator, eventually, fast_lease, metric_value, running
+from tests.annotator.helpers import (
+    annotator,
+    eventually,
+    fast_lease,
+    metric_value,
+    policy,
+    running,
+)
 from tests.annotator.promproxy import PromProxy
 from tests.support.fakekube import NODES
 from tests.support.fakekube_fixtures import FakeKube
@@ -302,3 +309,23 @@ def test_a_follower_touches_no_taint_and_a_new_leader_with_soft_taints_off_remov
                     assert off.may_write()
 
     asyncio.run(scenario())
+
+
+def test_a_reloaded_policy_that_limits_nothing_takes_the_taints_off_and_says_so(
+    fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("a", "b", "c"):
+        fake_kube.store.add_node(name, annotations=cpu(0.90 if name == "a" else 0.20))
+    caplog.set_level(logging.INFO, logger="app.annotator")
+
+    async def scenario() -> None:
+        async with fake_kube.async_client() as client:
+            annotator = the_annotator(fake_kube, client, static_prom, SETTINGS)
+            async with running(annotator):
+                assert await eventually(lambda: OURS in taints(fake_kube, "a"))
+                annotator.set_policy(policy())  # syncPolicy and hotValue, no predicate
+                assert await eventually(lambda: taints(fake_kube, "a") == [])
+
+    asyncio.run(scenario())
+    assert "limits no metric (no predicate), so soft taints come off every node" in caplog.text
+    assert "soft taint taken off node a: no fresh data: fail open" in caplog.text
