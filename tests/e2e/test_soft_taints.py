@@ -1,12 +1,13 @@
 """Soft taints on a real control plane, with the STOCK kube-scheduler and no extender.
 
-The annotator runs as its own identity with the shipped RBAC and ``--soft-taints``, on
-short settings (a round every second, a hold of a few seconds). A node is made hot
-either by a real sync from the session's Prometheus (node-busy: cpu 70 % against the
-default policy's 65 % limit) or, where a test needs the load to change over time, by
-annotations the test writes itself on nodes Prometheus has no series for (the annotator
-leaves those alone). kube-scheduler runs with its default profile: what keeps pods off
-the tainted node is TaintToleration's score, nothing of loadaware's.
+The annotator runs as its own identity with the shipped RBAC and ``--soft-taints``,
+leader-elected on its Lease, on short settings (a round every second, a hold of a few
+seconds). A node is made hot either by a real sync from the session's Prometheus
+(node-busy: cpu 70 % against the default policy's 65 % limit) or, where a test needs
+the load to change over time, by annotations the test writes itself on nodes
+Prometheus has no series for (the annotator leaves those alone). kube-scheduler runs
+with its default profile: what keeps pods off the tainted node is TaintToleration's
+score, nothing of loadaware's.
 """
 
 from __future__ import annotations
@@ -37,7 +38,12 @@ SOFT_TAINT_FLAGS = (
     "--soft-taint-interval", "1s",
     "--soft-taint-hold", f"{HOLD_S:g}s",
     "--soft-taint-max-share", "0.5",
-    "--no-leader-elect",
+    # Leader-elected as deployed (its Lease in loadaware, by the shipped Role), on
+    # short timings: only the leader writes.
+    "--lease-namespace", "loadaware",
+    "--leader-elect-lease-duration", "3s",
+    "--leader-elect-renew-deadline", "2s",
+    "--leader-elect-retry-period", "500ms",
 )  # fmt: skip
 
 
