@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from app.annotator.main import DEFAULT_HEALTH_PORT as ANNOTATOR_PORT
+from app.commandline.flags import env_name
 from app.descheduler.main import DEFAULT_HEALTH_PORT as DESCHEDULER_PORT
 from app.extender.main import DEFAULT_PORT
 from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
@@ -300,6 +301,24 @@ def test_the_annotator_is_probed_on_the_health_port_it_listens_on() -> None:
     assert port["containerPort"] == listens == ANNOTATOR_PORT
     troubleshooting = (ROOT / "docs" / "troubleshooting.md").read_text()
     assert f"deploy/loadaware-annotator {listens}:{listens}" in troubleshooting
+
+
+def test_soft_taints_are_off_in_the_base_and_on_in_their_overlay_with_the_policies() -> None:
+    variable = env_name("--soft-taints")
+    (container,) = pod_spec(named(base(), "Deployment", "loadaware-annotator"))["containers"]
+    assert variable not in env_of(container)  # the flag's default: off
+    objects = render(DEPLOY / "overlays" / "soft-taints")
+    (container,) = pod_spec(named(objects, "Deployment", "loadaware-annotator"))["containers"]
+    assert env_of(container)[variable] == "true"
+    policies = {d["metadata"]["name"] for d in of_kind(objects, "ValidatingAdmissionPolicy")}
+    assert policies == {
+        "loadaware-annotator-node-annotations",
+        "loadaware-node-annotation-writers",
+    }
+    # The component names the tuning variables in comments: the ones the flags read.
+    patch = DEPLOY / "components" / "annotator-soft-taints" / "deployment-patch.yaml"
+    for flag in ("--soft-taint-max-share", "--soft-taint-hold", "--soft-taint-release-margin"):
+        assert env_name(flag) in patch.read_text()
 
 
 def test_the_dry_run_overlay_only_plans() -> None:

@@ -6,6 +6,8 @@ One job per module:
 - ``sync``: one tick, one query per due metric and one patch per node;
 - ``bindings``: a listener on the shared pod cache: binding windows and hot values;
 - ``hotvalue``: which nodes need their ``node_hot_value`` rewritten (pure);
+- ``softtaints``: with ``--soft-taints``, loadaware's ``PreferNoSchedule`` taint kept
+  on the hot nodes by the load model's rule (``app.load.taints``);
 - ``telemetry``: the ``loadaware_annotator_*`` metrics;
 - ``annotator``: the parts wired together; ``main``: flags and process lifecycle.
 

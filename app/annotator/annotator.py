@@ -6,7 +6,14 @@ while it leads does it run the two writing loops:
 
 * the metric loop: whenever metrics fall due, one tick (``MetricSync``);
 * the hot-value loop: every ``hot_value_interval_s``, patch the nodes whose hot value
-  changed.
+  changed;
+* with soft taints on, the soft-taint loop: every ``soft_taint_interval_s``, judge every
+  node from its annotations in the node cache and put loadaware's taint on or off
+  (``softtaints``). It runs on its own short period rather than after each sync: what
+  it decides changes with the clock as well as with the annotations (a sample going
+  stale, a hold running out), and a sync that fails writes nothing to react to. A round
+  with nothing to change makes no API call. With soft taints off, leading starts by
+  taking the taint off every node that carries it.
 
 Gaining the lease starts both loops with a fresh schedule (every metric syncs at
 once); losing it cancels them, and the patcher's leadership check stops any write
@@ -29,9 +36,18 @@ from lightkube import AsyncClient
 from app.annotator.bindings import BindingObserver, BindingWindows
 from app.annotator.hotvalue import HotValueLedger
 from app.annotator.schedule import MetricSchedule
+from app.annotator.softtaints import SoftTaintKeeper
 from app.annotator.sync import MetricSync, QueryShape, TickReport
 from app.annotator.telemetry import AnnotatorMetrics
-from app.kube import AnnotationPatcher, NodeCache, PatchOutcome, PodCache, pod_placement
+from app.kube import (
+    AnnotationPatcher,
+    NodeCache,
+    PatchOutcome,
+    PodCache,
+    TaintWriter,
+    pod_placement,
+)
+from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SoftTaintSettings
 from app.objects import PodPlacement, format_duration
 from app.policy import Policy, PolicyError
 from app.prom import InstantQuery
@@ -52,6 +68,8 @@ class AnnotatorConfig:
     health_host: str = "0.0.0.0"
     health_port: int | None = None  # None: no HTTP server
     first_retry_s: float = 10.0  # first retry of a failed metric sync
+    soft_taints: SoftTaintSettings | None = None  # None: off, and taken off every node
+    soft_taint_interval_s: float = 15.0
 
     def __post_init__(self) -> None:
         if not self.policy.spec.sync_policy:
@@ -62,6 +80,10 @@ class AnnotatorConfig:
         if not self.hot_value_interval_s > 0:
             raise ValueError(
                 f"--hot-value-interval must be positive, got {self.hot_value_interval_s}"
+            )
+        if not self.soft_taint_interval_s > 0:
+            raise ValueError(
+                f"--soft-taint-interval must be positive, got {self.soft_taint_interval_s}"
             )
 
 
@@ -87,6 +109,7 @@ class Annotator:
         self.telemetry = telemetry if telemetry is not None else AnnotatorMetrics(clock=clock)
         self._clock = clock
         policy = config.policy
+        self.policy = policy
         self.periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
         self.nodes = NodeCache(client)
         self.windows = BindingWindows(policy.spec.hot_value)
@@ -130,6 +153,17 @@ class Annotator:
             ledger=self.ledger,
             clock=clock,
         )
+        self.soft_taints = SoftTaintKeeper(
+            TaintWriter(
+                client,
+                may_write=self.may_write,
+                on_retry=lambda outcome: self.telemetry.patch_retries.labels(outcome.value).inc(),
+            ),
+            config.soft_taints or SoftTaintSettings(),
+            telemetry=self.telemetry,
+            clock=clock,
+        )
+        self.soft_taint_rounds = 0  # rounds run (tests wait on it, not on time)
         self.metric_states = {m: MetricState(p) for m, p in self.periods_s.items()}
         self.schedule: MetricSchedule | None = None
         self.ticks = 0
@@ -150,6 +184,7 @@ class Annotator:
     def _on_leadership(self, leading: bool) -> None:
         if not leading:
             self.schedule = None
+            self.soft_taints.forget()
 
     def set_policy(self, policy: Policy) -> None:
         """Adopt a reloaded policy without restarting. A policy without syncPolicy is
@@ -161,6 +196,7 @@ class Annotator:
                 f"{policy.source}: the reloaded policy has no syncPolicy entries, so the "
                 f"annotator would sync nothing; keeping the previous metrics"
             )
+        self.policy = policy
         self.periods_s = periods_s
         self.metric_states = {
             m: self.metric_states.get(m) or MetricState(p) for m, p in periods_s.items()
@@ -169,6 +205,12 @@ class Annotator:
             state.period_s = periods_s[metric]
         self.windows.set_policy(policy.spec.hot_value)
         self.telemetry.policy.loaded(self._clock())
+        if self.config.soft_taints is not None and not policy.limits:
+            log.warning(
+                "policy reload: %s limits no metric (no predicate), so soft taints come "
+                "off every node",
+                policy.source,
+            )
         if self.schedule is not None:
             changed = self.schedule.replace_periods(periods_s, time.monotonic())
             if changed:
@@ -191,6 +233,7 @@ class Annotator:
             if self.config.lease
             else "leader election off (this replica always writes)",
         )
+        self._log_soft_taints()
         watchers = (self._policy_watcher,) if self._policy_watcher is not None else ()
         await self.service.run(watchers)
 
@@ -206,9 +249,47 @@ class Annotator:
                 "node_hot_value until it is (can the annotator list pods?)",
                 POD_WATCH_GRACE_S,
             )
+        if self.config.soft_taints is None:
+            try:
+                await self.soft_taints.remove_all(self.nodes.nodes)
+            except Exception:
+                log.exception("taking the soft taints off failed unexpectedly; carrying on")
         async with asyncio.TaskGroup() as group:
             group.create_task(self._metric_loop(), name="metric-sync")
             group.create_task(self._hot_value_loop(), name="hot-value")
+            if self.config.soft_taints is not None:
+                group.create_task(self._soft_taint_loop(), name="soft-taints")
+
+    def _log_soft_taints(self) -> None:
+        settings = self.config.soft_taints
+        if settings is None:
+            log.info("soft taints off: the leader takes loadaware's taint off every node")
+            return
+        log.info(
+            "soft taints on: %s:%s on nodes above a limit, kept while above the limit less "
+            "%g and for %s after, on at most %g of the nodes; checked every %s",
+            SOFT_TAINT_KEY,
+            SOFT_TAINT_EFFECT,
+            settings.release_margin,
+            format_duration(settings.min_hold_s),
+            settings.max_share,
+            format_duration(self.config.soft_taint_interval_s),
+        )
+        if not self.policy.limits:
+            log.warning(
+                "soft taints on, but policy %s limits no metric (no predicate): no node "
+                "will be tainted",
+                self.policy.source,
+            )
+
+    async def _soft_taint_loop(self) -> None:
+        while True:
+            try:
+                await self.soft_taints.run_round(self.nodes.nodes, self.policy)
+            except Exception:
+                log.exception("a soft-taint round failed unexpectedly; retrying next round")
+            self.soft_taint_rounds += 1
+            await asyncio.sleep(self.config.soft_taint_interval_s)
 
     async def _metric_loop(self) -> None:
         schedule = MetricSchedule(
@@ -312,6 +393,7 @@ class Annotator:
             "nodes": len(self.nodes.nodes),
             "bindings_in_window": self.windows.binding_count(),
             "metrics": metrics,
+            "soft_taints": "on" if self.config.soft_taints is not None else "off",
         }
 
 

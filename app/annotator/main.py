@@ -17,11 +17,13 @@ from app.commandline import (
     add_flag,
     count,
     duration,
+    fraction,
     positive_number,
     usage_error,
 )
 from app.health import CannotListen
 from app.kube import KubeConfigError, make_client
+from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SoftTaintSettings
 from app.policy import Policy, PolicyError
 from app.prom import (
     PrometheusSettings,
@@ -62,6 +64,13 @@ Annotations that are not loadaware's are never touched.
 
 Bindings are seen through a watch on pods; node_hot_value is rewritten within
 --hot-value-interval on the nodes whose hot value changed.
+
+With --soft-taints (off by default), it also keeps the taint
+loadaware.io/hot=true:PreferNoSchedule on the nodes whose fresh usage is above a
+limit of the policy, so that a kube-scheduler without the extender (a managed
+control plane) places there last. Only that taint is ever added or removed;
+every other taint stays. With --soft-taints off, the leader takes that taint off
+every node at start: turning the feature off is a restart.
 
 Run two replicas: they elect a leader through a Lease and only the leader
 writes. /healthz, /readyz and /metrics are served on --health-port; readiness
@@ -107,6 +116,14 @@ def settings_from_args(
         lease=lease,
         health_host=args.health_host,
         health_port=args.health_port if args.health_port > 0 else None,
+        soft_taints=SoftTaintSettings(
+            release_margin=args.soft_taint_release_margin,
+            min_hold_s=args.soft_taint_hold,
+            max_share=args.soft_taint_max_share,
+        )
+        if args.soft_taints
+        else None,
+        soft_taint_interval_s=args.soft_taint_interval,
     )
     if config.patch_concurrency < 1:
         raise ValueError(f"--patch-concurrency must be at least 1, got {config.patch_concurrency}")
@@ -212,9 +229,62 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "decaying hot values are rewritten",
     )
 
+    add_soft_taint_flags(parser)
+
     add_leader_election_flags(parser, DEFAULT_LEASE_NAME)
 
     add_health_flags(parser, DEFAULT_HEALTH_PORT)
+
+
+def add_soft_taint_flags(parser: argparse.ArgumentParser) -> None:
+    rule = SoftTaintSettings()
+    taints = parser.add_argument_group("soft taints (for a kube-scheduler without the extender)")
+    add_flag(
+        taints,
+        "--soft-taints",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help=f"keep the taint {SOFT_TAINT_KEY}=true:{SOFT_TAINT_EFFECT} on nodes whose fresh "
+        "usage is above a limit of the policy (README, 'Managed clusters'); off: the leader "
+        "takes it off every node at start",
+    )
+    add_flag(
+        taints,
+        "--soft-taint-release-margin",
+        type=fraction,
+        metavar="FRACTION",
+        default=rule.release_margin,
+        help="a tainted node keeps its taint while a reading is above its limit less "
+        "this (the lower line), so that it does not flap around the limit; below 1",
+    )
+    add_flag(
+        taints,
+        "--soft-taint-hold",
+        type=duration,
+        metavar="DURATION",
+        default=rule.min_hold_s,
+        help="a tainted node keeps its taint until it has been below the lower line this "
+        "long, so that a short dip does not remove it",
+    )
+    add_flag(
+        taints,
+        "--soft-taint-max-share",
+        type=fraction,
+        metavar="FRACTION",
+        default=rule.max_share,
+        help="taint at most this share of the nodes (at least one node once there are "
+        "two), the hottest first, so that a cluster hot everywhere is not tainted "
+        "everywhere; 0 taints none",
+    )
+    add_flag(
+        taints,
+        "--soft-taint-interval",
+        type=duration,
+        metavar="DURATION",
+        default=15.0,
+        help="how often every node is judged from its annotations; a round that changes "
+        "nothing makes no API call",
+    )
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

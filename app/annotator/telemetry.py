@@ -96,7 +96,7 @@ class AnnotatorMetrics:
         )
         self.patches = Counter(
             "loadaware_annotator_patches_total",
-            "Node patches by what was written (metrics or hot_value) and outcome.",
+            "Node writes by what was written (metrics, hot_value or soft_taint) and outcome.",
             ["kind", "outcome"],
             registry=registry,
         )
@@ -115,6 +115,18 @@ class AnnotatorMetrics:
         self.bindings_observed = Counter(
             "loadaware_annotator_bindings_observed_total",
             "Pods seen getting a node, counted once per pod UID.",
+            registry=registry,
+        )
+        self.soft_tainted_nodes = Gauge(
+            "loadaware_annotator_soft_tainted_nodes",
+            "Nodes carrying loadaware's PreferNoSchedule soft taint after the last round "
+            "(0 with --soft-taints off once they are removed).",
+            registry=registry,
+        )
+        self.soft_taint_changes = Counter(
+            "loadaware_annotator_soft_taint_changes_total",
+            "Soft taints put on (added) or taken off (removed) a node; the log says why.",
+            ["change"],
             registry=registry,
         )
         self.policy = PolicyReloadMetrics(registry)

@@ -201,6 +201,17 @@ def positive_number(text: str) -> float:
     return value
 
 
+def fraction(text: str) -> float:
+    """A number from 0 to 1 (a share, a margin)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1 such as 0.3, got {text!r}")
+    return value
+
+
 def http_url(text: str) -> str:
     """An http:// or https:// URL with a host (and a valid port, if it has one)."""
     problem = None

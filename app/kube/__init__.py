@@ -10,7 +10,7 @@ from app.kube.client import KubeConfigError, make_client
 from app.kube.events import EvictionNotice, record_eviction
 from app.kube.eviction import EvictionOutcome, evict_pod
 from app.kube.nodes import NodeCache, NodeInfo, node_info
-from app.kube.patching import AnnotationPatcher, PatchOutcome, PatchReport
+from app.kube.patching import AnnotationPatcher, PatchOutcome, PatchReport, TaintWriter
 from app.kube.pdbs import BudgetCache, budget_view, label_selector
 from app.kube.pods import PodCache, pod_info, pod_key, pod_placement, scheduled_pod
 from app.kube.state import DEFAULT_NAME, Memory, StateStore, StateUnreadable
@@ -30,6 +30,7 @@ __all__ = [
     "PodCache",
     "StateStore",
     "StateUnreadable",
+    "TaintWriter",
     "WatchCache",
     "budget_view",
     "evict_pod",

@@ -1,4 +1,5 @@
-"""Writing loadaware's annotations: one merge patch per node, many nodes at once.
+"""Writing to Nodes: loadaware's annotations (one merge patch per node, many nodes at
+once) and its soft taint (a read-modify-write of ``spec.taints``).
 
 A JSON merge patch of ``metadata.annotations`` sets exactly the keys it names and
 leaves every other annotation alone, so there is no read-modify-write and nothing
@@ -8,6 +9,13 @@ for a concurrent writer to conflict with. Answers are handled per node:
 * 409, 429, 5xx and network errors: retried a few times with a short backoff, then
   counted and given up until the next sync (the next sync rewrites everything).
 * other 4xx (403 from missing RBAC, 422): not retried; the message says what to fix.
+
+The soft taint cannot be written that way: ``spec.taints`` is a list, which a merge
+patch replaces whole, so another writer's taint added between our read and our write
+would be lost. ``TaintWriter`` reads the Node, changes only the entry with loadaware's
+key, and sends the whole list with the ``resourceVersion`` it read: the API server
+applies it only to that version (409 otherwise), and a conflict starts again from a
+fresh read. Every other taint stays as it was, in its order.
 
 Every attempt first asks ``may_write``: a replica that loses its lease stops writing
 at the next node, not at the end of the sync.
@@ -19,7 +27,7 @@ import asyncio
 import logging
 import random
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -27,6 +35,8 @@ import httpx2
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
+
+from app.objects import Taint
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +50,16 @@ class PatchOutcome(StrEnum):
     REJECTED = "rejected"  # other 4xx: not retried
     NETWORK_ERROR = "network_error"
     NOT_LEADER = "not_leader"  # skipped: leadership was lost
+    UNCHANGED = "unchanged"  # the node already was as asked: nothing sent
 
     @property
     def is_error(self) -> bool:
-        return self not in {PatchOutcome.WRITTEN, PatchOutcome.NODE_GONE, PatchOutcome.NOT_LEADER}
+        return self not in {
+            PatchOutcome.WRITTEN,
+            PatchOutcome.NODE_GONE,
+            PatchOutcome.NOT_LEADER,
+            PatchOutcome.UNCHANGED,
+        }
 
 
 @dataclass
@@ -120,43 +136,150 @@ class AnnotationPatcher:
 
     async def _patch_one(self, node: str, annotations: Mapping[str, str]) -> PatchOutcome:
         body = annotation_patch(annotations)
-        outcome = PatchOutcome.NETWORK_ERROR
-        detail = ""
-        for attempt in range(1, self._attempts + 1):
-            if not self._may_write():
-                return PatchOutcome.NOT_LEADER
-            try:
-                await self._client.patch(Node, node, body, patch_type=PatchType.MERGE)
-                return PatchOutcome.WRITTEN
-            except httpx2.HTTPStatusError as error:
-                status = error.response.status_code
-                outcome, retry = _classify(status)
-                detail = f"HTTP {status}: {status_message(error)}"
-                if outcome is PatchOutcome.NODE_GONE:
-                    log.info("node %s is gone (404); skipped its annotations", node)
-                    return outcome
-                if not retry:
-                    log.error(
-                        "patching annotations of node %s was rejected (%s); not retrying. "
-                        "A 403 means the annotator's ServiceAccount needs 'patch' on nodes",
-                        node,
-                        detail,
-                    )
-                    return outcome
-            except httpx2.HTTPError as error:
-                outcome = PatchOutcome.NETWORK_ERROR
-                detail = f"{type(error).__name__}: {error}"
-            if attempt < self._attempts:
-                self._on_retry(outcome)
-                backoff_s = self._first_backoff_s * 2 ** (attempt - 1)
-                await asyncio.sleep(backoff_s * random.uniform(0.5, 1.0))
-        log.warning(
-            "patching annotations of node %s failed %d times (%s); giving up until the next sync",
-            node,
-            self._attempts,
-            detail,
+
+        async def send() -> PatchOutcome:
+            await self._client.patch(Node, node, body, patch_type=PatchType.MERGE)
+            return PatchOutcome.WRITTEN
+
+        return await _with_retries(
+            send,
+            node=node,
+            what="annotations",
+            attempts=self._attempts,
+            first_backoff_s=self._first_backoff_s,
+            may_write=self._may_write,
+            on_retry=self._on_retry,
         )
-        return outcome
+
+
+async def _with_retries(
+    send: Callable[[], Awaitable[PatchOutcome]],
+    *,
+    node: str,
+    what: str,
+    attempts: int,
+    first_backoff_s: float,
+    may_write: Callable[[], bool],
+    on_retry: Callable[[PatchOutcome], None],
+) -> PatchOutcome:
+    """Run ``send`` until it answers, retrying what may pass on a second try (module doc)."""
+    outcome = PatchOutcome.NETWORK_ERROR
+    detail = ""
+    for attempt in range(1, attempts + 1):
+        if not may_write():
+            return PatchOutcome.NOT_LEADER
+        try:
+            return await send()
+        except httpx2.HTTPStatusError as error:
+            status = error.response.status_code
+            outcome, retry = _classify(status)
+            detail = f"HTTP {status}: {status_message(error)}"
+            if outcome is PatchOutcome.NODE_GONE:
+                log.info("node %s is gone (404); skipped its %s", node, what)
+                return outcome
+            if not retry:
+                log.error(
+                    "writing the %s of node %s was rejected (%s); not retrying. A 403 means "
+                    "the annotator's ServiceAccount lacks a verb on nodes (deploy/base/"
+                    "annotator-rbac.yaml); a 422 naming loadaware, that its admission policy "
+                    "refused the change",
+                    what,
+                    node,
+                    detail,
+                )
+                return outcome
+        except httpx2.HTTPError as error:
+            outcome = PatchOutcome.NETWORK_ERROR
+            detail = f"{type(error).__name__}: {error}"
+        if attempt < attempts:
+            on_retry(outcome)
+            backoff_s = first_backoff_s * 2 ** (attempt - 1)
+            await asyncio.sleep(backoff_s * random.uniform(0.5, 1.0))
+    log.warning(
+        "writing the %s of node %s failed %d times (%s); giving up until the next round",
+        what,
+        node,
+        attempts,
+        detail,
+    )
+    return outcome
+
+
+def taint_entry(taint: Taint) -> dict[str, str]:
+    entry = {"key": taint.key, "effect": taint.effect}
+    if taint.value is not None:
+        entry["value"] = taint.value
+    return entry
+
+
+def taints_with(
+    current: Sequence[Mapping[str, object]], taint: Taint, present: bool
+) -> list[dict[str, object]] | None:
+    """``current`` with ``taint`` present or absent, every taint of another key kept as
+    it is and where it is; None when ``current`` already is so. Any entry with the
+    taint's key but not its value or effect is replaced: the key is loadaware's."""
+    ours = [dict(t) for t in current if t.get("key") == taint.key]
+    wanted: list[dict[str, object]] = [dict(taint_entry(taint))] if present else []
+    if ours == wanted:
+        return None
+    others = [dict(t) for t in current if t.get("key") != taint.key]
+    return others + wanted
+
+
+def taints_patch(
+    resource_version: str | None, taints: Sequence[Mapping[str, object]]
+) -> dict[str, object]:
+    """The merge patch that sets a Node's taints to ``taints`` (none: the field goes)
+    only if the Node is still at ``resource_version``: else the API server answers 409."""
+    return {
+        "metadata": {"resourceVersion": resource_version},
+        "spec": {"taints": [dict(t) for t in taints] or None},
+    }
+
+
+class TaintWriter:
+    """Adds or removes one taint on a Node, leaving its other taints alone (module doc)."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        may_write: Callable[[], bool] = lambda: True,
+        attempts: int = 4,
+        first_backoff_s: float = 0.1,
+        on_retry: Callable[[PatchOutcome], None] = lambda _outcome: None,
+    ) -> None:
+        self._client = client
+        self._may_write = may_write
+        self._attempts = attempts
+        self._first_backoff_s = first_backoff_s
+        self._on_retry = on_retry
+
+    async def set_taint(self, node: str, taint: Taint, present: bool) -> PatchOutcome:
+        """Make ``node`` carry ``taint`` or not; never raises for the node."""
+
+        async def read_modify_write() -> PatchOutcome:
+            current = await self._client.get(Node, node)
+            metadata = current.metadata
+            version = metadata.resourceVersion if metadata is not None else None
+            taints = (current.spec.taints if current.spec is not None else None) or []
+            entries = [t.to_dict() for t in taints]
+            changed = taints_with(entries, taint, present)
+            if changed is None:
+                return PatchOutcome.UNCHANGED
+            body = taints_patch(version, changed)
+            await self._client.patch(Node, node, body, patch_type=PatchType.MERGE)
+            return PatchOutcome.WRITTEN
+
+        return await _with_retries(
+            read_modify_write,
+            node=node,
+            what=f"taint {taint.key}",
+            attempts=self._attempts,
+            first_backoff_s=self._first_backoff_s,
+            may_write=self._may_write,
+            on_retry=self._on_retry,
+        )
 
 
 def status_message(error: httpx2.HTTPStatusError) -> str:

@@ -102,6 +102,13 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
         _permission(
             "", "nodes", "patch", "one merge patch per node writes loadaware's annotations"
         ),
+        _permission(
+            "",
+            "nodes",
+            "get",
+            "--soft-taints: a Node is read just before its taints are rewritten, for the "
+            "resourceVersion the write is conditional on (app/kube/patching.py)",
+        ),
         _permission("", "pods", "list watch", "bindings are seen on a pod watch (the hot value)"),
         *_leader_lease(ANNOTATOR_LEASE),
     ),

@@ -32,6 +32,15 @@ from app.load.model import (
     score_parts,
 )
 from app.load.samples import HOT_VALUE_KEY, Sample, format_hot_value, format_usage, parse_hot_value
+from app.load.taints import (
+    SOFT_TAINT_EFFECT,
+    SOFT_TAINT_KEY,
+    SOFT_TAINT_VALUE,
+    SoftTaints,
+    SoftTaintSettings,
+    decide_soft_taints,
+    node_heat,
+)
 from app.load.wire import (
     PLAIN_MAX_SCORE,
     can_be_preferred,
@@ -50,6 +59,9 @@ __all__ = [
     "MAX_EXTENDER_SCORE",
     "MAX_NODE_SCORE",
     "PLAIN_MAX_SCORE",
+    "SOFT_TAINT_EFFECT",
+    "SOFT_TAINT_KEY",
+    "SOFT_TAINT_VALUE",
     "Evidence",
     "Freshness",
     "Measurement",
@@ -59,10 +71,13 @@ __all__ = [
     "PlacedPod",
     "Sample",
     "ScorePart",
+    "SoftTaintSettings",
+    "SoftTaints",
     "assess",
     "assumed_usage_fraction",
     "can_be_preferred",
     "counts",
+    "decide_soft_taints",
     "estimate_pod_usage",
     "estimate_with_evidence",
     "evaluate_node",
@@ -74,6 +89,7 @@ __all__ = [
     "is_exempt_from_filter",
     "limit_room",
     "measure",
+    "node_heat",
     "node_unsampled",
     "parse_hot_value",
     "plain_wire_score",

@@ -15,6 +15,7 @@ from app.annotator.sync import QueryShape
 from app.load.samples import parse_hot_value, parse_usage
 from app.policy import Policy, policy_from_mapping
 from app.prom.client import PrometheusSettings, PrometheusSource
+from app.runtime.leader_election import LeaseSettings
 from tests.support.fakekube_fixtures import FakeKube
 from tests.support.promdata import DEFAULT_METRICS
 
@@ -52,11 +53,12 @@ def annotator(
     *,
     the_policy: Policy | None = None,
     query_timeout_s: float = 5.0,
+    clock: Callable[[], float] = time.time,
     **config: Any,
 ) -> Annotator:
     shape = config.pop("shape", QueryShape())
     settings = AnnotatorConfig(policy=the_policy or policy(), shape=shape, **config)
-    return Annotator(settings, client, source(prom_url, query_timeout_s))
+    return Annotator(settings, client, source(prom_url, query_timeout_s), clock=clock)
 
 
 @contextlib.asynccontextmanager
@@ -101,3 +103,15 @@ def hot_value(fake_kube: FakeKube, node: str) -> int | None:
 def metric_value(annotator: Annotator, name: str, labels: Mapping[str, str] | None = None) -> float:
     value = annotator.telemetry.registry.get_sample_value(name, dict(labels or {}))
     return 0.0 if value is None else value
+
+
+def fast_lease(identity: str) -> LeaseSettings:
+    """The annotator's Lease in "default", on timings short enough for a test."""
+    return LeaseSettings(
+        namespace="default",
+        name="loadaware-annotator",
+        identity=identity,
+        lease_duration_s=1.0,
+        renew_deadline_s=0.6,
+        retry_period_s=0.1,
+    )

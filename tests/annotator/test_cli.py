@@ -17,6 +17,7 @@ import yaml
 from app.annotator import main as annotator_main
 from app.cli import build_parser
 from app.commandline.flags import env_name
+from app.load.taints import SoftTaintSettings
 from tests.annotator.promproxy import PromProxy, wait_until
 from tests.support.fakekube_fixtures import FakeKube
 
@@ -76,6 +77,8 @@ def test_defaults_follow_client_go_and_crane() -> None:
     assert settings.prometheus.timeout_s == 30.0
     assert next(e.name for e in config.policy.spec.sync_policy) == "cpu_usage_avg_5m"
     assert settings.policy_watcher is None
+    assert config.soft_taints is None  # off unless asked for
+    assert config.soft_taint_interval_s == 15.0
 
 
 def test_every_setting_can_come_from_the_environment(
@@ -94,6 +97,11 @@ def test_every_setting_can_come_from_the_environment(
         "--hot-value-interval": "5s",
         "--leader-elect": "false",
         "--health-port": "0",
+        "--soft-taints": "true",
+        "--soft-taint-max-share": "0.5",
+        "--soft-taint-hold": "2m",
+        "--soft-taint-release-margin": "0.05",
+        "--soft-taint-interval": "5s",
     }.items():
         monkeypatch.setenv(env_name(flag), value)
     settings = annotator_main.settings_from_args(parse())
@@ -107,6 +115,10 @@ def test_every_setting_can_come_from_the_environment(
     assert config.hot_value_interval_s == 5.0
     assert config.lease is None
     assert config.health_port is None
+    assert config.soft_taints == SoftTaintSettings(
+        release_margin=0.05, min_hold_s=120.0, max_share=0.5
+    )
+    assert config.soft_taint_interval_s == 5.0
 
 
 def test_headers_on_the_command_line_replace_those_from_the_environment(
@@ -142,6 +154,10 @@ def test_headers_on_the_command_line_replace_those_from_the_environment(
             ["--prometheus-url", "http://p", "--policy", "/nonexistent.yaml"],
             "cannot read policy file",
         ),
+        (
+            ["--prometheus-url", "http://p", "--soft-taints", "--soft-taint-release-margin", "1"],
+            "release margin must be in [0, 1)",
+        ),
     ],
 )
 def test_bad_configuration_exits_with_a_message_naming_the_flag(
@@ -149,6 +165,16 @@ def test_bad_configuration_exits_with_a_message_naming_the_flag(
 ) -> None:
     assert annotator_main.run(parse(*argv)) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("share", ["1.5", "-0.1", "nan", "a third"])
+def test_a_share_outside_0_to_1_is_refused_naming_the_flag(
+    share: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parse("--prometheus-url", "http://p", "--soft-taint-max-share", share)
+    assert exit_.value.code == 2
+    assert "--soft-taint-max-share" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("15s", 15.0), ("1m30s", 90.0), ("2.5", 2.5)])

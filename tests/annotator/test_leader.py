@@ -12,24 +12,20 @@ import httpx
 import pytest
 
 from app.annotator.annotator import Annotator
-from app.runtime.leader_election import LeaderElector, LeaseSettings
-from tests.annotator.helpers import annotator, eventually, metric_value, policy, running
+from app.runtime.leader_election import LeaderElector
+from tests.annotator.helpers import (
+    annotator,
+    eventually,
+    fast_lease,
+    metric_value,
+    policy,
+    running,
+)
 from tests.annotator.promproxy import PromProxy
 from tests.support.fakekube_fixtures import FakeKube
 
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/default/leases/loadaware-annotator"
 FAST = policy({"cpu_usage_avg_5m": "0.2s"})
-
-
-def lease(identity: str) -> LeaseSettings:
-    return LeaseSettings(
-        namespace="default",
-        name="loadaware-annotator",
-        identity=identity,
-        lease_duration_s=1.0,
-        renew_deadline_s=0.6,
-        retry_period_s=0.1,
-    )
 
 
 def free_port() -> int:
@@ -64,7 +60,7 @@ async def replica(
             client,
             prom.url,
             the_policy=FAST,
-            lease=lease(identity),
+            lease=fast_lease(identity),
             health_host="127.0.0.1",
             **config,  # type: ignore[arg-type]
         )
@@ -171,7 +167,7 @@ def test_a_leader_that_cannot_renew_stops_writing_within_the_renew_deadline(
 
 def test_is_leader_turns_false_at_the_renew_deadline_even_if_the_loop_is_stuck() -> None:
     now = [100.0]
-    elector = LeaderElector(None, lease("a"), monotonic=lambda: now[0])  # type: ignore[arg-type]
+    elector = LeaderElector(None, fast_lease("a"), monotonic=lambda: now[0])  # type: ignore[arg-type]
     elector._leading = True
     elector._last_renew_mono = 100.0
     assert elector.is_leader

@@ -19,12 +19,13 @@ import yaml
 
 from app import cli
 from app.kube.permissions import EXPLAIN, EXPLAIN_CONFIGMAPS, PERMISSIONS, Scope, grants_of
+from app.load.taints import SOFT_TAINT_KEY
 from app.policy import DEFAULT_POLICY_YAML
 from tests.annotator.promproxy import running_proxy
 from tests.deploy.requestinfo import RequestAttributes, attributes
 from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
-from tests.support.fakekube import CONFIGMAPS
+from tests.support.fakekube import CONFIGMAPS, NODES
 from tests.support.fakekube_fixtures import FakeKube
 
 NAMESPACE = "loadaware"  # the component's own namespace, as deployed
@@ -106,6 +107,10 @@ def run_extender(fake_kube: FakeKube, tmp_path: Path) -> None:
 
 
 def run_annotator(fake_kube: FakeKube, tmp_path: Path) -> None:
+    """With soft taints off (the default), the leader first takes loadaware's taint off
+    the node that carries it: a read and a conditional write."""
+    taint = {"key": SOFT_TAINT_KEY, "value": "true", "effect": "PreferNoSchedule"}
+    fake_kube.store.modify(NODES, "n1", lambda node: node["spec"].update(taints=[taint]))
     port = free_port()
     kubeconfig = kubeconfig_file(fake_kube, tmp_path)
     with running_proxy(None) as prometheus:
@@ -125,7 +130,13 @@ def run_annotator(fake_kube: FakeKube, tmp_path: Path) -> None:
 
             def everything_seen() -> bool:
                 verbs = {(a.resource, a.verb) for a in seen(fake_kube)}
-                return {("nodes", "patch"), ("leases", "update"), ("pods", "watch")} <= verbs
+                wanted = {
+                    ("nodes", "patch"),
+                    ("nodes", "get"),
+                    ("leases", "update"),
+                    ("pods", "watch"),
+                }
+                return wanted <= verbs
 
             until(everything_seen, process, 20)
 

@@ -144,3 +144,28 @@ def test_one_environment_variable_means_one_thing_in_every_command() -> None:
                 assert choices == first_choices, where
             else:
                 seen[named.group(1)] = (command, flag, choices)
+
+
+# A flag followed by its default in parentheses: "`--soft-taint-hold` (10m)".
+FLAG_WITH_DEFAULT = re.compile(r"`(--[a-z][a-z-]*)` \(([^()\s,:;]+)[,:;)]")
+
+
+def test_a_default_quoted_beside_a_soft_taint_flag_is_the_flag_s_default() -> None:
+    """The rule's defaults may be tuned in app/load/taints.py: prose that quotes one
+    must follow (docs/reference.md is generated; these are written by hand)."""
+    defaults = {
+        option: shown.group(1)
+        for action in actions_of(subcommands()["annotator"])
+        if (shown := re.search(r"\(default: ([^)]*)\) \[env", action.help or ""))
+        for option in action.option_strings
+    }
+    quoted = [
+        (path.name, flag, value)
+        for path in DOCS
+        for flag, value in FLAG_WITH_DEFAULT.findall(path.read_text(encoding="utf-8"))
+        if flag.startswith("--soft-taint")
+    ]
+    assert len(quoted) >= 8, quoted
+    wrong = [(name, flag, value, defaults.get(flag)) for name, flag, value in quoted
+             if defaults.get(flag) != value]  # fmt: skip
+    assert wrong == [], wrong

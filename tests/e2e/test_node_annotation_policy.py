@@ -21,7 +21,9 @@ import httpx
 import pytest
 import yaml
 
+from app.kube.patching import taints_patch
 from app.load.samples import format_usage
+from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
 from tests.e2e.harness import REPO, TEST_LABEL, ControlPlane, wait_until
 
 COMPONENT = REPO / "deploy" / "components" / "annotator-admission-policy" / "admission-policy.yaml"
@@ -149,3 +151,112 @@ def annotator_is_allowed(api: Api) -> None:
     # And the annotator's own policy still keeps it to those keys.
     other = api.patch_node("n1", {"example.com/x": "1"}, (ANNOTATOR, ["system:serviceaccounts"]))
     assert other.status_code == DENIED, other.text
+
+
+# -- issue 30: the soft taint is the annotator's, and nothing else of the spec ---------
+
+SOFT = {"key": SOFT_TAINT_KEY, "value": SOFT_TAINT_VALUE, "effect": SOFT_TAINT_EFFECT}
+GPU = {"key": "example.com/gpu", "value": "a100", "effect": "NoSchedule"}
+AS_ANNOTATOR = (ANNOTATOR, ["system:serviceaccounts", "system:authenticated"])
+# Every NodeSpec field the annotator's policy compares besides taints
+# (deploy/components/annotator-admission-policy/admission-policy.yaml).
+NODE_SPEC_FIELDS = {"podCIDR", "podCIDRs", "providerID", "unschedulable", "externalID",
+                    "configSource", "taints"}  # fmt: skip
+
+
+def node_body(api: Api, name: str) -> dict[str, Any]:
+    answer = api.send("GET", f"/api/v1/nodes/{name}", None)
+    answer.raise_for_status()
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def set_taints(
+    api: Api, name: str, taints: list[dict[str, str]], user: tuple[str, list[str]] | None
+) -> httpx.Response:
+    """What the annotator's TaintWriter sends: the whole list, at the version just read."""
+    version = node_body(api, name)["metadata"]["resourceVersion"]
+    body = taints_patch(version, taints)
+    return api.send("PATCH", f"/api/v1/nodes/{name}", body, user, MERGE)
+
+
+def taints_of(api: Api, name: str) -> list[dict[str, Any]]:
+    return list(node_body(api, name).get("spec", {}).get("taints") or [])
+
+
+def test_the_policy_compares_every_field_of_the_api_server_s_node_spec(api: Api) -> None:
+    """A NodeSpec field added by a later Kubernetes would be one the policy lets the
+    annotator change: this fails first."""
+    answer = api.send("GET", "/openapi/v3/api/v1", None)
+    answer.raise_for_status()
+    spec = answer.json()["components"]["schemas"]["io.k8s.api.core.v1.NodeSpec"]
+    # v1.36 serves its schemas in kube-openapi's own shape unless asked otherwise.
+    properties = spec.get("properties") or spec["SchemaProps"]["properties"]
+    assert set(properties) == NODE_SPEC_FIELDS
+    text = COMPONENT.read_text()
+    for field in NODE_SPEC_FIELDS - {"taints"}:
+        assert f"object.spec.{field}" in text, field
+
+
+def test_the_annotator_may_change_only_its_soft_taint(cluster: ControlPlane, api: Api) -> None:
+    cluster.make_node("n1", annotations={}, taints=[GPU])
+    cluster.grant(REPO / "deploy" / "base" / "annotator-rbac.yaml", ANNOTATOR)
+    # The write is conditional on the version read: a stale one is a conflict.
+    stale = node_body(api, "n1")["metadata"]["resourceVersion"]
+    api.patch_node("n1", {"example.com/touch": "1"}, None).raise_for_status()
+    body = taints_patch(stale, [GPU, SOFT])
+    conflict = api.send("PATCH", "/api/v1/nodes/n1", body, None, MERGE)
+    assert conflict.status_code == 409, conflict.text
+    with shipped_policy(cluster, api):
+        added = set_taints(api, "n1", [GPU, SOFT], AS_ANNOTATOR)
+        assert added.status_code == 200, added.text
+        assert taints_of(api, "n1") == [GPU, SOFT]
+        refused: dict[str, list[dict[str, str]]] = {
+            "another taint added": [GPU, SOFT, {"key": "x", "effect": "NoSchedule"}],
+            "another taint removed": [SOFT],
+            "another taint changed": [{**GPU, "value": "h100"}, SOFT],
+            "its taint as NoSchedule": [GPU, {**SOFT, "effect": "NoSchedule"}],
+            "its taint with another value": [GPU, {**SOFT, "value": "yes"}],
+        }
+        for case, taints in refused.items():
+            answer = set_taints(api, "n1", taints, AS_ANNOTATOR)
+            assert answer.status_code == DENIED, (case, answer.text)
+        cordon = api.send(
+            "PATCH", "/api/v1/nodes/n1", {"spec": {"unschedulable": True}}, AS_ANNOTATOR, MERGE
+        )
+        assert cordon.status_code == DENIED, cordon.text
+        assert "may not change a Node's spec but its own taint" in cordon.text
+        label = api.send(
+            "PATCH", "/api/v1/nodes/n1", {"metadata": {"labels": {"x": "1"}}}, AS_ANNOTATOR, MERGE
+        )
+        assert label.status_code == DENIED, label.text
+        status = api.send(
+            "PATCH",
+            "/api/v1/nodes/n1/status",
+            {"status": {"addresses": [{"type": "InternalIP", "address": "10.9.9.9"}]}},
+            AS_ANNOTATOR,
+            MERGE,
+        )
+        assert status.status_code in (DENIED, 403), status.text  # RBAC has no nodes/status
+        # No one else may touch loadaware's taint: not the kubelet, not an admin. (This
+        # API server runs without NodeRestriction, which would refuse the kubelet any
+        # taint change on update by itself: the refusal here is the policy's alone.)
+        for user in (KUBELET, None):
+            answer = set_taints(api, "n1", [GPU], user)
+            assert answer.status_code == DENIED, (user, answer.text)
+            assert "may add, change or remove the taint loadaware.io/hot" in answer.text
+        assert taints_of(api, "n1") == [GPU, SOFT]
+        # ...while their own taints stay theirs.
+        assert set_taints(api, "n1", [SOFT], None).status_code == 200
+        removed = set_taints(api, "n1", [], AS_ANNOTATOR)
+        assert removed.status_code == 200, removed.text
+        assert taints_of(api, "n1") == []
+        # A kubelet registering its Node with loadaware's taint is refused too.
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n2", "labels": {TEST_LABEL: "true"}},
+            "spec": {"taints": [SOFT]},
+        }
+        created = api.send("POST", "/api/v1/nodes", node, ("system:node:n2", KUBELET[1]))
+        assert created.status_code == DENIED, created.text

@@ -19,6 +19,7 @@ import yaml
 from celpy.adapter import json_to_cel
 
 from app.load.samples import HOT_VALUE_KEY
+from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
 from tests.deploy.manifests import DEPLOY, Obj, named, render
 
 OVERLAY = DEPLOY / "overlays" / "annotator-admission-policy"
@@ -99,6 +100,18 @@ def bare_node() -> Obj:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}
 
 
+SOFT = {"key": SOFT_TAINT_KEY, "value": SOFT_TAINT_VALUE, "effect": SOFT_TAINT_EFFECT}
+GPU = {"key": "example.com/gpu", "value": "a100", "effect": "NoSchedule"}
+
+
+def tainted() -> Obj:
+    return changed(lambda n: n["spec"].update(taints=[dict(GPU)]))
+
+
+def soft_tainted() -> Obj:
+    return changed(lambda n: n["spec"].update(taints=[dict(GPU), dict(SOFT)]))
+
+
 ALLOWED: list[tuple[str, Callable[[], Obj], Obj]] = [
     ("a new usage value", node, changed(
         lambda n: n["metadata"]["annotations"].update(cpu_usage_avg_5m="0.7,2024-05-01T10:03:00Z")
@@ -114,6 +127,19 @@ ALLOWED: list[tuple[str, Callable[[], Obj], Obj]] = [
         bare_node,
     )),
     ("nothing changed", node, node()),
+    ("the soft taint added", node, changed(lambda n: n["spec"].update(taints=[SOFT]))),
+    ("the soft taint added after another", tainted, changed(
+        lambda n: n["spec"]["taints"].append(SOFT), tainted
+    )),
+    ("the soft taint removed", soft_tainted, changed(
+        lambda n: n["spec"]["taints"].remove(SOFT), soft_tainted
+    )),
+    ("the last taint, the soft one, removed", lambda: changed(
+        lambda n: n["spec"].update(taints=[SOFT])
+    ), node()),
+    ("the soft taint on a node without spec", bare_node, changed(
+        lambda n: n.update(spec={"taints": [SOFT]}), bare_node
+    )),
 ]
 
 DENIED: list[tuple[str, Obj, str]] = [
@@ -135,8 +161,27 @@ DENIED: list[tuple[str, Obj, str]] = [
     ("the labels dropped", changed(lambda n: n["metadata"].pop("labels")), "labels"),
     ("a taint added", changed(
         lambda n: n["spec"].update(taints=[{"key": "x", "effect": "NoSchedule"}])
-    ), "spec"),
+    ), "a taint other than"),
+    ("a taint added beside the soft one", changed(
+        lambda n: n["spec"].update(taints=[SOFT, {"key": "x", "effect": "NoSchedule"}])
+    ), "a taint other than"),
+    ("the soft taint as NoSchedule", changed(
+        lambda n: n["spec"].update(taints=[{**SOFT, "effect": "NoSchedule"}])
+    ), "only as loadaware.io/hot=true:PreferNoSchedule"),
+    ("the soft taint as NoExecute", changed(
+        lambda n: n["spec"].update(taints=[{**SOFT, "effect": "NoExecute",
+                                            "timeAdded": "2024-05-01T10:00:00Z"}])
+    ), "only as"),
+    ("the soft taint with another value", changed(
+        lambda n: n["spec"].update(taints=[{**SOFT, "value": "false"}])
+    ), "only as"),
+    ("the soft taint twice", changed(lambda n: n["spec"].update(taints=[SOFT, SOFT])), "only as"),
     ("cordoned", changed(lambda n: n["spec"].update(unschedulable=True)), "spec"),
+    ("cordoned with the soft taint", changed(
+        lambda n: n["spec"].update(unschedulable=True, taints=[SOFT])
+    ), "spec"),
+    ("its pod CIDR changed", changed(lambda n: n["spec"].update(podCIDR="10.9.0.0/24")), "spec"),
+    ("a provider ID set", changed(lambda n: n["spec"].update(providerID="aws:///i-1")), "spec"),
     ("status changed", changed(
         lambda n: n["status"].update(addresses=[{"type": "InternalIP", "address": "10.9.9.9"}])
     ), "status"),
@@ -202,6 +247,11 @@ FAKED_LOAD: list[tuple[str, Callable[[], Obj | None], Obj]] = [
     )),
     ("every annotation dropped", node, changed(lambda n: n["metadata"].pop("annotations"))),
     ("registered with a usage", lambda: None, node()),
+    ("the soft taint added", node, changed(lambda n: n["spec"].update(taints=[SOFT]))),
+    ("the soft taint removed", soft_tainted, tainted()),
+    ("registered with the soft taint", lambda: None, changed(
+        lambda n: n.update(spec={"taints": [SOFT]}), bare_node
+    )),
 ]
 
 
@@ -217,8 +267,28 @@ def test_no_one_but_the_annotator_writes_loadaware_s_keys(
 def test_other_writers_keep_their_other_annotations(writers: Admission) -> None:
     added = changed(lambda n: n["metadata"]["annotations"].update({"example.com/x": "1"}))
     assert writers.denials(node(), added, KUBELET) == []
+    # ...and their other taints, beside the soft one or not.
+    assert writers.denials(soft_tainted(), changed(
+        lambda n: n["spec"]["taints"].remove(GPU), soft_tainted
+    ), "admin") == []
+    registered = changed(lambda n: n.update(spec={"taints": [GPU]}), bare_node)
+    assert writers.denials(None, registered, KUBELET) == []
     assert writers.denials(None, changed(lambda n: n["metadata"].pop("annotations")), KUBELET) == []
     assert writers.denials(bare_node(), bare_node(), KUBELET) == []
+
+
+@pytest.mark.parametrize("name", [POLICY_NAME, WRITERS_POLICY])
+def test_the_policies_name_the_soft_taint_the_annotator_writes(name: str) -> None:
+    spec = named(render(OVERLAY), "ValidatingAdmissionPolicy", name)["spec"]
+    (key,) = [v for v in spec["variables"] if v["name"] == "softTaintKey"]
+    environment = celpy.Environment()
+    assert environment.program(environment.compile(key["expression"])).evaluate({}) == (
+        SOFT_TAINT_KEY
+    )
+    text = yaml.safe_dump(spec)
+    assert f"{SOFT_TAINT_KEY}={SOFT_TAINT_VALUE}:{SOFT_TAINT_EFFECT}" in text or name != POLICY_NAME
+    assert f"t.value == '{SOFT_TAINT_VALUE}'" in text or name != POLICY_NAME
+    assert f"t.effect == '{SOFT_TAINT_EFFECT}'" in text or name != POLICY_NAME
 
 
 def test_the_binding_denies_and_names_the_policy() -> None:

@@ -1,0 +1,195 @@
+"""Soft taints on a real cluster: each round, the load model's rule applied to every Node.
+
+The rule (``app.load.taints``) says, from each node's annotations, which nodes carry
+loadaware's ``PreferNoSchedule`` taint; this keeps the cluster in step with it:
+
+* a round reads every node from the node cache, judges it with ``evaluate_node`` at the
+  current instant, and asks ``decide_soft_taints``, with the memory of the previous
+  round (when each tainted node was last warm, for the hold);
+* a node whose taint differs from the decision is written through ``TaintWriter``
+  (read, change only loadaware's entry, write with the read ``resourceVersion``);
+* the memory lives only as long as this replica leads. A node found carrying the taint
+  without memory of it (a restarted annotator, a new leader) is held from now: that can
+  only keep a taint longer, never drop one early;
+* a node this replica just untainted is not taken for tainted while the cache still
+  shows the taint (the watch lags the write by a moment).
+
+With the feature off, ``remove_all`` takes the taint off every node once per
+leadership, so that turning soft taints off is a restart of the annotator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from app.annotator.telemetry import AnnotatorMetrics
+from app.kube import NodeInfo, PatchOutcome, TaintWriter
+from app.load import (
+    SOFT_TAINT_EFFECT,
+    SOFT_TAINT_KEY,
+    SOFT_TAINT_VALUE,
+    SoftTaints,
+    SoftTaintSettings,
+    decide_soft_taints,
+    evaluate_node,
+    node_heat,
+)
+from app.objects import Taint
+from app.policy import Policy
+
+log = logging.getLogger(__name__)
+
+SOFT_TAINT = Taint(SOFT_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
+# Writes in flight at once: a round changes few nodes, each a read and a write.
+WRITE_CONCURRENCY = 8
+
+
+def carries_soft_taint(node: NodeInfo) -> bool:
+    return any(taint.key == SOFT_TAINT_KEY for taint in node.taints)
+
+
+@dataclass
+class RoundReport:
+    decided: SoftTaints
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    failed: dict[str, PatchOutcome] = field(default_factory=dict)
+
+
+class SoftTaintKeeper:
+    def __init__(
+        self,
+        writer: TaintWriter,
+        settings: SoftTaintSettings,
+        *,
+        telemetry: AnnotatorMetrics,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self._writer = writer
+        self._telemetry = telemetry
+        self._clock = clock
+        self._warm_at_s: dict[str, float] = {}  # tainted node -> last warm instant
+        self._removing: set[str] = set()  # untainted by us; the cache may still show it
+
+    def forget(self) -> None:
+        """Leadership lost: whoever leads next judges from the cluster, not from us."""
+        self._warm_at_s.clear()
+        self._removing.clear()
+
+    def previous(self, nodes: Mapping[str, NodeInfo], now_s: float) -> dict[str, float]:
+        """The memory the rule gets this round: each node tainted now, with the last
+        instant it was warm (now, for a taint found without memory of it)."""
+        carried = {name for name, info in nodes.items() if carries_soft_taint(info)}
+        self._removing &= carried  # the cache has caught up with the others
+        previous = {name: at_s for name, at_s in self._warm_at_s.items() if name in nodes}
+        for name in carried - previous.keys() - self._removing:
+            previous[name] = now_s
+        return previous
+
+    async def run_round(self, nodes: Mapping[str, NodeInfo], policy: Policy) -> RoundReport:
+        now_s = self._clock()
+        margin = self.settings.release_margin
+        heats = {
+            name: node_heat(evaluate_node(info.annotations, policy, now_s), policy, margin)
+            for name, info in nodes.items()
+        }
+        previous = self.previous(nodes, now_s)
+        decided = decide_soft_taints(heats, previous, now_s, self.settings)
+        report = RoundReport(decided)
+        changes = {
+            name: decision.tainted
+            for name, decision in decided.decisions.items()
+            if decision.tainted != (name in previous)
+            or decision.tainted != carries_soft_taint(nodes[name])
+        }
+        outcomes = await self._write(changes)
+        memory = dict(decided.warm_at_s)
+        for name, outcome in outcomes.items():
+            present = changes[name]
+            reason = decided.decisions[name].reason
+            if outcome in (PatchOutcome.WRITTEN, PatchOutcome.UNCHANGED):
+                if present:
+                    self._removing.discard(name)
+                else:
+                    self._removing.add(name)
+                if outcome is PatchOutcome.WRITTEN:
+                    (report.added if present else report.removed).append(name)
+                    self._telemetry.soft_taint_changes.labels(
+                        "added" if present else "removed"
+                    ).inc()
+                    log.info(
+                        "soft taint %s node %s: %s",
+                        "put on" if present else "taken off",
+                        name,
+                        reason,
+                    )
+            elif outcome not in (PatchOutcome.NODE_GONE, PatchOutcome.NOT_LEADER):
+                report.failed[name] = outcome
+                # What the node carries is what it carried: keep its memory as it was.
+                if present:
+                    memory.pop(name, None)
+                elif name in previous:
+                    memory[name] = previous[name]
+                log.warning(
+                    "soft taint on node %s: could not %s it (%s); trying again next round (%s)",
+                    name,
+                    "put" if present else "take",
+                    outcome.value,
+                    reason,
+                )
+        self._warm_at_s = memory
+        self._telemetry.soft_tainted_nodes.set(len(memory))
+        if report.added or report.removed or report.failed:
+            log.info(
+                "soft taints: %d of %d nodes tainted (at most %d); %d put on, %d taken off, "
+                "%d failed",
+                len(memory),
+                len(nodes),
+                self.settings.cap(len(nodes)),
+                len(report.added),
+                len(report.removed),
+                len(report.failed),
+            )
+        return report
+
+    async def remove_all(self, nodes: Mapping[str, NodeInfo]) -> int:
+        """Take loadaware's taint off every node that carries it; returns how many."""
+        carrying = {name: False for name, info in nodes.items() if carries_soft_taint(info)}
+        outcomes = await self._write(carrying)
+        removed = sorted(n for n, o in outcomes.items() if o is PatchOutcome.WRITTEN)
+        failed = sorted(n for n, o in outcomes.items() if o.is_error)
+        self._telemetry.soft_taint_changes.labels("removed").inc(len(removed))
+        self._telemetry.soft_tainted_nodes.set(len(failed))
+        if carrying:
+            left = f"; {len(failed)} failed ({', '.join(failed)})" if failed else ""
+            log.info(
+                "soft taints are off: took loadaware's taint %s off %d nodes%s",
+                SOFT_TAINT_KEY,
+                len(removed),
+                left,
+            )
+        else:
+            log.info("soft taints are off: no node carries loadaware's taint %s", SOFT_TAINT_KEY)
+        return len(removed)
+
+    async def _write(self, changes: Mapping[str, bool]) -> dict[str, PatchOutcome]:
+        gate = asyncio.Semaphore(WRITE_CONCURRENCY)
+        outcomes: dict[str, PatchOutcome] = {}
+
+        async def one(name: str, present: bool) -> None:
+            async with gate:
+                outcome = await self._writer.set_taint(name, SOFT_TAINT, present)
+            outcomes[name] = outcome
+            self._telemetry.patches.labels("soft_taint", outcome.value).inc()
+            if outcome.is_error:
+                self._telemetry.patch_errors.labels("soft_taint", outcome.value).inc()
+
+        async with asyncio.TaskGroup() as group:
+            for name, present in changes.items():
+                group.create_task(one(name, present))
+        return outcomes

@@ -1,0 +1,331 @@
+"""Soft taints written by the annotator, on the fake API server: only loadaware's taint
+changes, never over another writer, held through a dip, gone without fresh data, and
+taken off everywhere when the feature is off."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from app.annotator.annotator import Annotator
+from app.annotator.softtaints import SOFT_TAINT
+from app.kube.patching import PatchOutcome, TaintWriter, taints_with
+from app.load import format_usage
+from app.load.taints import SOFT_TAINT_KEY, SoftTaintSettings
+from app.policy import default_policy
+from tests.annotator.helpers import (
+    annotator,
+    eventually,
+    fast_lease,
+    metric_value,
+    policy,
+    running,
+)
+from tests.annotator.promproxy import PromProxy
+from tests.support.fakekube import NODES
+from tests.support.fakekube_fixtures import FakeKube
+
+FOREIGN = {"key": "example.com/gpu", "value": "a100", "effect": "NoSchedule"}
+OURS = {"key": SOFT_TAINT_KEY, "value": "true", "effect": "PreferNoSchedule"}
+# A hold well inside the 5-minute metric's freshness (8 minutes), so that a clock moved
+# past the hold still reads the annotations as fresh.
+HOLD_S = 120.0
+SETTINGS = SoftTaintSettings(release_margin=0.1, min_hold_s=HOLD_S, max_share=0.5)
+
+
+def taints(fake_kube: FakeKube, node: str) -> list[dict[str, Any]]:
+    stored = fake_kube.store.get_node(node)
+    assert stored is not None
+    return list(stored.get("spec", {}).get("taints") or [])
+
+
+def set_taints(fake_kube: FakeKube, node: str, entries: list[dict[str, Any]]) -> None:
+    fake_kube.store.modify(NODES, node, lambda n: n.setdefault("spec", {}).update(taints=entries))
+
+
+def cpu(usage: float, age_s: float = 10.0) -> dict[str, str]:
+    return {"cpu_usage_avg_5m": format_usage(usage, time.time() - age_s)}
+
+
+def set_cpu(fake_kube: FakeKube, node: str, annotations: Mapping[str, str]) -> None:
+    fake_kube.store.modify(NODES, node, lambda n: n["metadata"]["annotations"].update(annotations))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.offset_s = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset_s
+
+
+def the_annotator(
+    fake_kube: FakeKube,
+    client: Any,
+    prom: PromProxy,
+    settings: SoftTaintSettings | None,
+    clock: Callable[[], float] = time.time,
+) -> Annotator:
+    return annotator(
+        fake_kube,
+        client,
+        prom.url,
+        the_policy=default_policy(),  # cpu_usage_avg_5m limited at 0.65
+        soft_taints=settings,
+        soft_taint_interval_s=0.05,
+        clock=clock,
+    )
+
+
+# -- the writer ---------------------------------------------------------------------
+
+
+def test_taints_with_changes_only_loadaware_s_entry() -> None:
+    assert taints_with([FOREIGN], SOFT_TAINT, True) == [FOREIGN, OURS]
+    assert taints_with([OURS, FOREIGN], SOFT_TAINT, False) == [FOREIGN]
+    assert taints_with([FOREIGN, OURS], SOFT_TAINT, True) is None
+    assert taints_with([FOREIGN], SOFT_TAINT, False) is None
+    # The key is loadaware's: an entry with another effect becomes ours, or goes.
+    wrong = {"key": SOFT_TAINT_KEY, "effect": "NoSchedule"}
+    assert taints_with([wrong, FOREIGN], SOFT_TAINT, True) == [FOREIGN, OURS]
+    assert taints_with([wrong], SOFT_TAINT, False) == []
+
+
+def test_a_taint_added_by_another_writer_meanwhile_is_kept(fake_kube: FakeKube) -> None:
+    """The write is conditional on the version read: another writer's change between
+    our read and our write makes it a 409, and the retry reads again."""
+    fake_kube.store.add_node("n1")
+    fake_kube.delay("PATCH", "/api/v1/nodes/n1", 0.3, times=1)
+
+    async def scenario() -> PatchOutcome:
+        async with fake_kube.async_client() as client:
+            writer = TaintWriter(client, first_backoff_s=0.01)
+            write = asyncio.create_task(writer.set_taint("n1", SOFT_TAINT, True))
+            await asyncio.sleep(0.15)  # our GET is done, our PATCH is held
+            set_taints(fake_kube, "n1", [FOREIGN])
+            return await write
+
+    assert asyncio.run(scenario()) is PatchOutcome.WRITTEN
+    assert taints(fake_kube, "n1") == [FOREIGN, OURS]
+    patches = fake_kube.requests("PATCH", "/api/v1/nodes/n1")
+    assert len(patches) == 2  # the first refused (409) for its stale resourceVersion
+
+
+def test_a_follower_writes_no_taint(fake_kube: FakeKube) -> None:
+    fake_kube.store.add_node("n1")
+
+    async def scenario() -> PatchOutcome:
+        async with fake_kube.async_client() as client:
+            writer = TaintWriter(client, may_write=lambda: False)
+            return await writer.set_taint("n1", SOFT_TAINT, True)
+
+    assert asyncio.run(scenario()) is PatchOutcome.NOT_LEADER
+    assert fake_kube.requests("*", "/api/v1/nodes/n1") == []
+
+
+# -- the annotator --------------------------------------------------------------------
+
+
+def test_a_hot_node_is_tainted_and_nothing_else_of_any_node_changes(
+    fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = fake_kube.store
+    store.add_node("hot", annotations=cpu(0.90))
+    store.add_node("cool", annotations=cpu(0.20))
+    store.add_node("garbage", annotations={"cpu_usage_avg_5m": "0.99;not a sample"})
+    store.add_node("future", annotations=cpu(0.99, age_s=-3600))  # stamped ahead: distrusted
+    store.add_node("stale", annotations=cpu(0.99, age_s=3 * 3600))
+    set_taints(fake_kube, "hot", [FOREIGN])
+    before = {name: store.get_node(name) for name in ("cool", "garbage", "future", "stale")}
+    caplog.set_level(logging.INFO, logger="app.annotator")
+
+    async def scenario() -> Annotator:
+        async with fake_kube.async_client() as client:
+            annotator = the_annotator(fake_kube, client, static_prom, SETTINGS)
+            async with running(annotator):
+                assert await eventually(lambda: OURS in taints(fake_kube, "hot"))
+                rounds = annotator.soft_taint_rounds
+                assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + 3)
+            return annotator
+
+    annotator = asyncio.run(scenario())
+    assert taints(fake_kube, "hot") == [FOREIGN, OURS]
+    for name, node in before.items():
+        assert node is not None
+        stored = store.get_node(name)
+        assert stored is not None
+        assert stored["metadata"]["resourceVersion"] == node["metadata"]["resourceVersion"], name
+    assert metric_value(annotator, "loadaware_annotator_soft_tainted_nodes") == 1
+    added = {"change": "added"}
+    assert metric_value(annotator, "loadaware_annotator_soft_taint_changes_total", added) == 1
+    # One write for one change: later rounds find nothing to do and send nothing.
+    assert len(fake_kube.requests("PATCH", "/api/v1/nodes/hot")) == 1
+    assert fake_kube.requests("GET", "/api/v1/nodes/cool") == []
+    assert "soft taint put on node hot: hot: cpu_usage_avg_5m 0.90 > 0.65" in caplog.text
+
+
+def test_the_taint_stays_through_a_dip_goes_when_cool_and_at_once_when_stale(
+    fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="app.annotator")
+    store = fake_kube.store
+    for name in ("a", "b", "c", "d"):
+        store.add_node(name, annotations=cpu(0.90 if name == "a" else 0.20))
+    clock = Clock()
+
+    async def scenario() -> None:
+        async with fake_kube.async_client() as client:
+            annotator = the_annotator(fake_kube, client, static_prom, SETTINGS, clock)
+
+            async def after_rounds(n: int = 2) -> None:
+                rounds = annotator.soft_taint_rounds
+                assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + n)
+
+            async with running(annotator):
+                assert await eventually(lambda: OURS in taints(fake_kube, "a"))
+                set_cpu(fake_kube, "a", cpu(0.20))  # a dip, cool
+                await after_rounds()
+                assert OURS in taints(fake_kube, "a")
+                clock.offset_s = HOLD_S + 1  # cool for longer than the hold
+                assert await eventually(lambda: taints(fake_kube, "a") == [])
+                clock.offset_s = 0.0
+                set_cpu(fake_kube, "a", cpu(0.90))
+                assert await eventually(lambda: OURS in taints(fake_kube, "a"))
+                set_cpu(fake_kube, "a", cpu(0.90, age_s=3 * 3600))  # stale: fail open
+                assert await eventually(lambda: taints(fake_kube, "a") == [])
+
+    asyncio.run(scenario())
+    assert "soft taint taken off node a: cool for 12" in caplog.text  # 121 s, or a bit more
+    assert "soft taint taken off node a: no fresh data: fail open" in caplog.text
+
+
+def test_a_taint_found_without_memory_is_held_from_now(
+    fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A new leader (or a restart) finds the taint on a node gone cool: it keeps it for
+    the hold rather than dropping it at once."""
+    store = fake_kube.store
+    for name in ("a", "b", "c"):
+        store.add_node(name, annotations=cpu(0.20))
+    set_taints(fake_kube, "a", [OURS])
+    clock = Clock()
+
+    async def scenario() -> None:
+        async with fake_kube.async_client() as client:
+            annotator = the_annotator(fake_kube, client, static_prom, SETTINGS, clock)
+            async with running(annotator):
+                assert await eventually(lambda: annotator.soft_taint_rounds >= 3)
+                assert taints(fake_kube, "a") == [OURS]
+                clock.offset_s = HOLD_S + 1
+                assert await eventually(lambda: taints(fake_kube, "a") == [])
+
+    caplog.set_level(logging.INFO, logger="app.annotator")
+    asyncio.run(scenario())
+    assert "soft taint taken off node a: cool for 12" in caplog.text
+
+
+def test_turned_off_it_takes_every_soft_taint_off_and_says_how_many(
+    fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = fake_kube.store
+    for name in ("a", "b", "c"):
+        store.add_node(name, annotations=cpu(0.90))
+    set_taints(fake_kube, "a", [FOREIGN, OURS])
+    set_taints(fake_kube, "b", [OURS])
+    caplog.set_level(logging.INFO, logger="app.annotator")
+
+    async def scenario() -> None:
+        async with fake_kube.async_client() as client:
+            annotator = the_annotator(fake_kube, client, static_prom, None)
+            async with running(annotator):
+                assert await eventually(
+                    lambda: taints(fake_kube, "a") == [FOREIGN] and taints(fake_kube, "b") == []
+                )
+                assert await eventually(lambda: annotator.ticks >= 1)
+            assert annotator.soft_taint_rounds == 0
+
+    asyncio.run(scenario())
+    assert taints(fake_kube, "c") == []  # hot, but the feature is off
+    assert "soft taints are off: took loadaware's taint loadaware.io/hot off 2 nodes" in caplog.text
+
+
+def test_a_refused_write_is_counted_and_tried_again(
+    fake_kube: FakeKube, static_prom: PromProxy
+) -> None:
+    store = fake_kube.store
+    for name in ("a", "b", "c"):
+        store.add_node(name, annotations=cpu(0.90 if name == "a" else 0.2))
+    fake_kube.fail_next("PATCH", "/api/v1/nodes/a", 422, times=1, message="denied by policy")
+
+    async def scenario() -> Annotator:
+        async with fake_kube.async_client() as client:
+            annotator = the_annotator(fake_kube, client, static_prom, SETTINGS)
+            async with running(annotator):
+                assert await eventually(lambda: OURS in taints(fake_kube, "a"))
+            return annotator
+
+    annotator = asyncio.run(scenario())
+    rejected = {"kind": "soft_taint", "reason": "rejected"}
+    assert metric_value(annotator, "loadaware_annotator_patch_errors_total", rejected) == 1
+
+
+def test_a_follower_touches_no_taint_and_a_new_leader_with_soft_taints_off_removes_them(
+    fake_kube: FakeKube, static_prom: PromProxy
+) -> None:
+    """A rollout that turns soft taints off: the new replica (off) waits as a follower
+    while the old leader (on) keeps the taint, then takes it off when it leads."""
+    store = fake_kube.store
+    for name in ("a", "b", "c"):
+        store.add_node(name, annotations=cpu(0.90 if name == "a" else 0.20))
+
+    async def scenario() -> None:
+        async with fake_kube.async_client() as client_on, fake_kube.async_client() as client_off:
+            on = annotator(
+                fake_kube, client_on, static_prom.url, the_policy=default_policy(),
+                soft_taints=SETTINGS, soft_taint_interval_s=0.05, lease=fast_lease("on"),
+            )  # fmt: skip
+            off = annotator(
+                fake_kube, client_off, static_prom.url, the_policy=default_policy(),
+                lease=fast_lease("off"),
+            )  # fmt: skip
+            async with running(on) as on_task:
+                assert await eventually(lambda: OURS in taints(fake_kube, "a"), 10)
+                async with running(off):
+                    elector = off.elector
+                    assert elector is not None
+                    assert await eventually(lambda: elector.attempts >= 5, 10)
+                    assert not off.may_write()
+                    assert OURS in taints(fake_kube, "a")  # the follower left it
+                    on_task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await on_task
+                    assert await eventually(lambda: taints(fake_kube, "a") == [], 10)
+                    assert off.may_write()
+
+    asyncio.run(scenario())
+
+
+def test_a_reloaded_policy_that_limits_nothing_takes_the_taints_off_and_says_so(
+    fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("a", "b", "c"):
+        fake_kube.store.add_node(name, annotations=cpu(0.90 if name == "a" else 0.20))
+    caplog.set_level(logging.INFO, logger="app.annotator")
+
+    async def scenario() -> None:
+        async with fake_kube.async_client() as client:
+            annotator = the_annotator(fake_kube, client, static_prom, SETTINGS)
+            async with running(annotator):
+                assert await eventually(lambda: OURS in taints(fake_kube, "a"))
+                annotator.set_policy(policy())  # syncPolicy and hotValue, no predicate
+                assert await eventually(lambda: taints(fake_kube, "a") == [])
+
+    asyncio.run(scenario())
+    assert "limits no metric (no predicate), so soft taints come off every node" in caplog.text
+    assert "soft taint taken off node a: no fresh data: fail open" in caplog.text

@@ -1,0 +1,233 @@
+"""Soft taints on a real control plane, with the STOCK kube-scheduler and no extender.
+
+The annotator runs as its own identity with the shipped RBAC and ``--soft-taints``,
+leader-elected on its Lease, on short settings (a round every second, a hold of a few
+seconds). A node is made hot either by a real sync from the session's Prometheus
+(node-busy: cpu 70 % against the default policy's 65 % limit) or, where a test needs
+the load to change over time, by annotations the test writes itself on nodes
+Prometheus has no series for (the annotator leaves those alone). kube-scheduler runs
+with its default profile: what keeps pods off the tainted node is TaintToleration's
+score, nothing of loadaware's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from lightkube import Client
+from lightkube.resources.core_v1 import Node, Pod
+
+from app.descheduler.descheduler import RunResult
+from app.load import format_usage
+from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY
+from app.rebalance.config import config_from_mapping
+from tests.descheduler.cluster import load_annotations
+from tests.e2e.descheduler import deployment, descheduler_allowed, pinned_deployment, run_once
+from tests.e2e.harness import REPO, ControlPlane, Process, pod_object, scheduler_config, wait_until
+from tests.support.cadvisor import PodSeries, cadvisor_prometheus
+from tests.support.prom_fixtures import PromNodeData
+
+HOLD_S = 8.0
+SOFT_TAINT_FLAGS = (
+    "--soft-taints",
+    "--soft-taint-interval", "1s",
+    "--soft-taint-hold", f"{HOLD_S:g}s",
+    "--soft-taint-max-share", "0.5",
+    # Leader-elected as deployed (its Lease in loadaware, by the shipped Role), on
+    # short timings: only the leader writes.
+    "--lease-namespace", "loadaware",
+    "--leader-elect-lease-duration", "3s",
+    "--leader-elect-renew-deadline", "2s",
+    "--leader-elect-retry-period", "500ms",
+)  # fmt: skip
+
+
+def soft_tainted(client: Client, name: str) -> bool:
+    node = client.get(Node, name)
+    taints = (node.spec.taints if node.spec is not None else None) or []
+    return any(t.key == SOFT_TAINT_KEY and t.effect == SOFT_TAINT_EFFECT for t in taints)
+
+
+def set_cpu(client: Client, name: str, usage: float, at_s: float | None = None) -> None:
+    stamp = time.time() if at_s is None else at_s
+    annotations = {"cpu_usage_avg_5m": format_usage(usage, stamp)}
+    client.patch(Node, name, {"metadata": {"annotations": annotations}})
+
+
+@contextlib.contextmanager
+def annotator(cluster: ControlPlane, prometheus_url: str) -> Iterator[Process]:
+    """The annotator with soft taints on; ready once every metric has synced once."""
+    cluster.grant(REPO / "deploy" / "base" / "annotator-rbac.yaml", "loadaware-annotator")
+    kubeconfig = cluster.kubeconfig_for("loadaware-annotator")
+    flags = ("--prometheus-url", prometheus_url, *SOFT_TAINT_FLAGS)
+    with cluster.loadaware("annotator", *flags, kubeconfig=kubeconfig) as process:
+        yield process
+
+
+def bare_pod(namespace: str, name: str, cpu: str) -> Pod:
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "example.invalid/app",
+                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+                }
+            ],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+    return pod_object(body)
+
+
+def placement(client: Client, namespace: str) -> dict[str, str | None]:
+    return {
+        pod.metadata.name or "": pod.spec.nodeName if pod.spec else None
+        for pod in client.list(Pod, namespace=namespace)
+        if pod.metadata is not None and pod.metadata.deletionTimestamp is None
+    }
+
+
+@pytest.mark.prometheus
+def test_a_hot_node_is_tainted_within_one_sync_and_a_backlog_goes_there_last(
+    cluster: ControlPlane, namespace: str, prometheus_node_data: PromNodeData
+) -> None:
+    data = prometheus_node_data
+    for name in ("node-busy", "node-cool"):  # cpu 70 % and 5 %, 4 cores each
+        spec = data.node(name)
+        cluster.make_node(name, cpu="4", internal_ip=spec.internal_ip)
+    cluster.make_node("spare", cpu="4", internal_ip="192.0.2.9")  # no series: never hot
+    client = cluster.client()
+    with annotator(cluster, data.url) as process:
+        # Ready means every metric synced once; the taint follows within a round.
+        wait_until(lambda: soft_tainted(client, "node-busy"), 5, "node-busy tainted")
+        assert not soft_tainted(client, "node-cool")
+        assert not soft_tainted(client, "spare")
+        # 10 pods of 1 core: the two untainted nodes hold 8, so exactly 2 must go to
+        # node-busy. Without the taint the request-based plugins spread them evenly.
+        for i in range(10):
+            client.create(bare_pod(namespace, f"p-{i}", "1"))
+        with cluster.scheduler(scheduler_config()):
+            wait_until(lambda: all(placement(client, namespace).values()), 60, "10 pods bound")
+        assert soft_tainted(client, "node-busy")
+        log = process.log_path.read_text()
+    placed = list(placement(client, namespace).values())
+    assert placed.count("node-busy") == 2, placed
+    assert placed.count("node-cool") == placed.count("spare") == 4, placed
+    assert "soft taint put on node node-busy: hot: cpu_usage_avg_5m 0.70 > 0.65" in log
+
+
+@pytest.mark.prometheus
+def test_the_taint_stays_through_a_dip_goes_when_cool_and_at_once_when_stale(
+    cluster: ControlPlane, prometheus_node_data: PromNodeData
+) -> None:
+    client = cluster.client()
+    for name in ("a", "b", "c"):
+        cluster.make_node(name, internal_ip=f"192.0.2.{ord(name)}")  # no series: ours
+        set_cpu(client, name, 0.90 if name == "a" else 0.20)
+    with annotator(cluster, prometheus_node_data.url):
+        wait_until(lambda: soft_tainted(client, "a"), 5, "a tainted")
+        set_cpu(client, "a", 0.60)  # a dip below the limit, above the lower line (0.55)
+        time.sleep(2.5)
+        assert soft_tainted(client, "a")
+        cool_at = time.monotonic()
+        set_cpu(client, "a", 0.20)  # cool: the hold starts from the last warm reading
+        time.sleep(HOLD_S / 2)
+        assert soft_tainted(client, "a")
+        wait_until(lambda: not soft_tainted(client, "a"), HOLD_S + 10, "a untainted")
+        assert time.monotonic() - cool_at >= HOLD_S - 1.0
+        set_cpu(client, "a", 0.90)
+        wait_until(lambda: soft_tainted(client, "a"), 5, "a tainted again")
+        stale_at = time.monotonic()
+        set_cpu(client, "a", 0.90, at_s=time.time() - 3 * 3600)  # stale: fail open
+        wait_until(lambda: not soft_tainted(client, "a"), HOLD_S - 3, "a untainted at once")
+        assert time.monotonic() - stale_at < HOLD_S - 3
+        assert not soft_tainted(client, "b")
+        assert not soft_tainted(client, "c")
+
+
+@pytest.mark.prometheus
+def test_a_pod_evicted_from_a_tainted_node_is_replaced_elsewhere(
+    cluster: ControlPlane, namespace: str, prometheus_node_data: PromNodeData
+) -> None:
+    """By requests, hot looks the emptiest node (1 of 4 cores requested against 3 on
+    each cool node), so the stock scheduler alone would put a replacement straight
+    back on it; the soft taint sends it to a cool node."""
+    client = cluster.client()
+    cluster.make_node("hot", cpu="4", annotations=load_annotations(0.85), internal_ip="192.0.2.1")
+    for name in ("cool-1", "cool-2"):
+        cluster.make_node(name, cpu="4", annotations=load_annotations(0.2), internal_ip="192.0.2.2")
+        client.create(pinned_deployment(namespace, f"fill-{name}", 1, "3", "1Gi", node=name))
+        # Cordoned while web is placed, so that all of it lands on hot.
+        client.patch(Node, name, {"spec": {"unschedulable": True}})
+    client.create(deployment(namespace, "web", 4))  # 250m each, no nodeName
+    with cluster.scheduler(scheduler_config()):
+        wait_until(lambda: len(web_pods(client, namespace)) == 4, 60, "4 web pods bound")
+    assert set(web_pods(client, namespace).values()) == {"hot"}
+    for name in ("cool-1", "cool-2"):
+        client.patch(Node, name, {"spec": {"unschedulable": False}})
+    assert cluster.kubelet_mark_ready(namespace) == 6
+    ran_an_hour(client, namespace)  # so their usage is in the nodes' samples
+    before = set(web_pods(client, namespace))
+    series = [
+        PodSeries(namespace, pod, {"app": (0.3 if pod.startswith("web") else 0.1, 2**27)}, node=n)
+        for pod, n in placement(client, namespace).items()
+        if n is not None
+    ]
+    # Per-workload limits open: the run may move as many web pods as it sees fit.
+    config = config_from_mapping(
+        {
+            "consecutiveHotRounds": 1,
+            "evictionsPerSecond": 50,
+            "maxMigratingPerWorkload": 10,
+            "maxUnavailablePerWorkload": "100%",
+        }
+    )
+    with descheduler_allowed(cluster), annotator(cluster, prometheus_node_data.url):
+        wait_until(lambda: soft_tainted(client, "hot"), 5, "hot tainted")
+        with cadvisor_prometheus(series) as prometheus_url:
+            report = run_once(cluster, prometheus_url, config)
+        assert report.result is RunResult.OK, report.message
+        assert report.evicted, (report.message, report.plan)
+        cluster.kubelet_reap(namespace)
+        with cluster.scheduler(scheduler_config()):
+            wait_until(lambda: len(web_pods(client, namespace)) == 4, 60, "the replacements bound")
+        assert soft_tainted(client, "hot")
+    after = web_pods(client, namespace)
+    replacements = set(after) - before
+    assert len(replacements) == len(report.evicted), after
+    assert {after[name] for name in replacements} <= {"cool-1", "cool-2"}, after
+
+
+def ran_an_hour(client: Client, namespace: str) -> None:
+    """Date every pod's binding an hour back, as the kubelet would have reported it:
+    the planner counts a pod bound after its node's sample as usage still to come."""
+    an_hour_ago = datetime.fromtimestamp(time.time() - 3600, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for pod in client.list(Pod, namespace=namespace):
+        if pod.metadata is None or pod.status is None:
+            continue
+        conditions = [
+            {"type": c.type, "status": c.status, "lastTransitionTime": an_hour_ago}
+            for c in pod.status.conditions or []
+        ]
+        client.patch(
+            Pod.Status,
+            pod.metadata.name or "",
+            {"status": {"conditions": conditions}},
+            namespace=namespace,
+        )
+
+
+def web_pods(client: Client, namespace: str) -> dict[str, str]:
+    """The bound web pods not being deleted, and their nodes."""
+    return {
+        name: node
+        for name, node in placement(client, namespace).items()
+        if name.startswith("web") and node is not None
+    }
