@@ -6,7 +6,9 @@ NodeResourcesFit/LeastAllocated and NodeResourcesBalancedAllocation, each 0..100
 weight 1, scored on "non-zero" requests (100m CPU, 200Mi memory for a container that
 requests nothing). Ties are broken at random, as kube-scheduler does. It leaves out
 everything a scenario cannot express: affinity, taints, topology spread, image
-locality, preemption and ``percentageOfNodesToScore`` (every node is scored).
+locality, preemption and ``percentageOfNodesToScore`` (every node is scored). The
+rules themselves are ``app.load.default_profile``, which the descheduler also calls to
+predict where a replacement lands.
 
 ``loadaware`` is that, followed by the extender: nodes the production load model
 (``app.load.evaluate_node``) rejects are filtered out, and the extender's answer
@@ -32,14 +34,12 @@ import numpy as np
 import numpy.typing as npt
 
 from app.load import NodeLoad, evaluate_node
+from app.load.default_profile import fits_requests, non_zero_requests, resource_scores
 from app.load.wire import can_be_preferred, limit_room, wire_scores
 from app.policy import Policy
 from app.simulate.recording_rules import SimulatedMonitoring
 
-NON_ZERO_CPU_CORES = 0.1
 EXTENDER_POINTS = 10  # kube-scheduler multiplies an extender's score by 10 x its weight
-NON_ZERO_MEMORY_BYTES = 200 * 2.0**20
-MAX_NODE_SCORE = 100
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -59,11 +59,11 @@ class PodShape:
 
     @property
     def score_cpu_cores(self) -> float:
-        return self.request_cpu_cores or NON_ZERO_CPU_CORES
+        return non_zero_requests(self.request_cpu_cores, self.request_memory_bytes)[0]
 
     @property
     def score_memory_bytes(self) -> float:
-        return self.request_memory_bytes or NON_ZERO_MEMORY_BYTES
+        return non_zero_requests(self.request_cpu_cores, self.request_memory_bytes)[1]
 
 
 @dataclass
@@ -89,24 +89,26 @@ class NodeRequests:
         self.scored_memory[node] += sign * pod.score_memory_bytes
 
     def fits(self, pod: PodShape) -> BoolArray:
-        """NodeResourcesFit's filter: the pod's requests fit in what is not requested."""
-        slack = 1e-9
-        cpu_ok = self.requested_cpu + pod.request_cpu_cores <= self.allocatable_cpu + slack
-        mem_ok = self.requested_memory + pod.request_memory_bytes <= self.allocatable_memory + slack
-        return cpu_ok & mem_ok
+        """NodeResourcesFit's filter (``app.load.default_profile``)."""
+        return fits_requests(
+            self.allocatable_cpu,
+            self.allocatable_memory,
+            self.requested_cpu,
+            self.requested_memory,
+            pod.request_cpu_cores,
+            pod.request_memory_bytes,
+        )
 
     def scores(self, pod: PodShape) -> IntArray:
-        """LeastAllocated + BalancedAllocation, each 0..100, with the pod placed."""
-        cpu_fraction = (self.scored_cpu + pod.score_cpu_cores) / self.allocatable_cpu
-        mem_fraction = (self.scored_memory + pod.score_memory_bytes) / self.allocatable_memory
-        least = (
-            np.floor(np.clip(1 - cpu_fraction, 0, 1) * MAX_NODE_SCORE)
-            + np.floor(np.clip(1 - mem_fraction, 0, 1) * MAX_NODE_SCORE)
-        ) // 2
-        spread = np.abs(np.minimum(cpu_fraction, 1) - np.minimum(mem_fraction, 1)) / 2
-        balanced = np.floor((1 - spread) * MAX_NODE_SCORE)
-        total: IntArray = (least + balanced).astype(np.int64)
-        return total
+        """LeastAllocated + BalancedAllocation, the pod placed (``app.load.default_profile``)."""
+        return resource_scores(
+            self.allocatable_cpu,
+            self.allocatable_memory,
+            self.scored_cpu,
+            self.scored_memory,
+            pod.score_cpu_cores,
+            pod.score_memory_bytes,
+        )
 
 
 class UnsampledUsage(Protocol):
