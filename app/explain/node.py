@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app.policy import Policy
-from app.rebalance.config import DeschedulerConfig
+from app.rebalance.config import DeschedulerConfig, SchedulerBeside
 from app.rebalance.outcome import (
     EvictionPlan,
     NodeClass,
@@ -27,6 +27,8 @@ from app.rebalance.view import ClusterView
 ROLE = {
     NodeKind.SOURCE: "a source: the descheduler moves pods off it",
     NodeKind.DEBOUNCING: "not yet a source: hot, but not for enough runs in a row",
+    NodeKind.UNTAINTED: "not a source: hot, but without loadaware's soft taint the "
+    "scheduler could send its pods back",
     NodeKind.DESTINATION: "a destination: evicted pods may be sent to it",
     NodeKind.NEUTRAL: "neither a source nor a destination",
     NodeKind.NO_DATA: "neither: without usable data it is never a source nor a destination",
@@ -44,6 +46,7 @@ class NodeExplanation:
     skipped: tuple[SkippedPod, ...]
     sent_here: tuple[PlannedEviction, ...]
     notes: tuple[str, ...]  # the plan's, for the whole cluster
+    scheduler: SchedulerBeside = "extender"  # what the plan assumes places replacements
 
     @property
     def role(self) -> str:
@@ -72,4 +75,5 @@ def explain_node(
         skipped=tuple(s for s in the_plan.skipped if s.node == name),
         sent_here=tuple(e for e in the_plan.evictions if e.destination == name),
         notes=tuple(the_plan.notes),
+        scheduler=the_plan.scheduler,
     )
