@@ -5,8 +5,16 @@
 NodeResourcesFit/LeastAllocated and NodeResourcesBalancedAllocation, each 0..100 and
 weight 1, scored on "non-zero" requests (100m CPU, 200Mi memory for a container that
 requests nothing). Ties are broken at random, as kube-scheduler does. It leaves out
-everything a scenario cannot express: affinity, taints, topology spread, image
-locality, preemption and ``percentageOfNodesToScore`` (every node is scored).
+everything a scenario cannot express: affinity, topology spread, image locality,
+preemption and ``percentageOfNodesToScore`` (every node is scored).
+
+With soft taints (``default+taints``), TaintToleration is scored as kube-scheduler
+scores it (REFERENCE §8): per feasible node, the count of ``PreferNoSchedule`` taints
+the pod does not tolerate (here loadaware's own, 0 or 1: scenario pods tolerate
+nothing), normalized in reverse across the feasible nodes (the node with the most gets
+0, one with none 100; all 100 when none has any) and added at weight 3, the default
+profile's, to the request-based plugins' sum. So a tainted node is the last choice
+among the feasible ones, never filtered out.
 
 ``loadaware`` is that, followed by the extender: nodes the production load model
 (``app.load.evaluate_node``) rejects are filtered out, and the extender's answer
@@ -40,6 +48,7 @@ NON_ZERO_CPU_CORES = 0.1
 EXTENDER_POINTS = 10  # kube-scheduler multiplies an extender's score by 10 x its weight
 NON_ZERO_MEMORY_BYTES = 200 * 2.0**20
 MAX_NODE_SCORE = 100
+TAINT_TOLERATION_WEIGHT = 3  # kube-scheduler's default profile
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -196,10 +205,17 @@ class Scheduler:
     extender_weight: int
     rng: np.random.Generator
     plugin_weight: int = 0  # > 0: the load score counts as a 0..100 plugin at this weight
+    # Per node, whether it carries loadaware's PreferNoSchedule taint (the annotator's
+    # soft taints); None: no node is ever tainted, TaintToleration adds the same to all.
+    soft_tainted: BoolArray | None = None
 
     def choose(self, pod: PodShape) -> int | None:
         feasible = self.requests.fits(pod)
         scores = self.requests.scores(pod)
+        if self.soft_tainted is not None:
+            scores = scores + taint_toleration(self.soft_tainted, feasible) * (
+                TAINT_TOLERATION_WEIGHT
+            )
         if self.load_filter is not None:
             feasible &= self.load_filter.passes
             if self.plugin_weight > 0:
@@ -233,3 +249,21 @@ class Scheduler:
             roomy.tolist(),
         )
         return answer
+
+
+def taint_toleration(intolerable: BoolArray, feasible: BoolArray) -> IntArray:
+    """TaintToleration's normalized score per node, 0..100 (0 where not feasible).
+
+    The raw score is the count of ``PreferNoSchedule`` taints the pod does not
+    tolerate (``intolerable``: 0 or 1 per node), then kube-scheduler's
+    ``DefaultNormalizeScore`` in reverse over the feasible nodes:
+    ``100 - 100 * count // max_count``, or 100 for all when the max is 0.
+    """
+    counts = np.where(feasible, intolerable.astype(np.int64), 0)
+    most = int(counts.max()) if len(counts) else 0
+    if most == 0:
+        normalized = np.full(len(counts), MAX_NODE_SCORE, dtype=np.int64)
+    else:
+        normalized = MAX_NODE_SCORE - MAX_NODE_SCORE * counts // most
+    result: IntArray = np.where(feasible, normalized, 0)
+    return result
