@@ -5,10 +5,19 @@
 NodeResourcesFit/LeastAllocated and NodeResourcesBalancedAllocation, each 0..100 and
 weight 1, scored on "non-zero" requests (100m CPU, 200Mi memory for a container that
 requests nothing). Ties are broken at random, as kube-scheduler does. It leaves out
-everything a scenario cannot express: affinity, taints, topology spread, image
-locality, preemption and ``percentageOfNodesToScore`` (every node is scored). The
-rules themselves are ``app.load.default_profile``, which the descheduler also calls to
-predict where a replacement lands.
+everything a scenario cannot express: affinity, topology spread, image locality,
+preemption and ``percentageOfNodesToScore`` (every node is scored).
+
+With soft taints (``default+taints``), TaintToleration is scored as kube-scheduler
+scores it (REFERENCE §8): per feasible node, the count of ``PreferNoSchedule`` taints
+the pod does not tolerate (here loadaware's own, 0 or 1: scenario pods tolerate
+nothing), normalized in reverse across the feasible nodes (the node with the most gets
+0, one with none 100; all 100 when none has any) and added at weight 3, the default
+profile's, to the request-based plugins' sum. So a tainted node is the last choice
+among the feasible ones, never filtered out.
+
+The rules themselves are ``app.load.default_profile``, which the descheduler also calls
+to predict where a replacement lands.
 
 ``loadaware`` is that, followed by the extender: nodes the production load model
 (``app.load.evaluate_node``) rejects are filtered out, and the extender's answer
@@ -34,7 +43,13 @@ import numpy as np
 import numpy.typing as npt
 
 from app.load import NodeLoad, evaluate_node
-from app.load.default_profile import fits_requests, non_zero_requests, resource_scores
+from app.load.default_profile import (
+    TAINT_TOLERATION_WEIGHT,
+    fits_requests,
+    non_zero_requests,
+    resource_scores,
+    taint_toleration_scores,
+)
 from app.load.wire import can_be_preferred, limit_room, wire_scores
 from app.policy import Policy
 from app.simulate.recording_rules import SimulatedMonitoring
@@ -198,10 +213,18 @@ class Scheduler:
     extender_weight: int
     rng: np.random.Generator
     plugin_weight: int = 0  # > 0: the load score counts as a 0..100 plugin at this weight
+    # Per node, whether it carries loadaware's PreferNoSchedule taint (the annotator's
+    # soft taints); None: no node is ever tainted, TaintToleration adds the same to all.
+    soft_tainted: BoolArray | None = None
 
     def choose(self, pod: PodShape) -> int | None:
         feasible = self.requests.fits(pod)
         scores = self.requests.scores(pod)
+        if self.soft_tainted is not None:
+            untolerated = self.soft_tainted.astype(np.int64)  # scenario pods tolerate none
+            scores = scores + taint_toleration_scores(untolerated, feasible) * (
+                TAINT_TOLERATION_WEIGHT
+            )
         if self.load_filter is not None:
             feasible &= self.load_filter.passes
             if self.plugin_weight > 0:
@@ -235,3 +258,4 @@ class Scheduler:
             roomy.tolist(),
         )
         return answer
+

@@ -75,7 +75,9 @@ def evicted_uids(cluster: SimulatedCluster, run_: Run) -> set[tuple[float, str]]
     return result
 
 
-@pytest.mark.parametrize("policy", ["default+desched", "crane+desched", "loadaware+desched"])
+@pytest.mark.parametrize(
+    "policy", ["default+desched", "crane+desched", "loadaware+desched", "default+taints+desched"]
+)
 def test_every_eviction_was_planned_by_the_real_planner_and_kept_the_pdbs(policy: str) -> None:
     cluster, run_ = run(hot_spot(), policy)
     assert run_.evictions, "nothing was evicted: the property was not exercised"

@@ -35,7 +35,7 @@ USERS = [
     (
         "simulate/scheduling.py",
         "request scoring",
-        {"fits_requests", "non_zero_requests", "resource_scores"},
+        {"fits_requests", "non_zero_requests", "resource_scores", "taint_toleration_scores"},
     ),
     (
         "rebalance/kube_scheduler.py",
