@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +28,7 @@ import numpy.typing as npt
 from app.load.estimate import estimate_pod_usage
 from app.objects.resources import Resources
 from app.policy import Policy
+from app.rebalance.config import SchedulerBeside
 from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scenario import Scenario
@@ -74,7 +75,8 @@ class Rebalancer(Protocol):
     def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]: ...
 
 
-Steering = Literal["extender", "soft-taints", "requests"]
+# What steers the scheduler: the descheduler's ``scheduler`` setting, one definition.
+Steering = SchedulerBeside
 
 
 @dataclass
