@@ -129,3 +129,14 @@ def test_a_tolerated_soft_taint_does_not_keep_the_replacement_away() -> None:
     result = plan_of("soft-taints", nodes, [tolerant, pods[1]], usage)
     assert result.evictions == []
     assert [s.code for s in result.skipped] == [SkipCode.BACK_ON_SOURCE]
+
+
+def test_a_soft_taint_on_a_cool_node_evicts_nothing_from_it() -> None:
+    # A taint someone else set (the node's own kubelet): without real heat on its
+    # annotations the node is no source, whatever its taints say.
+    victim = pod("victim", "tainted", cpu=0.5)
+    nodes = [node("tainted", 0.5, taints=(SOFT_TAINT,)), node("cool", 0.1)]
+    result = plan_of("soft-taints", nodes, [victim], {victim.key: Resources(3.0, 1 * GI)})
+    assert result.node_classes["tainted"].kind is NodeKind.NEUTRAL
+    assert result.evictions == []
+    assert result.skipped == []
