@@ -38,6 +38,7 @@ from app.rebalance.destinations import Destinations
 from app.rebalance.kube_scheduler import RequestScheduler
 from app.rebalance.outcome import NodeClass, NodeKind, SkipCode
 from app.rebalance.placement import Placements
+from app.rebalance.view import ClusterView
 
 # One line per mode: what the plan assumes about the scheduler (render, explain).
 ASSUMES: Mapping[SchedulerBeside, str] = {
@@ -195,3 +196,28 @@ def replacements_for(
     if mode == "extender":
         return PlanChooses(destinations)
     return SchedulerChooses(destinations, classes, nodes, pods, placements)
+
+
+def live_refusal(
+    pod: PodInfo, source: str, cluster_now: ClusterView, mode: SchedulerBeside
+) -> str | None:
+    """Just before an eviction, against the live caches: None when the scheduler beside
+    still sends the replacement away from ``source``; else why not. (With soft taints
+    the annotator may have removed the taint; by requests the source may have become a
+    best choice, a scale-down elsewhere, say.) Where it lands is not judged again:
+    replacements of this run's earlier evictions may still be pending, unseen."""
+    if mode == "extender":
+        return None
+    nodes, pods = cluster_now.nodes, list(cluster_now.pods.values())
+    node = nodes.get(source)
+    if node is None:
+        return f"source {source} is gone"
+    if mode == "soft-taints" and not soft_tainted(node):
+        return f"{source} no longer carries {SOFT_TAINT_KEY}"
+    ordered = [nodes[name] for name in sorted(nodes)]
+    best, score = RequestScheduler(ordered, pods, Placements(nodes, pods)).best_nodes(
+        pod, source
+    )
+    if source in best:
+        return f"kube-scheduler would now place the replacement back on {source} (score {score})"
+    return None

@@ -9,7 +9,13 @@ from app.objects.pods import PodInfo
 from app.objects.resources import RESOURCES, Resources
 from app.policy import Policy
 from app.rebalance.agreement import threshold_conflicts
-from app.rebalance.beside import ASSUMES, Replacements, gate_sources, replacements_for
+from app.rebalance.beside import (
+    ASSUMES,
+    Replacements,
+    gate_sources,
+    live_refusal,
+    replacements_for,
+)
 from app.rebalance.classes import classify_all, nothing_to_do
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.destinations import (
@@ -386,6 +392,9 @@ def recheck(
         return "the pod is gone"
     if pod.node_name != eviction.source or pod.terminating:
         return "the pod is no longer running on the source"
+    away = live_refusal(pod, eviction.source, cluster_now, config.scheduler)
+    if away is not None:
+        return away
     node = cluster_now.nodes.get(eviction.destination)
     if node is None:
         return f"destination {eviction.destination} is gone"

@@ -14,7 +14,7 @@ from app.objects.nodes import NodeInfo, Taint
 from app.objects.pods import PodInfo, Toleration
 from app.objects.resources import Resources
 from app.rebalance.config import ConfigError, config_from_mapping
-from app.rebalance.plan import EvictionPlan, NodeKind, SkipCode, plan, render_plan
+from app.rebalance.plan import EvictionPlan, NodeKind, SkipCode, plan, recheck, render_plan
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, node, pod
 from tests.rebalance.builders import config as base_config
 
@@ -140,3 +140,35 @@ def test_a_soft_taint_on_a_cool_node_evicts_nothing_from_it() -> None:
     assert result.node_classes["tainted"].kind is NodeKind.NEUTRAL
     assert result.evictions == []
     assert result.skipped == []
+
+
+# -- the live re-check just before each eviction ---------------------------------------
+
+
+def test_the_live_recheck_stops_an_eviction_once_the_taint_is_gone() -> None:
+    nodes, pods, usage = under_requested(hot_taints=(SOFT_TAINT,))
+    (eviction,) = plan_of("soft-taints", nodes, pods, usage).evictions
+    still = cluster(nodes, pods, usage)
+    assert recheck(eviction, still, config("soft-taints"), POLICY, NOW + 5, {}) is None
+    untainted, _, _ = under_requested()
+    gone = cluster(untainted, pods, usage)
+    assert recheck(eviction, gone, config("soft-taints"), POLICY, NOW + 5, {}) == (
+        "hot no longer carries loadaware.io/hot")
+
+
+def test_the_live_recheck_stops_an_eviction_the_scheduler_would_now_send_back() -> None:
+    # Planned while "agent-hot" held 4 cores on the source; it left since, and now the
+    # source is the emptiest node by requests.
+    victim = pod("victim", "hot", cpu=0.5)
+    agent_hot, agent_a = daemon("agent-hot", "hot", 4.0), daemon("agent-a", "a", 6.0)
+    nodes = [node("hot", 0.9), node("a", 0.05), node("b", 0.15)]
+    usage = {victim.key: Resources(2.0, 1 * GI)}
+    (eviction,) = plan_of("requests", nodes, [victim, agent_hot, agent_a], usage).evictions
+    assert eviction.destination == "b"
+    busy_b = daemon("agent-b", "b", 3.0)
+    now = cluster(nodes, [victim, agent_a, busy_b], usage)
+    why = recheck(eviction, now, config("requests"), POLICY, NOW + 5, {})
+    assert why is not None
+    assert why.startswith("kube-scheduler would now place the replacement back on hot")
+    # Beside the extender the same change stops nothing: the extender filters hot out.
+    assert recheck(eviction, now, config("extender"), POLICY, NOW + 5, {}) is None
