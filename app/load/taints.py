@@ -133,6 +133,7 @@ def decide_soft_taints(
     warm_at_s: Mapping[str, float],
     now_s: float,
     settings: SoftTaintSettings,
+    nodes: int | None = None,
 ) -> SoftTaints:
     """Which of ``heats``' nodes carry the taint after this round (module doc).
 
@@ -140,7 +141,15 @@ def decide_soft_taints(
     the last instant it was above its lower line. A node that carries the taint with no
     memory of it (a restarted annotator) should be passed with ``now_s``: its hold
     starts again, which only ever keeps a taint longer.
+
+    ``nodes`` is how many nodes the share is of (``len(heats)`` if None). ``heats`` may
+    leave out nodes that are neither hot nor in ``warm_at_s``: such a node is never
+    tainted, so the result for the others is the same (a large cluster is judged
+    without reading every cool node).
     """
+    total = len(heats) if nodes is None else nodes
+    if total < len(heats):
+        raise ValueError(f"{len(heats)} nodes judged, more than the {total} of the cluster")
     wanted: dict[str, tuple[float, str]] = {}  # node -> (rank, reason)
     memory: dict[str, float] = {}
     decisions: dict[str, TaintDecision] = {}
@@ -170,7 +179,7 @@ def decide_soft_taints(
             decisions[name] = TaintDecision(name, False, "no fresh data: fail open")
         else:
             decisions[name] = TaintDecision(name, False, heat.describe())
-    cap = settings.cap(len(heats))
+    cap = settings.cap(total)
     ranked = sorted(wanted, key=lambda name: (-wanted[name][0], name))
     for index, name in enumerate(ranked):
         reason = wanted[name][1]
@@ -178,7 +187,7 @@ def decide_soft_taints(
             decisions[name] = TaintDecision(name, True, reason)
         else:
             decisions[name] = TaintDecision(
-                name, False, f"over the share: {cap} of {len(heats)} nodes at most ({reason})"
+                name, False, f"over the share: {cap} of {total} nodes at most ({reason})"
             )
             memory.pop(name, None)
     return SoftTaints(decisions, {name: memory[name] for name in ranked[:cap]})

@@ -28,10 +28,10 @@ DEFAULT_POLICIES = (
     "default",
     "crane",
     "loadaware",
+    "default+taints",
     "default+desched",
     "crane+desched",
     "loadaware+desched",
-    "default+taints",
     "default+taints+desched",
 )
 

@@ -44,6 +44,7 @@ import numpy.typing as npt
 
 from app.load import NodeLoad, evaluate_node
 from app.load.default_profile import (
+    MAX_NODE_SCORE,
     TAINT_TOLERATION_WEIGHT,
     fits_requests,
     non_zero_requests,
@@ -216,15 +217,21 @@ class Scheduler:
     # Per node, whether it carries loadaware's PreferNoSchedule taint (the annotator's
     # soft taints); None: no node is ever tainted, TaintToleration adds the same to all.
     soft_tainted: BoolArray | None = None
+    # Choices in which TaintToleration told feasible nodes apart (some tainted, some
+    # not); with none, the taints changed nothing and the run is the one without them.
+    taint_steered: int = field(default=0, init=False)
 
     def choose(self, pod: PodShape) -> int | None:
         feasible = self.requests.fits(pod)
         scores = self.requests.scores(pod)
         if self.soft_tainted is not None:
             untolerated = self.soft_tainted.astype(np.int64)  # scenario pods tolerate none
-            scores = scores + taint_toleration_scores(untolerated, feasible) * (
-                TAINT_TOLERATION_WEIGHT
-            )
+            toleration = taint_toleration_scores(untolerated, feasible)
+            if toleration[feasible].min(initial=MAX_NODE_SCORE) < MAX_NODE_SCORE and (
+                toleration.max() == MAX_NODE_SCORE
+            ):
+                self.taint_steered += 1
+            scores = scores + toleration * TAINT_TOLERATION_WEIGHT
         if self.load_filter is not None:
             feasible &= self.load_filter.passes
             if self.plugin_weight > 0:

@@ -102,3 +102,19 @@ def test_a_single_node_is_never_tainted() -> None:
 def test_settings_refuse_nonsense(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="must be"):
         SoftTaintSettings(**kwargs)
+
+
+def test_leaving_out_cool_untainted_nodes_changes_nothing_but_the_work() -> None:
+    """A large cluster is judged without its cool nodes: ``nodes`` keeps the share."""
+    heats = {f"n{i}": heat_of(0.1 + 0.08 * i) for i in range(10)}  # n7-n9 above 0.65
+    memory = {"n5": NOW - 120}  # tainted before, now cool and held
+    whole = decide_soft_taints(heats, memory, NOW, SETTINGS)
+    judged = {n: h for n, h in heats.items() if h.heat is Heat.HOT or n in memory}
+    part = decide_soft_taints(judged, memory, NOW, SETTINGS, nodes=len(heats))
+    assert part.tainted == whole.tainted == {"n5", "n7", "n8", "n9"}
+    assert part.warm_at_s == whole.warm_at_s
+    assert {n: part.decisions[n] for n in judged} == {n: whole.decisions[n] for n in judged}
+    # Without ``nodes`` the share would be of the 4 judged: 2 of them at most.
+    assert len(decide_soft_taints(judged, memory, NOW, SETTINGS).tainted) == 2
+    with pytest.raises(ValueError, match="more than the 3"):
+        decide_soft_taints(judged, memory, NOW, SETTINGS, nodes=3)
