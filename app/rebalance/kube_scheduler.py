@@ -96,15 +96,10 @@ class RequestScheduler:
                 pod.requests.memory_bytes,
             )
             feasible &= self._admitted_by_node_rules(pod)
-            for index in np.flatnonzero(feasible).tolist():
-                if self._placements.refusal(pod, self._nodes[index]) is not None:
-                    feasible[index] = False
-            if not feasible.any():
-                return [], 0
             score_cpu, score_memory = non_zero_requests(
                 pod.requests.cpu_cores, pod.requests.memory_bytes
             )
-            scores = resource_scores(
+            resources = resource_scores(
                 self._allocatable_cpu,
                 self._allocatable_memory,
                 self._scored_cpu,
@@ -112,12 +107,22 @@ class RequestScheduler:
                 score_cpu,
                 score_memory,
             )
-            scores = scores + TAINT_TOLERATION_WEIGHT * taint_toleration_scores(
-                self._untolerated_counts(pod), feasible
-            )
-            best = int(scores[feasible].max())
-            chosen = np.flatnonzero(feasible & (scores == best)).tolist()
-            return sorted(self._nodes[i].name for i in chosen), best
+            untolerated = self._untolerated_counts(pod)
+            # The inter-pod rules are asked of the best nodes only, and again after any
+            # of them refuses: one pass per refusal, not one call per node.
+            while feasible.any():
+                scores = resources + TAINT_TOLERATION_WEIGHT * taint_toleration_scores(
+                    untolerated, feasible
+                )
+                best = int(scores[feasible].max())
+                chosen = np.flatnonzero(feasible & (scores == best)).tolist()
+                refused = [
+                    i for i in chosen if self._placements.refusal(pod, self._nodes[i]) is not None
+                ]
+                if not refused:
+                    return sorted(self._nodes[i].name for i in chosen), best
+                feasible[refused] = False
+            return [], 0
         finally:
             self._add(pod, here, 1.0)
 

@@ -11,13 +11,15 @@ import pytest
 
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
 from app.objects.nodes import NodeInfo, Taint
-from app.objects.pods import PodInfo, Toleration
+from app.objects.pods import PodAffinityTerm, PodInfo, Toleration
 from app.objects.resources import Resources
+from app.objects.selectors import LabelSelector
 from app.rebalance.config import ConfigError, config_from_mapping
 from app.rebalance.plan import EvictionPlan, NodeKind, SkipCode, plan, recheck, render_plan
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, node, pod
 from tests.rebalance.builders import config as base_config
 
+HOSTNAME = "kubernetes.io/hostname"
 SOFT_TAINT = Taint(SOFT_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
 
 
@@ -172,3 +174,18 @@ def test_the_live_recheck_stops_an_eviction_the_scheduler_would_now_send_back() 
     assert why.startswith("kube-scheduler would now place the replacement back on hot")
     # Beside the extender the same change stops nothing: the extender filters hot out.
     assert recheck(eviction, now, config("extender"), POLICY, NOW + 5, {}) is None
+
+
+def test_the_prediction_honours_the_pods_anti_affinity() -> None:
+    # By requests "b" is the scheduler's first choice, but a web pod runs there and the
+    # victim's required anti-affinity keeps it off; the next best is "a".
+    away_from_web = (PodAffinityTerm(LabelSelector({"app": "web"}), HOSTNAME, ("default",)),)
+    victim = pod("victim", "hot", cpu=0.5, labels={"app": "web"},
+                 pod_anti_affinity=away_from_web)
+    web_b = pod("web-b", "b", owner="web", labels={"app": "web"})
+    pods = [victim, web_b, daemon("agent-hot", "hot", 7.0), daemon("agent-a", "a", 6.0)]
+    nodes = [node("hot", 0.9, labels={HOSTNAME: "hot"}), node("a", 0.05, labels={HOSTNAME: "a"}),
+             node("b", 0.1, labels={HOSTNAME: "b"})]
+    usage = {victim.key: Resources(2.0, 1 * GI), web_b.key: Resources(0.1, 1 * GI)}
+    result = plan_of("requests", nodes, pods, usage)
+    assert [(e.pod.name, e.destination) for e in result.evictions] == [("victim", "a")]
