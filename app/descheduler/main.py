@@ -38,6 +38,7 @@ from app.policy.watch import PolicyWatcher
 from app.prom.client import PrometheusSettings, PrometheusSource
 from app.prom.flags import add_prometheus_flags, prometheus_settings_from_args
 from app.rebalance.agreement import threshold_conflicts
+from app.rebalance.beside import ASSUMES
 from app.rebalance.config import ConfigError, DeschedulerConfig, config_from_yaml
 from app.rebalance.plan import render_plan
 
@@ -165,6 +166,7 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
         log.warning("no --policy given: using the built-in default policy (crane's defaults)")
         policy = default_policy()
     warn_about_thresholds(config, policy)
+    log.info("planning beside scheduler=%s: %s", config.scheduler, ASSUMES[config.scheduler])
     mismatch = config.metrics_missing_from({s.name for s in policy.spec.sync_policy})
     if mismatch:
         raise ConfigError(f"--config and --policy disagree: {'; '.join(mismatch)}")
