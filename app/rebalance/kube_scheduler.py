@@ -80,10 +80,13 @@ class RequestScheduler:
     def unmove(self, pod: PodInfo, source: str, destination: str) -> None:
         self.move(pod, destination, source)
 
-    def best_nodes(self, pod: PodInfo, source: str) -> tuple[list[str], int]:
+    def best_nodes(
+        self, pod: PodInfo, source: str, *, taints: bool = True
+    ) -> tuple[list[str], int]:
         """The nodes kube-scheduler would choose among for ``pod``'s replacement, with
         ``pod`` gone from ``source``, by name; and their total score. ([] and 0 when no
-        node would take it: the replacement would stay Pending.)"""
+        node would take it: the replacement would stay Pending.) ``taints=False``: as if
+        no node carried a ``PreferNoSchedule`` taint (once the soft taints are gone)."""
         here = self._index[source]
         self._add(pod, here, -1.0)
         try:
@@ -108,6 +111,8 @@ class RequestScheduler:
                 score_memory,
             )
             untolerated = self._untolerated_counts(pod)
+            if not taints:
+                untolerated = np.zeros_like(untolerated)
             # The inter-pod rules are asked of the best nodes only, and again after any
             # of them refuses: one pass per refusal, not one call per node.
             while feasible.any():

@@ -76,9 +76,7 @@ def evicted_uids(cluster: SimulatedCluster, run_: Run) -> set[tuple[float, str]]
     return result
 
 
-@pytest.mark.parametrize(
-    "policy", ["crane+desched", "loadaware+desched", "default+taints+desched"]
-)
+@pytest.mark.parametrize("policy", ["crane+desched", "loadaware+desched"])
 def test_every_eviction_was_planned_by_the_real_planner_and_kept_the_pdbs(policy: str) -> None:
     cluster, run_ = run(hot_spot(), policy)
     assert run_.evictions, "nothing was evicted: the property was not exercised"
@@ -89,8 +87,7 @@ def test_every_eviction_was_planned_by_the_real_planner_and_kept_the_pdbs(policy
 def test_beside_a_request_based_scheduler_it_evicts_nothing_that_would_come_back() -> None:
     """The hot spot's four nodes hold the same requests: once a web pod is gone from
     the hot node, that node ties for kube-scheduler's best score, so its replacement
-    may land right back (``default+desched`` plans in the ``requests`` mode). With soft
-    taints (the test above) the taint makes the hot node the last choice, and it acts."""
+    may land right back (``default+desched`` plans in the ``requests`` mode)."""
     cluster, run_ = run(hot_spot(), "default+desched")
     assert isinstance(cluster.rebalancer, PlannerRebalancer)
     assert cluster.rebalancer.config.scheduler == "requests"
@@ -103,7 +100,9 @@ def test_beside_a_request_based_scheduler_it_evicts_nothing_that_would_come_back
 
 
 def test_with_soft_taints_every_source_carried_the_taint_when_it_was_planned() -> None:
-    cluster, run_ = run(hot_spot(), "default+taints+desched")
+    scenario = load_scenario("drifting-hot-spot")
+    cluster = SimulatedCluster(scenario, plan_for("default+taints+desched"))
+    run_ = cluster.simulate()
     assert isinstance(cluster.rebalancer, PlannerRebalancer)
     assert cluster.rebalancer.config.scheduler == "soft-taints"
     assert run_.evictions
@@ -150,7 +149,7 @@ def test_the_scenarios_descheduler_section_is_validated_by_the_descheduler() -> 
         load(small(descheduler={"interval": "45s"}))
 
 
-@pytest.mark.parametrize("policy", ["default+desched", "crane+desched"])
+@pytest.mark.parametrize("policy", ["default+desched", "default+taints+desched", "crane+desched"])
 def test_the_drifting_hot_spot_builtin_evicts_through_the_planner_only(policy: str) -> None:
     scenario = load_scenario("drifting-hot-spot")
     cluster = SimulatedCluster(scenario, plan_for(policy))
