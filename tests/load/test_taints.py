@@ -11,6 +11,7 @@ from app.load.taints import (
     SoftTaints,
     SoftTaintSettings,
     decide_soft_taints,
+    judge_node,
     node_heat,
 )
 from app.policy import default_policy
@@ -38,6 +39,23 @@ def test_heat_follows_the_fresh_reading_against_the_limit_and_the_lower_line() -
     assert heat_of(None).heat is Heat.UNKNOWN
     assert heat_of(0.95, age_s=3600).heat is Heat.UNKNOWN  # stale: fail open
     assert "cpu_usage_avg_5m 0.80 > 0.65" in heat_of(0.80).describe()
+
+
+def test_the_estimate_of_pods_not_yet_sampled_counts_as_the_extender_counts_it() -> None:
+    """A node its readings show at 0.50 with 0.20 of CPU bound since is hot: the
+    extender's filter rejects it too. Stale data stays unknown whatever is estimated."""
+    annotations = {"cpu_usage_avg_5m": format_usage(0.50, NOW - 30)}
+    margin = SETTINGS.release_margin
+    unsampled = {"cpu": 0.20}
+    hot = judge_node(annotations, POLICY, NOW, margin, unsampled)
+    assert hot.heat is Heat.HOT
+    assert evaluate_node(annotations, POLICY, NOW, unsampled).overloaded
+    assert "0.70 (+0.20 estimated) > 0.65" in hot.describe()
+    assert judge_node(annotations, POLICY, NOW, margin).heat is Heat.COOL
+    assert judge_node(annotations, POLICY, NOW, margin, {"memory": 0.20}).heat is Heat.COOL
+    assert judge_node(annotations, POLICY, NOW, margin, {"cpu": 0.10}).heat is Heat.WARM
+    stale = {"cpu_usage_avg_5m": format_usage(0.55, NOW - 3600)}
+    assert judge_node(stale, POLICY, NOW, margin, {"cpu": 0.5}).heat is Heat.UNKNOWN
 
 
 def test_a_hot_node_is_tainted_and_a_warm_one_is_not_until_it_was_hot() -> None:
