@@ -169,7 +169,9 @@ class SimulatedCluster:
             else None
         )
         self.soft_taints = (
-            SimulatedSoftTaints(self.policy, self.pipeline, self.node_names)
+            SimulatedSoftTaints(
+                self.policy, self.pipeline, self.node_names, estimate=self.estimate
+            )
             if plan.soft_taints
             else None
         )

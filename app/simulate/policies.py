@@ -13,7 +13,8 @@ default+taints       + the annotator's soft taints (``app.load.taints``) that
 <policy>+desched     + the descheduler's planner (``app.rebalance.plan``)
 ==================== ====================================================
 
-``loadaware`` passes ``estimation.BurstEstimate`` as the load filter's ``unsampled``;
+``loadaware`` passes ``estimation.BurstEstimate`` as the load filter's ``unsampled``,
+``default+taints`` the same to the soft taints' rule (``app.load.taints.judge_node``);
 ``+desched`` runs ``descheduling.PlannerRebalancer`` every descheduler interval, which
 can tell from ``cluster.plan.steering`` which scheduler it works beside.
 """
@@ -53,7 +54,8 @@ def plan_for(name: str) -> PolicyPlan:
         load_aware=base != "default",
         crane=base == "crane",
         soft_taints="taints" in extras,
-        make_estimate=BurstEstimate if base == "loadaware" else None,
+        # the extender's estimate, or the annotator's when it keeps soft taints
+        make_estimate=BurstEstimate if base == "loadaware" or "taints" in extras else None,
         make_rebalancer=PlannerRebalancer if "desched" in extras else None,
     )
 

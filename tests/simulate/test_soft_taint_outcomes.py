@@ -4,6 +4,14 @@ pending pod-minutes and pods never bound), take away all of it where placing by
 requests overloads busy nodes, and leave no more node-minutes above the limits, except
 on cpu-heavy (below: a known trade, one node just above the CPU limit).
 
+Not asserted, because it is not true: *fewer* node-minutes above the limits than
+default. On no built-in does placement leave room for it on every seed: cpu-heavy's and
+memory-heavy's 900 are the three busy nodes from the start (loadaware: 900 too),
+evenly-busy's 1,800 every node all the time, thousand-nodes' 0 no node ever; on
+drifting-hot-spot and small-pods-hot-spot the load comes after placement (loadaware
+494-495 and 315 as default); on burst only a scheduler that holds pods back gets fewer
+(loadaware 835 with 27-31 pods never bound), and the taints do on seed 3 alone.
+
 Kept lean as ``test_no_harm`` is: a run in which TaintToleration never told feasible
 nodes apart (``Scheduler.taint_steered``) is the default run, step for step
 (``test_taints_that_steer_no_choice_leave_the_run_as_it_was``), so the default run is
@@ -100,10 +108,12 @@ def test_soft_taints_add_no_harm(name: str, seed: int) -> None:
         # above the limit). With them, the 40 pods of 1.5 CPU go to the other seven,
         # ~8.6 CPU each of 16; the request-based scores tie (100m on 16 cores is
         # below one point), so one of the seven may take 7 pods of the last wave
-        # (10.5 CPU, 65.6 %) before its 5-minute average can show it: no rule on
-        # fresh readings can see it coming (loadaware's extender does, with its
-        # estimate). The node-minutes that adds are all just above the limit, on
-        # nodes default kept under it.
+        # (10.5 CPU, 65.6 %). The rule adds the extender's estimate of the pods bound
+        # since the samples, so it taints that node once its pods put it over the
+        # limit; but it judges the node as it is, as the extender's filter does, not
+        # with the next pod, as the extender's room check does, so the pod that takes
+        # it over still lands (12 of seeds 1-20). The node-minutes that adds are all
+        # just above the limit, on nodes default kept under it.
         busy = np.max(without.cpu_utilisation, axis=0) > 0.65
         added = np.max(with_taints.cpu_utilisation[:, ~busy], axis=0, initial=0.0)
         assert added.max() <= 0.70, (seed, added.max())

@@ -9,9 +9,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from app.load import evaluate_node
 from app.load.default_profile import TAINT_TOLERATION_WEIGHT, taint_toleration_scores
-from app.load.taints import Heat, node_heat
+from app.load.taints import Heat, judge_node
 from app.simulate.cluster import Placement, SimulatedCluster
 from app.simulate.policies import plan_for
 from app.simulate.scheduling import NodeRequests, PodShape, Scheduler
@@ -112,12 +111,15 @@ def test_the_annotator_taints_what_the_rule_says_from_the_annotations_the_extend
         rounds = cluster.soft_taints.rounds
         if not rounds or rounds[-1].t_s != t_s:
             continue
-        # Judged again here, from the annotations as they stand: the same verdicts.
+        # Judged again here, from the annotations as they stand and the extender's
+        # estimate of the pods bound since: the same verdicts.
         now_s = cluster.pipeline.epoch_s + t_s
         margin = cluster.soft_taints.settings.release_margin
+        assert cluster.estimate is not None
         for node, name in enumerate(cluster.node_names):
-            load_ = evaluate_node(cluster.pipeline.annotations(node), cluster.policy, now_s)
-            heat = node_heat(load_, cluster.policy, margin)
+            annotations = cluster.pipeline.annotations(node)
+            unsampled = cluster.estimate.unsampled(node, t_s)
+            heat = judge_node(annotations, cluster.policy, now_s, margin, unsampled)
             decision = rounds[-1].decision.decisions.get(name)
             if decision is None:  # left unread: it must not have been hot
                 assert heat.heat is not Heat.HOT, (t_s, name)
