@@ -299,6 +299,8 @@ def _config_type(annotation: Any) -> str:
         return f"map {keys} → {_config_type(args[1])}"
     if origin is tuple:
         return f"list of {_config_type(args[0])}s"
+    if origin is Literal:
+        return "one of " + ", ".join(f"`{a}`" for a in args)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "section"
     names = {str: "string", float: "number", int: "integer", bool: "boolean"}

@@ -33,6 +33,7 @@ from app.prom import (
     prometheus_settings_from_args,
 )
 from app.rebalance import (
+    ASSUMES,
     ConfigError,
     DeschedulerConfig,
     config_from_yaml,
@@ -167,6 +168,7 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
     if policy_watcher is not None:
         watchers.append(policy_watcher)
     warn_about_thresholds(config, policy)
+    log.info("planning beside scheduler=%s: %s", config.scheduler, ASSUMES[config.scheduler])
     mismatch = config.metrics_missing_from({s.name for s in policy.spec.sync_policy})
     if mismatch:
         raise ConfigError(f"--config and --policy disagree: {'; '.join(mismatch)}")

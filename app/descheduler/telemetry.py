@@ -34,8 +34,8 @@ class DeschedulerMetrics:
         )
         self.nodes = Gauge(
             "loadaware_descheduler_nodes",
-            "Nodes per class in the last run (source, debouncing, destination, neutral, "
-            "no-data, excluded).",
+            "Nodes per class in the last run (source, debouncing, untainted, destination, "
+            "neutral, no-data, excluded).",
             ["class"],
             registry=registry,
         )

@@ -19,6 +19,7 @@ from app.rebalance import (
     NodeClass,
     NodeKind,
     PlannedEviction,
+    SchedulerBeside,
     SkippedPod,
     plan,
 )
@@ -27,6 +28,8 @@ from app.rebalance import (
 ROLE = {
     NodeKind.SOURCE: "a source: the descheduler moves pods off it",
     NodeKind.DEBOUNCING: "not yet a source: hot, but not for enough runs in a row",
+    NodeKind.UNTAINTED: "not a source: hot, but without loadaware's soft taint the "
+    "scheduler could send its pods back",
     NodeKind.DESTINATION: "a destination: evicted pods may be sent to it",
     NodeKind.NEUTRAL: "neither a source nor a destination",
     NodeKind.NO_DATA: "neither: without usable data it is never a source nor a destination",
@@ -44,6 +47,7 @@ class NodeExplanation:
     skipped: tuple[SkippedPod, ...]
     sent_here: tuple[PlannedEviction, ...]
     notes: tuple[str, ...]  # the plan's, for the whole cluster
+    scheduler: SchedulerBeside = "extender"  # what the plan assumes places replacements
 
     @property
     def role(self) -> str:
@@ -72,4 +76,5 @@ def explain_node(
         skipped=tuple(s for s in the_plan.skipped if s.node == name),
         sent_here=tuple(e for e in the_plan.evictions if e.destination == name),
         notes=tuple(the_plan.notes),
+        scheduler=the_plan.scheduler,
     )

@@ -14,7 +14,7 @@ from app.explain.node import NodeExplanation
 from app.explain.pod import NodeVerdict, PodExplanation
 from app.load import HOT_VALUE_PENALTY_PER_UNIT, MAX_EXTENDER_SCORE, MetricReading
 from app.objects import Resources
-from app.rebalance import PlannedEviction
+from app.rebalance import ASSUMES, PlannedEviction
 
 # An Event's message is free text that anyone allowed to create Events in the pod's
 # namespace can write (docs/security.md, "loadaware explain"): shown bounded, and with
@@ -261,6 +261,7 @@ def render_node(explanation: NodeExplanation, sources: Sequence[str]) -> str:
     node_class = explanation.node_class
     lines = [f"node {explanation.node}: {explanation.role}"]
     lines.append(f"why: {node_class.kind.value}, {node_class.reason}")
+    lines.append(f"scheduler: {explanation.scheduler}: {ASSUMES[explanation.scheduler]}")
     lines.append(
         f"usage {_percent(node_class.usage_fraction)}; a destination at or below "
         f"{_percent(node_class.low_fraction)}; hot above {_percent(node_class.high_fraction)}"
@@ -315,6 +316,7 @@ def node_json(explanation: NodeExplanation, sources: Sequence[str]) -> dict[str,
         "hotRounds": node_class.hot_rounds,
         "consecutiveHotRounds": explanation.consecutive_hot_rounds,
         "podsOnNode": explanation.pods_on_node,
+        "scheduler": explanation.scheduler,
         "wouldMove": [_eviction_json(e) for e in explanation.moved_off],
         "wouldSkip": [
             {"pod": s.pod_key, "code": s.code.value, "reason": s.reason}

@@ -22,9 +22,11 @@ in the order a plan is made:
 """
 
 from app.rebalance.agreement import threshold_conflicts
+from app.rebalance.beside import ASSUMES
 from app.rebalance.config import (
     ConfigError,
     DeschedulerConfig,
+    SchedulerBeside,
     config_from_mapping,
     config_from_yaml,
     memory_window_s,
@@ -44,6 +46,7 @@ from app.rebalance.render import render_plan
 from app.rebalance.view import ClusterView
 
 __all__ = [
+    "ASSUMES",
     "ClusterView",
     "ConfigError",
     "DeschedulerConfig",
@@ -52,6 +55,7 @@ __all__ = [
     "NodeKind",
     "PlannedEviction",
     "PlannerMemory",
+    "SchedulerBeside",
     "SkipCode",
     "SkippedPod",
     "config_from_mapping",

@@ -95,7 +95,14 @@ def nothing_to_do(classes: Mapping[str, NodeClass], config: DeschedulerConfig) -
     destinations = kinds.count(NodeKind.DESTINATION)
     if not sources:
         debouncing = kinds.count(NodeKind.DEBOUNCING)
-        suffix = f" ({debouncing} hot node(s) still debouncing)" if debouncing else ""
+        untainted = kinds.count(NodeKind.UNTAINTED)
+        waiting = [
+            f"{debouncing} hot node(s) still debouncing" if debouncing else "",
+            f"{untainted} hot node(s) without the soft taint" if untainted else "",
+        ]
+        suffix = f" ({', '.join(w for w in waiting if w)})" if debouncing or untainted else ""
+        if untainted:
+            return f"no source nodes: no hot node carries the soft taint{suffix}"
         return f"no source nodes: no node is above targetThresholds long enough{suffix}"
     if not destinations:
         return "no destination nodes: no Ready, schedulable node is below thresholds"

@@ -28,6 +28,11 @@ API_VERSION = "loadaware.io/v1alpha1"
 KIND = "DeschedulerConfiguration"
 
 Resource = Literal["cpu", "memory"]
+# The scheduler that places the replacements of evicted pods (``scheduler``):
+# loadaware's extender; a request-based kube-scheduler that loadaware's soft taints
+# steer; or a request-based kube-scheduler alone. ``app/rebalance/beside.py`` says
+# what each changes in a plan.
+SchedulerBeside = Literal["extender", "soft-taints", "requests"]
 
 # The one definition of the default per-pod usage queries (app/prom/pod_usage.py says
 # why they drop container="" and container="POD").
@@ -247,6 +252,18 @@ class DeschedulerConfig(_Section):
         default=False,
         description="Allow evicting the last Ready pod of a controller (off: such a pod is "
         "never evicted, which is what single-replica workloads need).",
+    )
+    scheduler: SchedulerBeside = Field(
+        default="extender",
+        description="The scheduler that places the evicted pods' replacements. "
+        "'extender': kube-scheduler calls loadaware's extender, which filters out hot "
+        "nodes. 'soft-taints': a kube-scheduler without the extender, steered by the "
+        "annotator's soft taints: a hot node is a source only while it carries the "
+        "taint. 'requests': a kube-scheduler that places by requests alone: a pod is "
+        "not evicted where it would place the replacement back on the source, or on a "
+        "node that is not a destination. Not detected: the descheduler cannot see "
+        "kube-scheduler's configuration, and a cluster without taints may simply have "
+        "no hot node.",
     )
     dry_run: bool = Field(default=False, description="Plan and print, evict nothing.")
     interval: DurationS = Field(default=300.0, gt=0, description="Time between runs.")

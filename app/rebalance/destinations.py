@@ -241,6 +241,17 @@ class Destinations:
             heapq.heappush(self._heap, entry)
         return chosen, why
 
+    def refusal_at(self, name: str, pod: PodInfo, usage: Resources) -> str | None:
+        """None when ``name`` is a destination that takes the pod's replacement (the
+        node a scheduler chose, not the plan); else why not, as "... it is ..."."""
+        room = self._rooms.get(name)
+        if room is None:
+            return "is not a destination"
+        if room.headroom() <= 0:
+            return "has no headroom left"
+        refused = self._rules.refusal(pod, usage, room)
+        return None if refused is None else f"refuses it: {refused}"
+
     def reserve(self, name: str, pod: PodInfo, usage: Resources) -> None:
         room = self._rooms[name]
         room.free_requests = room.free_requests - pod.requests

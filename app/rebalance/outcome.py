@@ -7,11 +7,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from app.objects import PodInfo, Resources
+from app.rebalance.config import SchedulerBeside
 
 
 class NodeKind(StrEnum):
     SOURCE = "source"  # hot long enough: pods are evicted from it
     DEBOUNCING = "debouncing"  # hot, but not for enough consecutive rounds yet
+    # scheduler: soft-taints: hot long enough, but without loadaware's soft taint, so
+    # kube-scheduler would not steer its pods' replacements away: nothing leaves it
+    UNTAINTED = "untainted"
     DESTINATION = "destination"  # underutilized: may receive evicted pods
     NEUTRAL = "neutral"  # in between, or excluded from receiving (unschedulable, not Ready)
     NO_DATA = "no-data"  # a metric is stale or missing: never a source nor a destination
@@ -57,6 +61,8 @@ class SkipCode(StrEnum):
     OTHER_RESOURCE = "other_resource"  # mostly a resource its node is not hot on
     GAIN_TOO_SMALL = "gain_too_small"  # leaves the source hot and gains under minimumGain
     NO_DESTINATION = "no_destination"
+    # scheduler: requests | soft-taints: kube-scheduler would put the replacement back
+    BACK_ON_SOURCE = "back_on_source"
     ALREADY_EVICTED = "already_evicted"
     RECHECK = "recheck"  # the live re-check before the call refused it
 
@@ -71,6 +77,8 @@ class SkippedPod:
 
 @dataclass
 class EvictionPlan:
+    # The scheduler the plan assumes places the replacements (config ``scheduler``).
+    scheduler: SchedulerBeside = "extender"
     node_classes: dict[str, NodeClass] = field(default_factory=dict)
     evictions: list[PlannedEviction] = field(default_factory=list)  # in execution order
     skipped: list[SkippedPod] = field(default_factory=list)

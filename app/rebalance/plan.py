@@ -8,6 +8,13 @@ from dataclasses import dataclass, field
 from app.objects import RESOURCES, PodInfo, Resources
 from app.policy import Policy
 from app.rebalance.agreement import threshold_conflicts
+from app.rebalance.beside import (
+    ASSUMES,
+    Replacements,
+    gate_sources,
+    live_refusal,
+    replacements_for,
+)
 from app.rebalance.classes import classify_all, nothing_to_do
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.destinations import (
@@ -57,7 +64,12 @@ def plan(
     nodes = [cluster.nodes[name] for name in sorted(cluster.nodes)]
     usages = measure_nodes(nodes, config, policy, now_s, cluster.recent_evictions)
     classes = classify_all(usages, config, hot_rounds)
-    result = EvictionPlan(node_classes=classes, notes=threshold_conflicts(config, policy))
+    classes = gate_sources(classes, cluster.nodes, config.scheduler)
+    result = EvictionPlan(
+        scheduler=config.scheduler,
+        node_classes=classes,
+        notes=threshold_conflicts(config, policy),
+    )
     stop = nothing_to_do(classes, config)
     if stop is not None:
         result.notes.append(stop)
@@ -74,6 +86,9 @@ def plan(
         now_s,
         usage_sources(cluster.pod_usage, policy.spec.estimation),
         destinations,
+        replacements_for(
+            config.scheduler, destinations, classes, nodes, cluster.pods.values(), rules.placements
+        ),
         result,
         RunBudget(config, cluster.pods.values(), cluster.budgets, cluster.recent_evictions, now_s),
         owned_pod_counts(cluster.pods.values()),
@@ -88,15 +103,25 @@ def plan(
         pass_.drain(usages[source.node], source, pods_by_node.get(source.node, []))
     if not result.evictions:
         result.notes.append("no pod can be moved: see the skipped pods")
-    result.notes.extend(_replacements(result, cluster, policy, now_s))
+    result.notes.extend(_replacements(result, cluster, config, policy, now_s))
     return result
 
 
 def _replacements(
-    result: EvictionPlan, cluster: ClusterView, policy: Policy, now_s: float
+    result: EvictionPlan,
+    cluster: ClusterView,
+    config: DeschedulerConfig,
+    policy: Policy,
+    now_s: float,
 ) -> list[str]:
-    """What kube-scheduler may do with the replacements: the plan reserves room, the
-    scheduler chooses, and only with the loadaware extender does it avoid the source."""
+    """What kube-scheduler may do with the replacements: beside the extender the plan
+    reserves room and the scheduler chooses, avoiding the source only while the
+    extender filters it out; beside a request-based scheduler the plan predicted where
+    they land."""
+    if config.scheduler != "extender":
+        if not result.evictions:
+            return []
+        return [f"replacements: placed by {ASSUMES[config.scheduler]}"]
     notes = []
     for source in sorted({e.source for e in result.evictions}):
         load = evaluate(cluster.nodes[source], policy, now_s, {})
@@ -197,6 +222,7 @@ class _Pass:
     now_s: float
     sources: tuple[UsageSource, ...]
     destinations: Destinations
+    replacements: Replacements
     result: EvictionPlan
     budget: RunBudget
     owned: Mapping[str, int]
@@ -243,9 +269,10 @@ class _Pass:
             if refused is not None:
                 self._skip(pod, node.name, *refused)
                 continue
-            destination, why = self.destinations.choose(pod, amount)
+            landing = self.replacements.land(pod, amount, node.name)
+            destination = landing.destination
             if destination is None:
-                self._skip(pod, node.name, SkipCode.NO_DESTINATION, f"no destination: {why}")
+                self._skip(pod, node.name, landing.code, landing.reason)
                 continue
             before = dict(current)
             for resource in current:
@@ -285,7 +312,7 @@ class _Pass:
         """Take back a source's evictions: their room, their share of the limits."""
         undone = {pod.key for pod, _, _ in chosen}
         for pod, destination, amount in reversed(chosen):
-            self.destinations.release(destination, pod, amount)
+            self.replacements.release(pod, amount, node, destination)
             self.budget.give_back(pod, node)
             self._skip(pod, node, SkipCode.GAIN_TOO_SMALL, why)
         self.result.evictions = [e for e in self.result.evictions if e.pod.key not in undone]
@@ -302,7 +329,7 @@ class _Pass:
         after: Mapping[str, float],
         over: Mapping[str, float],
     ) -> None:
-        self.destinations.reserve(destination, pod, amount)
+        self.replacements.reserve(pod, amount, source.node, destination)
         self.budget.take(pod, source.node)
         metric = self.config.metric_for
         values: dict[str, float] = {}
@@ -348,6 +375,9 @@ def recheck(
         return "the pod is gone"
     if pod.node_name != eviction.source or pod.terminating:
         return "the pod is no longer running on the source"
+    away = live_refusal(pod, eviction.source, cluster_now, config.scheduler)
+    if away is not None:
+        return away
     node = cluster_now.nodes.get(eviction.destination)
     if node is None:
         return f"destination {eviction.destination} is gone"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from app.rebalance.beside import ASSUMES
 from app.rebalance.outcome import EvictionPlan, NodeKind
 
 
@@ -21,12 +22,14 @@ def _percent(values: Mapping[str, float]) -> str:
 
 def render_plan(plan: EvictionPlan) -> str:
     lines: list[str] = []
-    hot_kinds = (NodeKind.SOURCE, NodeKind.DEBOUNCING)
+    hot_kinds = (NodeKind.SOURCE, NodeKind.DEBOUNCING, NodeKind.UNTAINTED)
     hot = [c for c in plan.node_classes.values() if c.kind in hot_kinds]
     counts = {kind: 0 for kind in NodeKind}
     for node_class in plan.node_classes.values():
         counts[node_class.kind] += 1
-    lines.append("Nodes: " + ", ".join(f"{counts[k]} {k.value}" for k in NodeKind))
+    lines.append(f"Scheduler: {plan.scheduler}: {ASSUMES[plan.scheduler]}")
+    shown = [k for k in NodeKind if k is not NodeKind.UNTAINTED or plan.scheduler == "soft-taints"]
+    lines.append("Nodes: " + ", ".join(f"{counts[k]} {k.value}" for k in shown))
     if hot:
         lines += ["", "Hot nodes:"]
         rows: list[tuple[str, ...]] = [

@@ -2,7 +2,8 @@
 
 Each step at time ``t`` runs, in order:
 
-1. the metrics pipeline does whatever is due at ``t`` (it has seen usage up to ``t``);
+1. the metrics pipeline does whatever is due at ``t`` (it has seen usage up to ``t``),
+   and with soft taints the annotator's taint rule runs after a limited metric's sync;
 2. on the descheduler's interval, a rebalancing round evicts pods, which are
    recreated at once as pending pods (their controller replaces them);
 3. pods created by ``t`` are scheduled, highest priority first, then oldest;
@@ -27,10 +28,12 @@ import numpy.typing as npt
 from app.load import estimate_pod_usage
 from app.objects import Resources
 from app.policy import Policy
+from app.rebalance import SchedulerBeside
 from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scenario import Scenario
 from app.simulate.scheduling import LoadFilter, NodeRequests, PodShape, Scheduler, UnsampledUsage
+from app.simulate.soft_taints import SimulatedSoftTaints
 
 # 2024-01-01T00:00:00Z: the wall clock at the start of every simulation.
 EPOCH_S = 1_704_067_200.0
@@ -72,6 +75,10 @@ class Rebalancer(Protocol):
     def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]: ...
 
 
+# What steers the scheduler: the descheduler's ``scheduler`` setting, one definition.
+Steering = SchedulerBeside
+
+
 @dataclass
 class PolicyPlan:
     """What one policy is made of: whether the extender filters, and its seams."""
@@ -79,8 +86,19 @@ class PolicyPlan:
     name: str
     load_aware: bool
     crane: bool = False  # crane-scheduler as it ships (scenario.crane), not the extender
+    # The annotator keeps soft taints, which kube-scheduler's TaintToleration scores.
+    soft_taints: bool = False
     make_estimate: Callable[[SimulatedCluster], UnsampledUsage] | None = None
     make_rebalancer: Callable[[SimulatedCluster], Rebalancer] | None = None
+
+    @property
+    def steering(self) -> Steering:
+        """What steers the scheduler away from hot nodes, which the descheduler works
+        beside: a load filter (loadaware's extender, or crane's plugin), soft taints,
+        or nothing but requests."""
+        if self.load_aware:
+            return "extender"
+        return "soft-taints" if self.soft_taints else "requests"
 
 
 @dataclass
@@ -109,6 +127,7 @@ class SimulatedCluster:
 
     def __init__(self, scenario: Scenario, plan: PolicyPlan) -> None:
         self.scenario = scenario
+        self.plan = plan
         settings = scenario.crane
         policy = scenario.scheduling_policy()
         if plan.crane and settings.missing_data_as_full:
@@ -149,12 +168,20 @@ class SimulatedCluster:
             if plan.load_aware
             else None
         )
+        self.soft_taints = (
+            SimulatedSoftTaints(
+                self.policy, self.pipeline, self.node_names, estimate=self.estimate
+            )
+            if plan.soft_taints
+            else None
+        )
         self.scheduler = Scheduler(
             self.requests,
             self.load_filter,
             scenario.scheduler.extender_weight,
             np.random.default_rng([scenario.seed, 1]),
             settings.plugin_weight if plan.crane else 0,
+            self.soft_taints.tainted if self.soft_taints is not None else None,
         )
         self.descheduler_interval_s = scenario.descheduler_config().interval
         self.rebalancer = plan.make_rebalancer(self) if plan.make_rebalancer else None
@@ -199,6 +226,8 @@ class SimulatedCluster:
     def step(self, step: int) -> None:
         t_s = step * self.scenario.step_s
         self.pipeline.advance(t_s)
+        if self.soft_taints is not None:
+            self.soft_taints.advance(t_s)
         self.follow_replica_counts(t_s)
         interval_s = self.descheduler_interval_s
         if self.rebalancer is not None and step > 0 and is_due(t_s, interval_s):

@@ -4,7 +4,11 @@ Every descheduler ``interval`` the adapter does what ``app/descheduler/deschedul
 around ``app.rebalance.plan``, with the simulator's state in place of the caches:
 
 * **nodes**: a ``NodeInfo`` per node, with the annotations the simulated annotator
-  wrote (the same text the planner reads in production) and its allocatable;
+  wrote (the same text the planner reads in production), its allocatable, and
+  loadaware's soft taint where the simulated annotator keeps one (``default+taints``);
+* **the scheduler beside it** (``scheduler``): the policy's, not the scenario's
+  (``PolicyPlan.steering``): ``requests`` beside ``default``, ``soft-taints`` beside
+  ``default+taints``, ``extender`` beside crane and loadaware;
 * **pods**: a ``PodInfo`` per bound pod: namespace ``default``, named
   ``<workload>-<slot>-<generation>`` (a recreated pod is a new pod with a new UID),
   owned by the ReplicaSet ``<workload>-sim`` (so ``workload_of`` names the
@@ -41,6 +45,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
 from app.objects import (
     EvictionRecord,
     LabelSelector,
@@ -49,6 +54,7 @@ from app.objects import (
     PodDisruptionBudgetView,
     PodInfo,
     Resources,
+    Taint,
     workload_of,
 )
 from app.rebalance import (
@@ -66,6 +72,8 @@ if TYPE_CHECKING:
 NAMESPACE = "default"
 TEMPLATE_HASH = "sim"
 RATE_WINDOW_S = 5 * 60.0
+# The taint the simulated annotator keeps (``soft_taints``), as the Node carries it.
+SOFT_TAINT = Taint(SOFT_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -83,7 +91,9 @@ class PlannerRebalancer:
 
     def __init__(self, cluster: SimulatedCluster) -> None:
         self._cluster = cluster
-        self.config = cluster.scenario.descheduler_config()
+        # The policy's scheduler, not the scenario's file, says what places replacements.
+        config = cluster.scenario.descheduler_config()
+        self.config = config.model_copy(update={"scheduler": cluster.plan.steering})
         self.plans: list[PlanRecord] = []
         self._hot_rounds: dict[str, tuple[int, float]] = {}  # as the memory ConfigMap keeps them
         self._records: list[EvictionRecord] = []
@@ -91,6 +101,7 @@ class PlannerRebalancer:
         # The view, kept up to date between rounds rather than rebuilt:
         self._nodes: dict[str, NodeInfo] = {}
         self._node_versions = np.full(len(cluster.node_names), -1, dtype=np.int64)
+        self._node_tainted = np.zeros(len(cluster.node_names), dtype=np.bool_)
         self._pods: dict[str, PodInfo] = {}
         self._key_of: dict[int, str] = {}  # bound slot -> its pod's key
         self._slot_of: dict[str, int] = {}
@@ -148,20 +159,26 @@ class PlannerRebalancer:
 
     # -- the pieces of the view ------------------------------------------------------
     def _update_nodes(self) -> None:
-        """A new ``NodeInfo`` for each node whose annotations were rewritten."""
+        """A new ``NodeInfo`` for each node whose annotations were rewritten or whose
+        soft taint the simulated annotator set or removed."""
         cluster = self._cluster
         versions = cluster.pipeline.node_version
-        for i in np.flatnonzero(versions != self._node_versions).tolist():
+        soft_taints = cluster.soft_taints
+        tainted = soft_taints.tainted if soft_taints is not None else self._node_tainted
+        changed = (versions != self._node_versions) | (tainted != self._node_tainted)
+        for i in np.flatnonzero(changed).tolist():
             name = cluster.node_names[i]
             self._nodes[name] = NodeInfo(
                 name=name,
                 annotations=cluster.pipeline.annotations(i),
                 internal_ip=None,
+                taints=(SOFT_TAINT,) if tainted[i] else (),
                 allocatable=Resources(
                     float(cluster.allocatable_cpu[i]), float(cluster.allocatable_memory[i])
                 ),
             )
         self._node_versions = versions.copy()
+        self._node_tainted = tainted.copy()
 
     def _update_pods(self) -> None:
         """Drop the pods evicted and add those bound since the last round."""

@@ -8,11 +8,15 @@ crane                + ``app.load.evaluate_node`` (filter, score, hot value), ru
                      as crane-scheduler ships (``scenario.crane``)
 loadaware            + ``app.load.evaluate_node`` as loadaware's extender, with
                      the burst estimate from ``app.load.estimate``
+default+taints       + the annotator's soft taints (``app.load.taints``) that
+                     kube-scheduler's TaintToleration scores (``soft_taints``)
 <policy>+desched     + the descheduler's planner (``app.rebalance.plan``)
 ==================== ====================================================
 
-``loadaware`` passes ``estimation.BurstEstimate`` as the load filter's ``unsampled``;
-``+desched`` runs ``descheduling.PlannerRebalancer`` every descheduler interval.
+``loadaware`` passes ``estimation.BurstEstimate`` as the load filter's ``unsampled``,
+``default+taints`` the same to the soft taints' rule (``app.load.taints.judge_node``);
+``+desched`` runs ``descheduling.PlannerRebalancer`` every descheduler interval, which
+can tell from ``cluster.plan.steering`` which scheduler it works beside.
 """
 
 from __future__ import annotations
@@ -25,16 +29,17 @@ DEFAULT_POLICIES = (
     "default",
     "crane",
     "loadaware",
+    "default+taints",
     "default+desched",
     "crane+desched",
     "loadaware+desched",
+    "default+taints+desched",
 )
 
 
 def unavailable_reason(name: str) -> str | None:
     """Why a policy cannot run on this build, or None if it can."""
-    base, _, extra = name.partition("+")
-    if base not in ("default", "crane", "loadaware") or extra not in ("", "desched"):
+    if name not in DEFAULT_POLICIES:
         return f"unknown policy {name!r} (known: {', '.join(DEFAULT_POLICIES)})"
     return None
 
@@ -43,13 +48,15 @@ def plan_for(name: str) -> PolicyPlan:
     reason = unavailable_reason(name)
     if reason is not None:
         raise ValueError(reason)
-    base, _, extra = name.partition("+")
+    base, *extras = name.split("+")
     return PolicyPlan(
         name=name,
         load_aware=base != "default",
         crane=base == "crane",
-        make_estimate=BurstEstimate if base == "loadaware" else None,
-        make_rebalancer=PlannerRebalancer if extra == "desched" else None,
+        soft_taints="taints" in extras,
+        # the extender's estimate, or the annotator's when it keeps soft taints
+        make_estimate=BurstEstimate if base == "loadaware" or "taints" in extras else None,
+        make_rebalancer=PlannerRebalancer if "desched" in extras else None,
     )
 
 

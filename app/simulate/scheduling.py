@@ -5,8 +5,19 @@
 NodeResourcesFit/LeastAllocated and NodeResourcesBalancedAllocation, each 0..100 and
 weight 1, scored on "non-zero" requests (100m CPU, 200Mi memory for a container that
 requests nothing). Ties are broken at random, as kube-scheduler does. It leaves out
-everything a scenario cannot express: affinity, taints, topology spread, image
-locality, preemption and ``percentageOfNodesToScore`` (every node is scored).
+everything a scenario cannot express: affinity, topology spread, image locality,
+preemption and ``percentageOfNodesToScore`` (every node is scored).
+
+With soft taints (``default+taints``), TaintToleration is scored as kube-scheduler
+scores it (REFERENCE §8): per feasible node, the count of ``PreferNoSchedule`` taints
+the pod does not tolerate (here loadaware's own, 0 or 1: scenario pods tolerate
+nothing), normalized in reverse across the feasible nodes (the node with the most gets
+0, one with none 100; all 100 when none has any) and added at weight 3, the default
+profile's, to the request-based plugins' sum. So a tainted node is the last choice
+among the feasible ones, never filtered out.
+
+The rules themselves are ``app.load.default_profile``, which the descheduler also calls
+to predict where a replacement lands.
 
 ``loadaware`` is that, followed by the extender: nodes the production load model
 (``app.load.evaluate_node``) rejects are filtered out, and the extender's answer
@@ -34,17 +45,19 @@ import numpy.typing as npt
 from app.load import (
     EXTENDER_SCORE_SCALE,
     MAX_NODE_SCORE,
+    TAINT_TOLERATION_WEIGHT,
     NodeLoad,
     can_be_preferred,
     evaluate_node,
+    fits_requests,
     limit_room,
+    non_zero_requests,
+    resource_scores,
+    taint_toleration_scores,
     wire_scores,
 )
 from app.policy import Policy
 from app.simulate.recording_rules import SimulatedMonitoring
-
-NON_ZERO_CPU_CORES = 0.1
-NON_ZERO_MEMORY_BYTES = 200 * 2.0**20
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -64,11 +77,11 @@ class PodShape:
 
     @property
     def score_cpu_cores(self) -> float:
-        return self.request_cpu_cores or NON_ZERO_CPU_CORES
+        return non_zero_requests(self.request_cpu_cores, self.request_memory_bytes)[0]
 
     @property
     def score_memory_bytes(self) -> float:
-        return self.request_memory_bytes or NON_ZERO_MEMORY_BYTES
+        return non_zero_requests(self.request_cpu_cores, self.request_memory_bytes)[1]
 
 
 @dataclass
@@ -94,24 +107,26 @@ class NodeRequests:
         self.scored_memory[node] += sign * pod.score_memory_bytes
 
     def fits(self, pod: PodShape) -> BoolArray:
-        """NodeResourcesFit's filter: the pod's requests fit in what is not requested."""
-        slack = 1e-9
-        cpu_ok = self.requested_cpu + pod.request_cpu_cores <= self.allocatable_cpu + slack
-        mem_ok = self.requested_memory + pod.request_memory_bytes <= self.allocatable_memory + slack
-        return cpu_ok & mem_ok
+        """NodeResourcesFit's filter (``app.load.default_profile``)."""
+        return fits_requests(
+            self.allocatable_cpu,
+            self.allocatable_memory,
+            self.requested_cpu,
+            self.requested_memory,
+            pod.request_cpu_cores,
+            pod.request_memory_bytes,
+        )
 
     def scores(self, pod: PodShape) -> IntArray:
-        """LeastAllocated + BalancedAllocation, each 0..100, with the pod placed."""
-        cpu_fraction = (self.scored_cpu + pod.score_cpu_cores) / self.allocatable_cpu
-        mem_fraction = (self.scored_memory + pod.score_memory_bytes) / self.allocatable_memory
-        least = (
-            np.floor(np.clip(1 - cpu_fraction, 0, 1) * MAX_NODE_SCORE)
-            + np.floor(np.clip(1 - mem_fraction, 0, 1) * MAX_NODE_SCORE)
-        ) // 2
-        spread = np.abs(np.minimum(cpu_fraction, 1) - np.minimum(mem_fraction, 1)) / 2
-        balanced = np.floor((1 - spread) * MAX_NODE_SCORE)
-        total: IntArray = (least + balanced).astype(np.int64)
-        return total
+        """LeastAllocated + BalancedAllocation, the pod placed (``app.load.default_profile``)."""
+        return resource_scores(
+            self.allocatable_cpu,
+            self.allocatable_memory,
+            self.scored_cpu,
+            self.scored_memory,
+            pod.score_cpu_cores,
+            pod.score_memory_bytes,
+        )
 
 
 class UnsampledUsage(Protocol):
@@ -201,10 +216,24 @@ class Scheduler:
     extender_weight: int
     rng: np.random.Generator
     plugin_weight: int = 0  # > 0: the load score counts as a 0..100 plugin at this weight
+    # Per node, whether it carries loadaware's PreferNoSchedule taint (the annotator's
+    # soft taints); None: no node is ever tainted, TaintToleration adds the same to all.
+    soft_tainted: BoolArray | None = None
+    # Choices in which TaintToleration told feasible nodes apart (some tainted, some
+    # not); with none, the taints changed nothing and the run is the one without them.
+    taint_steered: int = field(default=0, init=False)
 
     def choose(self, pod: PodShape) -> int | None:
         feasible = self.requests.fits(pod)
         scores = self.requests.scores(pod)
+        if self.soft_tainted is not None:
+            untolerated = self.soft_tainted.astype(np.int64)  # scenario pods tolerate none
+            toleration = taint_toleration_scores(untolerated, feasible)
+            if toleration[feasible].min(initial=MAX_NODE_SCORE) < MAX_NODE_SCORE and (
+                toleration.max() == MAX_NODE_SCORE
+            ):
+                self.taint_steered += 1
+            scores = scores + toleration * TAINT_TOLERATION_WEIGHT
         if self.load_filter is not None:
             feasible &= self.load_filter.passes
             if self.plugin_weight > 0:
@@ -238,3 +267,4 @@ class Scheduler:
             roomy.tolist(),
         )
         return answer
+

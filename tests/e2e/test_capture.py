@@ -6,7 +6,7 @@ uneven on purpose), a spread Deployment with a PDB whose replicas use unevenly a
 whose kube-state-metrics replica count went up for half an hour (two pods that are
 gone now), a StatefulSet, a DaemonSet, a Job and a bare pod. In the history, `hot`
 turns its node hot for two hours. The capture validates, its replay reproduces the
-recorded per-node usage within FIDELITY_BOUND points, the six policies run, and the
+recorded per-node usage within FIDELITY_BOUND points, every policy runs, and the
 descheduler (beside loadaware) cools the node `default` leaves hot.
 """
 
@@ -228,7 +228,8 @@ def test_capture_replays_a_lab_cluster_faithfully_and_shows_the_hot_node_cooled(
     assert fidelity["faithful"], fidelity
     rows = {row["policy"]: row for row in report["policies"]}
     assert set(rows) == {"default", "crane", "loadaware", "default+desched",
-                         "crane+desched", "loadaware+desched"}  # fmt: skip
+                         "crane+desched", "loadaware+desched", "default+taints",
+                         "default+taints+desched"}  # fmt: skip
     # default leaves cap-a above the CPU limit for the two hot hours; the descheduler
     # beside loadaware moves hot pods off it and loadaware places them on cool nodes.
     hot_minutes = rows["default"]["cpu_node_minutes_above"]

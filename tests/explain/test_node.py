@@ -56,3 +56,20 @@ def test_a_destination_shows_what_it_would_receive_and_leaves_its_own_pods_alone
     warm = explain_node("warm", cluster(NODES, PODS), config(), POLICY, NOW, {})
     assert warm.node_class.kind is NodeKind.NEUTRAL
     assert "none: its 1 pods are not considered, since it is not a source" in render_node(warm, [])
+
+
+def test_explain_says_which_scheduler_the_plan_assumes_and_why_an_untainted_node_stays() -> None:
+    settings = config(scheduler="soft-taints")
+    explanation = explain_node("hot", cluster(NODES, PODS), settings, POLICY, NOW, {})
+    assert explanation.node_class.kind is NodeKind.UNTAINTED
+    assert explanation.moved_off == ()
+    text = render_node(explanation, [])
+    assert text.startswith("node hot: not a source: hot, but without loadaware's soft taint")
+    assert "not tainted yet" in text
+    assert "scheduler: soft-taints: kube-scheduler without the extender" in text
+    assert node_json(explanation, [])["scheduler"] == "soft-taints"
+    by_requests = explain_node("hot", cluster(NODES, PODS), config(scheduler="requests"),
+                               POLICY, NOW, {})  # fmt: skip
+    assert by_requests.node_class.kind is NodeKind.SOURCE
+    assert "scheduler: requests: kube-scheduler placing by requests alone" in render_node(
+        by_requests, [])

@@ -11,6 +11,7 @@ from app.load.taints import (
     SoftTaints,
     SoftTaintSettings,
     decide_soft_taints,
+    judge_node,
     node_heat,
 )
 from app.policy import default_policy
@@ -38,6 +39,23 @@ def test_heat_follows_the_fresh_reading_against_the_limit_and_the_lower_line() -
     assert heat_of(None).heat is Heat.UNKNOWN
     assert heat_of(0.95, age_s=3600).heat is Heat.UNKNOWN  # stale: fail open
     assert "cpu_usage_avg_5m 0.80 > 0.65" in heat_of(0.80).describe()
+
+
+def test_the_estimate_of_pods_not_yet_sampled_counts_as_the_extender_counts_it() -> None:
+    """A node its readings show at 0.50 with 0.20 of CPU bound since is hot: the
+    extender's filter rejects it too. Stale data stays unknown whatever is estimated."""
+    annotations = {"cpu_usage_avg_5m": format_usage(0.50, NOW - 30)}
+    margin = SETTINGS.release_margin
+    unsampled = {"cpu": 0.20}
+    hot = judge_node(annotations, POLICY, NOW, margin, unsampled)
+    assert hot.heat is Heat.HOT
+    assert evaluate_node(annotations, POLICY, NOW, unsampled).overloaded
+    assert "0.70 (+0.20 estimated) > 0.65" in hot.describe()
+    assert judge_node(annotations, POLICY, NOW, margin).heat is Heat.COOL
+    assert judge_node(annotations, POLICY, NOW, margin, {"memory": 0.20}).heat is Heat.COOL
+    assert judge_node(annotations, POLICY, NOW, margin, {"cpu": 0.10}).heat is Heat.WARM
+    stale = {"cpu_usage_avg_5m": format_usage(0.55, NOW - 3600)}
+    assert judge_node(stale, POLICY, NOW, margin, {"cpu": 0.5}).heat is Heat.UNKNOWN
 
 
 def test_a_hot_node_is_tainted_and_a_warm_one_is_not_until_it_was_hot() -> None:
@@ -74,12 +92,32 @@ def test_stale_or_missing_data_removes_a_taint_at_once() -> None:
 
 @pytest.mark.parametrize("nodes", [2, 3, 5, 10, 41])
 def test_a_cluster_hot_everywhere_is_never_tainted_beyond_the_share(nodes: int) -> None:
-    heats = {f"n{i}": heat_of(0.70 + i * 0.005) for i in range(nodes)}
+    cool = nodes - nodes // 2  # enough not hot that only the share bounds the taints
+    heats = {f"n{i}": heat_of(0.70 + i * 0.005) for i in range(nodes // 2)} | {
+        f"c{i}": heat_of(0.2) for i in range(cool)
+    }
     result = decide(heats)
     assert len(result.tainted) == SETTINGS.cap(nodes) <= max(1, nodes // 2)
     hottest = sorted(heats, key=lambda n: -heats[n].excess)[: SETTINGS.cap(nodes)]
     assert result.tainted == set(hottest)
-    assert all("over the share" in d.reason for d in result.decisions.values() if not d.tainted)
+    assert all(
+        "over the share" in d.reason for n, d in result.decisions.items() if n.startswith("n")
+        and not d.tainted
+    )
+
+
+@pytest.mark.parametrize("hot", [5, 6, 8, 10])
+def test_no_more_nodes_are_tainted_than_are_not_hot(hot: int) -> None:
+    """A taint sends a hot node's pods to the others: where they are hot too, tainting
+    more would pile the pods onto the least hot of the hot nodes."""
+    heats = {f"n{i}": heat_of(0.70 + i * 0.005) for i in range(hot)} | {
+        f"c{i}": heat_of(0.2) for i in range(10 - hot)
+    }
+    result = decide(heats)
+    assert len(result.tainted) == min(SETTINGS.cap(10), 10 - hot)
+    assert result.tainted == {f"n{i}" for i in range(hot - len(result.tainted), hot)}
+    assert all(f"{hot} hot" in d.reason for d in result.decisions.values()
+               if d.node.startswith("n") and not d.tainted)  # fmt: skip
 
 
 def test_a_tainted_node_is_not_displaced_by_one_barely_hotter() -> None:
@@ -102,3 +140,19 @@ def test_a_single_node_is_never_tainted() -> None:
 def test_settings_refuse_nonsense(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="must be"):
         SoftTaintSettings(**kwargs)
+
+
+def test_leaving_out_cool_untainted_nodes_changes_nothing_but_the_work() -> None:
+    """A large cluster is judged without its cool nodes: ``nodes`` keeps the share."""
+    heats = {f"n{i}": heat_of(0.1 + 0.08 * i) for i in range(10)}  # n7-n9 above 0.65
+    memory = {"n5": NOW - 120}  # tainted before, now cool and held
+    whole = decide_soft_taints(heats, memory, NOW, SETTINGS)
+    judged = {n: h for n, h in heats.items() if h.heat is Heat.HOT or n in memory}
+    part = decide_soft_taints(judged, memory, NOW, SETTINGS, nodes=len(heats))
+    assert part.tainted == whole.tainted == {"n5", "n7", "n8", "n9"}
+    assert part.warm_at_s == whole.warm_at_s
+    assert {n: part.decisions[n] for n in judged} == {n: whole.decisions[n] for n in judged}
+    # Without ``nodes`` the share would be of the 4 judged, 3 of them hot: 1 at most.
+    assert len(decide_soft_taints(judged, memory, NOW, SETTINGS).tainted) == 1
+    with pytest.raises(ValueError, match="more than the 3"):
+        decide_soft_taints(judged, memory, NOW, SETTINGS, nodes=3)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from app.load import HOT_VALUE_KEY, format_hot_value, format_usage
+from app.rebalance.outcome import SkipCode
 from app.simulate.cluster import EPOCH_S, Run, SimulatedCluster
 from app.simulate.descheduling import PlannerRebalancer
 from app.simulate.policies import plan_for
@@ -75,12 +76,44 @@ def evicted_uids(cluster: SimulatedCluster, run_: Run) -> set[tuple[float, str]]
     return result
 
 
-@pytest.mark.parametrize("policy", ["default+desched", "crane+desched", "loadaware+desched"])
+@pytest.mark.parametrize("policy", ["crane+desched", "loadaware+desched"])
 def test_every_eviction_was_planned_by_the_real_planner_and_kept_the_pdbs(policy: str) -> None:
     cluster, run_ = run(hot_spot(), policy)
     assert run_.evictions, "nothing was evicted: the property was not exercised"
     assert evicted_uids(cluster, run_) <= planned(cluster)
     assert summarise(run_).pdb_violations == 0
+
+
+def test_beside_a_request_based_scheduler_it_evicts_nothing_that_would_come_back() -> None:
+    """The hot spot's four nodes hold the same requests: once a web pod is gone from
+    the hot node, that node ties for kube-scheduler's best score, so its replacement
+    may land right back (``default+desched`` plans in the ``requests`` mode)."""
+    cluster, run_ = run(hot_spot(), "default+desched")
+    assert isinstance(cluster.rebalancer, PlannerRebalancer)
+    assert cluster.rebalancer.config.scheduler == "requests"
+    assert run_.evictions == []
+    plans = [record.plan for record in cluster.rebalancer.plans]
+    back = [s for p in plans for s in p.skipped if s.code is SkipCode.BACK_ON_SOURCE]
+    assert back, "the hot node never became a source: the rule was not exercised"
+    assert all(s.node in s.reason for s in back)
+    assert all(p.scheduler == "requests" for p in plans)
+
+
+def test_with_soft_taints_every_source_carried_the_taint_when_it_was_planned() -> None:
+    scenario = load_scenario("drifting-hot-spot")
+    cluster = SimulatedCluster(scenario, plan_for("default+taints+desched"))
+    run_ = cluster.simulate()
+    assert isinstance(cluster.rebalancer, PlannerRebalancer)
+    assert cluster.rebalancer.config.scheduler == "soft-taints"
+    assert run_.evictions
+    assert cluster.soft_taints is not None
+    tainted_at = {
+        (taint.t_s, name) for taint in cluster.soft_taints.rounds for name in taint.decision.tainted
+    }
+    for record in cluster.rebalancer.plans:
+        for eviction in record.plan.evictions:
+            latest = max(r.t_s for r in cluster.soft_taints.rounds if r.t_s <= record.t_s)
+            assert (latest, eviction.source) in tainted_at, (record.t_s, eviction.source)
 
 
 def test_the_descheduler_cools_the_hot_node_under_its_threshold_without_thrashing() -> None:
@@ -116,9 +149,10 @@ def test_the_scenarios_descheduler_section_is_validated_by_the_descheduler() -> 
         load(small(descheduler={"interval": "45s"}))
 
 
-def test_the_drifting_hot_spot_builtin_evicts_through_the_planner_only() -> None:
+@pytest.mark.parametrize("policy", ["default+desched", "default+taints+desched", "crane+desched"])
+def test_the_drifting_hot_spot_builtin_evicts_through_the_planner_only(policy: str) -> None:
     scenario = load_scenario("drifting-hot-spot")
-    cluster = SimulatedCluster(scenario, plan_for("crane+desched"))
+    cluster = SimulatedCluster(scenario, plan_for(policy))
     run_ = cluster.simulate()
     assert run_.evictions
     assert evicted_uids(cluster, run_) <= planned(cluster)

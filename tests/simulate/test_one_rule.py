@@ -1,8 +1,8 @@
-"""The simulator runs production's rules, not copies of them: the debounce rule and the
-extender's wire answer each live in one module a floor below the components, and both
-production and the simulator import them from there (through its package's front).
-Read from the source (as tests/test_layers.py reads the floors), so that a copy brought
-back fails here."""
+"""The simulator runs production's rules, not copies of them: the debounce rule, the
+extender's wire answer and kube-scheduler's request scoring each live in one module a
+floor below the components, and both production and the simulator import them from
+there (through its package's front). Read from the source (as
+tests/test_layers.py reads the floors), so that a copy brought back fails here."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ RULES = {
         "app.load.wire",
         {"can_be_preferred", "plain_wire_score", "preferred_wire_score", "preferred_position"},
     ),
+    "request scoring": (
+        "app.load.default_profile",
+        {"fits_requests", "non_zero_requests", "resource_scores", "taint_toleration_scores"},
+    ),
 }
 # Who must take each rule from its home: production and the simulator.
 USERS = [
@@ -28,6 +32,16 @@ USERS = [
     ("extender/index.py", "wire answer", {"plain_wire_score", "preferred_wire_score"}),
     ("extender/table.py", "wire answer", {"can_be_preferred"}),
     ("simulate/scheduling.py", "wire answer", {"can_be_preferred", "wire_scores"}),
+    (
+        "simulate/scheduling.py",
+        "request scoring",
+        {"fits_requests", "non_zero_requests", "resource_scores", "taint_toleration_scores"},
+    ),
+    (
+        "rebalance/kube_scheduler.py",
+        "request scoring",
+        {"fits_requests", "non_zero_requests", "resource_scores", "taint_toleration_scores"},
+    ),
 ]
 
 

@@ -1,0 +1,96 @@
+"""kube-scheduler's default profile where it places by requests: pure rules over nodes.
+
+REFERENCE §6 and §8, over arrays with one entry per node:
+
+* **NodeResourcesFit** (filter): the pod's requests fit in what the node's bound pods
+  do not request;
+* **NodeResourcesFit/LeastAllocated** and **NodeResourcesBalancedAllocation** (score,
+  each 0..100 at weight 1): on "non-zero" requests, where a pod that requests nothing
+  counts 100m CPU and 200Mi memory (kube-scheduler applies that per container; a pod's
+  total is all the planner and the simulator see, so it is applied per pod);
+* **TaintToleration** (score, weight 3): the ``PreferNoSchedule`` taints a pod does not
+  tolerate, normalized in reverse over the feasible nodes, so that a tainted node is
+  the last choice without ever being filtered out.
+
+The simulator's kube-scheduler (``app/simulate/scheduling.py``) and the descheduler's
+prediction of where a replacement lands (``app/rebalance/kube_scheduler.py``) both call
+these; neither keeps a copy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from app.load.model import MAX_NODE_SCORE
+
+NON_ZERO_CPU_CORES = 0.1
+NON_ZERO_MEMORY_BYTES = 200 * 2.0**20
+TAINT_TOLERATION_WEIGHT = 3  # the default profile's weight; the resource plugins weigh 1
+
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+def non_zero_requests(cpu_cores: float, memory_bytes: float) -> tuple[float, float]:
+    """What the scoring plugins count for a pod's requests: a request of 0 counts as the
+    non-zero default."""
+    return cpu_cores or NON_ZERO_CPU_CORES, memory_bytes or NON_ZERO_MEMORY_BYTES
+
+
+def fits_requests(
+    allocatable_cpu: FloatArray,
+    allocatable_memory: FloatArray,
+    requested_cpu: FloatArray,
+    requested_memory: FloatArray,
+    pod_cpu_cores: float,
+    pod_memory_bytes: float,
+) -> BoolArray:
+    """NodeResourcesFit's filter: the pod's requests fit in what is not requested."""
+    slack = 1e-9
+    cpu_ok = requested_cpu + pod_cpu_cores <= allocatable_cpu + slack
+    memory_ok = requested_memory + pod_memory_bytes <= allocatable_memory + slack
+    fits: BoolArray = cpu_ok & memory_ok
+    return fits
+
+
+def resource_scores(
+    allocatable_cpu: FloatArray,
+    allocatable_memory: FloatArray,
+    scored_cpu: FloatArray,
+    scored_memory: FloatArray,
+    pod_score_cpu_cores: float,
+    pod_score_memory_bytes: float,
+) -> IntArray:
+    """LeastAllocated + BalancedAllocation, each 0..100, with the pod placed.
+
+    ``scored_*`` are the non-zero requests of the node's pods (``non_zero_requests``),
+    ``pod_score_*`` the pod's own."""
+    cpu_fraction = (scored_cpu + pod_score_cpu_cores) / allocatable_cpu
+    memory_fraction = (scored_memory + pod_score_memory_bytes) / allocatable_memory
+    least = (
+        np.floor(np.clip(1 - cpu_fraction, 0, 1) * MAX_NODE_SCORE)
+        + np.floor(np.clip(1 - memory_fraction, 0, 1) * MAX_NODE_SCORE)
+    ) // 2
+    spread = np.abs(np.minimum(cpu_fraction, 1) - np.minimum(memory_fraction, 1)) / 2
+    balanced = np.floor((1 - spread) * MAX_NODE_SCORE)
+    total: IntArray = (least + balanced).astype(np.int64)
+    return total
+
+
+def taint_toleration_scores(untolerated: IntArray, feasible: BoolArray) -> IntArray:
+    """TaintToleration's normalized score per node, 0..100 (0 where not feasible).
+
+    ``untolerated`` counts, per node, the ``PreferNoSchedule`` taints the pod does not
+    tolerate; kube-scheduler's ``DefaultNormalizeScore`` in reverse over the feasible
+    nodes: ``100 - 100 * count // most``, or 100 for all when no feasible node has one.
+    """
+    counts = np.where(feasible, untolerated.astype(np.int64), 0)
+    most = int(counts.max()) if len(counts) else 0
+    if most == 0:
+        normalized = np.full(len(counts), MAX_NODE_SCORE, dtype=np.int64)
+    else:
+        normalized = MAX_NODE_SCORE - MAX_NODE_SCORE * counts // most
+    result: IntArray = np.where(feasible, normalized, 0).astype(np.int64)
+    return result

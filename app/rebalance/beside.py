@@ -1,0 +1,241 @@
+"""The scheduler the descheduler works beside (``scheduler`` in its configuration), and
+what that changes in a plan: which hot nodes are sources, and where a replacement goes.
+
+An eviction only helps if the scheduler puts the replacement somewhere cooler than the
+source. Who decides that differs:
+
+* ``extender``: kube-scheduler calls loadaware's extender, which filters out nodes above
+  the policy's limits and lifts the node it prefers; the plan chooses the roomiest
+  destination that the extender's own filter admits (``destinations``), as before.
+* ``requests``: a kube-scheduler without the extender places by requests. Where it
+  would put the replacement is predicted (``kube_scheduler.RequestScheduler``), and a
+  pod is evicted only where every node it may choose is a destination that takes the
+  pod's real usage; never where the source itself is among them (the scheduler would
+  put the pod straight back, or refill the node with it).
+* ``soft-taints``: the same prediction, TaintToleration included, and a hot node is a
+  source only while it carries loadaware's soft taint (``app.load.taints``): the
+  annotator taints hot nodes, so the replacement, and any new pod, goes elsewhere.
+  An untainted hot node is ``untainted``, with the reason, and nothing leaves it. The
+  taint does not last: the annotator lifts it once the node cools, or when hotter
+  nodes take its share, and kube-scheduler then refills by requests the room the
+  evictions freed (on a fixture of waves, a later wave put five pods on a node cooled
+  by one eviction: 0 to 96 throttled CPU-minutes). So a pod also stays where the
+  source would be among kube-scheduler's best nodes with no taint at all.
+
+The mode is configured, not guessed: the descheduler cannot read kube-scheduler's
+configuration, and a cluster without a soft taint may have no hot node, or the
+feature off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY
+from app.objects import NodeInfo, PodInfo, Resources
+from app.rebalance.config import SchedulerBeside
+from app.rebalance.destinations import Destinations
+from app.rebalance.kube_scheduler import RequestScheduler
+from app.rebalance.outcome import NodeClass, NodeKind, SkipCode
+from app.rebalance.placement import Placements
+from app.rebalance.view import ClusterView
+
+# One line per mode: what the plan assumes about the scheduler (render, explain).
+ASSUMES: Mapping[SchedulerBeside, str] = {
+    "extender": "kube-scheduler with loadaware's extender: it filters out nodes above the "
+    "policy's limits, so a replacement goes to a node the plan reserved room on",
+    "soft-taints": "kube-scheduler without the extender, steered by loadaware's soft "
+    f"taint ({SOFT_TAINT_KEY}:{SOFT_TAINT_EFFECT}): only tainted hot nodes are sources, "
+    "and a pod moves only where the scheduler would place its replacement on a destination "
+    "and would not refill the source once the taint is gone",
+    "requests": "kube-scheduler placing by requests alone: a pod moves only where the "
+    "scheduler would place its replacement on a destination, never back on its source",
+}
+
+
+def soft_tainted(node: NodeInfo) -> bool:
+    return any(
+        taint.key == SOFT_TAINT_KEY and taint.effect == SOFT_TAINT_EFFECT
+        for taint in node.taints
+    )
+
+
+def gate_sources(
+    classes: Mapping[str, NodeClass], nodes: Mapping[str, NodeInfo], mode: SchedulerBeside
+) -> dict[str, NodeClass]:
+    """The node classes with the mode's condition on sources applied: with soft taints,
+    a source without the taint becomes ``untainted``."""
+    if mode != "soft-taints":
+        return dict(classes)
+    tainted = sum(1 for node in nodes.values() if soft_tainted(node))
+    gated = {}
+    for name, node_class in classes.items():
+        if node_class.kind is NodeKind.SOURCE and not soft_tainted(nodes[name]):
+            if tainted:
+                why = (
+                    f"not tainted yet ({tainted} of {len(nodes)} nodes carry "
+                    f"{SOFT_TAINT_KEY}: it may be over the annotator's taint share, or "
+                    "above the policy's limits only since its last sync)"
+                )
+            else:
+                why = (
+                    f"not tainted yet (no node carries {SOFT_TAINT_KEY}: are soft taints "
+                    "turned on in the annotator?)"
+                )
+            node_class = dataclasses.replace(
+                node_class,
+                kind=NodeKind.UNTAINTED,
+                reason=f"{node_class.reason}; {why}: a replacement could come back",
+            )
+        gated[name] = node_class
+    return gated
+
+
+@dataclass(frozen=True, slots=True)
+class Landing:
+    """Where a replacement would go, or why it must not be evicted."""
+
+    destination: str | None
+    code: SkipCode = SkipCode.NO_DESTINATION
+    reason: str = ""
+
+
+class Replacements(Protocol):
+    """Where the scheduler puts a pod's replacement, and the room the plan keeps there."""
+
+    def land(self, pod: PodInfo, usage: Resources, source: str) -> Landing: ...
+
+    def reserve(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None: ...
+
+    def release(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None: ...
+
+
+class PlanChooses:
+    """``extender``: the plan sends the replacement to the roomiest destination that the
+    extender's filter admits."""
+
+    def __init__(self, destinations: Destinations) -> None:
+        self._destinations = destinations
+
+    def land(self, pod: PodInfo, usage: Resources, source: str) -> Landing:
+        destination, why = self._destinations.choose(pod, usage)
+        return Landing(destination, SkipCode.NO_DESTINATION, f"no destination: {why}")
+
+    def reserve(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None:
+        self._destinations.reserve(destination, pod, usage)
+
+    def release(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None:
+        self._destinations.release(destination, pod, usage)
+
+
+class SchedulerChooses:
+    """``requests`` and ``soft-taints``: the scheduler places the replacement by
+    requests (and taints); the plan only checks that where it goes is a destination."""
+
+    def __init__(
+        self,
+        destinations: Destinations,
+        classes: Mapping[str, NodeClass],
+        nodes: Sequence[NodeInfo],
+        pods: Iterable[PodInfo],
+        placements: Placements,
+        taints_go: bool = False,
+    ) -> None:
+        self._destinations = destinations
+        self._classes = classes
+        self._taints_go = taints_go
+        self._scheduler = RequestScheduler(nodes, pods, placements)
+
+    def land(self, pod: PodInfo, usage: Resources, source: str) -> Landing:
+        best, score = self._scheduler.best_nodes(pod, source)
+        if not best:
+            return Landing(
+                None,
+                SkipCode.NO_DESTINATION,
+                "no destination: kube-scheduler would find no node for the replacement "
+                "(its requests fit nowhere else)",
+            )
+        named = ", ".join(best)
+        if source in best:
+            return Landing(
+                None,
+                SkipCode.BACK_ON_SOURCE,
+                f"kube-scheduler would place the replacement back on {source} (best "
+                f"score {score} of {named}): evicting it would gain nothing",
+            )
+        if self._taints_go:
+            untainted, plain = self._scheduler.best_nodes(pod, source, taints=False)
+            if source in untainted:
+                return Landing(
+                    None,
+                    SkipCode.BACK_ON_SOURCE,
+                    f"once its soft taint goes, kube-scheduler would refill {source} by "
+                    f"requests (best score {plain} without taints, of "
+                    f"{', '.join(untainted)}): the gain would not last",
+                )
+        for name in best:
+            node_class = self._classes[name]
+            refused: str | None
+            if node_class.kind is not NodeKind.DESTINATION:
+                refused = f"is {node_class.kind.value} ({node_class.reason}), not a destination"
+            else:
+                refused = self._destinations.refusal_at(name, pod, usage)
+            if refused is not None:
+                return Landing(
+                    None,
+                    SkipCode.NO_DESTINATION,
+                    f"no destination: kube-scheduler would place the replacement on "
+                    f"{name} (best score {score} of {named}), which {refused}",
+                )
+        return Landing(best[0])
+
+    def reserve(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None:
+        self._destinations.reserve(destination, pod, usage)
+        self._scheduler.move(pod, source, destination)
+
+    def release(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None:
+        self._destinations.release(destination, pod, usage)
+        self._scheduler.unmove(pod, source, destination)
+
+
+def replacements_for(
+    mode: SchedulerBeside,
+    destinations: Destinations,
+    classes: Mapping[str, NodeClass],
+    nodes: Sequence[NodeInfo],
+    pods: Iterable[PodInfo],
+    placements: Placements,
+) -> Replacements:
+    if mode == "extender":
+        return PlanChooses(destinations)
+    return SchedulerChooses(
+        destinations, classes, nodes, pods, placements, taints_go=mode == "soft-taints"
+    )
+
+
+def live_refusal(
+    pod: PodInfo, source: str, cluster_now: ClusterView, mode: SchedulerBeside
+) -> str | None:
+    """Just before an eviction, against the live caches: None when the scheduler beside
+    still sends the replacement away from ``source``; else why not. (With soft taints
+    the annotator may have removed the taint; by requests the source may have become a
+    best choice, a scale-down elsewhere, say.) Where it lands is not judged again:
+    replacements of this run's earlier evictions may still be pending, unseen."""
+    if mode == "extender":
+        return None
+    nodes, pods = cluster_now.nodes, list(cluster_now.pods.values())
+    node = nodes.get(source)
+    if node is None:
+        return f"source {source} is gone"
+    if mode == "soft-taints" and not soft_tainted(node):
+        return f"{source} no longer carries {SOFT_TAINT_KEY}"
+    ordered = [nodes[name] for name in sorted(nodes)]
+    best, score = RequestScheduler(ordered, pods, Placements(nodes, pods)).best_nodes(
+        pod, source
+    )
+    if source in best:
+        return f"kube-scheduler would now place the replacement back on {source} (score {score})"
+    return None

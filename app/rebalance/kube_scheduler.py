@@ -1,0 +1,163 @@
+"""Where a request-based kube-scheduler puts an evicted pod's replacement. Pure.
+
+The default profile as ``app.load.default_profile`` has it: the filters (NodeResourcesFit
+by requests, and the node and inter-pod rules of ``fit`` and ``placement``), then
+LeastAllocated + BalancedAllocation + 3 x TaintToleration. The replacement is placed
+after the eviction: the pod's requests are gone from its source, and the replacements
+this plan already predicted are on the nodes predicted for them. kube-scheduler picks
+at random among the nodes with the best total, so the answer is all of them.
+
+What it leaves out, as the simulator does: preferred affinities, image locality,
+``percentageOfNodesToScore``, pods pending elsewhere, and a custom profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from app.load import (
+    TAINT_TOLERATION_WEIGHT,
+    fits_requests,
+    non_zero_requests,
+    resource_scores,
+    taint_toleration_scores,
+)
+from app.objects import NodeInfo, PodInfo
+from app.rebalance.destinations import FINISHED_PHASES
+from app.rebalance.fit import fit_refusal, tolerates
+from app.rebalance.placement import Placements
+
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+
+def _counted(pod: PodInfo) -> bool:
+    """Pods whose requests kube-scheduler counts on their node (terminating included:
+    they hold their requests until they are gone)."""
+    return pod.node_name is not None and pod.phase not in FINISHED_PHASES
+
+
+class RequestScheduler:
+    """kube-scheduler's choice for a replacement, over the nodes of one plan."""
+
+    def __init__(
+        self, nodes: Sequence[NodeInfo], pods: Iterable[PodInfo], placements: Placements
+    ) -> None:
+        self._nodes = list(nodes)
+        self._index = {node.name: i for i, node in enumerate(self._nodes)}
+        self._placements = placements
+        self._allocatable_cpu = np.array([n.allocatable.cpu_cores for n in self._nodes])
+        self._allocatable_memory = np.array([n.allocatable.memory_bytes for n in self._nodes])
+        count = len(self._nodes)
+        self._requested_cpu = np.zeros(count)
+        self._requested_memory = np.zeros(count)
+        self._scored_cpu = np.zeros(count)
+        self._scored_memory = np.zeros(count)
+        for pod in pods:
+            index = self._index.get(pod.node_name or "")
+            if index is not None and _counted(pod):
+                self._add(pod, index, 1.0)
+        self._node_rules: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.bool_]]] = {}
+        self._untolerated: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.int64]]] = {}
+
+    def _add(self, pod: PodInfo, index: int, sign: float) -> None:
+        cpu, memory = pod.requests.cpu_cores, pod.requests.memory_bytes
+        score_cpu, score_memory = non_zero_requests(cpu, memory)
+        self._requested_cpu[index] += sign * cpu
+        self._requested_memory[index] += sign * memory
+        self._scored_cpu[index] += sign * score_cpu
+        self._scored_memory[index] += sign * score_memory
+
+    def move(self, pod: PodInfo, source: str, destination: str) -> None:
+        """The plan evicts ``pod`` from ``source`` and its replacement lands on
+        ``destination``: the next prediction counts it there."""
+        self._add(pod, self._index[source], -1.0)
+        self._add(pod, self._index[destination], 1.0)
+
+    def unmove(self, pod: PodInfo, source: str, destination: str) -> None:
+        self.move(pod, destination, source)
+
+    def best_nodes(
+        self, pod: PodInfo, source: str, *, taints: bool = True
+    ) -> tuple[list[str], int]:
+        """The nodes kube-scheduler would choose among for ``pod``'s replacement, with
+        ``pod`` gone from ``source``, by name; and their total score. ([] and 0 when no
+        node would take it: the replacement would stay Pending.) ``taints=False``: as if
+        no node carried a ``PreferNoSchedule`` taint (once the soft taints are gone)."""
+        here = self._index[source]
+        self._add(pod, here, -1.0)
+        try:
+            feasible = fits_requests(
+                self._allocatable_cpu,
+                self._allocatable_memory,
+                self._requested_cpu,
+                self._requested_memory,
+                pod.requests.cpu_cores,
+                pod.requests.memory_bytes,
+            )
+            feasible &= self._admitted_by_node_rules(pod)
+            score_cpu, score_memory = non_zero_requests(
+                pod.requests.cpu_cores, pod.requests.memory_bytes
+            )
+            resources = resource_scores(
+                self._allocatable_cpu,
+                self._allocatable_memory,
+                self._scored_cpu,
+                self._scored_memory,
+                score_cpu,
+                score_memory,
+            )
+            untolerated = self._untolerated_counts(pod)
+            if not taints:
+                untolerated = np.zeros_like(untolerated)
+            # The inter-pod rules are asked of the best nodes only, and again after any
+            # of them refuses: one pass per refusal, not one call per node.
+            while feasible.any():
+                scores = resources + TAINT_TOLERATION_WEIGHT * taint_toleration_scores(
+                    untolerated, feasible
+                )
+                best = int(scores[feasible].max())
+                chosen = np.flatnonzero(feasible & (scores == best)).tolist()
+                refused = [
+                    i for i in chosen if self._placements.refusal(pod, self._nodes[i]) is not None
+                ]
+                if not refused:
+                    return sorted(self._nodes[i].name for i in chosen), best
+                feasible[refused] = False
+            return [], 0
+        finally:
+            self._add(pod, here, 1.0)
+
+    def _admitted_by_node_rules(self, pod: PodInfo) -> np.ndarray[Any, np.dtype[np.bool_]]:
+        """Per node, ``fit``'s rules (Ready, schedulable, selector, affinity, blocking
+        taints), once per distinct set of the pod's node rules in a plan."""
+        key = _node_rules_key(pod)
+        if key not in self._node_rules:
+            self._node_rules[key] = np.array(
+                [fit_refusal(pod, node) is None for node in self._nodes], dtype=np.bool_
+            )
+        return self._node_rules[key]
+
+    def _untolerated_counts(self, pod: PodInfo) -> np.ndarray[Any, np.dtype[np.int64]]:
+        key = tuple(pod.tolerations)
+        if key not in self._untolerated:
+            self._untolerated[key] = np.array(
+                [
+                    sum(
+                        1
+                        for taint in node.taints
+                        if taint.effect == PREFER_NO_SCHEDULE
+                        and not any(tolerates(t, taint) for t in pod.tolerations)
+                    )
+                    for node in self._nodes
+                ],
+                dtype=np.int64,
+            )
+        return self._untolerated[key]
+
+
+def _node_rules_key(pod: PodInfo) -> tuple[Any, ...]:
+    selector: Mapping[str, str] = pod.node_selector
+    return (tuple(sorted(selector.items())), pod.required_node_affinity, pod.tolerations)

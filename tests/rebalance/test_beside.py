@@ -1,0 +1,211 @@
+"""The scheduler the descheduler works beside (``scheduler``): beside the extender the
+plan chooses the destination; beside a request-based kube-scheduler it predicts where
+the replacement lands and never evicts where that is the source or not a destination;
+with soft taints only a tainted hot node is a source."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
+from app.objects.nodes import NodeInfo, Taint
+from app.objects.pods import PodAffinityTerm, PodInfo, Toleration
+from app.objects.resources import Resources
+from app.objects.selectors import LabelSelector
+from app.rebalance import EvictionPlan, NodeKind, SkipCode, plan, recheck, render_plan
+from app.rebalance.config import ConfigError, config_from_mapping
+from tests.rebalance.builders import GI, NOW, POLICY, cluster, node, pod
+from tests.rebalance.builders import config as base_config
+
+HOSTNAME = "kubernetes.io/hostname"
+SOFT_TAINT = Taint(SOFT_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
+
+
+def config(scheduler: str, **fields: Any) -> Any:
+    return base_config(scheduler=scheduler, evictLastReplica=True, **fields)
+
+
+def daemon(name: str, node_name: str, cpu: float) -> PodInfo:
+    """Requests that stay where they are (a DaemonSet pod is never evicted)."""
+    return pod(name, node_name, owner="agent", owner_kind="DaemonSet", cpu=cpu)
+
+
+def plan_of(scheduler: str, nodes: list[NodeInfo], pods: list[PodInfo],
+            usage: dict[str, Resources]) -> EvictionPlan:
+    return plan(cluster(nodes, pods, usage), config(scheduler), POLICY, NOW, {})
+
+
+def under_requested(hot_taints: tuple[Taint, ...] = ()) -> tuple[
+        list[NodeInfo], list[PodInfo], dict[str, Resources]]:
+    """The hot node's pod requests 0.5 core and uses 3; the cool node's pods request 6
+    cores and use little: by requests, the hot node is the emptiest."""
+    victim = pod("victim", "hot", cpu=0.5)
+    filler = daemon("filler", "cool", cpu=6.0)
+    nodes = [node("hot", 0.9, taints=hot_taints), node("cool", 0.1)]
+    usage = {victim.key: Resources(3.0, 1 * GI), filler.key: Resources(0.1, 1 * GI)}
+    return nodes, [victim, filler], usage
+
+
+def test_the_default_is_the_extender_and_an_unknown_scheduler_is_refused() -> None:
+    assert config_from_mapping({}).scheduler == "extender"
+    assert config_from_mapping({"scheduler": "soft-taints"}).scheduler == "soft-taints"
+    with pytest.raises(ConfigError, match="scheduler"):
+        config_from_mapping({"scheduler": "kube-scheduler"})
+
+
+def test_beside_the_extender_the_under_requested_pod_moves() -> None:
+    result = plan_of("extender", *under_requested())
+    assert [(e.pod.name, e.destination) for e in result.evictions] == [("victim", "cool")]
+    assert result.scheduler == "extender"
+
+
+def test_beside_a_request_based_scheduler_a_pod_that_would_come_back_stays() -> None:
+    result = plan_of("requests", *under_requested())
+    assert result.evictions == []
+    (skipped,) = [s for s in result.skipped if s.pod_key == "default/victim"]
+    assert skipped.code is SkipCode.BACK_ON_SOURCE
+    assert skipped.reason.startswith("kube-scheduler would place the replacement back on hot")
+    assert "Scheduler: requests: kube-scheduler placing by requests alone" in render_plan(result)
+
+
+def test_beside_a_request_based_scheduler_the_destination_is_the_one_it_would_choose() -> None:
+    # By real usage "a" is the roomiest (5 %), and the extender mode sends the pod there;
+    # by requests kube-scheduler prefers the empty "b" (15 %), which also takes the pod.
+    victim = pod("victim", "hot", cpu=0.5)
+    pods = [victim, daemon("agent-hot", "hot", 4.0), daemon("agent-a", "a", 6.0)]
+    nodes = [node("hot", 0.9), node("a", 0.05), node("b", 0.15)]
+    usage = {victim.key: Resources(2.0, 1 * GI)}
+    assert [e.destination for e in plan_of("extender", nodes, pods, usage).evictions] == ["a"]
+    assert [e.destination for e in plan_of("requests", nodes, pods, usage).evictions] == ["b"]
+
+
+def test_beside_a_request_based_scheduler_no_pod_goes_where_it_would_not_be_a_destination() -> None:
+    # kube-scheduler would choose "busy" (no requests), which is at 50 %: not a
+    # destination, and the pod's 2 cores would take it to 70 %, above the target.
+    victim = pod("victim", "hot", cpu=0.5)
+    pods = [victim, daemon("agent-hot", "hot", 4.0), daemon("agent-cool", "cool", 6.0)]
+    nodes = [node("hot", 0.9), node("busy", 0.5), node("cool", 0.1)]
+    usage = {victim.key: Resources(2.0, 1 * GI)}
+    result = plan_of("requests", nodes, pods, usage)
+    assert result.evictions == []
+    (skipped,) = [s for s in result.skipped if s.pod_key == "default/victim"]
+    assert skipped.code is SkipCode.NO_DESTINATION
+    assert "kube-scheduler would place the replacement on busy" in skipped.reason
+    assert "not a destination" in skipped.reason
+    assert [e.destination for e in plan_of("extender", nodes, pods, usage).evictions] == ["cool"]
+
+
+def test_with_soft_taints_an_untainted_hot_node_is_no_source() -> None:
+    result = plan_of("soft-taints", *under_requested())
+    assert result.evictions == []
+    hot = result.node_classes["hot"]
+    assert hot.kind is NodeKind.UNTAINTED
+    assert "not tainted yet (no node carries loadaware.io/hot" in hot.reason
+    assert any("no hot node carries the soft taint" in note for note in result.notes)
+    assert "1 untainted" in render_plan(result)
+
+
+def spread_requests(hot_taints: tuple[Taint, ...] = ()) -> tuple[
+        list[NodeInfo], list[PodInfo], dict[str, Resources]]:
+    """The hot node keeps 4 cores of requests without its pod, "a" holds 6 and "b"
+    none: by requests kube-scheduler prefers "b", taints or not."""
+    victim = pod("victim", "hot", cpu=0.5)
+    pods = [victim, daemon("agent-hot", "hot", 4.0), daemon("agent-a", "a", 6.0)]
+    nodes = [node("hot", 0.9, taints=hot_taints), node("a", 0.05), node("b", 0.15)]
+    return nodes, pods, {victim.key: Resources(2.0, 1 * GI)}
+
+
+def test_with_soft_taints_a_tainted_hot_node_sheds_a_pod_the_scheduler_places_away() -> None:
+    result = plan_of("soft-taints", *spread_requests(hot_taints=(SOFT_TAINT,)))
+    assert result.node_classes["hot"].kind is NodeKind.SOURCE
+    assert [(e.pod.name, e.destination) for e in result.evictions] == [("victim", "b")]
+
+
+def test_with_soft_taints_a_pod_that_would_refill_the_node_once_untainted_stays() -> None:
+    # The taint keeps the replacement off "hot" only while it lasts: the annotator lifts
+    # it once the node cools, or when hotter nodes take its share, and a request-based
+    # scheduler then refills the node it freed (a fixture's later wave did: 0 to 96
+    # throttled CPU-minutes).
+    result = plan_of("soft-taints", *under_requested(hot_taints=(SOFT_TAINT,)))
+    assert result.evictions == []
+    (skipped,) = [s for s in result.skipped if s.pod_key == "default/victim"]
+    assert skipped.code is SkipCode.BACK_ON_SOURCE
+    assert skipped.reason.startswith("once its soft taint goes, kube-scheduler would refill hot")
+
+
+def test_with_soft_taints_another_nodes_taint_points_at_the_share() -> None:
+    nodes, pods, usage = under_requested()
+    nodes.append(node("other", 0.5, taints=(SOFT_TAINT,)))
+    result = plan_of("soft-taints", nodes, pods, usage)
+    assert result.node_classes["hot"].kind is NodeKind.UNTAINTED
+    assert "1 of 3 nodes carry loadaware.io/hot" in result.node_classes["hot"].reason
+    assert "taint share" in result.node_classes["hot"].reason
+
+
+def test_a_tolerated_soft_taint_does_not_keep_the_replacement_away() -> None:
+    nodes, pods, usage = under_requested(hot_taints=(SOFT_TAINT,))
+    tolerant = pod("victim", "hot", cpu=0.5,
+                   tolerations=(Toleration(SOFT_TAINT_KEY, "Exists", None, None),))
+    result = plan_of("soft-taints", nodes, [tolerant, pods[1]], usage)
+    assert result.evictions == []
+    assert [s.code for s in result.skipped] == [SkipCode.BACK_ON_SOURCE]
+
+
+def test_a_soft_taint_on_a_cool_node_evicts_nothing_from_it() -> None:
+    # A taint someone else set (the node's own kubelet): without real heat on its
+    # annotations the node is no source, whatever its taints say.
+    victim = pod("victim", "tainted", cpu=0.5)
+    nodes = [node("tainted", 0.5, taints=(SOFT_TAINT,)), node("cool", 0.1)]
+    result = plan_of("soft-taints", nodes, [victim], {victim.key: Resources(3.0, 1 * GI)})
+    assert result.node_classes["tainted"].kind is NodeKind.NEUTRAL
+    assert result.evictions == []
+    assert result.skipped == []
+
+
+# -- the live re-check just before each eviction ---------------------------------------
+
+
+def test_the_live_recheck_stops_an_eviction_once_the_taint_is_gone() -> None:
+    nodes, pods, usage = spread_requests(hot_taints=(SOFT_TAINT,))
+    (eviction,) = plan_of("soft-taints", nodes, pods, usage).evictions
+    still = cluster(nodes, pods, usage)
+    assert recheck(eviction, still, config("soft-taints"), POLICY, NOW + 5, {}) is None
+    untainted, _, _ = spread_requests()
+    gone = cluster(untainted, pods, usage)
+    assert recheck(eviction, gone, config("soft-taints"), POLICY, NOW + 5, {}) == (
+        "hot no longer carries loadaware.io/hot")
+
+
+def test_the_live_recheck_stops_an_eviction_the_scheduler_would_now_send_back() -> None:
+    # Planned while "agent-hot" held 4 cores on the source; it left since, and now the
+    # source is the emptiest node by requests.
+    victim = pod("victim", "hot", cpu=0.5)
+    agent_hot, agent_a = daemon("agent-hot", "hot", 4.0), daemon("agent-a", "a", 6.0)
+    nodes = [node("hot", 0.9), node("a", 0.05), node("b", 0.15)]
+    usage = {victim.key: Resources(2.0, 1 * GI)}
+    (eviction,) = plan_of("requests", nodes, [victim, agent_hot, agent_a], usage).evictions
+    assert eviction.destination == "b"
+    busy_b = daemon("agent-b", "b", 3.0)
+    now = cluster(nodes, [victim, agent_a, busy_b], usage)
+    why = recheck(eviction, now, config("requests"), POLICY, NOW + 5, {})
+    assert why is not None
+    assert why.startswith("kube-scheduler would now place the replacement back on hot")
+    # Beside the extender the same change stops nothing: the extender filters hot out.
+    assert recheck(eviction, now, config("extender"), POLICY, NOW + 5, {}) is None
+
+
+def test_the_prediction_honours_the_pods_anti_affinity() -> None:
+    # By requests "b" is the scheduler's first choice, but a web pod runs there and the
+    # victim's required anti-affinity keeps it off; the next best is "a".
+    away_from_web = (PodAffinityTerm(LabelSelector({"app": "web"}), HOSTNAME, ("default",)),)
+    victim = pod("victim", "hot", cpu=0.5, labels={"app": "web"},
+                 pod_anti_affinity=away_from_web)
+    web_b = pod("web-b", "b", owner="web", labels={"app": "web"})
+    pods = [victim, web_b, daemon("agent-hot", "hot", 7.0), daemon("agent-a", "a", 6.0)]
+    nodes = [node("hot", 0.9, labels={HOSTNAME: "hot"}), node("a", 0.05, labels={HOSTNAME: "a"}),
+             node("b", 0.1, labels={HOSTNAME: "b"})]
+    usage = {victim.key: Resources(2.0, 1 * GI), web_b.key: Resources(0.1, 1 * GI)}
+    result = plan_of("requests", nodes, pods, usage)
+    assert [(e.pod.name, e.destination) for e in result.evictions] == [("victim", "a")]

@@ -1,0 +1,123 @@
+"""default+taints against default, on every built-in scenario, seeds 1-20: soft taints
+never add harm (throttled CPU-minutes plus OOM events, as ``test_no_harm`` judges it,
+pending pod-minutes and pods never bound), take away all of it where placing by
+requests overloads busy nodes, and leave no more node-minutes above the limits, except
+on cpu-heavy (below: a known trade, one node just above the CPU limit).
+
+Not asserted, because it is not true: *fewer* node-minutes above the limits than
+default. On no built-in does placement leave room for it on every seed: cpu-heavy's and
+memory-heavy's 900 are the three busy nodes from the start (loadaware: 900 too),
+evenly-busy's 1,800 every node all the time, thousand-nodes' 0 no node ever; on
+drifting-hot-spot and small-pods-hot-spot the load comes after placement (loadaware
+494-495 and 315 as default); on burst only a scheduler that holds pods back gets fewer
+(loadaware 835 with 27-31 pods never bound), and the taints do on seed 3 alone.
+
+Kept lean as ``test_no_harm`` is: a run in which TaintToleration never told feasible
+nodes apart (``Scheduler.taint_steered``) is the default run, step for step
+(``test_taints_that_steer_no_choice_leave_the_run_as_it_was``), so the default run is
+only made where the taints steered a pod. One test per seed, so the suite's workers
+share them out; thousand-nodes runs its whole day on seed 1 and its first hour on the
+others, as in ``test_no_harm``. Seeds 6-20 were never looked at while the rule's
+defaults were chosen.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.simulate.cluster import Run, SimulatedCluster
+from app.simulate.policies import plan_for
+from app.simulate.report import Summary, summarise
+from app.simulate.scenario import builtin_names, load_scenario
+from tests.simulate.test_no_harm import (
+    LARGE,
+    LARGE_UNSEEN_HORIZON_S,
+    SEEDS,
+    UNSEEN_SEEDS,
+    harm,
+)
+from tests.simulate.test_no_harm import run as default_run
+
+ALL_SEEDS = (*SEEDS, *UNSEEN_SEEDS)
+# Where placing by requests overloads nodes that are busy from the start: the taints
+# must take that harm away on every seed.
+OVERLOADED_BY_REQUESTS = ("cpu-heavy", "memory-heavy")
+# Where the taints trade throttling for node-minutes just above the CPU limit (below).
+TRADE = "cpu-heavy"
+
+
+def horizon(name: str, seed: int) -> float | None:
+    return LARGE_UNSEEN_HORIZON_S if name == LARGE and seed != SEEDS[0] else None
+
+
+def taints_run(name: str, seed: int) -> tuple[Run, int]:
+    """The default+taints run, and how many choices its taints steered."""
+    update: dict[str, float | int] = {"seed": seed}
+    if (duration_s := horizon(name, seed)) is not None:
+        update["duration_s"] = duration_s
+    scenario = load_scenario(name).model_copy(update=update)
+    cluster = SimulatedCluster(scenario, plan_for("default+taints"))
+    return cluster.simulate(), cluster.scheduler.taint_steered
+
+
+def without_and_with(name: str, seed: int) -> tuple[Run, Run]:
+    with_taints, steered = taints_run(name, seed)
+    if steered == 0:
+        return with_taints, with_taints
+    if (duration_s := horizon(name, seed)) is None:
+        return default_run(name, "default", seed), with_taints
+    scenario = load_scenario(name).model_copy(update={"seed": seed, "duration_s": duration_s})
+    return SimulatedCluster(scenario, plan_for("default")).simulate(), with_taints
+
+
+def node_minutes_above(summary: Summary) -> float:
+    return summary.cpu_node_minutes_above + summary.memory_node_minutes_above
+
+
+def test_taints_that_steer_no_choice_leave_the_run_as_it_was() -> None:
+    """What lets the test below skip the default run: TaintToleration adds the same to
+    every feasible node, so the choice and the random tie-break are the default's."""
+    cluster = SimulatedCluster(load_scenario("drifting-hot-spot"), plan_for("default+taints"))
+    with_taints = cluster.simulate()
+    without = default_run("drifting-hot-spot", "default", 1)
+    assert cluster.scheduler.taint_steered == 0
+    # Not for want of taints: the drifting pods' nodes are tainted, after placement.
+    assert cluster.soft_taints is not None
+    assert len(cluster.soft_taints.rounds[-1].decision.tainted) == 3
+    assert with_taints.placements == without.placements
+    assert np.array_equal(with_taints.cpu_utilisation, without.cpu_utilisation)
+    assert np.array_equal(with_taints.memory_utilisation, without.memory_utilisation)
+
+
+@pytest.mark.parametrize("seed", ALL_SEEDS)
+@pytest.mark.parametrize("name", builtin_names())
+def test_soft_taints_add_no_harm(name: str, seed: int) -> None:
+    without, with_taints = without_and_with(name, seed)
+    before, after = summarise(without), summarise(with_taints)
+    assert harm(with_taints) <= harm(without) + 1e-9, (name, seed, harm(without),
+                                                       harm(with_taints))  # fmt: skip
+    assert after.pending_pod_minutes <= before.pending_pod_minutes + 1e-9, (name, seed)
+    assert after.pending_at_end <= before.pending_at_end, (name, seed)
+    if name in OVERLOADED_BY_REQUESTS:
+        # default overloads them on every seed but one (memory-heavy seed 14)
+        assert harm(with_taints) == 0, (name, seed, harm(without))
+    if name == TRADE:
+        # Without the taints, the service's waves spread over every node by requests
+        # and throttle the three busy ones (75 % from their own job, and already
+        # above the limit). With them, the 40 pods of 1.5 CPU go to the other seven,
+        # ~8.6 CPU each of 16; the request-based scores tie (100m on 16 cores is
+        # below one point), so one of the seven may take 7 pods of the last wave
+        # (10.5 CPU, 65.6 %). The rule adds the extender's estimate of the pods bound
+        # since the samples, so it taints that node once its pods put it over the
+        # limit; but it judges the node as it is, as the extender's filter does, not
+        # with the next pod, as the extender's room check does, so the pod that takes
+        # it over still lands (12 of seeds 1-20). The node-minutes that adds are all
+        # just above the limit, on nodes default kept under it.
+        busy = np.max(without.cpu_utilisation, axis=0) > 0.65
+        added = np.max(with_taints.cpu_utilisation[:, ~busy], axis=0, initial=0.0)
+        assert added.max() <= 0.70, (seed, added.max())
+        assert np.array_equal(np.max(with_taints.cpu_utilisation, axis=0) > 0.70, busy), seed
+    else:
+        assert node_minutes_above(after) <= node_minutes_above(before) + 1e-9, (
+            name, seed, node_minutes_above(before), node_minutes_above(after))

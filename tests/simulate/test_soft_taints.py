@@ -1,0 +1,170 @@
+"""default+taints: the simulated annotator keeps soft taints by the production rule, and
+the scheduler scores them as kube-scheduler's TaintToleration does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from app.load.default_profile import TAINT_TOLERATION_WEIGHT, taint_toleration_scores
+from app.load.taints import Heat, judge_node
+from app.simulate.cluster import Placement, SimulatedCluster
+from app.simulate.policies import plan_for
+from app.simulate.scheduling import NodeRequests, PodShape, Scheduler
+from tests.simulate.scenarios import load
+
+GiB = 2.0**30
+
+
+def taint_toleration(tainted: npt.NDArray[np.bool_], feasible: npt.NDArray[np.bool_]) -> Any:
+    """What the simulated scheduler adds for loadaware's one taint (0 or 1 per node)."""
+    return taint_toleration_scores(tainted.astype(np.int64), feasible)
+
+
+def test_taint_toleration_is_normalized_in_reverse_over_the_feasible_nodes() -> None:
+    tainted = np.array([True, False, True, False])
+    feasible = np.array([True, True, False, True])
+    assert taint_toleration(tainted, feasible).tolist() == [0, 100, 0, 100]
+    # No feasible node is tainted: the maximum count is 0 and every feasible node gets 100.
+    assert taint_toleration(tainted, np.array([False, True, False, True])).tolist() == [
+        0, 100, 0, 100,
+    ]  # fmt: skip
+    # Every feasible node tainted: all at 0, so the taint changes no choice among them.
+    assert taint_toleration(tainted, np.array([True, False, True, False])).tolist() == [
+        0, 0, 0, 0,
+    ]  # fmt: skip
+    assert TAINT_TOLERATION_WEIGHT == 3  # the default profile's
+
+
+def scheduler(tainted: list[bool], cpu: float = 8.0) -> Scheduler:
+    nodes = len(tainted)
+    requests = NodeRequests(np.full(nodes, cpu), np.full(nodes, 32 * GiB))
+    return Scheduler(
+        requests, None, 2, np.random.default_rng(1), soft_tainted=np.array(tainted)
+    )
+
+
+def place(step: Scheduler, pods: int, pod: PodShape) -> list[int]:
+    placed = [0] * len(step.requests.allocatable_cpu)
+    for _ in range(pods):
+        node = step.choose(pod)
+        assert node is not None
+        step.requests.add(node, pod)
+        placed[node] += 1
+    return placed
+
+
+def test_a_tainted_node_is_the_last_choice_as_on_the_real_kube_scheduler() -> None:
+    """The issue's run on kube-scheduler v1.36 with its default profile: 2 of 5 empty
+    nodes tainted, 30 pods of 500m went 10, 10 and 10 to the untainted three."""
+    placed = place(scheduler([True, False, True, False, False]), 30, PodShape(0.5, 0.5 * GiB))
+    assert placed == [0, 10, 0, 10, 10]
+
+
+def test_a_tainted_node_is_never_forbidden() -> None:
+    """The untainted nodes full by requests: the rest go to the tainted ones."""
+    placed = place(scheduler([True, False, False], cpu=4.0), 24, PodShape(0.5, 0.5 * GiB))
+    assert placed == [8, 8, 8]
+
+
+def busy_and_scaled_up(**overrides: Any) -> dict[str, Any]:
+    """10 nodes of 8 CPU (3 may be tainted); two carry a background job at 6 CPU from the
+    start (75 %, above the 65 % limit), that requests as little as the service scaled
+    up at 20m."""
+    document: dict[str, Any] = {
+        "name": "busy",
+        "duration": "60m",
+        "step": "30s",
+        "nodes": [{"name": "n", "count": 10, "cpu": 8, "memory": "32Gi"}],
+        "workloads": [
+            {
+                "name": "background",
+                "replicas": 2,
+                "requests": {"cpu": "100m", "memory": "256Mi"},
+                "usage": {"profile": "constant", "cpu": "6", "memory": "1Gi"},
+                "placement": ["n-0", "n-1"],
+            },
+            {
+                "name": "service",
+                "replicas": 24,
+                "requests": {"cpu": "100m", "memory": "256Mi"},
+                "usage": {"profile": "constant", "cpu": "1500m", "memory": "512Mi"},
+                "arrival": {"at": "20m", "over": "2m"},
+            },
+        ],
+    }
+    document.update(overrides)
+    return document
+
+
+def test_the_annotator_taints_what_the_rule_says_from_the_annotations_the_extender_reads() -> (
+    None
+):
+    cluster = SimulatedCluster(load(busy_and_scaled_up()), plan_for("default+taints"))
+    assert cluster.soft_taints is not None
+    for step in range(int(cluster.scenario.steps)):
+        cluster.step(step)
+        t_s = step * cluster.scenario.step_s
+        rounds = cluster.soft_taints.rounds
+        if not rounds or rounds[-1].t_s != t_s:
+            continue
+        # Judged again here, from the annotations as they stand and the extender's
+        # estimate of the pods bound since: the same verdicts.
+        now_s = cluster.pipeline.epoch_s + t_s
+        margin = cluster.soft_taints.settings.release_margin
+        assert cluster.estimate is not None
+        for node, name in enumerate(cluster.node_names):
+            annotations = cluster.pipeline.annotations(node)
+            unsampled = cluster.estimate.unsampled(node, t_s)
+            heat = judge_node(annotations, cluster.policy, now_s, margin, unsampled)
+            decision = rounds[-1].decision.decisions.get(name)
+            if decision is None:  # left unread: it must not have been hot
+                assert heat.heat is not Heat.HOT, (t_s, name)
+                assert not cluster.soft_taints.tainted[node], (t_s, name)
+            elif heat.heat is Heat.HOT:
+                assert decision.tainted or "over the share" in decision.reason, (
+                    t_s, name, decision.reason)
+            if heat.heat is Heat.UNKNOWN:
+                assert not cluster.soft_taints.tainted[node], (t_s, name)
+        assert cluster.soft_taints.tainted.tolist() == [
+            name in rounds[-1].decision.tainted for name in cluster.node_names
+        ]
+    # The busy nodes were tainted once their 5-minute averages were written, and kept.
+    first = next(r for r in cluster.soft_taints.rounds if r.decision.tainted)
+    assert first.decision.tainted == {"n-0", "n-1"}
+    assert first.t_s <= 10 * 60
+    assert cluster.soft_taints.tainted.tolist() == [True, True] + [False] * 8
+
+
+def test_no_pod_lands_on_a_tainted_node_while_an_untainted_one_fits() -> None:
+    cluster = SimulatedCluster(load(busy_and_scaled_up()), plan_for("default+taints"))
+    landed_tainted: list[Placement] = []
+
+    def check(sim: SimulatedCluster, placement: Placement) -> None:
+        assert sim.soft_taints is not None
+        if sim.soft_taints.tainted[placement.node]:
+            shape = sim.shapes[int(sim.usage.workload_of[placement.slot])]
+            if (sim.requests.fits(shape) & ~sim.soft_taints.tainted).any():
+                landed_tainted.append(placement)
+
+    cluster.on_placement = check
+    run_ = cluster.simulate()
+    assert landed_tainted == []
+    # Without the taints the busy nodes get their share of the service and throttle.
+    service_on_busy = sum(1 for p in run_.placements if p.t_s >= 0 and p.node in (0, 1))
+    assert service_on_busy == 0
+    plain = SimulatedCluster(load(busy_and_scaled_up()), plan_for("default")).simulate()
+    assert sum(1 for p in plain.placements if p.t_s >= 0 and p.node in (0, 1)) > 0
+    assert run_.throttled_core_s < plain.throttled_core_s
+
+
+@pytest.mark.parametrize("policy", ["default", "crane", "loadaware", "default+desched"])
+def test_only_the_taints_policies_keep_taints(policy: str) -> None:
+    cluster = SimulatedCluster(load(busy_and_scaled_up()), plan_for(policy))
+    assert cluster.soft_taints is None
+    assert cluster.scheduler.soft_tainted is None
+    assert plan_for(policy).steering == ("requests" if policy.startswith("default") else "extender")
+    assert plan_for("default+taints+desched").steering == "soft-taints"
