@@ -23,6 +23,8 @@ defaults were chosen.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -121,3 +123,20 @@ def test_soft_taints_add_no_harm(name: str, seed: int) -> None:
     else:
         assert node_minutes_above(after) <= node_minutes_above(before) + 1e-9, (
             name, seed, node_minutes_above(before), node_minutes_above(after))
+
+
+MIXED_WAVES = Path(__file__).parents[1] / "fixtures" / "simulate" / "mixed-waves.yaml"
+
+
+@pytest.mark.parametrize("seed", range(1, 11))
+def test_on_waves_not_tuned_to_the_taints_take_all_harm_away(seed: int) -> None:
+    """mixed-waves (a file, not a built-in; never looked at while the rule was chosen):
+    default throttles or OOM-kills on seeds 3, 6, 8 and 9 (30.8-58.3). Judged on
+    readings alone the taints added harm on seed 8 (33.5 to 61.9): a wave's pods
+    filled nodes before their averages showed them. With the estimate, none on any
+    seed. Its node-minutes above the limits are fewer than default's on 5 seeds and
+    more on 5, so that is not asserted."""
+    scenario = load_scenario(str(MIXED_WAVES)).model_copy(update={"seed": seed})
+    with_taints = SimulatedCluster(scenario, plan_for("default+taints")).simulate()
+    assert harm(with_taints) == 0, (seed, harm(with_taints))
+    assert summarise(with_taints).pending_at_end == 0

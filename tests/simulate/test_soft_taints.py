@@ -13,6 +13,7 @@ from app.load.default_profile import TAINT_TOLERATION_WEIGHT, taint_toleration_s
 from app.load.taints import Heat, judge_node
 from app.simulate.cluster import Placement, SimulatedCluster
 from app.simulate.policies import plan_for
+from app.simulate.scenario import load_scenario
 from app.simulate.scheduling import NodeRequests, PodShape, Scheduler
 from tests.simulate.scenarios import load
 
@@ -159,6 +160,36 @@ def test_no_pod_lands_on_a_tainted_node_while_an_untainted_one_fits() -> None:
     plain = SimulatedCluster(load(busy_and_scaled_up()), plan_for("default")).simulate()
     assert sum(1 for p in plain.placements if p.t_s >= 0 and p.node in (0, 1)) > 0
     assert run_.throttled_core_s < plain.throttled_core_s
+
+
+def test_a_wave_gets_its_node_tainted_while_it_is_still_arriving() -> None:
+    """cpu-heavy's last wave (10 pods of 1.5 CPU over 5 minutes): the rule adds the
+    extender's estimate of the pods bound since the samples, so a node the wave fills
+    is tainted while its readings alone are still below the limit, and the rest of the
+    wave goes elsewhere while the taint holds."""
+    scenario = load_scenario("cpu-heavy").model_copy(update={"seed": 1})
+    cluster = SimulatedCluster(scenario, plan_for("default+taints"))
+    taints = cluster.soft_taints
+    assert taints is not None
+    assert cluster.estimate is not None  # the extender's, made for the taints too
+    margin = taints.settings.release_margin
+    early: list[tuple[float, int]] = []  # (when, node): tainted on its estimate
+    tainted_before = taints.tainted.copy()
+    for step in range(int(scenario.steps)):
+        cluster.step(step)
+        t_s = step * scenario.step_s
+        now_s = cluster.pipeline.epoch_s + t_s
+        for node in np.flatnonzero(taints.tainted & ~tainted_before).tolist():
+            annotations = cluster.pipeline.annotations(node)
+            alone = judge_node(annotations, cluster.policy, now_s, margin)
+            if alone.heat is not Heat.HOT:
+                early.append((t_s, node))
+        tainted_before = taints.tainted.copy()
+    assert early, "no node was tainted on its estimate"
+    t_s, node = early[0]
+    later = [p for p in cluster.run.placements if t_s <= p.t_s <= t_s + 120]
+    assert later, "the wave was over before the taint"
+    assert all(p.node != node for p in later)
 
 
 @pytest.mark.parametrize("policy", ["default", "crane", "loadaware", "default+desched"])
