@@ -85,9 +85,7 @@ class Extender:
             lambda: -1.0 if pod_cache is None else float(len(pod_cache.objects))
         )
         self._reservation_counts = self.metrics.reservation_counts
-        # Metric children looked up once: .labels() takes a lock on every call.
-        self._request_children: dict[tuple[str, int], tuple[Any, Any]] = {}
-        self._rejected_counters: dict[str, Any] = {}
+        self._requests = self.metrics.requests
         self._last_unknown_warning_s = -math.inf
         # Reservations made on the request's word: uid -> (namespace/name, deadline).
         self._unverified: dict[str, tuple[str, float]] = {}
@@ -290,28 +288,19 @@ class Extender:
         return True, "ok"
 
     def record(self, verb: str, code: int, elapsed_s: float, outcome: Outcome | None) -> None:
-        children = self._request_children.get((verb, code))
-        if children is None:
-            children = (
-                self.metrics.requests.labels(verb=verb, code=str(code)),
-                self.metrics.latency.labels(verb=verb),
-            )
-            self._request_children[(verb, code)] = children
-        children[0].inc()
-        children[1].observe(elapsed_s)
+        requests = self._requests
+        requests.observe(verb, code, elapsed_s)
         if outcome is None:
             return
         # Reserved and counted here, after the answer is sent: off the scheduling cycle.
         self._reserve(verb, outcome)
-        for reason, nodes in outcome.rejected.items():
-            counter = self._rejected_counters.get(reason)
-            if counter is None:
-                metric = self.table.metric_of_reason.get(reason, "unknown")
-                counter = self.metrics.nodes_rejected.labels(metric=metric)
-                self._rejected_counters[reason] = counter
-            counter.inc(nodes)
+        if outcome.rejected:
+            metric_of_reason, rejected = self.table.metric_of_reason, requests.rejected
+            for reason, nodes in outcome.rejected.items():
+                metric = metric_of_reason.get(reason, "unknown")
+                rejected[metric] = rejected.get(metric, 0) + nodes
         if outcome.unknown_nodes:
-            self.metrics.unknown_nodes.inc(outcome.unknown_nodes)
+            requests.unknown_nodes += outcome.unknown_nodes
             self._warn_unknown(outcome)
 
     def _warn_unknown(self, outcome: Outcome) -> None:
