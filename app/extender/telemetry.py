@@ -169,6 +169,10 @@ class ReservationCounts(Collector):
         # watch never showed the pod within the grace ("unverified").
         self.refused = {"not-pending": 0, "unverified-limit": 0, "unverified": 0}
 
+    def end(self, result: str) -> None:
+        """A reservation ended: "confirmed", "moved" or "dropped" (``Ledger``)."""
+        self.ended[result] += 1
+
     def collect(self) -> Iterator[Metric]:
         made = CounterMetricFamily(
             "loadaware_extender_reservations_made_total",
