@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.extender.ledger import Contribution, Ledger, PodEstimate
-from app.extender.table import NodeEntry, NodeTable
+from app.extender.table import NodeTable
+from app.extender.verdicts import NodeEntry
 
 
 class DebugViews:

@@ -20,7 +20,8 @@ from typing import Any
 import orjson
 
 from app.extender.request_pod import request_pod_demand
-from app.extender.table import NodeEntry, NodeTable
+from app.extender.table import NodeTable
+from app.extender.verdicts import NodeEntry
 from app.load.estimate import estimate_pod_usage
 from app.load.model import is_exempt_from_filter
 from app.objects.demand import Demand, requests_and_limits
