@@ -57,11 +57,7 @@ class Extender:
         counts = self.metrics.reservation_counts
         self.ledger: Ledger | None = None
         if pod_cache is not None:
-            self.ledger = Ledger(
-                lambda: self.table.policy,
-                counts.end,
-                reservation_ttl_s,
-            )
+            self.ledger = Ledger(lambda: self.table.policy, counts.end, reservation_ttl_s)
         self.table = NodeTable(policy, clock, index, self.ledger)
         self.reservations: Reservations | None = None
         if pod_cache is not None and self.ledger is not None:
@@ -133,8 +129,8 @@ class Extender:
     def set_policy(self, policy: Policy) -> None:
         """Adopt a reloaded policy whole, or raise and keep the previous one whole.
 
-        The table builds every node's verdict under ``policy`` before it swaps (and
-        restores itself if that fails); the ledger re-estimates every reservation before
+        The table builds every node's verdict under ``policy`` before it swaps them in
+        (and keeps the old ones if that fails); the ledger re-estimates every reservation before
         it changes any. The policy watcher counts a raise as a failed reload."""
         previous = self.table.policy
         self.table.set_policy(policy)  # the ledger reads the new policy through the table
