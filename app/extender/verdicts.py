@@ -4,9 +4,9 @@
 the policy itself, the annotation keys it reads, each node's ``NodeEntry``, the
 ``VerdictIndex`` that answers the verbs, which nodes are rejected and on which metric,
 and the two heaps of instants when an entry changes with the clock. The table builds a
-new one whole for a new policy and swaps it in with one assignment (``NodeTable.set_policy``),
-so no request meets half of one. Its fields are never reassigned; their contents change
-as nodes do.
+new one whole for a new policy and swaps it in with one assignment
+(``NodeTable.set_policy``), so no request meets half of one. Its fields are never
+reassigned; their contents change as nodes do.
 """
 
 from __future__ import annotations
