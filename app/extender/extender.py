@@ -8,19 +8,19 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
+from app.extender.debug import DebugViews
 from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
-from app.extender.ledger import DEFAULT_RESERVATION_TTL_S, Contribution, Ledger, PodEstimate
-from app.extender.request_pod import request_pod_demand
-from app.extender.table import NodeEntry, NodeTable
+from app.extender.ledger import DEFAULT_RESERVATION_TTL_S, Ledger
+from app.extender.reservations import Reservations
+from app.extender.table import NodeTable
 from app.extender.telemetry import EstimateCollector, ExtenderMetrics
 from app.extender.verbs import Outcome, RequestNodes, Verbs
 from app.kube import NodeCache, NodeInfo, PodCache
-from app.objects import Demand, ScheduledPod, container_demand
+from app.objects import ScheduledPod
 from app.policy import Policy
 from app.runtime import PolicyWatcher
 
@@ -31,11 +31,6 @@ FULL_MODE_FORGET_AFTER_S = 3600.0
 _WARN_EVERY_S = 60.0
 # How often estimated pods and reservations are aged out: they may end a little late.
 ESTIMATE_SWEEP_S = 0.5
-# A pod the pod watch has not shown yet may hold a reservation this long, and only this
-# many such pods at once (security.md, attack 2). The watch shows a new pod within
-# milliseconds of its creation, long before kube-scheduler has scored it.
-UNVERIFIED_GRACE_S = 2.0
-MAX_UNVERIFIED = 32
 
 
 class Extender:
@@ -58,15 +53,18 @@ class Extender:
         self.clock = clock
         self._mode = mode
         self.metrics = ExtenderMetrics(registry or CollectorRegistry())
-        self.metrics.registry.register(
-            EstimateCollector(self._estimated_additions, self._pod_estimates)
-        )
+        counts = self.metrics.reservation_counts
         self.ledger: Ledger | None = None
         if pod_cache is not None:
-            self.ledger = Ledger(
-                lambda: self.table.policy, self._reservation_ended, reservation_ttl_s
-            )
+            self.ledger = Ledger(lambda: self.table.policy, counts.end, reservation_ttl_s)
         self.table = NodeTable(policy, clock, index, self.ledger)
+        self.reservations: Reservations | None = None
+        if pod_cache is not None and self.ledger is not None:
+            self.reservations = Reservations(self.ledger, self.table, pod_cache, counts, clock)
+        self.debug = DebugViews(self.table, self.ledger, clock)
+        self.metrics.registry.register(
+            EstimateCollector(self.debug.estimated_additions, self.debug.pod_estimates)
+        )
         self.verbs = Verbs(self.table, clock, request_nodes=self.request_nodes_mode(node_cache))
         self.node_cache = node_cache
         self.pod_cache = pod_cache
@@ -82,13 +80,8 @@ class Extender:
         self.metrics.pods_cached.set_function(
             lambda: -1.0 if pod_cache is None else float(len(pod_cache.objects))
         )
-        self._reservation_counts = self.metrics.reservation_counts
-        # Metric children looked up once: .labels() takes a lock on every call.
-        self._request_children: dict[tuple[str, int], tuple[Any, Any]] = {}
-        self._rejected_counters: dict[str, Any] = {}
+        self._requests = self.metrics.requests
         self._last_unknown_warning_s = -math.inf
-        # Reservations made on the request's word: uid -> (namespace/name, deadline).
-        self._unverified: dict[str, tuple[str, float]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         if node_cache is not None:
             node_cache.add_listener(self._on_node)
@@ -123,95 +116,6 @@ class Extender:
         for node in self.ledger.on_pod(key, old, new, self.clock()):
             self.table.recompute(node)
 
-    def _reservation_ended(self, result: str) -> None:
-        self._reservation_counts.ended[result] += 1
-
-    def _reserve(self, verb: str, outcome: Outcome) -> None:
-        """Reserve the pod's estimate where it will most likely go (ledger.py)."""
-        names, pod = outcome.names, outcome.pod
-        if self.ledger is None or not names or pod is None:
-            return
-        if not self.table.policy.spec.estimation.enabled:
-            return
-        if verb == "prioritize":
-            if outcome.best_node is None:
-                self._reservation_counts.skipped += 1
-                return
-            node = outcome.best_node
-        elif outcome.nodes - sum(outcome.rejected.values()) == 1:
-            # kube-scheduler binds to the only feasible node without calling prioritize.
-            get = self.table.index.get
-            passing = (n for n in names if (verdict := get(n)) is None or verdict[1] is None)
-            found = next(passing, None)
-            if found is None:
-                return
-            node = found
-        else:
-            return
-        metadata = pod.get("metadata")
-        if not isinstance(metadata, dict):
-            return
-        uid = metadata.get("uid")
-        if not isinstance(uid, str) or not uid:
-            return
-        demand = self._demand_to_reserve(uid, metadata, pod)
-        if demand is None:
-            return
-        pod_name = f"{metadata.get('namespace')}/{metadata.get('name')}"
-        now_s = self.clock()
-        added, affected = self.ledger.reserve(uid, pod_name, node, demand, now_s)
-        if added is not None:
-            # Only added usage: skip re-assessing the node while it cannot change an answer.
-            self.table.add_reserved(node, *added, now_s + self.ledger.ttl_s)
-        else:
-            for changed in affected:
-                self.table.recompute(changed)
-        self._reservation_counts.made[verb] += 1
-
-    def _demand_to_reserve(
-        self, uid: str, metadata: dict[str, Any], pod: dict[str, Any]
-    ) -> Demand | None:
-        """What to reserve for the request's pod, or None to refuse (security.md, attack 2).
-
-        Only a pod the API server holds, unbound, gets a reservation, and its demand is
-        read from the pod cache, not from the request. A pod the watch has not shown yet
-        (it was created an instant ago) gets one on the request's word for
-        ``UNVERIFIED_GRACE_S``, at most ``MAX_UNVERIFIED`` such pods at once; the sweep
-        drops it unless the watch shows the pod by then."""
-        assert self.pod_cache is not None  # the ledger exists only with the pod cache
-        key = f"{metadata.get('namespace')}/{metadata.get('name')}"
-        known = self.pod_cache.objects.get(key)
-        if known is not None:
-            if known.uid != uid or known.node is not None or known.finished:
-                self._reservation_counts.refused["not-pending"] += 1
-                return None
-            return container_demand(known.requests, known.limits)
-        if uid not in self._unverified and len(self._unverified) >= MAX_UNVERIFIED:
-            self._reservation_counts.refused["unverified-limit"] += 1
-            return None
-        try:
-            demand = request_pod_demand(pod)
-        except ValueError as error:
-            log.debug("not reserving for a pod with unreadable resources: %s", error)
-            return None
-        self._unverified[uid] = (key, self.clock() + UNVERIFIED_GRACE_S)
-        return demand
-
-    def _verify_reservations(self, now_s: float) -> None:
-        """End the reservations of pods the watch has not shown within the grace."""
-        if not self._unverified or self.pod_cache is None or self.ledger is None:
-            return
-        objects = self.pod_cache.objects
-        for uid, (key, deadline_s) in list(self._unverified.items()):
-            known = objects.get(key)
-            if known is not None and known.uid == uid:
-                del self._unverified[uid]  # a real pod: its binding ends the reservation
-            elif now_s >= deadline_s:
-                del self._unverified[uid]
-                self._reservation_counts.refused["unverified"] += 1
-                for node in self.ledger.cancel(uid):
-                    self.table.recompute(node)
-
     def _count_overloaded(self) -> float:
         self.table.refresh(self.clock())
         self.table.expire_estimates(self.clock())
@@ -224,8 +128,8 @@ class Extender:
     def set_policy(self, policy: Policy) -> None:
         """Adopt a reloaded policy whole, or raise and keep the previous one whole.
 
-        The table builds every node's verdict under ``policy`` before it swaps (and
-        restores itself if that fails); the ledger re-estimates every reservation before
+        The table builds every node's verdict under ``policy`` before it swaps them in
+        (and keeps the old ones if that fails); the ledger re-estimates every reservation before
         it changes any. The policy watcher counts a raise as a failed reload."""
         previous = self.table.policy
         self.table.set_policy(policy)  # the ledger reads the new policy through the table
@@ -242,41 +146,6 @@ class Extender:
     def on_policy_reload(self, result: str) -> None:
         self.metrics.policy.reload_result(result)
 
-    def _estimated_additions(self) -> dict[str, Mapping[str, float]]:
-        self.table.refresh(self.clock())
-        return {entry.name: entry.addition.fractions for entry in self.table}
-
-    def _pod_estimates(self) -> list[PodEstimate]:
-        """Every pod counting on a node's estimate now, largest share first."""
-        if self.ledger is None or not self.table.policy.spec.estimation.enabled:
-            return []
-        now_s = self.clock()
-        self.table.refresh(now_s)
-        self.table.expire_estimates(now_s)
-
-        def sample_at(node: str) -> float | None:
-            entry = self.table.lookup(node, now_s)
-            return None if entry is None else entry.addition.sample_at_s
-
-        return self.ledger.estimates(sample_at, now_s)
-
-    def debug_estimates(self, limit: int) -> dict[str, Any]:
-        """``/debug/estimates``: the ``limit`` largest pod estimates across the cluster,
-        each with its pod, node, kind and share of the node (issue 28, attack 1)."""
-        now_s = self.clock()
-        estimates = self._pod_estimates()
-        return {
-            "total": len(estimates),
-            "pods": [
-                {
-                    **pod_view(estimate.contribution, now_s),
-                    "node": estimate.contribution.node,
-                    "share": {r: round(f, 5) for r, f in estimate.fractions.items()},
-                }
-                for estimate in estimates[:limit]
-            ],
-        }
-
     def ready(self) -> tuple[bool, str]:
         """Ready once every cache has synced, and while none has lost the API server for
         long: the estimate needs the pods as much as the verdicts need the nodes."""
@@ -288,28 +157,20 @@ class Extender:
         return True, "ok"
 
     def record(self, verb: str, code: int, elapsed_s: float, outcome: Outcome | None) -> None:
-        children = self._request_children.get((verb, code))
-        if children is None:
-            children = (
-                self.metrics.requests.labels(verb=verb, code=str(code)),
-                self.metrics.latency.labels(verb=verb),
-            )
-            self._request_children[(verb, code)] = children
-        children[0].inc()
-        children[1].observe(elapsed_s)
+        requests = self._requests
+        requests.observe(verb, code, elapsed_s)
         if outcome is None:
             return
         # Reserved and counted here, after the answer is sent: off the scheduling cycle.
-        self._reserve(verb, outcome)
-        for reason, nodes in outcome.rejected.items():
-            counter = self._rejected_counters.get(reason)
-            if counter is None:
-                metric = self.table.metric_of_reason.get(reason, "unknown")
-                counter = self.metrics.nodes_rejected.labels(metric=metric)
-                self._rejected_counters[reason] = counter
-            counter.inc(nodes)
+        if self.reservations is not None:
+            self.reservations.reserve(verb, outcome)
+        if outcome.rejected:
+            metric_of_reason, rejected = self.table.metric_of_reason, requests.rejected
+            for reason, nodes in outcome.rejected.items():
+                metric = metric_of_reason.get(reason, "unknown")
+                rejected[metric] = rejected.get(metric, 0) + nodes
         if outcome.unknown_nodes:
-            self.metrics.unknown_nodes.inc(outcome.unknown_nodes)
+            requests.unknown_nodes += outcome.unknown_nodes
             self._warn_unknown(outcome)
 
     def _warn_unknown(self, outcome: Outcome) -> None:
@@ -371,7 +232,8 @@ class Extender:
         """Age estimated pods and reservations out, between requests rather than in one."""
         while True:
             await asyncio.sleep(ESTIMATE_SWEEP_S)
-            self._verify_reservations(self.clock())
+            if self.reservations is not None:
+                self.reservations.verify(self.clock())
             self.table.expire_estimates(self.clock())
 
     async def _forget_unseen(self) -> None:
@@ -380,101 +242,3 @@ class Extender:
             forgotten = self.table.prune_unseen(FULL_MODE_FORGET_AFTER_S)
             if forgotten:
                 log.info("forgot %d node(s) not seen in a request for an hour", forgotten)
-
-    def debug_nodes(self, names: list[str] | None = None) -> list[dict[str, Any]]:
-        """The debug view of ``names`` (default: every node), sorted by name."""
-        now_s = self.clock()
-        self.table.refresh(now_s)
-        self.table.expire_estimates(now_s)
-        if names is None:
-            names = [entry.name for entry in self.table]
-        entries = [self.table.lookup(name, now_s) for name in names]
-        views = [
-            debug_view(entry, self._contributions(entry, now_s), now_s)
-            for entry in entries
-            if entry is not None
-        ]
-        return sorted(views, key=lambda view: str(view["name"]))
-
-    def debug_node(self, name: str) -> dict[str, Any] | None:
-        now_s = self.clock()
-        entry = self.table.lookup(name, now_s)
-        return (
-            None if entry is None else debug_view(entry, self._contributions(entry, now_s), now_s)
-        )
-
-    def _contributions(self, entry: NodeEntry, now_s: float) -> list[Contribution]:
-        if self.ledger is None or not self.table.policy.spec.estimation.enabled:
-            return []
-        return self.ledger.contributions(entry.name, entry.addition.sample_at_s, now_s)
-
-
-def debug_view(entry: NodeEntry, contributions: list[Contribution], now_s: float) -> dict[str, Any]:
-    """Everything about one node's verdict, for ``curl /debug/nodes``."""
-    load = entry.load
-    policy_windows = {r.metric: r for r in load.readings}
-    return {
-        "name": entry.name,
-        "verdict": "overloaded" if load.overloads else "ok",
-        "reasons": [
-            {
-                "metric": o.metric,
-                "usage": round(o.usage_fraction, 5),
-                "limit": o.limit_fraction,
-                "message": o.reason,
-            }
-            for o in load.overloads
-        ],
-        "metrics": {
-            metric: {
-                "usage": reading.usage_fraction,
-                "measured": (
-                    None
-                    if reading.measured_fraction is None
-                    else round(reading.measured_fraction, 5)
-                ),
-                "estimated_addition": round(reading.unsampled_fraction, 5),
-                "freshness": str(reading.freshness),
-                "age_seconds": (
-                    None if reading.timestamp_s is None else round(now_s - reading.timestamp_s, 1)
-                ),
-                "raw": entry.annotations.get(metric),
-            }
-            for metric, reading in policy_windows.items()
-        },
-        "estimate": estimate_view(entry, contributions, now_s),
-        "hot_value": load.hot_value,
-        "hot_value_fresh": load.hot_value_fresh,
-        "load_score": load.load_score,
-        "score": load.score,
-        "extender_score": load.extender_score,
-        "recheck_in_seconds": (
-            None if math.isinf(load.recheck_at_s) else round(load.recheck_at_s - now_s, 1)
-        ),
-    }
-
-
-def estimate_view(
-    entry: NodeEntry, contributions: list[Contribution], now_s: float
-) -> dict[str, Any]:
-    """The pods behind a node's estimated addition (README "Burst-aware estimation")."""
-    addition = entry.addition
-    return {
-        "sample_age_seconds": (
-            None if addition.sample_at_s is None else round(now_s - addition.sample_at_s, 1)
-        ),
-        "added": {resource: round(f, 5) for resource, f in addition.fractions.items()},
-        "pods": [pod_view(c, now_s) for c in contributions],
-    }
-
-
-def pod_view(contribution: Contribution, now_s: float) -> dict[str, Any]:
-    """One pod behind an estimate: who, why it counts (``kind``: reserved, or scored,
-    bound or placed, ``app.extender.ledger``) and what it adds, within its node."""
-    return {
-        "pod": contribution.pod,
-        "kind": contribution.kind,
-        "age_seconds": round(now_s - contribution.since_s, 1),
-        "cpu_cores": round(contribution.usage.cpu_cores, 3),
-        "memory_bytes": round(contribution.usage.memory_bytes),
-    }

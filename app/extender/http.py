@@ -257,7 +257,7 @@ def add_debug_routes(api: FastAPI, extender: Extender) -> None:
                     "mode": extender.mode,
                     "verdict_index": extender.index_implementation,
                     "total": len(names),
-                    "nodes": extender.debug_nodes(page),
+                    "nodes": extender.debug.nodes(page),
                     # Pass it as ?after= for the next page; null on the last one.
                     "next": page[-1] if more and page else None,
                 },
@@ -275,13 +275,13 @@ def add_debug_routes(api: FastAPI, extender: Extender) -> None:
                 status_code=400,
             )
         return Response(
-            orjson.dumps(extender.debug_estimates(limit), option=orjson.OPT_INDENT_2),
+            orjson.dumps(extender.debug.estimates(limit), option=orjson.OPT_INDENT_2),
             media_type="application/json",
         )
 
     @api.get("/debug/nodes/{name}")
     async def debug_node(name: str) -> Response:
-        view = extender.debug_node(name)
+        view = extender.debug.node(name)
         if view is None:
             return JSONResponse(
                 {"error": f"node {name!r} is not known to the extender", "mode": extender.mode},

@@ -39,15 +39,9 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from app.load import (
-    Evidence,
-    counts,
-    estimate_pod_usage,
-    estimate_with_evidence,
-    unsampled_fractions,
-    within_node,
-)
-from app.objects import CPU, MEMORY, ZERO, Demand, Resources, ScheduledPod, requests_and_limits
+from app.extender.pricing import Fractions, Pricing
+from app.load import Evidence, counts, estimate_with_evidence, unsampled_fractions
+from app.objects import ZERO, Demand, Resources, ScheduledPod
 from app.policy import EstimationPolicy, Policy
 
 DEFAULT_RESERVATION_TTL_S = 15.0
@@ -159,12 +153,8 @@ def _rebuilt(estimated: list[tuple[Reservation, Resources]]) -> _NodeReservation
     return rebuilt
 
 
-Fractions = tuple[float, float]  # (cpu, memory), each a fraction of allocatable
 ReservationEnd = Callable[[str], None]  # called with "confirmed", "moved" or "dropped"
 
-# A burst is many pods of a few shapes: a reservation looks its estimate and fractions up
-# rather than recomputing them on the extender's one thread. Cleared when full.
-_MEMO_SIZE = 4096
 _NO_NODES: tuple[str, ...] = ()
 
 
@@ -183,10 +173,7 @@ class Ledger:
         self._bound: dict[str, dict[str, _Bound]] = {}  # node → pod key → pod
         self._reserved: dict[str, _NodeReservations] = {}  # only nodes that hold some
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
-        self._allocatable: dict[str, Resources] = {}
-        # (demand, node) → the estimate and its (cpu, memory) fractions of the node's
-        # allocatable, under the policy and the allocatable known when it was made
-        self._priced: dict[tuple[Demand, str], tuple[Resources, Fractions]] = {}
+        self._pricing = Pricing(policy)
 
     @property
     def reservations(self) -> int:
@@ -197,21 +184,15 @@ class Ledger:
 
     def allocatable(self, node: str) -> Resources | None:
         """The node's allocatable, if the node cache has shown it."""
-        return self._allocatable.get(node)
+        return self._pricing.allocatable(node)
 
     def set_allocatable(self, node: str, allocatable: Resources | None) -> bool:
         """Record a node's allocatable (None: the node is gone); True if it changed."""
-        if allocatable is None:
-            self._allocatable.pop(node, None)
-            return False
-        changed = self._allocatable.get(node) != allocatable
-        self._allocatable[node] = allocatable
-        if changed:
-            self._priced.clear()
-            reserved = self._reserved.get(node)
-            if reserved is not None:  # each estimate is bounded by the node: bound anew
-                settings = self._policy().spec.estimation
-                self._reserved[node] = _rebuilt(self._estimates(reserved, settings))
+        changed = self._pricing.set_allocatable(node, allocatable)
+        reserved = self._reserved.get(node)
+        if changed and reserved is not None:  # each estimate is bounded by the node: anew
+            settings = self._policy().spec.estimation
+            self._reserved[node] = _rebuilt(self._estimates(reserved, settings))
         return changed
 
     def on_pod(
@@ -249,19 +230,6 @@ class Ledger:
                 self._on_end("dropped")
         return affected
 
-    def _price(self, key: tuple[Demand, str]) -> tuple[Resources, Fractions]:
-        """estimate_pod_usage under the current policy, and its unsampled_fractions of the
-        node's allocatable, remembered per pod shape and node (until ``reprice``)."""
-        settings = self._policy().spec.estimation
-        if len(self._priced) >= _MEMO_SIZE:
-            self._priced.clear()
-        demand, node = key
-        allocatable = self._allocatable.get(node, ZERO)
-        usage = within_node(estimate_pod_usage(*requests_and_limits(demand), settings), allocatable)
-        fractions = unsampled_fractions((usage,), allocatable)
-        priced = self._priced[key] = (usage, (fractions.get(CPU, 0.0), fractions.get(MEMORY, 0.0)))
-        return priced
-
     def reserve(
         self, uid: str, pod: str, node: str, demand: Demand, now_s: float
     ) -> tuple[Fractions | None, tuple[str, ...]]:
@@ -273,8 +241,7 @@ class Ledger:
         previous = self._reservations.get(uid)
         if previous is not None and previous.node == node:
             return None, _NO_NODES
-        key = (demand, node)
-        usage, fractions = self._priced.get(key) or self._price(key)
+        usage, fractions = self._pricing.reservation(demand, node)
         reservation = self._reservations[uid] = Reservation(uid, pod, node, demand, now_s, usage)
         on_node = self._reserved.get(node)
         if on_node is None:
@@ -312,7 +279,7 @@ class Ledger:
         estimates = {
             node: self._estimates(on_node, settings) for node, on_node in self._reserved.items()
         }
-        self._priced.clear()
+        self._pricing.forget_prices()
         for node, estimated in estimates.items():
             self._reserved[node] = _rebuilt(estimated)
         return list(self._reserved)
@@ -323,15 +290,9 @@ class Ledger:
         """A node's live reservations, each with its estimate under ``settings`` and the
         node's allocatable; nothing is changed (``_rebuilt`` swaps them in)."""
         return [
-            (reservation, self._reservation_usage(reservation.demand, reservation.node, settings))
+            (reservation, self._pricing.usage(reservation.demand, reservation.node, settings))
             for reservation in on_node
         ]
-
-    def _reservation_usage(
-        self, demand: Demand, node: str, settings: EstimationPolicy
-    ) -> Resources:
-        estimate = estimate_pod_usage(*requests_and_limits(demand), settings)
-        return within_node(estimate, self._allocatable.get(node, ZERO))
 
     def addition(self, node: str, sample_at_s: float | None, now_s: float) -> Addition:
         """The node's addition at ``now_s``; forgets the entries that have aged out.
@@ -345,19 +306,15 @@ class Ledger:
         if reserved is not None:
             total = reserved.total()
             changes_at_s = reserved.oldest().made_at_s + self.ttl_s
-        allocatable = self._allocatable.get(node, ZERO)
+        allocatable = self._pricing.allocatable_or_zero(node)
         for pod in self._bound.get(node, {}).values():
             if counts(pod.bound_at_s, sample_at_s, now_s, settings):
-                total = total + self._bound_usage(pod, settings, allocatable)
+                total = total + _bound_usage(pod, settings, allocatable)
                 changes_at_s = min(changes_at_s, pod.bound_at_s + settings.max_age_s)
         if not settings.enabled or total == ZERO:
             return Addition(sample_at_s, {}, changes_at_s)
         fractions = unsampled_fractions((total,), allocatable)
         return Addition(sample_at_s, fractions, changes_at_s)
-
-    @staticmethod
-    def _bound_usage(pod: _Bound, settings: EstimationPolicy, allocatable: Resources) -> Resources:
-        return estimate_with_evidence(pod.requests, pod.limits, pod.evidence, settings, allocatable)
 
     def _expire(self, node: str, now_s: float, max_age_s: float) -> None:
         pods = self._bound.get(node)
@@ -380,13 +337,13 @@ class Ledger:
     ) -> list[Contribution]:
         """The pods behind a node's addition, for ``/debug/nodes/{name}``."""
         settings = self._policy().spec.estimation
-        allocatable = self._allocatable.get(node, ZERO)
+        allocatable = self._pricing.allocatable_or_zero(node)
         found = [
             Contribution(
                 key,
                 pod.evidence.value,
                 pod.bound_at_s,
-                self._bound_usage(pod, settings, allocatable),
+                _bound_usage(pod, settings, allocatable),
                 node,
             )
             for key, pod in self._bound.get(node, {}).items()
@@ -405,9 +362,13 @@ class Ledger:
         view and the metric, never on a request."""
         found: list[PodEstimate] = []
         for node in self._bound.keys() | self._reserved.keys():
-            allocatable = self._allocatable.get(node, ZERO)
+            allocatable = self._pricing.allocatable_or_zero(node)
             for contribution in self.contributions(node, sample_at(node), now_s):
                 fractions = unsampled_fractions((contribution.usage,), allocatable)
                 found.append(PodEstimate(contribution, fractions))
         found.sort(key=lambda estimate: (-estimate.share, estimate.contribution.pod))
         return found
+
+
+def _bound_usage(pod: _Bound, settings: EstimationPolicy, allocatable: Resources) -> Resources:
+    return estimate_with_evidence(pod.requests, pod.limits, pod.evidence, settings, allocatable)

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, Gauge, disable_created_metrics
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from app.extender.ledger import PodEstimate
 from app.runtime import PolicyReloadMetrics
@@ -30,36 +38,18 @@ _LATENCY_BUCKETS_S = (
     1.0,
     5.0,
 )
+# Each bucket's le label, as prometheus_client writes it; the last holds every call.
+_BUCKET_LABELS = tuple(
+    floatToGoString(bound)  # type: ignore[no-untyped-call]
+    for bound in (*_LATENCY_BUCKETS_S, math.inf)
+)
 
 
 class ExtenderMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self.requests = Counter(
-            "loadaware_extender_requests_total",
-            "Extender calls by verb and HTTP status code.",
-            ["verb", "code"],
-            registry=registry,
-        )
-        self.latency = Histogram(
-            "loadaware_extender_request_duration_seconds",
-            "Time to answer an extender call, from the full body to the response, by verb.",
-            ["verb"],
-            buckets=_LATENCY_BUCKETS_S,
-            registry=registry,
-        )
-        self.nodes_rejected = Counter(
-            "loadaware_extender_nodes_rejected_total",
-            "Nodes filtered out, by the first metric over its limit.",
-            ["metric"],
-            registry=registry,
-        )
-        self.unknown_nodes = Counter(
-            "loadaware_extender_unknown_nodes_total",
-            "Nodes named in a prioritize request that the extender does not know (they pass "
-            "the filter and score as nodes without data).",
-            registry=registry,
-        )
+        self.requests = RequestCounts()
+        registry.register(self.requests)
         self.node_cache_age = Gauge(
             "loadaware_extender_node_cache_age_seconds",
             "Seconds since the node cache last heard from the API server (-1 before the "
@@ -98,6 +88,74 @@ class ExtenderMetrics:
         self.policy = PolicyReloadMetrics(registry)
 
 
+class RequestCounts(Collector):
+    """Extender calls by verb and code, their latency, the nodes filter rejected and the
+    unknown names, as plain numbers: each call counts them after its answer, on the
+    extender's only thread, where a Counter or a Histogram takes a lock per update. The
+    series are a Counter's and a Histogram's, read at scrape time."""
+
+    def __init__(self) -> None:
+        self.calls: dict[tuple[str, int], int] = {}  # (verb, code) -> calls
+        self.latency: dict[str, _Latency] = {}  # by verb
+        self.rejected: dict[str, int] = {}  # metric -> nodes rejected
+        self.unknown_nodes = 0
+
+    def observe(self, verb: str, code: int, elapsed_s: float) -> None:
+        key = (verb, code)
+        self.calls[key] = self.calls.get(key, 0) + 1
+        latency = self.latency.get(verb)
+        if latency is None:
+            latency = self.latency[verb] = _Latency()
+        latency.counts[bisect_left(_LATENCY_BUCKETS_S, elapsed_s)] += 1  # value <= bound
+        latency.total_s += elapsed_s
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily(
+            "loadaware_extender_requests",
+            "Extender calls by verb and HTTP status code.",
+            labels=["verb", "code"],
+        )
+        for (verb, code), calls in self.calls.items():
+            requests.add_metric([verb, str(code)], float(calls))
+        yield requests
+        latency = HistogramMetricFamily(
+            "loadaware_extender_request_duration_seconds",
+            "Time to answer an extender call, from the full body to the response, by verb.",
+            labels=["verb"],
+        )
+        for verb, observed in self.latency.items():
+            cumulative, buckets = 0, []
+            for label, count in zip(_BUCKET_LABELS, observed.counts, strict=True):
+                cumulative += count
+                buckets.append((label, float(cumulative)))
+            latency.add_metric([verb], buckets, observed.total_s)
+        yield latency
+        rejected = CounterMetricFamily(
+            "loadaware_extender_nodes_rejected",
+            "Nodes filtered out, by the first metric over its limit.",
+            labels=["metric"],
+        )
+        for metric, nodes in self.rejected.items():
+            rejected.add_metric([metric], float(nodes))
+        yield rejected
+        yield CounterMetricFamily(
+            "loadaware_extender_unknown_nodes",
+            "Nodes named in a prioritize request that the extender does not know (they pass "
+            "the filter and score as nodes without data).",
+            value=float(self.unknown_nodes),
+        )
+
+
+class _Latency:
+    """One verb's calls per latency bucket (the last: above every bound) and their sum."""
+
+    __slots__ = ("counts", "total_s")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(_LATENCY_BUCKETS_S) + 1)
+        self.total_s = 0.0
+
+
 class ReservationCounts(Collector):
     """The reservation counters, as plain ints: a reserving call counts one after every
     answer, on the extender's only thread, where a Counter would take a lock."""
@@ -110,6 +168,10 @@ class ReservationCounts(Collector):
         # ("not-pending"), too many unverified pods at once ("unverified-limit"), or the
         # watch never showed the pod within the grace ("unverified").
         self.refused = {"not-pending": 0, "unverified-limit": 0, "unverified": 0}
+
+    def end(self, result: str) -> None:
+        """A reservation ended: "confirmed", "moved" or "dropped" (``Ledger``)."""
+        self.ended[result] += 1
 
     def collect(self) -> Iterator[Metric]:
         made = CounterMetricFamily(

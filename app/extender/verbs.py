@@ -20,7 +20,8 @@ from typing import Any
 import orjson
 
 from app.extender.request_pod import request_pod_demand
-from app.extender.table import NodeEntry, NodeTable
+from app.extender.table import NodeTable
+from app.extender.verdicts import NodeEntry
 from app.load import estimate_pod_usage, is_exempt_from_filter
 from app.objects import Demand, requests_and_limits
 from app.policy import Policy

@@ -377,7 +377,7 @@ def test_a_policy_reload_reprices_live_reservations() -> None:
         policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {factors: {cpu: 1.0}}\n")
     )
     assert added_cpu(extender, "cool") == pytest.approx(3 / 8)
-    view = extender.debug_node("cool")
+    view = extender.debug.node("cool")
     assert view is not None
     assert view["estimate"]["pods"][0]["kind"] == "reserved"
     assert view["estimate"]["pods"][0]["cpu_cores"] == 3.0
@@ -417,7 +417,7 @@ def test_pods_placed_around_the_scheduler_count_their_requests_not_their_limits(
         place(extender, f"blocker-{node}", node, clock() - 1, HUGE_LIMITS, TINY_REQUESTS)
     assert passes_filter(extender, ["cool", "warm"]) == ["cool", "warm"]
     assert added_cpu(extender, "cool") == pytest.approx(0.001 * 0.85 / 8)
-    view = extender.debug_node("cool")
+    view = extender.debug.node("cool")
     assert view is not None
     assert [p["kind"] for p in view["estimate"]["pods"]] == ["placed"]
     # As the API server stores it, a memory limit without a request is the request too:
@@ -456,7 +456,7 @@ def test_the_largest_estimates_are_shown_with_whose_they_are() -> None:
     bind(extender, "small", "warm", clock() - 2)
     place(extender, "placed", "cool", clock() - 1, HUGE_LIMITS, Resources(1.0, 0.0))
     bind(extender, "huge", "cool", clock() - 1, HUGE_LIMITS, TINY_REQUESTS)
-    view = extender.debug_estimates(2)
+    view = extender.debug.estimates(2)
     assert view["total"] == 3
     assert [(p["pod"], p["node"], p["kind"]) for p in view["pods"]] == [
         ("default/huge", "cool", "bound"),

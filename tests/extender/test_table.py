@@ -65,7 +65,7 @@ def test_recheck_heap_stays_bounded_under_constant_updates() -> None:
     for step in range(5000):
         clock.now_s = NOW + step
         table.upsert(f"n{step % 10}", {"cpu_usage_avg_5m": format_usage(0.5, clock.now_s)})
-    assert len(table._rechecks) <= 4 * len(table) + 1024
+    assert len(table._verdicts.rechecks) <= 4 * len(table) + 1024
 
 
 @settings(max_examples=60, deadline=None)

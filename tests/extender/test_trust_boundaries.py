@@ -15,8 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.extender import extender as service
-from app.extender import verbs
+from app.extender import reservations, verbs
 from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
 from app.extender.verbs import RequestNodes
@@ -171,7 +170,7 @@ def test_reservations_for_pods_that_do_not_exist_end_after_the_grace(
     # Long enough that no request below outlives it on a slow machine; the test moves
     # the extender's clock past it instead of waiting (twice 120 s keeps the nodes'
     # samples fresh, so the verdicts below are real ones, not the stale fail-open).
-    monkeypatch.setattr(service, "UNVERIFIED_GRACE_S", 120.0)
+    monkeypatch.setattr(reservations, "UNVERIFIED_GRACE_S", 120.0)
     real = pod_body("real", "uid-real")
     # Two invented pods with 4-CPU limits take both real nodes over their limit...
     for i in range(2):
@@ -179,7 +178,7 @@ def test_reservations_for_pods_that_do_not_exist_end_after_the_grace(
         assert httpx.post(f"{url}/prioritize", json=body).status_code == 200
     assert filter_names(url, real, list(REAL_NODES))["NodeNames"] == []
     # ...only until the grace ends without the pod watch showing them.
-    CLOCK.ahead_s = service.UNVERIFIED_GRACE_S
+    CLOCK.ahead_s = reservations.UNVERIFIED_GRACE_S
     refused = "loadaware_extender_reservations_refused_total"
     wait_for(lambda: sample(url, refused, reason="unverified") == 2)
     assert filter_names(url, real, list(REAL_NODES))["NodeNames"] == list(REAL_NODES)
@@ -187,9 +186,9 @@ def test_reservations_for_pods_that_do_not_exist_end_after_the_grace(
     for i in range(60):
         body = {"Pod": pod_body(f"tiny-{i}", f"uid-tiny-{i}", "1m", "1m"), "NodeNames": ["node-a"]}
         assert httpx.post(f"{url}/prioritize", json=body).status_code == 200
-    assert sample(url, refused, reason="unverified-limit") == 60 - service.MAX_UNVERIFIED
-    CLOCK.ahead_s += service.UNVERIFIED_GRACE_S
-    wait_for(lambda: sample(url, refused, reason="unverified") == 2 + service.MAX_UNVERIFIED)
+    assert sample(url, refused, reason="unverified-limit") == 60 - reservations.MAX_UNVERIFIED
+    CLOCK.ahead_s += reservations.UNVERIFIED_GRACE_S
+    wait_for(lambda: sample(url, refused, reason="unverified") == 2 + reservations.MAX_UNVERIFIED)
     assert instance.ledger is not None
     assert instance.ledger.reservations == 0
 

@@ -30,7 +30,7 @@ USERS = [
     ("descheduler/decide.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     ("simulate/descheduling.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     ("extender/index.py", "wire answer", {"plain_wire_score", "preferred_wire_score"}),
-    ("extender/table.py", "wire answer", {"can_be_preferred"}),
+    ("extender/verdicts.py", "wire answer", {"can_be_preferred"}),
     ("simulate/scheduling.py", "wire answer", {"can_be_preferred", "wire_scores"}),
     (
         "simulate/scheduling.py",

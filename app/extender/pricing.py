@@ -1,0 +1,75 @@
+"""What one pod adds to one node under the policy in force: its estimate
+(``app.load.estimate``), at most the node's allocatable, and its fractions of that
+allocatable. The ledger prices every reservation here.
+
+A burst is many pods of a few shapes, so a reservation's price is remembered per pod
+shape and node rather than recomputed on the extender's one thread; the memory is
+forgotten when an allocatable changes, on a policy change (``forget_prices``), and when
+it is full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app.load import estimate_pod_usage, unsampled_fractions, within_node
+from app.objects import CPU, MEMORY, ZERO, Demand, Resources, requests_and_limits
+from app.policy import EstimationPolicy, Policy
+
+Fractions = tuple[float, float]  # (cpu, memory), each a fraction of allocatable
+_MEMO_SIZE = 4096
+
+
+class Pricing:
+    """Each node's allocatable, and the remembered price of each pod shape on it."""
+
+    def __init__(self, policy: Callable[[], Policy]) -> None:
+        self._policy = policy
+        self._allocatable: dict[str, Resources] = {}
+        # (demand, node) → the estimate and its (cpu, memory) fractions of the node's
+        # allocatable, under the policy and the allocatable known when it was made
+        self._priced: dict[tuple[Demand, str], tuple[Resources, Fractions]] = {}
+
+    def allocatable(self, node: str) -> Resources | None:
+        """The node's allocatable, if the node cache has shown it."""
+        return self._allocatable.get(node)
+
+    def allocatable_or_zero(self, node: str) -> Resources:
+        return self._allocatable.get(node, ZERO)
+
+    def set_allocatable(self, node: str, allocatable: Resources | None) -> bool:
+        """Record a node's allocatable (None: the node is gone); True if it changed."""
+        if allocatable is None:
+            self._allocatable.pop(node, None)
+            return False
+        changed = self._allocatable.get(node) != allocatable
+        self._allocatable[node] = allocatable
+        if changed:
+            self._priced.clear()
+        return changed
+
+    def reservation(self, demand: Demand, node: str) -> tuple[Resources, Fractions]:
+        """A reservation's estimate on ``node`` and its (cpu, memory) fractions of the
+        node's allocatable, remembered per pod shape and node."""
+        key = (demand, node)
+        return self._priced.get(key) or self._price(key)
+
+    def _price(self, key: tuple[Demand, str]) -> tuple[Resources, Fractions]:
+        if len(self._priced) >= _MEMO_SIZE:
+            self._priced.clear()
+        demand, node = key
+        allocatable = self._allocatable.get(node, ZERO)
+        usage = self.usage(demand, node, self._policy().spec.estimation)
+        fractions = unsampled_fractions((usage,), allocatable)
+        priced = self._priced[key] = (usage, (fractions.get(CPU, 0.0), fractions.get(MEMORY, 0.0)))
+        return priced
+
+    def usage(self, demand: Demand, node: str, settings: EstimationPolicy) -> Resources:
+        """The estimate of a pod of ``demand`` under ``settings``, at most the node's
+        allocatable; not remembered."""
+        estimate = estimate_pod_usage(*requests_and_limits(demand), settings)
+        return within_node(estimate, self._allocatable.get(node, ZERO))
+
+    def forget_prices(self) -> None:
+        """Forget every remembered price: the policy changed."""
+        self._priced.clear()
