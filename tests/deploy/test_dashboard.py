@@ -15,7 +15,8 @@ KEYWORDS = {
     "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset",
     "and", "or", "unless", "le", "inf", "nan",
 }  # fmt: skip
-HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+# What prometheus_client appends: a histogram's series, and a counter family's _total.
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count", "_total")
 
 
 def exported_metrics() -> set[str]:
