@@ -18,6 +18,26 @@ E2E_ASSETS_ENV = "LOADAWARE_KUBE_ASSETS"
 E2E_LEFT_OUT = not os.environ.get(E2E_ASSETS_ENV, "").strip()
 collect_ignore: list[str] = ["e2e"] if E2E_LEFT_OUT else []
 
+# The suite runs in parallel workers (scripts/test: pytest-xdist, --dist loadgroup, in
+# collection order), which take the next test as they free up. These go first: each
+# runs for tens of seconds (most of it waiting on pip, a compiler or a control plane),
+# and one started last would hold the run open on its own.
+STARTS_FIRST = (
+    "tests/deploy/test_dockerfile.py::test_the_build_stage_install_commands",
+    "tests/extender/test_native_sanitized.py::",
+    "tests/e2e/",
+    "tests/simulate/test_no_harm.py::test_the_descheduler_never_adds_harm[thousand-nodes",
+    "tests/simulate/test_no_harm.py::test_beside_a_load_aware_scheduler_it_adds_no_harm_on_"
+    "seeds_it_was_not_built_on[loadaware-thousand-nodes",
+    "tests/test_cli_bad_input.py::test_bad_input_ends_in_one_line",  # one group of ~70
+    "tests/load/test_load_smoke.py::",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not item.nodeid.startswith(STARTS_FIRST))  # stable
+
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if E2E_LEFT_OUT:
