@@ -10,14 +10,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 
-from app.annotator import main as annotator_main
-from app.capture import main as capture_main
 from app.commandline import (
     DEPRECATIONS,
     EXIT_FAILED,
@@ -31,13 +30,23 @@ from app.commandline import (
     configure_logging,
     log_level,
 )
-from app.descheduler import main as descheduler_main
-from app.explain import main as explain_main
-from app.extender import main as extender_main
-from app.policy_check import main as policy_check_main
-from app.simulate import main as simulate_main
 
 Command = Callable[[argparse.Namespace], int]
+
+# Each command's module (its ``add_parser`` and what runs it), in the order ``--help``
+# lists them. A module is imported only for the command that runs: each pulls in its own
+# stack (the web server, the Kubernetes client, numpy), and a process that starts one
+# command, or stops at a bad flag, should not pay for the other six.
+COMMAND_MODULES: dict[str, str] = {
+    "annotator": "app.annotator.main",
+    "extender": "app.extender.main",
+    "demo": "app.extender.main",
+    "descheduler": "app.descheduler.main",
+    "policy": "app.policy_check.main",
+    "explain": "app.explain.main",
+    "simulate": "app.simulate.main",
+    "capture": "app.capture.main",
+}
 
 
 def version() -> str:
@@ -54,6 +63,7 @@ def log_format(text: str) -> str:
 
 
 GLOBAL_FLAGS = (("--log-level", log_level), ("--log-format", log_format))
+GLOBAL_FLAG_NAMES = tuple(flag for flag, _ in GLOBAL_FLAGS)
 
 
 def _commands(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
@@ -79,7 +89,24 @@ class _ClosedStdout:
         return False
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_named(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs, where the global flags before it say it plainly; None
+    where only the whole parser can tell (``--help``, a bad or abbreviated flag, a
+    command that does not exist)."""
+    rest = list(argv)
+    while rest:
+        arg = rest.pop(0)
+        if arg in GLOBAL_FLAG_NAMES:
+            rest = rest[1:]  # its value
+        elif not arg.startswith(tuple(f"{flag}=" for flag in GLOBAL_FLAG_NAMES)):
+            return arg if arg in COMMAND_MODULES else None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line. With ``only`` (a command name) only that command's parsers are
+    built and only its module is imported; for that command it parses and prints what
+    the whole parser does (a command's usage and errors never name the others)."""
     parser = Parser(
         prog="loadaware",
         description="Load-aware scheduling for Kubernetes: a node annotator that writes "
@@ -108,13 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the command name",
     )
     components = parser.add_subparsers(dest="component", required=True, metavar="COMPONENT")
-    annotator_main.add_parser(components)
-    extender_main.add_parser(components)
-    descheduler_main.add_parser(components)
-    policy_check_main.add_parser(components)
-    explain_main.add_parser(components)
-    simulate_main.add_parser(components)
-    capture_main.add_parser(components)
+    wanted = COMMAND_MODULES.values() if only is None else [COMMAND_MODULES[only]]
+    for module in dict.fromkeys(wanted):  # once each, in order (extender's has demo too)
+        importlib.import_module(module).add_parser(components)
     # The global flags are accepted after any command name too (`policy --log-level
     # debug check`); there they have no default of their own, so that they override
     # the top-level value only when given.
@@ -143,8 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None:  # started with stdout closed
         sys.stdout = _ClosedStdout()
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
+        given = sys.argv[1:] if argv is None else argv
+        parser = build_parser(command_named(given))
+        args = parser.parse_args(given)
         configure_logging(args.log_level, args.log_format)
         for command_name, warning in DEPRECATIONS:
             if command_name in ("", args.component):

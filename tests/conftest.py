@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
 
 pytest_plugins: list[str] = [
     "tests.support.prom_fixtures",
@@ -17,6 +18,68 @@ pytest_plugins: list[str] = [
 E2E_ASSETS_ENV = "LOADAWARE_KUBE_ASSETS"
 E2E_LEFT_OUT = not os.environ.get(E2E_ASSETS_ENV, "").strip()
 collect_ignore: list[str] = ["e2e"] if E2E_LEFT_OUT else []
+
+# The suite runs in parallel workers (scripts/test: pytest-xdist, --dist loadgroup, in
+# collection order), which take the next test, or group of tests, as they free up. These
+# go first, in this order: each runs for tens of seconds (most of it waiting on a control
+# plane, pip or a compiler), and one started last would hold the run open on its own.
+STARTS_FIRST = (
+    "tests/e2e/",
+    "tests/deploy/test_dockerfile.py::test_the_build_stage_install_commands",
+    "tests/extender/test_native_sanitized.py::",
+    "tests/test_cli_bad_input.py::test_bad_input_ends_in_one_line",  # one group of ~70
+    "tests/simulate/test_no_harm.py::test_the_descheduler_never_adds_harm[thousand-nodes",
+    "tests/simulate/test_no_harm.py::test_beside_a_load_aware_scheduler_it_adds_no_harm_on_"
+    "seeds_it_was_not_built_on[loadaware-thousand-nodes",
+    "tests/load/test_load_smoke.py::",
+)
+# The end-to-end files in three groups of about equal time, each run by one worker on
+# one control plane (tests/e2e/conftest.py stops it when the worker leaves tests/e2e):
+# a control plane per worker, idle for the rest of the run, cost more CPU than they saved.
+E2E_GROUPS = {
+    "e2e-1": ("burst", "descheduler_placement", "deploy_strict", "extender_requests", "smoke",
+              "named_roles"),
+    "e2e-2": ("scheduler_configs", "scheduling", "tenant_limits", "descheduler_limits",
+              "descheduler_rbac", "soft_taints"),
+    "e2e-3": ("annotator", "explain", "capture", "descheduler_small_pods",
+              "node_annotation_policy"),
+}  # fmt: skip
+# Tests that share one costly fixture run on one worker, each group as one unit: the
+# CLI's bad-input cases (their module fixture runs every case) and the e2e groups.
+GROUP_OF = {
+    "tests/test_cli_bad_input.py::test_bad_input_ends_in_one_line": "bad-input-cases",
+    **{f"tests/e2e/test_{name}.py::": group for group, names in E2E_GROUPS.items()
+       for name in names},
+}  # fmt: skip
+
+
+def group_of(nodeid: str) -> str | None:
+    return next((g for prefix, g in GROUP_OF.items() if nodeid.startswith(prefix)), None)
+
+
+class GroupedScheduling(LoadGroupScheduling):  # type: ignore[misc]
+    """xdist's loadgroup, the groups read from GROUP_OF. (Its own ``xdist_group`` marks
+    do nothing under pytest 9.2: it renames node ids, which pytest no longer takes;
+    pytest-xdist issue 1386.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group_of(nodeid) or super()._split_scope(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return GroupedScheduling(config, log)
+
+
+def _start_rank(item: pytest.Item) -> int:
+    ranks = (n for n, prefix in enumerate(STARTS_FIRST) if item.nodeid.startswith(prefix))
+    return next(ranks, len(STARTS_FIRST))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_start_rank)  # stable: the order within a rank is kept
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -292,6 +292,8 @@ def results(
         yield dict(zip(names, done, strict=True))
 
 
+# One worker runs them all (GROUP_OF in tests/conftest.py): ``results`` runs every case,
+# in each worker that asks for it.
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_ends_in_one_line_and_a_documented_exit_code(
     name: str, results: dict[str, subprocess.CompletedProcess[str]]

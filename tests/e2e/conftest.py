@@ -1,4 +1,5 @@
-"""Fixtures for the end-to-end tests: one real control plane per session, wiped between tests.
+"""Fixtures for the end-to-end tests: one real control plane per worker's run through
+this folder (package scope: a worker stops it when it moves on), wiped between tests.
 
 tests/conftest.py leaves this folder out of collection when LOADAWARE_KUBE_ASSETS is unset.
 """
@@ -15,7 +16,7 @@ import pytest
 from tests.e2e.harness import ControlPlane, HarnessError, assets_dir, start_control_plane
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     assets = assets_dir()
     if assets is None:  # tests/conftest.py does not collect tests/e2e then
