@@ -65,4 +65,4 @@ def test_a_command_imports_no_other_command() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert "/nonexistent" in result.stderr
-    assert result.stdout.strip() == "[]"
+    assert result.stdout.strip() == "['app.policy_check.main']"  # its own, no other

@@ -168,7 +168,6 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
     if policy_watcher is not None:
         watchers.append(policy_watcher)
     warn_about_thresholds(config, policy)
-    log.info("planning beside scheduler=%s: %s", config.scheduler, ASSUMES[config.scheduler])
     mismatch = config.metrics_missing_from({s.name for s in policy.spec.sync_policy})
     if mismatch:
         raise ConfigError(f"--config and --policy disagree: {'; '.join(mismatch)}")
@@ -211,6 +210,8 @@ def run(args: argparse.Namespace) -> int:
         client = make_client(args.kubeconfig)
     except (ValueError, ConfigError, PolicyError, KubeConfigError) as error:
         return usage_error("loadaware descheduler", str(error))
+    scheduler = settings.config.scheduler
+    log.info("planning beside scheduler=%s: %s", scheduler, ASSUMES[scheduler])
     source = PrometheusSource(settings.prometheus)
     descheduler = Descheduler(settings.config, settings.policy, client, source, settings.loop)
     reloads.descheduler = descheduler
