@@ -84,5 +84,5 @@ def test_every_imported_package_is_declared(folder: str, declared: set[str]) -> 
 
 
 def test_an_extra_covers_only_its_own_component() -> None:
-    assert "matplotlib" in declared_for("app/simulate/report.py", RUNTIME)
+    assert "matplotlib" in declared_for("app/simulate/summary.py", RUNTIME)
     assert "matplotlib" not in declared_for("app/extender/extender.py", RUNTIME)

@@ -47,7 +47,7 @@ from app.rebalance import (
 log = run_log
 
 
-class Rules(Protocol):
+class LiveRules(Protocol):
     """The configuration and policy in force, read at each use: a reload during a run
     applies from the next eviction's re-check."""
 
@@ -141,7 +141,7 @@ class Evictor:
         self,
         client: AsyncClient,
         store: StateStore,
-        rules: Rules,
+        rules: LiveRules,
         refresh: Callable[[ClusterView], ClusterView],
         may_evict: Callable[[], bool],
         telemetry: DeschedulerMetrics,

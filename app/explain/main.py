@@ -14,7 +14,7 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
 from app.commandline import EXIT_FAILED, EXIT_OK, add_flag, count, usage_error
-from app.explain.cluster import (
+from app.explain.gather import (
     DEFAULT_INSTALL_NAMESPACE,
     ClusterUnreadable,
     last_failed_scheduling,

@@ -29,7 +29,15 @@ from app.commandline import (
 from app.simulate.cluster import Run, SimulatedCluster
 from app.simulate.fidelity import Fidelity, fidelity
 from app.simulate.policies import DEFAULT_POLICIES, available, plan_for, unavailable_reason
-from app.simulate.report import (
+from app.simulate.scenario import (
+    SIZE_HINT,
+    Scenario,
+    ScenarioError,
+    builtin_names,
+    check_size,
+    load_scenario,
+)
+from app.simulate.summary import (
     PLOTS_HINT,
     SPREAD_NOTE,
     Summary,
@@ -39,14 +47,6 @@ from app.simulate.report import (
     spread_table,
     summarise,
     write_plots,
-)
-from app.simulate.scenario import (
-    SIZE_HINT,
-    Scenario,
-    ScenarioError,
-    builtin_names,
-    check_size,
-    load_scenario,
 )
 
 DESCRIPTION = """\

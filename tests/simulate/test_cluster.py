@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from app.simulate.cluster import Placement, SimulatedCluster
 from app.simulate.policies import available, plan_for
-from app.simulate.report import summarise
+from app.simulate.summary import summarise
 from tests.simulate.scenarios import load, small
 
 

@@ -13,8 +13,8 @@ from app.rebalance.outcome import SkipCode
 from app.simulate.cluster import EPOCH_S, Run, SimulatedCluster
 from app.simulate.descheduling import PlannerRebalancer
 from app.simulate.policies import plan_for
-from app.simulate.report import summarise
 from app.simulate.scenario import ScenarioError, load_scenario
+from app.simulate.summary import summarise
 from tests.simulate.scenarios import load, small
 
 

@@ -9,8 +9,8 @@ import numpy as np
 from app.simulate.cluster import Run, SimulatedCluster
 from app.simulate.estimation import BurstEstimate
 from app.simulate.policies import plan_for
-from app.simulate.report import summarise
 from app.simulate.scenario import load_scenario
+from app.simulate.summary import summarise
 from tests.simulate.scenarios import load
 
 

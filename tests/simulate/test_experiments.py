@@ -8,8 +8,8 @@ import pytest
 
 from app.simulate.cluster import Placement, SimulatedCluster
 from app.simulate.policies import plan_for
-from app.simulate.report import Summary, summarise
 from app.simulate.scenario import Scenario, load_scenario
+from app.simulate.summary import Summary, summarise
 
 SEEDS = (1, 2, 3, 4, 5)
 

@@ -17,8 +17,8 @@ import pytest
 
 from app.simulate.cluster import SimulatedCluster
 from app.simulate.policies import plan_for
-from app.simulate.report import Summary, summarise
 from app.simulate.scenario import load_scenario
+from app.simulate.summary import Summary, summarise
 
 SEEDS = range(1, 11)
 # A fixture, not a built-in: beside crane and default the descheduler still adds harm on

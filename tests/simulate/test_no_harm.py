@@ -26,8 +26,8 @@ import yaml
 from app.simulate.cluster import Run, SimulatedCluster
 from app.simulate.descheduling import PlannerRebalancer
 from app.simulate.policies import plan_for
-from app.simulate.report import summarise
 from app.simulate.scenario import builtin_names, load_scenario
+from app.simulate.summary import summarise
 
 SEEDS = (1, 2, 3, 4, 5)
 UNSEEN_SEEDS = range(6, 21)

@@ -30,8 +30,8 @@ import pytest
 
 from app.simulate.cluster import Run, SimulatedCluster
 from app.simulate.policies import plan_for
-from app.simulate.report import Summary, summarise
 from app.simulate.scenario import builtin_names, load_scenario
+from app.simulate.summary import Summary, summarise
 from tests.simulate.test_no_harm import (
     LARGE,
     LARGE_UNSEEN_HORIZON_S,
