@@ -319,6 +319,25 @@ def test_soft_taints_are_off_in_the_base_and_on_in_their_overlay_with_the_polici
     patch = DEPLOY / "components" / "annotator-soft-taints" / "deployment-patch.yaml"
     for flag in ("--soft-taint-max-share", "--soft-taint-hold", "--soft-taint-release-margin"):
         assert env_name(flag) in patch.read_text()
+    # One mode: the descheduler plans beside the scheduler the soft taints steer.
+    configmap = named(objects, "ConfigMap", "loadaware-descheduler-config")
+    config = config_from_yaml(configmap["data"]["descheduler.yaml"], "overlays/soft-taints")
+    assert config.scheduler == "soft-taints"
+    base_config = config_from_yaml(_descheduler_config_map()["data"]["descheduler.yaml"])
+    assert base_config.scheduler == "extender"
+
+
+def test_the_soft_taint_descheduler_config_is_the_base_s_but_for_its_scheduler() -> None:
+    """kustomize reads only below a component's folder, so the component holds a copy:
+    it must not drift from the base (every threshold and limit the same)."""
+    copy = DEPLOY / "components" / "annotator-soft-taints" / "descheduler-config.yaml"
+    ours = config_from_yaml(copy.read_text(), str(copy))
+    theirs = config_from_yaml((DEPLOY / "base" / "descheduler-config.yaml").read_text())
+    assert ours == theirs.model_copy(update={"scheduler": "soft-taints"})
+    base_lines = (DEPLOY / "base" / "descheduler-config.yaml").read_text().splitlines()
+    copy_lines = [line for line in copy.read_text().splitlines() if line not in base_lines]
+    assert copy_lines[-1] == "scheduler: soft-taints"
+    assert all(line.startswith("#") for line in copy_lines[:-1])  # its header
 
 
 def test_the_dry_run_overlay_only_plans() -> None:

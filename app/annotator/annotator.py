@@ -8,11 +8,14 @@ while it leads does it run the two writing loops:
 * the hot-value loop: every ``hot_value_interval_s``, patch the nodes whose hot value
   changed;
 * with soft taints on, the soft-taint loop: every ``soft_taint_interval_s``, judge every
-  node from its annotations in the node cache and put loadaware's taint on or off
-  (``softtaints``). It runs on its own short period rather than after each sync: what
-  it decides changes with the clock as well as with the annotations (a sample going
-  stale, a hold running out), and a sync that fails writes nothing to react to. A round
-  with nothing to change makes no API call. With soft taints off, leading starts by
+  node from its annotations in the node cache plus the estimate of the pods bound on it
+  since its samples (``RecentPods``, the simulator's rule), and put loadaware's taint on
+  or off (``softtaints``). Its default period, 15 s, is the hot-value refresh's, the
+  period at which the simulated annotator judges. It runs on its own short period
+  rather than after each sync: what it decides changes with the clock as well as with
+  the annotations (a sample going stale, a hold running out, a pod's estimate aging
+  out), and a sync that fails writes nothing to react to. A round with nothing to
+  change makes no API call. With soft taints off, leading starts by
   taking the taint off every node that carries it.
 
 Gaining the lease starts both loops with a fresh schedule (every metric syncs at
@@ -33,7 +36,7 @@ from typing import Any
 
 from lightkube import AsyncClient
 
-from app.annotator.bindings import BindingObserver, BindingWindows
+from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
 from app.annotator.hotvalue import HotValueLedger
 from app.annotator.schedule import MetricSchedule
 from app.annotator.softtaints import SoftTaintKeeper
@@ -113,6 +116,8 @@ class Annotator:
         self.periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
         self.nodes = NodeCache(client)
         self.windows = BindingWindows(policy.spec.hot_value)
+        # Only with soft taints on: the estimate is for their rounds alone.
+        self.recent = RecentPods(policy.spec.estimation) if config.soft_taints else None
         self.pod_watch: PodCache[PodPlacement] = PodCache(
             client, pod_placement, while_down="hot values miss bindings until it recovers"
         )
@@ -121,6 +126,7 @@ class Annotator:
             clock,
             on_binding=lambda _node: self.telemetry.bindings_observed.inc(),
             synced=lambda: self.pod_watch.synced,
+            recent=self.recent,
         )
         self.pod_watch.add_listener(self.observer.on_change)
         self.ledger = HotValueLedger(config.hot_value_interval_s)
@@ -204,6 +210,8 @@ class Annotator:
         for metric, state in self.metric_states.items():
             state.period_s = periods_s[metric]
         self.windows.set_policy(policy.spec.hot_value)
+        if self.recent is not None:
+            self.recent.set_policy(policy.spec.estimation)
         self.telemetry.policy.loaded(self._clock())
         if self.config.soft_taints is not None and not policy.limits:
             log.warning(
@@ -285,7 +293,8 @@ class Annotator:
     async def _soft_taint_loop(self) -> None:
         while True:
             try:
-                await self.soft_taints.run_round(self.nodes.nodes, self.policy)
+                recent = self.recent.by_node(self._clock()) if self.recent else None
+                await self.soft_taints.run_round(self.nodes.nodes, self.policy, recent)
             except Exception:
                 log.exception("a soft-taint round failed unexpectedly; retrying next round")
             self.soft_taint_rounds += 1

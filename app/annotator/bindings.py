@@ -13,6 +13,14 @@ A binding is a pod getting ``spec.nodeName``. The observer listens to the pod ca
 Memory stays bounded: binding times are kept only as long as the longest hot-value
 ``timeRange``.
 
+``RecentPods`` keeps, for the soft-taint estimate, each pod bound within the policy's
+``estimation.maxAge``: its requests, limits, the instant its binding was seen, and the
+evidence that a scheduler placed it (``app.load.Evidence``): ``BOUND`` for a pod seen
+pending and then bound (binding takes ``pods/binding``, which tenants do not have),
+``PLACED`` for one first seen already on its node (created with ``spec.nodeName``, or
+bound while the watch was down), which the estimate reads from its requests alone
+(docs/security.md). A deleted pod is dropped at once.
+
 All replicas watch pods, so a follower that becomes leader already knows the recent
 bindings and its first hot values are right.
 """
@@ -23,9 +31,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from app.load import hot_value_from_bindings
+from app.load import Evidence, PlacedPod, hot_value_from_bindings
 from app.objects import PodPlacement
-from app.policy import HotValuePolicy
+from app.policy import EstimationPolicy, HotValuePolicy
 
 Clock = Callable[[], float]
 
@@ -71,6 +79,43 @@ class BindingWindows:
         return sum(len(times) for times in self._times.values())
 
 
+class RecentPods:
+    """Pods bound within ``estimation.maxAge``, by UID, for the estimate (module doc)."""
+
+    def __init__(self, estimation: EstimationPolicy) -> None:
+        self._pods: dict[str, tuple[str, PlacedPod]] = {}  # UID -> (node, pod)
+        self.set_policy(estimation)
+
+    def set_policy(self, estimation: EstimationPolicy) -> None:
+        """Adopt a reloaded estimation; an estimate turned off keeps nothing."""
+        self.keep_s = estimation.max_age_s if estimation.enabled else 0.0
+        if self.keep_s <= 0:
+            self._pods.clear()
+
+    def record(self, uid: str, node: str, pod: PlacedPod) -> None:
+        if self.keep_s > 0:
+            self._pods[uid] = (node, pod)
+
+    def forget(self, uid: str) -> None:
+        self._pods.pop(uid, None)
+
+    def prune(self, now_s: float) -> None:
+        cutoff_s = now_s - self.keep_s
+        for uid in [uid for uid, (_, pod) in self._pods.items() if pod.bound_at_s <= cutoff_s]:
+            del self._pods[uid]
+
+    def by_node(self, now_s: float) -> dict[str, list[PlacedPod]]:
+        """Each node's pods bound within ``maxAge`` of ``now_s``."""
+        self.prune(now_s)
+        nodes: dict[str, list[PlacedPod]] = {}
+        for node, pod in self._pods.values():
+            nodes.setdefault(node, []).append(pod)
+        return nodes
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+
 class BindingObserver:
     """Turns pod cache changes into binding times; pure apart from the clock."""
 
@@ -81,8 +126,10 @@ class BindingObserver:
         on_binding: Callable[[str], None] | None = None,
         *,
         synced: Callable[[], bool],
+        recent: RecentPods | None = None,
     ) -> None:
         self.windows = windows
+        self.recent = recent
         self._clock = clock
         self._on_binding = on_binding
         self._synced = synced
@@ -93,6 +140,8 @@ class BindingObserver:
 
     def on_change(self, _key: str, old: PodPlacement | None, new: PodPlacement | None) -> bool:
         """One change from the pod cache; True when it is a new binding."""
+        if self.recent is not None and old is not None and (new is None or new.uid != old.uid):
+            self.recent.forget(old.uid)  # deleted, or replaced under its name
         if new is None or new.node_name is None or not self._synced():
             return False
         if old is not None and old.uid == new.uid and old.node_name is not None:
@@ -105,6 +154,11 @@ class BindingObserver:
             return False
         self._counted[new.uid] = now_s
         self.windows.record(new.node_name, now_s)
+        if self.recent is not None:
+            seen_pending = old is not None and old.uid == new.uid
+            evidence = Evidence.BOUND if seen_pending else Evidence.PLACED
+            placed = PlacedPod(new.requests, new.limits, now_s, evidence)
+            self.recent.record(new.uid, new.node_name, placed)
         self.bindings_observed += 1
         if self._on_binding is not None:
             self._on_binding(new.node_name)
@@ -115,3 +169,5 @@ class BindingObserver:
         for uid in [uid for uid, at_s in self._counted.items() if at_s <= cutoff_s]:
             del self._counted[uid]
         self.windows.prune(now_s)
+        if self.recent is not None:
+            self.recent.prune(now_s)

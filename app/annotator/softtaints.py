@@ -3,9 +3,11 @@
 The rule (``app.load.taints``) says, from each node's annotations, which nodes carry
 loadaware's ``PreferNoSchedule`` taint; this keeps the cluster in step with it:
 
-* a round reads every node from the node cache, judges it with ``evaluate_node`` at the
-  current instant, and asks ``decide_soft_taints``, with the memory of the previous
-  round (when each tainted node was last warm, for the hold);
+* a round reads every node from the node cache and judges it with ``judge_node`` at
+  the current instant, as the simulator does: its fresh readings plus the estimate of
+  the pods bound on it since them (``node_unsampled`` over the pods ``RecentPods``
+  kept, within the node's allocatable), then asks ``decide_soft_taints``, with the
+  memory of the previous round (when each tainted node was last warm, for the hold);
 * a node whose taint differs from the decision is written through ``TaintWriter``
   (read, change only loadaware's entry, write with the read ``resourceVersion``);
 * the memory lives only as long as this replica leads. A node found carrying the taint
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.annotator.telemetry import AnnotatorMetrics
@@ -32,11 +34,12 @@ from app.load import (
     SOFT_TAINT_EFFECT,
     SOFT_TAINT_KEY,
     SOFT_TAINT_VALUE,
+    PlacedPod,
     SoftTaints,
     SoftTaintSettings,
     decide_soft_taints,
-    evaluate_node,
-    node_heat,
+    judge_node,
+    node_unsampled,
 )
 from app.objects import Taint
 from app.policy import Policy
@@ -91,13 +94,25 @@ class SoftTaintKeeper:
             previous[name] = now_s
         return previous
 
-    async def run_round(self, nodes: Mapping[str, NodeInfo], policy: Policy) -> RoundReport:
+    async def run_round(
+        self,
+        nodes: Mapping[str, NodeInfo],
+        policy: Policy,
+        recent: Mapping[str, Sequence[PlacedPod]] | None = None,
+    ) -> RoundReport:
+        """One round; ``recent``: each node's pods bound within ``estimation.maxAge``."""
         now_s = self._clock()
         margin = self.settings.release_margin
-        heats = {
-            name: node_heat(evaluate_node(info.annotations, policy, now_s), policy, margin)
-            for name, info in nodes.items()
-        }
+        recent = recent or {}
+        heats = {}
+        for name, info in nodes.items():
+            pods = recent.get(name)
+            unsampled = (
+                node_unsampled(pods, info.annotations, info.allocatable, policy, now_s)
+                if pods
+                else None
+            )
+            heats[name] = judge_node(info.annotations, policy, now_s, margin, unsampled)
         previous = self.previous(nodes, now_s)
         decided = decide_soft_taints(heats, previous, now_s, self.settings)
         report = RoundReport(decided)

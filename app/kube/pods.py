@@ -285,10 +285,18 @@ def _requirements(items: Any) -> tuple[NodeSelectorRequirement, ...]:
 
 
 def pod_placement(pod: Any) -> PodPlacement:
-    metadata = pod.metadata
+    """The annotator's view: node and effective demand (unreadable quantities: none)."""
+    metadata, spec = pod.metadata, pod.spec
+    requests, limits = (
+        _demand(spec.containers or [], spec.initContainers or [], spec.overhead)
+        if spec
+        else (ZERO, ZERO)
+    )
     return PodPlacement(
         uid=metadata.uid or f"{metadata.namespace}/{metadata.name}",
-        node_name=(pod.spec.nodeName if pod.spec else None) or None,
+        node_name=(spec.nodeName if spec else None) or None,
+        requests=requests,
+        limits=limits,
     )
 
 

@@ -45,8 +45,10 @@ The API, all pure (the extender keeps per-node ledgers, the simulator calls thes
 * ``freshest_sample_s(annotations, policy, now_s) -> float | None``: the timestamp
   of a node's freshest fresh usage sample.
 * ``node_unsampled(pods, annotations, allocatable, policy, now_s)``: all of the above
-  for one node's ``PlacedPod``s (each within the node), returning what
-  ``evaluate_node`` takes as ``unsampled``.
+  for one node's ``PlacedPod``s (each on its evidence, within the node), returning
+  what ``evaluate_node`` takes as ``unsampled``. A ``PlacedPod`` is ``BOUND`` unless
+  it says otherwise (the simulator's pods all pass a scheduler; the annotator says
+  ``PLACED`` for a pod it first saw on its node).
 
 Worked example (the README's): a pod with request 200m and limit 3 CPU on an 8-CPU
 node is estimated at 3 x 0.85 = 2.55 cores, 2.55 / 8 = 0.32 of the node.
@@ -63,13 +65,23 @@ from app.objects import CPU, MEMORY, ZERO, Resources
 from app.policy import EstimationPolicy, Policy
 
 
+class Evidence(StrEnum):
+    """What says a pod was placed through the scheduler (module doc)."""
+
+    SCORED = "scored"  # this extender reserved it, and the binding followed
+    BOUND = "bound"  # watched pending, then bound: a binder placed it
+    PLACED = "placed"  # first seen on its node: perhaps placed around the scheduler
+
+
 @dataclass(frozen=True, slots=True)
 class PlacedPod:
-    """A pod as the estimate sees it: what it declares and when it was bound."""
+    """A pod as the estimate sees it: what it declares, when it was bound, and what
+    says it went through a scheduler (``Evidence``)."""
 
     requests: Resources
     limits: Resources
     bound_at_s: float
+    evidence: Evidence = Evidence.BOUND
 
 
 def estimate_pod_usage(
@@ -91,14 +103,6 @@ def within_node(usage: Resources, allocatable: Resources) -> Resources:
     if usage.cpu_cores <= cpu and usage.memory_bytes <= memory:
         return usage
     return Resources(min(usage.cpu_cores, cpu), min(usage.memory_bytes, memory))
-
-
-class Evidence(StrEnum):
-    """What says a pod was placed through the scheduler (module doc)."""
-
-    SCORED = "scored"  # this extender reserved it, and the binding followed
-    BOUND = "bound"  # watched pending, then bound: a binder placed it
-    PLACED = "placed"  # first seen on its node: perhaps placed around the scheduler
 
 
 def estimate_with_evidence(
@@ -166,7 +170,7 @@ def node_unsampled(
         return {}
     sample_at_s = freshest_sample_s(annotations, policy, now_s)
     usages = (
-        within_node(estimate_pod_usage(pod.requests, pod.limits, settings), allocatable)
+        estimate_with_evidence(pod.requests, pod.limits, pod.evidence, settings, allocatable)
         for pod in pods
         if counts(pod.bound_at_s, sample_at_s, now_s, settings)
     )

@@ -119,10 +119,14 @@ class ScheduledPod:
 
 @dataclass(frozen=True, slots=True)
 class PodPlacement:
-    """The little of a pod that binding detection needs."""
+    """The little of a pod that binding detection and the annotator's estimate need:
+    its node, and its effective requests and limits (tenant input: the estimate caps
+    them at the node, ``app.load.estimate``)."""
 
     uid: str
     node_name: str | None
+    requests: Resources = field(default_factory=Resources)
+    limits: Resources = field(default_factory=Resources)
 
 
 def workload_of(pod: PodInfo) -> str | None:

@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 
 from app.annotator.annotator import Annotator
+from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
 from app.annotator.softtaints import SOFT_TAINT
 from app.kube.patching import PatchOutcome, TaintWriter, taints_with
-from app.load import format_usage
+from app.load import Evidence, PlacedPod, format_usage
 from app.load.taints import SOFT_TAINT_KEY, SoftTaintSettings
+from app.objects import PodPlacement, Resources
 from app.policy import default_policy
 from tests.annotator.helpers import (
     annotator,
@@ -28,7 +30,7 @@ from tests.annotator.helpers import (
     running,
 )
 from tests.annotator.promproxy import PromProxy
-from tests.support.fakekube import NODES
+from tests.support.fakekube import NODES, PODS
 from tests.support.fakekube_fixtures import FakeKube
 
 FOREIGN = {"key": "example.com/gpu", "value": "a100", "effect": "NoSchedule"}
@@ -329,3 +331,142 @@ def test_a_reloaded_policy_that_limits_nothing_takes_the_taints_off_and_says_so(
     asyncio.run(scenario())
     assert "limits no metric (no predicate), so soft taints come off every node" in caplog.text
     assert "soft taint taken off node a: no fresh data: fail open" in caplog.text
+
+
+# -- the estimate of pods bound since the samples --------------------------------------
+
+
+def add_pod(
+    fake_kube: FakeKube,
+    name: str,
+    *,
+    requests: Mapping[str, str],
+    limits: Mapping[str, str] | None = None,
+    node: str | None = None,
+) -> None:
+    resources = {"requests": dict(requests), "limits": dict(limits or {})}
+    container = {"name": "main", "image": "registry.k8s.io/pause:3.9", "resources": resources}
+    spec: dict[str, Any] = {"containers": [container]}
+    if node is not None:
+        spec["nodeName"] = node
+    pod = {"metadata": {"name": name, "namespace": "default"}, "spec": spec, "status": {}}
+    fake_kube.store.add(PODS, pod)
+
+
+def test_a_node_below_the_limit_with_pods_just_bound_is_tainted_until_they_age_out(
+    fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Readings at 0.40 of 5 CPUs, limit 0.65: one pod bound since (limit 1 CPU,
+    estimated 0.85 cores, 0.17 of the node) leaves it below, a second makes it hot, as
+    the simulator judges. Past ``estimation.maxAge`` (5 minutes) they count no more:
+    the node is cool and, the hold over, untainted."""
+    caplog.set_level(logging.INFO, logger="app.annotator")
+    store = fake_kube.store
+    for name in ("busy", "b", "c"):
+        store.add_node(name, annotations=cpu(0.40 if name == "busy" else 0.20),
+                       allocatable={"cpu": "5", "memory": "16Gi"})  # fmt: skip
+    for name in ("p1", "p2"):
+        add_pod(fake_kube, name, requests={"cpu": "500m"}, limits={"cpu": "1"})
+    clock = Clock()
+
+    async def scenario() -> Annotator:
+        async with fake_kube.async_client() as client:
+            annotator = the_annotator(fake_kube, client, static_prom, SETTINGS, clock)
+            async with running(annotator):
+                assert await eventually(lambda: annotator.pod_watch.synced)
+                rounds = annotator.soft_taint_rounds
+                assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + 2)
+                assert taints(fake_kube, "busy") == []  # 0.40 alone is below the limit
+                store.bind("default", "p1", "busy")
+                await asyncio.sleep(0.3)
+                assert taints(fake_kube, "busy") == []  # one pod: 0.57
+                store.bind("default", "p2", "busy")
+                assert await eventually(lambda: OURS in taints(fake_kube, "busy"))
+                assert taints(fake_kube, "b") == taints(fake_kube, "c") == []
+                # Five minutes on: the pods aged out of the estimate, the node is cool,
+                # and it has been for longer than the hold (readings still fresh).
+                clock.offset_s = 5 * 60.0 + 1
+                assert await eventually(lambda: taints(fake_kube, "busy") == [])
+            return annotator
+
+    annotator = asyncio.run(scenario())
+    assert annotator.recent is not None
+    assert len(annotator.recent) == 0
+    assert (
+        "soft taint put on node busy: hot: cpu_usage_avg_5m 0.74 (+0.34 estimated) > 0.65"
+        in caplog.text
+    )
+
+
+def test_garbage_and_pods_placed_around_the_scheduler_neither_break_a_round_nor_taint(
+    fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Tenant input: an unreadable request counts as the default pod usage; a pod first
+    seen on its node (``spec.nodeName``, around the scheduler) is read from its requests
+    alone, and not at all when they exceed the node; so none of them taints a node at
+    0.20. Pods bound through the scheduler with a 100,000-CPU limit count at most the
+    node's allocatable: one node tainted; on every node, none (never more tainted than
+    not hot), which is the stock scheduler's placement (docs/security.md)."""
+    caplog.set_level(logging.INFO, logger="app.annotator")
+    store = fake_kube.store
+    for name in ("a", "b", "c"):
+        store.add_node(name, annotations=cpu(0.20), allocatable={"cpu": "4", "memory": "16Gi"})
+    add_pod(fake_kube, "garbage", requests={"cpu": "lots", "memory": "-1Zi"}, limits={"cpu": "?"})
+    for name in ("huge-a", "huge-b", "huge-c"):
+        add_pod(fake_kube, name, requests={"cpu": "100m"}, limits={"cpu": "100000"})
+
+    async def scenario() -> None:
+        async with fake_kube.async_client() as client:
+            annotator = the_annotator(fake_kube, client, static_prom, SETTINGS)
+            recent = annotator.recent
+            assert recent is not None
+
+            async def after_rounds(n: int = 3) -> None:
+                rounds = annotator.soft_taint_rounds
+                assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + n)
+
+            async with running(annotator):
+                assert await eventually(lambda: annotator.pod_watch.synced)
+                store.bind("default", "garbage", "a")
+                # Created on their node after the watch started: PLACED evidence.
+                huge = {"cpu": "100000"}
+                add_pod(fake_kube, "around", requests=huge, limits=huge, node="a")
+                add_pod(fake_kube, "cheap", requests={"cpu": "100m"}, limits=huge, node="a")
+                assert await eventually(lambda: len(recent) == 3)
+                await after_rounds()
+                assert [taints(fake_kube, n) for n in ("a", "b", "c")] == [[], [], []]
+                store.bind("default", "huge-a", "a")
+                assert await eventually(lambda: OURS in taints(fake_kube, "a"))
+                assert taints(fake_kube, "b") == taints(fake_kube, "c") == []
+                store.bind("default", "huge-b", "b")
+                store.bind("default", "huge-c", "c")
+                await after_rounds()
+                assert sum(OURS in taints(fake_kube, n) for n in ("a", "b", "c")) == 0
+
+    asyncio.run(scenario())
+    assert "failed unexpectedly" not in caplog.text
+
+
+def test_recent_pods_keep_only_live_pods_bound_within_max_age() -> None:
+    """Bounded memory: a deleted pod, a pod replaced under its name, and a pod bound
+    longer than ``maxAge`` ago are gone; the evidence is how the binding was seen."""
+    estimation = default_policy().spec.estimation  # maxAge 5 minutes
+    recent = RecentPods(estimation)
+    now = [1000.0]
+    observer = BindingObserver(
+        BindingWindows(()), lambda: now[0], synced=lambda: True, recent=recent
+    )
+    demand = Resources(0.5, 2.0**30)
+    pending = PodPlacement("u1", None, demand, demand)
+    observer.on_change("p1", pending, PodPlacement("u1", "n1", demand, demand))
+    observer.on_change("p2", None, PodPlacement("u2", "n1", demand, demand))
+    observer.on_change("p3", None, PodPlacement("u3", "n2"))
+    pods = recent.by_node(now[0])
+    assert [p.evidence for p in pods["n1"]] == [Evidence.BOUND, Evidence.PLACED]
+    assert pods["n1"][0] == PlacedPod(demand, demand, 1000.0, Evidence.BOUND)
+    observer.on_change("p2", PodPlacement("u2", "n1"), None)  # deleted
+    observer.on_change("p3", PodPlacement("u3", "n2"), PodPlacement("u3b", None))  # replaced
+    assert list(recent.by_node(now[0])) == ["n1"]
+    assert len(recent) == 1
+    assert len(recent.by_node(1000.0 + estimation.max_age_s)) == 0
+    assert len(recent) == 0

@@ -25,6 +25,7 @@ from lightkube.resources.core_v1 import Node, Pod
 from app.descheduler.descheduler import RunResult
 from app.load import format_usage
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY
+from app.rebalance import NodeKind, render_plan
 from app.rebalance.config import config_from_mapping
 from tests.descheduler.cluster import load_annotations
 from tests.e2e.descheduler import deployment, descheduler_allowed, pinned_deployment, run_once
@@ -156,14 +157,18 @@ def test_the_taint_stays_through_a_dip_goes_when_cool_and_at_once_when_stale(
 def test_a_pod_evicted_from_a_tainted_node_is_replaced_elsewhere(
     cluster: ControlPlane, namespace: str, prometheus_node_data: PromNodeData
 ) -> None:
-    """By requests, hot looks the emptiest node (1 of 4 cores requested against 3 on
-    each cool node), so the stock scheduler alone would put a replacement straight
-    back on it; the soft taint sends it to a cool node."""
+    """The descheduler with ``scheduler: soft-taints`` (the soft-taints overlay's):
+    the hot node is no source until the annotator taints it; then pods leave it and
+    the stock scheduler places their replacements on the cool nodes. By requests hot
+    is the fullest (3 of 4 cores against 1), so the replacements would not come back
+    once the taint goes either: the mode evicts only then (with hot the emptiest by
+    requests it would refuse, ``back_on_source``, tests/rebalance)."""
     client = cluster.client()
     cluster.make_node("hot", cpu="4", annotations=load_annotations(0.85), internal_ip="192.0.2.1")
+    client.create(pinned_deployment(namespace, "fill-hot", 1, "2", "1Gi", node="hot"))
     for name in ("cool-1", "cool-2"):
         cluster.make_node(name, cpu="4", annotations=load_annotations(0.2), internal_ip="192.0.2.2")
-        client.create(pinned_deployment(namespace, f"fill-{name}", 1, "3", "1Gi", node=name))
+        client.create(pinned_deployment(namespace, f"fill-{name}", 1, "1", "1Gi", node=name))
         # Cordoned while web is placed, so that all of it lands on hot.
         client.patch(Node, name, {"spec": {"unschedulable": True}})
     client.create(deployment(namespace, "web", 4))  # 250m each, no nodeName
@@ -172,7 +177,7 @@ def test_a_pod_evicted_from_a_tainted_node_is_replaced_elsewhere(
     assert set(web_pods(client, namespace).values()) == {"hot"}
     for name in ("cool-1", "cool-2"):
         client.patch(Node, name, {"spec": {"unschedulable": False}})
-    assert cluster.kubelet_mark_ready(namespace) == 6
+    assert cluster.kubelet_mark_ready(namespace) == 7
     ran_an_hour(client, namespace)  # so their usage is in the nodes' samples
     before = set(web_pods(client, namespace))
     series = [
@@ -180,25 +185,40 @@ def test_a_pod_evicted_from_a_tainted_node_is_replaced_elsewhere(
         for pod, n in placement(client, namespace).items()
         if n is not None
     ]
-    # Per-workload limits open: the run may move as many web pods as it sees fit.
+    # Per-workload limits open: the run may move as many web pods as it sees fit. The
+    # descheduler plans beside the stock scheduler and its soft taints, as the
+    # soft-taints overlay configures it.
     config = config_from_mapping(
         {
+            "scheduler": "soft-taints",
             "consecutiveHotRounds": 1,
             "evictionsPerSecond": 50,
             "maxMigratingPerWorkload": 10,
             "maxUnavailablePerWorkload": "100%",
         }
     )
-    with descheduler_allowed(cluster), annotator(cluster, prometheus_node_data.url):
-        wait_until(lambda: soft_tainted(client, "hot"), 5, "hot tainted")
-        with cadvisor_prometheus(series) as prometheus_url:
+    with descheduler_allowed(cluster), cadvisor_prometheus(series) as prometheus_url:
+        untainted = run_once(cluster, prometheus_url, config)
+        assert untainted.result is RunResult.OK, untainted.message
+        assert untainted.plan is not None
+        assert untainted.plan.node_classes["hot"].kind is NodeKind.UNTAINTED
+        assert untainted.evicted == []
+        with annotator(cluster, prometheus_node_data.url):
+            wait_until(lambda: soft_tainted(client, "hot"), 5, "hot tainted")
             report = run_once(cluster, prometheus_url, config)
-        assert report.result is RunResult.OK, report.message
-        assert report.evicted, (report.message, report.plan)
-        cluster.kubelet_reap(namespace)
-        with cluster.scheduler(scheduler_config()):
-            wait_until(lambda: len(web_pods(client, namespace)) == 4, 60, "the replacements bound")
-        assert soft_tainted(client, "hot")
+            assert report.result is RunResult.OK, report.message
+            assert report.plan is not None
+            text = render_plan(report.plan)
+            assert report.plan.scheduler == "soft-taints"
+            assert "Scheduler: soft-taints: " in text, text
+            assert report.evicted, text
+            assert {e.source for e in report.plan.evictions} == {"hot"}, text
+            cluster.kubelet_reap(namespace)
+            with cluster.scheduler(scheduler_config()):
+                wait_until(
+                    lambda: len(web_pods(client, namespace)) == 4, 60, "the replacements bound"
+                )
+            assert soft_tainted(client, "hot")
     after = web_pods(client, namespace)
     replacements = set(after) - before
     assert len(replacements) == len(report.evicted), after
