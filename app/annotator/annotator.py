@@ -37,9 +37,9 @@ from typing import Any
 from lightkube import AsyncClient
 
 from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
-from app.annotator.hotvalue import HotValueLedger
+from app.annotator.hotvalue import HotValueLedger, HotValuePublisher
 from app.annotator.schedule import MetricSchedule
-from app.annotator.softtaints import SoftTaintKeeper
+from app.annotator.softtaints import SoftTaintKeeper, log_settings
 from app.annotator.sync import MetricSync, QueryShape, TickReport
 from app.annotator.telemetry import AnnotatorMetrics
 from app.kube import (
@@ -50,7 +50,7 @@ from app.kube import (
     TaintWriter,
     pod_placement,
 )
-from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SoftTaintSettings
+from app.load import SoftTaintSettings
 from app.objects import PodPlacement, format_duration
 from app.policy import Policy, PolicyError
 from app.prom import InstantQuery
@@ -95,6 +95,33 @@ class MetricState:
     period_s: float
     last_success_s: float | None = None
     last_error: str | None = None
+
+
+def record_tick(
+    schedule: MetricSchedule,
+    states: Mapping[str, MetricState],
+    report: TickReport,
+    started_s: float,
+    now_s: float,
+) -> None:
+    """What one sync tick did to each metric's state and schedule: a metric none of
+    whose patches reached the API server is retried soon rather than a period later."""
+    for outcome in report.metrics:
+        state = states.get(outcome.metric)
+        if state is None or outcome.metric not in schedule.periods_s:
+            continue  # dropped by a policy reload during the tick
+        if outcome.error is not None:
+            state.last_error = str(outcome.error)
+            schedule.record_failure(outcome.metric, time.monotonic())
+            continue
+        carried = [report.patches.outcomes.get(node) for node in outcome.values]
+        if carried and not any(o is PatchOutcome.WRITTEN for o in carried):
+            state.last_error = f"no node could be patched ({report.patches.summary()})"
+            schedule.record_failure(outcome.metric, time.monotonic())
+            continue
+        state.last_success_s = now_s
+        state.last_error = None
+        schedule.record_success(outcome.metric, started_s)
 
 
 class Annotator:
@@ -169,6 +196,9 @@ class Annotator:
             telemetry=self.telemetry,
             clock=clock,
         )
+        self.hot_value_publisher = HotValuePublisher(
+            self.observer, self.windows, self.ledger, self.patcher, self.telemetry, clock
+        )
         self.soft_taint_rounds = 0  # rounds run (tests wait on it, not on time)
         self.metric_states = {m: MetricState(p) for m, p in self.periods_s.items()}
         self.schedule: MetricSchedule | None = None
@@ -241,7 +271,7 @@ class Annotator:
             if self.config.lease
             else "leader election off (this replica always writes)",
         )
-        self._log_soft_taints()
+        log_settings(self.config.soft_taints, self.config.soft_taint_interval_s, self.policy)
         watchers = (self._policy_watcher,) if self._policy_watcher is not None else ()
         await self.service.run(watchers)
 
@@ -267,28 +297,6 @@ class Annotator:
             group.create_task(self._hot_value_loop(), name="hot-value")
             if self.config.soft_taints is not None:
                 group.create_task(self._soft_taint_loop(), name="soft-taints")
-
-    def _log_soft_taints(self) -> None:
-        settings = self.config.soft_taints
-        if settings is None:
-            log.info("soft taints off: the leader takes loadaware's taint off every node")
-            return
-        log.info(
-            "soft taints on: %s:%s on nodes above a limit, kept while above the limit less "
-            "%g and for %s after, on at most %g of the nodes; checked every %s",
-            SOFT_TAINT_KEY,
-            SOFT_TAINT_EFFECT,
-            settings.release_margin,
-            format_duration(settings.min_hold_s),
-            settings.max_share,
-            format_duration(self.config.soft_taint_interval_s),
-        )
-        if not self.policy.limits:
-            log.warning(
-                "soft taints on, but policy %s limits no metric (no predicate): no node "
-                "will be tainted",
-                self.policy.source,
-            )
 
     async def _soft_taint_loop(self) -> None:
         while True:
@@ -319,31 +327,12 @@ class Annotator:
                         schedule.record_failure(metric, time.monotonic())
                 else:
                     self.ticks += 1
-                    self._record_tick(schedule, report, started_s)
+                    record_tick(schedule, self.metric_states, report, started_s, self._clock())
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
                     self._wake.wait(), max(0.0, schedule.next_due_s() - time.monotonic())
                 )
-
-    def _record_tick(self, schedule: MetricSchedule, report: TickReport, started_s: float) -> None:
-        for outcome in report.metrics:
-            state = self.metric_states.get(outcome.metric)
-            if state is None or outcome.metric not in schedule.periods_s:
-                continue  # dropped by a policy reload during the tick
-            if outcome.error is not None:
-                state.last_error = str(outcome.error)
-                schedule.record_failure(outcome.metric, time.monotonic())
-                continue
-            carried = [report.patches.outcomes.get(node) for node in outcome.values]
-            if carried and not any(o is PatchOutcome.WRITTEN for o in carried):
-                # Nothing reached the API server: retry soon rather than wait a period.
-                state.last_error = f"no node could be patched ({report.patches.summary()})"
-                schedule.record_failure(outcome.metric, time.monotonic())
-                continue
-            state.last_success_s = self._clock()
-            state.last_error = None
-            schedule.record_success(outcome.metric, started_s)
 
     async def _hot_value_loop(self) -> None:
         interval_s = self.config.hot_value_interval_s
@@ -358,27 +347,7 @@ class Annotator:
 
     async def publish_hot_values(self) -> int:
         """One hot-value round; returns the number of nodes written."""
-        now_s = self._clock()
-        self.observer.tidy(now_s)
-        hot_values = self.windows.hot_values(now_s)
-        annotations = {name: info.annotations for name, info in self.nodes.nodes.items()}
-        plan = self.ledger.plan(annotations, hot_values, now_s)
-        if not plan:
-            return 0
-        report = await self.patcher.patch_nodes(plan)
-        for node, outcome in report.outcomes.items():
-            self.telemetry.patches.labels("hot_value", outcome.value).inc()
-            if outcome.is_error:
-                self.telemetry.patch_errors.labels("hot_value", outcome.value).inc()
-            if outcome is PatchOutcome.WRITTEN:
-                self.ledger.record_written(node, hot_values.get(node, 0), now_s)
-        log.info(
-            "hot values: %d nodes changed, patches: %s (%d nodes with bindings in the window)",
-            len(plan),
-            report.summary(),
-            len(hot_values),
-        )
-        return report.written
+        return await self.hot_value_publisher.publish(self.nodes.nodes)
 
     # -- status ---------------------------------------------------------------------
 

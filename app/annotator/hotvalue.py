@@ -13,11 +13,17 @@ write when that is newer (the watch may not have delivered it yet).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from app.annotator.bindings import BindingObserver, BindingWindows
+from app.annotator.telemetry import AnnotatorMetrics
+from app.kube import AnnotationPatcher, NodeInfo, PatchOutcome
 from app.load import HOT_VALUE_KEY, format_hot_value, parse_hot_value
 from app.policy import HOT_VALUE_VALID_S
+
+log = logging.getLogger("app.annotator.annotator")  # the component's log, as before
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,3 +88,47 @@ class HotValueLedger:
         for node in self._written.keys() - node_annotations.keys():
             del self._written[node]  # node deleted
         return patches
+
+
+class HotValuePublisher:
+    """One hot-value round: the bindings' hot values, written where they changed."""
+
+    def __init__(
+        self,
+        observer: BindingObserver,
+        windows: BindingWindows,
+        ledger: HotValueLedger,
+        patcher: AnnotationPatcher,
+        telemetry: AnnotatorMetrics,
+        clock: Callable[[], float],
+    ) -> None:
+        self._observer = observer
+        self._windows = windows
+        self._ledger = ledger
+        self._patcher = patcher
+        self._telemetry = telemetry
+        self._clock = clock
+
+    async def publish(self, nodes: Mapping[str, NodeInfo]) -> int:
+        """Write the hot values that changed; returns the number of nodes written."""
+        now_s = self._clock()
+        self._observer.tidy(now_s)
+        hot_values = self._windows.hot_values(now_s)
+        annotations = {name: info.annotations for name, info in nodes.items()}
+        plan = self._ledger.plan(annotations, hot_values, now_s)
+        if not plan:
+            return 0
+        report = await self._patcher.patch_nodes(plan)
+        for node, outcome in report.outcomes.items():
+            self._telemetry.patches.labels("hot_value", outcome.value).inc()
+            if outcome.is_error:
+                self._telemetry.patch_errors.labels("hot_value", outcome.value).inc()
+            if outcome is PatchOutcome.WRITTEN:
+                self._ledger.record_written(node, hot_values.get(node, 0), now_s)
+        log.info(
+            "hot values: %d nodes changed, patches: %s (%d nodes with bindings in the window)",
+            len(plan),
+            report.summary(),
+            len(hot_values),
+        )
+        return report.written

@@ -41,7 +41,7 @@ from app.load import (
     judge_node,
     node_unsampled,
 )
-from app.objects import Taint
+from app.objects import Taint, format_duration
 from app.policy import Policy
 
 log = logging.getLogger(__name__)
@@ -208,3 +208,26 @@ class SoftTaintKeeper:
             for name, present in changes.items():
                 group.create_task(one(name, present))
         return outcomes
+
+
+def log_settings(settings: SoftTaintSettings | None, interval_s: float, policy: Policy) -> None:
+    """Say at start what the annotator does with soft taints, and whether it can."""
+    if settings is None:
+        log.info("soft taints off: the leader takes loadaware's taint off every node")
+        return
+    log.info(
+        "soft taints on: %s:%s on nodes above a limit, kept while above the limit less "
+        "%g and for %s after, on at most %g of the nodes; checked every %s",
+        SOFT_TAINT_KEY,
+        SOFT_TAINT_EFFECT,
+        settings.release_margin,
+        format_duration(settings.min_hold_s),
+        settings.max_share,
+        format_duration(interval_s),
+    )
+    if not policy.limits:
+        log.warning(
+            "soft taints on, but policy %s limits no metric (no predicate): no node "
+            "will be tainted",
+            policy.source,
+        )
