@@ -226,6 +226,8 @@ def test_a_taint_found_without_memory_is_held_from_now(
                 assert taints(fake_kube, "a") == [OURS]
                 clock.offset_s = HOLD_S + 1
                 assert await eventually(lambda: taints(fake_kube, "a") == [])
+                # The line follows the write's answer, which the store sees first.
+                assert await eventually(lambda: "soft taint taken off node a" in caplog.text)
 
     caplog.set_level(logging.INFO, logger="app.annotator")
     asyncio.run(scenario())
