@@ -201,6 +201,7 @@ def test_the_taint_stays_through_a_dip_goes_when_cool_and_at_once_when_stale(
                 assert await eventually(lambda: OURS in taints(fake_kube, "a"))
                 set_cpu(fake_kube, "a", cpu(0.90, age_s=3 * 3600))  # stale: fail open
                 assert await eventually(lambda: taints(fake_kube, "a") == [])
+                assert await eventually(lambda: "fail open" in caplog.text)  # after the write
 
     asyncio.run(scenario())
     assert "soft taint taken off node a: cool for 12" in caplog.text  # 121 s, or a bit more
@@ -329,6 +330,7 @@ def test_a_reloaded_policy_that_limits_nothing_takes_the_taints_off_and_says_so(
                 assert await eventually(lambda: OURS in taints(fake_kube, "a"))
                 annotator.set_policy(policy())  # syncPolicy and hotValue, no predicate
                 assert await eventually(lambda: taints(fake_kube, "a") == [])
+                assert await eventually(lambda: "fail open" in caplog.text)  # after the write
 
     asyncio.run(scenario())
     assert "limits no metric (no predicate), so soft taints come off every node" in caplog.text
