@@ -22,6 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 
 POLICY_CPU_ONLY = """\
@@ -356,13 +358,6 @@ def test_global_flags_are_accepted_after_the_command_name(tmp_path: Path) -> Non
 
 
 # --- issue 32: what needs a process that runs, a port, or a stream ---
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def write(path: Path, text: str) -> Path:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from app.commandline.flags import env_name
 from app.load.taints import SoftTaintSettings
 from tests.annotator.promproxy import PromProxy, wait_until
 from tests.support.fakekube_fixtures import FakeKube
+from tests.support.ports import free_port
 
 FLAGS = [
     "--policy",
@@ -215,9 +215,7 @@ def test_the_process_annotates_serves_probes_and_releases_its_lease_on_sigterm(
             }
         )
     )
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen(
         [
             sys.executable,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import time
 from collections.abc import AsyncIterator
 
@@ -23,16 +22,10 @@ from tests.annotator.helpers import (
 )
 from tests.annotator.promproxy import PromProxy
 from tests.support.fakekube_fixtures import FakeKube
+from tests.support.ports import free_port
 
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/default/leases/loadaware-annotator"
 FAST = policy({"cpu_usage_avg_5m": "0.2s"})
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def patches_by(replica: Annotator) -> float:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from types import MappingProxyType
 
 import pytest
@@ -25,6 +24,7 @@ from tests.annotator.helpers import (
 from tests.annotator.promproxy import PromProxy, ProxyBehaviour
 from tests.support.fakekube import NODES
 from tests.support.fakekube_fixtures import FakeKube
+from tests.support.ports import free_port
 from tests.support.prom_fixtures import PromNodeData
 from tests.support.promdata import DEFAULT_METRICS
 
@@ -102,9 +102,7 @@ def test_a_failed_query_is_counted_and_the_retry_annotates(
 def test_an_unreachable_prometheus_is_reported_and_retried(
     fake_kube: FakeKube, cluster: PromNodeData
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        dead_url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    dead_url = f"http://127.0.0.1:{free_port()}"
 
     async def scenario() -> Annotator:
         async with fake_kube.async_client() as client:

@@ -5,7 +5,6 @@ by its list, and every entry of its list is used.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -27,15 +26,9 @@ from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
 from tests.support.fakekube import CONFIGMAPS, NODES
 from tests.support.fakekube_fixtures import FakeKube
+from tests.support.ports import free_port
 
 NAMESPACE = "loadaware"  # the component's own namespace, as deployed
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def kubeconfig_file(fake_kube: FakeKube, directory: Path) -> Path:

@@ -24,7 +24,7 @@ from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
 from tests.support.fakekube import CONFIGMAPS, LEASES
 from tests.support.fakekube_fixtures import FakeKube
-from tests.support.promserver import free_port
+from tests.support.ports import free_port
 
 EVICTIONS = "/api/v1/namespaces/*/pods/*/eviction"
 

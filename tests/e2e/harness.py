@@ -20,7 +20,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -46,6 +45,8 @@ from lightkube.resources.rbac_authorization_v1 import (
     Role,
     RoleBinding,
 )
+
+from tests.support.ports import free_port
 
 ASSETS_ENV = "LOADAWARE_KUBE_ASSETS"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -76,13 +77,6 @@ def assets_dir() -> Path | None:
             f"hold {', '.join(BINARIES)} (e.g. unpack kube-assets-*.tar.xz into it)"
         )
     return folder
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def wait_until(

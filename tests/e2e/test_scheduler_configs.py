@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 from tests.e2e.burst import annotations_at, outcome_of
-from tests.e2e.harness import REPO, ControlPlane, free_port, pod_object, wait_until
+from tests.e2e.harness import REPO, ControlPlane, pod_object, wait_until
+from tests.support.ports import free_port
 
 CONFIGS = [
     *sorted((REPO / "scheduler-config").glob("*.yaml")),

@@ -18,9 +18,10 @@ from app.extender.extender import Extender
 from app.extender.http import DEBUG_PAGE_MAX, ExtenderApp
 from app.policy import default_policy
 from tests.extender.nodes import cool, hot_cpu
-from tests.extender.test_tls_and_cli import free_port, start, wait_ready
+from tests.extender.test_tls_and_cli import start, wait_ready
 from tests.support.asgi_server import serve
 from tests.support.pki import Pki, make_pki
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BODY = {"Pod": {"metadata": {"name": "p"}}, "NodeNames": ["n1"]}

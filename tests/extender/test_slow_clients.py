@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 
-from tests.extender.test_tls_and_cli import free_port
+from tests.support.ports import free_port
 
 DEADLINE_S = 60.0
 

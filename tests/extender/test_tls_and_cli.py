@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import socket
 import ssl
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from app.policy import DEFAULT_POLICY_YAML, default_policy
 from tests.extender.nodes import fixture
 from tests.support.asgi_server import serve
 from tests.support.pki import Pki, make_pki
+from tests.support.ports import free_port
 
 
 @pytest.fixture(scope="module")
@@ -88,13 +88,6 @@ def test_incomplete_tls_flags_are_refused(
         tls_context(argparse.Namespace(tls_cert=cert, tls_key=key, client_ca=ca))
     assert stopped.value.code == 2
     assert message in capsys.readouterr().err
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture

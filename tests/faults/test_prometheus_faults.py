@@ -39,8 +39,9 @@ from tests.support.asgi_server import serve
 from tests.support.cadvisor import cadvisor_prometheus_server
 from tests.support.fakekube import NODES
 from tests.support.fakekube_fixtures import FakeKube
+from tests.support.ports import free_port
 from tests.support.promdata import DEFAULT_METRICS
-from tests.support.promserver import PrometheusServer, free_port
+from tests.support.promserver import PrometheusServer
 
 pytestmark = pytest.mark.prometheus
 

@@ -20,7 +20,7 @@ from tests.annotator.helpers import policy
 from tests.descheduler import cluster
 from tests.support.fakekube import FakeKubeServer
 from tests.support.fakekube_fixtures import FakeKube
-from tests.support.promserver import free_port
+from tests.support.ports import free_port
 
 GRACE_S = 0.2
 TIMEOUT_S = 20.0

@@ -21,7 +21,7 @@ from app.prom.pod_usage import (
 )
 from app.rebalance.config import DEFAULT_CPU_QUERY, DEFAULT_MEMORY_QUERY
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
-from tests.support.promserver import free_port
+from tests.support.ports import free_port
 
 MIB = 2.0**20
 

@@ -30,10 +30,10 @@ from tests.extender.test_slow_clients import (
     read_until_closed,
     wait_until,
 )
-from tests.extender.test_tls_and_cli import free_port
 from tests.security.test_secrets_not_logged import kubeconfig
 from tests.support.fakekube_fixtures import FakeKube
 from tests.support.pki import Pki, make_pki
+from tests.support.ports import free_port
 
 ATTACKER = "127.0.0.2"
 DEADLINE_S = 30.0

@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -38,6 +37,8 @@ from typing import Any
 
 import httpx
 import yaml
+
+from tests.support.ports import free_port
 
 PROMETHEUS_BIN = os.environ.get("LOADAWARE_PROMETHEUS", "prometheus")
 PROMTOOL_BIN = os.environ.get("LOADAWARE_PROMTOOL", "promtool")
@@ -66,13 +67,6 @@ def _binary(name: str) -> str:
             "(scripts/setup --for-tests does) to run the Prometheus tests"
         )
     return found
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _die_with_parent() -> None:
