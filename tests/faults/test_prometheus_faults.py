@@ -267,7 +267,7 @@ def test_the_filter_fails_open_once_annotations_age_out_during_an_outage(
 @pytest.mark.parametrize(
     ("case", "behaviour", "reason"),
     [
-        ("slow: answers after the query timeout", ProxyBehaviour(delay_s=1.5), "timeout"),
+        ("slow: answers after the query timeout", ProxyBehaviour(delay_s=3.0), "timeout"),
         ("not JSON (a login page)", ProxyBehaviour(body=b"<html>Sign in</html>"),
          "bad_response"),
         ("JSON that is no query answer", ProxyBehaviour(body=b'["data"]'), "bad_response"),
@@ -291,7 +291,7 @@ def test_annotator_writes_nothing_from_a_slow_or_garbage_answer_and_recovers(
 
     async def scenario(proxy: PromProxy) -> None:
         proxy.behave(behaviour)  # every answer, until reset
-        async with annotating(fake_kube, proxy.url, query_timeout_s=0.3) as (annotator, task):
+        async with annotating(fake_kube, proxy.url, query_timeout_s=1.0) as (annotator, task):
             errors = annotator.telemetry.query_errors.labels(WATCHED, reason)
             await poll(lambda: errors._value.get() >= 2, f"{case}: errors counted, retried")
             assert all(stamped_at(fake_kube, n, m) is None
@@ -402,7 +402,7 @@ def pod_usage_body(value: str) -> bytes:
 @pytest.mark.parametrize(
     ("case", "behaviour", "result", "says"),
     [
-        ("slow: answers after the query timeout", ProxyBehaviour(delay_s=1.5),
+        ("slow: answers after the query timeout", ProxyBehaviour(delay_s=3.0),
          RunResult.PROMETHEUS_DOWN, "timed out"),
         ("not JSON", ProxyBehaviour(body=b"<html>Sign in</html>"),
          RunResult.PROMETHEUS_DOWN, "not a query result"),
@@ -423,7 +423,7 @@ def test_descheduler_evicts_nothing_on_a_slow_or_garbage_pod_usage_answer(
     cluster.seed(fake_kube.store)
     with running_proxy(prometheus.url) as proxy:
         proxy.behave(behaviour)
-        report, descheduler = run_once(fake_kube, proxy.url, timeout_s=0.3)
+        report, descheduler = run_once(fake_kube, proxy.url, timeout_s=1.0)
     assert report.result is result, (case, report.message)
     assert says in report.message, (case, report.message)
     assert "evicting nothing" in report.message
