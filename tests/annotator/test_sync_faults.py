@@ -60,7 +60,7 @@ async def recover_after(
     prom.behave(behaviour)
     async with fake_kube.async_client() as client:
         the_annotator = annotator(
-            fake_kube, client, prom.url, query_timeout_s=0.5, first_retry_s=0.2
+            fake_kube, client, prom.url, query_timeout_s=1.0, first_retry_s=0.2
         )
         async with running(the_annotator):
             assert await eventually(lambda: errors(the_annotator, reason) >= 1, 10)
@@ -75,7 +75,7 @@ async def recover_after(
     ("behaviour", "reason"),
     [
         (ProxyBehaviour(status=503, times=6), "http"),
-        (ProxyBehaviour(delay_s=1.5, times=6), "timeout"),
+        (ProxyBehaviour(delay_s=2.5, times=6), "timeout"),
         (ProxyBehaviour(body=b"<html>Please log in</html>", times=6), "bad_response"),
         (
             ProxyBehaviour(
