@@ -97,6 +97,9 @@ POLICY_MEANING = {
     "timestamps always count the pod",
     "spec.estimation.maxAge": "a pod stops counting this long after its binding, even "
     "without a newer sample",
+    "spec.estimation.workloadUsage": "estimate a pod bound through the scheduler at its "
+    "workload's observed per-pod usage where that is at least 3 times its estimate from "
+    "requests and limits (at most its limit); off: from requests and limits alone",
 }
 
 

@@ -8,14 +8,20 @@ from app.load.default_profile import (
     taint_toleration_scores,
 )
 from app.load.estimate import (
+    UNDER_REQUESTED_FACTOR,
+    WORKLOAD_USAGE_PERCENTILE,
     Evidence,
     PlacedPod,
     counts,
     estimate_pod_usage,
+    estimate_scheduled,
     estimate_with_evidence,
+    nearest_rank_index,
     node_unsampled,
     unsampled_fractions,
+    with_workload_usage,
     within_node,
+    workload_per_pod_usage,
 )
 from app.load.model import (
     EXTENDER_SCORE_SCALE,
@@ -72,6 +78,8 @@ __all__ = [
     "SOFT_TAINT_KEY",
     "SOFT_TAINT_VALUE",
     "TAINT_TOLERATION_WEIGHT",
+    "UNDER_REQUESTED_FACTOR",
+    "WORKLOAD_USAGE_PERCENTILE",
     "Evidence",
     "Freshness",
     "Measurement",
@@ -90,6 +98,7 @@ __all__ = [
     "counts",
     "decide_soft_taints",
     "estimate_pod_usage",
+    "estimate_scheduled",
     "estimate_with_evidence",
     "evaluate_node",
     "fits_requests",
@@ -102,6 +111,7 @@ __all__ = [
     "judge_node",
     "limit_room",
     "measure",
+    "nearest_rank_index",
     "node_heat",
     "node_unsampled",
     "non_zero_requests",
@@ -115,5 +125,7 @@ __all__ = [
     "taint_toleration_scores",
     "unsampled_fractions",
     "wire_scores",
+    "with_workload_usage",
     "within_node",
+    "workload_per_pod_usage",
 ]
