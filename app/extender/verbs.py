@@ -15,15 +15,16 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
 import orjson
 
-from app.extender.request_pod import request_pod_demand
+from app.extender.request_pod import request_pod_demand, request_pod_workload
 from app.extender.table import NodeTable
 from app.extender.verdicts import NodeEntry
-from app.load import estimate_pod_usage, is_exempt_from_filter
-from app.objects import Demand, requests_and_limits
+from app.load import estimate_scheduled, is_exempt_from_filter
+from app.objects import Demand, Resources, requests_and_limits
 from app.policy import Policy
 
 log = logging.getLogger(__name__)
@@ -137,8 +138,11 @@ class Verbs:
         self._table = table
         self._clock = clock
         self._request_nodes = request_nodes
-        self._estimates: dict[Demand, tuple[float, float]] = {}  # by pod shape
+        # by pod shape, and (shape, workload usage) for a pod whose workload has some
+        self._estimates: dict[Demand | tuple[Demand, Resources], tuple[float, float]] = {}
         self._estimates_policy: Policy | None = None
+        # What each workload's pods are observed to use (app.extender.workload_usage).
+        self.workloads: Callable[[], Mapping[str, Resources]] = _no_workloads
 
     def _entries_from_request(
         self, nodes: list[dict[str, Any]]
@@ -257,12 +261,24 @@ class Verbs:
         if policy is not self._estimates_policy:
             self._estimates_policy = policy
             self._estimates.clear()
-        found = self._estimates.get(demand)
+        observed = None
+        workloads = self.workloads()
+        if workloads:  # a dict lookup or two, only while some workload usage is published
+            observed = workloads.get(request_pod_workload(pod) or "")
+        key = demand if observed is None else (demand, observed)
+        found = self._estimates.get(key)
         if found is not None:
             return found
-        usage = estimate_pod_usage(*requests_and_limits(demand), settings)
+        usage = estimate_scheduled(*requests_and_limits(demand), settings, observed)
         estimate = (usage.cpu_cores, usage.memory_bytes)
         if len(self._estimates) >= _MAX_POD_SHAPES:
             self._estimates.clear()  # a flood of shapes costs a recompute, never memory
-        self._estimates[demand] = estimate
+        self._estimates[key] = estimate
         return estimate
+
+
+def _no_workloads() -> Mapping[str, Resources]:
+    return _NO_WORKLOADS
+
+
+_NO_WORKLOADS: Mapping[str, Resources] = MappingProxyType({})
