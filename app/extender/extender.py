@@ -34,6 +34,17 @@ _WARN_EVERY_S = 60.0
 ESTIMATE_SWEEP_S = 0.5
 
 
+def _workload_in(pod_cache: PodCache[ScheduledPod]) -> Callable[[str], str | None]:
+    """The workload of a pod the cache holds, by namespace/name (None: not held): what
+    the API server says of the pod, not the request."""
+
+    def workload_of(key: str) -> str | None:
+        pod = pod_cache.objects.get(key)
+        return pod.workload if pod is not None else None
+
+    return workload_of
+
+
 class Extender:
     """One extender instance. ``node_cache`` is None in full-nodes mode; ``pod_cache``
     (which needs the node cache for allocatable) enables the burst estimate."""
@@ -77,6 +88,8 @@ class Extender:
             follower = self.workload_usage
             self.ledger.observed = follower.observed
             self.verbs.workloads = lambda: follower.workloads
+            if pod_cache is not None:
+                self.verbs.workload_of_pod = _workload_in(pod_cache)
             follower.on_change = self._on_workload_usage
             follower.on_read = lambda result: self.metrics.workload_usage_reads.labels(
                 result

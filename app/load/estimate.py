@@ -184,6 +184,22 @@ def _raised(estimate: float, observed: float, limit: float) -> float:
     return observed if observed >= UNDER_REQUESTED_FACTOR * estimate else estimate
 
 
+def may_rise(requests: Resources, limits: Resources, settings: EstimationPolicy) -> bool:
+    """Whether any observed usage could raise this pod's estimate (``with_workload_usage``):
+    a resource without a limit, or factors so low that 3 times the estimate stays below
+    the limit. With the defaults, a pod that declares both limits never rises, and its
+    workload need not be looked up."""
+    if not settings.workload_usage:
+        return False
+    for request, limit, factor in (
+        (requests.cpu_cores, limits.cpu_cores, settings.factors.cpu),
+        (requests.memory_bytes, limits.memory_bytes, settings.factors.memory),
+    ):
+        if limit <= 0 or UNDER_REQUESTED_FACTOR * max(request, limit) * factor <= limit:
+            return True
+    return False
+
+
 def estimate_scheduled(
     requests: Resources,
     limits: Resources,

@@ -252,3 +252,36 @@ def test_a_reservation_of_a_pod_of_the_workload_is_priced_at_its_observed_usage(
     extender.record("prioritize", 200, 0.0, outcome)
     assert outcome.best_node is not None
     assert added_cpu(extender, outcome.best_node) == pytest.approx(0.7 / 8)
+
+
+def test_the_room_check_estimates_a_pending_pod_at_its_workloads_usage() -> None:
+    """prioritize's room check (the preferred node must have room for the pod) takes the
+    pod's workload from the pod cache (the API server's word, not the request's), and
+    looks it up only for a shape that can be raised: not for a pod with both limits."""
+    clock = Clock()
+    extender, follower = make_extender(clock)
+    assert extender.pod_cache is not None
+    pending = ScheduledPod("uid-web-3", None, CPUSVC_REQUESTS, Resources(), clock(), False, WEB)
+    extender.pod_cache.apply("shop/web-3", pending)
+    pod: dict[str, Any] = {
+        "metadata": {"name": "web-3", "namespace": "shop", "uid": "uid-web-3"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]},
+    }
+    estimate = extender.verbs._pod_estimate
+    assert estimate(pod, extender.table)[0] == pytest.approx(0.085)
+    follower.publish({WEB: Resources(0.7, 0.0)})
+    assert estimate(pod, extender.table)[0] == pytest.approx(0.7)
+    follower.publish({WEB: Resources(0.9, 0.0)})  # a new document: estimated anew
+    assert estimate(pod, extender.table)[0] == pytest.approx(0.9)
+    looked_up: list[str] = []
+
+    def workload_of(key: str) -> str | None:
+        looked_up.append(key)
+        return WEB
+
+    extender.verbs.workload_of_pod = workload_of
+    limited = {**pod, "spec": {"containers": [{"name": "c", "resources": {
+        "requests": {"cpu": "100m", "memory": "64Mi"},
+        "limits": {"cpu": "1", "memory": "128Mi"}}}]}}
+    assert estimate(limited, extender.table)[0] == pytest.approx(0.85)
+    assert looked_up == []

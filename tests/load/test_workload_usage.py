@@ -16,6 +16,7 @@ from app.load import (
     PlacedPod,
     estimate_scheduled,
     estimate_with_evidence,
+    may_rise,
     nearest_rank_index,
     node_unsampled,
     with_workload_usage,
@@ -173,3 +174,30 @@ def test_policy_check_says_whether_workload_usage_raises_the_estimate() -> None:
     assert "what its workload's pods are seen to use" in describe(default_policy())
     off = policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {workloadUsage: false}\n")
     assert "workloadUsage off: from requests and limits alone" in describe(off)
+
+
+@given(
+    cpu=st.floats(0.0, 1e4),
+    memory=st.floats(0.0, 1e13),
+    request=st.floats(0.0, 64.0),
+    limit=st.sampled_from([0.0, 0.05, 0.5, 4.0]),
+    memory_limit=st.sampled_from([0.0, 1e8, 4e9]),
+)
+def test_a_shape_that_may_not_rise_is_never_raised(
+    cpu: float, memory: float, request: float, limit: float, memory_limit: float
+) -> None:
+    """What lets the extender skip the workload lookup for most pods: ``may_rise`` False
+    means no observed usage can change the estimate."""
+    requests, limits = Resources(request, request * GiB), Resources(limit, memory_limit)
+    plain = estimate_scheduled(requests, limits, SETTINGS)
+    if not may_rise(requests, limits, SETTINGS):
+        assert with_workload_usage(plain, Resources(cpu, memory), limits) == plain
+
+
+def test_with_the_default_factors_only_a_resource_without_a_limit_may_rise() -> None:
+    both = Resources(1.0, GiB)
+    assert not may_rise(Resources(0.1, 0.1 * GiB), both, SETTINGS)
+    assert may_rise(Resources(0.1, 0.1 * GiB), Resources(1.0, 0.0), SETTINGS)
+    assert may_rise(Resources(0.1, 0.1 * GiB), Resources(0.0, GiB), SETTINGS)
+    off = policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {workloadUsage: false}\n")
+    assert not may_rise(Resources(0.1, 0.0), Resources(), off.spec.estimation)
