@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.load import (
@@ -103,6 +103,7 @@ def test_the_observed_usage_is_capped_by_the_pods_limit() -> None:
     assert raised.cpu_cores == pytest.approx(1.0)  # the limit, not the 5 cores observed
 
 
+@settings(deadline=None)  # pure and fast, but the suite runs on shared machines
 @given(
     cpu=st.floats(allow_nan=True, allow_infinity=True),
     memory=st.floats(allow_nan=True, allow_infinity=True),
@@ -176,6 +177,7 @@ def test_policy_check_says_whether_workload_usage_raises_the_estimate() -> None:
     assert "workloadUsage off: from requests and limits alone" in describe(off)
 
 
+@settings(deadline=None)
 @given(
     cpu=st.floats(0.0, 1e4),
     memory=st.floats(0.0, 1e13),
