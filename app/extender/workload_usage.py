@@ -21,12 +21,12 @@ import logging
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from app.kube import WorkloadUsageStore, WorkloadUsageUnreadable
+from app.kube import WORKLOAD_USAGE_MAX_AGE_S, WorkloadUsageStore, WorkloadUsageUnreadable
 from app.objects import Resources
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_AGE_S = 600.0  # a few of the annotator's rounds (the shortest sync period, 3m)
+DEFAULT_MAX_AGE_S = WORKLOAD_USAGE_MAX_AGE_S
 DEFAULT_REFRESH_S = 30.0
 
 _NOTHING: Mapping[str, Resources] = MappingProxyType({})

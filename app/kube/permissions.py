@@ -211,7 +211,8 @@ EXPLAIN: tuple[Permission, ...] = (
         "",
         "configmaps",
         "get",
-        "the policy, the descheduler's configuration and its memory, by name",
+        "the policy, the descheduler's configuration and its memory, and the workload "
+        "usage the extender's estimate follows, by name",
         Scope.OWN_NAMESPACE,
     ),
 )
@@ -223,5 +224,6 @@ EXPLAIN_CONFIGMAPS = (
     "loadaware-policy",
     "loadaware-descheduler-config",
     "loadaware-descheduler-state",
+    WORKLOAD_USAGE,
 )
 """The only ConfigMaps explain reads (its Role names them: ``resourceNames``)."""
