@@ -33,6 +33,7 @@ if str(ROOT) not in sys.path:  # run as a script: make the repository's `app` im
 from app.cli import build_parser  # noqa: E402
 from app.commandline.flags import ENV_PREFIX, RENAMED  # noqa: E402
 from app.extender.index import IMPLEMENTATION_ENV  # noqa: E402
+from app.kube import workload_usage as published  # noqa: E402
 from app.objects.durations import format_duration  # noqa: E402
 from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
 from app.rebalance.config import DeschedulerConfig  # noqa: E402
@@ -97,6 +98,9 @@ POLICY_MEANING = {
     "timestamps always count the pod",
     "spec.estimation.maxAge": "a pod stops counting this long after its binding, even "
     "without a newer sample",
+    "spec.estimation.workloadUsage": "estimate a pod bound through the scheduler at its "
+    "workload's observed per-pod usage where that is at least 3 times its estimate from "
+    "requests and limits (at most its limit); off: from requests and limits alone",
 }
 
 
@@ -370,10 +374,43 @@ def descheduler_config_section() -> list[str]:
     return [*lines, ""]
 
 
+def workload_usage_section() -> list[str]:
+    return [
+        "## Workload usage (`ConfigMap`)",
+        "",
+        "The annotator's leader writes it (`--workload-usage-name`, default "
+        f"`{published.DEFAULT_NAME}`, in `--workload-usage-namespace`: its own), and the "
+        "extender reads it (the same flags) for the estimate of a pod just bound "
+        "(README, \"Burst-aware estimation\"). One key, "
+        f"`{published.USAGE_KEY}`, holds a JSON document:",
+        "",
+        "| field | type | meaning |",
+        "|---|---|---|",
+        f"| `version` | integer | `{published.VERSION}`; any other version is unreadable |",
+        "| `publishedAt` | number | Unix seconds of the write; more than "
+        f"{published.FUTURE_SLACK_S:g}s ahead is unreadable, older than the extender's "
+        "`--workload-usage-max-age` is stale |",
+        "| `workloads` | map | `namespace/Kind/name` (a ReplicaSet as its Deployment) to "
+        "`[cpu cores, memory bytes]`: one running pod's usage, the 90th percentile of the "
+        f"workload's pods; at most {published.MAX_WORKLOADS} workloads, those with the most "
+        f"pods first; values outside 0..{published.MAX_CPU_CORES:g} cores and 0..64 TiB "
+        "are skipped |",
+        "",
+        "Anything unreadable or stale leaves every estimate from requests and limits alone.",
+        "",
+    ]
+
+
 def render() -> str:
     saved = _without_environment()
     try:
-        body = [HEADER, *commands_section(), *policy_section(), *descheduler_config_section()]
+        body = [
+            HEADER,
+            *commands_section(),
+            *policy_section(),
+            *descheduler_config_section(),
+            *workload_usage_section(),
+        ]
     finally:
         os.environ.update(saved)
     return "\n".join(body).rstrip("\n") + "\n"

@@ -7,6 +7,9 @@ while it leads does it run the two writing loops:
 * the metric loop: whenever metrics fall due, one tick (``MetricSync``);
 * the hot-value loop: every ``hot_value_interval_s``, patch the nodes whose hot value
   changed;
+* the workload-usage loop (unless ``--no-workload-usage``): every shortest sync
+  period of the policy, publish what each workload's running pods use, one pod, into
+  one ConfigMap the extender reads (``workload_usage``);
 * with soft taints on, the soft-taint loop: every ``soft_taint_interval_s``, judge every
   node from its annotations in the node cache plus the estimate of the pods bound on it
   since its samples (``RecentPods``, the simulator's rule), and put loadaware's taint on
@@ -42,23 +45,38 @@ from app.annotator.schedule import MetricSchedule
 from app.annotator.softtaints import SoftTaintKeeper, log_settings
 from app.annotator.sync import MetricSync, QueryShape, TickReport
 from app.annotator.telemetry import AnnotatorMetrics
+from app.annotator.workload_usage import WorkloadUsagePublisher
 from app.kube import (
+    WORKLOAD_USAGE_NAME,
     AnnotationPatcher,
     NodeCache,
     PatchOutcome,
     PodCache,
     TaintWriter,
+    WorkloadUsageStore,
     pod_placement,
 )
 from app.load import SoftTaintSettings
 from app.objects import PodPlacement, format_duration
 from app.policy import Policy, PolicyError
-from app.prom import InstantQuery
+from app.prom import InstantQuery, PodUsageQueries
+from app.rebalance import DEFAULT_CPU_QUERY, DEFAULT_MEMORY_QUERY
 from app.runtime import LeaderElectedService, LeaderElector, LeaseSettings, PolicyWatcher
 
 log = logging.getLogger(__name__)
 
 POD_WATCH_GRACE_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadUsageTarget:
+    """The ConfigMap the workload usage is written to, and the queries that measure it."""
+
+    namespace: str
+    name: str = WORKLOAD_USAGE_NAME
+    queries: PodUsageQueries = field(
+        default_factory=lambda: PodUsageQueries(DEFAULT_CPU_QUERY, DEFAULT_MEMORY_QUERY)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +91,8 @@ class AnnotatorConfig:
     first_retry_s: float = 10.0  # first retry of a failed metric sync
     soft_taints: SoftTaintSettings | None = None  # None: off, and taken off every node
     soft_taint_interval_s: float = 15.0
+    # Where each workload's observed per-pod usage is published (None: not published).
+    workload_usage: WorkloadUsageTarget | None = None
 
     def __post_init__(self) -> None:
         if not self.policy.spec.sync_policy:
@@ -199,6 +219,19 @@ class Annotator:
         self.hot_value_publisher = HotValuePublisher(
             self.observer, self.windows, self.ledger, self.patcher, self.telemetry, clock
         )
+        target = config.workload_usage
+        self.workload_usage = (
+            WorkloadUsagePublisher(
+                source,
+                target.queries,
+                WorkloadUsageStore(client, target.namespace, target.name),
+                self.telemetry,
+                clock,
+            )
+            if target is not None
+            else None
+        )
+        self.workload_usage_rounds = 0  # rounds run (tests wait on it, not on time)
         self.soft_taint_rounds = 0  # rounds run (tests wait on it, not on time)
         self.metric_states = {m: MetricState(p) for m, p in self.periods_s.items()}
         self.schedule: MetricSchedule | None = None
@@ -297,6 +330,20 @@ class Annotator:
             group.create_task(self._hot_value_loop(), name="hot-value")
             if self.config.soft_taints is not None:
                 group.create_task(self._soft_taint_loop(), name="soft-taints")
+            if self.workload_usage is not None:
+                group.create_task(self._workload_usage_loop(), name="workload-usage")
+
+    async def _workload_usage_loop(self) -> None:
+        publisher = self.workload_usage
+        assert publisher is not None
+        await self.pod_watch.wait_synced()
+        while True:
+            try:
+                await publisher.publish(self.pod_watch.objects.values(), self.nodes.nodes)
+            except Exception:
+                log.exception("publishing workload usage failed unexpectedly; retrying later")
+            self.workload_usage_rounds += 1
+            await asyncio.sleep(min(self.periods_s.values()))
 
     async def _soft_taint_loop(self) -> None:
         while True:
@@ -372,6 +419,9 @@ class Annotator:
             "bindings_in_window": self.windows.binding_count(),
             "metrics": metrics,
             "soft_taints": "on" if self.config.soft_taints is not None else "off",
+            "workload_usage": self.workload_usage.store.where
+            if self.workload_usage is not None
+            else "off",
         }
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.annotator.annotator import Annotator, AnnotatorConfig
+from app.annotator.annotator import Annotator, AnnotatorConfig, WorkloadUsageTarget
 from app.annotator.sync import QueryShape
 from app.commandline import (
     EXIT_OK,
@@ -22,7 +22,7 @@ from app.commandline import (
     usage_error,
 )
 from app.health import CannotListen
-from app.kube import KubeConfigError, make_client
+from app.kube import WORKLOAD_USAGE_NAME, KubeConfigError, make_client
 from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SoftTaintSettings
 from app.policy import Policy, PolicyError
 from app.prom import (
@@ -36,6 +36,7 @@ from app.runtime import (
     PolicyWatcher,
     add_health_flags,
     add_leader_election_flags,
+    default_lease_namespace,
     lease_settings_from_args,
     run_until_signalled,
     starting_policy,
@@ -64,6 +65,10 @@ Annotations that are not loadaware's are never touched.
 
 Bindings are seen through a watch on pods; node_hot_value is rewritten within
 --hot-value-interval on the nodes whose hot value changed.
+
+Each workload's observed per-pod usage (the cAdvisor series of its running pods,
+read only from each pod's own node) is written into one ConfigMap,
+loadaware/loadaware-workload-usage, for the extender's estimate of pods just bound.
 
 With --soft-taints (off by default), it also keeps the taint
 loadaware.io/hot=true:PreferNoSchedule on the nodes whose fresh usage is above a
@@ -124,6 +129,11 @@ def settings_from_args(
         if args.soft_taints
         else None,
         soft_taint_interval_s=args.soft_taint_interval,
+        workload_usage=WorkloadUsageTarget(
+            args.workload_usage_namespace or default_lease_namespace(), args.workload_usage_name
+        )
+        if args.workload_usage
+        else None,
     )
     if config.patch_concurrency < 1:
         raise ValueError(f"--patch-concurrency must be at least 1, got {config.patch_concurrency}")
@@ -284,6 +294,33 @@ def add_soft_taint_flags(parser: argparse.ArgumentParser) -> None:
         default=15.0,
         help="how often every node is judged from its annotations; a round that changes "
         "nothing makes no API call",
+    )
+
+
+    usage = parser.add_argument_group("workload usage")
+    add_flag(
+        usage,
+        "--workload-usage",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="on the policy's shortest sync period, publish what each workload's running "
+        "pods use (one pod: the 90th percentile, from the cAdvisor series, one query per "
+        "resource) into one ConfigMap, which the extender raises its estimate of a "
+        "just-bound pod of that workload to (README, 'Burst-aware estimation')",
+    )
+    add_flag(
+        usage,
+        "--workload-usage-namespace",
+        metavar="NAMESPACE",
+        help="namespace of that ConfigMap; only the annotator's Role may write there",
+        default_text="the pod's namespace, else 'default'",
+    )
+    add_flag(
+        usage,
+        "--workload-usage-name",
+        metavar="NAME",
+        default=WORKLOAD_USAGE_NAME,
+        help="name of that ConfigMap",
     )
 
 

@@ -129,6 +129,19 @@ class AnnotatorMetrics:
             ["change"],
             registry=registry,
         )
+        self.workload_usage_rounds = Counter(
+            "loadaware_annotator_workload_usage_rounds_total",
+            "Rounds publishing each workload's observed per-pod usage, by result (ok, "
+            "query_error: Prometheus gave no usable answer, write_error: the ConfigMap "
+            "write failed; either way the previous document stays and ages).",
+            ["result"],
+            registry=registry,
+        )
+        self.workloads_published = Gauge(
+            "loadaware_annotator_workloads_published",
+            "Workloads in the last workload-usage document written.",
+            registry=registry,
+        )
         self.policy = PolicyReloadMetrics(registry)
         self.newest_sample_s: dict[str, float] = {}
         registry.register(_SampleAgeCollector(self.newest_sample_s, clock))

@@ -20,7 +20,18 @@ from lightkube.resources.core_v1 import ConfigMap, Event, Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
 from app.documents import parse_yaml, read_file
-from app.kube import Memory, StateStore, StateUnreadable, budget_view, node_info
+from app.kube import (
+    WORKLOAD_USAGE_MAX_AGE_S,
+    WORKLOAD_USAGE_NAME,
+    Memory,
+    PublishedUsage,
+    StateStore,
+    StateUnreadable,
+    WorkloadUsageStore,
+    WorkloadUsageUnreadable,
+    budget_view,
+    node_info,
+)
 from app.objects import NodeInfo, PodDisruptionBudgetView
 from app.policy import Policy, default_policy, load_policy, policy_from_yaml
 from app.rebalance import ConfigError, DeschedulerConfig, config_from_yaml
@@ -232,3 +243,24 @@ async def read_state(
         f"memory: {store.where}, {len(recent)} recent evictions, hot rounds for "
         f"{len(memory.hot_rounds)} nodes"
     )
+
+
+async def read_workload_usage(
+    client: AsyncClient, namespace: str, now_s: float
+) -> tuple[PublishedUsage | None, str]:
+    """What the extender's estimate follows (the annotator's workload usage), if it is
+    fresh, and a line about it; as the extender, anything else counts nothing."""
+    store = WorkloadUsageStore(client, namespace, WORKLOAD_USAGE_NAME)
+    try:
+        read = await store.read(now_s)
+    except WorkloadUsageUnreadable as error:
+        return None, f"workload usage: {store.where} is unreadable ({error}): not used"
+    except Exception as error:  # lightkube raises ApiError and the transport's errors
+        raise _failure(store.where, error) from None
+    if read is None:
+        return None, f"workload usage: {store.where} not found: estimates from requests alone"
+    usage, _skipped = read
+    age_s = now_s - usage.published_at_s
+    if age_s >= WORKLOAD_USAGE_MAX_AGE_S:
+        return None, f"workload usage: {store.where} is stale ({age_s:.0f}s old): not used"
+    return usage, f"workload usage: {store.where}, {len(usage.workloads)} workloads"

@@ -26,12 +26,14 @@ from app.explain.gather import (
     read_pods,
     read_policy,
     read_state,
+    read_workload_usage,
 )
 from app.explain.node import explain_node
 from app.explain.pod import explain_pod
 from app.explain.render import node_json, pod_json, render_node, render_pod
 from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
 from app.kube import KubeConfigError, make_client, pod_info, pod_key, scheduled_pod
+from app.objects import workload_of
 from app.policy import PolicyError
 from app.prom import (
     PodNodes,
@@ -274,6 +276,17 @@ async def _explain_pod(
         if estimate.enabled
         else "estimate: off in this policy (pods placed since a node's sample add nothing)"
     )
+    observed = None
+    if estimate.enabled and estimate.workload_usage:
+        published, line = await read_workload_usage(client, args.install_namespace, now_s)
+        observed = published.observed(workload_of(info)) if published is not None else None
+        notes.append(line)
+        if observed is not None:
+            notes.append(
+                f"the pod's workload is published to use {observed.cpu_cores:.3g} cores and "
+                f"{observed.memory_bytes / 2**20:.0f}Mi a pod: its estimate is raised where "
+                "that is 3x or more (README, 'Burst-aware estimation')"
+            )
     explanation = explain_pod(
         info,
         pod.to_dict(),
@@ -282,6 +295,7 @@ async def _explain_pod(
         policy.value,
         now_s,
         failed,
+        observed,
     )
     if args.output == "json":
         return json.dumps(pod_json(explanation, policy.source, notes), indent=2) + "\n"

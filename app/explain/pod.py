@@ -36,7 +36,7 @@ from app.load import (
     assess,
     can_be_preferred,
     counts,
-    estimate_pod_usage,
+    estimate_scheduled,
     estimate_with_evidence,
     has_room,
     is_exempt_from_filter,
@@ -123,6 +123,7 @@ def judge_node(
     placed: list[PlacedPod],
     policy: Policy,
     now_s: float,
+    observed: Resources | None = None,
 ) -> NodeVerdict:
     """One node's verdict and score for the pod, the extender's way: its table measures
     the annotations, its ledger adds the estimate of the pods the node's freshest sample
@@ -150,17 +151,26 @@ def judge_node(
         exempt=is_exempt_from_filter(pod_object),
         not_offered=fit_refusal(pod, node),
         preferable=can_be_preferred(load),
-        has_room=has_room(limit_room(load, policy), pod_share(pod, allocatable, policy)),
+        has_room=has_room(
+            limit_room(load, policy), pod_share(pod, allocatable, policy, observed)
+        ),
     )
 
 
-def pod_share(pod: PodInfo, allocatable: Resources, policy: Policy) -> dict[str, float]:
+def pod_share(
+    pod: PodInfo, allocatable: Resources, policy: Policy, observed: Resources | None = None
+) -> dict[str, float]:
     """The pod's estimate as fractions of a node's allocatable, as the extender judges a
-    node's room for it: ``estimate_pod_usage`` of its requests and limits (nothing while
-    estimation is off); a resource whose allocatable is unknown is left out, as the
-    extender then takes the node's room in it to be unbounded."""
+    node's room for it: ``estimate_scheduled`` of its requests and limits, raised to its
+    workload's ``observed`` per-pod usage where that applies (nothing while estimation
+    is off); a resource whose allocatable is unknown is left out, as the extender then
+    takes the node's room in it to be unbounded."""
     settings = policy.spec.estimation
-    usage = estimate_pod_usage(pod.requests, pod.limits, settings) if settings.enabled else ZERO
+    usage = (
+        estimate_scheduled(pod.requests, pod.limits, settings, observed)
+        if settings.enabled
+        else ZERO
+    )
     return unsampled_fractions((usage,), allocatable)
 
 
@@ -172,6 +182,7 @@ def explain_pod(
     policy: Policy,
     now_s: float,
     failed_scheduling: str | None = None,
+    observed: Resources | None = None,
 ) -> PodExplanation:
     """Every node's verdict and score for ``pod``, and the node the extender prefers.
 
@@ -180,10 +191,14 @@ def explain_pod(
     extender to prioritize (``NodeVerdict.asked``), in the order of their names, get
     ``app.load.wire``'s answer: the preferred node, if any, alone on top. Where the
     request's order would decide between nodes of the preferred node's score, the others
-    are listed in ``tied``."""
+    are listed in ``tied``. ``observed``: what one pod of its workload is published to
+    use (``app.kube.workload_usage``), which its room check is raised to as the
+    extender's is."""
     by_node = placed_pods(pods, pod.key, now_s)
     verdicts = [
-        judge_node(nodes[name], pod, pod_object, by_node.get(name, []), policy, now_s)
+        judge_node(
+            nodes[name], pod, pod_object, by_node.get(name, []), policy, now_s, observed
+        )
         for name in sorted(nodes)
     ]
     asked = [v for v in verdicts if v.asked]

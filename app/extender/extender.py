@@ -19,6 +19,7 @@ from app.extender.reservations import Reservations
 from app.extender.table import NodeTable
 from app.extender.telemetry import EstimateCollector, ExtenderMetrics
 from app.extender.verbs import Outcome, RequestNodes, Verbs
+from app.extender.workload_usage import WorkloadUsageFollower
 from app.kube import NodeCache, NodeInfo, PodCache
 from app.objects import ScheduledPod
 from app.policy import Policy
@@ -31,6 +32,17 @@ FULL_MODE_FORGET_AFTER_S = 3600.0
 _WARN_EVERY_S = 60.0
 # How often estimated pods and reservations are aged out: they may end a little late.
 ESTIMATE_SWEEP_S = 0.5
+
+
+def _workload_in(pod_cache: PodCache[ScheduledPod]) -> Callable[[str], str | None]:
+    """The workload of a pod the cache holds, by namespace/name (None: not held): what
+    the API server says of the pod, not the request."""
+
+    def workload_of(key: str) -> str | None:
+        pod = pod_cache.objects.get(key)
+        return pod.workload if pod is not None else None
+
+    return workload_of
 
 
 class Extender:
@@ -49,6 +61,7 @@ class Extender:
         index: VerdictIndex | None = None,
         pod_cache: PodCache[ScheduledPod] | None = None,
         reservation_ttl_s: float = DEFAULT_RESERVATION_TTL_S,
+        workload_usage: WorkloadUsageFollower | None = None,
     ) -> None:
         self.clock = clock
         self._mode = mode
@@ -69,6 +82,21 @@ class Extender:
         self.node_cache = node_cache
         self.pod_cache = pod_cache
         self.policy_watcher = policy_watcher
+        # Only with the pod cache: the estimate it raises is of pods bound and reserved.
+        self.workload_usage = workload_usage if self.ledger is not None else None
+        if self.workload_usage is not None and self.ledger is not None:
+            follower = self.workload_usage
+            self.ledger.observed = follower.observed
+            self.verbs.workloads = lambda: follower.workloads
+            if pod_cache is not None:
+                self.verbs.workload_of_pod = _workload_in(pod_cache)
+            follower.on_change = self._on_workload_usage
+            follower.on_read = lambda result: self.metrics.workload_usage_reads.labels(
+                result
+            ).inc()
+        self.metrics.workloads_observed.set_function(
+            lambda: -1.0 if self.workload_usage is None else len(self.workload_usage.workloads)
+        )
         self.metrics.policy.loaded(clock())
         self.metrics.nodes_known.set_function(lambda: len(self.table))
         self.metrics.nodes_overloaded.set_function(self._count_overloaded)
@@ -114,6 +142,14 @@ class Extender:
     def _on_pod(self, key: str, old: ScheduledPod | None, new: ScheduledPod | None) -> None:
         assert self.ledger is not None
         for node in self.ledger.on_pod(key, old, new, self.clock()):
+            self.table.recompute(node)
+
+    def _on_workload_usage(self) -> None:
+        """What the workloads are observed to use changed: every estimate resting on it
+        (reservations and pods bound within maxAge) is redone, off the request path."""
+        assert self.ledger is not None
+        self.ledger.reprice()
+        for node in self.ledger.tracked_nodes():
             self.table.recompute(node)
 
     def _count_overloaded(self) -> float:
@@ -219,6 +255,10 @@ class Extender:
             self._tasks.append(asyncio.create_task(self._forget_unseen(), name="forget-unseen"))
         if self.policy_watcher is not None:
             self._tasks.append(asyncio.create_task(self.policy_watcher.run(), name="policy"))
+        if self.workload_usage is not None:
+            self._tasks.append(
+                asyncio.create_task(self.workload_usage.run(), name="workload-usage")
+            )
 
     async def stop(self) -> None:
         for task in self._tasks:

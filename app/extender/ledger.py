@@ -15,6 +15,12 @@ Two sources feed a node's addition (README "Burst-aware estimation"):
   elsewhere) and the bound pod counts instead. One never confirmed is ``dropped``
   after ``ttl_s``.
 
+**Workload usage**: a pod placed through the scheduler (``scored``, ``bound``, and a
+reservation) whose workload's pods are observed to use far more than it declares is
+estimated at what they use (``app.load.estimate_scheduled``; ``observed``, from
+``app.extender.workload_usage``). When that changes, ``reprice`` and a recompute of
+every ``tracked_nodes`` node redo every estimate resting on it.
+
 **What an estimate rests on** (issue 28, attack 1; ``app.load.estimate.Evidence``): a
 pod reserved here and then bound is ``scored``; one the watch saw pending and then
 bound is ``bound`` (a binder with ``pods/binding`` placed it); both are estimated from
@@ -88,6 +94,15 @@ class _Bound:
     limits: Resources
     bound_at_s: float
     evidence: Evidence
+    workload: str | None = None
+
+
+Observed = Callable[[str | None], Resources | None]
+"""A workload's observed per-pod usage (``app.extender.workload_usage``); None: none."""
+
+
+def _nothing_observed(_workload: str | None) -> Resources | None:
+    return None
 
 
 @dataclass(slots=True)  # not frozen: one is made per reservation, on the only thread
@@ -99,6 +114,7 @@ class Reservation:
     made_at_s: float
     usage: Resources  # the estimate, under the policy in force when it was made or repriced
     ended: bool = False  # confirmed, moved or dropped: no longer counts on its node
+    workload: str | None = None  # whose observed usage its estimate may take
 
 
 class _NodeReservations:
@@ -174,6 +190,11 @@ class Ledger:
         self._reserved: dict[str, _NodeReservations] = {}  # only nodes that hold some
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
         self._pricing = Pricing(policy)
+        self.observed: Observed = _nothing_observed
+
+    def tracked_nodes(self) -> list[str]:
+        """Every node with a pod bound within maxAge or a live reservation."""
+        return list(self._bound.keys() | self._reserved.keys())
 
     @property
     def reservations(self) -> int:
@@ -220,7 +241,9 @@ class Ledger:
                     evidence = Evidence.BOUND  # watched pending, then bound
                 else:
                     evidence = Evidence.PLACED  # first seen on its node
-                pod = _Bound(new.requests, new.limits, min(new.bound_at_s, now_s), evidence)
+                pod = _Bound(
+                    new.requests, new.limits, min(new.bound_at_s, now_s), evidence, new.workload
+                )
                 self._bound.setdefault(new_node, {})[key] = pod
                 affected.add(new_node)
         elif new is None and old is not None and old.node is None:
@@ -231,7 +254,13 @@ class Ledger:
         return affected
 
     def reserve(
-        self, uid: str, pod: str, node: str, demand: Demand, now_s: float
+        self,
+        uid: str,
+        pod: str,
+        node: str,
+        demand: Demand,
+        now_s: float,
+        workload: str | None = None,
     ) -> tuple[Fractions | None, tuple[str, ...]]:
         """Reserve a pod's estimate on ``node``.
 
@@ -241,8 +270,10 @@ class Ledger:
         previous = self._reservations.get(uid)
         if previous is not None and previous.node == node:
             return None, _NO_NODES
-        usage, fractions = self._pricing.reservation(demand, node)
-        reservation = self._reservations[uid] = Reservation(uid, pod, node, demand, now_s, usage)
+        usage, fractions = self._pricing.reservation(demand, node, self.observed(workload))
+        reservation = self._reservations[uid] = Reservation(
+            uid, pod, node, demand, now_s, usage, workload=workload
+        )
         on_node = self._reserved.get(node)
         if on_node is None:
             on_node = self._reserved[node] = _NodeReservations()
@@ -271,9 +302,10 @@ class Ledger:
             del self._reserved[node]  # its sums go with it: exactly zero, free of rounding
 
     def reprice(self) -> list[str]:
-        """Re-estimate every reservation under the current policy; return the nodes that
-        hold one. Call it after every policy change: the memo of estimates is cleared
-        here, not checked against the policy on every reservation."""
+        """Re-estimate every reservation under the current policy and workload usage;
+        return the nodes that hold one. Call it after every policy change and every
+        change of the workload usage: the memo of estimates is cleared here, not checked
+        on every reservation."""
         settings = self._policy().spec.estimation
         # Every estimate first, then the swap: a failure leaves the reservations as they were.
         estimates = {
@@ -290,7 +322,15 @@ class Ledger:
         """A node's live reservations, each with its estimate under ``settings`` and the
         node's allocatable; nothing is changed (``_rebuilt`` swaps them in)."""
         return [
-            (reservation, self._pricing.usage(reservation.demand, reservation.node, settings))
+            (
+                reservation,
+                self._pricing.usage(
+                    reservation.demand,
+                    reservation.node,
+                    settings,
+                    self.observed(reservation.workload),
+                ),
+            )
             for reservation in on_node
         ]
 
@@ -309,7 +349,7 @@ class Ledger:
         allocatable = self._pricing.allocatable_or_zero(node)
         for pod in self._bound.get(node, {}).values():
             if counts(pod.bound_at_s, sample_at_s, now_s, settings):
-                total = total + _bound_usage(pod, settings, allocatable)
+                total = total + _bound_usage(pod, settings, allocatable, self.observed)
                 changes_at_s = min(changes_at_s, pod.bound_at_s + settings.max_age_s)
         if not settings.enabled or total == ZERO:
             return Addition(sample_at_s, {}, changes_at_s)
@@ -343,7 +383,7 @@ class Ledger:
                 key,
                 pod.evidence.value,
                 pod.bound_at_s,
-                _bound_usage(pod, settings, allocatable),
+                _bound_usage(pod, settings, allocatable, self.observed),
                 node,
             )
             for key, pod in self._bound.get(node, {}).items()
@@ -370,5 +410,9 @@ class Ledger:
         return found
 
 
-def _bound_usage(pod: _Bound, settings: EstimationPolicy, allocatable: Resources) -> Resources:
-    return estimate_with_evidence(pod.requests, pod.limits, pod.evidence, settings, allocatable)
+def _bound_usage(
+    pod: _Bound, settings: EstimationPolicy, allocatable: Resources, observed: Observed
+) -> Resources:
+    return estimate_with_evidence(
+        pod.requests, pod.limits, pod.evidence, settings, allocatable, observed(pod.workload)
+    )

@@ -10,6 +10,7 @@ import logging
 import signal
 import socket
 import ssl
+import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, NoReturn
@@ -37,6 +38,13 @@ from app.extender.http import (
 )
 from app.extender.index import new_verdict_index
 from app.extender.ledger import DEFAULT_RESERVATION_TTL_S
+from app.extender.workload_usage import (
+    DEFAULT_MAX_AGE_S as DEFAULT_WORKLOAD_USAGE_MAX_AGE_S,
+)
+from app.extender.workload_usage import (
+    DEFAULT_REFRESH_S as DEFAULT_WORKLOAD_USAGE_REFRESH_S,
+)
+from app.extender.workload_usage import WorkloadUsageFollower
 from app.health import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HANDSHAKE_TIMEOUT_S,
@@ -49,9 +57,17 @@ from app.health import (
     guarded_protocol,
     listen,
 )
-from app.kube import KubeConfigError, NodeCache, PodCache, make_client, scheduled_pod
+from app.kube import (
+    WORKLOAD_USAGE_NAME,
+    KubeConfigError,
+    NodeCache,
+    PodCache,
+    WorkloadUsageStore,
+    make_client,
+    scheduled_pod,
+)
 from app.policy import PolicyError
-from app.runtime import starting_policy
+from app.runtime import default_lease_namespace, starting_policy
 
 log = logging.getLogger(__name__)
 
@@ -290,12 +306,26 @@ def run_extender(args: argparse.Namespace) -> int:
             "--pod-cache needs the node cache (for each node's allocatable): burst "
             "estimation is off with --no-node-cache"
         )
+    workload_usage = None
+    if client is not None and pod_cache is not None and args.workload_usage:
+        store = WorkloadUsageStore(
+            client,
+            args.workload_usage_namespace or default_lease_namespace(),
+            args.workload_usage_name,
+        )
+        workload_usage = WorkloadUsageFollower(
+            store,
+            clock=time.time,
+            max_age_s=float(args.workload_usage_max_age),
+            refresh_s=float(args.workload_usage_refresh),
+        )
     extender = Extender(
         policy,
         node_cache=node_cache,
         policy_watcher=watcher,
         pod_cache=pod_cache,
         reservation_ttl_s=float(args.reservation_ttl),
+        workload_usage=workload_usage,
     )
     extender.on_policy_reload("success")
 
@@ -438,6 +468,47 @@ def add_parser(components: Any) -> None:
         default=DEFAULT_RESERVATION_TTL_S,
         metavar="DURATION",
         help="how long a pod's reservation waits for its binding to show in the pod watch",
+    )
+    add_flag(
+        extender,
+        "--workload-usage",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="follow the annotator's ConfigMap of each workload's observed per-pod usage, "
+        "and estimate a pod placed through the scheduler at what its workload's pods use "
+        "where that is 3x or more its estimate from requests and limits (policy "
+        "spec.estimation.workloadUsage; needs the pod cache and RBAC get on that ConfigMap)",
+    )
+    add_flag(
+        extender,
+        "--workload-usage-namespace",
+        metavar="NAMESPACE",
+        help="namespace of that ConfigMap (the annotator's)",
+        default_text="the pod's namespace, else 'default'",
+    )
+    add_flag(
+        extender,
+        "--workload-usage-name",
+        metavar="NAME",
+        default=WORKLOAD_USAGE_NAME,
+        help="name of that ConfigMap",
+    )
+    add_flag(
+        extender,
+        "--workload-usage-max-age",
+        type=duration,
+        default=DEFAULT_WORKLOAD_USAGE_MAX_AGE_S,
+        metavar="DURATION",
+        help="a document published longer ago than this is ignored (estimates from "
+        "requests and limits alone): the annotator is down or has lost Prometheus",
+    )
+    add_flag(
+        extender,
+        "--workload-usage-refresh",
+        type=duration,
+        default=DEFAULT_WORKLOAD_USAGE_REFRESH_S,
+        metavar="DURATION",
+        help="how often that ConfigMap is read (one GET, off the scheduling path)",
     )
     add_flag(
         extender,

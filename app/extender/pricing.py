@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app.load import estimate_pod_usage, unsampled_fractions, within_node
+from app.load import estimate_scheduled, unsampled_fractions, within_node
 from app.objects import CPU, MEMORY, ZERO, Demand, Resources, requests_and_limits
 from app.policy import EstimationPolicy, Policy
 
@@ -26,9 +26,11 @@ class Pricing:
     def __init__(self, policy: Callable[[], Policy]) -> None:
         self._policy = policy
         self._allocatable: dict[str, Resources] = {}
-        # (demand, node) → the estimate and its (cpu, memory) fractions of the node's
-        # allocatable, under the policy and the allocatable known when it was made
-        self._priced: dict[tuple[Demand, str], tuple[Resources, Fractions]] = {}
+        # (demand, node, observed) → the estimate and its (cpu, memory) fractions of the
+        # node's allocatable, under the policy and the allocatable known when it was made
+        self._priced: dict[
+            tuple[Demand, str, Resources | None], tuple[Resources, Fractions]
+        ] = {}
 
     def allocatable(self, node: str) -> Resources | None:
         """The node's allocatable, if the node cache has shown it."""
@@ -48,26 +50,35 @@ class Pricing:
             self._priced.clear()
         return changed
 
-    def reservation(self, demand: Demand, node: str) -> tuple[Resources, Fractions]:
+    def reservation(
+        self, demand: Demand, node: str, observed: Resources | None = None
+    ) -> tuple[Resources, Fractions]:
         """A reservation's estimate on ``node`` and its (cpu, memory) fractions of the
-        node's allocatable, remembered per pod shape and node."""
-        key = (demand, node)
+        node's allocatable, remembered per pod shape, node and workload usage."""
+        key = (demand, node, observed)
         return self._priced.get(key) or self._price(key)
 
-    def _price(self, key: tuple[Demand, str]) -> tuple[Resources, Fractions]:
+    def _price(self, key: tuple[Demand, str, Resources | None]) -> tuple[Resources, Fractions]:
         if len(self._priced) >= _MEMO_SIZE:
             self._priced.clear()
-        demand, node = key
+        demand, node, observed = key
         allocatable = self._allocatable.get(node, ZERO)
-        usage = self.usage(demand, node, self._policy().spec.estimation)
+        usage = self.usage(demand, node, self._policy().spec.estimation, observed)
         fractions = unsampled_fractions((usage,), allocatable)
         priced = self._priced[key] = (usage, (fractions.get(CPU, 0.0), fractions.get(MEMORY, 0.0)))
         return priced
 
-    def usage(self, demand: Demand, node: str, settings: EstimationPolicy) -> Resources:
-        """The estimate of a pod of ``demand`` under ``settings``, at most the node's
-        allocatable; not remembered."""
-        estimate = estimate_pod_usage(*requests_and_limits(demand), settings)
+    def usage(
+        self,
+        demand: Demand,
+        node: str,
+        settings: EstimationPolicy,
+        observed: Resources | None = None,
+    ) -> Resources:
+        """The estimate of a pod of ``demand`` (and of a workload ``observed`` to use so
+        much a pod) under ``settings``, at most the node's allocatable; not remembered."""
+        requests, limits = requests_and_limits(demand)
+        estimate = estimate_scheduled(requests, limits, settings, observed)
         return within_node(estimate, self._allocatable.get(node, ZERO))
 
     def forget_prices(self) -> None:

@@ -12,7 +12,16 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from app.objects import CPU, MEMORY, NO_DEMAND, Demand, effective_demand, parse_quantity
+from app.objects import (
+    CPU,
+    MEMORY,
+    NO_DEMAND,
+    Demand,
+    OwnerRef,
+    effective_demand,
+    parse_quantity,
+    workload_key,
+)
 
 try:
     from app.extender._pod_demand import pod_demand as _native_pod_demand
@@ -104,3 +113,28 @@ request_pod_demand: Callable[[dict[str, Any]], Demand] = (
 )
 """demand_of_request_pod for a request's Pod (a dict), natively where it was built: a
 reservation reads its pod after every answer in a burst, on the extender's only thread."""
+
+
+def request_pod_workload(pod: Mapping[str, Any]) -> str | None:
+    """The workload of the Pod in a request (``app.objects.workload_key``, from its
+    controller ownerReference and labels), or None for a bare or unreadable pod. Its
+    namespace is the pod's own, so whatever the pod claims names a workload there."""
+    metadata = pod.get("metadata")
+    if not isinstance(metadata, dict):
+        return None
+    namespace = metadata.get("namespace") or "default"
+    owners = metadata.get("ownerReferences")
+    labels = metadata.get("labels")
+    if not isinstance(namespace, str) or not isinstance(owners, list):
+        return None
+    for owner in owners:
+        if isinstance(owner, dict) and owner.get("controller") is True:
+            kind, name = owner.get("kind"), owner.get("name")
+            if not (isinstance(kind, str) and isinstance(name, str) and kind and name):
+                return None
+            return workload_key(
+                namespace,
+                OwnerRef(kind, name, str(owner.get("uid", ""))),
+                labels if isinstance(labels, dict) else {},
+            )
+    return None

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.extender.ledger import Ledger
-from app.extender.request_pod import request_pod_demand
+from app.extender.request_pod import request_pod_demand, request_pod_workload
 from app.extender.table import NodeTable
 from app.extender.telemetry import ReservationCounts
 from app.extender.verbs import Outcome
@@ -71,11 +71,12 @@ class Reservations:
         if not isinstance(uid, str) or not uid:
             return
         pod_name = f"{metadata.get('namespace')}/{metadata.get('name')}"
-        demand = self._demand(uid, pod_name, pod)
-        if demand is None:
+        found = self._demand(uid, pod_name, pod)
+        if found is None:
             return
+        demand, workload = found
         now_s = self._clock()
-        added, affected = self._ledger.reserve(uid, pod_name, node, demand, now_s)
+        added, affected = self._ledger.reserve(uid, pod_name, node, demand, now_s, workload)
         if added is not None:
             # Only added usage: skip re-assessing the node while it cannot change an answer.
             self._table.add_reserved(node, *added, now_s + self._ledger.ttl_s)
@@ -96,14 +97,17 @@ class Reservations:
         names = outcome.names or []
         return next((n for n in names if (verdict := get(n)) is None or verdict[1] is None), None)
 
-    def _demand(self, uid: str, key: str, pod: dict[str, Any]) -> Demand | None:
-        """What to reserve for the pod ``key`` (namespace/name), or None to refuse."""
+    def _demand(
+        self, uid: str, key: str, pod: dict[str, Any]
+    ) -> tuple[Demand, str | None] | None:
+        """What to reserve for the pod ``key`` (namespace/name) and its workload, or None
+        to refuse."""
         known = self._pod_cache.objects.get(key)
         if known is not None:
             if known.uid != uid or known.node is not None or known.finished:
                 self._counts.refused["not-pending"] += 1
                 return None
-            return container_demand(known.requests, known.limits)
+            return container_demand(known.requests, known.limits), known.workload
         if uid not in self._unverified and len(self._unverified) >= MAX_UNVERIFIED:
             self._counts.refused["unverified-limit"] += 1
             return None
@@ -113,7 +117,7 @@ class Reservations:
             log.debug("not reserving for a pod with unreadable resources: %s", error)
             return None
         self._unverified[uid] = (key, self._clock() + UNVERIFIED_GRACE_S)
-        return demand
+        return demand, request_pod_workload(pod)
 
     def verify(self, now_s: float) -> None:
         """End the reservations of pods the watch has not shown within the grace."""

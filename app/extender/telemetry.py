@@ -6,7 +6,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, Gauge, disable_created_metrics
+from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -83,6 +83,19 @@ class ExtenderMetrics:
         self.pods_cached = Gauge(
             "loadaware_extender_pods_cached",
             "Pods in the extender's pod cache (-1 without one).",
+            registry=registry,
+        )
+        self.workload_usage_reads = Counter(
+            "loadaware_extender_workload_usage_reads",
+            "Reads of the annotator's workload-usage ConfigMap by result: ok, missing, "
+            "unreadable, stale (older than --workload-usage-max-age) or error; anything but "
+            "ok estimates every pod from its requests and limits alone.",
+            ["result"],
+            registry=registry,
+        )
+        self.workloads_observed = Gauge(
+            "loadaware_extender_workloads_observed",
+            "Workloads whose observed per-pod usage the estimate follows now (-1: off).",
             registry=registry,
         )
         self.policy = PolicyReloadMetrics(registry)

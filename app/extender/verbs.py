@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -22,9 +23,9 @@ import orjson
 from app.extender.request_pod import request_pod_demand
 from app.extender.table import NodeTable
 from app.extender.verdicts import NodeEntry
-from app.load import estimate_pod_usage, is_exempt_from_filter
-from app.objects import Demand, requests_and_limits
-from app.policy import Policy
+from app.load import estimate_scheduled, is_exempt_from_filter, may_rise
+from app.objects import Demand, Resources, requests_and_limits
+from app.policy import EstimationPolicy, Policy
 
 log = logging.getLogger(__name__)
 _MAX_POD_SHAPES = 1024  # distinct pod shapes whose estimates are kept
@@ -137,8 +138,15 @@ class Verbs:
         self._table = table
         self._clock = clock
         self._request_nodes = request_nodes
-        self._estimates: dict[Demand, tuple[float, float]] = {}  # by pod shape
+        # by pod shape, and (shape, workload) for a pod whose workload's usage is published
+        self._estimates: dict[Demand | tuple[Demand, str], tuple[float, float]] = {}
         self._estimates_policy: Policy | None = None
+        # What each workload's pods are observed to use (app.extender.workload_usage),
+        # and the workload of a pod the pod cache holds, by namespace/name.
+        self.workloads: Callable[[], Mapping[str, Resources]] = _no_workloads
+        self.workload_of_pod: Callable[[str], str | None] = _no_workload
+        self._estimates_workloads: Mapping[str, Resources] = _NO_WORKLOADS
+        self._rising: dict[Demand, bool] = {}  # whether the shape's estimate can be raised
 
     def _entries_from_request(
         self, nodes: list[dict[str, Any]]
@@ -257,12 +265,62 @@ class Verbs:
         if policy is not self._estimates_policy:
             self._estimates_policy = policy
             self._estimates.clear()
+            self._rising.clear()
         found = self._estimates.get(demand)
-        if found is not None:
+        if found is None:
+            found = self._estimate(demand, settings, None, demand)
+        workloads = self.workloads()
+        # Only a shape that can be raised (a resource without a limit, with the default
+        # factors) looks its workload up, and only while some usage is published.
+        if not workloads or not self._may_rise(demand, settings):
             return found
-        usage = estimate_pod_usage(*requests_and_limits(demand), settings)
+        if workloads is not self._estimates_workloads:  # a new document: estimate anew
+            self._estimates_workloads = workloads
+            self._estimates = {demand: found}
+        workload = self.workload_of_pod(_pod_key(pod))
+        observed = workloads.get(workload) if workload is not None else None
+        if observed is None or workload is None:
+            return found
+        key = (demand, workload)
+        raised = self._estimates.get(key)
+        return raised if raised is not None else self._estimate(demand, settings, observed, key)
+
+    def _may_rise(self, demand: Demand, settings: EstimationPolicy) -> bool:
+        rising = self._rising.get(demand)
+        if rising is None:
+            rising = self._rising[demand] = may_rise(*requests_and_limits(demand), settings)
+        return rising
+
+    def _estimate(
+        self,
+        demand: Demand,
+        settings: EstimationPolicy,
+        observed: Resources | None,
+        key: Demand | tuple[Demand, str],
+    ) -> tuple[float, float]:
+        usage = estimate_scheduled(*requests_and_limits(demand), settings, observed)
         estimate = (usage.cpu_cores, usage.memory_bytes)
         if len(self._estimates) >= _MAX_POD_SHAPES:
             self._estimates.clear()  # a flood of shapes costs a recompute, never memory
-        self._estimates[demand] = estimate
+            self._rising.clear()
+        self._estimates[key] = estimate
         return estimate
+
+
+def _no_workloads() -> Mapping[str, Resources]:
+    return _NO_WORKLOADS
+
+
+def _no_workload(_pod: str) -> str | None:
+    return None
+
+
+def _pod_key(pod: dict[str, Any]) -> str:
+    """namespace/name of a request's Pod ("" when unreadable: no workload)."""
+    metadata = pod.get("metadata")
+    if not isinstance(metadata, dict):
+        return ""
+    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+
+
+_NO_WORKLOADS: Mapping[str, Resources] = MappingProxyType({})

@@ -14,9 +14,18 @@ from app.kube.patching import AnnotationPatcher, PatchOutcome, PatchReport, Tain
 from app.kube.pdbs import BudgetCache, budget_view, label_selector
 from app.kube.pods import PodCache, pod_info, pod_key, pod_placement, scheduled_pod
 from app.kube.state import DEFAULT_NAME, Memory, StateStore, StateUnreadable
+from app.kube.workload_usage import DEFAULT_MAX_AGE_S as WORKLOAD_USAGE_MAX_AGE_S
+from app.kube.workload_usage import DEFAULT_NAME as WORKLOAD_USAGE_NAME
+from app.kube.workload_usage import (
+    PublishedUsage,
+    WorkloadUsageStore,
+    WorkloadUsageUnreadable,
+)
 
 __all__ = [
     "DEFAULT_NAME",
+    "WORKLOAD_USAGE_MAX_AGE_S",
+    "WORKLOAD_USAGE_NAME",
     "AnnotationPatcher",
     "BudgetCache",
     "EvictionNotice",
@@ -28,10 +37,13 @@ __all__ = [
     "PatchOutcome",
     "PatchReport",
     "PodCache",
+    "PublishedUsage",
     "StateStore",
     "StateUnreadable",
     "TaintWriter",
     "WatchCache",
+    "WorkloadUsageStore",
+    "WorkloadUsageUnreadable",
     "budget_view",
     "evict_pod",
     "label_selector",

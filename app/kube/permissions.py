@@ -89,12 +89,22 @@ _NODE_CACHE = _permission(
 ANNOTATOR_LEASE = "loadaware-annotator"
 DESCHEDULER_LEASE = "loadaware-descheduler"
 DESCHEDULER_STATE = "loadaware-descheduler-state"
+WORKLOAD_USAGE = "loadaware-workload-usage"
 
 PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     "extender": (
         _NODE_CACHE,
         _permission(
             "", "pods", "list watch", "the pod cache for burst-aware estimation (--pod-cache)"
+        ),
+        _permission(
+            "",
+            "configmaps",
+            "get",
+            f"the annotator's {WORKLOAD_USAGE} (--workload-usage-name): what each "
+            "workload's pods use, for the estimate of a pod just bound",
+            Scope.OWN_NAMESPACE,
+            (WORKLOAD_USAGE,),
         ),
     ),
     "annotator": (
@@ -110,6 +120,23 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
             "resourceVersion the write is conditional on (app/kube/patching.py)",
         ),
         _permission("", "pods", "list watch", "bindings are seen on a pod watch (the hot value)"),
+        _permission(
+            "",
+            "configmaps",
+            "update",
+            "each workload's observed per-pod usage, in one ConfigMap "
+            f"{WORKLOAD_USAGE} (--workload-usage-name) that only it may write "
+            "(app/kube/workload_usage.py)",
+            Scope.OWN_NAMESPACE,
+            (WORKLOAD_USAGE,),
+        ),
+        _permission(
+            "",
+            "configmaps",
+            "create",
+            "its workload-usage ConfigMap on first start (create cannot be limited by name)",
+            Scope.OWN_NAMESPACE,
+        ),
         *_leader_lease(ANNOTATOR_LEASE),
     ),
     "descheduler": (
@@ -184,7 +211,8 @@ EXPLAIN: tuple[Permission, ...] = (
         "",
         "configmaps",
         "get",
-        "the policy, the descheduler's configuration and its memory, by name",
+        "the policy, the descheduler's configuration and its memory, and the workload "
+        "usage the extender's estimate follows, by name",
         Scope.OWN_NAMESPACE,
     ),
 )
@@ -196,5 +224,6 @@ EXPLAIN_CONFIGMAPS = (
     "loadaware-policy",
     "loadaware-descheduler-config",
     "loadaware-descheduler-state",
+    WORKLOAD_USAGE,
 )
 """The only ConfigMaps explain reads (its Role names them: ``resourceNames``)."""

@@ -43,6 +43,7 @@ from app.objects import (
     container_demand,
     effective_demand,
     requests_and_limits,
+    workload_key,
 )
 
 T = TypeVar("T")
@@ -292,12 +293,25 @@ def pod_placement(pod: Any) -> PodPlacement:
         if spec
         else (ZERO, ZERO)
     )
+    namespace = metadata.namespace or "default"
+    status = pod.status
     return PodPlacement(
-        uid=metadata.uid or f"{metadata.namespace}/{metadata.name}",
+        uid=metadata.uid or f"{namespace}/{metadata.name}",
         node_name=(spec.nodeName if spec else None) or None,
         requests=requests,
         limits=limits,
+        pod=f"{namespace}/{metadata.name}",
+        workload=_workload(namespace, metadata),
+        running=bool(status and status.phase == "Running") and metadata.deletionTimestamp is None,
     )
+
+
+def _workload(namespace: str, metadata: Any) -> str | None:
+    """The pod's ``workload_key``, interned: a workload's pods share one string."""
+    key = workload_key(
+        namespace, _controller_of(metadata.ownerReferences or []), metadata.labels or {}
+    )
+    return sys.intern(key) if key is not None else None
 
 
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
@@ -320,4 +334,5 @@ def scheduled_pod(pod: Any) -> ScheduledPod:
         limits=limits,
         bound_at_s=bound_at_s if bound_at_s is not None else 0.0,
         finished=bool(status and status.phase in _FINISHED_PHASES),
+        workload=_workload(metadata.namespace or "default", metadata),
     )

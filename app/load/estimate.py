@@ -29,6 +29,27 @@ The API, all pure (the extender keeps per-node ledgers, the simulator calls thes
   beyond the node's allocatable (the API server defaults a missing request to the
   limit: a 1 PiB memory limit is a 1 PiB request) count nothing: the kubelet refuses
   such a pod, and it never runs there.
+* ``workload_per_pod_usage(pods) -> Resources | None``, ``with_workload_usage`` and
+  ``estimate_scheduled`` (the estimate of a pod placed through the scheduler):
+  what one pod of a workload is *observed* to use, and the estimate raised to it.
+  ``max(request, limit) x factor`` is a guess from what the tenant declares; a
+  workload that requests 100m and uses 0.7 core is estimated at 85m, and a wave of
+  its pods piles onto the coolest node (issue 27). So a pod bound through the
+  scheduler (``SCORED``, ``BOUND``) whose workload has running pods is estimated per
+  resource at ``max(estimate, observed)``: the observed value is the 90th percentile
+  (nearest rank) of the workload's running pods' usage, at most the pod's limit where
+  it declares one, and counts only where it is at least ``UNDER_REQUESTED_FACTOR``
+  (3) times the estimate. A smaller gap is within the factors' guess and misplaces
+  nothing: on ``mixed-waves`` (memsvc's CPU 2x its estimate, cpusvc's memory 2.3x),
+  raising it there traded memory node-minutes above the limit for CPU ones, seeds 1-5
+  over 8 tie-break draws each (docs/simulate-results.md). With the default factors a
+  limit caps the observed value below 3 times its estimate, so in effect only a
+  resource the pod declares no limit for is raised. It only ever raises a pod's own
+  estimate, and only by what its own workload's pods (in its own namespace) use, so a
+  tenant can make only its own pods look heavier, never another tenant's lighter
+  (docs/security.md); the result is at most the node's allocatable as every
+  estimate. A pod ``PLACED`` around the scheduler keeps its requests-only estimate.
+  Missing, non-finite or negative values observe nothing.
 * ``counts(bound_at_s, sample_at_s, now_s, settings) -> bool``: whether a pod bound
   at ``bound_at_s`` is missing from a sample taken at ``sample_at_s``. A sample
   *covers* a pod only when it was taken at least ``coveredAfter`` (5 minutes) after
@@ -56,6 +77,7 @@ node is estimated at 3 x 0.85 = 2.55 cores, 2.55 / 8 = 0.32 of the node.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -82,6 +104,19 @@ class PlacedPod:
     limits: Resources
     bound_at_s: float
     evidence: Evidence = Evidence.BOUND
+    # What one running pod of its workload is observed to use (``workload_per_pod_usage``);
+    # None: nothing observed (or ``estimation.workloadUsage`` off).
+    observed: Resources | None = None
+
+
+# The percentage of a workload's running pods whose usage is at or below what one of its
+# pods is taken to use (nearest rank): conservative without following a single outlier.
+WORKLOAD_USAGE_PERCENTILE = 90
+# Observed usage counts for a resource only when at least this many times the estimate:
+# a workload under-requested by a wide margin piles a wave onto one node; a smaller gap
+# is within what the estimate's factors guess, and raising it there only trades one
+# resource's node-minutes above its limit for the other's (module doc).
+UNDER_REQUESTED_FACTOR = 3.0
 
 
 def estimate_pod_usage(
@@ -95,6 +130,86 @@ def estimate_pod_usage(
         cpu * settings.factors.cpu if cpu > 0 else default.cpu_cores,
         memory * settings.factors.memory if memory > 0 else default.memory_bytes,
     )
+
+
+def workload_per_pod_usage(pods: Iterable[Resources]) -> Resources | None:
+    """What one pod of a workload uses, from its running pods' usage (module doc): per
+    resource the ``WORKLOAD_USAGE_PERCENTILE`` by nearest rank, over the finite,
+    non-negative values; None when no pod has any."""
+    cpu: list[float] = []
+    memory: list[float] = []
+    for pod in pods:
+        if math.isfinite(pod.cpu_cores) and pod.cpu_cores >= 0:
+            cpu.append(pod.cpu_cores)
+        if math.isfinite(pod.memory_bytes) and pod.memory_bytes >= 0:
+            memory.append(pod.memory_bytes)
+    if not cpu and not memory:
+        return None
+    return Resources(_nearest_rank(cpu), _nearest_rank(memory))
+
+
+def _nearest_rank(values: list[float]) -> float:
+    if not values:
+        return 0.0
+    values.sort()
+    return values[nearest_rank_index(len(values))]
+
+
+def nearest_rank_index(count: int) -> int:
+    """The index, in ``count`` values sorted ascending, of their
+    ``WORKLOAD_USAGE_PERCENTILE`` by nearest rank (in integers: no rounding)."""
+    return max(0, -(-WORKLOAD_USAGE_PERCENTILE * count // 100) - 1)
+
+
+def with_workload_usage(
+    estimate: Resources, observed: Resources | None, limits: Resources
+) -> Resources:
+    """The estimate raised per resource to the workload's observed per-pod usage where
+    that is at least ``UNDER_REQUESTED_FACTOR`` times it, at most the pod's limit where
+    it declares one (module doc); never lowered."""
+    if observed is None:
+        return estimate
+    cpu = _raised(estimate.cpu_cores, observed.cpu_cores, limits.cpu_cores)
+    memory = _raised(estimate.memory_bytes, observed.memory_bytes, limits.memory_bytes)
+    if cpu == estimate.cpu_cores and memory == estimate.memory_bytes:
+        return estimate
+    return Resources(cpu, memory)
+
+
+def _raised(estimate: float, observed: float, limit: float) -> float:
+    if not math.isfinite(observed) or observed <= 0:
+        return estimate
+    if limit > 0:
+        observed = min(observed, limit)
+    return observed if observed >= UNDER_REQUESTED_FACTOR * estimate else estimate
+
+
+def may_rise(requests: Resources, limits: Resources, settings: EstimationPolicy) -> bool:
+    """Whether any observed usage could raise this pod's estimate (``with_workload_usage``):
+    a resource without a limit, or factors so low that 3 times the estimate stays below
+    the limit. With the defaults, a pod that declares both limits never rises, and its
+    workload need not be looked up."""
+    if not settings.workload_usage:
+        return False
+    for request, limit, factor in (
+        (requests.cpu_cores, limits.cpu_cores, settings.factors.cpu),
+        (requests.memory_bytes, limits.memory_bytes, settings.factors.memory),
+    ):
+        if limit <= 0 or UNDER_REQUESTED_FACTOR * max(request, limit) * factor <= limit:
+            return True
+    return False
+
+
+def estimate_scheduled(
+    requests: Resources,
+    limits: Resources,
+    settings: EstimationPolicy,
+    observed: Resources | None = None,
+) -> Resources:
+    """The estimate of a pod placed through the scheduler: ``estimate_pod_usage``, raised
+    to its workload's ``observed`` per-pod usage when ``workloadUsage`` is on."""
+    estimate = estimate_pod_usage(requests, limits, settings)
+    return with_workload_usage(estimate, observed, limits) if settings.workload_usage else estimate
 
 
 def within_node(usage: Resources, allocatable: Resources) -> Resources:
@@ -111,12 +226,15 @@ def estimate_with_evidence(
     evidence: Evidence,
     settings: EstimationPolicy,
     allocatable: Resources,
+    observed: Resources | None = None,
 ) -> Resources:
     """``estimate_pod_usage`` on what the evidence allows, within the node (module doc):
-    a pod placed around the scheduler is estimated from its requests alone, and not at
-    all when they exceed the node (the kubelet will refuse it: it never runs there)."""
+    a pod placed through the scheduler at least at its workload's ``observed`` per-pod
+    usage (with ``workloadUsage`` on); a pod placed around the scheduler from its
+    requests alone, and not at all when they exceed the node (the kubelet will refuse
+    it: it never runs there)."""
     if evidence is not Evidence.PLACED:
-        return within_node(estimate_pod_usage(requests, limits, settings), allocatable)
+        return within_node(estimate_scheduled(requests, limits, settings, observed), allocatable)
     if not _fits(requests, allocatable):
         return ZERO
     return within_node(estimate_pod_usage(requests, ZERO, settings), allocatable)
@@ -170,7 +288,9 @@ def node_unsampled(
         return {}
     sample_at_s = freshest_sample_s(annotations, policy, now_s)
     usages = (
-        estimate_with_evidence(pod.requests, pod.limits, pod.evidence, settings, allocatable)
+        estimate_with_evidence(
+            pod.requests, pod.limits, pod.evidence, settings, allocatable, pod.observed
+        )
         for pod in pods
         if counts(pod.bound_at_s, sample_at_s, now_s, settings)
     )

@@ -27,6 +27,7 @@ from app.objects.pods import (
     ScheduledPod,
     SpreadConstraint,
     Toleration,
+    workload_key,
     workload_of,
 )
 from app.objects.resources import CPU, MEMORY, RESOURCES, ZERO, Resources, parse_quantity
@@ -61,5 +62,6 @@ __all__ = [
     "parse_duration_s",
     "parse_quantity",
     "requests_and_limits",
+    "workload_key",
     "workload_of",
 ]

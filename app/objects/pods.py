@@ -115,6 +115,7 @@ class ScheduledPod:
     limits: Resources
     bound_at_s: float  # PodScheduled's transition time, else creation time
     finished: bool  # Succeeded or Failed: no longer uses anything
+    workload: str | None = None  # workload_key: whose observed usage its estimate may take
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,18 +128,29 @@ class PodPlacement:
     node_name: str | None
     requests: Resources = field(default_factory=Resources)
     limits: Resources = field(default_factory=Resources)
+    # For the workload usage the annotator publishes (app/kube/workload_usage.py):
+    pod: str = ""  # namespace/name
+    workload: str | None = None  # workload_key
+    running: bool = False  # phase Running and not terminating
 
 
 def workload_of(pod: PodInfo) -> str | None:
-    """The workload a pod belongs to, for cooldowns: ``namespace/Kind/name``.
+    """The workload a pod belongs to, for cooldowns: ``workload_key``."""
+    return workload_key(pod.namespace, pod.owner, pod.labels)
+
+
+def workload_key(namespace: str, owner: OwnerRef | None, labels: Mapping[str, str]) -> str | None:
+    """The workload of a pod in ``namespace`` with this controller: ``namespace/Kind/name``
+    (None: a bare pod).
 
     A ReplicaSet named ``<deployment>-<pod-template-hash>`` stands for its Deployment,
-    so that a rollout (a new ReplicaSet) does not reset the Deployment's cooldown.
+    so that a rollout (a new ReplicaSet) does not reset the Deployment's cooldown, nor
+    start its observed usage afresh. The namespace is the pod's own: whatever a tenant
+    writes in its ownerReferences or labels names a workload of its own namespace.
     """
-    owner = pod.owner
     if owner is None:
         return None
-    template_hash = pod.labels.get("pod-template-hash")
+    template_hash = labels.get("pod-template-hash")
     if owner.kind == "ReplicaSet" and template_hash and owner.name.endswith(f"-{template_hash}"):
-        return f"{pod.namespace}/Deployment/{owner.name.removesuffix(f'-{template_hash}')}"
-    return f"{pod.namespace}/{owner.kind}/{owner.name}"
+        return f"{namespace}/Deployment/{owner.name.removesuffix(f'-{template_hash}')}"
+    return f"{namespace}/{owner.kind}/{owner.name}"

@@ -181,6 +181,11 @@ class EstimationPolicy(_Strict):
         validation_alias=AliasChoices("coveredAfter", "covered_after_s"),
         ge=1.0,
     )
+    # A pod bound through the scheduler is estimated at least at what its workload's
+    # running pods are observed to use, one pod (app/load/estimate.py, README).
+    workload_usage: bool = Field(
+        default=True, validation_alias=AliasChoices("workloadUsage", "workload_usage")
+    )
 
 
 class PolicySpec(_Strict):

@@ -68,7 +68,13 @@ def describe_estimation(policy: Policy) -> str:
         f"{default.cpu_cores * 1000:g}m CPU and {default.memory_bytes / 2**20:g}Mi for pods "
         f"that declare neither; each counts until a sample taken "
         f"{format_duration(settings.covered_after_s)} after its binding, or for at most "
-        f"{format_duration(settings.max_age_s)}"
+        f"{format_duration(settings.max_age_s)}; "
+        + (
+            "a pod placed through the scheduler counts at least what its workload's pods "
+            "are seen to use, where that is 3x or more its estimate (workloadUsage)"
+            if settings.workload_usage
+            else "workloadUsage off: from requests and limits alone"
+        )
     )
 
 

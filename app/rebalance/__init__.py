@@ -24,6 +24,8 @@ in the order a plan is made:
 from app.rebalance.agreement import threshold_conflicts
 from app.rebalance.beside import ASSUMES
 from app.rebalance.config import (
+    DEFAULT_CPU_QUERY,
+    DEFAULT_MEMORY_QUERY,
     ConfigError,
     DeschedulerConfig,
     SchedulerBeside,
@@ -47,6 +49,8 @@ from app.rebalance.view import ClusterView
 
 __all__ = [
     "ASSUMES",
+    "DEFAULT_CPU_QUERY",
+    "DEFAULT_MEMORY_QUERY",
     "ClusterView",
     "ConfigError",
     "DeschedulerConfig",

@@ -25,7 +25,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from app.load import estimate_pod_usage
+from app.load import estimate_scheduled
 from app.objects import Resources
 from app.policy import Policy
 from app.rebalance import SchedulerBeside
@@ -34,6 +34,7 @@ from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scenario import Scenario
 from app.simulate.scheduling import LoadFilter, NodeRequests, PodShape, Scheduler, UnsampledUsage
 from app.simulate.soft_taints import SimulatedSoftTaints
+from app.simulate.workload_usage import SimulatedWorkloadUsage
 
 # 2024-01-01T00:00:00Z: the wall clock at the start of every simulation.
 EPOCH_S = 1_704_067_200.0
@@ -89,6 +90,9 @@ class PolicyPlan:
     # The annotator keeps soft taints, which kube-scheduler's TaintToleration scores.
     soft_taints: bool = False
     make_estimate: Callable[[SimulatedCluster], UnsampledUsage] | None = None
+    # The annotator publishes each workload's observed per-pod usage, which the
+    # extender's estimate of a pod placed through it is raised to (loadaware).
+    workload_usage: bool = False
     make_rebalancer: Callable[[SimulatedCluster], Rebalancer] | None = None
 
     @property
@@ -153,6 +157,18 @@ class SimulatedCluster:
             _pod_shape(requests, limits, policy if plan.make_estimate else None)
             for requests, limits in (w.pod_requests_and_limits for w in scenario.workloads)
         ]
+        estimation = policy.spec.estimation
+        self.workload_usage = (
+            SimulatedWorkloadUsage(
+                self.usage.workload_of,
+                len(scenario.workloads),
+                scrape_interval_s=scenario.metrics.scrape_interval_s,
+                publish_period_s=min(e.period_s for e in policy.spec.sync_policy),
+            )
+            if plan.workload_usage and estimation.enabled and estimation.workload_usage
+            else None
+        )
+        self._shapes_version = 0
         self.pipeline = SimulatedMonitoring(
             self.policy,
             nodes,
@@ -226,6 +242,9 @@ class SimulatedCluster:
     def step(self, step: int) -> None:
         t_s = step * self.scenario.step_s
         self.pipeline.advance(t_s)
+        if self.workload_usage is not None:
+            self.workload_usage.advance(t_s, self.node_of >= 0)
+            self._follow_workload_usage()
         if self.soft_taints is not None:
             self.soft_taints.advance(t_s)
         self.follow_replica_counts(t_s)
@@ -237,6 +256,18 @@ class SimulatedCluster:
         waiting = (self.node_of < 0) & (self.created_at_s <= t_s) & self.wanted
         self.run.pending.append(int(np.count_nonzero(waiting)))
         self.run_workloads(step, t_s)
+
+    def _follow_workload_usage(self) -> None:
+        """A new publication changes the estimate of each workload's next pod."""
+        published = self.workload_usage
+        if published is None or published.version == self._shapes_version:
+            return
+        self._shapes_version = published.version
+        for index, workload in enumerate(self.scenario.workloads):
+            requests, limits = workload.pod_requests_and_limits
+            self.shapes[index] = _pod_shape(
+                requests, limits, self.policy, published.observed(index)
+            )
 
     def follow_replica_counts(self, t_s: float) -> None:
         """Delete the pods of slots no longer wanted; a slot wanted again gets a new pod."""
@@ -334,13 +365,25 @@ class SimulatedCluster:
             np.sum(np.maximum(cpu_demand - self.allocatable_cpu, 0.0)) * step_s
         )
         self.run.oom_events += int(np.sum(mem_demand > self.allocatable_memory))
+        if self.workload_usage is not None:
+            # What each pod got: on a node asked for more than it has, all are cut alike.
+            share = np.minimum(1.0, self.allocatable_cpu / np.maximum(cpu_demand, 1e-12))
+            got = np.zeros_like(cpu)
+            got[bound] = cpu[bound] * share[where]
+            self.workload_usage.account(got, memory, bound, step_s)
         self.pipeline.account(np.minimum(cpu_fraction, 1.0), np.minimum(mem_fraction, 1.0), step_s)
 
 
-def _pod_shape(requests: Resources, limits: Resources, policy: Policy | None) -> PodShape:
+def _pod_shape(
+    requests: Resources,
+    limits: Resources,
+    policy: Policy | None,
+    observed: Resources | None = None,
+) -> PodShape:
     """A workload's pod as placement sees it; with ``policy``, with the extender's
-    estimate of its usage (a policy without estimation estimates nothing)."""
+    estimate of its usage (a policy without estimation estimates nothing), raised to
+    its workload's ``observed`` per-pod usage where one is published."""
     if policy is None or not policy.spec.estimation.enabled:
         return PodShape(requests.cpu_cores, requests.memory_bytes)
-    usage = estimate_pod_usage(requests, limits, policy.spec.estimation)
+    usage = estimate_scheduled(requests, limits, policy.spec.estimation, observed)
     return PodShape(requests.cpu_cores, requests.memory_bytes, usage.cpu_cores, usage.memory_bytes)

@@ -4,7 +4,10 @@ For each node, the pods bound to it less than the policy's ``estimation.maxAge``
 are handed to the production ``node_unsampled``, which keeps those bound after the
 node's freshest sample, estimates them and returns the ``unsampled`` fractions that
 ``evaluate_node`` adds to the node's readings - the same pure functions the
-extender's ledger calls.
+extender's ledger calls. Where the annotator publishes each workload's observed
+per-pod usage (``cluster.workload_usage``, loadaware), a pod's estimate is raised to
+its workload's, as the extender raises it; a new publication re-evaluates every node
+with recent pods.
 
 One difference from the extender, on purpose: the extender also *reserves* a pod's
 estimate on the node it scored best, because kube-scheduler binds a pod before the
@@ -37,17 +40,22 @@ class BurstEstimate:
         self._expiries: list[tuple[float, int]] = []  # (bound at + maxAge, node), a heap
         self._placements_seen = 0
         self._evictions_seen = 0
+        self._usage_version = 0  # of the workload usage published (cluster.workload_usage)
 
     def unsampled(self, node: int, t_s: float) -> dict[str, float] | None:
         cluster = self._cluster
+        published = cluster.workload_usage
+        workload_of = cluster.usage.workload_of
         pods = [
             PlacedPod(
-                self._requests[int(cluster.usage.workload_of[slot])],
-                self._limits[int(cluster.usage.workload_of[slot])],
+                self._requests[workload],
+                self._limits[workload],
                 cluster.pipeline.epoch_s + bound_at_s,
+                observed=published.observed(workload) if published is not None else None,
             )
             for slot, bound_at_s in self._recent.get(node, ())
             if cluster.node_of[slot] == node and cluster.bound_at_s[slot] == bound_at_s
+            for workload in (int(workload_of[slot]),)
         ]
         if not pods:
             return None
@@ -74,6 +82,10 @@ class BurstEstimate:
         for eviction in cluster.run.evictions[self._evictions_seen :]:
             changed.add(eviction.node)
         self._evictions_seen = len(cluster.run.evictions)
+        published = cluster.workload_usage
+        if published is not None and published.version != self._usage_version:
+            self._usage_version = published.version
+            changed.update(self._recent)  # their pods' estimates may have changed
         while self._expiries and self._expiries[0][0] <= t_s:
             _, node = heapq.heappop(self._expiries)
             kept = [(s, at) for s, at in self._recent.get(node, ()) if t_s < at + self._max_age_s]

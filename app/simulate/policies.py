@@ -56,6 +56,8 @@ def plan_for(name: str) -> PolicyPlan:
         soft_taints="taints" in extras,
         # the extender's estimate, or the annotator's when it keeps soft taints
         make_estimate=BurstEstimate if base == "loadaware" or "taints" in extras else None,
+        # the extender's estimate follows each workload's observed per-pod usage
+        workload_usage=base == "loadaware",
         make_rebalancer=PlannerRebalancer if "desched" in extras else None,
     )
 

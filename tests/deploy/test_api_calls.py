@@ -93,10 +93,16 @@ def run_extender(fake_kube: FakeKube, tmp_path: Path) -> None:
     port = free_port()
     kubeconfig = kubeconfig_file(fake_kube, tmp_path)
     with loadaware(
-        "extender", "--kubeconfig", str(kubeconfig), "--host", "127.0.0.1", "--port", str(port)
-    ) as process:
+        "extender", "--kubeconfig", str(kubeconfig), "--host", "127.0.0.1", "--port", str(port),
+        "--workload-usage-namespace", NAMESPACE,
+    ) as process:  # fmt: skip
         until(lambda: ready(f"http://127.0.0.1:{port}/readyz"), process, 20)
         until(lambda: any(r.is_watch for r in fake_kube.requests()), process, 10)
+        until(
+            lambda: ("configmaps", "get") in {(a.resource, a.verb) for a in seen(fake_kube)},
+            process,
+            10,
+        )
 
 
 def run_annotator(fake_kube: FakeKube, tmp_path: Path) -> None:
@@ -115,6 +121,7 @@ def run_annotator(fake_kube: FakeKube, tmp_path: Path) -> None:
             "--kubeconfig", str(kubeconfig),
             "--prometheus-url", prometheus.url,
             "--lease-namespace", NAMESPACE,
+            "--workload-usage-namespace", NAMESPACE,
             "--leader-elect-retry-period", "0.2",
             "--health-host", "127.0.0.1",
             "--health-port", str(port),
@@ -128,6 +135,9 @@ def run_annotator(fake_kube: FakeKube, tmp_path: Path) -> None:
                     ("nodes", "get"),
                     ("leases", "update"),
                     ("pods", "watch"),
+                    # the workload-usage ConfigMap: a replace, then its create (a 404 first)
+                    ("configmaps", "update"),
+                    ("configmaps", "create"),
                 }
                 return wanted <= verbs
 

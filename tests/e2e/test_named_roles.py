@@ -10,19 +10,28 @@ and cannot overwrite an object that exists (docs/security.md).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from lightkube import Client, KubeConfig
+from lightkube import AsyncClient, Client, KubeConfig
 from lightkube.core.exceptions import ApiError
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap
 
-from app.kube.permissions import ANNOTATOR_LEASE, DESCHEDULER_LEASE, DESCHEDULER_STATE
+from app.kube import WorkloadUsageStore
+from app.kube.permissions import (
+    ANNOTATOR_LEASE,
+    DESCHEDULER_LEASE,
+    DESCHEDULER_STATE,
+    WORKLOAD_USAGE,
+)
+from app.objects import Resources
 from tests.e2e.harness import REPO, ControlPlane
 
 NAMESPACE = "loadaware"
@@ -107,3 +116,46 @@ def test_the_annotator_may_touch_only_its_own_lease(
     own.spec.holderIdentity = "annotator-1"
     assert status_of(lambda: client.replace(own)) == 200
     assert status_of(lambda: client.create(lease(ANNOTATOR_LEASE, "again"))) == 409
+
+
+def test_the_annotator_writes_the_workload_usage_and_the_extender_only_reads_it(
+    cluster: ControlPlane, shared_objects: None
+) -> None:
+    """The shipped Roles on a real API server, through the code's own store: the
+    annotator creates, then replaces, loadaware-workload-usage (and may touch no other
+    ConfigMap); the extender reads it by name and may neither write it nor read another."""
+    annotator = as_component(cluster, "annotator")
+    extender = as_component(cluster, "extender")
+    users = {"annotator": "loadaware-annotator", "extender": "loadaware-extender"}
+
+    async def publish_and_read() -> tuple[float, float]:
+        now_s = time.time()
+        async with AsyncClient(
+            config=KubeConfig.from_file(str(cluster.kubeconfig_for(users["annotator"])))
+        ) as client:
+            store = WorkloadUsageStore(client, NAMESPACE)
+            await store.publish([("shop/Deployment/web", Resources(0.7, 3e8))], now_s)
+            await store.publish([("shop/Deployment/web", Resources(0.8, 3e8))], now_s + 1)
+        async with AsyncClient(
+            config=KubeConfig.from_file(str(cluster.kubeconfig_for(users["extender"])))
+        ) as client:
+            read = await WorkloadUsageStore(client, NAMESPACE).read(now_s + 2)
+        assert read is not None
+        usage, skipped = read
+        observed = usage.observed("shop/Deployment/web")
+        assert observed is not None
+        return observed.cpu_cores, float(skipped)
+
+    try:
+        assert asyncio.run(publish_and_read()) == (0.8, 0.0)
+        for name in ("loadaware-policy", DESCHEDULER_STATE):
+            rewrite = config_map(name, {"x": "1"})
+            assert status_of(lambda r=rewrite: annotator.replace(r)) == 403
+            assert status_of(lambda n=name: annotator.get(ConfigMap, n, namespace=NAMESPACE)) == 403
+            assert status_of(lambda n=name: extender.get(ConfigMap, n, namespace=NAMESPACE)) == 403
+        forged = config_map(WORKLOAD_USAGE, {"usage.json": "{}"})
+        assert status_of(lambda: extender.replace(forged)) == 403
+        assert status_of(lambda: extender.create(config_map("anything"))) == 403
+    finally:
+        with contextlib.suppress(ApiError):
+            cluster.client().delete(ConfigMap, WORKLOAD_USAGE, namespace=NAMESPACE)

@@ -290,3 +290,22 @@ def test_a_forged_event_message_cannot_drive_the_terminal() -> None:
     assert "fake line" in line  # the line break did not start a line of its own
     assert line.endswith(" [...]")
     assert len(line) < 2100
+
+
+def test_the_room_check_follows_the_workloads_published_usage_as_the_extenders_does() -> None:
+    """A pod that requests 100m and sets no limit is estimated at 85m: every node at 0.6
+    has room. Its workload is published to use 1 core a pod: 1/8 more takes a node at 0.6
+    over the 0.65 limit, and none has room (the extender's room check, the same rule)."""
+    light = PodInfo(
+        "shop", "asks", "uid-asks", None, "Pending", False, False, NOW_S,
+        requests=Resources(0.1, 64 * 2**20),
+    )  # fmt: skip
+    nodes = {n.name: n for n in (node("a", 0.6), node("b", 0.6))}
+
+    def rooms(observed: Resources | None) -> set[bool]:
+        answer = explain_pod(light, {}, nodes, (), POLICY, NOW_S, None, observed)
+        return {v.has_room for v in answer.verdicts}
+
+    assert rooms(None) == {True}
+    assert rooms(Resources(1.0, 0.0)) == {False}
+    assert rooms(Resources(0.2, 0.0)) == {True}  # 2.4x its estimate: kept

@@ -202,7 +202,7 @@ def test_extender_without_a_kubeconfig_exits_with_one_clear_line(tmp_path: Path)
     assert "--no-node-cache" in line
 
 
-@pytest.mark.parametrize(("component", "flags"), [("extender", 22), ("demo", 7)])
+@pytest.mark.parametrize(("component", "flags"), [("extender", 27), ("demo", 7)])
 def test_help_shows_every_flags_default_and_variable(
     component: str, flags: int, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -177,28 +177,21 @@ def test_beside_loadaware_or_soft_taints_it_adds_no_harm_on_mixed_waves(
     assert with_harm <= without + 1e-9, seed
 
 
-def test_beside_loadaware_it_takes_away_more_harm_than_it_adds_on_spiky_waves() -> None:
-    """crane-style-waves, seeds 1-10: its CPU service requests 100m, uses ~0.7 core
-    and spikes by a core. Before the per-set gain rule and `other_resource`, the
-    descheduler moved pods that are mostly memory off CPU-hot nodes and added
-    throttling on seeds 6 and 8; it no longer does. What is left is judged over the
-    seeds, not seed by seed, and is known (issue 27 stays open on it): on seed 9 one
-    eviction that cools its source (72 % to 65 %) changes which node is coolest when a
-    later wave of under-requested pods lands, and a spike there throttles one node for
-    one more 30-second step (0.63 to 0.79 CPU-minutes); the same kind of eviction takes
-    harm away on seeds 4, 6, 7 and 10. On the seeds of 1-20 where it adds harm (9, 17,
-    19), no node a replacement landed on throttled after it: the waves pile up because
-    the extender estimates a pod just placed from its 100m request, and which node
-    they pile on is a draw (with the demand held and only kube-scheduler's tie-breaks
-    drawn anew, loadaware alone throttles 0.5 to 7.5 CPU-minutes on seed 9;
-    docs/simulate-results.md)."""
+@pytest.mark.parametrize("seed", range(1, 21))
+def test_beside_loadaware_it_adds_no_harm_on_spiky_waves(seed: int) -> None:
+    """crane-style-waves, seeds 1-20, seed by seed: its CPU service requests 100m, uses
+    ~0.7 core and spikes by a core. Before the per-set gain rule and `other_resource`,
+    the descheduler moved pods that are mostly memory off CPU-hot nodes and added
+    throttling on seeds 6 and 8. After that it still added harm on seeds 9, 17 and 19
+    (judged then over the seeds, 50.5 to 37.0 throttled CPU-minutes in all): the
+    extender estimated a just-placed cpusvc pod from its 100m request (85m), so each
+    wave piled 4-5 of them onto the coolest node, and an eviction that changed which
+    node was coolest changed where the next wave piled (issue 27, point 2). Estimated
+    at what cpusvc's running pods use (``app.load.estimate``: the workload's observed
+    per-pod usage), a wave spreads, and the descheduler adds harm on no seed."""
     path = str(FIXTURES / "crane-style-waves.yaml")
-    totals = [0.0, 0.0]
-    for seed in range(1, 11):
-        without, with_harm, _ = harm_without_and_with(path, "loadaware", seed)
-        totals[0] += without
-        totals[1] += with_harm
-    assert totals[1] < totals[0], totals
+    without, with_harm, _ = harm_without_and_with(path, "loadaware", seed)
+    assert with_harm <= without + 1e-9, (seed, without, with_harm)
 
 
 @pytest.mark.parametrize("base", ["default", "crane", "loadaware"])

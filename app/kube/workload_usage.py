@@ -1,0 +1,181 @@
+"""What each workload's running pods use, one pod: one ConfigMap the annotator writes
+and the extender reads.
+
+The extender estimates a pod just bound from its requests and limits; a workload that
+requests 100m and uses 0.7 core is estimated at 85m, and a wave of its pods piles onto
+one node. So the annotator (its leader), each round, measures every running pod's usage
+from Prometheus (``app.prom.read_pod_usage``, one query per resource), groups the pods
+by workload (``app.objects.workload_key``: namespace, controller kind and name, a
+ReplicaSet standing for its Deployment) and writes one pod's usage per workload
+(``app.load.workload_per_pod_usage``) into one ConfigMap in its own namespace (default
+``loadaware/loadaware-workload-usage``, key ``usage.json``), which its Role alone
+grants it to write; the extender raises its estimate of a pod of that workload to it
+(``app.load.estimate_scheduled``).
+
+The document::
+
+    {"version": 1, "publishedAt": 1700000000.0,
+     "workloads": {"shop/Deployment/web": [0.71, 5.3e8], ...}}
+
+with CPU in cores and memory in bytes. At most ``MAX_WORKLOADS`` workloads are kept,
+those with the most running pods first, so the object stays far below a ConfigMap's
+1 MiB (about 60 bytes a workload).
+
+Reading is defensive (an operator may edit it, or a bug write garbage): a workload
+whose key is not ``namespace/Kind/name`` or whose values are not two finite numbers in
+``0..MAX_CPU_CORES`` and ``0..MAX_MEMORY_BYTES`` is skipped; more than
+``MAX_WORKLOADS`` entries are cut there; a document that is not JSON, has another
+version or no finite ``publishedAt``, or one dated more than ``FUTURE_SLACK_S`` ahead,
+is unreadable (``WorkloadUsageUnreadable``), and the reader then estimates as if
+nothing were published.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap
+
+from app.objects import Resources
+
+USAGE_KEY = "usage.json"
+VERSION = 1
+DEFAULT_NAME = "loadaware-workload-usage"
+MAX_WORKLOADS = 5000
+MAX_CPU_CORES = 1024.0  # no node has more; a pod's usage beyond it is garbage
+MAX_MEMORY_BYTES = 64 * 2.0**40  # 64 TiB
+FUTURE_SLACK_S = 60.0  # clocks disagree a little; more than this ahead is not trusted
+# A document older than this is stale: a few of the annotator's rounds (the policy's
+# shortest sync period, 3m by default). The extender's --workload-usage-max-age.
+DEFAULT_MAX_AGE_S = 600.0
+# namespace (a DNS label) / Kind / name (at most 253 characters)
+_KEY = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[A-Za-z][A-Za-z0-9]{0,62}/[^/\s]{1,253}$")
+
+
+class WorkloadUsageUnreadable(ValueError):
+    """The object exists but is not a workload-usage document."""
+
+
+@dataclass(frozen=True)
+class PublishedUsage:
+    """One pod's usage per workload key, as published at ``published_at_s``."""
+
+    published_at_s: float
+    workloads: Mapping[str, Resources]
+
+    def observed(self, workload: str | None) -> Resources | None:
+        return self.workloads.get(workload) if workload is not None else None
+
+
+def encode(workloads: Iterable[tuple[str, Resources]], now_s: float) -> str:
+    """The document for ``workloads`` (most important first: the first
+    ``MAX_WORKLOADS`` are kept), published at ``now_s``."""
+    kept: dict[str, list[float]] = {}
+    for key, usage in workloads:
+        if len(kept) >= MAX_WORKLOADS:
+            break
+        kept[key] = [round(usage.cpu_cores, 6), round(usage.memory_bytes)]
+    document = {"version": VERSION, "publishedAt": now_s, "workloads": kept}
+    return json.dumps(document, separators=(",", ":"))
+
+
+def decode(text: str, now_s: float) -> tuple[PublishedUsage, int]:
+    """The published usage and how many entries were skipped (module doc).
+
+    Raises WorkloadUsageUnreadable for a document that cannot be trusted at all."""
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise WorkloadUsageUnreadable(f"not JSON ({error})") from None
+    if not isinstance(document, dict) or document.get("version") != VERSION:
+        raise WorkloadUsageUnreadable(f"not a version {VERSION} workload-usage document")
+    published_at_s = _finite(document.get("publishedAt"))
+    if published_at_s is None:
+        raise WorkloadUsageUnreadable("publishedAt is not a number")
+    if published_at_s > now_s + FUTURE_SLACK_S:
+        raise WorkloadUsageUnreadable("publishedAt lies in the future")
+    entries = document.get("workloads")
+    if not isinstance(entries, dict):
+        raise WorkloadUsageUnreadable("workloads is not a map")
+    workloads: dict[str, Resources] = {}
+    skipped = 0
+    for key, value in entries.items():
+        usage = _usage(value)
+        if len(workloads) >= MAX_WORKLOADS or usage is None or not _KEY.match(key):
+            skipped += 1
+            continue
+        workloads[key] = usage
+    return PublishedUsage(published_at_s, MappingProxyType(workloads)), skipped
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _usage(value: Any) -> Resources | None:
+    if not isinstance(value, list) or len(value) != 2:
+        return None
+    cpu, memory = _finite(value[0]), _finite(value[1])
+    if cpu is None or memory is None:
+        return None
+    if not (0 <= cpu <= MAX_CPU_CORES and 0 <= memory <= MAX_MEMORY_BYTES):
+        return None
+    return Resources(cpu, memory)
+
+
+class WorkloadUsageStore:
+    """Reads and writes the ConfigMap: the annotator ``get``, ``create`` and ``update``
+    in its own namespace, the extender ``get`` (app/kube/permissions.py)."""
+
+    def __init__(self, client: AsyncClient, namespace: str, name: str = DEFAULT_NAME) -> None:
+        self._client = client
+        self.namespace = namespace
+        self.name = name
+
+    @property
+    def where(self) -> str:
+        return f"ConfigMap {self.namespace}/{self.name}"
+
+    async def read(self, now_s: float) -> tuple[PublishedUsage, int] | None:
+        """What is published and how many entries were skipped; None: no object.
+
+        Raises what the client raises, and WorkloadUsageUnreadable."""
+        try:
+            stored = await self._client.get(ConfigMap, self.name, namespace=self.namespace)
+        except ApiError as error:
+            if error.status.code == 404:
+                return None
+            raise
+        return decode((stored.data or {}).get(USAGE_KEY, ""), now_s)
+
+    async def publish(self, workloads: Iterable[tuple[str, Resources]], now_s: float) -> None:
+        """Write the document (replace, or create the object on first use); raises what
+        the client raises. One writer (the leader) at a time: the last write wins."""
+        body = ConfigMap(
+            metadata=ObjectMeta(
+                name=self.name,
+                namespace=self.namespace,
+                labels={
+                    "app.kubernetes.io/name": "loadaware",
+                    "app.kubernetes.io/component": "annotator",
+                },
+            ),
+            data={USAGE_KEY: encode(workloads, now_s)},
+        )
+        try:
+            await self._client.replace(body)
+        except ApiError as error:
+            if error.status.code != 404:
+                raise
+            await self._client.create(body)

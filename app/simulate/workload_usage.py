@@ -1,0 +1,125 @@
+"""What each workload's pods are observed to use, as the annotator publishes it.
+
+Production (README "Burst-aware estimation"): Prometheus scrapes each pod's cAdvisor
+series; on its sync the annotator queries every pod's usage at once (the CPU counter
+as a 5-minute ``rate``, the memory working set as the last gauge), groups the running
+pods by workload and publishes one pod's usage per workload
+(``app.load.workload_per_pod_usage``: the 90th percentile by nearest rank), which the
+extender's estimate of a just-bound pod of that workload is raised to
+(``app.load.estimate_scheduled``).
+
+Here the same, on the simulated clock: every ``scrapeInterval`` each pod slot's CPU
+seconds since the last scrape and its memory are taken (a pod's CPU is what it really
+got: on a node asked for more than it has, every pod's share is cut alike, as CFS
+throttling does); the ``rate`` is the CPU seconds of the last 5 minutes of scrapes
+over the seconds the pod ran in them. On the policy's shortest sync period, on the
+same grid as the node metrics, the running pods (bound now, scraped at least once) are
+grouped by workload and the same percentile is taken, vectorized: slots are sorted by
+workload, so each workload is one run of the sorted values and its percentile is at
+``app.load.nearest_rank_index`` within the run. What is published is in force until
+the next publication; no delay beyond the scrape and the window, as in production,
+where the extender sees the ConfigMap within a watch event.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from app.load import nearest_rank_index
+from app.objects import Resources
+from app.simulate.recording_rules import AVG_WINDOW_S, is_due
+
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+class SimulatedWorkloadUsage:
+    """Per-pod cAdvisor series and the annotator's per-workload publication."""
+
+    def __init__(
+        self,
+        workload_of: IntArray,
+        workloads: int,
+        *,
+        scrape_interval_s: float,
+        publish_period_s: float,
+    ) -> None:
+        self._workload_of = workload_of  # sorted ascending (``SlotUsage``)
+        self._workloads = workloads
+        self.scrape_interval_s = scrape_interval_s
+        self.publish_period_s = publish_period_s
+        slots = len(workload_of)
+        rows = max(1, math.ceil(AVG_WINDOW_S / scrape_interval_s))
+        self._busy_s = np.zeros((rows, slots))  # CPU-seconds per scrape interval
+        self._ran_s = np.zeros((rows, slots))  # seconds the pod ran in it
+        self._row = 0
+        self._busy_now_s = np.zeros(slots)
+        self._ran_now_s = np.zeros(slots)
+        self._memory_now = np.zeros(slots)
+        self._scraped_memory = np.full(slots, np.nan)
+        self._scrapes = 0
+        # What is published: one pod's usage per workload (NaN: nothing observed).
+        self.cpu_cores: FloatArray = np.full(workloads, np.nan)
+        self.memory_bytes: FloatArray = np.full(workloads, np.nan)
+        self.version = 0  # bumps on every publication
+
+    def account(
+        self, cpu_cores: FloatArray, memory_bytes: FloatArray, bound: BoolArray, seconds: float
+    ) -> None:
+        """What each slot's pod used during the last ``seconds`` (0 where none is bound)."""
+        self._busy_now_s += np.where(bound, cpu_cores, 0.0) * seconds
+        self._ran_now_s += bound * seconds
+        self._memory_now = np.where(bound, memory_bytes, np.nan)
+
+    def advance(self, t_s: float, bound: BoolArray) -> None:
+        """Scrape and publish whatever is due at ``t_s``; ``bound``: slots with a pod now."""
+        if is_due(t_s, self.scrape_interval_s):
+            self._scrape()
+        if is_due(t_s, self.publish_period_s) and self._scrapes > 1:
+            self._publish(bound)
+
+    def observed(self, workload: int) -> Resources | None:
+        """What one pod of ``workload`` was last published to use; None: nothing."""
+        cpu, memory = float(self.cpu_cores[workload]), float(self.memory_bytes[workload])
+        if math.isnan(cpu):
+            return None
+        return Resources(cpu, memory)
+
+    def _scrape(self) -> None:
+        if self._scrapes > 0:
+            self._busy_s[self._row] = self._busy_now_s
+            self._ran_s[self._row] = self._ran_now_s
+            self._row = (self._row + 1) % len(self._busy_s)
+            self._scraped_memory = self._memory_now.copy()
+        self._busy_now_s = np.zeros_like(self._busy_now_s)
+        self._ran_now_s = np.zeros_like(self._ran_now_s)
+        self._scrapes += 1
+
+    def _publish(self, bound: BoolArray) -> None:
+        ran_s = self._ran_s.sum(axis=0)
+        running = bound & (ran_s > 0) & ~np.isnan(self._scraped_memory)
+        slots = np.flatnonzero(running)
+        workloads = self._workload_of[slots]
+        cpu = self._busy_s.sum(axis=0)[slots] / ran_s[slots]
+        memory = self._scraped_memory[slots]
+        self.cpu_cores = _percentile_per_workload(cpu, workloads, self._workloads)
+        self.memory_bytes = _percentile_per_workload(memory, workloads, self._workloads)
+        self.version += 1
+
+
+def _percentile_per_workload(values: FloatArray, workloads: IntArray, count: int) -> FloatArray:
+    """Per workload, ``app.load.nearest_rank_index`` of its values sorted (NaN: none)."""
+    result = np.full(count, np.nan)
+    if len(values) == 0:
+        return result
+    order = np.lexsort((values, workloads))  # by workload, then value
+    per = np.bincount(workloads, minlength=count)
+    starts = np.concatenate(([0], np.cumsum(per)[:-1]))
+    present = np.flatnonzero(per > 0)
+    ranks = np.array([nearest_rank_index(int(n)) for n in per[present]], dtype=np.int64)
+    result[present] = values[order][starts[present] + ranks]
+    return result
