@@ -48,7 +48,9 @@ from app.load.taints import (
     SoftTaintSettings,
     decide_soft_taints,
     judge_node,
+    next_pod,
     node_heat,
+    wave_of,
 )
 from app.load.wire import (
     PLAIN_MAX_SCORE,
@@ -102,6 +104,7 @@ __all__ = [
     "judge_node",
     "limit_room",
     "measure",
+    "next_pod",
     "node_heat",
     "node_unsampled",
     "non_zero_requests",
@@ -114,6 +117,7 @@ __all__ = [
     "score_parts",
     "taint_toleration_scores",
     "unsampled_fractions",
+    "wave_of",
     "wire_scores",
     "within_node",
 ]
