@@ -130,11 +130,11 @@ class SimulatedSoftTaints:
         for metric, limit in self._limits.items():
             # Within the next pod of its limit (the written value is the reading
             # alone); NaN (never written) compares False: such a node reads as unknown.
-            line = np.full(len(near), limit - SCREEN_SLACK)
+            line: float | npt.NDArray[np.float64] = limit - SCREEN_SLACK
             resource = resources.get(metric, "")
             if any(resource in fractions for fractions in self._next):
                 ahead = np.array([fractions.get(resource, 0.0) for fractions in self._next])
-                line -= ahead[self._kind_of]
+                line = line - ahead[self._kind_of]
             near |= self._pipeline.values[metric] > line
         near[list(self._estimated)] = True
         return near
