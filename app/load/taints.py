@@ -24,7 +24,7 @@ of a node for the pod in hand. Judged as it stood, cpu-heavy's last wave put a 7
 pod of 1.5 CPU (65.6 %) on one of the seven nodes left, since kube-scheduler's
 request-based scores tie a node of 6 pods with one of 5, and the taint came one pod
 late: more node-minutes above the limit than ``default`` on 14 of seeds 1-20, and on
-5 of 10 of the mixed-waves fixture (not tuned to). With the next pod, on 4 and 0.
+5 of 10 of the mixed-waves fixture (not tuned to). With the next pod, on 6 and 0.
 With no wave (no pod bound within ``maxAge``) the rule judges the node as it is.
 
 - **hot**: a *fresh* reading of a limited metric (a policy predicate), with the
@@ -39,13 +39,18 @@ With no wave (no pod bound within ``maxAge``) the rule judges the node as it is.
 
 Then the bound: never more than ``max_share`` of the nodes (at least one node once
 there are two), so a cluster hot everywhere is not tainted everywhere, and never more
-than the nodes that are not hot: a taint sends a hot node's pods to the others, which
-helps only where they are not hot too. On burst (100 pods in a minute on 10 nodes) the
-estimate makes every node hot; 4 taints piled the rest of the burst onto the other 6,
-hot too, and throttled 470-1080 core-minutes of CPU where spreading by requests
-throttled next to none. The hottest are kept, judged by how far their worst reading
-is above its limit; a node already tainted counts ``release_margin`` hotter, so two
-nodes near the bound do not take turns.
+than the nodes that are not hot as they stand (without the next pod): a taint sends a
+hot node's pods to the others, which helps only where they are not hot too. On burst
+(100 pods in a minute on 10 nodes) the estimate makes every node hot; 4 taints piled
+the rest of the burst onto the other 6, hot too, and throttled 470-1080 core-minutes
+of CPU where spreading by requests throttled next to none. Counted with the next pod,
+the nodes a wave had filled to one pod short of the limit took the taints of the
+nodes busy from the start at the end of each wave, which then took its last pods:
+memory-heavy's busy nodes reached 0.80-0.94 of their memory on every seed of 1-20
+(0.71-0.75 judged without the next pod; 0.71-0.80 counted as they stand). The
+hottest are kept, judged by how far their worst reading (with the next pod) is above
+its limit; a node already tainted counts ``release_margin`` hotter, so two nodes near
+the bound do not take turns.
 """
 
 from __future__ import annotations
@@ -85,6 +90,14 @@ class NodeHeat:
     # the next pod of the wave in progress (``next_pod``).
     estimated_fraction: float = 0.0
     next_pod_fraction: float = 0.0
+    # Hot as it stands, without the next pod: what the bound on the taints counts.
+    hot_as_it_stands: bool | None = None  # None: judged without a next pod (= HOT)
+
+    @property
+    def hot_now(self) -> bool:
+        if self.hot_as_it_stands is not None:
+            return self.hot_as_it_stands
+        return self.heat is Heat.HOT
 
     def describe(self) -> str:
         if self.metric is None or self.usage_fraction is None:
@@ -108,11 +121,11 @@ class SoftTaintSettings:
     # descheduler beside the taints evicted 118-137 pods, 38-56 of them twice). 0.6
     # since the rule looks at the next pod: a wave then marks the nodes it is about to
     # fill as well as those busy from the start (cpu-heavy: 3 busy and up to 4 filling,
-    # of 10). Over the built-ins (seeds 1-20) and the fixtures not tuned to
-    # (mixed-waves, crane-style-waves, seeds 1-10), default+taints left more
-    # node-minutes above the limits than default on 5 runs at 0.4 (4 at 0.5 and 0.6)
-    # and more harm on 4 at 0.4 (up to 42.7 throttled CPU-minutes, crane-style-waves
-    # seed 4, against 0.4), 2 at 0.5 (12.6), 1 at 0.6 (1.3 against 0).
+    # of 10). Over cpu-heavy, memory-heavy and burst (seeds 1-20) and the fixtures not
+    # tuned to (mixed-waves, crane-style-waves, seeds 1-10), default+taints left more
+    # node-minutes above the limits than default on 10 runs at 0.4 (11 at 0.5, 6 at
+    # 0.6) and more harm on 4 at 0.4 and 0.5 (up to 42.7 throttled CPU-minutes,
+    # crane-style-waves seed 4, against 0.4), 2 at 0.6 (1.7 against 1.1, 0.4 against 0).
     max_share: float = 0.6
 
     def __post_init__(self) -> None:
@@ -150,18 +163,28 @@ def next_pod(wave: Iterable[PlacedPod], allocatable: Resources, policy: Policy) 
     ``wave`` is what ``wave_of`` returns: the kinds of pod bound in the cluster within
     ``estimation.maxAge``. The scheduler is placing pods like them now, so the one whose
     estimate (``estimate_with_evidence``: on its evidence, within the node) is the
-    largest share of this node is the pod this node may get next. Empty: no wave, or
-    estimation off.
+    largest share of this node is the pod this node may get next. A kind whose estimate
+    alone reaches a limit of its resource is left out: it would be over the limit on an
+    empty node, so no node has room for it and judging with it would make every node
+    hot (a tenant's pod of huge limit would do that; docs/security.md). Empty: no wave,
+    or estimation off.
     """
     settings = policy.spec.estimation
     if not settings.enabled:
         return {}
+    lowest: dict[str, float] = {}  # per resource, its lowest limit
+    for metric, limit in policy.limits:
+        resource = policy.metric_resources.get(metric)
+        if resource is not None:
+            lowest[resource] = min(limit, lowest.get(resource, limit))
     best: dict[str, float] = {}
     for pod in wave:
         usage = estimate_with_evidence(
             pod.requests, pod.limits, pod.evidence, settings, allocatable
         )
         fractions = unsampled_fractions((usage,), allocatable)
+        if any(share >= lowest.get(r, math.inf) for r, share in fractions.items()):
+            continue
         if max(fractions.values(), default=0.0) > max(best.values(), default=0.0):
             best = fractions
     return best
@@ -194,7 +217,10 @@ def judge_node(
     if not next_pod or heat.metric is None:
         return heat
     resource = policy.metric_resources.get(heat.metric, "")
-    return replace(heat, next_pod_fraction=next_pod.get(resource, 0.0))
+    standing = heat.heat is Heat.HOT and (
+        node_heat(evaluate_node(annotations, policy, now_s, unsampled), policy, release_margin)
+    ).heat is Heat.HOT
+    return replace(heat, next_pod_fraction=next_pod.get(resource, 0.0), hot_as_it_stands=standing)
 
 
 def node_heat(load: NodeLoad, policy: Policy, release_margin: float) -> NodeHeat:
@@ -293,7 +319,7 @@ def decide_soft_taints(
             decisions[name] = TaintDecision(name, False, "no fresh data: fail open")
         else:
             decisions[name] = TaintDecision(name, False, heat.describe())
-    hot = sum(1 for heat in heats.values() if heat.heat is Heat.HOT)
+    hot = sum(1 for heat in heats.values() if heat.hot_now)
     cap = min(settings.cap(total), total - hot)
     ranked = sorted(wanted, key=lambda name: (-wanted[name][0], name))
     for index, name in enumerate(ranked):
