@@ -6,8 +6,10 @@ loadaware's ``PreferNoSchedule`` taint; this keeps the cluster in step with it:
 * a round reads every node from the node cache and judges it with ``judge_node`` at
   the current instant, as the simulator does: its fresh readings plus the estimate of
   the pods bound on it since them (``node_unsampled`` over the pods ``RecentPods``
-  kept, within the node's allocatable), then asks ``decide_soft_taints``, with the
-  memory of the previous round (when each tainted node was last warm, for the hold);
+  kept, within the node's allocatable) plus the next pod of the wave in progress
+  (``next_pod`` over ``wave_of`` every pod ``RecentPods`` kept), then asks
+  ``decide_soft_taints``, with the memory of the previous round (when each tainted
+  node was last warm, for the hold);
 * a node whose taint differs from the decision is written through ``TaintWriter``
   (read, change only loadaware's entry, write with the read ``resourceVersion``);
 * the memory lives only as long as this replica leads. A node found carrying the taint
@@ -39,9 +41,11 @@ from app.load import (
     SoftTaintSettings,
     decide_soft_taints,
     judge_node,
+    next_pod,
     node_unsampled,
+    wave_of,
 )
-from app.objects import Taint, format_duration
+from app.objects import Resources, Taint, format_duration
 from app.policy import Policy
 
 log = logging.getLogger(__name__)
@@ -104,6 +108,8 @@ class SoftTaintKeeper:
         now_s = self._clock()
         margin = self.settings.release_margin
         recent = recent or {}
+        wave = wave_of((pod for pods in recent.values() for pod in pods), policy, now_s)
+        ahead: dict[Resources, dict[str, float]] = {}  # per allocatable: the next pod
         heats = {}
         for name, info in nodes.items():
             pods = recent.get(name)
@@ -112,7 +118,11 @@ class SoftTaintKeeper:
                 if pods
                 else None
             )
-            heats[name] = judge_node(info.annotations, policy, now_s, margin, unsampled)
+            if info.allocatable not in ahead:
+                ahead[info.allocatable] = next_pod(wave, info.allocatable, policy)
+            heats[name] = judge_node(
+                info.annotations, policy, now_s, margin, unsampled, ahead[info.allocatable]
+            )
         previous = self.previous(nodes, now_s)
         decided = decide_soft_taints(heats, previous, now_s, self.settings)
         report = RoundReport(decided)

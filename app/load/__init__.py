@@ -55,7 +55,9 @@ from app.load.taints import (
     SoftTaintSettings,
     decide_soft_taints,
     judge_node,
+    next_pod,
     node_heat,
+    wave_of,
 )
 from app.load.wire import (
     PLAIN_MAX_SCORE,
@@ -114,6 +116,7 @@ __all__ = [
     "may_rise",
     "measure",
     "nearest_rank_index",
+    "next_pod",
     "node_heat",
     "node_unsampled",
     "non_zero_requests",
@@ -126,6 +129,7 @@ __all__ = [
     "score_parts",
     "taint_toleration_scores",
     "unsampled_fractions",
+    "wave_of",
     "wire_scores",
     "with_workload_usage",
     "within_node",

@@ -13,11 +13,22 @@ samples were taken (``app.load.estimate.node_unsampled``). Without it a node fil
 a wave shows nothing for a whole averaging window: on cpu-heavy, one node took 7 pods
 of 1.5 CPU before its 5-minute average could show them, while the extender, which adds
 the estimate, stopped sending pods there after 4. So the annotator judges as often as
-it refreshes the hot value, not only when a metric syncs:
+it refreshes the hot value, not only when a metric syncs.
 
+It also judges each node with the *next pod*: one more pod like those of the wave in
+progress (``next_pod``: of the kinds of pod bound anywhere in the cluster within
+``estimation.maxAge``, the one whose estimate is the largest share of the node). A
+taint steers the pods that come after it, so a node must carry it *before* the pod
+that would take it over its limit, not after: the extender's room check asks the same
+of a node for the pod in hand. Judged as it stood, cpu-heavy's last wave put a 7th
+pod of 1.5 CPU (65.6 %) on one of the seven nodes left, since kube-scheduler's
+request-based scores tie a node of 6 pods with one of 5, and the taint came one pod
+late: more node-minutes above the limit than ``default`` on 14 of seeds 1-20, and on
+5 of 10 of the mixed-waves fixture (not tuned to). With the next pod, on 6 and 0.
+With no wave (no pod bound within ``maxAge``) the rule judges the node as it is.
 
-- **hot**: a *fresh* reading of a limited metric (a policy predicate) is above its
-  limit. A hot node is tainted.
+- **hot**: a *fresh* reading of a limited metric (a policy predicate), with the
+  estimate and the next pod, is above its limit. A hot node is tainted.
 - **warm**: none is above its limit, but one is above the *lower line* (its limit less
   ``release_margin``). A tainted warm node keeps its taint; an untainted one gets none.
 - **cool**: every fresh reading of a limited metric is at or below its lower line. A
@@ -28,23 +39,30 @@ it refreshes the hot value, not only when a metric syncs:
 
 Then the bound: never more than ``max_share`` of the nodes (at least one node once
 there are two), so a cluster hot everywhere is not tainted everywhere, and never more
-than the nodes that are not hot: a taint sends a hot node's pods to the others, which
-helps only where they are not hot too. On burst (100 pods in a minute on 10 nodes) the
-estimate makes every node hot; 4 taints piled the rest of the burst onto the other 6,
-hot too, and throttled 470-1080 core-minutes of CPU where spreading by requests
-throttled next to none. The hottest are kept, judged by how far their worst reading
-is above its limit; a node already tainted counts ``release_margin`` hotter, so two
-nodes near the bound do not take turns.
+than the nodes that are not hot as they stand (without the next pod): a taint sends a
+hot node's pods to the others, which helps only where they are not hot too. On burst
+(100 pods in a minute on 10 nodes) the estimate makes every node hot; 4 taints piled
+the rest of the burst onto the other 6, hot too, and throttled 470-1080 core-minutes
+of CPU where spreading by requests throttled next to none. Counted with the next pod,
+the nodes a wave had filled to one pod short of the limit took the taints of the
+nodes busy from the start at the end of each wave, which then took its last pods:
+memory-heavy's busy nodes reached 0.80-0.94 of their memory on every seed of 1-20
+(0.71-0.75 judged without the next pod; 0.71-0.80 counted as they stand). The
+hottest are kept, judged by how far their worst reading (with the next pod) is above
+its limit; a node already tainted counts ``release_margin`` hotter, so two nodes near
+the bound do not take turns.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from app.load.estimate import PlacedPod, estimate_with_evidence, unsampled_fractions
 from app.load.model import NodeLoad, evaluate_node
+from app.objects import Resources
 from app.policy import Policy
 
 SOFT_TAINT_KEY = "loadaware.io/hot"
@@ -68,16 +86,29 @@ class NodeHeat:
     metric: str | None  # the metric of that reading
     usage_fraction: float | None
     limit_fraction: float | None
-    # Of usage_fraction, what the estimate of pods not yet sampled added.
+    # Of usage_fraction, what the estimate of pods not yet sampled added, and of that,
+    # the next pod of the wave in progress (``next_pod``).
     estimated_fraction: float = 0.0
+    next_pod_fraction: float = 0.0
+    # Hot as it stands, without the next pod: what the bound on the taints counts.
+    hot_as_it_stands: bool | None = None  # None: judged without a next pod (= HOT)
+
+    @property
+    def hot_now(self) -> bool:
+        if self.hot_as_it_stands is not None:
+            return self.hot_as_it_stands
+        return self.heat is Heat.HOT
 
     def describe(self) -> str:
         if self.metric is None or self.usage_fraction is None:
             return "no fresh reading of a limited metric"
         relation = ">" if self.heat is Heat.HOT else "<="
         usage = f"{self.usage_fraction:.2f}"
-        if self.estimated_fraction:
-            usage += f" ({self.estimated_fraction:+.2f} estimated)"
+        sampled = self.estimated_fraction - self.next_pod_fraction
+        if abs(sampled) >= 0.005:  # what rounds to 0.00 (the next pod's share less itself)
+            usage += f" ({sampled:+.2f} estimated)"
+        if self.next_pod_fraction:
+            usage += f" ({self.next_pod_fraction:+.2f} next pod)"
         return f"{self.metric} {usage} {relation} {self.limit_fraction:g}"
 
 
@@ -85,14 +116,17 @@ class NodeHeat:
 class SoftTaintSettings:
     release_margin: float = 0.10  # the lower line: each limit less this fraction
     min_hold_s: float = 600.0  # a tainted node stays tainted until cool this long
-    # Of the nodes, at most this share tainted. 0.4, not 0.3: the share must cover a
-    # small cluster's hot spot. On small-pods-hot-spot (2 hot nodes of 6) 0.3 allowed
-    # one taint, and the descheduler beside the taints evicted 118-137 pods, 38-56 of
-    # them twice, as replacements went to the other hot node; at 0.4, 21-22 and none
-    # twice. On the fixtures not tuned to (mixed-waves, crane-style-waves, seeds 1-10)
-    # default+taints then added harm over default on 2 runs of 20 (3 at 0.3, 2 at 0.5),
-    # with 62 throttled CPU-minutes plus OOM events in all on mixed-waves (134 at 0.3).
-    max_share: float = 0.4
+    # Of the nodes, at most this share tainted. At least 0.4: the share must cover a
+    # small cluster's hot spot (small-pods-hot-spot, 2 hot nodes of 6: at 0.3 the
+    # descheduler beside the taints evicted 118-137 pods, 38-56 of them twice). 0.6
+    # since the rule looks at the next pod: a wave then marks the nodes it is about to
+    # fill as well as those busy from the start (cpu-heavy: 3 busy and up to 4 filling,
+    # of 10). Over cpu-heavy, memory-heavy and burst (seeds 1-20) and the fixtures not
+    # tuned to (mixed-waves, crane-style-waves, seeds 1-10), default+taints left more
+    # node-minutes above the limits than default on 10 runs at 0.4 (11 at 0.5, 6 at
+    # 0.6) and more harm on 4 at 0.4 and 0.5 (up to 42.7 throttled CPU-minutes,
+    # crane-style-waves seed 4, against 0.4), 2 at 0.6 (1.7 against 1.1, 0.4 against 0).
+    max_share: float = 0.6
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.release_margin < 1.0 or math.isnan(self.release_margin):
@@ -109,24 +143,84 @@ class SoftTaintSettings:
         return max(1, math.floor(self.max_share * nodes + 1e-9))
 
 
+def wave_of(pods: Iterable[PlacedPod], policy: Policy, now_s: float) -> tuple[PlacedPod, ...]:
+    """The wave in progress: of ``pods`` (bound anywhere in the cluster), those bound
+    within ``estimation.maxAge``, one of each kind (requests, limits, evidence), so
+    that judging every node against it costs the kinds, not the pods."""
+    settings = policy.spec.estimation
+    if not settings.enabled:
+        return ()
+    kinds: dict[tuple[Resources, Resources, str], PlacedPod] = {}
+    for pod in pods:
+        if now_s < pod.bound_at_s + settings.max_age_s:
+            kinds.setdefault((pod.requests, pod.limits, pod.evidence), pod)
+    return tuple(kinds.values())
+
+
+def next_pod(wave: Iterable[PlacedPod], allocatable: Resources, policy: Policy) -> dict[str, float]:
+    """The next pod of the wave in progress, as fractions of this node's allocatable.
+
+    ``wave`` is what ``wave_of`` returns: the kinds of pod bound in the cluster within
+    ``estimation.maxAge``. The scheduler is placing pods like them now, so the one whose
+    estimate (``estimate_with_evidence``: on its evidence, within the node) is the
+    largest share of this node is the pod this node may get next. A kind whose estimate
+    alone reaches a limit of its resource is left out: it would be over the limit on an
+    empty node, so no node has room for it and judging with it would make every node
+    hot (a tenant's pod of huge limit would do that; docs/security.md). Empty: no wave,
+    or estimation off.
+    """
+    settings = policy.spec.estimation
+    if not settings.enabled:
+        return {}
+    lowest: dict[str, float] = {}  # per resource, its lowest limit
+    for metric, limit in policy.limits:
+        resource = policy.metric_resources.get(metric)
+        if resource is not None:
+            lowest[resource] = min(limit, lowest.get(resource, limit))
+    best: dict[str, float] = {}
+    for pod in wave:
+        usage = estimate_with_evidence(
+            pod.requests, pod.limits, pod.evidence, settings, allocatable
+        )
+        fractions = unsampled_fractions((usage,), allocatable)
+        if any(share >= lowest.get(r, math.inf) for r, share in fractions.items()):
+            continue
+        if max(fractions.values(), default=0.0) > max(best.values(), default=0.0):
+            best = fractions
+    return best
+
+
 def judge_node(
     annotations: Mapping[str, str],
     policy: Policy,
     now_s: float,
     release_margin: float,
     unsampled: Mapping[str, float] | None = None,
+    next_pod: Mapping[str, float] | None = None,
 ) -> NodeHeat:
-    """How hot a node is, as the extender sees it at ``now_s``: its annotations (the
-    usage readings and their timestamps) plus ``unsampled``, the extender's estimate
-    of the pods bound since those readings were taken.
+    """How hot a node is at ``now_s``, about to take the next pod of the wave: its
+    annotations (the usage readings and their timestamps) plus ``unsampled``, the
+    extender's estimate of the pods bound since those readings were taken, plus
+    ``next_pod``, the estimate of one more pod like those the scheduler is placing.
 
     ``unsampled`` is what ``app.load.estimate.node_unsampled`` returns for the pods
     bound on the node within ``estimation.maxAge`` (each a ``PlacedPod``: its
     requests, its limits, the instant it was bound), the node's annotations, its
-    allocatable, the policy and ``now_s``. It is added to fresh readings only, so stale
-    or missing data still fails open; None or empty: the readings alone.
+    allocatable, the policy and ``now_s``; ``next_pod`` what ``next_pod`` returns for
+    the pods bound anywhere in the cluster within it. Both are added to fresh readings
+    only, so stale or missing data still fails open; None or empty: the readings alone.
     """
-    return node_heat(evaluate_node(annotations, policy, now_s, unsampled), policy, release_margin)
+    added = dict(unsampled or {})
+    for resource, fraction in (next_pod or {}).items():
+        added[resource] = added.get(resource, 0.0) + fraction
+    heat = node_heat(evaluate_node(annotations, policy, now_s, added), policy, release_margin)
+    if not next_pod or heat.metric is None:
+        return heat
+    resource = policy.metric_resources.get(heat.metric, "")
+    standing = heat.heat is Heat.HOT and (
+        node_heat(evaluate_node(annotations, policy, now_s, unsampled), policy, release_margin)
+    ).heat is Heat.HOT
+    return replace(heat, next_pod_fraction=next_pod.get(resource, 0.0), hot_as_it_stands=standing)
 
 
 def node_heat(load: NodeLoad, policy: Policy, release_margin: float) -> NodeHeat:
@@ -225,7 +319,7 @@ def decide_soft_taints(
             decisions[name] = TaintDecision(name, False, "no fresh data: fail open")
         else:
             decisions[name] = TaintDecision(name, False, heat.describe())
-    hot = sum(1 for heat in heats.values() if heat.heat is Heat.HOT)
+    hot = sum(1 for heat in heats.values() if heat.hot_now)
     cap = min(settings.cap(total), total - hot)
     ranked = sorted(wanted, key=lambda name: (-wanted[name][0], name))
     for index, name in enumerate(ranked):

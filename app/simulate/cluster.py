@@ -186,7 +186,16 @@ class SimulatedCluster:
         )
         self.soft_taints = (
             SimulatedSoftTaints(
-                self.policy, self.pipeline, self.node_names, estimate=self.estimate
+                self.policy,
+                self.pipeline,
+                self.node_names,
+                estimate=self.estimate,
+                allocatable=[
+                    Resources(float(cpu), float(memory))
+                    for cpu, memory in zip(
+                        self.allocatable_cpu, self.allocatable_memory, strict=True
+                    )
+                ],
             )
             if plan.soft_taints
             else None

@@ -66,6 +66,26 @@ class BurstEstimate:
         now_s = pipeline.epoch_s + t_s
         return node_unsampled(pods, pipeline.annotations(node), allocatable, cluster.policy, now_s)
 
+    def recent_pods(self, t_s: float) -> list[PlacedPod]:
+        """The pods bound within ``maxAge``, one per workload: a workload's pods are
+        alike, and the soft-taint rule looks at the kinds of pod (``wave_of``)."""
+        cluster = self._cluster
+        latest: dict[int, float] = {}  # workload -> its latest binding still counted
+        for node, recent in self._recent.items():
+            for slot, bound_at_s in recent:
+                if (
+                    t_s < bound_at_s + self._max_age_s
+                    and cluster.node_of[slot] == node
+                    and cluster.bound_at_s[slot] == bound_at_s
+                ):
+                    workload = int(cluster.usage.workload_of[slot])
+                    latest[workload] = max(bound_at_s, latest.get(workload, bound_at_s))
+        epoch_s = cluster.pipeline.epoch_s
+        return [
+            PlacedPod(self._requests[w], self._limits[w], epoch_s + bound_at_s)
+            for w, bound_at_s in latest.items()
+        ]
+
     def changed_nodes(self, t_s: float) -> set[int]:
         """Nodes with new bindings or evictions, and nodes whose recent pods aged out.
 

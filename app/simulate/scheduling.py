@@ -47,6 +47,7 @@ from app.load import (
     MAX_NODE_SCORE,
     TAINT_TOLERATION_WEIGHT,
     NodeLoad,
+    PlacedPod,
     can_be_preferred,
     evaluate_node,
     fits_requests,
@@ -136,6 +137,11 @@ class UnsampledUsage(Protocol):
 
     def changed_nodes(self, t_s: float) -> set[int]:
         """Nodes whose answer may have changed since the last call (placements, age-outs)."""
+        ...
+
+    def recent_pods(self, t_s: float) -> list[PlacedPod]:
+        """Every pod bound in the cluster within ``estimation.maxAge`` (after
+        ``changed_nodes``): the wave the soft-taint rule looks ahead with."""
         ...
 
 

@@ -24,6 +24,7 @@ every sync made ``default+taints`` eight times slower than ``default``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,13 +32,17 @@ import numpy.typing as npt
 
 from app.load import (
     NodeHeat,
+    PlacedPod,
     SoftTaints,
     SoftTaintSettings,
     decide_soft_taints,
     evaluate_node,
     judge_node,
+    next_pod,
     node_heat,
+    wave_of,
 )
+from app.objects import Resources
 from app.policy import Policy
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scheduling import UnsampledUsage
@@ -61,7 +66,10 @@ class SimulatedSoftTaints:
         node_names: list[str],
         settings: SoftTaintSettings | None = None,
         estimate: UnsampledUsage | None = None,
+        allocatable: Sequence[Resources] = (),
     ) -> None:
+        """``allocatable``, per node, is what the next pod of a wave is a fraction of;
+        without it (or without ``estimate``) the rule does not look ahead."""
         self.policy = policy
         self.settings = settings or SoftTaintSettings()
         self._pipeline = pipeline
@@ -80,6 +88,13 @@ class SimulatedSoftTaints:
         # A node's heat without an estimate is reused until its annotations are rewritten
         # or the clock alone would change it, as the extender's LoadFilter reuses a load.
         self._heats: list[tuple[int, float, NodeHeat] | None] = [None] * len(node_names)
+        # Nodes of the same allocatable take the same next pod: judged once per kind.
+        kinds: dict[Resources, int] = {}
+        self._kind_of = np.array(
+            [kinds.setdefault(a, len(kinds)) for a in allocatable], dtype=np.int64
+        )
+        self._kinds = list(kinds)
+        self._next: list[dict[str, float]] = [{} for _ in self._kinds]
 
     def advance(self, t_s: float) -> None:
         """After the pipeline's ``advance(t_s)``: decide again if a limited metric synced
@@ -89,8 +104,12 @@ class SimulatedSoftTaints:
 
     def sync(self, t_s: float) -> SoftTaints:
         now_s = self._pipeline.epoch_s + t_s
+        wave: tuple[PlacedPod, ...] = ()
         if self._estimate is not None:
             self._estimated |= self._estimate.changed_nodes(t_s)
+            if self._kinds:
+                wave = wave_of(self._estimate.recent_pods(t_s), self.policy, now_s)
+        self._next = [next_pod(wave, kind, self.policy) for kind in self._kinds]
         heats = {
             self._names[node]: self._heat(node, t_s, now_s)
             for node in np.flatnonzero(self._may_be_tainted()).tolist()
@@ -107,21 +126,31 @@ class SimulatedSoftTaints:
 
     def _may_be_tainted(self) -> npt.NDArray[np.bool_]:
         near = self.tainted.copy()
+        resources = self.policy.metric_resources
         for metric, limit in self._limits.items():
-            # NaN (never written) compares False: such a node reads as unknown.
-            near |= self._pipeline.values[metric] > limit - SCREEN_SLACK
+            # Within the next pod of its limit (the written value is the reading
+            # alone); NaN (never written) compares False: such a node reads as unknown.
+            line: float | npt.NDArray[np.float64] = limit - SCREEN_SLACK
+            resource = resources.get(metric, "")
+            if any(resource in fractions for fractions in self._next):
+                ahead = np.array([fractions.get(resource, 0.0) for fractions in self._next])
+                line = line - ahead[self._kind_of]
+            near |= self._pipeline.values[metric] > line
         near[list(self._estimated)] = True
         return near
 
     def _heat(self, node: int, t_s: float, now_s: float) -> NodeHeat:
         margin = self.settings.release_margin
+        ahead = self._next[int(self._kind_of[node])] if self._kinds else {}
+        unsampled = None
         if node in self._estimated:
             assert self._estimate is not None
             unsampled = self._estimate.unsampled(node, t_s)
-            if unsampled:
-                annotations = self._pipeline.annotations(node)
-                return judge_node(annotations, self.policy, now_s, margin, unsampled)
-            self._estimated.discard(node)
+            if not unsampled:
+                self._estimated.discard(node)
+        if unsampled or ahead:
+            annotations = self._pipeline.annotations(node)
+            return judge_node(annotations, self.policy, now_s, margin, unsampled, ahead)
         version = int(self._pipeline.node_version[node])
         cached = self._heats[node]
         if cached is not None and cached[0] == version and now_s < cached[1]:
@@ -130,4 +159,3 @@ class SimulatedSoftTaints:
         heat = node_heat(load, self.policy, margin)
         self._heats[node] = (version, load.recheck_at_s, heat)
         return heat
-

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.load import evaluate_node, format_usage
+from app.load.estimate import Evidence, PlacedPod
 from app.load.taints import (
     Heat,
     NodeHeat,
@@ -12,8 +13,11 @@ from app.load.taints import (
     SoftTaintSettings,
     decide_soft_taints,
     judge_node,
+    next_pod,
     node_heat,
+    wave_of,
 )
+from app.objects import Resources
 from app.policy import default_policy
 
 NOW = 1_700_000_000.0
@@ -56,6 +60,62 @@ def test_the_estimate_of_pods_not_yet_sampled_counts_as_the_extender_counts_it()
     assert judge_node(annotations, POLICY, NOW, margin, {"cpu": 0.10}).heat is Heat.WARM
     stale = {"cpu_usage_avg_5m": format_usage(0.55, NOW - 3600)}
     assert judge_node(stale, POLICY, NOW, margin, {"cpu": 0.5}).heat is Heat.UNKNOWN
+
+
+def test_a_node_the_next_pod_of_the_wave_would_take_over_its_limit_is_hot() -> None:
+    """cpu-heavy's last wave: pods of 1.5 CPU (limit 2, estimated 1.7 cores) on a node of
+    16 CPUs with 6 of them (0.56). The next like them (0.106) takes it over 0.65: hot
+    before that pod lands, so the taint steers it elsewhere. A node of 5 (0.47) is not.
+    The next pod is the wave's largest on this node; pods bound longer than maxAge ago
+    (5 minutes) are no wave; one placed around the scheduler is read from its requests;
+    stale data stays unknown; a kind over the limit alone is no next pod."""
+    node = Resources(16.0, 64 * 2.0**30)
+    service = PlacedPod(Resources(0.1, 2.0**28), Resources(2.0, 0.0), NOW - 60)
+    small = PlacedPod(Resources(0.1, 2.0**28), Resources(0.5, 0.0), NOW - 30)
+    old = PlacedPod(Resources(0.1, 2.0**28), Resources(8.0, 0.0), NOW - 301)
+    wave = wave_of([service, small, old, service], POLICY, NOW)
+    assert sorted(pod.limits.cpu_cores for pod in wave) == [0.5, 2.0]  # one of each kind
+    ahead = next_pod(wave, node, POLICY)
+    assert ahead["cpu"] == pytest.approx(1.7 / 16)
+    margin = SETTINGS.release_margin
+    six = {"cpu_usage_avg_5m": format_usage(6 * 1.5 / 16, NOW - 30)}
+    five = {"cpu_usage_avg_5m": format_usage(5 * 1.5 / 16, NOW - 30)}
+    hot = judge_node(six, POLICY, NOW, margin, None, ahead)
+    assert hot.heat is Heat.HOT
+    assert "cpu_usage_avg_5m 0.67 (+0.11 next pod) > 0.65" in hot.describe()
+    assert judge_node(six, POLICY, NOW, margin).heat is Heat.WARM  # as it stands
+    assert judge_node(five, POLICY, NOW, margin, None, ahead).heat is Heat.WARM
+    assert next_pod(wave_of([old], POLICY, NOW), node, POLICY) == {}
+    # A kind over the limit alone (a 100,000-CPU limit: the whole node) has room on no
+    # node, so it is no next pod: with it every node would be hot.
+    huge = PlacedPod(Resources(0.1, 2.0**28), Resources(100_000.0, 0.0), NOW - 10)
+    assert next_pod(wave_of([huge, service], POLICY, NOW), node, POLICY) == ahead
+    assert next_pod(wave_of([huge], POLICY, NOW), node, POLICY) == {}
+    around = PlacedPod(service.requests, service.limits, NOW - 60, Evidence.PLACED)
+    assert next_pod(wave_of([around], POLICY, NOW), node, POLICY)["cpu"] == pytest.approx(
+        0.085 / 16)
+    stale = {"cpu_usage_avg_5m": format_usage(0.60, NOW - 3600)}
+    assert judge_node(stale, POLICY, NOW, margin, None, ahead).heat is Heat.UNKNOWN
+
+
+def test_the_bound_counts_the_nodes_hot_as_they_stand_not_with_the_next_pod() -> None:
+    """Six nodes: two busy from the start (0.75), three a wave has filled to one pod
+    short of the limit (0.56, hot with the next pod), one cool. The share allows 3; the
+    nodes not hot as they stand are 4, so 3 are tainted: both busy nodes and one of the
+    three. Had the bound counted the next pod (5 hot, 1 not), one taint would be left
+    and a busy node would take the wave's pods (memory-heavy: 0.94 of a node's memory)."""
+    margin = SETTINGS.release_margin
+    ahead = {"cpu": 1.7 / 16}
+
+    def node(usage: float) -> NodeHeat:
+        annotations = {"cpu_usage_avg_5m": format_usage(usage, NOW - 30)}
+        return judge_node(annotations, POLICY, NOW, margin, None, ahead)
+
+    heats = {"busy-1": node(0.75), "busy-2": node(0.74), "cool": node(0.30)}
+    heats |= {f"filled-{i}": node(0.56 + i / 100) for i in range(3)}
+    assert [heats[n].hot_now for n in ("busy-1", "filled-0", "cool")] == [True, False, False]
+    assert all(heats[n].heat is Heat.HOT for n in heats if n != "cool")
+    assert decide(heats).tainted == {"busy-1", "busy-2", "filled-2"}
 
 
 def test_a_hot_node_is_tainted_and_a_warm_one_is_not_until_it_was_hot() -> None:
