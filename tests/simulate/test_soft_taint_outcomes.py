@@ -32,6 +32,7 @@ from app.simulate.cluster import Run, SimulatedCluster
 from app.simulate.policies import plan_for
 from app.simulate.scenario import builtin_names, load_scenario
 from app.simulate.summary import Summary, summarise
+from tests.simulate.runs import simulated
 from tests.simulate.test_no_harm import (
     LARGE,
     LARGE_UNSEEN_HORIZON_S,
@@ -58,9 +59,8 @@ def taints_run(name: str, seed: int) -> tuple[Run, int]:
     update: dict[str, float | int] = {"seed": seed}
     if (duration_s := horizon(name, seed)) is not None:
         update["duration_s"] = duration_s
-    scenario = load_scenario(name).model_copy(update=update)
-    cluster = SimulatedCluster(scenario, plan_for("default+taints"))
-    return cluster.simulate(), cluster.scheduler.taint_steered
+    outcome = simulated(load_scenario(name).model_copy(update=update), "default+taints")
+    return outcome.run, outcome.taint_steered
 
 
 def without_and_with(name: str, seed: int) -> tuple[Run, Run]:
@@ -70,7 +70,7 @@ def without_and_with(name: str, seed: int) -> tuple[Run, Run]:
     if (duration_s := horizon(name, seed)) is None:
         return default_run(name, "default", seed), with_taints
     scenario = load_scenario(name).model_copy(update={"seed": seed, "duration_s": duration_s})
-    return SimulatedCluster(scenario, plan_for("default")).simulate(), with_taints
+    return simulated(scenario, "default").run, with_taints
 
 
 def node_minutes_above(summary: Summary) -> float:
@@ -137,6 +137,6 @@ def test_on_waves_not_tuned_to_the_taints_take_all_harm_away(seed: int) -> None:
     seed. Its node-minutes above the limits are fewer than default's on 5 seeds and
     more on 5, so that is not asserted."""
     scenario = load_scenario(str(MIXED_WAVES)).model_copy(update={"seed": seed})
-    with_taints = SimulatedCluster(scenario, plan_for("default+taints")).simulate()
+    with_taints = simulated(scenario, "default+taints").run
     assert harm(with_taints) == 0, (seed, harm(with_taints))
     assert summarise(with_taints).pending_at_end == 0
