@@ -96,6 +96,12 @@ class NodeRequests:
     scored_cpu: FloatArray = field(init=False)  # with the non-zero defaults
     scored_memory: FloatArray = field(init=False)
 
+    # The last shape's scores, and the nodes whose requests changed since: pods come in
+    # waves of one workload, and each binding changes one node's score, not a thousand.
+    _scored_shape: tuple[float, float] | None = field(init=False, default=None)
+    _scores: IntArray = field(init=False)
+    _changed: set[int] = field(init=False, default_factory=set)
+
     def __post_init__(self) -> None:
         zeros = np.zeros_like(self.allocatable_cpu)
         self.requested_cpu, self.requested_memory = zeros.copy(), zeros.copy()
@@ -106,6 +112,7 @@ class NodeRequests:
         self.requested_memory[node] += sign * pod.request_memory_bytes
         self.scored_cpu[node] += sign * pod.score_cpu_cores
         self.scored_memory[node] += sign * pod.score_memory_bytes
+        self._changed.add(node)
 
     def fits(self, pod: PodShape) -> BoolArray:
         """NodeResourcesFit's filter (``app.load.default_profile``)."""
@@ -119,15 +126,26 @@ class NodeRequests:
         )
 
     def scores(self, pod: PodShape) -> IntArray:
-        """LeastAllocated + BalancedAllocation, the pod placed (``app.load.default_profile``)."""
-        return resource_scores(
-            self.allocatable_cpu,
-            self.allocatable_memory,
-            self.scored_cpu,
-            self.scored_memory,
-            pod.score_cpu_cores,
-            pod.score_memory_bytes,
-        )
+        """LeastAllocated + BalancedAllocation, the pod placed (``app.load.default_profile``).
+
+        Read-only: the same array is updated in place for the next pod of the shape."""
+        shape = (pod.score_cpu_cores, pod.score_memory_bytes)
+        if shape != self._scored_shape:
+            self._scores = resource_scores(
+                self.allocatable_cpu, self.allocatable_memory,
+                self.scored_cpu, self.scored_memory, *shape,
+            )  # fmt: skip
+            self._scored_shape = shape
+        elif self._changed:
+            nodes = np.fromiter(self._changed, dtype=np.intp, count=len(self._changed))
+            self._scores.flags.writeable = True
+            self._scores[nodes] = resource_scores(
+                self.allocatable_cpu[nodes], self.allocatable_memory[nodes],
+                self.scored_cpu[nodes], self.scored_memory[nodes], *shape,
+            )  # fmt: skip
+        self._changed.clear()
+        self._scores.flags.writeable = False
+        return self._scores
 
 
 class UnsampledUsage(Protocol):

@@ -15,7 +15,6 @@ ever gets hot; beside ``default`` and ``default+taints``, its first hour on seed
 
 from __future__ import annotations
 
-import functools
 import itertools
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from app.simulate.descheduling import PlannerRebalancer
 from app.simulate.policies import plan_for
 from app.simulate.scenario import builtin_names, load_scenario
 from app.simulate.summary import summarise
+from tests.simulate.runs import simulated
 
 SEEDS = (1, 2, 3, 4, 5)
 UNSEEN_SEEDS = range(6, 21)
@@ -60,22 +60,16 @@ SEEDED_CASES = [
 
 
 def simulate(name: str, policy: str, seed: int, duration_s: float | None = None) -> Run:
+    """One run, made once per session (tests/simulate/runs.py) for every test that asks."""
     scenario = load_scenario(name)
     update: dict[str, float | int] = {"seed": seed}
     if duration_s is not None:
         update["duration_s"] = duration_s
-    return SimulatedCluster(scenario.model_copy(update=update), plan_for(policy)).simulate()
-
-
-@functools.cache
-def _kept(name: str, policy: str, seed: int) -> Run:
-    return simulate(name, policy, seed)
+    return simulated(scenario.model_copy(update=update), policy).run
 
 
 def run(name: str, policy: str, seed: int) -> Run:
-    """One run; the small scenarios' runs on SEEDS are kept for the other tests here."""
-    if seed in SEEDS and name != LARGE:
-        return _kept(name, policy, seed)
+    """One run over the scenario's whole duration."""
     return simulate(name, policy, seed)
 
 

@@ -35,6 +35,7 @@ from app.simulate.cluster import Run, SimulatedCluster
 from app.simulate.policies import plan_for
 from app.simulate.scenario import builtin_names, load_scenario
 from app.simulate.summary import Summary, summarise
+from tests.simulate.runs import simulated
 from tests.simulate.test_no_harm import (
     LARGE,
     LARGE_UNSEEN_HORIZON_S,
@@ -61,9 +62,8 @@ def taints_run(name: str, seed: int) -> tuple[Run, int]:
     update: dict[str, float | int] = {"seed": seed}
     if (duration_s := horizon(name, seed)) is not None:
         update["duration_s"] = duration_s
-    scenario = load_scenario(name).model_copy(update=update)
-    cluster = SimulatedCluster(scenario, plan_for("default+taints"))
-    return cluster.simulate(), cluster.scheduler.taint_steered
+    outcome = simulated(load_scenario(name).model_copy(update=update), "default+taints")
+    return outcome.run, outcome.taint_steered
 
 
 def without_and_with(name: str, seed: int) -> tuple[Run, Run]:
@@ -73,7 +73,7 @@ def without_and_with(name: str, seed: int) -> tuple[Run, Run]:
     if (duration_s := horizon(name, seed)) is None:
         return default_run(name, "default", seed), with_taints
     scenario = load_scenario(name).model_copy(update={"seed": seed, "duration_s": duration_s})
-    return SimulatedCluster(scenario, plan_for("default")).simulate(), with_taints
+    return simulated(scenario, "default").run, with_taints
 
 
 def node_minutes_above(summary: Summary) -> float:

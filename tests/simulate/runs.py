@@ -1,0 +1,96 @@
+"""Simulation runs made once per test session, whichever worker asks first.
+
+The outcome tests (``test_no_harm``, ``test_soft_taint_outcomes``) ask for many of the
+same runs: one scenario, seed and policy, in tests that xdist gives to different
+workers. A run is a pure function of the scenario, the policy and the code, so each is
+simulated once and kept, pickled, in a folder shared by the session's workers
+(``tests/simulate/conftest.py`` names it: under the session's own temporary folder,
+never reused by another session). A worker that asks for a run another worker is
+making waits on the run's lock file and reads it when done.
+
+The key is the scenario as validated (every field, the seed and horizon included), the
+policy, and a hash of every file under ``app/``, so a run made by other code is never
+read. Outside a session (no folder named) every run is simulated anew.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import os
+import pickle
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.simulate.cluster import Run, SimulatedCluster
+from app.simulate.policies import plan_for
+from app.simulate.scenario import Scenario
+
+APP = Path(__file__).resolve().parents[2] / "app"
+
+_folder: Path | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One run, and how many of its scheduling choices soft taints steered."""
+
+    run: Run
+    taint_steered: int
+
+
+def share_runs_in(folder: Path | None) -> None:
+    """Keep runs in ``folder`` (shared by the session's workers), or nowhere."""
+    global _folder
+    _folder = folder
+
+
+@functools.cache
+def code_hash() -> str:
+    """Every file under app/ (sources, built-in scenarios, native helpers), hashed."""
+    digest = hashlib.sha256()
+    for path in sorted(APP.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(APP)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def run_key(scenario: Scenario, policy: str) -> str:
+    document = scenario.model_dump_json(round_trip=True)
+    return hashlib.sha256(f"{code_hash()}\n{policy}\n{document}".encode()).hexdigest()
+
+
+def simulate_now(scenario: Scenario, policy: str) -> Outcome:
+    cluster = SimulatedCluster(scenario, plan_for(policy))
+    return Outcome(cluster.simulate(), cluster.scheduler.taint_steered)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def simulated(scenario: Scenario, policy: str) -> Outcome:
+    """The run of ``scenario`` under ``policy``: made here, or read as another test made it."""
+    if _folder is None:
+        return simulate_now(scenario, policy)
+    key = run_key(scenario, policy)
+    kept = _folder / f"{key}.pickle"
+    with _locked(_folder / f"{key}.lock"):
+        if kept.exists():
+            outcome: Outcome = pickle.loads(kept.read_bytes())
+            return outcome
+        outcome = simulate_now(scenario, policy)
+        partial = _folder / f"{key}.{os.getpid()}.partial"
+        partial.write_bytes(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL))
+        partial.replace(kept)
+        return outcome
