@@ -42,7 +42,7 @@ E2E_GROUPS = {
     "e2e-2": ("scheduler_configs", "scheduling", "tenant_limits", "descheduler_limits",
               "descheduler_rbac", "soft_taints"),
     "e2e-3": ("annotator", "explain", "capture", "descheduler_small_pods",
-              "node_annotation_policy"),
+              "node_annotation_policy", "workload_usage"),
 }  # fmt: skip
 # Tests that share one costly fixture run on one worker, each group as one unit: the
 # CLI's bad-input cases (their module fixture runs every case) and the e2e groups.
