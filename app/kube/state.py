@@ -33,9 +33,9 @@ from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
 
+from app.kube.configmaps import own_config_map
 from app.objects import EvictionRecord, Resources
 
 log = logging.getLogger(__name__)
@@ -203,17 +203,9 @@ class StateStore:
         Raises what the client raises after ``_SAVE_ATTEMPTS`` conflicts or on any
         other error; ``memory`` then holds what this process knows."""
         for attempt in range(_SAVE_ATTEMPTS):
-            body = ConfigMap(
-                metadata=ObjectMeta(
-                    name=self.name,
-                    namespace=self.namespace,
-                    resourceVersion=memory.resource_version,
-                    labels={
-                        "app.kubernetes.io/name": "loadaware",
-                        "app.kubernetes.io/component": "descheduler",
-                    },
-                ),
-                data={STATE_KEY: encode(memory, since_s)},
+            body = own_config_map(
+                self.name, self.namespace, "descheduler",
+                {STATE_KEY: encode(memory, since_s)}, memory.resource_version,
             )
             try:
                 if memory.exists:

@@ -42,9 +42,9 @@ from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
 
+from app.kube.configmaps import own_config_map
 from app.objects import Resources
 
 USAGE_KEY = "usage.json"
@@ -162,16 +162,8 @@ class WorkloadUsageStore:
     async def publish(self, workloads: Iterable[tuple[str, Resources]], now_s: float) -> None:
         """Write the document (replace, or create the object on first use); raises what
         the client raises. One writer (the leader) at a time: the last write wins."""
-        body = ConfigMap(
-            metadata=ObjectMeta(
-                name=self.name,
-                namespace=self.namespace,
-                labels={
-                    "app.kubernetes.io/name": "loadaware",
-                    "app.kubernetes.io/component": "annotator",
-                },
-            ),
-            data={USAGE_KEY: encode(workloads, now_s)},
+        body = own_config_map(
+            self.name, self.namespace, "annotator", {USAGE_KEY: encode(workloads, now_s)}
         )
         try:
             await self._client.replace(body)

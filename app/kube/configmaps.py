@@ -1,0 +1,28 @@
+"""The ConfigMaps loadaware writes for itself: one shape, labelled with its component."""
+
+from __future__ import annotations
+
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap
+
+
+def own_config_map(
+    name: str,
+    namespace: str,
+    component: str,
+    data: dict[str, str],
+    resource_version: str | None = None,
+) -> ConfigMap:
+    """A ConfigMap of loadaware's ``component``, optionally guarded by ``resource_version``."""
+    return ConfigMap(
+        metadata=ObjectMeta(
+            name=name,
+            namespace=namespace,
+            resourceVersion=resource_version,
+            labels={
+                "app.kubernetes.io/name": "loadaware",
+                "app.kubernetes.io/component": component,
+            },
+        ),
+        data=data,
+    )
