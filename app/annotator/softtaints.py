@@ -6,7 +6,8 @@ loadaware's ``PreferNoSchedule`` taint; this keeps the cluster in step with it:
 * a round reads every node from the node cache and judges it with ``judge_node`` at
   the current instant, as the simulator does: its fresh readings plus the estimate of
   the pods bound on it since them (``node_unsampled`` over the pods ``RecentPods``
-  kept, within the node's allocatable) plus the next pod of the wave in progress
+  kept, within the node's allocatable, each less the share its samples already show)
+  plus the next pod of the wave in progress
   (``next_pod`` over ``wave_of`` every pod ``RecentPods`` kept), then asks
   ``decide_soft_taints``, with the memory of the previous round (when each tainted
   node was last warm, for the hold);
@@ -114,7 +115,9 @@ class SoftTaintKeeper:
         for name, info in nodes.items():
             pods = recent.get(name)
             unsampled = (
-                node_unsampled(pods, info.annotations, info.allocatable, policy, now_s)
+                node_unsampled(
+                    pods, info.annotations, info.allocatable, policy, now_s, partly_sampled=True
+                )
                 if pods
                 else None
             )

@@ -15,6 +15,15 @@ of 1.5 CPU before its 5-minute average could show them, while the extender, whic
 the estimate, stopped sending pods there after 4. So the annotator judges as often as
 it refreshes the hot value, not only when a metric syncs.
 
+Unlike the extender, the rule counts of each such pod only the share its node's
+samples do not show yet (``partly_sampled``, ``app.load.estimate.unsampled_share``: a
+5-minute average taken ``t`` seconds after a binding holds about ``t``/5 min of the
+pod). The extender judges the pod in hand against a limit, where counting a fresh pod
+whole only keeps a pod off a node a little too long; the rule ranks nodes against each
+other for a bounded number of taints, where the sampled part counted twice makes a node
+of 5 fresh pods read as hot as a node of 6 older ones: on cpu-heavy, nodes of 5 kept
+the taints and a node of 6 took a 7th pod (65.6 %) on 6 of seeds 1-20.
+
 It also judges each node with the *next pod*: one more pod like those of the wave in
 progress (``next_pod``: of the kinds of pod bound anywhere in the cluster within
 ``estimation.maxAge``, the one whose estimate is the largest share of the node). A
@@ -24,7 +33,8 @@ of a node for the pod in hand. Judged as it stood, cpu-heavy's last wave put a 7
 pod of 1.5 CPU (65.6 %) on one of the seven nodes left, since kube-scheduler's
 request-based scores tie a node of 6 pods with one of 5, and the taint came one pod
 late: more node-minutes above the limit than ``default`` on 14 of seeds 1-20, and on
-5 of 10 of the mixed-waves fixture (not tuned to). With the next pod, on 6 and 0.
+5 of 10 of the mixed-waves fixture (not tuned to). With the next pod, on 6 and 0; with
+each pod counted less what its samples show (below), on 3 and 0.
 With no wave (no pod bound within ``maxAge``) the rule judges the node as it is.
 
 - **hot**: a *fresh* reading of a limited metric (a policy predicate), with the
@@ -203,10 +213,11 @@ def judge_node(
     extender's estimate of the pods bound since those readings were taken, plus
     ``next_pod``, the estimate of one more pod like those the scheduler is placing.
 
-    ``unsampled`` is what ``app.load.estimate.node_unsampled`` returns for the pods
-    bound on the node within ``estimation.maxAge`` (each a ``PlacedPod``: its
-    requests, its limits, the instant it was bound), the node's annotations, its
-    allocatable, the policy and ``now_s``; ``next_pod`` what ``next_pod`` returns for
+    ``unsampled`` is what ``app.load.estimate.node_unsampled`` returns, with
+    ``partly_sampled`` (module doc), for the pods bound on the node within
+    ``estimation.maxAge`` (each a ``PlacedPod``: its requests, its limits, the instant
+    it was bound), the node's annotations, its allocatable, the policy and ``now_s``;
+    ``next_pod`` what ``next_pod`` returns for
     the pods bound anywhere in the cluster within it. Both are added to fresh readings
     only, so stale or missing data still fails open; None or empty: the readings alone.
     """

@@ -42,7 +42,9 @@ class BurstEstimate:
         self._evictions_seen = 0
         self._usage_version = 0  # of the workload usage published (cluster.workload_usage)
 
-    def unsampled(self, node: int, t_s: float) -> dict[str, float] | None:
+    def unsampled(
+        self, node: int, t_s: float, partly_sampled: bool = False
+    ) -> dict[str, float] | None:
         cluster = self._cluster
         published = cluster.workload_usage
         workload_of = cluster.usage.workload_of
@@ -64,7 +66,8 @@ class BurstEstimate:
             float(cluster.allocatable_cpu[node]), float(cluster.allocatable_memory[node])
         )
         now_s = pipeline.epoch_s + t_s
-        return node_unsampled(pods, pipeline.annotations(node), allocatable, cluster.policy, now_s)
+        annotations = pipeline.annotations(node)
+        return node_unsampled(pods, annotations, allocatable, cluster.policy, now_s, partly_sampled)
 
     def recent_pods(self, t_s: float) -> list[PlacedPod]:
         """The pods bound within ``maxAge``, one per workload: a workload's pods are

@@ -151,7 +151,13 @@ class NodeRequests:
 class UnsampledUsage(Protocol):
     """Usage on a node that its samples do not contain yet (the ``unsampled`` seam)."""
 
-    def unsampled(self, node: int, t_s: float) -> Mapping[str, float] | None: ...
+    def unsampled(
+        self, node: int, t_s: float, partly_sampled: bool = False
+    ) -> Mapping[str, float] | None:
+        """What ``app.load.estimate.node_unsampled`` returns for the node's recent pods
+        (``partly_sampled``: the share of each its samples do not show, for the
+        soft-taint rule)."""
+        ...
 
     def changed_nodes(self, t_s: float) -> set[int]:
         """Nodes whose answer may have changed since the last call (placements, age-outs)."""

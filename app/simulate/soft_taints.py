@@ -145,7 +145,7 @@ class SimulatedSoftTaints:
         unsampled = None
         if node in self._estimated:
             assert self._estimate is not None
-            unsampled = self._estimate.unsampled(node, t_s)
+            unsampled = self._estimate.unsampled(node, t_s, partly_sampled=True)
             if not unsampled:
                 self._estimated.discard(node)
         if unsampled or ahead:

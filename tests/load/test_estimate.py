@@ -15,6 +15,7 @@ from app.load.estimate import (
     freshest_sample_s,
     node_unsampled,
     unsampled_fractions,
+    unsampled_share,
 )
 from app.load.model import Freshness, assess, evaluate_node, headroom, measure
 from app.load.samples import format_usage
@@ -154,6 +155,38 @@ def test_effective_usage_rises_after_a_binding_and_drops_once_a_sample_covers_it
     # Once maxAge has passed the estimate ends; by then every sample holds the pod.
     later = usage_values(0.45, 0.3, NOW_S + 295)
     assert node_unsampled(pods, later, EIGHT_CPUS, POLICY, NOW_S + 296) == {}
+
+
+@pytest.mark.parametrize(
+    ("bound_at_s", "sample_at_s", "share"),
+    [
+        (NOW_S - 60, NOW_S - 90, 1.0),  # sampled before the binding: none of it shown
+        (NOW_S - 60, NOW_S - 60, 1.0),  # in the binding's second: none either
+        (NOW_S - 60, NOW_S - 60 + 30, 0.9),  # 30 s of a 5-minute average
+        (NOW_S - 240, NOW_S - 240 + 150, 0.5),  # half the window
+        (NOW_S - 300, NOW_S, 0.0),  # a whole window: covered (and no longer counted)
+        (NOW_S - 300, None, 1.0),  # no fresh sample (and nothing counted: counts)
+    ],
+)
+def test_a_sample_shows_the_part_of_a_pod_its_average_ran_with(
+    bound_at_s: float, sample_at_s: float | None, share: float
+) -> None:
+    assert unsampled_share(bound_at_s, sample_at_s, SETTINGS) == pytest.approx(share)
+
+
+def test_partly_sampled_counts_only_what_the_sample_does_not_show_for_the_taint_rule() -> None:
+    """Two pods of 2.55 CPU on 8: one bound 2 minutes before the freshest sample (a
+    5-minute average), which shows 2/5 of it; one bound after it, which it shows none
+    of. The extender counts both whole; the soft-taint rule the rest only."""
+    values = usage_values(0.5, 0.3, NOW_S - 30)
+    pods = [burst_pod(NOW_S - 150), burst_pod(NOW_S - 10)]
+    whole = node_unsampled(pods, values, EIGHT_CPUS, POLICY, NOW_S)
+    rest = node_unsampled(pods, values, EIGHT_CPUS, POLICY, NOW_S, partly_sampled=True)
+    pod = 3 * 0.85 / 8
+    assert whole["cpu"] == pytest.approx(2 * pod)
+    assert rest["cpu"] == pytest.approx(pod * (1 - 120 / 300) + pod)
+    assert rest["memory"] < whole["memory"]
+    assert node_unsampled(pods, {}, EIGHT_CPUS, POLICY, NOW_S, partly_sampled=True) == {}
 
 
 def test_estimation_off_in_the_policy_adds_nothing() -> None:
