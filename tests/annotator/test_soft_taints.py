@@ -404,6 +404,47 @@ def test_a_node_below_the_limit_with_pods_just_bound_is_tainted_until_they_age_o
     )
 
 
+def test_a_pod_its_node_s_samples_partly_show_counts_only_for_the_rest(
+    fake_kube: FakeKube, static_prom: PromProxy
+) -> None:
+    """Readings at 0.30 of 5 CPUs; a pod of 1 CPU limit (estimated 0.17 of the node) is
+    bound. Four minutes on, a 5-minute average shows 4/5 of it (0.30 + 0.136): the rule
+    adds the fifth it does not show and the next pod, 0.64, below 0.65. Counted whole,
+    as the extender counts it, the node would read 0.78 and be tainted. A second pod,
+    bound after that sample, counts whole: 0.81, hot."""
+    store = fake_kube.store
+    for name in ("busy", "b", "c"):
+        store.add_node(name, annotations=cpu(0.30 if name == "busy" else 0.20),
+                       allocatable={"cpu": "5", "memory": "16Gi"})  # fmt: skip
+    for name in ("p1", "p2"):
+        add_pod(fake_kube, name, requests={"cpu": "500m"}, limits={"cpu": "1"})
+    clock = Clock()
+
+    async def rounds_pass(annotator: Annotator) -> None:
+        rounds = annotator.soft_taint_rounds
+        assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + 3)
+
+    async def scenario() -> None:
+        async with fake_kube.async_client() as client:
+            annotator = the_annotator(fake_kube, client, static_prom, SETTINGS, clock)
+            async with running(annotator):
+                assert await eventually(lambda: annotator.pod_watch.synced)
+                store.bind("default", "p1", "busy")
+                assert await eventually(lambda: annotator.recent is not None
+                                        and len(annotator.recent) == 1)  # fmt: skip
+                await rounds_pass(annotator)
+                assert taints(fake_kube, "busy") == []  # 0.30 + 0.17 + the next 0.17
+                clock.offset_s = 240.0
+                set_cpu(fake_kube, "busy", cpu(0.30 + 0.8 * 0.17, age_s=-clock.offset_s))
+                await rounds_pass(annotator)
+                assert taints(fake_kube, "busy") == []
+                store.bind("default", "p2", "busy")
+                assert await eventually(lambda: OURS in taints(fake_kube, "busy"))
+                assert taints(fake_kube, "b") == taints(fake_kube, "c") == []
+
+    asyncio.run(scenario())
+
+
 def test_garbage_and_pods_placed_around_the_scheduler_neither_break_a_round_nor_taint(
     fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
 ) -> None:
