@@ -1,8 +1,7 @@
 """default+taints against default, on every built-in scenario, seeds 1-20: soft taints
 never add harm (throttled CPU-minutes plus OOM events, as ``test_no_harm`` judges it,
 pending pod-minutes and pods never bound), take away all of it where placing by
-requests overloads busy nodes, and leave no more node-minutes above the limits, except
-on cpu-heavy (below: a known trade, one or two nodes just above the CPU limit).
+requests overloads busy nodes, and leave no more node-minutes above the limits.
 
 Not asserted, because it is not true: *fewer* node-minutes above the limits than
 default. On no built-in does placement leave room for it on every seed: cpu-heavy's and
@@ -19,9 +18,9 @@ nodes apart (``Scheduler.taint_steered``) is the default run, step for step
 (``test_taints_that_steer_no_choice_leave_the_run_as_it_was``), so the default run is
 only made where the taints steered a pod. One test per seed, so the suite's workers
 share them out; thousand-nodes runs its whole day on seed 1 and its first hour on the
-others, as in ``test_no_harm``. The next pod and the 60 % share were chosen among a
-few variants (docs/tuning.md) on seeds 1-20 of the built-ins and 1-10 of the two
-fixtures, so none of these seeds is unseen any more.
+others, as in ``test_no_harm``. The next pod, the estimate less what the samples show
+and the 70 % share were chosen among a few variants (docs/tuning.md) on seeds 1-20 of
+the built-ins and 1-10 of the two fixtures, so none of these seeds is unseen any more.
 """
 
 from __future__ import annotations
@@ -49,8 +48,6 @@ ALL_SEEDS = (*SEEDS, *UNSEEN_SEEDS)
 # Where placing by requests overloads nodes that are busy from the start: the taints
 # must take that harm away on every seed.
 OVERLOADED_BY_REQUESTS = ("cpu-heavy", "memory-heavy")
-# Where the taints trade throttling for node-minutes just above the CPU limit (below).
-TRADE = "cpu-heavy"
 
 
 def horizon(name: str, seed: int) -> float | None:
@@ -107,34 +104,22 @@ def test_soft_taints_add_no_harm(name: str, seed: int) -> None:
     if name in OVERLOADED_BY_REQUESTS:
         # default overloads them on every seed but one (memory-heavy seed 14)
         assert harm(with_taints) == 0, (name, seed, harm(without))
-        # The busy nodes (72-75 %) keep their taints through the waves: one of them
-        # takes at most one pod (memory-heavy seed 12: 0.80). Counting the nodes the
-        # next pod makes hot in the bound gave their taints away at the end of each
-        # wave: 0.80-0.94 on every seed.
+        # The busy nodes (72-75 %) keep their taints through the waves: peaks of
+        # 0.71-0.78 over seeds 1-20 (memory-heavy seed 12 reached 0.80, one pod, with
+        # each fresh pod counted whole). Counting the nodes the next pod makes hot in
+        # the bound gave their taints away at the end of each wave: 0.80-0.94 on every
+        # seed.
         assert max(after.cpu_peak, after.memory_peak) <= 0.82, (name, seed)
-    if name == TRADE:
-        # Without the taints, the service's waves spread over every node by requests
-        # and throttle the three busy ones (75 % from their own job, and already
-        # above the limit). With them, the 40 pods of 1.5 CPU go to the other seven,
-        # ~8.6 CPU each of 16, and a 7th pod on one of them is 65.6 %: the taints must
-        # part the nodes of 6 pods from those of 5, which kube-scheduler's request-based
-        # scores tie. The rule judges each node with the next pod of the wave, so it
-        # does on 14 of seeds 1-20 (with the node as it stood, on 6); on the others
-        # (4, 6, 8, 14, 16, 18) one or two nodes of 6 are left untainted for a round
-        # (the share, or the estimate of pods just bound, which their 5-minute average
-        # partly shows too, making nodes of 5 look as full) and take a 7th pod.
-        # What that may cost: two nodes, just above the limit (7 pods, 1.5 CPU each
-        # give or take their 10 % jitter), from the last wave (3h30) to the end.
-        busy = np.max(without.cpu_utilisation, axis=0) > 0.65
-        added = np.max(with_taints.cpu_utilisation[:, ~busy], axis=0, initial=0.0)
-        assert np.count_nonzero(added > 0.65) <= 2, (seed, added)
-        assert added.max() <= 0.71, (seed, added.max())
-        last_wave_min = 210
-        assert node_minutes_above(after) <= node_minutes_above(before) + 2 * (
-            with_taints.scenario.duration_s / 60 - last_wave_min), seed  # fmt: skip
-    else:
-        assert node_minutes_above(after) <= node_minutes_above(before) + 1e-9, (
-            name, seed, node_minutes_above(before), node_minutes_above(after))  # fmt: skip
+    # Not worse than default anywhere. On cpu-heavy the 40 pods of 1.5 CPU go to the
+    # seven nodes not busy from the start, and a 7th pod on one of them is 65.6 % > 65 %:
+    # the taints must part the nodes of 6 pods from those of 5, which kube-scheduler's
+    # request-based scores tie, while the three busy nodes keep theirs. With each pod
+    # counted whole on top of a 5-minute average that partly shows it, nodes of 5 with
+    # fresh pods read as hot as nodes of 6 and kept the taints; and at 60 % of the
+    # nodes there was no room for the busy three and four nodes of 6: one or two nodes
+    # took a 7th pod on 6 of seeds 1-20 (986-1,072 node-minutes against 900).
+    assert node_minutes_above(after) <= node_minutes_above(before) + 1e-9, (
+        name, seed, node_minutes_above(before), node_minutes_above(after))  # fmt: skip
 
 
 MIXED_WAVES = Path(__file__).parents[1] / "fixtures" / "simulate" / "mixed-waves.yaml"
