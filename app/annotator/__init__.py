@@ -4,6 +4,8 @@ One job per module:
 
 - ``schedule``: which metrics are due when (pure);
 - ``sync``: one tick, one query per due metric and one patch per node;
+- ``metric_loop``: while leading, a tick whenever metrics fall due, and each metric's
+  last success and error;
 - ``bindings``: a listener on the shared pod cache: binding windows and hot values;
 - ``hotvalue``: which nodes need their ``node_hot_value`` rewritten (pure);
 - ``softtaints``: with ``--soft-taints``, loadaware's ``PreferNoSchedule`` taint kept

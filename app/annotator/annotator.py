@@ -4,7 +4,7 @@ Every replica runs the node cache, the pod watch (bindings), leader election and
 health server (the skeleton ``app.runtime.service`` shares with the descheduler). Only
 while it leads does it run the two writing loops:
 
-* the metric loop: whenever metrics fall due, one tick (``MetricSync``);
+* the metric loop (``MetricLoop``): whenever metrics fall due, one tick (``MetricSync``);
 * the hot-value loop: every ``hot_value_interval_s``, patch the nodes whose hot value
   changed;
 * the workload-usage loop (unless ``--no-workload-usage``): every shortest sync
@@ -29,28 +29,25 @@ still in flight.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from lightkube import AsyncClient
 
 from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
 from app.annotator.hotvalue import HotValueLedger, HotValuePublisher
-from app.annotator.schedule import MetricSchedule
+from app.annotator.metric_loop import MetricLoop
 from app.annotator.softtaints import SoftTaintKeeper, log_settings
-from app.annotator.sync import MetricSync, QueryShape, TickReport
+from app.annotator.sync import MetricSync, QueryShape
 from app.annotator.telemetry import AnnotatorMetrics
 from app.annotator.workload_usage import WorkloadUsagePublisher
 from app.kube import (
     WORKLOAD_USAGE_NAME,
     AnnotationPatcher,
     NodeCache,
-    PatchOutcome,
     PodCache,
     TaintWriter,
     WorkloadUsageStore,
@@ -108,40 +105,6 @@ class AnnotatorConfig:
             raise ValueError(
                 f"--soft-taint-interval must be positive, got {self.soft_taint_interval_s}"
             )
-
-
-@dataclass
-class MetricState:
-    period_s: float
-    last_success_s: float | None = None
-    last_error: str | None = None
-
-
-def record_tick(
-    schedule: MetricSchedule,
-    states: Mapping[str, MetricState],
-    report: TickReport,
-    started_s: float,
-    now_s: float,
-) -> None:
-    """What one sync tick did to each metric's state and schedule: a metric none of
-    whose patches reached the API server is retried soon rather than a period later."""
-    for outcome in report.metrics:
-        state = states.get(outcome.metric)
-        if state is None or outcome.metric not in schedule.periods_s:
-            continue  # dropped by a policy reload during the tick
-        if outcome.error is not None:
-            state.last_error = str(outcome.error)
-            schedule.record_failure(outcome.metric, time.monotonic())
-            continue
-        carried = [report.patches.outcomes.get(node) for node in outcome.values]
-        if carried and not any(o is PatchOutcome.WRITTEN for o in carried):
-            state.last_error = f"no node could be patched ({report.patches.summary()})"
-            schedule.record_failure(outcome.metric, time.monotonic())
-            continue
-        state.last_success_s = now_s
-        state.last_error = None
-        schedule.record_success(outcome.metric, started_s)
 
 
 class Annotator:
@@ -231,13 +194,16 @@ class Annotator:
             if target is not None
             else None
         )
+        self.metric_loop = MetricLoop(
+            self.sync,
+            self.nodes,
+            self.periods_s,
+            first_retry_s=config.first_retry_s,
+            clock=clock,
+        )
         self.workload_usage_rounds = 0  # rounds run (tests wait on it, not on time)
         self.soft_taint_rounds = 0  # rounds run (tests wait on it, not on time)
-        self.metric_states = {m: MetricState(p) for m, p in self.periods_s.items()}
-        self.schedule: MetricSchedule | None = None
-        self.ticks = 0
         self.hot_value_rounds = 0  # hot-value rounds run (tests wait on it, not on time)
-        self._wake = asyncio.Event()  # a policy reload changed the schedule
         self._policy_watcher = policy_watcher
         self.telemetry.policy.loaded(clock())
 
@@ -252,7 +218,7 @@ class Annotator:
 
     def _on_leadership(self, leading: bool) -> None:
         if not leading:
-            self.schedule = None
+            self.metric_loop.stop_leading()
             self.soft_taints.forget()
 
     def set_policy(self, policy: Policy) -> None:
@@ -267,11 +233,6 @@ class Annotator:
             )
         self.policy = policy
         self.periods_s = periods_s
-        self.metric_states = {
-            m: self.metric_states.get(m) or MetricState(p) for m, p in periods_s.items()
-        }
-        for metric, state in self.metric_states.items():
-            state.period_s = periods_s[metric]
         self.windows.set_policy(policy.spec.hot_value)
         if self.recent is not None:
             self.recent.set_policy(policy.spec.estimation)
@@ -282,11 +243,7 @@ class Annotator:
                 "off every node",
                 policy.source,
             )
-        if self.schedule is not None:
-            changed = self.schedule.replace_periods(periods_s, time.monotonic())
-            if changed:
-                log.info("policy reload: syncing %s now on their new periods", ", ".join(changed))
-                self._wake.set()
+        self.metric_loop.set_periods(periods_s)
 
     # -- running --------------------------------------------------------------------
 
@@ -326,7 +283,7 @@ class Annotator:
             except Exception:
                 log.exception("taking the soft taints off failed unexpectedly; carrying on")
         async with asyncio.TaskGroup() as group:
-            group.create_task(self._metric_loop(), name="metric-sync")
+            group.create_task(self.metric_loop.run(), name="metric-sync")
             group.create_task(self._hot_value_loop(), name="hot-value")
             if self.config.soft_taints is not None:
                 group.create_task(self._soft_taint_loop(), name="soft-taints")
@@ -355,32 +312,6 @@ class Annotator:
             self.soft_taint_rounds += 1
             await asyncio.sleep(self.config.soft_taint_interval_s)
 
-    async def _metric_loop(self) -> None:
-        schedule = MetricSchedule(
-            self.periods_s, start_s=time.monotonic(), first_retry_s=self.config.first_retry_s
-        )
-        self.schedule = schedule
-        while True:
-            started_s = time.monotonic()
-            due = schedule.due(started_s)
-            if due:
-                try:
-                    report = await self.sync.run_tick(due, self.nodes.nodes)
-                except Exception:
-                    # A bug must not stop annotating for good: log it, retry with backoff.
-                    log.exception("sync tick for %s failed unexpectedly", ", ".join(due))
-                    for metric in due:
-                        self.metric_states[metric].last_error = "internal error (see log)"
-                        schedule.record_failure(metric, time.monotonic())
-                else:
-                    self.ticks += 1
-                    record_tick(schedule, self.metric_states, report, started_s, self._clock())
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._wake.wait(), max(0.0, schedule.next_due_s() - time.monotonic())
-                )
-
     async def _hot_value_loop(self) -> None:
         interval_s = self.config.hot_value_interval_s
         await self.pod_watch.wait_synced()
@@ -402,30 +333,13 @@ class Annotator:
         return self.service.status()
 
     def _details(self) -> Mapping[str, Any]:
-        schedule = self.schedule
-        now_mono = time.monotonic()
-        metrics: dict[str, Any] = {}
-        for metric, state in self.metric_states.items():
-            metrics[metric] = {
-                "period": format_duration(state.period_s),
-                "last_success": _iso(state.last_success_s),
-                "last_error": state.last_error,
-                "next_sync_in_s": round(max(0.0, schedule.next_due_of(metric) - now_mono), 1)
-                if schedule is not None
-                else None,
-            }
         return {
             "nodes": len(self.nodes.nodes),
             "bindings_in_window": self.windows.binding_count(),
-            "metrics": metrics,
+            "metrics": self.metric_loop.details(),
             "soft_taints": "on" if self.config.soft_taints is not None else "off",
             "workload_usage": self.workload_usage.store.where
             if self.workload_usage is not None
             else "off",
         }
 
-
-def _iso(at_s: float | None) -> str | None:
-    if at_s is None:
-        return None
-    return datetime.fromtimestamp(at_s, tz=UTC).isoformat(timespec="seconds")

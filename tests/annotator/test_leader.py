@@ -95,8 +95,8 @@ def test_only_the_leader_writes_and_the_other_takes_over_when_it_stops(
                 assert await eventually(lambda: patches_by(b) >= 1, 30)
                 assert holder(fake_kube) == "b"
                 a_writes = patches_by(a)
-                ticks = b.ticks
-                assert await eventually(lambda: b.ticks >= ticks + 2, 30)
+                ticks = b.metric_loop.ticks
+                assert await eventually(lambda: b.metric_loop.ticks >= ticks + 2, 30)
                 assert patches_by(a) == a_writes  # a stopped, writes nothing more
 
     asyncio.run(scenario())

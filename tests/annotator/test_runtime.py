@@ -24,7 +24,7 @@ def test_a_reloaded_policy_changes_the_periods_without_a_restart(
                 the_policy=policy({"cpu_usage_avg_5m": "1h", "mem_usage_avg_5m": "1h"}),
             )
             async with running(the_annotator):
-                assert await eventually(lambda: the_annotator.ticks >= 1, 5)
+                assert await eventually(lambda: the_annotator.metric_loop.ticks >= 1, 5)
                 the_annotator.set_policy(policy({"cpu_usage_avg_5m": "0.2s"}))
                 assert await eventually(
                     lambda: Counter(static_prom.queries())["cpu_usage_avg_5m"] >= 3, 5
@@ -42,7 +42,7 @@ def test_status_reports_each_metric_and_readiness_without_leadership(
         async with fake_kube.async_client() as client:
             the_annotator = annotator(fake_kube, client, static_prom.url)
             async with running(the_annotator):
-                assert await eventually(lambda: the_annotator.ticks >= 1, 5)
+                assert await eventually(lambda: the_annotator.metric_loop.ticks >= 1, 5)
                 return dict(the_annotator.status())
 
     status = asyncio.run(scenario())

@@ -252,7 +252,7 @@ def test_turned_off_it_takes_every_soft_taint_off_and_says_how_many(
                 assert await eventually(
                     lambda: taints(fake_kube, "a") == [FOREIGN] and taints(fake_kube, "b") == []
                 )
-                assert await eventually(lambda: annotator.ticks >= 1)
+                assert await eventually(lambda: annotator.metric_loop.ticks >= 1)
             assert annotator.soft_taint_rounds == 0
 
     asyncio.run(scenario())

@@ -65,7 +65,7 @@ async def recover_after(
         async with running(the_annotator):
             assert await eventually(lambda: errors(the_annotator, reason) >= 1, 10)
             assert node_annotations(fake_kube, "node-busy")[CPU] == OLD_VALUE
-            state = the_annotator.metric_states[CPU]
+            state = the_annotator.metric_loop.states[CPU]
             assert await eventually(lambda: state.last_success_s is not None, 10)
         assert node_annotations(fake_kube, "node-busy")[CPU] != OLD_VALUE
         return the_annotator
@@ -95,7 +95,7 @@ def test_a_failed_query_is_counted_and_the_retry_annotates(
     reason: str,
 ) -> None:
     the_annotator = asyncio.run(recover_after(fake_kube, prom_proxy, behaviour, reason))
-    assert the_annotator.metric_states[CPU].last_error is None
+    assert the_annotator.metric_loop.states[CPU].last_error is None
     assert errors(the_annotator, reason) == 1
 
 
@@ -112,7 +112,8 @@ def test_an_unreachable_prometheus_is_reported_and_retried(
             return the_annotator
 
     the_annotator = asyncio.run(scenario())
-    assert "cannot connect to Prometheus" in (the_annotator.metric_states[CPU].last_error or "")
+    last_error = the_annotator.metric_loop.states[CPU].last_error
+    assert "cannot connect to Prometheus" in (last_error or "")
     assert not fake_kube.requests("PATCH", "/api/v1/nodes/*")
 
 
@@ -121,7 +122,7 @@ async def first_tick(fake_kube: FakeKube, prometheus_url: str) -> Annotator:
     async with fake_kube.async_client() as client:
         the_annotator = annotator(fake_kube, client, prometheus_url)
         async with running(the_annotator):
-            assert await eventually(lambda: the_annotator.ticks >= 1, 10)
+            assert await eventually(lambda: the_annotator.metric_loop.ticks >= 1, 10)
         return the_annotator
 
 
@@ -183,7 +184,7 @@ def test_a_node_that_keeps_answering_500_is_counted_skipped_and_written_next_tic
         async with fake_kube.async_client() as client:
             the_annotator = annotator(fake_kube, client, prom_proxy.url, the_policy=fast)
             async with running(the_annotator):
-                assert await eventually(lambda: the_annotator.ticks >= 1, 10)
+                assert await eventually(lambda: the_annotator.metric_loop.ticks >= 1, 10)
                 assert node_annotations(fake_kube, "node-busy")[CPU] == OLD_VALUE
                 assert node_annotations(fake_kube, "node-cool")[CPU] != OLD_VALUE
                 assert await eventually(

@@ -42,7 +42,7 @@ async def one_sync(fake_kube: FakeKube, prom: PromProxy, **config: object) -> No
     async with fake_kube.async_client() as client:
         the_annotator = annotator(fake_kube, client, prom.url, **config)  # type: ignore[arg-type]
         async with running(the_annotator):
-            assert await eventually(lambda: the_annotator.ticks >= 1, 15)
+            assert await eventually(lambda: the_annotator.metric_loop.ticks >= 1, 15)
         return None
 
 
@@ -114,7 +114,7 @@ def test_a_node_without_series_keeps_its_old_annotation_and_is_counted(
         async with fake_kube.async_client() as client:
             the_annotator = annotator(fake_kube, client, prom_proxy.url)
             async with running(the_annotator):
-                assert await eventually(lambda: the_annotator.ticks >= 1, 15)
+                assert await eventually(lambda: the_annotator.metric_loop.ticks >= 1, 15)
             return metric_value(
                 the_annotator,
                 "loadaware_annotator_nodes_without_data",
@@ -187,7 +187,7 @@ def test_only_the_metrics_that_are_due_are_queried_and_written(
         async with fake_kube.async_client() as client:
             the_annotator = annotator(fake_kube, client, prom_proxy.url, the_policy=fast)
             async with running(the_annotator):
-                assert await eventually(lambda: the_annotator.ticks >= 3, 15)
+                assert await eventually(lambda: the_annotator.metric_loop.ticks >= 3, 15)
 
     asyncio.run(scenario())
     queries = Counter(prom_proxy.queries())
@@ -207,7 +207,7 @@ def test_the_annotator_s_own_metrics_describe_the_sync(
         async with fake_kube.async_client() as client:
             the_annotator = annotator(fake_kube, client, prom_proxy.url)
             async with running(the_annotator):
-                assert await eventually(lambda: the_annotator.ticks >= 1, 15)
+                assert await eventually(lambda: the_annotator.metric_loop.ticks >= 1, 15)
             return generate_latest(the_annotator.telemetry.registry).decode()
 
     exposition = asyncio.run(scenario())

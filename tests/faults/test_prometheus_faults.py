@@ -209,7 +209,7 @@ def test_annotator_prometheus_down_is_counted_and_reported_then_recovers_by_itse
             assert success_after is not None
             assert success_after > success_before
             assert not task.done()
-            assert annotator.metric_states[WATCHED].last_error is None
+            assert annotator.metric_loop.states[WATCHED].last_error is None
 
     asyncio.run(scenario())
 
@@ -245,7 +245,7 @@ def test_the_filter_fails_open_once_annotations_age_out_during_an_outage(
 
             await poll(n2_rejected, "n2 filtered out on the values the annotator wrote")
             with stopped(prometheus):
-                await poll(lambda: annotator.metric_states[WATCHED].last_error is not None,
+                await poll(lambda: annotator.metric_loop.states[WATCHED].last_error is not None,
                            "the annotator sees the outage")
                 stale_stamp = stamped_at(fake_kube, "n2")
                 assert stale_stamp is not None
@@ -296,7 +296,7 @@ def test_annotator_writes_nothing_from_a_slow_or_garbage_answer_and_recovers(
             await poll(lambda: errors._value.get() >= 2, f"{case}: errors counted, retried")
             assert all(stamped_at(fake_kube, n, m) is None
                        for n in ANNOTATED for m in DEFAULT_METRICS), case
-            assert annotator.metric_states[WATCHED].last_error is not None
+            assert annotator.metric_loop.states[WATCHED].last_error is not None
             assert not task.done()
             proxy.reset()
             await poll(lambda: all(stamped_at(fake_kube, n) is not None for n in ANNOTATED),
