@@ -19,7 +19,7 @@ from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.outcome import SkipCode
-from app.runtime.leader_election import LeaseSettings
+from app.runtime.flags import LeaseSettings
 from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
 from tests.support.fakekube import CONFIGMAPS, LEASES

@@ -13,7 +13,7 @@ import pytest
 from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport, RunResult
 from app.policy import default_policy
 from app.prom.client import PrometheusSettings, PrometheusSource
-from app.runtime.leader_election import LeaseSettings
+from app.runtime.flags import LeaseSettings
 from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
 from tests.support.fakekube_fixtures import FakeKube
