@@ -38,7 +38,8 @@ if __package__ in (None, ""):
 
 from app.capture.catalog import Catalog, build_catalog
 from app.capture.main import capture, dump
-from app.prom.client import PrometheusSettings, PrometheusSource
+from app.prom.client import PrometheusSource
+from app.prom.settings import PrometheusSettings
 from tests.support.promserver import PrometheusServer, import_openmetrics
 
 

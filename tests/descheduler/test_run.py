@@ -16,7 +16,8 @@ from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube import state
 from app.kube.events import DESTINATION_NODE, REASON, SOURCE_NODE
 from app.policy import default_policy
-from app.prom.client import PrometheusSettings, PrometheusSource
+from app.prom.client import PrometheusSource
+from app.prom.settings import PrometheusSettings
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.outcome import SkipCode
 from app.runtime.flags import LeaseSettings

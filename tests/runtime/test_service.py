@@ -17,7 +17,8 @@ from app.extender.extender import Extender
 from app.extender.http import extender_status
 from app.kube import NodeCache
 from app.policy import default_policy
-from app.prom.client import PrometheusSettings, PrometheusSource
+from app.prom.client import PrometheusSource
+from app.prom.settings import PrometheusSettings
 from app.rebalance.config import DeschedulerConfig
 from app.runtime import LeaderElectedService, LeadershipNotAcquired
 from app.runtime.flags import LeaseSettings
