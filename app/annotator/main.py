@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.annotator.annotator import Annotator, AnnotatorConfig, WorkloadUsageTarget
-from app.annotator.sync import QueryShape
 from app.commandline import (
     EXIT_OK,
     add_component,
@@ -21,26 +18,25 @@ from app.commandline import (
     positive_number,
     usage_error,
 )
-from app.health import CannotListen
-from app.kube import WORKLOAD_USAGE_NAME, KubeConfigError, make_client
+from app.kube import WORKLOAD_USAGE_NAME
 from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SoftTaintSettings
-from app.policy import Policy, PolicyError
-from app.prom import (
-    PrometheusSettings,
-    PrometheusSource,
-    add_prometheus_flags,
-    label_matchers,
-    prometheus_settings_from_args,
-)
+from app.prom import add_prometheus_flags, label_matchers, prometheus_settings_from_args
 from app.runtime import (
-    PolicyWatcher,
     add_health_flags,
     add_leader_election_flags,
     default_lease_namespace,
     lease_settings_from_args,
-    run_until_signalled,
-    starting_policy,
 )
+
+if TYPE_CHECKING:
+    from app.annotator.annotator import Annotator, AnnotatorConfig
+    from app.policy import Policy
+    from app.prom import PrometheusSettings
+    from app.runtime import PolicyWatcher
+
+# The annotator itself, the Kubernetes and Prometheus clients and the service are
+# imported in the functions that use them, after the flags are parsed: `--help` and a
+# bad flag do not pay for them.
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +104,10 @@ def settings_from_args(
     on_policy_result: Callable[[str], None] = lambda _r: None,
 ) -> Settings:
     """Turn parsed flags into configuration; raise ValueError or PolicyError with the fix."""
+    from app.annotator.annotator import AnnotatorConfig, WorkloadUsageTarget
+    from app.annotator.sync import QueryShape
+    from app.runtime import starting_policy
+
     policy, watcher = starting_policy(
         args.policy, on_policy_change, on_policy_result, interval_s=args.policy_poll_interval
     )
@@ -141,6 +141,15 @@ def settings_from_args(
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from app.annotator.annotator import Annotator
+    from app.health import CannotListen
+    from app.kube import KubeConfigError, make_client
+    from app.policy import PolicyError
+    from app.prom import PrometheusSource
+    from app.runtime import run_until_signalled
+
     annotator: Annotator | None = None
 
     def adopt(policy: Policy) -> None:
