@@ -238,3 +238,14 @@ def test_the_check_catches_an_import_past_a_front(tmp_path: Path) -> None:
         "app.descheduler.probe:2: imports app.kube.pods past the front app.kube",
         "app.annotator.probe:1: imports app.prom.client past the front app.prom",
     ]
+
+
+def test_every_name_a_front_exports_is_there() -> None:
+    """A front may load a module on first use (PEP 562, ``__getattr__``): each name it
+    exports must still resolve, to the object its module defines."""
+    import importlib
+
+    for package in sorted(packages_of_app()):
+        front = importlib.import_module(f"app.{package}")
+        missing = [name for name in exports(package) if not hasattr(front, name)]
+        assert not missing, f"app.{package} exports {missing}, which it cannot give"
