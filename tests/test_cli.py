@@ -82,6 +82,8 @@ LIGHT_STARTS = {
     "demo --help": SERVING + MODELLING,
     "descheduler --help": SERVING + MODELLING,
     "descheduler --once --query-timeout=-1": SERVING + MODELLING,
+    "policy --help": SERVING + MODELLING,
+    "policy check /nonexistent": (*SERVING, "numpy"),  # the schema, not the load model
     # The soft-taint flags show the load model's defaults.
     "annotator --help": SERVING,
     "annotator --health-port 70000": SERVING,
