@@ -83,6 +83,8 @@ LIGHT_STARTS = {
     "descheduler --help": SERVING + MODELLING,
     "descheduler --once --query-timeout=-1": SERVING + MODELLING,
     "policy --help": SERVING + MODELLING,
+    "simulate --help": SERVING + MODELLING,
+    "simulate burst --seed abc": SERVING + MODELLING,
     "policy check /nonexistent": (*SERVING, "numpy"),  # the schema, not the load model
     # The soft-taint flags show the load model's defaults.
     "annotator --help": SERVING,
