@@ -188,16 +188,22 @@ def health_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
     )
 
 
-def bind_listeners(args: argparse.Namespace) -> list[socket.socket]:
-    """The verbs' socket, and the health server's with --health-port."""
-    from app.health import CannotListen, listen
-
+def check_distinct_ports(args: argparse.Namespace) -> int:
+    """--health-port (0: none), which must not be --port."""
     health_port = int(getattr(args, "health_port", 0) or 0)
     if health_port and health_port == args.port:
         config_error(
             f"--port and --health-port are both {args.port}: give the health server a "
             "port of its own, or --health-port 0 for none"
         )
+    return health_port
+
+
+def bind_listeners(args: argparse.Namespace) -> list[socket.socket]:
+    """The verbs' socket, and the health server's with --health-port."""
+    from app.health import CannotListen, listen
+
+    health_port = check_distinct_ports(args)
     try:
         sockets = [listen(args.host, args.port, ("--host", "--port"))]
     except CannotListen as error:
@@ -259,28 +265,15 @@ def max_body_bytes(args: argparse.Namespace) -> int:
 
 
 def run_extender(args: argparse.Namespace) -> int:
+    # Each check imports only what it needs, the cheapest first, so that a bad flag or
+    # file is reported before the web server and the clients are loaded.
     check_caller_authentication(args)
     connection_limits(args)
     tls_context(args)
-    from app.extender.extender import Extender
-    from app.extender.http import ExtenderApp
-    from app.extender.index import new_verdict_index
-    from app.extender.workload_usage import WorkloadUsageFollower
-    from app.kube import (
-        KubeConfigError,
-        NodeCache,
-        PodCache,
-        WorkloadUsageStore,
-        make_client,
-        scheduled_pod,
-    )
+    check_distinct_ports(args)
     from app.policy import PolicyError
     from app.runtime import default_lease_namespace, starting_policy
 
-    try:
-        new_verdict_index()  # LOADAWARE_VERDICT_INDEX, checked before anything starts
-    except (ValueError, RuntimeError) as error:
-        config_error(str(error))
     try:
         # The callbacks run only after start-up, once `extender` exists.
         policy, watcher = starting_policy(
@@ -291,12 +284,31 @@ def run_extender(args: argparse.Namespace) -> int:
         )
     except PolicyError as error:
         config_error(str(error))
+    from app.extender.index import new_verdict_index
+
+    try:
+        new_verdict_index()  # LOADAWARE_VERDICT_INDEX, checked before anything starts
+    except (ValueError, RuntimeError) as error:
+        config_error(str(error))
+    from app.kube import (
+        KubeConfigError,
+        NodeCache,
+        PodCache,
+        WorkloadUsageStore,
+        make_client,
+        scheduled_pod,
+    )
+
     client = None
     if args.node_cache:
         try:
             client = make_client(args.kubeconfig)
         except KubeConfigError as error:
             config_error(f"{error} (or use --no-node-cache: nodes then come from the requests)")
+    from app.extender.extender import Extender
+    from app.extender.http import ExtenderApp
+    from app.extender.workload_usage import WorkloadUsageFollower
+
     node_cache = NodeCache(client) if client is not None else None
     pod_cache = None
     if client is not None and args.pod_cache:
