@@ -104,8 +104,6 @@ def settings_from_args(
     on_policy_result: Callable[[str], None] = lambda _r: None,
 ) -> Settings:
     """Turn parsed flags into configuration; raise ValueError or PolicyError with the fix."""
-    from app.annotator.annotator import AnnotatorConfig, WorkloadUsageTarget
-    from app.annotator.sync import QueryShape
     from app.runtime import starting_policy
 
     policy, watcher = starting_policy(
@@ -113,6 +111,9 @@ def settings_from_args(
     )
     prometheus = prometheus_settings_from_args(args)
     lease = lease_settings_from_args(args)
+    from app.annotator.annotator import AnnotatorConfig, WorkloadUsageTarget
+    from app.annotator.sync import QueryShape
+
     config = AnnotatorConfig(
         policy=policy,
         shape=QueryShape(selector=args.query_selector or "", divisor=args.value_divisor),
@@ -141,14 +142,7 @@ def settings_from_args(
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from app.annotator.annotator import Annotator
-    from app.health import CannotListen
-    from app.kube import KubeConfigError, make_client
     from app.policy import PolicyError
-    from app.prom import PrometheusSource
-    from app.runtime import run_until_signalled
 
     annotator: Annotator | None = None
 
@@ -162,9 +156,21 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         settings = settings_from_args(args, on_policy_change=adopt, on_policy_result=count)
-        client = make_client(args.kubeconfig)
-    except (ValueError, PolicyError, KubeConfigError) as error:
+    except (ValueError, PolicyError) as error:
         return usage_error("loadaware annotator", str(error))
+    from app.kube import KubeConfigError, make_client
+
+    try:
+        client = make_client(args.kubeconfig)
+    except KubeConfigError as error:
+        return usage_error("loadaware annotator", str(error))
+    import asyncio
+
+    from app.annotator.annotator import Annotator
+    from app.health import CannotListen
+    from app.prom import PrometheusSource
+    from app.runtime import run_until_signalled
+
     source = PrometheusSource(settings.prometheus)
     annotator = Annotator(
         settings.annotator, client, source, policy_watcher=settings.policy_watcher

@@ -140,7 +140,6 @@ def load_config(path: Path) -> DeschedulerConfig:
 
 def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
     """Turn parsed flags into configuration; raise ValueError, ConfigError or PolicyError."""
-    from app.descheduler.descheduler import LoopSettings
     from app.rebalance import ConfigError, DeschedulerConfig
     from app.runtime import FileWatcher, starting_policy
 
@@ -170,6 +169,8 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
     if mismatch:
         raise ConfigError(f"--config and --policy disagree: {'; '.join(mismatch)}")
     lease = lease_settings_from_args(args)
+    from app.descheduler.descheduler import LoopSettings
+
     loop = LoopSettings(
         dry_run=bool(args.dry_run),
         lease=lease,
@@ -204,22 +205,26 @@ def print_report(report: RunReport, out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from app.health import CannotListen
-    from app.kube import KubeConfigError, make_client
     from app.policy import PolicyError
     from app.rebalance import ASSUMES, ConfigError
 
     reloads = Reloads()
     try:
         settings = settings_from_args(args, reloads)
+    except (ValueError, ConfigError, PolicyError) as error:
+        return usage_error("loadaware descheduler", str(error))
+    from app.kube import KubeConfigError, make_client
+
+    try:
         client = make_client(args.kubeconfig)
-    except (ValueError, ConfigError, PolicyError, KubeConfigError) as error:
+    except KubeConfigError as error:
         return usage_error("loadaware descheduler", str(error))
     scheduler = settings.config.scheduler
     log.info("planning beside scheduler=%s: %s", scheduler, ASSUMES[scheduler])
+    import asyncio
+
     from app.descheduler.descheduler import Descheduler, RunResult
+    from app.health import CannotListen
     from app.prom import PrometheusSource
     from app.runtime import run_until_signalled
 
