@@ -84,6 +84,8 @@ LIGHT_STARTS = {
     "descheduler --once --query-timeout=-1": SERVING + MODELLING,
     "policy --help": SERVING + MODELLING,
     "simulate --help": SERVING + MODELLING,
+    "explain --help": SERVING + MODELLING,
+    "capture --step 0x": SERVING + MODELLING,
     "simulate burst --seed abc": SERVING + MODELLING,
     "policy check /nonexistent": (*SERVING, "numpy"),  # the schema, not the load model
     # The soft-taint flags show the load model's defaults.
