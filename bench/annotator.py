@@ -49,7 +49,8 @@ from app.kube.nodes import NodeCache
 from app.kube.patching import AnnotationPatcher
 from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage, parse_usage
 from app.policy import default_policy
-from app.prom.client import PrometheusSettings, PrometheusSource, PromSample
+from app.prom.client import PrometheusSource, PromSample
+from app.prom.settings import PrometheusSettings
 from tests.support import promdata
 from tests.support.fakekube import FakeKubeServer
 from tests.support.fakekube_fixtures import kubeconfig_for

@@ -37,8 +37,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.capture.catalog import Catalog, build_catalog
-from app.capture.main import capture, dump
-from app.prom.client import PrometheusSettings, PrometheusSource
+from app.capture.commands import capture, dump
+from app.prom.client import PrometheusSource
+from app.prom.settings import PrometheusSettings
 from tests.support.promserver import PrometheusServer, import_openmetrics
 
 

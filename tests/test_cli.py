@@ -66,3 +66,46 @@ def test_a_command_imports_no_other_command() -> None:
     )
     assert "/nonexistent" in result.stderr
     assert result.stdout.strip() == "['app.policy_check.main']"  # its own, no other
+
+
+# What serves or queries (the web server, the Kubernetes and Prometheus clients, the
+# metrics registry), and what models (numpy, pydantic): none of it is needed to print a
+# command's help or to refuse a flag, and each costs tenths of a second at every start.
+SERVING = ("fastapi", "uvicorn", "lightkube", "httpx2", "requests", "prometheus_api_client",
+           "prometheus_client")  # fmt: skip
+MODELLING = ("numpy", "pydantic")
+
+
+LIGHT_STARTS = {
+    "extender --help": SERVING + MODELLING,
+    "extender --port 99999": SERVING + MODELLING,
+    "demo --help": SERVING + MODELLING,
+    "descheduler --help": SERVING + MODELLING,
+    "descheduler --once --query-timeout=-1": SERVING + MODELLING,
+    "policy --help": SERVING + MODELLING,
+    "simulate --help": SERVING + MODELLING,
+    "explain --help": SERVING + MODELLING,
+    "capture --step 0x": SERVING + MODELLING,
+    "simulate burst --seed abc": SERVING + MODELLING,
+    "policy check /nonexistent": (*SERVING, "numpy"),  # the schema, not the load model
+    # The soft-taint flags show the load model's defaults.
+    "annotator --help": SERVING,
+    "annotator --health-port 70000": SERVING,
+}
+
+
+@pytest.mark.parametrize("command", list(LIGHT_STARTS))
+def test_help_and_a_bad_flag_load_nothing_that_serves(command: str) -> None:
+    argv, not_loaded = command.split(), LIGHT_STARTS[command]
+    code = (
+        "import sys\nfrom app.cli import main\n"
+        "try:\n    code = main(sys.argv[1:])\nexcept SystemExit as stop:\n    code = stop.code\n"
+        f"print(code, sorted(m for m in sys.modules if m.split('.')[0] in {not_loaded!r}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    exit_code, loaded = result.stdout.splitlines()[-1].split(" ", 1)
+    assert exit_code == ("0" if "--help" in argv else "2"), result.stderr
+    assert loaded == "[]", f"loadaware {command} loaded {loaded}"

@@ -454,9 +454,21 @@ def test_a_single_run_without_the_lease_says_the_api_server_was_not_reached(
     assert "not the leader" not in result.stdout
 
 
+# ``python -m app.cli`` as a shell in a terminal starts it: with SIGINT at its default, so
+# that Python turns a Ctrl-C into KeyboardInterrupt. A test run started in the background
+# by a non-interactive shell (``pytest ... &``, as some CI runners start jobs) has SIGINT
+# ignored, every process it starts inherits that, and Python then leaves it ignored: the
+# simulation ran on to its end after the Ctrl-C test's SIGINT and exited 0 (the servers,
+# which install their own handlers, stopped either way).
+AS_FROM_A_TERMINAL = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from app.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
 def start_cli(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "app.cli", *argv],
+        [sys.executable, "-c", AS_FROM_A_TERMINAL, *argv],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -238,3 +238,25 @@ def test_the_check_catches_an_import_past_a_front(tmp_path: Path) -> None:
         "app.descheduler.probe:2: imports app.kube.pods past the front app.kube",
         "app.annotator.probe:1: imports app.prom.client past the front app.prom",
     ]
+
+
+def test_every_name_a_front_exports_is_there() -> None:
+    """A front may load a module on first use (PEP 562, ``__getattr__``): each name it
+    exports must still resolve, to the object its module defines, also once every module
+    of the package is loaded (loading ``app.x.y`` sets the front's attribute ``y`` to the
+    module, which hides a lazily exported name ``y``)."""
+    import importlib
+    import types
+
+    for package in sorted(packages_of_app()):
+        for module in sorted(submodules(package) | ENTRY_MODULES):
+            if (ROOT / "app" / package / f"{module}.py").exists() or (
+                ROOT / "app" / package / module / "__init__.py"
+            ).exists():
+                importlib.import_module(f"app.{package}.{module}")
+        front = importlib.import_module(f"app.{package}")
+        for name in exports(package):
+            assert hasattr(front, name), f"app.{package} exports {name}, which it cannot give"
+            assert not isinstance(getattr(front, name), types.ModuleType), (
+                f"app.{package}.{name} is the module, not the name it exports"
+            )

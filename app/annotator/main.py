@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.annotator.annotator import Annotator, AnnotatorConfig, WorkloadUsageTarget
-from app.annotator.sync import QueryShape
 from app.commandline import (
     EXIT_OK,
     add_component,
@@ -21,26 +18,25 @@ from app.commandline import (
     positive_number,
     usage_error,
 )
-from app.health import CannotListen
-from app.kube import WORKLOAD_USAGE_NAME, KubeConfigError, make_client
+from app.kube import WORKLOAD_USAGE_NAME
 from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SoftTaintSettings
-from app.policy import Policy, PolicyError
-from app.prom import (
-    PrometheusSettings,
-    PrometheusSource,
-    add_prometheus_flags,
-    label_matchers,
-    prometheus_settings_from_args,
-)
+from app.prom import add_prometheus_flags, label_matchers, prometheus_settings_from_args
 from app.runtime import (
-    PolicyWatcher,
     add_health_flags,
     add_leader_election_flags,
     default_lease_namespace,
     lease_settings_from_args,
-    run_until_signalled,
-    starting_policy,
 )
+
+if TYPE_CHECKING:
+    from app.annotator.annotator import Annotator, AnnotatorConfig
+    from app.policy import Policy
+    from app.prom import PrometheusSettings
+    from app.runtime import PolicyWatcher
+
+# The annotator itself, the Kubernetes and Prometheus clients and the service are
+# imported in the functions that use them, after the flags are parsed: `--help` and a
+# bad flag do not pay for them.
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +104,16 @@ def settings_from_args(
     on_policy_result: Callable[[str], None] = lambda _r: None,
 ) -> Settings:
     """Turn parsed flags into configuration; raise ValueError or PolicyError with the fix."""
+    from app.runtime import starting_policy
+
     policy, watcher = starting_policy(
         args.policy, on_policy_change, on_policy_result, interval_s=args.policy_poll_interval
     )
     prometheus = prometheus_settings_from_args(args)
     lease = lease_settings_from_args(args)
+    from app.annotator.annotator import AnnotatorConfig, WorkloadUsageTarget
+    from app.annotator.sync import QueryShape
+
     config = AnnotatorConfig(
         policy=policy,
         shape=QueryShape(selector=args.query_selector or "", divisor=args.value_divisor),
@@ -141,6 +142,8 @@ def settings_from_args(
 
 
 def run(args: argparse.Namespace) -> int:
+    from app.policy import PolicyError
+
     annotator: Annotator | None = None
 
     def adopt(policy: Policy) -> None:
@@ -153,9 +156,21 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         settings = settings_from_args(args, on_policy_change=adopt, on_policy_result=count)
-        client = make_client(args.kubeconfig)
-    except (ValueError, PolicyError, KubeConfigError) as error:
+    except (ValueError, PolicyError) as error:
         return usage_error("loadaware annotator", str(error))
+    from app.kube import KubeConfigError, make_client
+
+    try:
+        client = make_client(args.kubeconfig)
+    except KubeConfigError as error:
+        return usage_error("loadaware annotator", str(error))
+    import asyncio
+
+    from app.annotator.annotator import Annotator
+    from app.health import CannotListen
+    from app.prom import PrometheusSource
+    from app.runtime import run_until_signalled
+
     source = PrometheusSource(settings.prometheus)
     annotator = Annotator(
         settings.annotator, client, source, policy_watcher=settings.policy_watcher

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from app.commandline import (
     EXIT_FAILED,
@@ -20,36 +19,26 @@ from app.commandline import (
     duration,
     usage_error,
 )
-from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport, RunResult
-from app.documents import read_file
-from app.health import CannotListen
 from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
-from app.kube import KubeConfigError, make_client
-from app.policy import Policy, PolicyError
-from app.prom import (
-    PrometheusSettings,
-    PrometheusSource,
-    add_prometheus_flags,
-    prometheus_settings_from_args,
-)
-from app.rebalance import (
-    ASSUMES,
-    ConfigError,
-    DeschedulerConfig,
-    config_from_yaml,
-    render_plan,
-    threshold_conflicts,
-)
+from app.prom import add_prometheus_flags, prometheus_settings_from_args
 from app.runtime import (
-    FileWatcher,
     add_health_flags,
     add_leader_election_flags,
     default_identity,
     default_lease_namespace,
     lease_settings_from_args,
-    run_until_signalled,
-    starting_policy,
 )
+
+if TYPE_CHECKING:
+    from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport
+    from app.policy import Policy
+    from app.prom import PrometheusSettings
+    from app.rebalance import DeschedulerConfig
+    from app.runtime import FileWatcher
+
+# The planner, the load model, the Kubernetes and Prometheus clients are imported in the
+# functions that use them, after the flags are parsed: `--help` and a bad flag cost a
+# few hundredths of a second, not the second those imports take.
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +97,8 @@ class Settings:
 
 def warn_about_thresholds(config: DeschedulerConfig, policy: Policy) -> list[str]:
     """Log, at start and on each reload, where the thresholds make pods bounce."""
+    from app.rebalance import threshold_conflicts
+
     conflicts = threshold_conflicts(config, policy)
     for conflict in conflicts:
         log.warning("descheduler thresholds: %s", conflict)
@@ -141,11 +132,17 @@ class Reloads:
 
 def load_config(path: Path) -> DeschedulerConfig:
     """Read and validate the configuration file (the planner itself does no I/O)."""
+    from app.documents import read_file
+    from app.rebalance import ConfigError, config_from_yaml
+
     return config_from_yaml(*read_file(path, "configuration", ConfigError))
 
 
 def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
     """Turn parsed flags into configuration; raise ValueError, ConfigError or PolicyError."""
+    from app.rebalance import ConfigError, DeschedulerConfig
+    from app.runtime import FileWatcher, starting_policy
+
     watchers: list[FileWatcher[Any]] = []
     if args.config:
         config_watcher = FileWatcher(
@@ -172,6 +169,8 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
     if mismatch:
         raise ConfigError(f"--config and --policy disagree: {'; '.join(mismatch)}")
     lease = lease_settings_from_args(args)
+    from app.descheduler.descheduler import LoopSettings
+
     loop = LoopSettings(
         dry_run=bool(args.dry_run),
         lease=lease,
@@ -193,6 +192,8 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
 
 
 def print_report(report: RunReport, out: TextIO) -> None:
+    from app.rebalance import render_plan
+
     if report.plan is not None:
         out.write(render_plan(report.plan))
     if report.outcomes:
@@ -204,14 +205,29 @@ def print_report(report: RunReport, out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from app.policy import PolicyError
+    from app.rebalance import ASSUMES, ConfigError
+
     reloads = Reloads()
     try:
         settings = settings_from_args(args, reloads)
+    except (ValueError, ConfigError, PolicyError) as error:
+        return usage_error("loadaware descheduler", str(error))
+    from app.kube import KubeConfigError, make_client
+
+    try:
         client = make_client(args.kubeconfig)
-    except (ValueError, ConfigError, PolicyError, KubeConfigError) as error:
+    except KubeConfigError as error:
         return usage_error("loadaware descheduler", str(error))
     scheduler = settings.config.scheduler
     log.info("planning beside scheduler=%s: %s", scheduler, ASSUMES[scheduler])
+    import asyncio
+
+    from app.descheduler.descheduler import Descheduler, RunResult
+    from app.health import CannotListen
+    from app.prom import PrometheusSource
+    from app.runtime import run_until_signalled
+
     source = PrometheusSource(settings.prometheus)
     descheduler = Descheduler(settings.config, settings.policy, client, source, settings.loop)
     reloads.descheduler = descheduler

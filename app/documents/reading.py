@@ -7,6 +7,7 @@ field. Each caller passes its own error type, so that its callers catch one type
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,6 +16,28 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
+
+# Brackets (``[``, ``{``) open at once, at most. A real document nests a few levels, and
+# a file nested deeper is refused before it is parsed: PyYAML's scanner takes time
+# quadratic in this depth (0.9 s of CPU for ``[`` x 10,000 before its parser gave up
+# with a RecursionError). Brackets in strings and comments count too, which only a
+# document with over a hundred unclosed ones inside its strings could notice.
+MAX_BRACKET_DEPTH = 100
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def bracket_depth(text: str, limit: int = MAX_BRACKET_DEPTH) -> int:
+    """How deep ``text``'s brackets nest, counted up to just past ``limit``."""
+    depth = deepest = 0
+    for match in _BRACKET.finditer(text):
+        if match.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                break
+        else:
+            depth = max(depth - 1, 0)
+    return deepest
 
 
 def format_validation_error(error: ValidationError) -> str:
@@ -41,6 +64,8 @@ def read_file(path: str | Path, what: str, error: type[Exception]) -> tuple[str,
 
 
 def parse_yaml(text: str, source: str, error: type[Exception]) -> Any:
+    if bracket_depth(text) > MAX_BRACKET_DEPTH:
+        raise error(f"{source}: not valid YAML: nested too deeply")
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as problem:

@@ -38,7 +38,6 @@ from app.rebalance import ConfigError, DeschedulerConfig, config_from_yaml
 
 T = TypeVar("T")
 
-DEFAULT_INSTALL_NAMESPACE = "loadaware"
 POLICY_CONFIGMAP = "loadaware-policy"  # deploy/base/kustomization.yaml
 POLICY_KEY = "policy.yaml"
 CONFIG_CONFIGMAP = "loadaware-descheduler-config"

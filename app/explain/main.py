@@ -1,59 +1,17 @@
-"""``loadaware explain pod|node``: flags, reading the cluster, printing the answer."""
+"""``loadaware explain pod|node``: its flags; reading the cluster and printing the answer
+is ``commands``, imported only once the flags are parsed (the Kubernetes and Prometheus
+clients, the planner: `--help` and a bad flag pay for none of them)."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import sys
-import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from lightkube import AsyncClient
-from lightkube.resources.core_v1 import Pod
-
-from app.commandline import EXIT_FAILED, EXIT_OK, add_flag, count, usage_error
-from app.explain.gather import (
-    DEFAULT_INSTALL_NAMESPACE,
-    ClusterUnreadable,
-    last_failed_scheduling,
-    pod_from_manifest,
-    read_budgets,
-    read_config,
-    read_nodes,
-    read_pod,
-    read_pods,
-    read_policy,
-    read_state,
-    read_workload_usage,
-)
-from app.explain.node import explain_node
-from app.explain.pod import explain_pod
-from app.explain.render import node_json, pod_json, render_node, render_pod
+from app.commandline import add_flag, count
 from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
-from app.kube import KubeConfigError, make_client, pod_info, pod_key, scheduled_pod
-from app.objects import workload_of
-from app.policy import PolicyError
-from app.prom import (
-    PodNodes,
-    PodUsageQueries,
-    PodUsageUnavailable,
-    PrometheusSource,
-    add_prometheus_flags,
-    pod_nodes,
-    prometheus_settings_from_args,
-    read_pod_usage,
-)
-from app.rebalance import (
-    ClusterView,
-    ConfigError,
-    DeschedulerConfig,
-    memory_window_s,
-    previous_hot_rounds,
-)
+from app.prom import add_prometheus_flags
 
-T = TypeVar("T")
+DEFAULT_INSTALL_NAMESPACE = "loadaware"
 
 EXIT_CODES = (
     "exit codes: 0 explained, 1 the cluster (or the pod or node asked about) could not be "
@@ -120,10 +78,6 @@ examples:
 
 {EXIT_CODES}
 """
-
-
-class NotFound(Exception):
-    """The pod or node asked about does not exist."""
 
 
 def _common_flags(parser: argparse.ArgumentParser) -> None:
@@ -234,178 +188,13 @@ def add_parser(components: Any) -> None:
     node.set_defaults(run=run_node)
 
 
-# --- explain pod -----------------------------------------------------------------------
-
-
-def _pod_target(args: argparse.Namespace) -> tuple[str, str] | Pod:
-    """(namespace, name) of a pod in the cluster, or a Pod read from ``-f``."""
-    if bool(args.pod) == bool(args.filename):
-        raise ValueError("name one pod: NAMESPACE/NAME, or -f FILE for a pod not created yet")
-    if args.filename:
-        return pod_from_manifest(args.filename)
-    namespace, slash, name = str(args.pod).partition("/")
-    if not slash or not namespace or not name or "/" in name:
-        raise ValueError(f"expected NAMESPACE/NAME, got {args.pod!r}")
-    return namespace, name
-
-
-async def _explain_pod(
-    client: AsyncClient, args: argparse.Namespace, target: tuple[str, str] | Pod
-) -> str:
-    policy = await read_policy(client, args.policy, args.install_namespace)
-    notes: list[str] = []
-    if isinstance(target, Pod):
-        pod = target
-        notes.append(f"pod read from {args.filename}, not from the cluster")
-    else:
-        found = await read_pod(client, *target)
-        if found is None:
-            raise NotFound(f"pod {target[0]}/{target[1]} not found")
-        pod = found
-    nodes = await read_nodes(client)
-    pods = await read_pods(client)
-    now_s = time.time()
-    info = pod_info(pod)
-    failed = None
-    if info.node_name is None and not isinstance(target, Pod):
-        failed = await last_failed_scheduling(client, info.namespace, info.name, info.uid)
-    estimate = policy.value.spec.estimation
-    notes.append(
-        "estimate: pods bound since each node's last sample count until a sample covers "
-        "them; the extender's in-memory reservations are not visible here"
-        if estimate.enabled
-        else "estimate: off in this policy (pods placed since a node's sample add nothing)"
-    )
-    observed = None
-    if estimate.enabled and estimate.workload_usage:
-        published, line = await read_workload_usage(client, args.install_namespace, now_s)
-        observed = published.observed(workload_of(info)) if published is not None else None
-        notes.append(line)
-        if observed is not None:
-            notes.append(
-                f"the pod's workload is published to use {observed.cpu_cores:.3g} cores and "
-                f"{observed.memory_bytes / 2**20:.0f}Mi a pod: its estimate is raised where "
-                "that is 3x or more (README, 'Burst-aware estimation')"
-            )
-    explanation = explain_pod(
-        info,
-        pod.to_dict(),
-        nodes,
-        ((pod_key(p), scheduled_pod(p)) for p in pods),
-        policy.value,
-        now_s,
-        failed,
-        observed,
-    )
-    if args.output == "json":
-        return json.dumps(pod_json(explanation, policy.source, notes), indent=2) + "\n"
-    return render_pod(explanation, policy.source, None if args.all else args.top, notes)
-
-
 def run_pod(args: argparse.Namespace) -> int:
-    prog = "loadaware explain pod"
-    try:
-        target = _pod_target(args)
-        client = make_client(args.kubeconfig)
-    except (ValueError, KubeConfigError) as error:
-        return usage_error(prog, str(error))
-    return _run(prog, client, lambda: _explain_pod(client, args, target))
+    from app.explain.commands import run_pod
 
-
-# --- explain node ----------------------------------------------------------------------
-
-
-async def _pod_usage(
-    args: argparse.Namespace, config: DeschedulerConfig, placed: PodNodes, running: bool
-) -> tuple[dict[str, Any], str]:
-    """Per-pod usage, each pod's from the node it runs on (``placed``), as the
-    descheduler reads it, and the line that says where it came from."""
-    estimate = "each pod's usage is the extender's estimate from its requests and limits"
-    if not args.prometheus_url:
-        return {}, (
-            f"pod usage: no --prometheus-url, so {estimate}; the descheduler itself reads "
-            "Prometheus and evicts nothing while it cannot"
-        )
-    source = PrometheusSource(prometheus_settings_from_args(args))
-    queries = PodUsageQueries(config.pod_usage_queries.cpu, config.pod_usage_queries.memory)
-    try:
-        usage = await read_pod_usage(source, queries, placed)
-    except PodUsageUnavailable as error:
-        return {}, (
-            f"pod usage: {error}; the descheduler would evict nothing now. Below, {estimate}"
-        )
-    finally:
-        source.close()
-    if not usage.usage and running:
-        return {}, (
-            "pod usage: Prometheus answered with no per-pod usage for any pod, so the "
-            f"descheduler would evict nothing now (is cAdvisor scraped?). Below, {estimate}"
-        )
-    return dict(usage.usage), (
-        f"pod usage: Prometheus, for {len(usage.usage)} pods (the others: the estimate)"
-    )
-
-
-async def _explain_node(client: AsyncClient, args: argparse.Namespace) -> str:
-    policy = await read_policy(client, args.policy, args.install_namespace)
-    config = await read_config(client, args.config, args.install_namespace)
-    mismatch = config.value.metrics_missing_from({s.name for s in policy.value.spec.sync_policy})
-    if mismatch:
-        raise ConfigError(f"the configuration and the policy disagree: {'; '.join(mismatch)}")
-    nodes = await read_nodes(client)
-    if args.node not in nodes:
-        raise NotFound(f"node {args.node} not found")
-    pods = {pod_key(p): pod_info(p) for p in await read_pods(client)}
-    budgets = await read_budgets(client)
-    now_s = time.time()
-    since_s = now_s - memory_window_s(config.value)
-    memory, memory_line = await read_state(
-        client, args.install_namespace, args.state_name, now_s, since_s
-    )
-    running = any(p.phase == "Running" for p in pods.values())
-    placed = pod_nodes(pods.values(), nodes)
-    usage, usage_line = await _pod_usage(args, config.value, placed, running)
-    view = ClusterView(nodes, pods, usage, budgets, memory.recent(since_s))
-    hot_rounds = previous_hot_rounds(memory.hot_rounds, now_s, config.value.interval)
-    explanation = explain_node(args.node, view, config.value, policy.value, now_s, hot_rounds)
-    sources = [
-        f"configuration: {config.source}",
-        f"policy: {policy.source}",
-        memory_line,
-        usage_line,
-    ]
-    if args.output == "json":
-        return json.dumps(node_json(explanation, sources), indent=2) + "\n"
-    return render_node(explanation, sources)
+    return run_pod(args)
 
 
 def run_node(args: argparse.Namespace) -> int:
-    prog = "loadaware explain node"
-    try:
-        if args.prometheus_url:
-            prometheus_settings_from_args(args)  # flag errors before any API call
-        client = make_client(args.kubeconfig)
-    except (ValueError, KubeConfigError) as error:
-        return usage_error(prog, str(error))
-    return _run(prog, client, lambda: _explain_node(client, args))
+    from app.explain.commands import run_node
 
-
-# --- both --------------------------------------------------------------------------------
-
-
-def _run(prog: str, client: AsyncClient, explain: Callable[[], Awaitable[str]]) -> int:
-    async def explained() -> str:
-        try:
-            return await explain()
-        finally:
-            await client.close()
-
-    try:
-        text = asyncio.run(explained())
-    except (PolicyError, ConfigError) as error:
-        return usage_error(prog, str(error))
-    except (ClusterUnreadable, NotFound) as error:
-        print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
-        return EXIT_FAILED
-    sys.stdout.write(text)
-    return EXIT_OK
+    return run_node(args)

@@ -28,6 +28,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
 from app.commandline import RateLimitedLog
+from app.extender.defaults import FULL_NODES_MAX_BODY_BYTES
 from app.extender.extender import Extender
 from app.extender.verbs import BadRequest, ExtenderArgs, Outcome, parse_args
 from app.health import add_probe_routes, probe_status
@@ -42,12 +43,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 # A request body's size bounds the memory its parse takes: about 32 times the body for
 # one made of tiny JSON objects (`{}` items: 16 MiB took the process from 83 to 585 MiB).
-# With the node cache, a request holds one pod and the nodes' names: a pod at etcd's
-# 1.5 MiB limit and 5,000 names of 253 characters fit in 4 MiB, whose worst parse stays
-# far below the 512Mi the manifests give. Without it, every Node object comes in the
-# body (about 10 KiB each), and the memory limit must be sized for the cluster.
-NODE_CACHE_MAX_BODY_BYTES = 4 * 1024 * 1024
-FULL_NODES_MAX_BODY_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = FULL_NODES_MAX_BODY_BYTES
 # /debug/nodes answers at most this many nodes per page (?limit=, ?after= for the next).
 DEBUG_PAGE_DEFAULT = 100

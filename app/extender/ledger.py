@@ -45,12 +45,13 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
+from app.extender.defaults import RESERVATION_TTL_S
 from app.extender.pricing import Fractions, Pricing
 from app.load import Evidence, counts, estimate_with_evidence, unsampled_fractions
 from app.objects import ZERO, Demand, Resources, ScheduledPod
 from app.policy import EstimationPolicy, Policy
 
-DEFAULT_RESERVATION_TTL_S = 15.0
+DEFAULT_RESERVATION_TTL_S = RESERVATION_TTL_S
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import ipaddress
 import logging
 import signal
-import socket
 import ssl
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import FrameType
-from typing import Any, NoReturn
-
-import uvicorn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from app.commandline import (
     EXIT_OK,
@@ -28,23 +23,12 @@ from app.commandline import (
     timeout,
     usage_error,
 )
-from app.extender.demo import DemoExtender, curl_examples
-from app.extender.extender import Extender
-from app.extender.http import (
+from app.extender.defaults import (
     FULL_NODES_MAX_BODY_BYTES,
     NODE_CACHE_MAX_BODY_BYTES,
-    ExtenderApp,
-    health_api,
+    RESERVATION_TTL_S,
+    WORKLOAD_USAGE_REFRESH_S,
 )
-from app.extender.index import new_verdict_index
-from app.extender.ledger import DEFAULT_RESERVATION_TTL_S
-from app.extender.workload_usage import (
-    DEFAULT_MAX_AGE_S as DEFAULT_WORKLOAD_USAGE_MAX_AGE_S,
-)
-from app.extender.workload_usage import (
-    DEFAULT_REFRESH_S as DEFAULT_WORKLOAD_USAGE_REFRESH_S,
-)
-from app.extender.workload_usage import WorkloadUsageFollower
 from app.health import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HANDSHAKE_TIMEOUT_S,
@@ -52,22 +36,20 @@ from app.health import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
-    CannotListen,
     ConnectionLimits,
-    guarded_protocol,
-    listen,
 )
-from app.kube import (
-    WORKLOAD_USAGE_NAME,
-    KubeConfigError,
-    NodeCache,
-    PodCache,
-    WorkloadUsageStore,
-    make_client,
-    scheduled_pod,
-)
-from app.policy import PolicyError
-from app.runtime import default_lease_namespace, starting_policy
+from app.kube import WORKLOAD_USAGE_MAX_AGE_S, WORKLOAD_USAGE_NAME
+
+if TYPE_CHECKING:
+    import socket
+
+    import uvicorn
+
+    from app.extender.http import ExtenderApp
+
+# What serves (uvicorn, FastAPI, the Kubernetes client, the load model) is imported in
+# the functions that run it, after the flags are parsed and checked: `--help` and a bad
+# flag cost a few hundredths of a second, not the half second those imports take.
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +145,10 @@ def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
 
 
 def server_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
+    import uvicorn
+
+    from app.health import guarded_protocol
+
     limits = connection_limits(args)
     return uvicorn.Config(
         app,
@@ -183,6 +169,11 @@ def server_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
 def health_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
     """The plain listener for probes and Prometheus, when --health-port is set: the same
     limits as the verbs' port, with a connection budget of its own."""
+    import uvicorn
+
+    from app.extender.http import health_api
+    from app.health import guarded_protocol
+
     limits = connection_limits(args)
     return uvicorn.Config(
         health_api(app.extender),
@@ -197,25 +188,22 @@ def health_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
     )
 
 
-class _Server(uvicorn.Server):
-    """uvicorn, with the signals handled once for all servers (``_serve``): SIGTERM and
-    SIGINT stop every server gracefully and the process then exits 0, rather than
-    uvicorn raising the signal again after its shutdown (a KeyboardInterrupt traceback,
-    or death by signal)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-def bind_listeners(args: argparse.Namespace) -> list[socket.socket]:
-    """The verbs' socket, and the health server's with --health-port."""
+def check_distinct_ports(args: argparse.Namespace) -> int:
+    """--health-port (0: none), which must not be --port."""
     health_port = int(getattr(args, "health_port", 0) or 0)
     if health_port and health_port == args.port:
         config_error(
             f"--port and --health-port are both {args.port}: give the health server a "
             "port of its own, or --health-port 0 for none"
         )
+    return health_port
+
+
+def bind_listeners(args: argparse.Namespace) -> list[socket.socket]:
+    """The verbs' socket, and the health server's with --health-port."""
+    from app.health import CannotListen, listen
+
+    health_port = check_distinct_ports(args)
     try:
         sockets = [listen(args.host, args.port, ("--host", "--port"))]
     except CannotListen as error:
@@ -234,12 +222,19 @@ def bind_listeners(args: argparse.Namespace) -> list[socket.socket]:
 def _serve(
     app: ExtenderApp, args: argparse.Namespace, ready: Callable[[], None] = lambda: None
 ) -> None:
-    """Bind, then ``ready`` (the demo's banner), then serve until SIGTERM or SIGINT."""
+    """Bind, then ``ready`` (the demo's banner), then serve until SIGTERM or SIGINT:
+    uvicorn without its own signal handlers (``EmbeddedServer``), which would raise the
+    signal again after its shutdown (a KeyboardInterrupt traceback, or death by signal);
+    here SIGTERM and SIGINT stop every server gracefully and the process exits 0."""
+    import asyncio
+
+    from app.health import EmbeddedServer
+
     sockets = bind_listeners(args)
     configs = [server_config(app, args)]
     if len(sockets) > 1:
         configs.append(health_config(app, args))
-    servers = [_Server(config) for config in configs]
+    servers = [EmbeddedServer(config) for config in configs]
 
     def stop(signum: int, frame: FrameType | None) -> None:
         for server in servers:
@@ -270,13 +265,15 @@ def max_body_bytes(args: argparse.Namespace) -> int:
 
 
 def run_extender(args: argparse.Namespace) -> int:
+    # Each check imports only what it needs, the cheapest first, so that a bad flag or
+    # file is reported before the web server and the clients are loaded.
     check_caller_authentication(args)
     connection_limits(args)
     tls_context(args)
-    try:
-        new_verdict_index()  # LOADAWARE_VERDICT_INDEX, checked before anything starts
-    except (ValueError, RuntimeError) as error:
-        config_error(str(error))
+    check_distinct_ports(args)
+    from app.policy import PolicyError
+    from app.runtime import default_lease_namespace, starting_policy
+
     try:
         # The callbacks run only after start-up, once `extender` exists.
         policy, watcher = starting_policy(
@@ -287,12 +284,31 @@ def run_extender(args: argparse.Namespace) -> int:
         )
     except PolicyError as error:
         config_error(str(error))
+    from app.extender.index import new_verdict_index
+
+    try:
+        new_verdict_index()  # LOADAWARE_VERDICT_INDEX, checked before anything starts
+    except (ValueError, RuntimeError) as error:
+        config_error(str(error))
+    from app.kube import (
+        KubeConfigError,
+        NodeCache,
+        PodCache,
+        WorkloadUsageStore,
+        make_client,
+        scheduled_pod,
+    )
+
     client = None
     if args.node_cache:
         try:
             client = make_client(args.kubeconfig)
         except KubeConfigError as error:
             config_error(f"{error} (or use --no-node-cache: nodes then come from the requests)")
+    from app.extender.extender import Extender
+    from app.extender.http import ExtenderApp
+    from app.extender.workload_usage import WorkloadUsageFollower
+
     node_cache = NodeCache(client) if client is not None else None
     pod_cache = None
     if client is not None and args.pod_cache:
@@ -350,6 +366,9 @@ def run_extender(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    from app.extender.demo import DemoExtender, curl_examples
+    from app.extender.http import ExtenderApp
+
     extender = DemoExtender()
     base_url = f"http://{args.host}:{args.port}"
 
@@ -465,7 +484,7 @@ def add_parser(components: Any) -> None:
         extender,
         "--reservation-ttl",
         type=duration,
-        default=DEFAULT_RESERVATION_TTL_S,
+        default=RESERVATION_TTL_S,
         metavar="DURATION",
         help="how long a pod's reservation waits for its binding to show in the pod watch",
     )
@@ -497,7 +516,7 @@ def add_parser(components: Any) -> None:
         extender,
         "--workload-usage-max-age",
         type=duration,
-        default=DEFAULT_WORKLOAD_USAGE_MAX_AGE_S,
+        default=WORKLOAD_USAGE_MAX_AGE_S,
         metavar="DURATION",
         help="a document published longer ago than this is ignored (estimates from "
         "requests and limits alone): the annotator is down or has lost Prometheus",
@@ -506,7 +525,7 @@ def add_parser(components: Any) -> None:
         extender,
         "--workload-usage-refresh",
         type=duration,
-        default=DEFAULT_WORKLOAD_USAGE_REFRESH_S,
+        default=WORKLOAD_USAGE_REFRESH_S,
         metavar="DURATION",
         help="how often that ConfigMap is read (one GET, off the scheduling path)",
     )

@@ -21,13 +21,14 @@ import logging
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from app.extender.defaults import WORKLOAD_USAGE_REFRESH_S
 from app.kube import WORKLOAD_USAGE_MAX_AGE_S, WorkloadUsageStore, WorkloadUsageUnreadable
 from app.objects import Resources
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_AGE_S = WORKLOAD_USAGE_MAX_AGE_S
-DEFAULT_REFRESH_S = 30.0
+DEFAULT_REFRESH_S = WORKLOAD_USAGE_REFRESH_S
 
 _NOTHING: Mapping[str, Resources] = MappingProxyType({})
 

@@ -3,24 +3,30 @@ watch (``cache``, ``listwatch``), and the views and writes of each kind: nodes, 
 PodDisruptionBudgets, annotation patches, evictions. ``state`` and ``events`` are the
 descheduler's memory as the API holds it (a ConfigMap, Events); ``permissions`` lists
 every API call each component makes, the list RBAC is checked against.
-"""
 
-from app.kube.cache import WatchCache
-from app.kube.client import KubeConfigError, make_client
-from app.kube.events import EvictionNotice, record_eviction
-from app.kube.eviction import EvictionOutcome, evict_pod
-from app.kube.nodes import NodeCache, NodeInfo, node_info
-from app.kube.patching import AnnotationPatcher, PatchOutcome, PatchReport, TaintWriter
-from app.kube.pdbs import BudgetCache, budget_view, label_selector
-from app.kube.pods import PodCache, pod_info, pod_key, pod_placement, scheduled_pod
-from app.kube.state import DEFAULT_NAME, Memory, StateStore, StateUnreadable
-from app.kube.workload_usage import DEFAULT_MAX_AGE_S as WORKLOAD_USAGE_MAX_AGE_S
-from app.kube.workload_usage import DEFAULT_NAME as WORKLOAD_USAGE_NAME
-from app.kube.workload_usage import (
-    PublishedUsage,
-    WorkloadUsageStore,
-    WorkloadUsageUnreadable,
-)
+The ConfigMaps' defaults load at once; the rest (the Kubernetes client, lightkube and
+httpx: a few tenths of a second) on first use, so that a command that stops at a bad flag,
+or prints its help, never pays for them."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from app.kube.defaults import STATE_NAME as DEFAULT_NAME
+from app.kube.defaults import WORKLOAD_USAGE_MAX_AGE_S, WORKLOAD_USAGE_NAME
+
+if TYPE_CHECKING:
+    from app.kube.cache import WatchCache
+    from app.kube.client import KubeConfigError, make_client
+    from app.kube.events import EvictionNotice, record_eviction
+    from app.kube.eviction import EvictionOutcome, evict_pod
+    from app.kube.nodes import NodeCache, NodeInfo, node_info
+    from app.kube.patching import AnnotationPatcher, PatchOutcome, PatchReport, TaintWriter
+    from app.kube.pdbs import BudgetCache, budget_view, label_selector
+    from app.kube.pods import PodCache, pod_info, pod_key, pod_placement, scheduled_pod
+    from app.kube.state import Memory, StateStore, StateUnreadable
+    from app.kube.workload_usage import PublishedUsage, WorkloadUsageStore, WorkloadUsageUnreadable
 
 __all__ = [
     "DEFAULT_NAME",
@@ -55,3 +61,29 @@ __all__ = [
     "record_eviction",
     "scheduled_pod",
 ]
+
+# Each name loaded on first use, with its module (PEP 562).
+_LOADED_ON_USE = {
+    name: module
+    for module, names in {
+        "cache": ("WatchCache",),
+        "client": ("KubeConfigError", "make_client"),
+        "events": ("EvictionNotice", "record_eviction"),
+        "eviction": ("EvictionOutcome", "evict_pod"),
+        "nodes": ("NodeCache", "NodeInfo", "node_info"),
+        "patching": ("AnnotationPatcher", "PatchOutcome", "PatchReport", "TaintWriter"),
+        "pdbs": ("BudgetCache", "budget_view", "label_selector"),
+        "pods": ("PodCache", "pod_info", "pod_key", "pod_placement", "scheduled_pod"),
+        "state": ("Memory", "StateStore", "StateUnreadable"),
+        "workload_usage": ("PublishedUsage", "WorkloadUsageStore", "WorkloadUsageUnreadable"),
+    }.items()
+    for name in names
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LOADED_ON_USE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LOADED_ON_USE[name]}"), name)
+    globals()[name] = value  # once: the next lookup finds it here
+    return value

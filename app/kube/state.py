@@ -36,13 +36,14 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import ConfigMap
 
 from app.kube.configmaps import own_config_map
+from app.kube.defaults import STATE_NAME
 from app.objects import EvictionRecord, Resources
 
 log = logging.getLogger(__name__)
 
 STATE_KEY = "state.json"
 VERSION = 1
-DEFAULT_NAME = "loadaware-descheduler-state"
+DEFAULT_NAME = STATE_NAME
 MAX_EVICTIONS = 2000  # about 200 bytes each as JSON: well below a ConfigMap's 1 MiB
 FUTURE_SLACK_S = 60.0  # clocks disagree a little; more than this ahead is not trusted
 _SAVE_ATTEMPTS = 3

@@ -45,18 +45,17 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import ConfigMap
 
 from app.kube.configmaps import own_config_map
+from app.kube.defaults import WORKLOAD_USAGE_MAX_AGE_S, WORKLOAD_USAGE_NAME
 from app.objects import Resources
 
 USAGE_KEY = "usage.json"
 VERSION = 1
-DEFAULT_NAME = "loadaware-workload-usage"
+DEFAULT_NAME = WORKLOAD_USAGE_NAME
 MAX_WORKLOADS = 5000
 MAX_CPU_CORES = 1024.0  # no node has more; a pod's usage beyond it is garbage
 MAX_MEMORY_BYTES = 64 * 2.0**40  # 64 TiB
 FUTURE_SLACK_S = 60.0  # clocks disagree a little; more than this ahead is not trusted
-# A document older than this is stale: a few of the annotator's rounds (the policy's
-# shortest sync period, 3m by default). The extender's --workload-usage-max-age.
-DEFAULT_MAX_AGE_S = 600.0
+DEFAULT_MAX_AGE_S = WORKLOAD_USAGE_MAX_AGE_S
 # namespace (a DNS label) / Kind / name (at most 253 characters)
 _KEY = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[A-Za-z][A-Za-z0-9]{0,62}/[^/\s]{1,253}$")
 

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.load import assumed_usage_fraction
 from app.objects import format_duration
-from app.policy import HOT_VALUE_VALID_S, Policy, PolicyError, load_policy
+
+if TYPE_CHECKING:
+    from app.policy import Policy
+
+# The policy's schema (pydantic) and the load model (numpy) are imported where the file
+# is read and described: `policy --help` and a bad flag pay for neither.
 
 
 def describe(policy: Policy) -> str:
     """The effective policy as an operator wants to read it."""
+    from app.load import assumed_usage_fraction
+    from app.policy import HOT_VALUE_VALID_S
+
     spec = policy.spec
     limits = {p.name: p.max_limit_fraction for p in spec.predicate}
     weights = {p.name: p.weight for p in spec.priority}
@@ -79,6 +86,8 @@ def describe_estimation(policy: Policy) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from app.policy import PolicyError, load_policy
+
     try:
         policy = load_policy(args.file)
     except PolicyError as error:

@@ -1,29 +1,40 @@
 """Prometheus access: instant queries (``client``), matching series to nodes
-(``matching``), per-pod usage (``pod_usage``) and the ``--prometheus-*`` flags (``flags``)."""
+(``matching``), per-pod usage (``pod_usage``), the ``--prometheus-*`` flags (``flags``)
+and the settings they give (``settings``).
 
-from app.prom.client import (
-    BAD_QUERY,
-    InstantQuery,
-    InvalidSample,
-    PrometheusQueryError,
-    PrometheusSettings,
-    PrometheusSource,
-    PromSample,
-    RangeSeries,
-    build_query,
-    invalid_sample,
-    redact_url,
-)
+The flags and settings load at once; the client, the matching and the per-pod queries
+(requests, prometheus-api-client: a few tenths of a second) on first use, so that a
+command that stops at a bad flag, or prints its help, never pays for them."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from app.prom.flags import add_prometheus_flags, label_matchers, prometheus_settings_from_args
-from app.prom.matching import NodeAddress, match_series
-from app.prom.pod_usage import (
-    PodNodes,
-    PodUsage,
-    PodUsageQueries,
-    PodUsageUnavailable,
-    pod_nodes,
-    read_pod_usage,
-)
+from app.prom.settings import PrometheusSettings, redact_url
+
+if TYPE_CHECKING:
+    from app.prom.client import (
+        BAD_QUERY,
+        InstantQuery,
+        InvalidSample,
+        PrometheusQueryError,
+        PrometheusSource,
+        PromSample,
+        RangeSeries,
+        build_query,
+        invalid_sample,
+    )
+    from app.prom.matching import NodeAddress, match_series
+    from app.prom.pod_usage import (
+        PodNodes,
+        PodUsage,
+        PodUsageQueries,
+        PodUsageUnavailable,
+        pod_nodes,
+        read_pod_usage,
+    )
 
 __all__ = [
     "BAD_QUERY",
@@ -49,3 +60,39 @@ __all__ = [
     "read_pod_usage",
     "redact_url",
 ]
+
+# Each name loaded on first use, with its module (PEP 562).
+_LOADED_ON_USE = {
+    name: module
+    for module, names in {
+        "client": (
+            "BAD_QUERY",
+            "InstantQuery",
+            "InvalidSample",
+            "PrometheusQueryError",
+            "PrometheusSource",
+            "PromSample",
+            "RangeSeries",
+            "build_query",
+            "invalid_sample",
+        ),
+        "matching": ("NodeAddress", "match_series"),
+        "pod_usage": (
+            "PodNodes",
+            "PodUsage",
+            "PodUsageQueries",
+            "PodUsageUnavailable",
+            "pod_nodes",
+            "read_pod_usage",
+        ),
+    }.items()
+    for name in names
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LOADED_ON_USE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LOADED_ON_USE[name]}"), name)
+    globals()[name] = value  # once: the next lookup finds it here
+    return value

@@ -16,10 +16,9 @@ import json
 import logging
 import math
 import re
-import urllib.parse
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -32,6 +31,8 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
+
+from app.prom.settings import PrometheusSettings, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -81,58 +82,6 @@ class PrometheusQueryError(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True, slots=True)
-class PrometheusSettings:
-    url: str
-    token_file: Path | None = None
-    username: str | None = None
-    password_file: Path | None = None
-    ca_file: Path | None = None
-    insecure_skip_verify: bool = False
-    headers: Mapping[str, str] = field(default_factory=dict)
-    timeout_s: float = 30.0
-
-    def __post_init__(self) -> None:
-        if not re.match(r"^https?://[^/]", self.url):
-            raise ValueError(
-                f"--prometheus-url {redact_url(self.url)!r} is not an http(s) URL; "
-                "expected e.g. http://prometheus.monitoring:9090"
-            )
-        if self.token_file is not None and self.username is not None:
-            raise ValueError(
-                "both a bearer token file and basic-auth username are set; "
-                "Prometheus accepts one Authorization header, so choose one"
-            )
-        if self.username is not None and self.password_file is None:
-            raise ValueError("--prometheus-username needs --prometheus-password-file")
-        if self.password_file is not None and self.username is None:
-            raise ValueError("--prometheus-password-file needs --prometheus-username")
-        if self.ca_file is not None and self.insecure_skip_verify:
-            raise ValueError(
-                "--prometheus-ca-file and --prometheus-insecure-skip-verify contradict each "
-                "other; drop the skip-verify flag once the CA is in place"
-            )
-        if self.timeout_s <= 0:
-            raise ValueError(f"query timeout must be positive, got {self.timeout_s}s")
-
-
-def redact_url(url: str) -> str:
-    """``url`` fit for logs and errors: a password in it (``http://user:pass@host``) is masked.
-
-    Credentials belong in --prometheus-password-file, but a URL that carries them still
-    works (requests sends them as basic auth), so every message that names the URL
-    goes through here.
-    """
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
-
-
 def _read_secret(path: Path, what: str) -> str:
     try:
         text = path.read_text(encoding="utf-8").strip()
@@ -177,17 +126,6 @@ class BasicAuthPasswordFile(requests.auth.AuthBase):
             request
         )
         return prepared
-
-
-def parse_header(text: str) -> tuple[str, str]:
-    """``"Name: value"`` from ``--prometheus-header``."""
-    name, separator, value = text.partition(":")
-    name = name.strip()
-    if not separator or not name or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
-        raise ValueError(
-            f"--prometheus-header {text!r} is not 'Name: value' (e.g. 'X-Scope-OrgID: tenant-1')"
-        )
-    return name, value.strip()
 
 
 def build_query(metric: str, selector: str = "") -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from app.commandline import add_flag, duration, http_url
-from app.prom.client import PrometheusSettings, parse_header
+from app.prom.settings import PrometheusSettings, parse_header
 
 
 class _AppendHeaders(argparse.Action):

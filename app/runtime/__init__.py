@@ -3,31 +3,43 @@
 - ``service``: the leader-elected service skeleton (caches, watchers, health server,
   Lease; the one status shape), ``run_once`` for a single unit of work, and running
   until SIGTERM;
-- ``leader_election``: the ``coordination.k8s.io/v1`` Lease election and its flags;
+- ``leader_election``: the ``coordination.k8s.io/v1`` Lease election;
+- ``flags``: the election's and the health server's flags, and the ``LeaseSettings``
+  they give;
 - ``filewatch``: reloading a configuration file when it changes;
 - ``policy_reload``: the policy a component starts with (``--policy`` or the
   default), its watcher and reload metrics.
 
 The health server itself is ``app/health`` (a floor down): the extender serves it too.
-"""
 
-from app.runtime.filewatch import FileWatcher
-from app.runtime.leader_election import (
-    LeaderElector,
+The flags load at once; the rest (the Kubernetes client, the web server, Prometheus'
+client: a few tenths of a second) on first use, so that a command that stops at a bad
+flag, or prints its help, never pays for them."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from app.runtime.flags import (
     LeaseSettings,
+    add_health_flags,
     add_leader_election_flags,
     default_identity,
     default_lease_namespace,
     lease_settings_from_args,
 )
-from app.runtime.policy_reload import PolicyReloadMetrics, PolicyWatcher, starting_policy
-from app.runtime.service import (
-    LeaderElectedService,
-    LeadershipNotAcquired,
-    Runnable,
-    add_health_flags,
-    run_until_signalled,
-)
+
+if TYPE_CHECKING:
+    from app.runtime.filewatch import FileWatcher
+    from app.runtime.leader_election import LeaderElector
+    from app.runtime.policy_reload import PolicyReloadMetrics, PolicyWatcher, starting_policy
+    from app.runtime.service import (
+        LeaderElectedService,
+        LeadershipNotAcquired,
+        Runnable,
+        run_until_signalled,
+    )
 
 __all__ = [
     "FileWatcher",
@@ -46,3 +58,28 @@ __all__ = [
     "run_until_signalled",
     "starting_policy",
 ]
+
+# Each name loaded on first use, with its module (PEP 562).
+_LOADED_ON_USE = {
+    name: module
+    for module, names in {
+        "filewatch": ("FileWatcher",),
+        "leader_election": ("LeaderElector",),
+        "policy_reload": ("PolicyReloadMetrics", "PolicyWatcher", "starting_policy"),
+        "service": (
+            "LeaderElectedService",
+            "LeadershipNotAcquired",
+            "Runnable",
+            "run_until_signalled",
+        ),
+    }.items()
+    for name in names
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LOADED_ON_USE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LOADED_ON_USE[name]}"), name)
+    globals()[name] = value  # once: the next lookup finds it here
+    return value

@@ -23,7 +23,6 @@ everything stops after it.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
@@ -35,10 +34,10 @@ from typing import Any, Protocol, TypeVar
 from lightkube import AsyncClient
 from prometheus_client import CollectorRegistry, Gauge
 
-from app.commandline import add_flag, host, port_or_off
 from app.health import EmbeddedServer, build_app, embedded_server, listen, probe_status, serve
 from app.kube import WatchCache
-from app.runtime.leader_election import LeaderElector, LeaderWork, LeaseSettings
+from app.runtime.flags import LeaseSettings
+from app.runtime.leader_election import LeaderElector, LeaderWork
 
 Work = Callable[[], Coroutine[Any, Any, None]]
 T = TypeVar("T")
@@ -245,24 +244,3 @@ async def run_until_signalled(component: str, work: Coroutine[Any, Any, None]) -
         await work
     except asyncio.CancelledError:
         log.info("%s stopped", component)
-
-
-def add_health_flags(parser: argparse.ArgumentParser, default_port: int, note: str = "") -> None:
-    """``--health-host`` and ``--health-port``, the same in every loop component."""
-    serving = parser.add_argument_group("health and metrics")
-    add_flag(
-        serving,
-        "--health-host",
-        type=host,
-        default="0.0.0.0",
-        metavar="ADDRESS",
-        help="address for the health server",
-    )
-    add_flag(
-        serving,
-        "--health-port",
-        metavar="PORT",
-        type=port_or_off,
-        default=default_port,
-        help=f"port for /healthz, /readyz and /metrics; 0 disables{note}",
-    )

@@ -12,7 +12,7 @@ import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from app.commandline import (
     EXIT_FAILED,
@@ -26,28 +26,16 @@ from app.commandline import (
     progress_bar,
     seed,
 )
-from app.simulate.cluster import Run, SimulatedCluster
-from app.simulate.fidelity import Fidelity, fidelity
-from app.simulate.policies import DEFAULT_POLICIES, available, plan_for, unavailable_reason
-from app.simulate.scenario import (
-    SIZE_HINT,
-    Scenario,
-    ScenarioError,
-    builtin_names,
-    check_size,
-    load_scenario,
-)
-from app.simulate.summary import (
-    PLOTS_HINT,
-    SPREAD_NOTE,
-    Summary,
-    as_json,
-    markdown_table,
-    plots_available,
-    spread_table,
-    summarise,
-    write_plots,
-)
+from app.simulate.policies import DEFAULT_POLICIES, available, unavailable_reason
+
+if TYPE_CHECKING:
+    from app.simulate.cluster import Run
+    from app.simulate.fidelity import Fidelity
+    from app.simulate.scenario import Scenario
+    from app.simulate.summary import Summary
+
+# The scenario schema, the simulation (numpy, the planner) and the summaries are imported
+# in the functions that use them: `--help` and a bad flag pay for none of them.
 
 DESCRIPTION = """\
 Run a scenario (a built-in NAME or a YAML FILE) under several scheduling policies on
@@ -154,6 +142,8 @@ def first_sentence(text: str) -> str:
 
 
 def list_scenarios(out: TextIO) -> None:
+    from app.simulate.scenario import builtin_names, load_scenario
+
     for name in builtin_names():
         scenario = load_scenario(name)
         lines = textwrap.wrap(first_sentence(scenario.description), width=72) or [""]
@@ -163,6 +153,8 @@ def list_scenarios(out: TextIO) -> None:
 
 
 def check_plots_folder(folder: Path) -> None:
+    from app.simulate.summary import PLOTS_HINT, plots_available
+
     """Refuse --plots before the simulation runs, rather than after."""
     if not plots_available():
         raise UsageError(f"--plots {folder}: matplotlib is not installed; {PLOTS_HINT}")
@@ -184,6 +176,9 @@ def usable_cpus() -> int:
 
 
 def _timed_run(scenario: Scenario, name: str) -> tuple[str, Run, float]:
+    from app.simulate.cluster import SimulatedCluster
+    from app.simulate.policies import plan_for
+
     started = time.perf_counter()
     run = SimulatedCluster(scenario, plan_for(name)).simulate()
     return name, run, time.perf_counter() - started
@@ -200,6 +195,9 @@ def simulate_all(
     """Every policy's run, in ``policies`` order. With ``jobs`` above 1 the policies run
     in that many processes, each independent of the others (the slowest, the
     ``+desched`` ones, start first)."""
+    from app.simulate.cluster import SimulatedCluster
+    from app.simulate.policies import plan_for
+
     if jobs <= 1 or len(policies) <= 1:
         results = []
         for name in policies:
@@ -237,6 +235,10 @@ def simulate_all(
 def replay_fidelity(scenario: Scenario, results: Sequence[tuple[Run, float]]) -> Fidelity | None:
     """For a captured scenario: how well ``default`` from the real placement reproduces
     what Prometheus recorded (run here when ``default`` was not asked for)."""
+    from app.simulate.cluster import SimulatedCluster
+    from app.simulate.fidelity import fidelity
+    from app.simulate.policies import plan_for
+
     if scenario.observed is None:
         return None
     runs = [r for r, _ in results if r.policy == "default"]
@@ -247,6 +249,16 @@ def replay_fidelity(scenario: Scenario, results: Sequence[tuple[Run, float]]) ->
 def run(
     args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
+    from app.simulate.scenario import SIZE_HINT, ScenarioError, check_size, load_scenario
+    from app.simulate.summary import (
+        SPREAD_NOTE,
+        as_json,
+        markdown_table,
+        spread_table,
+        summarise,
+        write_plots,
+    )
+
     # Looked up now, not at import: the CLI stands in for a stdout that was closed.
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr

@@ -21,9 +21,13 @@ can tell from ``cluster.plan.steering`` which scheduler it works beside.
 
 from __future__ import annotations
 
-from app.simulate.cluster import PolicyPlan
-from app.simulate.descheduling import PlannerRebalancer
-from app.simulate.estimation import BurstEstimate
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.simulate.cluster import PolicyPlan
+
+# The names are what `loadaware simulate`'s flags check; the simulation itself (numpy,
+# the planner) is imported only when a policy's plan is made.
 
 DEFAULT_POLICIES = (
     "default",
@@ -45,6 +49,10 @@ def unavailable_reason(name: str) -> str | None:
 
 
 def plan_for(name: str) -> PolicyPlan:
+    from app.simulate.cluster import PolicyPlan
+    from app.simulate.descheduling import PlannerRebalancer
+    from app.simulate.estimation import BurstEstimate
+
     reason = unavailable_reason(name)
     if reason is not None:
         raise ValueError(reason)

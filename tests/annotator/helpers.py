@@ -14,8 +14,9 @@ from app.annotator.annotator import Annotator, AnnotatorConfig
 from app.annotator.sync import QueryShape
 from app.load.samples import parse_hot_value, parse_usage
 from app.policy import Policy, policy_from_mapping
-from app.prom.client import PrometheusSettings, PrometheusSource
-from app.runtime.leader_election import LeaseSettings
+from app.prom.client import PrometheusSource
+from app.prom.settings import PrometheusSettings
+from app.runtime.flags import LeaseSettings
 from tests.support.fakekube_fixtures import FakeKube
 from tests.support.promdata import DEFAULT_METRICS
 

@@ -9,14 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.prom.client import (
-    PrometheusQueryError,
-    PrometheusSettings,
-    PrometheusSource,
-    build_query,
-    parse_header,
-    parse_vector,
-)
+from app.prom.client import PrometheusQueryError, PrometheusSource, build_query, parse_vector
+from app.prom.settings import PrometheusSettings, parse_header
 from tests.annotator.promproxy import PromProxy, running_proxy
 from tests.support.pki import Pki, make_pki
 

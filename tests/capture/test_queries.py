@@ -22,7 +22,8 @@ from app.capture.history import (
     pod_usage_query,
     time_chunks,
 )
-from app.prom.client import PrometheusSettings, PrometheusSource
+from app.prom.client import PrometheusSource
+from app.prom.settings import PrometheusSettings
 from app.rebalance.config import DEFAULT_CPU_QUERY, DEFAULT_MEMORY_QUERY
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
 

@@ -16,10 +16,11 @@ from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube import state
 from app.kube.events import DESTINATION_NODE, REASON, SOURCE_NODE
 from app.policy import default_policy
-from app.prom.client import PrometheusSettings, PrometheusSource
+from app.prom.client import PrometheusSource
+from app.prom.settings import PrometheusSettings
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.outcome import SkipCode
-from app.runtime.leader_election import LeaseSettings
+from app.runtime.flags import LeaseSettings
 from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
 from tests.support.fakekube import CONFIGMAPS, LEASES

@@ -18,7 +18,8 @@ from lightkube.resources.core_v1 import ConfigMap
 from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport
 from app.kube import state
 from app.policy import default_policy
-from app.prom.client import PrometheusSettings, PrometheusSource
+from app.prom.client import PrometheusSource
+from app.prom.settings import PrometheusSettings
 from app.rebalance.config import DeschedulerConfig
 from tests.e2e.harness import REPO, ControlPlane
 

@@ -34,7 +34,8 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding, RoleBi
 from app import cli
 from app.descheduler.descheduler import Descheduler, LoopSettings, RunResult
 from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
-from app.prom.client import PrometheusSettings, PrometheusSource
+from app.prom.client import PrometheusSource
+from app.prom.settings import PrometheusSettings
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
 from tests.e2e.burst import annotations_at, burst_pod, extender_entry, outcome_of
 from tests.e2e.descheduler import STATE_NAMESPACE, deployment, descheduler_allowed

@@ -19,7 +19,8 @@ from app.cli import build_parser
 from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
 from app.extender.main import server_config, tls_context
-from app.health.connections import EXTENDER_LIMITS, guarded_protocol
+from app.health.connections import guarded_protocol
+from app.health.limits import EXTENDER_LIMITS
 from app.policy import DEFAULT_POLICY_YAML, default_policy
 from tests.extender.nodes import fixture
 from tests.support.asgi_server import serve

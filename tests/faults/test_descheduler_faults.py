@@ -12,8 +12,9 @@ import pytest
 
 from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport, RunResult
 from app.policy import default_policy
-from app.prom.client import PrometheusSettings, PrometheusSource
-from app.runtime.leader_election import LeaseSettings
+from app.prom.client import PrometheusSource
+from app.prom.settings import PrometheusSettings
+from app.runtime.flags import LeaseSettings
 from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
 from tests.support.fakekube_fixtures import FakeKube

@@ -29,7 +29,8 @@ from app.kube.nodes import NodeCache
 from app.load.model import MAX_FUTURE_SKEW_S
 from app.load.samples import format_usage, parse_usage
 from app.policy import default_policy
-from app.prom.client import PrometheusSettings, PrometheusSource
+from app.prom.client import PrometheusSource
+from app.prom.settings import PrometheusSettings
 from app.rebalance.config import DeschedulerConfig
 from tests.annotator.helpers import node_annotations, policy, running
 from tests.annotator.promproxy import PromProxy, ProxyBehaviour, running_proxy

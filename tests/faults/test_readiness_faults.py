@@ -15,7 +15,8 @@ from app.annotator.annotator import Annotator, AnnotatorConfig
 from app.descheduler.descheduler import Descheduler, LoopSettings
 from app.kube.cache import WatchCache
 from app.policy import default_policy
-from app.prom.client import PrometheusSettings, PrometheusSource
+from app.prom.client import PrometheusSource
+from app.prom.settings import PrometheusSettings
 from tests.annotator.helpers import policy
 from tests.descheduler import cluster
 from tests.support.fakekube import FakeKubeServer

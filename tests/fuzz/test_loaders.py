@@ -125,3 +125,26 @@ def test_a_mutated_valid_file_loads_or_names_the_changed_field(
     message = load_or_own_error(loader, lambda: loader.from_mapping(document, "fuzz.yaml"))
     if message is not None:
         assert mutation_named(message, path), (path, message)
+
+
+def test_every_shipped_file_nests_far_below_the_bracket_bound() -> None:
+    from app.documents.reading import MAX_BRACKET_DEPTH, bracket_depth
+
+    texts = {str(loader): yaml.safe_dump(loader.valid, default_flow_style=True)
+             for loader in LOADERS}  # fmt: skip
+    texts["policy file"] = (REPO / "deploy/base/policy.yaml").read_text(encoding="utf-8")
+    for name, text in texts.items():
+        assert bracket_depth(text) <= 10 < MAX_BRACKET_DEPTH, name
+
+
+@pytest.mark.parametrize("loader", LOADERS[:3], ids=str)
+def test_brackets_nested_past_the_bound_are_refused_before_parsing(loader: Loader) -> None:
+    from app.documents.reading import MAX_BRACKET_DEPTH
+
+    at_the_bound = "[" * MAX_BRACKET_DEPTH + "]" * MAX_BRACKET_DEPTH
+    # Parsed: a list (not a mapping), so refused by the loader's check of the top level.
+    assert "nested too deeply" not in (load_or_own_error(
+        loader, lambda: loader.from_yaml(at_the_bound, "fuzz.yaml")) or "")  # fmt: skip
+    deeper = "x: " + "{a: " * 60 + "[" * (MAX_BRACKET_DEPTH - 59)
+    message = load_or_own_error(loader, lambda: loader.from_yaml(deeper, "fuzz.yaml"))
+    assert message == "fuzz.yaml: not valid YAML: nested too deeply"

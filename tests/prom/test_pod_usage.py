@@ -10,7 +10,7 @@ import pytest
 from app.objects.nodes import NodeInfo
 from app.objects.pods import PodInfo
 from app.objects.resources import Resources
-from app.prom.client import PrometheusSettings, PrometheusSource
+from app.prom.client import PrometheusSource
 from app.prom.pod_usage import (
     PodNodes,
     PodUsage,
@@ -19,6 +19,7 @@ from app.prom.pod_usage import (
     pod_nodes,
     read_pod_usage,
 )
+from app.prom.settings import PrometheusSettings
 from app.rebalance.config import DEFAULT_CPU_QUERY, DEFAULT_MEMORY_QUERY
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
 from tests.support.ports import free_port

@@ -17,10 +17,11 @@ from app.extender.extender import Extender
 from app.extender.http import extender_status
 from app.kube import NodeCache
 from app.policy import default_policy
-from app.prom.client import PrometheusSettings, PrometheusSource
+from app.prom.client import PrometheusSource
+from app.prom.settings import PrometheusSettings
 from app.rebalance.config import DeschedulerConfig
 from app.runtime import LeaderElectedService, LeadershipNotAcquired
-from app.runtime.leader_election import LeaseSettings
+from app.runtime.flags import LeaseSettings
 from tests.annotator.helpers import annotator
 from tests.support.fakekube import LEASES
 from tests.support.fakekube_fixtures import FakeKube

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.prom.client import PrometheusQueryError, PrometheusSettings, PrometheusSource, redact_url
+from app.prom.client import PrometheusQueryError, PrometheusSource
+from app.prom.settings import PrometheusSettings, redact_url
 from tests.annotator.promproxy import PromProxy, ProxyBehaviour, wait_until
 from tests.support.fakekube_fixtures import FakeKube
 

@@ -4,7 +4,9 @@
   node-exporter data for `promdata.default_nodes` plus everything the shipped
   recording rules (deploy/prometheus/loadaware-rules.yaml) record from it.
   The data runs until two hours past the fixture's start, so instant queries
-  at the real "now" work for the whole session.
+  at the real "now" work for the whole session. The data is built once per session,
+  by whichever worker asks first (about 4 CPU-seconds of promtool and Prometheus);
+  every worker serves a copy of it with a Prometheus of its own.
 - `empty_prometheus` (function): a fresh server with no data at all.
 
 Tests that use either are marked `prometheus` automatically (and should say
@@ -22,6 +24,8 @@ Usage::
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 import shutil
 import tempfile
 import time
@@ -139,9 +143,57 @@ def node_data_prometheus(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def shared_node_data_prometheus(folder: Path) -> Iterator[PromNodeData]:
+    """`node_data_prometheus`'s data, built once into `folder` by whichever process asks
+    first (the others wait on its lock), served by a Prometheus of this process' own
+    from a copy of that TSDB: the same data, anchor and truth in every worker."""
+    folder.mkdir(parents=True, exist_ok=True)
+    built = folder / "built.json"
+    with _locked(folder / "build.lock"):
+        if not built.exists():
+            with node_data_prometheus() as data:
+                data.server.stop()  # a closed TSDB, whole on disk
+                shutil.copytree(data.server.tsdb_dir, folder / "tsdb")
+                built.write_text(json.dumps({"anchor": data.anchor, "timings": data.timings}))
+    record = json.loads(built.read_text())
+    anchor = float(record["anchor"])
+    nodes = promdata.default_nodes(anchor)
+    workdir = Path(tempfile.mkdtemp(prefix="loadaware-promdata-"))
+    server = PrometheusServer(workdir)
+    try:
+        shutil.copytree(folder / "tsdb", server.tsdb_dir)
+        server.start()
+        end = anchor + FUTURE
+        yield PromNodeData(
+            url=server.url, nodes=nodes, anchor=anchor, start=anchor - HISTORY, end=end,
+            valid_until=promdata.settled_until(nodes, anchor, end - 10 * promdata.MINUTE),
+            server=server, timings=record["timings"],
+        )  # fmt: skip
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
-def prometheus_node_data() -> Iterator[PromNodeData]:
-    with node_data_prometheus() as data:
+def prometheus_node_data(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> Iterator[PromNodeData]:
+    """Beside the workers' own temporary folders (an xdist worker's is
+    ``<session>/popen-gwN``), or in the session's when run alone."""
+    own = tmp_path_factory.getbasetemp()
+    session = own if worker_id == "master" else own.parent
+    with shared_node_data_prometheus(session / "prometheus-node-data") as data:
         yield data
 
 

@@ -1,0 +1,11 @@
+"""The names and the age limit of the ConfigMaps loadaware keeps in the API, which the
+components' flags show as defaults: here, apart from the modules that read and write
+those ConfigMaps (and the Kubernetes client they import), so that a command's ``--help``
+and a bad flag need no client."""
+
+STATE_NAME = "loadaware-descheduler-state"  # the descheduler's memory (``state``)
+WORKLOAD_USAGE_NAME = "loadaware-workload-usage"  # each workload's usage (``workload_usage``)
+# A workload-usage document older than this is stale: a few of the annotator's rounds
+# (the policy's shortest sync period, 3m by default). The extender's
+# --workload-usage-max-age.
+WORKLOAD_USAGE_MAX_AGE_S = 600.0
