@@ -164,15 +164,16 @@ class SoftTaintSettings:
 
 def wave_of(pods: Iterable[PlacedPod], policy: Policy, now_s: float) -> tuple[PlacedPod, ...]:
     """The wave in progress: of ``pods`` (bound anywhere in the cluster), those bound
-    within ``estimation.maxAge``, one of each kind (requests, limits, evidence), so
+    within ``estimation.maxAge``, one of each kind (requests, limits, evidence and the
+    usage its workload is observed to use), so
     that judging every node against it costs the kinds, not the pods."""
     settings = policy.spec.estimation
     if not settings.enabled:
         return ()
-    kinds: dict[tuple[Resources, Resources, str], PlacedPod] = {}
+    kinds: dict[tuple[Resources, Resources, str, Resources | None], PlacedPod] = {}
     for pod in pods:
         if now_s < pod.bound_at_s + settings.max_age_s:
-            kinds.setdefault((pod.requests, pod.limits, pod.evidence), pod)
+            kinds.setdefault((pod.requests, pod.limits, pod.evidence, pod.observed), pod)
     return tuple(kinds.values())
 
 
@@ -199,7 +200,7 @@ def next_pod(wave: Iterable[PlacedPod], allocatable: Resources, policy: Policy) 
     best: dict[str, float] = {}
     for pod in wave:
         usage = estimate_with_evidence(
-            pod.requests, pod.limits, pod.evidence, settings, allocatable
+            pod.requests, pod.limits, pod.evidence, settings, allocatable, pod.observed
         )
         fractions = unsampled_fractions((usage,), allocatable)
         if any(share >= lowest.get(r, math.inf) for r, share in fractions.items()):
