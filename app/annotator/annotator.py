@@ -305,7 +305,12 @@ class Annotator:
     async def _soft_taint_loop(self) -> None:
         while True:
             try:
-                recent = self.recent.by_node(self._clock()) if self.recent else None
+                now_s = self._clock()
+                # The usage this replica last published, while fresh (the extender's
+                # estimate rests on the same document); else requests and limits alone.
+                usage = self.workload_usage
+                observed = usage.observed(now_s) if usage is not None else None
+                recent = self.recent.by_node(now_s, observed) if self.recent else None
                 await self.soft_taints.run_round(self.nodes.nodes, self.policy, recent)
             except Exception:
                 log.exception("a soft-taint round failed unexpectedly; retrying next round")

@@ -19,7 +19,10 @@ evidence that a scheduler placed it (``app.load.Evidence``): ``BOUND`` for a pod
 pending and then bound (binding takes ``pods/binding``, which tenants do not have),
 ``PLACED`` for one first seen already on its node (created with ``spec.nodeName``, or
 bound while the watch was down), which the estimate reads from its requests alone
-(docs/security.md). A deleted pod is dropped at once.
+(docs/security.md); and its workload (``app.objects.workload_key``, the owner logic
+the extender's ledger uses), so that a round can hand each pod its workload's observed
+per-pod usage (``by_node``' ``observed``, the annotator's last published document). A
+deleted pod is dropped at once.
 
 All replicas watch pods, so a follower that becomes leader already knows the recent
 bindings and its first hot values are right.
@@ -30,9 +33,10 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from app.load import Evidence, PlacedPod, hot_value_from_bindings
-from app.objects import PodPlacement
+from app.objects import PodPlacement, Resources
 from app.policy import EstimationPolicy, HotValuePolicy
 
 Clock = Callable[[], float]
@@ -79,11 +83,17 @@ class BindingWindows:
         return sum(len(times) for times in self._times.values())
 
 
+# What one pod of a workload is observed to use (the annotator's published document);
+# None: nothing observed.
+Observed = Callable[[str | None], Resources | None]
+
+
 class RecentPods:
     """Pods bound within ``estimation.maxAge``, by UID, for the estimate (module doc)."""
 
     def __init__(self, estimation: EstimationPolicy) -> None:
-        self._pods: dict[str, tuple[str, PlacedPod]] = {}  # UID -> (node, pod)
+        # UID -> (node, pod, its workload)
+        self._pods: dict[str, tuple[str, PlacedPod, str | None]] = {}
         self.set_policy(estimation)
 
     def set_policy(self, estimation: EstimationPolicy) -> None:
@@ -92,24 +102,29 @@ class RecentPods:
         if self.keep_s <= 0:
             self._pods.clear()
 
-    def record(self, uid: str, node: str, pod: PlacedPod) -> None:
+    def record(self, uid: str, node: str, pod: PlacedPod, workload: str | None = None) -> None:
         if self.keep_s > 0:
-            self._pods[uid] = (node, pod)
+            self._pods[uid] = (node, pod, workload)
 
     def forget(self, uid: str) -> None:
         self._pods.pop(uid, None)
 
     def prune(self, now_s: float) -> None:
         cutoff_s = now_s - self.keep_s
-        for uid in [uid for uid, (_, pod) in self._pods.items() if pod.bound_at_s <= cutoff_s]:
+        for uid in [uid for uid, (_, pod, _) in self._pods.items() if pod.bound_at_s <= cutoff_s]:
             del self._pods[uid]
 
-    def by_node(self, now_s: float) -> dict[str, list[PlacedPod]]:
-        """Each node's pods bound within ``maxAge`` of ``now_s``."""
+    def by_node(self, now_s: float, observed: Observed | None = None) -> dict[str, list[PlacedPod]]:
+        """Each node's pods bound within ``maxAge`` of ``now_s``, each with what one pod
+        of its workload is ``observed`` to use (None: nothing, the requests-based
+        estimate)."""
         self.prune(now_s)
         nodes: dict[str, list[PlacedPod]] = {}
-        for node, pod in self._pods.values():
-            nodes.setdefault(node, []).append(pod)
+        for node, pod, workload in self._pods.values():
+            usage = observed(workload) if observed is not None else None
+            nodes.setdefault(node, []).append(
+                pod if usage is None else replace(pod, observed=usage)
+            )
         return nodes
 
     def __len__(self) -> int:
@@ -158,7 +173,7 @@ class BindingObserver:
             seen_pending = old is not None and old.uid == new.uid
             evidence = Evidence.BOUND if seen_pending else Evidence.PLACED
             placed = PlacedPod(new.requests, new.limits, now_s, evidence)
-            self.recent.record(new.uid, new.node_name, placed)
+            self.recent.record(new.uid, new.node_name, placed, new.workload)
         self.bindings_observed += 1
         if self._on_binding is not None:
             self._on_binding(new.node_name)

@@ -321,7 +321,8 @@ def add_soft_taint_flags(parser: argparse.ArgumentParser) -> None:
         help="on the policy's shortest sync period, publish what each workload's running "
         "pods use (one pod: the 90th percentile, from the cAdvisor series, one query per "
         "resource) into one ConfigMap, which the extender raises its estimate of a "
-        "just-bound pod of that workload to (README, 'Burst-aware estimation')",
+        "just-bound pod of that workload to, and so does the soft-taint rule (README, "
+        "'Burst-aware estimation')",
     )
     add_flag(
         usage,

@@ -8,7 +8,9 @@ loadaware's ``PreferNoSchedule`` taint; this keeps the cluster in step with it:
   the pods bound on it since them (``node_unsampled`` over the pods ``RecentPods``
   kept, within the node's allocatable, each less the share its samples already show)
   plus the next pod of the wave in progress
-  (``next_pod`` over ``wave_of`` every pod ``RecentPods`` kept), then asks
+  (``next_pod`` over ``wave_of`` every pod ``RecentPods`` kept), each pod estimated at
+  its workload's usage as this replica last published it
+  (``WorkloadUsagePublisher.observed``: fresh, else requests and limits alone), then asks
   ``decide_soft_taints``, with the memory of the previous round (when each tainted
   node was last warm, for the hold);
 * a node whose taint differs from the decision is written through ``TaintWriter``

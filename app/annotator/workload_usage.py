@@ -26,8 +26,14 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from app.annotator.bindings import Observed
 from app.annotator.telemetry import AnnotatorMetrics
-from app.kube import NodeInfo, WorkloadUsageStore
+from app.kube import (
+    WORKLOAD_USAGE_MAX_AGE_S,
+    NodeInfo,
+    PublishedUsage,
+    WorkloadUsageStore,
+)
 from app.load import workload_per_pod_usage
 from app.objects import PodPlacement, Resources
 from app.prom import InstantQuery, PodUsageQueries, PodUsageUnavailable, read_pod_usage
@@ -95,6 +101,20 @@ class WorkloadUsagePublisher:
         self._telemetry = telemetry
         self._clock = clock
         self._failing = False  # log a failure once, and its recovery
+        # The document this replica last wrote, as the extender reads it.
+        self.last: PublishedUsage | None = None
+        self.max_age_s = WORKLOAD_USAGE_MAX_AGE_S
+
+    def observed(self, now_s: float) -> Observed | None:
+        """What one pod of each workload uses, as last published, for the soft-taint
+        rule's estimate (``app.annotator.softtaints``); None when nothing was published
+        or it is older than ``max_age_s`` (the extender's ``--workload-usage-max-age``
+        default): the rule then estimates from requests and limits alone, as the
+        extender does from a stale document."""
+        last = self.last
+        if last is None or now_s - last.published_at_s >= self.max_age_s:
+            return None
+        return last.observed
 
     async def publish(
         self, pods: Iterable[PodPlacement], nodes: Mapping[str, NodeInfo]
@@ -107,8 +127,9 @@ class WorkloadUsagePublisher:
             self._failed("query_error", str(error))
             return None
         published = per_workload(measured.usage, workload_of)
+        now_s = self._clock()
         try:
-            await self.store.publish(published, self._clock())
+            self.last = await self.store.publish(published, now_s)
         except Exception as error:  # the API server's answer or a network error
             self._failed("write_error", f"writing {self.store.where} failed: {error}")
             return None

@@ -158,15 +158,18 @@ class WorkloadUsageStore:
             raise
         return decode((stored.data or {}).get(USAGE_KEY, ""), now_s)
 
-    async def publish(self, workloads: Iterable[tuple[str, Resources]], now_s: float) -> None:
-        """Write the document (replace, or create the object on first use); raises what
-        the client raises. One writer (the leader) at a time: the last write wins."""
-        body = own_config_map(
-            self.name, self.namespace, "annotator", {USAGE_KEY: encode(workloads, now_s)}
-        )
+    async def publish(
+        self, workloads: Iterable[tuple[str, Resources]], now_s: float
+    ) -> PublishedUsage:
+        """Write the document (replace, or create the object on first use) and return
+        it as a reader decodes it (rounded, cut at ``MAX_WORKLOADS``); raises what the
+        client raises. One writer (the leader) at a time: the last write wins."""
+        text = encode(workloads, now_s)
+        body = own_config_map(self.name, self.namespace, "annotator", {USAGE_KEY: text})
         try:
             await self._client.replace(body)
         except ApiError as error:
             if error.status.code != 404:
                 raise
             await self._client.create(body)
+        return decode(text, now_s)[0]

@@ -71,7 +71,8 @@ class BurstEstimate:
 
     def recent_pods(self, t_s: float) -> list[PlacedPod]:
         """The pods bound within ``maxAge``, one per workload: a workload's pods are
-        alike, and the soft-taint rule looks at the kinds of pod (``wave_of``)."""
+        alike (what they declare, and what its pods are observed to use), and the
+        soft-taint rule looks at the kinds of pod (``wave_of``)."""
         cluster = self._cluster
         latest: dict[int, float] = {}  # workload -> its latest binding still counted
         for node, recent in self._recent.items():
@@ -84,8 +85,14 @@ class BurstEstimate:
                     workload = int(cluster.usage.workload_of[slot])
                     latest[workload] = max(bound_at_s, latest.get(workload, bound_at_s))
         epoch_s = cluster.pipeline.epoch_s
+        published = cluster.workload_usage
         return [
-            PlacedPod(self._requests[w], self._limits[w], epoch_s + bound_at_s)
+            PlacedPod(
+                self._requests[w],
+                self._limits[w],
+                epoch_s + bound_at_s,
+                observed=published.observed(w) if published is not None else None,
+            )
             for w, bound_at_s in latest.items()
         ]
 

@@ -14,7 +14,9 @@ default+taints       + the annotator's soft taints (``app.load.taints``) that
 ==================== ====================================================
 
 ``loadaware`` passes ``estimation.BurstEstimate`` as the load filter's ``unsampled``,
-``default+taints`` the same to the soft taints' rule (``app.load.taints.judge_node``);
+``default+taints`` the same to the soft taints' rule (``app.load.taints.judge_node``),
+both raised to each workload's observed per-pod usage as the annotator publishes it
+(``cluster.workload_usage``);
 ``+desched`` runs ``descheduling.PlannerRebalancer`` every descheduler interval, which
 can tell from ``cluster.plan.steering`` which scheduler it works beside.
 """
@@ -64,8 +66,9 @@ def plan_for(name: str) -> PolicyPlan:
         soft_taints="taints" in extras,
         # the extender's estimate, or the annotator's when it keeps soft taints
         make_estimate=BurstEstimate if base == "loadaware" or "taints" in extras else None,
-        # the extender's estimate follows each workload's observed per-pod usage
-        workload_usage=base == "loadaware",
+        # the estimate (the extender's, or the taint rule's) follows each workload's
+        # observed per-pod usage, which the annotator publishes whatever the scheduler
+        workload_usage=base == "loadaware" or "taints" in extras,
         make_rebalancer=PlannerRebalancer if "desched" in extras else None,
     )
 

@@ -6,7 +6,9 @@ refresh (``metrics.hotValueInterval``, the annotator's hot-value loop), it reads
 node's annotations with the estimate of the pods bound since its samples added
 (``app.load.taints.judge_node``; the estimate is the ``loadaware`` policy's
 ``estimation.BurstEstimate``, the extender's ``unsampled``, each pod counted for the
-share of it the samples do not show yet: ``partly_sampled``), judges them with
+share of it the samples do not show yet: ``partly_sampled``, and raised to its
+workload's usage as the simulated annotator publishes it, ``cluster.workload_usage``,
+as the extender's estimate is), judges them with
 ``decide_soft_taints`` and the memory kept from the previous round, and sets the taint
 on the nodes the rule names. Between rounds the taints stay as they are, as they do on
 the Nodes.

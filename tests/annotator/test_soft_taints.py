@@ -8,14 +8,17 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from app.annotator.annotator import Annotator
+from app.annotator.annotator import Annotator, WorkloadUsageTarget
 from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
 from app.annotator.softtaints import SOFT_TAINT
+from app.annotator.workload_usage import WorkloadUsagePublisher
+from app.kube import WORKLOAD_USAGE_MAX_AGE_S, PublishedUsage
 from app.kube.patching import PatchOutcome, TaintWriter, taints_with
 from app.load import Evidence, PlacedPod, format_usage
 from app.load.taints import SOFT_TAINT_KEY, SoftTaintSettings
@@ -30,6 +33,7 @@ from tests.annotator.helpers import (
     running,
 )
 from tests.annotator.promproxy import PromProxy
+from tests.support.cadvisor import PodSeries, cadvisor_prometheus
 from tests.support.fakekube import NODES, PODS
 from tests.support.fakekube_fixtures import FakeKube
 
@@ -519,3 +523,110 @@ def test_recent_pods_keep_only_live_pods_bound_within_max_age() -> None:
     assert len(recent) == 1
     assert len(recent.by_node(1000.0 + estimation.max_age_s)) == 0
     assert len(recent) == 0
+
+
+# -- the workload usage the annotator publishes ----------------------------------------
+
+MIB = 2.0**20
+# shop's Deployment svc (ReplicaSet svc-7d9f): requests 100m, no CPU limit, and its three
+# running pods use about 0.7 core each (crane-style-waves' CPU service).
+SERVICE = ("ReplicaSet", "svc-7d9f")
+SERVICE_LABELS = {"pod-template-hash": "7d9f"}
+RUNNING = tuple(
+    PodSeries("shop", f"svc-7d9f-{i}", {"main": (cores, 300 * MIB)}, node=node)
+    for i, (cores, node) in enumerate(((0.6, "b"), (0.7, "c"), (0.7, "b")))
+)
+
+
+@pytest.fixture(scope="module")
+def service_prom() -> Iterator[str]:
+    with cadvisor_prometheus(RUNNING) as url:
+        yield url
+
+
+def service_pods(fake_kube: FakeKube) -> None:
+    store = fake_kube.store
+    for name, reading in (("busy", 0.40), ("b", 0.20), ("c", 0.20)):
+        store.add_node(name, annotations=cpu(reading), internal_ip=None,
+                       allocatable={"cpu": "5", "memory": "16Gi"})  # fmt: skip
+    for pod in RUNNING:
+        store.add_pod(pod.pod, "shop", node_name=pod.node, labels=SERVICE_LABELS,
+                      requests={"cpu": "100m"}, owner=SERVICE)  # fmt: skip
+    store.add_pod("svc-7d9f-new", "shop", phase="Pending", labels=SERVICE_LABELS,
+                  requests={"cpu": "100m"}, owner=SERVICE)  # fmt: skip
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize("publishing", [True, False])
+def test_a_round_estimates_a_pod_at_the_usage_its_workload_is_published_to_use(
+    fake_kube: FakeKube, service_prom: str, caplog: pytest.LogCaptureFixture, publishing: bool
+) -> None:
+    """Readings at 0.40 of 5 CPUs; a pod of shop's CPU service (requests 100m, no CPU
+    limit) is bound. From its requests it is 85m (0.017 of the node, and as much for the
+    next pod like it): 0.43, cool. The annotator has published that the service's pods
+    use 0.7 core (the 90th percentile of its three running pods, over 3 times the
+    guess), and the round estimates the pod, and the next, at that, as the extender
+    does: 0.40 + 0.14 + 0.14 = 0.68 > 0.65, hot. Without the publication (workload usage
+    off) the round falls back to requests and limits: no taint."""
+    caplog.set_level(logging.INFO, logger="app.annotator")
+    service_pods(fake_kube)
+    target = WorkloadUsageTarget("loadaware") if publishing else None
+
+    async def scenario() -> Annotator:
+        async with fake_kube.async_client() as client:
+            the = annotator(fake_kube, client, service_prom, the_policy=default_policy(),
+                            soft_taints=SETTINGS, soft_taint_interval_s=0.05,
+                            workload_usage=target)  # fmt: skip
+            async with running(the):
+                assert await eventually(lambda: the.pod_watch.synced)
+                if publishing:
+                    assert await eventually(lambda: the.workload_usage_rounds >= 1, 15.0)
+                fake_kube.store.bind("shop", "svc-7d9f-new", "busy")
+                assert await eventually(lambda: the.recent is not None and len(the.recent) == 1)
+                rounds = the.soft_taint_rounds
+                assert await eventually(lambda: the.soft_taint_rounds >= rounds + 3)
+                tainted = OURS in taints(fake_kube, "busy")
+                assert tainted is publishing
+                assert taints(fake_kube, "b") == taints(fake_kube, "c") == []
+            return the
+
+    the = asyncio.run(scenario())
+    if publishing:
+        assert the.workload_usage is not None
+        assert the.workload_usage.last is not None
+        svc = the.workload_usage.last.observed("shop/Deployment/svc")
+        assert svc is not None
+        assert svc.cpu_cores == pytest.approx(0.7, rel=0.02)
+        assert ("soft taint put on node busy: hot: cpu_usage_avg_5m 0.68 (+0.14 estimated) "
+                "(+0.14 next pod) > 0.65") in caplog.text  # fmt: skip
+
+
+def test_a_stale_or_missing_publication_observes_nothing(fake_kube: FakeKube) -> None:
+    """The rule takes the usage only while the document this replica last wrote is
+    younger than the extender's ``--workload-usage-max-age`` default (10 minutes): a
+    publisher failing that long leaves the estimate on requests and limits."""
+    now = 1_700_000_000.0
+
+    async def make() -> WorkloadUsagePublisher:
+        async with fake_kube.async_client() as client:
+            the = annotator(fake_kube, client, "http://127.0.0.1:9",
+                            workload_usage=WorkloadUsageTarget("loadaware"))  # fmt: skip
+            assert the.workload_usage is not None
+            return the.workload_usage
+
+    publisher = asyncio.run(make())
+    assert publisher.observed(now) is None
+    web = Resources(0.7, 3e8)
+    publisher.last = PublishedUsage(now, {"shop/Deployment/web": web})
+    observed = publisher.observed(now + WORKLOAD_USAGE_MAX_AGE_S - 1)
+    assert observed is not None
+    assert observed("shop/Deployment/web") == web
+    assert observed(None) is None
+    assert observed("evil/Deployment/web") is None
+    assert publisher.observed(now + WORKLOAD_USAGE_MAX_AGE_S) is None
+    recent = RecentPods(default_policy().spec.estimation)
+    pod = PlacedPod(Resources(0.1, 0.0), Resources(), now)
+    recent.record("u1", "n1", pod, "shop/Deployment/web")
+    recent.record("u2", "n1", pod, None)  # no controller: nothing to observe
+    assert recent.by_node(now, observed)["n1"] == [replace(pod, observed=web), pod]
+    assert recent.by_node(now)["n1"] == [pod, pod]
