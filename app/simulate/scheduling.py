@@ -303,7 +303,7 @@ def wire_answer(scores: IntArray, preferable: BoolArray, roomy: BoolArray) -> In
     # Each kind's first position (len: absent), by kind: np.unique's answer without its
     # sort of every node, which cost more than the rest of the answer together.
     positions = len(kinds)
-    first_of_kind = np.full(int(kinds.max()) + 1, positions)
+    first_of_kind = np.full(int(kinds.max(initial=0)) + 1, positions)
     np.minimum.at(first_of_kind, kinds, np.arange(positions))
     present = np.flatnonzero(first_of_kind < positions)
     first = first_of_kind[present]
