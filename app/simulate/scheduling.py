@@ -250,7 +250,9 @@ class Scheduler:
     def choose(self, pod: PodShape) -> int | None:
         feasible = self.requests.fits(pod)
         scores = self.requests.scores(pod)
-        if self.soft_tainted is not None:
+        # With no node tainted TaintToleration gives every feasible node the same 100,
+        # which changes neither the choice nor ``taint_steered``: left out, it costs nothing.
+        if self.soft_tainted is not None and self.soft_tainted.any():
             untolerated = self.soft_tainted.astype(np.int64)  # scenario pods tolerate none
             toleration = taint_toleration_scores(untolerated, feasible)
             if toleration[feasible].min(initial=MAX_NODE_SCORE) < MAX_NODE_SCORE and (
