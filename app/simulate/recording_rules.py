@@ -129,6 +129,9 @@ class SimulatedMonitoring:
         # Bumped on a node whenever any of its annotations is rewritten.
         self.node_version: IntArray = np.zeros(nodes, dtype=np.int64)
         self._annotations: list[tuple[int, dict[str, str]] | None] = [None] * nodes
+        # Per metric and node, the annotation's text once made ("": none written yet,
+        # None: rewritten since): a rewrite of one metric re-formats that one alone.
+        self._texts: dict[str, list[str | None]] = {m: [""] * nodes for m in self.values}
         self._longest_hot_range_s = max(
             (entry.time_range_s for entry in policy.spec.hot_value), default=0.0
         )
@@ -190,6 +193,9 @@ class SimulatedMonitoring:
             self.values[metric] = np.where(has_data, np.minimum(fresh, 1.0), self.values[metric])
             self.written_at_s[metric] = np.where(has_data, t_s, self.written_at_s[metric])
             self.node_version += has_data
+            texts = self._texts[metric]
+            for node in np.flatnonzero(has_data).tolist():
+                texts[node] = None
         self.sync_version += 1
 
     def _publish_hot_values(self, t_s: float) -> None:
@@ -216,11 +222,13 @@ class SimulatedMonitoring:
         if cached is not None and cached[0] == version:
             return cached[1]
         result: dict[str, str] = {}
-        for metric, values in self.values.items():
-            value = values[node]
-            if not math.isnan(value):
+        for metric, texts in self._texts.items():
+            text = texts[node]
+            if text is None:
                 at_s = self.epoch_s + float(self.written_at_s[metric][node])
-                result[metric] = format_usage(float(value), at_s)
+                text = texts[node] = format_usage(float(self.values[metric][node]), at_s)
+            if text:
+                result[metric] = text
         hot_at_s = self.hot_written_at_s[node]
         if not math.isnan(hot_at_s):
             result[HOT_VALUE_KEY] = format_hot_value(
