@@ -96,8 +96,12 @@ class NodeRequests:
     scored_cpu: FloatArray = field(init=False)  # with the non-zero defaults
     scored_memory: FloatArray = field(init=False)
 
-    # The last shape's scores, and the nodes whose requests changed since: pods come in
-    # waves of one workload, and each binding changes one node's score, not a thousand.
+    # The last shape's filter and scores, and the nodes whose requests changed since:
+    # pods come in waves of one workload, and each binding changes one node's answer,
+    # not a thousand.
+    _fit_shape: tuple[float, float] | None = field(init=False, default=None)
+    _fits: BoolArray = field(init=False)
+    _fits_changed: set[int] = field(init=False, default_factory=set)
     _scored_shape: tuple[float, float] | None = field(init=False, default=None)
     _scores: IntArray = field(init=False)
     _changed: set[int] = field(init=False, default_factory=set)
@@ -113,17 +117,29 @@ class NodeRequests:
         self.scored_cpu[node] += sign * pod.score_cpu_cores
         self.scored_memory[node] += sign * pod.score_memory_bytes
         self._changed.add(node)
+        self._fits_changed.add(node)
 
     def fits(self, pod: PodShape) -> BoolArray:
-        """NodeResourcesFit's filter (``app.load.default_profile``)."""
-        return fits_requests(
-            self.allocatable_cpu,
-            self.allocatable_memory,
-            self.requested_cpu,
-            self.requested_memory,
-            pod.request_cpu_cores,
-            pod.request_memory_bytes,
-        )
+        """NodeResourcesFit's filter (``app.load.default_profile``).
+
+        Read-only: the same array is updated in place for the next pod of the shape."""
+        shape = (pod.request_cpu_cores, pod.request_memory_bytes)
+        if shape != self._fit_shape:
+            self._fits = fits_requests(
+                self.allocatable_cpu, self.allocatable_memory,
+                self.requested_cpu, self.requested_memory, *shape,
+            )  # fmt: skip
+            self._fit_shape = shape
+        elif self._fits_changed:
+            nodes = _indices(self._fits_changed)
+            self._fits.flags.writeable = True
+            self._fits[nodes] = fits_requests(
+                self.allocatable_cpu[nodes], self.allocatable_memory[nodes],
+                self.requested_cpu[nodes], self.requested_memory[nodes], *shape,
+            )  # fmt: skip
+        self._fits_changed.clear()
+        self._fits.flags.writeable = False
+        return self._fits
 
     def scores(self, pod: PodShape) -> IntArray:
         """LeastAllocated + BalancedAllocation, the pod placed (``app.load.default_profile``).
@@ -137,7 +153,7 @@ class NodeRequests:
             )  # fmt: skip
             self._scored_shape = shape
         elif self._changed:
-            nodes = np.fromiter(self._changed, dtype=np.intp, count=len(self._changed))
+            nodes = _indices(self._changed)
             self._scores.flags.writeable = True
             self._scores[nodes] = resource_scores(
                 self.allocatable_cpu[nodes], self.allocatable_memory[nodes],
@@ -146,6 +162,14 @@ class NodeRequests:
         self._changed.clear()
         self._scores.flags.writeable = False
         return self._scores
+
+
+def _indices(nodes: set[int]) -> slice | IntArray:
+    """The nodes as an index: most often one node, which a slice reaches fastest."""
+    if len(nodes) == 1:
+        (node,) = nodes
+        return slice(node, node + 1)
+    return np.fromiter(nodes, dtype=np.intp, count=len(nodes))
 
 
 class UnsampledUsage(Protocol):
@@ -248,7 +272,7 @@ class Scheduler:
     taint_steered: int = field(default=0, init=False)
 
     def choose(self, pod: PodShape) -> int | None:
-        feasible = self.requests.fits(pod)
+        feasible = self.requests.fits(pod)  # read-only: every step below makes a new one
         scores = self.requests.scores(pod)
         # With no node tainted TaintToleration gives every feasible node the same 100,
         # which changes neither the choice nor ``taint_steered``: left out, it costs nothing.
@@ -261,7 +285,7 @@ class Scheduler:
                 self.taint_steered += 1
             scores = scores + toleration * TAINT_TOLERATION_WEIGHT
         if self.load_filter is not None:
-            feasible &= self.load_filter.passes
+            feasible = feasible & self.load_filter.passes
             if self.plugin_weight > 0:
                 scores = scores + self.load_filter.score * self.plugin_weight
             elif feasible.any():
