@@ -41,22 +41,26 @@ class BurstEstimate:
         self._placements_seen = 0
         self._evictions_seen = 0
         self._usage_version = 0  # of the workload usage published (cluster.workload_usage)
+        # Each recent pod as the estimate takes it, by (slot, bound at), made once per
+        # publication of its workload's usage rather than for every look at its node.
+        self._placed: dict[tuple[int, float], PlacedPod] = {}
+        self._placed_version = 0
 
     def unsampled(self, node: int, t_s: float) -> dict[str, float] | None:
         cluster = self._cluster
         published = cluster.workload_usage
-        workload_of = cluster.usage.workload_of
-        pods = [
-            PlacedPod(
-                self._requests[workload],
-                self._limits[workload],
-                cluster.pipeline.epoch_s + bound_at_s,
-                observed=published.observed(workload) if published is not None else None,
-            )
-            for slot, bound_at_s in self._recent.get(node, ())
-            if cluster.node_of[slot] == node and cluster.bound_at_s[slot] == bound_at_s
-            for workload in (int(workload_of[slot]),)
-        ]
+        version = published.version if published is not None else 0
+        if version != self._placed_version:
+            self._placed, self._placed_version = {}, version
+        placed = self._placed
+        pods = []
+        for slot, bound_at_s in self._recent.get(node, ()):
+            if cluster.node_of[slot] != node or cluster.bound_at_s[slot] != bound_at_s:
+                continue
+            pod = placed.get((slot, bound_at_s))
+            if pod is None:
+                pod = placed[slot, bound_at_s] = self._placed_pod(slot, bound_at_s)
+            pods.append(pod)
         if not pods:
             return None
         pipeline = cluster.pipeline
@@ -65,6 +69,17 @@ class BurstEstimate:
         )
         now_s = pipeline.epoch_s + t_s
         return node_unsampled(pods, pipeline.annotations(node), allocatable, cluster.policy, now_s)
+
+    def _placed_pod(self, slot: int, bound_at_s: float) -> PlacedPod:
+        cluster = self._cluster
+        workload = int(cluster.usage.workload_of[slot])
+        published = cluster.workload_usage
+        return PlacedPod(
+            self._requests[workload],
+            self._limits[workload],
+            cluster.pipeline.epoch_s + bound_at_s,
+            observed=published.observed(workload) if published is not None else None,
+        )
 
     def recent_pods(self, t_s: float) -> list[PlacedPod]:
         """The pods bound within ``maxAge``, one per workload: a workload's pods are
@@ -108,7 +123,11 @@ class BurstEstimate:
             changed.update(self._recent)  # their pods' estimates may have changed
         while self._expiries and self._expiries[0][0] <= t_s:
             _, node = heapq.heappop(self._expiries)
-            kept = [(s, at) for s, at in self._recent.get(node, ()) if t_s < at + self._max_age_s]
+            recent = self._recent.get(node, [])
+            kept = [(s, at) for s, at in recent if t_s < at + self._max_age_s]
+            for key in recent:
+                if t_s >= key[1] + self._max_age_s:
+                    self._placed.pop(key, None)
             if kept:
                 self._recent[node] = kept
             else:

@@ -270,6 +270,9 @@ class Scheduler:
     # Choices in which TaintToleration told feasible nodes apart (some tainted, some
     # not); with none, the taints changed nothing and the run is the one without them.
     taint_steered: int = field(default=0, init=False)
+    # The last pod estimate asked about, as fractions of each node's allocatable.
+    _estimate: tuple[float, float] | None = field(default=None, init=False)
+    _estimate_fractions: tuple[FloatArray, FloatArray] = field(init=False)
 
     def choose(self, pod: PodShape) -> int | None:
         feasible = self.requests.fits(pod)  # read-only: every step below makes a new one
@@ -307,12 +310,21 @@ class Scheduler:
         asked = np.concatenate((asked[start:], asked[:start]))  # the request's order
         # app.load.wire.has_room, over every asked node at once: the pod's estimate as a
         # fraction of each node's allocatable, against the node's room under its limits.
-        requests = self.requests
-        cpu = pod.estimate_cpu_cores / requests.allocatable_cpu[asked]
-        memory = pod.estimate_memory_bytes / requests.allocatable_memory[asked]
-        roomy = (cpu <= view.room_cpu[asked]) & (memory <= view.room_memory[asked])
+        # Both fractions are kept per estimate, as pods come in waves of one workload.
+        estimate = (pod.estimate_cpu_cores, pod.estimate_memory_bytes)
+        if estimate != self._estimate:
+            requests = self.requests
+            self._estimate = estimate
+            self._estimate_fractions = (
+                estimate[0] / requests.allocatable_cpu,
+                estimate[1] / requests.allocatable_memory,
+            )
+        cpu, memory = self._estimate_fractions
+        roomy = (cpu <= view.room_cpu) & (memory <= view.room_memory)
         answer = np.zeros(len(feasible), dtype=np.int64)
-        answer[asked] = wire_answer(view.extender_score[asked], view.preferable[asked], roomy)
+        answer[asked] = wire_answer(
+            view.extender_score[asked], view.preferable[asked], roomy[asked]
+        )
         return answer
 
 
