@@ -212,6 +212,9 @@ class LoadFilter:
         self.room_memory = np.full(nodes, math.inf)
         self.score = np.zeros(nodes, dtype=np.int64)  # 0..100, hot value applied
         self._recheck_at_s = np.full(nodes, -math.inf)
+        # At most the earliest recheck time: until then no node is due, and the search
+        # for due nodes (over every node, for every pod) is left out.
+        self._earliest_recheck_s = -math.inf
         self._seen_sync_version = -1
         self.loads: list[NodeLoad | None] = [None] * nodes
         self.evaluations = 0
@@ -224,15 +227,21 @@ class LoadFilter:
         now_s = self.now_s(t_s)
         # Always asked, so that the estimate has seen every binding before it answers.
         changed = self._estimate.changed_nodes(t_s) if self._estimate is not None else set()
+        searched = True
         if pipeline.sync_version != self._seen_sync_version:
             self._seen_sync_version = pipeline.sync_version
             dirty: set[int] = set(range(len(self.passes)))
-        else:
+        elif now_s >= self._earliest_recheck_s:
             dirty = set(np.flatnonzero(self._recheck_at_s <= now_s).tolist())
             dirty |= pipeline.hot_changed | changed
+        else:
+            searched = False
+            dirty = pipeline.hot_changed | changed
         pipeline.hot_changed.clear()
         for node in dirty:
             self._evaluate(node, t_s)
+        if searched:
+            self._earliest_recheck_s = float(np.fmin.reduce(self._recheck_at_s, initial=math.inf))
 
     def load_of(self, node: int, t_s: float) -> NodeLoad:
         """What the production load model says about the node at ``t_s``, uncached."""
@@ -253,6 +262,7 @@ class LoadFilter:
         self.room_memory[node] = rooms.get("memory", math.inf)
         self.score[node] = load.score
         self._recheck_at_s[node] = load.recheck_at_s
+        self._earliest_recheck_s = min(self._earliest_recheck_s, load.recheck_at_s)
 
 
 @dataclass
