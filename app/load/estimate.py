@@ -283,10 +283,25 @@ def node_unsampled(
     now_s: float,
 ) -> dict[str, float]:
     """What ``evaluate_node`` takes as ``unsampled`` for a node with these pods bound."""
+    if not policy.spec.estimation.enabled:
+        return {}
+    sample_at_s = freshest_sample_s(annotations, policy, now_s)
+    return unsampled_after(pods, sample_at_s, allocatable, policy, now_s)
+
+
+def unsampled_after(
+    pods: Iterable[PlacedPod],
+    sample_at_s: float | None,
+    allocatable: Resources,
+    policy: Policy,
+    now_s: float,
+) -> dict[str, float]:
+    """``node_unsampled`` for a node measured already: ``sample_at_s`` is its
+    ``Measurement.freshest_sample_s()`` (a caller that keeps the Measurement, as the
+    simulator's load filter does, need not read the annotations twice)."""
     settings = policy.spec.estimation
     if not settings.enabled:
         return {}
-    sample_at_s = freshest_sample_s(annotations, policy, now_s)
     usages = (
         estimate_with_evidence(
             pod.requests, pod.limits, pod.evidence, settings, allocatable, pod.observed

@@ -1,8 +1,9 @@
 """The ``loadaware`` policy's burst estimate: ``app.load.estimate`` over the simulated pods.
 
 For each node, the pods bound to it less than the policy's ``estimation.maxAge`` ago
-are handed to the production ``node_unsampled``, which keeps those bound after the
-node's freshest sample, estimates them and returns the ``unsampled`` fractions that
+are handed to the production ``node_unsampled`` (``unsampled_after`` where the load
+filter has measured the node already), which keeps those bound after the node's
+freshest sample, estimates them and returns the ``unsampled`` fractions that
 ``evaluate_node`` adds to the node's readings - the same pure functions the
 extender's ledger calls. Where the annotator publishes each workload's observed
 per-pod usage (``cluster.workload_usage``, loadaware), a pod's estimate is raised to
@@ -20,7 +21,7 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
-from app.load import PlacedPod, node_unsampled
+from app.load import PlacedPod, node_unsampled, unsampled_after
 from app.objects import Resources
 
 if TYPE_CHECKING:
@@ -45,8 +46,38 @@ class BurstEstimate:
         # publication of its workload's usage rather than for every look at its node.
         self._placed: dict[tuple[int, float], PlacedPod] = {}
         self._placed_version = 0
+        self._allocatable = [
+            Resources(cpu, memory)
+            for cpu, memory in zip(
+                cluster.allocatable_cpu.tolist(), cluster.allocatable_memory.tolist(), strict=True
+            )
+        ]
 
     def unsampled(self, node: int, t_s: float) -> dict[str, float] | None:
+        """What ``evaluate_node`` takes as ``unsampled`` for the node at ``t_s`` (None:
+        no recent pod on it)."""
+        pods = self._pods_on(node)
+        if not pods:
+            return None
+        cluster = self._cluster
+        now_s = cluster.pipeline.epoch_s + t_s
+        annotations = cluster.pipeline.annotations(node)
+        return node_unsampled(pods, annotations, self._allocatable[node], cluster.policy, now_s)
+
+    def unsampled_after(
+        self, node: int, t_s: float, sample_at_s: float | None
+    ) -> dict[str, float] | None:
+        """``unsampled`` for a node measured already (``sample_at_s``: its freshest
+        sample, ``Measurement.freshest_sample_s``)."""
+        pods = self._pods_on(node)
+        if not pods:
+            return None
+        cluster = self._cluster
+        now_s = cluster.pipeline.epoch_s + t_s
+        return unsampled_after(pods, sample_at_s, self._allocatable[node], cluster.policy, now_s)
+
+    def _pods_on(self, node: int) -> list[PlacedPod]:
+        """The node's pods bound within ``maxAge``, still bound there."""
         cluster = self._cluster
         published = cluster.workload_usage
         version = published.version if published is not None else 0
@@ -61,14 +92,7 @@ class BurstEstimate:
             if pod is None:
                 pod = placed[slot, bound_at_s] = self._placed_pod(slot, bound_at_s)
             pods.append(pod)
-        if not pods:
-            return None
-        pipeline = cluster.pipeline
-        allocatable = Resources(
-            float(cluster.allocatable_cpu[node]), float(cluster.allocatable_memory[node])
-        )
-        now_s = pipeline.epoch_s + t_s
-        return node_unsampled(pods, pipeline.annotations(node), allocatable, cluster.policy, now_s)
+        return pods
 
     def _placed_pod(self, slot: int, bound_at_s: float) -> PlacedPod:
         cluster = self._cluster

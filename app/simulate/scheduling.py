@@ -46,12 +46,15 @@ from app.load import (
     EXTENDER_SCORE_SCALE,
     MAX_NODE_SCORE,
     TAINT_TOLERATION_WEIGHT,
+    Measurement,
     NodeLoad,
     PlacedPod,
+    assess,
     can_be_preferred,
     evaluate_node,
     fits_requests,
     limit_room,
+    measure,
     non_zero_requests,
     resource_scores,
     taint_toleration_scores,
@@ -177,6 +180,12 @@ class UnsampledUsage(Protocol):
 
     def unsampled(self, node: int, t_s: float) -> Mapping[str, float] | None: ...
 
+    def unsampled_after(
+        self, node: int, t_s: float, sample_at_s: float | None
+    ) -> Mapping[str, float] | None:
+        """``unsampled`` for a node measured already, its freshest sample at ``sample_at_s``."""
+        ...
+
     def changed_nodes(self, t_s: float) -> set[int]:
         """Nodes whose answer may have changed since the last call (placements, age-outs)."""
         ...
@@ -191,7 +200,9 @@ class LoadFilter:
     """The extender's view: ``evaluate_node`` per node, re-run only when its inputs change.
 
     A node's result is reused until its annotations are rewritten, its ``unsampled``
-    usage changes, or the clock reaches the result's ``recheck_at_s``.
+    usage changes, or the clock reaches the result's ``recheck_at_s``. As the extender
+    does, it is taken as ``assess`` of the node's ``measure``, which is kept until the
+    annotations change or its ``changes_at_s`` (``evaluate_node`` is exactly that).
     """
 
     def __init__(
@@ -217,6 +228,9 @@ class LoadFilter:
         self._earliest_recheck_s = -math.inf
         self._seen_sync_version = -1
         self.loads: list[NodeLoad | None] = [None] * nodes
+        # Per node, its last Measurement, with the annotations' version and the instant
+        # it was taken: the same until the annotations change or its changes_at_s.
+        self._measured: list[tuple[int, float, Measurement] | None] = [None] * nodes
         self.evaluations = 0
 
     def now_s(self, t_s: float) -> float:
@@ -250,8 +264,27 @@ class LoadFilter:
             self._pipeline.annotations(node), self.policy, self.now_s(t_s), unsampled
         )
 
+    def _measurement(self, node: int, now_s: float) -> Measurement:
+        """``measure`` of the node's annotations at ``now_s``: kept, as the extender keeps
+        it, from when it was taken until its ``changes_at_s`` or an annotation's rewrite."""
+        version = int(self._pipeline.node_version[node])
+        kept = self._measured[node]
+        if kept is not None and kept[0] == version and kept[1] <= now_s < kept[2].changes_at_s:
+            return kept[2]
+        measurement = measure(self._pipeline.annotations(node), self.policy, now_s)
+        self._measured[node] = (version, now_s, measurement)
+        return measurement
+
     def _evaluate(self, node: int, t_s: float) -> None:
-        load = self.load_of(node, t_s)
+        """``load_of``, on the node's kept Measurement."""
+        now_s = self.now_s(t_s)
+        measurement = self._measurement(node, now_s)
+        unsampled = (
+            self._estimate.unsampled_after(node, t_s, measurement.freshest_sample_s())
+            if self._estimate is not None
+            else None
+        )
+        load = assess(measurement, self.policy, unsampled)
         self.evaluations += 1
         self.loads[node] = load
         self.passes[node] = not load.overloaded
