@@ -371,9 +371,9 @@ class SimulatedCluster:
         self.run.cpu_utilisation[step] = cpu_fraction
         self.run.memory_utilisation[step] = mem_fraction
         self.run.throttled_core_s += float(
-            np.sum(np.maximum(cpu_demand - self.allocatable_cpu, 0.0)) * step_s
+            np.maximum(cpu_demand - self.allocatable_cpu, 0.0).sum() * step_s
         )
-        self.run.oom_events += int(np.sum(mem_demand > self.allocatable_memory))
+        self.run.oom_events += int(np.count_nonzero(mem_demand > self.allocatable_memory))
         if self.workload_usage is not None:
             # What each pod got: on a node asked for more than it has, all are cut alike.
             share = np.minimum(1.0, self.allocatable_cpu / np.maximum(cpu_demand, 1e-12))

@@ -74,8 +74,10 @@ class _History:
 
 
 def _mean_ignoring_nan(rows: FloatArray) -> FloatArray:
-    counts = np.sum(~np.isnan(rows), axis=0)
-    sums = np.nansum(rows, axis=0)
+    missing = np.isnan(rows)
+    # The method, not np.sum: the same reduction, without the wrapper's cost per step.
+    counts = (~missing).sum(axis=0)
+    sums = np.where(missing, 0.0, rows).sum(axis=0)  # np.nansum, without its copies
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
