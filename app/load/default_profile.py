@@ -69,9 +69,13 @@ def resource_scores(
     ``pod_score_*`` the pod's own."""
     cpu_fraction = (scored_cpu + pod_score_cpu_cores) / allocatable_cpu
     memory_fraction = (scored_memory + pod_score_memory_bytes) / allocatable_memory
+    # The free fractions clipped to 0..1: np.clip's value, without its wrapper (called
+    # per binding on one node by the simulator); a zero's sign, all that could differ,
+    # cannot show in the whole-number scores.
+    cpu_free = np.minimum(np.maximum(1 - cpu_fraction, 0), 1)
+    memory_free = np.minimum(np.maximum(1 - memory_fraction, 0), 1)
     least = (
-        np.floor(np.clip(1 - cpu_fraction, 0, 1) * MAX_NODE_SCORE)
-        + np.floor(np.clip(1 - memory_fraction, 0, 1) * MAX_NODE_SCORE)
+        np.floor(cpu_free * MAX_NODE_SCORE) + np.floor(memory_free * MAX_NODE_SCORE)
     ) // 2
     spread = np.abs(np.minimum(cpu_fraction, 1) - np.minimum(memory_fraction, 1)) / 2
     balanced = np.floor((1 - spread) * MAX_NODE_SCORE)

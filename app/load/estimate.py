@@ -312,10 +312,26 @@ def node_unsampled(
     each pod that ``counts`` whole (the extender), or with ``partly_sampled`` only the
     share of it the node's freshest sample does not show (``unsampled_share``: the
     soft-taint rule, module doc)."""
+    if not policy.spec.estimation.enabled:
+        return {}
+    sample_at_s = freshest_sample_s(annotations, policy, now_s)
+    return unsampled_after(pods, sample_at_s, allocatable, policy, now_s, partly_sampled)
+
+
+def unsampled_after(
+    pods: Iterable[PlacedPod],
+    sample_at_s: float | None,
+    allocatable: Resources,
+    policy: Policy,
+    now_s: float,
+    partly_sampled: bool = False,
+) -> dict[str, float]:
+    """``node_unsampled`` for a node measured already: ``sample_at_s`` is its
+    ``Measurement.freshest_sample_s()`` (a caller that keeps the Measurement, as the
+    simulator's load filter does, need not read the annotations twice)."""
     settings = policy.spec.estimation
     if not settings.enabled:
         return {}
-    sample_at_s = freshest_sample_s(annotations, policy, now_s)
     usages: list[Resources] = []
     for pod in pods:
         if not counts(pod.bound_at_s, sample_at_s, now_s, settings):

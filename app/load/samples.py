@@ -44,11 +44,21 @@ def parse_timestamp_s(text: str) -> float | None:
     return parsed.timestamp()
 
 
+# Every node synced in one pass carries the same timestamp: parse each text once. Only
+# texts a timestamp can be are kept (RFC 3339 with nanoseconds and an offset is 35
+# characters), so a hostile annotation can cost a parse, never memory.
+_CACHED_TIMESTAMP_CHARS = 40
+_timestamp_s_cached = functools.lru_cache(maxsize=256)(parse_timestamp_s)
+
+
 def _split(raw: str) -> tuple[str, float] | None:
     value_text, separator, time_text = raw.partition(",")
     if not separator:
         return None
-    timestamp_s = parse_timestamp_s(time_text)
+    if len(time_text) <= _CACHED_TIMESTAMP_CHARS:
+        timestamp_s = _timestamp_s_cached(time_text)
+    else:
+        timestamp_s = parse_timestamp_s(time_text)
     if timestamp_s is None:
         return None
     return value_text.strip(), timestamp_s

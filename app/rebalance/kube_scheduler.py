@@ -32,6 +32,9 @@ from app.rebalance.placement import Placements
 
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 
+_Bools = np.ndarray[Any, np.dtype[np.bool_]]
+_Ints = np.ndarray[Any, np.dtype[np.int64]]
+
 
 def _counted(pod: PodInfo) -> bool:
     """Pods whose requests kube-scheduler counts on their node (terminating included:
@@ -61,6 +64,13 @@ class RequestScheduler:
                 self._add(pod, index, 1.0)
         self._node_rules: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.bool_]]] = {}
         self._untolerated: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.int64]]] = {}
+        # The filter and resource scores per (source, requests), for the requests as they
+        # stand: a plan asks them of every pod on a source, most of them alike, and moves
+        # few. ``_version`` changes with the requests (a move, or a last bit that taking
+        # a pod off and back on did not restore), which drops them.
+        self._version = 0
+        self._kept_version = 0
+        self._kept: dict[tuple[int, float, float], tuple[_Bools, _Ints]] = {}
 
     def _add(self, pod: PodInfo, index: int, sign: float) -> None:
         cpu, memory = pod.requests.cpu_cores, pod.requests.memory_bytes
@@ -73,6 +83,7 @@ class RequestScheduler:
     def move(self, pod: PodInfo, source: str, destination: str) -> None:
         """The plan evicts ``pod`` from ``source`` and its replacement lands on
         ``destination``: the next prediction counts it there."""
+        self._version += 1
         self._add(pod, self._index[source], -1.0)
         self._add(pod, self._index[destination], 1.0)
 
@@ -86,49 +97,70 @@ class RequestScheduler:
         ``pod`` gone from ``source``, by name; and their total score. ([] and 0 when no
         node would take it: the replacement would stay Pending.) ``taints=False``: as if
         no node carried a ``PreferNoSchedule`` taint (once the soft taints are gone)."""
-        here = self._index[source]
+        fits, resources = self._fit_and_scores(pod, self._index[source])
+        feasible = fits & self._admitted_by_node_rules(pod)
+        untolerated = self._untolerated_counts(pod)
+        if not taints:
+            untolerated = np.zeros_like(untolerated)
+        # The inter-pod rules are asked of the best nodes only, and again after any
+        # of them refuses: one pass per refusal, not one call per node.
+        while feasible.any():
+            scores = resources + TAINT_TOLERATION_WEIGHT * taint_toleration_scores(
+                untolerated, feasible
+            )
+            best = int(scores[feasible].max())
+            chosen = np.flatnonzero(feasible & (scores == best)).tolist()
+            refused = [
+                i for i in chosen if self._placements.refusal(pod, self._nodes[i]) is not None
+            ]
+            if not refused:
+                return sorted(self._nodes[i].name for i in chosen), best
+            feasible[refused] = False
+        return [], 0
+
+    def _fit_and_scores(self, pod: PodInfo, here: int) -> tuple[_Bools, _Ints]:
+        """NodeResourcesFit and LeastAllocated + BalancedAllocation for ``pod``, with it
+        gone from node ``here`` (read-only: kept for the next pod alike)."""
+        if self._kept_version != self._version:
+            self._kept.clear()
+            self._kept_version = self._version
+        cpu, memory = pod.requests.cpu_cores, pod.requests.memory_bytes
+        before = self._state(here)
         self._add(pod, here, -1.0)
         try:
-            feasible = fits_requests(
-                self._allocatable_cpu,
-                self._allocatable_memory,
-                self._requested_cpu,
-                self._requested_memory,
-                pod.requests.cpu_cores,
-                pod.requests.memory_bytes,
-            )
-            feasible &= self._admitted_by_node_rules(pod)
-            score_cpu, score_memory = non_zero_requests(
-                pod.requests.cpu_cores, pod.requests.memory_bytes
-            )
-            resources = resource_scores(
-                self._allocatable_cpu,
-                self._allocatable_memory,
-                self._scored_cpu,
-                self._scored_memory,
-                score_cpu,
-                score_memory,
-            )
-            untolerated = self._untolerated_counts(pod)
-            if not taints:
-                untolerated = np.zeros_like(untolerated)
-            # The inter-pod rules are asked of the best nodes only, and again after any
-            # of them refuses: one pass per refusal, not one call per node.
-            while feasible.any():
-                scores = resources + TAINT_TOLERATION_WEIGHT * taint_toleration_scores(
-                    untolerated, feasible
+            key = (here, cpu, memory)
+            kept = self._kept.get(key)
+            if kept is None:
+                fits = fits_requests(
+                    self._allocatable_cpu,
+                    self._allocatable_memory,
+                    self._requested_cpu,
+                    self._requested_memory,
+                    cpu,
+                    memory,
                 )
-                best = int(scores[feasible].max())
-                chosen = np.flatnonzero(feasible & (scores == best)).tolist()
-                refused = [
-                    i for i in chosen if self._placements.refusal(pod, self._nodes[i]) is not None
-                ]
-                if not refused:
-                    return sorted(self._nodes[i].name for i in chosen), best
-                feasible[refused] = False
-            return [], 0
+                resources = resource_scores(
+                    self._allocatable_cpu,
+                    self._allocatable_memory,
+                    self._scored_cpu,
+                    self._scored_memory,
+                    *non_zero_requests(cpu, memory),
+                )
+                fits.flags.writeable = resources.flags.writeable = False
+                kept = self._kept[key] = (fits, resources)
         finally:
             self._add(pod, here, 1.0)
+            if self._state(here) != before:  # the requests are not quite what they were
+                self._version += 1
+        return kept
+
+    def _state(self, index: int) -> tuple[float, float, float, float]:
+        return (
+            float(self._requested_cpu[index]),
+            float(self._requested_memory[index]),
+            float(self._scored_cpu[index]),
+            float(self._scored_memory[index]),
+        )
 
     def _admitted_by_node_rules(self, pod: PodInfo) -> np.ndarray[Any, np.dtype[np.bool_]]:
         """Per node, ``fit``'s rules (Ready, schedulable, selector, affinity, blocking

@@ -298,6 +298,8 @@ class SimulatedCluster:
         waiting = np.flatnonzero(
             (self.node_of < 0) & (self.created_at_s <= t_s) & self.wanted
         )
+        if not len(waiting):
+            return waiting
         priority = self.usage.priority[waiting]
         order = np.lexsort((waiting, self.created_at_s[waiting], -priority))
         return waiting[order]
@@ -360,21 +362,24 @@ class SimulatedCluster:
 
     def run_workloads(self, step: int, t_s: float) -> None:
         cpu, memory = self.usage.at(step, t_s)
-        bound = self.node_of >= 0
         nodes = len(self.node_names)
-        where = self.node_of[bound]
-        cpu_demand = np.bincount(where, weights=cpu[bound], minlength=nodes)
-        mem_demand = np.bincount(where, weights=memory[bound], minlength=nodes)
+        # Per node, its bound pods' demand: bin 0 takes the slots bound nowhere, so no
+        # slot has to be picked out first (each node's bin sums the same pods, in order).
+        bins = self.node_of + 1
+        cpu_demand = np.bincount(bins, weights=cpu, minlength=nodes + 1)[1:]
+        mem_demand = np.bincount(bins, weights=memory, minlength=nodes + 1)[1:]
         cpu_fraction = cpu_demand / self.allocatable_cpu
         mem_fraction = mem_demand / self.allocatable_memory
         step_s = self.scenario.step_s
         self.run.cpu_utilisation[step] = cpu_fraction
         self.run.memory_utilisation[step] = mem_fraction
         self.run.throttled_core_s += float(
-            np.sum(np.maximum(cpu_demand - self.allocatable_cpu, 0.0)) * step_s
+            np.maximum(cpu_demand - self.allocatable_cpu, 0.0).sum() * step_s
         )
-        self.run.oom_events += int(np.sum(mem_demand > self.allocatable_memory))
+        self.run.oom_events += int(np.count_nonzero(mem_demand > self.allocatable_memory))
         if self.workload_usage is not None:
+            bound = self.node_of >= 0
+            where = self.node_of[bound]
             # What each pod got: on a node asked for more than it has, all are cut alike.
             share = np.minimum(1.0, self.allocatable_cpu / np.maximum(cpu_demand, 1e-12))
             got = np.zeros_like(cpu)

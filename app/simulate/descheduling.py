@@ -113,6 +113,12 @@ class PlannerRebalancer:
         workloads = cluster.scenario.workloads
         self._requests = [w.pod_requests_and_limits[0] for w in workloads]
         self._limits = [w.pod_requests_and_limits[1] for w in workloads]
+        self._allocatable = [
+            Resources(cpu, memory)
+            for cpu, memory in zip(
+                cluster.allocatable_cpu.tolist(), cluster.allocatable_memory.tolist(), strict=True
+            )
+        ]
 
     # -- the round -------------------------------------------------------------------
     def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]:
@@ -166,16 +172,15 @@ class PlannerRebalancer:
         soft_taints = cluster.soft_taints
         tainted = soft_taints.tainted if soft_taints is not None else self._node_tainted
         changed = (versions != self._node_versions) | (tainted != self._node_tainted)
+        names, annotations = cluster.node_names, cluster.pipeline.annotations
+        taints = [(SOFT_TAINT,) if t else () for t in tainted.tolist()]
         for i in np.flatnonzero(changed).tolist():
-            name = cluster.node_names[i]
-            self._nodes[name] = NodeInfo(
-                name=name,
-                annotations=cluster.pipeline.annotations(i),
+            self._nodes[names[i]] = NodeInfo(
+                name=names[i],
+                annotations=annotations(i),
                 internal_ip=None,
-                taints=(SOFT_TAINT,) if tainted[i] else (),
-                allocatable=Resources(
-                    float(cluster.allocatable_cpu[i]), float(cluster.allocatable_memory[i])
-                ),
+                taints=taints[i],
+                allocatable=self._allocatable[i],
             )
         self._node_versions = versions.copy()
         self._node_tainted = tainted.copy()

@@ -1,8 +1,9 @@
 """The ``loadaware`` policy's burst estimate: ``app.load.estimate`` over the simulated pods.
 
 For each node, the pods bound to it less than the policy's ``estimation.maxAge`` ago
-are handed to the production ``node_unsampled``, which keeps those bound after the
-node's freshest sample, estimates them and returns the ``unsampled`` fractions that
+are handed to the production ``node_unsampled`` (``unsampled_after`` where the load
+filter has measured the node already), which keeps those bound after the node's
+freshest sample, estimates them and returns the ``unsampled`` fractions that
 ``evaluate_node`` adds to the node's readings - the same pure functions the
 extender's ledger calls. Where the annotator publishes each workload's observed
 per-pod usage (``cluster.workload_usage``, loadaware), a pod's estimate is raised to
@@ -20,7 +21,7 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
-from app.load import PlacedPod, node_unsampled
+from app.load import PlacedPod, node_unsampled, unsampled_after
 from app.objects import Resources
 
 if TYPE_CHECKING:
@@ -41,33 +42,72 @@ class BurstEstimate:
         self._placements_seen = 0
         self._evictions_seen = 0
         self._usage_version = 0  # of the workload usage published (cluster.workload_usage)
+        # Each recent pod as the estimate takes it, by (slot, bound at), made once per
+        # publication of its workload's usage rather than for every look at its node.
+        self._placed: dict[tuple[int, float], PlacedPod] = {}
+        self._placed_version = 0
+        self._allocatable = [
+            Resources(cpu, memory)
+            for cpu, memory in zip(
+                cluster.allocatable_cpu.tolist(), cluster.allocatable_memory.tolist(), strict=True
+            )
+        ]
 
     def unsampled(
         self, node: int, t_s: float, partly_sampled: bool = False
     ) -> dict[str, float] | None:
-        cluster = self._cluster
-        published = cluster.workload_usage
-        workload_of = cluster.usage.workload_of
-        pods = [
-            PlacedPod(
-                self._requests[workload],
-                self._limits[workload],
-                cluster.pipeline.epoch_s + bound_at_s,
-                observed=published.observed(workload) if published is not None else None,
-            )
-            for slot, bound_at_s in self._recent.get(node, ())
-            if cluster.node_of[slot] == node and cluster.bound_at_s[slot] == bound_at_s
-            for workload in (int(workload_of[slot]),)
-        ]
+        """What ``evaluate_node`` takes as ``unsampled`` for the node at ``t_s`` (None:
+        no recent pod on it); ``partly_sampled``: the soft-taint rule's count."""
+        pods = self._pods_on(node)
         if not pods:
             return None
-        pipeline = cluster.pipeline
-        allocatable = Resources(
-            float(cluster.allocatable_cpu[node]), float(cluster.allocatable_memory[node])
+        cluster = self._cluster
+        now_s = cluster.pipeline.epoch_s + t_s
+        annotations = cluster.pipeline.annotations(node)
+        return node_unsampled(
+            pods, annotations, self._allocatable[node], cluster.policy, now_s, partly_sampled
         )
-        now_s = pipeline.epoch_s + t_s
-        annotations = pipeline.annotations(node)
-        return node_unsampled(pods, annotations, allocatable, cluster.policy, now_s, partly_sampled)
+
+    def unsampled_after(
+        self, node: int, t_s: float, sample_at_s: float | None
+    ) -> dict[str, float] | None:
+        """``unsampled`` for a node measured already (``sample_at_s``: its freshest
+        sample, ``Measurement.freshest_sample_s``)."""
+        pods = self._pods_on(node)
+        if not pods:
+            return None
+        cluster = self._cluster
+        now_s = cluster.pipeline.epoch_s + t_s
+        return unsampled_after(pods, sample_at_s, self._allocatable[node], cluster.policy, now_s)
+
+    def _pods_on(self, node: int) -> list[PlacedPod]:
+        """The node's pods bound within ``maxAge``, still bound there."""
+        cluster = self._cluster
+        published = cluster.workload_usage
+        version = published.version if published is not None else 0
+        if version != self._placed_version:
+            self._placed, self._placed_version = {}, version
+        placed = self._placed
+        pods = []
+        for slot, bound_at_s in self._recent.get(node, ()):
+            if cluster.node_of[slot] != node or cluster.bound_at_s[slot] != bound_at_s:
+                continue
+            pod = placed.get((slot, bound_at_s))
+            if pod is None:
+                pod = placed[slot, bound_at_s] = self._placed_pod(slot, bound_at_s)
+            pods.append(pod)
+        return pods
+
+    def _placed_pod(self, slot: int, bound_at_s: float) -> PlacedPod:
+        cluster = self._cluster
+        workload = int(cluster.usage.workload_of[slot])
+        published = cluster.workload_usage
+        return PlacedPod(
+            self._requests[workload],
+            self._limits[workload],
+            cluster.pipeline.epoch_s + bound_at_s,
+            observed=published.observed(workload) if published is not None else None,
+        )
 
     def recent_pods(self, t_s: float) -> list[PlacedPod]:
         """The pods bound within ``maxAge``, one per workload: a workload's pods are
@@ -118,7 +158,11 @@ class BurstEstimate:
             changed.update(self._recent)  # their pods' estimates may have changed
         while self._expiries and self._expiries[0][0] <= t_s:
             _, node = heapq.heappop(self._expiries)
-            kept = [(s, at) for s, at in self._recent.get(node, ()) if t_s < at + self._max_age_s]
+            recent = self._recent.get(node, [])
+            kept = [(s, at) for s, at in recent if t_s < at + self._max_age_s]
+            for key in recent:
+                if t_s >= key[1] + self._max_age_s:
+                    self._placed.pop(key, None)
             if kept:
                 self._recent[node] = kept
             else:

@@ -28,6 +28,9 @@ from app.simulate.scenario import (
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 MIN_JITTER = 0.1
+# How many steps' usage ``SlotUsage.at`` keeps: more than the descheduler's rate window
+# (5 minutes, 10 steps of 30 s), which it reads again every round.
+KEPT_STEPS = 16
 
 
 def base_usage(usage: Usage, t_s: float) -> tuple[float, float]:
@@ -144,6 +147,8 @@ class SlotUsage:
             if isinstance(w.usage, SpikyUsage)
         ]
         self._spiky = [(self.workload_of == index, usage) for index, usage in spiky]
+        # The last steps drawn: the descheduler's rate window reads them again.
+        self._drawn: dict[tuple[int, float], tuple[FloatArray, FloatArray]] = {}
 
     def _measured_spread(self, workload: int, usage: HistoryUsage) -> None:
         start = int(self.first_slot[workload])
@@ -170,7 +175,19 @@ class SlotUsage:
         return wanted
 
     def at(self, step: int, t_s: float) -> tuple[FloatArray, FloatArray]:
-        """Every slot's usage (cores, bytes) during the step starting at ``t_s``."""
+        """Every slot's usage (cores, bytes) during the step starting at ``t_s``
+        (read-only: the last ``KEPT_STEPS`` are kept and handed out again)."""
+        drawn = self._drawn.get((step, t_s))
+        if drawn is None:
+            drawn = self._draw(step, t_s)
+            for array in drawn:
+                array.flags.writeable = False
+            self._drawn[step, t_s] = drawn
+            if len(self._drawn) > KEPT_STEPS:
+                del self._drawn[next(iter(self._drawn))]  # the oldest
+        return drawn
+
+    def _draw(self, step: int, t_s: float) -> tuple[FloatArray, FloatArray]:
         bases = [base_usage(w.usage, t_s) for w in self._scenario.workloads]
         cpu_base = np.array([b[0] for b in bases])
         mem_base = np.array([b[1] for b in bases])

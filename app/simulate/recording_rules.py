@@ -74,8 +74,10 @@ class _History:
 
 
 def _mean_ignoring_nan(rows: FloatArray) -> FloatArray:
-    counts = np.sum(~np.isnan(rows), axis=0)
-    sums = np.nansum(rows, axis=0)
+    missing = np.isnan(rows)
+    # The method, not np.sum: the same reduction, without the wrapper's cost per step.
+    counts = (~missing).sum(axis=0)
+    sums = np.where(missing, 0.0, rows).sum(axis=0)  # np.nansum, without its copies
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
@@ -129,6 +131,12 @@ class SimulatedMonitoring:
         # Bumped on a node whenever any of its annotations is rewritten.
         self.node_version: IntArray = np.zeros(nodes, dtype=np.int64)
         self._annotations: list[tuple[int, dict[str, str]] | None] = [None] * nodes
+        # Per metric and node, the annotation's text once made ("": none written yet,
+        # None: rewritten since), and what the last sync wrote (value, time) as floats:
+        # a rewrite of one metric re-formats that one alone, on the node read.
+        self._texts: dict[str, list[str | None]] = {m: [""] * nodes for m in self.values}
+        self._written: dict[str, tuple[list[float], list[float]]] = {}
+        self._hot_texts: list[str | None] = [""] * nodes  # the same for the hot value
         self._longest_hot_range_s = max(
             (entry.time_range_s for entry in policy.spec.hot_value), default=0.0
         )
@@ -190,6 +198,13 @@ class SimulatedMonitoring:
             self.values[metric] = np.where(has_data, np.minimum(fresh, 1.0), self.values[metric])
             self.written_at_s[metric] = np.where(has_data, t_s, self.written_at_s[metric])
             self.node_version += has_data
+            self._written[metric] = (
+                self.values[metric].tolist(),
+                self.written_at_s[metric].tolist(),
+            )
+            texts = self._texts[metric]
+            for node in np.flatnonzero(has_data).tolist():
+                texts[node] = None
         self.sync_version += 1
 
     def _publish_hot_values(self, t_s: float) -> None:
@@ -203,6 +218,7 @@ class SimulatedMonitoring:
                 self.hot_written_at_s[node] = t_s
                 self.hot_changed.add(node)
                 self.node_version[node] += 1
+                self._hot_texts[node] = None
             if times:
                 self.bindings[node] = times
             else:
@@ -216,16 +232,21 @@ class SimulatedMonitoring:
         if cached is not None and cached[0] == version:
             return cached[1]
         result: dict[str, str] = {}
-        for metric, values in self.values.items():
-            value = values[node]
-            if not math.isnan(value):
-                at_s = self.epoch_s + float(self.written_at_s[metric][node])
-                result[metric] = format_usage(float(value), at_s)
-        hot_at_s = self.hot_written_at_s[node]
-        if not math.isnan(hot_at_s):
-            result[HOT_VALUE_KEY] = format_hot_value(
-                int(self.hot_values[node]), self.epoch_s + float(hot_at_s)
-            )
+        for metric, texts in self._texts.items():
+            text = texts[node]
+            if text is None:
+                values, written_at_s = self._written[metric]
+                text = format_usage(values[node], self.epoch_s + written_at_s[node])
+                texts[node] = text
+            if text:
+                result[metric] = text
+        hot_text = self._hot_texts[node]
+        if hot_text is None:
+            hot_at_s = self.epoch_s + float(self.hot_written_at_s[node])
+            hot_text = format_hot_value(int(self.hot_values[node]), hot_at_s)
+            self._hot_texts[node] = hot_text
+        if hot_text:
+            result[HOT_VALUE_KEY] = hot_text
         self._annotations[node] = (version, result)
         return result
 

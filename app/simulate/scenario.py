@@ -9,6 +9,7 @@ every field.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from importlib import resources
@@ -347,6 +348,12 @@ class Observed(_Strict):
     nodes: tuple[ObservedNode, ...] = ()
 
 
+# Parsed scenario policies, by scenario name and policy document (``repr``: YAML's
+# types kept apart); bounded, for a process that loads many scenario files.
+_POLICIES: dict[tuple[str, str], Policy] = {}
+_POLICIES_KEPT = 64
+
+
 class Scenario(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -408,9 +415,19 @@ class Scenario(_Strict):
         return config_from_mapping(self.descheduler, "descheduler")
 
     def scheduling_policy(self) -> Policy:
-        if self.policy is None:
-            return default_policy()
-        return policy_from_mapping(self.policy, f"scenario {self.name}: policy")
+        """The scenario's policy. Parsed once per scenario name and document (a Policy is
+        immutable): every run, and every summary of a run, asks for it."""
+        key = (self.name, repr(self.policy))
+        policy = _POLICIES.get(key)
+        if policy is None:
+            if self.policy is None:
+                policy = default_policy()
+            else:
+                policy = policy_from_mapping(self.policy, f"scenario {self.name}: policy")
+            if len(_POLICIES) >= _POLICIES_KEPT:
+                _POLICIES.clear()
+            _POLICIES[key] = policy
+        return policy
 
     @property
     def crane_node_sync_s(self) -> float:
@@ -497,14 +514,20 @@ def builtin_names() -> list[str]:
     return sorted(name.removesuffix(".yaml") for name in names if name.endswith(".yaml"))
 
 
+@functools.cache
+def _builtin_scenario(name: str) -> Scenario:
+    """A built-in scenario, validated once: it ships with the code (a Scenario is frozen)."""
+    return scenario_from_yaml(builtin_text(name), f"built-in scenario {name}")
+
+
 def builtin_text(name: str) -> str:
     return resources.files(BUILTIN_PACKAGE).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
 
 
 def load_scenario(name_or_path: str) -> Scenario:
-    """A built-in scenario by name, or a scenario file by path."""
+    """A built-in scenario by name, or a scenario file by path (read anew each time)."""
     if name_or_path in builtin_names():
-        return scenario_from_yaml(builtin_text(name_or_path), f"built-in scenario {name_or_path}")
+        return _builtin_scenario(name_or_path)
     path = Path(name_or_path)
     if not path.is_file():
         raise ScenarioError(

@@ -46,12 +46,15 @@ from app.load import (
     EXTENDER_SCORE_SCALE,
     MAX_NODE_SCORE,
     TAINT_TOLERATION_WEIGHT,
+    Measurement,
     NodeLoad,
     PlacedPod,
+    assess,
     can_be_preferred,
     evaluate_node,
     fits_requests,
     limit_room,
+    measure,
     non_zero_requests,
     resource_scores,
     taint_toleration_scores,
@@ -96,8 +99,12 @@ class NodeRequests:
     scored_cpu: FloatArray = field(init=False)  # with the non-zero defaults
     scored_memory: FloatArray = field(init=False)
 
-    # The last shape's scores, and the nodes whose requests changed since: pods come in
-    # waves of one workload, and each binding changes one node's score, not a thousand.
+    # The last shape's filter and scores, and the nodes whose requests changed since:
+    # pods come in waves of one workload, and each binding changes one node's answer,
+    # not a thousand.
+    _fit_shape: tuple[float, float] | None = field(init=False, default=None)
+    _fits: BoolArray = field(init=False)
+    _fits_changed: set[int] = field(init=False, default_factory=set)
     _scored_shape: tuple[float, float] | None = field(init=False, default=None)
     _scores: IntArray = field(init=False)
     _changed: set[int] = field(init=False, default_factory=set)
@@ -113,17 +120,29 @@ class NodeRequests:
         self.scored_cpu[node] += sign * pod.score_cpu_cores
         self.scored_memory[node] += sign * pod.score_memory_bytes
         self._changed.add(node)
+        self._fits_changed.add(node)
 
     def fits(self, pod: PodShape) -> BoolArray:
-        """NodeResourcesFit's filter (``app.load.default_profile``)."""
-        return fits_requests(
-            self.allocatable_cpu,
-            self.allocatable_memory,
-            self.requested_cpu,
-            self.requested_memory,
-            pod.request_cpu_cores,
-            pod.request_memory_bytes,
-        )
+        """NodeResourcesFit's filter (``app.load.default_profile``).
+
+        Read-only: the same array is updated in place for the next pod of the shape."""
+        shape = (pod.request_cpu_cores, pod.request_memory_bytes)
+        if shape != self._fit_shape:
+            self._fits = fits_requests(
+                self.allocatable_cpu, self.allocatable_memory,
+                self.requested_cpu, self.requested_memory, *shape,
+            )  # fmt: skip
+            self._fit_shape = shape
+        elif self._fits_changed:
+            nodes = _indices(self._fits_changed)
+            self._fits.flags.writeable = True
+            self._fits[nodes] = fits_requests(
+                self.allocatable_cpu[nodes], self.allocatable_memory[nodes],
+                self.requested_cpu[nodes], self.requested_memory[nodes], *shape,
+            )  # fmt: skip
+        self._fits_changed.clear()
+        self._fits.flags.writeable = False
+        return self._fits
 
     def scores(self, pod: PodShape) -> IntArray:
         """LeastAllocated + BalancedAllocation, the pod placed (``app.load.default_profile``).
@@ -137,7 +156,7 @@ class NodeRequests:
             )  # fmt: skip
             self._scored_shape = shape
         elif self._changed:
-            nodes = np.fromiter(self._changed, dtype=np.intp, count=len(self._changed))
+            nodes = _indices(self._changed)
             self._scores.flags.writeable = True
             self._scores[nodes] = resource_scores(
                 self.allocatable_cpu[nodes], self.allocatable_memory[nodes],
@@ -146,6 +165,14 @@ class NodeRequests:
         self._changed.clear()
         self._scores.flags.writeable = False
         return self._scores
+
+
+def _indices(nodes: set[int]) -> slice | IntArray:
+    """The nodes as an index: most often one node, which a slice reaches fastest."""
+    if len(nodes) == 1:
+        (node,) = nodes
+        return slice(node, node + 1)
+    return np.fromiter(nodes, dtype=np.intp, count=len(nodes))
 
 
 class UnsampledUsage(Protocol):
@@ -157,6 +184,12 @@ class UnsampledUsage(Protocol):
         """What ``app.load.estimate.node_unsampled`` returns for the node's recent pods
         (``partly_sampled``: the share of each its samples do not show, for the
         soft-taint rule)."""
+        ...
+
+    def unsampled_after(
+        self, node: int, t_s: float, sample_at_s: float | None
+    ) -> Mapping[str, float] | None:
+        """``unsampled`` for a node measured already, its freshest sample at ``sample_at_s``."""
         ...
 
     def changed_nodes(self, t_s: float) -> set[int]:
@@ -173,7 +206,9 @@ class LoadFilter:
     """The extender's view: ``evaluate_node`` per node, re-run only when its inputs change.
 
     A node's result is reused until its annotations are rewritten, its ``unsampled``
-    usage changes, or the clock reaches the result's ``recheck_at_s``.
+    usage changes, or the clock reaches the result's ``recheck_at_s``. As the extender
+    does, it is taken as ``assess`` of the node's ``measure``, which is kept until the
+    annotations change or its ``changes_at_s`` (``evaluate_node`` is exactly that).
     """
 
     def __init__(
@@ -194,8 +229,14 @@ class LoadFilter:
         self.room_memory = np.full(nodes, math.inf)
         self.score = np.zeros(nodes, dtype=np.int64)  # 0..100, hot value applied
         self._recheck_at_s = np.full(nodes, -math.inf)
+        # At most the earliest recheck time: until then no node is due, and the search
+        # for due nodes (over every node, for every pod) is left out.
+        self._earliest_recheck_s = -math.inf
         self._seen_sync_version = -1
         self.loads: list[NodeLoad | None] = [None] * nodes
+        # Per node, its last Measurement, with the annotations' version and the instant
+        # it was taken: the same until the annotations change or its changes_at_s.
+        self._measured: list[tuple[int, float, Measurement] | None] = [None] * nodes
         self.evaluations = 0
 
     def now_s(self, t_s: float) -> float:
@@ -206,15 +247,21 @@ class LoadFilter:
         now_s = self.now_s(t_s)
         # Always asked, so that the estimate has seen every binding before it answers.
         changed = self._estimate.changed_nodes(t_s) if self._estimate is not None else set()
+        searched = True
         if pipeline.sync_version != self._seen_sync_version:
             self._seen_sync_version = pipeline.sync_version
             dirty: set[int] = set(range(len(self.passes)))
-        else:
+        elif now_s >= self._earliest_recheck_s:
             dirty = set(np.flatnonzero(self._recheck_at_s <= now_s).tolist())
             dirty |= pipeline.hot_changed | changed
+        else:
+            searched = False
+            dirty = pipeline.hot_changed | changed
         pipeline.hot_changed.clear()
         for node in dirty:
             self._evaluate(node, t_s)
+        if searched:
+            self._earliest_recheck_s = float(np.fmin.reduce(self._recheck_at_s, initial=math.inf))
 
     def load_of(self, node: int, t_s: float) -> NodeLoad:
         """What the production load model says about the node at ``t_s``, uncached."""
@@ -223,8 +270,27 @@ class LoadFilter:
             self._pipeline.annotations(node), self.policy, self.now_s(t_s), unsampled
         )
 
+    def _measurement(self, node: int, now_s: float) -> Measurement:
+        """``measure`` of the node's annotations at ``now_s``: kept, as the extender keeps
+        it, from when it was taken until its ``changes_at_s`` or an annotation's rewrite."""
+        version = int(self._pipeline.node_version[node])
+        kept = self._measured[node]
+        if kept is not None and kept[0] == version and kept[1] <= now_s < kept[2].changes_at_s:
+            return kept[2]
+        measurement = measure(self._pipeline.annotations(node), self.policy, now_s)
+        self._measured[node] = (version, now_s, measurement)
+        return measurement
+
     def _evaluate(self, node: int, t_s: float) -> None:
-        load = self.load_of(node, t_s)
+        """``load_of``, on the node's kept Measurement."""
+        now_s = self.now_s(t_s)
+        measurement = self._measurement(node, now_s)
+        unsampled = (
+            self._estimate.unsampled_after(node, t_s, measurement.freshest_sample_s())
+            if self._estimate is not None
+            else None
+        )
+        load = assess(measurement, self.policy, unsampled)
         self.evaluations += 1
         self.loads[node] = load
         self.passes[node] = not load.overloaded
@@ -235,6 +301,7 @@ class LoadFilter:
         self.room_memory[node] = rooms.get("memory", math.inf)
         self.score[node] = load.score
         self._recheck_at_s[node] = load.recheck_at_s
+        self._earliest_recheck_s = min(self._earliest_recheck_s, load.recheck_at_s)
 
 
 @dataclass
@@ -252,11 +319,16 @@ class Scheduler:
     # Choices in which TaintToleration told feasible nodes apart (some tainted, some
     # not); with none, the taints changed nothing and the run is the one without them.
     taint_steered: int = field(default=0, init=False)
+    # The last pod estimate asked about, as fractions of each node's allocatable.
+    _estimate: tuple[float, float] | None = field(default=None, init=False)
+    _estimate_fractions: tuple[FloatArray, FloatArray] = field(init=False)
 
     def choose(self, pod: PodShape) -> int | None:
-        feasible = self.requests.fits(pod)
+        feasible = self.requests.fits(pod)  # read-only: every step below makes a new one
         scores = self.requests.scores(pod)
-        if self.soft_tainted is not None:
+        # With no node tainted TaintToleration gives every feasible node the same 100,
+        # which changes neither the choice nor ``taint_steered``: left out, it costs nothing.
+        if self.soft_tainted is not None and self.soft_tainted.any():
             untolerated = self.soft_tainted.astype(np.int64)  # scenario pods tolerate none
             toleration = taint_toleration_scores(untolerated, feasible)
             if toleration[feasible].min(initial=MAX_NODE_SCORE) < MAX_NODE_SCORE and (
@@ -265,7 +337,7 @@ class Scheduler:
                 self.taint_steered += 1
             scores = scores + toleration * TAINT_TOLERATION_WEIGHT
         if self.load_filter is not None:
-            feasible &= self.load_filter.passes
+            feasible = feasible & self.load_filter.passes
             if self.plugin_weight > 0:
                 scores = scores + self.load_filter.score * self.plugin_weight
             elif feasible.any():
@@ -287,12 +359,21 @@ class Scheduler:
         asked = np.concatenate((asked[start:], asked[:start]))  # the request's order
         # app.load.wire.has_room, over every asked node at once: the pod's estimate as a
         # fraction of each node's allocatable, against the node's room under its limits.
-        requests = self.requests
-        cpu = pod.estimate_cpu_cores / requests.allocatable_cpu[asked]
-        memory = pod.estimate_memory_bytes / requests.allocatable_memory[asked]
-        roomy = (cpu <= view.room_cpu[asked]) & (memory <= view.room_memory[asked])
+        # Both fractions are kept per estimate, as pods come in waves of one workload.
+        estimate = (pod.estimate_cpu_cores, pod.estimate_memory_bytes)
+        if estimate != self._estimate:
+            requests = self.requests
+            self._estimate = estimate
+            self._estimate_fractions = (
+                estimate[0] / requests.allocatable_cpu,
+                estimate[1] / requests.allocatable_memory,
+            )
+        cpu, memory = self._estimate_fractions
+        roomy = (cpu <= view.room_cpu) & (memory <= view.room_memory)
         answer = np.zeros(len(feasible), dtype=np.int64)
-        answer[asked] = wire_answer(view.extender_score[asked], view.preferable[asked], roomy)
+        answer[asked] = wire_answer(
+            view.extender_score[asked], view.preferable[asked], roomy[asked]
+        )
         return answer
 
 
@@ -306,7 +387,16 @@ def wire_answer(scores: IntArray, preferable: BoolArray, roomy: BoolArray) -> In
     come first: what the kind's other nodes are answered): at most 2 x 44 nodes, not
     1,000 for every pod. ``tests/simulate/test_scheduling.py`` holds it to the rule."""
     kinds = scores * 4 + preferable * 2 + roomy
-    _, first, kind_of = np.unique(kinds, return_index=True, return_inverse=True)
+    # Each kind's first position (len: absent), by kind: np.unique's answer without its
+    # sort of every node, which cost more than the rest of the answer together.
+    positions = len(kinds)
+    first_of_kind = np.full(int(kinds.max(initial=0)) + 1, positions)
+    np.minimum.at(first_of_kind, kinds, np.arange(positions))
+    present = np.flatnonzero(first_of_kind < positions)
+    first = first_of_kind[present]
+    index_of_kind = np.zeros(len(first_of_kind), dtype=np.int64)
+    index_of_kind[present] = np.arange(len(present))
+    kind_of = index_of_kind[kinds]
     in_order = np.argsort(first)  # the kinds by their first node's position
     firsts = first[in_order]
     kind_scores, kind_preferable = scores[firsts].tolist(), preferable[firsts].tolist()

@@ -14,6 +14,7 @@ from app.load.estimate import (
     estimate_pod_usage,
     freshest_sample_s,
     node_unsampled,
+    unsampled_after,
     unsampled_fractions,
     unsampled_share,
 )
@@ -189,10 +190,24 @@ def test_partly_sampled_counts_only_what_the_sample_does_not_show_for_the_taint_
     assert node_unsampled(pods, {}, EIGHT_CPUS, POLICY, NOW_S, partly_sampled=True) == {}
 
 
+@pytest.mark.parametrize("sample_age_s", [30.0, 0.0, -1.0, 300_000.0])
+def test_a_node_measured_already_gets_the_same_unsampled_usage(sample_age_s: float) -> None:
+    """``unsampled_after`` (for a caller that keeps the node's Measurement) is
+    ``node_unsampled`` given the Measurement's freshest sample: fresh, just taken,
+    a second ahead, and days old (no fresh sample: nothing counts)."""
+    values = usage_values(0.15, 0.3, NOW_S - sample_age_s)
+    pods = [burst_pod(NOW_S - 5), burst_pod(NOW_S - 40)]
+    sample_at_s = measure(values, POLICY, NOW_S).freshest_sample_s()
+    expected = node_unsampled(pods, values, EIGHT_CPUS, POLICY, NOW_S)
+    assert unsampled_after(pods, sample_at_s, EIGHT_CPUS, POLICY, NOW_S) == expected
+    assert (expected != {}) is (sample_age_s < 86_400)
+
+
 def test_estimation_off_in_the_policy_adds_nothing() -> None:
     policy: Policy = policy_from_yaml(DEFAULT_POLICY_YAML + "  estimation: {enabled: false}\n")
     values = usage_values(0.15, 0.3, NOW_S - 30)
     assert node_unsampled([burst_pod(NOW_S - 5)], values, EIGHT_CPUS, policy, NOW_S) == {}
+    assert unsampled_after([burst_pod(NOW_S - 5)], NOW_S - 30, EIGHT_CPUS, policy, NOW_S) == {}
 
 
 @pytest.mark.parametrize("state", ["stale", "missing", "unreadable"])

@@ -3,6 +3,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from app.load import samples
 from app.load.samples import (
     format_hot_value,
     format_usage,
@@ -79,6 +80,21 @@ def test_written_values_read_back() -> None:
     assert sample is not None
     assert sample.value == 0.25
     assert sample.timestamp_s == T0
+
+
+def test_a_timestamp_is_read_alike_however_often_and_only_short_texts_are_kept() -> None:
+    """Timestamps are parsed once per text (every node of a sync shares one), in a
+    cache that keeps only what a timestamp can be: a padded one still parses, as it
+    did, but is never kept, so annotations cannot fill memory through it."""
+    samples._timestamp_s_cached.cache_clear()
+    synced = [parse_usage(f"0.{i},2023-10-17T15:04:32Z") for i in range(1, 4)]
+    assert [(s.value, s.timestamp_s) for s in synced if s] == [(0.1, T0), (0.2, T0), (0.3, T0)]
+    padded = " " * 5000 + "2023-10-17T15:04:32Z"
+    sample = parse_usage(f"0.5,{padded}")
+    assert sample is not None
+    assert sample.timestamp_s == T0
+    info = samples._timestamp_s_cached.cache_info()
+    assert (info.hits, info.misses, info.currsize) == (2, 1, 1)
 
 
 def test_timestamp_parser_rejects_non_timestamps() -> None:

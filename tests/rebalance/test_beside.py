@@ -5,6 +5,7 @@ with soft taints only a tainted hot node is a source."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ from app.objects.resources import Resources
 from app.objects.selectors import LabelSelector
 from app.rebalance import EvictionPlan, NodeKind, SkipCode, plan, recheck, render_plan
 from app.rebalance.config import ConfigError, config_from_mapping
+from app.rebalance.kube_scheduler import RequestScheduler
+from app.rebalance.placement import Placements
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, node, pod
 from tests.rebalance.builders import config as base_config
 
@@ -209,3 +212,27 @@ def test_the_prediction_honours_the_pods_anti_affinity() -> None:
     usage = {victim.key: Resources(2.0, 1 * GI), web_b.key: Resources(0.1, 1 * GI)}
     result = plan_of("requests", nodes, pods, usage)
     assert [(e.pod.name, e.destination) for e in result.evictions] == [("victim", "a")]
+
+
+def test_the_predicted_landing_follows_each_move_the_plan_makes() -> None:
+    """The request-based prediction keeps the filter and scores per source and requests
+    until the plan moves a pod: asked again it answers alike, and after a move it
+    answers from the requests as they then stand (what a new prediction answers)."""
+    on_a = [pod(f"a{i}", "a", cpu=1.0) for i in range(4)]
+    on_b = [pod("b0", "b", cpu=1.0)]
+    nodes = [node("a", 0.5), node("b", 0.5), node("c", 0.5)]
+    by_name = {n.name: n for n in nodes}
+
+    def fresh(pods: list[PodInfo]) -> tuple[list[str], int]:
+        return RequestScheduler(nodes, pods, Placements(by_name, pods)).best_nodes(on_a[1], "a")
+
+    scheduler = RequestScheduler(nodes, [*on_a, *on_b], Placements(by_name, [*on_a, *on_b]))
+    before = scheduler.best_nodes(on_a[1], "a")
+    assert scheduler.best_nodes(on_a[2], "a") == before == fresh([*on_a, *on_b])
+    assert before[0] == ["c"]
+    scheduler.move(on_a[0], "a", "c")
+    after = scheduler.best_nodes(on_a[1], "a")
+    assert after == fresh([replace(on_a[0], node_name="c"), *on_a[1:], *on_b])
+    assert after[0] == ["b", "c"]
+    scheduler.unmove(on_a[0], "a", "c")
+    assert scheduler.best_nodes(on_a[1], "a") == before

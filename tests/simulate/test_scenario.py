@@ -67,6 +67,32 @@ def test_a_policy_metric_without_a_simulated_rule_is_rejected() -> None:
         load(small(policy=policy))
 
 
+def policy_limiting_cpu_to(fraction: float) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduler.policy.crane.io/v1alpha1",
+        "kind": "DynamicSchedulerPolicy",
+        "spec": {
+            "syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m"}],
+            "predicate": [{"name": "cpu_usage_avg_5m", "maxLimitPecent": fraction}],
+            "priority": [{"name": "cpu_usage_avg_5m", "weight": 1.0}],
+            "hotValue": [],
+        },
+    }
+
+
+def test_each_policy_document_gets_its_own_policy_under_one_scenario_name() -> None:
+    """A scenario's policy is parsed once per scenario name and document: scenarios
+    named alike with other policies (or none) still get their own."""
+    limits = {
+        fraction: load(small(policy=policy_limiting_cpu_to(fraction))).scheduling_policy()
+        for fraction in (0.5, 0.7, 0.5)
+    }
+    assert dict(limits[0.5].limits) == {"cpu_usage_avg_5m": 0.5}
+    assert dict(limits[0.7].limits) == {"cpu_usage_avg_5m": 0.7}
+    assert len(load(small()).scheduling_policy().spec.sync_policy) == 6  # crane's default
+    assert load(small()).scheduling_policy() is load(small()).scheduling_policy()
+
+
 def test_an_unknown_name_lists_the_builtin_scenarios() -> None:
     with pytest.raises(ScenarioError, match="burst"):
         load_scenario("no-such-scenario")
