@@ -172,6 +172,36 @@ def test_every_package_of_app_has_a_floor() -> None:
     assert units <= set(FLOOR_OF), sorted(units - set(FLOOR_OF))
 
 
+# A class longer than this does more than one job (issue 29: the god classes).
+MAX_CLASS_LINES = 250
+
+
+def long_classes(files: list[Path], root: Path = ROOT) -> list[str]:
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_CLASS_LINES:
+                    found.append(f"{path.relative_to(root)}: {node.name}, {lines} lines")
+    return found
+
+
+def test_no_class_in_app_is_over_250_lines() -> None:
+    assert long_classes(app_files()) == []
+
+
+def test_the_class_check_counts_a_class_s_lines(tmp_path: Path) -> None:
+    def write(name: str, body_lines: int) -> Path:
+        body = "".join(f"    x{i} = {i}\n" for i in range(body_lines))
+        path = tmp_path / f"{name.lower()}.py"
+        path.write_text(f"class {name}:\n{body}", encoding="utf-8")
+        return path
+
+    files = [write("Big", MAX_CLASS_LINES), write("AtTheBound", MAX_CLASS_LINES - 1)]
+    assert long_classes(files, tmp_path) == [f"big.py: Big, {MAX_CLASS_LINES + 1} lines"]
+
+
 def test_no_module_cycle_inside_a_package() -> None:
     modules = {module_name(path): path for path in app_files()}
     edges = {

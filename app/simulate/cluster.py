@@ -29,6 +29,8 @@ from app.load import estimate_scheduled
 from app.objects import Resources
 from app.policy import Policy
 from app.rebalance import SchedulerBeside
+from app.simulate.contention import cpu_got, demand_per_node
+from app.simulate.disruption import disruptions_allowed
 from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scenario import Scenario
@@ -342,32 +344,19 @@ class SimulatedCluster:
         self.run.evictions.append(Eviction(t_s, slot, node, violation))
 
     def disruptions_allowed(self, workload: int, t_s: float) -> int | None:
-        """The workload's PDB ``status.disruptionsAllowed`` at ``t_s`` (None: no PDB).
-
-        As the disruption controller computes it: running pods minus those that must
-        stay, where ``maxUnavailable`` counts from the replicas wanted now.
-        """
+        """The workload's PDB ``status.disruptionsAllowed`` at ``t_s`` (None: no PDB)."""
         budget = self.scenario.workloads[workload].pdb
         if budget is None:
             return None
         mine = self.usage.workload_of == workload
-        running = int(np.sum(mine & (self.node_of >= 0)))
-        if budget.min_available is not None:
-            must_stay = budget.min_available
-        else:
-            assert budget.max_unavailable is not None
-            wanted = int(np.sum(mine & (self.usage.created_at_s <= t_s) & self.wanted))
-            must_stay = wanted - budget.max_unavailable
-        return max(0, running - must_stay)
+        wanted = mine & (self.usage.created_at_s <= t_s) & self.wanted
+        return disruptions_allowed(budget, mine & (self.node_of >= 0), wanted)
 
     def run_workloads(self, step: int, t_s: float) -> None:
         cpu, memory = self.usage.at(step, t_s)
         nodes = len(self.node_names)
-        # Per node, its bound pods' demand: bin 0 takes the slots bound nowhere, so no
-        # slot has to be picked out first (each node's bin sums the same pods, in order).
-        bins = self.node_of + 1
-        cpu_demand = np.bincount(bins, weights=cpu, minlength=nodes + 1)[1:]
-        mem_demand = np.bincount(bins, weights=memory, minlength=nodes + 1)[1:]
+        cpu_demand = demand_per_node(self.node_of, cpu, nodes)
+        mem_demand = demand_per_node(self.node_of, memory, nodes)
         cpu_fraction = cpu_demand / self.allocatable_cpu
         mem_fraction = mem_demand / self.allocatable_memory
         step_s = self.scenario.step_s
@@ -378,13 +367,8 @@ class SimulatedCluster:
         )
         self.run.oom_events += int(np.count_nonzero(mem_demand > self.allocatable_memory))
         if self.workload_usage is not None:
-            bound = self.node_of >= 0
-            where = self.node_of[bound]
-            # What each pod got: on a node asked for more than it has, all are cut alike.
-            share = np.minimum(1.0, self.allocatable_cpu / np.maximum(cpu_demand, 1e-12))
-            got = np.zeros_like(cpu)
-            got[bound] = cpu[bound] * share[where]
-            self.workload_usage.account(got, memory, bound, step_s)
+            got = cpu_got(self.node_of, cpu, cpu_demand, self.allocatable_cpu)
+            self.workload_usage.account(got, memory, self.node_of >= 0, step_s)
         self.pipeline.account(np.minimum(cpu_fraction, 1.0), np.minimum(mem_fraction, 1.0), step_s)
 
 
