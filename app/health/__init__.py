@@ -9,7 +9,6 @@ never pays for them."""
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from app.health.limits import (
@@ -21,6 +20,7 @@ from app.health.limits import (
     DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
     ConnectionLimits,
 )
+from app.objects import load_on_use
 
 if TYPE_CHECKING:
     from app.health.connections import guarded_protocol
@@ -55,9 +55,9 @@ __all__ = [
 ]
 
 # Each name loaded on first use, with its module (PEP 562).
-_LOADED_ON_USE = {
-    name: module
-    for module, names in {
+__getattr__ = load_on_use(
+    __name__,
+    {
         "connections": ("guarded_protocol",),
         "server": (
             "CannotListen",
@@ -69,14 +69,6 @@ _LOADED_ON_USE = {
             "probe_status",
             "serve",
         ),
-    }.items()
-    for name in names
-}
-
-
-def __getattr__(name: str) -> object:
-    if name not in _LOADED_ON_USE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LOADED_ON_USE[name]}"), name)
-    globals()[name] = value  # once: the next lookup finds it here
-    return value
+    },
+    globals(),
+)

@@ -10,11 +10,11 @@ or prints its help, never pays for them."""
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from app.kube.defaults import STATE_NAME as DEFAULT_NAME
 from app.kube.defaults import WORKLOAD_USAGE_MAX_AGE_S, WORKLOAD_USAGE_NAME
+from app.objects import load_on_use
 
 if TYPE_CHECKING:
     from app.kube.cache import WatchCache
@@ -63,9 +63,9 @@ __all__ = [
 ]
 
 # Each name loaded on first use, with its module (PEP 562).
-_LOADED_ON_USE = {
-    name: module
-    for module, names in {
+__getattr__ = load_on_use(
+    __name__,
+    {
         "cache": ("WatchCache",),
         "client": ("KubeConfigError", "make_client"),
         "events": ("EvictionNotice", "record_eviction"),
@@ -76,14 +76,6 @@ _LOADED_ON_USE = {
         "pods": ("PodCache", "pod_info", "pod_key", "pod_placement", "scheduled_pod"),
         "state": ("Memory", "StateStore", "StateUnreadable"),
         "workload_usage": ("PublishedUsage", "WorkloadUsageStore", "WorkloadUsageUnreadable"),
-    }.items()
-    for name in names
-}
-
-
-def __getattr__(name: str) -> object:
-    if name not in _LOADED_ON_USE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LOADED_ON_USE[name]}"), name)
-    globals()[name] = value  # once: the next lookup finds it here
-    return value
+    },
+    globals(),
+)

@@ -16,6 +16,7 @@ from app.objects.demand import (
 )
 from app.objects.durations import format_duration, parse_duration_s
 from app.objects.evictions import EvictionRecord
+from app.objects.lazy import load_on_use
 from app.objects.nodes import NodeInfo, Taint
 from app.objects.pods import (
     NodeSelectorRequirement,
@@ -59,6 +60,7 @@ __all__ = [
     "container_demand",
     "effective_demand",
     "format_duration",
+    "load_on_use",
     "parse_duration_s",
     "parse_quantity",
     "requests_and_limits",

@@ -8,9 +8,9 @@ command that stops at a bad flag, or prints its help, never pays for them."""
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from app.objects import load_on_use
 from app.prom.flags import add_prometheus_flags, label_matchers, prometheus_settings_from_args
 from app.prom.settings import PrometheusSettings, redact_url
 
@@ -62,9 +62,9 @@ __all__ = [
 ]
 
 # Each name loaded on first use, with its module (PEP 562).
-_LOADED_ON_USE = {
-    name: module
-    for module, names in {
+__getattr__ = load_on_use(
+    __name__,
+    {
         "client": (
             "BAD_QUERY",
             "InstantQuery",
@@ -85,14 +85,6 @@ _LOADED_ON_USE = {
             "pod_nodes",
             "read_pod_usage",
         ),
-    }.items()
-    for name in names
-}
-
-
-def __getattr__(name: str) -> object:
-    if name not in _LOADED_ON_USE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LOADED_ON_USE[name]}"), name)
-    globals()[name] = value  # once: the next lookup finds it here
-    return value
+    },
+    globals(),
+)

@@ -18,9 +18,9 @@ flag, or prints its help, never pays for them."""
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from app.objects import load_on_use
 from app.runtime.flags import (
     LeaseSettings,
     add_health_flags,
@@ -60,9 +60,9 @@ __all__ = [
 ]
 
 # Each name loaded on first use, with its module (PEP 562).
-_LOADED_ON_USE = {
-    name: module
-    for module, names in {
+__getattr__ = load_on_use(
+    __name__,
+    {
         "filewatch": ("FileWatcher",),
         "leader_election": ("LeaderElector",),
         "policy_reload": ("PolicyReloadMetrics", "PolicyWatcher", "starting_policy"),
@@ -72,14 +72,6 @@ _LOADED_ON_USE = {
             "Runnable",
             "run_until_signalled",
         ),
-    }.items()
-    for name in names
-}
-
-
-def __getattr__(name: str) -> object:
-    if name not in _LOADED_ON_USE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LOADED_ON_USE[name]}"), name)
-    globals()[name] = value  # once: the next lookup finds it here
-    return value
+    },
+    globals(),
+)
