@@ -15,19 +15,17 @@ read. Outside a session (no folder named) every run is simulated anew.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import hashlib
 import os
 import pickle
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.simulate.cluster import Run, SimulatedCluster
 from app.simulate.policies import plan_for
 from app.simulate.scenario import Scenario
+from tests.support.locks import exclusive
 
 APP = Path(__file__).resolve().parents[2] / "app"
 
@@ -69,23 +67,13 @@ def simulate_now(scenario: Scenario, policy: str) -> Outcome:
     return Outcome(cluster.simulate(), cluster.scheduler.taint_steered)
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def simulated(scenario: Scenario, policy: str) -> Outcome:
     """The run of ``scenario`` under ``policy``: made here, or read as another test made it."""
     if _folder is None:
         return simulate_now(scenario, policy)
     key = run_key(scenario, policy)
     kept = _folder / f"{key}.pickle"
-    with _locked(_folder / f"{key}.lock"):
+    with exclusive(_folder / f"{key}.lock"):
         if kept.exists():
             outcome: Outcome = pickle.loads(kept.read_bytes())
             return outcome

@@ -24,7 +24,6 @@ Usage::
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import shutil
 import tempfile
@@ -37,6 +36,7 @@ import pytest
 import yaml
 
 from tests.support import promdata
+from tests.support.locks import exclusive
 from tests.support.promdata import NodeSpec
 from tests.support.promserver import (
     PrometheusServer,
@@ -144,23 +144,13 @@ def node_data_prometheus(
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
 def shared_node_data_prometheus(folder: Path) -> Iterator[PromNodeData]:
     """`node_data_prometheus`'s data, built once into `folder` by whichever process asks
     first (the others wait on its lock), served by a Prometheus of this process' own
     from a copy of that TSDB: the same data, anchor and truth in every worker."""
     folder.mkdir(parents=True, exist_ok=True)
     built = folder / "built.json"
-    with _locked(folder / "build.lock"):
+    with exclusive(folder / "build.lock"):
         if not built.exists():
             with node_data_prometheus() as data:
                 data.server.stop()  # a closed TSDB, whole on disk
