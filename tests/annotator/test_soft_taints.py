@@ -34,7 +34,7 @@ from tests.annotator.helpers import (
 )
 from tests.annotator.promproxy import PromProxy
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
-from tests.support.fakekube import NODES, PODS
+from tests.support.fakekube import NODES, PODS, FakeKubeStore
 from tests.support.fakekube_fixtures import FakeKube
 
 FOREIGN = {"key": "example.com/gpu", "value": "a100", "effect": "NoSchedule"}
@@ -361,6 +361,18 @@ def add_pod(
     fake_kube.store.add(PODS, pod)
 
 
+def busy_node_and_two_pods(fake_kube: FakeKube) -> FakeKubeStore:
+    """Nodes of 5 CPUs: "busy" read at 0.30, "b" and "c" at 0.20; pods p1 and p2
+    (500m, limit 1 CPU) pending, for the test to bind."""
+    store = fake_kube.store
+    for name in ("busy", "b", "c"):
+        store.add_node(name, annotations=cpu(0.30 if name == "busy" else 0.20),
+                       allocatable={"cpu": "5", "memory": "16Gi"})  # fmt: skip
+    for name in ("p1", "p2"):
+        add_pod(fake_kube, name, requests={"cpu": "500m"}, limits={"cpu": "1"})
+    return store
+
+
 def test_a_node_below_the_limit_with_pods_just_bound_is_tainted_until_they_age_out(
     fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -371,12 +383,7 @@ def test_a_node_below_the_limit_with_pods_just_bound_is_tainted_until_they_age_o
     minutes) the pods count no more, nor is there a wave: the node is cool and, the
     hold over, untainted."""
     caplog.set_level(logging.INFO, logger="app.annotator")
-    store = fake_kube.store
-    for name in ("busy", "b", "c"):
-        store.add_node(name, annotations=cpu(0.30 if name == "busy" else 0.20),
-                       allocatable={"cpu": "5", "memory": "16Gi"})  # fmt: skip
-    for name in ("p1", "p2"):
-        add_pod(fake_kube, name, requests={"cpu": "500m"}, limits={"cpu": "1"})
+    store = busy_node_and_two_pods(fake_kube)
     clock = Clock()
 
     async def scenario() -> Annotator:
@@ -416,12 +423,7 @@ def test_a_pod_its_node_s_samples_partly_show_counts_only_for_the_rest(
     adds the fifth it does not show and the next pod, 0.64, below 0.65. Counted whole,
     as the extender counts it, the node would read 0.78 and be tainted. A second pod,
     bound after that sample, counts whole: 0.81, hot."""
-    store = fake_kube.store
-    for name in ("busy", "b", "c"):
-        store.add_node(name, annotations=cpu(0.30 if name == "busy" else 0.20),
-                       allocatable={"cpu": "5", "memory": "16Gi"})  # fmt: skip
-    for name in ("p1", "p2"):
-        add_pod(fake_kube, name, requests={"cpu": "500m"}, limits={"cpu": "1"})
+    store = busy_node_and_two_pods(fake_kube)
     clock = Clock()
 
     async def rounds_pass(annotator: Annotator) -> None:
