@@ -59,6 +59,7 @@ from app.load import (
     non_zero_requests,
     plain_wire_score,
     preferred_wire_score,
+    resource_score,
     resource_scores,
     taint_toleration_scores,
 )
@@ -157,6 +158,13 @@ class NodeRequests:
                 self.scored_cpu, self.scored_memory, *shape,
             )  # fmt: skip
             self._scored_shape = shape
+        elif len(self._changed) == 1:  # one binding since the last pod: most often
+            (node,) = self._changed
+            self._scores.flags.writeable = True
+            self._scores[node] = resource_score(
+                float(self.allocatable_cpu[node]), float(self.allocatable_memory[node]),
+                float(self.scored_cpu[node]), float(self.scored_memory[node]), *shape,
+            )  # fmt: skip
         elif self._changed:
             nodes = _indices(self._changed)
             self._scores.flags.writeable = True

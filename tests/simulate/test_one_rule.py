@@ -22,7 +22,13 @@ RULES = {
     ),
     "request scoring": (
         "app.load.default_profile",
-        {"fits_requests", "non_zero_requests", "resource_scores", "taint_toleration_scores"},
+        {
+            "fits_requests",
+            "non_zero_requests",
+            "resource_score",
+            "resource_scores",
+            "taint_toleration_scores",
+        },
     ),
 }
 # Who must take each rule from its home: production and the simulator.
@@ -41,7 +47,13 @@ USERS = [
     (
         "simulate/scheduling.py",
         "request scoring",
-        {"fits_requests", "non_zero_requests", "resource_scores", "taint_toleration_scores"},
+        {
+            "fits_requests",
+            "non_zero_requests",
+            "resource_score",
+            "resource_scores",
+            "taint_toleration_scores",
+        },
     ),
     (
         "rebalance/kube_scheduler.py",
