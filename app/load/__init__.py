@@ -4,6 +4,7 @@ from app.load.default_profile import (
     TAINT_TOLERATION_WEIGHT,
     fits_requests,
     non_zero_requests,
+    resource_score,
     resource_scores,
     taint_toleration_scores,
 )
@@ -127,6 +128,7 @@ __all__ = [
     "preferred_position",
     "preferred_wire_score",
     "read_usage",
+    "resource_score",
     "resource_scores",
     "score_parts",
     "taint_toleration_scores",

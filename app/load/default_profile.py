@@ -19,6 +19,8 @@ these; neither keeps a copy.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -74,13 +76,44 @@ def resource_scores(
     # cannot show in the whole-number scores.
     cpu_free = np.minimum(np.maximum(1 - cpu_fraction, 0), 1)
     memory_free = np.minimum(np.maximum(1 - memory_fraction, 0), 1)
-    least = (
-        np.floor(cpu_free * MAX_NODE_SCORE) + np.floor(memory_free * MAX_NODE_SCORE)
-    ) // 2
+    least = (np.floor(cpu_free * MAX_NODE_SCORE) + np.floor(memory_free * MAX_NODE_SCORE)) // 2
     spread = np.abs(np.minimum(cpu_fraction, 1) - np.minimum(memory_fraction, 1)) / 2
     balanced = np.floor((1 - spread) * MAX_NODE_SCORE)
     total: IntArray = (least + balanced).astype(np.int64)
     return total
+
+
+def resource_score(
+    allocatable_cpu: float,
+    allocatable_memory: float,
+    scored_cpu: float,
+    scored_memory: float,
+    pod_score_cpu_cores: float,
+    pod_score_memory_bytes: float,
+) -> int:
+    """``resource_scores`` of one node, in plain floats: the simulator rescores the one
+    node each binding changes, where numpy's per-call cost is most of the work. The same
+    operations in the same order, so the same number; a node whose fractions are not
+    finite (no allocatable) is left to ``resource_scores`` itself."""
+    if allocatable_cpu > 0 and allocatable_memory > 0:
+        cpu_fraction = (scored_cpu + pod_score_cpu_cores) / allocatable_cpu
+        memory_fraction = (scored_memory + pod_score_memory_bytes) / allocatable_memory
+        if math.isfinite(cpu_fraction) and math.isfinite(memory_fraction):
+            cpu_free = min(max(1 - cpu_fraction, 0.0), 1.0)
+            memory_free = min(max(1 - memory_fraction, 0.0), 1.0)
+            least = (
+                math.floor(cpu_free * MAX_NODE_SCORE) + math.floor(memory_free * MAX_NODE_SCORE)
+            ) // 2
+            spread = abs(min(cpu_fraction, 1.0) - min(memory_fraction, 1.0)) / 2
+            return least + math.floor((1 - spread) * MAX_NODE_SCORE)
+    one = np.array
+    return int(
+        resource_scores(
+            one([allocatable_cpu]), one([allocatable_memory]),
+            one([scored_cpu]), one([scored_memory]),
+            pod_score_cpu_cores, pod_score_memory_bytes,
+        )[0]
+    )  # fmt: skip
 
 
 def taint_toleration_scores(untolerated: IntArray, feasible: BoolArray) -> IntArray:

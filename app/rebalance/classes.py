@@ -44,8 +44,11 @@ def thresholds(usages: Iterable[NodeUsage], config: DeschedulerConfig) -> Thresh
 
 
 def selected(usage: NodeUsage, config: DeschedulerConfig) -> bool:
+    selector = config.node_selector
+    if not selector:  # every node, asked twice a round of each: no generator to build
+        return True
     labels = usage.node.labels
-    return all(labels.get(key) == value for key, value in config.node_selector.items())
+    return all(labels.get(key) == value for key, value in selector.items())
 
 
 def classify(

@@ -69,7 +69,10 @@ def measure_nodes(
 ) -> dict[str, NodeUsage]:
     metrics = tuple(dict.fromkeys(config.metrics.values()))
     raw = {node.name: read_usage(node.annotations, policy, now_s, metrics) for node in nodes}
-    amounts = unsampled_amounts(records, sample_times(raw, config), config.settle_time, RESOURCES)
+    # Only the nodes that recent evictions name can lack what their samples show.
+    named = {r.node for r in records} | {r.destination for r in records if r.destination}
+    sampled = sample_times({name: raw[name] for name in named if name in raw}, config)
+    amounts = unsampled_amounts(records, sampled, config.settle_time, RESOURCES)
     measured: dict[str, NodeUsage] = {}
     for node in nodes:
         unsampled = amounts.get(node.name, {})

@@ -29,6 +29,7 @@ from app.load import estimate_scheduled
 from app.objects import Resources
 from app.policy import Policy
 from app.rebalance import SchedulerBeside
+from app.simulate.collector import fewer_collections
 from app.simulate.contention import cpu_got, demand_per_node
 from app.simulate.disruption import disruptions_allowed
 from app.simulate.profiles import SlotUsage
@@ -241,10 +242,11 @@ class SimulatedCluster:
     # -- the loop --------------------------------------------------------------------
     def simulate(self, progress: Callable[[int, int], None] | None = None) -> Run:
         steps = self.scenario.steps
-        for step in range(steps):
-            self.step(step)
-            if progress is not None:
-                progress(step + 1, steps)
+        with fewer_collections():
+            for step in range(steps):
+                self.step(step)
+                if progress is not None:
+                    progress(step + 1, steps)
         self.run.pending_at_end = len(self.pending(steps * self.scenario.step_s))
         if self.load_filter is not None:
             self.run.load_evaluations = self.load_filter.evaluations

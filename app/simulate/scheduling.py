@@ -45,6 +45,7 @@ import numpy.typing as npt
 from app.load import (
     EXTENDER_SCORE_SCALE,
     MAX_NODE_SCORE,
+    PLAIN_MAX_SCORE,
     TAINT_TOLERATION_WEIGHT,
     Measurement,
     NodeLoad,
@@ -56,9 +57,11 @@ from app.load import (
     limit_room,
     measure,
     non_zero_requests,
+    plain_wire_score,
+    preferred_wire_score,
+    resource_score,
     resource_scores,
     taint_toleration_scores,
-    wire_scores,
 )
 from app.policy import Policy
 from app.simulate.recording_rules import SimulatedMonitoring
@@ -155,6 +158,13 @@ class NodeRequests:
                 self.scored_cpu, self.scored_memory, *shape,
             )  # fmt: skip
             self._scored_shape = shape
+        elif len(self._changed) == 1:  # one binding since the last pod: most often
+            (node,) = self._changed
+            self._scores.flags.writeable = True
+            self._scores[node] = resource_score(
+                float(self.allocatable_cpu[node]), float(self.allocatable_memory[node]),
+                float(self.scored_cpu[node]), float(self.scored_memory[node]), *shape,
+            )  # fmt: skip
         elif self._changed:
             nodes = _indices(self._changed)
             self._scores.flags.writeable = True
@@ -355,9 +365,9 @@ class Scheduler:
         view = self.load_filter
         assert view is not None
         asked = np.flatnonzero(feasible)
-        start = int(self.rng.integers(len(asked)))
-        asked = np.concatenate((asked[start:], asked[:start]))  # the request's order
-        # app.load.wire.has_room, over every asked node at once: the pod's estimate as a
+        # The request lists the asked nodes in node order from this one on, then wraps.
+        first = int(asked[int(self.rng.integers(len(asked)))])
+        # app.load.wire.has_room, over every node at once: the pod's estimate as a
         # fraction of each node's allocatable, against the node's room under its limits.
         # Both fractions are kept per estimate, as pods come in waves of one workload.
         estimate = (pod.estimate_cpu_cores, pod.estimate_memory_bytes)
@@ -370,41 +380,36 @@ class Scheduler:
             )
         cpu, memory = self._estimate_fractions
         roomy = (cpu <= view.room_cpu) & (memory <= view.room_memory)
-        answer = np.zeros(len(feasible), dtype=np.int64)
-        answer[asked] = wire_answer(
-            view.extender_score[asked], view.preferable[asked], roomy[asked]
-        )
-        return answer
+        return wire_answer(view.extender_score, view.preferable, roomy, feasible, first)
 
 
-def wire_answer(scores: IntArray, preferable: BoolArray, roomy: BoolArray) -> IntArray:
-    """``wire_scores`` of the nodes in the request's order, asked of one node per kind.
+def wire_answer(
+    scores: IntArray, preferable: BoolArray, roomy: BoolArray, asked: BoolArray, first: int
+) -> IntArray:
+    """``wire_scores`` of the ``asked`` nodes, listed in node order from node ``first``
+    on and then from node 0, as a whole-array answer in node order (0 where not asked).
 
-    What a node is answered depends on its kind (its score, whether it can be preferred,
-    whether it has room) and on whether it is the preferred node: the first node, in the
-    request's order, of the best kind. So the rule is asked once of each kind's first
-    node, in their order, and once more of every kind after all of them (where none can
-    come first: what the kind's other nodes are answered): at most 2 x 44 nodes, not
-    1,000 for every pod. ``tests/simulate/test_scheduling.py`` holds it to the rule."""
-    kinds = scores * 4 + preferable * 2 + roomy
-    # Each kind's first position (len: absent), by kind: np.unique's answer without its
-    # sort of every node, which cost more than the rest of the answer together.
-    positions = len(kinds)
-    first_of_kind = np.full(int(kinds.max(initial=0)) + 1, positions)
-    np.minimum.at(first_of_kind, kinds, np.arange(positions))
-    present = np.flatnonzero(first_of_kind < positions)
-    first = first_of_kind[present]
-    index_of_kind = np.zeros(len(first_of_kind), dtype=np.int64)
-    index_of_kind[present] = np.arange(len(present))
-    kind_of = index_of_kind[kinds]
-    in_order = np.argsort(first)  # the kinds by their first node's position
-    firsts = first[in_order]
-    kind_scores, kind_preferable = scores[firsts].tolist(), preferable[firsts].tolist()
-    kind_roomy = roomy[firsts].tolist()
-    asked = wire_scores(kind_scores * 2, kind_preferable * 2, kind_roomy * 2)
-    count = len(firsts)
-    others = np.empty(count, dtype=np.int64)
-    others[in_order] = asked[count:]
-    answer: IntArray = others[kind_of]
-    answer[firsts] = asked[:count]
+    The rule, read off ``wire_scores``: the preferred node is the first listed of the
+    nodes with the top score among those asked that can be preferred and have room (or,
+    with none, that can be preferred); it is answered ``preferred_wire_score``, every
+    other node its score capped at the preferred node's ``plain_wire_score`` (or at
+    ``PLAIN_MAX_SCORE`` with none). So it takes a few passes over the arrays, not a list
+    in the request's order: the first listed of a set of nodes is its first at or after
+    ``first``, or else its first of all. ``tests/simulate/test_scheduling.py`` holds it
+    to ``wire_scores`` asked of every node in the request's order."""
+    can = asked & preferable & (scores >= 0)  # wire_scores counts a negative as none
+    for pool in (can & roomy, can):
+        if pool.any():
+            top = scores[pool].max()
+            tied = pool & (scores == top)
+            later = tied[first:]
+            step = int(later.argmax())
+            best = first + step if later[step] else int(tied.argmax())
+            break
+    else:
+        best = -1
+    cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(int(scores[best]))
+    answer: IntArray = np.where(asked, np.minimum(scores, cap), 0)
+    if best >= 0:
+        answer[best] = preferred_wire_score(int(scores[best]))
     return answer

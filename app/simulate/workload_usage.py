@@ -14,9 +14,9 @@ got: on a node asked for more than it has, every pod's share is cut alike, as CF
 throttling does); the ``rate`` is the CPU seconds of the last 5 minutes of scrapes
 over the seconds the pod ran in them. On the policy's shortest sync period, on the
 same grid as the node metrics, the running pods (bound now, scraped at least once) are
-grouped by workload and the same percentile is taken, vectorized: slots are sorted by
-workload, so each workload is one run of the sorted values and its percentile is at
-``app.load.nearest_rank_index`` within the run. What is published is in force until
+grouped by workload and the same percentile is taken per run: slots are sorted by
+workload, so each workload's values are one run, and its percentile is the value at
+``app.load.nearest_rank_index`` within the run sorted. What is published is in force until
 the next publication; no delay beyond the scrape and the window, as in production,
 where the extender sees the ConfigMap within a watch event.
 """
@@ -112,14 +112,21 @@ class SimulatedWorkloadUsage:
 
 
 def _percentile_per_workload(values: FloatArray, workloads: IntArray, count: int) -> FloatArray:
-    """Per workload, ``app.load.nearest_rank_index`` of its values sorted (NaN: none)."""
+    """Per workload, ``app.load.nearest_rank_index`` of its values sorted (NaN: none).
+
+    ``workloads`` is sorted (the slots are), so each workload's values are one run, and
+    its value at the rank is selected in the run (``np.partition``), not sorted out of
+    every slot's: the same value, as equal floats are the same number but for a zero's
+    sign, which a zero is taken again by a stable sort to keep."""
     result = np.full(count, np.nan)
-    if len(values) == 0:
-        return result
-    order = np.lexsort((values, workloads))  # by workload, then value
-    per = np.bincount(workloads, minlength=count)
-    starts = np.concatenate(([0], np.cumsum(per)[:-1]))
-    present = np.flatnonzero(per > 0)
-    ranks = np.array([nearest_rank_index(int(n)) for n in per[present]], dtype=np.int64)
-    result[present] = values[order][starts[present] + ranks]
+    start = 0
+    for workload, n in enumerate(np.bincount(workloads, minlength=count).tolist()):
+        if n:
+            run = values[start : start + n]
+            rank = nearest_rank_index(n)
+            value = np.partition(run, rank)[rank]
+            if value == 0:
+                value = np.sort(run, kind="stable")[rank]
+            result[workload] = value
+            start += n
     return result

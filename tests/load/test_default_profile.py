@@ -11,6 +11,7 @@ from app.load.default_profile import (
     NON_ZERO_MEMORY_BYTES,
     fits_requests,
     non_zero_requests,
+    resource_score,
     resource_scores,
     taint_toleration_scores,
 )
@@ -62,6 +63,37 @@ def test_the_emptier_node_wins_by_requests() -> None:
     scores = resource_scores(one([8, 8]), one([32 * GI] * 2), one([6, 2]), one([24 * GI, 8 * GI]),
                              0.5, 1 * GI)  # fmt: skip
     assert scores[1] > scores[0]
+
+
+@pytest.mark.parametrize(
+    ("pod_cpu", "pod_memory"),
+    [(NON_ZERO_CPU_CORES, NON_ZERO_MEMORY_BYTES), (0.25, 1 * GI), (2.0, 64 * GI), (50.0, 0.5 * GI)],
+)
+def test_one_nodes_score_in_plain_floats_is_the_arrays_score(
+    pod_cpu: float, pod_memory: float
+) -> None:
+    rng = np.random.default_rng(7)
+    count = 5_000
+    allocatable_cpu = rng.choice([0.0, 0.5, 4.0, 16.0, 96.0], count)
+    allocatable_memory = rng.choice([0.0, 1 * GI, 16 * GI, 384 * GI], count)
+    # Empty, half, full and over-committed nodes; a removal's rounding just below 0.
+    scored_cpu = allocatable_cpu * rng.choice([0.0, 0.5, 1.0, 1.7], count) * rng.random(count)
+    scored_cpu[::97] = -1e-17
+    scored_memory = allocatable_memory * rng.random(count) * rng.choice([0.3, 1.0, 2.0], count)
+    scored_memory[::89] = np.inf  # not finite: left to the array rule
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = resource_scores(
+            allocatable_cpu, allocatable_memory, scored_cpu, scored_memory, pod_cpu, pod_memory
+        ).tolist()
+        got = [
+            resource_score(*node, pod_cpu, pod_memory)
+            for node in zip(
+                allocatable_cpu.tolist(), allocatable_memory.tolist(),
+                scored_cpu.tolist(), scored_memory.tolist(), strict=True,
+            )
+        ]  # fmt: skip
+    assert got == expected
+    assert len(set(expected)) > 20  # the inputs reach across the score range
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,13 @@ RULES = {
     ),
     "request scoring": (
         "app.load.default_profile",
-        {"fits_requests", "non_zero_requests", "resource_scores", "taint_toleration_scores"},
+        {
+            "fits_requests",
+            "non_zero_requests",
+            "resource_score",
+            "resource_scores",
+            "taint_toleration_scores",
+        },
     ),
 }
 # Who must take each rule from its home: production and the simulator.
@@ -31,11 +37,23 @@ USERS = [
     ("simulate/descheduling.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     ("extender/index.py", "wire answer", {"plain_wire_score", "preferred_wire_score"}),
     ("extender/verdicts.py", "wire answer", {"can_be_preferred"}),
-    ("simulate/scheduling.py", "wire answer", {"can_be_preferred", "wire_scores"}),
+    # The simulator picks the preferred node over whole arrays (held to wire_scores by
+    # tests/simulate/test_scheduling.py) and answers it and the others by the rule's own.
+    (
+        "simulate/scheduling.py",
+        "wire answer",
+        {"can_be_preferred", "plain_wire_score", "preferred_wire_score"},
+    ),
     (
         "simulate/scheduling.py",
         "request scoring",
-        {"fits_requests", "non_zero_requests", "resource_scores", "taint_toleration_scores"},
+        {
+            "fits_requests",
+            "non_zero_requests",
+            "resource_score",
+            "resource_scores",
+            "taint_toleration_scores",
+        },
     ),
     (
         "rebalance/kube_scheduler.py",

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import yaml
 
-from app.load import estimate_scheduled, workload_per_pod_usage
+from app.load import estimate_scheduled, nearest_rank_index, workload_per_pod_usage
 from app.objects import Resources
 from app.policy import DEFAULT_POLICY_YAML
 from app.simulate.cluster import Run, SimulatedCluster
 from app.simulate.policies import plan_for
 from app.simulate.scenario import load_scenario
 from app.simulate.summary import summarise
-from app.simulate.workload_usage import SimulatedWorkloadUsage
+from app.simulate.workload_usage import SimulatedWorkloadUsage, _percentile_per_workload
 
 WAVES = str(Path(__file__).parents[1] / "fixtures" / "simulate" / "crane-style-waves.yaml")
 
@@ -51,6 +51,30 @@ def test_the_published_usage_is_the_production_percentile_per_workload() -> None
         assert observed.cpu_cores == pytest.approx(expected.cpu_cores)
         assert observed.memory_bytes == pytest.approx(expected.memory_bytes)
     assert published.observed(2) is None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_each_workloads_percentile_is_its_values_sorted_at_the_nearest_rank(seed: int) -> None:
+    """Against the values sorted by workload, then value (stably): ties, signed zeros,
+    a workload of one pod and workloads with none."""
+    rng = np.random.default_rng(seed)
+    count = 9
+    drawn = rng.choice([0, 1, 2, 4, 5, 8], 499, p=[0.3, 0.3, 0.2, 0.1, 0.09, 0.01])
+    workloads = np.sort(np.append(drawn[drawn != 7], [7]))  # 7: one pod alone
+    size = len(workloads)
+    values = rng.choice([0.0, -0.0, 0.5, 1.25, 3.0], size) * rng.choice([1.0, 1.0, 0.3], size)
+    values[workloads == 1] = rng.random(int((workloads == 1).sum()))
+    values[workloads == 4] = rng.choice([0.0, -0.0], int((workloads == 4).sum()))  # all zero
+    published = _percentile_per_workload(values, workloads, count)
+    order = np.lexsort((values, workloads))
+    for workload in range(count):
+        run = values[order][workloads[order] == workload]
+        if len(run) == 0:
+            assert np.isnan(published[workload])
+            continue
+        expected = run[nearest_rank_index(len(run))]
+        assert published[workload] == expected
+        assert np.signbit(published[workload]) == np.signbit(expected)
 
 
 def simulate(seed: int, policy: str = "loadaware", workload_usage: bool = True) -> Run:
