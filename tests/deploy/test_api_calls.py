@@ -23,6 +23,7 @@ from app.policy import DEFAULT_POLICY_YAML
 from tests.annotator.promproxy import running_proxy
 from tests.deploy.requestinfo import RequestAttributes, attributes
 from tests.descheduler import cluster
+from tests.support import http_client
 from tests.support.cadvisor import cadvisor_prometheus
 from tests.support.fakekube import CONFIGMAPS, NODES
 from tests.support.fakekube_fixtures import FakeKube
@@ -84,7 +85,7 @@ def seen(fake_kube: FakeKube) -> set[RequestAttributes]:
 
 def ready(url: str) -> bool:
     try:
-        return httpx.get(url, timeout=2).status_code == 200
+        return http_client.get(url, timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
 

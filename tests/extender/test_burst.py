@@ -32,6 +32,7 @@ from app.objects.resources import Resources
 from app.policy import DEFAULT_POLICY_YAML, Policy, policy_from_yaml
 from tests.extender.nodes import usage_annotations
 from tests.extender.test_node_cache_mode import wait_for
+from tests.support import http_client
 from tests.support.asgi_server import serve
 from tests.support.fakekube import PODS
 from tests.support.fakekube_fixtures import FakeKube
@@ -155,7 +156,7 @@ def test_burst_lands_at_most_two_pods_on_the_coolest_node_only_with_estimation(
 ) -> None:
     extender, server = serve_extender(cluster, estimation(enabled))
     with server as url:
-        wait_for(lambda: httpx.get(f"{url}/readyz").status_code == 200)
+        wait_for(lambda: http_client.get(f"{url}/readyz").status_code == 200)
         wait_for(lambda: len(extender.table) == NODES)
         placed = schedule_burst(url, cluster, seed=7)
         assert placed == landed(cluster)
@@ -168,7 +169,7 @@ def test_burst_lands_at_most_two_pods_on_the_coolest_node_only_with_estimation(
             assert all(count <= 1 for node, count in placed.items() if node != COOLEST)
             # Every pod was reserved where the answer put it on top, and went there,
             # though 23 nodes tie: the answer's top is unique.
-            metrics = httpx.get(f"{url}/metrics").text
+            metrics = http_client.get(f"{url}/metrics").text
             made = sum(
                 sample(metrics, "loadaware_extender_reservations_made_total", verb=verb)
                 for verb in ("filter", "prioritize")
@@ -177,13 +178,13 @@ def test_burst_lands_at_most_two_pods_on_the_coolest_node_only_with_estimation(
             ended = "loadaware_extender_reservations_ended_total"
             assert sample(metrics, ended, result="confirmed") == PODS_IN_BURST
             # Now the bound pods count on the nodes they went to.
-            view = httpx.get(f"{url}/debug/nodes/{COOLEST}").json()
+            view = http_client.get(f"{url}/debug/nodes/{COOLEST}").json()
             cpu = view["metrics"]["cpu_usage_avg_5m"]
             assert cpu["measured"] == 0.15
             assert cpu["estimated_addition"] == pytest.approx(0.31875 * placed[COOLEST], abs=1e-4)
             # Reserved here, then bound: "scored" (the estimate rests on its limit).
             assert [p["kind"] for p in view["estimate"]["pods"]] == ["scored"] * placed[COOLEST]
             other = next(n for n in placed if n != COOLEST)
-            assert httpx.get(f"{url}/debug/nodes/{other}").json()["verdict"] == "overloaded"
+            assert http_client.get(f"{url}/debug/nodes/{other}").json()["verdict"] == "overloaded"
         else:
             assert placed[COOLEST] >= PODS_IN_BURST // 2

@@ -19,6 +19,7 @@ from app.extender.http import DEBUG_PAGE_MAX, ExtenderApp
 from app.policy import default_policy
 from tests.extender.nodes import cool, hot_cpu
 from tests.extender.test_tls_and_cli import start, wait_ready
+from tests.support import http_client
 from tests.support.asgi_server import serve
 from tests.support.pki import Pki, make_pki
 from tests.support.ports import free_port
@@ -105,22 +106,22 @@ def test_the_shipped_shape_mutual_tls_on_all_addresses_and_a_plain_health_port(
     )
     health = f"http://127.0.0.1:{health_port}"
     wait_ready(health, process)
-    assert "loadaware_extender_requests_total" in httpx.get(f"{health}/metrics").text
+    assert "loadaware_extender_requests_total" in http_client.get(f"{health}/metrics").text
     # The plain port serves probes and metrics only.
     for path in ("/filter", "/prioritize"):
-        assert httpx.post(f"{health}{path}", json=BODY).status_code == 404
+        assert http_client.post(f"{health}{path}", json=BODY).status_code == 404
     for path in ("/debug/nodes", "/docs", "/openapi.json"):
-        assert httpx.get(f"{health}{path}").status_code == 404
+        assert http_client.get(f"{health}{path}").status_code == 404
     url = f"https://127.0.0.1:{port}"
     with pytest.raises(httpx.TransportError):
-        httpx.post(f"{url}/filter", json=BODY, verify=client_context(pki, False))
+        http_client.post(f"{url}/filter", json=BODY, verify=client_context(pki, False))
     verified = client_context(pki, True)
-    answer = httpx.post(f"{url}/filter", json=BODY, verify=verified)
+    answer = http_client.post(f"{url}/filter", json=BODY, verify=verified)
     assert answer.status_code == 200
     assert answer.json()["NodeNames"] == ["n1"]
     # Debug endpoints are off unless asked for, even for an authenticated client.
     for path in ("/debug/nodes", "/debug/nodes/n1", "/docs", "/openapi.json"):
-        assert httpx.get(f"{url}{path}", verify=verified).status_code == 404
+        assert http_client.get(f"{url}{path}", verify=verified).status_code == 404
     process.terminate()
     output, _ = process.communicate(timeout=30)
     assert "ANY client" not in output
@@ -153,7 +154,8 @@ def test_debug_nodes_is_paged_and_every_node_appears_once() -> None:
         after = ""
         pages = 0
         while True:
-            page = httpx.get(f"{url}/debug/nodes", params={"limit": 100, "after": after}).json()
+            params = {"limit": 100, "after": after}
+            page = http_client.get(f"{url}/debug/nodes", params=params).json()
             assert page["total"] == 250
             assert len(page["nodes"]) <= 100
             seen += [node["name"] for node in page["nodes"]]
@@ -163,21 +165,21 @@ def test_debug_nodes_is_paged_and_every_node_appears_once() -> None:
             after = page["next"]
         assert pages == 3
         assert seen == sorted(f"node-{index:04d}" for index in range(250))
-        overloaded = httpx.get(f"{url}/debug/nodes/node-0007").json()
+        overloaded = http_client.get(f"{url}/debug/nodes/node-0007").json()
         assert overloaded["verdict"] == "overloaded"
 
 
 @pytest.mark.parametrize("limit", [0, -1, DEBUG_PAGE_MAX + 1, "abc", "1.5"])
 def test_debug_nodes_refuses_pages_out_of_bounds(limit: int | str) -> None:
     with serve(ExtenderApp(many_nodes(3), debug_endpoints=True)) as url:
-        answer = httpx.get(f"{url}/debug/nodes", params={"limit": limit})
+        answer = http_client.get(f"{url}/debug/nodes", params={"limit": limit})
         assert answer.status_code == 400
         assert "limit must be between 1 and" in answer.json()["error"]
 
 
 def test_debug_nodes_answers_one_page_by_default_however_many_nodes() -> None:
     with serve(ExtenderApp(many_nodes(1500), debug_endpoints=True)) as url:
-        page = httpx.get(f"{url}/debug/nodes").json()
+        page = http_client.get(f"{url}/debug/nodes").json()
         assert page["total"] == 1500
         assert len(page["nodes"]) == 100
         assert page["next"] == "node-0099"
@@ -186,9 +188,9 @@ def test_debug_nodes_answers_one_page_by_default_however_many_nodes() -> None:
 def test_debug_endpoints_are_off_when_not_asked_for(tmp_path: Path) -> None:
     with serve(ExtenderApp(many_nodes(3), debug_endpoints=False)) as url:
         for path in ("/debug/nodes", "/debug/nodes/node-0000", "/docs", "/openapi.json"):
-            assert httpx.get(f"{url}{path}").status_code == 404
-        assert httpx.get(f"{url}/readyz").status_code == 200
-        assert httpx.post(f"{url}/filter", json=BODY).status_code == 200
+            assert http_client.get(f"{url}{path}").status_code == 404
+        assert http_client.get(f"{url}/readyz").status_code == 200
+        assert http_client.post(f"{url}/filter", json=BODY).status_code == 200
 
 
 def request_over_tls(port: int, context: ssl.SSLContext, server_name: str) -> bytes:

@@ -19,6 +19,7 @@ from tests.extender.nodes import (
     hot_cpu,
     with_annotations,
 )
+from tests.support import http_client
 from tests.support.asgi_server import serve
 
 
@@ -40,7 +41,7 @@ def seeded_url() -> Iterator[str]:
 
 
 def post(url: str, verb: str, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(f"{url}/{verb}", json=body, timeout=5)
+    return http_client.post(f"{url}/{verb}", json=body, timeout=5)
 
 
 def verb_of(name: str) -> str:
@@ -121,7 +122,7 @@ def test_reasons_group_across_nodes(full_mode_url: str) -> None:
 def test_a_verb_with_another_method_is_405_naming_post(
     verb: str, method: str, full_mode_url: str
 ) -> None:
-    response = httpx.request(method, f"{full_mode_url}/{verb}", timeout=5)
+    response = http_client.request(method, f"{full_mode_url}/{verb}", timeout=5)
     assert response.status_code == 405
     assert response.headers["allow"] == "POST"
     assert response.json() == {"error": f"{verb}: method {method} not allowed, use POST"}

@@ -25,6 +25,7 @@ from app.objects.pods import ScheduledPod
 from app.objects.resources import Resources
 from app.policy import DEFAULT_POLICY_YAML, default_policy, policy_from_yaml
 from tests.extender.test_node_cache_mode import wait_for
+from tests.support import http_client
 from tests.support.asgi_server import serve
 from tests.support.fakekube import PODS
 from tests.support.fakekube_fixtures import FakeKube
@@ -312,7 +313,7 @@ def served(fake_kube: FakeKube) -> Iterator[tuple[str, Extender]]:
         pod_cache=PodCache(client, scheduled_pod, retry_delay_s=0.05),
     )
     with serve(ExtenderApp(extender)) as url:
-        wait_for(lambda: httpx.get(f"{url}/readyz").status_code == 200)
+        wait_for(lambda: http_client.get(f"{url}/readyz").status_code == 200)
         assert extender.pod_cache is not None
         wait_for(lambda: extender.pod_cache is not None and extender.pod_cache.synced)
         yield url, extender
@@ -342,7 +343,7 @@ def test_pod_cache_survives_watch_expiry_and_relists(
     fake_kube.store.close_watches()
     add_placed_pod(fake_kube, "after-410", "cool")
     wait_for(lambda: added_cpu(extender, "cool") > 0)
-    view = httpx.get(f"{url}/debug/nodes/cool").json()
+    view = http_client.get(f"{url}/debug/nodes/cool").json()
     assert view["estimate"]["pods"][0]["pod"] == "default/after-410"
     # First seen on its node, whether by the watch or by the relist: its requests count.
     assert view["estimate"]["pods"][0]["kind"] == "placed"
@@ -358,15 +359,15 @@ def test_a_sample_taken_covered_after_the_binding_ends_the_estimate(
 ) -> None:
     url, _extender = served
     add_bound_pod(fake_kube, "a", "warm")
-    wait_for(lambda: httpx.get(f"{url}/debug/nodes/warm").json()["verdict"] == "overloaded")
+    wait_for(lambda: http_client.get(f"{url}/debug/nodes/warm").json()["verdict"] == "overloaded")
     fake_kube.client().patch(
         Node,
         "warm",
         {"metadata": {"annotations": usage(0.55, time.time() + 3)}},
         patch_type=PatchType.MERGE,
     )
-    wait_for(lambda: httpx.get(f"{url}/debug/nodes/warm").json()["verdict"] == "ok")
-    assert httpx.get(f"{url}/debug/nodes/warm").json()["estimate"]["pods"] == []
+    wait_for(lambda: http_client.get(f"{url}/debug/nodes/warm").json()["verdict"] == "ok")
+    assert http_client.get(f"{url}/debug/nodes/warm").json()["estimate"]["pods"] == []
 
 
 def test_a_policy_reload_reprices_live_reservations() -> None:

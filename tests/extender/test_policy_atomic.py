@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from app.extender.extender import Extender
@@ -21,6 +20,7 @@ from app.runtime.filewatch import FileWatcher
 from app.runtime.policy_reload import PolicyWatcher
 from tests.extender.nodes import usage_annotations
 from tests.extender.test_policy_reload import ConfigMapVolume
+from tests.support import http_client
 from tests.support.asgi_server import serve
 
 HOT = usage_annotations(cpu=0.7, mem=0.1)  # over the default 0.65 cpu limit
@@ -99,7 +99,7 @@ class Served:
 
     def cache_mode_verdicts(self) -> dict[str, Any]:
         body = {"Pod": {"metadata": {"name": "p"}}, "NodeNames": ["hot", "cool", "ghost"]}
-        answer: dict[str, Any] = httpx.post(f"{self.url}/filter", json=body).json()
+        answer: dict[str, Any] = http_client.post(f"{self.url}/filter", json=body).json()
         return answer
 
     def full_mode_verdicts(self) -> dict[str, Any]:
@@ -108,12 +108,12 @@ class Served:
             for name, annotations in (("hot", HOT), ("cool", COOL))
         ]
         body = {"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": items}}
-        answer: dict[str, Any] = httpx.post(f"{self.url}/filter", json=body).json()
+        answer: dict[str, Any] = http_client.post(f"{self.url}/filter", json=body).json()
         return answer
 
     def scores(self) -> dict[str, int]:
         body = {"Pod": {"metadata": {"name": "p"}}, "NodeNames": ["hot", "cool"]}
-        answer = httpx.post(f"{self.url}/prioritize", json=body).json()
+        answer = http_client.post(f"{self.url}/prioritize", json=body).json()
         return {entry["Host"]: entry["Score"] for entry in answer}
 
     def reloads(self, result: str) -> float:
@@ -157,7 +157,7 @@ def assert_old_policy_answers(extender: Served, cache: Any, full: Any, scores: A
     assert extender.full_mode_verdicts() == full
     assert extender.scores() == scores
     assert "hot" in cache["FailedAndUnresolvableNodes"]
-    assert httpx.get(f"{extender.url}/readyz").status_code == 200
+    assert http_client.get(f"{extender.url}/readyz").status_code == 200
 
 
 @pytest.mark.parametrize("weight", [".inf", "1e308"])
@@ -170,7 +170,7 @@ def test_hot_reload_of_an_absurd_weight_keeps_the_old_policy_whole(
     assert from_file.reloads("error") == 1
     assert from_file.reloads("success") == 0
     assert_old_policy_answers(from_file, *before)
-    metrics = httpx.get(f"{from_file.url}/metrics").text
+    metrics = http_client.get(f"{from_file.url}/metrics").text
     assert 'loadaware_policy_reloads_total{result="error"} 1.0' in metrics
 
 

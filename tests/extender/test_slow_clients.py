@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 
+from tests.support import http_client
 from tests.support.ports import free_port
 
 DEADLINE_S = 60.0
@@ -52,7 +53,7 @@ def extender(*flags: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
 
 def answers(port: int) -> bool:
     try:
-        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
+        return http_client.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
     except httpx.TransportError:
         return False
 

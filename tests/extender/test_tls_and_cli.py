@@ -23,6 +23,7 @@ from app.health.connections import guarded_protocol
 from app.health.limits import EXTENDER_LIMITS
 from app.policy import DEFAULT_POLICY_YAML, default_policy
 from tests.extender.nodes import fixture
+from tests.support import http_client
 from tests.support.asgi_server import serve
 from tests.support.pki import Pki, make_pki
 from tests.support.ports import free_port
@@ -54,7 +55,7 @@ def test_tls_serves_the_verbs(pki: Pki) -> None:
         http=guarded_protocol(EXTENDER_LIMITS, tls_context(flags(pki, False))),
     ) as url:
         assert url.startswith("https://")
-        response = httpx.post(
+        response = http_client.post(
             f"{url}/filter",
             json=fixture("filter-fullnodes.json"),
             verify=client_context(pki, False),
@@ -68,10 +69,10 @@ def test_mutual_tls_refuses_clients_without_a_certificate(pki: Pki) -> None:
         http=guarded_protocol(EXTENDER_LIMITS, tls_context(flags(pki, True))),
     ) as url:
         body = fixture("filter-fullnodes.json")
-        ok = httpx.post(f"{url}/filter", json=body, verify=client_context(pki, True))
+        ok = http_client.post(f"{url}/filter", json=body, verify=client_context(pki, True))
         assert ok.status_code == 200
         with pytest.raises(httpx.TransportError):
-            httpx.post(f"{url}/filter", json=body, verify=client_context(pki, False))
+            http_client.post(f"{url}/filter", json=body, verify=client_context(pki, False))
 
 
 @pytest.mark.parametrize(
@@ -121,7 +122,7 @@ def wait_ready(url: str, process: subprocess.Popen[str]) -> None:
     while time.monotonic() < deadline:
         assert process.poll() is None, process.stdout.read() if process.stdout else ""
         try:
-            if httpx.get(f"{url}/readyz").status_code == 200:
+            if http_client.get(f"{url}/readyz").status_code == 200:
                 return
         except httpx.TransportError:
             time.sleep(0.1)
@@ -133,12 +134,12 @@ def test_demo_answers_the_curl_it_prints(run_cli: list[subprocess.Popen[str]]) -
     process = start(run_cli, "demo", "--port", str(port))
     url = f"http://127.0.0.1:{port}"
     wait_ready(url, process)
-    answer = httpx.post(
+    answer = http_client.post(
         f"{url}/filter", json={"Pod": {}, "NodeNames": ["cool-1", "hot-cpu", "stale", "no-data"]}
     ).json()
     assert answer["NodeNames"] == ["cool-1", "stale", "no-data"]
     assert list(answer["FailedAndUnresolvableNodes"]) == ["hot-cpu"]
-    burst = httpx.get(f"{url}/debug/nodes/burst").json()
+    burst = http_client.get(f"{url}/debug/nodes/burst").json()
     assert burst["hot_value"] == 3
     assert burst["score"] == burst["load_score"] - 30
 
@@ -163,7 +164,7 @@ def test_extender_command_reads_flags_from_the_environment(
     )
     url = f"http://127.0.0.1:{port}"
     wait_ready(url, process)
-    listing = httpx.get(f"{url}/debug/nodes").json()
+    listing = http_client.get(f"{url}/debug/nodes").json()
     assert listing["mode"] == "full-nodes"
     assert listing["policy"] == str(policy)
 

@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from app.extender import reservations, verbs
@@ -26,6 +25,7 @@ from app.objects.pods import ScheduledPod
 from app.policy import default_policy
 from tests.extender.nodes import cool, hot_cpu, usage_annotations
 from tests.extender.test_node_cache_mode import wait_for
+from tests.support import http_client
 from tests.support.asgi_server import serve
 from tests.support.fakekube import PODS
 from tests.support.fakekube_fixtures import FakeKube
@@ -81,19 +81,19 @@ def extender(fake_kube: FakeKube) -> Iterator[tuple[Extender, str]]:
         clock=CLOCK,
     )
     with serve(ExtenderApp(instance)) as url:
-        wait_for(lambda: httpx.get(f"{url}/readyz").status_code == 200)
+        wait_for(lambda: http_client.get(f"{url}/readyz").status_code == 200)
         yield instance, url
 
 
 def filter_names(url: str, pod: dict[str, Any], names: list[str]) -> dict[str, Any]:
-    response = httpx.post(f"{url}/filter", json={"Pod": pod, "NodeNames": names})
+    response = http_client.post(f"{url}/filter", json={"Pod": pod, "NodeNames": names})
     assert response.status_code == 200, response.text
     answer: dict[str, Any] = response.json()
     return answer
 
 
 def sample(url: str, name: str, **labels: str) -> float:
-    text = httpx.get(f"{url}/metrics").text
+    text = http_client.get(f"{url}/metrics").text
     wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
     series = f"{name}{{{wanted}}}" if wanted else name
     match = re.search(rf"^{re.escape(series)} (\S+)$", text, re.MULTILINE)
@@ -111,7 +111,7 @@ def test_cache_mode_judges_request_nodes_by_the_api_servers_data_and_keeps_none(
     # The real names with hot annotations, and 2,000 invented names.
     items = [node_object(name, hot_cpu()) for name in REAL_NODES]
     items += [node_object(f"invented-{i}", hot_cpu()) for i in range(2000)]
-    response = httpx.post(f"{url}/filter", json={"Pod": pod, "Nodes": {"items": items}})
+    response = http_client.post(f"{url}/filter", json={"Pod": pod, "Nodes": {"items": items}})
     assert response.status_code == 200
     answer = response.json()
     # Judged as the API server says (0.45: passes); the request's annotations are ignored.
@@ -131,7 +131,8 @@ def test_cache_mode_scores_request_nodes_by_the_api_servers_data(
     # The request claims node-a is idle and cold is hot; the API server says otherwise.
     items = [node_object("node-a", usage_annotations(0.0, 0.0)), node_object("cold", hot_cpu())]
     body = {"Pod": pod_body("p", "uid-p"), "Nodes": {"items": items}}
-    scores = {s["Host"]: s["Score"] for s in httpx.post(f"{url}/prioritize", json=body).json()}
+    answer = http_client.post(f"{url}/prioritize", json=body).json()
+    scores = {s["Host"]: s["Score"] for s in answer}
     assert scores["cold"] > scores["node-a"]
 
 
@@ -144,13 +145,17 @@ def test_full_nodes_mode_bounds_what_requests_bring(
     with serve(ExtenderApp(instance)) as url:
         pod = pod_body("p", "uid-p")
         too_many = [node_object(f"n-{i}", cool()) for i in range(51)]
-        response = httpx.post(f"{url}/filter", json={"Pod": pod, "Nodes": {"items": too_many}})
+        response = http_client.post(
+            f"{url}/filter", json={"Pod": pod, "Nodes": {"items": too_many}}
+        )
         assert response.status_code == 400
         assert "at most 50" in response.json()["error"]
         for batch in range(5):  # 200 names in all, 40 at a time
             items = [node_object(f"n-{batch}-{i}", cool()) for i in range(40)]
             items[0]["metadata"]["annotations"]["cpu_usage_avg_5m"] = "9" * 5000  # garbage
-            response = httpx.post(f"{url}/filter", json={"Pod": pod, "Nodes": {"items": items}})
+            response = http_client.post(
+                f"{url}/filter", json={"Pod": pod, "Nodes": {"items": items}}
+            )
             assert response.status_code == 200
         assert len(instance.table) == 50  # the least recently seen were forgotten
         assert instance.table.get("n-4-39") is not None
@@ -175,7 +180,7 @@ def test_reservations_for_pods_that_do_not_exist_end_after_the_grace(
     # Two invented pods with 4-CPU limits take both real nodes over their limit...
     for i in range(2):
         body = {"Pod": pod_body(f"ghost-{i}", f"uid-ghost-{i}"), "NodeNames": list(REAL_NODES)}
-        assert httpx.post(f"{url}/prioritize", json=body).status_code == 200
+        assert http_client.post(f"{url}/prioritize", json=body).status_code == 200
     assert filter_names(url, real, list(REAL_NODES))["NodeNames"] == []
     # ...only until the grace ends without the pod watch showing them.
     CLOCK.ahead_s = reservations.UNVERIFIED_GRACE_S
@@ -185,7 +190,7 @@ def test_reservations_for_pods_that_do_not_exist_end_after_the_grace(
     # And no more than MAX_UNVERIFIED such pods hold anything at once.
     for i in range(60):
         body = {"Pod": pod_body(f"tiny-{i}", f"uid-tiny-{i}", "1m", "1m"), "NodeNames": ["node-a"]}
-        assert httpx.post(f"{url}/prioritize", json=body).status_code == 200
+        assert http_client.post(f"{url}/prioritize", json=body).status_code == 200
     assert sample(url, refused, reason="unverified-limit") == 60 - reservations.MAX_UNVERIFIED
     CLOCK.ahead_s += reservations.UNVERIFIED_GRACE_S
     wait_for(lambda: sample(url, refused, reason="unverified") == 2 + reservations.MAX_UNVERIFIED)
@@ -203,7 +208,7 @@ def test_a_pending_pod_reserves_what_the_api_server_says_it_asks(
     wait_for(lambda: "default/small" in pod_cache.objects)
     # The request claims a 32-CPU limit; the pod in the API server has 100m.
     claimed = pod_body("small", stored["metadata"]["uid"], cpu_limit="32")
-    httpx.post(f"{url}/prioritize", json={"Pod": claimed, "NodeNames": ["node-a"]})
+    http_client.post(f"{url}/prioritize", json={"Pod": claimed, "NodeNames": ["node-a"]})
     assert instance.ledger is not None
     reserved = instance.ledger.contributions("node-a", None, instance.clock())
     assert [(c.pod, c.kind) for c in reserved] == [("default/small", "reserved")]
@@ -224,7 +229,9 @@ def test_pods_that_are_not_pending_reserve_nothing(
     assert pod_cache is not None
     wait_for(lambda: "default/web" in pod_cache.objects)
     uid = stored["metadata"]["uid"] if case == "bound" else "uid-forged"
-    httpx.post(f"{url}/prioritize", json={"Pod": pod_body("web", uid), "NodeNames": ["node-a"]})
+    http_client.post(
+        f"{url}/prioritize", json={"Pod": pod_body("web", uid), "NodeNames": ["node-a"]}
+    )
     refused = "loadaware_extender_reservations_refused_total"
     assert sample(url, refused, reason="not-pending") == 1
     assert instance.ledger is not None

@@ -20,6 +20,7 @@ from app.load.model import MAX_FUTURE_SKEW_S
 from app.load.samples import format_usage
 from app.policy import default_policy
 from tests.extender.nodes import cool, fixture, hot_cpu
+from tests.support import http_client
 from tests.support.asgi_server import serve
 from tests.support.fakekube import FakeKubeServer
 from tests.support.fakekube_fixtures import FakeKube
@@ -44,14 +45,14 @@ def hot_stamped(at_s: float) -> dict[str, str]:
 
 
 def filtered(url: str) -> dict[str, Any]:
-    answer: dict[str, Any] = httpx.post(
+    answer: dict[str, Any] = http_client.post(
         f"{url}/filter", json=fixture("filter-nodecache.json")
     ).json()
     return answer
 
 
 def readyz(url: str) -> httpx.Response:
-    return httpx.get(f"{url}/readyz")
+    return http_client.get(f"{url}/readyz")
 
 
 @pytest.fixture

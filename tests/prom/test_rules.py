@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
-from tests.support import promdata
+from tests.support import http_client, promdata
 from tests.support.prom_fixtures import REPO_ROOT, PromNodeData
 from tests.support.promserver import (
     PrometheusError,
@@ -53,7 +52,7 @@ def _promtool_check(path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _query(data: PromNodeData, expr: str, t: float) -> list[dict[str, Any]]:
-    r = httpx.get(f"{data.url}/api/v1/query", params={"query": expr, "time": t}, timeout=10)
+    r = http_client.get(f"{data.url}/api/v1/query", params={"query": expr, "time": t}, timeout=10)
     r.raise_for_status()
     body = r.json()
     assert body["status"] == "success", body
@@ -262,7 +261,8 @@ def test_readme_node_label_rules_differ_from_shipped_only_by_the_node_label() ->
 def test_empty_prometheus_answers_queries_with_no_series(
     empty_prometheus: PrometheusServer,
 ) -> None:
-    r = httpx.get(f"{empty_prometheus.url}/api/v1/query", params={"query": "cpu_usage_avg_5m"})
+    query = {"query": "cpu_usage_avg_5m"}
+    r = http_client.get(f"{empty_prometheus.url}/api/v1/query", params=query)
     assert r.json()["data"]["result"] == []
 
 
@@ -287,6 +287,6 @@ def test_bench_data_serves_each_metric_for_every_node() -> None:
         import_openmetrics(om, server.tsdb_dir)
         server.start()
         for metric in promdata.DEFAULT_METRICS:
-            r = httpx.get(f"{server.url}/api/v1/query", params={"query": metric, "time": now})
+            r = http_client.get(f"{server.url}/api/v1/query", params={"query": metric, "time": now})
             got = _by_instance(r.json()["data"]["result"])
             assert got == {n.instance: promdata.bench_value(n.name, metric) for n in nodes}

@@ -31,6 +31,7 @@ from tests.extender.test_slow_clients import (
     wait_until,
 )
 from tests.security.test_secrets_not_logged import kubeconfig
+from tests.support import http_client
 from tests.support.fakekube_fixtures import FakeKube
 from tests.support.pki import Pki, make_pki
 from tests.support.ports import free_port
@@ -65,7 +66,7 @@ def running(
 
 def status(url: str, verify: ssl.SSLContext | None = None) -> int | None:
     try:
-        return httpx.get(url, timeout=5, verify=verify or True).status_code
+        return http_client.get(url, timeout=5, verify=verify or True).status_code
     except httpx.TransportError:
         return None
 
@@ -209,7 +210,7 @@ def test_a_body_of_tiny_objects_cannot_push_node_cache_mode_past_its_memory_limi
     body = b'{"Pod": {}, "NodeNames": [' + items + b"]}"
     with running(args, f"{url}/healthz") as process:
         before = peak_memory_kib(process.pid)
-        answer = httpx.post(f"{url}/filter", content=body, timeout=DEADLINE_S)
+        answer = http_client.post(f"{url}/filter", content=body, timeout=DEADLINE_S)
         after = peak_memory_kib(process.pid)
     assert answer.status_code == 413, answer.text[:200]
     assert "--max-body-bytes" in answer.json()["error"]

@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 import yaml
 
+from tests.support.http_client import default_tls
 from tests.support.ports import free_port
 
 PROMETHEUS_BIN = os.environ.get("LOADAWARE_PROMETHEUS", "prometheus")
@@ -167,7 +168,7 @@ class PrometheusServer:
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         last_error = "no answer yet"
-        with httpx.Client(timeout=2.0) as client:
+        with httpx.Client(timeout=2.0, verify=default_tls()) as client:
             while time.monotonic() < deadline:
                 assert self._proc is not None
                 if self._proc.poll() is not None:
