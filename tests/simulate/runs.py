@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from pathlib import Path
 from app.simulate.cluster import Run, SimulatedCluster
 from app.simulate.policies import plan_for
 from app.simulate.scenario import Scenario
-from tests.support.locks import exclusive
+from tests.support.locks import kept_once
 
 APP = Path(__file__).resolve().parents[2] / "app"
 
@@ -71,14 +70,10 @@ def simulated(scenario: Scenario, policy: str) -> Outcome:
     """The run of ``scenario`` under ``policy``: made here, or read as another test made it."""
     if _folder is None:
         return simulate_now(scenario, policy)
-    key = run_key(scenario, policy)
-    kept = _folder / f"{key}.pickle"
-    with exclusive(_folder / f"{key}.lock"):
-        if kept.exists():
-            outcome: Outcome = pickle.loads(kept.read_bytes())
-            return outcome
-        outcome = simulate_now(scenario, policy)
-        partial = _folder / f"{key}.{os.getpid()}.partial"
-        partial.write_bytes(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL))
-        partial.replace(kept)
-        return outcome
+    kept = _folder / f"{run_key(scenario, policy)}.pickle"
+    made = kept_once(
+        kept,
+        lambda: pickle.dumps(simulate_now(scenario, policy), protocol=pickle.HIGHEST_PROTOCOL),
+    )
+    outcome: Outcome = pickle.loads(made)
+    return outcome
