@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lightkube import AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
 
@@ -26,3 +27,19 @@ def own_config_map(
         ),
         data=data,
     )
+
+
+class OwnConfigMapStore:
+    """Where one of loadaware's own ConfigMaps lives, and the client that reads and
+    writes it; a store says what it keeps there."""
+
+    default_name: str
+
+    def __init__(self, client: AsyncClient, namespace: str, name: str | None = None) -> None:
+        self._client = client
+        self.namespace = namespace
+        self.name = name if name is not None else self.default_name
+
+    @property
+    def where(self) -> str:
+        return f"ConfigMap {self.namespace}/{self.name}"

@@ -31,11 +31,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import ConfigMap
 
-from app.kube.configmaps import own_config_map
+from app.kube.configmaps import OwnConfigMapStore, own_config_map
 from app.kube.defaults import STATE_NAME
 from app.objects import EvictionRecord, Resources
 
@@ -167,18 +166,11 @@ def _hot_round(value: Any) -> tuple[int, float] | None:
     return None if at is None else (count, at)
 
 
-class StateStore:
+class StateStore(OwnConfigMapStore):
     """Reads and writes the state ConfigMap (``get``, ``create`` and ``update`` on
     configmaps in the descheduler's own namespace: app/kube/permissions.py)."""
 
-    def __init__(self, client: AsyncClient, namespace: str, name: str = DEFAULT_NAME) -> None:
-        self._client = client
-        self.namespace = namespace
-        self.name = name
-
-    @property
-    def where(self) -> str:
-        return f"ConfigMap {self.namespace}/{self.name}"
+    default_name = DEFAULT_NAME
 
     async def load(self, now_s: float, since_s: float) -> Memory:
         """The memory as stored; an empty one (``exists`` False) if there is no object.

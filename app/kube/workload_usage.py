@@ -40,11 +40,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import ConfigMap
 
-from app.kube.configmaps import own_config_map
+from app.kube.configmaps import OwnConfigMapStore, own_config_map
 from app.kube.defaults import WORKLOAD_USAGE_MAX_AGE_S, WORKLOAD_USAGE_NAME
 from app.objects import Resources
 
@@ -133,18 +132,11 @@ def _usage(value: Any) -> Resources | None:
     return Resources(cpu, memory)
 
 
-class WorkloadUsageStore:
+class WorkloadUsageStore(OwnConfigMapStore):
     """Reads and writes the ConfigMap: the annotator ``get``, ``create`` and ``update``
     in its own namespace, the extender ``get`` (app/kube/permissions.py)."""
 
-    def __init__(self, client: AsyncClient, namespace: str, name: str = DEFAULT_NAME) -> None:
-        self._client = client
-        self.namespace = namespace
-        self.name = name
-
-    @property
-    def where(self) -> str:
-        return f"ConfigMap {self.namespace}/{self.name}"
+    default_name = DEFAULT_NAME
 
     async def read(self, now_s: float) -> tuple[PublishedUsage, int] | None:
         """What is published and how many entries were skipped; None: no object.
