@@ -12,7 +12,9 @@ so that they can take over at once. The rules follow client-go's leaderelection:
   successful renewal is older than the renew deadline, even if the renew loop itself
   is stuck, so a leader cut off from the API server stops writing before anybody else
   can take the lease (renew deadline < lease duration).
-* On shutdown the leader releases the lease, so a successor need not wait it out.
+* On shutdown the leader releases the lease, so a successor need not wait it out; a
+  request of the release that reaches no API server is tried again, all of it within
+  the renew deadline.
 
 The election's flags (``--leader-elect``, ``--lease-*``, ``--leader-elect-*``) and the
 ``LeaseSettings`` they give are in ``flags``, which a command's parser loads without
@@ -39,6 +41,12 @@ from lightkube.resources.coordination_v1 import Lease
 from app.runtime.flags import LeaseSettings
 
 log = logging.getLogger(__name__)
+
+# A release that reached no API server is tried again, this often in all, waiting
+# RELEASE_RETRY_S times the attempt between tries (within renewDeadline, the bound on
+# the whole release).
+RELEASE_ATTEMPTS = 3
+RELEASE_RETRY_S = 0.1
 
 
 LeadershipListener = Callable[[bool], None]
@@ -228,29 +236,45 @@ class LeaderElector:
         return True
 
     async def _release(self) -> None:
-        """Give the lease up so that a successor takes over without waiting it out."""
+        """Give the lease up so that a successor takes over without waiting it out. A
+        request that reached no API server (a connection refused or reset as the
+        process stops) is tried again, up to ``RELEASE_ATTEMPTS`` in all; the caller
+        bounds the whole by ``renewDeadline``."""
         s = self.settings
-        try:
-            lease = await self._client.get(Lease, s.name, namespace=s.namespace)
-            spec = lease.spec or LeaseSpec()
-            if spec.holderIdentity != s.identity:
+        for attempt in range(1, RELEASE_ATTEMPTS + 1):
+            try:
+                await self._give_up()
                 return
-            lease.spec = LeaseSpec(
-                holderIdentity=None,
-                leaseDurationSeconds=1,
-                acquireTime=spec.acquireTime,
-                renewTime=datetime.now(UTC),
-                leaseTransitions=spec.leaseTransitions,
-            )
-            await self._client.replace(lease)
-            log.info("lease %s/%s released by %s", s.namespace, s.name, s.identity)
-        except (httpx2.HTTPError, OSError) as error:
+            except (httpx2.TransportError, OSError) as error:
+                if attempt < RELEASE_ATTEMPTS:
+                    await asyncio.sleep(RELEASE_RETRY_S * attempt)
+                    continue
+                failure = _describe(error)
+            except httpx2.HTTPError as error:
+                failure = _describe(error)
             log.warning(
                 "lease %s/%s: could not release it (%s); a successor takes over after it expires",
                 s.namespace,
                 s.name,
-                _describe(error),
+                failure,
             )
+            return
+
+    async def _give_up(self) -> None:
+        s = self.settings
+        lease = await self._client.get(Lease, s.name, namespace=s.namespace)
+        spec = lease.spec or LeaseSpec()
+        if spec.holderIdentity != s.identity:
+            return
+        lease.spec = LeaseSpec(
+            holderIdentity=None,
+            leaseDurationSeconds=1,
+            acquireTime=spec.acquireTime,
+            renewTime=datetime.now(UTC),
+            leaseTransitions=spec.leaseTransitions,
+        )
+        await self._client.replace(lease)
+        log.info("lease %s/%s released by %s", s.namespace, s.name, s.identity)
 
 
 def _describe(error: BaseException) -> str:
