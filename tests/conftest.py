@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
+
+T = TypeVar("T")
 
 pytest_plugins: list[str] = [
     "tests.support.prom_fixtures",
@@ -33,6 +36,21 @@ STARTS_FIRST = (
     "tests/simulate/test_no_harm.py::test_beside_a_load_aware_scheduler_it_adds_no_harm_on_"
     "seeds_it_was_not_built_on[loadaware-thousand-nodes",
     "tests/load/test_load_smoke.py::",
+)
+# Tests that mostly wait, on purpose (a client that stalls, a timeout, a leader that
+# loses its lease), each holding a worker for seconds while using almost no CPU. In
+# collection order they sit together (tests/extender, tests/faults, tests/security), and
+# once all four workers waited on them at the same time: both cores idle for ~10 s. They
+# are spread evenly through the rest of the run instead, so that the other workers keep
+# the cores busy while one waits.
+WAITS_MOSTLY = (
+    "tests/extender/test_slow_clients.py::",
+    "tests/security/test_sockets.py::",
+    "tests/faults/test_prometheus_faults.py::",
+    "tests/faults/test_descheduler_faults.py::",
+    "tests/faults/test_readiness_faults.py::",
+    "tests/annotator/test_leader.py::",
+    "tests/annotator/test_sync_faults.py::",
 )
 # The end-to-end files in three groups of about equal time, each run by one worker on
 # one control plane (tests/e2e/conftest.py stops it when the worker leaves tests/e2e):
@@ -89,9 +107,30 @@ def _start_rank(item: pytest.Item) -> int:
     return next(ranks, len(STARTS_FIRST))
 
 
+def spread_out(items: list[T], spread: list[T]) -> list[T]:
+    """``items`` with ``spread`` inserted at even intervals, both in their own order."""
+    merged: list[T] = []
+    every = (len(items) + 1) / (len(spread) + 1)
+    at = iter(round(every * (n + 1)) for n in range(len(spread)))
+    next_at = next(at, None)
+    spread_left = iter(spread)
+    for index, item in enumerate(items):
+        while next_at is not None and index == next_at:
+            merged.append(next(spread_left))
+            next_at = next(at, None)
+        merged.append(item)
+    merged.extend(spread_left)
+    return merged
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_start_rank)  # stable: the order within a rank is kept
+    first = [item for item in items if _start_rank(item) < len(STARTS_FIRST)]
+    rest = [item for item in items if _start_rank(item) == len(STARTS_FIRST)]
+    waits = [item for item in rest if item.nodeid.startswith(WAITS_MOSTLY)]
+    others = [item for item in rest if not item.nodeid.startswith(WAITS_MOSTLY)]
+    items[:] = first + spread_out(others, waits)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -1,11 +1,13 @@
-"""Every e2e file belongs to one of the suite's e2e groups (tests/conftest.py): a file
-left out runs ungrouped and starts a control plane of its own on each worker."""
+"""How tests/conftest.py hands the suite to its workers: every e2e file belongs to one
+of the e2e groups (a file left out runs ungrouped and starts a control plane of its own
+on each worker), and the tests that mostly wait are spread through the run."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
-from tests.conftest import E2E_GROUPS
+from tests.conftest import E2E_GROUPS, WAITS_MOSTLY, spread_out
 
 
 def test_every_e2e_file_is_in_exactly_one_group() -> None:
@@ -14,3 +16,28 @@ def test_every_e2e_file_is_in_exactly_one_group() -> None:
     )
     grouped = [name for names in E2E_GROUPS.values() for name in names]
     assert sorted(grouped) == files
+
+
+def test_spread_out_keeps_every_item_once_in_order_at_even_intervals() -> None:
+    items: list[int | str] = list(range(100))
+    spread: list[int | str] = ["a", "b", "c", "d"]
+    merged = spread_out(items, spread)
+    assert [x for x in merged if isinstance(x, int)] == items
+    assert [x for x in merged if isinstance(x, str)] == spread
+    at = [n for n, x in enumerate(merged) if isinstance(x, str)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise([-1, *at, len(merged)])]
+    assert max(gaps) - min(gaps) <= 2, gaps  # no two of them side by side, none bunched
+
+
+def test_spread_out_with_more_to_spread_than_items_loses_nothing() -> None:
+    items: list[int | str] = [1, 2]
+    spread: list[int | str] = ["a", "b", "c", "d", "e"]
+    merged = spread_out(items, spread)
+    assert sorted(map(str, merged)) == ["1", "2", "a", "b", "c", "d", "e"]
+    assert [x for x in merged if isinstance(x, str)] == ["a", "b", "c", "d", "e"]
+
+
+def test_every_test_named_as_waiting_mostly_exists() -> None:
+    root = Path(__file__).parents[1]
+    for prefix in WAITS_MOSTLY:
+        assert (root / prefix.removesuffix("::")).is_file(), prefix
