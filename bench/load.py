@@ -29,7 +29,7 @@ ledger fills for one TTL and then holds steady. The second half of the run must 
 after that (``--duration`` > 2 x TTL); growth is measured from the middle to the end.
 
     python bench/load.py                  # 60 s
-    python bench/load.py --duration 10 --reservation-ttl 2 --json   # the CI smoke run
+    python bench/load.py --duration 6 --reservation-ttl 2 --json    # the CI smoke run
 """
 
 from __future__ import annotations
