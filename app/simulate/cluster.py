@@ -45,6 +45,7 @@ EPOCH_S = 1_704_067_200.0
 # long before the start: long enough that no estimate or hot value counts it as new.
 PRE_BOUND_S = -86_400.0
 
+BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -225,6 +226,11 @@ class SimulatedCluster:
         self.on_placement: Callable[[SimulatedCluster, Placement], None] | None = None
         # Slots their workload wants now; only a replica history ever clears one.
         self.wanted = np.ones(slots, dtype=np.bool_)
+        # Bumped whenever a slot's node changes (``node_of``): what follows from the
+        # placements alone is kept until then.
+        self._placement_version = 0
+        self._bound: tuple[int, BoolArray] = (-1, self.node_of >= 0)
+        self._load: _StepLoad | None = None
         self._bind_captured_placement()
 
     def _bind_captured_placement(self) -> None:
@@ -235,6 +241,7 @@ class SimulatedCluster:
             for offset, node_name in enumerate(workload.placement):
                 slot, node = first + offset, index_of[node_name]
                 self.node_of[slot] = node
+                self._placement_version += 1
                 self.bound_at_s[slot] = self.created_at_s[slot] = PRE_BOUND_S
                 self.requests.add(node, self.shapes[workload_index])
                 self.run.placements.append(Placement(PRE_BOUND_S, slot, node))
@@ -256,7 +263,7 @@ class SimulatedCluster:
         t_s = step * self.scenario.step_s
         self.pipeline.advance(t_s)
         if self.workload_usage is not None:
-            self.workload_usage.advance(t_s, self.node_of >= 0)
+            self.workload_usage.advance(t_s, self.bound())
             self._follow_workload_usage()
         if self.soft_taints is not None:
             self.soft_taints.advance(t_s)
@@ -292,6 +299,7 @@ class SimulatedCluster:
             if node >= 0:
                 self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])], -1.0)
                 self.node_of[slot] = -1
+                self._placement_version += 1
                 self.bound_at_s[slot] = math.nan
                 self.run.deletions.append(Deletion(t_s, slot, node))
         returning = ~self.wanted & wanted
@@ -327,6 +335,7 @@ class SimulatedCluster:
         if self.on_placement is not None:
             self.on_placement(self, placement)  # sees the cluster as the scheduler did
         self.node_of[slot] = node
+        self._placement_version += 1
         self.bound_at_s[slot] = t_s
         self.run.waits_s.append(t_s - float(self.created_at_s[slot]))
         self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])])
@@ -341,6 +350,7 @@ class SimulatedCluster:
         violation = allowed is not None and allowed < 1
         self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])], -1.0)
         self.node_of[slot] = -1
+        self._placement_version += 1
         self.bound_at_s[slot] = math.nan
         self.created_at_s[slot] = t_s  # the controller recreates it at once
         self.run.evictions.append(Eviction(t_s, slot, node, violation))
@@ -356,23 +366,74 @@ class SimulatedCluster:
 
     def run_workloads(self, step: int, t_s: float) -> None:
         cpu, memory = self.usage.at(step, t_s)
+        load = self._load
+        if load is None or not load.holds(cpu, memory, self._placement_version):
+            load = self._load = self._step_load(cpu, memory)
+        step_s = self.scenario.step_s
+        self.run.cpu_utilisation[step] = load.cpu_fraction
+        self.run.memory_utilisation[step] = load.mem_fraction
+        self.run.throttled_core_s += load.throttled_core_s
+        self.run.oom_events += load.oom_events
+        if self.workload_usage is not None and load.cpu_got is not None:
+            self.workload_usage.account(load.cpu_got, memory, self.bound(), step_s)
+        self.pipeline.account(load.cpu_seen, load.mem_seen, step_s)
+
+    def _step_load(self, cpu: FloatArray, memory: FloatArray) -> _StepLoad:
         nodes = len(self.node_names)
         cpu_demand = demand_per_node(self.node_of, cpu, nodes)
         mem_demand = demand_per_node(self.node_of, memory, nodes)
         cpu_fraction = cpu_demand / self.allocatable_cpu
         mem_fraction = mem_demand / self.allocatable_memory
-        step_s = self.scenario.step_s
-        self.run.cpu_utilisation[step] = cpu_fraction
-        self.run.memory_utilisation[step] = mem_fraction
-        self.run.throttled_core_s += float(
-            np.maximum(cpu_demand - self.allocatable_cpu, 0.0).sum() * step_s
+        throttled_core_s = float(
+            np.maximum(cpu_demand - self.allocatable_cpu, 0.0).sum() * self.scenario.step_s
         )
-        self.run.oom_events += int(np.count_nonzero(mem_demand > self.allocatable_memory))
-        if self.workload_usage is not None:
-            got = cpu_got(self.node_of, cpu, cpu_demand, self.allocatable_cpu)
-            self.workload_usage.account(got, memory, self.node_of >= 0, step_s)
-        self.pipeline.account(np.minimum(cpu_fraction, 1.0), np.minimum(mem_fraction, 1.0), step_s)
+        return _StepLoad(
+            cpu,
+            memory,
+            self._placement_version,
+            cpu_fraction,
+            mem_fraction,
+            throttled_core_s,
+            int(np.count_nonzero(mem_demand > self.allocatable_memory)),
+            np.minimum(cpu_fraction, 1.0),
+            np.minimum(mem_fraction, 1.0),
+            cpu_got(self.node_of, cpu, cpu_demand, self.allocatable_cpu)
+            if self.workload_usage is not None
+            else None,
+        )
 
+    def bound(self) -> BoolArray:
+        """Which slots have a pod bound now (read-only; kept until a placement changes)."""
+        if self._bound[0] != self._placement_version:
+            bound = self.node_of >= 0
+            bound.flags.writeable = False
+            self._bound = (self._placement_version, bound)
+        return self._bound[1]
+
+
+@dataclass(frozen=True, slots=True)
+class _StepLoad:
+    """What one step's usage does to the nodes, for the usage arrays and the placements
+    it was worked out from: a step with the same (read-only) usage arrays and no
+    placement changed since is the same numbers, so it is worked out once."""
+
+    cpu: FloatArray
+    memory: FloatArray
+    placement_version: int
+    cpu_fraction: FloatArray  # demand / allocatable
+    mem_fraction: FloatArray
+    throttled_core_s: float
+    oom_events: int
+    cpu_seen: FloatArray  # the fractions capped at capacity, as the node reports them
+    mem_seen: FloatArray
+    cpu_got: FloatArray | None  # what each slot's pod got of its CPU (workload usage only)
+
+    def holds(self, cpu: FloatArray, memory: FloatArray, placement_version: int) -> bool:
+        return (
+            cpu is self.cpu
+            and memory is self.memory
+            and placement_version == self.placement_version
+        )
 
 def _pod_shape(
     requests: Resources,

@@ -149,6 +149,10 @@ class SlotUsage:
         self._spiky = [(self.workload_of == index, usage) for index, usage in spiky]
         # The last steps drawn: the descheduler's rate window reads them again.
         self._drawn: dict[tuple[int, float], tuple[FloatArray, FloatArray]] = {}
+        # The last draw without spikes and the base usage it was drawn from: a step
+        # whose bases are the same numbers gets the same (read-only) arrays again.
+        self._last_draw: tuple[list[tuple[float, float]], tuple[FloatArray, FloatArray]] | None
+        self._last_draw = None
 
     def _measured_spread(self, workload: int, usage: HistoryUsage) -> None:
         start = int(self.first_slot[workload])
@@ -189,14 +193,31 @@ class SlotUsage:
 
     def _draw(self, step: int, t_s: float) -> tuple[FloatArray, FloatArray]:
         bases = [base_usage(w.usage, t_s) for w in self._scenario.workloads]
+        if not self._spiky:
+            last = self._last_draw
+            if last is not None and _same_numbers(last[0], bases):
+                return last[1]
+            drawn = self._unspiked(bases)
+            self._last_draw = (bases, drawn)
+            return drawn
+        cpu, memory = self._unspiked(bases)
+        draws = np.random.default_rng([self._scenario.seed, 2, step]).random(self.slots)
+        for mask, usage in self._spiky:
+            spiking = mask & (draws < usage.spike_fraction)
+            cpu = cpu + np.where(spiking, usage.spike.cpu, 0.0)
+            memory = memory + np.where(spiking, usage.spike.memory, 0.0)
+        return cpu, memory
+
+    def _unspiked(self, bases: list[tuple[float, float]]) -> tuple[FloatArray, FloatArray]:
         cpu_base = np.array([b[0] for b in bases])
         mem_base = np.array([b[1] for b in bases])
         cpu = cpu_base[self.workload_of] * self._cpu_factor
         memory = mem_base[self.workload_of] * self._mem_factor
-        if self._spiky:
-            draws = np.random.default_rng([self._scenario.seed, 2, step]).random(self.slots)
-            for mask, usage in self._spiky:
-                spiking = mask & (draws < usage.spike_fraction)
-                cpu = cpu + np.where(spiking, usage.spike.cpu, 0.0)
-                memory = memory + np.where(spiking, usage.spike.memory, 0.0)
         return cpu, memory
+
+
+def _same_numbers(before: list[tuple[float, float]], now: list[tuple[float, float]]) -> bool:
+    """Whether two lists of base usage are the same floats, bit for bit: equal and not
+    zero (equal non-zero floats have the same bits; a zero may differ in its sign, which
+    a product keeps, and NaN equals nothing)."""
+    return before == now and not any(0.0 in pair for pair in now)
