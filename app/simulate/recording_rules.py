@@ -62,18 +62,36 @@ class _History:
     def __init__(self, length: int, nodes: int) -> None:
         self.values = np.full((length, nodes), np.nan)
         self.written = 0
+        # Row positions newest first, twice round: ``last`` takes a slice of it.
+        self._backwards = np.tile(np.arange(length - 1, -1, -1), 2)
+        self._newest_bytes = b""
+        self.same_in_a_row = 0  # how many of the newest rows are the same bytes
 
     def push(self, row: FloatArray) -> None:
+        row_bytes = row.tobytes()
+        same = self.written > 0 and row_bytes == self._newest_bytes
+        self.same_in_a_row = self.same_in_a_row + 1 if same else 1
+        self._newest_bytes = row_bytes
         self.values[self.written % len(self.values)] = row
         self.written += 1
 
+    def newest(self) -> FloatArray:
+        return self.values[(self.written - 1) % len(self.values)]
+
     def last(self, count: int) -> FloatArray:
-        count = min(count, self.written, len(self.values))
-        rows = [(self.written - 1 - i) % len(self.values) for i in range(count)]
-        return self.values[rows]
+        """The newest ``count`` rows (fewer if fewer were written), newest first."""
+        length = len(self.values)
+        count = min(count, self.written, length)
+        start = length - 1 - (self.written - 1) % length
+        return self.values[self._backwards[start : start + count]]
 
 
 def _mean_ignoring_nan(rows: FloatArray) -> FloatArray:
+    sums = rows.sum(axis=0)
+    if not math.isnan(sums.sum()):
+        # No NaN in any row (one would make its column's sum NaN): each column counts
+        # every row, and the masks below would change nothing.
+        return sums / len(rows)
     missing = np.isnan(rows)
     # The method, not np.sum: the same reduction, without the wrapper's cost per step.
     counts = (~missing).sum(axis=0)
@@ -119,6 +137,7 @@ class SimulatedMonitoring:
             for name, s in (("avg", AVG_WINDOW_S), ("1d", 86400.0))
         }
         self._active = {r: _History(evaluations_per["avg"], nodes) for r in ("cpu", "mem")}
+        self._avg_window = max(1, round(AVG_WINDOW_S / rule_interval_s))
         self._avg = {r: _History(evaluations_per["1d"], nodes) for r in ("cpu", "mem")}
         # What is on the nodes: per metric the written fraction and the write time.
         self.values = {m: np.full(nodes, np.nan) for m in self.sync_periods_s}
@@ -174,10 +193,16 @@ class SimulatedMonitoring:
         self._scrapes += 1
 
     def _evaluate_rules(self) -> None:
+        window = self._avg_window
         for resource, scraped in (("cpu", self._scraped_cpu), ("mem", self._scraped_mem)):
-            self._active[resource].push(scraped)
-            window = max(1, round(AVG_WINDOW_S / self.rule_interval_s))
-            self._avg[resource].push(_mean_ignoring_nan(self._active[resource].last(window)))
+            active, avg = self._active[resource], self._avg[resource]
+            active.push(scraped)
+            if active.same_in_a_row > window:
+                # This window and the last one are the same rows (the last one full):
+                # the same mean as last time.
+                avg.push(avg.newest())
+            else:
+                avg.push(_mean_ignoring_nan(active.last(window)))
 
     def rule_value(self, metric: str) -> FloatArray:
         """The latest evaluation of a metric's rule, per node (NaN: no data)."""
