@@ -76,7 +76,8 @@ class _History:
         self.written += 1
 
     def newest(self) -> FloatArray:
-        return self.values[(self.written - 1) % len(self.values)]
+        newest: FloatArray = self.values[(self.written - 1) % len(self.values)]
+        return newest
 
     def last(self, count: int) -> FloatArray:
         """The newest ``count`` rows (fewer if fewer were written), newest first."""
@@ -91,7 +92,8 @@ def _mean_ignoring_nan(rows: FloatArray) -> FloatArray:
     if not math.isnan(sums.sum()):
         # No NaN in any row (one would make its column's sum NaN): each column counts
         # every row, and the masks below would change nothing.
-        return sums / len(rows)
+        mean: FloatArray = sums / len(rows)
+        return mean
     missing = np.isnan(rows)
     # The method, not np.sum: the same reduction, without the wrapper's cost per step.
     counts = (~missing).sum(axis=0)
