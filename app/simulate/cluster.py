@@ -229,7 +229,7 @@ class SimulatedCluster:
         # Bumped whenever a slot's node changes (``node_of``): what follows from the
         # placements alone is kept until then.
         self._placement_version = 0
-        self._bound: tuple[int, BoolArray] = (-1, self.node_of >= 0)
+        self._bound: tuple[int, BoolArray, BoolArray] = (-1, self.node_of >= 0, self.node_of < 0)
         self._load: _StepLoad | None = None
         self._bind_captured_placement()
 
@@ -272,9 +272,7 @@ class SimulatedCluster:
         if self.rebalancer is not None and step > 0 and is_due(t_s, interval_s):
             for slot in self.rebalancer.evictions(self, t_s):
                 self.evict(int(slot), t_s)
-        self.schedule_pending(t_s)
-        waiting = (self.node_of < 0) & (self.created_at_s <= t_s) & self.wanted
-        self.run.pending.append(int(np.count_nonzero(waiting)))
+        self.run.pending.append(self.schedule_pending(t_s))
         self.run_workloads(step, t_s)
 
     def _follow_workload_usage(self) -> None:
@@ -307,18 +305,23 @@ class SimulatedCluster:
         self.wanted = wanted
 
     def pending(self, t_s: float) -> IntArray:
-        waiting = np.flatnonzero(
-            (self.node_of < 0) & (self.created_at_s <= t_s) & self.wanted
-        )
+        waiting_mask = self.created_at_s <= t_s
+        waiting_mask &= self.unbound()
+        if self.usage.varying:  # else every slot is wanted
+            waiting_mask &= self.wanted
+        waiting: IntArray = waiting_mask.nonzero()[0]
         if not len(waiting):
             return waiting
         priority = self.usage.priority[waiting]
         order = np.lexsort((waiting, self.created_at_s[waiting], -priority))
         return waiting[order]
 
-    def schedule_pending(self, t_s: float) -> None:
+    def schedule_pending(self, t_s: float) -> int:
+        """Bind what can be bound of the pods pending at ``t_s``; how many still wait."""
         unschedulable: set[int] = set()  # workloads that found no node in this step
-        for slot in self.pending(t_s).tolist():
+        pending = self.pending(t_s).tolist()
+        waiting = len(pending)
+        for slot in pending:
             workload = int(self.usage.workload_of[slot])
             if workload in unschedulable:
                 continue  # placements only fill nodes up: it would fail again
@@ -329,6 +332,8 @@ class SimulatedCluster:
                 unschedulable.add(workload)
                 continue
             self.bind(slot, node, t_s)
+            waiting -= 1
+        return waiting
 
     def bind(self, slot: int, node: int, t_s: float) -> None:
         placement = Placement(t_s, slot, node)
@@ -404,11 +409,20 @@ class SimulatedCluster:
 
     def bound(self) -> BoolArray:
         """Which slots have a pod bound now (read-only; kept until a placement changes)."""
-        if self._bound[0] != self._placement_version:
+        return self._bound_and_unbound()[0]
+
+    def unbound(self) -> BoolArray:
+        """Which slots have no pod bound now (read-only, like ``bound``)."""
+        return self._bound_and_unbound()[1]
+
+    def _bound_and_unbound(self) -> tuple[BoolArray, BoolArray]:
+        version, bound, unbound = self._bound
+        if version != self._placement_version:
             bound = self.node_of >= 0
-            bound.flags.writeable = False
-            self._bound = (self._placement_version, bound)
-        return self._bound[1]
+            unbound = ~bound
+            bound.flags.writeable = unbound.flags.writeable = False
+            self._bound = (self._placement_version, bound, unbound)
+        return bound, unbound
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,6 +127,8 @@ class SimulatedMonitoring:
         self.rule_interval_s = rule_interval_s
         self.hot_value_interval_s = hot_value_interval_s
         self.sync_periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
+        # Each period once: most steps none is due, and it takes one check per period to see.
+        self._distinct_sync_periods_s = list(dict.fromkeys(self.sync_periods_s.values()))
         self._nodes = nodes
         self._cpu_busy_s = np.zeros(nodes)  # CPU-seconds per core since the last scrape
         self._cpu_since_scrape_s = 0.0
@@ -179,8 +181,9 @@ class SimulatedMonitoring:
             self._scrape()
         if is_due(t_s, self.rule_interval_s):
             self._evaluate_rules()
-        due = [m for m, period_s in self.sync_periods_s.items() if is_due(t_s, period_s)]
-        if due:
+        due_periods_s = [p for p in self._distinct_sync_periods_s if is_due(t_s, p)]
+        if due_periods_s:
+            due = [m for m, period_s in self.sync_periods_s.items() if period_s in due_periods_s]
             self._sync(due, t_s)
         if is_due(t_s, self.hot_value_interval_s):
             self._publish_hot_values(t_s)

@@ -95,8 +95,9 @@ class SimulatedWorkloadUsage:
             self._ran_s[self._row] = self._ran_now_s
             self._row = (self._row + 1) % len(self._busy_s)
             self._scraped_memory = self._memory_now.copy()
-        self._busy_now_s = np.zeros_like(self._busy_now_s)
-        self._ran_now_s = np.zeros_like(self._ran_now_s)
+        # Copied into the window above: the same arrays start the next interval.
+        self._busy_now_s.fill(0.0)
+        self._ran_now_s.fill(0.0)
         self._scrapes += 1
 
     def _publish(self, bound: BoolArray) -> None:
