@@ -392,6 +392,15 @@ class SimulatedCluster:
         throttled_core_s = float(
             np.maximum(cpu_demand - self.allocatable_cpu, 0.0).sum() * self.scenario.step_s
         )
+        # Read-only: the pipeline and the workload usage may keep what they make of them.
+        cpu_seen, mem_seen = np.minimum(cpu_fraction, 1.0), np.minimum(mem_fraction, 1.0)
+        got = (
+            cpu_got(self.node_of, cpu, cpu_demand, self.allocatable_cpu)
+            if self.workload_usage is not None
+            else None
+        )
+        for array in (cpu_seen, mem_seen) if got is None else (cpu_seen, mem_seen, got):
+            array.flags.writeable = False
         return _StepLoad(
             cpu,
             memory,
@@ -400,11 +409,9 @@ class SimulatedCluster:
             mem_fraction,
             throttled_core_s,
             int(np.count_nonzero(mem_demand > self.allocatable_memory)),
-            np.minimum(cpu_fraction, 1.0),
-            np.minimum(mem_fraction, 1.0),
-            cpu_got(self.node_of, cpu, cpu_demand, self.allocatable_cpu)
-            if self.workload_usage is not None
-            else None,
+            cpu_seen,
+            mem_seen,
+            got,
         )
 
     def bound(self) -> BoolArray:

@@ -149,7 +149,15 @@ class SlotUsage:
         self._spiky = [(self.workload_of == index, usage) for index, usage in spiky]
         # The last steps drawn: the descheduler's rate window reads them again.
         self._drawn: dict[tuple[int, float], tuple[FloatArray, FloatArray]] = {}
-        # The last draw without spikes and the base usage it was drawn from: a step
+        # The base usage of the workloads whose usage does not depend on time, worked
+        # out once, and the indices of the others (their base is worked out per step).
+        self._bases = [base_usage(w.usage, 0.0) for w in scenario.workloads]
+        self._changing = [
+            index
+            for index, w in enumerate(scenario.workloads)
+            if not isinstance(w.usage, ConstantUsage | SpikyUsage)
+        ]
+        # The last draw without spikes and the changing bases it was drawn from: a step
         # whose bases are the same numbers gets the same (read-only) arrays again.
         self._last_draw: tuple[list[tuple[float, float]], tuple[FloatArray, FloatArray]] | None
         self._last_draw = None
@@ -192,15 +200,16 @@ class SlotUsage:
         return drawn
 
     def _draw(self, step: int, t_s: float) -> tuple[FloatArray, FloatArray]:
-        bases = [base_usage(w.usage, t_s) for w in self._scenario.workloads]
+        workloads = self._scenario.workloads
+        changing = [base_usage(workloads[index].usage, t_s) for index in self._changing]
         if not self._spiky:
             last = self._last_draw
-            if last is not None and _same_numbers(last[0], bases):
+            if last is not None and _same_numbers(last[0], changing):
                 return last[1]
-            drawn = self._unspiked(bases)
-            self._last_draw = (bases, drawn)
+            drawn = self._unspiked(changing)
+            self._last_draw = (changing, drawn)
             return drawn
-        cpu, memory = self._unspiked(bases)
+        cpu, memory = self._unspiked(changing)
         draws = np.random.default_rng([self._scenario.seed, 2, step]).random(self.slots)
         for mask, usage in self._spiky:
             spiking = mask & (draws < usage.spike_fraction)
@@ -208,7 +217,11 @@ class SlotUsage:
             memory = memory + np.where(spiking, usage.spike.memory, 0.0)
         return cpu, memory
 
-    def _unspiked(self, bases: list[tuple[float, float]]) -> tuple[FloatArray, FloatArray]:
+    def _unspiked(self, changing: list[tuple[float, float]]) -> tuple[FloatArray, FloatArray]:
+        """Every slot's usage without spikes; ``changing``: the bases that depend on time."""
+        bases = self._bases
+        for index, base in zip(self._changing, changing, strict=True):
+            bases[index] = base
         cpu_base = np.array([b[0] for b in bases])
         mem_base = np.array([b[1] for b in bases])
         cpu = cpu_base[self.workload_of] * self._cpu_factor

@@ -127,11 +127,14 @@ class SimulatedMonitoring:
         self.rule_interval_s = rule_interval_s
         self.hot_value_interval_s = hot_value_interval_s
         self.sync_periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
+        self._rules = {metric: rule_of(metric) for metric in self.sync_periods_s}
         # Each period once: most steps none is due, and it takes one check per period to see.
         self._distinct_sync_periods_s = list(dict.fromkeys(self.sync_periods_s.values()))
         self._nodes = nodes
         self._cpu_busy_s = np.zeros(nodes)  # CPU-seconds per core since the last scrape
         self._cpu_since_scrape_s = 0.0
+        # The last step's fraction and seconds, and the CPU-seconds they add.
+        self._busy: tuple[FloatArray, float, FloatArray] | None = None
         self._scraped_cpu: FloatArray = np.full(nodes, np.nan)  # rate over the last 2 scrapes
         self._scraped_mem: FloatArray = np.full(nodes, np.nan)
         self._mem_now: FloatArray = np.full(nodes, np.nan)
@@ -167,7 +170,13 @@ class SimulatedMonitoring:
     # -- what happens on the nodes ---------------------------------------------------
     def account(self, cpu_fraction: FloatArray, mem_fraction: FloatArray, seconds: float) -> None:
         """Usage (capped at capacity) during the last ``seconds``, as node fractions."""
-        self._cpu_busy_s += cpu_fraction * seconds
+        busy = self._busy
+        if busy is None or not (
+            busy[0] is cpu_fraction and busy[1] == seconds and not cpu_fraction.flags.writeable
+        ):
+            # A read-only array is the same numbers while it is the same object.
+            busy = self._busy = (cpu_fraction, seconds, cpu_fraction * seconds)
+        self._cpu_busy_s += busy[2]
         self._cpu_since_scrape_s += seconds
         self._mem_now = mem_fraction
 
@@ -211,7 +220,7 @@ class SimulatedMonitoring:
 
     def rule_value(self, metric: str) -> FloatArray:
         """The latest evaluation of a metric's rule, per node (NaN: no data)."""
-        rule = rule_of(metric)
+        rule = self._rules.get(metric) or rule_of(metric)
         assert rule is not None, metric  # scenarios are checked for this on load
         history = self._avg[rule.resource]
         if rule.max_window_s is None:

@@ -66,14 +66,25 @@ class SimulatedWorkloadUsage:
         self.cpu_cores: FloatArray = np.full(workloads, np.nan)
         self.memory_bytes: FloatArray = np.full(workloads, np.nan)
         self.version = 0  # bumps on every publication
+        # The last step's arguments to ``account`` and what they add: a step with the same
+        # read-only arrays (a quiet step in the simulator) adds the same numbers.
+        self._accounted: tuple[_Step, FloatArray, FloatArray, FloatArray] | None = None
 
     def account(
         self, cpu_cores: FloatArray, memory_bytes: FloatArray, bound: BoolArray, seconds: float
     ) -> None:
         """What each slot's pod used during the last ``seconds`` (0 where none is bound)."""
-        self._busy_now_s += np.where(bound, cpu_cores, 0.0) * seconds
-        self._ran_now_s += bound * seconds
-        self._memory_now = np.where(bound, memory_bytes, np.nan)
+        step = (cpu_cores, memory_bytes, bound, seconds)
+        accounted = self._accounted
+        if accounted is None or not _same_step(accounted[0], step):
+            busy_s: FloatArray = np.where(bound, cpu_cores, 0.0) * seconds
+            ran_s: FloatArray = np.where(bound, seconds, 0.0)
+            memory_now: FloatArray = np.where(bound, memory_bytes, np.nan)
+            accounted = (step, busy_s, ran_s, memory_now)
+            self._accounted = accounted
+        self._busy_now_s += accounted[1]
+        self._ran_now_s += accounted[2]
+        self._memory_now = accounted[3]  # only ever replaced, and copied when scraped
 
     def advance(self, t_s: float, bound: BoolArray) -> None:
         """Scrape and publish whatever is due at ``t_s``; ``bound``: slots with a pod now."""
@@ -110,6 +121,18 @@ class SimulatedWorkloadUsage:
         self.cpu_cores = _percentile_per_workload(cpu, workloads, self._workloads)
         self.memory_bytes = _percentile_per_workload(memory, workloads, self._workloads)
         self.version += 1
+
+
+_Step = tuple[FloatArray, FloatArray, BoolArray, float]
+
+
+def _same_step(before: _Step, now: _Step) -> bool:
+    """Whether ``account`` was given the same numbers: the same read-only arrays (which
+    cannot have changed since) and the same seconds."""
+    return now[3] == before[3] and all(
+        array is earlier and not array.flags.writeable
+        for array, earlier in zip(now[:3], before[:3], strict=True)
+    )
 
 
 def _percentile_per_workload(values: FloatArray, workloads: IntArray, count: int) -> FloatArray:

@@ -134,3 +134,29 @@ def test_every_5m_average_is_the_mean_of_the_last_five_rule_samples(
             else:
                 assert math.isnan(got)
         pipeline.account(np.array([value]), np.array([value]), STEP_S)
+
+
+def test_an_array_changed_in_place_between_steps_is_accounted_as_changed() -> None:
+    # ``account`` keeps what a step adds for the same read-only array; a caller's
+    # writable array changed in place is new numbers, as fresh copies are.
+    pipelines = [
+        SimulatedMonitoring(
+            default_policy(),
+            2,
+            epoch_s=EPOCH_S,
+            scrape_interval_s=60.0,
+            rule_interval_s=60.0,
+            hot_value_interval_s=30.0,
+        )
+        for _ in range(2)
+    ]
+    usage = np.array([0.25, 0.5])
+    for step in range(12):
+        for pipeline in pipelines:
+            pipeline.advance(step * STEP_S)
+        usage[:] = [0.25 + step / 20, 0.5]
+        pipelines[0].account(usage, usage, STEP_S)
+        pipelines[1].account(usage.copy(), usage.copy(), STEP_S)
+    in_place, copied = (p.rule_value("cpu_usage_avg_5m").tolist() for p in pipelines)
+    assert in_place == copied
+    assert copied[0] != 0.25

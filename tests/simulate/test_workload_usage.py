@@ -132,3 +132,26 @@ def test_on_spiky_waves_it_takes_away_loadawares_own_throttling_seed_by_seed() -
         after.append(harm(simulate(seed)))
         assert after[-1] <= before[-1] + 1e-9, (seed, before[-1], after[-1])
     assert sum(after) < sum(before) / 4, (before, after)
+
+
+def test_an_array_changed_in_place_between_steps_is_accounted_as_changed() -> None:
+    """``account`` keeps what a step adds for the same read-only arrays; a caller's
+    writable array changed in place is new numbers, as fresh copies are."""
+    workload_of = np.zeros(6, dtype=np.int64)
+    bound = np.ones(6, dtype=np.bool_)
+    in_place, copied = (
+        SimulatedWorkloadUsage(workload_of, 1, scrape_interval_s=30.0, publish_period_s=180.0)
+        for _ in range(2)
+    )
+    cpu, memory = np.full(6, 0.5), np.full(6, 1e9)
+    for step in range(7):
+        in_place.advance(step * 30.0, bound)
+        copied.advance(step * 30.0, bound)
+        cpu[:] = 0.5 + step / 10
+        memory[:] = 1e9 * (1 + step)
+        in_place.account(cpu, memory, bound, 30.0)
+        copied.account(cpu.copy(), memory.copy(), bound.copy(), 30.0)
+    assert in_place.version == copied.version == 1
+    assert in_place.observed(0) == copied.observed(0)
+    assert copied.observed(0) is not None
+    assert copied.observed(0) != Resources(0.5, 1e9)
