@@ -103,6 +103,12 @@ def _mean_ignoring_nan(rows: FloatArray) -> FloatArray:
 
 
 def _max_ignoring_nan(rows: FloatArray) -> FloatArray:
+    if len(rows):
+        best: FloatArray = rows.max(axis=0)  # NaN where a row has NaN
+        if math.isfinite(best.sum()):
+            # No NaN or infinity in any column's max, so none in the rows: the masks
+            # below would change nothing.
+            return best
     filled = np.where(np.isnan(rows), -np.inf, rows)
     best = filled.max(axis=0) if len(rows) else np.full(rows.shape[1], -np.inf)
     return np.where(np.isinf(best), np.nan, best)
@@ -232,6 +238,9 @@ class SimulatedMonitoring:
     def _sync(self, metrics: list[str], t_s: float) -> None:
         for metric in metrics:
             fresh = self.rule_value(metric)
+            if not math.isnan(fresh.sum()):
+                self._sync_every_node(metric, fresh, t_s)
+                continue
             has_data = ~np.isnan(fresh)
             # The annotator clamps values above 100 % to 1 and drops negative ones.
             self.values[metric] = np.where(has_data, np.minimum(fresh, 1.0), self.values[metric])
@@ -245,6 +254,15 @@ class SimulatedMonitoring:
             for node in np.flatnonzero(has_data).tolist():
                 texts[node] = None
         self.sync_version += 1
+
+    def _sync_every_node(self, metric: str, fresh: FloatArray, t_s: float) -> None:
+        """``_sync`` of one metric with a value on every node (no NaN: the sum shows
+        one), as most syncs are: the same arrays, without the masks."""
+        values = self.values[metric] = np.minimum(fresh, 1.0)
+        self.written_at_s[metric] = np.full(self._nodes, t_s)
+        self.node_version += 1
+        self._written[metric] = (values.tolist(), [t_s] * self._nodes)
+        self._texts[metric] = [None] * self._nodes
 
     def _publish_hot_values(self, t_s: float) -> None:
         now_s = t_s
