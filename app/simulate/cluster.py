@@ -173,6 +173,9 @@ class SimulatedCluster:
             else None
         )
         self._shapes_version = 0
+        # Per workload, the published usage its shape was last estimated from (none
+        # before the first publication: the shapes above are estimated without it).
+        self._observed: dict[int, Resources | None] = {}
         self.pipeline = SimulatedMonitoring(
             self.policy,
             nodes,
@@ -282,10 +285,12 @@ class SimulatedCluster:
             return
         self._shapes_version = published.version
         for index, workload in enumerate(self.scenario.workloads):
+            observed = published.observed(index)
+            if index in self._observed and _same_observed(self._observed[index], observed):
+                continue  # the same estimate as from the last publication
+            self._observed[index] = observed
             requests, limits = workload.pod_requests_and_limits
-            self.shapes[index] = _pod_shape(
-                requests, limits, self.policy, published.observed(index)
-            )
+            self.shapes[index] = _pod_shape(requests, limits, self.policy, observed)
 
     def follow_replica_counts(self, t_s: float) -> None:
         """Delete the pods of slots no longer wanted; a slot wanted again gets a new pod."""
@@ -455,6 +460,14 @@ class _StepLoad:
             and memory is self.memory
             and placement_version == self.placement_version
         )
+
+def _same_observed(before: Resources | None, now: Resources | None) -> bool:
+    """Whether two publications of a workload's usage are the same floats, bit for bit:
+    both none, or equal and not zero (a zero may differ in its sign)."""
+    if before is None or now is None:
+        return before is now
+    return before == now and before.cpu_cores != 0 and before.memory_bytes != 0
+
 
 def _pod_shape(
     requests: Resources,
