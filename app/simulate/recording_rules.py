@@ -137,8 +137,11 @@ class SimulatedMonitoring:
         # Each period once: most steps none is due, and it takes one check per period to see.
         self._distinct_sync_periods_s = list(dict.fromkeys(self.sync_periods_s.values()))
         self._nodes = nodes
-        self._cpu_busy_s = np.zeros(nodes)  # CPU-seconds per core since the last scrape
+        # What each step since the last scrape added: CPU-seconds per core, and seconds.
+        self._interval: list[tuple[FloatArray, float]] = []
         self._cpu_since_scrape_s = 0.0
+        # The interval the scraped CPU rate was worked out from (its arrays are kept).
+        self._rate_from: list[tuple[FloatArray, float]] | None = None
         # The last step's fraction and seconds, and the CPU-seconds they add.
         self._busy: tuple[FloatArray, float, FloatArray] | None = None
         self._scraped_cpu: FloatArray = np.full(nodes, np.nan)  # rate over the last 2 scrapes
@@ -182,7 +185,7 @@ class SimulatedMonitoring:
         ):
             # A read-only array is the same numbers while it is the same object.
             busy = self._busy = (cpu_fraction, seconds, cpu_fraction * seconds)
-        self._cpu_busy_s += busy[2]
+        self._interval.append((busy[2], seconds))
         self._cpu_since_scrape_s += seconds
         self._mem_now = mem_fraction
 
@@ -204,11 +207,21 @@ class SimulatedMonitoring:
             self._publish_hot_values(t_s)
 
     def _scrape(self) -> None:
-        if self._scrapes > 0 and self._cpu_since_scrape_s > 0:
-            self._scraped_cpu = self._cpu_busy_s / self._cpu_since_scrape_s
+        interval, self._interval = self._interval, []
+        # The same steps' arrays as the last rate's (a quiet node) give the same rate.
+        if (
+            self._scrapes > 0
+            and self._cpu_since_scrape_s > 0
+            and not _same_interval(interval, self._rate_from)
+        ):
+            cpu_busy_s = np.zeros(self._nodes)  # summed in the steps' order
+            for added, _ in interval:
+                cpu_busy_s += added
+            self._scraped_cpu = cpu_busy_s / self._cpu_since_scrape_s
+            self._rate_from = interval
         if self._scrapes > 0:
-            self._scraped_mem = self._mem_now.copy()
-        self._cpu_busy_s = np.zeros(self._nodes)
+            memory = self._mem_now  # only kept as it is, when it cannot change
+            self._scraped_mem = memory.copy() if memory.flags.writeable else memory
         self._cpu_since_scrape_s = 0.0
         self._scrapes += 1
 
@@ -314,6 +327,21 @@ class SimulatedMonitoring:
             for metric, at in self.written_at_s.items()
             if not math.isnan(at[node])
         }
+
+
+def _same_interval(
+    interval: list[tuple[FloatArray, float]], before: list[tuple[FloatArray, float]] | None
+) -> bool:
+    """Whether two scrape intervals added the same arrays (kept, never changed), in the
+    same order, over the same seconds."""
+    return (
+        before is not None
+        and len(interval) == len(before)
+        and all(
+            added is earlier and seconds == earlier_s
+            for (added, seconds), (earlier, earlier_s) in zip(interval, before, strict=True)
+        )
+    )
 
 
 def is_due(t_s: float, period_s: float) -> bool:
