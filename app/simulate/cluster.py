@@ -30,7 +30,7 @@ from app.objects import Resources
 from app.policy import Policy
 from app.rebalance import SchedulerBeside
 from app.simulate.collector import fewer_collections
-from app.simulate.contention import cpu_got, demand_per_node
+from app.simulate.contention import Binding, cpu_got, demand_per_node
 from app.simulate.disruption import disruptions_allowed
 from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
@@ -156,6 +156,8 @@ class SimulatedCluster:
         slots = self.usage.slots
         self.node_of = np.full(slots, -1, dtype=np.int64)  # -1: pending or not created
         self.created_at_s = self.usage.created_at_s.copy()  # recreation moves it
+        # No slot's creation time is later (each change below raises it to its time).
+        self._created_by_s = float(self.created_at_s.max(initial=-math.inf))
         self.bound_at_s = np.full(slots, math.nan)
         self.shapes = [
             _pod_shape(requests, limits, policy if plan.make_estimate else None)
@@ -232,7 +234,7 @@ class SimulatedCluster:
         # Bumped whenever a slot's node changes (``node_of``): what follows from the
         # placements alone is kept until then.
         self._placement_version = 0
-        self._bound: tuple[int, BoolArray, BoolArray] = (-1, self.node_of >= 0, self.node_of < 0)
+        self._binding = (-1, Binding.of(self.node_of))
         self._load: _StepLoad | None = None
         self._bind_captured_placement()
 
@@ -307,13 +309,15 @@ class SimulatedCluster:
                 self.run.deletions.append(Deletion(t_s, slot, node))
         returning = ~self.wanted & wanted
         self.created_at_s[returning] = np.maximum(self.created_at_s[returning], t_s)
+        self._created_by_s = max(self._created_by_s, t_s)
         self.wanted = wanted
 
     def pending(self, t_s: float) -> IntArray:
-        waiting_mask = self.created_at_s <= t_s
-        waiting_mask &= self.unbound()
+        waiting_mask = self.binding().unbound
+        if t_s < self._created_by_s:  # else every slot was created by t_s
+            waiting_mask = waiting_mask & (self.created_at_s <= t_s)
         if self.usage.varying:  # else every slot is wanted
-            waiting_mask &= self.wanted
+            waiting_mask = waiting_mask & self.wanted
         waiting: IntArray = waiting_mask.nonzero()[0]
         if not len(waiting):
             return waiting
@@ -363,6 +367,7 @@ class SimulatedCluster:
         self._placement_version += 1
         self.bound_at_s[slot] = math.nan
         self.created_at_s[slot] = t_s  # the controller recreates it at once
+        self._created_by_s = max(self._created_by_s, t_s)
         self.run.evictions.append(Eviction(t_s, slot, node, violation))
 
     def disruptions_allowed(self, workload: int, t_s: float) -> int | None:
@@ -390,8 +395,9 @@ class SimulatedCluster:
 
     def _step_load(self, cpu: FloatArray, memory: FloatArray) -> _StepLoad:
         nodes = len(self.node_names)
-        cpu_demand = demand_per_node(self.node_of, cpu, nodes)
-        mem_demand = demand_per_node(self.node_of, memory, nodes)
+        binding = self.binding()
+        cpu_demand = demand_per_node(binding, cpu, nodes)
+        mem_demand = demand_per_node(binding, memory, nodes)
         cpu_fraction = cpu_demand / self.allocatable_cpu
         mem_fraction = mem_demand / self.allocatable_memory
         throttled_core_s = float(
@@ -400,7 +406,7 @@ class SimulatedCluster:
         # Read-only: the pipeline and the workload usage may keep what they make of them.
         cpu_seen, mem_seen = np.minimum(cpu_fraction, 1.0), np.minimum(mem_fraction, 1.0)
         got = (
-            cpu_got(self.node_of, cpu, cpu_demand, self.allocatable_cpu)
+            cpu_got(self.node_of, binding, cpu, cpu_demand, self.allocatable_cpu)
             if self.workload_usage is not None
             else None
         )
@@ -419,22 +425,17 @@ class SimulatedCluster:
             got,
         )
 
+    def binding(self) -> Binding:
+        """Where each slot's pod is bound now (kept until a placement changes)."""
+        version, binding = self._binding
+        if version != self._placement_version:
+            binding = Binding.of(self.node_of)
+            self._binding = (self._placement_version, binding)
+        return binding
+
     def bound(self) -> BoolArray:
         """Which slots have a pod bound now (read-only; kept until a placement changes)."""
-        return self._bound_and_unbound()[0]
-
-    def unbound(self) -> BoolArray:
-        """Which slots have no pod bound now (read-only, like ``bound``)."""
-        return self._bound_and_unbound()[1]
-
-    def _bound_and_unbound(self) -> tuple[BoolArray, BoolArray]:
-        version, bound, unbound = self._bound
-        if version != self._placement_version:
-            bound = self.node_of >= 0
-            unbound = ~bound
-            bound.flags.writeable = unbound.flags.writeable = False
-            self._bound = (self._placement_version, bound, unbound)
-        return bound, unbound
+        return self.binding().bound
 
 
 @dataclass(frozen=True, slots=True)

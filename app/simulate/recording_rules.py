@@ -334,14 +334,12 @@ def _same_interval(
 ) -> bool:
     """Whether two scrape intervals added the same arrays (kept, never changed), in the
     same order, over the same seconds."""
-    return (
-        before is not None
-        and len(interval) == len(before)
-        and all(
-            added is earlier and seconds == earlier_s
-            for (added, seconds), (earlier, earlier_s) in zip(interval, before, strict=True)
-        )
-    )
+    if before is None or len(interval) != len(before):
+        return False
+    for (added, seconds), (earlier, earlier_s) in zip(interval, before, strict=True):
+        if added is not earlier or seconds != earlier_s:
+            return False
+    return True
 
 
 def is_due(t_s: float, period_s: float) -> bool:

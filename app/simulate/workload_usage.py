@@ -84,7 +84,7 @@ class SimulatedWorkloadUsage:
             self._accounted = accounted
         self._busy_now_s += accounted[1]
         self._ran_now_s += accounted[2]
-        self._memory_now = accounted[3]  # only ever replaced, and copied when scraped
+        self._memory_now = accounted[3]  # only ever replaced, never changed in place
 
     def advance(self, t_s: float, bound: BoolArray) -> None:
         """Scrape and publish whatever is due at ``t_s``; ``bound``: slots with a pod now."""
@@ -105,7 +105,7 @@ class SimulatedWorkloadUsage:
             self._busy_s[self._row] = self._busy_now_s
             self._ran_s[self._row] = self._ran_now_s
             self._row = (self._row + 1) % len(self._busy_s)
-            self._scraped_memory = self._memory_now.copy()
+            self._scraped_memory = self._memory_now  # made by ``account``, never changed
         # Copied into the window above: the same arrays start the next interval.
         self._busy_now_s.fill(0.0)
         self._ran_now_s.fill(0.0)
