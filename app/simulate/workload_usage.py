@@ -66,6 +66,11 @@ class SimulatedWorkloadUsage:
         self.cpu_cores: FloatArray = np.full(workloads, np.nan)
         self.memory_bytes: FloatArray = np.full(workloads, np.nan)
         self.version = 0  # bumps on every publication
+        # Whether a scrape changed the window's rows or the memory scraped since the last
+        # publication, and the (read-only) bound slots it was made for: with neither
+        # changed, a publication is the same numbers as the last one.
+        self._window_changed = True
+        self._published_for: BoolArray | None = None
         # The last step's arguments to ``account`` and what they add: a step with the same
         # read-only arrays (a quiet step in the simulator) adds the same numbers.
         self._accounted: tuple[_Step, FloatArray, FloatArray, FloatArray] | None = None
@@ -102,8 +107,15 @@ class SimulatedWorkloadUsage:
 
     def _scrape(self) -> None:
         if self._scrapes > 0:
-            self._busy_s[self._row] = self._busy_now_s
-            self._ran_s[self._row] = self._ran_now_s
+            row = self._row
+            self._window_changed = (
+                self._window_changed
+                or self._memory_now is not self._scraped_memory
+                or self._busy_s[row].tobytes() != self._busy_now_s.tobytes()
+                or self._ran_s[row].tobytes() != self._ran_now_s.tobytes()
+            )
+            self._busy_s[row] = self._busy_now_s
+            self._ran_s[row] = self._ran_now_s
             self._row = (self._row + 1) % len(self._busy_s)
             self._scraped_memory = self._memory_now  # made by ``account``, never changed
         # Copied into the window above: the same arrays start the next interval.
@@ -112,6 +124,11 @@ class SimulatedWorkloadUsage:
         self._scrapes += 1
 
     def _publish(self, bound: BoolArray) -> None:
+        self.version += 1
+        if not self._window_changed and bound is self._published_for and not bound.flags.writeable:
+            return  # the same scrapes of the same pods: the same percentiles
+        self._window_changed = False
+        self._published_for = bound
         ran_s = self._ran_s.sum(axis=0)
         running = bound & (ran_s > 0) & ~np.isnan(self._scraped_memory)
         slots = np.flatnonzero(running)
@@ -120,7 +137,6 @@ class SimulatedWorkloadUsage:
         memory = self._scraped_memory[slots]
         self.cpu_cores = _percentile_per_workload(cpu, workloads, self._workloads)
         self.memory_bytes = _percentile_per_workload(memory, workloads, self._workloads)
-        self.version += 1
 
 
 _Step = tuple[FloatArray, FloatArray, BoolArray, float]

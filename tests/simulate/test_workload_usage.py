@@ -155,3 +155,36 @@ def test_an_array_changed_in_place_between_steps_is_accounted_as_changed() -> No
     assert in_place.observed(0) == copied.observed(0)
     assert copied.observed(0) is not None
     assert copied.observed(0) != Resources(0.5, 1e9)
+
+
+def test_a_publication_after_quiet_steps_still_follows_the_next_change() -> None:
+    """Quiet scrapes (the same read-only arrays) publish the same numbers again; the
+    first change of usage or memory after them is published."""
+    slots = 4
+    published = SimulatedWorkloadUsage(
+        np.zeros(slots, dtype=np.int64), 1, scrape_interval_s=30.0, publish_period_s=180.0
+    )
+    bound = np.ones(slots, dtype=np.bool_)
+
+    def frozen(value: float) -> np.ndarray:
+        array = np.full(slots, value)
+        array.flags.writeable = False
+        return array
+
+    bound.flags.writeable = False
+    low, high, memory, more_memory = frozen(0.5), frozen(1.5), frozen(1e9), frozen(2e9)
+    # Publications every 6 steps; the window is the last 10 scrapes.
+    phases = [(low, memory, 13), (high, memory, 24), (high, more_memory, 12)]
+    seen: dict[int, Resources | None] = {}
+    step = 0
+    for cpu, memory_now, steps in phases:
+        for _ in range(steps):
+            published.advance(step * 30.0, bound)
+            seen[step] = published.observed(0)
+            published.account(cpu, memory_now, bound, 30.0)
+            step += 1
+    assert seen[6] == seen[12] == Resources(0.5, 1e9)
+    changed = seen[18]  # the CPU changed, the memory did not
+    assert changed is not None and changed.cpu_cores > 0.5 and changed.memory_bytes == 1e9
+    assert seen[36] == Resources(1.5, 1e9)
+    assert seen[42] == Resources(1.5, 2e9)  # the memory changed, the CPU did not
