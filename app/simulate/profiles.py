@@ -189,6 +189,8 @@ class SlotUsage:
     def at(self, step: int, t_s: float) -> tuple[FloatArray, FloatArray]:
         """Every slot's usage (cores, bytes) during the step starting at ``t_s``
         (read-only: the last ``KEPT_STEPS`` are kept and handed out again)."""
+        if not self._changing and not self._spiky and self._last_draw is not None:
+            return self._last_draw[1]  # no usage depends on time: every step is the same
         drawn = self._drawn.get((step, t_s))
         if drawn is None:
             drawn = self._draw(step, t_s)
