@@ -185,6 +185,8 @@ def test_a_publication_after_quiet_steps_still_follows_the_next_change() -> None
             step += 1
     assert seen[6] == seen[12] == Resources(0.5, 1e9)
     changed = seen[18]  # the CPU changed, the memory did not
-    assert changed is not None and changed.cpu_cores > 0.5 and changed.memory_bytes == 1e9
+    assert changed is not None
+    assert changed.cpu_cores > 0.5
+    assert changed.memory_bytes == 1e9
     assert seen[36] == Resources(1.5, 1e9)
     assert seen[42] == Resources(1.5, 2e9)  # the memory changed, the CPU did not
