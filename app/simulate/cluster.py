@@ -25,17 +25,16 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from app.load import estimate_scheduled
 from app.objects import Resources
-from app.policy import Policy
 from app.rebalance import SchedulerBeside
 from app.simulate.collector import fewer_collections
-from app.simulate.contention import Binding, cpu_got, demand_per_node
+from app.simulate.contention import Binding, NodeLoad, node_load
 from app.simulate.disruption import disruptions_allowed
+from app.simulate.pod_shapes import PodShapes
 from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scenario import Scenario
-from app.simulate.scheduling import LoadFilter, NodeRequests, PodShape, Scheduler, UnsampledUsage
+from app.simulate.scheduling import LoadFilter, NodeRequests, Scheduler, UnsampledUsage
 from app.simulate.soft_taints import SimulatedSoftTaints
 from app.simulate.workload_usage import SimulatedWorkloadUsage
 
@@ -45,7 +44,6 @@ EPOCH_S = 1_704_067_200.0
 # long before the start: long enough that no estimate or hot value counts it as new.
 PRE_BOUND_S = -86_400.0
 
-BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -159,10 +157,8 @@ class SimulatedCluster:
         # No slot's creation time is later (each change below raises it to its time).
         self._created_by_s = float(self.created_at_s.max(initial=-math.inf))
         self.bound_at_s = np.full(slots, math.nan)
-        self.shapes = [
-            _pod_shape(requests, limits, policy if plan.make_estimate else None)
-            for requests, limits in (w.pod_requests_and_limits for w in scenario.workloads)
-        ]
+        self.pod_shapes = PodShapes(scenario.workloads, policy, estimated=bool(plan.make_estimate))
+        self.shapes = self.pod_shapes.shapes  # each workload's, changed in place
         estimation = policy.spec.estimation
         self.workload_usage = (
             SimulatedWorkloadUsage(
@@ -174,10 +170,6 @@ class SimulatedCluster:
             if plan.workload_usage and estimation.enabled and estimation.workload_usage
             else None
         )
-        self._shapes_version = 0
-        # Per workload, the published usage its shape was last estimated from (none
-        # before the first publication: the shapes above are estimated without it).
-        self._observed: dict[int, Resources | None] = {}
         self.pipeline = SimulatedMonitoring(
             self.policy,
             nodes,
@@ -231,11 +223,9 @@ class SimulatedCluster:
         self.on_placement: Callable[[SimulatedCluster, Placement], None] | None = None
         # Slots their workload wants now; only a replica history ever clears one.
         self.wanted = np.ones(slots, dtype=np.bool_)
-        # Bumped whenever a slot's node changes (``node_of``): what follows from the
-        # placements alone is kept until then.
-        self._placement_version = 0
-        self._binding = (-1, Binding.of(self.node_of))
-        self._load: _StepLoad | None = None
+        # Where pods are bound, worked out when first needed after ``node_of`` changed.
+        self._binding: Binding | None = None
+        self._load: NodeLoad | None = None
         self._bind_captured_placement()
 
     def _bind_captured_placement(self) -> None:
@@ -246,7 +236,7 @@ class SimulatedCluster:
             for offset, node_name in enumerate(workload.placement):
                 slot, node = first + offset, index_of[node_name]
                 self.node_of[slot] = node
-                self._placement_version += 1
+                self._binding = None
                 self.bound_at_s[slot] = self.created_at_s[slot] = PRE_BOUND_S
                 self.requests.add(node, self.shapes[workload_index])
                 self.run.placements.append(Placement(PRE_BOUND_S, slot, node))
@@ -268,8 +258,8 @@ class SimulatedCluster:
         t_s = step * self.scenario.step_s
         self.pipeline.advance(t_s)
         if self.workload_usage is not None:
-            self.workload_usage.advance(t_s, self.bound())
-            self._follow_workload_usage()
+            self.workload_usage.advance(t_s, self.binding().bound)
+            self.pod_shapes.follow(self.workload_usage)
         if self.soft_taints is not None:
             self.soft_taints.advance(t_s)
         self.follow_replica_counts(t_s)
@@ -279,20 +269,6 @@ class SimulatedCluster:
                 self.evict(int(slot), t_s)
         self.run.pending.append(self.schedule_pending(t_s))
         self.run_workloads(step, t_s)
-
-    def _follow_workload_usage(self) -> None:
-        """A new publication changes the estimate of each workload's next pod."""
-        published = self.workload_usage
-        if published is None or published.version == self._shapes_version:
-            return
-        self._shapes_version = published.version
-        for index, workload in enumerate(self.scenario.workloads):
-            observed = published.observed(index)
-            if index in self._observed and _same_observed(self._observed[index], observed):
-                continue  # the same estimate as from the last publication
-            self._observed[index] = observed
-            requests, limits = workload.pod_requests_and_limits
-            self.shapes[index] = _pod_shape(requests, limits, self.policy, observed)
 
     def follow_replica_counts(self, t_s: float) -> None:
         """Delete the pods of slots no longer wanted; a slot wanted again gets a new pod."""
@@ -304,7 +280,7 @@ class SimulatedCluster:
             if node >= 0:
                 self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])], -1.0)
                 self.node_of[slot] = -1
-                self._placement_version += 1
+                self._binding = None
                 self.bound_at_s[slot] = math.nan
                 self.run.deletions.append(Deletion(t_s, slot, node))
         returning = ~self.wanted & wanted
@@ -349,7 +325,7 @@ class SimulatedCluster:
         if self.on_placement is not None:
             self.on_placement(self, placement)  # sees the cluster as the scheduler did
         self.node_of[slot] = node
-        self._placement_version += 1
+        self._binding = None
         self.bound_at_s[slot] = t_s
         self.run.waits_s.append(t_s - float(self.created_at_s[slot]))
         self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])])
@@ -364,7 +340,7 @@ class SimulatedCluster:
         violation = allowed is not None and allowed < 1
         self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])], -1.0)
         self.node_of[slot] = -1
-        self._placement_version += 1
+        self._binding = None
         self.bound_at_s[slot] = math.nan
         self.created_at_s[slot] = t_s  # the controller recreates it at once
         self._created_by_s = max(self._created_by_s, t_s)
@@ -381,105 +357,23 @@ class SimulatedCluster:
 
     def run_workloads(self, step: int, t_s: float) -> None:
         cpu, memory = self.usage.at(step, t_s)
-        load = self._load
-        if load is None or not load.holds(cpu, memory, self._placement_version):
-            load = self._load = self._step_load(cpu, memory)
+        load, binding = self._load, self.binding()
         step_s = self.scenario.step_s
+        if load is None or not load.holds(cpu, memory, binding):
+            allocatable = (self.allocatable_cpu, self.allocatable_memory)
+            with_cpu_got = self.workload_usage is not None
+            load = node_load(binding, cpu, memory, allocatable, step_s, with_cpu_got=with_cpu_got)
+            self._load = load
         self.run.cpu_utilisation[step] = load.cpu_fraction
         self.run.memory_utilisation[step] = load.mem_fraction
         self.run.throttled_core_s += load.throttled_core_s
         self.run.oom_events += load.oom_events
         if self.workload_usage is not None and load.cpu_got is not None:
-            self.workload_usage.account(load.cpu_got, memory, self.bound(), step_s)
+            self.workload_usage.account(load.cpu_got, memory, binding.bound, step_s)
         self.pipeline.account(load.cpu_seen, load.mem_seen, step_s)
-
-    def _step_load(self, cpu: FloatArray, memory: FloatArray) -> _StepLoad:
-        nodes = len(self.node_names)
-        binding = self.binding()
-        cpu_demand = demand_per_node(binding, cpu, nodes)
-        mem_demand = demand_per_node(binding, memory, nodes)
-        cpu_fraction = cpu_demand / self.allocatable_cpu
-        mem_fraction = mem_demand / self.allocatable_memory
-        throttled_core_s = float(
-            np.maximum(cpu_demand - self.allocatable_cpu, 0.0).sum() * self.scenario.step_s
-        )
-        # Read-only: the pipeline and the workload usage may keep what they make of them.
-        cpu_seen, mem_seen = np.minimum(cpu_fraction, 1.0), np.minimum(mem_fraction, 1.0)
-        got = (
-            cpu_got(self.node_of, binding, cpu, cpu_demand, self.allocatable_cpu)
-            if self.workload_usage is not None
-            else None
-        )
-        for array in (cpu_seen, mem_seen) if got is None else (cpu_seen, mem_seen, got):
-            array.flags.writeable = False
-        return _StepLoad(
-            cpu,
-            memory,
-            self._placement_version,
-            cpu_fraction,
-            mem_fraction,
-            throttled_core_s,
-            int(np.count_nonzero(mem_demand > self.allocatable_memory)),
-            cpu_seen,
-            mem_seen,
-            got,
-        )
 
     def binding(self) -> Binding:
         """Where each slot's pod is bound now (kept until a placement changes)."""
-        version, binding = self._binding
-        if version != self._placement_version:
-            binding = Binding.of(self.node_of)
-            self._binding = (self._placement_version, binding)
-        return binding
-
-    def bound(self) -> BoolArray:
-        """Which slots have a pod bound now (read-only; kept until a placement changes)."""
-        return self.binding().bound
-
-
-@dataclass(frozen=True, slots=True)
-class _StepLoad:
-    """What one step's usage does to the nodes, for the usage arrays and the placements
-    it was worked out from: a step with the same (read-only) usage arrays and no
-    placement changed since is the same numbers, so it is worked out once."""
-
-    cpu: FloatArray
-    memory: FloatArray
-    placement_version: int
-    cpu_fraction: FloatArray  # demand / allocatable
-    mem_fraction: FloatArray
-    throttled_core_s: float
-    oom_events: int
-    cpu_seen: FloatArray  # the fractions capped at capacity, as the node reports them
-    mem_seen: FloatArray
-    cpu_got: FloatArray | None  # what each slot's pod got of its CPU (workload usage only)
-
-    def holds(self, cpu: FloatArray, memory: FloatArray, placement_version: int) -> bool:
-        return (
-            cpu is self.cpu
-            and memory is self.memory
-            and placement_version == self.placement_version
-        )
-
-def _same_observed(before: Resources | None, now: Resources | None) -> bool:
-    """Whether two publications of a workload's usage are the same floats, bit for bit:
-    both none, or equal and not zero (a zero may differ in its sign)."""
-    if before is None or now is None:
-        return before is now
-    return before == now and before.cpu_cores != 0 and before.memory_bytes != 0
-
-
-def _pod_shape(
-    requests: Resources,
-    limits: Resources,
-    policy: Policy | None,
-    observed: Resources | None = None,
-) -> PodShape:
-    """A workload's pod as placement sees it; with ``policy``, with the extender's
-    estimate of its usage (a policy without estimation estimates nothing), raised to
-    its workload's ``observed`` per-pod usage where one is published."""
-    if policy is None or not policy.spec.estimation.enabled:
-        return PodShape(requests.cpu_cores, requests.memory_bytes)
-    usage = estimate_scheduled(requests, limits, policy.spec.estimation, observed)
-    return PodShape(requests.cpu_cores, requests.memory_bytes, usage.cpu_cores, usage.memory_bytes)
+        if self._binding is None:
+            self._binding = Binding.of(self.node_of)
+        return self._binding
