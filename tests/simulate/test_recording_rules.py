@@ -17,16 +17,20 @@ EPOCH_S = 1_704_067_200.0
 STEP_S = 30.0
 
 
-def run_pipeline(usage_at: list[float], until_s: float) -> SimulatedMonitoring:
-    """One node whose CPU use during the step starting at ``t`` is ``usage_at(t)``."""
-    pipeline = SimulatedMonitoring(
+def new_pipeline(nodes: int = 1, scrape_interval_s: float = 30.0) -> SimulatedMonitoring:
+    return SimulatedMonitoring(
         default_policy(),
-        1,
+        nodes,
         epoch_s=EPOCH_S,
-        scrape_interval_s=30.0,
+        scrape_interval_s=scrape_interval_s,
         rule_interval_s=60.0,
         hot_value_interval_s=30.0,
     )
+
+
+def run_pipeline(usage_at: list[float], until_s: float) -> SimulatedMonitoring:
+    """One node whose CPU use during the step starting at ``t`` is ``usage_at(t)``."""
+    pipeline = new_pipeline()
     steps = int(until_s / STEP_S)
     for step in range(steps + 1):
         t_s = step * STEP_S
@@ -112,14 +116,7 @@ def test_every_5m_average_is_the_mean_of_the_last_five_rule_samples(
     # Long stretches of one usage (a window the same as the last gives the last mean
     # again) and changes between them; values exact in binary, so a mean is exact.
     usage = [value for value, steps in stretches for _ in range(steps)]
-    pipeline = SimulatedMonitoring(
-        default_policy(),
-        1,
-        epoch_s=EPOCH_S,
-        scrape_interval_s=30.0,
-        rule_interval_s=60.0,
-        hot_value_interval_s=30.0,
-    )
+    pipeline = new_pipeline()
     # Scraped at t: the usage of the step before t, from the second scrape on.
     samples: list[float] = []
     for step, value in enumerate(usage):
@@ -139,17 +136,7 @@ def test_every_5m_average_is_the_mean_of_the_last_five_rule_samples(
 def test_an_array_changed_in_place_between_steps_is_accounted_as_changed() -> None:
     # ``account`` keeps what a step adds for the same read-only array; a caller's
     # writable array changed in place is new numbers, as fresh copies are.
-    pipelines = [
-        SimulatedMonitoring(
-            default_policy(),
-            2,
-            epoch_s=EPOCH_S,
-            scrape_interval_s=60.0,
-            rule_interval_s=60.0,
-            hot_value_interval_s=30.0,
-        )
-        for _ in range(2)
-    ]
+    pipelines = [new_pipeline(nodes=2, scrape_interval_s=60.0) for _ in range(2)]
     usage = np.array([0.25, 0.5])
     for step in range(12):
         for pipeline in pipelines:
