@@ -149,18 +149,17 @@ class SlotUsage:
         self._spiky = [(self.workload_of == index, usage) for index, usage in spiky]
         # The last steps drawn: the descheduler's rate window reads them again.
         self._drawn: dict[tuple[int, float], tuple[FloatArray, FloatArray]] = {}
-        # The base usage of the workloads whose usage does not depend on time, worked
-        # out once, and the indices of the others (their base is worked out per step).
-        self._bases = [base_usage(w.usage, 0.0) for w in scenario.workloads]
+        # The workloads whose usage depends on time (their base is worked out per step).
         self._changing = [
             index
             for index, w in enumerate(scenario.workloads)
             if not isinstance(w.usage, ConstantUsage | SpikyUsage)
         ]
-        # The last draw without spikes and the changing bases it was drawn from: a step
-        # whose bases are the same numbers gets the same (read-only) arrays again.
-        self._last_draw: tuple[list[tuple[float, float]], tuple[FloatArray, FloatArray]] | None
-        self._last_draw = None
+        bases = [base_usage(w.usage, 0.0) for w in scenario.workloads]
+        self._cpu = _Unspiked([b[0] for b in bases], self._changing, self._cpu_factor, self)
+        self._memory = _Unspiked([b[1] for b in bases], self._changing, self._mem_factor, self)
+        # With no usage depending on time and none spiking, the one draw of every step.
+        self._every_step: tuple[FloatArray, FloatArray] | None = None
 
     def _measured_spread(self, workload: int, usage: HistoryUsage) -> None:
         start = int(self.first_slot[workload])
@@ -189,8 +188,8 @@ class SlotUsage:
     def at(self, step: int, t_s: float) -> tuple[FloatArray, FloatArray]:
         """Every slot's usage (cores, bytes) during the step starting at ``t_s``
         (read-only: the last ``KEPT_STEPS`` are kept and handed out again)."""
-        if not self._changing and not self._spiky and self._last_draw is not None:
-            return self._last_draw[1]  # no usage depends on time: every step is the same
+        if self._every_step is not None:
+            return self._every_step
         drawn = self._drawn.get((step, t_s))
         if drawn is None:
             drawn = self._draw(step, t_s)
@@ -199,19 +198,17 @@ class SlotUsage:
             self._drawn[step, t_s] = drawn
             if len(self._drawn) > KEPT_STEPS:
                 del self._drawn[next(iter(self._drawn))]  # the oldest
+            if not self._changing and not self._spiky:
+                self._every_step = drawn
         return drawn
 
     def _draw(self, step: int, t_s: float) -> tuple[FloatArray, FloatArray]:
         workloads = self._scenario.workloads
         changing = [base_usage(workloads[index].usage, t_s) for index in self._changing]
+        cpu = self._cpu.drawn([base[0] for base in changing])
+        memory = self._memory.drawn([base[1] for base in changing])
         if not self._spiky:
-            last = self._last_draw
-            if last is not None and _same_numbers(last[0], changing):
-                return last[1]
-            drawn = self._unspiked(changing)
-            self._last_draw = (changing, drawn)
-            return drawn
-        cpu, memory = self._unspiked(changing)
+            return cpu, memory
         draws = np.random.default_rng([self._scenario.seed, 2, step]).random(self.slots)
         for mask, usage in self._spiky:
             spiking = mask & (draws < usage.spike_fraction)
@@ -219,20 +216,37 @@ class SlotUsage:
             memory = memory + np.where(spiking, usage.spike.memory, 0.0)
         return cpu, memory
 
-    def _unspiked(self, changing: list[tuple[float, float]]) -> tuple[FloatArray, FloatArray]:
-        """Every slot's usage without spikes; ``changing``: the bases that depend on time."""
-        bases = self._bases
+
+class _Unspiked:
+    """One resource's usage of every slot before spikes: its workload's base times the
+    slot's factor. A step whose bases are the same numbers as the last step's gets the
+    same (read-only) array again, so a resource that does not change keeps its array
+    while the other one changes (a diurnal profile without memory amplitude)."""
+
+    def __init__(
+        self, bases: list[float], changing: list[int], factor: FloatArray, slots: SlotUsage
+    ) -> None:
+        self._bases = bases  # per workload; those of ``changing`` are set per step
+        self._changing = changing
+        self._factor = factor
+        self._workload_of = slots.workload_of
+        self._last: tuple[list[float], FloatArray] | None = None
+
+    def drawn(self, changing: list[float]) -> FloatArray:
+        """Every slot's usage, given the bases of the workloads that change (in order)."""
+        last = self._last
+        if last is not None and _same_numbers(last[0], changing):
+            return last[1]
         for index, base in zip(self._changing, changing, strict=True):
-            bases[index] = base
-        cpu_base = np.array([b[0] for b in bases])
-        mem_base = np.array([b[1] for b in bases])
-        cpu = cpu_base[self.workload_of] * self._cpu_factor
-        memory = mem_base[self.workload_of] * self._mem_factor
-        return cpu, memory
+            self._bases[index] = base
+        usage: FloatArray = np.array(self._bases)[self._workload_of] * self._factor
+        usage.flags.writeable = False
+        self._last = (changing, usage)
+        return usage
 
 
-def _same_numbers(before: list[tuple[float, float]], now: list[tuple[float, float]]) -> bool:
+def _same_numbers(before: list[float], now: list[float]) -> bool:
     """Whether two lists of base usage are the same floats, bit for bit: equal and not
     zero (equal non-zero floats have the same bits; a zero may differ in its sign, which
     a product keeps, and NaN equals nothing)."""
-    return before == now and not any(0.0 in pair for pair in now)
+    return before == now and 0.0 not in now
