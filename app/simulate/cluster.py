@@ -154,8 +154,7 @@ class SimulatedCluster:
         slots = self.usage.slots
         self.node_of = np.full(slots, -1, dtype=np.int64)  # -1: pending or not created
         self.created_at_s = self.usage.created_at_s.copy()  # recreation moves it
-        # No slot's creation time is later (each change below raises it to its time).
-        self._created_by_s = float(self.created_at_s.max(initial=-math.inf))
+        self._created_by_s = float(self.created_at_s.max(initial=-math.inf))  # none later
         self.bound_at_s = np.full(slots, math.nan)
         self.pod_shapes = PodShapes(scenario.workloads, policy, estimated=bool(plan.make_estimate))
         self.shapes = self.pod_shapes.shapes  # each workload's, changed in place
@@ -223,8 +222,7 @@ class SimulatedCluster:
         self.on_placement: Callable[[SimulatedCluster, Placement], None] | None = None
         # Slots their workload wants now; only a replica history ever clears one.
         self.wanted = np.ones(slots, dtype=np.bool_)
-        # Where pods are bound, worked out when first needed after ``node_of`` changed.
-        self._binding: Binding | None = None
+        self._binding: Binding | None = None  # worked out when needed after node_of changed
         self._load: NodeLoad | None = None
         self._bind_captured_placement()
 
@@ -362,7 +360,9 @@ class SimulatedCluster:
         if load is None or not load.holds(cpu, memory, binding):
             allocatable = (self.allocatable_cpu, self.allocatable_memory)
             with_cpu_got = self.workload_usage is not None
-            load = node_load(binding, cpu, memory, allocatable, step_s, with_cpu_got=with_cpu_got)
+            load = node_load(
+                binding, cpu, memory, allocatable, step_s, with_cpu_got=with_cpu_got, last=load
+            )
             self._load = load
         self.run.cpu_utilisation[step] = load.cpu_fraction
         self.run.memory_utilisation[step] = load.mem_fraction

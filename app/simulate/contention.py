@@ -66,20 +66,28 @@ def node_load(
     step_s: float,
     *,
     with_cpu_got: bool,
+    last: NodeLoad | None = None,
 ) -> NodeLoad:
     """The load of one step's usage on the nodes; the arrays made are read-only (the
-    pipeline and the workload usage keep what they make of them)."""
+    pipeline and the workload usage keep what they make of them). What ``last`` (the
+    last step's load) worked out from the same memory array and binding is taken again."""
     allocatable_cpu, allocatable_memory = allocatable
     nodes = len(allocatable_cpu)
     cpu_demand = demand_per_node(binding, cpu, nodes)
-    mem_demand = demand_per_node(binding, memory, nodes)
     cpu_fraction = cpu_demand / allocatable_cpu
-    mem_fraction = mem_demand / allocatable_memory
     throttled_core_s = float(np.maximum(cpu_demand - allocatable_cpu, 0.0).sum() * step_s)
-    cpu_seen, mem_seen = np.minimum(cpu_fraction, 1.0), np.minimum(mem_fraction, 1.0)
+    cpu_seen = np.minimum(cpu_fraction, 1.0)
     got = cpu_got(binding, cpu, cpu_demand, allocatable_cpu) if with_cpu_got else None
-    for array in (cpu_seen, mem_seen) if got is None else (cpu_seen, mem_seen, got):
+    for array in (cpu_seen,) if got is None else (cpu_seen, got):
         array.flags.writeable = False
+    if last is not None and last.memory is memory and last.binding is binding:
+        mem_fraction, mem_seen, oom_events = last.mem_fraction, last.mem_seen, last.oom_events
+    else:
+        mem_demand = demand_per_node(binding, memory, nodes)
+        mem_fraction = mem_demand / allocatable_memory
+        mem_seen = np.minimum(mem_fraction, 1.0)
+        mem_seen.flags.writeable = False
+        oom_events = int(np.count_nonzero(mem_demand > allocatable_memory))
     return NodeLoad(
         cpu,
         memory,
@@ -87,7 +95,7 @@ def node_load(
         cpu_fraction,
         mem_fraction,
         throttled_core_s,
-        int(np.count_nonzero(mem_demand > allocatable_memory)),
+        oom_events,
         cpu_seen,
         mem_seen,
         got,
