@@ -147,6 +147,15 @@ class SlotUsage:
             if isinstance(w.usage, SpikyUsage)
         ]
         self._spiky = [(self.workload_of == index, usage) for index, usage in spiky]
+        # Each spiky workload's slots (one run: the slots are sorted by workload).
+        self._spiky_slots = [
+            slice(int(first[index]), int(first[index]) + int((self.workload_of == index).sum()))
+            for index, _ in spiky
+        ]
+        # No spike is zero: spikes can be added to the spiky slots alone (``_spiked``).
+        self._nonzero_spikes = all(
+            usage.spike.cpu != 0 and usage.spike.memory != 0 for _, usage in spiky
+        )
         # The last steps drawn: the descheduler's rate window reads them again.
         self._drawn: dict[tuple[int, float], tuple[FloatArray, FloatArray]] = {}
         # The workloads whose usage depends on time (their base is worked out per step).
@@ -210,11 +219,28 @@ class SlotUsage:
         if not self._spiky:
             return cpu, memory
         draws = np.random.default_rng([self._scenario.seed, 2, step]).random(self.slots)
+        if self._nonzero_spikes:
+            return self._spiked(cpu, draws, 0), self._spiked(memory, draws, 1)
         for mask, usage in self._spiky:
             spiking = mask & (draws < usage.spike_fraction)
             cpu = cpu + np.where(spiking, usage.spike.cpu, 0.0)
             memory = memory + np.where(spiking, usage.spike.memory, 0.0)
         return cpu, memory
+
+    def _spiked(self, usage: FloatArray, draws: FloatArray, resource: int) -> FloatArray:
+        """``usage`` plus, on each spiky workload's slots, its spike where the draw says.
+
+        The same numbers as adding, per spiky workload, its spike or 0.0 to every slot
+        (the loop above), as no spike is zero: 0.0 added once or more only turns -0.0
+        into 0.0, which ``usage + 0.0`` does once here; a spike added to a slot makes
+        the same sum after it (a zero plus a non-zero spike is the spike), and no sum
+        with a non-zero spike is -0.0 for a later 0.0 to turn."""
+        spiked: FloatArray = usage + 0.0
+        for (_, profile), slots in zip(self._spiky, self._spiky_slots, strict=True):
+            spike = profile.spike.cpu if resource == 0 else profile.spike.memory
+            spiking = draws[slots] < profile.spike_fraction
+            spiked[slots] += np.where(spiking, spike, 0.0)
+        return spiked
 
 
 class _Unspiked:
