@@ -178,7 +178,8 @@ class SimulatedMonitoring:
 
     # -- what happens on the nodes ---------------------------------------------------
     def account(self, cpu_fraction: FloatArray, mem_fraction: FloatArray, seconds: float) -> None:
-        """Usage (capped at capacity) during the last ``seconds``, as node fractions."""
+        """Usage (capped at capacity) during the last ``seconds``, as node fractions.
+        A read-only array is taken to stay the same numbers (it may be kept as it is)."""
         busy = self._busy
         if busy is None or not (
             busy[0] is cpu_fraction and busy[1] == seconds and not cpu_fraction.flags.writeable

@@ -78,7 +78,8 @@ class SimulatedWorkloadUsage:
     def account(
         self, cpu_cores: FloatArray, memory_bytes: FloatArray, bound: BoolArray, seconds: float
     ) -> None:
-        """What each slot's pod used during the last ``seconds`` (0 where none is bound)."""
+        """What each slot's pod used during the last ``seconds`` (0 where none is bound).
+        A read-only array is taken to stay the same numbers (it may be kept as it is)."""
         step = (cpu_cores, memory_bytes, bound, seconds)
         accounted = self._accounted
         if accounted is None or not _same_step(accounted[0], step):
