@@ -146,10 +146,10 @@ _Step = tuple[FloatArray, FloatArray, BoolArray, float]
 def _same_step(before: _Step, now: _Step) -> bool:
     """Whether ``account`` was given the same numbers: the same read-only arrays (which
     cannot have changed since) and the same seconds."""
-    return now[3] == before[3] and all(
-        array is earlier and not array.flags.writeable
-        for array, earlier in zip(now[:3], before[:3], strict=True)
-    )
+    for array, earlier in zip(now[:3], before[:3], strict=True):
+        if array is not earlier or array.flags.writeable:
+            return False
+    return now[3] == before[3]
 
 
 def _percentile_per_workload(values: FloatArray, workloads: IntArray, count: int) -> FloatArray:
