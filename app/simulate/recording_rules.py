@@ -59,19 +59,25 @@ def rule_of(metric: str) -> Rule | None:
 class _History:
     """The last ``length`` rule evaluations of one series per node (a ring buffer)."""
 
-    def __init__(self, length: int, nodes: int) -> None:
+    def __init__(self, length: int, nodes: int, *, counts_repeats: bool = False) -> None:
         self.values = np.full((length, nodes), np.nan)
         self.written = 0
         # Row positions newest first, twice round: ``last`` takes a slice of it.
         self._backwards = np.tile(np.arange(length - 1, -1, -1), 2)
-        self._newest_bytes = b""
-        self.same_in_a_row = 0  # how many of the newest rows are the same bytes
+        self._counts_repeats = counts_repeats
+        self._newest: tuple[FloatArray, bytes] | None = None  # the row pushed last
+        self.same_in_a_row = 0  # how many of the newest rows are the same bytes (if counted)
 
     def push(self, row: FloatArray) -> None:
-        row_bytes = row.tobytes()
-        same = self.written > 0 and row_bytes == self._newest_bytes
-        self.same_in_a_row = self.same_in_a_row + 1 if same else 1
-        self._newest_bytes = row_bytes
+        if self._counts_repeats:
+            newest = self._newest
+            if newest is not None and row is newest[0] and not row.flags.writeable:
+                self.same_in_a_row += 1  # the same read-only array: the same bytes
+            else:
+                row_bytes = row.tobytes()
+                same = newest is not None and row_bytes == newest[1]
+                self.same_in_a_row = self.same_in_a_row + 1 if same else 1
+                self._newest = (row, row_bytes)
         self.values[self.written % len(self.values)] = row
         self.written += 1
 
@@ -152,7 +158,9 @@ class SimulatedMonitoring:
             name: max(1, math.ceil(s / rule_interval_s))
             for name, s in (("avg", AVG_WINDOW_S), ("1d", 86400.0))
         }
-        self._active = {r: _History(evaluations_per["avg"], nodes) for r in ("cpu", "mem")}
+        self._active = {
+            r: _History(evaluations_per["avg"], nodes, counts_repeats=True) for r in ("cpu", "mem")
+        }
         self._avg_window = max(1, round(AVG_WINDOW_S / rule_interval_s))
         self._avg = {r: _History(evaluations_per["1d"], nodes) for r in ("cpu", "mem")}
         # What is on the nodes: per metric the written fraction and the write time.
@@ -219,6 +227,7 @@ class SimulatedMonitoring:
             for added, _ in interval:
                 cpu_busy_s += added
             self._scraped_cpu = cpu_busy_s / self._cpu_since_scrape_s
+            self._scraped_cpu.flags.writeable = False  # kept as it is while quiet
             self._rate_from = interval
         if self._scrapes > 0:
             memory = self._mem_now  # only kept as it is, when it cannot change
