@@ -25,17 +25,16 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from app.load import estimate_scheduled
 from app.objects import Resources
-from app.policy import Policy
 from app.rebalance import SchedulerBeside
 from app.simulate.collector import fewer_collections
-from app.simulate.contention import cpu_got, demand_per_node
+from app.simulate.contention import Binding, NodeLoad, node_load
 from app.simulate.disruption import disruptions_allowed
+from app.simulate.pod_shapes import PodShapes
 from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scenario import Scenario
-from app.simulate.scheduling import LoadFilter, NodeRequests, PodShape, Scheduler, UnsampledUsage
+from app.simulate.scheduling import LoadFilter, NodeRequests, Scheduler, UnsampledUsage
 from app.simulate.soft_taints import SimulatedSoftTaints
 from app.simulate.workload_usage import SimulatedWorkloadUsage
 
@@ -155,11 +154,10 @@ class SimulatedCluster:
         slots = self.usage.slots
         self.node_of = np.full(slots, -1, dtype=np.int64)  # -1: pending or not created
         self.created_at_s = self.usage.created_at_s.copy()  # recreation moves it
+        self._created_by_s = float(self.created_at_s.max(initial=-math.inf))  # none later
         self.bound_at_s = np.full(slots, math.nan)
-        self.shapes = [
-            _pod_shape(requests, limits, policy if plan.make_estimate else None)
-            for requests, limits in (w.pod_requests_and_limits for w in scenario.workloads)
-        ]
+        self.pod_shapes = PodShapes(scenario.workloads, policy, estimated=bool(plan.make_estimate))
+        self.shapes = self.pod_shapes.shapes  # each workload's, changed in place
         estimation = policy.spec.estimation
         self.workload_usage = (
             SimulatedWorkloadUsage(
@@ -171,7 +169,6 @@ class SimulatedCluster:
             if plan.workload_usage and estimation.enabled and estimation.workload_usage
             else None
         )
-        self._shapes_version = 0
         self.pipeline = SimulatedMonitoring(
             self.policy,
             nodes,
@@ -225,6 +222,8 @@ class SimulatedCluster:
         self.on_placement: Callable[[SimulatedCluster, Placement], None] | None = None
         # Slots their workload wants now; only a replica history ever clears one.
         self.wanted = np.ones(slots, dtype=np.bool_)
+        self._binding: Binding | None = None  # worked out when needed after node_of changed
+        self._load: NodeLoad | None = None
         self._bind_captured_placement()
 
     def _bind_captured_placement(self) -> None:
@@ -235,6 +234,7 @@ class SimulatedCluster:
             for offset, node_name in enumerate(workload.placement):
                 slot, node = first + offset, index_of[node_name]
                 self.node_of[slot] = node
+                self._binding = None
                 self.bound_at_s[slot] = self.created_at_s[slot] = PRE_BOUND_S
                 self.requests.add(node, self.shapes[workload_index])
                 self.run.placements.append(Placement(PRE_BOUND_S, slot, node))
@@ -256,8 +256,8 @@ class SimulatedCluster:
         t_s = step * self.scenario.step_s
         self.pipeline.advance(t_s)
         if self.workload_usage is not None:
-            self.workload_usage.advance(t_s, self.node_of >= 0)
-            self._follow_workload_usage()
+            self.workload_usage.advance(t_s, self.binding().bound)
+            self.pod_shapes.follow(self.workload_usage)
         if self.soft_taints is not None:
             self.soft_taints.advance(t_s)
         self.follow_replica_counts(t_s)
@@ -265,22 +265,8 @@ class SimulatedCluster:
         if self.rebalancer is not None and step > 0 and is_due(t_s, interval_s):
             for slot in self.rebalancer.evictions(self, t_s):
                 self.evict(int(slot), t_s)
-        self.schedule_pending(t_s)
-        waiting = (self.node_of < 0) & (self.created_at_s <= t_s) & self.wanted
-        self.run.pending.append(int(np.count_nonzero(waiting)))
+        self.run.pending.append(self.schedule_pending(t_s))
         self.run_workloads(step, t_s)
-
-    def _follow_workload_usage(self) -> None:
-        """A new publication changes the estimate of each workload's next pod."""
-        published = self.workload_usage
-        if published is None or published.version == self._shapes_version:
-            return
-        self._shapes_version = published.version
-        for index, workload in enumerate(self.scenario.workloads):
-            requests, limits = workload.pod_requests_and_limits
-            self.shapes[index] = _pod_shape(
-                requests, limits, self.policy, published.observed(index)
-            )
 
     def follow_replica_counts(self, t_s: float) -> None:
         """Delete the pods of slots no longer wanted; a slot wanted again gets a new pod."""
@@ -292,25 +278,33 @@ class SimulatedCluster:
             if node >= 0:
                 self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])], -1.0)
                 self.node_of[slot] = -1
+                self._binding = None
                 self.bound_at_s[slot] = math.nan
                 self.run.deletions.append(Deletion(t_s, slot, node))
         returning = ~self.wanted & wanted
         self.created_at_s[returning] = np.maximum(self.created_at_s[returning], t_s)
+        self._created_by_s = max(self._created_by_s, t_s)
         self.wanted = wanted
 
     def pending(self, t_s: float) -> IntArray:
-        waiting = np.flatnonzero(
-            (self.node_of < 0) & (self.created_at_s <= t_s) & self.wanted
-        )
+        waiting_mask = self.binding().unbound
+        if t_s < self._created_by_s:  # else every slot was created by t_s
+            waiting_mask = waiting_mask & (self.created_at_s <= t_s)
+        if self.usage.varying:  # else every slot is wanted
+            waiting_mask = waiting_mask & self.wanted
+        waiting: IntArray = waiting_mask.nonzero()[0]
         if not len(waiting):
             return waiting
         priority = self.usage.priority[waiting]
         order = np.lexsort((waiting, self.created_at_s[waiting], -priority))
         return waiting[order]
 
-    def schedule_pending(self, t_s: float) -> None:
+    def schedule_pending(self, t_s: float) -> int:
+        """Bind what can be bound of the pods pending at ``t_s``; how many still wait."""
         unschedulable: set[int] = set()  # workloads that found no node in this step
-        for slot in self.pending(t_s).tolist():
+        pending = self.pending(t_s).tolist()
+        waiting = len(pending)
+        for slot in pending:
             workload = int(self.usage.workload_of[slot])
             if workload in unschedulable:
                 continue  # placements only fill nodes up: it would fail again
@@ -321,12 +315,15 @@ class SimulatedCluster:
                 unschedulable.add(workload)
                 continue
             self.bind(slot, node, t_s)
+            waiting -= 1
+        return waiting
 
     def bind(self, slot: int, node: int, t_s: float) -> None:
         placement = Placement(t_s, slot, node)
         if self.on_placement is not None:
             self.on_placement(self, placement)  # sees the cluster as the scheduler did
         self.node_of[slot] = node
+        self._binding = None
         self.bound_at_s[slot] = t_s
         self.run.waits_s.append(t_s - float(self.created_at_s[slot]))
         self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])])
@@ -341,8 +338,10 @@ class SimulatedCluster:
         violation = allowed is not None and allowed < 1
         self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])], -1.0)
         self.node_of[slot] = -1
+        self._binding = None
         self.bound_at_s[slot] = math.nan
         self.created_at_s[slot] = t_s  # the controller recreates it at once
+        self._created_by_s = max(self._created_by_s, t_s)
         self.run.evictions.append(Eviction(t_s, slot, node, violation))
 
     def disruptions_allowed(self, workload: int, t_s: float) -> int | None:
@@ -356,34 +355,25 @@ class SimulatedCluster:
 
     def run_workloads(self, step: int, t_s: float) -> None:
         cpu, memory = self.usage.at(step, t_s)
-        nodes = len(self.node_names)
-        cpu_demand = demand_per_node(self.node_of, cpu, nodes)
-        mem_demand = demand_per_node(self.node_of, memory, nodes)
-        cpu_fraction = cpu_demand / self.allocatable_cpu
-        mem_fraction = mem_demand / self.allocatable_memory
+        load, binding = self._load, self.binding()
         step_s = self.scenario.step_s
-        self.run.cpu_utilisation[step] = cpu_fraction
-        self.run.memory_utilisation[step] = mem_fraction
-        self.run.throttled_core_s += float(
-            np.maximum(cpu_demand - self.allocatable_cpu, 0.0).sum() * step_s
-        )
-        self.run.oom_events += int(np.count_nonzero(mem_demand > self.allocatable_memory))
-        if self.workload_usage is not None:
-            got = cpu_got(self.node_of, cpu, cpu_demand, self.allocatable_cpu)
-            self.workload_usage.account(got, memory, self.node_of >= 0, step_s)
-        self.pipeline.account(np.minimum(cpu_fraction, 1.0), np.minimum(mem_fraction, 1.0), step_s)
+        if load is None or not load.holds(cpu, memory, binding):
+            allocatable = (self.allocatable_cpu, self.allocatable_memory)
+            with_cpu_got = self.workload_usage is not None
+            load = node_load(
+                binding, cpu, memory, allocatable, step_s, with_cpu_got=with_cpu_got, last=load
+            )
+            self._load = load
+        self.run.cpu_utilisation[step] = load.cpu_fraction
+        self.run.memory_utilisation[step] = load.mem_fraction
+        self.run.throttled_core_s += load.throttled_core_s
+        self.run.oom_events += load.oom_events
+        if self.workload_usage is not None and load.cpu_got is not None:
+            self.workload_usage.account(load.cpu_got, memory, binding.bound, step_s)
+        self.pipeline.account(load.cpu_seen, load.mem_seen, step_s)
 
-
-def _pod_shape(
-    requests: Resources,
-    limits: Resources,
-    policy: Policy | None,
-    observed: Resources | None = None,
-) -> PodShape:
-    """A workload's pod as placement sees it; with ``policy``, with the extender's
-    estimate of its usage (a policy without estimation estimates nothing), raised to
-    its workload's ``observed`` per-pod usage where one is published."""
-    if policy is None or not policy.spec.estimation.enabled:
-        return PodShape(requests.cpu_cores, requests.memory_bytes)
-    usage = estimate_scheduled(requests, limits, policy.spec.estimation, observed)
-    return PodShape(requests.cpu_cores, requests.memory_bytes, usage.cpu_cores, usage.memory_bytes)
+    def binding(self) -> Binding:
+        """Where each slot's pod is bound now (kept until a placement changes)."""
+        if self._binding is None:
+            self._binding = Binding.of(self.node_of)
+        return self._binding

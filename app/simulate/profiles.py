@@ -147,8 +147,28 @@ class SlotUsage:
             if isinstance(w.usage, SpikyUsage)
         ]
         self._spiky = [(self.workload_of == index, usage) for index, usage in spiky]
+        # Each spiky workload's slots (one run: the slots are sorted by workload).
+        self._spiky_slots = [
+            slice(int(first[index]), int(first[index]) + int((self.workload_of == index).sum()))
+            for index, _ in spiky
+        ]
+        # No spike is zero: spikes can be added to the spiky slots alone (``_spiked``).
+        self._nonzero_spikes = all(
+            usage.spike.cpu != 0 and usage.spike.memory != 0 for _, usage in spiky
+        )
         # The last steps drawn: the descheduler's rate window reads them again.
         self._drawn: dict[tuple[int, float], tuple[FloatArray, FloatArray]] = {}
+        # The workloads whose usage depends on time (their base is worked out per step).
+        self._changing = [
+            index
+            for index, w in enumerate(scenario.workloads)
+            if not isinstance(w.usage, ConstantUsage | SpikyUsage)
+        ]
+        bases = [base_usage(w.usage, 0.0) for w in scenario.workloads]
+        self._cpu = _Unspiked([b[0] for b in bases], self._changing, self._cpu_factor, self)
+        self._memory = _Unspiked([b[1] for b in bases], self._changing, self._mem_factor, self)
+        # With no usage depending on time and none spiking, the one draw of every step.
+        self._every_step: tuple[FloatArray, FloatArray] | None = None
 
     def _measured_spread(self, workload: int, usage: HistoryUsage) -> None:
         start = int(self.first_slot[workload])
@@ -177,6 +197,8 @@ class SlotUsage:
     def at(self, step: int, t_s: float) -> tuple[FloatArray, FloatArray]:
         """Every slot's usage (cores, bytes) during the step starting at ``t_s``
         (read-only: the last ``KEPT_STEPS`` are kept and handed out again)."""
+        if self._every_step is not None:
+            return self._every_step
         drawn = self._drawn.get((step, t_s))
         if drawn is None:
             drawn = self._draw(step, t_s)
@@ -185,18 +207,72 @@ class SlotUsage:
             self._drawn[step, t_s] = drawn
             if len(self._drawn) > KEPT_STEPS:
                 del self._drawn[next(iter(self._drawn))]  # the oldest
+            if not self._changing and not self._spiky:
+                self._every_step = drawn
         return drawn
 
     def _draw(self, step: int, t_s: float) -> tuple[FloatArray, FloatArray]:
-        bases = [base_usage(w.usage, t_s) for w in self._scenario.workloads]
-        cpu_base = np.array([b[0] for b in bases])
-        mem_base = np.array([b[1] for b in bases])
-        cpu = cpu_base[self.workload_of] * self._cpu_factor
-        memory = mem_base[self.workload_of] * self._mem_factor
-        if self._spiky:
-            draws = np.random.default_rng([self._scenario.seed, 2, step]).random(self.slots)
-            for mask, usage in self._spiky:
-                spiking = mask & (draws < usage.spike_fraction)
-                cpu = cpu + np.where(spiking, usage.spike.cpu, 0.0)
-                memory = memory + np.where(spiking, usage.spike.memory, 0.0)
+        workloads = self._scenario.workloads
+        changing = [base_usage(workloads[index].usage, t_s) for index in self._changing]
+        cpu = self._cpu.drawn([base[0] for base in changing])
+        memory = self._memory.drawn([base[1] for base in changing])
+        if not self._spiky:
+            return cpu, memory
+        draws = np.random.default_rng([self._scenario.seed, 2, step]).random(self.slots)
+        if self._nonzero_spikes:
+            return self._spiked(cpu, draws, 0), self._spiked(memory, draws, 1)
+        for mask, usage in self._spiky:
+            spiking = mask & (draws < usage.spike_fraction)
+            cpu = cpu + np.where(spiking, usage.spike.cpu, 0.0)
+            memory = memory + np.where(spiking, usage.spike.memory, 0.0)
         return cpu, memory
+
+    def _spiked(self, usage: FloatArray, draws: FloatArray, resource: int) -> FloatArray:
+        """``usage`` plus, on each spiky workload's slots, its spike where the draw says.
+
+        The same numbers as adding, per spiky workload, its spike or 0.0 to every slot
+        (the loop above), as no spike is zero: 0.0 added once or more only turns -0.0
+        into 0.0, which ``usage + 0.0`` does once here; a spike added to a slot makes
+        the same sum after it (a zero plus a non-zero spike is the spike), and no sum
+        with a non-zero spike is -0.0 for a later 0.0 to turn."""
+        spiked: FloatArray = usage + 0.0
+        for (_, profile), slots in zip(self._spiky, self._spiky_slots, strict=True):
+            spike = profile.spike.cpu if resource == 0 else profile.spike.memory
+            spiking = draws[slots] < profile.spike_fraction
+            spiked[slots] += np.where(spiking, spike, 0.0)
+        return spiked
+
+
+class _Unspiked:
+    """One resource's usage of every slot before spikes: its workload's base times the
+    slot's factor. A step whose bases are the same numbers as the last step's gets the
+    same (read-only) array again, so a resource that does not change keeps its array
+    while the other one changes (a diurnal profile without memory amplitude)."""
+
+    def __init__(
+        self, bases: list[float], changing: list[int], factor: FloatArray, slots: SlotUsage
+    ) -> None:
+        self._bases = bases  # per workload; those of ``changing`` are set per step
+        self._changing = changing
+        self._factor = factor
+        self._workload_of = slots.workload_of
+        self._last: tuple[list[float], FloatArray] | None = None
+
+    def drawn(self, changing: list[float]) -> FloatArray:
+        """Every slot's usage, given the bases of the workloads that change (in order)."""
+        last = self._last
+        if last is not None and _same_numbers(last[0], changing):
+            return last[1]
+        for index, base in zip(self._changing, changing, strict=True):
+            self._bases[index] = base
+        usage: FloatArray = np.array(self._bases)[self._workload_of] * self._factor
+        usage.flags.writeable = False
+        self._last = (changing, usage)
+        return usage
+
+
+def _same_numbers(before: list[float], now: list[float]) -> bool:
+    """Whether two lists of base usage are the same floats, bit for bit: equal and not
+    zero (equal non-zero floats have the same bits; a zero may differ in its sign, which
+    a product keeps, and NaN equals nothing)."""
+    return before == now and 0.0 not in now

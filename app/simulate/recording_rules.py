@@ -59,21 +59,47 @@ def rule_of(metric: str) -> Rule | None:
 class _History:
     """The last ``length`` rule evaluations of one series per node (a ring buffer)."""
 
-    def __init__(self, length: int, nodes: int) -> None:
+    def __init__(self, length: int, nodes: int, *, counts_repeats: bool = False) -> None:
         self.values = np.full((length, nodes), np.nan)
         self.written = 0
+        # Row positions newest first, twice round: ``last`` takes a slice of it.
+        self._backwards = np.tile(np.arange(length - 1, -1, -1), 2)
+        self._counts_repeats = counts_repeats
+        self._newest: tuple[FloatArray, bytes] | None = None  # the row pushed last
+        self.same_in_a_row = 0  # how many of the newest rows are the same bytes (if counted)
 
     def push(self, row: FloatArray) -> None:
+        if self._counts_repeats:
+            newest = self._newest
+            if newest is not None and row is newest[0] and not row.flags.writeable:
+                self.same_in_a_row += 1  # the same read-only array: the same bytes
+            else:
+                row_bytes = row.tobytes()
+                same = newest is not None and row_bytes == newest[1]
+                self.same_in_a_row = self.same_in_a_row + 1 if same else 1
+                self._newest = (row, row_bytes)
         self.values[self.written % len(self.values)] = row
         self.written += 1
 
+    def newest(self) -> FloatArray:
+        newest: FloatArray = self.values[(self.written - 1) % len(self.values)]
+        return newest
+
     def last(self, count: int) -> FloatArray:
-        count = min(count, self.written, len(self.values))
-        rows = [(self.written - 1 - i) % len(self.values) for i in range(count)]
-        return self.values[rows]
+        """The newest ``count`` rows (fewer if fewer were written), newest first."""
+        length = len(self.values)
+        count = min(count, self.written, length)
+        start = length - 1 - (self.written - 1) % length
+        return self.values[self._backwards[start : start + count]]
 
 
 def _mean_ignoring_nan(rows: FloatArray) -> FloatArray:
+    sums = rows.sum(axis=0)
+    if not math.isnan(sums.sum()):
+        # No NaN in any row (one would make its column's sum NaN): each column counts
+        # every row, and the masks below would change nothing.
+        mean: FloatArray = sums / len(rows)
+        return mean
     missing = np.isnan(rows)
     # The method, not np.sum: the same reduction, without the wrapper's cost per step.
     counts = (~missing).sum(axis=0)
@@ -83,6 +109,12 @@ def _mean_ignoring_nan(rows: FloatArray) -> FloatArray:
 
 
 def _max_ignoring_nan(rows: FloatArray) -> FloatArray:
+    if len(rows):
+        best: FloatArray = rows.max(axis=0)  # NaN where a row has NaN
+        if math.isfinite(best.sum()):
+            # No NaN or infinity in any column's max, so none in the rows: the masks
+            # below would change nothing.
+            return best
     filled = np.where(np.isnan(rows), -np.inf, rows)
     best = filled.max(axis=0) if len(rows) else np.full(rows.shape[1], -np.inf)
     return np.where(np.isinf(best), np.nan, best)
@@ -107,9 +139,17 @@ class SimulatedMonitoring:
         self.rule_interval_s = rule_interval_s
         self.hot_value_interval_s = hot_value_interval_s
         self.sync_periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
+        self._rules = {metric: rule_of(metric) for metric in self.sync_periods_s}
+        # Each period once: most steps none is due, and it takes one check per period to see.
+        self._distinct_sync_periods_s = list(dict.fromkeys(self.sync_periods_s.values()))
         self._nodes = nodes
-        self._cpu_busy_s = np.zeros(nodes)  # CPU-seconds per core since the last scrape
+        # What each step since the last scrape added: CPU-seconds per core, and seconds.
+        self._interval: list[tuple[FloatArray, float]] = []
         self._cpu_since_scrape_s = 0.0
+        # The interval the scraped CPU rate was worked out from (its arrays are kept).
+        self._rate_from: list[tuple[FloatArray, float]] | None = None
+        # The last step's fraction and seconds, and the CPU-seconds they add.
+        self._busy: tuple[FloatArray, float, FloatArray] | None = None
         self._scraped_cpu: FloatArray = np.full(nodes, np.nan)  # rate over the last 2 scrapes
         self._scraped_mem: FloatArray = np.full(nodes, np.nan)
         self._mem_now: FloatArray = np.full(nodes, np.nan)
@@ -118,7 +158,10 @@ class SimulatedMonitoring:
             name: max(1, math.ceil(s / rule_interval_s))
             for name, s in (("avg", AVG_WINDOW_S), ("1d", 86400.0))
         }
-        self._active = {r: _History(evaluations_per["avg"], nodes) for r in ("cpu", "mem")}
+        self._active = {
+            r: _History(evaluations_per["avg"], nodes, counts_repeats=True) for r in ("cpu", "mem")
+        }
+        self._avg_window = max(1, round(AVG_WINDOW_S / rule_interval_s))
         self._avg = {r: _History(evaluations_per["1d"], nodes) for r in ("cpu", "mem")}
         # What is on the nodes: per metric the written fraction and the write time.
         self.values = {m: np.full(nodes, np.nan) for m in self.sync_periods_s}
@@ -143,8 +186,15 @@ class SimulatedMonitoring:
 
     # -- what happens on the nodes ---------------------------------------------------
     def account(self, cpu_fraction: FloatArray, mem_fraction: FloatArray, seconds: float) -> None:
-        """Usage (capped at capacity) during the last ``seconds``, as node fractions."""
-        self._cpu_busy_s += cpu_fraction * seconds
+        """Usage (capped at capacity) during the last ``seconds``, as node fractions.
+        A read-only array is taken to stay the same numbers (it may be kept as it is)."""
+        busy = self._busy
+        if busy is None or not (
+            busy[0] is cpu_fraction and busy[1] == seconds and not cpu_fraction.flags.writeable
+        ):
+            # A read-only array is the same numbers while it is the same object.
+            busy = self._busy = (cpu_fraction, seconds, cpu_fraction * seconds)
+        self._interval.append((busy[2], seconds))
         self._cpu_since_scrape_s += seconds
         self._mem_now = mem_fraction
 
@@ -158,30 +208,48 @@ class SimulatedMonitoring:
             self._scrape()
         if is_due(t_s, self.rule_interval_s):
             self._evaluate_rules()
-        due = [m for m, period_s in self.sync_periods_s.items() if is_due(t_s, period_s)]
-        if due:
+        due_periods_s = [p for p in self._distinct_sync_periods_s if is_due(t_s, p)]
+        if due_periods_s:
+            due = [m for m, period_s in self.sync_periods_s.items() if period_s in due_periods_s]
             self._sync(due, t_s)
         if is_due(t_s, self.hot_value_interval_s):
             self._publish_hot_values(t_s)
 
     def _scrape(self) -> None:
-        if self._scrapes > 0 and self._cpu_since_scrape_s > 0:
-            self._scraped_cpu = self._cpu_busy_s / self._cpu_since_scrape_s
+        interval, self._interval = self._interval, []
+        # The same steps' arrays as the last rate's (a quiet node) give the same rate.
+        if (
+            self._scrapes > 0
+            and self._cpu_since_scrape_s > 0
+            and not _same_interval(interval, self._rate_from)
+        ):
+            cpu_busy_s = np.zeros(self._nodes)  # summed in the steps' order
+            for added, _ in interval:
+                cpu_busy_s += added
+            self._scraped_cpu = cpu_busy_s / self._cpu_since_scrape_s
+            self._scraped_cpu.flags.writeable = False  # kept as it is while quiet
+            self._rate_from = interval
         if self._scrapes > 0:
-            self._scraped_mem = self._mem_now.copy()
-        self._cpu_busy_s = np.zeros(self._nodes)
+            memory = self._mem_now  # only kept as it is, when it cannot change
+            self._scraped_mem = memory.copy() if memory.flags.writeable else memory
         self._cpu_since_scrape_s = 0.0
         self._scrapes += 1
 
     def _evaluate_rules(self) -> None:
+        window = self._avg_window
         for resource, scraped in (("cpu", self._scraped_cpu), ("mem", self._scraped_mem)):
-            self._active[resource].push(scraped)
-            window = max(1, round(AVG_WINDOW_S / self.rule_interval_s))
-            self._avg[resource].push(_mean_ignoring_nan(self._active[resource].last(window)))
+            active, avg = self._active[resource], self._avg[resource]
+            active.push(scraped)
+            if active.same_in_a_row > window:
+                # This window and the last one are the same rows (the last one full):
+                # the same mean as last time.
+                avg.push(avg.newest())
+            else:
+                avg.push(_mean_ignoring_nan(active.last(window)))
 
     def rule_value(self, metric: str) -> FloatArray:
         """The latest evaluation of a metric's rule, per node (NaN: no data)."""
-        rule = rule_of(metric)
+        rule = self._rules.get(metric) or rule_of(metric)
         assert rule is not None, metric  # scenarios are checked for this on load
         history = self._avg[rule.resource]
         if rule.max_window_s is None:
@@ -193,6 +261,9 @@ class SimulatedMonitoring:
     def _sync(self, metrics: list[str], t_s: float) -> None:
         for metric in metrics:
             fresh = self.rule_value(metric)
+            if not math.isnan(fresh.sum()):
+                self._sync_every_node(metric, fresh, t_s)
+                continue
             has_data = ~np.isnan(fresh)
             # The annotator clamps values above 100 % to 1 and drops negative ones.
             self.values[metric] = np.where(has_data, np.minimum(fresh, 1.0), self.values[metric])
@@ -206,6 +277,15 @@ class SimulatedMonitoring:
             for node in np.flatnonzero(has_data).tolist():
                 texts[node] = None
         self.sync_version += 1
+
+    def _sync_every_node(self, metric: str, fresh: FloatArray, t_s: float) -> None:
+        """``_sync`` of one metric with a value on every node (no NaN: the sum shows
+        one), as most syncs are: the same arrays, without the masks."""
+        values = self.values[metric] = np.minimum(fresh, 1.0)
+        self.written_at_s[metric] = np.full(self._nodes, t_s)
+        self.node_version += 1
+        self._written[metric] = (values.tolist(), [t_s] * self._nodes)
+        self._texts[metric] = [None] * self._nodes
 
     def _publish_hot_values(self, t_s: float) -> None:
         now_s = t_s
@@ -257,6 +337,19 @@ class SimulatedMonitoring:
             for metric, at in self.written_at_s.items()
             if not math.isnan(at[node])
         }
+
+
+def _same_interval(
+    interval: list[tuple[FloatArray, float]], before: list[tuple[FloatArray, float]] | None
+) -> bool:
+    """Whether two scrape intervals added the same arrays (kept, never changed), in the
+    same order, over the same seconds."""
+    if before is None or len(interval) != len(before):
+        return False
+    for (added, seconds), (earlier, earlier_s) in zip(interval, before, strict=True):
+        if added is not earlier or seconds != earlier_s:
+            return False
+    return True
 
 
 def is_due(t_s: float, period_s: float) -> bool:

@@ -66,14 +66,31 @@ class SimulatedWorkloadUsage:
         self.cpu_cores: FloatArray = np.full(workloads, np.nan)
         self.memory_bytes: FloatArray = np.full(workloads, np.nan)
         self.version = 0  # bumps on every publication
+        # Whether a scrape changed the window's rows or the memory scraped since the last
+        # publication, and the (read-only) bound slots it was made for: with neither
+        # changed, a publication is the same numbers as the last one.
+        self._window_changed = True
+        self._published_for: BoolArray | None = None
+        # The last step's arguments to ``account`` and what they add: a step with the same
+        # read-only arrays (a quiet step in the simulator) adds the same numbers.
+        self._accounted: tuple[_Step, FloatArray, FloatArray, FloatArray] | None = None
 
     def account(
         self, cpu_cores: FloatArray, memory_bytes: FloatArray, bound: BoolArray, seconds: float
     ) -> None:
-        """What each slot's pod used during the last ``seconds`` (0 where none is bound)."""
-        self._busy_now_s += np.where(bound, cpu_cores, 0.0) * seconds
-        self._ran_now_s += bound * seconds
-        self._memory_now = np.where(bound, memory_bytes, np.nan)
+        """What each slot's pod used during the last ``seconds`` (0 where none is bound).
+        A read-only array is taken to stay the same numbers (it may be kept as it is)."""
+        step = (cpu_cores, memory_bytes, bound, seconds)
+        accounted = self._accounted
+        if accounted is None or not _same_step(accounted[0], step):
+            busy_s: FloatArray = np.where(bound, cpu_cores, 0.0) * seconds
+            ran_s: FloatArray = np.where(bound, seconds, 0.0)
+            memory_now: FloatArray = np.where(bound, memory_bytes, np.nan)
+            accounted = (step, busy_s, ran_s, memory_now)
+            self._accounted = accounted
+        self._busy_now_s += accounted[1]
+        self._ran_now_s += accounted[2]
+        self._memory_now = accounted[3]  # only ever replaced, never changed in place
 
     def advance(self, t_s: float, bound: BoolArray) -> None:
         """Scrape and publish whatever is due at ``t_s``; ``bound``: slots with a pod now."""
@@ -91,15 +108,28 @@ class SimulatedWorkloadUsage:
 
     def _scrape(self) -> None:
         if self._scrapes > 0:
-            self._busy_s[self._row] = self._busy_now_s
-            self._ran_s[self._row] = self._ran_now_s
+            row = self._row
+            self._window_changed = (
+                self._window_changed
+                or self._memory_now is not self._scraped_memory
+                or self._busy_s[row].tobytes() != self._busy_now_s.tobytes()
+                or self._ran_s[row].tobytes() != self._ran_now_s.tobytes()
+            )
+            self._busy_s[row] = self._busy_now_s
+            self._ran_s[row] = self._ran_now_s
             self._row = (self._row + 1) % len(self._busy_s)
-            self._scraped_memory = self._memory_now.copy()
-        self._busy_now_s = np.zeros_like(self._busy_now_s)
-        self._ran_now_s = np.zeros_like(self._ran_now_s)
+            self._scraped_memory = self._memory_now  # made by ``account``, never changed
+        # Copied into the window above: the same arrays start the next interval.
+        self._busy_now_s.fill(0.0)
+        self._ran_now_s.fill(0.0)
         self._scrapes += 1
 
     def _publish(self, bound: BoolArray) -> None:
+        self.version += 1
+        if not self._window_changed and bound is self._published_for and not bound.flags.writeable:
+            return  # the same scrapes of the same pods: the same percentiles
+        self._window_changed = False
+        self._published_for = bound
         ran_s = self._ran_s.sum(axis=0)
         running = bound & (ran_s > 0) & ~np.isnan(self._scraped_memory)
         slots = np.flatnonzero(running)
@@ -108,7 +138,18 @@ class SimulatedWorkloadUsage:
         memory = self._scraped_memory[slots]
         self.cpu_cores = _percentile_per_workload(cpu, workloads, self._workloads)
         self.memory_bytes = _percentile_per_workload(memory, workloads, self._workloads)
-        self.version += 1
+
+
+_Step = tuple[FloatArray, FloatArray, BoolArray, float]
+
+
+def _same_step(before: _Step, now: _Step) -> bool:
+    """Whether ``account`` was given the same numbers: the same read-only arrays (which
+    cannot have changed since) and the same seconds."""
+    for array, earlier in zip(now[:3], before[:3], strict=True):
+        if array is not earlier or array.flags.writeable:
+            return False
+    return now[3] == before[3]
 
 
 def _percentile_per_workload(values: FloatArray, workloads: IntArray, count: int) -> FloatArray:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -73,3 +75,47 @@ def test_crane_leaves_pods_pending_once_every_node_is_over_its_limit() -> None:
     default = SimulatedCluster(load(document), plan_for("default")).simulate()
     assert default.pending_at_end == 0
     assert crane.pending_at_end > 0
+
+
+@pytest.mark.parametrize(
+    ("policy", "profile"),
+    [("default", "constant"), ("loadaware+desched", "constant"), ("loadaware", "diurnal")],
+)
+def test_each_steps_utilisation_is_the_demand_of_the_pods_bound_in_that_step(
+    policy: str, profile: str
+) -> None:
+    # Constant usage (or a diurnal CPU beside a constant memory), with bindings,
+    # scale-downs and (loadaware) evictions between quiet stretches: what a step's usage
+    # does to the nodes is worked out once and kept while nothing changes (per
+    # resource), and must still follow every change.
+    document = small(seed=5, duration="90m")
+    web = document["workloads"][0]
+    web["usage"] = {"profile": profile, "cpu": "1500m", "memory": "1Gi", "jitter": 0.3}
+    if profile == "diurnal":
+        web["usage"] |= {"amplitude": 0.5, "period": "1h"}
+    web["replicaHistory"] = [{"at": "30m", "replicas": 8}, {"at": "60m", "replicas": 12}]
+    cluster = SimulatedCluster(load(document), plan_for(policy))
+    run = cluster.simulate()
+    assert run.deletions, "nothing was deleted: the property was not exercised"
+    # A step's deletions, evictions and placements all come before its usage, in turn.
+    events = sorted(
+        [(e.t_s, 0, i, e.slot, -1) for i, e in enumerate(run.deletions)]
+        + [(e.t_s, 1, i, e.slot, -1) for i, e in enumerate(run.evictions)]
+        + [(p.t_s, 2, i, p.slot, p.node) for i, p in enumerate(run.placements)]
+    )
+    node_of = [-1] * cluster.usage.slots
+    for step, t_s in enumerate(run.times_s.tolist()):
+        while events and events[0][0] <= t_s:
+            _, _, _, slot, node = events.pop(0)
+            node_of[slot] = node
+        usage = cluster.usage.at(step, t_s)
+        for got, used, allocatable in (
+            (run.cpu_utilisation, usage[0], cluster.allocatable_cpu),
+            (run.memory_utilisation, usage[1], cluster.allocatable_memory),
+        ):
+            demand = [0.0] * len(allocatable)
+            for slot, node in enumerate(node_of):
+                if node >= 0:
+                    demand[node] += float(used[slot])
+            fractions = [d / a for d, a in zip(demand, allocatable.tolist(), strict=True)]
+            assert got[step].tolist() == np.array(fractions).astype(np.float32).tolist()

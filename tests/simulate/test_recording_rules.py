@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.load import HOT_VALUE_KEY, format_hot_value, format_usage
 from app.policy import default_policy
@@ -13,16 +17,20 @@ EPOCH_S = 1_704_067_200.0
 STEP_S = 30.0
 
 
-def run_pipeline(usage_at: list[float], until_s: float) -> SimulatedMonitoring:
-    """One node whose CPU use during the step starting at ``t`` is ``usage_at(t)``."""
-    pipeline = SimulatedMonitoring(
+def new_pipeline(nodes: int = 1, scrape_interval_s: float = 30.0) -> SimulatedMonitoring:
+    return SimulatedMonitoring(
         default_policy(),
-        1,
+        nodes,
         epoch_s=EPOCH_S,
-        scrape_interval_s=30.0,
+        scrape_interval_s=scrape_interval_s,
         rule_interval_s=60.0,
         hot_value_interval_s=30.0,
     )
+
+
+def run_pipeline(usage_at: list[float], until_s: float) -> SimulatedMonitoring:
+    """One node whose CPU use during the step starting at ``t`` is ``usage_at(t)``."""
+    pipeline = new_pipeline()
     steps = int(until_s / STEP_S)
     for step in range(steps + 1):
         t_s = step * STEP_S
@@ -92,3 +100,50 @@ def test_hot_value_is_written_from_bindings_and_once_more_as_zero() -> None:
 )
 def test_only_cranes_rules_are_simulated(metric: str, known: bool) -> None:
     assert (rule_of(metric) is not None) is known
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    stretches=st.lists(
+        st.tuples(st.sampled_from([0.25, 0.5, 0.75, 1.0]), st.integers(1, 30)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_every_5m_average_is_the_mean_of_the_last_five_rule_samples(
+    stretches: list[tuple[float, int]],
+) -> None:
+    # Long stretches of one usage (a window the same as the last gives the last mean
+    # again) and changes between them; values exact in binary, so a mean is exact.
+    usage = [value for value, steps in stretches for _ in range(steps)]
+    pipeline = new_pipeline()
+    # Scraped at t: the usage of the step before t, from the second scrape on.
+    samples: list[float] = []
+    for step, value in enumerate(usage):
+        t_s = step * STEP_S
+        pipeline.advance(t_s)
+        if step % 2 == 0:  # a rule evaluation at t
+            samples.append(usage[step - 1] if step > 0 else math.nan)
+            window = [s for s in samples[-5:] if not math.isnan(s)]
+            got = float(pipeline.rule_value("cpu_usage_avg_5m")[0])
+            if window:
+                assert got == sum(window) / len(window)
+            else:
+                assert math.isnan(got)
+        pipeline.account(np.array([value]), np.array([value]), STEP_S)
+
+
+def test_an_array_changed_in_place_between_steps_is_accounted_as_changed() -> None:
+    # ``account`` keeps what a step adds for the same read-only array; a caller's
+    # writable array changed in place is new numbers, as fresh copies are.
+    pipelines = [new_pipeline(nodes=2, scrape_interval_s=60.0) for _ in range(2)]
+    usage = np.array([0.25, 0.5])
+    for step in range(12):
+        for pipeline in pipelines:
+            pipeline.advance(step * STEP_S)
+        usage[:] = [0.25 + step / 20, 0.5]
+        pipelines[0].account(usage, usage, STEP_S)
+        pipelines[1].account(usage.copy(), usage.copy(), STEP_S)
+    in_place, copied = (p.rule_value("cpu_usage_avg_5m").tolist() for p in pipelines)
+    assert in_place == copied
+    assert copied[0] != 0.25

@@ -132,3 +132,61 @@ def test_on_spiky_waves_it_takes_away_loadawares_own_throttling_seed_by_seed() -
         after.append(harm(simulate(seed)))
         assert after[-1] <= before[-1] + 1e-9, (seed, before[-1], after[-1])
     assert sum(after) < sum(before) / 4, (before, after)
+
+
+def test_an_array_changed_in_place_between_steps_is_accounted_as_changed() -> None:
+    """``account`` keeps what a step adds for the same read-only arrays; a caller's
+    writable array changed in place is new numbers, as fresh copies are."""
+    workload_of = np.zeros(6, dtype=np.int64)
+    bound = np.ones(6, dtype=np.bool_)
+    in_place, copied = (
+        SimulatedWorkloadUsage(workload_of, 1, scrape_interval_s=30.0, publish_period_s=180.0)
+        for _ in range(2)
+    )
+    cpu, memory = np.full(6, 0.5), np.full(6, 1e9)
+    for step in range(7):
+        in_place.advance(step * 30.0, bound)
+        copied.advance(step * 30.0, bound)
+        cpu[:] = 0.5 + step / 10
+        memory[:] = 1e9 * (1 + step)
+        in_place.account(cpu, memory, bound, 30.0)
+        copied.account(cpu.copy(), memory.copy(), bound.copy(), 30.0)
+    assert in_place.version == copied.version == 1
+    assert in_place.observed(0) == copied.observed(0)
+    assert copied.observed(0) is not None
+    assert copied.observed(0) != Resources(0.5, 1e9)
+
+
+def test_a_publication_after_quiet_steps_still_follows_the_next_change() -> None:
+    """Quiet scrapes (the same read-only arrays) publish the same numbers again; the
+    first change of usage or memory after them is published."""
+    slots = 4
+    published = SimulatedWorkloadUsage(
+        np.zeros(slots, dtype=np.int64), 1, scrape_interval_s=30.0, publish_period_s=180.0
+    )
+    bound = np.ones(slots, dtype=np.bool_)
+
+    def frozen(value: float) -> np.ndarray:
+        array = np.full(slots, value)
+        array.flags.writeable = False
+        return array
+
+    bound.flags.writeable = False
+    low, high, memory, more_memory = frozen(0.5), frozen(1.5), frozen(1e9), frozen(2e9)
+    # Publications every 6 steps; the window is the last 10 scrapes.
+    phases = [(low, memory, 13), (high, memory, 24), (high, more_memory, 12)]
+    seen: dict[int, Resources | None] = {}
+    step = 0
+    for cpu, memory_now, steps in phases:
+        for _ in range(steps):
+            published.advance(step * 30.0, bound)
+            seen[step] = published.observed(0)
+            published.account(cpu, memory_now, bound, 30.0)
+            step += 1
+    assert seen[6] == seen[12] == Resources(0.5, 1e9)
+    changed = seen[18]  # the CPU changed, the memory did not
+    assert changed is not None
+    assert changed.cpu_cores > 0.5
+    assert changed.memory_bytes == 1e9
+    assert seen[36] == Resources(1.5, 1e9)
+    assert seen[42] == Resources(1.5, 2e9)  # the memory changed, the CPU did not
