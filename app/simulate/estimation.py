@@ -19,6 +19,7 @@ the cluster's own, so it never lags and no reservation is needed.
 from __future__ import annotations
 
 import heapq
+import math
 from typing import TYPE_CHECKING
 
 from app.load import PlacedPod, node_unsampled, unsampled_after
@@ -41,11 +42,23 @@ class BurstEstimate:
         self._expiries: list[tuple[float, int]] = []  # (bound at + maxAge, node), a heap
         self._placements_seen = 0
         self._evictions_seen = 0
+        self._deletions_seen = 0
+        # A node's recent pods (``_pods_on``) are kept until one of them is bound,
+        # evicted, deleted or ages out there (its stamp then moves), or a new publication
+        # of the workloads' usage makes new PlacedPods; only once every binding, eviction
+        # and deletion so far has been seen (``changed_nodes``).
+        self._node_stamps: dict[int, int] = {}
+        self._pods_kept: dict[int, tuple[tuple[int, int], list[PlacedPod]]] = {}
         self._usage_version = 0  # of the workload usage published (cluster.workload_usage)
         # Each recent pod as the estimate takes it, by (slot, bound at), made once per
         # publication of its workload's usage rather than for every look at its node.
         self._placed: dict[tuple[int, float], PlacedPod] = {}
         self._placed_version = 0
+        # Per node, the last ``unsampled_after`` answer: (sample at, partly sampled), the
+        # pods it was of, the instant it stops holding, and the answer.
+        self._answers: dict[
+            int, tuple[tuple[float | None, bool], list[PlacedPod], float, dict[str, float]]
+        ] = {}
         self._allocatable = [
             Resources(cpu, memory)
             for cpu, memory in zip(
@@ -69,7 +82,7 @@ class BurstEstimate:
         )
 
     def unsampled_after(
-        self, node: int, t_s: float, sample_at_s: float | None
+        self, node: int, t_s: float, sample_at_s: float | None, partly_sampled: bool = False
     ) -> dict[str, float] | None:
         """``unsampled`` for a node measured already (``sample_at_s``: its freshest
         sample, ``Measurement.freshest_sample_s``)."""
@@ -78,7 +91,21 @@ class BurstEstimate:
             return None
         cluster = self._cluster
         now_s = cluster.pipeline.epoch_s + t_s
-        return unsampled_after(pods, sample_at_s, self._allocatable[node], cluster.policy, now_s)
+        key = (sample_at_s, partly_sampled)
+        kept = self._answers.get(node)
+        if kept is not None and kept[0] == key and kept[1] == pods and now_s < kept[2]:
+            return dict(kept[3])
+        answer = unsampled_after(
+            pods, sample_at_s, self._allocatable[node], cluster.policy, now_s, partly_sampled
+        )
+        # The same pods and sample give the same answer until one of them ages out of
+        # maxAge (``counts``: the one input that moves with the clock alone).
+        ages_out_s = min(
+            (at_s for pod in pods if now_s < (at_s := pod.bound_at_s + self._max_age_s)),
+            default=math.inf,
+        )
+        self._answers[node] = (key, pods, ages_out_s, answer)
+        return dict(answer)
 
     def _pods_on(self, node: int) -> list[PlacedPod]:
         """The node's pods bound within ``maxAge``, still bound there."""
@@ -87,6 +114,16 @@ class BurstEstimate:
         version = published.version if published is not None else 0
         if version != self._placed_version:
             self._placed, self._placed_version = {}, version
+        run = cluster.run
+        caught_up = (
+            len(run.placements) == self._placements_seen
+            and len(run.evictions) == self._evictions_seen
+            and len(run.deletions) == self._deletions_seen
+        )
+        stamp = (version, self._node_stamps.get(node, 0))
+        kept = self._pods_kept.get(node)
+        if caught_up and kept is not None and kept[0] == stamp:
+            return kept[1]
         placed = self._placed
         pods = []
         for slot, bound_at_s in self._recent.get(node, ()):
@@ -96,6 +133,8 @@ class BurstEstimate:
             if pod is None:
                 pod = placed[slot, bound_at_s] = self._placed_pod(slot, bound_at_s)
             pods.append(pod)
+        if caught_up:
+            self._pods_kept[node] = (stamp, pods)
         return pods
 
     def _placed_pod(self, slot: int, bound_at_s: float) -> PlacedPod:
@@ -152,6 +191,9 @@ class BurstEstimate:
         for eviction in cluster.run.evictions[self._evictions_seen :]:
             changed.add(eviction.node)
         self._evictions_seen = len(cluster.run.evictions)
+        # A deletion changes the node's recent pods, not (as before) the nodes reported.
+        stamped = {deletion.node for deletion in cluster.run.deletions[self._deletions_seen :]}
+        self._deletions_seen = len(cluster.run.deletions)
         published = cluster.workload_usage
         if published is not None and published.version != self._usage_version:
             self._usage_version = published.version
@@ -168,4 +210,6 @@ class BurstEstimate:
             else:
                 self._recent.pop(node, None)
             changed.add(node)
+        for node in changed | stamped:
+            self._node_stamps[node] = self._node_stamps.get(node, 0) + 1
         return changed

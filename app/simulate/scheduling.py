@@ -197,7 +197,7 @@ class UnsampledUsage(Protocol):
         ...
 
     def unsampled_after(
-        self, node: int, t_s: float, sample_at_s: float | None
+        self, node: int, t_s: float, sample_at_s: float | None, partly_sampled: bool = False
     ) -> Mapping[str, float] | None:
         """``unsampled`` for a node measured already, its freshest sample at ``sample_at_s``."""
         ...

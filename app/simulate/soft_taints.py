@@ -27,20 +27,24 @@ every sync made ``default+taints`` eight times slower than ``default``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from app.load import (
+    Evidence,
+    Measurement,
+    MetricReading,
     NodeHeat,
     PlacedPod,
     SoftTaints,
     SoftTaintSettings,
+    assess,
     decide_soft_taints,
-    evaluate_node,
-    judge_node,
+    judge_measured,
+    measure,
     next_pod,
     node_heat,
     wave_of,
@@ -51,12 +55,26 @@ from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scheduling import UnsampledUsage
 
 SCREEN_SLACK = 1e-4
+# What ``next_pod`` reads of a pod of the wave: all but when it was bound.
+PodKind = tuple[Resources, Resources, Evidence, Resources | None]
 
 
 @dataclass(frozen=True, slots=True)
 class TaintRound:
     t_s: float
     decision: SoftTaints
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """A node's last judgement with an estimate or a next pod, and what it was of. A
+    heat follows from the readings alone (not the hot value, whose rewrites bump the
+    annotations' version every refresh after a binding), the estimate and the next pod."""
+
+    readings: Mapping[str, MetricReading]
+    unsampled: Mapping[str, float] | None
+    ahead: dict[str, float]  # the very object ``next_pod`` made: it is not changed after
+    heat: NodeHeat
 
 
 class SimulatedSoftTaints:
@@ -91,6 +109,10 @@ class SimulatedSoftTaints:
         # A node's heat without an estimate is reused until its annotations are rewritten
         # or the clock alone would change it, as the extender's LoadFilter reuses a load.
         self._heats: list[tuple[int, float, NodeHeat] | None] = [None] * len(node_names)
+        # Per node, its last Measurement with the annotations' version and the instant
+        # it was taken: the estimate and both judgements (with and without the next pod)
+        # read it, and it stays the same until a rewrite or its changes_at_s.
+        self._measured: list[tuple[int, float, Measurement] | None] = [None] * len(node_names)
         # Nodes of the same allocatable take the same next pod: judged once per kind.
         kinds: dict[Resources, int] = {}
         self._kind_of = np.array(
@@ -98,6 +120,10 @@ class SimulatedSoftTaints:
         )
         self._kinds = list(kinds)
         self._next: list[dict[str, float]] = [{} for _ in self._kinds]
+        self._wave_kinds: list[tuple[Resources, Resources, Evidence, Resources | None]] | None = (
+            None
+        )
+        self._judged: list[_Judged | None] = [None] * len(node_names)
 
     def advance(self, t_s: float) -> None:
         """After the pipeline's ``advance(t_s)``: decide again if a limited metric synced
@@ -112,7 +138,11 @@ class SimulatedSoftTaints:
             self._estimated |= self._estimate.changed_nodes(t_s)
             if self._kinds:
                 wave = wave_of(self._estimate.recent_pods(t_s), self.policy, now_s)
-        self._next = [next_pod(wave, kind, self.policy) for kind in self._kinds]
+        # The next pod depends on the kinds of the wave's pods, not on when they were bound.
+        wave_kinds = [(p.requests, p.limits, p.evidence, p.observed) for p in wave]
+        if wave_kinds != self._wave_kinds:
+            self._next = [next_pod(wave, kind, self.policy) for kind in self._kinds]
+            self._wave_kinds = wave_kinds
         heats = {
             self._names[node]: self._heat(node, t_s, now_s)
             for node in np.flatnonzero(self._may_be_tainted()).tolist()
@@ -145,20 +175,56 @@ class SimulatedSoftTaints:
     def _heat(self, node: int, t_s: float, now_s: float) -> NodeHeat:
         margin = self.settings.release_margin
         ahead = self._next[int(self._kind_of[node])] if self._kinds else {}
+        version = int(self._pipeline.node_version[node])
+        cached = self._heats[node]
+        fresh_cache = cached is not None and cached[0] == version and now_s < cached[1]
+        if cached is not None and fresh_cache and not ahead and node not in self._estimated:
+            return cached[2]
+        measurement = self._measurement(node, version, now_s)
         unsampled = None
         if node in self._estimated:
             assert self._estimate is not None
-            unsampled = self._estimate.unsampled(node, t_s, partly_sampled=True)
+            unsampled = self._estimate.unsampled_after(
+                node, t_s, measurement.freshest_sample_s(), partly_sampled=True
+            )
             if not unsampled:
                 self._estimated.discard(node)
         if unsampled or ahead:
-            annotations = self._pipeline.annotations(node)
-            return judge_node(annotations, self.policy, now_s, margin, unsampled, ahead)
-        version = int(self._pipeline.node_version[node])
-        cached = self._heats[node]
-        if cached is not None and cached[0] == version and now_s < cached[1]:
+            return self._judge(node, measurement, unsampled, ahead)
+        if cached is not None and fresh_cache:
             return cached[2]
-        load = evaluate_node(self._pipeline.annotations(node), self.policy, now_s)
-        heat = node_heat(load, self.policy, margin)
-        self._heats[node] = (version, load.recheck_at_s, heat)
+        heat = node_heat(assess(measurement, self.policy), self.policy, margin)
+        self._heats[node] = (version, measurement.changes_at_s, heat)
         return heat
+
+    def _judge(
+        self,
+        node: int,
+        measurement: Measurement,
+        unsampled: Mapping[str, float] | None,
+        ahead: dict[str, float],
+    ) -> NodeHeat:
+        """``judge_measured``, reused while the node's readings, its estimate and the
+        next pod stay the same (``_judged``)."""
+        judged = self._judged[node]
+        if (
+            judged is not None
+            and judged.ahead is ahead
+            and judged.unsampled == unsampled
+            and judged.readings == measurement.readings
+        ):
+            return judged.heat
+        margin = self.settings.release_margin
+        heat = judge_measured(measurement, self.policy, margin, unsampled, ahead)
+        self._judged[node] = _Judged(measurement.readings, unsampled, ahead, heat)
+        return heat
+
+    def _measurement(self, node: int, version: int, now_s: float) -> Measurement:
+        """``measure`` of the node's annotations at ``now_s``, kept (as the load filter
+        keeps it) from when it was taken until its ``changes_at_s`` or a rewrite."""
+        kept = self._measured[node]
+        if kept is not None and kept[0] == version and kept[1] <= now_s < kept[2].changes_at_s:
+            return kept[2]
+        measurement = measure(self._pipeline.annotations(node), self.policy, now_s)
+        self._measured[node] = (version, now_s, measurement)
+        return measurement
