@@ -41,12 +41,10 @@ from app.load import (
     PlacedPod,
     SoftTaints,
     SoftTaintSettings,
-    assess,
     decide_soft_taints,
     judge_measured,
     measure,
     next_pod,
-    node_heat,
     wave_of,
 )
 from app.objects import Resources
@@ -106,9 +104,6 @@ class SimulatedSoftTaints:
         self.tainted: npt.NDArray[np.bool_] = np.zeros(len(node_names), dtype=np.bool_)
         self._warm_at_s: dict[str, float] = {}
         self.rounds: list[TaintRound] = []
-        # A node's heat without an estimate is reused until its annotations are rewritten
-        # or the clock alone would change it, as the extender's LoadFilter reuses a load.
-        self._heats: list[tuple[int, float, NodeHeat] | None] = [None] * len(node_names)
         # Per node, its last Measurement with the annotations' version and the instant
         # it was taken: the estimate and both judgements (with and without the next pod)
         # read it, and it stays the same until a rewrite or its changes_at_s.
@@ -120,10 +115,11 @@ class SimulatedSoftTaints:
         )
         self._kinds = list(kinds)
         self._next: list[dict[str, float]] = [{} for _ in self._kinds]
-        self._wave_kinds: list[tuple[Resources, Resources, Evidence, Resources | None]] | None = (
-            None
-        )
+        self._wave_kinds: list[PodKind] | None = None
+        self._lines: dict[str, float | npt.NDArray[np.float64]] | None = None
         self._judged: list[_Judged | None] = [None] * len(node_names)
+        # The last decision taken with no node tainted before or after it (``_decide``).
+        self._untainted: tuple[dict[str, NodeHeat], SoftTaints] | None = None
 
     def advance(self, t_s: float) -> None:
         """After the pipeline's ``advance(t_s)``: decide again if a limited metric synced
@@ -143,13 +139,12 @@ class SimulatedSoftTaints:
         if wave_kinds != self._wave_kinds:
             self._next = [next_pod(wave, kind, self.policy) for kind in self._kinds]
             self._wave_kinds = wave_kinds
+            self._lines = None
         heats = {
             self._names[node]: self._heat(node, t_s, now_s)
             for node in np.flatnonzero(self._may_be_tainted()).tolist()
         }
-        decision = decide_soft_taints(
-            heats, self._warm_at_s, now_s, self.settings, nodes=len(self._names)
-        )
+        decision = self._decide(heats, now_s)
         self._warm_at_s = dict(decision.warm_at_s)
         tainted = decision.tainted
         # In place: the scheduler holds this array.
@@ -157,30 +152,54 @@ class SimulatedSoftTaints:
         self.rounds.append(TaintRound(t_s, decision))
         return decision
 
+    def _decide(self, heats: dict[str, NodeHeat], now_s: float) -> SoftTaints:
+        """``decide_soft_taints``, or the last round's decision where it cannot differ:
+        with no node tainted before or after it, the clock enters neither the reasons
+        nor the memory, so the same heats (the very objects: ``_judge`` reuses them)
+        give the same decision."""
+        last = self._untainted
+        if (
+            last is not None
+            and not self._warm_at_s
+            and heats.keys() == last[0].keys()
+            and all(heat is last[0][name] for name, heat in heats.items())
+        ):
+            return last[1]
+        decision = decide_soft_taints(
+            heats, self._warm_at_s, now_s, self.settings, nodes=len(self._names)
+        )
+        quiet = not self._warm_at_s and not decision.warm_at_s
+        self._untainted = (heats, decision) if quiet else None
+        return decision
+
     def _may_be_tainted(self) -> npt.NDArray[np.bool_]:
         near = self.tainted.copy()
+        if self._lines is None:
+            self._lines = self._screen_lines()
+        for metric, line in self._lines.items():
+            # NaN (never written) compares False: such a node reads as unknown.
+            near |= self._pipeline.values[metric] > line
+        near[list(self._estimated)] = True
+        return near
+
+    def _screen_lines(self) -> dict[str, float | npt.NDArray[np.float64]]:
+        """Per limited metric, the written value above which a node may be hot: within
+        the next pod of its limit (the written value is the reading alone). Made again
+        when the next pod changes."""
+        lines: dict[str, float | npt.NDArray[np.float64]] = {}
         resources = self.policy.metric_resources
         for metric, limit in self._limits.items():
-            # Within the next pod of its limit (the written value is the reading
-            # alone); NaN (never written) compares False: such a node reads as unknown.
             line: float | npt.NDArray[np.float64] = limit - SCREEN_SLACK
             resource = resources.get(metric, "")
             if any(resource in fractions for fractions in self._next):
                 ahead = np.array([fractions.get(resource, 0.0) for fractions in self._next])
                 line = line - ahead[self._kind_of]
-            near |= self._pipeline.values[metric] > line
-        near[list(self._estimated)] = True
-        return near
+            lines[metric] = line
+        return lines
 
     def _heat(self, node: int, t_s: float, now_s: float) -> NodeHeat:
-        margin = self.settings.release_margin
         ahead = self._next[int(self._kind_of[node])] if self._kinds else {}
-        version = int(self._pipeline.node_version[node])
-        cached = self._heats[node]
-        fresh_cache = cached is not None and cached[0] == version and now_s < cached[1]
-        if cached is not None and fresh_cache and not ahead and node not in self._estimated:
-            return cached[2]
-        measurement = self._measurement(node, version, now_s)
+        measurement = self._measurement(node, int(self._pipeline.node_version[node]), now_s)
         unsampled = None
         if node in self._estimated:
             assert self._estimate is not None
@@ -189,13 +208,7 @@ class SimulatedSoftTaints:
             )
             if not unsampled:
                 self._estimated.discard(node)
-        if unsampled or ahead:
-            return self._judge(node, measurement, unsampled, ahead)
-        if cached is not None and fresh_cache:
-            return cached[2]
-        heat = node_heat(assess(measurement, self.policy), self.policy, margin)
-        self._heats[node] = (version, measurement.changes_at_s, heat)
-        return heat
+        return self._judge(node, measurement, unsampled, ahead)
 
     def _judge(
         self,
@@ -209,7 +222,7 @@ class SimulatedSoftTaints:
         judged = self._judged[node]
         if (
             judged is not None
-            and judged.ahead is ahead
+            and judged.ahead == ahead
             and judged.unsampled == unsampled
             and judged.readings == measurement.readings
         ):
