@@ -2,6 +2,7 @@
 
 from app.load.default_profile import (
     TAINT_TOLERATION_WEIGHT,
+    fits_request,
     fits_requests,
     non_zero_requests,
     resource_score,
@@ -108,6 +109,7 @@ __all__ = [
     "estimate_scheduled",
     "estimate_with_evidence",
     "evaluate_node",
+    "fits_request",
     "fits_requests",
     "format_hot_value",
     "format_usage",

@@ -53,6 +53,7 @@ from app.load import (
     assess,
     can_be_preferred,
     evaluate_node,
+    fits_request,
     fits_requests,
     limit_room,
     measure,
@@ -136,6 +137,13 @@ class NodeRequests:
                 self.requested_cpu, self.requested_memory, *shape,
             )  # fmt: skip
             self._fit_shape = shape
+        elif len(self._fits_changed) == 1:  # one binding since the last pod: most often
+            (node,) = self._fits_changed
+            self._fits.flags.writeable = True
+            self._fits[node] = fits_request(
+                float(self.allocatable_cpu[node]), float(self.allocatable_memory[node]),
+                float(self.requested_cpu[node]), float(self.requested_memory[node]), *shape,
+            )  # fmt: skip
         elif self._fits_changed:
             nodes = _indices(self._fits_changed)
             self._fits.flags.writeable = True
@@ -175,6 +183,9 @@ class NodeRequests:
         self._changed.clear()
         self._scores.flags.writeable = False
         return self._scores
+
+
+_LOWEST = int(np.iinfo(np.int64).min)  # how ``Scheduler.choose`` ranks infeasible nodes
 
 
 def _indices(nodes: set[int]) -> slice | IntArray:
@@ -354,10 +365,18 @@ class Scheduler:
                 scores = scores + self._extender_answer(feasible, pod) * (
                     EXTENDER_SCORE_SCALE * self.extender_weight
                 )
-        if not feasible.any():
+        # The best feasible score, ties drawn at random: the infeasible nodes ranked at
+        # the lowest int64, below every score but one made of no allocatable, one pass
+        # finds both; only that ``best`` leaves it unclear what is feasible.
+        ranked = np.where(feasible, scores, _LOWEST)
+        best = ranked.max(initial=_LOWEST)
+        if best > _LOWEST:
+            candidates = np.flatnonzero(ranked == best)
+        elif feasible.any():
+            best = scores[feasible].max()
+            candidates = np.flatnonzero(feasible & (scores == best))
+        else:
             return None
-        best = scores[feasible].max()
-        candidates = np.flatnonzero(feasible & (scores == best))
         return int(candidates[self.rng.integers(len(candidates))])
 
     def _extender_answer(self, feasible: BoolArray, pod: PodShape) -> IntArray:
