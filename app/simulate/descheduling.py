@@ -253,7 +253,9 @@ class PlannerRebalancer:
         )
 
     def _pod_usage(self, t_s: float) -> Mapping[str, Resources]:
-        """Per pod: mean CPU over the rate window since it was bound, last memory."""
+        """Per pod: mean CPU over the rate window since it was bound, last memory; worked
+        out when the planner first asks (a round without a source never does, and each
+        step's usage is a function of the step alone, drawn whenever)."""
         cluster = self._cluster
         step_s = cluster.scenario.step_s
         steps = max(1, round(RATE_WINDOW_S / step_s))
@@ -261,6 +263,14 @@ class PlannerRebalancer:
         window = range(max(0, now_step - steps), now_step)
         if not window:
             return {}
+        return _PodUsage(self._pods_now, self._slot_of, lambda: self._series(t_s, window))
+
+    def _series(
+        self, t_s: float, window: range
+    ) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]:
+        """Per slot: whether its pod has a series, its mean CPU and its last memory."""
+        cluster = self._cluster
+        step_s = cluster.scenario.step_s
         for step in window:  # each step's usage is drawn once, not once per round
             if step not in self._usage_by_step:
                 self._usage_by_step[step] = cluster.usage.at(step, step * step_s)
@@ -274,7 +284,7 @@ class PlannerRebalancer:
         scrape_s = cluster.scenario.metrics.scrape_interval_s
         has_series = (cluster.bound_at_s <= t_s - 2 * scrape_s) & (cpu_steps > 0)
         mean_cpu = np.where(has_series, cpu_sum / np.maximum(cpu_steps, 1), 0.0)
-        return _PodUsage(self._pods_now, self._slot_of, has_series, mean_cpu, memory)
+        return has_series, mean_cpu, memory
 
     def _budgets(self, t_s: float) -> tuple[PodDisruptionBudgetView, ...]:
         cluster = self._cluster
@@ -340,26 +350,29 @@ class _PodUsage(Mapping[str, Resources]):
         self,
         pods_now: Callable[[], object],
         slot_of: Mapping[str, int],
-        has_series: npt.NDArray[np.bool_],
-        cpu_cores: FloatArray,
-        memory_bytes: FloatArray,
+        series: Callable[[], tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]],
     ) -> None:
         self._pods_now = pods_now  # brings slot_of up to date
         self._slot_of = slot_of
-        self._has_series = has_series
-        self._cpu_cores = cpu_cores
-        self._memory_bytes = memory_bytes
+        self._series = series  # (has a series, mean CPU cores, memory bytes) per slot
+        self._made: tuple[npt.NDArray[np.bool_], FloatArray, FloatArray] | None = None
+
+    def _per_slot(self) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]:
+        self._pods_now()
+        if self._made is None:
+            self._made = self._series()
+        return self._made
 
     def __getitem__(self, key: str) -> Resources:
-        self._pods_now()
+        has_series, cpu_cores, memory_bytes = self._per_slot()
         slot = self._slot_of.get(key)
-        if slot is None or not self._has_series[slot]:
+        if slot is None or not has_series[slot]:
             raise KeyError(key)
-        return Resources(float(self._cpu_cores[slot]), float(self._memory_bytes[slot]))
+        return Resources(float(cpu_cores[slot]), float(memory_bytes[slot]))
 
     def __iter__(self) -> Iterator[str]:
-        self._pods_now()
-        return (key for key, slot in self._slot_of.items() if self._has_series[slot])
+        has_series = self._per_slot()[0]
+        return (key for key, slot in self._slot_of.items() if has_series[slot])
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
