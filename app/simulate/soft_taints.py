@@ -4,7 +4,8 @@ The simulated annotator judges the nodes as the annotator does: at each sync of 
 limited metric (a metric a policy predicate sets a limit on) and at each hot-value
 refresh (``metrics.hotValueInterval``, the annotator's hot-value loop), it reads each
 node's annotations with the estimate of the pods bound since its samples added
-(``app.load.taints.judge_node``; the estimate is the ``loadaware`` policy's
+(``app.load.taints.judge_node``, as ``judge_measured`` of the node's kept
+Measurement; the estimate is the ``loadaware`` policy's
 ``estimation.BurstEstimate``, the extender's ``unsampled``, each pod counted for the
 share of it the samples do not show yet: ``partly_sampled``, and raised to its
 workload's usage as the simulated annotator publishes it, ``cluster.workload_usage``,
@@ -23,6 +24,13 @@ to 5 decimals, so a node below it without an estimate cannot read as hot). The o
 are neither hot nor tainted, so the rule leaves them untainted whatever their readings
 say (``decide_soft_taints``' ``nodes``); on 1,000 cool nodes, reading every one at
 every sync made ``default+taints`` eight times slower than ``default``.
+
+What a sync would only make again is kept: a node's Measurement until a metric's text
+changes or its ``changes_at_s`` (a hot-value rewrite alone keeps it: the rule never
+reads the hot value), its heat while its readings, estimate and next pod stay the
+same, the next pod while the wave's kinds do, and a decision taken with no node
+tainted before or after it for the very same heats. Each is what making it again
+would give, so a run is the same with them as without.
 """
 
 from __future__ import annotations
@@ -61,6 +69,11 @@ PodKind = tuple[Resources, Resources, Evidence, Resources | None]
 class TaintRound:
     t_s: float
     decision: SoftTaints
+
+
+# A node's Measurement with the annotations' version and the instant it was taken at,
+# and the metrics' texts it was read from (``SimulatedSoftTaints._measurement``).
+_Measured = tuple[int, float, tuple[str | None, ...], Measurement]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +117,10 @@ class SimulatedSoftTaints:
         self.tainted: npt.NDArray[np.bool_] = np.zeros(len(node_names), dtype=np.bool_)
         self._warm_at_s: dict[str, float] = {}
         self.rounds: list[TaintRound] = []
-        # Per node, its last Measurement with the annotations' version and the instant
-        # it was taken: the estimate and both judgements (with and without the next pod)
-        # read it, and it stays the same until a rewrite or its changes_at_s.
-        self._measured: list[tuple[int, float, Measurement] | None] = [None] * len(node_names)
+        # Per node, its last Measurement (``_measurement``): the estimate and both
+        # judgements (with and without the next pod) read it.
+        self._measured: list[_Measured | None] = [None] * len(node_names)
+        self._metrics = [metric for metric, _ in policy.metric_windows]  # what it reads
         # Nodes of the same allocatable take the same next pod: judged once per kind.
         kinds: dict[Resources, int] = {}
         self._kind_of = np.array(
@@ -234,10 +247,20 @@ class SimulatedSoftTaints:
 
     def _measurement(self, node: int, version: int, now_s: float) -> Measurement:
         """``measure`` of the node's annotations at ``now_s``, kept (as the load filter
-        keeps it) from when it was taken until its ``changes_at_s`` or a rewrite."""
+        keeps it) from when it was taken until its ``changes_at_s``, or until a rewrite
+        changes a metric's text. A rewrite of the hot value alone (every refresh while
+        a node has recent bindings) keeps it: the rule reads the readings and never the
+        hot value (``node_heat``), so that one is left as it was read."""
         kept = self._measured[node]
-        if kept is not None and kept[0] == version and kept[1] <= now_s < kept[2].changes_at_s:
-            return kept[2]
-        measurement = measure(self._pipeline.annotations(node), self.policy, now_s)
-        self._measured[node] = (version, now_s, measurement)
+        if kept is not None and kept[1] <= now_s < kept[3].changes_at_s:
+            if kept[0] == version:
+                return kept[3]
+            annotations = self._pipeline.annotations(node)
+            if kept[2] == tuple(annotations.get(metric) for metric in self._metrics):
+                self._measured[node] = (version, kept[1], kept[2], kept[3])
+                return kept[3]
+        annotations = self._pipeline.annotations(node)
+        measurement = measure(annotations, self.policy, now_s)
+        texts = tuple(annotations.get(metric) for metric in self._metrics)
+        self._measured[node] = (version, now_s, texts, measurement)
         return measurement
