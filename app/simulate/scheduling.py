@@ -418,9 +418,12 @@ def wire_answer(
     to ``wire_scores`` asked of every node in the request's order."""
     can = asked & preferable & (scores >= 0)  # wire_scores counts a negative as none
     for pool in (can & roomy, can):
-        if pool.any():
-            top = scores[pool].max()
-            tied = pool & (scores == top)
+        # The pool's scores, the others at -1 below them all: its top and its ties in
+        # one pass each (a top of -1: the pool is empty).
+        ranked = np.where(pool, scores, -1)
+        top = ranked.max(initial=-1)
+        if top >= 0:
+            tied = ranked == top
             later = tied[first:]
             step = int(later.argmax())
             best = first + step if later[step] else int(tied.argmax())
