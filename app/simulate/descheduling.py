@@ -175,13 +175,12 @@ class PlannerRebalancer:
         tainted = soft_taints.tainted if soft_taints is not None else self._node_tainted
         changed = (versions != self._node_versions) | (tainted != self._node_tainted)
         names, annotations = cluster.node_names, cluster.pipeline.annotations
-        taints = [(SOFT_TAINT,) if t else () for t in tainted.tolist()]
         for i in np.flatnonzero(changed).tolist():
             self._nodes[names[i]] = NodeInfo(
                 name=names[i],
                 annotations=annotations(i),
                 internal_ip=None,
-                taints=taints[i],
+                taints=(SOFT_TAINT,) if tainted[i] else (),
                 allocatable=self._allocatable[i],
             )
         self._node_versions = versions.copy()

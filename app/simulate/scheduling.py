@@ -84,12 +84,9 @@ class PodShape:
     estimate_memory_bytes: float = 0.0
 
     @property
-    def score_cpu_cores(self) -> float:
-        return non_zero_requests(self.request_cpu_cores, self.request_memory_bytes)[0]
-
-    @property
-    def score_memory_bytes(self) -> float:
-        return non_zero_requests(self.request_cpu_cores, self.request_memory_bytes)[1]
+    def scored(self) -> tuple[float, float]:
+        """The requests the scoring plugins count (cores, bytes): ``non_zero_requests``."""
+        return non_zero_requests(self.request_cpu_cores, self.request_memory_bytes)
 
 
 @dataclass
@@ -121,8 +118,9 @@ class NodeRequests:
     def add(self, node: int, pod: PodShape, sign: float = 1.0) -> None:
         self.requested_cpu[node] += sign * pod.request_cpu_cores
         self.requested_memory[node] += sign * pod.request_memory_bytes
-        self.scored_cpu[node] += sign * pod.score_cpu_cores
-        self.scored_memory[node] += sign * pod.score_memory_bytes
+        score_cpu_cores, score_memory_bytes = pod.scored
+        self.scored_cpu[node] += sign * score_cpu_cores
+        self.scored_memory[node] += sign * score_memory_bytes
         self._changed.add(node)
         self._fits_changed.add(node)
 
@@ -159,7 +157,7 @@ class NodeRequests:
         """LeastAllocated + BalancedAllocation, the pod placed (``app.load.default_profile``).
 
         Read-only: the same array is updated in place for the next pod of the shape."""
-        shape = (pod.score_cpu_cores, pod.score_memory_bytes)
+        shape = pod.scored
         if shape != self._scored_shape:
             self._scores = resource_scores(
                 self.allocatable_cpu, self.allocatable_memory,
