@@ -66,12 +66,7 @@ class BurstEstimate:
         # than for every look at its node.
         self._placed: dict[tuple[int, float], PlacedPod] = {}
         self._placed_version = 0
-        # Per workload, its published usage where that raises its pods' estimate, else
-        # None (``_raising``); counted in ``_observed_version`` when any of them changes.
-        self._settings = cluster.policy.spec.estimation
-        self._observed: list[Resources | None] = [None] * len(workloads)
-        self._observed_version = 0
-        self._observed_read = 0  # the publication they were read from
+        self._observed = RaisingUsage(cluster, self._requests, self._limits)
         # Per node, the last ``unsampled_after`` answer with ``partly_sampled`` (the soft
         # taints ask every sync): the sample it was of, the pods, the instant it stops
         # holding, and the answer.
@@ -129,7 +124,7 @@ class BurstEstimate:
     def _pods_on(self, node: int) -> list[PlacedPod]:
         """The node's pods bound within ``maxAge``, still bound there."""
         cluster = self._cluster
-        version = self._follow_publication()
+        version = self._observed.follow()
         if version != self._placed_version:
             self._placed, self._placed_version = {}, version
         run = cluster.run
@@ -162,30 +157,8 @@ class BurstEstimate:
             self._requests[workload],
             self._limits[workload],
             cluster.pipeline.epoch_s + bound_at_s,
-            observed=self._observed[workload],
+            observed=self._observed.of(workload),
         )
-
-    def _follow_publication(self) -> int:
-        """Read a new publication of the workloads' usage; the ``_observed_version``."""
-        published = self._cluster.workload_usage
-        if published is not None and published.version != self._observed_read:
-            self._observed_read = published.version
-            observed = [self._raising(w, published.observed(w)) for w in range(len(self._observed))]
-            if observed != self._observed:
-                self._observed = observed
-                self._observed_version += 1
-        return self._observed_version
-
-    def _raising(self, workload: int, observed: Resources | None) -> Resources | None:
-        """``observed`` where it raises the workload's pods' estimate, else None: the
-        estimate is then the same with it or without it (``with_workload_usage`` leaves
-        it as it is, whatever the node: ``within_node`` comes after), and a publication
-        that raises none (most: a usage within 3 times the estimate) changes no pod."""
-        if observed is None or not self._settings.workload_usage:
-            return None
-        requests, limits = self._requests[workload], self._limits[workload]
-        estimate = estimate_pod_usage(requests, limits, self._settings)
-        return observed if with_workload_usage(estimate, observed, limits) != estimate else None
 
     def recent_pods(self, t_s: float) -> list[PlacedPod]:
         """The pods bound within ``maxAge``, one per workload: a workload's pods are
@@ -263,7 +236,7 @@ class BurstEstimate:
         if published is not None and published.version != self._usage_version:
             self._usage_version = published.version
             changed.update(self._recent)  # their pods' estimates may have changed
-            self._follow_publication()  # what changes the estimates changes the stamps
+            self._observed.follow()  # what changes the estimates changes the stamps
         while self._expiries and self._expiries[0][0] <= t_s:
             _, node = heapq.heappop(self._expiries)
             self._pruned += 1
@@ -291,7 +264,7 @@ class BurstEstimate:
         eviction or deletion since has a record, which remakes them). A new list: the
         kept answers compare against the old one."""
         cluster = self._cluster
-        version = self._observed_version
+        version = self._observed.version
         stamp = (version, self._node_stamps.get(node, 0))
         kept = self._pods_kept.get(node)
         if kept is None or kept[0] != stamp or version != self._placed_version:
@@ -307,3 +280,44 @@ class BurstEstimate:
                 pod = placed[slot, bound_at_s] = self._placed_pod(slot, bound_at_s)
             pods.append(pod)
         self._pods_kept[node] = (stamp, pods)
+
+
+class RaisingUsage:
+    """Per workload, its published usage (``cluster.workload_usage``) where that raises
+    its pods' estimate, else None; ``version`` counts the changes.
+
+    Where the published usage does not raise the estimate (``with_workload_usage``
+    leaves it as it is, whatever the node: ``within_node`` comes after), the estimate is
+    the same with it or without it; a publication that raises none (most: a usage
+    within 3 times the estimate) then changes no pod of the burst estimate."""
+
+    def __init__(
+        self, cluster: SimulatedCluster, requests: list[Resources], limits: list[Resources]
+    ) -> None:
+        self._cluster = cluster
+        self._settings = cluster.policy.spec.estimation
+        self._requests, self._limits = requests, limits
+        self._observed: list[Resources | None] = [None] * len(requests)
+        self._read = 0  # the publication they were read from
+        self.version = 0
+
+    def of(self, workload: int) -> Resources | None:
+        return self._observed[workload]
+
+    def follow(self) -> int:
+        """Read a new publication, if there is one; the ``version``."""
+        published = self._cluster.workload_usage
+        if published is not None and published.version != self._read:
+            self._read = published.version
+            observed = [self._raising(w, published.observed(w)) for w in range(len(self._observed))]
+            if observed != self._observed:
+                self._observed = observed
+                self.version += 1
+        return self.version
+
+    def _raising(self, workload: int, observed: Resources | None) -> Resources | None:
+        if observed is None or not self._settings.workload_usage:
+            return None
+        requests, limits = self._requests[workload], self._limits[workload]
+        estimate = estimate_pod_usage(requests, limits, self._settings)
+        return observed if with_workload_usage(estimate, observed, limits) != estimate else None
