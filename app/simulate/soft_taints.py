@@ -109,6 +109,7 @@ class SimulatedSoftTaints:
         # Nodes whose estimate may be non-zero: those told changed since it was last empty.
         self._estimated: set[int] = set()
         self._names = node_names
+        self._index = {name: index for index, name in enumerate(node_names)}
         limits = dict(policy.limits)
         self._limits = {m: limit for m, limit in limits.items() if m in pipeline.sync_periods_s}
         self._periods_s = sorted({pipeline.sync_periods_s[m] for m in self._limits})
@@ -160,8 +161,11 @@ class SimulatedSoftTaints:
         decision = self._decide(heats, now_s)
         self._warm_at_s = dict(decision.warm_at_s)
         tainted = decision.tainted
-        # In place: the scheduler holds this array.
-        self.tainted[:] = [name in tainted for name in self._names]
+        # In place: the scheduler holds this array. Set by index: the nodes are many, the
+        # tainted few.
+        self.tainted[:] = False
+        if tainted:
+            self.tainted[[self._index[name] for name in tainted]] = True
         self.rounds.append(TaintRound(t_s, decision))
         return decision
 
