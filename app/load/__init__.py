@@ -2,6 +2,7 @@
 
 from app.load.default_profile import (
     TAINT_TOLERATION_WEIGHT,
+    fits_request,
     fits_requests,
     non_zero_requests,
     resource_score,
@@ -57,6 +58,7 @@ from app.load.taints import (
     SoftTaints,
     SoftTaintSettings,
     decide_soft_taints,
+    judge_measured,
     judge_node,
     next_pod,
     node_heat,
@@ -107,6 +109,7 @@ __all__ = [
     "estimate_scheduled",
     "estimate_with_evidence",
     "evaluate_node",
+    "fits_request",
     "fits_requests",
     "format_hot_value",
     "format_usage",
@@ -114,6 +117,7 @@ __all__ = [
     "headroom",
     "hot_value_from_bindings",
     "is_exempt_from_filter",
+    "judge_measured",
     "judge_node",
     "limit_room",
     "may_rise",

@@ -57,6 +57,23 @@ def fits_requests(
     return fits
 
 
+def fits_request(
+    allocatable_cpu: float,
+    allocatable_memory: float,
+    requested_cpu: float,
+    requested_memory: float,
+    pod_cpu_cores: float,
+    pod_memory_bytes: float,
+) -> bool:
+    """``fits_requests`` of one node, in plain floats: the simulator re-checks the one node
+    each binding changes. The same operations in the same order, so the same answer."""
+    slack = 1e-9
+    return (
+        requested_cpu + pod_cpu_cores <= allocatable_cpu + slack
+        and requested_memory + pod_memory_bytes <= allocatable_memory + slack
+    )
+
+
 def resource_scores(
     allocatable_cpu: FloatArray,
     allocatable_memory: FloatArray,

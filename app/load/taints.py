@@ -85,7 +85,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from app.load.estimate import PlacedPod, estimate_with_evidence, unsampled_fractions
-from app.load.model import NodeLoad, evaluate_node
+from app.load.model import Measurement, NodeLoad, assess, measure
 from app.objects import Resources
 from app.policy import Policy
 
@@ -247,15 +247,29 @@ def judge_node(
     the pods bound anywhere in the cluster within it. Both are added to fresh readings
     only, so stale or missing data still fails open; None or empty: the readings alone.
     """
+    measurement = measure(annotations, policy, now_s)
+    return judge_measured(measurement, policy, release_margin, unsampled, next_pod)
+
+
+def judge_measured(
+    measurement: Measurement,
+    policy: Policy,
+    release_margin: float,
+    unsampled: Mapping[str, float] | None = None,
+    next_pod: Mapping[str, float] | None = None,
+) -> NodeHeat:
+    """``judge_node`` of a node measured already (``measure`` of its annotations at the
+    instant judged): a caller that keeps the Measurement until its ``changes_at_s``, as
+    the simulator does, reads the annotations once, not once per judgement."""
     added = dict(unsampled or {})
     for resource, fraction in (next_pod or {}).items():
         added[resource] = added.get(resource, 0.0) + fraction
-    heat = node_heat(evaluate_node(annotations, policy, now_s, added), policy, release_margin)
+    heat = node_heat(assess(measurement, policy, added), policy, release_margin)
     if not next_pod or heat.metric is None:
         return heat
     resource = policy.metric_resources.get(heat.metric, "")
     standing = heat.heat is Heat.HOT and (
-        node_heat(evaluate_node(annotations, policy, now_s, unsampled), policy, release_margin)
+        node_heat(assess(measurement, policy, unsampled), policy, release_margin)
     ).heat is Heat.HOT
     return replace(heat, next_pod_fraction=next_pod.get(resource, 0.0), hot_as_it_stands=standing)
 

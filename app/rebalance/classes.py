@@ -59,28 +59,33 @@ def classify(
 ) -> NodeClass:
     name = usage.node.name
     low, high = limits.low_fraction, limits.high_fraction
-
-    def node_class(kind: NodeKind, reason: str, hot: bool = False, rounds: int = 0) -> NodeClass:
-        return NodeClass(name, kind, usage.usage_fraction, high, low, hot, rounds, reason)
-
+    fractions = usage.usage_fraction
+    # Every node is classified each round: plain loops, no closure or generator to build.
     if not selected(usage, config):
-        return node_class(NodeKind.EXCLUDED, "not selected by nodeSelector")
+        return NodeClass(
+            name, NodeKind.EXCLUDED, fractions, high, low, False, 0, "not selected by nodeSelector"
+        )
     if usage.missing is not None:
-        return node_class(NodeKind.NO_DATA, usage.missing)
-    over = [r for r in config.resources if usage.usage_fraction[r] > high[r]]
+        return NodeClass(name, NodeKind.NO_DATA, fractions, high, low, False, 0, usage.missing)
+    resources = config.resources
+    over = [r for r in resources if fractions[r] > high[r]]
     if over:
         rounds = hot_rounds.get(name, 0) + 1
-        text = ", ".join(f"{r} {usage.usage_fraction[r]:.0%} > {high[r]:.0%}" for r in over)
+        text = ", ".join(f"{r} {fractions[r]:.0%} > {high[r]:.0%}" for r in over)
         if rounds >= config.consecutive_hot_rounds:
-            return node_class(NodeKind.SOURCE, text, True, rounds)
+            return NodeClass(name, NodeKind.SOURCE, fractions, high, low, True, rounds, text)
         wanted = config.consecutive_hot_rounds
-        return node_class(NodeKind.DEBOUNCING, f"{text} (round {rounds} of {wanted})", True, rounds)
-    if all(usage.usage_fraction[r] <= low[r] for r in config.resources):
-        node = usage.node
-        if not node.ready or node.unschedulable:
-            return node_class(NodeKind.NEUTRAL, "underutilized but not Ready or unschedulable")
-        return node_class(NodeKind.DESTINATION, "underutilized")
-    return node_class(NodeKind.NEUTRAL, "appropriately used")
+        reason = f"{text} (round {rounds} of {wanted})"
+        return NodeClass(name, NodeKind.DEBOUNCING, fractions, high, low, True, rounds, reason)
+    for r in resources:
+        if not fractions[r] <= low[r]:  # as all(<=) reads it: NaN is not underutilized
+            reason = "appropriately used"
+            return NodeClass(name, NodeKind.NEUTRAL, fractions, high, low, False, 0, reason)
+    node = usage.node
+    if not node.ready or node.unschedulable:
+        reason = "underutilized but not Ready or unschedulable"
+        return NodeClass(name, NodeKind.NEUTRAL, fractions, high, low, False, 0, reason)
+    return NodeClass(name, NodeKind.DESTINATION, fractions, high, low, False, 0, "underutilized")
 
 
 def classify_all(

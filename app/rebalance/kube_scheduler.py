@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from app.load import (
+    MAX_NODE_SCORE,
     TAINT_TOLERATION_WEIGHT,
     fits_requests,
     non_zero_requests,
@@ -63,7 +64,7 @@ class RequestScheduler:
             if index is not None and _counted(pod):
                 self._add(pod, index, 1.0)
         self._node_rules: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.bool_]]] = {}
-        self._untolerated: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.int64]]] = {}
+        self._untolerated: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.int64]] | None] = {}
         # The filter and resource scores per (source, requests), for the requests as they
         # stand: a plan asks them of every pod on a source, most of them alike, and moves
         # few. ``_version`` changes with the requests (a move, or a last bit that taking
@@ -99,15 +100,18 @@ class RequestScheduler:
         no node carried a ``PreferNoSchedule`` taint (once the soft taints are gone)."""
         fits, resources = self._fit_and_scores(pod, self._index[source])
         feasible = fits & self._admitted_by_node_rules(pod)
-        untolerated = self._untolerated_counts(pod)
-        if not taints:
-            untolerated = np.zeros_like(untolerated)
+        untolerated = self._untolerated_counts(pod) if taints else None
         # The inter-pod rules are asked of the best nodes only, and again after any
         # of them refuses: one pass per refusal, not one call per node.
         while feasible.any():
-            scores = resources + TAINT_TOLERATION_WEIGHT * taint_toleration_scores(
-                untolerated, feasible
-            )
+            if untolerated is None:
+                # No node carries a taint it does not tolerate: TaintToleration gives
+                # every feasible node its whole score, the same to all.
+                scores = resources + _WHOLE_TOLERATION * feasible
+            else:
+                scores = resources + TAINT_TOLERATION_WEIGHT * taint_toleration_scores(
+                    untolerated, feasible
+                )
             best = int(scores[feasible].max())
             chosen = np.flatnonzero(feasible & (scores == best)).tolist()
             refused = [
@@ -172,10 +176,12 @@ class RequestScheduler:
             )
         return self._node_rules[key]
 
-    def _untolerated_counts(self, pod: PodInfo) -> np.ndarray[Any, np.dtype[np.int64]]:
+    def _untolerated_counts(self, pod: PodInfo) -> np.ndarray[Any, np.dtype[np.int64]] | None:
+        """Per node, the ``PreferNoSchedule`` taints the pod does not tolerate; None
+        where that is none on every node."""
         key = tuple(pod.tolerations)
         if key not in self._untolerated:
-            self._untolerated[key] = np.array(
+            counts = np.array(
                 [
                     sum(
                         1
@@ -187,7 +193,12 @@ class RequestScheduler:
                 ],
                 dtype=np.int64,
             )
+            self._untolerated[key] = counts if counts.any() else None
         return self._untolerated[key]
+
+
+# TaintToleration's whole score at its weight: what a node with no untolerated taint gets.
+_WHOLE_TOLERATION = TAINT_TOLERATION_WEIGHT * MAX_NODE_SCORE
 
 
 def _node_rules_key(pod: PodInfo) -> tuple[Any, ...]:

@@ -38,9 +38,9 @@ Every plan is kept in ``plans`` so that tests can tie each eviction to the plann
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -108,6 +108,8 @@ class PlannerRebalancer:
         self._placements_seen = 0
         self._evictions_seen = 0
         self._deletions_seen = 0
+        self._rounds = 0
+        self._touched_in: dict[int, int] = {}  # slot -> the last round a record touched it
         # The rate window's real usage per slot (cores, bytes), one entry per step.
         self._usage_by_step: dict[int, tuple[FloatArray, FloatArray]] = {}
         workloads = cluster.scenario.workloads
@@ -156,12 +158,12 @@ class PlannerRebalancer:
         self._records = [r for r in self._records if r.evicted_at_s >= since_s]
         view = ClusterView(
             nodes=self._nodes,
-            pods=self._pods,
+            pods=_Pods(self._pods_now),
             pod_usage=self._pod_usage(t_s),
             budgets=self._budgets(t_s),
             recent_evictions=tuple(self._records),
         )
-        return view, self._slot_of
+        return view, self._slot_of  # up to date once the planner has looked at a pod
 
     # -- the pieces of the view ------------------------------------------------------
     def _update_nodes(self) -> None:
@@ -173,28 +175,46 @@ class PlannerRebalancer:
         tainted = soft_taints.tainted if soft_taints is not None else self._node_tainted
         changed = (versions != self._node_versions) | (tainted != self._node_tainted)
         names, annotations = cluster.node_names, cluster.pipeline.annotations
-        taints = [(SOFT_TAINT,) if t else () for t in tainted.tolist()]
         for i in np.flatnonzero(changed).tolist():
             self._nodes[names[i]] = NodeInfo(
                 name=names[i],
                 annotations=annotations(i),
                 internal_ip=None,
-                taints=taints[i],
+                taints=(SOFT_TAINT,) if tainted[i] else (),
                 allocatable=self._allocatable[i],
             )
         self._node_versions = versions.copy()
         self._node_tainted = tainted.copy()
 
     def _update_pods(self) -> None:
-        """Drop the pods evicted and add those bound since the last round."""
+        """Note the pods evicted, bound or deleted since the last round (``_pods_now``
+        brings the pods up to date when the planner first looks at them)."""
         run = self._cluster.run
-        touched = {e.slot for e in run.evictions[self._evictions_seen :]}
-        touched |= {p.slot for p in run.placements[self._placements_seen :]}
-        touched |= {d.slot for d in run.deletions[self._deletions_seen :]}
+        self._rounds += 1
+        touched = self._touched_in
+        for records in (
+            run.evictions[self._evictions_seen :],
+            run.placements[self._placements_seen :],
+            run.deletions[self._deletions_seen :],
+        ):
+            for record in records:
+                touched[record.slot] = self._rounds
         self._deletions_seen = len(run.deletions)
         self._evictions_seen = len(run.evictions)
         self._placements_seen = len(run.placements)
-        for slot in sorted(touched):
+
+    def _pods_now(self) -> dict[str, PodInfo]:
+        """The pods, brought up to date: those evicted dropped, those bound since added.
+
+        A round that finds no source never looks at a pod, so the pods are made only
+        when the planner first does. The result is the one of updating every round:
+        a slot's PodInfo is made of its state now (its generation, node and binding
+        change only with a record that touches it again), and the map's order is that
+        of the rounds each slot was last touched in, by slot within a round."""
+        touched = self._touched_in
+        if not touched:
+            return self._pods
+        for slot in sorted(touched, key=lambda slot: (touched[slot], slot)):
             key = self._key_of.pop(slot, None)
             if key is not None:
                 del self._pods[key]
@@ -204,6 +224,8 @@ class PlannerRebalancer:
                 self._pods[info.key] = info
                 self._key_of[slot] = info.key
                 self._slot_of[info.key] = slot
+        touched.clear()
+        return self._pods
 
     def _pod(self, slot: int) -> PodInfo:
         cluster = self._cluster
@@ -230,7 +252,9 @@ class PlannerRebalancer:
         )
 
     def _pod_usage(self, t_s: float) -> Mapping[str, Resources]:
-        """Per pod: mean CPU over the rate window since it was bound, last memory."""
+        """Per pod: mean CPU over the rate window since it was bound, last memory; worked
+        out when the planner first asks (a round without a source never does, and each
+        step's usage is a function of the step alone, drawn whenever)."""
         cluster = self._cluster
         step_s = cluster.scenario.step_s
         steps = max(1, round(RATE_WINDOW_S / step_s))
@@ -238,6 +262,14 @@ class PlannerRebalancer:
         window = range(max(0, now_step - steps), now_step)
         if not window:
             return {}
+        return _PodUsage(self._pods_now, self._slot_of, lambda: self._series(t_s, window))
+
+    def _series(
+        self, t_s: float, window: range
+    ) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]:
+        """Per slot: whether its pod has a series, its mean CPU and its last memory."""
+        cluster = self._cluster
+        step_s = cluster.scenario.step_s
         for step in window:  # each step's usage is drawn once, not once per round
             if step not in self._usage_by_step:
                 self._usage_by_step[step] = cluster.usage.at(step, step * step_s)
@@ -251,7 +283,7 @@ class PlannerRebalancer:
         scrape_s = cluster.scenario.metrics.scrape_interval_s
         has_series = (cluster.bound_at_s <= t_s - 2 * scrape_s) & (cpu_steps > 0)
         mean_cpu = np.where(has_series, cpu_sum / np.maximum(cpu_steps, 1), 0.0)
-        return _PodUsage(self._slot_of, has_series, mean_cpu, memory)
+        return has_series, mean_cpu, memory
 
     def _budgets(self, t_s: float) -> tuple[PodDisruptionBudgetView, ...]:
         cluster = self._cluster
@@ -271,30 +303,75 @@ class PlannerRebalancer:
         return tuple(views)
 
 
+class _Pods(Mapping[str, PodInfo]):
+    """The view's pods, made up to date on the planner's first look (``_pods_now``)."""
+
+    def __init__(self, pods_now: Callable[[], dict[str, PodInfo]]) -> None:
+        self._pods_now = pods_now
+        self._pods: dict[str, PodInfo] | None = None
+
+    @property
+    def _all(self) -> dict[str, PodInfo]:
+        if self._pods is None:
+            self._pods = self._pods_now()
+        return self._pods
+
+    def __getitem__(self, key: str) -> PodInfo:
+        return self._all[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all)
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._all
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._all.get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        return self._all.keys()
+
+    def values(self) -> ValuesView[PodInfo]:
+        return self._all.values()
+
+    def items(self) -> ItemsView[str, PodInfo]:
+        return self._all.items()
+
+
 class _PodUsage(Mapping[str, Resources]):
     """Pod key -> usage, for the pods with a series; made only for the pods looked up
     (the planner asks about the pods on source nodes, not about every pod)."""
 
     def __init__(
         self,
+        pods_now: Callable[[], object],
         slot_of: Mapping[str, int],
-        has_series: npt.NDArray[np.bool_],
-        cpu_cores: FloatArray,
-        memory_bytes: FloatArray,
+        series: Callable[[], tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]],
     ) -> None:
+        self._pods_now = pods_now  # brings slot_of up to date
         self._slot_of = slot_of
-        self._has_series = has_series
-        self._cpu_cores = cpu_cores
-        self._memory_bytes = memory_bytes
+        self._series = series  # (has a series, mean CPU cores, memory bytes) per slot
+        self._made: tuple[npt.NDArray[np.bool_], FloatArray, FloatArray] | None = None
+
+    def _per_slot(self) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]:
+        self._pods_now()
+        if self._made is None:
+            self._made = self._series()
+        return self._made
 
     def __getitem__(self, key: str) -> Resources:
+        has_series, cpu_cores, memory_bytes = self._per_slot()
         slot = self._slot_of.get(key)
-        if slot is None or not self._has_series[slot]:
+        if slot is None or not has_series[slot]:
             raise KeyError(key)
-        return Resources(float(self._cpu_cores[slot]), float(self._memory_bytes[slot]))
+        return Resources(float(cpu_cores[slot]), float(memory_bytes[slot]))
 
     def __iter__(self) -> Iterator[str]:
-        return (key for key, slot in self._slot_of.items() if self._has_series[slot])
+        has_series = self._per_slot()[0]
+        return (key for key, slot in self._slot_of.items() if has_series[slot])
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

@@ -19,9 +19,16 @@ the cluster's own, so it never lags and no reservation is needed.
 from __future__ import annotations
 
 import heapq
+import math
 from typing import TYPE_CHECKING
 
-from app.load import PlacedPod, node_unsampled, unsampled_after
+from app.load import (
+    PlacedPod,
+    estimate_pod_usage,
+    node_unsampled,
+    unsampled_after,
+    with_workload_usage,
+)
 from app.objects import Resources
 
 if TYPE_CHECKING:
@@ -41,11 +48,31 @@ class BurstEstimate:
         self._expiries: list[tuple[float, int]] = []  # (bound at + maxAge, node), a heap
         self._placements_seen = 0
         self._evictions_seen = 0
+        self._deletions_seen = 0
+        # A node's recent pods (``_pods_on``) are kept until one of them is bound,
+        # evicted, deleted or ages out there (its stamp then moves), or a new publication
+        # of the workloads' usage makes new PlacedPods; only once every binding, eviction
+        # and deletion so far has been seen (``changed_nodes``).
+        self._node_stamps: dict[int, int] = {}
+        self._pods_kept: dict[int, tuple[tuple[int, int], list[PlacedPod]]] = {}
+        # ``recent_pods``' last answer: what it was read from, from when and until when.
+        self._pruned = 0
+        self._recent_kept: (
+            tuple[tuple[int, int, int, int, int], float, float, list[PlacedPod]] | None
+        ) = None
         self._usage_version = 0  # of the workload usage published (cluster.workload_usage)
         # Each recent pod as the estimate takes it, by (slot, bound at), made once per
-        # publication of its workload's usage rather than for every look at its node.
+        # change of what its workload's published usage does to the estimate rather
+        # than for every look at its node.
         self._placed: dict[tuple[int, float], PlacedPod] = {}
         self._placed_version = 0
+        self._observed = RaisingUsage(cluster, self._requests, self._limits)
+        # Per node, the last ``unsampled_after`` answer with ``partly_sampled`` (the soft
+        # taints ask every sync): the sample it was of, the pods, the instant it stops
+        # holding, and the answer.
+        self._answers: dict[
+            int, tuple[float | None, list[PlacedPod], float, dict[str, float]]
+        ] = {}
         self._allocatable = [
             Resources(cpu, memory)
             for cpu, memory in zip(
@@ -69,7 +96,7 @@ class BurstEstimate:
         )
 
     def unsampled_after(
-        self, node: int, t_s: float, sample_at_s: float | None
+        self, node: int, t_s: float, sample_at_s: float | None, partly_sampled: bool = False
     ) -> dict[str, float] | None:
         """``unsampled`` for a node measured already (``sample_at_s``: its freshest
         sample, ``Measurement.freshest_sample_s``)."""
@@ -78,15 +105,38 @@ class BurstEstimate:
             return None
         cluster = self._cluster
         now_s = cluster.pipeline.epoch_s + t_s
-        return unsampled_after(pods, sample_at_s, self._allocatable[node], cluster.policy, now_s)
+        allocatable, policy = self._allocatable[node], cluster.policy
+        if not partly_sampled:  # the load filter asks after a change: rarely the same
+            return unsampled_after(pods, sample_at_s, allocatable, policy, now_s)
+        kept = self._answers.get(node)
+        if kept is not None and kept[0] == sample_at_s and kept[1] == pods and now_s < kept[2]:
+            return kept[3]
+        answer = unsampled_after(pods, sample_at_s, allocatable, policy, now_s, partly_sampled)
+        # The same pods and sample give the same answer until one of them ages out of
+        # maxAge (``counts``: the one input that moves with the clock alone).
+        ages_out_s = min(
+            (at_s for pod in pods if now_s < (at_s := pod.bound_at_s + self._max_age_s)),
+            default=math.inf,
+        )
+        self._answers[node] = (sample_at_s, pods, ages_out_s, answer)
+        return answer  # read only, as the callers take it (``UnsampledUsage``)
 
     def _pods_on(self, node: int) -> list[PlacedPod]:
         """The node's pods bound within ``maxAge``, still bound there."""
         cluster = self._cluster
-        published = cluster.workload_usage
-        version = published.version if published is not None else 0
+        version = self._observed.follow()
         if version != self._placed_version:
             self._placed, self._placed_version = {}, version
+        run = cluster.run
+        caught_up = (
+            len(run.placements) == self._placements_seen
+            and len(run.evictions) == self._evictions_seen
+            and len(run.deletions) == self._deletions_seen
+        )
+        stamp = (version, self._node_stamps.get(node, 0))
+        kept = self._pods_kept.get(node)
+        if caught_up and kept is not None and kept[0] == stamp:
+            return kept[1]
         placed = self._placed
         pods = []
         for slot, bound_at_s in self._recent.get(node, ()):
@@ -96,23 +146,46 @@ class BurstEstimate:
             if pod is None:
                 pod = placed[slot, bound_at_s] = self._placed_pod(slot, bound_at_s)
             pods.append(pod)
+        if caught_up:
+            self._pods_kept[node] = (stamp, pods)
         return pods
 
     def _placed_pod(self, slot: int, bound_at_s: float) -> PlacedPod:
         cluster = self._cluster
         workload = int(cluster.usage.workload_of[slot])
-        published = cluster.workload_usage
         return PlacedPod(
             self._requests[workload],
             self._limits[workload],
             cluster.pipeline.epoch_s + bound_at_s,
-            observed=published.observed(workload) if published is not None else None,
+            observed=self._observed.of(workload),
         )
 
     def recent_pods(self, t_s: float) -> list[PlacedPod]:
         """The pods bound within ``maxAge``, one per workload: a workload's pods are
         alike (what they declare, and what its pods are observed to use), and the
         soft-taint rule looks at the kinds of pod (``wave_of``)."""
+        cluster = self._cluster
+        run, published = cluster.run, cluster.workload_usage
+        key = (
+            len(run.placements),
+            len(run.evictions),
+            len(run.deletions),
+            published.version if published is not None else 0,
+            self._pruned,
+        )
+        # The same until a record or a pruning changes what it reads, or the clock
+        # reaches the earliest expiry still in the heap: every pod kept in ``_recent``
+        # expires no sooner (its own entry is still there), so until then each passes
+        # the age test below as it did.
+        kept = self._recent_kept
+        if kept is not None and kept[0] == key and kept[1] <= t_s < kept[2]:
+            return list(kept[3])
+        pods = self._recent_pods(t_s)
+        valid_until_s = self._expiries[0][0] if self._expiries else math.inf
+        self._recent_kept = (key, t_s, valid_until_s, pods)
+        return list(pods)
+
+    def _recent_pods(self, t_s: float) -> list[PlacedPod]:
         cluster = self._cluster
         latest: dict[int, float] = {}  # workload -> its latest binding still counted
         for node, recent in self._recent.items():
@@ -144,20 +217,29 @@ class BurstEstimate:
         """
         cluster = self._cluster
         changed: set[int] = set()
+        grown: dict[int, list[tuple[int, float]]] = {}  # node -> the pods bound there since
         for placement in cluster.run.placements[self._placements_seen :]:
             self._recent.setdefault(placement.node, []).append((placement.slot, placement.t_s))
             heapq.heappush(self._expiries, (placement.t_s + self._max_age_s, placement.node))
             changed.add(placement.node)
+            grown.setdefault(placement.node, []).append((placement.slot, placement.t_s))
         self._placements_seen = len(cluster.run.placements)
+        # The nodes whose recent pods are made again (``_pods_on``); a deletion changes
+        # them too, though (as before) it is not among the nodes reported.
+        remade = {deletion.node for deletion in cluster.run.deletions[self._deletions_seen :]}
+        self._deletions_seen = len(cluster.run.deletions)
         for eviction in cluster.run.evictions[self._evictions_seen :]:
             changed.add(eviction.node)
+            remade.add(eviction.node)
         self._evictions_seen = len(cluster.run.evictions)
         published = cluster.workload_usage
         if published is not None and published.version != self._usage_version:
             self._usage_version = published.version
             changed.update(self._recent)  # their pods' estimates may have changed
+            self._observed.follow()  # what changes the estimates changes the stamps
         while self._expiries and self._expiries[0][0] <= t_s:
             _, node = heapq.heappop(self._expiries)
+            self._pruned += 1
             recent = self._recent.get(node, [])
             kept = [(s, at) for s, at in recent if t_s < at + self._max_age_s]
             for key in recent:
@@ -168,4 +250,74 @@ class BurstEstimate:
             else:
                 self._recent.pop(node, None)
             changed.add(node)
+            remade.add(node)
+        for node in remade:
+            self._node_stamps[node] = self._node_stamps.get(node, 0) + 1
+        for node, bound in grown.items():
+            if node not in remade:
+                self._grow(node, bound)
         return changed
+
+    def _grow(self, node: int, bound: list[tuple[int, float]]) -> None:
+        """The node's kept recent pods with those just bound there added, as making them
+        again would list them: last, in binding order, where still bound there (an
+        eviction or deletion since has a record, which remakes them). A new list: the
+        kept answers compare against the old one."""
+        cluster = self._cluster
+        version = self._observed.version
+        stamp = (version, self._node_stamps.get(node, 0))
+        kept = self._pods_kept.get(node)
+        if kept is None or kept[0] != stamp or version != self._placed_version:
+            self._node_stamps[node] = stamp[1] + 1
+            return
+        placed = self._placed
+        pods = list(kept[1])
+        for slot, bound_at_s in bound:
+            if cluster.node_of[slot] != node or cluster.bound_at_s[slot] != bound_at_s:
+                continue
+            pod = placed.get((slot, bound_at_s))
+            if pod is None:
+                pod = placed[slot, bound_at_s] = self._placed_pod(slot, bound_at_s)
+            pods.append(pod)
+        self._pods_kept[node] = (stamp, pods)
+
+
+class RaisingUsage:
+    """Per workload, its published usage (``cluster.workload_usage``) where that raises
+    its pods' estimate, else None; ``version`` counts the changes.
+
+    Where the published usage does not raise the estimate (``with_workload_usage``
+    leaves it as it is, whatever the node: ``within_node`` comes after), the estimate is
+    the same with it or without it; a publication that raises none (most: a usage
+    within 3 times the estimate) then changes no pod of the burst estimate."""
+
+    def __init__(
+        self, cluster: SimulatedCluster, requests: list[Resources], limits: list[Resources]
+    ) -> None:
+        self._cluster = cluster
+        self._settings = cluster.policy.spec.estimation
+        self._requests, self._limits = requests, limits
+        self._observed: list[Resources | None] = [None] * len(requests)
+        self._read = 0  # the publication they were read from
+        self.version = 0
+
+    def of(self, workload: int) -> Resources | None:
+        return self._observed[workload]
+
+    def follow(self) -> int:
+        """Read a new publication, if there is one; the ``version``."""
+        published = self._cluster.workload_usage
+        if published is not None and published.version != self._read:
+            self._read = published.version
+            observed = [self._raising(w, published.observed(w)) for w in range(len(self._observed))]
+            if observed != self._observed:
+                self._observed = observed
+                self.version += 1
+        return self.version
+
+    def _raising(self, workload: int, observed: Resources | None) -> Resources | None:
+        if observed is None or not self._settings.workload_usage:
+            return None
+        requests, limits = self._requests[workload], self._limits[workload]
+        estimate = estimate_pod_usage(requests, limits, self._settings)
+        return observed if with_workload_usage(estimate, observed, limits) != estimate else None

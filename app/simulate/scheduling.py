@@ -53,6 +53,7 @@ from app.load import (
     assess,
     can_be_preferred,
     evaluate_node,
+    fits_request,
     fits_requests,
     limit_room,
     measure,
@@ -83,12 +84,9 @@ class PodShape:
     estimate_memory_bytes: float = 0.0
 
     @property
-    def score_cpu_cores(self) -> float:
-        return non_zero_requests(self.request_cpu_cores, self.request_memory_bytes)[0]
-
-    @property
-    def score_memory_bytes(self) -> float:
-        return non_zero_requests(self.request_cpu_cores, self.request_memory_bytes)[1]
+    def scored(self) -> tuple[float, float]:
+        """The requests the scoring plugins count (cores, bytes): ``non_zero_requests``."""
+        return non_zero_requests(self.request_cpu_cores, self.request_memory_bytes)
 
 
 @dataclass
@@ -120,8 +118,9 @@ class NodeRequests:
     def add(self, node: int, pod: PodShape, sign: float = 1.0) -> None:
         self.requested_cpu[node] += sign * pod.request_cpu_cores
         self.requested_memory[node] += sign * pod.request_memory_bytes
-        self.scored_cpu[node] += sign * pod.score_cpu_cores
-        self.scored_memory[node] += sign * pod.score_memory_bytes
+        score_cpu_cores, score_memory_bytes = pod.scored
+        self.scored_cpu[node] += sign * score_cpu_cores
+        self.scored_memory[node] += sign * score_memory_bytes
         self._changed.add(node)
         self._fits_changed.add(node)
 
@@ -136,6 +135,13 @@ class NodeRequests:
                 self.requested_cpu, self.requested_memory, *shape,
             )  # fmt: skip
             self._fit_shape = shape
+        elif len(self._fits_changed) == 1:  # one binding since the last pod: most often
+            (node,) = self._fits_changed
+            self._fits.flags.writeable = True
+            self._fits[node] = fits_request(
+                float(self.allocatable_cpu[node]), float(self.allocatable_memory[node]),
+                float(self.requested_cpu[node]), float(self.requested_memory[node]), *shape,
+            )  # fmt: skip
         elif self._fits_changed:
             nodes = _indices(self._fits_changed)
             self._fits.flags.writeable = True
@@ -151,7 +157,7 @@ class NodeRequests:
         """LeastAllocated + BalancedAllocation, the pod placed (``app.load.default_profile``).
 
         Read-only: the same array is updated in place for the next pod of the shape."""
-        shape = (pod.score_cpu_cores, pod.score_memory_bytes)
+        shape = pod.scored
         if shape != self._scored_shape:
             self._scores = resource_scores(
                 self.allocatable_cpu, self.allocatable_memory,
@@ -177,6 +183,9 @@ class NodeRequests:
         return self._scores
 
 
+_LOWEST = int(np.iinfo(np.int64).min)  # how ``Scheduler.choose`` ranks infeasible nodes
+
+
 def _indices(nodes: set[int]) -> slice | IntArray:
     """The nodes as an index: most often one node, which a slice reaches fastest."""
     if len(nodes) == 1:
@@ -197,7 +206,7 @@ class UnsampledUsage(Protocol):
         ...
 
     def unsampled_after(
-        self, node: int, t_s: float, sample_at_s: float | None
+        self, node: int, t_s: float, sample_at_s: float | None, partly_sampled: bool = False
     ) -> Mapping[str, float] | None:
         """``unsampled`` for a node measured already, its freshest sample at ``sample_at_s``."""
         ...
@@ -354,10 +363,18 @@ class Scheduler:
                 scores = scores + self._extender_answer(feasible, pod) * (
                     EXTENDER_SCORE_SCALE * self.extender_weight
                 )
-        if not feasible.any():
+        # The best feasible score, ties drawn at random: the infeasible nodes ranked at
+        # the lowest int64, below every score but one made of no allocatable, one pass
+        # finds both; only that ``best`` leaves it unclear what is feasible.
+        ranked = np.where(feasible, scores, _LOWEST)
+        best = ranked.max(initial=_LOWEST)
+        if best > _LOWEST:
+            candidates = np.flatnonzero(ranked == best)
+        elif feasible.any():
+            best = scores[feasible].max()
+            candidates = np.flatnonzero(feasible & (scores == best))
+        else:
             return None
-        best = scores[feasible].max()
-        candidates = np.flatnonzero(feasible & (scores == best))
         return int(candidates[self.rng.integers(len(candidates))])
 
     def _extender_answer(self, feasible: BoolArray, pod: PodShape) -> IntArray:
@@ -399,9 +416,12 @@ def wire_answer(
     to ``wire_scores`` asked of every node in the request's order."""
     can = asked & preferable & (scores >= 0)  # wire_scores counts a negative as none
     for pool in (can & roomy, can):
-        if pool.any():
-            top = scores[pool].max()
-            tied = pool & (scores == top)
+        # The pool's scores, the others at -1 below them all: its top and its ties in
+        # one pass each (a top of -1: the pool is empty).
+        ranked = np.where(pool, scores, -1)
+        top = ranked.max(initial=-1)
+        if top >= 0:
+            tied = ranked == top
             later = tied[first:]
             step = int(later.argmax())
             best = first + step if later[step] else int(tied.argmax())

@@ -4,7 +4,8 @@ The simulated annotator judges the nodes as the annotator does: at each sync of 
 limited metric (a metric a policy predicate sets a limit on) and at each hot-value
 refresh (``metrics.hotValueInterval``, the annotator's hot-value loop), it reads each
 node's annotations with the estimate of the pods bound since its samples added
-(``app.load.taints.judge_node``; the estimate is the ``loadaware`` policy's
+(``app.load.taints.judge_node``, as ``judge_measured`` of the node's kept
+Measurement; the estimate is the ``loadaware`` policy's
 ``estimation.BurstEstimate``, the extender's ``unsampled``, each pod counted for the
 share of it the samples do not show yet: ``partly_sampled``, and raised to its
 workload's usage as the simulated annotator publishes it, ``cluster.workload_usage``,
@@ -23,26 +24,35 @@ to 5 decimals, so a node below it without an estimate cannot read as hot). The o
 are neither hot nor tainted, so the rule leaves them untainted whatever their readings
 say (``decide_soft_taints``' ``nodes``); on 1,000 cool nodes, reading every one at
 every sync made ``default+taints`` eight times slower than ``default``.
+
+What a sync would only make again is kept: a node's Measurement until a metric's text
+changes or its ``changes_at_s`` (a hot-value rewrite alone keeps it: the rule never
+reads the hot value), its heat while its readings, estimate and next pod stay the
+same, the next pod while the wave's kinds do, and a decision taken with no node
+tainted before or after it for the very same heats. Each is what making it again
+would give, so a run is the same with them as without.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from app.load import (
+    Evidence,
+    Measurement,
+    MetricReading,
     NodeHeat,
     PlacedPod,
     SoftTaints,
     SoftTaintSettings,
     decide_soft_taints,
-    evaluate_node,
-    judge_node,
+    judge_measured,
+    measure,
     next_pod,
-    node_heat,
     wave_of,
 )
 from app.objects import Resources
@@ -51,12 +61,31 @@ from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scheduling import UnsampledUsage
 
 SCREEN_SLACK = 1e-4
+# What ``next_pod`` reads of a pod of the wave: all but when it was bound.
+PodKind = tuple[Resources, Resources, Evidence, Resources | None]
 
 
 @dataclass(frozen=True, slots=True)
 class TaintRound:
     t_s: float
     decision: SoftTaints
+
+
+# A node's Measurement with the annotations' version and the instant it was taken at,
+# and the metrics' texts it was read from (``SimulatedSoftTaints._measurement``).
+_Measured = tuple[int, float, tuple[str | None, ...], Measurement]
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """A node's last judgement with an estimate or a next pod, and what it was of. A
+    heat follows from the readings alone (not the hot value, whose rewrites bump the
+    annotations' version every refresh after a binding), the estimate and the next pod."""
+
+    readings: Mapping[str, MetricReading]
+    unsampled: Mapping[str, float] | None
+    ahead: dict[str, float]  # the very object ``next_pod`` made: it is not changed after
+    heat: NodeHeat
 
 
 class SimulatedSoftTaints:
@@ -80,6 +109,7 @@ class SimulatedSoftTaints:
         # Nodes whose estimate may be non-zero: those told changed since it was last empty.
         self._estimated: set[int] = set()
         self._names = node_names
+        self._index = {name: index for index, name in enumerate(node_names)}
         limits = dict(policy.limits)
         self._limits = {m: limit for m, limit in limits.items() if m in pipeline.sync_periods_s}
         self._periods_s = sorted({pipeline.sync_periods_s[m] for m in self._limits})
@@ -88,9 +118,10 @@ class SimulatedSoftTaints:
         self.tainted: npt.NDArray[np.bool_] = np.zeros(len(node_names), dtype=np.bool_)
         self._warm_at_s: dict[str, float] = {}
         self.rounds: list[TaintRound] = []
-        # A node's heat without an estimate is reused until its annotations are rewritten
-        # or the clock alone would change it, as the extender's LoadFilter reuses a load.
-        self._heats: list[tuple[int, float, NodeHeat] | None] = [None] * len(node_names)
+        # Per node, its last Measurement (``_measurement``): the estimate and both
+        # judgements (with and without the next pod) read it.
+        self._measured: list[_Measured | None] = [None] * len(node_names)
+        self._metrics = [metric for metric, _ in policy.metric_windows]  # what it reads
         # Nodes of the same allocatable take the same next pod: judged once per kind.
         kinds: dict[Resources, int] = {}
         self._kind_of = np.array(
@@ -98,6 +129,11 @@ class SimulatedSoftTaints:
         )
         self._kinds = list(kinds)
         self._next: list[dict[str, float]] = [{} for _ in self._kinds]
+        self._wave_kinds: list[PodKind] | None = None
+        self._lines: dict[str, float | npt.NDArray[np.float64]] | None = None
+        self._judged: list[_Judged | None] = [None] * len(node_names)
+        # The last decision taken with no node tainted before or after it (``_decide``).
+        self._untainted: tuple[dict[str, NodeHeat], SoftTaints] | None = None
 
     def advance(self, t_s: float) -> None:
         """After the pipeline's ``advance(t_s)``: decide again if a limited metric synced
@@ -112,53 +148,123 @@ class SimulatedSoftTaints:
             self._estimated |= self._estimate.changed_nodes(t_s)
             if self._kinds:
                 wave = wave_of(self._estimate.recent_pods(t_s), self.policy, now_s)
-        self._next = [next_pod(wave, kind, self.policy) for kind in self._kinds]
+        # The next pod depends on the kinds of the wave's pods, not on when they were bound.
+        wave_kinds = [(p.requests, p.limits, p.evidence, p.observed) for p in wave]
+        if wave_kinds != self._wave_kinds:
+            self._next = [next_pod(wave, kind, self.policy) for kind in self._kinds]
+            self._wave_kinds = wave_kinds
+            self._lines = None
         heats = {
             self._names[node]: self._heat(node, t_s, now_s)
             for node in np.flatnonzero(self._may_be_tainted()).tolist()
         }
+        decision = self._decide(heats, now_s)
+        self._warm_at_s = dict(decision.warm_at_s)
+        tainted = decision.tainted
+        # In place: the scheduler holds this array. Set by index: the nodes are many, the
+        # tainted few.
+        self.tainted[:] = False
+        if tainted:
+            self.tainted[[self._index[name] for name in tainted]] = True
+        self.rounds.append(TaintRound(t_s, decision))
+        return decision
+
+    def _decide(self, heats: dict[str, NodeHeat], now_s: float) -> SoftTaints:
+        """``decide_soft_taints``, or the last round's decision where it cannot differ:
+        with no node tainted before or after it, the clock enters neither the reasons
+        nor the memory, so the same heats (the very objects: ``_judge`` reuses them)
+        give the same decision."""
+        last = self._untainted
+        if (
+            last is not None
+            and not self._warm_at_s
+            and heats.keys() == last[0].keys()
+            and all(heat is last[0][name] for name, heat in heats.items())
+        ):
+            return last[1]
         decision = decide_soft_taints(
             heats, self._warm_at_s, now_s, self.settings, nodes=len(self._names)
         )
-        self._warm_at_s = dict(decision.warm_at_s)
-        tainted = decision.tainted
-        # In place: the scheduler holds this array.
-        self.tainted[:] = [name in tainted for name in self._names]
-        self.rounds.append(TaintRound(t_s, decision))
+        quiet = not self._warm_at_s and not decision.warm_at_s
+        self._untainted = (heats, decision) if quiet else None
         return decision
 
     def _may_be_tainted(self) -> npt.NDArray[np.bool_]:
         near = self.tainted.copy()
+        if self._lines is None:
+            self._lines = self._screen_lines()
+        for metric, line in self._lines.items():
+            # NaN (never written) compares False: such a node reads as unknown.
+            near |= self._pipeline.values[metric] > line
+        near[list(self._estimated)] = True
+        return near
+
+    def _screen_lines(self) -> dict[str, float | npt.NDArray[np.float64]]:
+        """Per limited metric, the written value above which a node may be hot: within
+        the next pod of its limit (the written value is the reading alone). Made again
+        when the next pod changes."""
+        lines: dict[str, float | npt.NDArray[np.float64]] = {}
         resources = self.policy.metric_resources
         for metric, limit in self._limits.items():
-            # Within the next pod of its limit (the written value is the reading
-            # alone); NaN (never written) compares False: such a node reads as unknown.
             line: float | npt.NDArray[np.float64] = limit - SCREEN_SLACK
             resource = resources.get(metric, "")
             if any(resource in fractions for fractions in self._next):
                 ahead = np.array([fractions.get(resource, 0.0) for fractions in self._next])
                 line = line - ahead[self._kind_of]
-            near |= self._pipeline.values[metric] > line
-        near[list(self._estimated)] = True
-        return near
+            lines[metric] = line
+        return lines
 
     def _heat(self, node: int, t_s: float, now_s: float) -> NodeHeat:
-        margin = self.settings.release_margin
         ahead = self._next[int(self._kind_of[node])] if self._kinds else {}
+        measurement = self._measurement(node, int(self._pipeline.node_version[node]), now_s)
         unsampled = None
         if node in self._estimated:
             assert self._estimate is not None
-            unsampled = self._estimate.unsampled(node, t_s, partly_sampled=True)
+            unsampled = self._estimate.unsampled_after(
+                node, t_s, measurement.freshest_sample_s(), partly_sampled=True
+            )
             if not unsampled:
                 self._estimated.discard(node)
-        if unsampled or ahead:
-            annotations = self._pipeline.annotations(node)
-            return judge_node(annotations, self.policy, now_s, margin, unsampled, ahead)
-        version = int(self._pipeline.node_version[node])
-        cached = self._heats[node]
-        if cached is not None and cached[0] == version and now_s < cached[1]:
-            return cached[2]
-        load = evaluate_node(self._pipeline.annotations(node), self.policy, now_s)
-        heat = node_heat(load, self.policy, margin)
-        self._heats[node] = (version, load.recheck_at_s, heat)
+        return self._judge(node, measurement, unsampled, ahead)
+
+    def _judge(
+        self,
+        node: int,
+        measurement: Measurement,
+        unsampled: Mapping[str, float] | None,
+        ahead: dict[str, float],
+    ) -> NodeHeat:
+        """``judge_measured``, reused while the node's readings, its estimate and the
+        next pod stay the same (``_judged``)."""
+        judged = self._judged[node]
+        if (
+            judged is not None
+            and judged.ahead == ahead
+            and judged.unsampled == unsampled
+            and judged.readings == measurement.readings
+        ):
+            return judged.heat
+        margin = self.settings.release_margin
+        heat = judge_measured(measurement, self.policy, margin, unsampled, ahead)
+        self._judged[node] = _Judged(measurement.readings, unsampled, ahead, heat)
         return heat
+
+    def _measurement(self, node: int, version: int, now_s: float) -> Measurement:
+        """``measure`` of the node's annotations at ``now_s``, kept (as the load filter
+        keeps it) from when it was taken until its ``changes_at_s``, or until a rewrite
+        changes a metric's text. A rewrite of the hot value alone (every refresh while
+        a node has recent bindings) keeps it: the rule reads the readings and never the
+        hot value (``node_heat``), so that one is left as it was read."""
+        kept = self._measured[node]
+        if kept is not None and kept[1] <= now_s < kept[3].changes_at_s:
+            if kept[0] == version:
+                return kept[3]
+            annotations = self._pipeline.annotations(node)
+            if kept[2] == tuple(annotations.get(metric) for metric in self._metrics):
+                self._measured[node] = (version, kept[1], kept[2], kept[3])
+                return kept[3]
+        annotations = self._pipeline.annotations(node)
+        measurement = measure(annotations, self.policy, now_s)
+        texts = tuple(annotations.get(metric) for metric in self._metrics)
+        self._measured[node] = (version, now_s, texts, measurement)
+        return measurement

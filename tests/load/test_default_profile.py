@@ -9,6 +9,7 @@ import pytest
 from app.load.default_profile import (
     NON_ZERO_CPU_CORES,
     NON_ZERO_MEMORY_BYTES,
+    fits_request,
     fits_requests,
     non_zero_requests,
     resource_score,
@@ -94,6 +95,33 @@ def test_one_nodes_score_in_plain_floats_is_the_arrays_score(
         ]  # fmt: skip
     assert got == expected
     assert len(set(expected)) > 20  # the inputs reach across the score range
+
+
+@pytest.mark.parametrize(
+    ("pod_cpu", "pod_memory"), [(0.0, 0.0), (0.25, 1 * GI), (4.0, 16 * GI), (16.0, 0.5 * GI)]
+)
+def test_one_nodes_fit_in_plain_floats_is_the_arrays_fit(pod_cpu: float, pod_memory: float) -> None:
+    rng = np.random.default_rng(11)
+    count = 5_000
+    allocatable_cpu = rng.choice([0.0, 0.5, 4.0, 16.0, 96.0], count)
+    allocatable_memory = rng.choice([0.0, 1 * GI, 16 * GI, 384 * GI], count)
+    # Requests around the allocatable less the pod, where the slack decides; NaN fits none.
+    near = rng.choice([-1e-6, 0, 5e-10, 1e-3], count)
+    requested_cpu = np.maximum(allocatable_cpu - pod_cpu, 0) + near
+    requested_memory = allocatable_memory * rng.random(count)
+    requested_memory[::101] = np.nan
+    expected = fits_requests(
+        allocatable_cpu, allocatable_memory, requested_cpu, requested_memory, pod_cpu, pod_memory
+    ).tolist()
+    got = [
+        fits_request(*node, pod_cpu, pod_memory)
+        for node in zip(
+            allocatable_cpu.tolist(), allocatable_memory.tolist(),
+            requested_cpu.tolist(), requested_memory.tolist(), strict=True,
+        )
+    ]  # fmt: skip
+    assert got == expected
+    assert 0 < sum(expected) < count  # some fit and some do not
 
 
 @pytest.mark.parametrize(

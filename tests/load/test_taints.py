@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.load import evaluate_node, format_usage
+from app.load import evaluate_node, format_usage, measure
 from app.load.estimate import Evidence, PlacedPod
 from app.load.taints import (
     Heat,
@@ -12,6 +12,7 @@ from app.load.taints import (
     SoftTaints,
     SoftTaintSettings,
     decide_soft_taints,
+    judge_measured,
     judge_node,
     next_pod,
     node_heat,
@@ -243,3 +244,30 @@ def test_leaving_out_cool_untainted_nodes_changes_nothing_but_the_work() -> None
     assert len(decide_soft_taints(judged, memory, NOW, SETTINGS).tainted) == 1
     with pytest.raises(ValueError, match="more than the 3"):
         decide_soft_taints(judged, memory, NOW, SETTINGS, nodes=3)
+
+
+@pytest.mark.parametrize("cpu_5m", [0.30, 0.58, 0.62, 0.70])
+@pytest.mark.parametrize("later_s", [0.0, 60.0, 269.0])
+def test_a_measurement_kept_until_it_changes_judges_as_the_annotations_read_now(
+    cpu_5m: float, later_s: float
+) -> None:
+    """judge_measured of a node's Measurement, taken when the annotations were read and
+    judged up to its changes_at_s (as the simulated annotator keeps it), is judge_node
+    of the annotations at that instant: with and without an estimate and a next pod,
+    and past changes_at_s (the reading gone stale) no longer."""
+    margin = SETTINGS.release_margin
+    annotations = {
+        "cpu_usage_avg_5m": format_usage(cpu_5m, NOW - 30),
+        "mem_usage_avg_5m": format_usage(0.40, NOW - 30),
+        "node_hot_value": "2," + format_usage(0.0, NOW - 30).split(",")[1],
+    }
+    measurement = measure(annotations, POLICY, NOW)
+    at_s = NOW + later_s
+    assert at_s < measurement.changes_at_s
+    for unsampled, ahead in [(None, None), ({"cpu": 0.04}, None), (None, {"cpu": 0.05})]:
+        kept = judge_measured(measurement, POLICY, margin, unsampled, ahead)
+        assert kept == judge_node(annotations, POLICY, at_s, margin, unsampled, ahead)
+    expired = NOW + 500.0  # both readings stale by then (480 s windows): unknown
+    assert expired >= measurement.changes_at_s
+    assert judge_node(annotations, POLICY, expired, margin).heat is Heat.UNKNOWN
+    assert judge_measured(measurement, POLICY, margin).heat is not Heat.UNKNOWN
