@@ -41,7 +41,7 @@ STARTS_FIRST = (
 # loses its lease), each holding a worker for seconds while using almost no CPU. In
 # collection order they sit together (tests/extender, tests/faults, tests/security), and
 # once all four workers waited on them at the same time: both cores idle for ~10 s. They
-# are spread evenly through the rest of the run instead, so that the other workers keep
+# are spread evenly among the CPU-bound tests instead, so that the other workers keep
 # the cores busy while one waits.
 WAITS_MOSTLY = (
     "tests/extender/test_slow_clients.py::",
@@ -51,6 +51,12 @@ WAITS_MOSTLY = (
     "tests/faults/test_readiness_faults.py::",
     "tests/annotator/test_leader.py::",
     "tests/annotator/test_sync_faults.py::",
+)
+# The simulator's outcome tests: hundreds of CPU-bound tests in a row (test_no_harm's
+# thousand-nodes cases start first, above).
+KEEPS_CORES_BUSY = (
+    "tests/simulate/test_no_harm.py::",
+    "tests/simulate/test_soft_taint_outcomes.py::",
 )
 # The end-to-end files in three groups of about equal time, each run by one worker on
 # one control plane (tests/e2e/conftest.py stops it when the worker leaves tests/e2e):
@@ -130,7 +136,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rest = [item for item in items if _start_rank(item) == len(STARTS_FIRST)]
     waits = [item for item in rest if item.nodeid.startswith(WAITS_MOSTLY)]
     others = [item for item in rest if not item.nodeid.startswith(WAITS_MOSTLY)]
-    items[:] = first + spread_out(others, waits)
+    # Among the outcome tests, which keep both cores busy for about a minute: spread by
+    # count over the fast tests, several still waited at once; at the very end, one that
+    # waits 12 s held the whole run open.
+    busy = [n for n, item in enumerate(others) if item.nodeid.startswith(KEEPS_CORES_BUSY)]
+    start, end = (busy[0], busy[-1] + 1) if busy else (0, len(others))
+    items[:] = [*first, *others[:start], *spread_out(others[start:end], waits), *others[end:]]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

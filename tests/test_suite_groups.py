@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from tests.conftest import E2E_GROUPS, WAITS_MOSTLY, spread_out
+from tests.conftest import E2E_GROUPS, KEEPS_CORES_BUSY, WAITS_MOSTLY, spread_out
 
 
 def test_every_e2e_file_is_in_exactly_one_group() -> None:
@@ -37,7 +37,7 @@ def test_spread_out_with_more_to_spread_than_items_loses_nothing() -> None:
     assert [x for x in merged if isinstance(x, str)] == ["a", "b", "c", "d", "e"]
 
 
-def test_every_test_named_as_waiting_mostly_exists() -> None:
+def test_every_file_named_as_waiting_mostly_or_keeping_the_cores_busy_exists() -> None:
     root = Path(__file__).parents[1]
-    for prefix in WAITS_MOSTLY:
+    for prefix in (*WAITS_MOSTLY, *KEEPS_CORES_BUSY):
         assert (root / prefix.removesuffix("::")).is_file(), prefix
