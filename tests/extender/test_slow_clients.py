@@ -194,7 +194,9 @@ def open_descriptors(pid: int) -> int:
 
 
 def test_a_thousand_stalled_connections_do_not_keep_their_descriptors() -> None:
-    with extender("--header-timeout", "1", "--max-connections", "4096") as (port, process):
+    # Half of them stall in the body: its timeout at 1 s too, not the default 10 s.
+    limits = ("--header-timeout", "1", "--body-timeout", "1", "--max-connections", "4096")
+    with extender(*limits) as (port, process):
         baseline = open_descriptors(process.pid)
         stalled = []
         try:

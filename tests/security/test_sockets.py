@@ -145,6 +145,11 @@ def test_idle_sockets_do_not_take_the_loop_components_descriptors(
     args += ["--health-host", "127.0.0.1", "--health-port", str(health)]
     url = f"http://127.0.0.1:{health}/healthz"
     with running(args, url, file_limit=256) as process:
+        # Its baseline once ready, its own API and Prometheus connections open: counted
+        # from before, they and the share took it past the bound until the header
+        # timeout (10 s) closed the idle sockets, and the test waited for that instead.
+        ready = f"http://127.0.0.1:{health}/readyz"
+        wait_until(lambda: status(ready) == 200, f"the {component} is ready", process)
         baseline = open_descriptors(process.pid)
         held = hold(health, 300)
         try:
