@@ -261,6 +261,10 @@ class LoadFilter:
         self._measured: list[tuple[int, float, Measurement, float | None] | None] = [
             None
         ] * nodes
+        # Per node, what its load in ``loads`` was assessed from.
+        self._assessed: list[tuple[Measurement, Mapping[str, float] | None] | None] = [
+            None
+        ] * nodes
         self.evaluations = 0
 
     def now_s(self, t_s: float) -> float:
@@ -316,8 +320,16 @@ class LoadFilter:
             if self._estimate is not None
             else None
         )
-        load = assess(measurement, self.policy, unsampled)
         self.evaluations += 1
+        # The load is assess of these two alone: with the same Measurement kept and the
+        # same usage unsampled (most often none: no pod bound since the node's freshest
+        # sample counts), it is the one already held, and so is every array below.
+        unsampled = unsampled or None  # assess reads an empty one as none
+        assessed = self._assessed[node]
+        if assessed is not None and assessed[0] is measurement and assessed[1] == unsampled:
+            return
+        self._assessed[node] = (measurement, unsampled)
+        load = assess(measurement, self.policy, unsampled)
         self.evaluated.add(node)
         self.loads[node] = load
         self.passes[node] = not load.overloaded
