@@ -315,9 +315,10 @@ class LoadFilter:
         """``load_of``, on the node's kept Measurement."""
         now_s = self.now_s(t_s)
         measurement, freshest_s = self._measurement(node, now_s)
+        # No fresh sample: no pod counts as unsampled (``app.load.estimate.counts``).
         unsampled = (
             self._estimate.unsampled_after(node, t_s, freshest_s)
-            if self._estimate is not None
+            if self._estimate is not None and freshest_s is not None
             else None
         )
         self.evaluations += 1
@@ -392,9 +393,9 @@ class Scheduler:
         # the lowest int64, below every score but one made of no allocatable, one pass
         # finds both; only that ``best`` leaves it unclear what is feasible.
         ranked = np.where(feasible, scores, _LOWEST)
-        best = ranked.max(initial=_LOWEST)
+        best = np.maximum.reduce(ranked, initial=_LOWEST)  # ndarray.max, less wrapping
         if best > _LOWEST:
-            candidates = np.flatnonzero(ranked == best)
+            candidates = (ranked == best).nonzero()[0]
         elif feasible.any():
             best = scores[feasible].max()
             candidates = np.flatnonzero(feasible & (scores == best))
