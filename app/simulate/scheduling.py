@@ -321,10 +321,11 @@ class LoadFilter:
             if self._estimate is not None and freshest_s is not None
             else None
         )
-        self.evaluations += 1
+        self.evaluations += 1  # as the extender would: a kept answer counts too
         # The load is assess of these two alone: with the same Measurement kept and the
-        # same usage unsampled (most often none: no pod bound since the node's freshest
-        # sample counts), it is the one already held, and so is every array below.
+        # same usage unsampled (most often none: a node without a fresh sample counts no
+        # pod), it is the one already held, and so is every array below (its recheck
+        # time too, which ``_earliest_recheck_s`` is no later than already).
         unsampled = unsampled or None  # assess reads an empty one as none
         assessed = self._assessed[node]
         if assessed is not None and assessed[0] is measurement and assessed[1] == unsampled:
