@@ -216,22 +216,27 @@ class BurstEstimate:
         expiry times: the cost is the work done, not the number of recent pods.
         """
         cluster = self._cluster
+        run = cluster.run
         changed: set[int] = set()
         grown: dict[int, list[tuple[int, float]]] = {}  # node -> the pods bound there since
-        for placement in cluster.run.placements[self._placements_seen :]:
-            self._recent.setdefault(placement.node, []).append((placement.slot, placement.t_s))
-            heapq.heappush(self._expiries, (placement.t_s + self._max_age_s, placement.node))
-            changed.add(placement.node)
-            grown.setdefault(placement.node, []).append((placement.slot, placement.t_s))
-        self._placements_seen = len(cluster.run.placements)
+        # Called for every pod: a record list is sliced only when it has grown.
+        if len(run.placements) > self._placements_seen:
+            for placement in run.placements[self._placements_seen :]:
+                pod = (placement.slot, placement.t_s)
+                self._recent.setdefault(placement.node, []).append(pod)
+                heapq.heappush(self._expiries, (placement.t_s + self._max_age_s, placement.node))
+                changed.add(placement.node)
+                grown.setdefault(placement.node, []).append(pod)
+            self._placements_seen = len(run.placements)
         # The nodes whose recent pods are made again (``_pods_on``); a deletion changes
         # them too, though (as before) it is not among the nodes reported.
-        remade = {deletion.node for deletion in cluster.run.deletions[self._deletions_seen :]}
-        self._deletions_seen = len(cluster.run.deletions)
-        for eviction in cluster.run.evictions[self._evictions_seen :]:
-            changed.add(eviction.node)
-            remade.add(eviction.node)
-        self._evictions_seen = len(cluster.run.evictions)
+        remade = {deletion.node for deletion in run.deletions[self._deletions_seen :]}
+        self._deletions_seen = len(run.deletions)
+        if len(run.evictions) > self._evictions_seen:
+            for eviction in run.evictions[self._evictions_seen :]:
+                changed.add(eviction.node)
+                remade.add(eviction.node)
+            self._evictions_seen = len(run.evictions)
         published = cluster.workload_usage
         if published is not None and published.version != self._usage_version:
             self._usage_version = published.version

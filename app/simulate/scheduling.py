@@ -253,9 +253,18 @@ class LoadFilter:
         self._earliest_recheck_s = -math.inf
         self._seen_sync_version = -1
         self.loads: list[NodeLoad | None] = [None] * nodes
+        # Nodes evaluated since the extender's answer last read them (``ExtenderTerms``).
+        self.evaluated: set[int] = set()
         # Per node, its last Measurement, with the annotations' version and the instant
-        # it was taken: the same until the annotations change or its changes_at_s.
-        self._measured: list[tuple[int, float, Measurement] | None] = [None] * nodes
+        # it was taken: the same until the annotations change or its changes_at_s; and
+        # its ``freshest_sample_s``, which the burst estimate asks at every evaluation.
+        self._measured: list[tuple[int, float, Measurement, float | None] | None] = [
+            None
+        ] * nodes
+        # Per node, what its load in ``loads`` was assessed from.
+        self._assessed: list[tuple[Measurement, Mapping[str, float] | None] | None] = [
+            None
+        ] * nodes
         self.evaluations = 0
 
     def now_s(self, t_s: float) -> float:
@@ -289,28 +298,41 @@ class LoadFilter:
             self._pipeline.annotations(node), self.policy, self.now_s(t_s), unsampled
         )
 
-    def _measurement(self, node: int, now_s: float) -> Measurement:
-        """``measure`` of the node's annotations at ``now_s``: kept, as the extender keeps
-        it, from when it was taken until its ``changes_at_s`` or an annotation's rewrite."""
+    def _measurement(self, node: int, now_s: float) -> tuple[Measurement, float | None]:
+        """``measure`` of the node's annotations at ``now_s``, and its freshest sample:
+        kept, as the extender keeps it, from when it was taken until its
+        ``changes_at_s`` or an annotation's rewrite."""
         version = int(self._pipeline.node_version[node])
         kept = self._measured[node]
         if kept is not None and kept[0] == version and kept[1] <= now_s < kept[2].changes_at_s:
-            return kept[2]
+            return kept[2], kept[3]
         measurement = measure(self._pipeline.annotations(node), self.policy, now_s)
-        self._measured[node] = (version, now_s, measurement)
-        return measurement
+        freshest_s = measurement.freshest_sample_s()
+        self._measured[node] = (version, now_s, measurement, freshest_s)
+        return measurement, freshest_s
 
     def _evaluate(self, node: int, t_s: float) -> None:
         """``load_of``, on the node's kept Measurement."""
         now_s = self.now_s(t_s)
-        measurement = self._measurement(node, now_s)
+        measurement, freshest_s = self._measurement(node, now_s)
+        # No fresh sample: no pod counts as unsampled (``app.load.estimate.counts``).
         unsampled = (
-            self._estimate.unsampled_after(node, t_s, measurement.freshest_sample_s())
-            if self._estimate is not None
+            self._estimate.unsampled_after(node, t_s, freshest_s)
+            if self._estimate is not None and freshest_s is not None
             else None
         )
+        self.evaluations += 1  # as the extender would: a kept answer counts too
+        # The load is assess of these two alone: with the same Measurement kept and the
+        # same usage unsampled (most often none: a node without a fresh sample counts no
+        # pod), it is the one already held, and so is every array below (its recheck
+        # time too, which ``_earliest_recheck_s`` is no later than already).
+        unsampled = unsampled or None  # assess reads an empty one as none
+        assessed = self._assessed[node]
+        if assessed is not None and assessed[0] is measurement and assessed[1] == unsampled:
+            return
+        self._assessed[node] = (measurement, unsampled)
         load = assess(measurement, self.policy, unsampled)
-        self.evaluations += 1
+        self.evaluated.add(node)
         self.loads[node] = load
         self.passes[node] = not load.overloaded
         self.extender_score[node] = load.extender_score
@@ -338,9 +360,16 @@ class Scheduler:
     # Choices in which TaintToleration told feasible nodes apart (some tainted, some
     # not); with none, the taints changed nothing and the run is the one without them.
     taint_steered: int = field(default=0, init=False)
-    # The last pod estimate asked about, as fractions of each node's allocatable.
-    _estimate: tuple[float, float] | None = field(default=None, init=False)
-    _estimate_fractions: tuple[FloatArray, FloatArray] = field(init=False)
+    _terms: ExtenderTerms | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.load_filter is not None and self.plugin_weight == 0:
+            self._terms = ExtenderTerms(
+                self.load_filter,
+                self.requests.allocatable_cpu,
+                self.requests.allocatable_memory,
+                EXTENDER_SCORE_SCALE * self.extender_weight,
+            )
 
     def choose(self, pod: PodShape) -> int | None:
         feasible = self.requests.fits(pod)  # read-only: every step below makes a new one
@@ -360,16 +389,14 @@ class Scheduler:
             if self.plugin_weight > 0:
                 scores = scores + self.load_filter.score * self.plugin_weight
             elif feasible.any():
-                scores = scores + self._extender_answer(feasible, pod) * (
-                    EXTENDER_SCORE_SCALE * self.extender_weight
-                )
+                scores = self._with_extender_answer(scores, feasible, pod)
         # The best feasible score, ties drawn at random: the infeasible nodes ranked at
         # the lowest int64, below every score but one made of no allocatable, one pass
         # finds both; only that ``best`` leaves it unclear what is feasible.
         ranked = np.where(feasible, scores, _LOWEST)
-        best = ranked.max(initial=_LOWEST)
+        best = np.maximum.reduce(ranked, initial=_LOWEST)  # ndarray.max, less wrapping
         if best > _LOWEST:
-            candidates = np.flatnonzero(ranked == best)
+            candidates = (ranked == best).nonzero()[0]
         elif feasible.any():
             best = scores[feasible].max()
             candidates = np.flatnonzero(feasible & (scores == best))
@@ -377,27 +404,137 @@ class Scheduler:
             return None
         return int(candidates[self.rng.integers(len(candidates))])
 
-    def _extender_answer(self, feasible: BoolArray, pod: PodShape) -> IntArray:
-        """The extender's prioritize answer per node (0 where it was not asked)."""
-        view = self.load_filter
-        assert view is not None
-        asked = np.flatnonzero(feasible)
+    def _with_extender_answer(
+        self, scores: IntArray, feasible: BoolArray, pod: PodShape
+    ) -> IntArray:
+        """The scores with the extender's prioritize answer added (``wire_answer`` times
+        10 x ``extenderWeight``), for the ``feasible`` nodes it is asked about: the
+        others are ranked below every feasible node whatever they are given."""
+        terms = self._terms
+        assert terms is not None
+        asked = feasible.nonzero()[0]
         # The request lists the asked nodes in node order from this one on, then wraps.
         first = int(asked[int(self.rng.integers(len(asked)))])
-        # app.load.wire.has_room, over every node at once: the pod's estimate as a
-        # fraction of each node's allocatable, against the node's room under its limits.
-        # Both fractions are kept per estimate, as pods come in waves of one workload.
-        estimate = (pod.estimate_cpu_cores, pod.estimate_memory_bytes)
-        if estimate != self._estimate:
-            requests = self.requests
-            self._estimate = estimate
-            self._estimate_fractions = (
-                estimate[0] / requests.allocatable_cpu,
-                estimate[1] / requests.allocatable_memory,
+        terms.follow((pod.estimate_cpu_cores, pod.estimate_memory_bytes))
+        best = preferred_node(terms.roomy_rank, terms.can_rank, feasible, first)
+        extender_scores = terms.extender_scores
+        cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(int(extender_scores[best]))
+        answered = scores + terms.plain(cap)
+        if best >= 0:
+            answered[best] = scores[best] + terms.factor * preferred_wire_score(
+                int(extender_scores[best])
             )
-        cpu, memory = self._estimate_fractions
-        roomy = (cpu <= view.room_cpu) & (memory <= view.room_memory)
-        return wire_answer(view.extender_score, view.preferable, roomy, feasible, first)
+        return answered
+
+
+class ExtenderView(Protocol):
+    """What the extender's answer reads of the load filter (``LoadFilter``)."""
+
+    extender_score: IntArray
+    preferable: BoolArray
+    room_cpu: FloatArray
+    room_memory: FloatArray
+    evaluated: set[int]
+
+
+class ExtenderTerms:
+    """What the extender's answer (``wire_answer``) is made of, per node, kept between
+    pods: each binding re-evaluates one node, and pods come in waves of one estimate.
+
+    ``can_rank`` is a node's extender score where it can be preferred (-1 elsewhere,
+    below every score ``wire_scores`` counts), ``roomy_rank`` that where the pod's
+    estimate fits its room too; ``plain`` each node's answer capped below the preferred
+    one's, times the factor. Each is made again for the nodes the load filter evaluated
+    since (``LoadFilter.evaluated``), or whole when the estimate or the cap changes.
+    """
+
+    # Above this many nodes re-evaluated at once (a sync), whole arrays are cheaper.
+    _FEW = 16
+
+    def __init__(
+        self, view: ExtenderView, allocatable_cpu: FloatArray, allocatable_memory: FloatArray,
+        factor: int,
+    ) -> None:  # fmt: skip
+        self._view = view
+        self._allocatable = (allocatable_cpu, allocatable_memory)
+        self.factor = factor
+        self.extender_scores = view.extender_score
+        nodes = len(allocatable_cpu)
+        self.can_rank = np.full(nodes, -1, dtype=np.int64)
+        self.roomy_rank = np.full(nodes, -1, dtype=np.int64)
+        self._estimate: tuple[float, float] | None = None
+        self._fractions = (np.zeros(nodes), np.zeros(nodes))  # the estimate / allocatable
+        self._cap: int | None = None
+        self._plain = np.zeros(nodes, dtype=np.int64)
+        self._plain_stale: set[int] = set()
+
+    def follow(self, estimate: tuple[float, float]) -> None:
+        """The ranks for a pod of this estimate (cores, bytes), after the latest refresh."""
+        view = self._view
+        evaluated = view.evaluated
+        if estimate != self._estimate:
+            cpu, memory = self._allocatable
+            self._estimate = estimate
+            self._fractions = (estimate[0] / cpu, estimate[1] / memory)
+            self._rank_all()
+        elif len(evaluated) > self._FEW:
+            self._rank_all()
+        else:
+            cpu_fraction, memory_fraction = self._fractions
+            scores, preferable = view.extender_score, view.preferable
+            for node in evaluated:
+                score = int(scores[node])
+                can = score >= 0 and bool(preferable[node])
+                self.can_rank[node] = score if can else -1
+                roomy = (
+                    cpu_fraction[node] <= view.room_cpu[node]
+                    and memory_fraction[node] <= view.room_memory[node]
+                )
+                self.roomy_rank[node] = score if can and roomy else -1
+        self._plain_stale |= evaluated
+        evaluated.clear()
+
+    def _rank_all(self) -> None:
+        view = self._view
+        cpu_fraction, memory_fraction = self._fractions
+        scores = view.extender_score
+        can = view.preferable & (scores >= 0)  # wire_scores counts a negative as none
+        roomy = (cpu_fraction <= view.room_cpu) & (memory_fraction <= view.room_memory)
+        self.can_rank = np.where(can, scores, -1)
+        self.roomy_rank = np.where(can & roomy, scores, -1)
+
+    def plain(self, cap: int) -> IntArray:
+        """Every node's score capped at ``cap``, times the factor (read only)."""
+        scores = self._view.extender_score
+        if cap != self._cap or len(self._plain_stale) > self._FEW:
+            self._plain = np.minimum(scores, cap) * self.factor
+            self._cap = cap
+        else:
+            for node in self._plain_stale:
+                self._plain[node] = min(int(scores[node]), cap) * self.factor
+        self._plain_stale.clear()
+        return self._plain
+
+
+def preferred_node(
+    roomy_rank: IntArray, can_rank: IntArray, asked: BoolArray, first: int
+) -> int:
+    """The node ``wire_scores`` prefers (-1: none): of the asked nodes with the top
+    ``roomy_rank`` (or, with none ranked, the top ``can_rank``), the first listed in
+    node order from node ``first`` on and then from node 0 - its first at or after
+    ``first``, or else its first of all. The ranks are extender scores, -1 where a node
+    cannot be preferred (or has no room)."""
+    for rank in (roomy_rank, can_rank):
+        # The pool's scores, the others at -1 below them all: its top and its ties in
+        # one pass each (a top of -1: the pool is empty).
+        ranked = np.where(asked, rank, -1)
+        top = np.maximum.reduce(ranked, initial=-1)
+        if top >= 0:
+            tied = ranked == top
+            later = tied[first:]
+            step = int(later.argmax())
+            return first + step if later[step] else int(tied.argmax())
+    return -1
 
 
 def wire_answer(
@@ -414,20 +551,10 @@ def wire_answer(
     in the request's order: the first listed of a set of nodes is its first at or after
     ``first``, or else its first of all. ``tests/simulate/test_scheduling.py`` holds it
     to ``wire_scores`` asked of every node in the request's order."""
-    can = asked & preferable & (scores >= 0)  # wire_scores counts a negative as none
-    for pool in (can & roomy, can):
-        # The pool's scores, the others at -1 below them all: its top and its ties in
-        # one pass each (a top of -1: the pool is empty).
-        ranked = np.where(pool, scores, -1)
-        top = ranked.max(initial=-1)
-        if top >= 0:
-            tied = ranked == top
-            later = tied[first:]
-            step = int(later.argmax())
-            best = first + step if later[step] else int(tied.argmax())
-            break
-    else:
-        best = -1
+    can = preferable & (scores >= 0)  # wire_scores counts a negative as none
+    best = preferred_node(
+        np.where(can & roomy, scores, -1), np.where(can, scores, -1), asked, first
+    )
     cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(int(scores[best]))
     answer: IntArray = np.where(asked, np.minimum(scores, cap), 0)
     if best >= 0:

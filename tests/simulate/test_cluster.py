@@ -55,16 +55,23 @@ def test_no_pod_lands_where_the_production_filter_rejects_the_node(
     document["workloads"][1]["usage"]["cpu"] = f"{burst_cpu_millis}m"
     cluster = SimulatedCluster(load(document), plan_for(policy))
     rejected: list[Placement] = []
+    stale: list[Placement] = []
 
     def check(sim: SimulatedCluster, placement: Placement) -> None:
         assert sim.load_filter is not None
-        if sim.load_filter.load_of(placement.node, placement.t_s).overloaded:
+        load = sim.load_filter.load_of(placement.node, placement.t_s)
+        if load.overloaded:
             rejected.append(placement)
+        # What the filter holds (kept, or re-assessed only when its inputs changed) is
+        # the production answer asked afresh.
+        if sim.load_filter.loads[placement.node] != load:
+            stale.append(placement)
 
     cluster.on_placement = check
     run = cluster.simulate()
     assert run.placements, "the scenario placed nothing: the property was not exercised"
     assert rejected == []
+    assert stale == []
 
 
 def test_crane_leaves_pods_pending_once_every_node_is_over_its_limit() -> None:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
+
 import numpy as np
+import numpy.typing as npt
 import pytest
 
+from app.load import PLAIN_MAX_SCORE, plain_wire_score, preferred_wire_score
 from app.load.wire import wire_scores
-from app.simulate.scheduling import wire_answer
+from app.simulate.scheduling import ExtenderTerms, preferred_node, wire_answer
 
 
 def asked_in_order(
@@ -70,3 +75,59 @@ def test_nodes_not_asked_are_answered_nothing_and_never_preferred() -> None:
     asked = np.array([False, True, True])
     # Node 0 scores best but is not asked: node 2 is preferred, node 1 capped below it.
     assert wire_answer(scores, preferable, roomy, asked, 1).tolist() == [0, 4, 7]
+
+
+@dataclass
+class View:
+    """The load filter's arrays the extender's answer reads (``ExtenderView``)."""
+
+    extender_score: npt.NDArray[np.int64]
+    preferable: npt.NDArray[np.bool_]
+    room_cpu: npt.NDArray[np.float64]
+    room_memory: npt.NDArray[np.float64]
+    evaluated: set[int] = field(default_factory=set)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_kept_terms_answer_as_the_whole_array_answer_after_every_change(seed: int) -> None:
+    """Kept between pods and re-made only where nodes were re-evaluated, the terms give
+    every pod the same total as ``wire_answer`` made afresh: after one node's change,
+    many at once (a sync), a new estimate and a new cap."""
+    rng = np.random.default_rng(seed)
+    count, factor = 40, 30
+    cpu, memory = rng.uniform(1, 8, count), rng.uniform(1, 8, count)
+    view = View(
+        rng.integers(-1, 11, count),
+        rng.random(count) < 0.7,
+        rng.uniform(0, 1, count),
+        rng.uniform(0, 1, count),
+    )
+    terms = ExtenderTerms(view, cpu, memory, factor)
+    estimates = [(0.5, 0.5), (2.0, 1.0), (0.0, 0.0)]
+    estimate = estimates[0]
+    for _ in range(400):
+        changes = 1 if rng.random() < 0.8 else int(rng.integers(2, count))
+        for node in rng.choice(count, changes, replace=False).tolist():
+            view.extender_score[node] = rng.integers(-1, 11)
+            view.preferable[node] = rng.random() < 0.7
+            view.room_cpu[node] = rng.uniform(0, 1) if rng.random() < 0.9 else math.inf
+            view.room_memory[node] = rng.uniform(0, 1)
+            view.evaluated.add(node)
+        if rng.random() < 0.1:
+            estimate = estimates[int(rng.integers(len(estimates)))]
+        asked = rng.random(count) < 0.8
+        if not asked.any():
+            continue
+        first = int(rng.choice(np.flatnonzero(asked)))
+        roomy = (estimate[0] / cpu <= view.room_cpu) & (estimate[1] / memory <= view.room_memory)
+        expected = wire_answer(view.extender_score, view.preferable, roomy, asked, first)
+
+        terms.follow(estimate)
+        assert not view.evaluated
+        best = preferred_node(terms.roomy_rank, terms.can_rank, asked, first)
+        scores = view.extender_score
+        cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(int(scores[best]))
+        got = terms.plain(cap).copy()
+        if best >= 0:
+            got[best] = factor * preferred_wire_score(int(scores[best]))
+        assert (got[asked] == expected[asked] * factor).all()
