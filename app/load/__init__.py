@@ -46,6 +46,7 @@ from app.load.model import (
     hot_value_from_bindings,
     is_exempt_from_filter,
     measure,
+    read_fraction,
     read_usage,
     score_parts,
 )
@@ -131,6 +132,7 @@ __all__ = [
     "plain_wire_score",
     "preferred_position",
     "preferred_wire_score",
+    "read_fraction",
     "read_usage",
     "resource_score",
     "resource_scores",

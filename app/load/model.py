@@ -133,6 +133,21 @@ def read_metric(
     return MetricReading(metric, freshness, sample.value, sample.timestamp_s), changes_at_s
 
 
+def read_fraction(
+    annotations: Mapping[str, str], metric: str, window_s: float | None, now_s: float
+) -> tuple[Freshness, float | None]:
+    """A metric's freshness and value exactly as ``read_metric`` reads them, without the
+    reading: for a caller that sizes every node each round (the descheduler) and needs
+    the full reading of a few nodes only."""
+    raw = annotations.get(metric)
+    if raw is None:
+        return Freshness.MISSING, None
+    sample = _parse_usage_cached(raw)
+    if sample is None:
+        return Freshness.UNREADABLE, None
+    return _freshness(sample, window_s, now_s)[0], sample.value
+
+
 def _freshness(sample: Sample, window_s: float | None, now_s: float) -> tuple[Freshness, float]:
     if window_s is None:
         return Freshness.NOT_SYNCED, math.inf
@@ -315,10 +330,11 @@ def read_usage(
     every node each round). A metric the policy does not name is left out."""
     readings: dict[str, MetricReading] = {}
     resources = policy.metric_resources
+    named, windows_s = policy.metrics, policy.freshness_windows_s
     for metric in metrics:
-        if metric not in policy.metrics:
+        if metric not in named:
             continue
-        reading, _ = read_metric(annotations, metric, policy.freshness_window_s(metric), now_s)
+        reading, _ = read_metric(annotations, metric, windows_s.get(metric), now_s)
         if unsampled:
             reading = with_unsampled(reading, unsampled.get(resources.get(metric, ""), 0.0))
         readings[metric] = reading

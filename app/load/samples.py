@@ -14,7 +14,6 @@ them at its first sync. No wrong value is ever used as fresh.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -51,14 +50,17 @@ _CACHED_TIMESTAMP_CHARS = 40
 _timestamp_s_cached = functools.lru_cache(maxsize=256)(parse_timestamp_s)
 
 
+def _timestamp_s(time_text: str) -> float | None:
+    if len(time_text) <= _CACHED_TIMESTAMP_CHARS:
+        return _timestamp_s_cached(time_text)
+    return parse_timestamp_s(time_text)
+
+
 def _split(raw: str) -> tuple[str, float] | None:
     value_text, separator, time_text = raw.partition(",")
     if not separator:
         return None
-    if len(time_text) <= _CACHED_TIMESTAMP_CHARS:
-        timestamp_s = _timestamp_s_cached(time_text)
-    else:
-        timestamp_s = parse_timestamp_s(time_text)
+    timestamp_s = _timestamp_s(time_text)
     if timestamp_s is None:
         return None
     return value_text.strip(), timestamp_s
@@ -69,17 +71,22 @@ def parse_usage(raw: str) -> Sample | None:
 
     Values outside [0, 1] are not clamped: the annotator never writes them, so they
     come from a foreign or broken writer (a percentage written by mistake would
-    otherwise reject every node).
+    otherwise reject every node). NaN and infinities are outside [0, 1] too.
+
+    ``_split`` written out: the descheduler parses each node's new values every round
+    (2,000 a round on 1,000 nodes), and the call was a third of a parse.
     """
-    parts = _split(raw)
-    if parts is None:
+    value_text, separator, time_text = raw.partition(",")
+    if not separator:
         return None
-    value_text, timestamp_s = parts
+    timestamp_s = _timestamp_s(time_text)
+    if timestamp_s is None:
+        return None
     try:
-        value = float(value_text)
+        value = float(value_text.strip())
     except ValueError:
         return None
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+    if not 0.0 <= value <= 1.0:  # also false for NaN
         return None
     return Sample(value, timestamp_s)
 

@@ -91,7 +91,12 @@ def classify(
 def classify_all(
     usages: Mapping[str, NodeUsage], config: DeschedulerConfig, hot_rounds: Mapping[str, int]
 ) -> dict[str, NodeClass]:
-    considered = [u for u in usages.values() if selected(u, config)]
+    # Fixed thresholds read no usage: only deviation thresholds need the nodes considered.
+    considered = (
+        [u for u in usages.values() if selected(u, config)]
+        if config.use_deviation_thresholds
+        else []
+    )
     limits = thresholds(considered, config)
     return {name: classify(u, limits, config, hot_rounds) for name, u in usages.items()}
 

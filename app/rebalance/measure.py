@@ -2,20 +2,33 @@
 
 The usage of a resource is the fresh reading of its configured metric, with the
 convergence adjustments passed as ``unsampled``. Every node is sized each round, so
-only the balanced metrics are read (``read_usage``); the full verdict
-(``evaluate_node``) is taken for destinations only. Nothing here parses an annotation.
+only the balanced metrics are read, and only their values and freshness
+(``read_fraction``): a round that finds no source reads no more. A node's full
+readings (``read_usage``) are made when the plan goes on to use them (``_Readings``),
+and the full verdict (``evaluate_node``) for destinations only. Nothing here parses an
+annotation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
-from app.load import MetricReading, NodeLoad, evaluate_node, read_usage
+from app.load import (
+    Freshness,
+    MetricReading,
+    NodeLoad,
+    evaluate_node,
+    read_fraction,
+    read_usage,
+)
 from app.objects import RESOURCES, EvictionRecord, NodeInfo
 from app.policy import Policy
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.convergence import as_fractions, unsampled_amounts
+
+_NONE: Mapping[str, float] = MappingProxyType({})  # no unsampled usage: shared, read-only
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,17 +59,31 @@ def evaluate(
 def usage_of(
     node: NodeInfo, readings: Mapping[str, MetricReading], config: DeschedulerConfig
 ) -> tuple[dict[str, float], str | None]:
+    return _usage(node, readings, balanced_metrics(config))
+
+
+def balanced_metrics(config: DeschedulerConfig) -> tuple[tuple[str, str], ...]:
+    """(resource, metric) per balanced resource, in the planner's order."""
+    return tuple((resource, config.metrics[resource]) for resource in config.resources)
+
+
+def _usage(
+    node: NodeInfo, readings: Mapping[str, MetricReading], balanced: Sequence[tuple[str, str]]
+) -> tuple[dict[str, float], str | None]:
+    """The balanced resources' usage fractions, or why one has no usable reading (the
+    first such resource in order). Every node is sized each round: plain loops, and the
+    metric of each resource looked up once a round (``balanced``), not once a node."""
     usage: dict[str, float] = {}
-    for resource in config.resources:
-        metric = config.metrics[resource]
+    for resource, metric in balanced:
         reading = readings.get(metric)
         if reading is None:
             return usage, f"{metric} is not in the policy's syncPolicy"
-        if not reading.is_fresh or reading.usage_fraction is None:
+        fraction = reading.usage_fraction
+        if reading.freshness is not Freshness.FRESH or fraction is None:
             return usage, f"{metric} is {reading.freshness.value}"
         if node.allocatable.get(resource) <= 0:
             return usage, f"allocatable {resource} is unknown"
-        usage[resource] = reading.usage_fraction
+        usage[resource] = fraction
     return usage, None
 
 
@@ -68,23 +95,91 @@ def measure_nodes(
     records: Sequence[EvictionRecord],
 ) -> dict[str, NodeUsage]:
     metrics = tuple(dict.fromkeys(config.metrics.values()))
-    raw = {node.name: read_usage(node.annotations, policy, now_s, metrics) for node in nodes}
     # Only the nodes that recent evictions name can lack what their samples show.
     named = {r.node for r in records} | {r.destination for r in records if r.destination}
-    sampled = sample_times({name: raw[name] for name in named if name in raw}, config)
+    raw = {
+        node.name: read_usage(node.annotations, policy, now_s, metrics)
+        for node in nodes
+        if node.name in named
+    }
+    sampled = sample_times(raw, config)
     amounts = unsampled_amounts(records, sampled, config.settle_time, RESOURCES)
     measured: dict[str, NodeUsage] = {}
+    balanced = balanced_metrics(config)
+    # Per balanced resource, its metric's window, or None when the policy does not
+    # name the metric (``read_usage`` leaves such a metric out of the readings).
+    windows = [
+        (resource, metric, metric in policy.metrics, policy.freshness_window_s(metric))
+        for resource, metric in balanced
+    ]
     for node in nodes:
-        unsampled = amounts.get(node.name, {})
+        name = node.name
+        unsampled = amounts.get(name)
         fractions = as_fractions(unsampled, allocatable_of(node)) if unsampled else None
-        readings = (
-            read_usage(node.annotations, policy, now_s, metrics, fractions)
-            if fractions
-            else raw[node.name]
-        )
-        usage, missing = usage_of(node, readings, config)
-        measured[node.name] = NodeUsage(node, readings, usage, missing, unsampled)
+        if fractions:  # only the few nodes recent evictions name
+            readings: Mapping[str, MetricReading] = read_usage(
+                node.annotations, policy, now_s, metrics, fractions
+            )
+            usage, missing = _usage(node, readings, balanced)
+        else:
+            # The same readings as ``raw`` (or as read on demand), so the same usage:
+            # ``_fresh_usage`` reads exactly what ``_usage`` would read from them.
+            readings = raw.get(name) or _Readings(node.annotations, policy, now_s, metrics)
+            usage, missing = _fresh_usage(node, windows, now_s)
+        measured[name] = NodeUsage(node, readings, usage, missing, unsampled or _NONE)
     return measured
+
+
+def _fresh_usage(
+    node: NodeInfo,
+    windows: Sequence[tuple[str, str, bool, float | None]],
+    now_s: float,
+) -> tuple[dict[str, float], str | None]:
+    """``_usage`` of the readings ``read_usage`` makes without unsampled usage, read
+    straight from the annotations (``read_fraction``), with no reading made: checked in
+    the same order, with the same reasons."""
+    usage: dict[str, float] = {}
+    annotations = node.annotations
+    for resource, metric, in_policy, window_s in windows:
+        if not in_policy:
+            return usage, f"{metric} is not in the policy's syncPolicy"
+        freshness, fraction = read_fraction(annotations, metric, window_s, now_s)
+        if freshness is not Freshness.FRESH or fraction is None:
+            return usage, f"{metric} is {freshness.value}"
+        if node.allocatable.get(resource) <= 0:
+            return usage, f"allocatable {resource} is unknown"
+        usage[resource] = fraction
+    return usage, None
+
+
+class _Readings(Mapping[str, MetricReading]):
+    """A node's ``read_usage`` readings, made on first use: a round reads the readings
+    of its sources and destinations only, not those of every node it sized."""
+
+    __slots__ = ("_annotations", "_metrics", "_now_s", "_policy", "_readings")
+
+    def __init__(
+        self, annotations: Mapping[str, str], policy: Policy, now_s: float, metrics: tuple[str, ...]
+    ) -> None:
+        self._annotations = annotations
+        self._policy = policy
+        self._now_s = now_s
+        self._metrics = metrics
+        self._readings: dict[str, MetricReading] | None = None
+
+    def _made(self) -> dict[str, MetricReading]:
+        if self._readings is None:
+            self._readings = read_usage(self._annotations, self._policy, self._now_s, self._metrics)
+        return self._readings
+
+    def __getitem__(self, metric: str) -> MetricReading:
+        return self._made()[metric]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._made())
+
+    def __len__(self) -> int:
+        return len(self._made())
 
 
 def sample_times(
