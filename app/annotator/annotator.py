@@ -270,7 +270,8 @@ class Annotator:
         # The first patches carry hot values only once the pod watch has listed. Should
         # pods be unlistable (RBAC), load annotations still flow after this grace.
         try:
-            await asyncio.wait_for(self.pod_watch.wait_synced(), POD_WATCH_GRACE_S)
+            async with asyncio.timeout(POD_WATCH_GRACE_S):
+                await self.pod_watch.wait_synced()
         except TimeoutError:
             log.warning(
                 "pod watch not synced after %.0fs; writing load annotations without "

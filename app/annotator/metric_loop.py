@@ -116,9 +116,8 @@ class MetricLoop:
                     record_tick(schedule, self.states, report, started_s, self._clock())
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._wake.wait(), max(0.0, schedule.next_due_s() - time.monotonic())
-                )
+                async with asyncio.timeout(max(0.0, schedule.next_due_s() - time.monotonic())):
+                    await self._wake.wait()
 
     def details(self) -> dict[str, Any]:
         """Each metric's period, last success and error, and when it syncs next."""

@@ -147,7 +147,8 @@ class ClusterReader:
 
     async def _caches_ready(self) -> Skipped | None:
         try:
-            await asyncio.wait_for(self._leadership.caches_synced(), self._sync_timeout_s)
+            async with asyncio.timeout(self._sync_timeout_s):
+                await self._leadership.caches_synced()
         except TimeoutError:
             return Skipped(
                 RunResult.CACHES_NOT_SYNCED,

@@ -189,9 +189,11 @@ class PrometheusSource:
         that trickles bytes could otherwise hold a sync for much longer.
         """
         try:
-            return await asyncio.wait_for(
-                asyncio.to_thread(self.query, promql, at_s), self.settings.timeout_s + 1.0
-            )
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the answer of
+            # a query that ends as its task is cancelled and drops the cancellation, and
+            # a SIGTERM then left the annotator running until its next period.
+            async with asyncio.timeout(self.settings.timeout_s + 1.0):
+                return await asyncio.to_thread(self.query, promql, at_s)
         except TimeoutError:
             raise PrometheusQueryError(
                 "timeout",

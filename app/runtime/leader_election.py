@@ -84,9 +84,8 @@ class LeaderElector:
         try:
             while True:
                 try:
-                    renewed = await asyncio.wait_for(
-                        self._try_acquire_or_renew(), timeout=s.retry_period_s * 2
-                    )
+                    async with asyncio.timeout(s.retry_period_s * 2):
+                        renewed = await self._try_acquire_or_renew()
                 except TimeoutError:
                     renewed = False
                     log.warning("lease %s/%s: API call timed out", s.namespace, s.name)

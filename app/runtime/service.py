@@ -171,7 +171,8 @@ class LeaderElectedService:
             if self.elector is not None:
                 self.background.append(group.create_task(self.elector.run(), name="leader"))
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._leading.wait(), leadership_timeout_s)
+                    async with asyncio.timeout(leadership_timeout_s):
+                        await self._leading.wait()
             try:
                 if self.elector is not None and not self.is_leader:
                     # Raised outside the group, which would wrap it in an ExceptionGroup.
