@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from app.load import (
@@ -137,15 +138,7 @@ class BurstEstimate:
         kept = self._pods_kept.get(node)
         if caught_up and kept is not None and kept[0] == stamp:
             return kept[1]
-        placed = self._placed
-        pods = []
-        for slot, bound_at_s in self._recent.get(node, ()):
-            if cluster.node_of[slot] != node or cluster.bound_at_s[slot] != bound_at_s:
-                continue
-            pod = placed.get((slot, bound_at_s))
-            if pod is None:
-                pod = placed[slot, bound_at_s] = self._placed_pod(slot, bound_at_s)
-            pods.append(pod)
+        pods = self._still_bound(node, self._recent.get(node, ()))
         if caught_up:
             self._pods_kept[node] = (stamp, pods)
         return pods
@@ -268,23 +261,26 @@ class BurstEstimate:
         again would list them: last, in binding order, where still bound there (an
         eviction or deletion since has a record, which remakes them). A new list: the
         kept answers compare against the old one."""
-        cluster = self._cluster
         version = self._observed.version
         stamp = (version, self._node_stamps.get(node, 0))
         kept = self._pods_kept.get(node)
         if kept is None or kept[0] != stamp or version != self._placed_version:
             self._node_stamps[node] = stamp[1] + 1
             return
-        placed = self._placed
-        pods = list(kept[1])
-        for slot, bound_at_s in bound:
+        self._pods_kept[node] = (stamp, [*kept[1], *self._still_bound(node, bound)])
+
+    def _still_bound(self, node: int, bindings: Iterable[tuple[int, float]]) -> list[PlacedPod]:
+        """The pods of ``bindings`` (slot, bound at) still bound to ``node``, in order."""
+        cluster, placed = self._cluster, self._placed
+        pods = []
+        for slot, bound_at_s in bindings:
             if cluster.node_of[slot] != node or cluster.bound_at_s[slot] != bound_at_s:
                 continue
             pod = placed.get((slot, bound_at_s))
             if pod is None:
                 pod = placed[slot, bound_at_s] = self._placed_pod(slot, bound_at_s)
             pods.append(pod)
-        self._pods_kept[node] = (stamp, pods)
+        return pods
 
 
 class RaisingUsage:
