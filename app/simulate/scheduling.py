@@ -376,7 +376,7 @@ class Scheduler:
         scores = self.requests.scores(pod)
         # With no node tainted TaintToleration gives every feasible node the same 100,
         # which changes neither the choice nor ``taint_steered``: left out, it costs nothing.
-        if self.soft_tainted is not None and self.soft_tainted.any():
+        if self.soft_tainted is not None and np.count_nonzero(self.soft_tainted):
             untolerated = self.soft_tainted.astype(np.int64)  # scenario pods tolerate none
             toleration = taint_toleration_scores(untolerated, feasible)
             if toleration[feasible].min(initial=MAX_NODE_SCORE) < MAX_NODE_SCORE and (
@@ -384,20 +384,23 @@ class Scheduler:
             ):
                 self.taint_steered += 1
             scores = scores + toleration * TAINT_TOLERATION_WEIGHT
+        every_node_feasible = False
         if self.load_filter is not None:
             feasible = feasible & self.load_filter.passes
             if self.plugin_weight > 0:
                 scores = scores + self.load_filter.score * self.plugin_weight
-            elif feasible.any():
-                scores = self._with_extender_answer(scores, feasible, pod)
+            elif asked := int(np.count_nonzero(feasible)):
+                scores = self._with_extender_answer(scores, feasible, asked, pod)
+                every_node_feasible = asked == len(feasible)
         # The best feasible score, ties drawn at random: the infeasible nodes ranked at
         # the lowest int64, below every score but one made of no allocatable, one pass
-        # finds both; only that ``best`` leaves it unclear what is feasible.
-        ranked = np.where(feasible, scores, _LOWEST)
+        # finds both; only that ``best`` leaves it unclear what is feasible. With every
+        # node feasible the ranks are the scores themselves.
+        ranked = scores if every_node_feasible else np.where(feasible, scores, _LOWEST)
         best = np.maximum.reduce(ranked, initial=_LOWEST)  # ndarray.max, less wrapping
         if best > _LOWEST:
             candidates = (ranked == best).nonzero()[0]
-        elif feasible.any():
+        elif np.count_nonzero(feasible):
             best = scores[feasible].max()
             candidates = np.flatnonzero(feasible & (scores == best))
         else:
@@ -405,18 +408,22 @@ class Scheduler:
         return int(candidates[self.rng.integers(len(candidates))])
 
     def _with_extender_answer(
-        self, scores: IntArray, feasible: BoolArray, pod: PodShape
+        self, scores: IntArray, feasible: BoolArray, asked: int, pod: PodShape
     ) -> IntArray:
         """The scores with the extender's prioritize answer added (``wire_answer`` times
-        10 x ``extenderWeight``), for the ``feasible`` nodes it is asked about: the
-        others are ranked below every feasible node whatever they are given."""
+        10 x ``extenderWeight``), for the ``feasible`` nodes it is asked about (``asked``
+        of them): the others are ranked below every feasible node whatever they are
+        given."""
         terms = self._terms
         assert terms is not None
-        asked = feasible.nonzero()[0]
-        # The request lists the asked nodes in node order from this one on, then wraps.
-        first = int(asked[int(self.rng.integers(len(asked)))])
+        # The request lists the asked nodes in node order from the k-th on, then wraps:
+        # drawn for every pod, and looked up only where some node can be preferred.
+        k = int(self.rng.integers(asked))
         terms.follow((pod.estimate_cpu_cores, pod.estimate_memory_bytes))
-        best = preferred_node(terms.roomy_rank, terms.can_rank, feasible, first)
+        best = -1  # no node can be preferred, so none of those asked (most often)
+        if terms.preferable_nodes:
+            first = int(feasible.nonzero()[0][k])
+            best = preferred_node(terms.roomy_rank, terms.can_rank, feasible, first)
         extender_scores = terms.extender_scores
         cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(int(extender_scores[best]))
         answered = scores + terms.plain(cap)
@@ -446,6 +453,8 @@ class ExtenderTerms:
     estimate fits its room too; ``plain`` each node's answer capped below the preferred
     one's, times the factor. Each is made again for the nodes the load filter evaluated
     since (``LoadFilter.evaluated``), or whole when the estimate or the cap changes.
+    ``preferable_nodes`` counts the nodes ranked in ``can_rank`` (``roomy_rank`` ranks
+    some of those): with none, no node is preferred, whichever are asked.
     """
 
     # Above this many nodes re-evaluated at once (a sync), whole arrays are cheaper.
@@ -462,6 +471,7 @@ class ExtenderTerms:
         nodes = len(allocatable_cpu)
         self.can_rank = np.full(nodes, -1, dtype=np.int64)
         self.roomy_rank = np.full(nodes, -1, dtype=np.int64)
+        self.preferable_nodes = 0
         self._estimate: tuple[float, float] | None = None
         self._fractions = (np.zeros(nodes), np.zeros(nodes))  # the estimate / allocatable
         self._cap: int | None = None
@@ -485,6 +495,8 @@ class ExtenderTerms:
             for node in evaluated:
                 score = int(scores[node])
                 can = score >= 0 and bool(preferable[node])
+                if can != (self.can_rank[node] >= 0):
+                    self.preferable_nodes += 1 if can else -1
                 self.can_rank[node] = score if can else -1
                 roomy = (
                     cpu_fraction[node] <= view.room_cpu[node]
@@ -501,6 +513,7 @@ class ExtenderTerms:
         can = view.preferable & (scores >= 0)  # wire_scores counts a negative as none
         roomy = (cpu_fraction <= view.room_cpu) & (memory_fraction <= view.room_memory)
         self.can_rank = np.where(can, scores, -1)
+        self.preferable_nodes = int(np.count_nonzero(can))
         self.roomy_rank = np.where(can & roomy, scores, -1)
 
     def plain(self, cap: int) -> IntArray:

@@ -89,16 +89,21 @@ class View:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_the_kept_terms_answer_as_the_whole_array_answer_after_every_change(seed: int) -> None:
+@pytest.mark.parametrize("preferable_share", [0.7, 0.03])
+def test_the_kept_terms_answer_as_the_whole_array_answer_after_every_change(
+    seed: int, preferable_share: float
+) -> None:
     """Kept between pods and re-made only where nodes were re-evaluated, the terms give
     every pod the same total as ``wire_answer`` made afresh: after one node's change,
-    many at once (a sync), a new estimate and a new cap."""
+    many at once (a sync), a new estimate and a new cap. They count the nodes that can
+    be preferred, which the scheduler reads to leave the search out where there are
+    none (with few preferable nodes, often)."""
     rng = np.random.default_rng(seed)
     count, factor = 40, 30
     cpu, memory = rng.uniform(1, 8, count), rng.uniform(1, 8, count)
     view = View(
         rng.integers(-1, 11, count),
-        rng.random(count) < 0.7,
+        rng.random(count) < preferable_share,
         rng.uniform(0, 1, count),
         rng.uniform(0, 1, count),
     )
@@ -109,7 +114,7 @@ def test_the_kept_terms_answer_as_the_whole_array_answer_after_every_change(seed
         changes = 1 if rng.random() < 0.8 else int(rng.integers(2, count))
         for node in rng.choice(count, changes, replace=False).tolist():
             view.extender_score[node] = rng.integers(-1, 11)
-            view.preferable[node] = rng.random() < 0.7
+            view.preferable[node] = rng.random() < preferable_share
             view.room_cpu[node] = rng.uniform(0, 1) if rng.random() < 0.9 else math.inf
             view.room_memory[node] = rng.uniform(0, 1)
             view.evaluated.add(node)
@@ -124,7 +129,10 @@ def test_the_kept_terms_answer_as_the_whole_array_answer_after_every_change(seed
 
         terms.follow(estimate)
         assert not view.evaluated
+        assert terms.preferable_nodes == np.count_nonzero(terms.can_rank >= 0)
         best = preferred_node(terms.roomy_rank, terms.can_rank, asked, first)
+        if terms.preferable_nodes == 0:
+            assert best == -1
         scores = view.extender_score
         cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(int(scores[best]))
         got = terms.plain(cap).copy()
