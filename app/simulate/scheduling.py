@@ -30,13 +30,22 @@ every cycle (its ``nextStartNodeIndex``), here drawn at random.
 ``crane`` is crane-scheduler as it ships (``scenario.crane``): the same filter, but
 scored as an in-tree plugin, its 0..100 score times ``pluginWeight`` (3) beside the
 default plugins, with crane's rule for missing data and no estimate.
+
+Pods come in waves of one shape, and each binding changes one node's rank: the ranks,
+the best one and the nodes tied at it are kept between pods (``BestNodes``) and made
+again for the nodes a binding, an eviction or the load filter changed, or over every
+node where more changed, the shape is new, a soft taint or a preferred node makes the
+ranks this pod's alone. ``tests/simulate/test_scheduling.py`` holds every choice to the
+one made afresh.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Protocol
 
 import numpy as np
@@ -109,6 +118,7 @@ class NodeRequests:
     _scored_shape: tuple[float, float] | None = field(init=False, default=None)
     _scores: IntArray = field(init=False)
     _changed: set[int] = field(init=False, default_factory=set)
+    _unranked: set[int] = field(init=False, default_factory=set)  # see ``take_unranked``
 
     def __post_init__(self) -> None:
         zeros = np.zeros_like(self.allocatable_cpu)
@@ -123,6 +133,13 @@ class NodeRequests:
         self.scored_memory[node] += sign * score_memory_bytes
         self._changed.add(node)
         self._fits_changed.add(node)
+        self._unranked.add(node)
+
+    def take_unranked(self) -> set[int]:
+        """The nodes whose requests changed since the scheduler last asked (``Scheduler``
+        ranks them again)."""
+        unranked, self._unranked = self._unranked, set()
+        return unranked
 
     def fits(self, pod: PodShape) -> BoolArray:
         """NodeResourcesFit's filter (``app.load.default_profile``).
@@ -253,8 +270,10 @@ class LoadFilter:
         self._earliest_recheck_s = -math.inf
         self._seen_sync_version = -1
         self.loads: list[NodeLoad | None] = [None] * nodes
-        # Nodes evaluated since the extender's answer last read them (``ExtenderTerms``).
+        # Nodes evaluated since the extender's answer last read them (``ExtenderTerms``),
+        # and since the scheduler last ranked them (``Scheduler``).
         self.evaluated: set[int] = set()
+        self.rescored: set[int] = set()
         # Per node, its last Measurement, with the annotations' version and the instant
         # it was taken: the same until the annotations change or its changes_at_s; and
         # its ``freshest_sample_s``, which the burst estimate asks at every evaluation.
@@ -269,6 +288,12 @@ class LoadFilter:
 
     def now_s(self, t_s: float) -> float:
         return self._pipeline.epoch_s + t_s
+
+    def take_rescored(self) -> set[int]:
+        """The nodes evaluated since the scheduler last asked (``Scheduler`` ranks them
+        again): whatever changes a node's arrays evaluates it."""
+        rescored, self.rescored = self.rescored, set()
+        return rescored
 
     def refresh(self, t_s: float) -> None:
         pipeline = self._pipeline
@@ -333,6 +358,7 @@ class LoadFilter:
         self._assessed[node] = (measurement, unsampled)
         load = assess(measurement, self.policy, unsampled)
         self.evaluated.add(node)
+        self.rescored.add(node)
         self.loads[node] = load
         self.passes[node] = not load.overloaded
         self.extender_score[node] = load.extender_score
@@ -343,6 +369,62 @@ class LoadFilter:
         self.score[node] = load.score
         self._recheck_at_s[node] = load.recheck_at_s
         self._earliest_recheck_s = min(self._earliest_recheck_s, load.recheck_at_s)
+
+
+class _Afresh(Enum):
+    AFRESH = "afresh"
+
+
+_AFRESH = _Afresh.AFRESH
+# Above this many nodes changed since the last pod (a sync, a hot-value refresh), the
+# ranks are made again over whole arrays, which is then cheaper.
+_FEW = 16
+
+
+class BestNodes:
+    """Every node's rank for the last pod (its score, or ``_LOWEST`` where infeasible),
+    the best rank and the nodes tied at it, kept for the next pod: a binding changes
+    one node's rank, not a thousand, so the ties are brought up to date node by node
+    rather than found again over every node.
+
+    ``tied`` lists the nodes at ``best`` in node order, as ``(ranks == best).nonzero()``
+    lists them, so a draw among them picks the node a draw over the array would;
+    ``feasible`` counts the feasible nodes. ``best`` is ``_LOWEST`` (and ``tied``
+    empty) where no node ranks above it."""
+
+    def __init__(self, ranks: IntArray, feasible: BoolArray) -> None:
+        self._ranks = ranks  # owned: changed in place
+        self._feasible = feasible.copy()
+        self.feasible = int(np.count_nonzero(feasible))
+        self.best = _LOWEST
+        self.tied: list[int] = []
+        self._find_best()
+
+    def _find_best(self) -> None:
+        self.best = int(np.maximum.reduce(self._ranks, initial=_LOWEST))
+        self.tied = (self._ranks == self.best).nonzero()[0].tolist() if self.best > _LOWEST else []
+
+    def rank(self, node: int, feasible: bool, rank: int) -> None:
+        """The node ranked ``rank`` from now on (``_LOWEST`` where not ``feasible``)."""
+        if feasible != self._feasible[node]:
+            self._feasible[node] = feasible
+            self.feasible += 1 if feasible else -1
+        old = int(self._ranks[node])
+        if rank == old:
+            return
+        self._ranks[node] = rank
+        if rank > self.best:
+            self.best, self.tied = rank, [node]
+        elif rank == self.best:  # above _LOWEST: ``old`` was another rank
+            bisect.insort(self.tied, node)
+        elif old == self.best:
+            del self.tied[bisect.bisect_left(self.tied, node)]
+            if not self.tied:
+                self._find_best()
+
+    def pick(self, rng: np.random.Generator) -> int:
+        """One of the nodes tied at the best rank, drawn at random (``best`` > _LOWEST)."""
+        return self.tied[int(rng.integers(len(self.tied)))]
 
 
 @dataclass
@@ -361,6 +443,9 @@ class Scheduler:
     # not); with none, the taints changed nothing and the run is the one without them.
     taint_steered: int = field(default=0, init=False)
     _terms: ExtenderTerms | None = field(default=None, init=False)
+    # The last pod's ranks, kept for the next pod where they hold (``BestNodes``).
+    _best: BestNodes | None = field(default=None, init=False)
+    _ranked_for: PodShape | None = field(default=None, init=False)  # the pod they rank
 
     def __post_init__(self) -> None:
         if self.load_filter is not None and self.plugin_weight == 0:
@@ -372,11 +457,35 @@ class Scheduler:
             )
 
     def choose(self, pod: PodShape) -> int | None:
+        # The nodes whose rank may have changed since the last pod, whatever its shape.
+        changed = self.requests.take_unranked()
+        if self.load_filter is not None:
+            changed |= self.load_filter.take_rescored()
         feasible = self.requests.fits(pod)  # read-only: every step below makes a new one
         scores = self.requests.scores(pod)
         # With no node tainted TaintToleration gives every feasible node the same 100,
         # which changes neither the choice nor ``taint_steered``: left out, it costs nothing.
-        if self.soft_tainted is not None and np.count_nonzero(self.soft_tainted):
+        tainted = self.soft_tainted is not None and bool(np.count_nonzero(self.soft_tainted))
+        kept = self._best
+        if (
+            kept is not None
+            and (pod is self._ranked_for or pod == self._ranked_for)
+            and len(changed) <= _FEW
+            and not tainted
+        ):
+            node = self._choose_from_kept(kept, changed, feasible, scores, pod)
+            if node is not _AFRESH:
+                return node
+        self._best = None
+        return self._choose_afresh(feasible, scores, pod, tainted)
+
+    def _choose_afresh(
+        self, feasible: BoolArray, scores: IntArray, pod: PodShape, tainted: bool
+    ) -> int | None:
+        """Filter, score and pick over every node; the ranks are kept for the next pod
+        where no taint or preferred node made them this pod's alone."""
+        if tainted:
+            assert self.soft_tainted is not None
             untolerated = self.soft_tainted.astype(np.int64)  # scenario pods tolerate none
             toleration = taint_toleration_scores(untolerated, feasible)
             if toleration[feasible].min(initial=MAX_NODE_SCORE) < MAX_NODE_SCORE and (
@@ -385,35 +494,82 @@ class Scheduler:
                 self.taint_steered += 1
             scores = scores + toleration * TAINT_TOLERATION_WEIGHT
         every_node_feasible = False
+        keep = not tainted
         if self.load_filter is not None:
             feasible = feasible & self.load_filter.passes
             if self.plugin_weight > 0:
                 scores = scores + self.load_filter.score * self.plugin_weight
             elif asked := int(np.count_nonzero(feasible)):
-                scores = self._with_extender_answer(scores, feasible, asked, pod)
+                scores, preferred = self._with_extender_answer(scores, feasible, asked, pod)
                 every_node_feasible = asked == len(feasible)
+                keep = keep and not preferred
         # The best feasible score, ties drawn at random: the infeasible nodes ranked at
         # the lowest int64, below every score but one made of no allocatable, one pass
         # finds both; only that ``best`` leaves it unclear what is feasible. With every
-        # node feasible the ranks are the scores themselves.
+        # node feasible the ranks are the scores themselves (a new array: kept as it is).
         ranked = scores if every_node_feasible else np.where(feasible, scores, _LOWEST)
-        best = np.maximum.reduce(ranked, initial=_LOWEST)  # ndarray.max, less wrapping
-        if best > _LOWEST:
-            candidates = (ranked == best).nonzero()[0]
-        elif np.count_nonzero(feasible):
+        if keep:
+            best_nodes = BestNodes(ranked, feasible)
+            if best_nodes.best > _LOWEST:
+                self._best, self._ranked_for = best_nodes, pod
+                return best_nodes.pick(self.rng)
+        else:
+            top = np.maximum.reduce(ranked, initial=_LOWEST)  # ndarray.max, less wrapping
+            if top > _LOWEST:
+                candidates = (ranked == top).nonzero()[0]
+                return int(candidates[self.rng.integers(len(candidates))])
+        if np.count_nonzero(feasible):
             best = scores[feasible].max()
             candidates = np.flatnonzero(feasible & (scores == best))
+            return int(candidates[self.rng.integers(len(candidates))])
+        return None
+
+    def _choose_from_kept(
+        self,
+        kept: BestNodes,
+        changed: set[int],
+        feasible: BoolArray,
+        scores: IntArray,
+        pod: PodShape,
+    ) -> int | _Afresh | None:
+        """``_choose_afresh`` on the last pod's ranks, re-ranking the ``changed`` nodes
+        alone: each rank is what ``_choose_afresh`` would rank the node at, and the
+        random draws are the same, in the same order. ``_AFRESH`` (before any draw):
+        this pod's ranks are not the kept ones, choose afresh."""
+        load_filter = self.load_filter
+        if load_filter is None:
+            for node in changed:
+                fits = bool(feasible[node])
+                kept.rank(node, fits, int(scores[node]) if fits else _LOWEST)
+        elif self.plugin_weight > 0:
+            passes, load_score, weight = load_filter.passes, load_filter.score, self.plugin_weight
+            for node in changed:
+                fits = bool(feasible[node] and passes[node])
+                rank = int(scores[node]) + int(load_score[node]) * weight if fits else _LOWEST
+                kept.rank(node, fits, rank)
         else:
-            return None
-        return int(candidates[self.rng.integers(len(candidates))])
+            terms = self._terms
+            assert terms is not None
+            terms.follow((pod.estimate_cpu_cores, pod.estimate_memory_bytes))
+            if terms.preferable_nodes:
+                return _AFRESH  # the answer lifts a preferred node: this pod's alone
+            plain, passes = terms.plain(PLAIN_MAX_SCORE), load_filter.passes
+            for node in changed:
+                fits = bool(feasible[node] and passes[node])
+                kept.rank(node, fits, int(scores[node]) + int(plain[node]) if fits else _LOWEST)
+        if kept.best == _LOWEST:  # no feasible node, or only ones ranked at _LOWEST
+            return None if kept.feasible == 0 else _AFRESH
+        if load_filter is not None and self.plugin_weight == 0:
+            self.rng.integers(kept.feasible)  # the request's first node, not needed here
+        return kept.pick(self.rng)
 
     def _with_extender_answer(
         self, scores: IntArray, feasible: BoolArray, asked: int, pod: PodShape
-    ) -> IntArray:
+    ) -> tuple[IntArray, bool]:
         """The scores with the extender's prioritize answer added (``wire_answer`` times
         10 x ``extenderWeight``), for the ``feasible`` nodes it is asked about (``asked``
         of them): the others are ranked below every feasible node whatever they are
-        given."""
+        given. And whether the answer lifted a preferred node."""
         terms = self._terms
         assert terms is not None
         # The request lists the asked nodes in node order from the k-th on, then wraps:
@@ -431,7 +587,7 @@ class Scheduler:
             answered[best] = scores[best] + terms.factor * preferred_wire_score(
                 int(extender_scores[best])
             )
-        return answered
+        return answered, best >= 0
 
 
 class ExtenderView(Protocol):

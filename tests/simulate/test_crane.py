@@ -43,6 +43,7 @@ def test_crane_scores_as_a_plugin_at_weight_3_beside_the_default_plugins() -> No
     assert load_filter is not None
     # It picks among the best of default plugins + 3 x the 0..100 load score.
     load_filter.score[:] = [10, 90, 50, 0]  # crane's view, over whatever the plugins say
+    load_filter.rescored.update(range(4))  # as evaluating the nodes tells the scheduler
     pod = cluster.shapes[1]
     feasible = cluster.requests.fits(pod) & load_filter.passes
     assert feasible.any()
