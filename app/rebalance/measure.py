@@ -97,11 +97,15 @@ def measure_nodes(
     metrics = tuple(dict.fromkeys(config.metrics.values()))
     # Only the nodes that recent evictions name can lack what their samples show.
     named = {r.node for r in records} | {r.destination for r in records if r.destination}
-    raw = {
-        node.name: read_usage(node.annotations, policy, now_s, metrics)
-        for node in nodes
-        if node.name in named
-    }
+    raw = (
+        {
+            node.name: read_usage(node.annotations, policy, now_s, metrics)
+            for node in nodes
+            if node.name in named
+        }
+        if named
+        else {}
+    )
     sampled = sample_times(raw, config)
     amounts = unsampled_amounts(records, sampled, config.settle_time, RESOURCES)
     measured: dict[str, NodeUsage] = {}
@@ -114,7 +118,7 @@ def measure_nodes(
     ]
     for node in nodes:
         name = node.name
-        unsampled = amounts.get(name)
+        unsampled = amounts.get(name) if amounts else None
         fractions = as_fractions(unsampled, allocatable_of(node)) if unsampled else None
         if fractions:  # only the few nodes recent evictions name
             readings: Mapping[str, MetricReading] = read_usage(
