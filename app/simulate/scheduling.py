@@ -46,7 +46,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -79,6 +79,7 @@ from app.simulate.recording_rules import SimulatedMonitoring
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+_Array = TypeVar("_Array", BoolArray, IntArray)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +92,13 @@ class PodShape:
     # preferred node must have room for; 0 where the policy has no estimate.
     estimate_cpu_cores: float = 0.0
     estimate_memory_bytes: float = 0.0
+    # The requests the scoring plugins count (cores, bytes): ``non_zero_requests``, made
+    # once (asked at every binding and every choice).
+    scored: tuple[float, float] = field(init=False, repr=False, compare=False)
 
-    @property
-    def scored(self) -> tuple[float, float]:
-        """The requests the scoring plugins count (cores, bytes): ``non_zero_requests``."""
-        return non_zero_requests(self.request_cpu_cores, self.request_memory_bytes)
+    def __post_init__(self) -> None:
+        scored = non_zero_requests(self.request_cpu_cores, self.request_memory_bytes)
+        object.__setattr__(self, "scored", scored)
 
 
 @dataclass
@@ -112,11 +115,14 @@ class NodeRequests:
     # The last shape's filter and scores, and the nodes whose requests changed since:
     # pods come in waves of one workload, and each binding changes one node's answer,
     # not a thousand.
+    # Each array is changed in place, and handed out read-only through a view.
     _fit_shape: tuple[float, float] | None = field(init=False, default=None)
     _fits: BoolArray = field(init=False)
+    _fits_read: BoolArray = field(init=False)
     _fits_changed: set[int] = field(init=False, default_factory=set)
     _scored_shape: tuple[float, float] | None = field(init=False, default=None)
     _scores: IntArray = field(init=False)
+    _scores_read: IntArray = field(init=False)
     _changed: set[int] = field(init=False, default_factory=set)
     _unranked: set[int] = field(init=False, default_factory=set)  # see ``take_unranked``
 
@@ -151,24 +157,22 @@ class NodeRequests:
                 self.allocatable_cpu, self.allocatable_memory,
                 self.requested_cpu, self.requested_memory, *shape,
             )  # fmt: skip
+            self._fits_read = _read_only(self._fits)
             self._fit_shape = shape
         elif len(self._fits_changed) == 1:  # one binding since the last pod: most often
             (node,) = self._fits_changed
-            self._fits.flags.writeable = True
             self._fits[node] = fits_request(
                 float(self.allocatable_cpu[node]), float(self.allocatable_memory[node]),
                 float(self.requested_cpu[node]), float(self.requested_memory[node]), *shape,
             )  # fmt: skip
         elif self._fits_changed:
             nodes = _indices(self._fits_changed)
-            self._fits.flags.writeable = True
             self._fits[nodes] = fits_requests(
                 self.allocatable_cpu[nodes], self.allocatable_memory[nodes],
                 self.requested_cpu[nodes], self.requested_memory[nodes], *shape,
             )  # fmt: skip
         self._fits_changed.clear()
-        self._fits.flags.writeable = False
-        return self._fits
+        return self._fits_read
 
     def scores(self, pod: PodShape) -> IntArray:
         """LeastAllocated + BalancedAllocation, the pod placed (``app.load.default_profile``).
@@ -180,27 +184,32 @@ class NodeRequests:
                 self.allocatable_cpu, self.allocatable_memory,
                 self.scored_cpu, self.scored_memory, *shape,
             )  # fmt: skip
+            self._scores_read = _read_only(self._scores)
             self._scored_shape = shape
         elif len(self._changed) == 1:  # one binding since the last pod: most often
             (node,) = self._changed
-            self._scores.flags.writeable = True
             self._scores[node] = resource_score(
                 float(self.allocatable_cpu[node]), float(self.allocatable_memory[node]),
                 float(self.scored_cpu[node]), float(self.scored_memory[node]), *shape,
             )  # fmt: skip
         elif self._changed:
             nodes = _indices(self._changed)
-            self._scores.flags.writeable = True
             self._scores[nodes] = resource_scores(
                 self.allocatable_cpu[nodes], self.allocatable_memory[nodes],
                 self.scored_cpu[nodes], self.scored_memory[nodes], *shape,
             )  # fmt: skip
         self._changed.clear()
-        self._scores.flags.writeable = False
-        return self._scores
+        return self._scores_read
 
 
 _LOWEST = int(np.iinfo(np.int64).min)  # how ``Scheduler.choose`` ranks infeasible nodes
+
+
+def _read_only(array: _Array) -> _Array:
+    """A read-only view of ``array``, which shows every change made to it."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def _indices(nodes: set[int]) -> slice | IntArray:
