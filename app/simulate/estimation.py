@@ -223,8 +223,10 @@ class BurstEstimate:
             self._placements_seen = len(run.placements)
         # The nodes whose recent pods are made again (``_pods_on``); a deletion changes
         # them too, though (as before) it is not among the nodes reported.
-        remade = {deletion.node for deletion in run.deletions[self._deletions_seen :]}
-        self._deletions_seen = len(run.deletions)
+        remade: set[int] = set()
+        if len(run.deletions) > self._deletions_seen:
+            remade.update(deletion.node for deletion in run.deletions[self._deletions_seen :])
+            self._deletions_seen = len(run.deletions)
         if len(run.evictions) > self._evictions_seen:
             for eviction in run.evictions[self._evictions_seen :]:
                 changed.add(eviction.node)
