@@ -29,8 +29,12 @@ What a sync would only make again is kept: a node's Measurement until a metric's
 changes or its ``changes_at_s`` (a hot-value rewrite alone keeps it: the rule never
 reads the hot value), its heat while its readings, estimate and next pod stay the
 same, the next pod while the wave's kinds do, and a decision taken with no node
-tainted before or after it for the very same heats. Each is what making it again
-would give, so a run is the same with them as without.
+tainted before or after it for the very same heats. A node without an estimate whose
+annotations were not rewritten, whose Measurement still holds and whose next pod is
+the same gets its last heat without asking for any of them (``_Settled``): on the
+small built-ins most nodes read at a sync are such. Each is what making it again
+would give, so a run is the same with them as without
+(``test_every_heat_a_sync_keeps_is_the_heat_judged_afresh``).
 """
 
 from __future__ import annotations
@@ -88,6 +92,21 @@ class _Judged:
     heat: NodeHeat
 
 
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    """A node's heat judged without an estimate, and what makes it hold: the same
+    annotations' version, the clock within its Measurement's life (from ``taken_s``
+    to ``changes_at_s``) and the same next pod. Then ``_measurement`` gives the very
+    Measurement again and ``_judge`` the very heat, so a sync reuses it without asking
+    them; a node with an estimate (whose share moves with the clock) never does."""
+
+    version: int
+    taken_s: float
+    changes_at_s: float
+    ahead: dict[str, float]
+    heat: NodeHeat
+
+
 class SimulatedSoftTaints:
     """The annotator's soft-taint keeper over the simulated monitoring's annotations."""
 
@@ -118,6 +137,7 @@ class SimulatedSoftTaints:
         self.tainted: npt.NDArray[np.bool_] = np.zeros(len(node_names), dtype=np.bool_)
         self._warm_at_s: dict[str, float] = {}
         self.rounds: list[TaintRound] = []
+        self.heats: dict[str, NodeHeat] = {}  # what the last sync judged, per node read
         # Per node, its last Measurement (``_measurement``): the estimate and both
         # judgements (with and without the next pod) read it.
         self._measured: list[_Measured | None] = [None] * len(node_names)
@@ -132,6 +152,8 @@ class SimulatedSoftTaints:
         self._wave_kinds: list[PodKind] | None = None
         self._lines: dict[str, float | npt.NDArray[np.float64]] | None = None
         self._judged: list[_Judged | None] = [None] * len(node_names)
+        # Per node, its last heat judged without an estimate, while it holds (``_heat``).
+        self._settled: list[_Settled | None] = [None] * len(node_names)
         # The last decision taken with no node tainted before or after it (``_decide``).
         self._untainted: tuple[dict[str, NodeHeat], SoftTaints] | None = None
 
@@ -158,6 +180,7 @@ class SimulatedSoftTaints:
             self._names[node]: self._heat(node, t_s, now_s)
             for node in np.flatnonzero(self._may_be_tainted()).tolist()
         }
+        self.heats = heats
         decision = self._decide(heats, now_s)
         self._warm_at_s = dict(decision.warm_at_s)
         tainted = decision.tainted
@@ -196,7 +219,8 @@ class SimulatedSoftTaints:
         for metric, line in self._lines.items():
             # NaN (never written) compares False: such a node reads as unknown.
             near |= self._pipeline.values[metric] > line
-        near[list(self._estimated)] = True
+        if self._estimated:
+            near[list(self._estimated)] = True
         return near
 
     def _screen_lines(self) -> dict[str, float | npt.NDArray[np.float64]]:
@@ -215,8 +239,20 @@ class SimulatedSoftTaints:
         return lines
 
     def _heat(self, node: int, t_s: float, now_s: float) -> NodeHeat:
+        """The node's heat: the last one judged without an estimate while nothing it
+        was judged from moved (``_Settled``), else judged afresh."""
         ahead = self._next[int(self._kind_of[node])] if self._kinds else {}
-        measurement = self._measurement(node, int(self._pipeline.node_version[node]), now_s)
+        version = int(self._pipeline.node_version[node])
+        settled = self._settled[node]
+        if (
+            settled is not None
+            and settled.version == version
+            and settled.taken_s <= now_s < settled.changes_at_s
+            and node not in self._estimated
+            and settled.ahead == ahead
+        ):
+            return settled.heat
+        measurement = self._measurement(node, version, now_s)
         unsampled = None
         if node in self._estimated:
             assert self._estimate is not None
@@ -225,7 +261,13 @@ class SimulatedSoftTaints:
             )
             if not unsampled:
                 self._estimated.discard(node)
-        return self._judge(node, measurement, unsampled, ahead)
+        heat = self._judge(node, measurement, unsampled, ahead)
+        self._settled[node] = (
+            _Settled(version, now_s, measurement.changes_at_s, ahead, heat)
+            if unsampled is None
+            else None
+        )
+        return heat
 
     def _judge(
         self,
