@@ -85,7 +85,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from app.load.estimate import PlacedPod, estimate_with_evidence, unsampled_fractions
-from app.load.model import Measurement, NodeLoad, assess, measure
+from app.load.model import Measurement, MetricReading, NodeLoad, measure, with_unsampled
 from app.objects import Resources
 from app.policy import Policy
 
@@ -264,20 +264,46 @@ def judge_measured(
     added = dict(unsampled or {})
     for resource, fraction in (next_pod or {}).items():
         added[resource] = added.get(resource, 0.0) + fraction
-    heat = node_heat(assess(measurement, policy, added), policy, release_margin)
+    heat = _measured_heat(measurement, policy, release_margin, added)
     if not next_pod or heat.metric is None:
         return heat
     resource = policy.metric_resources.get(heat.metric, "")
     standing = heat.heat is Heat.HOT and (
-        node_heat(assess(measurement, policy, unsampled), policy, release_margin)
-    ).heat is Heat.HOT
+        _measured_heat(measurement, policy, release_margin, unsampled).heat is Heat.HOT
+    )
     return replace(heat, next_pod_fraction=next_pod.get(resource, 0.0), hot_as_it_stands=standing)
+
+
+def _measured_heat(
+    measurement: Measurement,
+    policy: Policy,
+    release_margin: float,
+    added: Mapping[str, float] | None,
+) -> NodeHeat:
+    """``node_heat(assess(measurement, policy, added), ...)``, adding ``added`` to the
+    limited metrics' readings alone: the heat reads nothing else of the NodeLoad (its
+    score, hot value and overloads), which ``assess`` would make for nothing."""
+    readings = measurement.readings
+    if added:
+        resources = measurement.resources
+        readings = {
+            metric: with_unsampled(reading, added.get(resources.get(metric, ""), 0.0))
+            for metric, _ in policy.limits
+            if (reading := readings.get(metric)) is not None
+        }
+    return _heat_of(readings, policy, release_margin)
 
 
 def node_heat(load: NodeLoad, policy: Policy, release_margin: float) -> NodeHeat:
     """How hot a node is on its fresh readings of the policy's limited metrics (the
     estimate included, when ``load`` was evaluated with one)."""
-    readings = {reading.metric: reading for reading in load.readings}
+    return _heat_of({reading.metric: reading for reading in load.readings}, policy, release_margin)
+
+
+def _heat_of(
+    readings: Mapping[str, MetricReading], policy: Policy, release_margin: float
+) -> NodeHeat:
+    """``node_heat`` of these readings, by metric."""
     worst: tuple[float, str, float, float, float] | None = None
     for metric, limit in policy.limits:
         reading = readings.get(metric)
