@@ -129,29 +129,33 @@ class RequestScheduler:
             self._kept.clear()
             self._kept_version = self._version
         cpu, memory = pod.requests.cpu_cores, pod.requests.memory_bytes
+        key = (here, cpu, memory)
+        kept = self._kept.get(key)
+        if kept is not None:
+            # Kept at this version: taking these requests off ``here`` and back on
+            # restored its requests exactly then (or the version would have moved), and
+            # they are the same numbers now, so doing it again would change nothing.
+            return kept
         before = self._state(here)
         self._add(pod, here, -1.0)
         try:
-            key = (here, cpu, memory)
-            kept = self._kept.get(key)
-            if kept is None:
-                fits = fits_requests(
-                    self._allocatable_cpu,
-                    self._allocatable_memory,
-                    self._requested_cpu,
-                    self._requested_memory,
-                    cpu,
-                    memory,
-                )
-                resources = resource_scores(
-                    self._allocatable_cpu,
-                    self._allocatable_memory,
-                    self._scored_cpu,
-                    self._scored_memory,
-                    *non_zero_requests(cpu, memory),
-                )
-                fits.flags.writeable = resources.flags.writeable = False
-                kept = self._kept[key] = (fits, resources)
+            fits = fits_requests(
+                self._allocatable_cpu,
+                self._allocatable_memory,
+                self._requested_cpu,
+                self._requested_memory,
+                cpu,
+                memory,
+            )
+            resources = resource_scores(
+                self._allocatable_cpu,
+                self._allocatable_memory,
+                self._scored_cpu,
+                self._scored_memory,
+                *non_zero_requests(cpu, memory),
+            )
+            fits.flags.writeable = resources.flags.writeable = False
+            kept = self._kept[key] = (fits, resources)
         finally:
             self._add(pod, here, 1.0)
             if self._state(here) != before:  # the requests are not quite what they were

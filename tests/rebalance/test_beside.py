@@ -236,3 +236,17 @@ def test_the_predicted_landing_follows_each_move_the_plan_makes() -> None:
     assert after[0] == ["b", "c"]
     scheduler.unmove(on_a[0], "a", "c")
     assert scheduler.best_nodes(on_a[1], "a") == before
+
+
+def test_a_prediction_asked_again_answers_alike_where_requests_do_not_come_off_exactly() -> None:
+    """0.2 + 0.3 + 0.35 cores on "a": taking 0.2 off and back on leaves 0.8499999999999999,
+    not 0.85. The prediction notices (its kept filter and scores are dropped) and, asked
+    again for pods alike, answers as it did and as a fresh prediction does."""
+    on_a = [pod(f"a{i}", "a", cpu=cpu) for i, cpu in enumerate((0.2, 0.3, 0.35))]
+    assert (0.2 + 0.3 + 0.35) - 0.2 + 0.2 != 0.2 + 0.3 + 0.35
+    nodes = [node("a", 0.5), node("b", 0.5), node("c", 0.4)]
+    by_name = {n.name: n for n in nodes}
+    scheduler = RequestScheduler(nodes, on_a, Placements(by_name, on_a))
+    for victim in (on_a[0], on_a[0], on_a[1], on_a[0], on_a[2], on_a[2]):
+        fresh = RequestScheduler(nodes, on_a, Placements(by_name, on_a))
+        assert scheduler.best_nodes(victim, "a") == fresh.best_nodes(victim, "a"), victim.name
