@@ -54,15 +54,23 @@ class RequestScheduler:
         self._placements = placements
         self._allocatable_cpu = np.array([n.allocatable.cpu_cores for n in self._nodes])
         self._allocatable_memory = np.array([n.allocatable.memory_bytes for n in self._nodes])
-        count = len(self._nodes)
-        self._requested_cpu = np.zeros(count)
-        self._requested_memory = np.zeros(count)
-        self._scored_cpu = np.zeros(count)
-        self._scored_memory = np.zeros(count)
+        # Summed as floats, pod by pod in order: the same sums as adding each pod to
+        # arrays of zeros (``_add``), without four numpy scalar updates per pod.
+        sums = [[0.0] * len(self._nodes) for _ in range(4)]
+        requested_cpu, requested_memory, scored_cpu, scored_memory = sums
         for pod in pods:
             index = self._index.get(pod.node_name or "")
             if index is not None and _counted(pod):
-                self._add(pod, index, 1.0)
+                cpu, memory = pod.requests.cpu_cores, pod.requests.memory_bytes
+                score_cpu, score_memory = non_zero_requests(cpu, memory)
+                requested_cpu[index] += cpu
+                requested_memory[index] += memory
+                scored_cpu[index] += score_cpu
+                scored_memory[index] += score_memory
+        self._requested_cpu = np.array(requested_cpu, dtype=np.float64)
+        self._requested_memory = np.array(requested_memory, dtype=np.float64)
+        self._scored_cpu = np.array(scored_cpu, dtype=np.float64)
+        self._scored_memory = np.array(scored_memory, dtype=np.float64)
         self._node_rules: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.bool_]]] = {}
         self._untolerated: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.int64]] | None] = {}
         # The filter and resource scores per (source, requests), for the requests as they
