@@ -28,8 +28,9 @@ every sync made ``default+taints`` eight times slower than ``default``.
 What a sync would only make again is kept: a node's Measurement until a metric's text
 changes or its ``changes_at_s`` (a hot-value rewrite alone keeps it: the rule never
 reads the hot value), its heat while its readings, estimate and next pod stay the
-same, the next pod while the wave's kinds do, and a decision taken with no node
-tainted before or after it for the very same heats. A node without an estimate whose
+same, the next pod while the wave's kinds do, and a decision taken with no tainted
+node judged cool, for the very same heats and tainted nodes (its memory moved to the
+clock). A node without an estimate whose
 annotations were not rewritten, whose Measurement still holds and whose next pod is
 the same gets its last heat without asking for any of them (``_Settled``): on the
 small built-ins most nodes read at a sync are such. Each is what making it again
@@ -47,6 +48,7 @@ import numpy.typing as npt
 
 from app.load import (
     Evidence,
+    Heat,
     Measurement,
     MetricReading,
     NodeHeat,
@@ -107,6 +109,16 @@ class _Settled:
     heat: NodeHeat
 
 
+@dataclass(frozen=True, slots=True)
+class _Decided:
+    """A decision taken with no tainted node judged cool, and what it was taken from:
+    the heats and the nodes tainted before it (``SimulatedSoftTaints._decide``)."""
+
+    heats: dict[str, NodeHeat]
+    warm: frozenset[str]
+    decision: SoftTaints
+
+
 class SimulatedSoftTaints:
     """The annotator's soft-taint keeper over the simulated monitoring's annotations."""
 
@@ -154,8 +166,8 @@ class SimulatedSoftTaints:
         self._judged: list[_Judged | None] = [None] * len(node_names)
         # Per node, its last heat judged without an estimate, while it holds (``_heat``).
         self._settled: list[_Settled | None] = [None] * len(node_names)
-        # The last decision taken with no node tainted before or after it (``_decide``).
-        self._untainted: tuple[dict[str, NodeHeat], SoftTaints] | None = None
+        # The last decision the clock entered only through the memory (``_decide``).
+        self._last_decided: _Decided | None = None
 
     def advance(self, t_s: float) -> None:
         """After the pipeline's ``advance(t_s)``: decide again if a limited metric synced
@@ -193,23 +205,30 @@ class SimulatedSoftTaints:
         return decision
 
     def _decide(self, heats: dict[str, NodeHeat], now_s: float) -> SoftTaints:
-        """``decide_soft_taints``, or the last round's decision where it cannot differ:
-        with no node tainted before or after it, the clock enters neither the reasons
-        nor the memory, so the same heats (the very objects: ``_judge`` reuses them)
-        give the same decision."""
-        last = self._untainted
+        """``decide_soft_taints``, or the last round's decision where it cannot differ
+        but in its clock. The clock enters a decision only through a tainted node
+        judged cool (its hold, counted from its memory) and the memory itself (``now_s``
+        for each node kept tainted and not cool). So after a round with no tainted node
+        judged cool, the same heats (the very objects: ``_heat`` reuses them) with the
+        same nodes tainted give the same decisions, and the same nodes keep the taint
+        with ``now_s`` as their memory."""
+        last = self._last_decided
+        warm = self._warm_at_s
         if (
             last is not None
-            and not self._warm_at_s
-            and heats.keys() == last[0].keys()
-            and all(heat is last[0][name] for name, heat in heats.items())
+            and warm.keys() == last.warm
+            and heats.keys() == last.heats.keys()
+            and all(heat is last.heats[name] for name, heat in heats.items())
         ):
-            return last[1]
-        decision = decide_soft_taints(
-            heats, self._warm_at_s, now_s, self.settings, nodes=len(self._names)
+            kept = last.decision
+            if not kept.warm_at_s:
+                return kept
+            return SoftTaints(kept.decisions, dict.fromkeys(kept.warm_at_s, now_s))
+        decision = decide_soft_taints(heats, warm, now_s, self.settings, nodes=len(self._names))
+        timeless = not any(
+            heat.heat is Heat.COOL and name in warm for name, heat in heats.items()
         )
-        quiet = not self._warm_at_s and not decision.warm_at_s
-        self._untainted = (heats, decision) if quiet else None
+        self._last_decided = _Decided(heats, frozenset(warm), decision) if timeless else None
         return decision
 
     def _may_be_tainted(self) -> npt.NDArray[np.bool_]:

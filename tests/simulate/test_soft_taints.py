@@ -10,7 +10,14 @@ import numpy.typing as npt
 import pytest
 
 from app.load.default_profile import TAINT_TOLERATION_WEIGHT, taint_toleration_scores
-from app.load.taints import Heat, SoftTaints, judge_node, next_pod, wave_of
+from app.load.taints import (
+    Heat,
+    SoftTaints,
+    decide_soft_taints,
+    judge_node,
+    next_pod,
+    wave_of,
+)
 from app.objects import Resources
 from app.simulate.cluster import Placement, SimulatedCluster
 from app.simulate.policies import plan_for
@@ -152,10 +159,12 @@ def test_the_annotator_taints_what_the_rule_says_from_the_annotations_the_extend
 @pytest.mark.parametrize("name", ["cpu-heavy", "small-pods-hot-spot"])
 def test_every_heat_a_sync_keeps_is_the_heat_judged_afresh(name: str) -> None:
     """A sync reuses a node's heat while its annotations, its Measurement's life and the
-    next pod hold, and judges it again otherwise: right after every sync, each heat
-    read is what ``judge_node`` makes of the annotations as they stand, the estimate and
-    the next pod of the wave, asked afresh (cpu-heavy: waves, so estimates and next
-    pods; the small pods' hot spot: a node tainted and held for long)."""
+    next pod hold, and judges it again otherwise; and its decision where only the clock
+    could change it. Right after every sync, each heat read is what ``judge_node``
+    makes of the annotations as they stand, the estimate and the next pod of the wave,
+    asked afresh, and the decision what ``decide_soft_taints`` makes of them and the
+    last round's memory (cpu-heavy: waves, so estimates and next pods; the small pods'
+    hot spot: a node tainted and held for long)."""
     scenario = load_scenario(name).model_copy(update={"seed": 2})
     cluster = SimulatedCluster(scenario, plan_for("default+taints+desched"))
     taints, estimate = cluster.soft_taints, cluster.estimate
@@ -167,8 +176,11 @@ def test_every_heat_a_sync_keeps_is_the_heat_judged_afresh(name: str) -> None:
     judged: list[str] = []
 
     def sync_and_judge_afresh(t_s: float) -> SoftTaints:
+        memory = taints.rounds[-1].decision.warm_at_s if taints.rounds else {}
         decision = sync(t_s)
         now_s = cluster.pipeline.epoch_s + t_s
+        nodes = len(cluster.node_names)
+        assert decision == decide_soft_taints(taints.heats, memory, now_s, taints.settings, nodes)
         wave = wave_of(estimate.recent_pods(t_s), policy, now_s)
         for node_name, heat in taints.heats.items():
             node = index[node_name]
