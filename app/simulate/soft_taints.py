@@ -168,6 +168,11 @@ class SimulatedSoftTaints:
         self._settled: list[_Settled | None] = [None] * len(node_names)
         # The last decision the clock entered only through the memory (``_decide``).
         self._last_decided: _Decided | None = None
+        # The decisions ``tainted`` was last set from, and per screen line the nodes
+        # above it, with the metrics' writes (``sync_version``) and the lines they are of.
+        self._applied: object = None
+        self._above: tuple[int, dict[str, float | npt.NDArray[np.float64]],
+                           npt.NDArray[np.bool_]] | None = None  # fmt: skip
 
     def advance(self, t_s: float) -> None:
         """After the pipeline's ``advance(t_s)``: decide again if a limited metric synced
@@ -195,12 +200,14 @@ class SimulatedSoftTaints:
         self.heats = heats
         decision = self._decide(heats, now_s)
         self._warm_at_s = dict(decision.warm_at_s)
-        tainted = decision.tainted
-        # In place: the scheduler holds this array. Set by index: the nodes are many, the
-        # tainted few.
-        self.tainted[:] = False
-        if tainted:
-            self.tainted[[self._index[name] for name in tainted]] = True
+        if decision.decisions is not self._applied:  # else the same nodes, set already
+            tainted = decision.tainted
+            # In place: the scheduler holds this array. Set by index: the nodes are many,
+            # the tainted few.
+            self.tainted[:] = False
+            if tainted:
+                self.tainted[[self._index[name] for name in tainted]] = True
+            self._applied = decision.decisions
         self.rounds.append(TaintRound(t_s, decision))
         return decision
 
@@ -232,12 +239,17 @@ class SimulatedSoftTaints:
         return decision
 
     def _may_be_tainted(self) -> npt.NDArray[np.bool_]:
-        near = self.tainted.copy()
         if self._lines is None:
             self._lines = self._screen_lines()
-        for metric, line in self._lines.items():
-            # NaN (never written) compares False: such a node reads as unknown.
-            near |= self._pipeline.values[metric] > line
+        above = self._above
+        if above is None or above[0] != self._pipeline.sync_version or above[1] is not self._lines:
+            # Made again once a metric is written or the lines move, not every sync.
+            near_a_limit = np.zeros(len(self._names), dtype=np.bool_)
+            for metric, line in self._lines.items():
+                # NaN (never written) compares False: such a node reads as unknown.
+                near_a_limit |= self._pipeline.values[metric] > line
+            above = self._above = (self._pipeline.sync_version, self._lines, near_a_limit)
+        near = self.tainted | above[2]
         if self._estimated:
             near[list(self._estimated)] = True
         return near
