@@ -81,11 +81,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from app.load.estimate import PlacedPod, estimate_with_evidence, unsampled_fractions
-from app.load.model import Measurement, MetricReading, NodeLoad, measure, with_unsampled
+from app.load.model import Measurement, NodeLoad, measure
 from app.objects import Resources
 from app.policy import Policy
 
@@ -271,7 +271,16 @@ def judge_measured(
     standing = heat.heat is Heat.HOT and (
         _measured_heat(measurement, policy, release_margin, unsampled).heat is Heat.HOT
     )
-    return replace(heat, next_pod_fraction=next_pod.get(resource, 0.0), hot_as_it_stands=standing)
+    return NodeHeat(  # ``replace`` with the next pod's share, without its introspection
+        heat.heat,
+        heat.excess,
+        heat.metric,
+        heat.usage_fraction,
+        heat.limit_fraction,
+        heat.estimated_fraction,
+        next_pod.get(resource, 0.0),
+        standing,
+    )
 
 
 def _measured_heat(
@@ -280,31 +289,32 @@ def _measured_heat(
     release_margin: float,
     added: Mapping[str, float] | None,
 ) -> NodeHeat:
-    """``node_heat(assess(measurement, policy, added), ...)``, adding ``added`` to the
-    limited metrics' readings alone: the heat reads nothing else of the NodeLoad (its
-    score, hot value and overloads), which ``assess`` would make for nothing."""
-    readings = measurement.readings
-    if added:
-        resources = measurement.resources
-        readings = {
-            metric: with_unsampled(reading, added.get(resources.get(metric, ""), 0.0))
-            for metric, _ in policy.limits
-            if (reading := readings.get(metric)) is not None
-        }
-    return _heat_of(readings, policy, release_margin)
+    """``node_heat(assess(measurement, policy, added), ...)``: ``added`` added to the
+    limited metrics' fresh readings alone, as ``with_unsampled`` adds it, without
+    making the readings or the rest of the NodeLoad (its score, hot value and
+    overloads), which the heat does not read."""
+    readings, resources = measurement.readings, measurement.resources
+    worst: _Worst | None = None
+    for metric, limit in policy.limits:
+        reading = readings.get(metric)
+        if reading is None or not reading.is_fresh or reading.usage_fraction is None:
+            continue
+        usage, estimated = reading.usage_fraction, reading.unsampled_fraction
+        fraction = added.get(resources.get(metric, ""), 0.0) if added else 0.0
+        if fraction != 0:
+            effective = max(0.0, usage + fraction)
+            usage, estimated = effective, effective - usage
+        excess = usage - limit
+        if worst is None or excess > worst[0]:
+            worst = (excess, metric, usage, limit, estimated)
+    return _heat_from(worst, release_margin)
 
 
 def node_heat(load: NodeLoad, policy: Policy, release_margin: float) -> NodeHeat:
     """How hot a node is on its fresh readings of the policy's limited metrics (the
     estimate included, when ``load`` was evaluated with one)."""
-    return _heat_of({reading.metric: reading for reading in load.readings}, policy, release_margin)
-
-
-def _heat_of(
-    readings: Mapping[str, MetricReading], policy: Policy, release_margin: float
-) -> NodeHeat:
-    """``node_heat`` of these readings, by metric."""
-    worst: tuple[float, str, float, float, float] | None = None
+    readings = {reading.metric: reading for reading in load.readings}
+    worst: _Worst | None = None
     for metric, limit in policy.limits:
         reading = readings.get(metric)
         if reading is None or not reading.is_fresh or reading.usage_fraction is None:
@@ -312,6 +322,14 @@ def _heat_of(
         excess = reading.usage_fraction - limit
         if worst is None or excess > worst[0]:
             worst = (excess, metric, reading.usage_fraction, limit, reading.unsampled_fraction)
+    return _heat_from(worst, release_margin)
+
+
+# The worst fresh limited reading: its excess, metric, usage, limit and estimated part.
+_Worst = tuple[float, str, float, float, float]
+
+
+def _heat_from(worst: _Worst | None, release_margin: float) -> NodeHeat:
     if worst is None:
         return NodeHeat(Heat.UNKNOWN, -math.inf, None, None, None)
     excess, metric, usage, limit, estimated = worst
