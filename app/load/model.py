@@ -119,6 +119,17 @@ _parse_usage_cached = functools.lru_cache(maxsize=1 << 16)(parse_usage)
 _parse_hot_value_cached = functools.lru_cache(maxsize=1 << 12)(parse_hot_value)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _reading(metric: str, raw: str, freshness: Freshness) -> MetricReading:
+    """The reading of a metric's readable annotation text at this freshness: a function
+    of the three alone, so each distinct one is made once (a rewrite of one of a node's
+    annotations has all of them read again, and a frozen dataclass costs more to make
+    than to look up). Keyed by the text, not its numbers: "-0" reads as itself."""
+    sample = _parse_usage_cached(raw)
+    assert sample is not None  # only readable texts are asked for
+    return MetricReading(metric, freshness, sample.value, sample.timestamp_s)
+
+
 def read_metric(
     annotations: Mapping[str, str], metric: str, window_s: float | None, now_s: float
 ) -> tuple[MetricReading, float]:
@@ -130,7 +141,7 @@ def read_metric(
     if sample is None:
         return MetricReading(metric, Freshness.UNREADABLE, None, None), math.inf
     freshness, changes_at_s = _freshness(sample, window_s, now_s)
-    return MetricReading(metric, freshness, sample.value, sample.timestamp_s), changes_at_s
+    return _reading(metric, raw, freshness), changes_at_s
 
 
 def read_fraction(

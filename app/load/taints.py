@@ -81,11 +81,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from app.load.estimate import PlacedPod, estimate_with_evidence, unsampled_fractions
-from app.load.model import Measurement, NodeLoad, assess, measure
+from app.load.model import Measurement, NodeLoad, measure
 from app.objects import Resources
 from app.policy import Policy
 
@@ -264,21 +264,57 @@ def judge_measured(
     added = dict(unsampled or {})
     for resource, fraction in (next_pod or {}).items():
         added[resource] = added.get(resource, 0.0) + fraction
-    heat = node_heat(assess(measurement, policy, added), policy, release_margin)
+    heat = _measured_heat(measurement, policy, release_margin, added)
     if not next_pod or heat.metric is None:
         return heat
     resource = policy.metric_resources.get(heat.metric, "")
     standing = heat.heat is Heat.HOT and (
-        node_heat(assess(measurement, policy, unsampled), policy, release_margin)
-    ).heat is Heat.HOT
-    return replace(heat, next_pod_fraction=next_pod.get(resource, 0.0), hot_as_it_stands=standing)
+        _measured_heat(measurement, policy, release_margin, unsampled).heat is Heat.HOT
+    )
+    return NodeHeat(  # ``replace`` with the next pod's share, without its introspection
+        heat.heat,
+        heat.excess,
+        heat.metric,
+        heat.usage_fraction,
+        heat.limit_fraction,
+        heat.estimated_fraction,
+        next_pod.get(resource, 0.0),
+        standing,
+    )
+
+
+def _measured_heat(
+    measurement: Measurement,
+    policy: Policy,
+    release_margin: float,
+    added: Mapping[str, float] | None,
+) -> NodeHeat:
+    """``node_heat(assess(measurement, policy, added), ...)``: ``added`` added to the
+    limited metrics' fresh readings alone, as ``with_unsampled`` adds it, without
+    making the readings or the rest of the NodeLoad (its score, hot value and
+    overloads), which the heat does not read."""
+    readings, resources = measurement.readings, measurement.resources
+    worst: _Worst | None = None
+    for metric, limit in policy.limits:
+        reading = readings.get(metric)
+        if reading is None or not reading.is_fresh or reading.usage_fraction is None:
+            continue
+        usage, estimated = reading.usage_fraction, reading.unsampled_fraction
+        fraction = added.get(resources.get(metric, ""), 0.0) if added else 0.0
+        if fraction != 0:
+            effective = max(0.0, usage + fraction)
+            usage, estimated = effective, effective - usage
+        excess = usage - limit
+        if worst is None or excess > worst[0]:
+            worst = (excess, metric, usage, limit, estimated)
+    return _heat_from(worst, release_margin)
 
 
 def node_heat(load: NodeLoad, policy: Policy, release_margin: float) -> NodeHeat:
     """How hot a node is on its fresh readings of the policy's limited metrics (the
     estimate included, when ``load`` was evaluated with one)."""
     readings = {reading.metric: reading for reading in load.readings}
-    worst: tuple[float, str, float, float, float] | None = None
+    worst: _Worst | None = None
     for metric, limit in policy.limits:
         reading = readings.get(metric)
         if reading is None or not reading.is_fresh or reading.usage_fraction is None:
@@ -286,6 +322,14 @@ def node_heat(load: NodeLoad, policy: Policy, release_margin: float) -> NodeHeat
         excess = reading.usage_fraction - limit
         if worst is None or excess > worst[0]:
             worst = (excess, metric, reading.usage_fraction, limit, reading.unsampled_fraction)
+    return _heat_from(worst, release_margin)
+
+
+# The worst fresh limited reading: its excess, metric, usage, limit and estimated part.
+_Worst = tuple[float, str, float, float, float]
+
+
+def _heat_from(worst: _Worst | None, release_margin: float) -> NodeHeat:
     if worst is None:
         return NodeHeat(Heat.UNKNOWN, -math.inf, None, None, None)
     excess, metric, usage, limit, estimated = worst

@@ -54,15 +54,23 @@ class RequestScheduler:
         self._placements = placements
         self._allocatable_cpu = np.array([n.allocatable.cpu_cores for n in self._nodes])
         self._allocatable_memory = np.array([n.allocatable.memory_bytes for n in self._nodes])
-        count = len(self._nodes)
-        self._requested_cpu = np.zeros(count)
-        self._requested_memory = np.zeros(count)
-        self._scored_cpu = np.zeros(count)
-        self._scored_memory = np.zeros(count)
+        # Summed as floats, pod by pod in order: the same sums as adding each pod to
+        # arrays of zeros (``_add``), without four numpy scalar updates per pod.
+        sums = [[0.0] * len(self._nodes) for _ in range(4)]
+        requested_cpu, requested_memory, scored_cpu, scored_memory = sums
         for pod in pods:
             index = self._index.get(pod.node_name or "")
             if index is not None and _counted(pod):
-                self._add(pod, index, 1.0)
+                cpu, memory = pod.requests.cpu_cores, pod.requests.memory_bytes
+                score_cpu, score_memory = non_zero_requests(cpu, memory)
+                requested_cpu[index] += cpu
+                requested_memory[index] += memory
+                scored_cpu[index] += score_cpu
+                scored_memory[index] += score_memory
+        self._requested_cpu = np.array(requested_cpu, dtype=np.float64)
+        self._requested_memory = np.array(requested_memory, dtype=np.float64)
+        self._scored_cpu = np.array(scored_cpu, dtype=np.float64)
+        self._scored_memory = np.array(scored_memory, dtype=np.float64)
         self._node_rules: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.bool_]]] = {}
         self._untolerated: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.int64]] | None] = {}
         # The filter and resource scores per (source, requests), for the requests as they
@@ -72,6 +80,9 @@ class RequestScheduler:
         self._version = 0
         self._kept_version = 0
         self._kept: dict[tuple[int, float, float], tuple[_Bools, _Ints]] = {}
+        # The best score and nodes (by index) before the inter-pod rules, per (source,
+        # requests, node rules, tolerations or None for ``taints=False``): ``best_nodes``.
+        self._choices: dict[tuple[Any, ...], tuple[int, list[int]]] = {}
 
     def _add(self, pod: PodInfo, index: int, sign: float) -> None:
         cpu, memory = pod.requests.cpu_cores, pod.requests.memory_bytes
@@ -98,28 +109,33 @@ class RequestScheduler:
         ``pod`` gone from ``source``, by name; and their total score. ([] and 0 when no
         node would take it: the replacement would stay Pending.) ``taints=False``: as if
         no node carried a ``PreferNoSchedule`` taint (once the soft taints are gone)."""
-        fits, resources = self._fit_and_scores(pod, self._index[source])
-        feasible = fits & self._admitted_by_node_rules(pod)
+        here = self._index[source]
+        fits, resources = self._fit_and_scores(pod, here)
+        rules = _node_rules_key(pod)
+        admitted = self._admitted_by_node_rules(pod, rules)
         untolerated = self._untolerated_counts(pod) if taints else None
+        # Before the inter-pod rules, the choice follows from the kept filter and scores,
+        # the node rules and the taints alone: kept with the filter and scores (dropped
+        # with them), for the next pod alike.
+        key = (here, pod.requests.cpu_cores, pod.requests.memory_bytes, rules,
+               tuple(pod.tolerations) if taints else None)  # fmt: skip
+        choice = self._choices.get(key)
+        if choice is None:
+            choice = self._choices[key] = _choose(fits & admitted, resources, untolerated)
+        best, chosen = choice
+        feasible: _Bools | None = None
         # The inter-pod rules are asked of the best nodes only, and again after any
         # of them refuses: one pass per refusal, not one call per node.
-        while feasible.any():
-            if untolerated is None:
-                # No node carries a taint it does not tolerate: TaintToleration gives
-                # every feasible node its whole score, the same to all.
-                scores = resources + _WHOLE_TOLERATION * feasible
-            else:
-                scores = resources + TAINT_TOLERATION_WEIGHT * taint_toleration_scores(
-                    untolerated, feasible
-                )
-            best = int(scores[feasible].max())
-            chosen = np.flatnonzero(feasible & (scores == best)).tolist()
+        while chosen:
             refused = [
                 i for i in chosen if self._placements.refusal(pod, self._nodes[i]) is not None
             ]
             if not refused:
                 return sorted(self._nodes[i].name for i in chosen), best
+            if feasible is None:
+                feasible = fits & admitted
             feasible[refused] = False
+            best, chosen = _choose(feasible, resources, untolerated)
         return [], 0
 
     def _fit_and_scores(self, pod: PodInfo, here: int) -> tuple[_Bools, _Ints]:
@@ -127,31 +143,36 @@ class RequestScheduler:
         gone from node ``here`` (read-only: kept for the next pod alike)."""
         if self._kept_version != self._version:
             self._kept.clear()
+            self._choices.clear()
             self._kept_version = self._version
         cpu, memory = pod.requests.cpu_cores, pod.requests.memory_bytes
+        key = (here, cpu, memory)
+        kept = self._kept.get(key)
+        if kept is not None:
+            # Kept at this version: taking these requests off ``here`` and back on
+            # restored its requests exactly then (or the version would have moved), and
+            # they are the same numbers now, so doing it again would change nothing.
+            return kept
         before = self._state(here)
         self._add(pod, here, -1.0)
         try:
-            key = (here, cpu, memory)
-            kept = self._kept.get(key)
-            if kept is None:
-                fits = fits_requests(
-                    self._allocatable_cpu,
-                    self._allocatable_memory,
-                    self._requested_cpu,
-                    self._requested_memory,
-                    cpu,
-                    memory,
-                )
-                resources = resource_scores(
-                    self._allocatable_cpu,
-                    self._allocatable_memory,
-                    self._scored_cpu,
-                    self._scored_memory,
-                    *non_zero_requests(cpu, memory),
-                )
-                fits.flags.writeable = resources.flags.writeable = False
-                kept = self._kept[key] = (fits, resources)
+            fits = fits_requests(
+                self._allocatable_cpu,
+                self._allocatable_memory,
+                self._requested_cpu,
+                self._requested_memory,
+                cpu,
+                memory,
+            )
+            resources = resource_scores(
+                self._allocatable_cpu,
+                self._allocatable_memory,
+                self._scored_cpu,
+                self._scored_memory,
+                *non_zero_requests(cpu, memory),
+            )
+            fits.flags.writeable = resources.flags.writeable = False
+            kept = self._kept[key] = (fits, resources)
         finally:
             self._add(pod, here, 1.0)
             if self._state(here) != before:  # the requests are not quite what they were
@@ -166,10 +187,11 @@ class RequestScheduler:
             float(self._scored_memory[index]),
         )
 
-    def _admitted_by_node_rules(self, pod: PodInfo) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    def _admitted_by_node_rules(
+        self, pod: PodInfo, key: tuple[Any, ...]
+    ) -> np.ndarray[Any, np.dtype[np.bool_]]:
         """Per node, ``fit``'s rules (Ready, schedulable, selector, affinity, blocking
-        taints), once per distinct set of the pod's node rules in a plan."""
-        key = _node_rules_key(pod)
+        taints), once per distinct set of the pod's node rules (``key``) in a plan."""
         if key not in self._node_rules:
             self._node_rules[key] = np.array(
                 [fit_refusal(pod, node) is None for node in self._nodes], dtype=np.bool_
@@ -199,6 +221,23 @@ class RequestScheduler:
 
 # TaintToleration's whole score at its weight: what a node with no untolerated taint gets.
 _WHOLE_TOLERATION = TAINT_TOLERATION_WEIGHT * MAX_NODE_SCORE
+
+
+def _choose(feasible: _Bools, resources: _Ints, untolerated: _Ints | None) -> tuple[int, list[int]]:
+    """Among the feasible nodes, the best total score and the nodes (by index) that have
+    it; 0 and none where no node is feasible."""
+    if not feasible.any():
+        return 0, []
+    if untolerated is None:
+        # No node carries a taint it does not tolerate: TaintToleration gives every
+        # feasible node its whole score, the same to all.
+        scores = resources + _WHOLE_TOLERATION * feasible
+    else:
+        scores = resources + TAINT_TOLERATION_WEIGHT * taint_toleration_scores(
+            untolerated, feasible
+        )
+    best = int(scores[feasible].max())
+    return best, np.flatnonzero(feasible & (scores == best)).tolist()
 
 
 def _node_rules_key(pod: PodInfo) -> tuple[Any, ...]:

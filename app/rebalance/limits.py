@@ -101,6 +101,7 @@ class RunBudget:
         self._budgets_in: dict[str, list[int]] = {}
         for index, budget in enumerate(budgets):
             self._budgets_in.setdefault(budget.namespace, []).append(index)
+        self._covered: dict[tuple[str, tuple[tuple[str, str], ...]], list[int]] = {}
         records = list(records)
         self._cooling = cooling_workloads(records, now_s, config.workload_cooldown)
         self._replacements = replacement_nodes(records, now_s, config.return_cooldown)
@@ -120,11 +121,18 @@ class RunBudget:
         return limit is not None and self._per_node[node] >= limit
 
     def _covering(self, pod: PodInfo) -> list[int]:
-        return [
-            index
-            for index in self._budgets_in.get(pod.namespace, ())
-            if self._budgets[index].selector.matches(pod.labels)
-        ]
+        """The budgets (by index) whose selector matches the pod: a function of its
+        namespace and labels, asked of every candidate pod, and a workload's pods carry
+        the same labels, so each distinct set is matched once per run (read only)."""
+        key = (pod.namespace, tuple(pod.labels.items()))
+        covering = self._covered.get(key)
+        if covering is None:
+            covering = self._covered[key] = [
+                index
+                for index in self._budgets_in.get(pod.namespace, ())
+                if self._budgets[index].selector.matches(pod.labels)
+            ]
+        return covering
 
     def why_not(self, pod: PodInfo, node: str) -> tuple[SkipCode, str] | None:
         """Why this pod may not be evicted now, given what the plan already chose, with

@@ -99,6 +99,10 @@ class Placements:
     def refusal(self, pod: PodInfo, node: NodeInfo) -> str | None:
         """None when the scheduler's inter-pod rules admit the pod's replacement on
         ``node``; else why not."""
+        if not (pod.pod_anti_affinity or pod.pod_affinity or pod.spread) and not (
+            self._anti_affinity_holders()
+        ):
+            return None  # no rule of its own, and no pod's anti-affinity to keep it out
         for term in pod.pod_anti_affinity:
             blocker = self._term_match(pod, term, node)
             if blocker is not None:

@@ -349,9 +349,9 @@ class SimulatedCluster:
         budget = self.scenario.workloads[workload].pdb
         if budget is None:
             return None
-        mine = self.usage.workload_of == workload
-        wanted = mine & (self.usage.created_at_s <= t_s) & self.wanted
-        return disruptions_allowed(budget, mine & (self.node_of >= 0), wanted)
+        mine = self.usage.slots_of[workload]
+        wanted = (self.usage.created_at_s[mine] <= t_s) & self.wanted[mine]
+        return disruptions_allowed(budget, self.node_of[mine] >= 0, wanted)
 
     def run_workloads(self, step: int, t_s: float) -> None:
         cpu, memory = self.usage.at(step, t_s)

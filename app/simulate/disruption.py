@@ -19,5 +19,5 @@ def disruptions_allowed(
         must_stay = budget.min_available
     else:
         assert budget.max_unavailable is not None
-        must_stay = int(np.sum(wanted)) - budget.max_unavailable
-    return max(0, int(np.sum(running)) - must_stay)
+        must_stay = int(np.count_nonzero(wanted)) - budget.max_unavailable
+    return max(0, int(np.count_nonzero(running)) - must_stay)

@@ -28,9 +28,14 @@ every sync made ``default+taints`` eight times slower than ``default``.
 What a sync would only make again is kept: a node's Measurement until a metric's text
 changes or its ``changes_at_s`` (a hot-value rewrite alone keeps it: the rule never
 reads the hot value), its heat while its readings, estimate and next pod stay the
-same, the next pod while the wave's kinds do, and a decision taken with no node
-tainted before or after it for the very same heats. Each is what making it again
-would give, so a run is the same with them as without.
+same, the next pod while the wave's kinds do, and a decision taken with no tainted
+node judged cool, for the very same heats and tainted nodes (its memory moved to the
+clock). A node without an estimate whose
+annotations were not rewritten, whose Measurement still holds and whose next pod is
+the same gets its last heat without asking for any of them (``_Settled``): on the
+small built-ins most nodes read at a sync are such. Each is what making it again
+would give, so a run is the same with them as without
+(``test_every_heat_a_sync_keeps_is_the_heat_judged_afresh``).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import numpy.typing as npt
 
 from app.load import (
     Evidence,
+    Heat,
     Measurement,
     MetricReading,
     NodeHeat,
@@ -88,6 +94,31 @@ class _Judged:
     heat: NodeHeat
 
 
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    """A node's heat judged without an estimate, and what makes it hold: the same
+    annotations' version, the clock within its Measurement's life (from ``taken_s``
+    to ``changes_at_s``) and the same next pod. Then ``_measurement`` gives the very
+    Measurement again and ``_judge`` the very heat, so a sync reuses it without asking
+    them; a node with an estimate (whose share moves with the clock) never does."""
+
+    version: int
+    taken_s: float
+    changes_at_s: float
+    ahead: dict[str, float]
+    heat: NodeHeat
+
+
+@dataclass(frozen=True, slots=True)
+class _Decided:
+    """A decision taken with no tainted node judged cool, and what it was taken from:
+    the heats and the nodes tainted before it (``SimulatedSoftTaints._decide``)."""
+
+    heats: dict[str, NodeHeat]
+    warm: frozenset[str]
+    decision: SoftTaints
+
+
 class SimulatedSoftTaints:
     """The annotator's soft-taint keeper over the simulated monitoring's annotations."""
 
@@ -118,6 +149,7 @@ class SimulatedSoftTaints:
         self.tainted: npt.NDArray[np.bool_] = np.zeros(len(node_names), dtype=np.bool_)
         self._warm_at_s: dict[str, float] = {}
         self.rounds: list[TaintRound] = []
+        self.heats: dict[str, NodeHeat] = {}  # what the last sync judged, per node read
         # Per node, its last Measurement (``_measurement``): the estimate and both
         # judgements (with and without the next pod) read it.
         self._measured: list[_Measured | None] = [None] * len(node_names)
@@ -132,8 +164,15 @@ class SimulatedSoftTaints:
         self._wave_kinds: list[PodKind] | None = None
         self._lines: dict[str, float | npt.NDArray[np.float64]] | None = None
         self._judged: list[_Judged | None] = [None] * len(node_names)
-        # The last decision taken with no node tainted before or after it (``_decide``).
-        self._untainted: tuple[dict[str, NodeHeat], SoftTaints] | None = None
+        # Per node, its last heat judged without an estimate, while it holds (``_heat``).
+        self._settled: list[_Settled | None] = [None] * len(node_names)
+        # The last decision the clock entered only through the memory (``_decide``).
+        self._last_decided: _Decided | None = None
+        # The decisions ``tainted`` was last set from, and per screen line the nodes
+        # above it, with the metrics' writes (``sync_version``) and the lines they are of.
+        self._applied: object = None
+        self._above: tuple[int, dict[str, float | npt.NDArray[np.float64]],
+                           npt.NDArray[np.bool_]] | None = None  # fmt: skip
 
     def advance(self, t_s: float) -> None:
         """After the pipeline's ``advance(t_s)``: decide again if a limited metric synced
@@ -158,45 +197,61 @@ class SimulatedSoftTaints:
             self._names[node]: self._heat(node, t_s, now_s)
             for node in np.flatnonzero(self._may_be_tainted()).tolist()
         }
+        self.heats = heats
         decision = self._decide(heats, now_s)
         self._warm_at_s = dict(decision.warm_at_s)
-        tainted = decision.tainted
-        # In place: the scheduler holds this array. Set by index: the nodes are many, the
-        # tainted few.
-        self.tainted[:] = False
-        if tainted:
-            self.tainted[[self._index[name] for name in tainted]] = True
+        if decision.decisions is not self._applied:  # else the same nodes, set already
+            tainted = decision.tainted
+            # In place: the scheduler holds this array. Set by index: the nodes are many,
+            # the tainted few.
+            self.tainted[:] = False
+            if tainted:
+                self.tainted[[self._index[name] for name in tainted]] = True
+            self._applied = decision.decisions
         self.rounds.append(TaintRound(t_s, decision))
         return decision
 
     def _decide(self, heats: dict[str, NodeHeat], now_s: float) -> SoftTaints:
-        """``decide_soft_taints``, or the last round's decision where it cannot differ:
-        with no node tainted before or after it, the clock enters neither the reasons
-        nor the memory, so the same heats (the very objects: ``_judge`` reuses them)
-        give the same decision."""
-        last = self._untainted
+        """``decide_soft_taints``, or the last round's decision where it cannot differ
+        but in its clock. The clock enters a decision only through a tainted node
+        judged cool (its hold, counted from its memory) and the memory itself (``now_s``
+        for each node kept tainted and not cool). So after a round with no tainted node
+        judged cool, the same heats (the very objects: ``_heat`` reuses them) with the
+        same nodes tainted give the same decisions, and the same nodes keep the taint
+        with ``now_s`` as their memory."""
+        last = self._last_decided
+        warm = self._warm_at_s
         if (
             last is not None
-            and not self._warm_at_s
-            and heats.keys() == last[0].keys()
-            and all(heat is last[0][name] for name, heat in heats.items())
+            and warm.keys() == last.warm
+            and heats.keys() == last.heats.keys()
+            and all(heat is last.heats[name] for name, heat in heats.items())
         ):
-            return last[1]
-        decision = decide_soft_taints(
-            heats, self._warm_at_s, now_s, self.settings, nodes=len(self._names)
+            kept = last.decision
+            if not kept.warm_at_s:
+                return kept
+            return SoftTaints(kept.decisions, dict.fromkeys(kept.warm_at_s, now_s))
+        decision = decide_soft_taints(heats, warm, now_s, self.settings, nodes=len(self._names))
+        timeless = not any(
+            heat.heat is Heat.COOL and name in warm for name, heat in heats.items()
         )
-        quiet = not self._warm_at_s and not decision.warm_at_s
-        self._untainted = (heats, decision) if quiet else None
+        self._last_decided = _Decided(heats, frozenset(warm), decision) if timeless else None
         return decision
 
     def _may_be_tainted(self) -> npt.NDArray[np.bool_]:
-        near = self.tainted.copy()
         if self._lines is None:
             self._lines = self._screen_lines()
-        for metric, line in self._lines.items():
-            # NaN (never written) compares False: such a node reads as unknown.
-            near |= self._pipeline.values[metric] > line
-        near[list(self._estimated)] = True
+        above = self._above
+        if above is None or above[0] != self._pipeline.sync_version or above[1] is not self._lines:
+            # Made again once a metric is written or the lines move, not every sync.
+            near_a_limit = np.zeros(len(self._names), dtype=np.bool_)
+            for metric, line in self._lines.items():
+                # NaN (never written) compares False: such a node reads as unknown.
+                near_a_limit |= self._pipeline.values[metric] > line
+            above = self._above = (self._pipeline.sync_version, self._lines, near_a_limit)
+        near = self.tainted | above[2]
+        if self._estimated:
+            near[list(self._estimated)] = True
         return near
 
     def _screen_lines(self) -> dict[str, float | npt.NDArray[np.float64]]:
@@ -215,8 +270,20 @@ class SimulatedSoftTaints:
         return lines
 
     def _heat(self, node: int, t_s: float, now_s: float) -> NodeHeat:
+        """The node's heat: the last one judged without an estimate while nothing it
+        was judged from moved (``_Settled``), else judged afresh."""
         ahead = self._next[int(self._kind_of[node])] if self._kinds else {}
-        measurement = self._measurement(node, int(self._pipeline.node_version[node]), now_s)
+        version = int(self._pipeline.node_version[node])
+        settled = self._settled[node]
+        if (
+            settled is not None
+            and settled.version == version
+            and settled.taken_s <= now_s < settled.changes_at_s
+            and node not in self._estimated
+            and settled.ahead == ahead
+        ):
+            return settled.heat
+        measurement = self._measurement(node, version, now_s)
         unsampled = None
         if node in self._estimated:
             assert self._estimate is not None
@@ -225,7 +292,13 @@ class SimulatedSoftTaints:
             )
             if not unsampled:
                 self._estimated.discard(node)
-        return self._judge(node, measurement, unsampled, ahead)
+        heat = self._judge(node, measurement, unsampled, ahead)
+        self._settled[node] = (
+            _Settled(version, now_s, measurement.changes_at_s, ahead, heat)
+            if unsampled is None
+            else None
+        )
+        return heat
 
     def _judge(
         self,

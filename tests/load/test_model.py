@@ -1,3 +1,4 @@
+import math
 from collections.abc import Mapping
 
 import pytest
@@ -11,6 +12,7 @@ from app.load.model import (
     evaluate_node,
     hot_value_from_bindings,
     is_exempt_from_filter,
+    read_metric,
     read_usage,
     to_extender_score,
 )
@@ -290,3 +292,21 @@ def test_read_usage_is_what_the_full_verdict_reads(
     assert set(read) == {"cpu_usage_avg_5m", "mem_usage_max_avg_1h"}
     for metric, reading in read.items():
         assert reading == full[metric]
+
+
+def test_a_reading_is_what_its_own_text_says_whatever_was_read_before() -> None:
+    """Readings are made once per metric, text and freshness: the same text reads the
+    same, at another freshness it reads as such, and "-0" (a tenant may write it) is
+    -0.0, not the 0.0 read just before from the same instant's "0"."""
+    now = 1_700_000_000.0
+    zero = format_usage(0.0, now - 30)
+    first, _ = read_metric({"cpu_usage_avg_5m": zero}, "cpu_usage_avg_5m", 300.0, now)
+    again, _ = read_metric({"cpu_usage_avg_5m": zero}, "cpu_usage_avg_5m", 300.0, now)
+    stale, _ = read_metric({"cpu_usage_avg_5m": zero}, "cpu_usage_avg_5m", 10.0, now)
+    negative, _ = read_metric({"cpu_usage_avg_5m": "-" + zero}, "cpu_usage_avg_5m", 300.0, now)
+    assert first == again
+    assert (first.freshness, stale.freshness) == (Freshness.FRESH, Freshness.STALE)
+    assert first.usage_fraction is not None
+    assert negative.usage_fraction is not None
+    assert math.copysign(1.0, first.usage_fraction) == 1.0
+    assert math.copysign(1.0, negative.usage_fraction) == -1.0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.load import evaluate_node, format_usage, measure
 from app.load.estimate import Evidence, PlacedPod
@@ -271,3 +273,59 @@ def test_a_measurement_kept_until_it_changes_judges_as_the_annotations_read_now(
     assert expired >= measurement.changes_at_s
     assert judge_node(annotations, POLICY, expired, margin).heat is Heat.UNKNOWN
     assert judge_measured(measurement, POLICY, margin).heat is not Heat.UNKNOWN
+
+
+_FRACTIONS = st.one_of(st.none(), st.floats(0.0, 1.2, allow_nan=False))
+_ADDED = st.one_of(
+    st.none(),
+    st.dictionaries(
+        st.sampled_from(["cpu", "memory", "gpu"]), st.floats(-0.5, 0.5, allow_nan=False),
+        max_size=3,
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    readings=st.fixed_dictionaries(
+        {
+            metric: st.tuples(_FRACTIONS, st.sampled_from([30.0, 400.0, 5000.0]))
+            for metric in ("cpu_usage_avg_5m", "mem_usage_avg_5m", "cpu_usage_max_avg_1h")
+        }
+    ),
+    unsampled=_ADDED,
+    ahead=_ADDED,
+    crane=st.booleans(),
+)
+def test_a_heat_is_the_heat_of_the_node_load_the_extender_evaluates(
+    readings: dict[str, tuple[float | None, float]],
+    unsampled: dict[str, float] | None,
+    ahead: dict[str, float] | None,
+    crane: bool,
+) -> None:
+    """judge_measured reads the limited metrics' readings with the estimate and the
+    next pod added, without making the rest of the NodeLoad: its heat is node_heat of
+    the node as ``evaluate_node`` evaluates it (fresh, stale or missing readings, an
+    estimate that adds or takes away, resources the policy does not measure), and hot
+    as it stands is that heat without the next pod."""
+    policy = POLICY.as_crane_scores() if crane else POLICY
+    annotations = {
+        metric: format_usage(value, NOW - age_s)
+        for metric, (value, age_s) in readings.items()
+        if value is not None
+    }
+    margin = SETTINGS.release_margin
+    added = dict(unsampled or {})
+    for resource, fraction in (ahead or {}).items():
+        added[resource] = added.get(resource, 0.0) + fraction
+    expected = node_heat(evaluate_node(annotations, policy, NOW, added), policy, margin)
+    heat = judge_measured(measure(annotations, policy, NOW), policy, margin, unsampled, ahead)
+    assert (heat.heat, heat.excess, heat.metric) == (
+        expected.heat, expected.excess, expected.metric)
+    assert (heat.usage_fraction, heat.limit_fraction, heat.estimated_fraction) == (
+        expected.usage_fraction, expected.limit_fraction, expected.estimated_fraction)
+    if ahead and expected.metric is not None:
+        standing = node_heat(evaluate_node(annotations, policy, NOW, unsampled), policy, margin)
+        assert heat.hot_as_it_stands == (expected.heat is Heat.HOT and standing.heat is Heat.HOT)
+    else:
+        assert heat == expected

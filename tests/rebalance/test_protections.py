@@ -117,6 +117,30 @@ def test_a_pdb_caps_the_evictions_it_covers() -> None:
     assert {s.code for s in result.skipped if "PodDisruptionBudget" in s.reason} == {SkipCode.PDB}
 
 
+def test_each_pdb_caps_the_pods_of_its_own_namespace_and_labels() -> None:
+    """Budgets are matched once per namespace and set of labels: pods alike in labels
+    but in another namespace, or in the same namespace with other labels, are capped by
+    their own budget (or none), not by the one matched first."""
+    budgets = [
+        PodDisruptionBudgetView("default", "web", LabelSelector({"app": "web"}), 2),
+        PodDisruptionBudgetView("shop", "web", LabelSelector({"app": "web"}), 1),
+    ]
+    pods = [
+        *(pod(f"web-{i}", "hot", owner="web", labels={"app": "web"}) for i in range(3)),
+        *(pod(f"web-{i}", "hot", namespace="shop", owner="web", labels={"app": "web"})
+          for i in range(3)),
+        *(pod(f"api-{i}", "hot", owner="api", labels={"app": "api"}) for i in range(3)),
+        *companions(),
+    ]
+    result = plan(cluster(NODES, pods, budgets=budgets), config(), POLICY, NOW, {})
+    evicted = [(e.pod.namespace, e.pod.labels["app"]) for e in result.evictions]
+    # Each workload keeps its last Ready replica; the budgets cap below that.
+    assert sorted(evicted) == [("default", "api")] * 2 + [("default", "web")] * 2 + [
+        ("shop", "web")]
+    capped = [s.pod_key for s in result.skipped if s.code is SkipCode.PDB]
+    assert capped == ["default/web-2"]  # the node was cool enough before shop's third
+
+
 def test_a_workload_evicted_recently_cools_down() -> None:
     record = EvictionRecord(
         "default/old", "u", "hot", "cool", Resources(0.5, GI), NOW - 60, "default/ReplicaSet/rs"

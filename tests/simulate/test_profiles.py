@@ -54,3 +54,25 @@ def test_spikes_added_to_the_spiky_slots_alone_are_the_sums_over_every_slot(
             spike = profile.spike.cpu if resource == 0 else profile.spike.memory
             expected = expected + np.where(mask & (drawn < profile.spike_fraction), spike, 0.0)
         assert slots._spiked(values, drawn, resource).tobytes() == expected.tobytes()
+
+
+def test_each_workloads_slots_are_one_run_of_them() -> None:
+    """``slots_of`` (what the PDBs count from) names exactly the slots of each workload,
+    an empty run for a workload of no replicas, with scale-ups and a replica history."""
+    document = small(
+        workloads=[
+            {"name": "a", "replicas": 2, "requests": {"cpu": "100m", "memory": "64Mi"},
+             "usage": {"profile": "constant", "cpu": "100m", "memory": "64Mi"},
+             "scaleUps": [{"at": "10m", "replicas": 5}]},
+            {"name": "none", "replicas": 0, "requests": {"cpu": "100m", "memory": "64Mi"},
+             "usage": {"profile": "constant", "cpu": "100m", "memory": "64Mi"}},
+            {"name": "c", "replicas": 1, "requests": {"cpu": "100m", "memory": "64Mi"},
+             "usage": {"profile": "constant", "cpu": "100m", "memory": "64Mi"},
+             "replicaHistory": [{"at": "5m", "replicas": 4}, {"at": "9m", "replicas": 2}]},
+        ]
+    )
+    usage = SlotUsage(load(document))
+    assert [s.stop - s.start for s in usage.slots_of] == [5, 0, 4]
+    for workload, slots in enumerate(usage.slots_of):
+        assert np.flatnonzero(usage.workload_of == workload).tolist() == list(
+            range(usage.slots)[slots])

@@ -10,7 +10,15 @@ import numpy.typing as npt
 import pytest
 
 from app.load.default_profile import TAINT_TOLERATION_WEIGHT, taint_toleration_scores
-from app.load.taints import Heat, judge_node
+from app.load.taints import (
+    Heat,
+    SoftTaints,
+    decide_soft_taints,
+    judge_node,
+    next_pod,
+    wave_of,
+)
+from app.objects import Resources
 from app.simulate.cluster import Placement, SimulatedCluster
 from app.simulate.policies import plan_for
 from app.simulate.scenario import load_scenario
@@ -146,6 +154,55 @@ def test_the_annotator_taints_what_the_rule_says_from_the_annotations_the_extend
     others = last.tainted - {"n-0", "n-1"}
     assert others
     assert all(last.decisions[name].reason.startswith("held above") for name in others)
+
+
+@pytest.mark.parametrize("name", ["cpu-heavy", "small-pods-hot-spot"])
+def test_every_heat_a_sync_keeps_is_the_heat_judged_afresh(name: str) -> None:
+    """A sync reuses a node's heat while its annotations, its Measurement's life and the
+    next pod hold, and judges it again otherwise; and its decision where only the clock
+    could change it. Right after every sync, each heat read is what ``judge_node``
+    makes of the annotations as they stand, the estimate and the next pod of the wave,
+    asked afresh, and the decision what ``decide_soft_taints`` makes of them and the
+    last round's memory (cpu-heavy: waves, so estimates and next pods; the small pods'
+    hot spot: a node tainted and held for long)."""
+    scenario = load_scenario(name).model_copy(update={"seed": 2})
+    cluster = SimulatedCluster(scenario, plan_for("default+taints+desched"))
+    taints, estimate = cluster.soft_taints, cluster.estimate
+    assert taints is not None
+    assert estimate is not None
+    margin, policy = taints.settings.release_margin, cluster.policy
+    index = {name: node for node, name in enumerate(cluster.node_names)}
+    sync = taints.sync
+    judged: list[str] = []
+
+    def sync_and_judge_afresh(t_s: float) -> SoftTaints:
+        memory = taints.rounds[-1].decision.warm_at_s if taints.rounds else {}
+        decision = sync(t_s)
+        now_s = cluster.pipeline.epoch_s + t_s
+        nodes = len(cluster.node_names)
+        assert decision == decide_soft_taints(taints.heats, memory, now_s, taints.settings, nodes)
+        wave = wave_of(estimate.recent_pods(t_s), policy, now_s)
+        for node_name, heat in taints.heats.items():
+            node = index[node_name]
+            allocatable = Resources(
+                float(cluster.allocatable_cpu[node]), float(cluster.allocatable_memory[node])
+            )
+            fresh = judge_node(
+                cluster.pipeline.annotations(node),
+                policy,
+                now_s,
+                margin,
+                estimate.unsampled(node, t_s, partly_sampled=True),
+                next_pod(wave, allocatable, policy),
+            )
+            assert heat == fresh, (t_s, node_name)
+            judged.append(node_name)
+        return decision
+
+    taints.sync = sync_and_judge_afresh  # type: ignore[method-assign]
+    cluster.simulate()
+    assert len(taints.rounds) == scenario.steps  # a sync every step (the hot value's)
+    assert len(judged) > len(taints.rounds)  # more than one node read per sync
 
 
 def test_no_pod_lands_on_a_tainted_node_while_an_untainted_one_fits() -> None:
