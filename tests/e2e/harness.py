@@ -7,9 +7,10 @@ controller manager on free loopback ports in a folder of its own, and can start 
 kube-scheduler with any KubeSchedulerConfiguration and the extender beside it.
 
 No kubelet runs: Nodes are API objects the tests create (Ready, untainted: the
-node-lifecycle controller is off and the API server does not taint new Nodes), and the
-harness plays the kubelet's part where a test needs it: :meth:`kubelet_mark_ready`
-turns bound pods Running and Ready, :meth:`kubelet_reap` finishes Terminating pods.
+node-lifecycle controller is not among CONTROLLERS and the API server does not taint
+new Nodes), and the harness plays the kubelet's part where a test needs it:
+:meth:`kubelet_mark_ready` turns bound pods Running and Ready, :meth:`kubelet_reap`
+finishes Terminating pods.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ TEST_LABEL = "e2e.loadaware.io/test"
 REPO = Path(__file__).resolve().parents[2]
 
 T = TypeVar("T")
+
+# The controllers the tests rely on, and no others: the workload controllers make the
+# pods (and their owner references) that the descheduler, capture and the workload-usage
+# tests read; disruption keeps a PDB's disruptionsAllowed, which the Eviction API checks;
+# namespace empties and removes the namespaces wipe() deletes. All of them ('*') cost
+# three times the idle CPU: the garbage collector and resource quota rediscover and
+# watch every resource type, and others write to objects no test reads (the TTL
+# controller annotates every Node).
+CONTROLLERS = ("deployment-controller", "replicaset-controller", "statefulset-controller",
+               "daemonset-controller", "job-controller", "disruption-controller",
+               "namespace-controller")  # fmt: skip
 
 
 class HarnessError(RuntimeError):
@@ -373,7 +385,7 @@ class ControlPlane:
             [self.assets / "kube-controller-manager",
              f"--kubeconfig={self.kubeconfig}",
              "--bind-address=127.0.0.1", f"--secure-port={kcm_port}",
-             "--controllers=*,-node-lifecycle-controller",
+             f"--controllers={','.join(CONTROLLERS)}",
              "--use-service-account-credentials=false",
              f"--service-account-private-key-file={pki.sa_key}", f"--root-ca-file={pki.ca_cert}",
              f"--cluster-signing-cert-file={pki.ca_cert}",
