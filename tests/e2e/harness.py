@@ -239,26 +239,32 @@ class Pki:
     sa_pub: Path
 
 
+# ECDSA P-256 keys: openssl makes one in a millisecond, where an RSA-2048 key took
+# 0.1-0.5 CPU-s; a control plane's keys and certificates now cost 0.05 CPU-s, not 0.55.
+EC_KEY = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1")
+
+
 def _make_pki(folder: Path) -> Pki:
     folder.mkdir(parents=True, exist_ok=True)
     ca_key, ca_cert = folder / "ca.key", folder / "ca.crt"
-    _run("openssl", "req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", ca_key,
+    _run("openssl", "req", "-x509", "-new", "-nodes", *EC_KEY, "-keyout", ca_key,
          "-out", ca_cert, "-days", "2", "-subj", "/CN=loadaware-e2e-ca")  # fmt: skip
     ext = folder / "apiserver.ext"
     ext.write_text(
-        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
         "extendedKeyUsage=serverAuth\n"
         "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
         "DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
     )
     key, csr, cert = folder / "apiserver.key", folder / "apiserver.csr", folder / "apiserver.crt"
-    _run("openssl", "req", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", key, "-out", csr,
+    _run("openssl", "req", "-new", "-nodes", *EC_KEY, "-keyout", key, "-out", csr,
          "-subj", "/CN=kube-apiserver")  # fmt: skip
     _run("openssl", "x509", "-req", "-in", csr, "-CA", ca_cert, "-CAkey", ca_key,
          "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext)  # fmt: skip
     sa_key, sa_pub = folder / "sa.key", folder / "sa.pub"
-    _run("openssl", "genrsa", "-out", sa_key, "2048")
-    _run("openssl", "rsa", "-in", sa_key, "-pubout", "-out", sa_pub)
+    _run("openssl", "genpkey", "-algorithm", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-out", sa_key)  # fmt: skip
+    _run("openssl", "pkey", "-in", sa_key, "-pubout", "-out", sa_pub)
     return Pki(ca_cert, ca_key, cert, key, sa_key, sa_pub)
 
 
