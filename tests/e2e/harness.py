@@ -58,6 +58,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 T = TypeVar("T")
 
+FIRST_POLL_S = 0.1  # wait_until's first pause; each next one is 1.5 times as long
+
 # The controllers the tests rely on, and no others: the workload controllers make the
 # pods (and their owner references) that the descheduler, capture and the workload-usage
 # tests read; disruption keeps a PDB's disruptionsAllowed, which the Eviction API checks;
@@ -96,14 +98,19 @@ def wait_until(
     predicate: Callable[[], T | None],
     timeout_s: float,
     what: str,
-    interval_s: float = 0.2,
+    interval_s: float = 0.5,
 ) -> T:
     """Poll ``predicate`` until it returns something truthy and return that.
+
+    The first polls come quickly (most conditions hold within a moment), then further
+    apart, up to ``interval_s``: a long wait (pods binding, a taint's hold) asks the API
+    server less often. The last poll is at the deadline, never after it.
 
     The deadline is generous by design: it only ends a test that would otherwise hang,
     and its message says what never happened.
     """
     deadline = time.monotonic() + timeout_s
+    pause_s = min(FIRST_POLL_S, interval_s)
     last_error: BaseException | None = None
     while True:
         try:
@@ -112,10 +119,12 @@ def wait_until(
                 return result
         except (ApiError, OSError, urllib.error.URLError) as error:
             last_error = error
-        if time.monotonic() > deadline:
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
             suffix = f" (last error: {last_error})" if last_error else ""
             raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}{suffix}")
-        time.sleep(interval_s)
+        time.sleep(min(pause_s, left_s))
+        pause_s = min(pause_s * 1.5, interval_s)
 
 
 def _run(*args: str | Path) -> None:
