@@ -233,7 +233,9 @@ def _wait_healthy(process: Process, check: Callable[[], bool], timeout_s: float)
             return False
 
     try:
-        wait_until(healthy, timeout_s, f"{process.name} to become healthy")
+        # A process is ready within a second or two, and a test waits on it: poll
+        # often (a local /readyz is cheap) rather than back off.
+        wait_until(healthy, timeout_s, f"{process.name} to become healthy", interval_s=0.1)
     except AssertionError as error:
         raise HarnessError(f"{error}; tail of {process.log_path}:\n{process.log_tail()}") from None
 
