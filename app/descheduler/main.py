@@ -206,7 +206,7 @@ def print_report(report: RunReport, out: TextIO) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from app.policy import PolicyError
-    from app.rebalance import ASSUMES, ConfigError
+    from app.rebalance import ConfigError
 
     reloads = Reloads()
     try:
@@ -219,6 +219,8 @@ def run(args: argparse.Namespace) -> int:
         client = make_client(args.kubeconfig)
     except KubeConfigError as error:
         return usage_error("loadaware descheduler", str(error))
+    from app.rebalance import ASSUMES  # the planner: once the files are known good
+
     scheduler = settings.config.scheduler
     log.info("planning beside scheduler=%s: %s", scheduler, ASSUMES[scheduler])
     import asyncio
