@@ -19,6 +19,7 @@ from app.commandline import (
     duration,
     usage_error,
 )
+from app.descheduler.settings import LoopSettings
 from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
 from app.prom import add_prometheus_flags, prometheus_settings_from_args
 from app.runtime import (
@@ -30,7 +31,7 @@ from app.runtime import (
 )
 
 if TYPE_CHECKING:
-    from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport
+    from app.descheduler.descheduler import Descheduler, RunReport
     from app.policy import Policy
     from app.prom import PrometheusSettings
     from app.rebalance import DeschedulerConfig
@@ -169,8 +170,6 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
     if mismatch:
         raise ConfigError(f"--config and --policy disagree: {'; '.join(mismatch)}")
     lease = lease_settings_from_args(args)
-    from app.descheduler.descheduler import LoopSettings
-
     loop = LoopSettings(
         dry_run=bool(args.dry_run),
         lease=lease,
