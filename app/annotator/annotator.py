@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -117,6 +118,7 @@ class Annotator:
         telemetry: AnnotatorMetrics | None = None,
         clock: Callable[[], float] = time.time,
         policy_watcher: PolicyWatcher | None = None,
+        health_socket: socket.socket | None = None,  # bound to the health port by main
     ) -> None:
         self.config = config
         self.telemetry = telemetry if telemetry is not None else AnnotatorMetrics(clock=clock)
@@ -150,6 +152,7 @@ class Annotator:
             lease=config.lease,
             health_host=config.health_host,
             health_port=config.health_port,
+            health_socket=health_socket,
             on_leadership=self._on_leadership,
             details=self._details,
         )

@@ -158,6 +158,19 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args, on_policy_change=adopt, on_policy_result=count)
     except (ValueError, PolicyError) as error:
         return usage_error("loadaware annotator", str(error))
+    # The health port is bound before the client, the annotator and the web server are
+    # loaded (about a second): a port in use is told at once.
+    from app.health import CannotListen, listen
+
+    config = settings.annotator
+    try:
+        health_socket = (
+            listen(config.health_host, config.health_port, ("--health-host", "--health-port"))
+            if config.health_port is not None
+            else None
+        )
+    except CannotListen as error:
+        return usage_error("loadaware annotator", str(error))
     from app.kube import KubeConfigError, make_client
 
     try:
@@ -167,13 +180,16 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from app.annotator.annotator import Annotator
-    from app.health import CannotListen
     from app.prom import PrometheusSource
     from app.runtime import run_until_signalled
 
     source = PrometheusSource(settings.prometheus)
     annotator = Annotator(
-        settings.annotator, client, source, policy_watcher=settings.policy_watcher
+        config,
+        client,
+        source,
+        policy_watcher=settings.policy_watcher,
+        health_socket=health_socket,
     )
     try:
         asyncio.run(run_until_signalled("annotator", annotator.run()))

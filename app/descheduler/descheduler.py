@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -66,6 +67,7 @@ class Descheduler:
         *,
         telemetry: DeschedulerMetrics | None = None,
         clock: Callable[[], float] = time.time,
+        health_socket: socket.socket | None = None,  # bound to the health port by main
     ) -> None:
         self.config = config
         self.policy = policy
@@ -85,6 +87,7 @@ class Descheduler:
             lease=self.settings.lease,
             health_host=self.settings.health_host,
             health_port=self.settings.health_port,
+            health_socket=health_socket,
             details=self._details,
         )
         self.store = StateStore(client, self.settings.state_namespace, self.settings.state_name)

@@ -212,6 +212,19 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args, reloads)
     except (ValueError, ConfigError, PolicyError) as error:
         return usage_error("loadaware descheduler", str(error))
+    # The health port is bound before the client, the descheduler and the web server are
+    # loaded (about a second): a port in use is told at once.
+    from app.health import CannotListen, listen
+
+    loop = settings.loop
+    try:
+        health_socket = (
+            listen(loop.health_host, loop.health_port, ("--health-host", "--health-port"))
+            if loop.health_port is not None
+            else None
+        )
+    except CannotListen as error:
+        return usage_error("loadaware descheduler", str(error))
     from app.kube import KubeConfigError, make_client
 
     try:
@@ -225,12 +238,13 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from app.descheduler.descheduler import Descheduler, RunResult
-    from app.health import CannotListen
     from app.prom import PrometheusSource
     from app.runtime import run_until_signalled
 
     source = PrometheusSource(settings.prometheus)
-    descheduler = Descheduler(settings.config, settings.policy, client, source, settings.loop)
+    descheduler = Descheduler(
+        settings.config, settings.policy, client, source, loop, health_socket=health_socket
+    )
     reloads.descheduler = descheduler
     try:
         if settings.once:

@@ -220,9 +220,13 @@ def bind_listeners(args: argparse.Namespace) -> list[socket.socket]:
 
 
 def _serve(
-    app: ExtenderApp, args: argparse.Namespace, ready: Callable[[], None] = lambda: None
+    app: ExtenderApp,
+    args: argparse.Namespace,
+    sockets: list[socket.socket],
+    ready: Callable[[], None] = lambda: None,
 ) -> None:
-    """Bind, then ``ready`` (the demo's banner), then serve until SIGTERM or SIGINT:
+    """On ``sockets`` (``bind_listeners``), ``ready`` (the demo's banner), then serve
+    until SIGTERM or SIGINT:
     uvicorn without its own signal handlers (``EmbeddedServer``), which would raise the
     signal again after its shutdown (a KeyboardInterrupt traceback, or death by signal);
     here SIGTERM and SIGINT stop every server gracefully and the process exits 0."""
@@ -230,7 +234,6 @@ def _serve(
 
     from app.health import EmbeddedServer
 
-    sockets = bind_listeners(args)
     configs = [server_config(app, args)]
     if len(sockets) > 1:
         configs.append(health_config(app, args))
@@ -290,6 +293,9 @@ def run_extender(args: argparse.Namespace) -> int:
         new_verdict_index()  # LOADAWARE_VERDICT_INDEX, checked before anything starts
     except (ValueError, RuntimeError) as error:
         config_error(str(error))
+    # Bound before the clients, the load model and the web server are loaded (about a
+    # second): a port in use, or a host that does not resolve, is told at once.
+    sockets = bind_listeners(args)
     from app.kube import (
         KubeConfigError,
         NodeCache,
@@ -361,11 +367,14 @@ def run_extender(args: argparse.Namespace) -> int:
         body_timeout_s=float(args.body_timeout),
         debug_endpoints=bool(args.debug_endpoints),
     )
-    _serve(app, args, listening)
+    _serve(app, args, sockets, listening)
     return EXIT_OK
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    args.tls_cert = args.tls_key = args.client_ca = None
+    args.health_port = 0
+    sockets = bind_listeners(args)  # before the web server is loaded: see run_extender
     from app.extender.demo import DemoExtender, curl_examples
     from app.extender.http import ExtenderApp
 
@@ -376,9 +385,8 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"loadaware demo: extender with a built-in 7-node cluster on {base_url}", flush=True)
         print(curl_examples(base_url), flush=True)
 
-    args.tls_cert = args.tls_key = args.client_ca = None
-    args.health_port = 0
-    _serve(ExtenderApp(extender, body_timeout_s=float(args.body_timeout)), args, banner)
+    app = ExtenderApp(extender, body_timeout_s=float(args.body_timeout))
+    _serve(app, args, sockets, banner)
     return EXIT_OK
 
 
