@@ -6,7 +6,6 @@ import argparse
 import ipaddress
 import logging
 import signal
-import ssl
 import time
 from collections.abc import Callable
 from types import FrameType
@@ -42,6 +41,7 @@ from app.kube import WORKLOAD_USAGE_MAX_AGE_S, WORKLOAD_USAGE_NAME
 
 if TYPE_CHECKING:
     import socket
+    import ssl
 
     import uvicorn
 
@@ -67,6 +67,8 @@ def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
         return None
     if not (args.tls_cert and args.tls_key):
         config_error("--tls-cert and --tls-key must be given together")
+    import ssl  # only with TLS: a bad flag does not pay for it
+
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(args.tls_cert, args.tls_key)
