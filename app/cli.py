@@ -57,12 +57,9 @@ def version() -> str:
         return "unknown"
 
 
-class _PrintVersion(argparse.Action):
+class _PrintVersion(argparse._VersionAction):
     """``--version``: the installed version, looked up only when asked for (argparse's
-    own version action takes the text when the parser is built, in every process)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, help: str) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+    own action takes the text when the parser is built, in every process)."""
 
     def __call__(
         self,
@@ -135,9 +132,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "included), 1 a failure while running, 2 bad usage or configuration, 130 "
         "interrupted before a one-shot command finished",
     )
-    parser.add_argument(
-        "--version", action=_PrintVersion, help="show program's version number and exit"
-    )
+    parser.add_argument("--version", action=_PrintVersion)
     add_flag(
         parser,
         "--log-level",

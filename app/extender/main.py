@@ -163,6 +163,7 @@ def server_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
         lifespan="on",
         # TLS, when asked for, is done by the guarded protocol, not by uvicorn.
         http=guarded_protocol(limits, tls_context(args)),
+        ws="none",  # no WebSockets: not served, and wsproto not loaded at start
         # uvicorn's keep-alive timeout is the idle timeout between requests.
         timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]
     )
@@ -186,6 +187,7 @@ def health_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
         access_log=False,
         lifespan="off",
         http=guarded_protocol(limits),
+        ws="none",  # no WebSockets: not served, and wsproto not loaded at start
         timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]
     )
 

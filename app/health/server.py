@@ -106,6 +106,7 @@ def embedded_server(
         access_log=False,
         lifespan="off",
         http=guarded_protocol(limits),
+        ws="none",  # no WebSockets: not served, and wsproto not loaded at start
         timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]
     )
     return EmbeddedServer(config)
