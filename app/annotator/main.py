@@ -29,7 +29,8 @@ from app.runtime import (
 )
 
 if TYPE_CHECKING:
-    from app.annotator.annotator import Annotator, AnnotatorConfig
+    from app.annotator.annotator import Annotator
+    from app.annotator.settings import AnnotatorConfig
     from app.policy import Policy
     from app.prom import PrometheusSettings
     from app.runtime import PolicyWatcher
@@ -111,8 +112,7 @@ def settings_from_args(
     )
     prometheus = prometheus_settings_from_args(args)
     lease = lease_settings_from_args(args)
-    from app.annotator.annotator import AnnotatorConfig, WorkloadUsageTarget
-    from app.annotator.sync import QueryShape
+    from app.annotator.settings import AnnotatorConfig, QueryShape, WorkloadUsageTarget
 
     config = AnnotatorConfig(
         policy=policy,
