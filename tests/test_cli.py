@@ -121,25 +121,45 @@ def test_help_and_a_bad_flag_load_nothing_that_serves(command: str) -> None:
     assert loaded == "[]", f"loadaware {command} loaded {loaded}"
 
 
+# A kubeconfig whose API server does not answer: a client is built from it, never used.
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:9"}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+users: [{name: u, user: {token: abc}}]
+current-context: x
+"""
+SERVES = ("fastapi", "uvicorn", "numpy")
+
+
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "not_loaded"),
     [
-        ["extender", "--no-node-cache", "--port", "PORT"],
-        ["demo", "--port", "PORT"],
-        ["annotator", "--prometheus-url", "http://127.0.0.1:9", "--health-port", "PORT"],
-        ["descheduler", "--prometheus-url", "http://127.0.0.1:9", "--health-port", "PORT"],
+        (["extender", "--no-node-cache", "--port", "PORT"], (*SERVES, "lightkube")),
+        (["demo", "--port", "PORT"], (*SERVES, "lightkube")),
+        # Their client is built (and its kubeconfig checked) before the port is bound.
+        (["annotator", "--kubeconfig", "KUBECONFIG", "--prometheus-url", "http://127.0.0.1:9",
+          "--health-port", "PORT"], SERVES),
+        (["descheduler", "--kubeconfig", "KUBECONFIG", "--prometheus-url", "http://127.0.0.1:9",
+          "--health-port", "PORT"], SERVES),
     ],
-)
-def test_a_port_in_use_is_refused_before_what_serves_is_loaded(argv: list[str]) -> None:
+)  # fmt: skip
+def test_a_port_in_use_is_refused_before_what_serves_is_loaded(
+    argv: list[str], not_loaded: tuple[str, ...], tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
         taken.listen()
-        argv = [str(taken.getsockname()[1]) if arg == "PORT" else arg for arg in argv]
+        given = {"PORT": str(taken.getsockname()[1]), "KUBECONFIG": str(kubeconfig)}
+        argv = [given.get(arg, arg) for arg in argv]
         code = (
             "import sys\nfrom app.cli import main\ntry:\n    code = main(sys.argv[1:])\n"
             "except SystemExit as stop:\n    code = stop.code\n"
             "print(code, sorted(m for m in sys.modules if m.split('.')[0] in "
-            f"{('fastapi', 'uvicorn', 'lightkube', 'numpy')!r}))"
+            f"{not_loaded!r}))"
         )
         result = subprocess.run(
             [sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True,

@@ -158,8 +158,14 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args, on_policy_change=adopt, on_policy_result=count)
     except (ValueError, PolicyError) as error:
         return usage_error("loadaware annotator", str(error))
-    # The health port is bound before the client, the annotator and the web server are
-    # loaded (about a second): a port in use is told at once.
+    from app.kube import KubeConfigError, make_client
+
+    try:
+        client = make_client(args.kubeconfig)
+    except KubeConfigError as error:
+        return usage_error("loadaware annotator", str(error))
+    # The health port is bound once every input is known good, before the annotator
+    # and the web server are loaded (about a second): a port in use is told at once.
     from app.health import CannotListen, listen
 
     config = settings.annotator
@@ -170,12 +176,6 @@ def run(args: argparse.Namespace) -> int:
             else None
         )
     except CannotListen as error:
-        return usage_error("loadaware annotator", str(error))
-    from app.kube import KubeConfigError, make_client
-
-    try:
-        client = make_client(args.kubeconfig)
-    except KubeConfigError as error:
         return usage_error("loadaware annotator", str(error))
     import asyncio
 

@@ -212,8 +212,14 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args, reloads)
     except (ValueError, ConfigError, PolicyError) as error:
         return usage_error("loadaware descheduler", str(error))
-    # The health port is bound before the client, the descheduler and the web server are
-    # loaded (about a second): a port in use is told at once.
+    from app.kube import KubeConfigError, make_client
+
+    try:
+        client = make_client(args.kubeconfig)
+    except KubeConfigError as error:
+        return usage_error("loadaware descheduler", str(error))
+    # The health port is bound once every input is known good, before the descheduler
+    # and the web server are loaded (about a second): a port in use is told at once.
     from app.health import CannotListen, listen
 
     loop = settings.loop
@@ -224,12 +230,6 @@ def run(args: argparse.Namespace) -> int:
             else None
         )
     except CannotListen as error:
-        return usage_error("loadaware descheduler", str(error))
-    from app.kube import KubeConfigError, make_client
-
-    try:
-        client = make_client(args.kubeconfig)
-    except KubeConfigError as error:
         return usage_error("loadaware descheduler", str(error))
     from app.rebalance import ASSUMES  # the planner: once the files are known good
 

@@ -297,27 +297,22 @@ def run_extender(args: argparse.Namespace) -> int:
         new_verdict_index()  # LOADAWARE_VERDICT_INDEX, checked before anything starts
     except (ValueError, RuntimeError) as error:
         config_error(str(error))
-    # Bound before the clients, the load model and the web server are loaded (about a
-    # second): a port in use, or a host that does not resolve, is told at once.
-    sockets = bind_listeners(args)
-    from app.kube import (
-        KubeConfigError,
-        NodeCache,
-        PodCache,
-        WorkloadUsageStore,
-        make_client,
-        scheduled_pod,
-    )
-
     client = None
     if args.node_cache:
+        from app.kube import KubeConfigError, make_client
+
         try:
             client = make_client(args.kubeconfig)
         except KubeConfigError as error:
             config_error(f"{error} (or use --no-node-cache: nodes then come from the requests)")
+    # Bound once every input is known good, before the caches, the load model and the
+    # web server are loaded (about a second): a port in use, or a host that does not
+    # resolve, is told at once.
+    sockets = bind_listeners(args)
     from app.extender.extender import Extender
     from app.extender.http import ExtenderApp
     from app.extender.workload_usage import WorkloadUsageFollower
+    from app.kube import NodeCache, PodCache, WorkloadUsageStore, scheduled_pod
 
     node_cache = NodeCache(client) if client is not None else None
     pod_cache = None
