@@ -15,7 +15,6 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from importlib import metadata
 
 from app.commandline import (
     DEPRECATIONS,
@@ -50,10 +49,27 @@ COMMAND_MODULES: dict[str, str] = {
 
 
 def version() -> str:
+    from importlib import metadata  # ~30 ms of imports and a search of sys.path
+
     try:
         return metadata.version("loadaware")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         return "unknown"
+
+
+class _PrintVersion(argparse._VersionAction):
+    """``--version``: the installed version, looked up only when asked for (argparse's
+    own action takes the text when the parser is built, in every process)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        parser._print_message(f"loadaware {version()}\n", sys.stdout)  # as argparse's own
+        parser.exit()
 
 
 def log_format(text: str) -> str:
@@ -116,7 +132,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "included), 1 a failure while running, 2 bad usage or configuration, 130 "
         "interrupted before a one-shot command finished",
     )
-    parser.add_argument("--version", action="version", version=f"loadaware {version()}")
+    parser.add_argument("--version", action=_PrintVersion)
     add_flag(
         parser,
         "--log-level",

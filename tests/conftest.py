@@ -70,9 +70,13 @@ E2E_GROUPS = {
               "node_annotation_policy", "workload_usage"),
 }  # fmt: skip
 # Tests that share one costly fixture run on one worker, each group as one unit: the
-# CLI's bad-input cases (their module fixture runs every case) and the e2e groups.
+# CLI's bad-input cases (their module fixture runs every case), the socket tests' real
+# extenders (one start, about a CPU-second, on each worker that ran one of them) and the
+# e2e groups.
 GROUP_OF = {
     "tests/test_cli_bad_input.py::test_bad_input_ends_in_one_line": "bad-input-cases",
+    "tests/extender/test_slow_clients.py::": "slow-clients",
+    "tests/security/test_sockets.py::": "sockets",
     **{f"tests/e2e/test_{name}.py::": group for group, names in E2E_GROUPS.items()
        for name in names},
 }  # fmt: skip

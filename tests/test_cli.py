@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -88,9 +90,17 @@ LIGHT_STARTS = {
     "capture --step 0x": SERVING + MODELLING,
     "simulate burst --seed abc": SERVING + MODELLING,
     "policy check /nonexistent": (*SERVING, "numpy"),  # the schema, not the load model
-    # The soft-taint flags show the load model's defaults.
-    "annotator --help": SERVING,
-    "annotator --health-port 70000": SERVING,
+    "annotator --help": SERVING + MODELLING,
+    "annotator --health-port 70000": SERVING + MODELLING,
+    # The whole parser, every command's flags: the version is looked up only when asked.
+    "--help": SERVING + MODELLING,
+    "--version": SERVING + MODELLING,
+    # A file read and refused: its schema, not what would run it.
+    "simulate /nonexistent.yaml": (*SERVING, "numpy"),
+    # (Its file watcher counts reloads: the metrics registry, not what serves it.)
+    "descheduler --once --config /nonexistent.yaml": (*SERVING[:-1], "numpy"),
+    # Its files read, no kubeconfig: the Kubernetes client, not the descheduler.
+    "descheduler --once --prometheus-url http://127.0.0.1:9": ("fastapi", "uvicorn", "numpy"),
 }
 
 
@@ -107,5 +117,53 @@ def test_help_and_a_bad_flag_load_nothing_that_serves(command: str) -> None:
         timeout=60,
     )  # fmt: skip
     exit_code, loaded = result.stdout.splitlines()[-1].split(" ", 1)
-    assert exit_code == ("0" if "--help" in argv else "2"), result.stderr
+    assert exit_code == ("0" if {"--help", "--version"} & set(argv) else "2"), result.stderr
     assert loaded == "[]", f"loadaware {command} loaded {loaded}"
+
+
+# A kubeconfig whose API server does not answer: a client is built from it, never used.
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:9"}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+users: [{name: u, user: {token: abc}}]
+current-context: x
+"""
+SERVES = ("fastapi", "uvicorn", "numpy")
+
+
+@pytest.mark.parametrize(
+    ("argv", "not_loaded"),
+    [
+        (["extender", "--no-node-cache", "--port", "PORT"], (*SERVES, "lightkube")),
+        (["demo", "--port", "PORT"], (*SERVES, "lightkube")),
+        # Their client is built (and its kubeconfig checked) before the port is bound.
+        (["annotator", "--kubeconfig", "KUBECONFIG", "--prometheus-url", "http://127.0.0.1:9",
+          "--health-port", "PORT"], SERVES),
+        (["descheduler", "--kubeconfig", "KUBECONFIG", "--prometheus-url", "http://127.0.0.1:9",
+          "--health-port", "PORT"], SERVES),
+    ],
+)  # fmt: skip
+def test_a_port_in_use_is_refused_before_what_serves_is_loaded(
+    argv: list[str], not_loaded: tuple[str, ...], tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        given = {"PORT": str(taken.getsockname()[1]), "KUBECONFIG": str(kubeconfig)}
+        argv = [given.get(arg, arg) for arg in argv]
+        code = (
+            "import sys\nfrom app.cli import main\ntry:\n    code = main(sys.argv[1:])\n"
+            "except SystemExit as stop:\n    code = stop.code\n"
+            "print(code, sorted(m for m in sys.modules if m.split('.')[0] in "
+            f"{not_loaded!r}))"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True,
+            timeout=60, env={**os.environ, "LOADAWARE_LEADER_ELECT": "false"},
+        )  # fmt: skip
+    assert "cannot listen" in result.stderr, result.stderr
+    assert result.stdout.splitlines()[-1] == "2 []", result.stdout

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from lightkube import AsyncClient
@@ -40,12 +40,13 @@ from lightkube import AsyncClient
 from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
 from app.annotator.hotvalue import HotValueLedger, HotValuePublisher
 from app.annotator.metric_loop import MetricLoop
+from app.annotator.settings import AnnotatorConfig as AnnotatorConfig
+from app.annotator.settings import WorkloadUsageTarget as WorkloadUsageTarget
 from app.annotator.softtaints import SoftTaintKeeper, log_settings
-from app.annotator.sync import MetricSync, QueryShape
+from app.annotator.sync import MetricSync
 from app.annotator.telemetry import AnnotatorMetrics
 from app.annotator.workload_usage import WorkloadUsagePublisher
 from app.kube import (
-    WORKLOAD_USAGE_NAME,
     AnnotationPatcher,
     NodeCache,
     PodCache,
@@ -56,55 +57,12 @@ from app.kube import (
 from app.load import SoftTaintSettings
 from app.objects import PodPlacement, format_duration
 from app.policy import Policy, PolicyError
-from app.prom import InstantQuery, PodUsageQueries
-from app.rebalance import DEFAULT_CPU_QUERY, DEFAULT_MEMORY_QUERY
-from app.runtime import LeaderElectedService, LeaderElector, LeaseSettings, PolicyWatcher
+from app.prom import InstantQuery
+from app.runtime import LeaderElectedService, LeaderElector, PolicyWatcher
 
 log = logging.getLogger(__name__)
 
 POD_WATCH_GRACE_S = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadUsageTarget:
-    """The ConfigMap the workload usage is written to, and the queries that measure it."""
-
-    namespace: str
-    name: str = WORKLOAD_USAGE_NAME
-    queries: PodUsageQueries = field(
-        default_factory=lambda: PodUsageQueries(DEFAULT_CPU_QUERY, DEFAULT_MEMORY_QUERY)
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class AnnotatorConfig:
-    policy: Policy
-    shape: QueryShape = field(default_factory=QueryShape)
-    patch_concurrency: int = 16
-    hot_value_interval_s: float = 15.0
-    lease: LeaseSettings | None = None  # None: no leader election, always write
-    health_host: str = "0.0.0.0"
-    health_port: int | None = None  # None: no HTTP server
-    first_retry_s: float = 10.0  # first retry of a failed metric sync
-    soft_taints: SoftTaintSettings | None = None  # None: off, and taken off every node
-    soft_taint_interval_s: float = 15.0
-    # Where each workload's observed per-pod usage is published (None: not published).
-    workload_usage: WorkloadUsageTarget | None = None
-
-    def __post_init__(self) -> None:
-        if not self.policy.spec.sync_policy:
-            raise ValueError(
-                f"policy {self.policy.source} has no syncPolicy entries: the annotator would "
-                "have nothing to write; add syncPolicy (see `loadaware policy check`)"
-            )
-        if not self.hot_value_interval_s > 0:
-            raise ValueError(
-                f"--hot-value-interval must be positive, got {self.hot_value_interval_s}"
-            )
-        if not self.soft_taint_interval_s > 0:
-            raise ValueError(
-                f"--soft-taint-interval must be positive, got {self.soft_taint_interval_s}"
-            )
 
 
 class Annotator:
@@ -117,6 +75,7 @@ class Annotator:
         telemetry: AnnotatorMetrics | None = None,
         clock: Callable[[], float] = time.time,
         policy_watcher: PolicyWatcher | None = None,
+        health_socket: socket.socket | None = None,  # bound to the health port by main
     ) -> None:
         self.config = config
         self.telemetry = telemetry if telemetry is not None else AnnotatorMetrics(clock=clock)
@@ -150,6 +109,7 @@ class Annotator:
             lease=config.lease,
             health_host=config.health_host,
             health_port=config.health_port,
+            health_socket=health_socket,
             on_leadership=self._on_leadership,
             details=self._details,
         )

@@ -29,7 +29,8 @@ from app.runtime import (
 )
 
 if TYPE_CHECKING:
-    from app.annotator.annotator import Annotator, AnnotatorConfig
+    from app.annotator.annotator import Annotator
+    from app.annotator.settings import AnnotatorConfig
     from app.policy import Policy
     from app.prom import PrometheusSettings
     from app.runtime import PolicyWatcher
@@ -111,8 +112,7 @@ def settings_from_args(
     )
     prometheus = prometheus_settings_from_args(args)
     lease = lease_settings_from_args(args)
-    from app.annotator.annotator import AnnotatorConfig, WorkloadUsageTarget
-    from app.annotator.sync import QueryShape
+    from app.annotator.settings import AnnotatorConfig, QueryShape, WorkloadUsageTarget
 
     config = AnnotatorConfig(
         policy=policy,
@@ -164,16 +164,32 @@ def run(args: argparse.Namespace) -> int:
         client = make_client(args.kubeconfig)
     except KubeConfigError as error:
         return usage_error("loadaware annotator", str(error))
+    # The health port is bound once every input is known good, before the annotator
+    # and the web server are loaded (about a second): a port in use is told at once.
+    from app.health import CannotListen, listen
+
+    config = settings.annotator
+    try:
+        health_socket = (
+            listen(config.health_host, config.health_port, ("--health-host", "--health-port"))
+            if config.health_port is not None
+            else None
+        )
+    except CannotListen as error:
+        return usage_error("loadaware annotator", str(error))
     import asyncio
 
     from app.annotator.annotator import Annotator
-    from app.health import CannotListen
     from app.prom import PrometheusSource
     from app.runtime import run_until_signalled
 
     source = PrometheusSource(settings.prometheus)
     annotator = Annotator(
-        settings.annotator, client, source, policy_watcher=settings.policy_watcher
+        config,
+        client,
+        source,
+        policy_watcher=settings.policy_watcher,
+        health_socket=health_socket,
     )
     try:
         asyncio.run(run_until_signalled("annotator", annotator.run()))

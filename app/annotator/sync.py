@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 
 from app.annotator.bindings import BindingWindows
 from app.annotator.hotvalue import HotValueLedger
+from app.annotator.settings import QueryShape as QueryShape
 from app.annotator.telemetry import AnnotatorMetrics
 from app.kube import AnnotationPatcher, NodeInfo, PatchOutcome, PatchReport
 from app.load import HOT_VALUE_KEY, format_hot_value, format_usage
@@ -76,17 +76,7 @@ class TickReport:
     duration_s: float
 
 
-@dataclass(frozen=True, slots=True)
-class QueryShape:
-    """How each metric's query is built and its values read."""
-
-    selector: str = ""  # label matchers added to every query, e.g. cluster="prod"
-    divisor: float = 100.0  # 100 for crane's percentage rules, 1 for rules giving 0..1
-
-    def __post_init__(self) -> None:
-        if not self.divisor > 0 or not math.isfinite(self.divisor):
-            raise ValueError(f"--value-divisor must be a positive number, got {self.divisor}")
-        build_query("probe", self.selector)  # fails early with the flag's name
+PLAIN_SHAPE = QueryShape()  # no selector; crane's values, 0-100
 
 
 class MetricSync:
@@ -95,7 +85,7 @@ class MetricSync:
         source: InstantQuery,
         patcher: AnnotationPatcher,
         *,
-        shape: QueryShape = QueryShape(),
+        shape: QueryShape = PLAIN_SHAPE,
         telemetry: AnnotatorMetrics | None = None,
         windows: BindingWindows | None = None,
         hot_values_known: Callable[[], bool] = lambda: True,

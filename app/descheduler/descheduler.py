@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from lightkube import AsyncClient
@@ -37,6 +37,7 @@ from app.descheduler.act import Evictor
 from app.descheduler.decide import decide
 from app.descheduler.gather import ClusterReader, Skipped
 from app.descheduler.report import RunReport, RunResult
+from app.descheduler.settings import LoopSettings
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube import BudgetCache, NodeCache, PodCache, StateStore, pod_info
 from app.objects import PodInfo
@@ -46,7 +47,6 @@ from app.rebalance import DeschedulerConfig, PlannerMemory, memory_window_s
 from app.runtime import (
     LeaderElectedService,
     LeadershipNotAcquired,
-    LeaseSettings,
     Runnable,
 )
 
@@ -54,19 +54,6 @@ from app.runtime import (
 __all__ = ["Descheduler", "LoopSettings", "RunReport", "RunResult"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class LoopSettings:
-    dry_run: bool = False  # --dry-run; the config's dryRun also counts
-    lease: LeaseSettings | None = None  # None: no leader election
-    identity: str = "loadaware-descheduler"  # reportingInstance of the Events
-    state_namespace: str = "default"  # where its memory lives (the CLI: the pod's namespace)
-    state_name: str = "loadaware-descheduler-state"
-    health_host: str = "0.0.0.0"
-    health_port: int | None = None
-    sync_timeout_s: float = 60.0  # how long a run waits for the caches
-    max_consecutive_errors: int = 3  # API errors in a row that end a run
 
 
 class Descheduler:
@@ -80,6 +67,7 @@ class Descheduler:
         *,
         telemetry: DeschedulerMetrics | None = None,
         clock: Callable[[], float] = time.time,
+        health_socket: socket.socket | None = None,  # bound to the health port by main
     ) -> None:
         self.config = config
         self.policy = policy
@@ -99,6 +87,7 @@ class Descheduler:
             lease=self.settings.lease,
             health_host=self.settings.health_host,
             health_port=self.settings.health_port,
+            health_socket=health_socket,
             details=self._details,
         )
         self.store = StateStore(client, self.settings.state_namespace, self.settings.state_name)

@@ -19,6 +19,7 @@ from app.commandline import (
     duration,
     usage_error,
 )
+from app.descheduler.settings import LoopSettings
 from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
 from app.prom import add_prometheus_flags, prometheus_settings_from_args
 from app.runtime import (
@@ -30,7 +31,7 @@ from app.runtime import (
 )
 
 if TYPE_CHECKING:
-    from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport
+    from app.descheduler.descheduler import Descheduler, RunReport
     from app.policy import Policy
     from app.prom import PrometheusSettings
     from app.rebalance import DeschedulerConfig
@@ -169,8 +170,6 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
     if mismatch:
         raise ConfigError(f"--config and --policy disagree: {'; '.join(mismatch)}")
     lease = lease_settings_from_args(args)
-    from app.descheduler.descheduler import LoopSettings
-
     loop = LoopSettings(
         dry_run=bool(args.dry_run),
         lease=lease,
@@ -206,7 +205,7 @@ def print_report(report: RunReport, out: TextIO) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from app.policy import PolicyError
-    from app.rebalance import ASSUMES, ConfigError
+    from app.rebalance import ConfigError
 
     reloads = Reloads()
     try:
@@ -219,17 +218,33 @@ def run(args: argparse.Namespace) -> int:
         client = make_client(args.kubeconfig)
     except KubeConfigError as error:
         return usage_error("loadaware descheduler", str(error))
+    # The health port is bound once every input is known good, before the descheduler
+    # and the web server are loaded (about a second): a port in use is told at once.
+    from app.health import CannotListen, listen
+
+    loop = settings.loop
+    try:
+        health_socket = (
+            listen(loop.health_host, loop.health_port, ("--health-host", "--health-port"))
+            if loop.health_port is not None
+            else None
+        )
+    except CannotListen as error:
+        return usage_error("loadaware descheduler", str(error))
+    from app.rebalance import ASSUMES  # the planner: once the files are known good
+
     scheduler = settings.config.scheduler
     log.info("planning beside scheduler=%s: %s", scheduler, ASSUMES[scheduler])
     import asyncio
 
     from app.descheduler.descheduler import Descheduler, RunResult
-    from app.health import CannotListen
     from app.prom import PrometheusSource
     from app.runtime import run_until_signalled
 
     source = PrometheusSource(settings.prometheus)
-    descheduler = Descheduler(settings.config, settings.policy, client, source, settings.loop)
+    descheduler = Descheduler(
+        settings.config, settings.policy, client, source, loop, health_socket=health_socket
+    )
     reloads.descheduler = descheduler
     try:
         if settings.once:

@@ -6,7 +6,6 @@ import argparse
 import ipaddress
 import logging
 import signal
-import ssl
 import time
 from collections.abc import Callable
 from types import FrameType
@@ -42,6 +41,7 @@ from app.kube import WORKLOAD_USAGE_MAX_AGE_S, WORKLOAD_USAGE_NAME
 
 if TYPE_CHECKING:
     import socket
+    import ssl
 
     import uvicorn
 
@@ -67,6 +67,8 @@ def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
         return None
     if not (args.tls_cert and args.tls_key):
         config_error("--tls-cert and --tls-key must be given together")
+    import ssl  # only with TLS: a bad flag does not pay for it
+
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(args.tls_cert, args.tls_key)
@@ -161,6 +163,7 @@ def server_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
         lifespan="on",
         # TLS, when asked for, is done by the guarded protocol, not by uvicorn.
         http=guarded_protocol(limits, tls_context(args)),
+        ws="none",  # no WebSockets: not served, and wsproto not loaded at start
         # uvicorn's keep-alive timeout is the idle timeout between requests.
         timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]
     )
@@ -184,6 +187,7 @@ def health_config(app: ExtenderApp, args: argparse.Namespace) -> uvicorn.Config:
         access_log=False,
         lifespan="off",
         http=guarded_protocol(limits),
+        ws="none",  # no WebSockets: not served, and wsproto not loaded at start
         timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]
     )
 
@@ -220,9 +224,13 @@ def bind_listeners(args: argparse.Namespace) -> list[socket.socket]:
 
 
 def _serve(
-    app: ExtenderApp, args: argparse.Namespace, ready: Callable[[], None] = lambda: None
+    app: ExtenderApp,
+    args: argparse.Namespace,
+    sockets: list[socket.socket],
+    ready: Callable[[], None] = lambda: None,
 ) -> None:
-    """Bind, then ``ready`` (the demo's banner), then serve until SIGTERM or SIGINT:
+    """On ``sockets`` (``bind_listeners``), ``ready`` (the demo's banner), then serve
+    until SIGTERM or SIGINT:
     uvicorn without its own signal handlers (``EmbeddedServer``), which would raise the
     signal again after its shutdown (a KeyboardInterrupt traceback, or death by signal);
     here SIGTERM and SIGINT stop every server gracefully and the process exits 0."""
@@ -230,7 +238,6 @@ def _serve(
 
     from app.health import EmbeddedServer
 
-    sockets = bind_listeners(args)
     configs = [server_config(app, args)]
     if len(sockets) > 1:
         configs.append(health_config(app, args))
@@ -290,24 +297,22 @@ def run_extender(args: argparse.Namespace) -> int:
         new_verdict_index()  # LOADAWARE_VERDICT_INDEX, checked before anything starts
     except (ValueError, RuntimeError) as error:
         config_error(str(error))
-    from app.kube import (
-        KubeConfigError,
-        NodeCache,
-        PodCache,
-        WorkloadUsageStore,
-        make_client,
-        scheduled_pod,
-    )
-
     client = None
     if args.node_cache:
+        from app.kube import KubeConfigError, make_client
+
         try:
             client = make_client(args.kubeconfig)
         except KubeConfigError as error:
             config_error(f"{error} (or use --no-node-cache: nodes then come from the requests)")
+    # Bound once every input is known good, before the caches, the load model and the
+    # web server are loaded (about a second): a port in use, or a host that does not
+    # resolve, is told at once.
+    sockets = bind_listeners(args)
     from app.extender.extender import Extender
     from app.extender.http import ExtenderApp
     from app.extender.workload_usage import WorkloadUsageFollower
+    from app.kube import NodeCache, PodCache, WorkloadUsageStore, scheduled_pod
 
     node_cache = NodeCache(client) if client is not None else None
     pod_cache = None
@@ -361,11 +366,14 @@ def run_extender(args: argparse.Namespace) -> int:
         body_timeout_s=float(args.body_timeout),
         debug_endpoints=bool(args.debug_endpoints),
     )
-    _serve(app, args, listening)
+    _serve(app, args, sockets, listening)
     return EXIT_OK
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    args.tls_cert = args.tls_key = args.client_ca = None
+    args.health_port = 0
+    sockets = bind_listeners(args)  # before the web server is loaded: see run_extender
     from app.extender.demo import DemoExtender, curl_examples
     from app.extender.http import ExtenderApp
 
@@ -376,9 +384,8 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"loadaware demo: extender with a built-in 7-node cluster on {base_url}", flush=True)
         print(curl_examples(base_url), flush=True)
 
-    args.tls_cert = args.tls_key = args.client_ca = None
-    args.health_port = 0
-    _serve(ExtenderApp(extender, body_timeout_s=float(args.body_timeout)), args, banner)
+    app = ExtenderApp(extender, body_timeout_s=float(args.body_timeout))
+    _serve(app, args, sockets, banner)
     return EXIT_OK
 
 

@@ -20,17 +20,16 @@ from app.health.limits import (
     DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
     ConnectionLimits,
 )
+from app.health.listening import CannotListen, listen
 from app.objects import load_on_use
 
 if TYPE_CHECKING:
     from app.health.connections import guarded_protocol
     from app.health.server import (
-        CannotListen,
         EmbeddedServer,
         add_probe_routes,
         build_app,
         embedded_server,
-        listen,
         probe_status,
         serve,
     )
@@ -60,12 +59,10 @@ __getattr__ = load_on_use(
     {
         "connections": ("guarded_protocol",),
         "server": (
-            "CannotListen",
             "EmbeddedServer",
             "add_probe_routes",
             "build_app",
             "embedded_server",
-            "listen",
             "probe_status",
             "serve",
         ),

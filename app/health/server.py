@@ -31,36 +31,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from app.health.connections import guarded_protocol
 from app.health.limits import HEALTH_LIMITS, ConnectionLimits
 
-
-class CannotListen(Exception):
-    """An address that cannot be listened on (a port in use, a host that does not
-    resolve): bad configuration, reported in one line naming the flag."""
-
-
-def listen(host: str, port: int, flags: tuple[str, str]) -> socket.socket:
-    """A socket bound to ``host:port`` before anything is served or printed; ``flags``
-    are the host's and the port's, which the error names."""
-    host_flag, port_flag = flags
-    try:
-        family, kind, proto, _name, where = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except OSError as error:
-        raise CannotListen(
-            f"{host_flag} {host!r}: cannot listen there: {error.strerror or error}"
-        ) from None
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(where)
-    except OSError as error:
-        sock.close()
-        raise CannotListen(
-            f"{port_flag} {port}: cannot listen on {host}:{port}: {error.strerror or error}"
-        ) from None
-    return sock
-
-
 StatusSource = Callable[[], Mapping[str, Any]]
 """Returns the component's status (``probe_status``, then the component's own fields)."""
 
@@ -136,6 +106,7 @@ def embedded_server(
         access_log=False,
         lifespan="off",
         http=guarded_protocol(limits),
+        ws="none",  # no WebSockets: not served, and wsproto not loaded at start
         timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]
     )
     return EmbeddedServer(config)

@@ -1,81 +1,95 @@
-"""The load model: pure functions from node annotations, policy and clock to verdicts and scores."""
+"""The load model: pure functions from node annotations, policy and clock to verdicts and scores.
 
-from app.load.default_profile import (
-    TAINT_TOLERATION_WEIGHT,
-    fits_request,
-    fits_requests,
-    non_zero_requests,
-    resource_score,
-    resource_scores,
-    taint_toleration_scores,
-)
-from app.load.estimate import (
-    UNDER_REQUESTED_FACTOR,
-    WORKLOAD_USAGE_PERCENTILE,
-    Evidence,
-    PlacedPod,
-    counts,
-    estimate_pod_usage,
-    estimate_scheduled,
-    estimate_with_evidence,
-    may_rise,
-    nearest_rank_index,
-    node_unsampled,
-    unsampled_after,
-    unsampled_fractions,
-    unsampled_share,
-    with_workload_usage,
-    within_node,
-    workload_per_pod_usage,
-)
-from app.load.model import (
-    EXTENDER_SCORE_SCALE,
-    HOT_VALUE_PENALTY_PER_UNIT,
-    MAX_EXTENDER_SCORE,
-    MAX_NODE_SCORE,
-    Freshness,
-    Measurement,
-    MetricReading,
-    NodeLoad,
-    Overload,
-    ScorePart,
-    assess,
-    assumed_usage_fraction,
-    evaluate_node,
-    headroom,
-    hot_value_from_bindings,
-    is_exempt_from_filter,
-    measure,
-    read_fraction,
-    read_usage,
-    score_parts,
-)
+The annotation format (``samples``) and the soft taint's settings (``soft_taint_rule``)
+load at once; the model itself (numpy, the policy's schema: about a quarter of a second)
+on first use, so that a command that stops at a bad flag, or prints its help, never
+pays for it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from app.load.samples import HOT_VALUE_KEY, Sample, format_hot_value, format_usage, parse_hot_value
-from app.load.taints import (
+from app.load.soft_taint_rule import (
     SOFT_TAINT_EFFECT,
     SOFT_TAINT_KEY,
     SOFT_TAINT_VALUE,
-    Heat,
-    NodeHeat,
-    SoftTaints,
     SoftTaintSettings,
-    decide_soft_taints,
-    judge_measured,
-    judge_node,
-    next_pod,
-    node_heat,
-    wave_of,
 )
-from app.load.wire import (
-    PLAIN_MAX_SCORE,
-    can_be_preferred,
-    has_room,
-    limit_room,
-    plain_wire_score,
-    preferred_position,
-    preferred_wire_score,
-    wire_scores,
-)
+from app.objects import load_on_use
+
+if TYPE_CHECKING:
+    from app.load.default_profile import (
+        TAINT_TOLERATION_WEIGHT,
+        fits_request,
+        fits_requests,
+        non_zero_requests,
+        resource_score,
+        resource_scores,
+        taint_toleration_scores,
+    )
+    from app.load.estimate import (
+        UNDER_REQUESTED_FACTOR,
+        WORKLOAD_USAGE_PERCENTILE,
+        Evidence,
+        PlacedPod,
+        counts,
+        estimate_pod_usage,
+        estimate_scheduled,
+        estimate_with_evidence,
+        may_rise,
+        nearest_rank_index,
+        node_unsampled,
+        unsampled_after,
+        unsampled_fractions,
+        unsampled_share,
+        with_workload_usage,
+        within_node,
+        workload_per_pod_usage,
+    )
+    from app.load.model import (
+        EXTENDER_SCORE_SCALE,
+        HOT_VALUE_PENALTY_PER_UNIT,
+        MAX_EXTENDER_SCORE,
+        MAX_NODE_SCORE,
+        Freshness,
+        Measurement,
+        MetricReading,
+        NodeLoad,
+        Overload,
+        ScorePart,
+        assess,
+        assumed_usage_fraction,
+        evaluate_node,
+        headroom,
+        hot_value_from_bindings,
+        is_exempt_from_filter,
+        measure,
+        read_fraction,
+        read_usage,
+        score_parts,
+    )
+    from app.load.taints import (
+        Heat,
+        NodeHeat,
+        SoftTaints,
+        decide_soft_taints,
+        judge_measured,
+        judge_node,
+        next_pod,
+        node_heat,
+        wave_of,
+    )
+    from app.load.wire import (
+        PLAIN_MAX_SCORE,
+        can_be_preferred,
+        has_room,
+        limit_room,
+        plain_wire_score,
+        preferred_position,
+        preferred_wire_score,
+        wire_scores,
+    )
 
 __all__ = [
     "EXTENDER_SCORE_SCALE",
@@ -149,3 +163,82 @@ __all__ = [
     "within_node",
     "workload_per_pod_usage",
 ]
+
+# Each name loaded on first use, with its module (PEP 562).
+__getattr__ = load_on_use(
+    __name__,
+    {
+        "default_profile": (
+            "TAINT_TOLERATION_WEIGHT",
+            "fits_request",
+            "fits_requests",
+            "non_zero_requests",
+            "resource_score",
+            "resource_scores",
+            "taint_toleration_scores",
+        ),
+        "estimate": (
+            "UNDER_REQUESTED_FACTOR",
+            "WORKLOAD_USAGE_PERCENTILE",
+            "Evidence",
+            "PlacedPod",
+            "counts",
+            "estimate_pod_usage",
+            "estimate_scheduled",
+            "estimate_with_evidence",
+            "may_rise",
+            "nearest_rank_index",
+            "node_unsampled",
+            "unsampled_after",
+            "unsampled_fractions",
+            "unsampled_share",
+            "with_workload_usage",
+            "within_node",
+            "workload_per_pod_usage",
+        ),
+        "model": (
+            "EXTENDER_SCORE_SCALE",
+            "HOT_VALUE_PENALTY_PER_UNIT",
+            "MAX_EXTENDER_SCORE",
+            "MAX_NODE_SCORE",
+            "Freshness",
+            "Measurement",
+            "MetricReading",
+            "NodeLoad",
+            "Overload",
+            "ScorePart",
+            "assess",
+            "assumed_usage_fraction",
+            "evaluate_node",
+            "headroom",
+            "hot_value_from_bindings",
+            "is_exempt_from_filter",
+            "measure",
+            "read_fraction",
+            "read_usage",
+            "score_parts",
+        ),
+        "taints": (
+            "Heat",
+            "NodeHeat",
+            "SoftTaints",
+            "decide_soft_taints",
+            "judge_measured",
+            "judge_node",
+            "next_pod",
+            "node_heat",
+            "wave_of",
+        ),
+        "wire": (
+            "PLAIN_MAX_SCORE",
+            "can_be_preferred",
+            "has_room",
+            "limit_room",
+            "plain_wire_score",
+            "preferred_position",
+            "preferred_wire_score",
+            "wire_scores",
+        ),
+    },
+    globals(),
+)

@@ -4,35 +4,62 @@ Quantities and resources, durations, the views of nodes, pods and
 PodDisruptionBudgets, label selectors, eviction records and the one pod-demand rule.
 Frozen dataclasses and pure functions; nothing here imports anything else of the
 project, so policy, load, kube, prom, rebalance and every component can build on it.
+
+The durations (which every command's flags parse) and ``load_on_use`` load at once; the
+views and the rules on first use, so that a command that stops at a bad flag, or prints
+its help, does not make their dataclasses.
 """
 
-from app.objects.budgets import PodDisruptionBudgetView
-from app.objects.demand import (
-    NO_DEMAND,
-    Demand,
-    container_demand,
-    effective_demand,
-    requests_and_limits,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from app.objects.durations import format_duration, parse_duration_s
-from app.objects.evictions import EvictionRecord
 from app.objects.lazy import load_on_use
-from app.objects.nodes import NodeInfo, Taint
-from app.objects.pods import (
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
-    OwnerRef,
-    PodAffinityTerm,
-    PodInfo,
-    PodPlacement,
-    ScheduledPod,
-    SpreadConstraint,
-    Toleration,
-    workload_key,
-    workload_of,
-)
-from app.objects.resources import CPU, MEMORY, RESOURCES, ZERO, Resources, parse_quantity
-from app.objects.selectors import LabelRequirement, LabelSelector
+
+if TYPE_CHECKING:
+    from app.objects.budgets import (
+        PodDisruptionBudgetView,
+    )
+    from app.objects.demand import (
+        NO_DEMAND,
+        Demand,
+        container_demand,
+        effective_demand,
+        requests_and_limits,
+    )
+    from app.objects.evictions import (
+        EvictionRecord,
+    )
+    from app.objects.nodes import (
+        NodeInfo,
+        Taint,
+    )
+    from app.objects.pods import (
+        NodeSelectorRequirement,
+        NodeSelectorTerm,
+        OwnerRef,
+        PodAffinityTerm,
+        PodInfo,
+        PodPlacement,
+        ScheduledPod,
+        SpreadConstraint,
+        Toleration,
+        workload_key,
+        workload_of,
+    )
+    from app.objects.resources import (
+        CPU,
+        MEMORY,
+        RESOURCES,
+        ZERO,
+        Resources,
+        parse_quantity,
+    )
+    from app.objects.selectors import (
+        LabelRequirement,
+        LabelSelector,
+    )
 
 __all__ = [
     "CPU",
@@ -67,3 +94,49 @@ __all__ = [
     "workload_key",
     "workload_of",
 ]
+
+# Each name loaded on first use, with its module (PEP 562).
+__getattr__ = load_on_use(
+    __name__,
+    {
+        "budgets": ("PodDisruptionBudgetView",),
+        "demand": (
+            "NO_DEMAND",
+            "Demand",
+            "container_demand",
+            "effective_demand",
+            "requests_and_limits",
+        ),
+        "evictions": ("EvictionRecord",),
+        "nodes": (
+            "NodeInfo",
+            "Taint",
+        ),
+        "pods": (
+            "NodeSelectorRequirement",
+            "NodeSelectorTerm",
+            "OwnerRef",
+            "PodAffinityTerm",
+            "PodInfo",
+            "PodPlacement",
+            "ScheduledPod",
+            "SpreadConstraint",
+            "Toleration",
+            "workload_key",
+            "workload_of",
+        ),
+        "resources": (
+            "CPU",
+            "MEMORY",
+            "RESOURCES",
+            "ZERO",
+            "Resources",
+            "parse_quantity",
+        ),
+        "selectors": (
+            "LabelRequirement",
+            "LabelSelector",
+        ),
+    },
+    globals(),
+)

@@ -27,8 +27,12 @@ def load_on_use(
         module = module_of.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
-        front[name] = value  # once: the next lookup finds it in the front
-        return value
+        loaded = importlib.import_module(f"{package}.{module}")
+        # Every name of the module, once: the next lookups find them in the front. All of
+        # them, since importing ``package.plan`` sets the front's ``plan`` to the module
+        # itself, which would hide a name ``plan`` that module holds from then on.
+        for each in names_by_module[module]:
+            front[each] = getattr(loaded, each)
+        return front[name]
 
     return load

@@ -1,10 +1,10 @@
 """Prometheus access: instant queries (``client``), matching series to nodes
-(``matching``), per-pod usage (``pod_usage``), the ``--prometheus-*`` flags (``flags``)
-and the settings they give (``settings``).
+(``matching``), per-pod usage (``pod_usage``), the queries themselves (``queries``), the
+``--prometheus-*`` flags (``flags``) and the settings they give (``settings``).
 
-The flags and settings load at once; the client, the matching and the per-pod queries
-(requests, prometheus-api-client: a few tenths of a second) on first use, so that a
-command that stops at a bad flag, or prints its help, never pays for them."""
+The flags, settings and queries load at once; the client, the matching and the reading
+of per-pod usage (requests, prometheus-api-client: a few tenths of a second) on first
+use, so that a command that stops at a bad flag or file never pays for them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from app.objects import load_on_use
 from app.prom.flags import add_prometheus_flags, label_matchers, prometheus_settings_from_args
+from app.prom.queries import PodUsageQueries, build_query
 from app.prom.settings import PrometheusSettings, redact_url
 
 if TYPE_CHECKING:
@@ -23,14 +24,12 @@ if TYPE_CHECKING:
         PrometheusSource,
         PromSample,
         RangeSeries,
-        build_query,
         invalid_sample,
     )
     from app.prom.matching import NodeAddress, match_series
     from app.prom.pod_usage import (
         PodNodes,
         PodUsage,
-        PodUsageQueries,
         PodUsageUnavailable,
         pod_nodes,
         read_pod_usage,
@@ -73,14 +72,12 @@ __getattr__ = load_on_use(
             "PrometheusSource",
             "PromSample",
             "RangeSeries",
-            "build_query",
             "invalid_sample",
         ),
         "matching": ("NodeAddress", "match_series"),
         "pod_usage": (
             "PodNodes",
             "PodUsage",
-            "PodUsageQueries",
             "PodUsageUnavailable",
             "pod_nodes",
             "read_pod_usage",

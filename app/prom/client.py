@@ -15,7 +15,6 @@ import codecs
 import json
 import logging
 import math
-import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
+from app.prom.queries import build_query as build_query
 from app.prom.settings import PrometheusSettings, redact_url
 
 log = logging.getLogger(__name__)
@@ -126,21 +126,6 @@ class BasicAuthPasswordFile(requests.auth.AuthBase):
             request
         )
         return prepared
-
-
-def build_query(metric: str, selector: str = "") -> str:
-    """The instant query for one metric across all nodes, e.g. ``cpu_usage_avg_5m{job="x"}``."""
-    if not re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", metric):
-        raise ValueError(f"metric name {metric!r} is not a valid Prometheus metric name")
-    matchers = selector.strip()
-    if matchers.startswith("{") and matchers.endswith("}"):
-        matchers = matchers[1:-1].strip()
-    if "{" in matchers or "}" in matchers:
-        raise ValueError(
-            f"--query-selector {selector!r} must be label matchers only, "
-            'e.g. \'cluster="prod",job="node-exporter"\''
-        )
-    return f"{metric}{{{matchers}}}" if matchers else metric
 
 
 class PrometheusSource:

@@ -40,25 +40,10 @@ from dataclasses import dataclass, field
 from app.objects import NodeInfo, PodInfo, Resources
 from app.prom.client import InstantQuery, InvalidSample, PrometheusQueryError, invalid_sample
 from app.prom.matching import split_instance
+from app.prom.queries import PodUsageQueries as PodUsageQueries
 
 PodNodes = Mapping[str, Collection[str]]
 """Pod key ``namespace/name`` -> the names its node goes by (its name, its addresses)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PodUsageQueries:
-    """The PromQL for each resource: CPU in cores, memory in bytes, by namespace and pod.
-
-    No defaults here: the configuration holds them (module doc).
-    """
-
-    cpu: str
-    memory: str
-
-    def __post_init__(self) -> None:
-        for name, query in (("cpu", self.cpu), ("memory", self.memory)):
-            if not query.strip():
-                raise ValueError(f"the pod {name} usage query is empty")
 
 
 class PodUsageUnavailable(Exception):

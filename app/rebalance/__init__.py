@@ -19,10 +19,19 @@ in the order a plan is made:
 - ``limits``: the run's guards (per node, namespace, workload, PDB);
 - ``outcome``: what the planner returns; ``plan``: the orchestration;
 - ``render``: the dry-run table.
+
+The configuration, the outcome's types and the small rules load at once; the planner
+itself (``plan``, ``beside``, ``render``: numpy and the load model, about a tenth of a
+second) on first use, so that reading a configuration or a scenario, or stopping at a
+bad one, never pays for it.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.objects import load_on_use
 from app.rebalance.agreement import threshold_conflicts
-from app.rebalance.beside import ASSUMES
 from app.rebalance.config import (
     DEFAULT_CPU_QUERY,
     DEFAULT_MEMORY_QUERY,
@@ -43,9 +52,12 @@ from app.rebalance.outcome import (
     SkipCode,
     SkippedPod,
 )
-from app.rebalance.plan import PlannerMemory, observe_round, plan, recheck
-from app.rebalance.render import render_plan
 from app.rebalance.view import ClusterView
+
+if TYPE_CHECKING:
+    from app.rebalance.beside import ASSUMES
+    from app.rebalance.plan import PlannerMemory, observe_round, plan, recheck
+    from app.rebalance.render import render_plan
 
 __all__ = [
     "ASSUMES",
@@ -74,3 +86,16 @@ __all__ = [
     "render_plan",
     "threshold_conflicts",
 ]
+
+# Each name loaded on first use, with its module (PEP 562). ``plan`` is the name of a
+# module and of the function it holds: load_on_use sets the function over the module as
+# the module loads, so import the module itself only through this front.
+__getattr__ = load_on_use(
+    __name__,
+    {
+        "beside": ("ASSUMES",),
+        "plan": ("PlannerMemory", "observe_round", "plan", "recheck"),
+        "render": ("render_plan",),
+    },
+    globals(),
+)

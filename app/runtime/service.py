@@ -83,6 +83,9 @@ class LeaderElectedService:
         lease: LeaseSettings | None = None,
         health_host: str = "0.0.0.0",
         health_port: int | None = None,  # None: no HTTP server
+        # Already bound to health_host:health_port, by a process that binds before it
+        # loads the component (a port in use is told at once); None: bound by ``run``.
+        health_socket: socket.socket | None = None,
         on_leadership: Callable[[bool], None] = lambda _leading: None,
         details: Callable[[], Mapping[str, Any]] = dict,
     ) -> None:
@@ -92,6 +95,7 @@ class LeaderElectedService:
         self._registry = registry
         self._health_host = health_host
         self._health_port = health_port
+        self._health_socket = health_socket
         self._on_leadership = on_leadership
         self._details = details
         self.leading = Gauge(
@@ -134,10 +138,10 @@ class LeaderElectedService:
     async def run(self, watchers: tuple[Runnable, ...] = ()) -> None:
         """Run every background task, and ``lead`` while leading, until cancelled.
 
-        The health port is bound first: one that cannot be listened on raises
-        CannotListen before anything starts."""
-        health_socket = None
-        if self._health_port is not None:
+        The health port is bound first, unless given bound: one that cannot be listened
+        on raises CannotListen before anything starts."""
+        health_socket = self._health_socket
+        if health_socket is None and self._health_port is not None:
             health_socket = listen(
                 self._health_host, self._health_port, ("--health-host", "--health-port")
             )

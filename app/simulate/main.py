@@ -26,6 +26,7 @@ from app.commandline import (
     progress_bar,
     seed,
 )
+from app.simulate.plotting import PLOTS_HINT, plots_available
 from app.simulate.policies import DEFAULT_POLICIES, available, unavailable_reason
 
 if TYPE_CHECKING:
@@ -153,8 +154,6 @@ def list_scenarios(out: TextIO) -> None:
 
 
 def check_plots_folder(folder: Path) -> None:
-    from app.simulate.summary import PLOTS_HINT, plots_available
-
     """Refuse --plots before the simulation runs, rather than after."""
     if not plots_available():
         raise UsageError(f"--plots {folder}: matplotlib is not installed; {PLOTS_HINT}")
@@ -250,14 +249,6 @@ def run(
     args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     from app.simulate.scenario import SIZE_HINT, ScenarioError, check_size, load_scenario
-    from app.simulate.summary import (
-        SPREAD_NOTE,
-        as_json,
-        markdown_table,
-        spread_table,
-        summarise,
-        write_plots,
-    )
 
     # Looked up now, not at import: the CLI stands in for a stdout that was closed.
     out = out if out is not None else sys.stdout
@@ -281,6 +272,17 @@ def run(
     except (ScenarioError, UsageError) as error:
         err.write(f"loadaware simulate: error: {error}\n")
         return EXIT_USAGE
+    # The simulation and its summaries (numpy, the simulated cluster) once the scenario
+    # and the flags that depend on it are known good.
+    from app.simulate.summary import (
+        SPREAD_NOTE,
+        as_json,
+        markdown_table,
+        spread_table,
+        summarise,
+        write_plots,
+    )
+
     skipped = [p for p in DEFAULT_POLICIES if p not in policies and unavailable_reason(p)]
     show_progress = args.progress or err.isatty()
     seeds = [scenario.seed + i for i in range(args.seeds)]

@@ -14,7 +14,6 @@ evicted more than once. The Markdown table keeps the columns that tell policies 
 
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -25,8 +24,6 @@ import numpy as np
 
 from app.policy import resource_of_metric
 from app.simulate.cluster import Run
-
-PLOTS_HINT = "for PNG plots install the extra: pip install 'loadaware[simulate]'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,10 +206,6 @@ def spread_table(per_seed: Sequence[Sequence[Summary]]) -> str:
 
 def as_json(scenario: str, seed: int, summaries: Sequence[Summary]) -> dict[str, Any]:
     return {"scenario": scenario, "seed": seed, "policies": [asdict(s) for s in summaries]}
-
-
-def plots_available() -> bool:
-    return importlib.util.find_spec("matplotlib") is not None
 
 
 # Utilisation bands on the heat maps: shades of blue up to the filter limit, of orange

@@ -19,20 +19,26 @@ import pytest
 HERE = Path(__file__).resolve().parent
 SOURCES = HERE.parents[1] / "app" / "extender"
 
-# Loads the sanitized build in place of the installed one, checks that the Python side
-# took it (argv[3] names what must be the sanitized build), then runs the tests.
+# Loads each sanitized build in place of the installed one, checks that the Python side
+# took it, then runs the helpers' tests, all in one process: an interpreter under the
+# sanitizers starts and collects slowly (~2 CPU-s), and one serves both helpers.
+# argv: (name, library, tests, where the Python side keeps it, its name in the module)...
 RUNNER = """
 import importlib, importlib.util, sys
-name, library, tests, used, attribute = sys.argv[1:6]
-spec = importlib.util.spec_from_file_location(name, library)
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-sys.modules[spec.name] = module
-user, _, variable = used.rpartition(".")
-taken = getattr(importlib.import_module(user), variable)
-assert taken is getattr(module, attribute), "not the sanitized build"
+given = sys.argv[1:]
+tests = []
+for at in range(0, len(given), 5):
+    name, library, test_file, used, attribute = given[at:at + 5]
+    spec = importlib.util.spec_from_file_location(name, library)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[spec.name] = module
+    user, _, variable = used.rpartition(".")
+    taken = getattr(importlib.import_module(user), variable)
+    assert taken is getattr(module, attribute), f"not the sanitized build of {name}"
+    tests.append(test_file)
 import pytest
-sys.exit(pytest.main(["-q", "-s", "-p", "no:cacheprovider", tests]))
+sys.exit(pytest.main(["-v", "-s", "-p", "no:cacheprovider", *tests]))
 """
 
 HELPERS = {
@@ -53,35 +59,36 @@ def _runtime(compiler: str, name: str) -> str | None:
     return found if os.path.isabs(found) and os.path.exists(found) else None
 
 
-@pytest.mark.parametrize("helper", list(HELPERS))
 def test_helper_tests_pass_under_address_and_undefined_behaviour_sanitizers(
-    tmp_path: Path, helper: str
+    tmp_path: Path,
 ) -> None:
-    tests, used, attribute = HELPERS[helper]
     compiler = shutil.which("gcc")
     if compiler is None:
         pytest.skip("gcc is not installed")
     runtimes = [_runtime(compiler, "libasan.so"), _runtime(compiler, "libubsan.so")]
     if None in runtimes:
         pytest.skip("gcc's sanitizer runtimes are not installed")
-    library = tmp_path / f"{helper}.so"
-    subprocess.run(
-        [
-            compiler,
-            "-fsanitize=address,undefined",
-            "-fno-sanitize-recover=all",
-            "-fno-omit-frame-pointer",
-            "-g",
-            "-O1",
-            "-fPIC",
-            "-shared",
-            f"-I{sysconfig.get_paths()['include']}",
-            str(SOURCES / f"{helper}.c"),
-            "-o",
-            str(library),
-        ],
-        check=True,
-    )
+    arguments: list[str] = []
+    for helper, (tests, used, attribute) in HELPERS.items():
+        library = tmp_path / f"{helper}.so"
+        subprocess.run(
+            [
+                compiler,
+                "-fsanitize=address,undefined",
+                "-fno-sanitize-recover=all",
+                "-fno-omit-frame-pointer",
+                "-g",
+                "-O1",
+                "-fPIC",
+                "-shared",
+                f"-I{sysconfig.get_paths()['include']}",
+                str(SOURCES / f"{helper}.c"),
+                "-o",
+                str(library),
+            ],
+            check=True,
+        )
+        arguments += [f"app.extender.{helper}", str(library), str(HERE / tests), used, attribute]
     env = {
         **os.environ,
         "LD_PRELOAD": " ".join(r for r in runtimes if r),
@@ -89,16 +96,7 @@ def test_helper_tests_pass_under_address_and_undefined_behaviour_sanitizers(
         "PYTHONMALLOC": "malloc",  # so ASan sees every object allocation
     }
     result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            RUNNER,
-            f"app.extender.{helper}",
-            str(library),
-            str(HERE / tests),
-            used,
-            attribute,
-        ],
+        [sys.executable, "-c", RUNNER, *arguments],
         env=env,
         capture_output=True,
         text=True,
@@ -107,3 +105,5 @@ def test_helper_tests_pass_under_address_and_undefined_behaviour_sanitizers(
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert " passed" in result.stdout
+    for tests, _used, _attribute in HELPERS.values():  # both files ran (-v names each test)
+        assert f"{tests}::" in result.stdout, tests

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import httpx
+import pytest
 
 from tests.support import http_client
 from tests.support.ports import free_port
@@ -49,6 +50,19 @@ def extender(*flags: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+# One extender serves every test that its limits suit: each start costs about a CPU-second,
+# and a test leaves no connection of its own behind (each reads its connections until the
+# server closes them). The thousand stalled connections need body timeouts of 1 s (not the
+# default 10 s) and room for them; the others time out in 1 s either way.
+SHARED_LIMITS = ("--header-timeout", "1", "--body-timeout", "1", "--max-connections", "4096")
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    with extender(*SHARED_LIMITS) as running:
+        yield running
 
 
 def answers(port: int) -> bool:
@@ -114,57 +128,64 @@ HEAD = (
 )
 
 
-def test_a_client_stalled_mid_headers_is_disconnected() -> None:
-    with extender("--header-timeout", "1") as (port, _):
-        connection = connect(port, HALF_HEAD)
-        with connection:
-            assert read_until_closed(connection) == b""
+def test_a_client_stalled_mid_headers_is_disconnected(
+    shared: tuple[int, subprocess.Popen[str]],
+) -> None:
+    port, _ = shared
+    with connect(port, HALF_HEAD) as connection:
+        assert read_until_closed(connection) == b""
 
 
-def test_a_request_head_over_the_size_limit_gets_431_and_is_disconnected() -> None:
+def test_a_request_head_over_the_size_limit_gets_431_and_is_disconnected(
+    shared: tuple[int, subprocess.Popen[str]],
+) -> None:
     head = (
         HALF_HEAD
         + b"\r\n"
         + b"".join(b"X-Padding-%d: %s\r\n" % (index, b"p" * 1000) for index in range(80))
     )
-    with extender() as (port, _):
-        connection = connect(port, head)
-        with connection:
-            answer = read_until_closed(connection)
-        assert answer.startswith(b"HTTP/1.1 431"), answer[:80]
-        assert answers(port)
+    port, _ = shared
+    with connect(port, head) as connection:
+        answer = read_until_closed(connection)
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:80]
+    assert answers(port)
 
 
-def test_a_client_that_sends_nothing_is_disconnected() -> None:
-    with extender("--header-timeout", "1") as (port, _), connect(port, b"") as connection:
+def test_a_client_that_sends_nothing_is_disconnected(
+    shared: tuple[int, subprocess.Popen[str]],
+) -> None:
+    port, _ = shared
+    with connect(port, b"") as connection:
         assert read_until_closed(connection) == b""
 
 
-def test_a_client_stalled_mid_body_gets_408_and_is_disconnected() -> None:
-    with extender("--body-timeout", "1") as (port, _):
-        connection = connect(port, HEAD + BODY[:10])
-        with connection:
-            answer = read_until_closed(connection)
-        # The verb's own deadline answers 408; the connection-level backstop (a second
-        # later) only closes: either way the connection is gone.
-        assert answer == b"" or answer.startswith(b"HTTP/1.1 408"), answer[:80]
+def test_a_client_stalled_mid_body_gets_408_and_is_disconnected(
+    shared: tuple[int, subprocess.Popen[str]],
+) -> None:
+    port, _ = shared
+    with connect(port, HEAD + BODY[:10]) as connection:
+        answer = read_until_closed(connection)
+    # The verb's own deadline answers 408; the connection-level backstop (a second
+    # later) only closes: either way the connection is gone.
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 408"), answer[:80]
 
 
-def test_a_kept_alive_connection_stalled_in_its_second_head_is_disconnected() -> None:
-    with extender("--header-timeout", "1") as (port, _):
-        connection = connect(port, HEAD + BODY)
-        with connection:
-            first = read_one_response(connection)
-            assert first.startswith(b"HTTP/1.1 200"), first[:80]
-            connection.sendall(HALF_HEAD)
-            assert read_until_closed(connection) == b""
+def test_a_kept_alive_connection_stalled_in_its_second_head_is_disconnected(
+    shared: tuple[int, subprocess.Popen[str]],
+) -> None:
+    port, _ = shared
+    with connect(port, HEAD + BODY) as connection:
+        first = read_one_response(connection)
+        assert first.startswith(b"HTTP/1.1 200"), first[:80]
+        connection.sendall(HALF_HEAD)
+        assert read_until_closed(connection) == b""
 
 
-def test_whole_requests_are_served_on_a_kept_alive_connection() -> None:
-    with (
-        extender("--header-timeout", "1") as (port, _),
-        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=DEADLINE_S) as client,
-    ):
+def test_whole_requests_are_served_on_a_kept_alive_connection(
+    shared: tuple[int, subprocess.Popen[str]],
+) -> None:
+    port, _ = shared
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=DEADLINE_S) as client:
         for _ in range(3):
             answer = client.post("/filter", content=BODY)
             assert answer.status_code == 200
@@ -193,24 +214,25 @@ def open_descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def test_a_thousand_stalled_connections_do_not_keep_their_descriptors() -> None:
-    # Half of them stall in the body: its timeout at 1 s too, not the default 10 s.
-    limits = ("--header-timeout", "1", "--body-timeout", "1", "--max-connections", "4096")
-    with extender(*limits) as (port, process):
-        baseline = open_descriptors(process.pid)
-        stalled = []
-        try:
-            for index in range(1000):
-                stalled.append(connect(port, HALF_HEAD if index % 2 else HEAD + BODY[:5]))
-            for connection in stalled:
-                read_until_closed(connection)
-            # Every one was closed by the server; its descriptors go with them.
-            wait_until(
-                lambda: open_descriptors(process.pid) <= baseline + 10,
-                f"the extender's descriptors fall back near {baseline}",
-                process,
-            )
-        finally:
-            for connection in stalled:
-                connection.close()
-        assert answers(port)
+def test_a_thousand_stalled_connections_do_not_keep_their_descriptors(
+    shared: tuple[int, subprocess.Popen[str]],
+) -> None:
+    # Half of them stall in the body (SHARED_LIMITS: its timeout at 1 s too).
+    port, process = shared
+    baseline = open_descriptors(process.pid)
+    stalled = []
+    try:
+        for index in range(1000):
+            stalled.append(connect(port, HALF_HEAD if index % 2 else HEAD + BODY[:5]))
+        for connection in stalled:
+            read_until_closed(connection)
+        # Every one was closed by the server; its descriptors go with them.
+        wait_until(
+            lambda: open_descriptors(process.pid) <= baseline + 10,
+            f"the extender's descriptors fall back near {baseline}",
+            process,
+        )
+    finally:
+        for connection in stalled:
+            connection.close()
+    assert answers(port)

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 
 from app.cli import build_parser
 from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
-from app.extender.main import server_config, tls_context
+from app.extender.main import health_config, server_config, tls_context
+from app.health import build_app, embedded_server
 from app.health.connections import guarded_protocol
 from app.health.limits import EXTENDER_LIMITS
 from app.policy import DEFAULT_POLICY_YAML, default_policy
@@ -227,3 +229,16 @@ def test_idle_connections_outlive_kube_schedulers_own_idle_timeout() -> None:
     args = build_parser().parse_args(["extender", "--no-node-cache"])
     config = server_config(ExtenderApp(Extender(default_policy())), args)
     assert config.timeout_keep_alive > 90
+
+
+def test_no_listener_speaks_websocket() -> None:
+    # No component serves a WebSocket: a request asking for one is answered as plain HTTP,
+    # and the WebSocket implementation is never loaded at start.
+    args = build_parser().parse_args(["extender", "--no-node-cache", "--health-port", "8081"])
+    app = ExtenderApp(Extender(default_policy()))
+    probes = build_app("loadaware test", dict, CollectorRegistry(), "")
+    configs = [server_config(app, args), health_config(app, args)]
+    configs.append(embedded_server(probes, "127.0.0.1", 0).config)
+    for config in configs:
+        config.load()
+        assert config.ws_protocol_class is None

@@ -1,4 +1,9 @@
-"""A throw-away certificate authority for TLS tests, made with the openssl CLI."""
+"""A throw-away certificate authority for TLS tests, made with the openssl CLI.
+
+Its keys are ECDSA P-256: TLS verifies them as it does RSA keys, and openssl makes the
+three in a hundredth of the CPU time of RSA-2048 (1.1 CPU-s), which every module that
+asks for a PKI paid. The shipped script (scripts/extender-certs) still makes RSA keys,
+and its own test runs it as shipped."""
 
 from __future__ import annotations
 
@@ -26,7 +31,9 @@ def make_pki(folder: Path) -> Pki:
         "req",
         "-x509",
         "-newkey",
-        "rsa:2048",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
         "-nodes",
         "-days",
         "1",
@@ -43,7 +50,9 @@ def make_pki(folder: Path) -> Pki:
         _openssl(
             "req",
             "-newkey",
-            "rsa:2048",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
             "-nodes",
             "-subj",
             f"/CN={name}",
