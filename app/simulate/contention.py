@@ -113,8 +113,9 @@ def cpu_got(
     binding: Binding, cpu: FloatArray, cpu_demand: FloatArray, allocatable_cpu: FloatArray
 ) -> FloatArray:
     """What each bound pod got of the CPU it asked for (0 for a slot bound nowhere)."""
-    bound = binding.bound
     share = np.minimum(1.0, allocatable_cpu / np.maximum(cpu_demand, 1e-12))
-    got = np.zeros_like(cpu)
-    got[bound] = cpu[bound] * share[binding.node_of[bound]]
+    # Every slot's product is made, a slot bound nowhere reading the last node's share
+    # (``node_of`` -1) and then taking 0: the same numbers as picking the bound slots
+    # out, multiplying and scattering them back, in three passes fewer.
+    got: FloatArray = np.where(binding.bound, cpu * share[binding.node_of], 0.0)
     return got

@@ -30,12 +30,11 @@ changes or its ``changes_at_s`` (a hot-value rewrite alone keeps it: the rule ne
 reads the hot value), its heat while its readings, estimate and next pod stay the
 same, the next pod while the wave's kinds do, and a decision taken with no tainted
 node judged cool, for the very same heats and tainted nodes (its memory moved to the
-clock). A node without an estimate whose
-annotations were not rewritten, whose Measurement still holds and whose next pod is
-the same gets its last heat without asking for any of them (``_Settled``): on the
-small built-ins most nodes read at a sync are such. Each is what making it again
-would give, so a run is the same with them as without
-(``test_every_heat_a_sync_keeps_is_the_heat_judged_afresh``).
+clock). A node without an estimate whose annotations were not rewritten, whose
+Measurement still holds and whose next pod is the same gets its last heat without
+asking for any of them (``_Settled``): on the small built-ins most nodes read at a
+sync are such. Each is what making it again would give, so a run is the same with
+them as without (``test_every_heat_a_sync_keeps_is_the_heat_judged_afresh``).
 """
 
 from __future__ import annotations
