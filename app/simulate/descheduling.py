@@ -398,10 +398,22 @@ class _PodUsage(Mapping[str, Resources]):
         return self._made
 
     def __getitem__(self, key: str) -> Resources:
+        usage = self._usage(key)
+        if usage is None:
+            raise KeyError(key)
+        return usage
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The planner asks each pod on a source this way: no KeyError raised and caught
+        for every pod without a series yet."""
+        usage = self._usage(key)
+        return default if usage is None else usage
+
+    def _usage(self, key: str) -> Resources | None:
         has_series, cpu_cores, memory_bytes = self._per_slot()
         slot = self._slot_of.get(key)
         if slot is None or not has_series[slot]:
-            raise KeyError(key)
+            return None
         return Resources(float(cpu_cores[slot]), float(memory_bytes[slot]))
 
     def __iter__(self) -> Iterator[str]:
