@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         Taint,
     )
     from app.objects.pods import (
+        TEMPLATE_HASH_LABEL,
         NodeSelectorRequirement,
         NodeSelectorTerm,
         OwnerRef,
@@ -66,6 +67,7 @@ __all__ = [
     "MEMORY",
     "NO_DEMAND",
     "RESOURCES",
+    "TEMPLATE_HASH_LABEL",
     "ZERO",
     "Demand",
     "EvictionRecord",
@@ -121,6 +123,7 @@ __getattr__ = load_on_use(
             "PodPlacement",
             "ScheduledPod",
             "SpreadConstraint",
+            "TEMPLATE_HASH_LABEL",
             "Toleration",
             "workload_key",
             "workload_of",

@@ -134,6 +134,10 @@ class PodPlacement:
     running: bool = False  # phase Running and not terminating
 
 
+# The label a Deployment's ReplicaSet puts on its pods: the one label ``workload_key`` reads.
+TEMPLATE_HASH_LABEL = "pod-template-hash"
+
+
 def workload_of(pod: PodInfo) -> str | None:
     """The workload a pod belongs to, for cooldowns: ``workload_key``."""
     return workload_key(pod.namespace, pod.owner, pod.labels)
@@ -150,7 +154,7 @@ def workload_key(namespace: str, owner: OwnerRef | None, labels: Mapping[str, st
     """
     if owner is None:
         return None
-    template_hash = labels.get("pod-template-hash")
+    template_hash = labels.get(TEMPLATE_HASH_LABEL)
     if owner.kind == "ReplicaSet" and template_hash and owner.name.endswith(f"-{template_hash}"):
         return f"{namespace}/Deployment/{owner.name.removesuffix(f'-{template_hash}')}"
     return f"{namespace}/{owner.kind}/{owner.name}"

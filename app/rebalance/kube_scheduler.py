@@ -80,9 +80,10 @@ class RequestScheduler:
         self._version = 0
         self._kept_version = 0
         self._kept: dict[tuple[int, float, float], tuple[_Bools, _Ints]] = {}
-        # The best score and nodes (by index) before the inter-pod rules, per (source,
-        # requests, node rules, tolerations or None for ``taints=False``): ``best_nodes``.
-        self._choices: dict[tuple[Any, ...], tuple[int, list[int]]] = {}
+        # The best score and nodes (by index, and their names in order) before the
+        # inter-pod rules, per (source, requests, node rules, tolerations or None for
+        # ``taints=False``): ``best_nodes``.
+        self._choices: dict[tuple[Any, ...], tuple[int, list[int], list[str]]] = {}
 
     def _add(self, pod: PodInfo, index: int, sign: float) -> None:
         cpu, memory = pod.requests.cpu_cores, pod.requests.memory_bytes
@@ -110,10 +111,8 @@ class RequestScheduler:
         node would take it: the replacement would stay Pending.) ``taints=False``: as if
         no node carried a ``PreferNoSchedule`` taint (once the soft taints are gone)."""
         here = self._index[source]
-        fits, resources = self._fit_and_scores(pod, here)
+        fits, resources = self._fit_and_scores(pod, here)  # first: it may drop the choices
         rules = _node_rules_key(pod)
-        admitted = self._admitted_by_node_rules(pod, rules)
-        untolerated = self._untolerated_counts(pod) if taints else None
         # Before the inter-pod rules, the choice follows from the kept filter and scores,
         # the node rules and the taints alone: kept with the filter and scores (dropped
         # with them), for the next pod alike.
@@ -121,8 +120,14 @@ class RequestScheduler:
                tuple(pod.tolerations) if taints else None)  # fmt: skip
         choice = self._choices.get(key)
         if choice is None:
-            choice = self._choices[key] = _choose(fits & admitted, resources, untolerated)
-        best, chosen = choice
+            admitted = self._admitted_by_node_rules(pod, rules)
+            untolerated = self._untolerated_counts(pod) if taints else None
+            best, chosen = _choose(fits & admitted, resources, untolerated)
+            names = sorted(self._nodes[i].name for i in chosen)
+            choice = self._choices[key] = (best, chosen, names)
+        best, chosen, names = choice
+        if not self._placements.may_refuse(pod):
+            return list(names), best  # no inter-pod rule can refuse one of them
         feasible: _Bools | None = None
         # The inter-pod rules are asked of the best nodes only, and again after any
         # of them refuses: one pass per refusal, not one call per node.
@@ -133,8 +138,9 @@ class RequestScheduler:
             if not refused:
                 return sorted(self._nodes[i].name for i in chosen), best
             if feasible is None:
-                feasible = fits & admitted
+                feasible = fits & self._admitted_by_node_rules(pod, rules)
             feasible[refused] = False
+            untolerated = self._untolerated_counts(pod) if taints else None
             best, chosen = _choose(feasible, resources, untolerated)
         return [], 0
 

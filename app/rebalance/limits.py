@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from app.objects import (
+    TEMPLATE_HASH_LABEL,
     EvictionRecord,
     PodDisruptionBudgetView,
     PodInfo,
@@ -66,18 +67,34 @@ def replacement_nodes(
 
 
 def workload_pods(pods: Iterable[PodInfo]) -> tuple[Counter[str], Counter[str]]:
-    """Per workload: its pods (not finished, not terminating) and how many are not Ready."""
+    """Per workload: its pods (not finished, not terminating) and how many are not Ready.
+
+    ``workload_of`` reads a pod's namespace, its owner's kind and name, and its
+    pod-template-hash label only, so the pods are counted per such controller first and
+    each controller's workload is named once, not once per pod: this pass is over every
+    pod in the cluster, once in each plan that asks maxUnavailablePerWorkload."""
+    per_controller: dict[tuple[str, str, str, str | None], tuple[PodInfo, list[int]]] = {}
+    for pod in pods:
+        owner = pod.owner
+        if owner is None or pod.terminating or pod.phase in ("Succeeded", "Failed"):
+            continue  # no owner: a bare pod, of no workload
+        controller = (pod.namespace, owner.kind, owner.name, pod.labels.get(TEMPLATE_HASH_LABEL))
+        counted = per_controller.get(controller)
+        if counted is None:
+            counted = per_controller[controller] = (pod, [0, 0])
+        counts = counted[1]
+        counts[0] += 1
+        if not pod.ready:
+            counts[1] += 1
     replicas: Counter[str] = Counter()
     not_ready: Counter[str] = Counter()
-    for pod in pods:
-        if pod.terminating or pod.phase in ("Succeeded", "Failed"):
-            continue
+    for pod, (count, unready) in per_controller.values():
         workload = workload_of(pod)
         if workload is None:
             continue
-        replicas[workload] += 1
-        if not pod.ready:
-            not_ready[workload] += 1
+        replicas[workload] += count
+        if unready:
+            not_ready[workload] += unready
     return replicas, not_ready
 
 

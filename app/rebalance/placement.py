@@ -96,13 +96,19 @@ class Placements:
         info = self._nodes.get(node)
         return None if info is None else info.labels.get(key)
 
+    def may_refuse(self, pod: PodInfo) -> bool:
+        """Whether any inter-pod rule applies to the pod's replacement: a rule of its
+        own, or some pod's anti-affinity that could keep it out. When none does,
+        ``refusal`` admits it on every node."""
+        return bool(pod.pod_anti_affinity or pod.pod_affinity or pod.spread) or bool(
+            self._anti_affinity_holders()
+        )
+
     def refusal(self, pod: PodInfo, node: NodeInfo) -> str | None:
         """None when the scheduler's inter-pod rules admit the pod's replacement on
         ``node``; else why not."""
-        if not (pod.pod_anti_affinity or pod.pod_affinity or pod.spread) and not (
-            self._anti_affinity_holders()
-        ):
-            return None  # no rule of its own, and no pod's anti-affinity to keep it out
+        if not self.may_refuse(pod):
+            return None
         for term in pod.pod_anti_affinity:
             blocker = self._term_match(pod, term, node)
             if blocker is not None:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -160,7 +160,7 @@ class PlannerRebalancer:
             nodes=self._nodes,
             pods=_Pods(self._pods_now),
             pod_usage=self._pod_usage(t_s),
-            budgets=self._budgets(t_s),
+            budgets=_Budgets(lambda: self._budgets(t_s)),
             recent_evictions=tuple(self._records),
         )
         return view, self._slot_of  # up to date once the planner has looked at a pod
@@ -286,6 +286,8 @@ class PlannerRebalancer:
         return has_series, mean_cpu, memory
 
     def _budgets(self, t_s: float) -> tuple[PodDisruptionBudgetView, ...]:
+        """Each PDB's ``disruptionsAllowed`` now: made when the planner first reads the
+        budgets (``_Budgets``), within this round's ``plan`` call, on the same state."""
         cluster = self._cluster
         views = []
         for index, workload in enumerate(cluster.scenario.workloads):
@@ -341,6 +343,39 @@ class _Pods(Mapping[str, PodInfo]):
         return self._all.items()
 
 
+class _Budgets(Sequence[PodDisruptionBudgetView]):
+    """The view's PDBs, made on the planner's first look: a round that finds no source
+    and destinations never reads them (``plan`` stops before its ``RunBudget``), and a
+    round is one ``plan`` call on one state, so when they are made does not matter."""
+
+    def __init__(self, make: Callable[[], tuple[PodDisruptionBudgetView, ...]]) -> None:
+        self._make = make
+        self._budgets: tuple[PodDisruptionBudgetView, ...] | None = None
+
+    @property
+    def _all(self) -> tuple[PodDisruptionBudgetView, ...]:
+        if self._budgets is None:
+            self._budgets = self._make()
+        return self._budgets
+
+    @overload
+    def __getitem__(self, index: int) -> PodDisruptionBudgetView: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[PodDisruptionBudgetView]: ...
+
+    def __getitem__(
+        self, index: int | slice
+    ) -> PodDisruptionBudgetView | Sequence[PodDisruptionBudgetView]:
+        return self._all[index]
+
+    def __iter__(self) -> Iterator[PodDisruptionBudgetView]:
+        return iter(self._all)
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+
 class _PodUsage(Mapping[str, Resources]):
     """Pod key -> usage, for the pods with a series; made only for the pods looked up
     (the planner asks about the pods on source nodes, not about every pod)."""
@@ -363,10 +398,22 @@ class _PodUsage(Mapping[str, Resources]):
         return self._made
 
     def __getitem__(self, key: str) -> Resources:
+        usage = self._usage(key)
+        if usage is None:
+            raise KeyError(key)
+        return usage
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The planner asks each pod on a source this way: no KeyError raised and caught
+        for every pod without a series yet."""
+        usage = self._usage(key)
+        return default if usage is None else usage
+
+    def _usage(self, key: str) -> Resources | None:
         has_series, cpu_cores, memory_bytes = self._per_slot()
         slot = self._slot_of.get(key)
         if slot is None or not has_series[slot]:
-            raise KeyError(key)
+            return None
         return Resources(float(cpu_cores[slot]), float(memory_bytes[slot]))
 
     def __iter__(self) -> Iterator[str]:

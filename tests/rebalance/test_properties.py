@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 
 from app.load.model import evaluate_node
 from app.objects.budgets import PodDisruptionBudgetView
+from app.objects.pods import workload_of
 from app.objects.resources import RESOURCES, Resources
 from app.objects.selectors import LabelSelector
 from app.rebalance import plan
 from app.rebalance.convergence import as_fractions
+from app.rebalance.limits import workload_pods
 from app.rebalance.measure import allocatable_of
 from app.rebalance.victims import owned_pod_counts, protection
 from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
@@ -60,3 +62,31 @@ def test_plans_respect_every_guard(loads: list[float], specs: list[tuple[int, di
         load = evaluate_node(target.annotations, POLICY, NOW,
                              as_fractions(amounts, allocatable_of(target)))
         assert not load.overloaded
+
+
+pod_shapes = st.fixed_dictionaries({
+    "namespace": st.sampled_from(["a", "b"]),
+    "owner": st.sampled_from(["web-h1", "web-h2", "web", "db", None]),
+    "owner_kind": st.sampled_from(["ReplicaSet", "StatefulSet"]),
+    "labels": st.sampled_from([{}, {"pod-template-hash": "h1"}, {"pod-template-hash": "h2"},
+                               {"pod-template-hash": ""}]),
+    "ready": st.booleans(), "terminating": st.booleans(),
+    "phase": st.sampled_from(["Running", "Pending", "Succeeded", "Failed"]),
+})
+
+
+@settings(max_examples=200, deadline=None)
+@given(shapes=st.lists(pod_shapes, max_size=25))
+def test_workload_pods_counts_each_pod_under_its_workload(shapes: list[dict]) -> None:  # type: ignore[type-arg]
+    """Counted per controller, then per workload: the same counts as naming every pod's
+    workload, with ReplicaSets of one Deployment (hashes h1, h2) summed together."""
+    pods = [pod(f"p{i}", "n1", **shape) for i, shape in enumerate(shapes)]
+    replicas: Counter[str] = Counter()
+    not_ready: Counter[str] = Counter()
+    for p in pods:
+        workload = workload_of(p)
+        if workload is None or p.terminating or p.phase in ("Succeeded", "Failed"):
+            continue
+        replicas[workload] += 1
+        not_ready[workload] += 0 if p.ready else 1
+    assert workload_pods(pods) == (+replicas, +not_ready)
