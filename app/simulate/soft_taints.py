@@ -288,9 +288,7 @@ class SimulatedSoftTaints:
         unsampled = None
         if node in self._estimated:
             assert self._estimate is not None
-            unsampled = self._estimate.unsampled_after(
-                node, t_s, measured[5], partly_sampled=True
-            )
+            unsampled = self._estimate.unsampled_after(node, t_s, measured[5], partly_sampled=True)
             if not unsampled:
                 self._estimated.discard(node)
         heat = self._judge(node, measurement, unsampled, ahead)
