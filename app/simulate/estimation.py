@@ -237,9 +237,11 @@ class BurstEstimate:
             self._usage_version = published.version
             changed.update(self._recent)  # their pods' estimates may have changed
             self._observed.follow()  # what changes the estimates changes the stamps
+        expired: dict[int, None] = {}  # pruned once each, in the order of their 1st expiry
         while self._expiries and self._expiries[0][0] <= t_s:
-            _, node = heapq.heappop(self._expiries)
+            expired[heapq.heappop(self._expiries)[1]] = None
             self._pruned += 1
+        for node in expired:
             recent = self._recent.get(node, [])
             kept = [(s, at) for s, at in recent if t_s < at + self._max_age_s]
             for key in recent:

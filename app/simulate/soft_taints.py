@@ -76,9 +76,10 @@ class TaintRound:
     decision: SoftTaints
 
 
-# A node's Measurement with the annotations' version and the instant it was taken at,
-# and the metrics' texts it was read from (``SimulatedSoftTaints._measurement``).
-_Measured = tuple[int, float, tuple[str | None, ...], Measurement]
+# A node's Measurement with the annotations' version, the metrics' writes
+# (``sync_version``) and the instant it was taken at, the metrics' texts it was read
+# from and its ``freshest_sample_s`` (``SimulatedSoftTaints._measurement``).
+_Measured = tuple[int, int, float, tuple[str | None, ...], Measurement, float | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,13 +283,12 @@ class SimulatedSoftTaints:
             and settled.ahead == ahead
         ):
             return settled.heat
-        measurement = self._measurement(node, version, now_s)
+        measured = self._measurement(node, version, now_s)
+        measurement = measured[4]
         unsampled = None
         if node in self._estimated:
             assert self._estimate is not None
-            unsampled = self._estimate.unsampled_after(
-                node, t_s, measurement.freshest_sample_s(), partly_sampled=True
-            )
+            unsampled = self._estimate.unsampled_after(node, t_s, measured[5], partly_sampled=True)
             if not unsampled:
                 self._estimated.discard(node)
         heat = self._judge(node, measurement, unsampled, ahead)
@@ -321,22 +321,31 @@ class SimulatedSoftTaints:
         self._judged[node] = _Judged(measurement.readings, unsampled, ahead, heat)
         return heat
 
-    def _measurement(self, node: int, version: int, now_s: float) -> Measurement:
+    def _measurement(self, node: int, version: int, now_s: float) -> _Measured:
         """``measure`` of the node's annotations at ``now_s``, kept (as the load filter
         keeps it) from when it was taken until its ``changes_at_s``, or until a rewrite
         changes a metric's text. A rewrite of the hot value alone (every refresh while
         a node has recent bindings) keeps it: the rule reads the readings and never the
-        hot value (``node_heat``), so that one is left as it was read."""
+        hot value (``node_heat``), so that one is left as it was read. A metric's text
+        is written only at a sync of the metrics, which bumps ``sync_version``: with
+        none since, a new version is the hot value's, and the texts are not read."""
         kept = self._measured[node]
-        if kept is not None and kept[1] <= now_s < kept[3].changes_at_s:
+        syncs = self._pipeline.sync_version
+        if kept is not None and kept[2] <= now_s < kept[4].changes_at_s:
             if kept[0] == version:
-                return kept[3]
-            annotations = self._pipeline.annotations(node)
-            if kept[2] == tuple(annotations.get(metric) for metric in self._metrics):
-                self._measured[node] = (version, kept[1], kept[2], kept[3])
-                return kept[3]
+                return kept
+            _, kept_syncs, taken_s, texts, measurement, freshest_s = kept
+            if kept_syncs != syncs:
+                annotations = self._pipeline.annotations(node)
+                if texts != tuple(annotations.get(metric) for metric in self._metrics):
+                    kept = None
+            if kept is not None:
+                kept = (version, syncs, taken_s, texts, measurement, freshest_s)
+                self._measured[node] = kept
+                return kept
         annotations = self._pipeline.annotations(node)
         measurement = measure(annotations, self.policy, now_s)
         texts = tuple(annotations.get(metric) for metric in self._metrics)
-        self._measured[node] = (version, now_s, texts, measurement)
-        return measurement
+        measured = (version, syncs, now_s, texts, measurement, measurement.freshest_sample_s())
+        self._measured[node] = measured
+        return measured

@@ -147,3 +147,37 @@ def test_an_array_changed_in_place_between_steps_is_accounted_as_changed() -> No
     in_place, copied = (p.rule_value("cpu_usage_avg_5m").tolist() for p in pipelines)
     assert in_place == copied
     assert copied[0] != 0.25
+
+
+def test_only_a_sync_of_the_metrics_rewrites_their_annotations() -> None:
+    """Between two values of ``sync_version`` no metric's annotation changes on any
+    node, whatever the hot value does: the soft taints keep a node's Measurement across
+    a new ``node_version`` on this alone (``SimulatedSoftTaints._measurement``)."""
+    pipeline = SimulatedMonitoring(
+        default_policy(),
+        3,
+        epoch_s=EPOCH_S,
+        scrape_interval_s=10.0,
+        rule_interval_s=20.0,
+        hot_value_interval_s=10.0,
+    )
+    usage = np.array([0.2, 0.5, 0.9])
+    metric_texts_at: dict[int, list[dict[str, str]]] = {}
+    hot_only_rewrites = 0
+    for step in range(120):
+        t_s = step * 10.0
+        if step % 3 == 0:
+            pipeline.record_binding(step % 2, t_s)
+        versions, syncs = pipeline.node_version.copy(), pipeline.sync_version
+        pipeline.advance(t_s)
+        pipeline.account(usage * (1 + step % 4) / 4, usage, 10.0)
+        texts = [
+            {k: v for k, v in pipeline.annotations(node).items() if k != HOT_VALUE_KEY}
+            for node in range(3)
+        ]
+        kept = metric_texts_at.setdefault(pipeline.sync_version, texts)
+        assert texts == kept, t_s
+        moved = bool((pipeline.node_version != versions).any())
+        hot_only_rewrites += int(moved and pipeline.sync_version == syncs)
+    assert len(metric_texts_at) > 3  # the metrics synced, with new texts
+    assert hot_only_rewrites > 3  # and the hot value alone moved versions between them
