@@ -166,15 +166,11 @@ def run(args: argparse.Namespace) -> int:
         return usage_error("loadaware annotator", str(error))
     # The health port is bound once every input is known good, before the annotator
     # and the web server are loaded (about a second): a port in use is told at once.
-    from app.health import CannotListen, listen
+    from app.health import CannotListen, listen_for_health
 
     config = settings.annotator
     try:
-        health_socket = (
-            listen(config.health_host, config.health_port, ("--health-host", "--health-port"))
-            if config.health_port is not None
-            else None
-        )
+        health_socket = listen_for_health(config.health_host, config.health_port)
     except CannotListen as error:
         return usage_error("loadaware annotator", str(error))
     import asyncio

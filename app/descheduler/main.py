@@ -220,15 +220,11 @@ def run(args: argparse.Namespace) -> int:
         return usage_error("loadaware descheduler", str(error))
     # The health port is bound once every input is known good, before the descheduler
     # and the web server are loaded (about a second): a port in use is told at once.
-    from app.health import CannotListen, listen
+    from app.health import CannotListen, listen_for_health
 
     loop = settings.loop
     try:
-        health_socket = (
-            listen(loop.health_host, loop.health_port, ("--health-host", "--health-port"))
-            if loop.health_port is not None
-            else None
-        )
+        health_socket = listen_for_health(loop.health_host, loop.health_port)
     except CannotListen as error:
         return usage_error("loadaware descheduler", str(error))
     from app.rebalance import ASSUMES  # the planner: once the files are known good

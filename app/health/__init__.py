@@ -20,7 +20,7 @@ from app.health.limits import (
     DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
     ConnectionLimits,
 )
-from app.health.listening import CannotListen, listen
+from app.health.listening import CannotListen, listen, listen_for_health
 from app.objects import load_on_use
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ __all__ = [
     "embedded_server",
     "guarded_protocol",
     "listen",
+    "listen_for_health",
     "probe_status",
     "serve",
 ]

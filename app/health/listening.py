@@ -34,3 +34,9 @@ def listen(host: str, port: int, flags: tuple[str, str]) -> socket.socket:
             f"{port_flag} {port}: cannot listen on {host}:{port}: {error.strerror or error}"
         ) from None
     return sock
+
+
+def listen_for_health(host: str, port: int | None) -> socket.socket | None:
+    """The health port's socket (``--health-host``, ``--health-port``), or None when the
+    component serves no health port."""
+    return None if port is None else listen(host, port, ("--health-host", "--health-port"))
