@@ -19,8 +19,12 @@ WORKDIR /src
 # constraints.txt pins every runtime dependency (regenerate with scripts/lock).
 COPY constraints.txt pyproject.toml setup.py README.md ./
 COPY app ./app
-RUN python -m venv "$VENV"
-RUN "$VENV/bin/pip" install -c constraints.txt . && "$VENV/bin/pip" check
+# The virtualenv gets no pip of its own: the base image's pip installs into it
+# (--python), so the runtime image carries no package installer, and making the
+# virtualenv skips unpacking a second pip (~4 of the ~12 CPU-s this stage takes).
+RUN python -m venv --without-pip "$VENV"
+RUN python -m pip --python "$VENV/bin/python" install -c constraints.txt . \
+    && python -m pip --python "$VENV/bin/python" check
 # The C helpers are optional for pip, not for the image: fail the build without them.
 # -I keeps /src off sys.path, so this imports the installed package.
 RUN "$VENV/bin/python" -I -c "from app.extender.index import implementation_of, new_verdict_index; assert implementation_of(new_verdict_index('native')) == 'native'; import app.extender._pod_demand" \
