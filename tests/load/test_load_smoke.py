@@ -1,14 +1,16 @@
 """The load bench's short run (bench/load.py): no errors and no unbounded growth.
 
 It runs the real script: ``loadaware extender`` in its own process, fed by the fake API
-server, under 16 keep-alive clients for 6 s while node annotations change at 50/s and
+server, under 16 keep-alive clients for 4 s while node annotations change at 50/s and
 pods are bound (and as many deleted) at 100/s. It asserts correctness and boundedness,
 never a speed: every answer was a well-formed 200; the extender's caches hold what the
 cluster holds; reservations are made and expire, so the ledger stays bounded; and RSS in
-the second half grew less than 10 %. 10 % is generous on purpose: a 3-second window on
+the second half grew less than 10 %. 10 % is generous on purpose: a 2-second window on
 a shared machine sees allocator noise of a few MiB, while what this guards against (a
 cache or ledger that keeps every request or event) grows without bound. The
-reservation TTL is 2 s so that the ledger reaches steady state in the first half.
+reservation TTL is 1.5 s so that the ledger reaches steady state in the first half. (Each
+second of load costs about a CPU-second of the suite's; the extender's steady state shows
+within one: 6 s of it grew RSS by 0.01 %.)
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DURATION_S = 6  # > 2 x the TTL: the second half starts with the ledger steady
+DURATION_S = 4  # > 2 x the TTL: the second half starts with the ledger steady
 NODES = 5_000
 PODS = 2_000
-RESERVATION_TTL_S = 2.0
+RESERVATION_TTL_S = 1.5
 MAX_SECOND_HALF_GROWTH_PCT = 10.0
 
 
-def test_six_seconds_of_load_give_no_errors_and_bounded_memory() -> None:
+def test_four_seconds_of_load_give_no_errors_and_bounded_memory() -> None:
     command = [
         sys.executable, "bench/load.py", "--json", "--duration", str(DURATION_S),
         "--nodes", str(NODES), "--pods", str(PODS),
