@@ -116,12 +116,16 @@ def test_a_hot_node_is_tainted_within_one_sync_and_a_backlog_goes_there_last(
             client.create(bare_pod(namespace, f"p-{i}", "1"))
         with cluster.scheduler(scheduler_config()):
             wait_until(lambda: all(placement(client, namespace).values()), 60, "10 pods bound")
-        assert soft_tainted(client, "node-busy")
         log = process.log_path.read_text()
     placed = list(placement(client, namespace).values())
     assert placed.count("node-busy") == 2, placed
     assert placed.count("node-cool") == placed.count("spare") == 4, placed
     assert "soft taint put on node node-busy: hot: cpu_usage_avg_5m 0.70 > 0.65" in log
+    # node-busy stays hot (70 %) throughout. Its taint may still go once the backlog's
+    # estimate makes the other nodes hot too (a round between the 8th bind and the
+    # last: the taints are bounded by the nodes that are not hot), and only so.
+    taken_off = [line for line in log.splitlines() if "soft taint taken off node node-busy" in line]
+    assert all("over the share" in line for line in taken_off), taken_off
 
 
 @pytest.mark.prometheus
