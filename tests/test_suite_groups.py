@@ -4,10 +4,18 @@ on each worker), and the tests that mostly wait are spread through the run."""
 
 from __future__ import annotations
 
+import ast
 import itertools
 from pathlib import Path
 
-from tests.conftest import E2E_GROUPS, KEEPS_CORES_BUSY, WAITS_MOSTLY, spread_out
+from tests.conftest import (
+    E2E_GROUPS,
+    IN_THE_ZYGOTE,
+    KEEPS_CORES_BUSY,
+    WAITS_MOSTLY,
+    group_of,
+    spread_out,
+)
 
 
 def test_every_e2e_file_is_in_exactly_one_group() -> None:
@@ -41,3 +49,20 @@ def test_every_file_named_as_waiting_mostly_or_keeping_the_cores_busy_exists() -
     root = Path(__file__).parents[1]
     for prefix in (*WAITS_MOSTLY, *KEEPS_CORES_BUSY):
         assert (root / prefix.removesuffix("::")).is_file(), prefix
+
+
+def test_the_tests_that_use_the_cli_zygote_share_one_worker() -> None:
+    """A test that asks for the zygote outside the group starts a second one on its
+    worker; a name in the group that no longer exists groups nothing."""
+    path = Path(__file__).parent / "test_cli_bad_input.py"
+    tests = {
+        node.name: {arg.arg for arg in node.args.args}
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
+    for name, fixtures in tests.items():
+        in_zygote = bool({"cli_zygote", "results"} & fixtures)
+        nodeid = f"tests/test_cli_bad_input.py::{name}"
+        assert (group_of(nodeid) == "bad-input-cases") == in_zygote, name
+    for prefix in IN_THE_ZYGOTE:
+        assert any(f"tests/test_cli_bad_input.py::{name}".startswith(prefix) for name in tests)

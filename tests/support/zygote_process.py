@@ -1,0 +1,106 @@
+"""The zygote of tests/support/zygote.py, run as a script (``python zygote_process.py``):
+it imports the libraries in PRELOADED, then forks one child per request on its stdin,
+which becomes ``python -m app.cli`` for that request. It imports nothing of ``tests``
+or ``app`` (and no pytest): a case must find in ``sys.modules`` only what a fresh
+interpreter and PRELOADED put there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+
+# What the command line imports from outside ``app`` and the standard library, where a
+# case gets far enough to need it: its policy and file schemas, the Kubernetes client it
+# builds before it refuses a kubeconfig, the metrics registry, the load model's numpy.
+# Not what only a running server loads (fastapi, uvicorn): no case gets that far.
+PRELOADED = (
+    "yaml",
+    "pydantic",
+    "pydantic.alias_generators",
+    "numpy",
+    "numpy.typing",
+    "orjson",
+    "httpx2",
+    "lightkube",
+    "lightkube.config.kubeconfig",
+    "lightkube.config.models",
+    "lightkube.core.exceptions",
+    "lightkube.models.core_v1",
+    "lightkube.models.meta_v1",
+    "lightkube.resources.core_v1",
+    "lightkube.types",
+    "prometheus_client",
+    "prometheus_client.core",
+    "prometheus_client.registry",
+    "prometheus_client.utils",
+)
+
+Request = dict[str, object]
+
+
+def serve() -> Request | None:
+    """Answer each request on stdin with its child's exit; None in the zygote once its
+    input ends, the request in each child it forks."""
+    while line := sys.stdin.buffer.readline():
+        request: Request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            return request
+        ended = os.pidfd_open(pid)
+        timed_out = not select.select([ended], [], [], float(str(request["timeout"])))[0]
+        if timed_out:  # as subprocess.run's timeout: the child is killed
+            os.kill(pid, signal.SIGKILL)
+        os.close(ended)
+        _, status = os.waitpid(pid, 0)
+        reply = {"returncode": os.waitstatus_to_exitcode(status), "timed_out": timed_out}
+        sys.stdout.buffer.write(json.dumps(reply).encode() + b"\n")
+        sys.stdout.buffer.flush()
+    return None
+
+
+def become(request: Request) -> None:
+    """Turn this forked child into ``python -m app.cli`` started for ``request``."""
+    streams = [os.open(os.devnull, os.O_RDONLY)]
+    for name in ("stdout", "stderr"):
+        streams.append(os.open(str(request[name]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
+    for fd, opened in enumerate(streams):
+        os.dup2(opened, fd)  # inheritable, as a fresh process' own 0, 1 and 2
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    encoding, errors = sys.stdout.encoding, sys.stdout.errors
+    # Fresh objects on 0, 1 and 2, as the interpreter makes at start (stderr: line by line).
+    sys.stdin = open(0, encoding=encoding, errors=errors, closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", encoding=encoding, errors=errors, closefd=False)  # noqa: SIM115
+    sys.stderr = open(  # noqa: SIM115
+        2, "w", encoding=encoding, errors="backslashreplace", buffering=1, closefd=False
+    )
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
+    env = request["env"]
+    assert isinstance(env, dict)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(str(request["cwd"]))
+    sys.path[0] = os.getcwd()  # as ``python -m``: the working folder first
+    argv = request["argv"]
+    assert isinstance(argv, list)
+    sys.argv = ["-m", *argv]  # runpy puts the module's path first
+
+
+if __name__ == "__main__":
+    import gc
+    import importlib
+    import runpy
+
+    for module in PRELOADED:
+        importlib.import_module(module)
+    gc.collect()
+    gc.freeze()  # no collection in a child walks (and so copies) what the zygote holds
+    case = serve()
+    if case is None:
+        sys.exit(0)
+    become(case)
+    del case
+    runpy.run_module("app.cli", run_name="__main__", alter_sys=True)
