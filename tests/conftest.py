@@ -77,7 +77,9 @@ IN_THE_ZYGOTE = tuple(
     f"tests/test_cli_bad_input.py::{name}"
     for name in ("test_bad_input_ends_in_one_line", "test_a_case_in_the_zygote",
                  "test_version_prints", "test_global_flags_are_accepted",
-                 "test_a_single_run_without_the_lease", "test_old_variable_names")
+                 "test_a_single_run_without_the_lease", "test_old_variable_names",
+                 "test_plots_without_matplotlib", "test_a_full_disk",
+                 "test_simulate_shows_progress")
 )  # fmt: skip
 # Tests that share one costly fixture run on one worker, each group as one unit: the
 # CLI's tests in its zygote, the socket tests' real extenders (one start, about a

@@ -7,8 +7,8 @@ would meet it, and is judged by that process' exit code, stdout and stderr. The 
 run in one batch; each process is forked by a zygote that already imported the
 libraries (tests/support/zygote.py, which says what that changes and what not), so that
 a case costs its own import of ``app`` and its work, not an interpreter's start-up.
-What depends on a real start (Ctrl-C, a closed or full stdout, a closed pipe, a port
-in use, matplotlib hidden) runs ``python`` in a real subprocess.
+What depends on a real start (Ctrl-C, a closed stdout, a closed pipe, a port in use, a
+server whose policy file changes) runs ``python`` in a real subprocess.
 """
 
 from __future__ import annotations
@@ -352,18 +352,14 @@ def test_a_closed_output_pipe_ends_quietly(tmp_path: Path) -> None:
     assert result.returncode == 0
 
 
-def test_plots_without_matplotlib_are_refused_before_the_simulation(tmp_path: Path) -> None:
-    hide = (
-        "import sys; sys.modules['matplotlib'] = None; from app.cli import main; "
-        f"sys.exit(main(['simulate', 'thousand-nodes', '--plots', {str(tmp_path)!r}]))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", hide],
-        cwd=ROOT,
-        env=clean_environment(tmp_path),
-        capture_output=True,
-        text=True,
+def test_plots_without_matplotlib_are_refused_before_the_simulation(
+    cli_zygote: Zygote, tmp_path: Path
+) -> None:
+    result = cli_zygote.run(
+        ["simulate", "thousand-nodes", "--plots", str(tmp_path)],
+        clean_environment(tmp_path),
         timeout=60,  # thousand-nodes would take far longer if it ran first
+        hidden=["matplotlib"],
     )
     assert "Traceback" not in result.stderr
     assert result.returncode == 2
@@ -435,29 +431,36 @@ def test_a_port_in_use_is_refused_naming_the_flag_before_the_banner(tmp_path: Pa
     assert "Try it" not in done["demo --port"].stdout
 
 
-@pytest.mark.parametrize("stream", ["closed", "full"])
-def test_output_that_cannot_be_written_is_one_error_and_exit_code_1(
-    stream: str, tmp_path: Path
-) -> None:
-    policy = write(tmp_path / "p.yaml", POLICY_CPU_ONLY)
-    scenario = write(tmp_path / "s.yaml", TINY_SCENARIO.replace("SEED", "1"))
-    redirect = ">&-" if stream == "closed" else "> /dev/full"
-    commands = [
-        f"{sys.executable} -m app.cli policy check {policy} {redirect}",
-        f"{sys.executable} -m app.cli simulate {scenario} --policies default {redirect}",
-    ]
+def writing_commands(folder: Path) -> list[list[str]]:
+    """A command that writes a report, and one that writes a table."""
+    policy = write(folder / "p.yaml", POLICY_CPU_ONLY)
+    scenario = write(folder / "s.yaml", TINY_SCENARIO.replace("SEED", "1"))
+    return [["policy", "check", str(policy)],
+            ["simulate", str(scenario), "--policies", "default"]]  # fmt: skip
+
+
+def test_a_closed_stdout_is_one_error_and_exit_code_1(tmp_path: Path) -> None:
+    # A fresh interpreter: sys.stdout is None only in one started with it closed.
     env = clean_environment(tmp_path)
     with ThreadPoolExecutor(2) as pool:
         results = list(
             pool.map(
-                lambda command: subprocess.run(
-                    ["bash", "-c", command], cwd=ROOT, env=env, capture_output=True,
-                    text=True, timeout=60,
+                lambda argv: subprocess.run(
+                    ["bash", "-c", f"{sys.executable} -m app.cli {' '.join(argv)} >&-"],
+                    cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
                 ),
-                commands,
+                writing_commands(tmp_path),
             )
         )  # fmt: skip
     for result in results:
+        assert result.returncode == 1, result.stderr
+        assert "cannot write the output" in one_error(result)
+
+
+def test_a_full_disk_is_one_error_and_exit_code_1(cli_zygote: Zygote, tmp_path: Path) -> None:
+    env = clean_environment(tmp_path)
+    for argv in writing_commands(tmp_path):
+        result = cli_zygote.run(argv, env, stdout_to=Path("/dev/full"))
         assert result.returncode == 1, result.stderr
         assert "cannot write the output" in one_error(result)
 
@@ -616,17 +619,14 @@ def test_old_variable_names_still_work_with_a_deprecation_warning(
 
 
 def test_simulate_shows_progress_when_asked_and_no_plots_hint_without_plots(
-    tmp_path: Path,
+    cli_zygote: Zygote, tmp_path: Path
 ) -> None:
     scenario = write(tmp_path / "s.yaml", TINY_SCENARIO.replace("SEED", "1"))
-    hide = (
-        "import sys; sys.modules['matplotlib'] = None; from app.cli import main; "
-        f"sys.exit(main(['simulate', {str(scenario)!r}, '--policies', 'default', '--progress']))"
+    result = cli_zygote.run(
+        ["simulate", str(scenario), "--policies", "default", "--progress"],
+        clean_environment(tmp_path),
+        hidden=["matplotlib"],
     )
-    result = subprocess.run(
-        [sys.executable, "-c", hide], cwd=ROOT, env=clean_environment(tmp_path),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "] 20/20" in result.stderr  # the bar, with no terminal
     assert "plots" not in result.stderr.lower()

@@ -19,7 +19,8 @@ policy refused by its schema 0.13 instead of 0.30 (measured on the 2-core CI mac
 What differs from a fresh interpreter, and why it does not matter where this is used:
 - The libraries in PRELOADED are already imported. A case that would not import them
   finds them in ``sys.modules``. What a command loads is checked in tests/test_cli.py,
-  in fresh interpreters, and so is the message that matplotlib is missing.
+  in fresh interpreters. A case may hide a module (``hidden``: an optional library not
+  installed), as ``python -c "sys.modules['matplotlib'] = None; ..."`` did.
 - A preloaded library read the environment at its import (numpy its thread counts,
   prometheus_client its multiprocess folder): the zygote starts with the same clean
   environment as the cases (clean_environment), and a case only adds LOADAWARE_*
@@ -52,7 +53,7 @@ import locale
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -98,14 +99,25 @@ class Zygote:
             )
 
     def run(
-        self, argv: list[str], env: dict[str, str], cwd: Path = ROOT, timeout: float = 60
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: Path = ROOT,
+        timeout: float = 60,
+        *,
+        stdout_to: Path | None = None,
+        hidden: Sequence[str] = (),
     ) -> subprocess.CompletedProcess[str]:
         """``python -m app.cli *argv`` with this environment and working folder, as
-        ``subprocess.run(..., capture_output=True, text=True, timeout=timeout)``."""
+        ``subprocess.run(..., capture_output=True, text=True, timeout=timeout)``.
+        ``stdout_to``: a file stdout is written to instead (/dev/full), the result's
+        stdout then empty. ``hidden``: modules the case finds missing, as an optional
+        library that is not installed (``sys.modules[name] = None``)."""
         self.cases += 1
         out, err = (self.folder / f"{self.cases}.{name}" for name in ("out", "err"))
         request = {"argv": argv, "env": env, "cwd": str(cwd), "timeout": timeout,
-                   "stdout": str(out), "stderr": str(err)}  # fmt: skip
+                   "stdout": str(stdout_to or out), "stderr": str(err),
+                   "hidden": list(hidden)}  # fmt: skip
         stdin, stdout = self._pipes()
         stdin.write(json.dumps(request).encode() + b"\n")
         stdin.flush()
@@ -116,8 +128,9 @@ class Zygote:
         args = [sys.executable, "-m", "app.cli", *argv]
         if ended["timed_out"]:
             raise subprocess.TimeoutExpired(args, timeout)
+        said = b"" if stdout_to else out.read_bytes()
         return subprocess.CompletedProcess(
-            args, ended["returncode"], decoded(out.read_bytes()), decoded(err.read_bytes())
+            args, ended["returncode"], decoded(said), decoded(err.read_bytes())
         )
 
     def _pipes(self) -> tuple[IO[bytes], IO[bytes]]:

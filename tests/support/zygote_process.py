@@ -87,6 +87,10 @@ def become(request: Request) -> None:
     argv = request["argv"]
     assert isinstance(argv, list)
     sys.argv = ["-m", *argv]  # runpy puts the module's path first
+    hidden = request["hidden"]
+    assert isinstance(hidden, list)
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # "import name" fails
 
 
 if __name__ == "__main__":
