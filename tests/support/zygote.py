@@ -51,6 +51,7 @@ from __future__ import annotations
 import json
 import locale
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -88,11 +89,14 @@ class Zygote:
         self.cases = 0
         (folder / "home").mkdir(parents=True)
         self.log = folder / "zygote.log"
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
+        self.process = self._start()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        with self.log.open("ab") as log:
+            return subprocess.Popen(
                 [sys.executable, str(Path(__file__).with_name("zygote_process.py"))],
                 cwd=ROOT,
-                env=clean_environment(folder / "home"),
+                env=clean_environment(self.folder / "home"),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -119,9 +123,21 @@ class Zygote:
                    "stdout": str(stdout_to or out), "stderr": str(err),
                    "hidden": list(hidden)}  # fmt: skip
         stdin, stdout = self._pipes()
-        stdin.write(json.dumps(request).encode() + b"\n")
-        stdin.flush()
-        reply = stdout.readline()
+        case = None
+        try:
+            stdin.write(json.dumps(request).encode() + b"\n")
+            stdin.flush()
+            case = json.loads(stdout.readline() or "null")  # {"pid": ...}, as it forks
+            reply = stdout.readline()
+        except BaseException:
+            # Interrupted (a test's own timeout): the case and the zygote are stopped (its
+            # reply would answer the next request), and a new zygote started.
+            if case:  # not yet reaped by the zygote, so the pid is still the case's
+                os.kill(case["pid"], signal.SIGKILL)
+            self.process.kill()
+            self.process.wait()
+            self.process = self._start()
+            raise
         if not reply:
             raise RuntimeError(f"the zygote ended: {self.log.read_text(errors='replace')}")
         ended = json.loads(reply)

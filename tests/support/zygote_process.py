@@ -12,6 +12,8 @@ import os
 import select
 import signal
 import sys
+from collections.abc import Mapping
+from typing import TypedDict
 
 # What the command line imports from outside ``app`` and the standard library, where a
 # case gets far enough to need it: its policy and file schemas, the Kubernetes client it
@@ -39,34 +41,49 @@ PRELOADED = (
     "prometheus_client.utils",
 )
 
-Request = dict[str, object]
+
+class Request(TypedDict):
+    """A case, as tests/support/zygote.py sends it."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    timeout: float
+    stdout: str
+    stderr: str
+    hidden: list[str]
 
 
 def serve() -> Request | None:
-    """Answer each request on stdin with its child's exit; None in the zygote once its
-    input ends, the request in each child it forks."""
+    """Answer each request on stdin with its child's pid as it forks, then with how the
+    child ended; None in the zygote once its input ends, the request in each child."""
     while line := sys.stdin.buffer.readline():
         request: Request = json.loads(line)
         pid = os.fork()
         if pid == 0:
             return request
+        answer({"pid": pid})
         ended = os.pidfd_open(pid)
-        timed_out = not select.select([ended], [], [], float(str(request["timeout"])))[0]
+        timed_out = not select.select([ended], [], [], request["timeout"])[0]
         if timed_out:  # as subprocess.run's timeout: the child is killed
             os.kill(pid, signal.SIGKILL)
         os.close(ended)
         _, status = os.waitpid(pid, 0)
         reply = {"returncode": os.waitstatus_to_exitcode(status), "timed_out": timed_out}
-        sys.stdout.buffer.write(json.dumps(reply).encode() + b"\n")
-        sys.stdout.buffer.flush()
+        answer(reply)
     return None
+
+
+def answer(reply: Mapping[str, object]) -> None:
+    sys.stdout.buffer.write(json.dumps(reply).encode() + b"\n")
+    sys.stdout.buffer.flush()
 
 
 def become(request: Request) -> None:
     """Turn this forked child into ``python -m app.cli`` started for ``request``."""
     streams = [os.open(os.devnull, os.O_RDONLY)]
-    for name in ("stdout", "stderr"):
-        streams.append(os.open(str(request[name]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
+    for path in (request["stdout"], request["stderr"]):
+        streams.append(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
     for fd, opened in enumerate(streams):
         os.dup2(opened, fd)  # inheritable, as a fresh process' own 0, 1 and 2
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
@@ -78,18 +95,12 @@ def become(request: Request) -> None:
         2, "w", encoding=encoding, errors="backslashreplace", buffering=1, closefd=False
     )
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
-    env = request["env"]
-    assert isinstance(env, dict)
     os.environ.clear()
-    os.environ.update(env)
-    os.chdir(str(request["cwd"]))
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
     sys.path[0] = os.getcwd()  # as ``python -m``: the working folder first
-    argv = request["argv"]
-    assert isinstance(argv, list)
-    sys.argv = ["-m", *argv]  # runpy puts the module's path first
-    hidden = request["hidden"]
-    assert isinstance(hidden, list)
-    for name in hidden:
+    sys.argv = ["-m", *request["argv"]]  # runpy puts the module's path first
+    for name in request["hidden"]:
         sys.modules[name] = None  # type: ignore[assignment]  # "import name" fails
 
 
