@@ -70,16 +70,19 @@ E2E_GROUPS = {
     "e2e-3": ("annotator", "explain", "capture", "descheduler_small_pods",
               "node_annotation_policy", "workload_usage"),
 }  # fmt: skip
-# The tests of the CLI that run in its zygote (tests/support/zygote.py): the bad-input
-# cases (their module fixture runs every case) and a few more of the same file. The
-# zygote starts once on each worker that runs one of them (~0.5 CPU-s).
-IN_THE_ZYGOTE = tuple(
-    f"tests/test_cli_bad_input.py::{name}"
-    for name in ("test_bad_input_ends_in_one_line", "test_a_case_in_the_zygote",
-                 "test_version_prints", "test_global_flags_are_accepted",
-                 "test_a_single_run_without_the_lease", "test_old_variable_names",
-                 "test_plots_without_matplotlib", "test_a_full_disk",
-                 "test_simulate_shows_progress")
+# The tests of the CLI that run in its zygote (tests/support/zygote.py, the fixture
+# ``cli_zygote``): the bad-input cases (their module fixture runs every case) and the
+# others. The zygote starts once on each worker that runs one of them (~0.5 CPU-s).
+IN_THE_ZYGOTE = (
+    *(f"tests/test_cli_bad_input.py::{name}"
+      for name in ("test_bad_input_ends_in_one_line", "test_a_case_in_the_zygote",
+                   "test_version_prints", "test_global_flags_are_accepted",
+                   "test_a_single_run_without_the_lease", "test_old_variable_names",
+                   "test_plots_without_matplotlib", "test_a_full_disk",
+                   "test_simulate_shows_progress")),
+    "tests/extender/test_policy_atomic.py::test_extender_refuses_an_absurd_weight",
+    "tests/extender/test_tls_and_cli.py::test_extender_refuses_to_start_with_a_broken",
+    "tests/extender/test_tls_and_cli.py::test_extender_without_a_kubeconfig",
 )  # fmt: skip
 # Tests that share one costly fixture run on one worker, each group as one unit: the
 # CLI's tests in its zygote, the socket tests' real extenders (one start, about a
