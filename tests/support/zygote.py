@@ -27,7 +27,8 @@ What differs from a fresh interpreter, and why it does not matter where this is 
   variables, which no library reads. The child replaces ``os.environ`` (and so the C
   environment) with the case's.
 - Signal dispositions are the zygote's, which are a fresh interpreter's: it started as
-  one, from subprocess, and sets none. The hash seed is the zygote's for every case;
+  one, from subprocess, and sets none. Nor does it configure logging: the libraries'
+  loggers are as their import left them, as in a fresh interpreter that imports them. The hash seed is the zygote's for every case;
   ``random`` reseeds itself in a forked child.
 - Descriptors: the child gets /dev/null, then a file each for stdout and stderr, on 0, 1
   and 2, new ``sys.std*`` objects on them (the encoding and error handlers of the
