@@ -331,6 +331,33 @@ def test_a_case_in_the_zygote_ends_as_in_a_fresh_interpreter(
         assert fresh.stdout or fresh.stderr, what  # each said something
 
 
+STREAMS_AS_MADE = """\
+import sys
+from zygote_process import reopened
+def made(s):
+    return (type(s.buffer).__name__, s.line_buffering, s.write_through, s.encoding,
+            s.errors, s.name, s.mode)
+started = [made(s) for s in (sys.stdin, sys.stdout, sys.stderr)]
+remade = [made(reopened(fd, s)) for fd, s in enumerate((sys.stdin, sys.stdout, sys.stderr))]
+print(started == remade, started, remade)
+"""
+
+
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_a_case_gets_standard_streams_made_as_the_interpreter_makes_them(
+    unbuffered: bool, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in clean_environment(tmp_path).items() if k != "PYTHONUNBUFFERED"}
+    result = subprocess.run(
+        [sys.executable, "-c", STREAMS_AS_MADE],
+        cwd=ROOT / "tests" / "support",
+        env={**env, **({"PYTHONUNBUFFERED": "1"} if unbuffered else {})},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.stdout.startswith("True"), result.stdout + result.stderr
+    assert ("FileIO" in result.stdout) == unbuffered  # both ways were seen
+
+
 def test_version_prints_the_version(cli_zygote: Zygote, tmp_path: Path) -> None:
     result = cli_zygote.run(["--version"], clean_environment(tmp_path))
     assert result.returncode == 0

@@ -28,8 +28,9 @@ What differs from a fresh interpreter, and why it does not matter where this is 
   environment) with the case's.
 - Signal dispositions are the zygote's, which are a fresh interpreter's: it started as
   one, from subprocess, and sets none. Nor does it configure logging: the libraries'
-  loggers are as their import left them, as in a fresh interpreter that imports them. The hash seed is the zygote's for every case;
-  ``random`` reseeds itself in a forked child.
+  loggers are as their import left them, as in a fresh interpreter that imports them.
+  The hash seed is the zygote's for every case; ``random`` reseeds itself in a forked
+  child.
 - Descriptors: the child gets /dev/null, then a file each for stdout and stderr, on 0, 1
   and 2, new ``sys.std*`` objects on them (the encoding and error handlers of the
   zygote's, which a fresh interpreter with this environment also picks), and closes

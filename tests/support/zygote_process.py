@@ -7,13 +7,14 @@ interpreter and PRELOADED put there.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import select
 import signal
 import sys
 from collections.abc import Mapping
-from typing import TypedDict
+from typing import BinaryIO, TextIO, TypedDict
 
 # What the command line imports from outside ``app`` and the standard library, where a
 # case gets far enough to need it: its policy and file schemas, the Kubernetes client it
@@ -87,13 +88,10 @@ def become(request: Request) -> None:
     for fd, opened in enumerate(streams):
         os.dup2(opened, fd)  # inheritable, as a fresh process' own 0, 1 and 2
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-    encoding, errors = sys.stdout.encoding, sys.stdout.errors
-    # Fresh objects on 0, 1 and 2, as the interpreter makes at start (stderr: line by line).
-    sys.stdin = open(0, encoding=encoding, errors=errors, closefd=False)  # noqa: SIM115
-    sys.stdout = open(1, "w", encoding=encoding, errors=errors, closefd=False)  # noqa: SIM115
-    sys.stderr = open(  # noqa: SIM115
-        2, "w", encoding=encoding, errors="backslashreplace", buffering=1, closefd=False
-    )
+    # New objects on 0, 1 and 2, made as the interpreter made the zygote's at its start.
+    sys.stdin = reopened(0, sys.stdin)
+    sys.stdout = reopened(1, sys.stdout)
+    sys.stderr = reopened(2, sys.stderr)
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
     os.environ.clear()
     os.environ.update(request["env"])
@@ -102,6 +100,28 @@ def become(request: Request) -> None:
     sys.argv = ["-m", *request["argv"]]  # runpy puts the module's path first
     for name in request["hidden"]:
         sys.modules[name] = None  # type: ignore[assignment]  # "import name" fails
+
+
+def reopened(fd: int, like: TextIO) -> io.TextIOWrapper:
+    """A stream on ``fd`` as ``like`` (a standard stream of this interpreter) was made:
+    buffered or not (PYTHONUNBUFFERED), line by line or not, its encoding, error
+    handler, name and mode, and no newline translation (create_stdio in CPython)."""
+    assert isinstance(like, io.TextIOWrapper)
+    raw = io.FileIO(fd, like.mode, closefd=False)
+    raw.name = like.name  # "<stdout>", as the interpreter names it
+    buffer: BinaryIO = raw
+    if not isinstance(like.buffer, io.FileIO):
+        buffer = io.BufferedReader(raw) if like.mode == "r" else io.BufferedWriter(raw)
+    stream = io.TextIOWrapper(
+        buffer,
+        encoding=like.encoding,
+        errors=like.errors,
+        newline="\n",
+        line_buffering=like.line_buffering,
+        write_through=like.write_through,
+    )
+    stream.mode = like.mode  # type: ignore[misc]
+    return stream
 
 
 if __name__ == "__main__":
