@@ -33,14 +33,18 @@ What differs from a fresh interpreter, and why it does not matter where this is 
   The hash seed is the zygote's for every case; ``random`` reseeds itself in a forked
   child.
 - Descriptors: the child gets /dev/null, then a file each for stdout and stderr, on 0, 1
-  and 2, new ``sys.std*`` objects on them (the encoding and error handlers of the
-  zygote's, which a fresh interpreter with this environment also picks), and closes
-  every other descriptor, as subprocess does with close_fds; stdin is /dev/null, not
-  whatever the test run had. No thread runs in the zygote but numpy's OpenBLAS pool,
-  which OpenBLAS shuts down before a fork (pthread_atfork).
+  and 2, and closes every other descriptor, as subprocess does with close_fds; stdin
+  is /dev/null, not whatever the test run had. Its ``sys.std*`` objects are new, made
+  as the interpreter made the zygote's (reopened: buffered or not by PYTHONUNBUFFERED,
+  encoding, error handler, name), which a fresh interpreter in this environment makes.
+- No thread runs in the zygote but numpy's OpenBLAS pool, idle; a fork copies only
+  the thread that forks, and OpenBLAS resets its pool in a child (its atfork handler).
 - What the zygote imported is frozen (gc.freeze): a child's collections skip it, as
   nothing of it is garbage. Unfrozen, every case's collections and its end walked, and
-  so copied page by page, the whole preloaded heap: 0.07 CPU-s a case.
+  so copied page by page, the whole preloaded heap: 0.07 CPU-s a case. Its end (the
+  modules torn down) still costs about 0.02 CPU-s a case more than in a fresh
+  interpreter: leaving the preloaded modules out of it would save that, and would
+  hide what their teardown prints, so they are torn down.
 So what depends on a real start stays a real subprocess, in the tests that use this:
 Ctrl-C (the disposition of SIGINT in a background shell), a closed stdout at start
 (``sys.stdout`` is None only in an interpreter started so), a closed pipe, what a test
