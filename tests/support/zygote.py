@@ -38,7 +38,8 @@ What differs from a fresh interpreter, and why it does not matter where this is 
   as the interpreter made the zygote's (reopened: buffered or not by PYTHONUNBUFFERED,
   encoding, error handler, name), which a fresh interpreter in this environment makes.
 - No thread runs in the zygote but numpy's OpenBLAS pool, idle; a fork copies only
-  the thread that forks, and OpenBLAS resets its pool in a child (its atfork handler).
+  the thread that forks, and OpenBLAS stops its pool before a fork (its atfork
+  handler) and starts it again when it is next used.
 - What the zygote imported is frozen (gc.freeze): a child's collections skip it, as
   nothing of it is garbage. Unfrozen, every case's collections and its end walked, and
   so copied page by page, the whole preloaded heap: 0.07 CPU-s a case. Its end (the
