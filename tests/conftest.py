@@ -14,6 +14,7 @@ T = TypeVar("T")
 pytest_plugins: list[str] = [
     "tests.support.prom_fixtures",
     "tests.support.fakekube_fixtures",
+    "tests.support.zygote",
 ]
 
 # The end-to-end tests need a real control plane, found through this variable (a folder
@@ -69,12 +70,25 @@ E2E_GROUPS = {
     "e2e-3": ("annotator", "explain", "capture", "descheduler_small_pods",
               "node_annotation_policy", "workload_usage"),
 }  # fmt: skip
+# The tests of the CLI that run in its zygote (tests/support/zygote.py, the fixture
+# ``cli_zygote``): the bad-input cases (their module fixture runs every case) and the
+# others. The zygote starts once on each worker that runs one of them (~0.5 CPU-s).
+IN_THE_ZYGOTE = (
+    *(f"tests/test_cli_bad_input.py::{name}"
+      for name in ("test_bad_input_ends_in_one_line", "test_a_case_in_the_zygote",
+                   "test_version_prints", "test_global_flags_are_accepted",
+                   "test_a_single_run_without_the_lease", "test_old_variable_names",
+                   "test_plots_without_matplotlib", "test_a_full_disk",
+                   "test_simulate_shows_progress")),
+    "tests/extender/test_policy_atomic.py::test_extender_refuses_an_absurd_weight",
+    "tests/extender/test_tls_and_cli.py::test_extender_refuses_to_start_with_a_broken",
+    "tests/extender/test_tls_and_cli.py::test_extender_without_a_kubeconfig",
+)  # fmt: skip
 # Tests that share one costly fixture run on one worker, each group as one unit: the
-# CLI's bad-input cases (their module fixture runs every case), the socket tests' real
-# extenders (one start, about a CPU-second, on each worker that ran one of them) and the
-# e2e groups.
+# CLI's tests in its zygote, the socket tests' real extenders (one start, about a
+# CPU-second, on each worker that ran one of them) and the e2e groups.
 GROUP_OF = {
-    "tests/test_cli_bad_input.py::test_bad_input_ends_in_one_line": "bad-input-cases",
+    **dict.fromkeys(IN_THE_ZYGOTE, "bad-input-cases"),
     "tests/extender/test_slow_clients.py::": "slow-clients",
     "tests/security/test_sockets.py::": "sockets",
     **{f"tests/e2e/test_{name}.py::": group for group, names in E2E_GROUPS.items()

@@ -1,20 +1,25 @@
 """Bad input through the real command line: one line naming the input, a documented exit
 code (2: bad usage or configuration; see app/commandline/flags.py), never a traceback.
 
-Every case runs ``python -m app.cli`` in a subprocess with a clean environment (no
-LOADAWARE_* variables, no kubeconfig, HOME in a temporary folder), as an operator
-would meet it. The cases run a few at a time, in one batch, to keep the suite fast.
+Every case runs ``python -m app.cli`` in a process of its own with a clean environment
+(no LOADAWARE_* variables, no kubeconfig, HOME in a temporary folder), as an operator
+would meet it, and is judged by that process' exit code, stdout and stderr. The cases
+run in one batch; each process is forked by a zygote that already imported the
+libraries (tests/support/zygote.py, which says what that changes and what not), so that
+a case costs its own import of ``app`` and its work, not an interpreter's start-up.
+What depends on a real start (Ctrl-C, a closed stdout, a closed pipe, a port in use, a
+server whose policy file changes) runs ``python`` in a real subprocess.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import re
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +29,7 @@ import pytest
 
 from tests.support import http_client
 from tests.support.ports import free_port
+from tests.support.zygote import Zygote, clean_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -247,15 +253,6 @@ CASES: dict[str, Case] = {
 }  # fmt: skip
 
 
-def clean_environment(home: Path) -> dict[str, str]:
-    kept = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("LOADAWARE_") and k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
-    }
-    return {**kept, "HOME": str(home)}
-
-
 def run_cli(
     argv: list[str], env: dict[str, str], timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
@@ -269,7 +266,7 @@ def run_cli(
     )
 
 
-def run_case(name: str, folder: Path) -> subprocess.CompletedProcess[str]:
+def run_case(zygote: Zygote, name: str, folder: Path) -> subprocess.CompletedProcess[str]:
     case = CASES[name]
     folder.mkdir()
     for file_name, content in case.files.items():
@@ -280,19 +277,18 @@ def run_case(name: str, folder: Path) -> subprocess.CompletedProcess[str]:
             target.write_text(content, encoding="utf-8")
     # "@name" is a file of the case, in the case's folder.
     argv = [f"{folder}/{arg[1:]}" if arg.startswith("@") else arg for arg in case.argv]
-    return run_cli(argv, {**clean_environment(folder), **case.env})
+    # Its own folder as its working folder, as an operator runs it: not the checkout.
+    return zygote.run(argv, {**clean_environment(folder), **case.env}, cwd=folder)
 
 
 @pytest.fixture(scope="module")
 def results(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[dict[str, subprocess.CompletedProcess[str]]]:
-    """Every case's result, the processes run four at a time (each is mostly start-up)."""
+    cli_zygote: Zygote, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every case's result, each its own process forked by the zygote, one at a time
+    (each is mostly the CPU of importing ``app``)."""
     root = tmp_path_factory.mktemp("cases")
-    names = list(CASES)
-    with ThreadPoolExecutor(4) as pool:
-        done = pool.map(lambda i: run_case(names[i], root / str(i)), range(len(names)))
-        yield dict(zip(names, done, strict=True))
+    return {name: run_case(cli_zygote, name, root / str(i)) for i, name in enumerate(CASES)}
 
 
 # One worker runs them all (GROUP_OF in tests/conftest.py): ``results`` runs every case,
@@ -314,8 +310,63 @@ def test_bad_input_ends_in_one_line_and_a_documented_exit_code(
         assert line.startswith("(run 'loadaware") or " WARNING " in line, result.stderr
 
 
-def test_version_prints_the_version(tmp_path: Path) -> None:
-    result = run_cli(["--version"], clean_environment(tmp_path))
+# What the zygote must not change: a case ends as in a fresh interpreter, the same exit
+# code, stdout and stderr, whether it stops at a flag, in a schema or prints a table.
+BOTH_WAYS = {
+    "a bad flag": ["extender", "--port", "99999"],
+    "a policy refused": ["policy", "check", "@p.yaml"],
+    "a listing asked for by a variable": ["--log-level", "warning", "simulate"],
+}
+
+
+def untimed(log: str) -> str:
+    """Log lines without their time, which two runs do not share."""
+    return re.sub(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", "", log, flags=re.MULTILINE)
+
+
+def test_a_case_in_the_zygote_ends_as_in_a_fresh_interpreter(
+    cli_zygote: Zygote, tmp_path: Path
+) -> None:
+    policy = write(tmp_path / "p.yaml", BOTH_SPELLINGS)
+    env = {**clean_environment(tmp_path), "LOADAWARE_SIMULATE_LIST": "true"}
+    for what, argv in BOTH_WAYS.items():
+        argv = [str(policy) if arg == "@p.yaml" else arg for arg in argv]
+        fresh, forked = run_cli(argv, env), cli_zygote.run(argv, env)
+        assert forked.returncode == fresh.returncode, (what, forked.stderr)
+        said = (forked.stdout, untimed(forked.stderr))
+        assert said == (fresh.stdout, untimed(fresh.stderr)), what
+        assert fresh.stdout or fresh.stderr, what  # each said something
+
+
+STREAMS_AS_MADE = """\
+import sys
+from zygote_process import reopened
+def made(s):
+    return (type(s.buffer).__name__, s.line_buffering, s.write_through, s.encoding,
+            s.errors, s.name, s.mode)
+started = [made(s) for s in (sys.stdin, sys.stdout, sys.stderr)]
+remade = [made(reopened(fd, s)) for fd, s in enumerate((sys.stdin, sys.stdout, sys.stderr))]
+print(started == remade, started, remade)
+"""
+
+
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_a_case_gets_standard_streams_made_as_the_interpreter_makes_them(
+    unbuffered: bool, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in clean_environment(tmp_path).items() if k != "PYTHONUNBUFFERED"}
+    result = subprocess.run(
+        [sys.executable, "-c", STREAMS_AS_MADE],
+        cwd=ROOT / "tests" / "support",
+        env={**env, **({"PYTHONUNBUFFERED": "1"} if unbuffered else {})},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.stdout.startswith("True"), result.stdout + result.stderr
+    assert ("FileIO" in result.stdout) == unbuffered  # both ways were seen
+
+
+def test_version_prints_the_version(cli_zygote: Zygote, tmp_path: Path) -> None:
+    result = cli_zygote.run(["--version"], clean_environment(tmp_path))
     assert result.returncode == 0
     assert result.stdout.strip() == "loadaware 0.1.0"
 
@@ -334,26 +385,26 @@ def test_a_closed_output_pipe_ends_quietly(tmp_path: Path) -> None:
     assert result.returncode == 0
 
 
-def test_plots_without_matplotlib_are_refused_before_the_simulation(tmp_path: Path) -> None:
-    hide = (
-        "import sys; sys.modules['matplotlib'] = None; from app.cli import main; "
-        f"sys.exit(main(['simulate', 'thousand-nodes', '--plots', {str(tmp_path)!r}]))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", hide],
-        cwd=ROOT,
-        env=clean_environment(tmp_path),
-        capture_output=True,
-        text=True,
+def test_plots_without_matplotlib_are_refused_before_the_simulation(
+    cli_zygote: Zygote, tmp_path: Path
+) -> None:
+    result = cli_zygote.run(
+        ["simulate", "thousand-nodes", "--plots", str(tmp_path)],
+        clean_environment(tmp_path),
         timeout=60,  # thousand-nodes would take far longer if it ran first
+        hidden=["matplotlib"],
     )
     assert "Traceback" not in result.stderr
     assert result.returncode == 2
     assert "matplotlib is not installed" in result.stderr
 
 
-def test_global_flags_are_accepted_after_the_command_name(tmp_path: Path) -> None:
-    result = run_cli(["simulate", "--list", "--log-level", "warning"], clean_environment(tmp_path))
+def test_global_flags_are_accepted_after_the_command_name(
+    cli_zygote: Zygote, tmp_path: Path
+) -> None:
+    result = cli_zygote.run(
+        ["simulate", "--list", "--log-level", "warning"], clean_environment(tmp_path)
+    )
     assert result.returncode == 0, result.stderr
     assert "burst" in result.stdout
 
@@ -413,26 +464,25 @@ def test_a_port_in_use_is_refused_naming_the_flag_before_the_banner(tmp_path: Pa
     assert "Try it" not in done["demo --port"].stdout
 
 
-@pytest.mark.parametrize("stream", ["closed", "full"])
-def test_output_that_cannot_be_written_is_one_error_and_exit_code_1(
-    stream: str, tmp_path: Path
-) -> None:
-    policy = write(tmp_path / "p.yaml", POLICY_CPU_ONLY)
-    scenario = write(tmp_path / "s.yaml", TINY_SCENARIO.replace("SEED", "1"))
-    redirect = ">&-" if stream == "closed" else "> /dev/full"
-    commands = [
-        f"{sys.executable} -m app.cli policy check {policy} {redirect}",
-        f"{sys.executable} -m app.cli simulate {scenario} --policies default {redirect}",
-    ]
+def writing_commands(folder: Path) -> list[list[str]]:
+    """A command that writes a report, and one that writes a table."""
+    policy = write(folder / "p.yaml", POLICY_CPU_ONLY)
+    scenario = write(folder / "s.yaml", TINY_SCENARIO.replace("SEED", "1"))
+    return [["policy", "check", str(policy)],
+            ["simulate", str(scenario), "--policies", "default"]]  # fmt: skip
+
+
+def test_a_closed_stdout_is_one_error_and_exit_code_1(tmp_path: Path) -> None:
+    # A fresh interpreter: sys.stdout is None only in one started with it closed.
     env = clean_environment(tmp_path)
     with ThreadPoolExecutor(2) as pool:
         results = list(
             pool.map(
-                lambda command: subprocess.run(
-                    ["bash", "-c", command], cwd=ROOT, env=env, capture_output=True,
-                    text=True, timeout=60,
+                lambda argv: subprocess.run(
+                    ["bash", "-c", f"{sys.executable} -m app.cli {' '.join(argv)} >&-"],
+                    cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
                 ),
-                commands,
+                writing_commands(tmp_path),
             )
         )  # fmt: skip
     for result in results:
@@ -440,10 +490,18 @@ def test_output_that_cannot_be_written_is_one_error_and_exit_code_1(
         assert "cannot write the output" in one_error(result)
 
 
+def test_a_full_disk_is_one_error_and_exit_code_1(cli_zygote: Zygote, tmp_path: Path) -> None:
+    env = clean_environment(tmp_path)
+    for argv in writing_commands(tmp_path):
+        result = cli_zygote.run(argv, env, stdout_to=Path("/dev/full"))
+        assert result.returncode == 1, result.stderr
+        assert "cannot write the output" in one_error(result)
+
+
 def test_a_single_run_without_the_lease_says_the_api_server_was_not_reached(
-    tmp_path: Path,
+    cli_zygote: Zygote, tmp_path: Path
 ) -> None:
-    result = run_cli(
+    result = cli_zygote.run(
         ["descheduler", "--once", "--dry-run", "--kubeconfig", str(dead_kubeconfig(tmp_path)),
          "--prometheus-url", "http://127.0.0.1:9", "--sync-timeout", "1s"],
         clean_environment(tmp_path),
@@ -573,14 +631,14 @@ def wait_for(condition: Callable[[], bool]) -> None:
         time.sleep(0.05)
 
 
-def test_old_variable_names_still_work_with_a_deprecation_warning(tmp_path: Path) -> None:
+def test_old_variable_names_still_work_with_a_deprecation_warning(
+    cli_zygote: Zygote, tmp_path: Path
+) -> None:
     env = clean_environment(tmp_path)
-    runs = [
-        (["simulate"], {**env, "LOADAWARE_LIST": "true"}),
-        (DESCHEDULER, {**env, "LOADAWARE_CONFIG": "/nonexistent/descheduler.yaml"}),
-    ]
-    with ThreadPoolExecutor(2) as pool:
-        listed, configured = pool.map(lambda run: run_cli(*run), runs)
+    listed = cli_zygote.run(["simulate"], {**env, "LOADAWARE_LIST": "true"})
+    configured = cli_zygote.run(
+        DESCHEDULER, {**env, "LOADAWARE_CONFIG": "/nonexistent/descheduler.yaml"}
+    )
     assert listed.returncode == 0, listed.stderr
     assert "burst" in listed.stdout
     assert "LOADAWARE_LIST is deprecated: set LOADAWARE_SIMULATE_LIST instead" in listed.stderr
@@ -594,26 +652,25 @@ def test_old_variable_names_still_work_with_a_deprecation_warning(tmp_path: Path
 
 
 def test_simulate_shows_progress_when_asked_and_no_plots_hint_without_plots(
-    tmp_path: Path,
+    cli_zygote: Zygote, tmp_path: Path
 ) -> None:
     scenario = write(tmp_path / "s.yaml", TINY_SCENARIO.replace("SEED", "1"))
-    hide = (
-        "import sys; sys.modules['matplotlib'] = None; from app.cli import main; "
-        f"sys.exit(main(['simulate', {str(scenario)!r}, '--policies', 'default', '--progress']))"
+    result = cli_zygote.run(
+        ["simulate", str(scenario), "--policies", "default", "--progress"],
+        clean_environment(tmp_path),
+        hidden=["matplotlib"],
     )
-    result = subprocess.run(
-        [sys.executable, "-c", hide], cwd=ROOT, env=clean_environment(tmp_path),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "] 20/20" in result.stderr  # the bar, with no terminal
     assert "plots" not in result.stderr.lower()
     assert "| default" in result.stdout
 
 
-def test_global_flags_are_accepted_between_policy_and_check(tmp_path: Path) -> None:
+def test_global_flags_are_accepted_between_policy_and_check(
+    cli_zygote: Zygote, tmp_path: Path
+) -> None:
     policy = write(tmp_path / "p.yaml", POLICY_CPU_ONLY)
-    result = run_cli(
+    result = cli_zygote.run(
         ["policy", "--log-level", "warning", "check", str(policy)], clean_environment(tmp_path)
     )
     assert result.returncode == 0, result.stderr

@@ -4,10 +4,18 @@ on each worker), and the tests that mostly wait are spread through the run."""
 
 from __future__ import annotations
 
+import ast
 import itertools
 from pathlib import Path
 
-from tests.conftest import E2E_GROUPS, KEEPS_CORES_BUSY, WAITS_MOSTLY, spread_out
+from tests.conftest import (
+    E2E_GROUPS,
+    IN_THE_ZYGOTE,
+    KEEPS_CORES_BUSY,
+    WAITS_MOSTLY,
+    group_of,
+    spread_out,
+)
 
 
 def test_every_e2e_file_is_in_exactly_one_group() -> None:
@@ -41,3 +49,29 @@ def test_every_file_named_as_waiting_mostly_or_keeping_the_cores_busy_exists() -
     root = Path(__file__).parents[1]
     for prefix in (*WAITS_MOSTLY, *KEEPS_CORES_BUSY):
         assert (root / prefix.removesuffix("::")).is_file(), prefix
+
+
+def test_the_tests_that_use_the_cli_zygote_share_one_worker() -> None:
+    """A test that asks for the zygote outside the group starts a second one on its
+    worker; a name in the group that no longer exists groups nothing."""
+    root = Path(__file__).parents[1]
+    tests: dict[str, set[str]] = {}  # node id: the fixtures it asks for
+    for path in sorted((root / "tests").rglob("test_*.py")):
+        text = path.read_text()
+        if "cli_zygote" not in text and path.name != "test_cli_bad_input.py":
+            continue  # (a file that does not name it cannot be grouped with it by prefix)
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                nodeid = f"{path.relative_to(root)}::{node.name}"
+                tests[nodeid] = {arg.arg for arg in node.args.args}
+    in_zygote = {
+        nodeid
+        for nodeid, fixtures in tests.items()
+        if "cli_zygote" in fixtures
+        or (nodeid.startswith("tests/test_cli_bad_input.py") and "results" in fixtures)
+    }
+    assert in_zygote  # what this test reads is still there
+    for nodeid in tests:
+        assert (group_of(nodeid) == "bad-input-cases") == (nodeid in in_zygote), nodeid
+    for prefix in IN_THE_ZYGOTE:
+        assert any(nodeid.startswith(prefix) for nodeid in in_zygote), prefix

@@ -5,8 +5,6 @@ and the failure is counted (issue 18, attack 5)."""
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from tests.extender.nodes import usage_annotations
 from tests.extender.test_policy_reload import ConfigMapVolume
 from tests.support import http_client
 from tests.support.asgi_server import serve
+from tests.support.zygote import Zygote, clean_environment
 
 HOT = usage_annotations(cpu=0.7, mem=0.1)  # over the default 0.65 cpu limit
 COOL = usage_annotations(cpu=0.1, mem=0.1)
@@ -79,15 +78,12 @@ def test_policy_check_names_the_absurd_field(
 
 @pytest.mark.parametrize("weight", [".inf", "1e308"])
 def test_extender_refuses_an_absurd_weight_at_start_with_exit_code_2(
-    tmp_path: Path, weight: str
+    cli_zygote: Zygote, tmp_path: Path, weight: str
 ) -> None:
     path = tmp_path / "policy.yaml"
     path.write_text(DEFAULT_POLICY_YAML.replace(FIRST_WEIGHT, f"weight: {weight}", 1))
-    result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "extender", "--no-node-cache", "--policy", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = cli_zygote.run(
+        ["extender", "--no-node-cache", "--policy", str(path)], clean_environment(tmp_path)
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr

@@ -29,6 +29,7 @@ from tests.support import http_client
 from tests.support.asgi_server import serve
 from tests.support.pki import Pki, make_pki
 from tests.support.ports import free_port
+from tests.support.zygote import Zygote, clean_environment
 
 
 @pytest.fixture(scope="module")
@@ -171,30 +172,22 @@ def test_extender_command_reads_flags_from_the_environment(
     assert listing["policy"] == str(policy)
 
 
-def test_extender_refuses_to_start_with_a_broken_policy(tmp_path: Path) -> None:
+def test_extender_refuses_to_start_with_a_broken_policy(
+    cli_zygote: Zygote, tmp_path: Path
+) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("spec: {syncPolicy: [{name: x, period: soon}]}")
-    result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "extender", "--no-node-cache", "--policy", str(policy)],
-        capture_output=True,
-        text=True,
-        timeout=30,
+    result = cli_zygote.run(
+        ["extender", "--no-node-cache", "--policy", str(policy)], clean_environment(tmp_path)
     )
     assert result.returncode == 2
     assert "spec.syncPolicy.0.period: invalid duration 'soon'" in result.stderr
 
 
-def test_extender_without_a_kubeconfig_exits_with_one_clear_line(tmp_path: Path) -> None:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
-    }
-    result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "--log-level", "error", "extender"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**env, "HOME": str(tmp_path)},
-    )
+def test_extender_without_a_kubeconfig_exits_with_one_clear_line(
+    cli_zygote: Zygote, tmp_path: Path
+) -> None:
+    result = cli_zygote.run(["--log-level", "error", "extender"], clean_environment(tmp_path))
     assert result.returncode == 2  # a configuration error, as in every component
     assert "Traceback" not in result.stderr
     [line] = result.stderr.splitlines()
