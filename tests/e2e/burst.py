@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import httpx
 import pytest
-from lightkube import Client
+from lightkube import ALL_NS, Client
 from lightkube.resources.core_v1 import Event, Node, Pod
 
 from app.load.samples import format_usage
@@ -173,7 +173,7 @@ def loadaware_scheduler(
 
 
 def shared_extender(request: pytest.FixtureRequest, *, node_cache: bool) -> Extender:
-    """The module's extender with its node cache on or off (tests/e2e/conftest.py),
+    """The shared extender with its node cache on or off (tests/e2e/conftest.py),
     caught up with the cluster as the test made it (wait_caught_up)."""
     name = "extender_with_node_cache" if node_cache else "extender_without_node_cache"
     extender = cast(Extender, request.getfixturevalue(name))
@@ -184,20 +184,31 @@ def shared_extender(request: pytest.FixtureRequest, *, node_cache: bool) -> Exte
 
 def wait_caught_up(cluster: ControlPlane, extender: Extender, *, node_cache: bool) -> None:
     """Wait until an extender that ran through earlier tests holds this test's cluster
-    and nothing of theirs: no pod estimate left on any node (the wipe deleted their
-    pods, and the pod watch tells the extender), and, with its node cache, exactly the
-    Nodes the API server has, each with the annotations it has now (Nodes of an earlier
-    test had the same names and other loads). Without its node cache the extender reads
-    each Node from kube-scheduler's request. Needs --debug-endpoints."""
+    and nothing of theirs: no estimate of a pod the API server no longer has (the wipe
+    deleted the earlier tests' pods, and the pod watch tells the extender; namespaces
+    are never reused), and, with its node cache, exactly the Nodes the API server has,
+    each with the annotations it has now (an earlier test's Nodes had the same names
+    and other loads). Without its node cache the extender reads each Node from
+    kube-scheduler's request. Needs --debug-endpoints."""
     client = cluster.client()
 
     def caught_up() -> bool:
         with httpx.Client(base_url=extender.url, timeout=5) as http:
-            if http.get("/debug/estimates").json()["total"]:
-                return False
-            if not node_cache:
-                return True
-            views = http.get("/debug/nodes", params={"limit": 1000}).json()["nodes"]
+            estimated = http.get("/debug/estimates", params={"limit": 1000}).json()["pods"]
+            views = (
+                http.get("/debug/nodes", params={"limit": 1000}).json()["nodes"]
+                if node_cache
+                else []
+            )
+        pods = {
+            f"{pod.metadata.namespace}/{pod.metadata.name}"
+            for pod in client.list(Pod, namespace=ALL_NS)
+            if pod.metadata is not None
+        }
+        if any(estimate["pod"] not in pods for estimate in estimated):
+            return False
+        if not node_cache:
+            return True
         have = {
             view["name"]: {metric: m["raw"] for metric, m in view["metrics"].items()}
             for view in views
@@ -213,14 +224,14 @@ def wait_caught_up(cluster: ControlPlane, extender: Extender, *, node_cache: boo
             for metric, raw in raws.items()
         )
 
-    wait_until(caught_up, 30, "the shared extender to show the test's nodes and no estimate")
+    wait_until(caught_up, 30, "the shared extender to catch up with the test's cluster")
 
 
 @contextlib.contextmanager
 def scheduler_with_shared_extender(
     request: pytest.FixtureRequest, *, node_cache_capable: bool, extender_node_cache: bool = True
 ) -> Iterator[Any]:
-    """loadaware_scheduler for a test that needs no fresh extender: the module's extender
+    """loadaware_scheduler for a test that needs no fresh extender: the shared extender
     (its node cache on unless ``extender_node_cache`` is False), caught up with the
     cluster the test made, then a kube-scheduler that calls it, sending node names
     (``node_cache_capable``) or whole Nodes."""

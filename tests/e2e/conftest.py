@@ -54,23 +54,24 @@ def namespace(cluster: ControlPlane, request: pytest.FixtureRequest) -> str:
     return cluster.namespace(f"{base}-{secrets.token_hex(3)}")
 
 
-# One extender per module, for the tests that need an extender to call, not a fresh
-# one: each start is about 0.9 CPU-s of imports, and the e2e tests started 26. A
-# production extender outlives many pods and Nodes, so a test that meets one that saw
-# the module's earlier tests come and go asks no less of it. The test waits, through
-# tests.e2e.burst.shared_extender, until the extender's watches have shown it the
-# wipe's deletions and the test's own Nodes (/debug/*, hence --debug-endpoints).
+# One extender per control plane (package scope, as control_plane), for the tests that
+# need an extender to call, not a fresh one: each start is about 0.9 CPU-s of imports,
+# and the e2e tests started 26. A production extender outlives many pods and Nodes, so
+# a test that meets one that saw earlier tests come and go asks no less of it. The
+# test waits, through tests.e2e.burst.shared_extender, until the extender's watches
+# have shown it the wipe's deletions and the test's own Nodes (/debug/*, hence
+# --debug-endpoints).
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def extender_with_node_cache(control_plane: ControlPlane) -> Iterator[Extender]:
-    """``loadaware extender --debug-endpoints``, node cache on, for a module's tests."""
+    """``loadaware extender --debug-endpoints``, node cache on, shared by the tests."""
     with control_plane.extender("--debug-endpoints") as extender:
         yield extender
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def extender_without_node_cache(control_plane: ControlPlane) -> Iterator[Extender]:
-    """``loadaware extender --debug-endpoints --no-node-cache``, for a module's tests."""
+    """``loadaware extender --debug-endpoints --no-node-cache``, shared by the tests."""
     with control_plane.extender("--debug-endpoints", "--no-node-cache") as extender:
         yield extender

@@ -4,7 +4,7 @@ kube-scheduler asks about the next pod milliseconds after it chose a node for th
 one, long before that binding reaches the extender's pod watch. Every shape here checks
 what the issue asks: the coolest node gets at most 2 pods, no node ends above its limit
 plus one pod's estimate, the pods that fit are bound, and the rest are reported
-unschedulable with the load reason. One extender per mode serves the module's tests
+unschedulable with the load reason. One extender per mode serves the tests
 (tests/e2e/conftest.py): each test waits until it holds no estimate of an earlier
 test's pods, so every burst starts from its own Nodes' loads.
 """

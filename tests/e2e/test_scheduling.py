@@ -2,7 +2,7 @@
 says why a pod is Pending, and data loadaware cannot trust never blocks scheduling.
 Both of kube-scheduler's extender modes: NodeNames (nodeCacheCapable: true) and full
 Node objects (nodeCacheCapable: false, extender without its node cache). One extender
-per mode serves the module's tests (tests/e2e/conftest.py), as one serves a cluster's
+per mode serves the tests (tests/e2e/conftest.py), as one serves a cluster's
 pods and Nodes as they come and go; kube-scheduler is new in each test."""
 
 from __future__ import annotations
