@@ -55,12 +55,12 @@ def namespace(cluster: ControlPlane, request: pytest.FixtureRequest) -> str:
 
 
 # One extender per control plane (package scope, as control_plane), for the tests that
-# need an extender to call, not a fresh one: each start is about 0.9 CPU-s of imports,
-# and the e2e tests started 26. A production extender outlives many pods and Nodes, so
-# a test that meets one that saw earlier tests come and go asks no less of it. The
-# test waits, through tests.e2e.burst.shared_extender, until the extender's watches
-# have shown it the wipe's deletions and the test's own Nodes (/debug/*, hence
-# --debug-endpoints).
+# need an extender to call, not a fresh one: each start is about 0.8 CPU-s, nearly all
+# of it imports, and the e2e tests started 26 (now 11). A production extender outlives
+# many pods and Nodes, so a test that meets one that saw earlier tests come and go asks
+# no less of it. The test waits, through tests.e2e.burst.shared_extender, until the
+# extender's watches have shown it the wipe's deletions and the test's own Nodes
+# (/debug/*, hence --debug-endpoints).
 
 
 @pytest.fixture(scope="package")
