@@ -8,10 +8,12 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from lightkube import Client
-from lightkube.resources.core_v1 import Event, Pod
+import httpx
+import pytest
+from lightkube import ALL_NS, Client
+from lightkube.resources.core_v1 import Event, Node, Pod
 
 from app.load.samples import format_usage
 from app.policy import default_policy
@@ -168,6 +170,77 @@ def loadaware_scheduler(
         )
         with cluster.scheduler(config) as scheduler:
             yield extender, scheduler
+
+
+def shared_extender(request: pytest.FixtureRequest, *, node_cache: bool) -> Extender:
+    """The shared extender with its node cache on or off (tests/e2e/conftest.py),
+    caught up with the cluster as the test made it (wait_caught_up)."""
+    name = "extender_with_node_cache" if node_cache else "extender_without_node_cache"
+    extender = cast(Extender, request.getfixturevalue(name))
+    cluster = cast(ControlPlane, request.getfixturevalue("cluster"))
+    wait_caught_up(cluster, extender, node_cache=node_cache)
+    return extender
+
+
+def wait_caught_up(cluster: ControlPlane, extender: Extender, *, node_cache: bool) -> None:
+    """Wait until an extender that ran through earlier tests holds this test's cluster
+    and nothing of theirs: no estimate of a pod the API server no longer has (the wipe
+    deleted the earlier tests' pods, and the pod watch tells the extender; namespaces
+    are never reused), and, with its node cache, exactly the Nodes the API server has,
+    each with the annotations it has now (an earlier test's Nodes had the same names
+    and other loads). Without its node cache the extender reads each Node from
+    kube-scheduler's request. Needs --debug-endpoints."""
+    client = cluster.client()
+
+    def caught_up() -> bool:
+        with httpx.Client(base_url=extender.url, timeout=5) as http:
+            estimated = http.get("/debug/estimates", params={"limit": 1000}).json()["pods"]
+            views = (
+                http.get("/debug/nodes", params={"limit": 1000}).json()["nodes"]
+                if node_cache
+                else []
+            )
+        if estimated:  # rarely: most tests reach the extender before their pods bind
+            pods = {
+                f"{pod.metadata.namespace}/{pod.metadata.name}"
+                for pod in client.list(Pod, namespace=ALL_NS)
+                if pod.metadata is not None
+            }
+            if any(estimate["pod"] not in pods for estimate in estimated):
+                return False
+        if not node_cache:
+            return True
+        have = {
+            view["name"]: {metric: m["raw"] for metric, m in view["metrics"].items()}
+            for view in views
+        }
+        want = {
+            node.metadata.name: node.metadata.annotations or {}
+            for node in client.list(Node)
+            if node.metadata is not None and node.metadata.name
+        }
+        return have.keys() == want.keys() and all(
+            raw == want[name].get(metric)
+            for name, raws in have.items()
+            for metric, raw in raws.items()
+        )
+
+    wait_until(caught_up, 30, "the shared extender to catch up with the test's cluster")
+
+
+@contextlib.contextmanager
+def scheduler_with_shared_extender(
+    request: pytest.FixtureRequest, *, node_cache_capable: bool, extender_node_cache: bool = True
+) -> Iterator[Any]:
+    """loadaware_scheduler for a test that needs no fresh extender: the shared extender
+    (its node cache on unless ``extender_node_cache`` is False), caught up with the
+    cluster the test made, then a kube-scheduler that calls it, sending node names
+    (``node_cache_capable``) or whole Nodes."""
+    extender = shared_extender(request, node_cache=extender_node_cache)
+    cluster = cast(ControlPlane, request.getfixturevalue("cluster"))
+    config = scheduler_config([extender_entry(extender.url, node_cache_capable=node_cache_capable)])
+    with cluster.scheduler(config) as scheduler:
+        yield scheduler
 
 
 def check_burst(outcome: Outcome, usage: Mapping[str, float], pods: int) -> None:

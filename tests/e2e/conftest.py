@@ -13,7 +13,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.harness import ControlPlane, HarnessError, assets_dir, start_control_plane
+from tests.e2e.harness import (
+    ControlPlane,
+    Extender,
+    HarnessError,
+    assets_dir,
+    start_control_plane,
+)
 
 
 @pytest.fixture(scope="package")
@@ -46,3 +52,26 @@ def namespace(cluster: ControlPlane, request: pytest.FixtureRequest) -> str:
     """A fresh namespace for one test (removed by the wipe)."""
     base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-")
     return cluster.namespace(f"{base}-{secrets.token_hex(3)}")
+
+
+# One extender per control plane (package scope, as control_plane), for the tests that
+# need an extender to call, not a fresh one: each start is about 0.8 CPU-s, nearly all
+# of it imports, and the e2e tests started 26 (now 11). A production extender outlives
+# many pods and Nodes, so a test that meets one that saw earlier tests come and go asks
+# no less of it. The test waits, through tests.e2e.burst.shared_extender, until the
+# extender's watches have shown it the wipe's deletions and the test's own Nodes
+# (/debug/*, hence --debug-endpoints).
+
+
+@pytest.fixture(scope="package")
+def extender_with_node_cache(control_plane: ControlPlane) -> Iterator[Extender]:
+    """``loadaware extender --debug-endpoints``, node cache on, shared by the tests."""
+    with control_plane.extender("--debug-endpoints") as extender:
+        yield extender
+
+
+@pytest.fixture(scope="package")
+def extender_without_node_cache(control_plane: ControlPlane) -> Iterator[Extender]:
+    """``loadaware extender --debug-endpoints --no-node-cache``, shared by the tests."""
+    with control_plane.extender("--debug-endpoints", "--no-node-cache") as extender:
+        yield extender

@@ -12,8 +12,8 @@ import pytest
 from lightkube.resources.core_v1 import Node
 
 from app.load.samples import parse_usage
-from tests.e2e.burst import extender_entry, outcome_of
-from tests.e2e.harness import REPO, ControlPlane, pod_object, scheduler_config, wait_until
+from tests.e2e.burst import outcome_of, scheduler_with_shared_extender
+from tests.e2e.harness import REPO, ControlPlane, pod_object, wait_until
 from tests.support.prom_fixtures import PromNodeData
 
 # What crane's default policy makes of the fixture's nodes (promdata.default_nodes).
@@ -27,7 +27,10 @@ def annotations_of(cluster: ControlPlane, name: str) -> dict[str, str]:
 
 @pytest.mark.prometheus
 def test_the_annotator_writes_what_the_api_server_accepts_and_the_scheduler_acts_on_it(
-    cluster: ControlPlane, namespace: str, prometheus_node_data: PromNodeData
+    cluster: ControlPlane,
+    namespace: str,
+    prometheus_node_data: PromNodeData,
+    request: pytest.FixtureRequest,
 ) -> None:
     data = prometheus_node_data
     for spec in data.nodes:
@@ -72,9 +75,7 @@ def test_the_annotator_writes_what_the_api_server_accepts_and_the_scheduler_acts
                 }
             )
         )
-    with cluster.extender() as extender:
-        config = scheduler_config([extender_entry(extender.url, node_cache_capable=True)])
-        with cluster.scheduler(config):
-            wait_until(lambda: outcome_of(client, namespace).bound == pods, 120, "pods bound")
+    with scheduler_with_shared_extender(request, node_cache_capable=True):
+        wait_until(lambda: outcome_of(client, namespace).bound == pods, 120, "pods bound")
     outcome = outcome_of(client, namespace)
     assert not set(outcome.placed) & OVER_A_LIMIT, outcome.describe()

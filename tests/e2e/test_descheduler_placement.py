@@ -20,7 +20,7 @@ from app.descheduler.descheduler import RunResult
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
 from app.rebalance.outcome import SkipCode
 from tests.descheduler.cluster import load_annotations
-from tests.e2e.burst import extender_entry, outcome_of
+from tests.e2e.burst import outcome_of, scheduler_with_shared_extender
 from tests.e2e.descheduler import deployment, descheduler_allowed, run_once
 from tests.e2e.harness import ControlPlane, scheduler_config, wait_until
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
@@ -137,7 +137,10 @@ def test_a_pod_whose_anti_affinity_or_spread_no_cool_node_satisfies_is_never_evi
 
 
 def test_an_evicted_pod_is_replaced_on_a_cool_node_by_the_real_scheduler_and_extender(
-    cluster: ControlPlane, namespace: str, descheduler_memory: None
+    cluster: ControlPlane,
+    namespace: str,
+    descheduler_memory: None,
+    request: pytest.FixtureRequest,
 ) -> None:
     make_nodes(cluster, {"hot": (0.85, "a"), "cool-1": (0.2, "a"), "cool-2": (0.2, "a")})
     client = cluster.client()
@@ -168,10 +171,8 @@ def test_an_evicted_pod_is_replaced_on_a_cool_node_by_the_real_scheduler_and_ext
     other = ({"cool-1", "cool-2"} - {planned.destination}).pop()
     client.patch(Node, other, {"spec": {"unschedulable": True}})
     cluster.kubelet_reap(namespace)  # no kubelet: finish the evicted pod's termination
-    with cluster.extender() as extender:
-        config = scheduler_config([extender_entry(extender.url, node_cache_capable=True)])
-        with cluster.scheduler(config):
-            wait_until(lambda: all_bound(client, namespace, 4), 120, "the replacement bound")
+    with scheduler_with_shared_extender(request, node_cache_capable=True):
+        wait_until(lambda: all_bound(client, namespace, 4), 120, "the replacement bound")
     after = live_pods(client, namespace)
     [replacement] = set(after) - before
     assert after[replacement] == planned.destination, outcome_of(client, namespace).describe()

@@ -37,7 +37,14 @@ from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
 from app.prom.client import PrometheusSource
 from app.prom.settings import PrometheusSettings
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
-from tests.e2e.burst import annotations_at, burst_pod, extender_entry, outcome_of
+from tests.e2e.burst import (
+    annotations_at,
+    burst_pod,
+    extender_entry,
+    outcome_of,
+    scheduler_with_shared_extender,
+    shared_extender,
+)
 from tests.e2e.descheduler import STATE_NAMESPACE, deployment, descheduler_allowed
 from tests.e2e.harness import (
     REPO,
@@ -210,7 +217,7 @@ def test_a_pod_refused_by_load_gets_the_running_extenders_verdicts_and_scores(
 
 
 def test_kube_scheduler_with_the_extender_binds_a_pod_where_explain_prefers(
-    cluster: ControlPlane, namespace: str, allowed: None
+    cluster: ControlPlane, namespace: str, allowed: None, request: pytest.FixtureRequest
 ) -> None:
     # cool scores 8 of 10, mild and warm 7: at 0.3 mild would score 8 too, and the
     # extender would lift whichever of the two kube-scheduler happened to list first.
@@ -223,12 +230,13 @@ def test_kube_scheduler_with_the_extender_binds_a_pod_where_explain_prefers(
     before = explain_json(cluster, "pod", "-f", _write(cluster, manifest))
     assert (before["preferred"], before["tied"]) == ("cool", [])
     client.create(pod_object(manifest))
-    with cluster.extender() as extender:  # the policy ConfigMap is not mounted: default
-        # A generous timeout: a prioritize answered late is ignored, and the placement
-        # would then be kube-scheduler's alone.
-        entry = {**extender_entry(extender.url, node_cache_capable=True), "httpTimeout": "10s"}
-        with cluster.scheduler(scheduler_config([entry])):
-            wait_until(lambda: outcome_of(client, namespace).bound == 1, 120, "web bound")
+    # The shared extender: the policy ConfigMap is not mounted, it runs the default.
+    extender = shared_extender(request, node_cache=True)
+    # A generous timeout: a prioritize answered late is ignored, and the placement
+    # would then be kube-scheduler's alone.
+    entry = {**extender_entry(extender.url, node_cache_capable=True), "httpTimeout": "10s"}
+    with cluster.scheduler(scheduler_config([entry])):
+        wait_until(lambda: outcome_of(client, namespace).bound == 1, 120, "web bound")
     answer = explain_json(cluster, "pod", f"{namespace}/web", "--policy", _default_policy(cluster))
     assert answer["node"] == "cool"
     assert answer["preferred"] == "cool"
@@ -240,18 +248,16 @@ def test_kube_scheduler_with_the_extender_binds_a_pod_where_explain_prefers(
 
 
 def test_a_pending_pod_is_explained_with_kube_schedulers_failed_scheduling_message(
-    cluster: ControlPlane, namespace: str, allowed: None
+    cluster: ControlPlane, namespace: str, allowed: None, request: pytest.FixtureRequest
 ) -> None:
     for name in ("hot-1", "hot-2", "hot-3"):
         make_node(cluster, name, 0.9)
     client = cluster.client()
     client.create(burst_pod("waits", namespace))
-    with cluster.extender() as extender:
-        config = scheduler_config([extender_entry(extender.url, node_cache_capable=True)])
-        with cluster.scheduler(config):
-            wait_until(
-                lambda: outcome_of(client, namespace).pending.get("waits"), 120, "FailedScheduling"
-            )
+    with scheduler_with_shared_extender(request, node_cache_capable=True):
+        wait_until(
+            lambda: outcome_of(client, namespace).pending.get("waits"), 120, "FailedScheduling"
+        )
     message = outcome_of(client, namespace).pending["waits"]
     answer = explain_json(cluster, "pod", f"{namespace}/waits")
     assert answer["pending"] is True

@@ -5,12 +5,14 @@ loaded as a user would load it, with only what a test must change: the API serve
 kubeconfig, the extender's address (loopback, a free port) and the certificate paths
 (files made by scripts/extender-certs, as docs/install.md does). The extender is
 started the way the matching deployment starts it (mutual TLS, server TLS, plain HTTP,
-node cache on or off). Then a pod must avoid the hot nodes: the extender was really
-called, over the transport the file sets up.
+node cache on or off; for plain HTTP, the shared extender of its node-cache mode). Then
+a pod must avoid the hot nodes: the extender was really called, over the transport the
+file sets up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import subprocess
 from pathlib import Path
@@ -20,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from tests.e2e.burst import annotations_at, outcome_of
+from tests.e2e.burst import annotations_at, outcome_of, shared_extender
 from tests.e2e.harness import REPO, ControlPlane, pod_object, wait_until
 from tests.support.ports import free_port
 
@@ -74,15 +76,14 @@ def scheduler_name(config: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: str(p.relative_to(REPO)))
 def test_the_shipped_config_runs_and_its_extender_steers_pods_off_hot_nodes(
-    cluster: ControlPlane, namespace: str, certs: Path, path: Path
+    cluster: ControlPlane, namespace: str, certs: Path, path: Path, request: pytest.FixtureRequest
 ) -> None:
-    config, flags = adapted(yaml.safe_load(path.read_text()), free_port(), certs)
-    port = int(urlsplit(config["extenders"][0]["urlPrefix"]).port or 0)
+    document = yaml.safe_load(path.read_text())
     cluster.make_node("cool", cpu="8", memory="32Gi", annotations=annotations_at(0.20))
     for i in range(3):
         cluster.make_node(f"hot-{i}", cpu="8", memory="32Gi", annotations=annotations_at(0.90))
     client = cluster.client()
-    name = scheduler_name(config)
+    name = scheduler_name(document)
     for i in range(3):
         client.create(
             pod_object(
@@ -95,7 +96,20 @@ def test_the_shipped_config_runs_and_its_extender_steers_pods_off_hot_nodes(
                 }
             )
         )
-    with cluster.extender(*flags, port=port), cluster.scheduler(config):
+    (entry,) = document["extenders"]
+    extender: contextlib.AbstractContextManager[object]
+    if urlsplit(entry["urlPrefix"]).scheme == "http":
+        # Plain HTTP: the extender's flags are only its node cache's, as the shared
+        # extender of that mode runs (tests/e2e/conftest.py); it serves this test too.
+        shared = shared_extender(request, node_cache=bool(entry.get("nodeCacheCapable")))
+        config, flags = adapted(document, int(urlsplit(shared.url).port or 0), certs)
+        assert set(flags) <= {"--no-node-cache"}, flags
+        extender = contextlib.nullcontext()
+    else:
+        config, flags = adapted(document, free_port(), certs)
+        port = int(urlsplit(config["extenders"][0]["urlPrefix"]).port or 0)
+        extender = cluster.extender(*flags, port=port)
+    with extender, cluster.scheduler(config):
         wait_until(lambda: outcome_of(client, namespace).bound == 3, 120, "3 pods bound")
     outcome = outcome_of(client, namespace)
     assert outcome.placed == {"cool": 3}, outcome.describe()

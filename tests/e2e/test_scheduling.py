@@ -1,7 +1,9 @@
 """What a user sees on a real control plane: pods avoid hot nodes, an all-hot cluster
 says why a pod is Pending, and data loadaware cannot trust never blocks scheduling.
 Both of kube-scheduler's extender modes: NodeNames (nodeCacheCapable: true) and full
-Node objects (nodeCacheCapable: false, extender without its node cache)."""
+Node objects (nodeCacheCapable: false, extender without its node cache). One extender
+per mode serves the tests (tests/e2e/conftest.py), as one serves a cluster's
+pods and Nodes as they come and go; kube-scheduler is new in each test."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from lightkube.resources.core_v1 import Pod
 
 from app.load.samples import format_usage
 from app.policy import default_policy
-from tests.e2e.burst import annotations_at, extender_entry, outcome_of
-from tests.e2e.harness import ControlPlane, pod_object, scheduler_config, wait_until
+from tests.e2e.burst import annotations_at, outcome_of, scheduler_with_shared_extender
+from tests.e2e.harness import ControlPlane, pod_object, wait_until
 
 MODES = pytest.mark.parametrize(
     "node_cache_capable", [True, False], ids=["node-names", "full-nodes"]
@@ -39,7 +41,10 @@ def make(cluster: ControlPlane, name: str, annotations: dict[str, str]) -> None:
 
 @MODES
 def test_pods_avoid_hot_nodes(
-    cluster: ControlPlane, namespace: str, node_cache_capable: bool
+    cluster: ControlPlane,
+    namespace: str,
+    node_cache_capable: bool,
+    request: pytest.FixtureRequest,
 ) -> None:
     make(cluster, "cool", annotations_at(0.20))
     for i in range(3):
@@ -47,34 +52,31 @@ def test_pods_avoid_hot_nodes(
     client = cluster.client()
     for i in range(4):
         client.create(small_pod(f"p-{i}", namespace))
-    flags = () if node_cache_capable else ("--no-node-cache",)
-    with cluster.extender(*flags) as extender:
-        config = scheduler_config(
-            [extender_entry(extender.url, node_cache_capable=node_cache_capable)]
-        )
-        with cluster.scheduler(config):
-            wait_until(lambda: outcome_of(client, namespace).bound == 4, 120, "4 pods bound")
+    with scheduler_with_shared_extender(
+        request, node_cache_capable=node_cache_capable, extender_node_cache=node_cache_capable
+    ):
+        wait_until(lambda: outcome_of(client, namespace).bound == 4, 120, "4 pods bound")
     outcome = outcome_of(client, namespace)
     assert outcome.placed == {"cool": 4}, outcome.describe()
 
 
 @MODES
 def test_an_all_hot_cluster_leaves_the_pod_pending_and_says_why_across_nodes(
-    cluster: ControlPlane, namespace: str, node_cache_capable: bool
+    cluster: ControlPlane,
+    namespace: str,
+    node_cache_capable: bool,
+    request: pytest.FixtureRequest,
 ) -> None:
     for i in range(3):
         make(cluster, f"hot-{i}", annotations_at(0.90))
     client = cluster.client()
     client.create(small_pod("waits", namespace))
-    flags = () if node_cache_capable else ("--no-node-cache",)
-    with cluster.extender(*flags) as extender:
-        config = scheduler_config(
-            [extender_entry(extender.url, node_cache_capable=node_cache_capable)]
+    with scheduler_with_shared_extender(
+        request, node_cache_capable=node_cache_capable, extender_node_cache=node_cache_capable
+    ):
+        wait_until(
+            lambda: outcome_of(client, namespace).pending.get("waits"), 120, "FailedScheduling"
         )
-        with cluster.scheduler(config):
-            wait_until(
-                lambda: outcome_of(client, namespace).pending.get("waits"), 120, "FailedScheduling"
-            )
     message = outcome_of(client, namespace).pending["waits"]
     # kube-scheduler groups the extender's per-node reasons: "0/3 nodes are available:
     # 3 Load[cpu_usage_avg_5m] is too high (> 0.65)."
@@ -84,7 +86,10 @@ def test_an_all_hot_cluster_leaves_the_pod_pending_and_says_why_across_nodes(
 
 @MODES
 def test_stale_missing_and_garbage_data_never_block_a_pod(
-    cluster: ControlPlane, namespace: str, node_cache_capable: bool
+    cluster: ControlPlane,
+    namespace: str,
+    node_cache_capable: bool,
+    request: pytest.FixtureRequest,
 ) -> None:
     metrics = default_policy().metrics
     an_hour_ago = time.time() - 3600
@@ -99,14 +104,11 @@ def test_stale_missing_and_garbage_data_never_block_a_pod(
     client = cluster.client()
     for name in nodes:
         client.create(small_pod(f"on-{name}", namespace, node=name))
-    flags = () if node_cache_capable else ("--no-node-cache",)
-    with cluster.extender(*flags) as extender:
-        config = scheduler_config(
-            [extender_entry(extender.url, node_cache_capable=node_cache_capable)]
+    with scheduler_with_shared_extender(
+        request, node_cache_capable=node_cache_capable, extender_node_cache=node_cache_capable
+    ):
+        wait_until(
+            lambda: outcome_of(client, namespace).bound == len(nodes), 120, "every pod bound"
         )
-        with cluster.scheduler(config):
-            wait_until(
-                lambda: outcome_of(client, namespace).bound == len(nodes), 120, "every pod bound"
-            )
     outcome = outcome_of(client, namespace)
     assert outcome.placed == {name: 1 for name in nodes}, outcome.describe()

@@ -17,10 +17,11 @@ import ssl
 from typing import Any, cast
 
 import httpx
+import pytest
 from lightkube import Client, KubeConfig
 from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
-from tests.e2e.burst import annotations_at
+from tests.e2e.burst import annotations_at, shared_extender
 from tests.e2e.harness import ControlPlane, pod_object, wait_until
 
 NODES = [f"cool-{i}" for i in range(5)]
@@ -107,15 +108,13 @@ def passing(http: httpx.Client) -> list[str]:
 
 
 def test_pods_bound_around_the_scheduler_with_huge_limits_block_no_node(
-    cluster: ControlPlane, namespace: str
+    cluster: ControlPlane, namespace: str, request: pytest.FixtureRequest
 ) -> None:
     for name in NODES:
         cluster.make_node(name, cpu="8", memory="32Gi", annotations=annotations_at(0.20))
     tenant = as_tenant(cluster, namespace)
-    with (
-        cluster.extender("--debug-endpoints") as extender,
-        httpx.Client(base_url=extender.url, timeout=30) as http,
-    ):
+    extender = shared_extender(request, node_cache=True)  # --debug-endpoints
+    with httpx.Client(base_url=extender.url, timeout=30) as http:
         assert passing(http) == NODES
         for i, node in enumerate(NODES[:3]):
             tenant.create(huge_pod(f"blocker-{i}", namespace, node))
