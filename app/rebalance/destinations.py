@@ -99,9 +99,11 @@ def room_of(
     usage_fraction = dict(usage.usage_fraction)
     ceiling = dict(low_fraction)
     for resource in RESOURCES:
+        if resource in usage_fraction:
+            continue  # balanced: measured already (and its readings not made for this)
         metric = config.metrics.get(resource)  # type: ignore[call-overload]
         reading = usage.readings.get(metric) if metric else None
-        if resource in usage_fraction or reading is None or node.allocatable.get(resource) <= 0:
+        if reading is None or node.allocatable.get(resource) <= 0:
             continue
         if reading.is_fresh and reading.usage_fraction is not None:
             usage_fraction[resource] = reading.usage_fraction

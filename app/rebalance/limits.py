@@ -114,7 +114,8 @@ class RunBudget:
         # before any does, and counting costs a pass over every pod in the cluster.
         self._workloads: tuple[Counter[str], Counter[str]] | None = None
         self._per_workload: Counter[str] = Counter()
-        self._budgets = budgets
+        # Read once here (the view may make them on first read) and indexed per pod after.
+        self._budgets = budgets = tuple(budgets)
         self._budgets_in: dict[str, list[int]] = {}
         for index, budget in enumerate(budgets):
             self._budgets_in.setdefault(budget.namespace, []).append(index)
@@ -179,13 +180,13 @@ class RunBudget:
             if refused is not None:
                 return refused
         if pod.owner is not None and pod.ready and not config.evict_last_replica:
-            remaining = self._ready[pod.owner.uid] - self._per_owner[pod.owner.uid]
+            remaining = self._ready[pod.owner.uid] - self._per_owner.get(pod.owner.uid, 0)
             if remaining <= 1:
                 text = f"last Ready replica of {pod.owner.kind} {pod.owner.name}"
                 return SkipCode.LAST_REPLICA, text
         for index in self._covering(pod):
             budget = self._budgets[index]
-            if self._per_budget[index] >= budget.disruptions_allowed:
+            if self._per_budget.get(index, 0) >= budget.disruptions_allowed:
                 text = f"PodDisruptionBudget {budget.name} allows no more disruptions"
                 return SkipCode.PDB, text
         return None
@@ -204,7 +205,7 @@ class RunBudget:
 
     def _workload_refusal(self, pod: PodInfo, workload: str) -> tuple[SkipCode, str] | None:
         config = self._config
-        taken = self._per_workload[workload]
+        taken = self._per_workload.get(workload, 0)
         if taken >= config.max_migrating_per_workload:
             return SkipCode.WORKLOAD_LIMIT, (
                 f"{workload} already has {taken} pod(s) evicted in this run "
@@ -212,9 +213,9 @@ class RunBudget:
             )
         if self._workloads is None:
             self._workloads = workload_pods(self._pods)
-        replicas = self._workloads[0][workload]
+        replicas = self._workloads[0].get(workload, 0)
         allowed = unavailable_allowed(config.max_unavailable_per_workload, replicas)
-        not_ready = self._workloads[1][workload]
+        not_ready = self._workloads[1].get(workload, 0)
         unavailable = not_ready + taken + (1 if pod.ready else 0)
         if unavailable > allowed:
             return SkipCode.WORKLOAD_UNAVAILABLE, (

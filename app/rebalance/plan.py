@@ -246,8 +246,8 @@ class _Pass:
         excess_amount = excess[hottest] * node.allocatable.get(hottest)
         candidates.sort(key=lambda c: (victim_order(c[0], c[1], hottest, excess_amount), c[0].key))
         chosen: list[tuple[PodInfo, str, Resources]] = []
+        over = _excess(source, current)  # what is left to shed: moves with each eviction
         for pod, amount, origin in candidates:
-            over = _excess(source, current)
             if not over:
                 break
             if self.budget.exhausted() or self.budget.node_full(node.name):
@@ -279,6 +279,7 @@ class _Pass:
                 current[resource] -= amount.get(resource) / node.allocatable.get(resource)
             self._evict(pod, source, destination, amount, origin, before, current, over)
             chosen.append((pod, destination, amount))
+            over = _excess(source, current)
         small = self._gain_too_small(source, start, current, excess, len(chosen))
         if small is not None:
             self._undo(chosen, node.name, small)

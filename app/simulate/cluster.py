@@ -13,11 +13,17 @@ Each step at time ``t`` runs, in order:
 
 Real usage is drawn from the scenario's seed only, per pod slot and step, so every
 policy sees the same demand; placements differ, demand does not.
+
+The estimate and the rebalancer read the cluster they belong to through a weak
+reference: with a strong one every run under them was a cycle, and a run's whole state
+(records, readings, plans) waited for the cyclic collector to find it among the next
+runs' objects, rather than going when its last user let it go.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -178,7 +184,8 @@ class SimulatedCluster:
             hot_value_interval_s=hot_value_interval_s,
         )
         self.requests = NodeRequests(self.allocatable_cpu, self.allocatable_memory)
-        self.estimate = plan.make_estimate(self) if plan.make_estimate else None
+        owner: SimulatedCluster = weakref.proxy(self)  # its parts hold it weakly: no cycle
+        self.estimate = plan.make_estimate(owner) if plan.make_estimate else None
         self.load_filter = (
             LoadFilter(self.policy, self.pipeline, nodes, self.estimate)
             if plan.load_aware
@@ -209,7 +216,7 @@ class SimulatedCluster:
             self.soft_taints.tainted if self.soft_taints is not None else None,
         )
         self.descheduler_interval_s = scenario.descheduler_config().interval
-        self.rebalancer = plan.make_rebalancer(self) if plan.make_rebalancer else None
+        self.rebalancer = plan.make_rebalancer(owner) if plan.make_rebalancer else None
         steps = scenario.steps
         self.run = Run(
             plan.name,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -126,3 +129,20 @@ def test_each_steps_utilisation_is_the_demand_of_the_pods_bound_in_that_step(
                     demand[node] += float(used[slot])
             fractions = [d / a for d, a in zip(demand, allocatable.tolist(), strict=True)]
             assert got[step].tolist() == np.array(fractions).astype(np.float32).tolist()
+
+
+@pytest.mark.parametrize("policy", available())
+def test_a_cluster_and_its_run_go_when_their_last_user_lets_them_go(policy: str) -> None:
+    """No part of a cluster holds it strongly (the estimate and the rebalancer read it
+    through a weak reference): a run's whole state is freed at once, not left for the
+    cyclic collector to find among the next runs' objects."""
+    cluster = run_small(policy, 1)
+    freed = weakref.ref(cluster)
+    collecting = gc.isenabled()
+    gc.disable()  # only reference counting may free it here
+    try:
+        del cluster
+        assert freed() is None
+    finally:
+        if collecting:
+            gc.enable()
