@@ -92,7 +92,7 @@ node is estimated at 3 x 0.85 = 2.55 cores, 2.55 / 8 = 0.32 of the node.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -325,19 +325,29 @@ def unsampled_after(
     policy: Policy,
     now_s: float,
     partly_sampled: bool = False,
+    estimates: Sequence[Resources] | None = None,
 ) -> dict[str, float]:
     """``node_unsampled`` for a node measured already: ``sample_at_s`` is its
     ``Measurement.freshest_sample_s()`` (a caller that keeps the Measurement, as the
-    simulator's load filter does, need not read the annotations twice)."""
+    simulator's load filter does, need not read the annotations twice).
+
+    ``estimates``, where given, is each pod's ``estimate_with_evidence`` on this node
+    with this policy's settings, in the order of ``pods``: a caller that keeps them
+    (the simulator: a pod's estimate outlives every sample of its node) need not make
+    them again for every sample."""
     settings = policy.spec.estimation
     if not settings.enabled:
         return {}
     usages: list[Resources] = []
-    for pod in pods:
+    for index, pod in enumerate(pods):
         if not counts(pod.bound_at_s, sample_at_s, now_s, settings):
             continue
-        usage = estimate_with_evidence(
-            pod.requests, pod.limits, pod.evidence, settings, allocatable, pod.observed
+        usage = (
+            estimates[index]
+            if estimates is not None
+            else estimate_with_evidence(
+                pod.requests, pod.limits, pod.evidence, settings, allocatable, pod.observed
+            )
         )
         if partly_sampled:
             share = unsampled_share(pod.bound_at_s, sample_at_s, settings)
