@@ -211,12 +211,13 @@ class BurstEstimate:
         grown: dict[int, list[tuple[int, float]]] = {}  # node -> the pods bound there since
         # Called for every pod: a record list is sliced only when it has grown.
         if len(run.placements) > self._placements_seen:
+            recent_of, expiries, max_age_s = self._recent, self._expiries, self._max_age_s
             for placement in run.placements[self._placements_seen :]:
-                pod = (placement.slot, placement.t_s)
-                self._recent.setdefault(placement.node, []).append(pod)
-                heapq.heappush(self._expiries, (placement.t_s + self._max_age_s, placement.node))
-                changed.add(placement.node)
-                grown.setdefault(placement.node, []).append(pod)
+                node, pod = placement.node, (placement.slot, placement.t_s)
+                recent_of.setdefault(node, []).append(pod)
+                heapq.heappush(expiries, (placement.t_s + max_age_s, node))
+                changed.add(node)
+                grown.setdefault(node, []).append(pod)
             self._placements_seen = len(run.placements)
         # The nodes whose recent pods are made again (``_pods_on``); a deletion changes
         # them too, though (as before) it is not among the nodes reported.
