@@ -286,10 +286,13 @@ def unsampled_share(
 def unsampled_fractions(usages: Iterable[Resources], allocatable: Resources) -> dict[str, float]:
     """Summed usages as fractions of allocatable, per resource with a known allocatable."""
     total = sum(usages, Resources())
+    return _fractions(total.cpu_cores, total.memory_bytes, allocatable)
+
+
+def _fractions(cpu_cores: float, memory_bytes: float, allocatable: Resources) -> dict[str, float]:
     fractions: dict[str, float] = {}
-    for resource in (CPU, MEMORY):
+    for resource, amount in ((CPU, cpu_cores), (MEMORY, memory_bytes)):
         capacity = allocatable.get(resource)
-        amount = total.get(resource)
         if capacity > 0 and amount > 0:
             fractions[resource] = amount / capacity
     return fractions
@@ -338,7 +341,9 @@ def unsampled_after(
     settings = policy.spec.estimation
     if not settings.enabled:
         return {}
-    usages: list[Resources] = []
+    # ``unsampled_fractions`` of the usages, summed as floats in the same order (the
+    # sum a Resources at a time made two objects a pod: a node of a burst has tens).
+    cpu_cores = memory_bytes = 0.0
     for index, pod in enumerate(pods):
         if not counts(pod.bound_at_s, sample_at_s, now_s, settings):
             continue
@@ -351,6 +356,9 @@ def unsampled_after(
         )
         if partly_sampled:
             share = unsampled_share(pod.bound_at_s, sample_at_s, settings)
-            usage = usage.scaled(share, share)
-        usages.append(usage)
-    return unsampled_fractions(usages, allocatable)
+            cpu_cores += usage.cpu_cores * share
+            memory_bytes += usage.memory_bytes * share
+        else:
+            cpu_cores += usage.cpu_cores
+            memory_bytes += usage.memory_bytes
+    return _fractions(cpu_cores, memory_bytes, allocatable)

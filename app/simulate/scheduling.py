@@ -162,8 +162,8 @@ class NodeRequests:
         elif len(self._fits_changed) == 1:  # one binding since the last pod: most often
             (node,) = self._fits_changed
             self._fits[node] = fits_request(
-                float(self.allocatable_cpu[node]), float(self.allocatable_memory[node]),
-                float(self.requested_cpu[node]), float(self.requested_memory[node]), *shape,
+                self.allocatable_cpu.item(node), self.allocatable_memory.item(node),
+                self.requested_cpu.item(node), self.requested_memory.item(node), *shape,
             )  # fmt: skip
         elif self._fits_changed:
             nodes = _indices(self._fits_changed)
@@ -189,8 +189,8 @@ class NodeRequests:
         elif len(self._changed) == 1:  # one binding since the last pod: most often
             (node,) = self._changed
             self._scores[node] = resource_score(
-                float(self.allocatable_cpu[node]), float(self.allocatable_memory[node]),
-                float(self.scored_cpu[node]), float(self.scored_memory[node]), *shape,
+                self.allocatable_cpu.item(node), self.allocatable_memory.item(node),
+                self.scored_cpu.item(node), self.scored_memory.item(node), *shape,
             )  # fmt: skip
         elif self._changed:
             nodes = _indices(self._changed)
@@ -336,7 +336,7 @@ class LoadFilter:
         """``measure`` of the node's annotations at ``now_s``, and its freshest sample:
         kept, as the extender keeps it, from when it was taken until its
         ``changes_at_s`` or an annotation's rewrite."""
-        version = int(self._pipeline.node_version[node])
+        version: int = self._pipeline.node_version.item(node)
         kept = self._measured[node]
         if kept is not None and kept[0] == version and kept[1] <= now_s < kept[2].changes_at_s:
             return kept[2], kept[3]
@@ -415,10 +415,10 @@ class BestNodes:
 
     def rank(self, node: int, feasible: bool, rank: int) -> None:
         """The node ranked ``rank`` from now on (``_LOWEST`` where not ``feasible``)."""
-        if feasible != self._feasible[node]:
+        if feasible != self._feasible.item(node):
             self._feasible[node] = feasible
             self.feasible += 1 if feasible else -1
-        old = int(self._ranks[node])
+        old: int = self._ranks.item(node)
         if rank == old:
             return
         self._ranks[node] = rank
@@ -548,13 +548,13 @@ class Scheduler:
         load_filter = self.load_filter
         if load_filter is None:
             for node in changed:
-                fits = bool(feasible[node])
-                kept.rank(node, fits, int(scores[node]) if fits else _LOWEST)
+                fits = feasible.item(node)
+                kept.rank(node, fits, scores.item(node) if fits else _LOWEST)
         elif self.plugin_weight > 0:
             passes, load_score, weight = load_filter.passes, load_filter.score, self.plugin_weight
             for node in changed:
-                fits = bool(feasible[node] and passes[node])
-                rank = int(scores[node]) + int(load_score[node]) * weight if fits else _LOWEST
+                fits = feasible.item(node) and passes.item(node)
+                rank = scores.item(node) + load_score.item(node) * weight if fits else _LOWEST
                 kept.rank(node, fits, rank)
         else:
             terms = self._terms
@@ -564,8 +564,8 @@ class Scheduler:
                 return _AFRESH  # the answer lifts a preferred node: this pod's alone
             plain, passes = terms.plain(PLAIN_MAX_SCORE), load_filter.passes
             for node in changed:
-                fits = bool(feasible[node] and passes[node])
-                kept.rank(node, fits, int(scores[node]) + int(plain[node]) if fits else _LOWEST)
+                fits = feasible.item(node) and passes.item(node)
+                kept.rank(node, fits, scores.item(node) + plain.item(node) if fits else _LOWEST)
         if kept.best == _LOWEST:  # no feasible node, or only ones ranked at _LOWEST
             return None if kept.feasible == 0 else _AFRESH
         if load_filter is not None and self.plugin_weight == 0:
