@@ -286,13 +286,10 @@ def unsampled_share(
 def unsampled_fractions(usages: Iterable[Resources], allocatable: Resources) -> dict[str, float]:
     """Summed usages as fractions of allocatable, per resource with a known allocatable."""
     total = sum(usages, Resources())
-    return _fractions(total.cpu_cores, total.memory_bytes, allocatable)
-
-
-def _fractions(cpu_cores: float, memory_bytes: float, allocatable: Resources) -> dict[str, float]:
     fractions: dict[str, float] = {}
-    for resource, amount in ((CPU, cpu_cores), (MEMORY, memory_bytes)):
+    for resource in (CPU, MEMORY):
         capacity = allocatable.get(resource)
+        amount = total.get(resource)
         if capacity > 0 and amount > 0:
             fractions[resource] = amount / capacity
     return fractions
@@ -341,8 +338,8 @@ def unsampled_after(
     settings = policy.spec.estimation
     if not settings.enabled:
         return {}
-    # ``unsampled_fractions`` of the usages, summed as floats in the same order (the
-    # sum a Resources at a time made two objects a pod: a node of a burst has tens).
+    # The usages summed as floats in the same order as ``unsampled_fractions`` sums
+    # them (a Resources at a time made two objects a pod: a node of a burst has tens).
     cpu_cores = memory_bytes = 0.0
     for index, pod in enumerate(pods):
         if not counts(pod.bound_at_s, sample_at_s, now_s, settings):
@@ -361,4 +358,4 @@ def unsampled_after(
         else:
             cpu_cores += usage.cpu_cores
             memory_bytes += usage.memory_bytes
-    return _fractions(cpu_cores, memory_bytes, allocatable)
+    return unsampled_fractions((Resources(cpu_cores, memory_bytes),), allocatable)
