@@ -295,7 +295,11 @@ class PodEstimates:
     """A recent pod as the burst estimate takes it (``PlacedPod``), and its estimate on
     its node (``estimate_with_evidence``): the same for every pod of a workload on nodes
     of the same allocatable, so made once per workload and kind of node, until the
-    workloads' published usage changes what raises the estimates (``RaisingUsage``)."""
+    workloads' published usage changes what raises the estimates (``RaisingUsage``).
+    Likewise one PlacedPod stands for every pod of a workload bound at the same instant
+    (a value: a burst binds hundreds at once)."""
+
+    _MAX_KEPT = 4096  # PlacedPods kept: those of old bindings are asked for no more
 
     def __init__(
         self, cluster: SimulatedCluster, observed: RaisingUsage, allocatable: list[Resources]
@@ -311,21 +315,31 @@ class PodEstimates:
         kinds: dict[Resources, int] = {}
         self._kind_of = [kinds.setdefault(a, len(kinds)) for a in allocatable]
         self._estimates: dict[tuple[int, int], Resources] = {}  # (workload, kind) -> it
+        self._pods: dict[tuple[int, float], PlacedPod] = {}  # (workload, bound at) -> it
         self._version = observed.version
 
+    def _follow(self) -> None:
+        if self._observed.version != self._version or len(self._pods) > self._MAX_KEPT:
+            self._estimates, self._pods = {}, {}
+            self._version = self._observed.version
+
     def placed_pod(self, slot: int, bound_at_s: float) -> PlacedPod:
+        self._follow()
         workload = self._workload_of[slot]
-        return PlacedPod(
-            self._requests[workload],
-            self._limits[workload],
-            self._epoch_s + bound_at_s,
-            observed=self._observed.of(workload),
-        )
+        key = (workload, bound_at_s)
+        pod = self._pods.get(key)
+        if pod is None:
+            pod = self._pods[key] = PlacedPod(
+                self._requests[workload],
+                self._limits[workload],
+                self._epoch_s + bound_at_s,
+                observed=self._observed.of(workload),
+            )
+        return pod
 
     def estimate(self, slot: int, node: int) -> Resources:
         """What ``unsampled_after`` would estimate the slot's pod at on ``node``."""
-        if self._observed.version != self._version:
-            self._estimates, self._version = {}, self._observed.version
+        self._follow()
         workload = self._workload_of[slot]
         key = (workload, self._kind_of[node])
         estimate = self._estimates.get(key)
