@@ -309,7 +309,7 @@ class SimulatedMonitoring:
     # -- what the load model reads ---------------------------------------------------
     def annotations(self, node: int) -> Mapping[str, str]:
         """The node's annotations, in the annotator's exact format (do not modify)."""
-        version = int(self.node_version[node])
+        version: int = self.node_version.item(node)
         cached = self._annotations[node]
         if cached is not None and cached[0] == version:
             return cached[1]
