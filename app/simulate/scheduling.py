@@ -74,6 +74,7 @@ from app.load import (
     taint_toleration_scores,
 )
 from app.policy import Policy
+from app.simulate.draws import IntegerDraws
 from app.simulate.recording_rules import SimulatedMonitoring
 
 BoolArray = npt.NDArray[np.bool_]
@@ -431,9 +432,9 @@ class BestNodes:
             if not self.tied:
                 self._find_best()
 
-    def pick(self, rng: np.random.Generator) -> int:
+    def pick(self, draws: IntegerDraws) -> int:
         """One of the nodes tied at the best rank, drawn at random (``best`` > _LOWEST)."""
-        return self.tied[int(rng.integers(len(self.tied)))]
+        return self.tied[draws.integers(len(self.tied))]
 
 
 @dataclass
@@ -443,7 +444,7 @@ class Scheduler:
     requests: NodeRequests
     load_filter: LoadFilter | None
     extender_weight: int
-    rng: np.random.Generator
+    rng: np.random.Generator  # drawn from through ``draws`` alone, which takes it over
     plugin_weight: int = 0  # > 0: the load score counts as a 0..100 plugin at this weight
     # Per node, whether it carries loadaware's PreferNoSchedule taint (the annotator's
     # soft taints); None: no node is ever tainted, TaintToleration adds the same to all.
@@ -455,8 +456,10 @@ class Scheduler:
     # The last pod's ranks, kept for the next pod where they hold (``BestNodes``).
     _best: BestNodes | None = field(default=None, init=False)
     _ranked_for: PodShape | None = field(default=None, init=False)  # the pod they rank
+    draws: IntegerDraws = field(init=False, repr=False)  # ``rng.integers``, made faster
 
     def __post_init__(self) -> None:
+        self.draws = IntegerDraws(self.rng)
         if self.load_filter is not None and self.plugin_weight == 0:
             self._terms = ExtenderTerms(
                 self.load_filter,
@@ -521,16 +524,16 @@ class Scheduler:
             best_nodes = BestNodes(ranked, feasible)
             if best_nodes.best > _LOWEST:
                 self._best, self._ranked_for = best_nodes, pod
-                return best_nodes.pick(self.rng)
+                return best_nodes.pick(self.draws)
         else:
             top = np.maximum.reduce(ranked, initial=_LOWEST)  # ndarray.max, less wrapping
             if top > _LOWEST:
                 candidates = (ranked == top).nonzero()[0]
-                return int(candidates[self.rng.integers(len(candidates))])
+                return int(candidates[self.draws.integers(len(candidates))])
         if np.count_nonzero(feasible):
             best = scores[feasible].max()
             candidates = np.flatnonzero(feasible & (scores == best))
-            return int(candidates[self.rng.integers(len(candidates))])
+            return int(candidates[self.draws.integers(len(candidates))])
         return None
 
     def _choose_from_kept(
@@ -569,8 +572,8 @@ class Scheduler:
         if kept.best == _LOWEST:  # no feasible node, or only ones ranked at _LOWEST
             return None if kept.feasible == 0 else _AFRESH
         if load_filter is not None and self.plugin_weight == 0:
-            self.rng.integers(kept.feasible)  # the request's first node, not needed here
-        return kept.pick(self.rng)
+            self.draws.integers(kept.feasible)  # the request's first node, not needed here
+        return kept.pick(self.draws)
 
     def _with_extender_answer(
         self, scores: IntArray, feasible: BoolArray, asked: int, pod: PodShape
@@ -583,7 +586,7 @@ class Scheduler:
         assert terms is not None
         # The request lists the asked nodes in node order from the k-th on, then wraps:
         # drawn for every pod, and looked up only where some node can be preferred.
-        k = int(self.rng.integers(asked))
+        k = self.draws.integers(asked)
         terms.follow((pod.estimate_cpu_cores, pod.estimate_memory_bytes))
         best = -1  # no node can be preferred, so none of those asked (most often)
         if terms.preferable_nodes:
