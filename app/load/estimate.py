@@ -336,7 +336,7 @@ def unsampled_after(
     (the simulator: a pod's estimate outlives every sample of its node) need not make
     them again for every sample."""
     settings = policy.spec.estimation
-    if not settings.enabled:
+    if not settings.enabled or sample_at_s is None:  # None: no pod ``counts``
         return {}
     # The usages summed as floats in the same order as ``unsampled_fractions`` sums
     # them (a Resources at a time made two objects a pod: a node of a burst has tens).

@@ -111,6 +111,8 @@ class BurstEstimate:
         cluster = self._cluster
         now_s = cluster.pipeline.epoch_s + t_s
         allocatable, policy = self._allocatable[node], cluster.policy
+        if sample_at_s is None:  # no fresh sample: no pod counts (``counts``)
+            return {}
         if not partly_sampled:  # the load filter asks after a change: rarely the same
             return unsampled_after(pods, sample_at_s, allocatable, policy, now_s, False, estimates)
         kept = self._answers.get(node)
