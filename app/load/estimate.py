@@ -92,7 +92,7 @@ node is estimated at 3 x 0.85 = 2.55 cores, 2.55 / 8 = 0.32 of the node.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -325,22 +325,37 @@ def unsampled_after(
     policy: Policy,
     now_s: float,
     partly_sampled: bool = False,
+    estimates: Sequence[Resources] | None = None,
 ) -> dict[str, float]:
     """``node_unsampled`` for a node measured already: ``sample_at_s`` is its
     ``Measurement.freshest_sample_s()`` (a caller that keeps the Measurement, as the
-    simulator's load filter does, need not read the annotations twice)."""
+    simulator's load filter does, need not read the annotations twice).
+
+    ``estimates``, where given, is each pod's ``estimate_with_evidence`` on this node
+    with this policy's settings, in the order of ``pods``: a caller that keeps them
+    (the simulator: a pod's estimate outlives every sample of its node) need not make
+    them again for every sample."""
     settings = policy.spec.estimation
-    if not settings.enabled:
+    if not settings.enabled or sample_at_s is None:  # None: no pod ``counts``
         return {}
-    usages: list[Resources] = []
-    for pod in pods:
+    # The usages summed as floats in the same order as ``unsampled_fractions`` sums
+    # them (a Resources at a time made two objects a pod: a node of a burst has tens).
+    cpu_cores = memory_bytes = 0.0
+    for index, pod in enumerate(pods):
         if not counts(pod.bound_at_s, sample_at_s, now_s, settings):
             continue
-        usage = estimate_with_evidence(
-            pod.requests, pod.limits, pod.evidence, settings, allocatable, pod.observed
+        usage = (
+            estimates[index]
+            if estimates is not None
+            else estimate_with_evidence(
+                pod.requests, pod.limits, pod.evidence, settings, allocatable, pod.observed
+            )
         )
         if partly_sampled:
             share = unsampled_share(pod.bound_at_s, sample_at_s, settings)
-            usage = usage.scaled(share, share)
-        usages.append(usage)
-    return unsampled_fractions(usages, allocatable)
+            cpu_cores += usage.cpu_cores * share
+            memory_bytes += usage.memory_bytes * share
+        else:
+            cpu_cores += usage.cpu_cores
+            memory_bytes += usage.memory_bytes
+    return unsampled_fractions((Resources(cpu_cores, memory_bytes),), allocatable)

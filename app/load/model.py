@@ -149,17 +149,29 @@ def read_fraction(
 ) -> tuple[Freshness, float | None]:
     """A metric's freshness and value exactly as ``read_metric`` reads them, without the
     reading: for a caller that sizes every node each round (the descheduler) and needs
-    the full reading of a few nodes only."""
+    the full reading of a few nodes only.
+
+    ``_freshness`` written out, without the instant it changes: the descheduler reads
+    two metrics of every node each round (2,000 a round on 1,000 nodes), and the call
+    and its tuple were a fifth of a read."""
     raw = annotations.get(metric)
     if raw is None:
         return Freshness.MISSING, None
     sample = _parse_usage_cached(raw)
     if sample is None:
         return Freshness.UNREADABLE, None
-    return _freshness(sample, window_s, now_s)[0], sample.value
+    if window_s is None:
+        return Freshness.NOT_SYNCED, sample.value
+    timestamp_s = sample.timestamp_s
+    if now_s < timestamp_s - MAX_FUTURE_SKEW_S:
+        return Freshness.FUTURE, sample.value
+    if now_s < timestamp_s + window_s:
+        return Freshness.FRESH, sample.value
+    return Freshness.STALE, sample.value
 
 
 def _freshness(sample: Sample, window_s: float | None, now_s: float) -> tuple[Freshness, float]:
+    # ``read_fraction`` writes this rule out: a change here is a change there.
     if window_s is None:
         return Freshness.NOT_SYNCED, math.inf
     trusted_from_s = sample.timestamp_s - MAX_FUTURE_SKEW_S
@@ -443,7 +455,10 @@ def hot_value_from_bindings(
     ages_s = [now_s - at_s for at_s in binding_times_s]
     total = 0
     for entry in hot_policy:
-        recent = sum(1 for age_s in ages_s if 0 <= age_s < entry.time_range_s)
+        range_s = entry.time_range_s
+        # A list's length, not a generator's sum: the simulator asks for every node
+        # with recent bindings at every refresh (10,000 a run on thousand-nodes).
+        recent = len([age_s for age_s in ages_s if 0 <= age_s < range_s])
         total += recent // entry.count
     return total
 

@@ -309,10 +309,11 @@ class SimulatedCluster:
     def schedule_pending(self, t_s: float) -> int:
         """Bind what can be bound of the pods pending at ``t_s``; how many still wait."""
         unschedulable: set[int] = set()  # workloads that found no node in this step
-        pending = self.pending(t_s).tolist()
+        pending = self.pending(t_s)
         waiting = len(pending)
-        for slot in pending:
-            workload = int(self.usage.workload_of[slot])
+        for slot, workload in zip(
+            pending.tolist(), self.usage.workload_of[pending].tolist(), strict=True
+        ):
             if workload in unschedulable:
                 continue  # placements only fill nodes up: it would fail again
             if self.load_filter is not None:
@@ -332,8 +333,8 @@ class SimulatedCluster:
         self.node_of[slot] = node
         self._binding = None
         self.bound_at_s[slot] = t_s
-        self.run.waits_s.append(t_s - float(self.created_at_s[slot]))
-        self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])])
+        self.run.waits_s.append(t_s - self.created_at_s.item(slot))
+        self.requests.add(node, self.shapes[self.usage.workload_of.item(slot)])
         self.pipeline.record_binding(node, t_s)
         self.run.placements.append(placement)
 

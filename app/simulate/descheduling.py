@@ -74,6 +74,7 @@ TEMPLATE_HASH = "sim"
 RATE_WINDOW_S = 5 * 60.0
 # The taint the simulated annotator keeps (``soft_taints``), as the Node carries it.
 SOFT_TAINT = Taint(SOFT_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
+_SOFT_TAINTED = (SOFT_TAINT,)  # a tainted node's taints
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -175,13 +176,15 @@ class PlannerRebalancer:
         tainted = soft_taints.tainted if soft_taints is not None else self._node_tainted
         changed = (versions != self._node_versions) | (tainted != self._node_tainted)
         names, annotations = cluster.node_names, cluster.pipeline.annotations
+        nodes, allocatable, is_tainted = self._nodes, self._allocatable, tainted.tolist()
         for i in np.flatnonzero(changed).tolist():
-            self._nodes[names[i]] = NodeInfo(
-                name=names[i],
-                annotations=annotations(i),
+            name = names[i]
+            nodes[name] = NodeInfo(
+                name,
+                annotations(i),
                 internal_ip=None,
-                taints=(SOFT_TAINT,) if tainted[i] else (),
-                allocatable=self._allocatable[i],
+                taints=_SOFT_TAINTED if is_tainted[i] else (),
+                allocatable=allocatable[i],
             )
         self._node_versions = versions.copy()
         self._node_tainted = tainted.copy()

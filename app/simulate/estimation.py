@@ -24,8 +24,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from app.load import (
+    Evidence,
     PlacedPod,
     estimate_pod_usage,
+    estimate_with_evidence,
     node_unsampled,
     unsampled_after,
     with_workload_usage,
@@ -34,6 +36,9 @@ from app.objects import Resources
 
 if TYPE_CHECKING:
     from app.simulate.cluster import SimulatedCluster
+
+# A node's recent pods, and each one's estimate there (``PodEstimates``), in one order.
+NodePods = tuple[list[PlacedPod], list[Resources]]
 
 
 class BurstEstimate:
@@ -55,7 +60,7 @@ class BurstEstimate:
         # of the workloads' usage makes new PlacedPods; only once every binding, eviction
         # and deletion so far has been seen (``changed_nodes``).
         self._node_stamps: dict[int, int] = {}
-        self._pods_kept: dict[int, tuple[tuple[int, int], list[PlacedPod]]] = {}
+        self._pods_kept: dict[int, tuple[tuple[int, int], NodePods]] = {}
         # ``recent_pods``' last answer: what it was read from, from when and until when.
         self._pruned = 0
         self._recent_kept: (
@@ -71,22 +76,21 @@ class BurstEstimate:
         # Per node, the last ``unsampled_after`` answer with ``partly_sampled`` (the soft
         # taints ask every sync): the sample it was of, the pods, the instant it stops
         # holding, and the answer.
-        self._answers: dict[
-            int, tuple[float | None, list[PlacedPod], float, dict[str, float]]
-        ] = {}
+        self._answers: dict[int, tuple[float | None, list[PlacedPod], float, dict[str, float]]] = {}
         self._allocatable = [
             Resources(cpu, memory)
             for cpu, memory in zip(
                 cluster.allocatable_cpu.tolist(), cluster.allocatable_memory.tolist(), strict=True
             )
         ]
+        self._made = PodEstimates(cluster, self._observed, self._allocatable)
 
     def unsampled(
         self, node: int, t_s: float, partly_sampled: bool = False
     ) -> dict[str, float] | None:
         """What ``evaluate_node`` takes as ``unsampled`` for the node at ``t_s`` (None:
         no recent pod on it); ``partly_sampled``: the soft-taint rule's count."""
-        pods = self._pods_on(node)
+        pods = self._pods_on(node)[0]
         if not pods:
             return None
         cluster = self._cluster
@@ -101,18 +105,22 @@ class BurstEstimate:
     ) -> dict[str, float] | None:
         """``unsampled`` for a node measured already (``sample_at_s``: its freshest
         sample, ``Measurement.freshest_sample_s``)."""
-        pods = self._pods_on(node)
+        pods, estimates = self._pods_on(node)
         if not pods:
             return None
         cluster = self._cluster
         now_s = cluster.pipeline.epoch_s + t_s
         allocatable, policy = self._allocatable[node], cluster.policy
+        if sample_at_s is None:  # no fresh sample: no pod counts (``counts``)
+            return {}
         if not partly_sampled:  # the load filter asks after a change: rarely the same
-            return unsampled_after(pods, sample_at_s, allocatable, policy, now_s)
+            return unsampled_after(pods, sample_at_s, allocatable, policy, now_s, False, estimates)
         kept = self._answers.get(node)
         if kept is not None and kept[0] == sample_at_s and kept[1] == pods and now_s < kept[2]:
             return kept[3]
-        answer = unsampled_after(pods, sample_at_s, allocatable, policy, now_s, partly_sampled)
+        answer = unsampled_after(
+            pods, sample_at_s, allocatable, policy, now_s, partly_sampled, estimates
+        )
         # The same pods and sample give the same answer until one of them ages out of
         # maxAge (``counts``: the one input that moves with the clock alone).
         ages_out_s = min(
@@ -122,8 +130,8 @@ class BurstEstimate:
         self._answers[node] = (sample_at_s, pods, ages_out_s, answer)
         return answer  # read only, as the callers take it (``UnsampledUsage``)
 
-    def _pods_on(self, node: int) -> list[PlacedPod]:
-        """The node's pods bound within ``maxAge``, still bound there."""
+    def _pods_on(self, node: int) -> NodePods:
+        """The node's pods bound within ``maxAge``, still bound there, and their estimates."""
         cluster = self._cluster
         version = self._observed.follow()
         if version != self._placed_version:
@@ -138,20 +146,10 @@ class BurstEstimate:
         kept = self._pods_kept.get(node)
         if caught_up and kept is not None and kept[0] == stamp:
             return kept[1]
-        pods = self._still_bound(node, self._recent.get(node, ()))
+        made = self._still_bound(node, self._recent.get(node, ()))
         if caught_up:
-            self._pods_kept[node] = (stamp, pods)
-        return pods
-
-    def _placed_pod(self, slot: int, bound_at_s: float) -> PlacedPod:
-        cluster = self._cluster
-        workload = int(cluster.usage.workload_of[slot])
-        return PlacedPod(
-            self._requests[workload],
-            self._limits[workload],
-            cluster.pipeline.epoch_s + bound_at_s,
-            observed=self._observed.of(workload),
-        )
+            self._pods_kept[node] = (stamp, made)
+        return made
 
     def recent_pods(self, t_s: float) -> list[PlacedPod]:
         """The pods bound within ``maxAge``, one per workload: a workload's pods are
@@ -181,14 +179,17 @@ class BurstEstimate:
     def _recent_pods(self, t_s: float) -> list[PlacedPod]:
         cluster = self._cluster
         latest: dict[int, float] = {}  # workload -> its latest binding still counted
+        # ``item``: a Python number, which compares faster than a numpy scalar.
+        node_of, bound_at = cluster.node_of, cluster.bound_at_s
+        workload_of = cluster.usage.workload_of
         for node, recent in self._recent.items():
             for slot, bound_at_s in recent:
                 if (
                     t_s < bound_at_s + self._max_age_s
-                    and cluster.node_of[slot] == node
-                    and cluster.bound_at_s[slot] == bound_at_s
+                    and node_of.item(slot) == node
+                    and bound_at.item(slot) == bound_at_s
                 ):
-                    workload = int(cluster.usage.workload_of[slot])
+                    workload = workload_of.item(slot)
                     latest[workload] = max(bound_at_s, latest.get(workload, bound_at_s))
         epoch_s = cluster.pipeline.epoch_s
         published = cluster.workload_usage
@@ -214,12 +215,13 @@ class BurstEstimate:
         grown: dict[int, list[tuple[int, float]]] = {}  # node -> the pods bound there since
         # Called for every pod: a record list is sliced only when it has grown.
         if len(run.placements) > self._placements_seen:
+            recent_of, expiries, max_age_s = self._recent, self._expiries, self._max_age_s
             for placement in run.placements[self._placements_seen :]:
-                pod = (placement.slot, placement.t_s)
-                self._recent.setdefault(placement.node, []).append(pod)
-                heapq.heappush(self._expiries, (placement.t_s + self._max_age_s, placement.node))
-                changed.add(placement.node)
-                grown.setdefault(placement.node, []).append(pod)
+                node, pod = placement.node, (placement.slot, placement.t_s)
+                recent_of.setdefault(node, []).append(pod)
+                heapq.heappush(expiries, (placement.t_s + max_age_s, node))
+                changed.add(node)
+                grown.setdefault(node, []).append(pod)
             self._placements_seen = len(run.placements)
         # The nodes whose recent pods are made again (``_pods_on``); a deletion changes
         # them too, though (as before) it is not among the nodes reported.
@@ -271,20 +273,88 @@ class BurstEstimate:
         if kept is None or kept[0] != stamp or version != self._placed_version:
             self._node_stamps[node] = stamp[1] + 1
             return
-        self._pods_kept[node] = (stamp, [*kept[1], *self._still_bound(node, bound)])
+        (pods, estimates), (new_pods, new_estimates) = kept[1], self._still_bound(node, bound)
+        self._pods_kept[node] = (stamp, ([*pods, *new_pods], [*estimates, *new_estimates]))
 
-    def _still_bound(self, node: int, bindings: Iterable[tuple[int, float]]) -> list[PlacedPod]:
-        """The pods of ``bindings`` (slot, bound at) still bound to ``node``, in order."""
-        cluster, placed = self._cluster, self._placed
-        pods = []
+    def _still_bound(self, node: int, bindings: Iterable[tuple[int, float]]) -> NodePods:
+        """The pods of ``bindings`` (slot, bound at) still bound to ``node``, in order,
+        and their estimates there."""
+        placed, made = self._placed, self._made
+        node_of, bound_at = self._cluster.node_of, self._cluster.bound_at_s
+        pods, estimates = [], []
         for slot, bound_at_s in bindings:
-            if cluster.node_of[slot] != node or cluster.bound_at_s[slot] != bound_at_s:
+            if node_of.item(slot) != node or bound_at.item(slot) != bound_at_s:
                 continue
             pod = placed.get((slot, bound_at_s))
             if pod is None:
-                pod = placed[slot, bound_at_s] = self._placed_pod(slot, bound_at_s)
+                pod = placed[slot, bound_at_s] = made.placed_pod(slot, bound_at_s)
             pods.append(pod)
-        return pods
+            estimates.append(made.estimate(slot, node))
+        return pods, estimates
+
+
+class PodEstimates:
+    """A recent pod as the burst estimate takes it (``PlacedPod``), and its estimate on
+    its node (``estimate_with_evidence``): the same for every pod of a workload on nodes
+    of the same allocatable, so made once per workload and kind of node, until the
+    workloads' published usage changes what raises the estimates (``RaisingUsage``).
+    Likewise one PlacedPod stands for every pod of a workload bound at the same instant
+    (a value: a burst binds hundreds at once)."""
+
+    _MAX_KEPT = 4096  # PlacedPods kept: those of old bindings are asked for no more
+
+    def __init__(
+        self, cluster: SimulatedCluster, observed: RaisingUsage, allocatable: list[Resources]
+    ) -> None:
+        workloads = cluster.scenario.workloads
+        self._requests = [w.pod_requests_and_limits[0] for w in workloads]
+        self._limits = [w.pod_requests_and_limits[1] for w in workloads]
+        self._workload_of: list[int] = cluster.usage.workload_of.tolist()
+        self._epoch_s = cluster.pipeline.epoch_s
+        self._settings = cluster.policy.spec.estimation
+        self._observed = observed
+        self._allocatable = allocatable
+        kinds: dict[Resources, int] = {}
+        self._kind_of = [kinds.setdefault(a, len(kinds)) for a in allocatable]
+        self._estimates: dict[tuple[int, int], Resources] = {}  # (workload, kind) -> it
+        self._pods: dict[tuple[int, float], PlacedPod] = {}  # (workload, bound at) -> it
+        self._version = observed.version
+
+    def _follow(self) -> None:
+        if self._observed.version != self._version or len(self._pods) > self._MAX_KEPT:
+            self._estimates, self._pods = {}, {}
+            self._version = self._observed.version
+
+    def placed_pod(self, slot: int, bound_at_s: float) -> PlacedPod:
+        self._follow()
+        workload = self._workload_of[slot]
+        key = (workload, bound_at_s)
+        pod = self._pods.get(key)
+        if pod is None:
+            pod = self._pods[key] = PlacedPod(
+                self._requests[workload],
+                self._limits[workload],
+                self._epoch_s + bound_at_s,
+                observed=self._observed.of(workload),
+            )
+        return pod
+
+    def estimate(self, slot: int, node: int) -> Resources:
+        """What ``unsampled_after`` would estimate the slot's pod at on ``node``."""
+        self._follow()
+        workload = self._workload_of[slot]
+        key = (workload, self._kind_of[node])
+        estimate = self._estimates.get(key)
+        if estimate is None:
+            estimate = self._estimates[key] = estimate_with_evidence(
+                self._requests[workload],
+                self._limits[workload],
+                Evidence.BOUND,  # as ``placed_pod`` makes it
+                self._settings,
+                self._allocatable[node],
+                self._observed.of(workload),
+            )
+        return estimate
 
 
 class RaisingUsage:

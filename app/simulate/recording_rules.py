@@ -60,7 +60,9 @@ class _History:
     """The last ``length`` rule evaluations of one series per node (a ring buffer)."""
 
     def __init__(self, length: int, nodes: int, *, counts_repeats: bool = False) -> None:
-        self.values = np.full((length, nodes), np.nan)
+        # Left unfilled: a row is read only once written (``newest``, ``last``). A day's
+        # history of 1,000 nodes is 11 MB, which an hour's run would fill for nothing.
+        self.values = np.empty((length, nodes))
         self.written = 0
         # Row positions newest first, twice round: ``last`` takes a slice of it.
         self._backwards = np.tile(np.arange(length - 1, -1, -1), 2)
@@ -307,7 +309,7 @@ class SimulatedMonitoring:
     # -- what the load model reads ---------------------------------------------------
     def annotations(self, node: int) -> Mapping[str, str]:
         """The node's annotations, in the annotator's exact format (do not modify)."""
-        version = int(self.node_version[node])
+        version: int = self.node_version.item(node)
         cached = self._annotations[node]
         if cached is not None and cached[0] == version:
             return cached[1]

@@ -74,6 +74,7 @@ from app.load import (
     taint_toleration_scores,
 )
 from app.policy import Policy
+from app.simulate.draws import IntegerDraws
 from app.simulate.recording_rules import SimulatedMonitoring
 
 BoolArray = npt.NDArray[np.bool_]
@@ -162,8 +163,8 @@ class NodeRequests:
         elif len(self._fits_changed) == 1:  # one binding since the last pod: most often
             (node,) = self._fits_changed
             self._fits[node] = fits_request(
-                float(self.allocatable_cpu[node]), float(self.allocatable_memory[node]),
-                float(self.requested_cpu[node]), float(self.requested_memory[node]), *shape,
+                self.allocatable_cpu.item(node), self.allocatable_memory.item(node),
+                self.requested_cpu.item(node), self.requested_memory.item(node), *shape,
             )  # fmt: skip
         elif self._fits_changed:
             nodes = _indices(self._fits_changed)
@@ -189,8 +190,8 @@ class NodeRequests:
         elif len(self._changed) == 1:  # one binding since the last pod: most often
             (node,) = self._changed
             self._scores[node] = resource_score(
-                float(self.allocatable_cpu[node]), float(self.allocatable_memory[node]),
-                float(self.scored_cpu[node]), float(self.scored_memory[node]), *shape,
+                self.allocatable_cpu.item(node), self.allocatable_memory.item(node),
+                self.scored_cpu.item(node), self.scored_memory.item(node), *shape,
             )  # fmt: skip
         elif self._changed:
             nodes = _indices(self._changed)
@@ -336,7 +337,7 @@ class LoadFilter:
         """``measure`` of the node's annotations at ``now_s``, and its freshest sample:
         kept, as the extender keeps it, from when it was taken until its
         ``changes_at_s`` or an annotation's rewrite."""
-        version = int(self._pipeline.node_version[node])
+        version: int = self._pipeline.node_version.item(node)
         kept = self._measured[node]
         if kept is not None and kept[0] == version and kept[1] <= now_s < kept[2].changes_at_s:
             return kept[2], kept[3]
@@ -415,10 +416,10 @@ class BestNodes:
 
     def rank(self, node: int, feasible: bool, rank: int) -> None:
         """The node ranked ``rank`` from now on (``_LOWEST`` where not ``feasible``)."""
-        if feasible != self._feasible[node]:
+        if feasible != self._feasible.item(node):
             self._feasible[node] = feasible
             self.feasible += 1 if feasible else -1
-        old = int(self._ranks[node])
+        old: int = self._ranks.item(node)
         if rank == old:
             return
         self._ranks[node] = rank
@@ -431,9 +432,9 @@ class BestNodes:
             if not self.tied:
                 self._find_best()
 
-    def pick(self, rng: np.random.Generator) -> int:
+    def pick(self, draws: IntegerDraws) -> int:
         """One of the nodes tied at the best rank, drawn at random (``best`` > _LOWEST)."""
-        return self.tied[int(rng.integers(len(self.tied)))]
+        return self.tied[draws.integers(len(self.tied))]
 
 
 @dataclass
@@ -443,7 +444,7 @@ class Scheduler:
     requests: NodeRequests
     load_filter: LoadFilter | None
     extender_weight: int
-    rng: np.random.Generator
+    rng: np.random.Generator  # drawn from through ``draws`` alone, which takes it over
     plugin_weight: int = 0  # > 0: the load score counts as a 0..100 plugin at this weight
     # Per node, whether it carries loadaware's PreferNoSchedule taint (the annotator's
     # soft taints); None: no node is ever tainted, TaintToleration adds the same to all.
@@ -455,8 +456,10 @@ class Scheduler:
     # The last pod's ranks, kept for the next pod where they hold (``BestNodes``).
     _best: BestNodes | None = field(default=None, init=False)
     _ranked_for: PodShape | None = field(default=None, init=False)  # the pod they rank
+    draws: IntegerDraws = field(init=False, repr=False)  # ``rng.integers``, made faster
 
     def __post_init__(self) -> None:
+        self.draws = IntegerDraws(self.rng)
         if self.load_filter is not None and self.plugin_weight == 0:
             self._terms = ExtenderTerms(
                 self.load_filter,
@@ -521,16 +524,16 @@ class Scheduler:
             best_nodes = BestNodes(ranked, feasible)
             if best_nodes.best > _LOWEST:
                 self._best, self._ranked_for = best_nodes, pod
-                return best_nodes.pick(self.rng)
+                return best_nodes.pick(self.draws)
         else:
             top = np.maximum.reduce(ranked, initial=_LOWEST)  # ndarray.max, less wrapping
             if top > _LOWEST:
                 candidates = (ranked == top).nonzero()[0]
-                return int(candidates[self.rng.integers(len(candidates))])
+                return int(candidates[self.draws.integers(len(candidates))])
         if np.count_nonzero(feasible):
             best = scores[feasible].max()
             candidates = np.flatnonzero(feasible & (scores == best))
-            return int(candidates[self.rng.integers(len(candidates))])
+            return int(candidates[self.draws.integers(len(candidates))])
         return None
 
     def _choose_from_kept(
@@ -548,13 +551,13 @@ class Scheduler:
         load_filter = self.load_filter
         if load_filter is None:
             for node in changed:
-                fits = bool(feasible[node])
-                kept.rank(node, fits, int(scores[node]) if fits else _LOWEST)
+                fits = feasible.item(node)
+                kept.rank(node, fits, scores.item(node) if fits else _LOWEST)
         elif self.plugin_weight > 0:
             passes, load_score, weight = load_filter.passes, load_filter.score, self.plugin_weight
             for node in changed:
-                fits = bool(feasible[node] and passes[node])
-                rank = int(scores[node]) + int(load_score[node]) * weight if fits else _LOWEST
+                fits = feasible.item(node) and passes.item(node)
+                rank = scores.item(node) + load_score.item(node) * weight if fits else _LOWEST
                 kept.rank(node, fits, rank)
         else:
             terms = self._terms
@@ -564,13 +567,13 @@ class Scheduler:
                 return _AFRESH  # the answer lifts a preferred node: this pod's alone
             plain, passes = terms.plain(PLAIN_MAX_SCORE), load_filter.passes
             for node in changed:
-                fits = bool(feasible[node] and passes[node])
-                kept.rank(node, fits, int(scores[node]) + int(plain[node]) if fits else _LOWEST)
+                fits = feasible.item(node) and passes.item(node)
+                kept.rank(node, fits, scores.item(node) + plain.item(node) if fits else _LOWEST)
         if kept.best == _LOWEST:  # no feasible node, or only ones ranked at _LOWEST
             return None if kept.feasible == 0 else _AFRESH
         if load_filter is not None and self.plugin_weight == 0:
-            self.rng.integers(kept.feasible)  # the request's first node, not needed here
-        return kept.pick(self.rng)
+            self.draws.integers(kept.feasible)  # the request's first node, not needed here
+        return kept.pick(self.draws)
 
     def _with_extender_answer(
         self, scores: IntArray, feasible: BoolArray, asked: int, pod: PodShape
@@ -583,7 +586,7 @@ class Scheduler:
         assert terms is not None
         # The request lists the asked nodes in node order from the k-th on, then wraps:
         # drawn for every pod, and looked up only where some node can be preferred.
-        k = int(self.rng.integers(asked))
+        k = self.draws.integers(asked)
         terms.follow((pod.estimate_cpu_cores, pod.estimate_memory_bytes))
         best = -1  # no node can be preferred, so none of those asked (most often)
         if terms.preferable_nodes:

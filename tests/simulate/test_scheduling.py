@@ -224,7 +224,7 @@ def test_a_choice_from_the_kept_ranks_is_the_choice_made_afresh(seed: int, taint
     assert choices(kept, pods, np.random.default_rng(seed)) == choices(
         afresh, pods, np.random.default_rng(seed)
     )
-    assert kept.rng.integers(1 << 30) == afresh.rng.integers(1 << 30)
+    assert kept.draws.integers(1 << 30) == afresh.draws.integers(1 << 30)
 
 
 @pytest.mark.parametrize(
