@@ -187,9 +187,7 @@ class SimulatedCluster:
         owner: SimulatedCluster = weakref.proxy(self)  # its parts hold it weakly: no cycle
         self.estimate = plan.make_estimate(owner) if plan.make_estimate else None
         self.load_filter = (
-            LoadFilter(self.policy, self.pipeline, nodes, self.estimate)
-            if plan.load_aware
-            else None
+            LoadFilter(policy, self.pipeline, nodes, self.estimate) if plan.load_aware else None
         )
         self.soft_taints = (
             SimulatedSoftTaints(
