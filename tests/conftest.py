@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 from typing import TypeVar
@@ -160,6 +161,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     busy = [n for n, item in enumerate(others) if item.nodeid.startswith(KEEPS_CORES_BUSY)]
     start, end = (busy[0], busy[-1] + 1) if busy else (0, len(others))
     items[:] = [*first, *others[:start], *spread_out(others[start:end], waits), *others[end:]]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The cyclic garbage collector, kept from re-reading what lives all run. What
+    collection made (every test module, app/ and its libraries: ~200,000 objects the
+    collector tracks) leaves its generations (``gc.freeze``), and a young collection
+    waits for 20,000 net allocations, not 700: the tests' servers, clients and
+    simulations allocate millions of objects, most of them gone by reference counting
+    before any collection. Measured over a whole run (gc.callbacks in each worker):
+    19.3 CPU-s in the collector, 14.4 of them in 67 full collections; frozen, 15.9;
+    frozen with the young threshold raised, 7.4 (2,000 collections instead of 14,000,
+    16 full ones). Cycles are still collected, only less often."""
+    gc.freeze()
+    gc.set_threshold(20_000, *gc.get_threshold()[1:])
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
