@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import os
-from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -108,17 +107,6 @@ class GroupedScheduling(LoadGroupScheduling):  # type: ignore[misc]
 
     def _split_scope(self, nodeid: str) -> str:
         return group_of(nodeid) or super()._split_scope(nodeid)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """An xdist worker's temporary folder is ``<run>/popen-gwN`` (xdist's --basetemp):
-    the workers share their kustomize renders in ``<run>``, each of them collects the
-    deploy tests, which render the base and every overlay (~1.5 CPU-s a worker)."""
-    basetemp = config.getoption("basetemp") if hasattr(config, "workerinput") else None
-    if basetemp:
-        from tests.deploy.manifests import share_renders_in  # only where there are workers
-
-        share_renders_in(Path(basetemp).parent / "kustomize-renders")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:

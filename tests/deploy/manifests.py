@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import os
 import pickle
 import re
@@ -74,17 +75,25 @@ def kubectl() -> str:
     return on_path
 
 
-# Where the processes of one run share their renders (tests/conftest.py names the folder
-# beside the xdist workers' own): collecting the deploy tests renders the base and every
-# overlay, and each worker collects them all.
-_shared_renders: Path | None = None
+# Renders kept between runs and shared by a run's processes (each xdist worker collects
+# the deploy tests, which render the base and every overlay: 14 runs of kubectl, ~2 CPU-s,
+# while the workers waited on each other's locks). A render's file is named by a digest
+# of all it depends on: the kubectl binary and every file under deploy/ (a kustomization
+# there loads nothing from outside it: kustomize's default load restrictions).
+RENDERS_KEPT_IN = ROOT / ".pytest_cache" / "kustomize-renders"
 
 
-def share_renders_in(folder: Path | None) -> None:
-    """Keep renders of the repository's own directories in ``folder`` for the run's other
-    processes (whichever renders one first holds its lock; the others read its output)."""
-    global _shared_renders
-    _shared_renders = folder
+@functools.cache
+def _inputs_digest() -> str:
+    digest = hashlib.sha256()
+    binary = Path(kubectl()).resolve()
+    stat = binary.stat()
+    digest.update(f"{binary}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+    for path in sorted(DEPLOY.rglob("*")):
+        if path.is_file():
+            digest.update(path.relative_to(DEPLOY).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def _kustomize(directory: Path) -> str:
@@ -101,10 +110,12 @@ def _kustomize(directory: Path) -> str:
 
 @functools.cache
 def _render(directory: Path) -> str:
-    folder = _shared_renders
-    if folder is None or not directory.resolve().is_relative_to(ROOT):
+    """The render of ``directory``: kept (``RENDERS_KEPT_IN``) if it is under deploy/;
+    whichever process asks first renders it, the others wait on its lock and read it."""
+    if not directory.resolve().is_relative_to(DEPLOY):
         return _kustomize(directory)
-    name = directory.resolve().relative_to(ROOT).as_posix().replace("/", "__") or "_root"
+    name = directory.resolve().relative_to(ROOT).as_posix().replace("/", "__")
+    folder = RENDERS_KEPT_IN / _inputs_digest()
     folder.mkdir(parents=True, exist_ok=True)
     made = kept_once(folder / f"{name}.yaml", lambda: _kustomize(directory).encode())
     return made.decode()
