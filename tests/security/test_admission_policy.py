@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import celpy
 import pytest
 import yaml
-from celpy.adapter import json_to_cel
 
 from app.load.samples import HOT_VALUE_KEY
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
 from tests.deploy.manifests import DEPLOY, Obj, named, render
+
+if TYPE_CHECKING:
+    import celpy
 
 OVERLAY = DEPLOY / "overlays" / "annotator-admission-policy"
 ANNOTATOR = "system:serviceaccount:loadaware:loadaware-annotator"
@@ -33,11 +34,19 @@ def rendered_policy() -> Obj:
     return named(render(OVERLAY), "ValidatingAdmissionPolicy", POLICY_NAME)
 
 
+def cel_environment() -> celpy.Environment:
+    """celpy is imported by the tests that evaluate CEL (celpy and its parser: ~50 ms of
+    every xdist worker's collection at the top of this module)."""
+    import celpy
+
+    return celpy.Environment()
+
+
 class Admission:
     """The policy's CEL programs, evaluated as the API server's admission plugin does."""
 
     def __init__(self, policy: Obj) -> None:
-        self.environment = celpy.Environment()
+        self.environment = cel_environment()
         spec = policy["spec"]
         self.conditions = [self._compile(c["expression"]) for c in spec["matchConditions"]]
         self.variables = [(v["name"], self._compile(v["expression"])) for v in spec["variables"]]
@@ -51,6 +60,8 @@ class Admission:
 
     def denials(self, old: Obj | None, new: Obj, username: str) -> list[str] | None:
         """None when the request is not matched; else the messages of failed validations."""
+        from celpy.adapter import json_to_cel
+
         activation: dict[str, Any] = {
             "oldObject": json_to_cel(old),
             "object": json_to_cel(new),
@@ -219,9 +230,11 @@ def test_other_users_are_not_matched(
 def test_the_key_list_is_the_shipped_policy_s_metrics_and_the_hot_value(name: str) -> None:
     spec = named(render(OVERLAY), "ValidatingAdmissionPolicy", name)["spec"]
     (keys,) = [v for v in spec["variables"] if v["name"] == "loadawareKeys"]
-    environment = celpy.Environment()
+    from celpy.celtypes import ListType
+
+    environment = cel_environment()
     listed = environment.program(environment.compile(keys["expression"])).evaluate({})
-    assert isinstance(listed, celpy.celtypes.ListType)
+    assert isinstance(listed, ListType)
     policy = yaml.safe_load((DEPLOY / "base" / "policy.yaml").read_text(encoding="utf-8"))
     metrics = {entry["name"] for entry in policy["spec"]["syncPolicy"]}
     assert sorted(str(key) for key in listed) == sorted({*metrics, HOT_VALUE_KEY})
@@ -281,7 +294,7 @@ def test_other_writers_keep_their_other_annotations(writers: Admission) -> None:
 def test_the_policies_name_the_soft_taint_the_annotator_writes(name: str) -> None:
     spec = named(render(OVERLAY), "ValidatingAdmissionPolicy", name)["spec"]
     (key,) = [v for v in spec["variables"] if v["name"] == "softTaintKey"]
-    environment = celpy.Environment()
+    environment = cel_environment()
     assert environment.program(environment.compile(key["expression"])).evaluate({}) == (
         SOFT_TAINT_KEY
     )
