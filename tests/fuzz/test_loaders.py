@@ -7,6 +7,7 @@ field that was changed. Never a traceback, never another exception type.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +40,21 @@ class Loader:
     error: type[ValueError]
     from_mapping: Callable[[Any, str], Any]
     from_yaml: Callable[[str, str], Any]
-    valid: Any  # a parsed valid document
+    text: Callable[[], str]  # a valid document's text
 
     def __str__(self) -> str:
         return self.name
+
+    @functools.cached_property
+    def valid(self) -> Any:
+        """The valid document, parsed when a test first needs it: read at the top of the
+        module, the shipped files and scenarios were parsed in every xdist worker's
+        collection."""
+        return yaml.safe_load(self.text())
+
+
+def shipped(path: str) -> Callable[[], str]:
+    return functools.partial((REPO / path).read_text, encoding="utf-8")
 
 
 LOADERS = [
@@ -51,14 +63,14 @@ LOADERS = [
         PolicyError,
         policy_from_mapping,
         policy_from_yaml,
-        yaml.safe_load((REPO / "deploy/base/policy.yaml").read_text(encoding="utf-8")),
+        shipped("deploy/base/policy.yaml"),
     ),
     Loader(
         "descheduler config",
         ConfigError,
         config_from_mapping,
         config_from_yaml,
-        yaml.safe_load((REPO / "deploy/base/descheduler-config.yaml").read_text(encoding="utf-8")),
+        shipped("deploy/base/descheduler-config.yaml"),
     ),
     *(
         Loader(
@@ -66,7 +78,7 @@ LOADERS = [
             ScenarioError,
             scenario_from_mapping,
             scenario_from_yaml,
-            yaml.safe_load(builtin_text(name)),
+            functools.partial(builtin_text, name),
         )
         for name in builtin_names()
     ),
