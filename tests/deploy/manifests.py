@@ -75,11 +75,12 @@ def kubectl() -> str:
     return on_path
 
 
-# Renders kept between runs and shared by a run's processes (each xdist worker collects
-# the deploy tests, which render the base and every overlay: 14 runs of kubectl, ~2 CPU-s,
-# while the workers waited on each other's locks). A render's file is named by a digest
-# of all it depends on: the kubectl binary and every file under deploy/ (a kustomization
-# there loads nothing from outside it: kustomize's default load restrictions).
+# Renders kept between runs (their objects, pickled) and shared by a run's processes:
+# each xdist worker collects the deploy tests, which render the base and every overlay
+# (14 runs of kubectl, ~2 CPU-s, while the workers waited on each other's locks). A
+# render's file is named by a digest of all it depends on: the kubectl binary and every
+# file under deploy/ (a kustomization there loads nothing from outside it: kustomize's
+# default load restrictions).
 RENDERS_KEPT_IN = ROOT / ".pytest_cache" / "kustomize-renders"
 
 
@@ -108,32 +109,32 @@ def _kustomize(directory: Path) -> str:
     return result.stdout
 
 
-@functools.cache
-def _render(directory: Path) -> str:
-    """The render of ``directory``: kept (``RENDERS_KEPT_IN``) if it is under deploy/;
-    whichever process asks first renders it, the others wait on its lock and read it."""
-    if not directory.resolve().is_relative_to(DEPLOY):
-        return _kustomize(directory)
-    name = directory.resolve().relative_to(ROOT).as_posix().replace("/", "__")
-    folder = RENDERS_KEPT_IN / _inputs_digest()
-    folder.mkdir(parents=True, exist_ok=True)
-    made = kept_once(folder / f"{name}.yaml", lambda: _kustomize(directory).encode())
-    return made.decode()
-
-
 def render(directory: Path) -> list[Obj]:
     """The objects `kubectl apply -k directory` would apply, new ones on each call (a
     test may change them): the deploy tests read 25 renders of 14 directories at
     collection, in every worker, and a copy out of pickle costs a tenth of the YAML
     read."""
-    objects: list[Obj] = pickle.loads(_parsed(directory))
+    objects: list[Obj] = pickle.loads(_pickled(directory))
     return objects
 
 
 @functools.cache
-def _parsed(directory: Path) -> bytes:
-    """``directory``'s render read once (with libyaml), kept pickled."""
-    objects = [d for d in yaml.load_all(_render(directory), Loader=SafeLoader) if d]
+def _pickled(directory: Path) -> bytes:
+    """The objects of ``directory``'s render, pickled: kept (``RENDERS_KEPT_IN``) if it is
+    under deploy/, so that the run's processes neither render nor read its YAML again
+    (~60 ms of each worker's collection); whichever asks first renders it, the others
+    wait on its lock and read it."""
+    if not directory.resolve().is_relative_to(DEPLOY):
+        return _rendered(directory)
+    name = directory.resolve().relative_to(ROOT).as_posix().replace("/", "__")
+    folder = RENDERS_KEPT_IN / _inputs_digest()
+    folder.mkdir(parents=True, exist_ok=True)
+    return kept_once(folder / f"{name}.pickle", lambda: _rendered(directory))
+
+
+def _rendered(directory: Path) -> bytes:
+    """kubectl's render of ``directory``, read (with libyaml) and pickled."""
+    objects = [d for d in yaml.load_all(_kustomize(directory), Loader=SafeLoader) if d]
     return pickle.dumps(objects, protocol=pickle.HIGHEST_PROTOCOL)
 
 
