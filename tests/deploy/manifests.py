@@ -79,8 +79,7 @@ def kubectl() -> str:
 # each xdist worker collects the deploy tests, which render the base and every overlay
 # (14 runs of kubectl, ~2 CPU-s, while the workers waited on each other's locks). A
 # render's file is named by a digest of all it depends on: the kubectl binary and every
-# file under deploy/ (a kustomization there loads nothing from outside it: kustomize's
-# default load restrictions).
+# file under deploy/ (its kustomizations name nothing outside it: test_kustomize.py).
 RENDERS_KEPT_IN = ROOT / ".pytest_cache" / "kustomize-renders"
 
 

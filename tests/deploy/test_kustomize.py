@@ -64,6 +64,13 @@ def test_every_manifest_in_deploy_is_used_by_a_kustomization() -> None:
     assert unused == [], "listed in no kustomization.yaml"
 
 
+def test_the_kustomizations_name_nothing_outside_deploy() -> None:
+    """The kept renders (tests/deploy/manifests.py) are named by a digest of deploy/'s
+    files and kubectl: a render reading a file from elsewhere could be kept stale."""
+    outside = sorted(p for p in _referenced_files() if not p.is_relative_to(DEPLOY.resolve()))
+    assert outside == []
+
+
 # Objects this process has seen pass, as canonical JSON. The overlays repeat the base's
 # objects: of ~400 rendered objects 52 differ, and each validation loads and compiles
 # its kind's schema anew (~10 ms). Only a pass is kept, so an object that fails
