@@ -335,13 +335,19 @@ class _Annotations(Mapping[str, str]):
         self._node = node
 
     def __getitem__(self, key: str) -> str:
-        return self._monitoring.annotations(self._node)[key]
+        text = self._monitoring.annotation(self._node, key)
+        if text is None:
+            raise KeyError(key)
+        return text
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self._monitoring.annotations(self._node).get(key, default)
+        """One annotation, made alone (``SimulatedMonitoring.annotation``): the planner
+        reads two of every node each round, and a node's whole map is never read."""
+        text = self._monitoring.annotation(self._node, key)
+        return default if text is None else text
 
     def __contains__(self, key: object) -> bool:
-        return key in self._monitoring.annotations(self._node)
+        return isinstance(key, str) and self._monitoring.annotation(self._node, key) is not None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._monitoring.annotations(self._node))
