@@ -5,8 +5,8 @@ convergence adjustments passed as ``unsampled``. Every node is sized each round,
 only the balanced metrics are read, and only their values and freshness
 (``read_fraction``): a round that finds no source reads no more. A node's full
 readings (``read_usage``) are made when the plan goes on to use them (``_Readings``),
-and the full verdict (``evaluate_node``) for destinations only. Nothing here parses an
-annotation.
+as is its ``NodeUsage`` (``Measured``), and the full verdict (``evaluate_node``) for
+destinations only. Nothing here parses an annotation.
 """
 
 from __future__ import annotations
@@ -138,18 +138,18 @@ def measure_nodes(
 Measurement = tuple[
     NodeInfo,
     dict[str, float],
-    "str | None",
-    "Mapping[str, float] | None",
-    "Mapping[str, MetricReading] | None",
+    str | None,
+    Mapping[str, float] | None,
+    Mapping[str, MetricReading] | None,
 ]
 
 
 class Measured(Mapping[str, NodeUsage]):
     """Every node's measurement, by name, in the order measured (``rows``); a node's
     ``NodeUsage`` is made on first use. Classifying reads the rows alone, and a round
-    uses the ``NodeUsage`` of its sources and destinations only: on 1,000 nodes, the
-    two objects per node that a round without a source never read were a tenth of
-    the round."""
+    uses the ``NodeUsage`` of its sources and destinations only: a round without a
+    source makes none, where it made two objects per node (a ``NodeUsage`` and its
+    ``_Readings``)."""
 
     __slots__ = ("_index", "_made", "_metrics", "_now_s", "_policy", "rows")
 
