@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from app.objects import NodeInfo
 from app.rebalance.config import DeschedulerConfig
-from app.rebalance.measure import NodeUsage
+from app.rebalance.measure import Measured, Measurement
 from app.rebalance.outcome import NodeClass, NodeKind
 
 
@@ -27,12 +28,12 @@ class Thresholds:
     high_fraction: Mapping[str, float]
 
 
-def thresholds(usages: Iterable[NodeUsage], config: DeschedulerConfig) -> Thresholds:
+def thresholds(measured: Iterable[Measurement], config: DeschedulerConfig) -> Thresholds:
     low: dict[str, float] = {r: config.thresholds[r] / 100 for r in config.resources}
     high: dict[str, float] = {r: config.target_thresholds[r] / 100 for r in config.resources}
     if not config.use_deviation_thresholds:
         return Thresholds(low, high)
-    with_data = [u.usage_fraction for u in usages if u.missing is None]
+    with_data = [usage for _, usage, missing, _, _ in measured if missing is None]
     if not with_data:
         return Thresholds(low, high)
     count = len(with_data)
@@ -43,30 +44,33 @@ def thresholds(usages: Iterable[NodeUsage], config: DeschedulerConfig) -> Thresh
     )
 
 
-def selected(usage: NodeUsage, config: DeschedulerConfig) -> bool:
+def selected(node: NodeInfo, config: DeschedulerConfig) -> bool:
     selector = config.node_selector
     if not selector:  # every node, asked twice a round of each: no generator to build
         return True
-    labels = usage.node.labels
+    labels = node.labels
     return all(labels.get(key) == value for key, value in selector.items())
 
 
 def classify(
-    usage: NodeUsage,
+    node: NodeInfo,
+    fractions: Mapping[str, float],
+    missing: str | None,
     limits: Thresholds,
     config: DeschedulerConfig,
     hot_rounds: Mapping[str, int],
 ) -> NodeClass:
-    name = usage.node.name
+    """A node's class from its measurement: its usage fractions per balanced resource
+    with fresh data, and why one has none (``missing``)."""
+    name = node.name
     low, high = limits.low_fraction, limits.high_fraction
-    fractions = usage.usage_fraction
     # Every node is classified each round: plain loops, no closure or generator to build.
-    if not selected(usage, config):
+    if not selected(node, config):
         return NodeClass(
             name, NodeKind.EXCLUDED, fractions, high, low, False, 0, "not selected by nodeSelector"
         )
-    if usage.missing is not None:
-        return NodeClass(name, NodeKind.NO_DATA, fractions, high, low, False, 0, usage.missing)
+    if missing is not None:
+        return NodeClass(name, NodeKind.NO_DATA, fractions, high, low, False, 0, missing)
     resources = config.resources
     over = [r for r in resources if fractions[r] > high[r]]
     if over:
@@ -81,7 +85,6 @@ def classify(
         if not fractions[r] <= low[r]:  # as all(<=) reads it: NaN is not underutilized
             reason = "appropriately used"
             return NodeClass(name, NodeKind.NEUTRAL, fractions, high, low, False, 0, reason)
-    node = usage.node
     if not node.ready or node.unschedulable:
         reason = "underutilized but not Ready or unschedulable"
         return NodeClass(name, NodeKind.NEUTRAL, fractions, high, low, False, 0, reason)
@@ -89,16 +92,20 @@ def classify(
 
 
 def classify_all(
-    usages: Mapping[str, NodeUsage], config: DeschedulerConfig, hot_rounds: Mapping[str, int]
+    measured: Measured, config: DeschedulerConfig, hot_rounds: Mapping[str, int]
 ) -> dict[str, NodeClass]:
+    """Every measured node's class, from its measurement (``Measured.rows``): no node's
+    ``NodeUsage`` is made to classify it."""
+    rows = measured.rows
     # Fixed thresholds read no usage: only deviation thresholds need the nodes considered.
     considered = (
-        [u for u in usages.values() if selected(u, config)]
-        if config.use_deviation_thresholds
-        else []
+        [row for row in rows if selected(row[0], config)] if config.use_deviation_thresholds else []
     )
     limits = thresholds(considered, config)
-    return {name: classify(u, limits, config, hot_rounds) for name, u in usages.items()}
+    return {
+        node.name: classify(node, usage, missing, limits, config, hot_rounds)
+        for node, usage, missing, _, _ in rows
+    }
 
 
 def nothing_to_do(classes: Mapping[str, NodeClass], config: DeschedulerConfig) -> str | None:

@@ -5,8 +5,8 @@ convergence adjustments passed as ``unsampled``. Every node is sized each round,
 only the balanced metrics are read, and only their values and freshness
 (``read_fraction``): a round that finds no source reads no more. A node's full
 readings (``read_usage``) are made when the plan goes on to use them (``_Readings``),
-and the full verdict (``evaluate_node``) for destinations only. Nothing here parses an
-annotation.
+as is its ``NodeUsage`` (``Measured``), and the full verdict (``evaluate_node``) for
+destinations only. Nothing here parses an annotation.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def measure_nodes(
     policy: Policy,
     now_s: float,
     records: Sequence[EvictionRecord],
-) -> dict[str, NodeUsage]:
+) -> Measured:
     metrics = tuple(dict.fromkeys(config.metrics.values()))
     # Only the nodes that recent evictions name can lack what their samples show.
     named = {r.node for r in records} | {r.destination for r in records if r.destination}
@@ -108,7 +108,7 @@ def measure_nodes(
     )
     sampled = sample_times(raw, config)
     amounts = unsampled_amounts(records, sampled, config.settle_time, RESOURCES)
-    measured: dict[str, NodeUsage] = {}
+    rows: list[Measurement] = []
     balanced = balanced_metrics(config)
     # Per balanced resource, its metric's window, or None when the policy does not
     # name the metric (``read_usage`` leaves such a metric out of the readings).
@@ -117,21 +117,69 @@ def measure_nodes(
         for resource, metric in balanced
     ]
     for node in nodes:
-        name = node.name
-        unsampled = amounts.get(name) if amounts else None
+        unsampled = amounts.get(node.name) if amounts else None
         fractions = as_fractions(unsampled, allocatable_of(node)) if unsampled else None
         if fractions:  # only the few nodes recent evictions name
-            readings: Mapping[str, MetricReading] = read_usage(
-                node.annotations, policy, now_s, metrics, fractions
-            )
-            usage, missing = _usage(node, readings, balanced)
+            adjusted = read_usage(node.annotations, policy, now_s, metrics, fractions)
+            usage, missing = _usage(node, adjusted, balanced)
+            readings: Mapping[str, MetricReading] | None = adjusted
         else:
             # The same readings as ``raw`` (or as read on demand), so the same usage:
             # ``_fresh_usage`` reads exactly what ``_usage`` would read from them.
-            readings = raw.get(name) or _Readings(node.annotations, policy, now_s, metrics)
+            readings = raw.get(node.name)
             usage, missing = _fresh_usage(node, windows, now_s)
-        measured[name] = NodeUsage(node, readings, usage, missing, unsampled or _NONE)
-    return measured
+        rows.append((node, usage, missing, unsampled, readings))
+    return Measured(rows, policy, now_s, metrics)
+
+
+# A node's measurement as the round makes it: the node, its usage fractions, why a
+# balanced resource has no usable reading, its unsampled amounts (None: none), and its
+# readings where they were made (None: read on demand, without unsampled usage).
+Measurement = tuple[
+    NodeInfo,
+    dict[str, float],
+    str | None,
+    Mapping[str, float] | None,
+    Mapping[str, MetricReading] | None,
+]
+
+
+class Measured(Mapping[str, NodeUsage]):
+    """Every node's measurement, by name, in the order measured (``rows``); a node's
+    ``NodeUsage`` is made on first use. Classifying reads the rows alone, and a round
+    uses the ``NodeUsage`` of its sources and destinations only: a round without a
+    source makes none, where it made two objects per node (a ``NodeUsage`` and its
+    ``_Readings``)."""
+
+    __slots__ = ("_index", "_made", "_metrics", "_now_s", "_policy", "rows")
+
+    def __init__(
+        self, rows: list[Measurement], policy: Policy, now_s: float, metrics: tuple[str, ...]
+    ) -> None:
+        self.rows = rows
+        self._policy = policy
+        self._now_s = now_s
+        self._metrics = metrics
+        self._index: dict[str, int] | None = None
+        self._made: dict[str, NodeUsage] = {}
+
+    def __getitem__(self, name: str) -> NodeUsage:
+        made = self._made.get(name)
+        if made is not None:
+            return made
+        if self._index is None:
+            self._index = {row[0].name: i for i, row in enumerate(self.rows)}
+        node, usage, missing, unsampled, readings = self.rows[self._index[name]]
+        if readings is None:
+            readings = _Readings(node.annotations, self._policy, self._now_s, self._metrics)
+        made = self._made[name] = NodeUsage(node, readings, usage, missing, unsampled or _NONE)
+        return made
+
+    def __iter__(self) -> Iterator[str]:
+        return (row[0].name for row in self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
 
 def _fresh_usage(

@@ -38,7 +38,16 @@ Every plan is kept in ``plans`` so that tests can tie each eviction to the plann
 
 from __future__ import annotations
 
-from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    Mapping,
+    Sequence,
+    ValuesView,
+)
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
@@ -68,6 +77,7 @@ from app.rebalance import (
 
 if TYPE_CHECKING:
     from app.simulate.cluster import SimulatedCluster
+    from app.simulate.recording_rules import SimulatedMonitoring
 
 NAMESPACE = "default"
 TEMPLATE_HASH = "sim"
@@ -101,7 +111,6 @@ class PlannerRebalancer:
         self._generation = np.zeros(cluster.usage.slots, dtype=np.int64)
         # The view, kept up to date between rounds rather than rebuilt:
         self._nodes: dict[str, NodeInfo] = {}
-        self._node_versions = np.full(len(cluster.node_names), -1, dtype=np.int64)
         self._node_tainted = np.zeros(len(cluster.node_names), dtype=np.bool_)
         self._pods: dict[str, PodInfo] = {}
         self._key_of: dict[int, str] = {}  # bound slot -> its pod's key
@@ -168,25 +177,29 @@ class PlannerRebalancer:
 
     # -- the pieces of the view ------------------------------------------------------
     def _update_nodes(self) -> None:
-        """A new ``NodeInfo`` for each node whose annotations were rewritten or whose
-        soft taint the simulated annotator set or removed."""
+        """A new ``NodeInfo`` for each node whose soft taint the simulated annotator set
+        or removed (and for each node, in the first round). Its annotations are the
+        node's as they are when the planner reads them (``_Annotations``): rewritten
+        annotations need no new ``NodeInfo``."""
         cluster = self._cluster
-        versions = cluster.pipeline.node_version
         soft_taints = cluster.soft_taints
         tainted = soft_taints.tainted if soft_taints is not None else self._node_tainted
-        changed = (versions != self._node_versions) | (tainted != self._node_tainted)
-        names, annotations = cluster.node_names, cluster.pipeline.annotations
+        changed: Iterable[int]
+        if self._nodes:
+            changed = np.flatnonzero(tainted != self._node_tainted).tolist()
+        else:
+            changed = range(len(cluster.node_names))
+        names, pipeline = cluster.node_names, cluster.pipeline
         nodes, allocatable, is_tainted = self._nodes, self._allocatable, tainted.tolist()
-        for i in np.flatnonzero(changed).tolist():
+        for i in changed:
             name = names[i]
             nodes[name] = NodeInfo(
                 name,
-                annotations(i),
+                _Annotations(pipeline, i),
                 internal_ip=None,
                 taints=_SOFT_TAINTED if is_tainted[i] else (),
                 allocatable=allocatable[i],
             )
-        self._node_versions = versions.copy()
         self._node_tainted = tainted.copy()
 
     def _update_pods(self) -> None:
@@ -306,6 +319,41 @@ class PlannerRebalancer:
                 )
             )
         return tuple(views)
+
+
+class _Annotations(Mapping[str, str]):
+    """A node's annotations as the simulated annotator keeps them at the moment they
+    are read (``SimulatedMonitoring.annotations``, the same dict while the node is not
+    rewritten). The planner reads them within one ``plan`` call, on one state, and
+    keeps no node past it: the same as a snapshot made as the round began, without
+    a ``NodeInfo`` remade per node and round."""
+
+    __slots__ = ("_monitoring", "_node")
+
+    def __init__(self, monitoring: SimulatedMonitoring, node: int) -> None:
+        self._monitoring = monitoring
+        self._node = node
+
+    def __getitem__(self, key: str) -> str:
+        text = self._monitoring.annotation(self._node, key)
+        if text is None:
+            raise KeyError(key)
+        return text
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """One annotation, made alone (``SimulatedMonitoring.annotation``): the planner
+        reads two of every node each round, and a node's whole map is never read."""
+        text = self._monitoring.annotation(self._node, key)
+        return default if text is None else text
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._monitoring.annotation(self._node, key) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._monitoring.annotations(self._node))
+
+    def __len__(self) -> int:
+        return len(self._monitoring.annotations(self._node))
 
 
 class _Pods(Mapping[str, PodInfo]):

@@ -314,23 +314,42 @@ class SimulatedMonitoring:
         if cached is not None and cached[0] == version:
             return cached[1]
         result: dict[str, str] = {}
-        for metric, texts in self._texts.items():
-            text = texts[node]
-            if text is None:
-                values, written_at_s = self._written[metric]
-                text = format_usage(values[node], self.epoch_s + written_at_s[node])
-                texts[node] = text
+        for metric in self._texts:
+            text = self._text(metric, node)
             if text:
                 result[metric] = text
+        hot_text = self._hot_text(node)
+        if hot_text:
+            result[HOT_VALUE_KEY] = hot_text
+        self._annotations[node] = (version, result)
+        return result
+
+    def annotation(self, node: int, key: str) -> str | None:
+        """``annotations(node).get(key)``, made alone: the descheduler reads two
+        annotations of every node each round, and a node's whole map was made (every
+        metric formatted) for them."""
+        if key in self._texts:
+            return self._text(key, node) or None
+        if key == HOT_VALUE_KEY:
+            return self._hot_text(node) or None
+        return None
+
+    def _text(self, metric: str, node: int) -> str:
+        """A metric's annotation text on a node ("": none written yet)."""
+        texts = self._texts[metric]
+        text = texts[node]
+        if text is None:
+            values, written_at_s = self._written[metric]
+            text = texts[node] = format_usage(values[node], self.epoch_s + written_at_s[node])
+        return text
+
+    def _hot_text(self, node: int) -> str:
         hot_text = self._hot_texts[node]
         if hot_text is None:
             hot_at_s = self.epoch_s + float(self.hot_written_at_s[node])
             hot_text = format_hot_value(int(self.hot_values[node]), hot_at_s)
             self._hot_texts[node] = hot_text
-        if hot_text:
-            result[HOT_VALUE_KEY] = hot_text
-        self._annotations[node] = (version, result)
-        return result
+        return hot_text
 
     def freshest_sample_s(self, node: int) -> Mapping[str, float]:
         """When each metric on the node was last written (seconds since the start)."""
