@@ -49,7 +49,7 @@ def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
 
 @pytest.fixture
 def namespace(cluster: ControlPlane, request: pytest.FixtureRequest) -> str:
-    """A fresh namespace for one test (removed by the wipe)."""
+    """A fresh namespace for one test (emptied and retired by the wipe)."""
     base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-")
     return cluster.namespace(f"{base}-{secrets.token_hex(3)}")
 

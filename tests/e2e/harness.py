@@ -577,7 +577,7 @@ class ControlPlane:
     # --- objects -----------------------------------------------------------------------
 
     def namespace(self, name: str) -> str:
-        """Create a namespace for one test (labelled, so wipe() removes it)."""
+        """Create a namespace for one test (labelled, so wipe() empties and retires it)."""
         self.client().create(Namespace(metadata=ObjectMeta(name=name, labels={TEST_LABEL: "true"})))
         return name
 
