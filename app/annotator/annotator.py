@@ -35,8 +35,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lightkube import AsyncClient
-
 from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
 from app.annotator.hotvalue import HotValueLedger, HotValuePublisher
 from app.annotator.metric_loop import MetricLoop
@@ -48,6 +46,7 @@ from app.annotator.telemetry import AnnotatorMetrics
 from app.annotator.workload_usage import WorkloadUsagePublisher
 from app.kube import (
     AnnotationPatcher,
+    KubeClient,
     NodeCache,
     PodCache,
     TaintWriter,
@@ -69,7 +68,7 @@ class Annotator:
     def __init__(
         self,
         config: AnnotatorConfig,
-        client: AsyncClient,
+        client: KubeClient,
         source: InstantQuery,
         *,
         telemetry: AnnotatorMetrics | None = None,

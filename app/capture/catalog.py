@@ -25,9 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lightkube.resources.core_v1 import Pod
-
-from app.kube import label_selector, pod_info
+from app.kube import label_selector, pod_from_mapping, pod_info
 from app.objects import Resources, parse_quantity
 
 # Labels that name one node, not a shape: left out when nodes are grouped.
@@ -140,7 +138,7 @@ def _template_pod(namespace: str, template: Any) -> Any:
                                else {})}  # fmt: skip
     body: dict[str, Any] = {"metadata": metadata, "spec": spec.to_dict() if spec else {}}
     body["spec"].setdefault("containers", [])
-    return Pod.from_dict(body)
+    return pod_from_mapping(body, f"the pod template of {namespace}")
 
 
 def _controller(pod: Any) -> tuple[str, str] | None:
@@ -164,7 +162,7 @@ def build_catalog(
     controllers: Mapping[str, Iterable[Any]],
     budgets: Iterable[Any],
 ) -> Catalog:
-    """The catalog from lightkube objects; ``controllers`` by kind (Deployment,
+    """The catalog from the API's objects; ``controllers`` by kind (Deployment,
     ReplicaSet, StatefulSet, DaemonSet, Job)."""
     captured_nodes = sorted((node_of(n) for n in nodes), key=lambda n: n.name)
     objects: dict[tuple[str, str, str], Any] = {}

@@ -25,13 +25,19 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from lightkube import AsyncClient
-
 from app.descheduler.decide import Decision
 from app.descheduler.gather import View
 from app.descheduler.report import RunReport, RunResult, run_log
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.kube import EvictionNotice, EvictionOutcome, Memory, StateStore, evict_pod, record_eviction
+from app.kube import (
+    EvictionNotice,
+    EvictionOutcome,
+    KubeClient,
+    Memory,
+    StateStore,
+    evict_pod,
+    record_eviction,
+)
 from app.objects import EvictionRecord, Resources, workload_of
 from app.policy import Policy
 from app.rebalance import (
@@ -139,7 +145,7 @@ class Evictor:
 
     def __init__(
         self,
-        client: AsyncClient,
+        client: KubeClient,
         store: StateStore,
         rules: LiveRules,
         refresh: Callable[[ClusterView], ClusterView],
@@ -177,7 +183,7 @@ class Evictor:
         now_s = self._clock()
         try:
             await self._store.save(memory, now_s, now_s - memory_window_s(self._rules.config))
-        except Exception as error:  # lightkube raises HTTP and transport errors
+        except Exception as error:  # the API client raises HTTP and transport errors
             report.result = RunResult.STATE_NOT_SAVED
             report.message = (
                 f"cannot write {self._store.where} ({error}): stopping this run, since an "

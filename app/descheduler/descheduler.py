@@ -31,15 +31,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lightkube import AsyncClient
-
 from app.descheduler.act import Evictor
 from app.descheduler.decide import decide
 from app.descheduler.gather import ClusterReader, Skipped
 from app.descheduler.report import RunReport, RunResult
 from app.descheduler.settings import LoopSettings
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.kube import BudgetCache, NodeCache, PodCache, StateStore, pod_info
+from app.kube import BudgetCache, KubeClient, NodeCache, PodCache, StateStore, pod_info
 from app.objects import PodInfo
 from app.policy import Policy
 from app.prom import InstantQuery
@@ -61,7 +59,7 @@ class Descheduler:
         self,
         config: DeschedulerConfig,
         policy: Policy,
-        client: AsyncClient,
+        client: KubeClient,
         source: InstantQuery,
         settings: LoopSettings | None = None,
         *,

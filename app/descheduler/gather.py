@@ -183,7 +183,7 @@ class ClusterReader:
     async def _read_memory(self, now_s: float, since_s: float) -> Memory | Skipped:
         try:
             return await self._store.load(now_s, since_s)
-        except Exception as error:  # lightkube raises HTTP and transport errors
+        except Exception as error:  # the API client raises HTTP and transport errors
             detail = (
                 f"{self._store.where} is unreadable ({error}); fix or delete it (a new one "
                 "starts empty)"

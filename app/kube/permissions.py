@@ -16,6 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+from app.kube.defaults import (
+    DESCHEDULER_CONFIGMAP,
+    POLICY_CONFIGMAP,
+    STATE_NAME,
+    WORKLOAD_USAGE_NAME,
+)
+
 
 class Scope(Enum):
     """Where a permission is granted."""
@@ -88,8 +95,8 @@ _NODE_CACHE = _permission(
 # (a test holds them equal). Another name needs the Role changed to match.
 ANNOTATOR_LEASE = "loadaware-annotator"
 DESCHEDULER_LEASE = "loadaware-descheduler"
-DESCHEDULER_STATE = "loadaware-descheduler-state"
-WORKLOAD_USAGE = "loadaware-workload-usage"
+DESCHEDULER_STATE = STATE_NAME
+WORKLOAD_USAGE = WORKLOAD_USAGE_NAME
 
 PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     "extender": (
@@ -221,9 +228,9 @@ reads only, granted by the roles of ``deploy/base/explain-rbac.yaml`` to whoever
 operator binds them to (tests/deploy/test_rbac.py compares both ways)."""
 
 EXPLAIN_CONFIGMAPS = (
-    "loadaware-policy",
-    "loadaware-descheduler-config",
-    "loadaware-descheduler-state",
+    POLICY_CONFIGMAP.name,
+    DESCHEDULER_CONFIGMAP.name,
+    DESCHEDULER_STATE,
     WORKLOAD_USAGE,
 )
 """The only ConfigMaps explain reads (its Role names them: ``resourceNames``)."""
