@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from app.commandline import add_flag, duration
+from app.kube import DESCHEDULER_CONFIGMAP, POLICY_CONFIGMAP
 from app.prom import add_prometheus_flags
 
 # Reading the cluster and Prometheus and writing the scenario is ``commands``, imported
@@ -56,10 +57,10 @@ def add_parser(components: Any) -> None:
     _own_flag(parser, "--anonymize", action="store_true",
              help="replace every name (nodes, workloads, labels) with a stable hash")  # fmt: skip
     _flag(parser, "--policy", type=Path, metavar="FILE",
-             default_text="the cluster's loadaware-policy ConfigMap, else crane's default",
+             default_text=f"the cluster's {POLICY_CONFIGMAP.name} ConfigMap, else crane's default",
              help="the DynamicSchedulerPolicy to replay with")  # fmt: skip
     _flag(parser, "--descheduler-config", type=Path, metavar="FILE",
-             default_text="the cluster's loadaware-descheduler-config ConfigMap, else defaults",
+             default_text=f"the cluster's {DESCHEDULER_CONFIGMAP.name} ConfigMap, else defaults",
              help="the DeschedulerConfiguration to replay with")  # fmt: skip
     _flag(parser, "--loadaware-namespace", default="loadaware", metavar="NS",
              help="where loadaware's ConfigMaps are installed")  # fmt: skip

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.commandline import add_flag, count
 from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
+from app.kube import DESCHEDULER_CONFIGMAP, POLICY_CONFIGMAP
 from app.prom import add_prometheus_flags
 
 DEFAULT_INSTALL_NAMESPACE = "loadaware"
@@ -103,15 +104,15 @@ def _common_flags(parser: argparse.ArgumentParser) -> None:
         "--install-namespace",
         metavar="NAMESPACE",
         default=DEFAULT_INSTALL_NAMESPACE,
-        help="where loadaware runs: its policy ConfigMap (loadaware-policy), the "
-        "descheduler's configuration (loadaware-descheduler-config) and memory",
+        help=f"where loadaware runs: its policy ConfigMap ({POLICY_CONFIGMAP.name}), the "
+        f"descheduler's configuration ({DESCHEDULER_CONFIGMAP.name}) and memory",
     )
     add_flag(
         parser,
         "--policy",
         metavar="FILE",
         help="DynamicSchedulerPolicy YAML to explain with, instead of the policy in force",
-        default_text="the loadaware-policy ConfigMap, else the built-in crane defaults",
+        default_text=f"the {POLICY_CONFIGMAP.name} ConfigMap, else the built-in crane defaults",
     )
 
 
@@ -173,7 +174,7 @@ def add_parser(components: Any) -> None:
         "--config",
         metavar="FILE",
         help="DeschedulerConfiguration YAML to explain with, instead of the one in force",
-        default_text="the loadaware-descheduler-config ConfigMap, else the built-in defaults",
+        default_text=f"the {DESCHEDULER_CONFIGMAP.name} ConfigMap, else the built-in defaults",
     )
     add_flag(
         node,
