@@ -9,6 +9,7 @@ whether the request reached an API server at all.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -92,36 +93,31 @@ class LeaseStore:
 
     async def read(self) -> ReadLease | None:
         """The Lease; None when there is none."""
-        try:
-            lease = await self._client.get(Lease, self.name, namespace=self.namespace)
-        except Exception as error:
-            if is_refusal(error, 404):
-                return None
-            if is_api_error(error):
-                raise _unavailable(error) from None
-            raise
-        return ReadLease(_record(lease), lease)
+        return await self._answer(self._client.get(Lease, self.name, namespace=self.namespace), 404)
 
     async def create(self, record: LeaseRecord) -> ReadLease | None:
         """The Lease created with ``record``; None when another replica created it first."""
         lease = Lease(
             metadata=ObjectMeta(name=self.name, namespace=self.namespace), spec=_spec(record)
         )
-        return await self._write(self._client.create(lease))
+        return await self._answer(self._client.create(lease), 409)
 
     async def replace(self, read: ReadLease, record: LeaseRecord) -> ReadLease | None:
         """The Lease ``read`` rewritten with ``record``; None when another replica wrote
         it since it was read."""
         read.stored.spec = _spec(record)
-        return await self._write(self._client.replace(read.stored))
+        return await self._answer(self._client.replace(read.stored), 409)
 
-    async def _write(self, call: Any) -> ReadLease | None:
+    async def _answer(self, call: Awaitable[Any], none_on: int) -> ReadLease | None:
+        """The Lease a request answers with; None when the API server refuses it with
+        ``none_on`` (404 to a read: there is none; 409 to a write: another replica wrote
+        first)."""
         try:
-            written = await call
+            lease = await call
         except Exception as error:
-            if is_refusal(error, 409):
+            if is_refusal(error, none_on):
                 return None
             if is_api_error(error):
                 raise _unavailable(error) from None
             raise
-        return ReadLease(_record(written), written)
+        return ReadLease(_record(lease), lease)
