@@ -35,6 +35,7 @@ from app.kube import (
     KubeClient,
     Memory,
     StateStore,
+    describe_api_error,
     evict_pod,
     record_eviction,
 )
@@ -186,7 +187,8 @@ class Evictor:
         except Exception as error:  # the API client raises HTTP and transport errors
             report.result = RunResult.STATE_NOT_SAVED
             report.message = (
-                f"cannot write {self._store.where} ({error}): stopping this run, since an "
+                f"cannot write {self._store.where} ({describe_api_error(error)}): stopping this "
+                "run, since an "
                 "eviction it does not remember could be repeated; the descheduler needs "
                 "'create' and 'update' on configmaps in its namespace"
             )

@@ -26,7 +26,15 @@ from typing import Protocol
 
 from app.descheduler.report import RunReport, RunResult
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.kube import BudgetCache, Memory, NodeCache, PodCache, StateStore, StateUnreadable
+from app.kube import (
+    BudgetCache,
+    Memory,
+    NodeCache,
+    PodCache,
+    StateStore,
+    StateUnreadable,
+    describe_api_error,
+)
 from app.objects import EvictionRecord, PodInfo
 from app.prom import (
     BAD_QUERY,
@@ -188,7 +196,8 @@ class ClusterReader:
                 f"{self._store.where} is unreadable ({error}); fix or delete it (a new one "
                 "starts empty)"
                 if isinstance(error, StateUnreadable)
-                else f"cannot read {self._store.where} ({error}); the descheduler needs "
+                else f"cannot read {self._store.where} ({describe_api_error(error)}); the "
+                "descheduler needs "
                 "'get' on configmaps in its namespace"
             )
             return Skipped(
