@@ -27,10 +27,12 @@ async def list_then_watch(
     max_retry_delay_s: float,
     while_down: str = "",
     on_failure: Callable[[BaseException], None] = lambda _error: None,
+    server: str = "",
 ) -> None:
     """Run ``relist`` then ``watch(resource_version)`` forever. ``what`` names the
     resource in logs; ``while_down`` tells the operator what suffers meanwhile;
-    ``on_failure`` hears of every failure except an expired watch."""
+    ``on_failure`` hears of every failure except an expired watch; ``server`` (the API
+    server's URL) is named in the log when it cannot be reached."""
     delay_s = retry_delay_s
     consequence = f"; {while_down}" if while_down else ""
     while True:
@@ -48,7 +50,7 @@ async def list_then_watch(
             log.warning(
                 "%s list/watch failed: %s%s; retrying in %.0fs",
                 what,
-                describe_api_error(error),
+                describe_api_error(error, server),
                 consequence,
                 delay_s,
             )
