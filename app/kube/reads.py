@@ -46,13 +46,12 @@ class ClusterReader:
     grants them (added to a 403)."""
 
     def __init__(self, client: AsyncClient, forbidden_hint: str) -> None:
-        self.client = client  # for the stores of loadaware's own ConfigMaps
-        self._client = client
+        self.client = client  # also for the stores of loadaware's own ConfigMaps
         self._hint = forbidden_hint
 
     @property
     def server(self) -> str:
-        return str(self._client.config.cluster.server or "")
+        return str(self.client.config.cluster.server or "")
 
     def failure(self, what: str, error: BaseException) -> ClusterUnreadable:
         """The one message for a read of ``what`` ("list nodes") that failed."""
@@ -63,9 +62,9 @@ class ClusterReader:
         kind, namespaced = LISTS[resource]
         try:
             if namespaced:
-                listing = self._client.list(kind, namespace="*", chunk_size=PAGE)
+                listing = self.client.list(kind, namespace="*", chunk_size=PAGE)
             else:
-                listing = self._client.list(kind, chunk_size=PAGE)
+                listing = self.client.list(kind, chunk_size=PAGE)
             return [item async for item in listing]
         except Exception as error:  # the API's refusals and the transport's errors
             raise self.failure(f"list {resource}", error) from None
@@ -73,7 +72,7 @@ class ClusterReader:
     async def pod(self, namespace: str, name: str) -> Pod | None:
         """One pod; None when it does not exist."""
         try:
-            return await self._client.get(Pod, name, namespace=namespace)
+            return await self.client.get(Pod, name, namespace=namespace)
         except Exception as error:  # the API's refusals and the transport's errors
             if is_refusal(error, 404):
                 return None
@@ -82,7 +81,7 @@ class ClusterReader:
     async def events_of(self, namespace: str, name: str) -> list[Event]:
         """The Events about the object named ``name`` in ``namespace``."""
         try:
-            events = self._client.list(
+            events = self.client.list(
                 Event, namespace=namespace, fields={"involvedObject.name": name}
             )
             return [event async for event in events]
@@ -94,7 +93,7 @@ class ClusterReader:
         its key, or its only key; None when the ConfigMap is absent."""
         where = f"ConfigMap {namespace}/{config.name}"
         try:
-            stored = await self._client.get(ConfigMap, config.name, namespace=namespace)
+            stored = await self.client.get(ConfigMap, config.name, namespace=namespace)
         except Exception as error:  # the API's refusals and the transport's errors
             if is_refusal(error, 404):
                 return None
@@ -109,7 +108,7 @@ class ClusterReader:
         raise ClusterUnreadable(f"{where} has no key {config.key!r} (keys: {keys})")
 
     async def close(self) -> None:
-        await self._client.close()
+        await self.client.close()
 
 
 def pod_from_mapping(document: Mapping[str, Any], source: str) -> Pod:
