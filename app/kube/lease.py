@@ -79,8 +79,10 @@ def _spec(record: LeaseRecord) -> LeaseSpec:
     )
 
 
-def _unavailable(error: BaseException) -> LeaseUnavailable:
-    return LeaseUnavailable(describe_api_error(error), unreachable(error), status_code(error))
+def _unavailable(error: BaseException, server: str) -> LeaseUnavailable:
+    return LeaseUnavailable(
+        describe_api_error(error, server), unreachable(error), status_code(error)
+    )
 
 
 class LeaseStore:
@@ -118,6 +120,6 @@ class LeaseStore:
             if is_refusal(error, none_on):
                 return None
             if is_api_error(error):
-                raise _unavailable(error) from None
+                raise _unavailable(error, str(self._client.config.cluster.server or "")) from None
             raise
         return ReadLease(_record(lease), lease)

@@ -58,7 +58,9 @@ def test_a_refusal_says_its_code_and_a_server_that_is_down_says_it_was_not_reach
             assert (refused.value.code, refused.value.unreachable) == (403, False)
         down = client_for_server("http://127.0.0.1:9")
         try:
-            with pytest.raises(LeaseUnavailable, match="cannot reach the API server") as error:
+            with pytest.raises(
+                LeaseUnavailable, match=r"cannot reach the API server at http://127\.0\.0\.1:9:"
+            ) as error:
                 await LeaseStore(down, "default", "probe").create(record("a"))
             assert (error.value.code, error.value.unreachable) == (None, True)
         finally:

@@ -36,6 +36,10 @@ class RefusedWhileStopping:
         self.refusals = refusals
         self.stopping = False
 
+    @property
+    def config(self) -> Any:
+        return self._client.config
+
     def _maybe_refuse(self) -> None:
         if self.stopping and self.refusals > 0:
             self.refusals -= 1
