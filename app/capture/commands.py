@@ -64,11 +64,11 @@ async def _read_kube(args: argparse.Namespace) -> tuple[Catalog, dict[str, Any] 
         objects = await read_cluster(client)
         policy = descheduler = None
         if args.policy is None:
-            text = await read_config_map(client, args.loadaware_namespace, *POLICY_CONFIG_MAP)
+            text = await read_config_map(client, args.install_namespace, *POLICY_CONFIG_MAP)
             policy = parse_yaml(text, "the cluster's policy", CaptureError) if text else None
         if args.descheduler_config is None:
             text = await read_config_map(
-                client, args.loadaware_namespace, *DESCHEDULER_CONFIG_MAP
+                client, args.install_namespace, *DESCHEDULER_CONFIG_MAP
             )
             descheduler = (
                 parse_yaml(text, "the cluster's descheduler config", CaptureError)

@@ -170,7 +170,7 @@ async def _pod_usage(
 
 async def _explain_node(client: AsyncClient, args: argparse.Namespace) -> str:
     policy = await read_policy(client, args.policy, args.install_namespace)
-    config = await read_config(client, args.config, args.install_namespace)
+    config = await read_config(client, args.descheduler_config, args.install_namespace)
     mismatch = config.value.metrics_missing_from({s.name for s in policy.value.spec.sync_policy})
     if mismatch:
         raise ConfigError(f"the configuration and the policy disagree: {'; '.join(mismatch)}")

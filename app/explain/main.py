@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.commandline import add_flag, count
+from app.commandline import INTERRUPTED_TEXT, add_deprecated_alias, add_flag, count
 from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
 from app.prom import add_prometheus_flags
 
@@ -15,7 +15,8 @@ DEFAULT_INSTALL_NAMESPACE = "loadaware"
 
 EXIT_CODES = (
     "exit codes: 0 explained, 1 the cluster (or the pod or node asked about) could not be "
-    "read, 2 bad usage or configuration (flags, files, a policy that does not validate)"
+    "read, 2 bad usage or configuration (flags, files, a policy that does not validate), "
+    + INTERRUPTED_TEXT
 )
 
 HELP = "why a pod goes where it goes, and what the descheduler makes of a node (read-only)"
@@ -170,11 +171,13 @@ def add_parser(components: Any) -> None:
     _common_flags(node)
     add_flag(
         node,
-        "--config",
+        "--descheduler-config",
+        old_variable="LOADAWARE_CONFIG",
         metavar="FILE",
         help="DeschedulerConfiguration YAML to explain with, instead of the one in force",
         default_text="the loadaware-descheduler-config ConfigMap, else the built-in defaults",
     )
+    add_deprecated_alias(node, "--config", "--descheduler-config", "descheduler_config")
     add_flag(
         node,
         "--state-name",

@@ -19,6 +19,7 @@ from app.commandline import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    INTERRUPTED_TEXT,
     UsageError,
     add_flag,
     count,
@@ -45,7 +46,7 @@ making every decision, and print one Markdown table row per policy.
 """
 EPILOG = (
     "exit codes: 0 done, 1 a failure while running (out of memory, output that cannot "
-    "be written), 2 bad usage or configuration, 130 interrupted (Ctrl-C)"
+    "be written), 2 bad usage or configuration, " + INTERRUPTED_TEXT
 )
 
 

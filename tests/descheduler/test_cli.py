@@ -39,7 +39,8 @@ def test_once_dry_run_prints_the_plan_table_and_evicts_nothing(fake_kube: FakeKu
     with cadvisor_prometheus(cluster.series()) as prometheus_url:
         done = subprocess.run(
             [sys.executable, "-m", "app.cli", "descheduler", "--once", "--dry-run",
-             "--no-leader-elect", "--config", str(config), "--kubeconfig", str(kubeconfig),
+             "--no-leader-elect", "--descheduler-config", str(config),
+             "--kubeconfig", str(kubeconfig),
              "--prometheus-url", prometheus_url, "--sync-timeout", "20s"],
             capture_output=True, text=True, timeout=120, check=False,
         )
