@@ -71,8 +71,8 @@ Every interval (config `interval`, default 5m), while this replica leads:
 --once runs a single pass and exits (CronJob style). Exit codes: 0 when the run
 completed (a first run included: it acts like any other), 1 when it could not run
 (Prometheus down or rejecting a query, API errors, no lease), 2 for bad usage or
-configuration (flags, files, kubeconfig), 130 interrupted (Ctrl-C) before the pass
-finished. With --dry-run the plan is printed as a table and
+configuration (flags, files, kubeconfig), 130 interrupted (Ctrl-C) before a one-shot
+command finished. With --dry-run the plan is printed as a table and
 nothing is evicted or written.
 
 Durations take Go syntax (15s, 2m) or plain seconds. Every flag can also be set

@@ -3,6 +3,7 @@ flag, variable and path the docs mention exists."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import re
 from pathlib import Path
@@ -11,8 +12,9 @@ from types import ModuleType
 import pytest
 
 from app.cli import build_parser
-from app.commandline.flags import RENAMED
+from app.commandline.flags import EXIT_MEANINGS, INTERRUPTED_TEXT, RENAMED
 from app.rebalance.config import DeschedulerConfig
+from app.rebalance.outcome import SkipCode
 from tests.conftest import E2E_ASSETS_ENV
 from tests.deploy.manifests import ROOT, actions_of, env_vars_of, subcommands
 
@@ -169,3 +171,127 @@ def test_a_default_quoted_beside_a_soft_taint_flag_is_the_flag_s_default() -> No
     wrong = [(name, flag, value, defaults.get(flag)) for name, flag, value in quoted
              if defaults.get(flag) != value]  # fmt: skip
     assert wrong == [], wrong
+
+
+# --- the same flags, variables, metrics, skip codes and exit codes everywhere ---
+
+# The pages an operator reads, held to the code (the reference is generated from it).
+OPERATOR_DOCS = [ROOT / "README.md", ROOT / "docs" / "reference.md",
+                 ROOT / "docs" / "troubleshooting.md"]  # fmt: skip
+
+
+def known_metrics() -> set[str]:
+    """Every series name the components export, as scraped (a histogram's parts too)."""
+    known = set()
+    for rows in docs_reference.metric_rows().values():
+        for name, kind, _, _ in rows:
+            known.add(name)
+            if kind == "histogram":
+                known |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+    return known
+
+
+def test_every_metric_in_the_code_is_in_the_metrics_reference() -> None:
+    reference = (ROOT / "docs" / "reference.md").read_text().split("## Metrics", 1)[1]
+    in_code = {
+        name
+        for path in (ROOT / "app").rglob("*.py")
+        for name in re.findall(r"\"(loadaware_[a-z_]+)\"", path.read_text())
+    }
+    assert len(in_code) > 40
+    missing = sorted(n for n in in_code if f"`{n}`" not in reference
+                     and f"`{n}_total`" not in reference)  # fmt: skip
+    assert missing == [], (
+        f"{missing}: exported by the code, missing from docs/reference.md's Metrics: register "
+        "the collector in _component_registries (or LEADER_GAUGES) of scripts/docs_reference.py "
+        "and run it"
+    )
+
+
+METRIC_DOCS = [*DOCS, *sorted((ROOT / "deploy").rglob("*.yaml")),
+               *sorted((ROOT / "deploy").rglob("*.json"))]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", METRIC_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_metric_the_docs_and_rules_name_is_exported(path: Path) -> None:
+    named = set(re.findall(r"\bloadaware_[a-z_]*[a-z]\b", path.read_text()))
+    unknown = sorted(named - known_metrics())
+    assert unknown == [], (
+        f"{path.relative_to(ROOT)} names {unknown}, which no component exports "
+        "(docs/reference.md, Metrics, lists those that exist)"
+    )
+
+
+def test_a_page_that_lists_skip_codes_lists_every_one() -> None:
+    codes = [code.value for code in SkipCode]
+    for path in DOCS:
+        text = path.read_text()
+        if "`eviction_limit`" not in text:
+            continue
+        missing = [code for code in codes if f"`{code}`" not in text]
+        assert missing == [], (
+            f"{path.relative_to(ROOT)} lists skip codes without {missing}: add them "
+            "(app/rebalance/outcome.py SkipCode; docs/reference.md, Skip codes)"
+        )
+    assert "`eviction_limit`" in (ROOT / "docs" / "troubleshooting.md").read_text()
+
+
+EXIT_TABLE = "\n".join(f"| {code} | {meaning} |" for code, meaning in EXIT_MEANINGS.items())
+
+
+@pytest.mark.parametrize("path", OPERATOR_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_exit_codes_are_told_one_way(path: Path) -> None:
+    text = path.read_text()
+    assert EXIT_TABLE in text, (
+        f"{path.relative_to(ROOT)} needs the exit-code table, as docs/reference.md has it "
+        "(app/commandline/flags.py EXIT_MEANINGS):\n" + EXIT_TABLE
+    )
+    for code in re.findall(r"\bexit(?:s| code| codes?:?)\s+\**(\d+)\b", text):
+        assert int(code) in EXIT_MEANINGS, f"{path.relative_to(ROOT)}: exit code {code}?"
+    # 130 has one wording: no page says it another way.
+    for said in re.findall(r"\**130\**[^|\n]{0,60}", text):
+        if "interrupt" in said:
+            assert EXIT_MEANINGS[130] in " ".join(text.split()), said
+
+
+def test_every_command_s_help_says_130_the_one_way() -> None:
+    for command, parser in subcommands().items():
+        for child in [parser, *(c for a in parser._actions
+                                if isinstance(a, argparse._SubParsersAction)
+                                for c in a.choices.values())]:  # fmt: skip
+            told = " ".join(f"{child.description or ''} {child.epilog or ''}".split())
+            if "130" in told:
+                assert INTERRUPTED_TEXT in told, (command, told)
+    assert INTERRUPTED_TEXT in (build_parser().epilog or "")
+
+
+def _readme_flag_table(command: str) -> dict[str, str]:
+    """The README's flag table under "## The <component>": each flag and its variable."""
+    section = (ROOT / "README.md").read_text().split(f"`loadaware {command} --policy", 1)[1]
+    rows = {}
+    for line in section.split("\n\n| flag |", 1)[1].split("\n\n", 1)[0].splitlines():
+        flags_in_row = re.findall(r"`(--[a-z][a-z0-9-]+)`", line.split("|")[1] if "|" in line
+                                  else "")  # fmt: skip
+        variables = re.findall(r"`(LOADAWARE_\w+)`", line)
+        for index, flag in enumerate(f for f in flags_in_row if not f.startswith("--no-")):
+            rows[flag] = variables[min(index, len(variables) - 1)] if variables else ""
+    return rows
+
+
+def test_the_readme_extender_table_has_every_flag_with_its_variable() -> None:
+    table = _readme_flag_table("extender")
+    shown = {
+        max((f for f in a.option_strings if not f.startswith("--no-")), key=len): a
+        for a in actions_of(subcommands()["extender"])
+        if a.option_strings and a.help != argparse.SUPPRESS and "--help" not in a.option_strings
+        and "--log-level" not in a.option_strings and "--log-format" not in a.option_strings
+    }
+    missing = sorted(set(shown) - set(table))
+    assert missing == [], f"README.md, the extender's flag table, lacks rows for {missing}"
+    for flag, variable in table.items():
+        assert flag in shown, f"README.md's extender table lists {flag}, which it does not have"
+        named = re.search(r"\[env (\w+)\]", shown[flag].help or "")
+        assert named is not None
+        assert variable == named.group(1), (
+            f"README.md: {flag} reads {named.group(1)}, not {variable}"
+        )
