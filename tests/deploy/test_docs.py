@@ -16,7 +16,7 @@ from app.commandline.flags import EXIT_MEANINGS, INTERRUPTED_TEXT, RENAMED
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.outcome import SkipCode
 from tests.conftest import E2E_ASSETS_ENV
-from tests.deploy.manifests import ROOT, actions_of, env_vars_of, subcommands
+from tests.deploy.manifests import DEPLOY, ROOT, actions_of, env_vars_of, render, subcommands
 
 GENERATOR = ROOT / "scripts" / "docs_reference.py"
 
@@ -265,21 +265,23 @@ def test_every_command_s_help_says_130_the_one_way() -> None:
     assert INTERRUPTED_TEXT in (build_parser().epilog or "")
 
 
-def _readme_flag_table(command: str) -> dict[str, str]:
-    """The README's flag table under "## The <component>": each flag and its variable."""
-    section = (ROOT / "README.md").read_text().split(f"`loadaware {command} --policy", 1)[1]
+def _readme_flag_table(heading: str) -> dict[str, str]:
+    """The README's first flag table under ``heading``: each flag and its variable."""
+    section = (ROOT / "README.md").read_text().split(f"\n{heading}\n", 1)[1]
+    table = section.split("\n| flag |", 1)[1].split("\n\n", 1)[0]
     rows = {}
-    for line in section.split("\n\n| flag |", 1)[1].split("\n\n", 1)[0].splitlines():
-        flags_in_row = re.findall(r"`(--[a-z][a-z0-9-]+)`", line.split("|")[1] if "|" in line
-                                  else "")  # fmt: skip
-        variables = re.findall(r"`(LOADAWARE_\w+)`", line)
-        for index, flag in enumerate(f for f in flags_in_row if not f.startswith("--no-")):
+    for line in table.splitlines()[2:]:
+        cells = line.split(" | ")
+        flags_in_row = [f for f in re.findall(r"`(--[a-z][a-z0-9-]+)`", cells[0])
+                        if not f.startswith("--no-")]  # fmt: skip
+        variables = re.findall(r"`(LOADAWARE_\w+)`", cells[1]) if len(cells) > 1 else []
+        for index, flag in enumerate(flags_in_row):
             rows[flag] = variables[min(index, len(variables) - 1)] if variables else ""
     return rows
 
 
 def test_the_readme_extender_table_has_every_flag_with_its_variable() -> None:
-    table = _readme_flag_table("extender")
+    table = _readme_flag_table("## The scheduler extender")
     shown = {
         max((f for f in a.option_strings if not f.startswith("--no-")), key=len): a
         for a in actions_of(subcommands()["extender"])
@@ -295,3 +297,22 @@ def test_the_readme_extender_table_has_every_flag_with_its_variable() -> None:
         assert variable == named.group(1), (
             f"README.md: {flag} reads {named.group(1)}, not {variable}"
         )
+
+
+CLUSTER_WIDE = ("ClusterRole", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
+
+def test_the_uninstall_names_every_cluster_wide_object_the_overlays_make() -> None:
+    """Cluster-wide objects outlive the namespace: the uninstall steps must name each
+    (the admission bindings before the cleanup they would refuse)."""
+    steps = (ROOT / "docs" / "install.md").read_text().split("## Uninstall", 1)[1]
+    made = {
+        (item["kind"], item["metadata"]["name"])
+        for directory in [DEPLOY, *sorted((DEPLOY / "overlays").iterdir())]
+        for item in render(directory)
+        if item["kind"] in CLUSTER_WIDE
+    }
+    assert len(made) >= 6
+    missing = sorted(name for _, name in made if f"`{name}`" not in steps and name not in steps)
+    assert missing == [], f"docs/install.md, Uninstall, does not name {missing}"
+    assert steps.index("validatingadmissionpolicybinding") < steps.index("kubectl delete -k")
