@@ -47,9 +47,13 @@ HEADER = """\
 Generated from the code by `scripts/docs_reference.py`; do not edit by hand
 (`tests/deploy/test_docs.py` fails when this file is out of date).
 
-Every flag `--some-flag` can also be set as the environment variable
-`LOADAWARE_SOME_FLAG` (a flag of one command only names the command:
-`LOADAWARE_SIMULATE_JSON`, `LOADAWARE_DESCHEDULER_CONFIG`); the command line wins.
+Every flag can also be set as an environment variable, by one rule: a flag several
+commands share, meaning the same in each, is `LOADAWARE_<FLAG>` (`--prometheus-url`:
+`LOADAWARE_PROMETHEUS_URL`); every other flag names its command,
+`LOADAWARE_<COMMAND>_<FLAG>` (`LOADAWARE_SIMULATE_JSON`, `LOADAWARE_DESCHEDULER_DRY_RUN`).
+The command line wins. One concept has one flag in every command
+(`--descheduler-config`, `--install-namespace`); the older names in "Older names" below
+still work, each with a deprecation warning logged once.
 Booleans take `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`). Every duration
 takes Go syntax (`500ms`, `90s`, `2m`, `1h30m`) or plain seconds, from 1ms to 720h
 (connection timeouts from 100ms); ports lie in 1-65535 (0 turns a health port off);

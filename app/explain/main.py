@@ -81,7 +81,7 @@ examples:
 """
 
 
-def _common_flags(parser: argparse.ArgumentParser) -> None:
+def _common_flags(parser: argparse.ArgumentParser, json_holds: str) -> None:
     add_flag(
         parser,
         "--output",
@@ -90,7 +90,7 @@ def _common_flags(parser: argparse.ArgumentParser) -> None:
         choices=("text", "json"),
         default="text",
         metavar="FORMAT",
-        help="text (for a person, fits a screen) or json (for tools, every node)",
+        help=f"text (for a person, fits a screen) or json (for tools, {json_holds})",
     )
     add_flag(
         parser,
@@ -157,7 +157,7 @@ def add_parser(components: Any) -> None:
         metavar="N",
         help="how many nodes to show",
     )
-    _common_flags(pod)
+    _common_flags(pod, "every node")
     pod.set_defaults(run=run_pod)
 
     node = what.add_parser(
@@ -168,7 +168,7 @@ def add_parser(components: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     node.add_argument("node", metavar="NAME", help="a node in the cluster")
-    _common_flags(node)
+    _common_flags(node, "the node's class and every pod it would move, skip or receive")
     add_flag(
         node,
         "--descheduler-config",

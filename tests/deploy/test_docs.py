@@ -97,12 +97,18 @@ def test_documented_commands_and_flags_exist(path: Path) -> None:
             continue  # prose such as "loadaware reads ..."
         for flag in re.findall(r"(--[a-z][a-z0-9-]+)", rest):
             assert flag in flags[command], f"{path.name}: loadaware {command} has no {flag}"
+            assert flag not in RENAMED or path.name == "reference.md", (
+                f"{path.name}: loadaware {command} {flag} is an older name: write {RENAMED[flag]}"
+            )
     for variable in re.findall(r"\bLOADAWARE_[A-Z_]+\b", text):
         if variable.endswith("_"):
             continue
         if variable == "LOADAWARE_SOME_FLAG":
             continue
         assert variable in known_variables, f"{path.name}: {variable} is not read by the code"
+        assert variable not in RENAMED or path.name == "reference.md", (
+            f"{path.name}: {variable} is an older name: write {RENAMED[variable]}"
+        )
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
