@@ -435,7 +435,13 @@ def skip_codes_section() -> list[str]:
     codes = [code.value for code in SkipCode]
     missing = [code for code in codes if code not in SKIP_MEANING]
     if missing or set(SKIP_MEANING) - set(codes):
-        raise KeyError(f"SKIP_MEANING and SkipCode differ: {missing or set(SKIP_MEANING)}")
+        raise KeyError(
+            f"skip codes {missing} have no meaning: add them to SKIP_MEANING in "
+            "scripts/docs_reference.py, and to the lists in docs/troubleshooting.md and the "
+            "README's descheduler metrics"
+            if missing
+            else f"SKIP_MEANING names codes SkipCode lacks: {set(SKIP_MEANING) - set(codes)}"
+        )
     return [
         "## Skip codes",
         "",

@@ -295,7 +295,10 @@ def test_the_readme_extender_table_has_every_flag_with_its_variable() -> None:
         and "--log-level" not in a.option_strings and "--log-format" not in a.option_strings
     }
     missing = sorted(set(shown) - set(table))
-    assert missing == [], f"README.md, the extender's flag table, lacks rows for {missing}"
+    assert missing == [], (
+        f"README.md, the extender's flag table, lacks rows for {missing}: add one each, "
+        "| `--flag` | `ITS_VARIABLE` | default | meaning |, as its --help says"
+    )
     for flag, variable in table.items():
         assert flag in shown, f"README.md's extender table lists {flag}, which it does not have"
         named = re.search(r"\[env (\w+)\]", shown[flag].help or "")
@@ -322,3 +325,34 @@ def test_the_uninstall_names_every_cluster_wide_object_the_overlays_make() -> No
     missing = sorted(name for _, name in made if f"`{name}`" not in steps and name not in steps)
     assert missing == [], f"docs/install.md, Uninstall, does not name {missing}"
     assert steps.index("validatingadmissionpolicybinding") < steps.index("kubectl delete -k")
+
+
+# Where the README lists each component's metrics: the heading of its section and the
+# words that start the list.
+README_METRIC_LISTS = {
+    "extender": ("## The scheduler extender", "| `GET /metrics` |"),
+    "annotator": ("## The node annotator", "- **Metrics**:"),
+    "descheduler": ("## The real-load descheduler", "Metrics: "),
+}
+
+
+def test_the_readme_lists_every_metric_of_each_component() -> None:
+    """A list may shorten a name to what follows the component's prefix (`_syncs_total`)."""
+    readme = (ROOT / "README.md").read_text()
+    rows = docs_reference.metric_rows()
+    for component, (heading, start) in README_METRIC_LISTS.items():
+        text = readme.split(f"\n{heading}\n", 1)[1].split(start, 1)[1]
+        text = text.split("\n", 1)[0] if start.startswith("|") else text.split("\n\n", 1)[0]
+        listed = {
+            name if name.startswith("loadaware_") else f"loadaware_{component}{name}"
+            for name in re.findall(r"`((?:loadaware)?_[a-z_]+)(?:\{[^}]*\})?`", text)
+        }
+        exported = {row[0] for row in rows[component]}
+        assert exported - listed == set(), (
+            f"README.md, {heading}, lists its metrics without {sorted(exported - listed)}: "
+            "add them there (docs/reference.md, Metrics, is generated and has them)"
+        )
+        assert listed - exported == set(), (
+            f"README.md, {heading}, lists {sorted(listed - exported)}, which "
+            f"loadaware {component} does not export"
+        )
