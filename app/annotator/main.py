@@ -90,6 +90,9 @@ examples:
       --prometheus-header 'X-Scope-OrgID: prod' \\
       --prometheus-token-file /var/run/secrets/mimir/token \\
       --query-selector 'cluster="prod"'
+
+exit codes: 0 stopped (SIGTERM or SIGINT), 1 a failure while running (the API server,
+a lost lease), 2 bad usage or configuration (flags, files, a port in use)
 """
 
 

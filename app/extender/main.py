@@ -629,6 +629,8 @@ def add_parser(components: Any) -> None:
     demo = components.add_parser(
         "demo",
         help="serve the extender over a built-in demo cluster (no Kubernetes needed)",
+        epilog="exit codes: 0 stopped (SIGTERM or SIGINT), 2 bad usage or configuration "
+        "(a port in use or a --host that does not resolve included)",
     )
     _add_server_flags(demo, "127.0.0.1")
     demo.set_defaults(run=run_demo)

@@ -356,3 +356,35 @@ def test_the_readme_lists_every_metric_of_each_component() -> None:
             f"README.md, {heading}, lists {sorted(listed - exported)}, which "
             f"loadaware {component} does not export"
         )
+
+
+# Commands that run once and end (Ctrl-C before the end: 130); the others serve until
+# stopped (SIGTERM or SIGINT: 0). The descheduler's --once is told in its description.
+ONE_SHOT = {"policy check", "explain pod", "explain node", "simulate", "capture", "descheduler"}
+
+
+def _runnable() -> dict[str, argparse.ArgumentParser]:
+    found = {}
+    for command, parser in subcommands().items():
+        children = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not children:
+            found[command] = parser
+        for action in children:
+            found |= {f"{command} {name}": child for name, child in action.choices.items()}
+    return found
+
+
+@pytest.mark.parametrize("command", sorted(_runnable()))
+def test_every_command_s_help_tells_its_exit_codes(command: str) -> None:
+    parser = _runnable()[command]
+    told = " ".join(f"{parser.description or ''} {parser.epilog or ''}".split())
+    assert re.search(r"[Ee]xit codes:", told), (
+        f"loadaware {command} --help does not tell its exit codes: add an epilog "
+        "'exit codes: 0 ..., 1 ..., 2 ...' with the meanings of app/commandline/flags.py"
+    )
+    codes = {int(c) for c in re.findall(r"(?:codes:|,) (\d+) ", told.split("xit codes:", 1)[1])}
+    assert codes <= set(EXIT_MEANINGS), (command, codes)
+    assert (INTERRUPTED_TEXT in told) is (command in ONE_SHOT), (
+        f"loadaware {command} --help: a one-shot command ends its exit codes with "
+        f"'{INTERRUPTED_TEXT}' (INTERRUPTED_TEXT), a server does not"
+    )
