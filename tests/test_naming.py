@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -147,3 +149,21 @@ def test_an_old_flag_is_hidden_from_help(capsys: pytest.CaptureFixture[str]) -> 
     assert "--descheduler-config FILE" in shown
     assert not re.search(r"--config\b", shown)
     assert isinstance(build_parser("descheduler"), argparse.ArgumentParser)
+
+
+def test_a_deprecation_warning_is_logged_once_by_the_command_that_reads_it() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOADAWARE_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "descheduler", "--once", "--no-leader-elect",
+         "--config", "/nonexistent/d.yaml"],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**env, "LOADAWARE_DRY_RUN": "true", "LOADAWARE_CONFIG": "/also/not/here.yaml"},
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "/nonexistent/d.yaml" in done.stderr  # the flag wins over the old variable
+    for warning in (
+        "--config is deprecated: use --descheduler-config",
+        "LOADAWARE_DRY_RUN is deprecated: set LOADAWARE_DESCHEDULER_DRY_RUN instead",
+        "LOADAWARE_CONFIG is deprecated: set LOADAWARE_DESCHEDULER_CONFIG instead",
+    ):
+        assert done.stderr.count(warning) == 1, done.stderr
