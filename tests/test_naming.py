@@ -35,8 +35,8 @@ def test_every_variable_follows_the_one_naming_rule() -> None:
     each (capture's --output is a file, explain's a format) names the command too."""
     wrong = [
         f"loadaware {command} {flag}: reads {variable}, the rule says "
-        f"{expected_variable(command, flag)} (add_own_flag for a flag of one command, "
-        "add_flag for one several commands share)"
+        f"{expected_variable(command, flag)} (add_flag(..., command={command!r}) for a "
+        "flag of one command, add_flag for one several commands share)"
         for command, flag, variable in _variables()
         if variable != expected_variable(command, flag)
         and variable != env_name(f"--{command}-{flag.lstrip('-')}")

@@ -290,9 +290,10 @@ def add_deprecated_alias(container: Any, old: str, flag: str, dest: str, **kwarg
 
 
 def add_own_flag(container: Any, command: str, flag: str, **kwargs: Any) -> argparse.Action:
-    """A flag of ``command`` alone: its variable names the command
-    (``LOADAWARE_EXTENDER_TLS_CERT``); the generic name it had before
-    (``LOADAWARE_TLS_CERT``) is still read, with a deprecation warning."""
+    """A flag of ``command`` alone that was once read under the generic name: its
+    variable names the command (``LOADAWARE_EXTENDER_TLS_CERT``), and the generic name
+    it had (``LOADAWARE_TLS_CERT``) is still read, with a deprecation warning. A new
+    flag of one command is ``add_flag(..., command=...)``: it has no older name."""
     return add_flag(container, flag, command=command, old_variable=env_name(flag), **kwargs)
 
 
