@@ -194,15 +194,16 @@ def env_vars_of(command: str) -> set[str]:
     return found
 
 
-def shown_flags(command: str) -> set[str]:
+@functools.cache
+def shown_flags(command: str) -> frozenset[str]:
     """The long flags ``command`` shows in its help (not the hidden older names)."""
-    return {
+    return frozenset({
         flag
         for a in actions_of(subcommands()[command])
         if a.help != argparse.SUPPRESS
         for flag in a.option_strings
         if flag.startswith("--")
-    }
+    })
 
 
 def expected_variable(command: str, flag: str) -> str:

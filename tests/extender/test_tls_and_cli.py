@@ -206,7 +206,7 @@ def test_help_shows_every_flags_default_and_variable(
 ) -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args([component, "--help"])
-    options = capsys.readouterr().out.split("options:\n", 1)[1]
+    options = capsys.readouterr().out.split("options:\n", 1)[1].split("\n\nexit codes:")[0]
     # One entry per flag: its first line starts "  --", continuation lines are indented more.
     entries = [" ".join(e.split()) for e in re.split(r"\n(?=  -)", options) if "--help" not in e]
     assert len(entries) == flags
