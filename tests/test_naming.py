@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -167,3 +168,16 @@ def test_a_deprecation_warning_is_logged_once_by_the_command_that_reads_it() -> 
         "LOADAWARE_CONFIG is deprecated: set LOADAWARE_DESCHEDULER_CONFIG instead",
     ):
         assert done.stderr.count(warning) == 1, done.stderr
+
+
+def test_the_shipped_manifests_use_the_current_names() -> None:
+    build_parser()  # every command's older names, in RENAMED
+    deploy = Path(__file__).resolve().parents[1] / "deploy"
+    old = [
+        f"{path.relative_to(deploy)}: {name} (now {flags.RENAMED[name]})"
+        for path in sorted(deploy.rglob("*.yaml"))
+        for name in re.findall(r"\bLOADAWARE_[A-Z_]+\b", path.read_text())
+        if name in flags.RENAMED
+    ]
+    assert old == []
+    assert any("LOADAWARE_EXTENDER_TLS_CERT" in p.read_text() for p in deploy.rglob("*.yaml"))
