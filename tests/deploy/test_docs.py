@@ -388,3 +388,13 @@ def test_every_command_s_help_tells_its_exit_codes(command: str) -> None:
         f"loadaware {command} --help: a one-shot command ends its exit codes with "
         f"'{INTERRUPTED_TEXT}' (INTERRUPTED_TEXT), a server does not"
     )
+
+
+def test_no_page_or_help_says_the_first_descheduler_run_only_observes() -> None:
+    """A first run, without memory, acts like any other (app/descheduler/descheduler.py)."""
+    helps = [p.description or "" for p in _runnable().values()]
+    pages = [path.read_text() for path in DOCS]
+    for text in [*helps, *pages]:
+        assert not re.search(r"first (run|time)[^.]{0,40}only observ", " ".join(text.split()))
+    description = " ".join((_runnable()["descheduler"].description or "").split())
+    assert "a first run included: it acts like any other" in description
