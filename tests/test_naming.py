@@ -181,3 +181,12 @@ def test_the_shipped_manifests_use_the_current_names() -> None:
     ]
     assert old == []
     assert any("LOADAWARE_EXTENDER_TLS_CERT" in p.read_text() for p in deploy.rglob("*.yaml"))
+
+
+def test_the_changelog_tells_every_rename() -> None:
+    build_parser()
+    changelog = (Path(__file__).resolve().parents[1] / "CHANGELOG.md").read_text()
+    untold = sorted(old for old in flags.RENAMED if f"`{old}`" not in changelog)
+    assert untold == [], (
+        f"CHANGELOG.md's upgrade notes do not name {untold}: say what each became"
+    )
