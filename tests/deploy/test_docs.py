@@ -399,3 +399,21 @@ def test_no_page_or_help_says_the_first_descheduler_run_only_observes() -> None:
         assert not re.search(r"first (run|time)[^.]{0,40}only observ", " ".join(text.split()))
     description = " ".join((_runnable()["descheduler"].description or "").split())
     assert "a first run included: it acts like any other" in description
+
+
+def test_the_readme_names_every_descheduler_flag() -> None:
+    """Its "Flags, endpoints and metrics" names each flag, or its group (the Prometheus
+    and leader-election flags, which the annotator shares)."""
+    text = (ROOT / "README.md").read_text().split("### Flags, endpoints and metrics", 1)[1]
+    text = text.split("\n\n", 2)[1]
+    grouped = ("--prometheus-", "--query-timeout", "--leader-elect", "--lease-", "--log-")
+    flags = {
+        f for a in actions_of(subcommands()["descheduler"]) if a.help != argparse.SUPPRESS
+        for f in a.option_strings if f.startswith("--") and not f.startswith("--no-")
+        and f != "--help" and not f.startswith(grouped)
+    }  # fmt: skip
+    missing = sorted(f for f in flags if f"`{f}`" not in text)
+    assert missing == [], (
+        f"README.md, the descheduler's \"Flags, endpoints and metrics\", does not name "
+        f"{missing}: add them to its list"
+    )
