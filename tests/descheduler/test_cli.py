@@ -31,22 +31,8 @@ def write_kubeconfig(path: Path, server: str) -> None:
 def test_once_dry_run_prints_the_plan_table_and_evicts_nothing(fake_kube: FakeKube,
                                                                tmp_path: Path) -> None:
     cluster.seed(fake_kube.store)
-    kubeconfig = tmp_path / "kubeconfig"
-    write_kubeconfig(kubeconfig, fake_kube.url)
-    config = tmp_path / "descheduler.yaml"
-    config.write_text("apiVersion: loadaware.io/v1alpha1\nkind: DeschedulerConfiguration\n"
-                      "consecutiveHotRounds: 1\n", encoding="utf-8")
     before = fake_kube.store.resource_version
-    with cadvisor_prometheus(cluster.series()) as prometheus_url:
-        done = subprocess.run(
-            [sys.executable, "-m", "app.cli", "descheduler", "--once", "--dry-run",
-             "--no-leader-elect", "--descheduler-config", str(config),
-             "--kubeconfig", str(kubeconfig),
-             "--prometheus-url", prometheus_url, "--sync-timeout", "20s"],
-            capture_output=True, text=True, timeout=120, check=False,
-        )
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
+    out = dry_run(fake_kube, tmp_path, "consecutiveHotRounds: 1\n")
     assert "Nodes: 2 source, 0 debouncing, 2 destination, 1 neutral, 1 no-data, 0 excluded" in out
     lines = out.splitlines()
     # The defaults: at most 10 % of a workload's pods (at least one) unavailable at once.
