@@ -417,3 +417,19 @@ def test_the_readme_names_every_descheduler_flag() -> None:
         f"README.md, the descheduler's \"Flags, endpoints and metrics\", does not name "
         f"{missing}: add them to its list"
     )
+
+
+def test_the_compatibility_matrix_names_what_ships() -> None:
+    """The versions the README's matrix states are the ones the repository pins."""
+    matrix = (ROOT / "README.md").read_text().split("## Compatibility", 1)[1].split("\n## ")[0]
+    scheduler = (DEPLOY / "components" / "second-scheduler" / "deployment.yaml").read_text()
+    image = re.search(r"image: (registry\.k8s\.io/kube-scheduler:v[\d.]+)", scheduler)
+    assert image is not None
+    assert f"`{image.group(1)}`" in matrix
+    python_image = re.search(r"ARG PYTHON_IMAGE=(\S+)", (ROOT / "Dockerfile").read_text())
+    assert python_image is not None
+    assert f"`{python_image.group(1)}`" in matrix
+    requires = re.search(r'requires-python = ">=([\d.]+)"', (ROOT / "pyproject.toml").read_text())
+    assert requires is not None
+    assert f"{requires.group(1)} or newer" in matrix
+    assert "ValidatingAdmissionPolicy" in matrix  # and so 1.30 or newer for the overlays using it
