@@ -31,12 +31,13 @@ if str(ROOT) not in sys.path:  # run as a script: make the repository's `app` im
     sys.path.insert(0, str(ROOT))
 
 from app.cli import build_parser  # noqa: E402
-from app.commandline.flags import ENV_PREFIX, RENAMED  # noqa: E402
+from app.commandline.flags import ENV_PREFIX, EXIT_MEANINGS, RENAMED  # noqa: E402
 from app.extender.index import IMPLEMENTATION_ENV  # noqa: E402
 from app.kube import workload_usage as published  # noqa: E402
 from app.objects.durations import format_duration  # noqa: E402
 from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
 from app.rebalance.config import DeschedulerConfig  # noqa: E402
+from app.rebalance.outcome import SkipCode  # noqa: E402
 
 REFERENCE = ROOT / "docs" / "reference.md"
 
@@ -46,9 +47,13 @@ HEADER = """\
 Generated from the code by `scripts/docs_reference.py`; do not edit by hand
 (`tests/deploy/test_docs.py` fails when this file is out of date).
 
-Every flag `--some-flag` can also be set as the environment variable
-`LOADAWARE_SOME_FLAG` (a flag of one command only names the command:
-`LOADAWARE_SIMULATE_JSON`, `LOADAWARE_DESCHEDULER_CONFIG`); the command line wins.
+Every flag can also be set as an environment variable, by one rule: a flag several
+commands share, meaning the same in each, is `LOADAWARE_<FLAG>` (`--prometheus-url`:
+`LOADAWARE_PROMETHEUS_URL`); every other flag names its command,
+`LOADAWARE_<COMMAND>_<FLAG>` (`LOADAWARE_SIMULATE_JSON`, `LOADAWARE_DESCHEDULER_DRY_RUN`).
+The command line wins. One concept has one flag in every command
+(`--descheduler-config`, `--install-namespace`); the older names in "Older names" below
+still work, each with a deprecation warning logged once.
 Booleans take `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`). Every duration
 takes Go syntax (`500ms`, `90s`, `2m`, `1h30m`) or plain seconds, from 1ms to 720h
 (connection timeouts from 100ms); ports lie in 1-65535 (0 turns a health port off);
@@ -362,10 +367,10 @@ def descheduler_config_section() -> list[str]:
     lines = [
         "## Descheduler configuration (`DeschedulerConfiguration`)",
         "",
-        "`loadaware descheduler --config FILE` reads it (`deploy/base/descheduler-config.yaml`",
-        "is the shipped one) and reloads it on change; a broken new file keeps the previous",
-        "one in force. Unknown fields are errors. Thresholds are real usage in % of",
-        "allocatable, read from the node annotations.",
+        "`loadaware descheduler --descheduler-config FILE` reads it",
+        "(`deploy/base/descheduler-config.yaml` is the shipped one) and reloads it on change;",
+        "a broken new file keeps the previous one in force. Unknown fields are errors.",
+        "Thresholds are real usage in % of allocatable, read from the node annotations.",
         "",
         "| field | type | default | meaning |",
         "|---|---|---|---|",
@@ -401,6 +406,137 @@ def workload_usage_section() -> list[str]:
     ]
 
 
+# What each skip code means. The generator refuses a code that has no entry here.
+SKIP_MEANING = {
+    "protected": "a protected pod: DaemonSet, mirror, bare, local storage, PVC, "
+    "system-critical, `priorityThreshold`, `minPodAge`, `minReplicas`",
+    "eviction_limit": "`maxNoOfPodsToEvictTotal`, `PerNode` or `PerNamespace` reached",
+    "cooldown": "its workload lost a pod within `workloadCooldown`, or it is a replacement "
+    "still within `returnCooldown`",
+    "workload_limit": "`maxMigratingPerWorkload` reached in this run",
+    "workload_unavailable": "one more would make more of its workload unavailable than "
+    "`maxUnavailablePerWorkload`",
+    "last_replica": "the last Ready replica of its workload (`evictLastReplica: false`)",
+    "pdb": "a PodDisruptionBudget allows no more disruptions",
+    "nothing_to_move": "it uses none of the resource its node is hot on",
+    "other_resource": "it is mostly a resource its node is not hot on",
+    "gain_too_small": "the evictions planned from its node would leave it hot and lower it "
+    "by less than `minimumGain`",
+    "no_destination": "no destination takes it the way kube-scheduler would and stays "
+    "below `thresholds`",
+    "back_on_source": "with `scheduler: requests` or `soft-taints`, kube-scheduler would put "
+    "the replacement back on its node",
+    "already_evicted": "evicted earlier in this run or recorded in the memory",
+    "recheck": "the live re-check just before the eviction call refused it",
+}
+
+
+def skip_codes_section() -> list[str]:
+    codes = [code.value for code in SkipCode]
+    missing = [code for code in codes if code not in SKIP_MEANING]
+    if missing or set(SKIP_MEANING) - set(codes):
+        raise KeyError(
+            f"skip codes {missing} have no meaning: add them to SKIP_MEANING in "
+            "scripts/docs_reference.py, and to the lists in docs/troubleshooting.md and the "
+            "README's descheduler metrics"
+            if missing
+            else f"SKIP_MEANING names codes SkipCode lacks: {set(SKIP_MEANING) - set(codes)}"
+        )
+    return [
+        "## Skip codes",
+        "",
+        "Why the descheduler did not evict a pod: the `reason` of",
+        "`loadaware_descheduler_pods_skipped_total` and the code `loadaware explain node`",
+        "prints beside each skipped pod (the free-text reason beside it names the workload).",
+        "",
+        "| code | meaning |",
+        "|---|---|",
+        *(f"| `{code}` | {SKIP_MEANING[code]} |" for code in codes),
+        "",
+    ]
+
+
+def exit_codes_section() -> list[str]:
+    return [
+        "## Exit codes",
+        "",
+        "The same in every command; each command's `--help` ends with what they mean for it.",
+        "A server or loop stopped by SIGTERM or SIGINT exits 0.",
+        "",
+        "| code | meaning |",
+        "|---|---|",
+        *(f"| {code} | {meaning} |" for code, meaning in EXIT_MEANINGS.items()),
+        "",
+    ]
+
+
+def _component_registries() -> dict[str, Any]:
+    """Each component's metrics, registered on a registry of its own, as it registers them."""
+    from prometheus_client import CollectorRegistry
+
+    from app.annotator.telemetry import AnnotatorMetrics
+    from app.descheduler.telemetry import DeschedulerMetrics
+    from app.extender.telemetry import EstimateCollector, ExtenderMetrics
+
+    registries = {name: CollectorRegistry() for name in ("extender", "annotator", "descheduler")}
+    ExtenderMetrics(registries["extender"])
+    registries["extender"].register(EstimateCollector(dict, list))
+    AnnotatorMetrics(registries["annotator"])
+    DeschedulerMetrics(registries["descheduler"])
+    return registries
+
+
+# The leader-elected components' 0/1 leadership gauge (app/runtime/service.py), named by
+# each component where it builds its service.
+LEADER_GAUGES = {
+    "annotator": "loadaware_annotator_is_leader",
+    "descheduler": "loadaware_descheduler_is_leader",
+}
+LEADER_HELP = "1 while this replica holds the Lease (or runs without leader election), else 0."
+
+
+def _labels(registry: Any, family: Any) -> list[str]:
+    names: set[str] = set(getattr(family, "_labelnames", ()))
+    for collector, exported in registry._collector_to_names.items():
+        if family.name in exported or f"{family.name}_total" in exported:
+            names |= set(getattr(collector, "_labelnames", ()))
+    for sample in family.samples:
+        names |= set(sample.labels)
+    return sorted(names - {"le", "quantile"})
+
+
+def metric_rows() -> dict[str, list[tuple[str, str, str, str]]]:
+    """Per component: (name as scraped, type, labels, help) for every metric it exports."""
+    rows: dict[str, list[tuple[str, str, str, str]]] = {}
+    for component, registry in _component_registries().items():
+        found = []
+        for family in registry.collect():
+            name = family.name + ("_total" if family.type == "counter" else "")
+            labels = ", ".join(f"`{label}`" for label in _labels(registry, family))
+            found.append((name, family.type, labels, _cell(family.documentation)))
+        if component in LEADER_GAUGES:
+            found.append((LEADER_GAUGES[component], "gauge", "", LEADER_HELP))
+        rows[component] = sorted(found)
+    return rows
+
+
+def metrics_section() -> list[str]:
+    lines = [
+        "## Metrics",
+        "",
+        "Every metric each component serves on `/metrics` (the extender on its verbs' port",
+        "and, with `--health-port`, there; the annotator and the descheduler on",
+        "`--health-port`). `deploy/prometheus/loadaware-alerts.yaml` alerts on them.",
+        "",
+    ]
+    for component, rows in metric_rows().items():
+        lines += [f"### `loadaware {component}`", "", "| metric | type | labels | meaning |"]
+        lines += ["|---|---|---|---|"]
+        lines += [f"| `{name}` | {kind} | {labels} | {text} |" for name, kind, labels, text in rows]
+        lines += [""]
+    return lines
+
+
 def render() -> str:
     saved = _without_environment()
     try:
@@ -410,6 +546,9 @@ def render() -> str:
             *policy_section(),
             *descheduler_config_section(),
             *workload_usage_section(),
+            *exit_codes_section(),
+            *skip_codes_section(),
+            *metrics_section(),
         ]
     finally:
         os.environ.update(saved)

@@ -170,6 +170,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if E2E_LEFT_OUT:
         terminalreporter.write_line(
             f"e2e: {E2E_ASSETS_ENV} is unset, so the end-to-end tests in tests/e2e (a real "
-            "control plane) were left out; see the README's Development section",
+            "control plane) were left out; see docs/developer.md, \"The test suite\"",
             yellow=True,
         )

@@ -110,7 +110,7 @@ async def _config_map(
 async def _read_kube(args: argparse.Namespace) -> tuple[Catalog, dict[str, Any] | None,
                                                         dict[str, Any] | None]:  # fmt: skip
     reader = cluster_reader(make_client(args.kubeconfig))
-    namespace = args.loadaware_namespace
+    namespace = args.install_namespace
     try:
         objects = await read_cluster(reader)
         policy = descheduler = None

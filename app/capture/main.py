@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.commandline import add_flag, duration
+from app.commandline import INTERRUPTED_TEXT, add_deprecated_alias, add_flag, duration
 from app.kube import DESCHEDULER_CONFIGMAP, POLICY_CONFIGMAP
 from app.prom import add_prometheus_flags
 
@@ -39,7 +39,12 @@ def _own_flag(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None
 
 def add_parser(components: Any) -> None:
     parser = components.add_parser(
-        "capture", help="capture a live cluster as a scenario to replay", description=DESCRIPTION
+        "capture",
+        help="capture a live cluster as a scenario to replay",
+        description=DESCRIPTION,
+        epilog="exit codes: 0 captured, 1 the cluster or Prometheus could not be read, 2 bad "
+        "usage or configuration (flags, files, a policy that does not validate), "
+        + INTERRUPTED_TEXT,
     )
     _flag(parser, "--kubeconfig", metavar="FILE", default_text="in-cluster, then $KUBECONFIG",
              help="kubeconfig file")  # fmt: skip
@@ -62,8 +67,11 @@ def add_parser(components: Any) -> None:
     _flag(parser, "--descheduler-config", type=Path, metavar="FILE",
              default_text=f"the cluster's {DESCHEDULER_CONFIGMAP.name} ConfigMap, else defaults",
              help="the DeschedulerConfiguration to replay with")  # fmt: skip
-    _flag(parser, "--loadaware-namespace", default="loadaware", metavar="NS",
-             help="where loadaware's ConfigMaps are installed")  # fmt: skip
+    add_flag(parser, "--install-namespace", default="loadaware", metavar="NAMESPACE",
+             old_variable="LOADAWARE_LOADAWARE_NAMESPACE",
+             help="where loadaware runs: its policy and descheduler ConfigMaps")  # fmt: skip
+    add_deprecated_alias(parser, "--loadaware-namespace", "--install-namespace",
+                         "install_namespace")  # fmt: skip
     _own_flag(parser, "--progress", action="store_true",
              help="show a progress bar even when stderr is not a terminal")  # fmt: skip
     parser.set_defaults(run=run)

@@ -41,8 +41,9 @@ class DeschedulerMetrics:
         )
         self.runs = Counter(
             "loadaware_descheduler_runs_total",
-            "Runs by result: ok, prometheus_down, no_pod_usage, history_unavailable, "
-            "caches_not_synced, error, leadership_lost, api_errors, not_leader.",
+            "Runs by result: ok, not_leader, caches_not_synced, prometheus_down, bad_query, "
+            "no_pod_usage, history_unavailable, state_not_saved, leadership_lost, "
+            "api_errors, error (an unexpected exception).",
             ["result"],
             registry=registry,
         )

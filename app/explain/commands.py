@@ -174,7 +174,7 @@ async def _pod_usage(
 
 async def _explain_node(reader: ClusterReader, args: argparse.Namespace) -> str:
     policy = await read_policy(reader, args.policy, args.install_namespace)
-    config = await read_config(reader, args.config, args.install_namespace)
+    config = await read_config(reader, args.descheduler_config, args.install_namespace)
     mismatch = config.value.metrics_missing_from({s.name for s in policy.value.spec.sync_policy})
     if mismatch:
         raise ConfigError(f"the configuration and the policy disagree: {'; '.join(mismatch)}")

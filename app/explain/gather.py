@@ -72,7 +72,7 @@ async def read_policy(reader: ClusterReader, path: str | None, namespace: str) -
 async def read_config(
     reader: ClusterReader, path: str | None, namespace: str
 ) -> Sourced[DeschedulerConfig]:
-    """The descheduler's configuration: ``--config FILE``, else its ConfigMap, else the
+    """The descheduler's configuration: ``--descheduler-config FILE``, else its ConfigMap, else the
     built-in defaults. Raises ConfigError for one that does not validate."""
     if path:
         return Sourced(config_from_yaml(*read_file(path, "configuration", ConfigError)), path)
@@ -159,7 +159,8 @@ async def read_state(
         raise reader.failure(f"read {store.where}", error) from None
     if not memory.exists:
         return memory, (
-            f"memory: {store.where} not found: the descheduler's first run only observes"
+            f"memory: {store.where} not found: the descheduler's first run makes it and "
+            "acts like any other"
         )
     recent = memory.recent(since_s)
     return memory, (

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from app.commandline import (
     EXIT_OK,
     add_flag,
+    add_own_flag,
     count,
     duration,
     host,
@@ -471,24 +472,27 @@ def add_parser(components: Any) -> None:
         help="kubeconfig file",
     )
     _add_server_flags(extender, "127.0.0.1")
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--node-cache",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="watch Nodes so kube-scheduler can use nodeCacheCapable: true "
         "(recommended); --no-node-cache reads annotations from full-node requests",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--pod-cache",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="watch Pods to estimate the usage of pods placed since each node's last "
         "sample (policy spec.estimation; needs the node cache and RBAC list/watch pods)",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--reservation-ttl",
         type=duration,
         default=RESERVATION_TTL_S,
@@ -519,8 +523,9 @@ def add_parser(components: Any) -> None:
         default=WORKLOAD_USAGE_NAME,
         help="name of that ConfigMap",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--workload-usage-max-age",
         type=duration,
         default=WORKLOAD_USAGE_MAX_AGE_S,
@@ -528,39 +533,46 @@ def add_parser(components: Any) -> None:
         help="a document published longer ago than this is ignored (estimates from "
         "requests and limits alone): the annotator is down or has lost Prometheus",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--workload-usage-refresh",
         type=duration,
         default=WORKLOAD_USAGE_REFRESH_S,
         metavar="DURATION",
         help="how often that ConfigMap is read (one GET, off the scheduling path)",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--tls-cert",
         metavar="FILE",
         default_text="none, plain HTTP",
         help="serve HTTPS with this certificate (PEM)",
     )
-    add_flag(extender, "--tls-key", metavar="FILE", help="private key for --tls-cert (PEM)")
-    add_flag(
+    add_own_flag(
+        extender, "extender", "--tls-key", metavar="FILE", help="private key for --tls-cert (PEM)"
+    )
+    add_own_flag(
         extender,
+        "extender",
         "--client-ca",
         metavar="FILE",
         default_text="none, any client may connect",
         help="require client certificates signed by this CA (mutual TLS)",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--allow-unauthenticated",
         action=argparse.BooleanOptionalAction,
         default=False,
         help="serve the verbs on a non-loopback --host without --client-ca, to any "
         "client that can reach the port; logged as a warning at start",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--tls-handshake-timeout",
         type=duration,
         default=DEFAULT_HANDSHAKE_TIMEOUT_S,
@@ -585,16 +597,18 @@ def add_parser(components: Any) -> None:
         metavar="ADDRESS",
         help="address for --health-port",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--debug-endpoints",
         action=argparse.BooleanOptionalAction,
         default=False,
         help="serve /debug/nodes, /docs and /openapi.json on the verbs' port, behind the "
         "same authentication; they list every node and the pods behind its estimate",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--max-body-bytes",
         type=count,
         metavar="BYTES",
@@ -615,6 +629,8 @@ def add_parser(components: Any) -> None:
     demo = components.add_parser(
         "demo",
         help="serve the extender over a built-in demo cluster (no Kubernetes needed)",
+        epilog="exit codes: 0 stopped (SIGTERM or SIGINT), 2 bad usage or configuration "
+        "(a port in use or a --host that does not resolve included)",
     )
     _add_server_flags(demo, "127.0.0.1")
     demo.set_defaults(run=run_demo)

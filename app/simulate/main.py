@@ -19,6 +19,7 @@ from app.commandline import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    INTERRUPTED_TEXT,
     UsageError,
     add_flag,
     count,
@@ -45,7 +46,7 @@ making every decision, and print one Markdown table row per policy.
 """
 EPILOG = (
     "exit codes: 0 done, 1 a failure while running (out of memory, output that cannot "
-    "be written), 2 bad usage or configuration, 130 interrupted (Ctrl-C)"
+    "be written), 2 bad usage or configuration, " + INTERRUPTED_TEXT
 )
 
 
@@ -275,11 +276,13 @@ def run(
     # The simulation and its summaries (numpy, the simulated cluster) once the scenario
     # and the flags that depend on it are known good.
     from app.simulate.summary import (
+        LEGEND,
         SPREAD_NOTE,
         as_json,
         markdown_table,
         spread_table,
         summarise,
+        verdict,
         write_plots,
     )
 
@@ -326,6 +329,8 @@ def run(
             out.write(f"### {scenario.name} (seeds {seeds[0]}-{seeds[-1]})\n\n")
             out.write(SPREAD_NOTE + "\n\n")
             out.write(spread_table(summaries) + "\n")
+        out.write("\n" + verdict(summaries) + "\n")
+        out.write("\n" + textwrap.fill(LEGEND, width=100) + "\n")
         timings = ", ".join(f"{r.policy} {s:.1f}" for r, s in results)
         out.write(f"\nseconds per policy (seed {seeds[0]}): {timings}\n")
         for name in skipped if args.policies is None else []:

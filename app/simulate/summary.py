@@ -204,6 +204,55 @@ def spread_table(per_seed: Sequence[Sequence[Summary]]) -> str:
     return "\n".join(lines)
 
 
+LEGEND = (
+    "Lower is better in every column. Peaks are demand over allocatable on the busiest "
+    "node and step, so above 100% is demand a node cannot serve (throttled CPU, OOM for "
+    "memory); >limit node-min: node-minutes above the policy's filter limit; pending "
+    "pod-min: pods waiting for a node, summed over time; wait: creation to binding; never "
+    "bound: pods still waiting for a node when the scenario ends (under a load-aware "
+    "policy, because every node they fit was above a filter limit: it holds a pod back "
+    "rather than overload a node, so weigh it against throttled CPU-min and OOM events); "
+    "evicted 2+ times: pods moved more than once."
+)
+
+# The columns the verdict names (those that tell policies apart on what users feel),
+# as indexes into ``_cells``.
+_VERDICT = {
+    "CPU peak": 0,
+    "CPU>limit node-min": 2,
+    "throttled CPU-min": 4,
+    "OOM events": 5,
+    "pending pod-min": 6,
+    "never bound": 9,
+    "evictions": 10,
+}
+
+
+def verdict(per_seed: Sequence[Sequence[Summary]]) -> str:
+    """One line: for each column that tells the policies apart, which did best (the
+    lowest; with several seeds, the lowest median)."""
+    policies = [s.policy for s in per_seed[0]]
+    rows = [[_cells(seed[i]) for seed in per_seed] for i in range(len(policies))]
+    said = []
+    for column, index in _VERDICT.items():
+        kind = rows[0][0][index][1]
+        shown = [_show(float(np.median([r[index][0] for r in row])), kind) for row in rows]
+        values = [float(np.median([r[index][0] for r in row])) for row in rows]
+        if len(set(shown)) == 1:
+            continue  # every policy the same: nothing to choose between
+        best = min(values)
+        winners = [p for p, v, t in zip(policies, values, shown, strict=True)
+                   if t == shown[values.index(best)]]  # fmt: skip
+        losers = [p for p in policies if p not in winners]
+        who = ", ".join(winners) if len(winners) <= len(losers) else (
+            "all but " + ", ".join(losers)
+        )
+        said.append(f"{column} {who} ({shown[values.index(best)]})")
+    if not said:
+        return "best: every policy alike on this scenario"
+    return "best (lowest): " + "; ".join(said)
+
+
 def as_json(scenario: str, seed: int, summaries: Sequence[Summary]) -> dict[str, Any]:
     return {"scenario": scenario, "seed": seed, "policies": [asdict(s) for s in summaries]}
 
