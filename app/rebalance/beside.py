@@ -15,12 +15,19 @@ source. Who decides that differs:
 * ``soft-taints``: the same prediction, TaintToleration included, and a hot node is a
   source only while it carries loadaware's soft taint (``app.load.taints``): the
   annotator taints hot nodes, so the replacement, and any new pod, goes elsewhere.
-  An untainted hot node is ``untainted``, with the reason, and nothing leaves it. The
-  taint does not last: the annotator lifts it once the node cools, or when hotter
-  nodes take its share, and kube-scheduler then refills by requests the room the
-  evictions freed (on a fixture of waves, a later wave put five pods on a node cooled
-  by one eviction: 0 to 96 throttled CPU-minutes). So a pod also stays where the
-  source would be among kube-scheduler's best nodes with no taint at all.
+  An untainted hot node is ``untainted``, with the reason, and nothing leaves it.
+  The taint lasts as long as the gain needs it: the annotator holds it on a node
+  above its lower line (a limit less ``releaseMargin``), and the plan stops evicting
+  from a source once it is under ``targetThresholds`` (which the agreement check
+  holds to the policy's limits), so a cooled source stays warm, tainted, and is not
+  refilled by requests; and it taints a node again before the next pod of a wave
+  would take it over a limit. An earlier rule also kept every pod whose source would
+  be among kube-scheduler's best nodes *without* any taint: it kept nearly every pod
+  (a source one pod lighter is always the request-based favourite), so beside soft
+  taints the descheduler evicted nothing on small-pods-hot-spot (314 node-minutes
+  above the limit against 35 beside the extender); the harm it was added for (one
+  fixture's wave refilling a cooled node) no longer occurs without it (issue 40,
+  docs/tuning.md).
 
 The mode is configured, not guessed: the descheduler cannot read kube-scheduler's
 configuration, and a cluster without a soft taint may have no hot node, or the
@@ -49,8 +56,8 @@ ASSUMES: Mapping[SchedulerBeside, str] = {
     "policy's limits, so a replacement goes to a node the plan reserved room on",
     "soft-taints": "kube-scheduler without the extender, steered by loadaware's soft "
     f"taint ({SOFT_TAINT_KEY}:{SOFT_TAINT_EFFECT}): only tainted hot nodes are sources, "
-    "and a pod moves only where the scheduler would place its replacement on a destination "
-    "and would not refill the source once the taint is gone",
+    "and a pod moves only where the scheduler, the taint scored, would place its "
+    "replacement on a destination",
     "requests": "kube-scheduler placing by requests alone: a pod moves only where the "
     "scheduler would place its replacement on a destination, never back on its source",
 }
@@ -142,11 +149,9 @@ class SchedulerChooses:
         nodes: Sequence[NodeInfo],
         pods: Iterable[PodInfo],
         placements: Placements,
-        taints_go: bool = False,
     ) -> None:
         self._destinations = destinations
         self._classes = classes
-        self._taints_go = taints_go
         self._scheduler = RequestScheduler(nodes, pods, placements)
 
     def land(self, pod: PodInfo, usage: Resources, source: str) -> Landing:
@@ -166,16 +171,6 @@ class SchedulerChooses:
                 f"kube-scheduler would place the replacement back on {source} (best "
                 f"score {score} of {named}): evicting it would gain nothing",
             )
-        if self._taints_go:
-            untainted, plain = self._scheduler.best_nodes(pod, source, taints=False)
-            if source in untainted:
-                return Landing(
-                    None,
-                    SkipCode.BACK_ON_SOURCE,
-                    f"once its soft taint goes, kube-scheduler would refill {source} by "
-                    f"requests (best score {plain} without taints, of "
-                    f"{', '.join(untainted)}): the gain would not last",
-                )
         for name in best:
             node_class = self._classes[name]
             refused: str | None
@@ -211,9 +206,7 @@ def replacements_for(
 ) -> Replacements:
     if mode == "extender":
         return PlanChooses(destinations)
-    return SchedulerChooses(
-        destinations, classes, nodes, pods, placements, taints_go=mode == "soft-taints"
-    )
+    return SchedulerChooses(destinations, classes, nodes, pods, placements)
 
 
 def live_refusal(
