@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY
-from app.objects import NodeInfo, PodInfo, Resources
+from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
 from app.rebalance.config import SchedulerBeside
-from app.rebalance.destinations import Destinations
+from app.rebalance.destinations import ROUNDING, Destinations
 from app.rebalance.kube_scheduler import RequestScheduler
 from app.rebalance.outcome import NodeClass, NodeKind, SkipCode
 from app.rebalance.placement import Placements
@@ -113,7 +113,10 @@ class Landing:
 class Replacements(Protocol):
     """Where the scheduler puts a pod's replacement, and the room the plan keeps there."""
 
-    def land(self, pod: PodInfo, usage: Resources, source: str) -> Landing: ...
+    def land(self, pod: PodInfo, usage: Resources, source: str, shed: Resources) -> Landing:
+        """Where ``pod``'s replacement goes, or why it must stay; ``shed`` is what its
+        eviction takes off ``source``'s excess over targetThresholds (cores, bytes)."""
+        ...
 
     def reserve(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None: ...
 
@@ -127,7 +130,7 @@ class PlanChooses:
     def __init__(self, destinations: Destinations) -> None:
         self._destinations = destinations
 
-    def land(self, pod: PodInfo, usage: Resources, source: str) -> Landing:
+    def land(self, pod: PodInfo, usage: Resources, source: str, shed: Resources) -> Landing:
         destination, why = self._destinations.choose(pod, usage)
         return Landing(destination, SkipCode.NO_DESTINATION, f"no destination: {why}")
 
@@ -140,7 +143,22 @@ class PlanChooses:
 
 class SchedulerChooses:
     """``requests`` and ``soft-taints``: the scheduler places the replacement by
-    requests (and taints); the plan only checks that where it goes is a destination."""
+    requests (and taints); the plan only checks where it goes.
+
+    kube-scheduler picks at random among the nodes tied for its best score, often many
+    of a cluster's alike nodes. Each must take the pod by the scheduler's rules and the
+    plan's (``Destinations.landing``: a destination or neutral node, its requests,
+    cooldowns, inter-pod rules). How hot the pod makes it:
+
+    * ``requests`` (``expected=False``): none of them may be pushed past its ceiling
+      (``targetThresholds``): the plan acts only where the landing provably stays
+      under the limits;
+    * ``soft-taints`` (``expected=True``): on average over the tied nodes, the excess
+      the pod would add (``Rules.overshoot``) must be less than what its eviction
+      takes off the source (``shed``), resource by resource: a gain in expectation.
+      Required of every tied node, one node a pod would take to 66 % among 150 that
+      stay cool refused every pod of a 200-node day's tainted sources.
+    """
 
     def __init__(
         self,
@@ -149,12 +167,14 @@ class SchedulerChooses:
         nodes: Sequence[NodeInfo],
         pods: Iterable[PodInfo],
         placements: Placements,
+        expected: bool = False,
     ) -> None:
         self._destinations = destinations
         self._classes = classes
+        self._expected = expected
         self._scheduler = RequestScheduler(nodes, pods, placements)
 
-    def land(self, pod: PodInfo, usage: Resources, source: str) -> Landing:
+    def land(self, pod: PodInfo, usage: Resources, source: str, shed: Resources) -> Landing:
         best, score = self._scheduler.best_nodes(pod, source)
         if not best:
             return Landing(
@@ -163,7 +183,7 @@ class SchedulerChooses:
                 "no destination: kube-scheduler would find no node for the replacement "
                 "(its requests fit nowhere else)",
             )
-        named = ", ".join(best)
+        named = _named(best)
         if source in best:
             return Landing(
                 None,
@@ -171,21 +191,46 @@ class SchedulerChooses:
                 f"kube-scheduler would place the replacement back on {source} (best "
                 f"score {score} of {named}): evicting it would gain nothing",
             )
+        cool: list[str] = []
+        hot: list[tuple[str, Resources]] = []
         for name in best:
             node_class = self._classes[name]
             refused: str | None
-            if node_class.kind is not NodeKind.DESTINATION:
+            if node_class.kind not in (NodeKind.DESTINATION, NodeKind.NEUTRAL):
                 refused = f"is {node_class.kind.value} ({node_class.reason}), not a destination"
+                past = Resources()
             else:
-                refused = self._destinations.refusal_at(name, pod, usage)
+                refused, past = self._destinations.landing(name, pod, usage)
             if refused is not None:
-                return Landing(
-                    None,
-                    SkipCode.NO_DESTINATION,
-                    f"no destination: kube-scheduler would place the replacement on "
-                    f"{name} (best score {score} of {named}), which {refused}",
-                )
-        return Landing(best[0])
+                return _refused(name, score, named, refused)
+            if past.cpu_cores > 0 or past.memory_bytes > 0:
+                hot.append((name, past))
+            else:
+                cool.append(name)
+        if not hot:
+            return Landing(best[0])
+        if not self._expected or not cool:
+            name = hot[0][0]
+            refused = self._destinations.refusal_at(name, pod, usage) or "would be made hot"
+            return _refused(name, score, named, refused)
+        count = len(best)
+        added = Resources(
+            sum(p.cpu_cores for _, p in hot) / count, sum(p.memory_bytes for _, p in hot) / count
+        )
+        worse = [
+            r for r in RESOURCES if added.get(r) > 0 and added.get(r) >= shed.get(r) - ROUNDING
+        ]
+        if worse:
+            return Landing(
+                None,
+                SkipCode.HOT_LANDING,
+                f"no gain: kube-scheduler would place the replacement on one of {named} "
+                f"(best score {score}), {len(hot)} of which it would take above "
+                f"targetThresholds ({hot[0][0]} first): on average more "
+                f"{' and '.join(worse)} above the limits than the eviction takes off "
+                f"{source}",
+            )
+        return Landing(cool[0])
 
     def reserve(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None:
         self._destinations.reserve(destination, pod, usage)
@@ -194,6 +239,22 @@ class SchedulerChooses:
     def release(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None:
         self._destinations.release(destination, pod, usage)
         self._scheduler.unmove(pod, source, destination)
+
+
+def _named(nodes: Sequence[str], shown: int = 5) -> str:
+    """Nodes by name, the first ``shown`` and how many more: a tie may be hundreds."""
+    if len(nodes) <= shown:
+        return ", ".join(nodes)
+    return f"{', '.join(nodes[:shown])} and {len(nodes) - shown} more"
+
+
+def _refused(name: str, score: int, named: str, refused: str) -> Landing:
+    return Landing(
+        None,
+        SkipCode.NO_DESTINATION,
+        f"no destination: kube-scheduler would place the replacement on {name} (best "
+        f"score {score} of {named}), which {refused}",
+    )
 
 
 def replacements_for(
@@ -206,7 +267,9 @@ def replacements_for(
 ) -> Replacements:
     if mode == "extender":
         return PlanChooses(destinations)
-    return SchedulerChooses(destinations, classes, nodes, pods, placements)
+    return SchedulerChooses(
+        destinations, classes, nodes, pods, placements, expected=mode == "soft-taints"
+    )
 
 
 def live_refusal(

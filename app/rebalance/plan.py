@@ -159,11 +159,37 @@ def _rooms(
     policy: Policy,
     now_s: float,
 ) -> list[Room]:
+    """Where a replacement may go, and how full it may get.
+
+    Beside the extender the plan chooses the roomiest destination, and keeps it under
+    ``thresholds``, so it never becomes the next source. Beside a request-based
+    kube-scheduler the scheduler chooses, at random among the nodes tied for its best
+    score: often most of the cluster's nodes, some of them neutral (between
+    ``thresholds`` and ``targetThresholds``), or destinations a pod takes past
+    ``thresholds``. Each of those would refuse every pod under the plan's own ceiling
+    (a 200-node day with two peaks: 0 evictions from the tainted sources) where all
+    that matters is that the pod's usage does not make its node hot: so there the
+    ceiling is ``targetThresholds``, and a neutral Ready, schedulable node is a room
+    too. ``SchedulerChooses`` still requires every tied node to take the pod."""
+    chooses = config.scheduler == "extender"
+    kinds = (NodeKind.DESTINATION,) if chooses else (NodeKind.DESTINATION, NodeKind.NEUTRAL)
     return [
-        room_of(usages[name], c.low_fraction, pods_by_node.get(name, ()), config, policy, now_s)
+        room_of(
+            usages[name],
+            c.low_fraction if chooses else c.high_fraction,
+            pods_by_node.get(name, ()),
+            config,
+            policy,
+            now_s,
+        )
         for name, c in classes.items()
-        if c.kind is NodeKind.DESTINATION
+        if c.kind in kinds
+        and (c.kind is NodeKind.DESTINATION or _schedulable(usages[name]))
     ]
+
+
+def _schedulable(usage: NodeUsage) -> bool:
+    return usage.node.ready and not usage.node.unschedulable
 
 
 def _excess(node_class: NodeClass, usage: Mapping[str, float]) -> dict[str, float]:
@@ -269,7 +295,13 @@ class _Pass:
             if refused is not None:
                 self._skip(pod, node.name, *refused)
                 continue
-            landing = self.replacements.land(pod, amount, node.name)
+            shed = Resources(
+                *(
+                    min(amount.get(r), over[r] * node.allocatable.get(r)) if r in over else 0.0
+                    for r in RESOURCES
+                )
+            )
+            landing = self.replacements.land(pod, amount, node.name, shed)
             destination = landing.destination
             if destination is None:
                 self._skip(pod, node.name, landing.code, landing.reason)
