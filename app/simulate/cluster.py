@@ -36,6 +36,7 @@ from app.rebalance import SchedulerBeside
 from app.simulate.collector import fewer_collections
 from app.simulate.contention import Binding, NodeLoad, node_load
 from app.simulate.disruption import disruptions_allowed
+from app.simulate.gains import EvictionGains
 from app.simulate.pod_shapes import PodShapes
 from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
@@ -132,6 +133,10 @@ class Run:
     load_evaluations: int = 0
     pending: list[int] = field(default_factory=list)  # per step, after scheduling
     waits_s: list[float] = field(default_factory=list)  # per placement: created to bound
+    # Evictions judged settleTime after their round, and those of them that bought
+    # nothing: their source not cooler by what they used, less noise (``gains``).
+    evictions_judged: int = 0
+    evictions_bought_nothing: int = 0
 
 
 class SimulatedCluster:
@@ -213,8 +218,16 @@ class SimulatedCluster:
             settings.plugin_weight if plan.crane else 0,
             self.soft_taints.tainted if self.soft_taints is not None else None,
         )
-        self.descheduler_interval_s = scenario.descheduler_config().interval
+        descheduler = scenario.descheduler_config()
+        self.descheduler_interval_s = descheduler.interval
         self.rebalancer = plan.make_rebalancer(owner) if plan.make_rebalancer else None
+        self.gains = (
+            EvictionGains(descheduler.settle_time, self.allocatable_cpu, self.allocatable_memory)
+            if self.rebalancer is not None
+            else None
+        )
+        # The last step's demand per slot (cores, bytes): what an evicted pod used.
+        self._last_demand: tuple[FloatArray, FloatArray] | None = None
         steps = scenario.steps
         self.run = Run(
             plan.name,
@@ -255,6 +268,9 @@ class SimulatedCluster:
         self.run.pending_at_end = len(self.pending(steps * self.scenario.step_s))
         if self.load_filter is not None:
             self.run.load_evaluations = self.load_filter.evaluations
+        if self.gains is not None:
+            self.run.evictions_judged = self.gains.judged
+            self.run.evictions_bought_nothing = self.gains.bought_nothing
         return self.run
 
     def step(self, step: int) -> None:
@@ -342,6 +358,8 @@ class SimulatedCluster:
             return
         allowed = self.disruptions_allowed(int(self.usage.workload_of[slot]), t_s)
         violation = allowed is not None and allowed < 1
+        if self.gains is not None:
+            self.gains.evicted(slot, node, t_s, self.node_of, self._last_demand)
         self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])], -1.0)
         self.node_of[slot] = -1
         self._binding = None
@@ -361,6 +379,9 @@ class SimulatedCluster:
 
     def run_workloads(self, step: int, t_s: float) -> None:
         cpu, memory = self.usage.at(step, t_s)
+        if self.gains is not None:
+            self.gains.judge(t_s, self.node_of, cpu, memory)
+            self._last_demand = (cpu, memory)
         load, binding = self._load, self.binding()
         step_s = self.scenario.step_s
         if load is None or not load.holds(cpu, memory, binding):
