@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -102,9 +103,27 @@ def plan(
             break
         pass_.drain(usages[source.node], source, pods_by_node.get(source.node, []))
     if not result.evictions:
-        result.notes.append("no pod can be moved: see the skipped pods")
+        result.notes.append(_nothing_moved(result, config))
     result.notes.extend(_replacements(result, cluster, config, policy, now_s))
     return result
+
+
+def _nothing_moved(result: EvictionPlan, config: DeschedulerConfig) -> str:
+    """Why a plan with sources evicts nothing. Beside a stock kube-scheduler that is the
+    descheduler standing down: no replacement provably lands elsewhere and stays under
+    the limits. Said once per round (a plan note is part of the run's log line), with
+    the skip codes that made it."""
+    if config.scheduler == "extender":
+        return "no pod can be moved: see the skipped pods"
+    codes = Counter(skipped.code.value for skipped in result.skipped)
+    sources = sum(1 for c in result.node_classes.values() if c.kind is NodeKind.SOURCE)
+    counted = ", ".join(f"{code} {count}" for code, count in sorted(codes.items()))
+    return (
+        f"standing down beside kube-scheduler (scheduler: {config.scheduler}): no pod of "
+        f"the {sources} source(s) has a replacement that kube-scheduler would place off "
+        f"its source and leave under the limits ({counted or 'no candidate pod'}): "
+        "evicting nothing this round"
+    )
 
 
 def _replacements(

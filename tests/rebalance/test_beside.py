@@ -71,6 +71,13 @@ def test_beside_a_request_based_scheduler_a_pod_that_would_come_back_stays() -> 
     assert skipped.code is SkipCode.BACK_ON_SOURCE
     assert skipped.reason.startswith("kube-scheduler would place the replacement back on hot")
     assert "Scheduler: requests: kube-scheduler placing by requests alone" in render_plan(result)
+    # Said once, as the round's note (the run's log line carries the plan's notes).
+    (note,) = [n for n in result.notes if n.startswith("standing down")]
+    assert note == (
+        "standing down beside kube-scheduler (scheduler: requests): no pod of the 1 "
+        "source(s) has a replacement that kube-scheduler would place off its source and "
+        "leave under the limits (back_on_source 1): evicting nothing this round"
+    )
 
 
 def test_beside_a_request_based_scheduler_the_destination_is_the_one_it_would_choose() -> None:
