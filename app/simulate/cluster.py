@@ -36,7 +36,6 @@ from app.rebalance import SchedulerBeside
 from app.simulate.collector import fewer_collections
 from app.simulate.contention import Binding, NodeLoad, node_load
 from app.simulate.disruption import disruptions_allowed
-from app.simulate.gains import EvictionGains
 from app.simulate.pod_shapes import PodShapes
 from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
@@ -218,16 +217,8 @@ class SimulatedCluster:
             settings.plugin_weight if plan.crane else 0,
             self.soft_taints.tainted if self.soft_taints is not None else None,
         )
-        descheduler = scenario.descheduler_config()
-        self.descheduler_interval_s = descheduler.interval
+        self.descheduler_interval_s = scenario.descheduler_config().interval
         self.rebalancer = plan.make_rebalancer(owner) if plan.make_rebalancer else None
-        self.gains = (
-            EvictionGains(descheduler.settle_time, self.allocatable_cpu, self.allocatable_memory)
-            if self.rebalancer is not None
-            else None
-        )
-        # The last step's demand per slot (cores, bytes): what an evicted pod used.
-        self._last_demand: tuple[FloatArray, FloatArray] | None = None
         steps = scenario.steps
         self.run = Run(
             plan.name,
@@ -268,9 +259,6 @@ class SimulatedCluster:
         self.run.pending_at_end = len(self.pending(steps * self.scenario.step_s))
         if self.load_filter is not None:
             self.run.load_evaluations = self.load_filter.evaluations
-        if self.gains is not None:
-            self.run.evictions_judged = self.gains.judged
-            self.run.evictions_bought_nothing = self.gains.bought_nothing
         return self.run
 
     def step(self, step: int) -> None:
@@ -358,8 +346,6 @@ class SimulatedCluster:
             return
         allowed = self.disruptions_allowed(int(self.usage.workload_of[slot]), t_s)
         violation = allowed is not None and allowed < 1
-        if self.gains is not None:
-            self.gains.evicted(slot, node, t_s, self.node_of, self._last_demand)
         self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])], -1.0)
         self.node_of[slot] = -1
         self._binding = None
@@ -379,9 +365,6 @@ class SimulatedCluster:
 
     def run_workloads(self, step: int, t_s: float) -> None:
         cpu, memory = self.usage.at(step, t_s)
-        if self.gains is not None:
-            self.gains.judge(t_s, self.node_of, cpu, memory)
-            self._last_demand = (cpu, memory)
         load, binding = self._load, self.binding()
         step_s = self.scenario.step_s
         if load is None or not load.holds(cpu, memory, binding):

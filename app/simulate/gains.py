@@ -1,7 +1,9 @@
 """Did each eviction buy anything? Judged on the simulated cluster's real demand.
 
-An eviction is meant to cool its source. ``settleTime`` after a descheduler round,
-each source it evicted from is looked at again: of the pods on it then, those that
+An eviction is meant to cool its source. At the first descheduler round at least
+``settleTime`` after a round (``descheduling.PlannerRebalancer`` calls ``step`` each
+round, with the demand and binding the last step left), each source the earlier round
+evicted from is looked at again: of the pods on it then, those that
 were there before the round are taken out (their usage moves with their own
 profiles, not with the eviction), and what is left is what came onto the source
 since: the replacements kube-scheduler put back on it, or new pods that took the
@@ -52,19 +54,25 @@ class EvictionGains:
         self._allocatable_cpu = allocatable_cpu
         self._allocatable_memory = allocatable_memory
         self._waiting: dict[tuple[int, float], _Round] = {}
+        # The last step's demand per slot (cores, bytes): what an evicted pod used.
+        self._last_demand: tuple[FloatArray, FloatArray] | None = None
         self.bought_nothing = 0  # evictions
         self.judged = 0
 
-    def evicted(
-        self,
-        slot: int,
-        node: int,
-        t_s: float,
-        node_of: IntArray,
-        last_demand: tuple[FloatArray, FloatArray] | None,
-    ) -> None:
-        """Before ``slot`` leaves ``node`` (``node_of`` as it still stands), with the
-        demand of the last step run (None before the first)."""
+    @property
+    def counts(self) -> tuple[int, int]:
+        """The evictions judged, and those of them that bought nothing."""
+        return self.judged, self.bought_nothing
+
+    def step(self, t_s: float, node_of: IntArray, cpu: FloatArray, memory: FloatArray) -> None:
+        """One step's demand per slot: the rounds due by ``t_s`` are judged on it, and
+        it is what a pod evicted before the next step used."""
+        self.judge(t_s, node_of, cpu, memory)
+        self._last_demand = (cpu, memory)
+
+    def evicted(self, slot: int, node: int, t_s: float, node_of: IntArray) -> None:
+        """Before ``slot`` leaves ``node`` (``node_of`` as it still stands)."""
+        last_demand = self._last_demand
         key = (node, t_s)
         held = self._waiting.get(key)
         if held is None:
