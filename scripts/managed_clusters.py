@@ -69,6 +69,8 @@ def managed_checks(by_policy: dict[str, Summary]) -> list[str]:
         if with_it.pending_pod_minutes > without.pending_pod_minutes + 1e-9:
             failed.append(f"{base}+desched adds pending pod-minutes")
     for name, s in by_policy.items():
+        if s.pods_evicted_repeatedly and name != "loadaware+desched":
+            failed.append(f"{name}: {s.pods_evicted_repeatedly} pods evicted twice")
         if s.evictions_bought_nothing:
             failed.append(f"{name}: {s.evictions_bought_nothing} evictions bought nothing")
     return failed
