@@ -201,15 +201,17 @@ class SchedulerChooses:
                 past = Resources()
             else:
                 refused, past = self._destinations.landing(name, pod, usage)
+            if refused is None and (past.cpu_cores > 0 or past.memory_bytes > 0):
+                if not self._expected:  # requests: every tied node must stay under it
+                    refused = self._destinations.refusal_at(name, pod, usage)
+                hot.append((name, past))
+            elif refused is None:
+                cool.append(name)
             if refused is not None:
                 return _refused(name, score, named, refused)
-            if past.cpu_cores > 0 or past.memory_bytes > 0:
-                hot.append((name, past))
-            else:
-                cool.append(name)
         if not hot:
             return Landing(best[0])
-        if not self._expected or not cool:
+        if not cool or not self._expected:
             name = hot[0][0]
             refused = self._destinations.refusal_at(name, pod, usage) or "would be made hot"
             return _refused(name, score, named, refused)
