@@ -91,35 +91,37 @@ def test_beside_a_request_based_scheduler_the_destination_is_the_one_it_would_ch
     assert [e.destination for e in plan_of("requests", nodes, pods, usage).evictions] == ["b"]
 
 
-def test_beside_a_request_based_scheduler_no_pod_goes_where_it_would_make_a_node_hot() -> None:
-    # kube-scheduler would choose "busy" (no requests), which is at 50 %: the pod's 2
-    # cores would take it to 70 %, above targetThresholds (65 %).
+def busy_favourite(pod_cores: float) -> tuple[
+        list[NodeInfo], list[PodInfo], dict[str, Resources]]:
+    """kube-scheduler would put the replacement on "busy" (no requests), at 50 %: above
+    thresholds (40 %), so the plan itself would never send a pod there."""
     victim = pod("victim", "hot", cpu=0.5)
     pods = [victim, daemon("agent-hot", "hot", 4.0), daemon("agent-cool", "cool", 6.0)]
     nodes = [node("hot", 0.9), node("busy", 0.5), node("cool", 0.1)]
-    usage = {victim.key: Resources(2.0, 1 * GI)}
-    result = plan_of("requests", nodes, pods, usage)
+    return nodes, pods, {victim.key: Resources(pod_cores, 1 * GI)}
+
+
+def test_beside_a_request_based_scheduler_no_pod_goes_where_it_would_make_a_node_hot() -> None:
+    # The pod's 2 cores would take "busy" to 70 %, above targetThresholds (65 %).
+    result = plan_of("requests", *busy_favourite(2.0))
     assert result.evictions == []
     (skipped,) = [s for s in result.skipped if s.pod_key == "default/victim"]
     assert skipped.code is SkipCode.NO_DESTINATION
     assert "kube-scheduler would place the replacement on busy" in skipped.reason
     assert "cpu would be at 70% with the pod's real usage, above 65%" in skipped.reason
-    assert [e.destination for e in plan_of("extender", nodes, pods, usage).evictions] == ["cool"]
+    assert [e.destination for e in plan_of("extender", *busy_favourite(2.0)).evictions] == [
+        "cool"]
 
 
 def test_beside_a_request_based_scheduler_a_neutral_node_left_under_the_target_takes_it() -> None:
-    # "busy" is at 50 %: above thresholds (40 %), so the plan would never send a pod
-    # there, but kube-scheduler may; the pod's 1 core leaves it at 60 %, under
-    # targetThresholds: the eviction gains (hot 90 % -> 80 %) and harms nothing.
-    victim = pod("victim", "hot", cpu=0.5)
-    pods = [victim, daemon("agent-hot", "hot", 4.0), daemon("agent-cool", "cool", 6.0)]
-    nodes = [node("hot", 0.9), node("busy", 0.5), node("cool", 0.1)]
-    usage = {victim.key: Resources(1.0, 1 * GI)}
-    result = plan_of("requests", nodes, pods, usage)
+    # The pod's 1 core leaves "busy" at 60 %, under targetThresholds: the eviction gains
+    # (hot 90 % -> 80 %) and harms nothing.
+    result = plan_of("requests", *busy_favourite(1.0))
     assert result.node_classes["busy"].kind is NodeKind.NEUTRAL
     assert [(e.pod.name, e.destination) for e in result.evictions] == [("victim", "busy")]
     # Beside the extender the plan chooses, and never a neutral node.
-    assert [e.destination for e in plan_of("extender", nodes, pods, usage).evictions] == ["cool"]
+    assert [e.destination for e in plan_of("extender", *busy_favourite(1.0)).evictions] == [
+        "cool"]
 
 
 def test_beside_a_request_based_scheduler_an_unready_node_is_no_landing() -> None:
