@@ -257,14 +257,18 @@ class DeschedulerConfig(_Section):
         default="extender",
         description="The scheduler that places the evicted pods' replacements. "
         "'extender': kube-scheduler calls loadaware's extender, which filters out hot "
-        "nodes. 'soft-taints': a kube-scheduler without the extender, steered by the "
-        "annotator's soft taints: a hot node is a source only while it carries the "
-        "taint (deploy/overlays/soft-taints sets it, with the annotator's soft "
-        "taints). 'requests': a kube-scheduler that places by requests alone: a pod is "
-        "not evicted where it would place the replacement back on the source, or on a "
-        "node that is not a destination. Not detected: the descheduler cannot see "
-        "kube-scheduler's configuration, and a cluster without taints may simply have "
-        "no hot node.",
+        "nodes; the plan sends each pod to the roomiest destination. 'soft-taints': a "
+        "kube-scheduler without the extender, steered by the annotator's soft taints: a "
+        "hot node is a source only while it carries the taint (deploy/overlays/"
+        "soft-taints sets it, with the annotator's soft taints), and a pod moves only "
+        "where the default profile, the taint scored, would place its replacement off "
+        "the source, on nodes that on average it leaves under targetThresholds "
+        "(skip codes back_on_source, no_destination, hot_landing). 'requests': a "
+        "kube-scheduler that places by requests alone: a pod moves only where every node "
+        "kube-scheduler would choose for its replacement is off the source and stays "
+        "under targetThresholds; else the run stands down and says so. Not detected: "
+        "the descheduler cannot see kube-scheduler's configuration, and a cluster "
+        "without taints may simply have no hot node.",
     )
     dry_run: bool = Field(default=False, description="Plan and print, evict nothing.")
     interval: DurationS = Field(default=300.0, gt=0, description="Time between runs.")

@@ -164,8 +164,12 @@ class Rules:
     placements: Placements
     left: Mapping[str, Mapping[str, float]]  # see ``nodes_left``
 
-    def refusal(self, pod: PodInfo, usage: Resources, room: Room) -> str | None:
-        """None when the pod's replacement can go to this room; else why not."""
+    def refusal(
+        self, pod: PodInfo, usage: Resources, room: Room, *, heat: bool = True
+    ) -> str | None:
+        """None when the pod's replacement can go to this room; else why not.
+        ``heat=False``: the rules that do not ask how hot the pod makes the node
+        (its ceiling, the load filter); ``overshoot`` says that."""
         node = room.node
         unfit = fit_refusal(pod, node)
         if unfit is not None:
@@ -181,7 +185,7 @@ class Rules:
                 return f"not enough unrequested {resource}"
         for resource, fraction in room.usage_fraction.items():
             after = fraction + usage.get(resource) / node.allocatable.get(resource)
-            if after > room.ceiling[resource] + ROUNDING:
+            if heat and after > room.ceiling[resource] + ROUNDING:
                 return (
                     f"{resource} would be at {after:.0%} with the pod's real usage, above "
                     f"{room.ceiling[resource]:.0%}"
@@ -189,6 +193,8 @@ class Rules:
         inter_pod = self.placements.refusal(pod, node)
         if inter_pod is not None:
             return inter_pod
+        if not heat:
+            return None
         estimate = extender_estimate(pod, usage, self.policy)
         with_pod = {r: room.unsampled.get(r, 0.0) + estimate.get(r) for r in RESOURCES}
         load = evaluate(node, self.policy, self.now_s, with_pod)
@@ -198,6 +204,24 @@ class Rules:
         if missing is not None:
             return f"no usable data: {missing}"
         return None
+
+
+    def overshoot(self, pod: PodInfo, usage: Resources, room: Room) -> Resources:
+        """How far past its ceiling the pod's real usage takes the room, per resource
+        (cores, bytes; 0 where it stays at or under). Where only the load filter
+        refuses it (its estimate against the policy's limits), the whole usage of each
+        resource with a reading: nothing says how much of it is over."""
+        node = room.node
+        over = {}
+        for resource, fraction in room.usage_fraction.items():
+            allocatable = node.allocatable.get(resource)
+            after = fraction + usage.get(resource) / allocatable
+            past = after - room.ceiling[resource]
+            if past > ROUNDING:
+                over[resource] = past * allocatable
+        if not over and self.refusal(pod, usage, room) is not None:
+            over = {resource: usage.get(resource) for resource in room.usage_fraction}
+        return Resources(over.get("cpu", 0.0), over.get("memory", 0.0))
 
 
 _NO_HEADROOM = "no destination has headroom left"
@@ -253,6 +277,18 @@ class Destinations:
             return "has no headroom left"
         refused = self._rules.refusal(pod, usage, room)
         return None if refused is None else f"refuses it: {refused}"
+
+    def landing(self, name: str, pod: PodInfo, usage: Resources) -> tuple[str | None, Resources]:
+        """For a node a scheduler may choose: why the pod's replacement cannot go there
+        at all (not a room, its rules), or None and how far past its ceiling the pod's
+        usage would take it (``Rules.overshoot``)."""
+        room = self._rooms.get(name)
+        if room is None:
+            return "is not a destination", Resources()
+        refused = self._rules.refusal(pod, usage, room, heat=False)
+        if refused is not None:
+            return f"refuses it: {refused}", Resources()
+        return None, self._rules.overshoot(pod, usage, room)
 
     def reserve(self, name: str, pod: PodInfo, usage: Resources) -> None:
         room = self._rooms[name]

@@ -63,6 +63,9 @@ class SkipCode(StrEnum):
     NO_DESTINATION = "no_destination"
     # scheduler: requests | soft-taints: kube-scheduler would put the replacement back
     BACK_ON_SOURCE = "back_on_source"
+    # scheduler: soft-taints: among the nodes kube-scheduler would choose from, those
+    # the replacement would make hot outweigh what its eviction takes off the source
+    HOT_LANDING = "hot_landing"
     ALREADY_EVICTED = "already_evicted"
     RECHECK = "recheck"  # the live re-check before the call refused it
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -102,9 +103,27 @@ def plan(
             break
         pass_.drain(usages[source.node], source, pods_by_node.get(source.node, []))
     if not result.evictions:
-        result.notes.append("no pod can be moved: see the skipped pods")
+        result.notes.append(_nothing_moved(result, config))
     result.notes.extend(_replacements(result, cluster, config, policy, now_s))
     return result
+
+
+def _nothing_moved(result: EvictionPlan, config: DeschedulerConfig) -> str:
+    """Why a plan with sources evicts nothing. Beside a stock kube-scheduler that is the
+    descheduler standing down: no replacement provably lands elsewhere and stays under
+    the limits. Said once per round (a plan note is part of the run's log line), with
+    the skip codes that made it."""
+    if config.scheduler == "extender":
+        return "no pod can be moved: see the skipped pods"
+    codes = Counter(skipped.code.value for skipped in result.skipped)
+    sources = sum(1 for c in result.node_classes.values() if c.kind is NodeKind.SOURCE)
+    counted = ", ".join(f"{code} {count}" for code, count in sorted(codes.items()))
+    return (
+        f"standing down beside kube-scheduler (scheduler: {config.scheduler}): no pod of "
+        f"the {sources} source(s) has a replacement that kube-scheduler would place off "
+        f"its source and leave under the limits ({counted or 'no candidate pod'}): "
+        "evicting nothing this round"
+    )
 
 
 def _replacements(
@@ -159,11 +178,37 @@ def _rooms(
     policy: Policy,
     now_s: float,
 ) -> list[Room]:
+    """Where a replacement may go, and how full it may get.
+
+    Beside the extender the plan chooses the roomiest destination, and keeps it under
+    ``thresholds``, so it never becomes the next source. Beside a request-based
+    kube-scheduler the scheduler chooses, at random among the nodes tied for its best
+    score: often most of the cluster's nodes, some of them neutral (between
+    ``thresholds`` and ``targetThresholds``), or destinations a pod takes past
+    ``thresholds``. Each of those would refuse every pod under the plan's own ceiling
+    (a 200-node day with two peaks: 0 evictions from the tainted sources) where all
+    that matters is that the pod's usage does not make its node hot: so there the
+    ceiling is ``targetThresholds``, and a neutral Ready, schedulable node is a room
+    too. ``SchedulerChooses`` still requires every tied node to take the pod."""
+    chooses = config.scheduler == "extender"
+    kinds = (NodeKind.DESTINATION,) if chooses else (NodeKind.DESTINATION, NodeKind.NEUTRAL)
     return [
-        room_of(usages[name], c.low_fraction, pods_by_node.get(name, ()), config, policy, now_s)
+        room_of(
+            usages[name],
+            c.low_fraction if chooses else c.high_fraction,
+            pods_by_node.get(name, ()),
+            config,
+            policy,
+            now_s,
+        )
         for name, c in classes.items()
-        if c.kind is NodeKind.DESTINATION
+        if c.kind in kinds
+        and (c.kind is NodeKind.DESTINATION or _schedulable(usages[name]))
     ]
+
+
+def _schedulable(usage: NodeUsage) -> bool:
+    return usage.node.ready and not usage.node.unschedulable
 
 
 def _excess(node_class: NodeClass, usage: Mapping[str, float]) -> dict[str, float]:
@@ -269,7 +314,13 @@ class _Pass:
             if refused is not None:
                 self._skip(pod, node.name, *refused)
                 continue
-            landing = self.replacements.land(pod, amount, node.name)
+            shed = Resources(
+                *(
+                    min(amount.get(r), over[r] * node.allocatable.get(r)) if r in over else 0.0
+                    for r in RESOURCES
+                )
+            )
+            landing = self.replacements.land(pod, amount, node.name, shed)
             destination = landing.destination
             if destination is None:
                 self._skip(pod, node.name, landing.code, landing.reason)

@@ -74,6 +74,7 @@ from app.rebalance import (
     previous_hot_rounds,
     record_hot_rounds,
 )
+from app.simulate.gains import EvictionGains
 
 if TYPE_CHECKING:
     from app.simulate.cluster import SimulatedCluster
@@ -106,6 +107,11 @@ class PlannerRebalancer:
         config = cluster.scenario.descheduler_config()
         self.config = config.model_copy(update={"scheduler": cluster.plan.steering})
         self.plans: list[PlanRecord] = []
+        # Judges each round's evictions at the first round settleTime after it, on the
+        # cluster as the last step left it (``gains``), into the run's counts.
+        self.gains = EvictionGains(
+            config.settle_time, cluster.allocatable_cpu, cluster.allocatable_memory
+        )
         self._hot_rounds: dict[str, tuple[int, float]] = {}  # as the memory ConfigMap keeps them
         self._records: list[EvictionRecord] = []
         self._generation = np.zeros(cluster.usage.slots, dtype=np.int64)
@@ -135,6 +141,10 @@ class PlannerRebalancer:
     # -- the round -------------------------------------------------------------------
     def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]:
         now_s = cluster.pipeline.epoch_s + t_s
+        # The last step's demand, where every pod is bound since (evictions come first).
+        last_step = round(t_s / cluster.scenario.step_s) - 1
+        self.gains.step(t_s, cluster.node_of, *self._demand(last_step))
+        cluster.run.evictions_judged, cluster.run.evictions_bought_nothing = self.gains.counts
         view, slot_of = self._view(t_s, now_s)
         interval_s = self.config.interval
         counts = previous_hot_rounds(self._hot_rounds, now_s, interval_s)
@@ -147,6 +157,7 @@ class PlannerRebalancer:
         for eviction in the_plan.evictions:
             slot = slot_of[eviction.pod.key]
             slots.append(slot)
+            self.gains.evicted(slot, int(cluster.node_of[slot]), t_s, cluster.node_of)
             self._generation[slot] += 1  # the controller's replacement is a new pod
             self._records.append(
                 EvictionRecord(
@@ -279,6 +290,14 @@ class PlannerRebalancer:
         if not window:
             return {}
         return _PodUsage(self._pods_now, self._slot_of, lambda: self._series(t_s, window))
+
+    def _demand(self, step: int) -> tuple[FloatArray, FloatArray]:
+        """Each slot's demand at ``step`` (cores, bytes), drawn once (``_series``)."""
+        if step not in self._usage_by_step:
+            self._usage_by_step[step] = self._cluster.usage.at(
+                step, step * self._cluster.scenario.step_s
+            )
+        return self._usage_by_step[step]
 
     def _series(
         self, t_s: float, window: range

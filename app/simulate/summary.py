@@ -8,8 +8,9 @@ also has the node-minutes above every predicate's limit.
 What users feel besides load: pods waiting for a node (pending pod-minutes, the most
 pending at once, and the time from a pod's creation to its binding, p50 and p95 over
 the pods that were bound), pods never bound by the end, and evictions, with the pods
-evicted more than once. The Markdown table keeps the columns that tell policies apart;
-``--json`` has every number.
+evicted more than once and the evictions that bought nothing (``gains``: settleTime
+later their source was not cooler by what they used, less noise). The Markdown table
+keeps the columns that tell policies apart; ``--json`` has every number.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ class Summary:
     wait_p50_s: float  # creation to binding, over the pods bound (0 if none)
     wait_p95_s: float
     pods_evicted_repeatedly: int  # pods (slots) evicted more than once
+    # Evictions whose source, settleTime later, was not cooler by what they used less
+    # noise (app/simulate/gains.py); of those judged (a round near the end is not).
+    evictions_bought_nothing: int
+    evictions_judged: int
     node_minutes_above: dict[str, float]  # per predicate with a limit: "metric > limit"
 
 
@@ -102,6 +107,8 @@ def summarise(run: Run) -> Summary:
         wait_p50_s=float(np.percentile(waits, 50)),
         wait_p95_s=float(np.percentile(waits, 95)),
         pods_evicted_repeatedly=sum(1 for times in evicted.values() if times > 1),
+        evictions_bought_nothing=run.evictions_bought_nothing,
+        evictions_judged=run.evictions_judged,
         node_minutes_above=_above_each_limit(run, step_min),
     )
 
@@ -120,6 +127,7 @@ _COLUMNS = (
     "never bound",
     "evictions",
     "evicted 2+ times",
+    "bought nothing",
 )
 
 
@@ -150,6 +158,7 @@ def markdown_table(summaries: Sequence[Summary]) -> str:
             str(s.pending_at_end),
             str(s.evictions),
             str(s.pods_evicted_repeatedly),
+            str(s.evictions_bought_nothing),
         )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -176,6 +185,7 @@ def _cells(s: Summary) -> list[tuple[float, str]]:
         (float(s.pending_at_end), "int"),
         (float(s.evictions), "int"),
         (float(s.pods_evicted_repeatedly), "int"),
+        (float(s.evictions_bought_nothing), "int"),
     ]
 
 

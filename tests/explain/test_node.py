@@ -7,6 +7,8 @@ import json
 
 from app.explain.node import explain_node
 from app.explain.render import node_json, render_node
+from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
+from app.objects import Resources, Taint
 from app.rebalance import plan
 from app.rebalance.outcome import NodeKind, SkipCode
 from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
@@ -73,3 +75,25 @@ def test_explain_says_which_scheduler_the_plan_assumes_and_why_an_untainted_node
     assert by_requests.node_class.kind is NodeKind.SOURCE
     assert "scheduler: requests: kube-scheduler placing by requests alone" in render_node(
         by_requests, [])
+
+
+def test_explain_shows_why_a_pod_stays_when_kube_scheduler_would_land_it_hot() -> None:
+    # Beside soft taints: kube-scheduler ties "a", "b" and "c" by requests; "b" and "c"
+    # are at 62 %, and the pod's 2 cores would take either 1.7 cores past 65 %, on
+    # average more than the 0.1 core its eviction takes off "hot" (66 %).
+    taint = Taint(SOFT_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
+    victim = pod("victim", "hot", cpu=0.5)
+    agent = pod("agent", "hot", owner="agent", owner_kind="DaemonSet", cpu=4.0)
+    nodes = [node("hot", 0.66, taints=(taint,)), node("a", 0.2), node("b", 0.62),
+             node("c", 0.62)]  # fmt: skip
+    view = cluster(nodes, [victim, agent], {victim.key: Resources(2.0, 2.0**30)})
+    settings = config(scheduler="soft-taints", evictLastReplica=True)
+    explanation = explain_node("hot", view, settings, POLICY, NOW, {})
+    assert explanation.moved_off == ()
+    (skipped,) = [s for s in explanation.skipped if s.pod_key == "default/victim"]
+    assert skipped.code is SkipCode.HOT_LANDING
+    text = render_node(explanation, [])
+    assert "hot_landing" in text
+    assert "no gain: kube-scheduler would place the replacement on one of a, b, c" in text
+    assert any(n.startswith("standing down beside kube-scheduler (scheduler: soft-taints)")
+               for n in explanation.notes)
