@@ -426,6 +426,8 @@ SKIP_MEANING = {
     "below `thresholds`",
     "back_on_source": "with `scheduler: requests` or `soft-taints`, kube-scheduler would put "
     "the replacement back on its node",
+    "hot_landing": "beside a stock kube-scheduler, the nodes it would choose among for the "
+    "replacement are, on average, made hotter than the eviction cools the source",
     "already_evicted": "evicted earlier in this run or recorded in the memory",
     "recheck": "the live re-check just before the eviction call refused it",
 }
