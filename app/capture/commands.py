@@ -132,6 +132,10 @@ def capture(
         f"), {stats.queries} queries, {stats.samples:,} samples (largest answer "
         f"{stats.largest_answer:,})"
     )
+    if stats.dropped_points:
+        summary += (
+            f"; {stats.dropped_points:,} points outside the range or at no finite time dropped"
+        )
     if recorded is None:
         summary += "; no per-node series (cAdvisor series without a 'node' label): no fidelity"
     return document, stats, summary

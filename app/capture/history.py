@@ -36,6 +36,10 @@ from app.prom import PrometheusQueryError, PromSample, RangeSeries
 
 RANGE_POINTS_LIMIT = 11_000  # Prometheus' own limit per series in a range query
 MAX_SAMPLES_PER_ANSWER = 250_000  # bounds the memory one answer takes
+# Chunks are sized from the pods the API server has now; pods of the past (a Job's) add
+# series. An answer past four times the bound is refused, not held (a hostile or broken
+# server: 10 million points took 2.6 GB); Prometheus' own client caps bytes as well.
+MAX_SAMPLES_REFUSED = 4 * MAX_SAMPLES_PER_ANSWER
 CONTAINERS = 'container!="",container!="POD"'
 RATE_WINDOW = "5m"
 RATE_WINDOW_S = 300.0
@@ -51,7 +55,12 @@ class PromSource(Protocol):
     def query(self, promql: str, at_s: float | None = None) -> list[PromSample]: ...
 
     def query_range(
-        self, promql: str, start_s: float, end_s: float, step_s: float
+        self,
+        promql: str,
+        start_s: float,
+        end_s: float,
+        step_s: float,
+        max_samples: int | None = None,
     ) -> list[RangeSeries]: ...
 
 
@@ -92,6 +101,7 @@ class QueryStats:
     samples: int = 0
     largest_answer: int = 0  # samples
     seconds: float = 0.0
+    dropped_points: int = 0  # outside the range asked for, or at no finite time
 
 
 @dataclass
@@ -105,11 +115,17 @@ class Recorder:
     progress: Callable[[], None] | None = None
 
     def range(self, promql: str, first: int, last: int) -> list[RangeSeries]:
+        """The answer for points ``first``..``last``, with only the points that lie on
+        them: a point before or after the chunk, or whose time is no finite number, is
+        dropped and counted (issue 42, point 5: it was recorded at the wrong time, or
+        ended the capture in a traceback). An answer of more than
+        ``MAX_SAMPLES_REFUSED`` points is refused."""
         started = time.perf_counter()
         answer = self.source.query_range(
             promql, self.start_s + first * self.step_s, self.start_s + last * self.step_s,
-            self.step_s,
+            self.step_s, max_samples=MAX_SAMPLES_REFUSED,
         )  # fmt: skip
+        answer = [self._within(series, first, last) for series in answer]
         self.stats.seconds += time.perf_counter() - started
         samples = sum(len(s.values) for s in answer)
         self.stats.queries += 1
@@ -122,6 +138,19 @@ class Recorder:
 
     def index(self, t_s: float) -> int:
         return round((t_s - self.start_s) / self.step_s)
+
+    def _within(self, series: RangeSeries, first: int, last: int) -> RangeSeries:
+        times: list[float] = []
+        values: list[float] = []
+        for t_s, value in zip(series.times_s, series.values, strict=True):
+            if math.isfinite(t_s) and first <= self.index(t_s) <= last:
+                times.append(t_s)
+                values.append(value)
+        dropped = len(series.times_s) - len(times)
+        if not dropped:
+            return series
+        self.stats.dropped_points += dropped
+        return RangeSeries(series.labels, tuple(times), tuple(values))
 
     @property
     def start_points(self) -> int:
