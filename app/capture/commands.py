@@ -17,6 +17,7 @@ import yaml
 
 from app.capture.catalog import Catalog, build_catalog
 from app.capture.document import (
+    KEY_BYTES,
     SIMULATION_STEP,
     Names,
     anonymize_descheduler,
@@ -55,6 +56,23 @@ def _file_mapping(path: Path, what: str) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise UsageError(f"{what} {path}: expected a mapping")
     return document
+
+
+def _names(args: argparse.Namespace) -> Names:
+    """``--anonymize`` with a random key, or keyed by ``--anonymize-key``'s file."""
+    path: Path | None = getattr(args, "anonymize_key", None)
+    if path is None:
+        return Names(bool(args.anonymize))
+    try:
+        key = path.read_bytes()
+    except OSError as error:
+        raise UsageError(f"--anonymize-key {path}: {error.strerror}") from None
+    if len(key) < KEY_BYTES:
+        raise UsageError(
+            f"--anonymize-key {path}: holds {len(key)} bytes, at least {KEY_BYTES} needed; "
+            f"make one with: head -c {KEY_BYTES} /dev/urandom > {path}"
+        )
+    return Names(True, key)
 
 
 async def _read_kube(args: argparse.Namespace) -> tuple[Catalog, dict[str, Any] | None,
@@ -189,6 +207,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             if args.descheduler_config
             else None
         )
+        names = _names(args)
         catalog, cluster_policy, cluster_descheduler = asyncio.run(_read_kube(args))
     except (UsageError, ValueError, KubeConfigError) as error:
         err.write(f"loadaware capture: error: {error}\n")
@@ -202,7 +221,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     try:
         document, _, summary = capture(
             catalog, source, redact_url(settings.url), end_s, args.range, args.step,
-            name=args.name, names=Names(args.anonymize),
+            name=args.name, names=names,
             policy=policy if policy is not None else cluster_policy,
             descheduler=descheduler if descheduler is not None else cluster_descheduler,
             progress=show,
