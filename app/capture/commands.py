@@ -120,6 +120,12 @@ def capture(
     usage, node_history, replicas, stats = record(
         source, catalog, start_s, end_s, step_s, progress
     )
+    if usage.wrong_node and not usage.start_pods:
+        raise CaptureError(
+            f"no usable cAdvisor series: those of all {len(usage.wrong_node)} pods came from "
+            "another node than the pod's or named none; the series need a 'node' label "
+            "that Prometheus attaches from service discovery (docs/security.md)"
+        )
     found, silent = workloads(catalog, usage, replicas, step_s, names)
     start = datetime.fromtimestamp(start_s).astimezone().isoformat(timespec="seconds")
     document: dict[str, Any] = {
@@ -147,6 +153,7 @@ def capture(
         f"{len(found)} workloads ({start_pods} pods at the start"
         f"{f'; {silent} without usage left out' if silent else ''}"
         f"{f'; {len(usage.unmatched)} pods of no known workload' if usage.unmatched else ''}"
+        f"{f'; {len(usage.wrong_node)} pods with series not from their own node dropped' if usage.wrong_node else ''}"  # noqa: E501
         f"), {stats.queries} queries, {stats.samples:,} samples (largest answer "
         f"{stats.largest_answer:,})"
     )
