@@ -32,7 +32,6 @@ _KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,62}$")
 # A path-segment name (what the API server accepts for most objects' names), held to
 # printable ASCII: no '/', '%', whitespace or control characters.
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9._:@+=]{0,251}[A-Za-z0-9])?$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def valid_owner_kind(kind: object) -> bool:
@@ -62,7 +61,8 @@ def valid_owner(api_version: object, kind: object, name: object) -> bool:
 
 
 def printable(text: str, limit: int = MAX_SHOWN) -> str:
-    """``text`` with control characters as ``?``, cut to ``limit`` characters (``…``)."""
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return _CONTROL.sub("?", text)
+    """``text`` with every character that is not printable (control characters, line
+    breaks, bidirectional overrides) as ``?``, cut to ``limit`` characters (then
+    `` [...]`` says so)."""
+    cleaned = "".join(c if c.isprintable() else "?" for c in text[:limit])
+    return cleaned + (" [...]" if len(text) > limit else "")

@@ -148,4 +148,29 @@ def test_the_state_keeps_its_budget_and_every_namespace_s_newest_eviction() -> N
 
 def test_printable_neutralises_escape_sequences_and_bounds_length() -> None:
     assert printable("web\x1b[2J\x1b[Hok\nforged line") == "web?[2J?[Hok?forged line"
-    assert len(printable("x" * 10_000)) == 256
+    assert printable("x" * 10_000) == "x" * 256 + " [...]"
+    assert printable("a\u202eb") == "a?b"  # a right-to-left override reorders a line
+
+
+def test_an_owner_name_with_escape_sequences_never_reaches_the_dry_run_plan() -> None:
+    """Point 6: tenant text reached ``explain node``, the dry-run plan and text logs raw
+    (``last Ready replica of ReplicaSet <name>``): escape sequences could clear the
+    operator's screen or forge lines. The owner never enters the pod view now."""
+    from app.rebalance import plan, render_plan
+    from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node
+
+    forged = "web\x1b[2J\x1b[H\nEvictions (0): nothing to do"
+    pods = []
+    for i in range(10):
+        owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{forged}-{i}"}
+        body = pod({**owner, "uid": f"owner-{i}"})  # each the last Ready replica of its own
+        body["metadata"].update(name=f"burner-{i}", uid=f"uid-{i}")
+        body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "500m", "memory": "1Gi"}}
+        body["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        pods.append(pod_info(Pod.from_dict(body)))
+    nodes = [node("n1", 0.85), node("cool", 0.2)]
+    usage = {p.key: Resources(0.8, 1 * GI) for p in pods}
+    text = render_plan(plan(cluster(nodes, pods, usage), config(), POLICY, NOW, {}))
+    assert "burner-" in text  # the pods are in the plan ...
+    assert "\x1b" not in text  # ... and nothing of their owner's text
+    assert "nothing to do" not in text
