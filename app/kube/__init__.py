@@ -17,6 +17,7 @@ from app.kube.defaults import WORKLOAD_USAGE_MAX_AGE_S, WORKLOAD_USAGE_NAME
 from app.objects import load_on_use
 
 if TYPE_CHECKING:
+    from app.kube.admission import admission_problems, log_admission_problems, own_username
     from app.kube.cache import WatchCache
     from app.kube.client import KubeConfigError, make_client
     from app.kube.events import EvictionNotice, record_eviction
@@ -50,11 +51,14 @@ __all__ = [
     "WatchCache",
     "WorkloadUsageStore",
     "WorkloadUsageUnreadable",
+    "admission_problems",
     "budget_view",
     "evict_pod",
     "label_selector",
+    "log_admission_problems",
     "make_client",
     "node_info",
+    "own_username",
     "pod_info",
     "pod_key",
     "pod_placement",
@@ -66,6 +70,7 @@ __all__ = [
 __getattr__ = load_on_use(
     __name__,
     {
+        "admission": ("admission_problems", "log_admission_problems", "own_username"),
         "cache": ("WatchCache",),
         "client": ("KubeConfigError", "make_client"),
         "events": ("EvictionNotice", "record_eviction"),

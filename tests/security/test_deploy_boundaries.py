@@ -11,6 +11,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from tests.deploy.manifests import DEPLOY, Obj, named, of_kind, pod_spec, render
@@ -103,3 +106,66 @@ def test_the_second_scheduler_s_extender_reads_workload_usage_and_binds_no_gone_
         if "configmaps" in rule["resources"] and "get" in rule["verbs"]
     ]
     assert any("loadaware-workload-usage" in rule.get("resourceNames", []) for rule in grants)
+
+
+# -- the annotator's start check (app/kube/admission.py) ---------------------------------
+
+
+def test_the_shipped_policies_pass_the_annotator_s_start_check() -> None:
+    from app.kube.admission import WRITER_POLICIES, policy_problems
+    from app.kube.permissions import WRITER_POLICY_NAMES
+
+    assert set(WRITER_POLICIES) == set(WRITER_POLICY_NAMES)
+    objects = render(DEPLOY / "base")
+    for name in WRITER_POLICIES:
+        policy = named(objects, "ValidatingAdmissionPolicy", name)
+        binding = named(objects, "ValidatingAdmissionPolicyBinding", name)
+        assert policy_problems(name, policy, binding, ANNOTATOR) == []
+        # A renamed install guards an identity the annotator does not run as.
+        (renamed,) = policy_problems(name, policy, binding, "system:serviceaccount:ops:la")
+        assert "does not name this process's user" in renamed
+
+
+@pytest.mark.parametrize(
+    ("change", "finding"),
+    [
+        (lambda p, b: b["spec"].update(validationActions=["Warn", "Audit"]), "does not Deny"),
+        (lambda p, b: b["spec"].update(policyName="other"), "binds 'other'"),
+        (lambda p, b: b["spec"].update(matchResources={"objectSelector": {
+            "matchLabels": {"x": "y"}}}), "narrowed by matchResources"),
+        (lambda p, b: p["spec"].update(failurePolicy="Ignore"), "failurePolicy Ignore"),
+        (lambda p, b: p.update(status={"typeChecking": {"expressionWarnings": [{}]}}),
+         "type-checking warnings"),
+    ],
+)
+def test_what_keeps_a_policy_from_denying_is_found(change: Any, finding: str) -> None:
+    import copy
+
+    from app.kube.admission import policy_problems
+
+    name = "loadaware-node-annotation-writers"
+    objects = render(DEPLOY / "base")
+    policy = copy.deepcopy(named(objects, "ValidatingAdmissionPolicy", name))
+    binding = copy.deepcopy(named(objects, "ValidatingAdmissionPolicyBinding", name))
+    change(policy, binding)
+    (problem,) = policy_problems(name, policy, binding, ANNOTATOR)
+    assert finding in problem
+    assert policy_problems(name, None, binding, None) == [
+        f"ValidatingAdmissionPolicy {name} is not installed"
+    ]
+    assert "missing" in policy_problems(name, policy, None, None)[0]
+
+
+def test_the_annotator_knows_its_user_from_its_service_account_token(tmp_path: Path) -> None:
+    import base64
+    import json
+
+    from app.kube.admission import own_username
+
+    claims = base64.urlsafe_b64encode(json.dumps({"sub": ANNOTATOR}).encode()).rstrip(b"=")
+    token = tmp_path / "token"
+    token.write_text(f"eyJhbGciOiJSUzI1NiJ9.{claims.decode()}.c2lnbmF0dXJl")
+    assert own_username(token) == ANNOTATOR
+    token.write_text("not a token")
+    assert own_username(token) is None
+    assert own_username(tmp_path / "missing") is None
