@@ -18,12 +18,12 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import yaml
 
 from app.kube import make_client
 from app.kube.admission import WRITER_POLICIES, admission_problems
 from app.kube.permissions import WRITER_POLICY_NAMES
+from tests.e2e import test_node_annotation_policy as policy_tests
 from tests.e2e.harness import REPO, ControlPlane, wait_until
 from tests.e2e.test_node_annotation_policy import (
     ANNOTATOR,
@@ -41,13 +41,7 @@ BASE = "/apis/admissionregistration.k8s.io/v1"
 CONFIGMAPS = "/api/v1/namespaces/loadaware/configmaps?dryRun=All"
 
 
-@pytest.fixture
-def api(cluster: ControlPlane) -> Iterator[Api]:
-    client = Api(cluster)
-    try:
-        yield client
-    finally:
-        client.http.close()
+api = policy_tests.api  # the fixture: the admin's (or an impersonated) plain requests
 
 
 def as_(user: str) -> tuple[str, list[str]]:
