@@ -51,6 +51,8 @@ from app.kube import (
     PodCache,
     TaintWriter,
     WorkloadUsageStore,
+    log_admission_problems,
+    own_username,
     pod_placement,
 )
 from app.load import SoftTaintSettings
@@ -83,6 +85,8 @@ class Annotator:
         self.policy = policy
         self.periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
         self.nodes = NodeCache(client)
+        self.client = client  # for the admission check at first leading
+        self._admission_checked = False
         self.windows = BindingWindows(policy.spec.hot_value)
         # Only with soft taints on: the estimate is for their rounds alone.
         self.recent = RecentPods(policy.spec.estimation) if config.soft_taints else None
@@ -225,6 +229,9 @@ class Annotator:
         await self.service.run(watchers)
 
     async def _lead(self) -> None:
+        if not self._admission_checked:  # once a process (app.kube.admission)
+            self._admission_checked = True
+            await log_admission_problems(self.client, own_username())
         await self.nodes.wait_synced()
         # The first patches carry hot values only once the pod watch has listed. Should
         # pods be unlistable (RBAC), load annotations still flow after this grace.

@@ -101,6 +101,7 @@ class WorkloadUsagePublisher:
         self._telemetry = telemetry
         self._clock = clock
         self._failing = False  # log a failure once, and its recovery
+        self._cut = False  # log once that the document left workloads out
         # The document this replica last wrote, as the extender reads it.
         self.last: PublishedUsage | None = None
         self.max_age_s = WORKLOAD_USAGE_MAX_AGE_S
@@ -134,11 +135,21 @@ class WorkloadUsagePublisher:
             self._failed("write_error", f"writing {self.store.where} failed: {error}")
             return None
         self._telemetry.workload_usage_rounds.labels("ok").inc()
-        self._telemetry.workloads_published.set(len(published))
+        # What the document kept: at most MAX_WORKLOADS in its byte budget, in turns by
+        # namespace (app/kube/workload_usage.py).
+        kept = len(self.last.workloads)
+        self._telemetry.workloads_published.set(kept)
+        if kept < len(published) and not self._cut:
+            log.warning(
+                "workload usage: %d of %d workloads kept within %s's bounds (in turns by "
+                "namespace); the others' pods are estimated from requests and limits",
+                kept, len(published), self.store.where,
+            )  # fmt: skip
+        self._cut = kept < len(published)
         if self._failing:
             log.info("workload usage: %s written again", self.store.where)
             self._failing = False
-        return PublishedRound(len(published), len(measured.usage))
+        return PublishedRound(kept, len(measured.usage))
 
     def _failed(self, result: str, why: str) -> None:
         self._telemetry.workload_usage_rounds.labels(result).inc()

@@ -40,6 +40,7 @@ class CapturedNode:
     memory: float
     labels: Mapping[str, str]
     taints: tuple[Mapping[str, str], ...]
+    internal_ip: str | None = None  # a series may name its node by it (as the annotator reads)
 
     @property
     def shape(self) -> tuple[Any, ...]:
@@ -106,12 +107,15 @@ def node_of(node: Any) -> CapturedNode:
         {k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect)) if v}
         for t in ((node.spec.taints if node.spec else None) or [])
     )
+    addresses = (node.status.addresses if node.status else None) or []
+    internal_ip = next((a.address for a in addresses if a.type == "InternalIP"), None)
     return CapturedNode(
         name=node.metadata.name,
         cpu=parse_quantity(allocatable.get("cpu", "0")),
         memory=parse_quantity(allocatable.get("memory", "0")),
         labels=dict(node.metadata.labels or {}),
         taints=taints,
+        internal_ip=internal_ip or None,
     )
 
 

@@ -19,6 +19,7 @@ import yaml
 
 from app.capture.catalog import Catalog, build_catalog
 from app.capture.document import (
+    KEY_BYTES,
     SIMULATION_STEP,
     Names,
     anonymize_descheduler,
@@ -107,6 +108,23 @@ async def _config_map(
     return check(text, f"the cluster's {source}")
 
 
+def _names(args: argparse.Namespace) -> Names:
+    """``--anonymize`` with a random key, or keyed by ``--anonymize-key``'s file."""
+    path: Path | None = getattr(args, "anonymize_key", None)
+    if path is None:
+        return Names(bool(args.anonymize))
+    try:
+        key = path.read_bytes()
+    except OSError as error:
+        raise UsageError(f"--anonymize-key {path}: {error.strerror}") from None
+    if len(key) < KEY_BYTES:
+        raise UsageError(
+            f"--anonymize-key {path}: holds {len(key)} bytes, at least {KEY_BYTES} needed; "
+            f"make one with: head -c {KEY_BYTES} /dev/urandom > {path}"
+        )
+    return Names(True, key)
+
+
 async def _read_kube(args: argparse.Namespace) -> tuple[Catalog, dict[str, Any] | None,
                                                         dict[str, Any] | None]:  # fmt: skip
     reader = cluster_reader(make_client(args.kubeconfig))
@@ -147,6 +165,12 @@ def capture(
     usage, node_history, replicas, stats = record(
         source, catalog, start_s, end_s, step_s, progress
     )
+    if usage.wrong_node and not usage.start_pods:
+        raise CaptureError(
+            f"no usable cAdvisor series: those of all {len(usage.wrong_node)} pods came from "
+            "another node than the pod's or named none; the series need a 'node' label "
+            "that Prometheus attaches from service discovery (docs/security.md)"
+        )
     found, silent = workloads(catalog, usage, replicas, step_s, names)
     start = datetime.fromtimestamp(start_s).astimezone().isoformat(timespec="seconds")
     document: dict[str, Any] = {
@@ -174,9 +198,14 @@ def capture(
         f"{len(found)} workloads ({start_pods} pods at the start"
         f"{f'; {silent} without usage left out' if silent else ''}"
         f"{f'; {len(usage.unmatched)} pods of no known workload' if usage.unmatched else ''}"
+        f"{f'; {len(usage.wrong_node)} pods with series not from their own node dropped' if usage.wrong_node else ''}"  # noqa: E501
         f"), {stats.queries} queries, {stats.samples:,} samples (largest answer "
         f"{stats.largest_answer:,})"
     )
+    if stats.dropped_points:
+        summary += (
+            f"; {stats.dropped_points:,} points outside the range or at no finite time dropped"
+        )
     if recorded is None:
         summary += "; no per-node series (cAdvisor series without a 'node' label): no fidelity"
     return document, stats, summary
@@ -237,6 +266,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             else None
         )  # fmt: skip
         _check_output(args.output)
+        names = _names(args)
         catalog, cluster_policy, cluster_descheduler = asyncio.run(_read_kube(args))
     except (UsageError, ValueError, KubeConfigError) as error:
         err.write(f"loadaware capture: error: {error}\n")
@@ -250,7 +280,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     try:
         document, _, summary = capture(
             catalog, source, redact_url(settings.url), end_s, args.range, args.step,
-            name=args.name, names=Names(args.anonymize),
+            name=args.name, names=names,
             policy=policy if policy is not None else cluster_policy,
             descheduler=descheduler if descheduler is not None else cluster_descheduler,
             progress=show,

@@ -60,7 +60,11 @@ def add_parser(components: Any) -> None:
     _own_flag(parser, "--name", default="capture", metavar="NAME",
               help="the scenario's name")  # fmt: skip
     _own_flag(parser, "--anonymize", action="store_true",
-             help="replace every name (nodes, workloads, labels) with a stable hash")  # fmt: skip
+             help="replace every name (nodes, workloads, labels) with a keyed hash")  # fmt: skip
+    _own_flag(parser, "--anonymize-key", type=Path, metavar="FILE",
+              default_text="a random key per capture",
+              help="key the --anonymize hash with this file's bytes (at least 32), for the "
+                   "same names in every capture made with it; implies --anonymize")  # fmt: skip
     _flag(parser, "--policy", type=Path, metavar="FILE",
              default_text=f"the cluster's {POLICY_CONFIGMAP.name} ConfigMap, else crane's default",
              help="the DynamicSchedulerPolicy to replay with")  # fmt: skip

@@ -13,18 +13,13 @@ from typing import Any
 from app.explain.node import NodeExplanation
 from app.explain.pod import NodeVerdict, PodExplanation
 from app.load import HOT_VALUE_PENALTY_PER_UNIT, MAX_EXTENDER_SCORE, MetricReading
-from app.objects import Resources
+from app.objects import Resources, printable
 from app.rebalance import ASSUMES, PlannedEviction
 
 # An Event's message is free text that anyone allowed to create Events in the pod's
 # namespace can write (docs/security.md, "loadaware explain"): shown bounded, and with
 # control characters (terminal escape sequences, line breaks) replaced.
 MAX_MESSAGE = 2000
-
-
-def printable(text: str, limit: int = MAX_MESSAGE) -> str:
-    cleaned = "".join(c if c.isprintable() else "?" for c in text[:limit])
-    return cleaned + (" [...]" if len(text) > limit else "")
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -110,7 +105,7 @@ def render_pod(
     if explanation.pending:
         message = explanation.failed_scheduling
         lines.append(
-            f"kube-scheduler's last FailedScheduling: {printable(message)}"
+            f"kube-scheduler's last FailedScheduling: {printable(message, MAX_MESSAGE)}"
             if message
             else "kube-scheduler's last FailedScheduling: none (no such Event for this pod)"
         )

@@ -26,6 +26,7 @@ from app.kube.defaults import STATE_NAME as DEFAULT_NAME
 from app.objects import load_on_use
 
 if TYPE_CHECKING:
+    from app.kube.admission import admission_problems, log_admission_problems, own_username
     from app.kube.api_errors import ClusterUnreadable, describe_api_error
     from app.kube.cache import WatchCache
     from app.kube.client import KubeClient, KubeConfigError, make_client
@@ -73,12 +74,15 @@ __all__ = [
     "WatchCache",
     "WorkloadUsageStore",
     "WorkloadUsageUnreadable",
+    "admission_problems",
     "budget_view",
     "describe_api_error",
     "evict_pod",
     "label_selector",
+    "log_admission_problems",
     "make_client",
     "node_info",
+    "own_username",
     "pod_from_mapping",
     "pod_info",
     "pod_key",
@@ -91,6 +95,7 @@ __all__ = [
 __getattr__ = load_on_use(
     __name__,
     {
+        "admission": ("admission_problems", "log_admission_problems", "own_username"),
         "api_errors": ("ClusterUnreadable", "describe_api_error"),
         "cache": ("WatchCache",),
         "client": ("KubeClient", "KubeConfigError", "make_client"),

@@ -97,6 +97,8 @@ ANNOTATOR_LEASE = "loadaware-annotator"
 DESCHEDULER_LEASE = "loadaware-descheduler"
 DESCHEDULER_STATE = STATE_NAME
 WORKLOAD_USAGE = WORKLOAD_USAGE_NAME
+# app/kube/admission.py's WRITER_POLICIES (a test holds them equal).
+WRITER_POLICY_NAMES = ("loadaware-node-annotation-writers", "loadaware-document-writers")
 
 PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     "extender": (
@@ -116,6 +118,21 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     ),
     "annotator": (
         _NODE_CACHE,
+        _permission(
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies",
+            "get",
+            "at first leading, whether the policies that keep loadaware's annotations and "
+            "documents to loadaware are installed (app/kube/admission.py)",
+            names=WRITER_POLICY_NAMES,
+        ),
+        _permission(
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings",
+            "get",
+            "at first leading, whether those policies are bound to Deny",
+            names=WRITER_POLICY_NAMES,
+        ),
         _permission(
             "", "nodes", "patch", "one merge patch per node writes loadaware's annotations"
         ),

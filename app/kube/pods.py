@@ -43,6 +43,7 @@ from app.objects import (
     container_demand,
     effective_demand,
     requests_and_limits,
+    valid_owner,
     workload_key,
 )
 
@@ -261,9 +262,14 @@ def _unix_s(moment: Any) -> float | None:
 def _controller_of(owners: list[Any]) -> OwnerRef | None:
     """The controller reference, the only owner Kubernetes lets act on a pod (it
     recreates it, and a second one is refused). Any other ownerReference is the
-    tenant's word: a pod with none marked controller is bare."""
+    tenant's word: a pod with none marked controller is bare. So is a pod whose
+    controller is in no shape Kubernetes gives an object (``valid_owner``: the API
+    server checks only that kind and name are non-empty), so that its text goes no
+    further than here (issue 42, point 2)."""
     chosen = next((o for o in owners if o.controller), None)
-    return None if chosen is None else OwnerRef(chosen.kind, chosen.name, chosen.uid)
+    if chosen is None or not valid_owner(chosen.apiVersion, chosen.kind, chosen.name):
+        return None
+    return OwnerRef(chosen.kind, chosen.name, chosen.uid)
 
 
 def _required_terms(affinity: Any) -> tuple[NodeSelectorTerm, ...]:

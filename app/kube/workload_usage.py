@@ -18,8 +18,10 @@ The document::
      "workloads": {"shop/Deployment/web": [0.71, 5.3e8], ...}}
 
 with CPU in cores and memory in bytes. At most ``MAX_WORKLOADS`` workloads are kept,
-those with the most running pods first, so the object stays far below a ConfigMap's
-1 MiB (about 60 bytes a workload).
+in at most ``MAX_DOCUMENT_BYTES``, taken in turns by namespace and within one those
+with the most running pods first (``fair_order``): a tenant with long names or many
+workloads can neither make the document exceed a ConfigMap's 1 MiB nor push other
+namespaces out of it (issue 42, point 2).
 
 Reading is defensive (an operator may edit it, or a bug write garbage): a workload
 whose key is not ``namespace/Kind/name`` or whose values are not two finite numbers in
@@ -54,6 +56,10 @@ MAX_WORKLOADS = 5000
 MAX_CPU_CORES = 1024.0  # no node has more; a pod's usage beyond it is garbage
 MAX_MEMORY_BYTES = 64 * 2.0**40  # 64 TiB
 FUTURE_SLACK_S = 60.0  # clocks disagree a little; more than this ahead is not trusted
+# A ConfigMap holds at most 1 MiB (data, keys and metadata together): the document keeps
+# to 3/4 of that whatever its keys are (at most ~400 bytes an entry).
+MAX_DOCUMENT_BYTES = 768 * 1024
+_ENVELOPE_BYTES = 128  # version, publishedAt and the braces around the entries
 DEFAULT_MAX_AGE_S = WORKLOAD_USAGE_MAX_AGE_S
 # namespace (a DNS label) / Kind / name (at most 253 characters)
 _KEY = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[A-Za-z][A-Za-z0-9]{0,62}/[^/\s]{1,253}$")
@@ -74,14 +80,42 @@ class PublishedUsage:
         return self.workloads.get(workload) if workload is not None else None
 
 
+def fair_order(keys: Iterable[str]) -> list[int]:
+    """The positions of ``keys`` (``namespace/...``, most important first) taken in
+    turns by namespace: every namespace's first, then every namespace's second, ...;
+    namespaces in the order their first key comes. So a tenant with many entries
+    cannot push another namespace's first ones out of a bounded document."""
+    rank_in: dict[str, int] = {}
+    first_seen: dict[str, int] = {}
+    order: list[tuple[int, int, int]] = []
+    for position, key in enumerate(keys):
+        namespace = key.split("/", 1)[0]
+        rank = rank_in.get(namespace, 0)
+        rank_in[namespace] = rank + 1
+        first_seen.setdefault(namespace, len(first_seen))
+        order.append((rank, first_seen[namespace], position))
+    return [position for _, _, position in sorted(order)]
+
+
 def encode(workloads: Iterable[tuple[str, Resources]], now_s: float) -> str:
-    """The document for ``workloads`` (most important first: the first
-    ``MAX_WORKLOADS`` are kept), published at ``now_s``."""
+    """The document for ``workloads`` (most important first), published at ``now_s``:
+    keys a reader would skip are left out, the rest taken in turns by namespace
+    (``fair_order``) while there are at most ``MAX_WORKLOADS`` and the document stays
+    within ``MAX_DOCUMENT_BYTES`` (a ConfigMap holds at most 1 MiB): no entry, and no
+    tenant, can make the document unwritable."""
+    entries = [(key, usage) for key, usage in workloads if _KEY.match(key)]
     kept: dict[str, list[float]] = {}
-    for key, usage in workloads:
+    size = _ENVELOPE_BYTES
+    for position in fair_order(key for key, _ in entries):
         if len(kept) >= MAX_WORKLOADS:
             break
-        kept[key] = [round(usage.cpu_cores, 6), round(usage.memory_bytes)]
+        key, usage = entries[position]
+        value = [round(usage.cpu_cores, 6), round(usage.memory_bytes)]
+        entry_bytes = len(json.dumps({key: value}, separators=(",", ":")))
+        if size + entry_bytes > MAX_DOCUMENT_BYTES:
+            continue  # a shorter key may still fit
+        size += entry_bytes
+        kept[key] = value
     document = {"version": VERSION, "publishedAt": now_s, "workloads": kept}
     return json.dumps(document, separators=(",", ":"))
 

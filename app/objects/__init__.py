@@ -61,6 +61,10 @@ if TYPE_CHECKING:
         LabelRequirement,
         LabelSelector,
     )
+    from app.objects.tenant_text import (
+        printable,
+        valid_owner,
+    )
 
 __all__ = [
     "CPU",
@@ -92,7 +96,9 @@ __all__ = [
     "load_on_use",
     "parse_duration_s",
     "parse_quantity",
+    "printable",
     "requests_and_limits",
+    "valid_owner",
     "workload_key",
     "workload_of",
 ]
@@ -139,6 +145,10 @@ __getattr__ = load_on_use(
         "selectors": (
             "LabelRequirement",
             "LabelSelector",
+        ),
+        "tenant_text": (
+            "printable",
+            "valid_owner",
         ),
     },
     globals(),

@@ -5,7 +5,15 @@ only differences a deployment needs are in the connection: a bearer token that t
 platform rotates, basic auth, a private CA, and extra headers such as Mimir's
 ``X-Scope-OrgID``. All of that lives here; callers get plain samples.
 
-prometheus-api-client is synchronous (requests). Call ``query`` from a worker thread.
+The transport is requests, synchronous: call ``query`` from a worker thread. Every
+answer is read as a stream (issue 42, point 5): at most ``MAX_ANSWER_BYTES`` (a larger
+answer, or one whose Content-Length says so, is refused with reason ``too_large``
+before it is decoded), and within ``--query-timeout`` as a whole, checked between the
+chunks of the body (each read waits at most the timeout too), so a query abandoned by
+its caller stops downloading in its thread within twice the timeout instead of
+trickling on for ever. A series' points and a sample whose timestamp is not a finite
+number are dropped (``parse_matrix``, ``parse_vector``), and a range answer past the
+caller's sample bound is refused (``max_samples``).
 """
 
 from __future__ import annotations
@@ -15,19 +23,18 @@ import codecs
 import json
 import logging
 import math
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
 import requests
 import requests.auth
 import urllib3
-from prometheus_api_client import PrometheusConnect
-from prometheus_api_client.exceptions import PrometheusApiClientException
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
@@ -35,6 +42,21 @@ from app.prom.queries import build_query as build_query
 from app.prom.settings import PrometheusSettings, redact_url
 
 log = logging.getLogger(__name__)
+
+# The largest answer read: a sample is about 250 bytes with its labels, so 64 MiB holds
+# an instant answer for about 250,000 pods, and capture's range answers (at most
+# MAX_SAMPLES_PER_ANSWER samples by design) with room to spare.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+_CHUNK_BYTES = 256 * 1024
+TOO_LARGE = "too_large"  # the reason of an answer past MAX_ANSWER_BYTES or the sample bound
+
+
+class PrometheusApiError(Exception):
+    """A non-200 answer: its status and (the start of) its body."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        super().__init__(f"HTTP Status Code {status} ({body[:2000]!r})")
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,17 +177,57 @@ class PrometheusSource:
             auth = BearerTokenFile(settings.token_file)
         elif settings.username is not None and settings.password_file is not None:
             auth = BasicAuthPasswordFile(settings.username, settings.password_file)
-        self._connection = PrometheusConnect(
-            url=settings.url.rstrip("/"),
-            headers=dict(settings.headers) or None,
-            auth=auth,
-            session=session,
-            retry=no_retries,
-            timeout=settings.timeout_s,
-        )
+        self._session = session
+        self._auth = auth
+        self._headers = dict(settings.headers)
+        self._base = settings.url.rstrip("/")
+        self.max_answer_bytes = MAX_ANSWER_BYTES
 
     def close(self) -> None:
-        self._connection.close()
+        self._session.close()
+
+    def _fetch(self, path: str, params: Mapping[str, str]) -> Any:
+        """The ``data.result`` of a GET to ``path``, read as a bounded stream (module doc).
+
+        Raises requests' errors, PrometheusApiError, PrometheusQueryError (too large)
+        and ValueError/KeyError/TypeError for what is not a query answer."""
+        timeout_s = self.settings.timeout_s
+        deadline = time.monotonic() + timeout_s
+        response = self._session.get(
+            f"{self._base}{path}", params=dict(params), headers=self._headers or None,
+            auth=self._auth, timeout=timeout_s, stream=True,
+            # Explicitly: requests would let REQUESTS_CA_BUNDLE override the session's.
+            verify=self._session.verify, cert=self._session.cert,
+        )  # fmt: skip
+        try:
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > self.max_answer_bytes:
+                raise self._too_large(f" (it declares {int(declared):,} bytes)")
+            chunks: list[bytes] = []
+            size = 0
+            while chunk := response.raw.read1(_CHUNK_BYTES, decode_content=True):
+                # read1: what has arrived, so that a trickle is checked against the
+                # deadline byte by byte; decoded, so a compressed answer counts in full.
+                size += len(chunk)
+                if size > self.max_answer_bytes:
+                    raise self._too_large("")
+                if time.monotonic() > deadline:
+                    raise requests.Timeout("the whole answer took longer than the timeout")
+                chunks.append(chunk)
+        finally:
+            response.close()
+        body = b"".join(chunks)
+        if response.status_code != 200:
+            raise PrometheusApiError(response.status_code, body)
+        return orjson.loads(body)["data"]["result"]
+
+    def _too_large(self, declared: str) -> PrometheusQueryError:
+        return PrometheusQueryError(
+            TOO_LARGE,
+            f"Prometheus at {redact_url(self.settings.url)} sent an answer larger than the "
+            f"{self.max_answer_bytes // 2**20} MiB loadaware reads{declared}; narrow the "
+            "query (a smaller range or step, a more selective matcher)",
+        )
 
     async def aquery(self, promql: str, at_s: float | None = None) -> list[PromSample]:
         """``query`` in a worker thread, abandoned one second after the query timeout.
@@ -196,35 +258,33 @@ class PrometheusSource:
         if at_s is not None:
             params["time"] = f"{at_s:.3f}"
         where = f"{redact_url(self.settings.url)} for {promql!r}"
-        result = self._guarded(
-            lambda: self._connection.custom_query(
-                promql, params=params, timeout=self.settings.timeout_s
-            ),
-            where,
-        )
+        params["query"] = promql
+        result = self._guarded(lambda: self._fetch("/api/v1/query", params), where)
         return parse_vector(result, where)
 
     def query_range(
-        self, promql: str, start_s: float, end_s: float, step_s: float
+        self,
+        promql: str,
+        start_s: float,
+        end_s: float,
+        step_s: float,
+        max_samples: int | None = None,
     ) -> list[RangeSeries]:
         """Run a range query (whole seconds); raise PrometheusQueryError as ``query`` does.
 
         Prometheus refuses more than 11,000 points per series: the caller chunks by time.
+        An answer of more than ``max_samples`` points is refused (reason ``too_large``).
         """
-        params = {"timeout": f"{max(1, round(self.settings.timeout_s * 1000))}ms"}
+        params = {
+            "timeout": f"{max(1, round(self.settings.timeout_s * 1000))}ms",
+            "query": promql,
+            "start": str(round(start_s)),
+            "end": str(round(end_s)),
+            "step": f"{step_s:g}s",
+        }
         where = f"{redact_url(self.settings.url)} for {promql!r}"
-        result = self._guarded(
-            lambda: self._connection.custom_query_range(
-                promql,
-                start_time=datetime.fromtimestamp(start_s, UTC),
-                end_time=datetime.fromtimestamp(end_s, UTC),
-                step=f"{step_s:g}s",
-                params=params,
-                timeout=self.settings.timeout_s,
-            ),
-            where,
-        )
-        return parse_matrix(result, where)
+        result = self._guarded(lambda: self._fetch("/api/v1/query_range", params), where)
+        return parse_matrix(result, where, max_samples)
 
     def _guarded(self, call: Callable[[], Any], where: str) -> Any:
         """``call``'s answer, every failure turned into an operator-facing PrometheusQueryError."""
@@ -250,7 +310,7 @@ class PrometheusSource:
                 f"cannot connect to Prometheus at {where}: {_root_cause(error)}; "
                 "check --prometheus-url and that the server is up",
             ) from None
-        except PrometheusApiClientException as error:
+        except PrometheusApiError as error:
             text = str(error)
             if "bad_data" in text:  # HTTP 400: the server is up; the PromQL is wrong
                 raise PrometheusQueryError(
@@ -284,22 +344,36 @@ class RangeSeries:
     values: tuple[float, ...]  # may be NaN or ±Inf, as in PromSample
 
 
-def parse_matrix(result: Any, where: str = "Prometheus") -> list[RangeSeries]:
-    """Decode the ``data.result`` of a range-query answer."""
+def parse_matrix(
+    result: Any, where: str = "Prometheus", max_samples: int | None = None
+) -> list[RangeSeries]:
+    """Decode the ``data.result`` of a range-query answer; a point whose timestamp is
+    not a finite number is dropped, and more than ``max_samples`` points in all are
+    refused (``too_large``)."""
     if not isinstance(result, list):
         raise PrometheusQueryError(
             "bad_response", f"{where}: expected a matrix, got {type(result).__name__}"
         )
+    if max_samples is not None:
+        total = sum(len(i["values"]) for i in result if isinstance(i, dict)
+                    and isinstance(i.get("values"), list))  # fmt: skip
+        if total > max_samples:
+            raise PrometheusQueryError(
+                TOO_LARGE,
+                f"{where}: the answer holds {total:,} points, more than the {max_samples:,} "
+                "asked for; narrow the query (a smaller range or step)",
+            )
     found = []
     for item in result:
         try:
             labels = item["metric"]
-            points = item["values"]
+            points = [(float(t), float(v)) for t, v in item["values"]]
+            points = [(t, v) for t, v in points if math.isfinite(t)]
             found.append(
                 RangeSeries(
                     labels={str(k): str(v) for k, v in labels.items()},
-                    times_s=tuple(float(t) for t, _ in points),
-                    values=tuple(float(v) for _, v in points),
+                    times_s=tuple(t for t, _ in points),
+                    values=tuple(v for _, v in points),
                 )
             )
         except (KeyError, TypeError, ValueError, AttributeError):
@@ -321,13 +395,13 @@ def parse_vector(result: Any, where: str = "Prometheus") -> list[PromSample]:
         try:
             labels = item["metric"]
             timestamp, text = item["value"]
-            samples.append(
-                PromSample(
-                    labels={str(k): str(v) for k, v in labels.items()},
-                    value=float(text),
-                    timestamp_s=float(timestamp),
-                )
+            sample = PromSample(
+                labels={str(k): str(v) for k, v in labels.items()},
+                value=float(text),
+                timestamp_s=float(timestamp),
             )
+            if math.isfinite(sample.timestamp_s):  # a value may be NaN; its time may not
+                samples.append(sample)
         except (KeyError, TypeError, ValueError, AttributeError):
             raise PrometheusQueryError(
                 "bad_response",
