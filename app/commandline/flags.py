@@ -34,7 +34,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, Final, NoReturn
 
-from app.objects import format_duration, parse_duration_s
+from app.objects import MAX_DURATION_S, MIN_DURATION_S, format_duration, parse_duration_s
 
 ENV_PREFIX: Final = "LOADAWARE_"
 
@@ -43,8 +43,8 @@ EXIT_FAILED: Final = 1  # a failure while running: Prometheus or the API server,
 EXIT_USAGE: Final = 2  # bad usage or configuration: flags, variables, files, addresses
 EXIT_INTERRUPTED: Final = 130  # Ctrl-C before a one-shot command (simulate) finished
 
-MIN_DURATION_S: Final = 0.001
-MAX_DURATION_S: Final = 720 * 3600.0  # the cap policy durations have (app/policy/schema.py)
+# MIN_DURATION_S, MAX_DURATION_S: the one range of durations, in flags and in files
+# (app/objects/durations.py).
 MIN_TIMEOUT_S: Final = 0.1  # a connection timeout below this refuses every honest client
 
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
