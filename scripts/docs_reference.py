@@ -32,12 +32,12 @@ if str(ROOT) not in sys.path:  # run as a script: make the repository's `app` im
 
 from app.cli import build_parser  # noqa: E402
 from app.commandline.flags import ENV_PREFIX, RENAMED  # noqa: E402
+from app.documents import MAX_CONFIG_BYTES, MAX_SCENARIO_BYTES, size_text  # noqa: E402
 from app.extender.index import IMPLEMENTATION_ENV  # noqa: E402
 from app.kube import workload_usage as published  # noqa: E402
 from app.objects.durations import format_duration  # noqa: E402
-from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
-from app.documents import MAX_CONFIG_BYTES, MAX_SCENARIO_BYTES, size_text  # noqa: E402
 from app.policy import API_VERSION as POLICY_API_VERSION  # noqa: E402
+from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
 from app.rebalance.config import MIN_INTERVAL_S, DeschedulerConfig  # noqa: E402
 
 REFERENCE = ROOT / "docs" / "reference.md"
