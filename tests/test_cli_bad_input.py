@@ -298,6 +298,8 @@ CASES: dict[str, Case] = {
     "a scenario past 16 MiB": Case(["simulate", "@big.yaml"],
                                    ["big.yaml", "larger than the limit of 16 MiB"],
                                    files={"big.yaml": b"#" * (16 * 2**20 + 1)}),
+    "capture --policy /dev/zero": Case(["capture", "--policy", "/dev/zero"],
+                                       ["/dev/zero", "--policy file", "not a regular file"]),
     "a pod manifest from /dev/zero": Case(["explain", "pod", "-f", "/dev/zero"],
                                           ["/dev/zero", "not a regular file"]),
     # durations in files follow the flags' range; a loop runs at most once a second

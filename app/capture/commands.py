@@ -33,7 +33,7 @@ from app.commandline import (
     UsageError,
     progress_bar,
 )
-from app.documents import parse_yaml
+from app.documents import parse_yaml, read_file
 from app.kube import KubeConfigError, make_client
 from app.prom import (
     PrometheusSource,
@@ -47,10 +47,9 @@ DESCHEDULER_CONFIG_MAP = ("loadaware-descheduler-config", "descheduler.yaml")
 
 
 def _file_mapping(path: Path, what: str) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"{what} {path}: {error.strerror}") from None
+    # Read as every YAML input is: a regular file of at most 1 MiB (--policy /dev/zero
+    # was read until the kernel killed the process), UTF-8.
+    text, _ = read_file(path, f"{what} file", UsageError)
     document = parse_yaml(text, f"{what} {path}", UsageError)
     if not isinstance(document, dict):
         raise UsageError(f"{what} {path}: expected a mapping")

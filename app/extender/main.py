@@ -247,6 +247,11 @@ def _serve(
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stop)
+    # Listening before ``ready``: a client that connects as soon as the banner shows is
+    # queued until the server accepts, not refused (a curl pasted from the demo's banner
+    # at once was refused while uvicorn still loaded).
+    for sock, config in zip(sockets, configs, strict=True):
+        sock.listen(config.backlog)
     ready()
 
     async def serve_all() -> None:
