@@ -132,6 +132,12 @@ class BasicAuthPasswordFile(requests.auth.AuthBase):
 
 T = TypeVar("T")
 
+# Query threads alive at once, in this process. An abandoned query's thread lives on
+# until its socket times out (a server that trickles bytes holds it longer); past this
+# many, a new query fails at once rather than start yet another thread.
+MAX_QUERY_THREADS = 32
+_query_threads = threading.BoundedSemaphore(MAX_QUERY_THREADS)
+
 
 async def in_daemon_thread(call: Callable[[], T]) -> T:
     """``call()`` in a thread of its own that nothing waits for once the caller is
@@ -159,10 +165,23 @@ async def in_daemon_thread(call: Callable[[], T]) -> T:
             result = call()
         except BaseException as raised:  # handed to the caller, whatever it is
             error = raised
+        finally:
+            slots.release()
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it
             loop.call_soon_threadsafe(settle, result, error)
 
-    threading.Thread(target=work, name="prometheus-query", daemon=True).start()
+    slots = _query_threads
+    if not slots.acquire(blocking=False):
+        raise PrometheusQueryError(
+            "timeout",
+            f"{MAX_QUERY_THREADS} Prometheus queries are still unanswered past their timeout; "
+            "this one is not sent until some end (is Prometheus hanging?)",
+        )
+    try:
+        threading.Thread(target=work, name="prometheus-query", daemon=True).start()
+    except BaseException:
+        slots.release()
+        raise
     return await answer
 
 
