@@ -114,17 +114,7 @@ nodes: [{name: n, count: 2, cpu: 4, memory: 8Gi}]
 """
 
 # A policy as crane writes one (the line numbers matter to "a key written twice").
-CRANE_SHAPED = """\
-apiVersion: scheduler.policy.crane.io/v1alpha1
-kind: DynamicSchedulerPolicy
-spec:
-  syncPolicy:
-    - {name: cpu_usage_avg_5m, period: 3m}
-  predicate:
-    - {name: cpu_usage_avg_5m, maxLimitPecent: 0.65}
-  priority:
-    - {name: cpu_usage_avg_5m, weight: 0.5}
-"""
+CRANE_SHAPED = POLICY_CPU_ONLY + "  priority:\n    - {name: cpu_usage_avg_5m, weight: 0.5}\n"
 
 POD_LOTS = """\
 apiVersion: v1
