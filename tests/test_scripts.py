@@ -109,6 +109,27 @@ def test_setup_skips_the_install_while_what_it_installed_from_is_unchanged(
         ["bash", str(project / "scripts" / "setup")], capture_output=True, text=True, timeout=60
     )
     assert (project / "pip-ran").exists() is installs, result.stdout + result.stderr
+    assert "making .venv anew" not in result.stdout  # made by this Python: kept
     assert (result.returncode == 0) is not installs  # the fake pip fails
     if not installs:
         assert "setup: .venv is current" in result.stdout
+
+
+def test_setup_makes_a_venv_of_an_older_python_anew(tmp_path: Path) -> None:
+    # 3.11 installed after a failed run on 3.10: the 3.10 .venv was reused ever after.
+    project = copy_of_the_project(tmp_path / "project")
+    fake_python(project / ".venv" / "bin" / "python", "3.10.13")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    new = tools / "python3"
+    new.write_text(
+        '#!/bin/sh\ncase "$1" in -V) echo "Python 3.11.9";; -c) echo 11;;\n'
+        "  -m) touch venv-made;; esac\n"  # `python3 -m venv --clear .venv`, in the project
+    )
+    new.chmod(0o755)
+    result = subprocess.run(
+        ["bash", str(project / "scripts" / "setup")], capture_output=True, text=True,
+        timeout=60, env={"PATH": f"{tools}:/usr/bin:/bin"},
+    )  # fmt: skip
+    assert "setup: making .venv anew with Python 3.11.9" in result.stdout, result.stderr
+    assert (project / "venv-made").exists()
