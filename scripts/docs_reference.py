@@ -21,7 +21,7 @@ import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
@@ -32,11 +32,13 @@ if str(ROOT) not in sys.path:  # run as a script: make the repository's `app` im
 
 from app.cli import build_parser  # noqa: E402
 from app.commandline.flags import ENV_PREFIX, EXIT_MEANINGS, RENAMED  # noqa: E402
+from app.documents import MAX_CONFIG_BYTES, MAX_SCENARIO_BYTES, size_text  # noqa: E402
 from app.extender.index import IMPLEMENTATION_ENV  # noqa: E402
 from app.kube import workload_usage as published  # noqa: E402
 from app.objects.durations import format_duration  # noqa: E402
+from app.policy import API_VERSION as POLICY_API_VERSION  # noqa: E402
 from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
-from app.rebalance.config import DeschedulerConfig  # noqa: E402
+from app.rebalance.config import MIN_INTERVAL_S, DeschedulerConfig  # noqa: E402
 from app.rebalance.outcome import SkipCode  # noqa: E402
 
 REFERENCE = ROOT / "docs" / "reference.md"
@@ -59,7 +61,30 @@ takes Go syntax (`500ms`, `90s`, `2m`, `1h30m`) or plain seconds, from 1ms to 72
 (connection timeouts from 100ms); ports lie in 1-65535 (0 turns a health port off);
 counts are whole numbers of at least 1; seeds of at least 0; addresses are IP
 addresses or host names. A bad value ends the command with one line naming the flag
-(or variable) and what is valid, a hint to `--help`, and exit code 2.
+(or variable) and what is valid, a hint to `--help`, and exit code 2. A variable's value
+is checked as the flag's would be (`LOADAWARE_EXPLAIN_OUTPUT=yaml` exits 2 as
+`-o yaml` does), and a negative value is refused as a bad value (`--reservation-ttl -5s`).
+
+Files (the policy, the descheduler configuration, `explain pod -f`'s manifest and a
+`simulate` scenario) are read under the same rules, and a file that breaks one ends
+the command with one line naming the file and the field, and exit code 2:
+
+- A file must be a regular file (not a device such as `/dev/zero`, a pipe or a folder)
+  of at most {config_limit} ({scenario_limit} for a scenario, which may hold captured
+  usage series); no more of it than that is ever read.
+- YAML: a key written twice in one mapping is an error (a second, empty `predicate:`
+  silently dropped every filter); a boolean is not a number (`weight: yes`) and a
+  number not a boolean (`dryRun: 1`).
+- Durations take Go syntax and lie from 1ms to 720h, as on the command line; `0s` only
+  where a field allows 0 (it turns that setting off). The descheduler's `interval` is at
+  least {min_interval}.
+- A policy's `apiVersion`, where given, is crane's
+  `{policy_api_version}`; a metric name is a Prometheus metric name or
+  a node annotation key (`cpu_usage_avg_5m` is both).
+
+Ctrl-C (SIGINT) ends a one-shot command (`policy check`, `explain`, `descheduler --once`,
+`simulate`, `capture`) within a second, a Prometheus query under way included, with
+exit code 130; a server or a loop stops with exit code 0.
 """
 
 OTHER_ENVIRONMENT = {
@@ -70,10 +95,11 @@ OTHER_ENVIRONMENT = {
 # What each policy field means. The generator refuses a field that has no entry here, so
 # a new field cannot ship undocumented.
 POLICY_MEANING = {
-    "apiVersion": "`scheduler.policy.crane.io/v1alpha1`, as crane writes it",
+    "apiVersion": "`scheduler.policy.crane.io/v1alpha1`, as crane writes it; no other",
     "kind": "`DynamicSchedulerPolicy`",
     "spec.syncPolicy": "the metrics the annotator copies from Prometheus, one entry each",
-    "spec.syncPolicy[].name": "metric name: the Prometheus series and the node annotation key",
+    "spec.syncPolicy[].name": "metric name: the Prometheus series and the node annotation key "
+    "(a Prometheus metric name or an annotation key)",
     "spec.syncPolicy[].period": "how often the annotator queries it; also sets how long a "
     "value stays fresh (period + 5m)",
     "spec.predicate": "filter rules: a node is rejected while a fresh value is above a limit",
@@ -300,6 +326,8 @@ def _is_duration(field: FieldInfo) -> bool:
 def _config_type(annotation: Any) -> str:
     """A field's type in words: ``number``, ``map cpu/memory → number``, ``list of strings``."""
     origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:  # a checked type (app/policy/schema.py's Number, Switch)
+        return _config_type(args[0])
     if origin in (Union, types.UnionType):
         present = [a for a in args if a is not type(None)]
         return " or ".join(_config_type(a) for a in present) + ", optional"
@@ -543,7 +571,12 @@ def render() -> str:
     saved = _without_environment()
     try:
         body = [
-            HEADER,
+            HEADER.format(
+                config_limit=size_text(MAX_CONFIG_BYTES),
+                scenario_limit=size_text(MAX_SCENARIO_BYTES),
+                min_interval=format_duration(MIN_INTERVAL_S),
+                policy_api_version=POLICY_API_VERSION,
+            ),
             *commands_section(),
             *policy_section(),
             *descheduler_config_section(),

@@ -79,7 +79,7 @@ IN_THE_ZYGOTE = (
                    "test_version_prints", "test_global_flags_are_accepted",
                    "test_a_single_run_without_the_lease", "test_old_variable_names",
                    "test_plots_without_matplotlib", "test_a_full_disk",
-                   "test_simulate_shows_progress")),
+                   "test_simulate_shows_progress", "test_a_host_never_listened_on")),
     "tests/capture/test_failure_paths.py::",
     "tests/extender/test_policy_atomic.py::test_extender_refuses_an_absurd_weight",
     "tests/extender/test_tls_and_cli.py::test_extender_refuses_to_start_with_a_broken",

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from app.documents import parse_yaml, read_file, validate
+from app.documents import MAX_SCENARIO_BYTES, parse_yaml, read_file, validate
 from app.objects import Demand, Resources, effective_demand, parse_quantity, requests_and_limits
 from app.policy import DurationS, Policy, PolicyError, default_policy, policy_from_mapping
 from app.rebalance import DeschedulerConfig, config_from_mapping
@@ -534,4 +534,4 @@ def load_scenario(name_or_path: str) -> Scenario:
             f"{name_or_path}: no such built-in scenario or file "
             f"(built-in: {', '.join(builtin_names())}; see 'loadaware simulate --list')"
         )
-    return scenario_from_yaml(*read_file(path, "scenario file", ScenarioError))
+    return scenario_from_yaml(*read_file(path, "scenario file", ScenarioError, MAX_SCENARIO_BYTES))
