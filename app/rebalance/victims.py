@@ -9,6 +9,17 @@ limits; see ``limits``).
 
 ``descheduler.alpha.kubernetes.io/prefer-no-eviction`` sorts a pod after every other
 candidate: it is evicted only when nothing else brings its node under the threshold.
+
+The autoscalers' opt-outs (``opt_out``) are honoured as they are by cluster-autoscaler
+and Karpenter, and never overridden, not even by the evict annotation:
+``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` on a pod, and
+``karpenter.sh/do-not-disrupt: "true"`` on a pod or on its node.
+
+The ordering hints a tenant sets on its own pods (prefer-no-eviction, pod-deletion-cost,
+and the QoS class its requests and limits give) are ignored for a pod that uses more
+than it requests of the resource its node is hot on (``victim_order``'s ``causer``):
+as the kubelet's node-pressure eviction ranks such pods first, a pod that makes its node
+hot cannot send the planner to its neighbours by asking to go last (docs/security.md).
 """
 
 from __future__ import annotations
@@ -22,6 +33,8 @@ from app.rebalance.config import DeschedulerConfig
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
 PREFER_NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
 
@@ -69,6 +82,19 @@ def soft_protection(
     return None
 
 
+def opt_out(pod: PodInfo, node_annotations: Mapping[str, str]) -> str | None:
+    """Why an autoscaler's opt-out keeps this pod where it is, or None. The values are
+    the autoscalers' own: cluster-autoscaler reads exactly ``"false"``, Karpenter exactly
+    ``"true"``, so a pod either of them would leave alone is left alone here too."""
+    if pod.annotations.get(SAFE_TO_EVICT_ANNOTATION) == "false":
+        return f'{SAFE_TO_EVICT_ANNOTATION}: "false" on the pod'
+    if pod.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+        return f'{DO_NOT_DISRUPT_ANNOTATION}: "true" on the pod'
+    if node_annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+        return f'{DO_NOT_DISRUPT_ANNOTATION}: "true" on its node'
+    return None
+
+
 def protection(
     pod: PodInfo, config: DeschedulerConfig, now_s: float, owned: Mapping[str, int]
 ) -> str | None:
@@ -89,18 +115,22 @@ def deletion_cost(pod: PodInfo) -> int:
 
 
 def victim_order(
-    pod: PodInfo, usage: Resources, resource: str, excess: float
+    pod: PodInfo, usage: Resources, resource: str, excess: float, *, causer: bool = False
 ) -> tuple[bool, int, int, int, tuple[int, float], float]:
     """Sort key: prefer-no-eviction last, then priority, QoS, deletion cost, how well the
     pod's usage of the most-over ``resource`` covers the ``excess`` (the smallest pod that
-    covers it alone, else the largest), youngest first."""
+    covers it alone, else the largest), youngest first.
+
+    For a ``causer`` (a pod using more than it requests of ``resource``) the tenant's
+    hints count for nothing: no prefer-no-eviction, the QoS rank of BestEffort, no
+    deletion cost."""
     amount = usage.get(resource)
     coverage = (0, amount) if amount >= excess else (1, -amount)
     return (
-        PREFER_NO_EVICTION_ANNOTATION in pod.annotations,
+        not causer and PREFER_NO_EVICTION_ANNOTATION in pod.annotations,
         pod.priority,
-        QOS_RANK.get(pod.qos, 1),
-        deletion_cost(pod),
+        0 if causer else QOS_RANK.get(pod.qos, 1),
+        0 if causer else deletion_cost(pod),
         coverage,
         -(pod.created_s or 0.0),
     )
