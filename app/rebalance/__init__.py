@@ -46,12 +46,14 @@ from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
 from app.rebalance.fit import fit_refusal
 from app.rebalance.outcome import (
     EvictionPlan,
+    HeldHot,
     NodeClass,
     NodeKind,
     PlannedEviction,
     SkipCode,
     SkippedPod,
 )
+from app.rebalance.victims import DO_NOT_DISRUPT_ANNOTATION, node_opt_out
 from app.rebalance.view import ClusterView
 
 if TYPE_CHECKING:
@@ -63,10 +65,12 @@ __all__ = [
     "ASSUMES",
     "DEFAULT_CPU_QUERY",
     "DEFAULT_MEMORY_QUERY",
+    "DO_NOT_DISRUPT_ANNOTATION",
     "ClusterView",
     "ConfigError",
     "DeschedulerConfig",
     "EvictionPlan",
+    "HeldHot",
     "NodeClass",
     "NodeKind",
     "PlannedEviction",
@@ -78,6 +82,7 @@ __all__ = [
     "config_from_yaml",
     "fit_refusal",
     "memory_window_s",
+    "node_opt_out",
     "observe_round",
     "plan",
     "previous_hot_rounds",

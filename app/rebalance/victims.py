@@ -90,8 +90,15 @@ def opt_out(pod: PodInfo, node_annotations: Mapping[str, str]) -> str | None:
         return f'{SAFE_TO_EVICT_ANNOTATION}: "false" on the pod'
     if pod.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
         return f'{DO_NOT_DISRUPT_ANNOTATION}: "true" on the pod'
-    if node_annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+    if node_opt_out(node_annotations) is not None:
         return f'{DO_NOT_DISRUPT_ANNOTATION}: "true" on its node'
+    return None
+
+
+def node_opt_out(node_annotations: Mapping[str, str]) -> str | None:
+    """Why no pod leaves this node (Karpenter's opt-out on the Node), or None."""
+    if node_annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+        return f'{DO_NOT_DISRUPT_ANNOTATION}: "true" on the node: none of its pods is evicted'
     return None
 
 
