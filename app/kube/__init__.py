@@ -19,7 +19,7 @@ from app.objects import load_on_use
 if TYPE_CHECKING:
     from app.kube.cache import WatchCache
     from app.kube.client import KubeConfigError, make_client
-    from app.kube.events import EvictionNotice, record_eviction
+    from app.kube.events import HELD_HOT_REASON, EvictionNotice, record_eviction, record_node_event
     from app.kube.eviction import EvictionOutcome, evict_pod
     from app.kube.nodes import NodeCache, NodeInfo, node_info
     from app.kube.patching import AnnotationPatcher, PatchOutcome, PatchReport, TaintWriter
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_NAME",
+    "HELD_HOT_REASON",
     "WORKLOAD_USAGE_MAX_AGE_S",
     "WORKLOAD_USAGE_NAME",
     "AnnotationPatcher",
@@ -59,6 +60,7 @@ __all__ = [
     "pod_key",
     "pod_placement",
     "record_eviction",
+    "record_node_event",
     "scheduled_pod",
 ]
 
@@ -68,7 +70,7 @@ __getattr__ = load_on_use(
     {
         "cache": ("WatchCache",),
         "client": ("KubeConfigError", "make_client"),
-        "events": ("EvictionNotice", "record_eviction"),
+        "events": ("HELD_HOT_REASON", "EvictionNotice", "record_eviction", "record_node_event"),
         "eviction": ("EvictionOutcome", "evict_pod"),
         "nodes": ("NodeCache", "NodeInfo", "node_info"),
         "patching": ("AnnotationPatcher", "PatchOutcome", "PatchReport", "TaintWriter"),

@@ -1,4 +1,6 @@
-"""The descheduler's Events: one on each evicted pod, the record for humans.
+"""The descheduler's Events: one on each evicted pod, the record for humans; and one on
+a Node the planner leaves hot because pods above their requests that cannot be evicted
+hold it (reason ``LoadAwareHeldHot``, ``node_event``).
 
 Each Event (core/v1, reason ``LoadAwareDescheduled``) says in its message, for the
 operator running ``kubectl describe pod`` or ``kubectl get events``, which node was
@@ -26,6 +28,11 @@ from app.objects import EvictionRecord
 log = logging.getLogger(__name__)
 
 REASON = "LoadAwareDescheduled"
+HELD_HOT_REASON = "LoadAwareHeldHot"
+# Kubernetes' own bound for an Event's note (events.k8s.io/v1): a longer message is cut.
+MESSAGE_BYTES = 1024
+# Node Events live in the default namespace, as the kubelet's do.
+NODE_EVENT_NAMESPACE = "default"
 COMPONENT = "loadaware-descheduler"
 _PREFIX = "descheduler.loadaware.io/"
 SOURCE_NODE = _PREFIX + "source-node"
@@ -107,6 +114,45 @@ async def record_eviction(
             "'create' on events in the pod's namespace",
             notice.record.pod_key,
             error,
+        )
+        return False
+    return True
+
+
+def node_event(node: str, reason: str, message: str, reporting_instance: str) -> Event:
+    """A Warning Event on a Node, for ``kubectl describe node``."""
+    now = datetime.now(tz=UTC)
+    text = message.encode()[:MESSAGE_BYTES].decode(errors="ignore")
+    return Event(
+        metadata=ObjectMeta(name=f"{node}.{time.time_ns():x}", namespace=NODE_EVENT_NAMESPACE),
+        involvedObject=ObjectReference(apiVersion="v1", kind="Node", name=node),
+        reason=reason,
+        message=text,
+        type="Warning",
+        action="Plan",
+        count=1,
+        firstTimestamp=now,
+        lastTimestamp=now,
+        source=EventSource(component=COMPONENT),
+        reportingComponent=COMPONENT,
+        reportingInstance=reporting_instance,
+    )
+
+
+async def record_node_event(
+    client: AsyncClient, node: str, reason: str, message: str, reporting_instance: str
+) -> bool:
+    """Create a Node Event; False (logged) when the API server refuses it."""
+    try:
+        await client.create(node_event(node, reason, message, reporting_instance))
+    except Exception as error:  # an Event must never stop the run
+        log.error(
+            "could not record the %s Event on node %s (%s); the descheduler needs 'create' "
+            "on events in the %s namespace",
+            reason,
+            node,
+            error,
+            NODE_EVENT_NAMESPACE,
         )
         return False
     return True
