@@ -53,7 +53,13 @@ from app.rebalance.outcome import (
     SkipCode,
     SkippedPod,
 )
-from app.rebalance.victims import DO_NOT_DISRUPT_ANNOTATION, node_opt_out
+from app.rebalance.victims import (
+    DO_NOT_DISRUPT_ANNOTATION,
+    NODE_HINT_VALUES,
+    POD_HINT_VALUES,
+    hints_of,
+    node_opt_out,
+)
 from app.rebalance.view import ClusterView
 
 if TYPE_CHECKING:
@@ -66,6 +72,8 @@ __all__ = [
     "DEFAULT_CPU_QUERY",
     "DEFAULT_MEMORY_QUERY",
     "DO_NOT_DISRUPT_ANNOTATION",
+    "NODE_HINT_VALUES",
+    "POD_HINT_VALUES",
     "ClusterView",
     "ConfigError",
     "DeschedulerConfig",
@@ -81,6 +89,7 @@ __all__ = [
     "config_from_mapping",
     "config_from_yaml",
     "fit_refusal",
+    "hints_of",
     "memory_window_s",
     "node_opt_out",
     "observe_round",

@@ -35,6 +35,14 @@ PREFER_NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-evict
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
+# What a replay must know of a pod (``loadaware capture`` keeps these; the simulator's
+# pods carry them), with the one value that means something, and of a Node.
+POD_HINT_VALUES = {
+    SAFE_TO_EVICT_ANNOTATION: "false",
+    DO_NOT_DISRUPT_ANNOTATION: "true",
+    PREFER_NO_EVICTION_ANNOTATION: None,  # any value: its presence counts
+}
+NODE_HINT_VALUES = {DO_NOT_DISRUPT_ANNOTATION: "true"}
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
 
@@ -80,6 +88,18 @@ def soft_protection(
     if pod.owner is not None and owned.get(pod.owner.uid, 0) < config.min_replicas:
         return f"its {pod.owner.kind} has fewer than minReplicas ({config.min_replicas}) pods"
     return None
+
+
+def hints_of(annotations: Mapping[str, str], wanted: Mapping[str, str | None]) -> dict[str, str]:
+    """The annotations of ``wanted`` that change what the descheduler does, and only
+    those: a value other than the one that counts is dropped (it means nothing), and a
+    presence-only key keeps ``"true"`` (never a tenant's free text)."""
+    kept = {}
+    for key, value in wanted.items():
+        found = annotations.get(key)
+        if found is not None and (value is None or found == value):
+            kept[key] = "true" if value is None else value
+    return kept
 
 
 def opt_out(pod: PodInfo, node_annotations: Mapping[str, str]) -> str | None:

@@ -210,3 +210,37 @@ def fresh_annotations(cluster: SimulatedCluster, node: int) -> dict[str, str]:
             int(pipeline.hot_values[node]), EPOCH_S + float(pipeline.hot_written_at_s[node])
         )
     return result
+
+
+def _opted_out(cluster: SimulatedCluster) -> int:
+    assert isinstance(cluster.rebalancer, PlannerRebalancer)
+    return sum(
+        1
+        for record in cluster.rebalancer.plans
+        for skipped in record.plan.skipped
+        if skipped.code is SkipCode.OPTED_OUT
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "annotations"),
+    [
+        ("workload", {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}),
+        ("workload", {"karpenter.sh/do-not-disrupt": "true"}),
+        ("nodes", {"karpenter.sh/do-not-disrupt": "true"}),
+    ],
+)
+def test_a_scenario_s_opt_outs_keep_its_pods_in_the_replay(
+    where: str, annotations: dict[str, str]
+) -> None:
+    """The same hot spot that the descheduler cools by evicting web pods
+    (``test_every_eviction_was_planned_by_the_real_planner_and_kept_the_pdbs``): with
+    the web pods, or every node, opted out, the replay evicts none of them."""
+    document = hot_spot()
+    if where == "nodes":
+        document["nodes"][0]["annotations"] = annotations
+    else:
+        document["workloads"][0]["annotations"] = annotations
+    cluster, run_ = run(document, "loadaware+desched")
+    assert run_.evictions == []
+    assert _opted_out(cluster) > 0
