@@ -50,7 +50,7 @@ class NodeExplanation:
     sent_here: tuple[PlannedEviction, ...]
     notes: tuple[str, ...]  # the plan's, for the whole cluster
     scheduler: SchedulerBeside = "extender"  # what the plan assumes places replacements
-    # Hot from pods above their requests that cannot be evicted (issue 42): reported,
+    # Hot from pods above their requests that stay on it (issue 42): reported,
     # not churned; and Karpenter's opt-out on the Node, which keeps every pod on it.
     held_hot: HeldHot | None = None
     opt_out: str | None = None

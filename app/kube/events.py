@@ -1,6 +1,6 @@
 """The descheduler's Events: one on each evicted pod, the record for humans; and one on
-a Node the planner leaves hot because pods above their requests that cannot be evicted
-hold it (reason ``LoadAwareHeldHot``, ``node_event``).
+a Node the planner leaves hot because pods above their requests stay on it (they cannot
+be evicted, or go nowhere) (reason ``LoadAwareHeldHot``, ``node_event``).
 
 Each Event (core/v1, reason ``LoadAwareDescheduled``) says in its message, for the
 operator running ``kubectl describe pod`` or ``kubectl get events``, which node was

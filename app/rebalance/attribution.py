@@ -13,11 +13,11 @@ source, per resource it is hot on:
   (an emptyDir, a single replica, a PDB, an opt-out) can then no longer get other
   tenants' pods evicted, nor, beside a request-based scheduler that sees the node empty
   by requests, the new pods that land there evicted the next run (docs/security.md);
-- ``held``: what the causers that cannot be evicted (protected, opted out, the last
-  Ready replica, a PodDisruptionBudget, a cooldown) use above their requests, capped at
-  the excess. A node still hot after the drain, with some held and pods within
-  their requests kept, is reported (``HeldHot``: the plan's notes, ``explain node``,
-  an Event on the Node) rather than churned.
+- a node still hot after the drain, with pods within their requests kept and pods
+  above theirs staying (they cannot be evicted: protected, opted out, the last Ready
+  replica, a PodDisruptionBudget, a cooldown; or no destination takes them), is
+  reported (``HeldHot``: the plan's notes, ``explain node``, an Event on the Node)
+  rather than churned.
 
 Only measured usage (Prometheus) says a pod is above its requests: an estimate from
 requests and limits is no evidence against a pod.
@@ -25,7 +25,7 @@ requests and limits is no evidence against a pod.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from app.objects import MEMORY, PodInfo, Resources
@@ -38,13 +38,11 @@ _NAMED = 5  # pods named in a report, the biggest first
 
 @dataclass(frozen=True, slots=True)
 class PodOnSource:
-    """A pod on a source as the drain reads it: its usage and where it came from, and why
-    it cannot be evicted in this run (None: it may be)."""
+    """A pod on a source as the drain reads it: its usage and where it came from."""
 
     pod: PodInfo
     usage: Resources
     origin: str
-    kept: str | None
 
 
 def over_requests(
@@ -70,31 +68,24 @@ class Attribution:
         resources = tuple(excess_fraction)
         excess = {r: excess_fraction[r] * allocatable.get(r) for r in resources}
         above = dict.fromkeys(resources, 0.0)
-        held = dict.fromkeys(resources, 0.0)
-        self._causers: set[str] = set()
-        holders: list[tuple[str, str, float]] = []
+        self._over: dict[str, dict[str, float]] = {}  # per causer, its amounts over
         for entry in pods:
             over = over_requests(entry.pod, entry.usage, entry.origin, resources)
             if not over:
                 continue
-            self._causers.add(entry.pod.key)
+            self._over[entry.pod.key] = over
             for resource, amount in over.items():
                 above[resource] += amount
-                if entry.kept is not None:
-                    held[resource] += amount
-                    holders.append((entry.pod.key, resource, amount))
         self.node = node
-        self.held_fraction = {
-            r: min(held[r], excess[r]) / allocatable.get(r) for r in resources
-        }
+        self._allocatable = allocatable
         self._above = above
-        self._refused = 0  # pods within their requests refused: what makes a report
         self._within_room = {r: max(0.0, excess[r] - above[r]) for r in resources}
-        self._holders = sorted(holders, key=lambda h: (-h[2], h[0], h[1]))
+        self._refused = 0  # pods within their requests refused: what makes a report
+        self._moved: set[str] = set()  # causers the plan evicts
 
     def causer(self, pod: PodInfo) -> bool:
         """Whether the pod uses more than it requests of a resource its node is hot on."""
-        return pod.key in self._causers
+        return pod.key in self._over
 
     def refusal(self, pod: PodInfo, over: Sequence[str]) -> str | None:
         """Why a pod within its requests may not be evicted now, or None: on every
@@ -108,10 +99,6 @@ class Attribution:
         ):
             return None
         self._refused += 1
-        return self._within_text(over)
-
-    def _within_text(self, over: Iterable[str]) -> str:
-        """The skip reason of a pod within its requests on this node."""
         return (
             f"within its requests: the excess of {' or '.join(over)} on {self.node} is "
             "used by pods above their requests, and pods within theirs are not moved "
@@ -119,23 +106,45 @@ class Attribution:
         )
 
     def take(self, pod: PodInfo, amount: Resources) -> None:
-        """Count a pod within its requests as relieving its usage of the room."""
+        """Count an eviction: a causer's leaves the node's report; a pod within its
+        requests uses up room."""
         if self.causer(pod):
+            self._moved.add(pod.key)
             return
         for resource in self._within_room:
             self._within_room[resource] -= amount.get(resource)
 
+    def give_back(self, pod: PodInfo, amount: Resources) -> None:
+        """Undo ``take``: the plan no longer evicts the pod."""
+        if self.causer(pod):
+            self._moved.discard(pod.key)
+            return
+        for resource in self._within_room:
+            self._within_room[resource] += amount.get(resource)
+
     def report(self, still_over: Mapping[str, float]) -> HeldHot | None:
         """The node's report when pods within their requests were kept for an excess that
-        is still there after the drain and that pods which cannot be evicted hold part
-        of; None otherwise (a DaemonSet agent above its requests on a node cooled by
-        moving other pods above theirs is no news)."""
+        is still there after the drain, and pods above their requests stay on it (they
+        cannot be evicted, or go nowhere); None otherwise (a DaemonSet agent above its
+        requests on a node cooled by moving other pods above theirs is no news)."""
         if not self._refused:
             return None
-        held = {r: f for r, f in self.held_fraction.items() if f > 0 and r in still_over}
-        if not held:
+        staying = [
+            (key, resource, amount)
+            for key, over in self._over.items()
+            if key not in self._moved
+            for resource, amount in over.items()
+            if resource in still_over
+        ]
+        if not staying:
             return None
-        pods = tuple(h for h in self._holders if h[1] in held)
+        pods = tuple(sorted(staying, key=lambda h: (-h[2], h[0], h[1])))
+        held: dict[str, float] = {}
+        for _, resource, amount in pods:
+            held[resource] = held.get(resource, 0.0) + amount
+        held = {
+            r: min(amount / self._allocatable.get(r), still_over[r]) for r, amount in held.items()
+        }
         named = ", ".join(
             f"{key} ({resource} {_amount(resource, amount)} above its requests)"
             for key, resource, amount in pods[:_NAMED]
@@ -143,9 +152,9 @@ class Attribution:
         more = f" and {len(pods) - _NAMED} more" if len(pods) > _NAMED else ""
         shares = ", ".join(f"{r} {f:.1%} of the node" for r, f in held.items())
         reason = (
-            f"hot from pods above their requests that cannot be evicted ({shares}): "
+            f"hot from pods above their requests that stay on it ({shares}): "
             f"{named}{more}; pods within their requests are not evicted to make room for "
-            "them: fix those pods' requests or their protection"
+            "them: fix those pods' requests, or what keeps them from moving"
         )
         return HeldHot(self.node, held, pods, reason)
 

@@ -63,8 +63,8 @@ class SkipCode(StrEnum):
     NOTHING_TO_MOVE = "nothing_to_move"  # uses none of the resource the node is hot on
     OTHER_RESOURCE = "other_resource"  # mostly a resource its node is not hot on
     GAIN_TOO_SMALL = "gain_too_small"  # leaves the source hot and gains under minimumGain
-    # at or within its requests, on a node whose excess is held by pods above theirs
-    # that cannot be evicted: it is not moved to make room for them (HeldHot)
+    # at or within its requests, on a node whose excess pods above theirs explain: it
+    # is not moved to make room for them (HeldHot)
     WITHIN_REQUESTS = "within_requests"
     NO_DESTINATION = "no_destination"
     # scheduler: requests | soft-taints: kube-scheduler would put the replacement back
@@ -83,13 +83,14 @@ class SkippedPod:
 
 @dataclass(frozen=True, slots=True)
 class HeldHot:
-    """A source whose excess is held by pods using more than they request that cannot be
-    evicted (protected, opted out, the last Ready replica, a PDB, ...): the planner does
-    not move its pods within their requests to make room for them, and reports it."""
+    """A source left hot by pods using more than they request that stay on it (they
+    cannot be evicted: protected, opted out, the last Ready replica, a PDB, ...; or no
+    destination takes them): the planner does not move its pods within their requests
+    to make room for them, and reports it."""
 
     node: str
-    held: Mapping[str, float]  # per resource, the share of the node those pods hold over
-    # their requests (capped at the node's excess)
+    held: Mapping[str, float]  # per resource, the share of the node those pods use over
+    # their requests (capped at what is left of the excess)
     pods: tuple[tuple[str, str, float], ...]  # (pod key, resource, amount over its request)
     reason: str
 

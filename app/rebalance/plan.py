@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
 from app.policy import Policy
 from app.rebalance.agreement import threshold_conflicts
-from app.rebalance.attribution import Attribution, PodOnSource, over_requests
+from app.rebalance.attribution import Attribution, PodOnSource
 from app.rebalance.beside import (
     ASSUMES,
     Replacements,
@@ -240,9 +240,8 @@ class _Pass:
         on_source = []
         for pod in pods:
             pod_usage_, origin = pod_usage(pod, self.sources)
-            kept = self._kept(pod, node, pod_usage_, origin, excess)
-            on_source.append(PodOnSource(pod, pod_usage_, origin, kept[1] if kept else None))
-            if kept is None or kept[0] not in (SkipCode.OPTED_OUT, SkipCode.PROTECTED):
+            on_source.append(PodOnSource(pod, pod_usage_, origin))
+            if self._kept(pod, node) is None:
                 candidates.append((pod, pod_usage_, origin))
         attribution = Attribution(node.name, node.allocatable, excess, on_source)
         excess_amount = excess[hottest] * node.allocatable.get(hottest)
@@ -295,38 +294,25 @@ class _Pass:
         small = self._gain_too_small(source, start, current, excess, len(chosen))
         if small is not None:
             self._undo(chosen, node.name, small)
+            for pod, _, amount in chosen:
+                attribution.give_back(pod, amount)
             current = start
         held = attribution.report(_excess(source, current))
         if held is not None:
             self.result.held_hot[node.name] = held
             self.result.notes.append(f"{node.name}: {held.reason}")
 
-    def _kept(
-        self,
-        pod: PodInfo,
-        node: NodeInfo,
-        amount: Resources,
-        origin: str,
-        excess: Mapping[str, float],
-    ) -> tuple[SkipCode, str] | None:
-        """Why the pod cannot be evicted in this run (an opt-out or a protection, both
-        recorded as its skip), or None. A pod above its requests is also asked the run's
-        guards now (the last Ready replica, a PDB, a cooldown): what such a pod holds
-        above its requests is then no reason to move its neighbours (``attribution``)."""
+    def _kept(self, pod: PodInfo, node: NodeInfo) -> str | None:
+        """Why the pod is never evicted (an opt-out or a protection, recorded as its
+        skip), or None."""
         opted = opt_out(pod, node.annotations)
         if opted is not None:
             self._skip(pod, node.name, SkipCode.OPTED_OUT, opted)
-            return SkipCode.OPTED_OUT, opted
+            return opted
         protected = protection(pod, self.config, self.now_s, self.owned)
         if protected is not None:
             self._skip(pod, node.name, SkipCode.PROTECTED, protected)
-            return SkipCode.PROTECTED, protected
-        if not over_requests(pod, amount, origin, tuple(excess)):
-            return None
-        refused = self.budget.why_not(pod, node.name)
-        if refused is None or refused[0] is SkipCode.EVICTION_LIMIT:
-            return None
-        return refused
+        return protected
 
     def _gain_too_small(
         self,

@@ -91,11 +91,11 @@ def test_a_node_a_protected_burner_keeps_hot_is_reported_not_churned() -> None:
     assert codes["tenant-a/burner"] is SkipCode.PROTECTED
     assert {codes[p.key] for p in others} == {SkipCode.WITHIN_REQUESTS}
     text = render_node(explanation, [])
-    assert "held hot: hot from pods above their requests that cannot be evicted" in text
+    assert "held hot: hot from pods above their requests that stay on it" in text
     assert "tenant-a/burner (cpu 5 cores above its requests)" in text
     document = json.loads(json.dumps(node_json(explanation, [])))
     assert document["heldHot"]["pods"][0]["pod"] == "tenant-a/burner"
-    assert document["heldHot"]["held"]["cpu"] == 0.25
+    assert abs(document["heldHot"]["held"]["cpu"] - 0.25) < 1e-9  # the excess, 90 % - 65 %
     assert explain_node("cool", view, config(), POLICY, NOW, {}).held_hot is None
 
 

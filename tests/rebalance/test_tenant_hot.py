@@ -76,7 +76,8 @@ def test_a_protected_burner_gets_no_neighbour_evicted(protected_by: str, schedul
     assert held.pods[0][2] == pytest.approx(4.999)  # cores above its 1m request
     assert held.held["cpu"] == pytest.approx(0.25)  # the whole excess, 90 % - 65 %
     assert "tenant-a/burner" in held.reason
-    assert any(n.startswith("hot: hot from pods above their requests") for n in result.notes)
+    assert any(n.startswith("hot: hot from pods above their requests that stay on it")
+               for n in result.notes)
 
 
 @pytest.mark.parametrize(
@@ -127,3 +128,16 @@ def test_an_estimate_is_no_evidence_against_a_pod() -> None:
     result = plan(cluster(NODES, [the_burner, *others], usage=usage), config(), POLICY, NOW, {})
     assert len(result.evictions) == 5
     assert result.held_hot == {}
+
+
+def test_a_burner_no_destination_takes_is_reported_and_its_neighbours_stay() -> None:
+    """Evictable, but too big for any destination: the neighbours are not moved in its
+    place (they would not cool what it heats), and the node says who keeps it hot."""
+    the_burner, used = burner(5.0)
+    twin = pod("burner-twin", "cool-2", namespace=TENANT, owner="burner-rs", cpu=0.001)
+    result = plan(view(the_burner, used, [*neighbours(), twin]), config(), POLICY, NOW, {})
+    assert result.evictions == []
+    codes = {s.pod_key: s.code for s in result.skipped}
+    assert codes["tenant-a/burner"] is SkipCode.NO_DESTINATION
+    assert {codes[f"tenant-b/web-{i}"] for i in range(6)} == {SkipCode.WITHIN_REQUESTS}
+    assert [key for key, _, _ in result.held_hot["hot"].pods] == ["tenant-a/burner"]
