@@ -148,9 +148,9 @@ def victim_order(
     pod's usage of the most-over ``resource`` covers the ``excess`` (the smallest pod that
     covers it alone, else the largest), youngest first.
 
-    For a ``causer`` (a pod using more than it requests of ``resource``) the tenant's
-    hints count for nothing: no prefer-no-eviction, the QoS rank of BestEffort, no
-    deletion cost."""
+    For a ``causer`` (a pod using more than it requests of a resource its node is hot
+    on, ``attribution``) the tenant's hints count for nothing: no prefer-no-eviction,
+    the QoS rank of BestEffort, no deletion cost."""
     amount = usage.get(resource)
     coverage = (0, amount) if amount >= excess else (1, -amount)
     return (
