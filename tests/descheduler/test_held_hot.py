@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport, RunResult
+from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube.events import HELD_HOT_REASON
 from app.policy import default_policy
 from app.prom.client import PrometheusSource
@@ -67,13 +68,15 @@ def seed(fake_kube: FakeKube) -> None:
     })
 
 
-def run_once(fake_kube: FakeKube, url: str, config: DeschedulerConfig) -> RunReport:
+def run_once(fake_kube: FakeKube, url: str, config: DeschedulerConfig,
+             telemetry: DeschedulerMetrics | None = None) -> RunReport:
     async def scenario() -> RunReport:
         source = PrometheusSource(PrometheusSettings(url=url, timeout_s=5.0))
         try:
             async with fake_kube.async_client() as client:
                 descheduler = Descheduler(config, default_policy(), client, source,
-                                          LoopSettings(sync_timeout_s=10.0), clock=time.time)
+                                          LoopSettings(sync_timeout_s=10.0), clock=time.time,
+                                          telemetry=telemetry)
                 report = await descheduler.run_once()
                 again = await descheduler.run_once()  # the same process, a run later
                 assert again.result is RunResult.OK, again.message
@@ -93,8 +96,13 @@ def test_a_protected_burner_gets_no_neighbour_evicted_and_one_node_event(
     fake_kube: FakeKube, prometheus_url: str
 ) -> None:
     seed(fake_kube)
-    report = run_once(fake_kube, prometheus_url, cluster.config())
+    telemetry = DeschedulerMetrics()
+    report = run_once(fake_kube, prometheus_url, cluster.config(), telemetry)
     assert report.result is RunResult.OK, report.message
+    assert telemetry.registry.get_sample_value("loadaware_descheduler_held_hot_nodes") == 1
+    skipped = telemetry.registry.get_sample_value(
+        "loadaware_descheduler_pods_skipped_total", {"reason": "within_requests"})
+    assert skipped == 2 * len(NEIGHBOURS)  # two runs
     assert report.plan is not None
     # Before the fix: four of tenant-b's pods (0.2 core each for the 0.8-core excess).
     assert fake_kube.requests("POST", EVICTIONS) == []
