@@ -74,21 +74,41 @@ def _iso(at_s: float) -> str:
 def eviction_event(notice: EvictionNotice, reporting_instance: str) -> Event:
     record = notice.record
     namespace, _, name = record.pod_key.partition("/")
-    at = datetime.fromtimestamp(record.evicted_at_s, tz=UTC)
+    uid = record.uid
+    pod = ObjectReference(apiVersion="v1", kind="Pod", namespace=namespace, name=name, uid=uid)
+    return _event(
+        pod,
+        namespace,
+        (REASON, notice.message, "Normal", "Evict"),
+        datetime.fromtimestamp(record.evicted_at_s, tz=UTC),
+        reporting_instance,
+        record_annotations(record),
+    )
+
+
+def _event(
+    involved: ObjectReference,
+    namespace: str,
+    what: tuple[str, str, str, str],
+    at: datetime,
+    reporting_instance: str,
+    annotations: dict[str, str] | None = None,
+) -> Event:
+    """An Event by loadaware's descheduler on ``involved``; ``what`` is its reason,
+    message, type and action."""
+    reason, message, kind, action = what
     return Event(
         metadata=ObjectMeta(
             # As client-go names them: the object's name and a hex timestamp.
-            name=f"{name}.{time.time_ns():x}",
+            name=f"{involved.name}.{time.time_ns():x}",
             namespace=namespace,
-            annotations=record_annotations(record),
+            annotations=annotations,
         ),
-        involvedObject=ObjectReference(
-            apiVersion="v1", kind="Pod", namespace=namespace, name=name, uid=record.uid
-        ),
-        reason=REASON,
-        message=notice.message,
-        type="Normal",
-        action="Evict",
+        involvedObject=involved,
+        reason=reason,
+        message=message,
+        type=kind,
+        action=action,
         count=1,
         firstTimestamp=at,
         lastTimestamp=at,
@@ -106,14 +126,21 @@ async def record_eviction(
     A lost Event loses that eviction's history: a later run may then move one pod too
     many from the node until its metrics catch up, which the next run corrects.
     """
+    what = f"the eviction Event for pod {notice.record.pod_key}"
+    event = eviction_event(notice, reporting_instance)
+    return await _create(client, event, what, "the pod's namespace")
+
+
+async def _create(client: AsyncClient, event: Event, what: str, where: str) -> bool:
+    """Create an Event; False (logged, naming ``what`` and ``where``) when refused."""
     try:
-        await client.create(eviction_event(notice, reporting_instance))
+        await client.create(event)
     except Exception as error:  # an Event must never stop the run
         log.error(
-            "could not record the eviction Event for pod %s (%s); the descheduler needs "
-            "'create' on events in the pod's namespace",
-            notice.record.pod_key,
+            "could not record %s (%s); the descheduler needs 'create' on events in %s",
+            what,
             error,
+            where,
         )
         return False
     return True
@@ -121,21 +148,13 @@ async def record_eviction(
 
 def node_event(node: str, reason: str, message: str, reporting_instance: str) -> Event:
     """A Warning Event on a Node, for ``kubectl describe node``."""
-    now = datetime.now(tz=UTC)
     text = message.encode()[:MESSAGE_BYTES].decode(errors="ignore")
-    return Event(
-        metadata=ObjectMeta(name=f"{node}.{time.time_ns():x}", namespace=NODE_EVENT_NAMESPACE),
-        involvedObject=ObjectReference(apiVersion="v1", kind="Node", name=node),
-        reason=reason,
-        message=text,
-        type="Warning",
-        action="Plan",
-        count=1,
-        firstTimestamp=now,
-        lastTimestamp=now,
-        source=EventSource(component=COMPONENT),
-        reportingComponent=COMPONENT,
-        reportingInstance=reporting_instance,
+    return _event(
+        ObjectReference(apiVersion="v1", kind="Node", name=node),
+        NODE_EVENT_NAMESPACE,
+        (reason, text, "Warning", "Plan"),
+        datetime.now(tz=UTC),
+        reporting_instance,
     )
 
 
@@ -143,16 +162,6 @@ async def record_node_event(
     client: AsyncClient, node: str, reason: str, message: str, reporting_instance: str
 ) -> bool:
     """Create a Node Event; False (logged) when the API server refuses it."""
-    try:
-        await client.create(node_event(node, reason, message, reporting_instance))
-    except Exception as error:  # an Event must never stop the run
-        log.error(
-            "could not record the %s Event on node %s (%s); the descheduler needs 'create' "
-            "on events in the %s namespace",
-            reason,
-            node,
-            error,
-            NODE_EVENT_NAMESPACE,
-        )
-        return False
-    return True
+    event = node_event(node, reason, message, reporting_instance)
+    where = f"the {NODE_EVENT_NAMESPACE} namespace"
+    return await _create(client, event, f"the {reason} Event on node {node}", where)
