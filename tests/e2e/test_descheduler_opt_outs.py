@@ -13,6 +13,7 @@ API:
 
 from __future__ import annotations
 
+import pytest
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Event, Pod
 
@@ -102,9 +103,13 @@ def test_pods_and_nodes_that_opt_out_are_never_evicted_while_others_are(
         assert all('do-not-disrupt: "true" on its node' in s.reason for s in hot_2)
 
 
+@pytest.mark.parametrize("scheduler", ["extender", "requests"])
 def test_a_tenants_protected_burner_gets_no_other_tenants_pod_evicted(
-    cluster: ControlPlane, namespace: str
+    cluster: ControlPlane, namespace: str, scheduler: str
 ) -> None:
+    """Beside the extender, and beside a kube-scheduler that places by requests (where
+    the burner's node looks nearly empty, so it is where new pods would land)."""
+    config = CONFIG.model_copy(update={"scheduler": scheduler})
     tenant_a = namespace
     tenant_b = cluster.namespace(f"{namespace[:50]}-b")
     cluster.make_node("hot", cpu="4", memory="16Gi", annotations=load_annotations(0.85))
@@ -123,8 +128,8 @@ def test_a_tenants_protected_burner_gets_no_other_tenants_pod_evicted(
         usage += [PodSeries(tenant_b, pod, {"app": (0.2, 100 * MIB)}, node="hot")
                   for pod in neighbours]
         with cadvisor_prometheus(usage) as prometheus_url:
-            report = run_once(cluster, prometheus_url, CONFIG)
-            again = run_once(cluster, prometheus_url, CONFIG)  # the next round: the same
+            report = run_once(cluster, prometheus_url, config)
+            again = run_once(cluster, prometheus_url, config)  # the next round: the same
         assert report.result is RunResult.OK, report.message
         assert again.result is RunResult.OK, again.message
         assert report.plan is not None
