@@ -12,7 +12,9 @@ in the order a plan is made:
 - ``convergence``: usage the samples do not show yet;
 - ``classes``: node classes; ``debounce``: the consecutive hot rounds kept between
   runs, for the descheduler's memory and the simulator alike;
-- ``victims``: protections and order;
+- ``victims``: protections, the autoscalers' opt-outs and order;
+- ``attribution``: a source's excess attributed to the pods above their requests
+  (what pods within theirs may relieve, and the node's report when they may not);
 - ``fit``: node selector, affinity, taints; ``placement``: inter-pod affinity and
   topology spread for a replacement;
 - ``destinations``: where an evicted pod can go;
