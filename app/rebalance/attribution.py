@@ -19,8 +19,9 @@ source, per resource it is hot on:
   reported (``HeldHot``: the plan's notes, ``explain node``, an Event on the Node)
   rather than churned.
 
-Only measured usage (Prometheus) says a pod is above its requests: an estimate from
-requests and limits is no evidence against a pod.
+Only measured usage (Prometheus) says a pod is above its requests, and only by more than
+``CAUSE_MARGIN`` (25 %): an estimate from requests and limits is no evidence against a
+pod, and a pod sized to its use wobbles a little above its requests.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ from app.objects import MEMORY, PodInfo, Resources
 from app.rebalance.outcome import HeldHot
 
 MEASURED = "prometheus"  # the usage source whose answer is evidence (``usage.MeasuredUsage``)
+# How far above its requests a pod must be to count as a cause: a pod sized to its use
+# wobbles around its requests (a 5-minute rate, a working set), and a tenant must not
+# get its neighbours evicted because they use a few per cent more than they asked for.
+# A pod that requests nothing of a resource and uses some of it is a cause.
+CAUSE_MARGIN = 0.25
 _ROUNDING = 1e-9  # amounts of a resource below this are nothing
 _NAMED = 5  # pods named in a report, the biggest first
 
@@ -48,11 +54,15 @@ class PodOnSource:
 def over_requests(
     pod: PodInfo, usage: Resources, origin: str, resources: Sequence[str]
 ) -> dict[str, float]:
-    """What the pod uses above its requests, per resource of ``resources`` where it does."""
+    """What the pod uses above its requests, per resource of ``resources`` where it uses
+    more than ``CAUSE_MARGIN`` above them."""
     if origin != MEASURED:
         return {}
-    over = {r: usage.get(r) - pod.requests.get(r) for r in resources}
-    return {r: amount for r, amount in over.items() if amount > _ROUNDING}
+    return {
+        r: usage.get(r) - pod.requests.get(r)
+        for r in resources
+        if usage.get(r) > pod.requests.get(r) * (1 + CAUSE_MARGIN) + _ROUNDING
+    }
 
 
 class Attribution:

@@ -141,3 +141,20 @@ def test_a_burner_no_destination_takes_is_reported_and_its_neighbours_stay() -> 
     assert codes["tenant-a/burner"] is SkipCode.NO_DESTINATION
     assert {codes[f"tenant-b/web-{i}"] for i in range(6)} == {SkipCode.WITHIN_REQUESTS}
     assert [key for key, _, _ in result.held_hot["hot"].pods] == ["tenant-a/burner"]
+
+
+def test_neighbours_a_little_above_their_requests_are_not_its_victims() -> None:
+    """Most pods use a little more than they request (a 5-minute rate wobbles): up to
+    25 % above their requests they count as within them, and do not move for the
+    burner; a pod well above its requests is a cause of its own and may."""
+    the_burner, used = burner(5.0, local_storage=True)
+    others = neighbours()
+    usage = {p.key: Resources(0.6, GI) for p in others}  # 20 % above their 500m each
+    usage[the_burner.key] = used
+    result = plan(cluster(NODES, [the_burner, *others], usage=usage), config(), POLICY, NOW, {})
+    assert result.evictions == []  # before the fix: five of them
+    codes = {s.pod_key: s.code for s in result.skipped}
+    assert {codes[p.key] for p in others if p.node_name == "hot"} == {SkipCode.WITHIN_REQUESTS}
+    usage = {**usage, "tenant-b/web-0": Resources(1.5, GI)}  # three times its request
+    result = plan(cluster(NODES, [the_burner, *others], usage=usage), config(), POLICY, NOW, {})
+    assert [e.pod.key for e in result.evictions] == ["tenant-b/web-0"]
