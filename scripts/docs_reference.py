@@ -40,6 +40,13 @@ from app.policy import API_VERSION as POLICY_API_VERSION  # noqa: E402
 from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
 from app.rebalance.config import MIN_INTERVAL_S, DeschedulerConfig  # noqa: E402
 from app.rebalance.outcome import SkipCode  # noqa: E402
+from app.rebalance.victims import (  # noqa: E402
+    DELETION_COST_ANNOTATION,
+    DO_NOT_DISRUPT_ANNOTATION,
+    EVICT_ANNOTATION,
+    PREFER_NO_EVICTION_ANNOTATION,
+    SAFE_TO_EVICT_ANNOTATION,
+)
 
 REFERENCE = ROOT / "docs" / "reference.md"
 
@@ -403,6 +410,24 @@ def descheduler_config_section() -> list[str]:
         "| field | type | default | meaning |",
         "|---|---|---|---|",
         *_config_rows(DeschedulerConfig, ""),
+        "",
+        "Annotations it honours on pods and Nodes, whatever the configuration says (skip",
+        "codes in `docs/troubleshooting.md`):",
+        "",
+        "| annotation | on | effect |",
+        "|---|---|---|",
+        f"| `{SAFE_TO_EVICT_ANNOTATION}: \"false\"` | pod | never evicted (`opted_out`), "
+        "as cluster-autoscaler leaves it; not overridden by the evict annotation |",
+        f"| `{DO_NOT_DISRUPT_ANNOTATION}: \"true\"` | pod or Node | never evicted, nor any "
+        "pod of such a Node (`opted_out`), as Karpenter leaves them |",
+        f"| `{PREFER_NO_EVICTION_ANNOTATION}` (any value) | pod | evicted only when nothing "
+        "else on its node reaches targetThresholds; ignored on a pod that uses more than it "
+        "requests of the resource its node is hot on |",
+        f"| `{DELETION_COST_ANNOTATION}` | pod | a higher cost goes later among pods of "
+        "equal priority and QoS; ignored like prefer-no-eviction |",
+        f"| `{EVICT_ANNOTATION}` (any value) | pod | evictable past the soft protections "
+        "(local storage, PVCs, bare pods, priority, minPodAge, minReplicas), as in "
+        "descheduler |",
     ]
     return [*lines, ""]
 
@@ -456,6 +481,11 @@ SKIP_MEANING = {
     "the replacement back on its node",
     "hot_landing": "beside a stock kube-scheduler, the nodes it would choose among for the "
     "replacement are, on average, made hotter than the eviction cools the source",
+    "opted_out": "the pod (`cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"`, "
+    "`karpenter.sh/do-not-disrupt: \"true\"`) or its Node (`karpenter.sh/do-not-disrupt: "
+    "\"true\"`) opts out of disruption",
+    "within_requests": "the pod uses no more than it requests, and the node's excess comes "
+    "from pods above their requests that stay on it (`held hot`)",
     "already_evicted": "evicted earlier in this run or recorded in the memory",
     "recheck": "the live re-check just before the eviction call refused it",
 }

@@ -57,6 +57,9 @@ class NodeGroup(_Strict):
     names: tuple[str, ...] | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[dict[str, str], ...] = ()
+    # The Nodes' annotations the descheduler honours (Karpenter's
+    # ``karpenter.sh/do-not-disrupt: "true"``: no pod leaves such a node).
+    annotations: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_name_per_node(self) -> NodeGroup:
@@ -255,6 +258,11 @@ class Workload(_Strict):
     placement: tuple[str, ...] = ()
     # Replica counts over time (kube-state-metrics); step-hold from each ``at``.
     replica_history: tuple[ReplicaCount, ...] = Field((), alias="replicaHistory")
+    # Its pods' annotations, as the descheduler reads them: the opt-outs
+    # (``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"``,
+    # ``karpenter.sh/do-not-disrupt: "true"``) and ordering hints
+    # (``descheduler.alpha.kubernetes.io/prefer-no-eviction``).
+    annotations: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _placement_and_history(self) -> Workload:
