@@ -271,7 +271,8 @@ class Annotator:
                 # estimate rests on the same document); else requests and limits alone.
                 usage = self.workload_usage
                 observed = usage.observed(now_s) if usage is not None else None
-                recent = self.recent.by_node(now_s, observed) if self.recent else None
+                measured = usage.measured(now_s) if usage is not None else None
+                recent = self.recent.by_node(now_s, observed, measured) if self.recent else None
                 await self.soft_taints.run_round(self.nodes.nodes, self.policy, recent)
             except Exception:
                 log.exception("a soft-taint round failed unexpectedly; retrying next round")

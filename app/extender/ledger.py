@@ -19,7 +19,15 @@ Two sources feed a node's addition (README "Burst-aware estimation"):
 reservation) whose workload's pods are observed to use far more than it declares is
 estimated at what they use (``app.load.estimate_scheduled``; ``observed``, from
 ``app.extender.workload_usage``). When that changes, ``reprice`` and a recompute of
-every ``tracked_nodes`` node redo every estimate resting on it.
+every ``tracked_nodes`` node redo every estimate resting on it. The raise is bounded
+(``app.load.estimate``, "Bounds"; issue 42): a pod takes one of its workload's raises
+when it is reserved or bound, only while fewer of the workload's pods hold one than
+the annotator measured running (``measured``), and holds it until it leaves the ledger,
+``maxAge`` passes, or its grace ends without its containers started
+(``started_in_grace``); ``reprice`` hands them out again in binding order
+(``bounded_raises``, the one rule the annotator and the simulator use too).
+``raise_left`` tells the pod in hand's estimate (``app.extender.verbs``) whether it
+would get one.
 
 **What an estimate rests on** (issue 28, attack 1; ``app.load.estimate.Evidence``): a
 pod reserved here and then bound is ``scored``; one the watch saw pending and then
@@ -47,8 +55,20 @@ from dataclasses import dataclass
 
 from app.extender.defaults import RESERVATION_TTL_S
 from app.extender.pricing import Fractions, Pricing
-from app.load import Evidence, counts, estimate_with_evidence, unsampled_fractions
-from app.objects import ZERO, Demand, Resources, ScheduledPod
+from app.load import (
+    MIN_MEASURED_PODS,
+    START_GRACE_S,
+    Evidence,
+    PlacedPod,
+    bounded_raises,
+    counts,
+    estimate_with_evidence,
+    raise_end_s,
+    raises,
+    started_in_grace,
+    unsampled_fractions,
+)
+from app.objects import ZERO, Demand, Resources, ScheduledPod, requests_and_limits
 from app.policy import EstimationPolicy, Policy
 
 DEFAULT_RESERVATION_TTL_S = RESERVATION_TTL_S
@@ -96,14 +116,22 @@ class _Bound:
     bound_at_s: float
     evidence: Evidence
     workload: str | None = None
+    started_at_s: float | None = None
 
 
 Observed = Callable[[str | None], Resources | None]
 """A workload's observed per-pod usage (``app.extender.workload_usage``); None: none."""
 
+Measured = Callable[[str], int]
+"""How many of a workload's running pods its published usage was measured on."""
+
 
 def _nothing_observed(_workload: str | None) -> Resources | None:
     return None
+
+
+def _none_measured(_workload: str) -> int:
+    return 0
 
 
 @dataclass(slots=True)  # not frozen: one is made per reservation, on the only thread
@@ -192,6 +220,9 @@ class Ledger:
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
         self._pricing = Pricing(policy)
         self.observed: Observed = _nothing_observed
+        self.measured: Measured = _none_measured
+        # workload -> pod (namespace/name) -> when its raise ends (``raise_end_s``)
+        self._raises: dict[str, dict[str, float]] = {}
 
     def tracked_nodes(self) -> list[str]:
         """Every node with a pod bound within maxAge or a live reservation."""
@@ -226,10 +257,21 @@ class Ledger:
         affected: set[str] = set()
         if old_node is not None and old_node != new_node:
             pods = self._bound.get(old_node)
-            if pods is not None and pods.pop(key, None) is not None:
+            gone = pods.pop(key, None) if pods is not None else None
+            if pods is not None and gone is not None:
                 affected.add(old_node)
+                self._release(gone.workload, key)
                 if not pods:
                     del self._bound[old_node]
+        elif (
+            old_node is not None
+            and new is not None
+            and new.started_at_s is not None
+            and old is not None
+            and old.started_at_s is None
+        ):
+            self._started(key, old_node, new.started_at_s)
+            affected.add(old_node)
         if new is not None and new_node is not None and new_node != old_node:
             reservation = self._end(new.uid)
             if reservation is not None:
@@ -243,16 +285,119 @@ class Ledger:
                 else:
                     evidence = Evidence.PLACED  # first seen on its node
                 pod = _Bound(
-                    new.requests, new.limits, min(new.bound_at_s, now_s), evidence, new.workload
+                    new.requests,
+                    new.limits,
+                    min(new.bound_at_s, now_s),
+                    evidence,
+                    new.workload,
+                    new.started_at_s,
                 )
                 self._bound.setdefault(new_node, {})[key] = pod
+                self._hold(key, pod, now_s, reservation is not None)
                 affected.add(new_node)
+            elif reservation is not None:
+                self._release(reservation.workload, reservation.pod)
         elif new is None and old is not None and old.node is None:
             reservation = self._end(old.uid)  # deleted before it was bound
             if reservation is not None:
                 affected.add(reservation.node)
+                self._release(reservation.workload, reservation.pod)
                 self._on_end("dropped")
         return affected
+
+    # -- the bounded raise (module doc) -------------------------------------------
+
+    def raise_left(self, workload: str, now_s: float) -> bool:
+        """Whether a pod of ``workload`` placed now would take one of its raises."""
+        cap = self.measured(workload)
+        if cap < MIN_MEASURED_PODS:
+            return False
+        holders = self._raises.get(workload)
+        if holders is None or len(holders) < cap:
+            return True
+        for pod in [pod for pod, end_s in holders.items() if end_s <= now_s]:
+            del holders[pod]
+        return len(holders) < cap
+
+    def _take(self, workload: str | None, pod: str, end_s: float, now_s: float) -> bool:
+        """Give ``pod`` one of its workload's raises until ``end_s``, if one is left."""
+        if workload is None or not self.raise_left(workload, now_s):
+            return False
+        self._raises.setdefault(workload, {})[pod] = end_s
+        return True
+
+    def _holds(self, workload: str | None, pod: str) -> bool:
+        holders = self._raises.get(workload) if workload is not None else None
+        return holders is not None and pod in holders
+
+    def _release(self, workload: str | None, pod: str) -> None:
+        holders = self._raises.get(workload) if workload is not None else None
+        if holders is not None and holders.pop(pod, None) is not None and not holders:
+            del self._raises[workload]  # type: ignore[arg-type]
+
+    def _hold(self, key: str, pod: _Bound, now_s: float, reserved: bool) -> None:
+        """A pod just bound keeps the raise its reservation held (until its own end), or
+        takes one if its estimate rises and one is left."""
+        settings = self._policy().spec.estimation
+        observed = self.observed(pod.workload)
+        placed = _placed(pod, observed)
+        end_s = raise_end_s(placed, settings)
+        if reserved and self._holds(pod.workload, key):
+            self._raises[pod.workload][key] = end_s  # type: ignore[index]
+            return
+        if pod.evidence is not Evidence.PLACED and raises(
+            pod.requests, pod.limits, observed, settings
+        ):
+            self._take(pod.workload, key, end_s, now_s)
+
+    def _started(self, key: str, node: str, started_at_s: float) -> None:
+        pods = self._bound.get(node)
+        pod = pods.get(key) if pods is not None else None
+        if pods is None or pod is None:
+            return
+        pod = pods[key] = _Bound(
+            pod.requests, pod.limits, pod.bound_at_s, pod.evidence, pod.workload, started_at_s
+        )
+        if self._holds(pod.workload, key):
+            settings = self._policy().spec.estimation
+            end_s = raise_end_s(_placed(pod, None), settings)
+            self._raises[pod.workload][key] = end_s  # type: ignore[index]
+
+    def _raised(self, key: str, pod: _Bound, now_s: float) -> Resources | None:
+        """What a bound pod's estimate may be raised to now: its workload's usage while
+        it holds a raise and its grace allows (``started_in_grace``)."""
+        if not self._holds(pod.workload, key):
+            return None
+        if not started_in_grace(pod.bound_at_s, pod.started_at_s, now_s):
+            return None
+        return self.observed(pod.workload)
+
+    def _regrant(self, now_s: float) -> None:
+        """Hand the raises out again, in binding order, to every pod bound within
+        ``maxAge`` and every live reservation (``bounded_raises``): after a change of
+        what the workloads use or how many pods they were measured on."""
+        settings = self._policy().spec.estimation
+        members: list[tuple[str | None, PlacedPod]] = []
+        keys: list[str] = []
+        for pods in self._bound.values():
+            for key, pod in pods.items():
+                members.append((pod.workload, _placed(pod, self.observed(pod.workload))))
+                keys.append(key)
+        for reservation in self._reservations.values():
+            requests, limits = requests_and_limits(reservation.demand)
+            observed = self.observed(reservation.workload)
+            placed = PlacedPod(
+                requests, limits, reservation.made_at_s, Evidence.SCORED, observed, None
+            )
+            members.append((reservation.workload, placed))
+            keys.append(reservation.pod)
+        measured = {w: self.measured(w) for w, _ in members if w is not None}
+        self._raises = {}
+        for (workload, _), key, placed in zip(
+            members, keys, bounded_raises(members, measured, now_s, settings), strict=True
+        ):
+            if workload is not None and placed.observed is not None:
+                self._raises.setdefault(workload, {})[key] = raise_end_s(placed, settings)
 
     def reserve(
         self,
@@ -271,7 +416,14 @@ class Ledger:
         previous = self._reservations.get(uid)
         if previous is not None and previous.node == node:
             return None, _NO_NODES
-        usage, fractions = self._pricing.reservation(demand, node, self.observed(workload))
+        observed = self.observed(workload)
+        if observed is not None and not self._holds(workload, pod):
+            settings = self._policy().spec.estimation
+            if not raises(*requests_and_limits(demand), observed, settings) or not self._take(
+                workload, pod, now_s + START_GRACE_S, now_s
+            ):
+                observed = None
+        usage, fractions = self._pricing.reservation(demand, node, observed)
         reservation = self._reservations[uid] = Reservation(
             uid, pod, node, demand, now_s, usage, workload=workload
         )
@@ -287,7 +439,10 @@ class Ledger:
     def cancel(self, uid: str) -> tuple[str, ...]:
         """End a pod's reservation without a result (it was refused); its node, if any."""
         reservation = self._end(uid)
-        return _NO_NODES if reservation is None else (reservation.node,)
+        if reservation is None:
+            return _NO_NODES
+        self._release(reservation.workload, reservation.pod)
+        return (reservation.node,)
 
     def _end(self, uid: str) -> Reservation | None:
         reservation = self._reservations.pop(uid, None)
@@ -302,12 +457,13 @@ class Ledger:
         if not on_node.live:
             del self._reserved[node]  # its sums go with it: exactly zero, free of rounding
 
-    def reprice(self) -> list[str]:
+    def reprice(self, now_s: float) -> list[str]:
         """Re-estimate every reservation under the current policy and workload usage;
         return the nodes that hold one. Call it after every policy change and every
         change of the workload usage: the memo of estimates is cleared here, not checked
         on every reservation."""
         settings = self._policy().spec.estimation
+        self._regrant(now_s)
         # Every estimate first, then the swap: a failure leaves the reservations as they were.
         estimates = {
             node: self._estimates(on_node, settings) for node, on_node in self._reserved.items()
@@ -329,7 +485,9 @@ class Ledger:
                     reservation.demand,
                     reservation.node,
                     settings,
-                    self.observed(reservation.workload),
+                    self.observed(reservation.workload)
+                    if self._holds(reservation.workload, reservation.pod)
+                    else None,
                 ),
             )
             for reservation in on_node
@@ -348,10 +506,13 @@ class Ledger:
             total = reserved.total()
             changes_at_s = reserved.oldest().made_at_s + self.ttl_s
         allocatable = self._pricing.allocatable_or_zero(node)
-        for pod in self._bound.get(node, {}).values():
+        for key, pod in self._bound.get(node, {}).items():
             if counts(pod.bound_at_s, sample_at_s, now_s, settings):
-                total = total + _bound_usage(pod, settings, allocatable, self.observed)
+                observed = self._raised(key, pod, now_s)
+                total = total + _bound_usage(pod, settings, allocatable, observed)
                 changes_at_s = min(changes_at_s, pod.bound_at_s + settings.max_age_s)
+                if observed is not None and pod.started_at_s is None:
+                    changes_at_s = min(changes_at_s, pod.bound_at_s + START_GRACE_S)
         if not settings.enabled or total == ZERO:
             return Addition(sample_at_s, {}, changes_at_s)
         fractions = unsampled_fractions((total,), allocatable)
@@ -361,7 +522,7 @@ class Ledger:
         pods = self._bound.get(node)
         if pods is not None:
             for key in [k for k, pod in pods.items() if now_s - pod.bound_at_s >= max_age_s]:
-                del pods[key]
+                self._release(pods.pop(key).workload, key)
             if not pods:
                 del self._bound[node]
         reserved = self._reserved.get(node)
@@ -370,6 +531,7 @@ class Ledger:
             if now_s < oldest.made_at_s + self.ttl_s:
                 break
             self._end(oldest.uid)
+            self._release(oldest.workload, oldest.pod)
             self._on_end("dropped")
             reserved = self._reserved.get(node)
 
@@ -384,7 +546,7 @@ class Ledger:
                 key,
                 pod.evidence.value,
                 pod.bound_at_s,
-                _bound_usage(pod, settings, allocatable, self.observed),
+                _bound_usage(pod, settings, allocatable, self._raised(key, pod, now_s)),
                 node,
             )
             for key, pod in self._bound.get(node, {}).items()
@@ -412,8 +574,14 @@ class Ledger:
 
 
 def _bound_usage(
-    pod: _Bound, settings: EstimationPolicy, allocatable: Resources, observed: Observed
+    pod: _Bound, settings: EstimationPolicy, allocatable: Resources, observed: Resources | None
 ) -> Resources:
     return estimate_with_evidence(
-        pod.requests, pod.limits, pod.evidence, settings, allocatable, observed(pod.workload)
+        pod.requests, pod.limits, pod.evidence, settings, allocatable, observed
+    )
+
+
+def _placed(pod: _Bound, observed: Resources | None) -> PlacedPod:
+    return PlacedPod(
+        pod.requests, pod.limits, pod.bound_at_s, pod.evidence, observed, pod.started_at_s
     )

@@ -15,11 +15,13 @@ grants it to write; the extender raises its estimate of a pod of that workload t
 The document::
 
     {"version": 1, "publishedAt": 1700000000.0,
-     "workloads": {"shop/Deployment/web": [0.71, 5.3e8], ...}}
+     "workloads": {"shop/Deployment/web": [0.71, 5.3e8, 12], ...}}
 
-with CPU in cores and memory in bytes. At most ``MAX_WORKLOADS`` workloads are kept,
-those with the most running pods first, so the object stays far below a ConfigMap's
-1 MiB (about 60 bytes a workload).
+with CPU in cores, memory in bytes, and how many running pods were measured (the
+bounds on the raise, ``app.load.estimate``: no more of a workload's pods raised at
+once; an entry without the count, as an older annotator wrote it, raises nothing).
+At most ``MAX_WORKLOADS`` workloads are kept, those with the most running pods
+first, so the object stays far below a ConfigMap's 1 MiB (about 60 bytes a workload).
 
 Reading is defensive (an operator may edit it, or a bug write garbage): a workload
 whose key is not ``namespace/Kind/name`` or whose values are not two finite numbers in
@@ -36,7 +38,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -53,6 +55,7 @@ DEFAULT_NAME = WORKLOAD_USAGE_NAME
 MAX_WORKLOADS = 5000
 MAX_CPU_CORES = 1024.0  # no node has more; a pod's usage beyond it is garbage
 MAX_MEMORY_BYTES = 64 * 2.0**40  # 64 TiB
+MAX_PODS = 1_000_000  # pods measured per workload: more is garbage, cut here
 FUTURE_SLACK_S = 60.0  # clocks disagree a little; more than this ahead is not trusted
 DEFAULT_MAX_AGE_S = WORKLOAD_USAGE_MAX_AGE_S
 # namespace (a DNS label) / Kind / name (at most 253 characters)
@@ -69,19 +72,21 @@ class PublishedUsage:
 
     published_at_s: float
     workloads: Mapping[str, Resources]
+    # per workload, how many running pods were measured (0: not said)
+    pods: Mapping[str, int] = field(default_factory=dict)
 
     def observed(self, workload: str | None) -> Resources | None:
         return self.workloads.get(workload) if workload is not None else None
 
 
-def encode(workloads: Iterable[tuple[str, Resources]], now_s: float) -> str:
-    """The document for ``workloads`` (most important first: the first
-    ``MAX_WORKLOADS`` are kept), published at ``now_s``."""
+def encode(workloads: Iterable[tuple[str, Resources, int]], now_s: float) -> str:
+    """The document for ``workloads`` (key, one pod's usage, pods measured; most
+    important first: the first ``MAX_WORKLOADS`` are kept), published at ``now_s``."""
     kept: dict[str, list[float]] = {}
-    for key, usage in workloads:
+    for key, usage, pods in workloads:
         if len(kept) >= MAX_WORKLOADS:
             break
-        kept[key] = [round(usage.cpu_cores, 6), round(usage.memory_bytes)]
+        kept[key] = [round(usage.cpu_cores, 6), round(usage.memory_bytes), pods]
     document = {"version": VERSION, "publishedAt": now_s, "workloads": kept}
     return json.dumps(document, separators=(",", ":"))
 
@@ -105,6 +110,7 @@ def decode(text: str, now_s: float) -> tuple[PublishedUsage, int]:
     if not isinstance(entries, dict):
         raise WorkloadUsageUnreadable("workloads is not a map")
     workloads: dict[str, Resources] = {}
+    pods: dict[str, int] = {}
     skipped = 0
     for key, value in entries.items():
         usage = _usage(value)
@@ -112,7 +118,9 @@ def decode(text: str, now_s: float) -> tuple[PublishedUsage, int]:
             skipped += 1
             continue
         workloads[key] = usage
-    return PublishedUsage(published_at_s, MappingProxyType(workloads)), skipped
+        pods[key] = _pods(value)
+    published = PublishedUsage(published_at_s, MappingProxyType(workloads), MappingProxyType(pods))
+    return published, skipped
 
 
 def _finite(value: Any) -> float | None:
@@ -122,7 +130,7 @@ def _finite(value: Any) -> float | None:
 
 
 def _usage(value: Any) -> Resources | None:
-    if not isinstance(value, list) or len(value) != 2:
+    if not isinstance(value, list) or len(value) not in (2, 3):
         return None
     cpu, memory = _finite(value[0]), _finite(value[1])
     if cpu is None or memory is None:
@@ -130,6 +138,14 @@ def _usage(value: Any) -> Resources | None:
     if not (0 <= cpu <= MAX_CPU_CORES and 0 <= memory <= MAX_MEMORY_BYTES):
         return None
     return Resources(cpu, memory)
+
+
+def _pods(value: list[Any]) -> int:
+    """The entry's count of measured pods; 0 where it has none or a bad one."""
+    pods = value[2] if len(value) == 3 else 0
+    if isinstance(pods, bool) or not isinstance(pods, int):
+        return 0
+    return min(max(pods, 0), MAX_PODS)
 
 
 class WorkloadUsageStore(OwnConfigMapStore):
@@ -151,7 +167,7 @@ class WorkloadUsageStore(OwnConfigMapStore):
         return decode((stored.data or {}).get(USAGE_KEY, ""), now_s)
 
     async def publish(
-        self, workloads: Iterable[tuple[str, Resources]], now_s: float
+        self, workloads: Iterable[tuple[str, Resources, int]], now_s: float
     ) -> PublishedUsage:
         """Write the document (replace, or create the object on first use) and return
         it as a reader decodes it (rounded, cut at ``MAX_WORKLOADS``); raises what the
