@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from app.load import Evidence, PlacedPod, bounded_raises, hot_value_from_bindings
+from app.load import Evidence, PlacedPod, bounded_raises, hot_value_from_bindings, raises_left
 from app.objects import PodPlacement, Resources
 from app.policy import EstimationPolicy, HotValuePolicy
 
@@ -132,6 +132,30 @@ class RecentPods:
         of its workload is ``observed`` to use where it holds one of the workload's
         raises (``app.load.bounded_raises`` over ``measured``, the pods each workload's
         usage was measured on), else nothing: the requests-based estimate."""
+        nodes: dict[str, list[PlacedPod]] = {}
+        for node, _workload, pod in self._bounded(now_s, observed, measured):
+            nodes.setdefault(node, []).append(pod)
+        return nodes
+
+    def raises_left(
+        self,
+        now_s: float,
+        observed: Observed | None = None,
+        measured: Mapping[str, int] | None = None,
+    ) -> int:
+        """How many more pods of the workloads whose pods hold a raise now would take
+        one (``app.load.raises_left``, summed): the soft-taint rule's bound on the next
+        pod."""
+        if observed is None:
+            return 0
+        bounded = [
+            (workload, pod) for _node, workload, pod in self._bounded(now_s, observed, measured)
+        ]
+        return sum(raises_left(bounded, measured or {}, now_s, self._estimation).values())
+
+    def _bounded(
+        self, now_s: float, observed: Observed | None, measured: Mapping[str, int] | None
+    ) -> list[tuple[str, str | None, PlacedPod]]:
         self.prune(now_s)
         pods: list[tuple[str | None, PlacedPod]] = []
         where: list[str] = []
@@ -143,10 +167,10 @@ class RecentPods:
             bounded = bounded_raises(pods, measured or {}, now_s, self._estimation)
         else:
             bounded = [pod for _, pod in pods]
-        nodes: dict[str, list[PlacedPod]] = {}
-        for node, pod in zip(where, bounded, strict=True):
-            nodes.setdefault(node, []).append(pod)
-        return nodes
+        return [
+            (node, workload, pod)
+            for node, (workload, _), pod in zip(where, pods, bounded, strict=True)
+        ]
 
     def __len__(self) -> int:
         return len(self._pods)

@@ -290,6 +290,22 @@ def bounded_raises(
     return out
 
 
+def raises_left(
+    bounded: Sequence[tuple[str | None, PlacedPod]],
+    measured: Mapping[str, int],
+    now_s: float,
+    settings: EstimationPolicy,
+) -> dict[str, int]:
+    """Per workload with a raise held in ``bounded`` (what ``bounded_raises`` returned,
+    each with its workload), how many more of its pods placed at ``now_s`` would take
+    one: the soft-taint rule's next pod is such a pod (``app.load.taints``)."""
+    held: dict[str, int] = {}
+    for workload, pod in bounded:
+        if workload is not None and pod.observed is not None and raise_end_s(pod, settings) > now_s:
+            held[workload] = held.get(workload, 0) + 1
+    return {workload: max(0, measured.get(workload, 0) - count) for workload, count in held.items()}
+
+
 def raise_end_s(pod: PlacedPod, settings: EstimationPolicy) -> float:
     """When a pod's raise ends: at ``maxAge``, or at the end of its grace unless its
     containers started within it (a pod not started yet holds it until then)."""
