@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.extender.defaults import RESERVATION_TTL_S
 from app.extender.pricing import Fractions, Pricing
@@ -83,6 +83,7 @@ class Contribution:
     since_s: float  # bound at, or reserved at
     usage: Resources
     node: str = ""
+    raised_by: Resources = ZERO  # of ``usage``, what its workload's usage adds
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,8 @@ class PodEstimate:
 
     contribution: Contribution
     fractions: Mapping[str, float]
+    # of ``fractions``, what its workload's usage adds (``Contribution.raised_by``)
+    raise_fractions: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def share(self) -> float:
@@ -541,20 +544,26 @@ class Ledger:
         """The pods behind a node's addition, for ``/debug/nodes/{name}``."""
         settings = self._policy().spec.estimation
         allocatable = self._pricing.allocatable_or_zero(node)
-        found = [
-            Contribution(
-                key,
-                pod.evidence.value,
-                pod.bound_at_s,
-                _bound_usage(pod, settings, allocatable, self._raised(key, pod, now_s)),
-                node,
+        found: list[Contribution] = []
+        for key, pod in self._bound.get(node, {}).items():
+            if not counts(pod.bound_at_s, sample_at_s, now_s, settings):
+                continue
+            observed = self._raised(key, pod, now_s)
+            estimate = _bound_usage(pod, settings, allocatable, observed)
+            raised_by = ZERO
+            if observed is not None:
+                raised_by = estimate - _bound_usage(pod, settings, allocatable, None)
+            found.append(
+                Contribution(key, pod.evidence.value, pod.bound_at_s, estimate, node, raised_by)
             )
-            for key, pod in self._bound.get(node, {}).items()
-            if counts(pod.bound_at_s, sample_at_s, now_s, settings)
-        ]
         reserved = self._reserved.get(node)
         if reserved is not None:
-            found += [Contribution(r.pod, "reserved", r.made_at_s, r.usage, node) for r in reserved]
+            for r in reserved:
+                raised_by = ZERO
+                if self._holds(r.workload, r.pod):
+                    base = self._pricing.usage(r.demand, node, settings, None)
+                    raised_by = r.usage - base
+                found.append(Contribution(r.pod, "reserved", r.made_at_s, r.usage, node, raised_by))
         return found
 
     def estimates(
@@ -568,7 +577,8 @@ class Ledger:
             allocatable = self._pricing.allocatable_or_zero(node)
             for contribution in self.contributions(node, sample_at(node), now_s):
                 fractions = unsampled_fractions((contribution.usage,), allocatable)
-                found.append(PodEstimate(contribution, fractions))
+                raised = unsampled_fractions((contribution.raised_by,), allocatable)
+                found.append(PodEstimate(contribution, fractions, raised))
         found.sort(key=lambda estimate: (-estimate.share, estimate.contribution.pod))
         return found
 

@@ -191,3 +191,22 @@ def test_system_critical_pods_pass_the_load_filter_on_nodes_it_rejects(
     assert passing(extender, ordinary_pod(**spec)) == NODES
     assert passing(extender, ordinary_pod(priority=1_999_999_999)) == []
     assert passing(extender, ordinary_pod(priorityClassName="tenant-critical")) == []
+
+
+def test_the_raise_of_the_largest_raised_pod_is_a_metric_by_namespace(
+    fake_kube: FakeKube,
+) -> None:
+    """What the alert (deploy/prometheus/loadaware-alerts.yaml) watches: of one pod's
+    estimate, the part its workload's usage adds, as a fraction of its node, with the
+    namespace that published it; absent while no pod holds a raise."""
+    clock = Clock()
+    extender, follower = cluster(clock)
+    name = "loadaware_extender_pod_estimate_raise_max_fraction"
+    labels = {"resource": "cpu", "namespace": "evil"}
+    registry = extender.metrics.registry
+    assert registry.get_sample_value(name, labels) is None
+    follow_document(fake_kube, follower, {BURNER: [7.5, 1e8, 3]})
+    bind_wave(extender, clock() - 5)
+    assert registry.get_sample_value(name, labels) == pytest.approx((7.5 - 0.001 * 0.85) / 8)
+    clock.now_s += START_GRACE_S + 1  # never started: the raises are gone
+    assert registry.get_sample_value(name, labels) is None
