@@ -86,11 +86,11 @@ class Extender:
         self.workload_usage = workload_usage if self.ledger is not None else None
         if self.workload_usage is not None and self.ledger is not None:
             follower = self.workload_usage
-            ledger = self.ledger
-            ledger.observed = follower.observed
-            ledger.measured = follower.measured
+            raises = self.ledger.raises
+            raises.observed = follower.observed
+            raises.measured = follower.measured
             self.verbs.workloads = lambda: follower.workloads
-            self.verbs.raise_left = lambda workload: ledger.raise_left(workload, clock())
+            self.verbs.raise_left = lambda workload: raises.left(workload, clock())
             if pod_cache is not None:
                 self.verbs.workload_of_pod = _workload_in(pod_cache)
             follower.on_change = self._on_workload_usage

@@ -20,14 +20,9 @@ reservation) whose workload's pods are observed to use far more than it declares
 estimated at what they use (``app.load.estimate_scheduled``; ``observed``, from
 ``app.extender.workload_usage``). When that changes, ``reprice`` and a recompute of
 every ``tracked_nodes`` node redo every estimate resting on it. The raise is bounded
-(``app.load.estimate``, "Bounds"; issue 42): a pod takes one of its workload's raises
-when it is reserved or bound, only while fewer of the workload's pods hold one than
-the annotator measured running (``measured``), and holds it until it leaves the ledger,
-``maxAge`` passes, or its grace ends without its containers started
-(``started_in_grace``); ``reprice`` hands them out again in binding order
-(``bounded_raises``, the one rule the annotator and the simulator use too).
-``raise_left`` tells the pod in hand's estimate (``app.extender.verbs``) whether it
-would get one.
+(``app.load.estimate``, "Bounds"; issue 42): which pods hold one of their workload's
+raises is ``app.extender.raises`` (``raises``), which ``reprice`` asks to hand them
+out again.
 
 **What an estimate rests on** (issue 28, attack 1; ``app.load.estimate.Evidence``): a
 pod reserved here and then bound is ``scored``; one the watch saw pending and then
@@ -50,25 +45,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 
 from app.extender.defaults import RESERVATION_TTL_S
 from app.extender.pricing import Fractions, Pricing
-from app.load import (
-    MIN_MEASURED_PODS,
-    START_GRACE_S,
-    Evidence,
-    PlacedPod,
-    bounded_raises,
-    counts,
-    estimate_with_evidence,
-    raise_end_s,
-    raises,
-    started_in_grace,
-    unsampled_fractions,
-)
-from app.objects import ZERO, Demand, Resources, ScheduledPod, requests_and_limits
+from app.extender.raises import BoundPod, Raises
+from app.load import START_GRACE_S, Evidence, counts, estimate_with_evidence, unsampled_fractions
+from app.objects import ZERO, Demand, Resources, ScheduledPod
 from app.policy import EstimationPolicy, Policy
 
 DEFAULT_RESERVATION_TTL_S = RESERVATION_TTL_S
@@ -110,31 +94,6 @@ class Addition:
 
 
 NO_ADDITION = Addition(None, {}, math.inf)
-
-
-@dataclass(frozen=True, slots=True)
-class _Bound:
-    requests: Resources
-    limits: Resources
-    bound_at_s: float
-    evidence: Evidence
-    workload: str | None = None
-    started_at_s: float | None = None
-
-
-Observed = Callable[[str | None], Resources | None]
-"""A workload's observed per-pod usage (``app.extender.workload_usage``); None: none."""
-
-Measured = Callable[[str], int]
-"""How many of a workload's running pods its published usage was measured on."""
-
-
-def _nothing_observed(_workload: str | None) -> Resources | None:
-    return None
-
-
-def _none_measured(_workload: str) -> int:
-    return 0
 
 
 @dataclass(slots=True)  # not frozen: one is made per reservation, on the only thread
@@ -218,14 +177,11 @@ class Ledger:
         self._policy = policy
         self._on_end = on_reservation_end
         self.ttl_s = ttl_s
-        self._bound: dict[str, dict[str, _Bound]] = {}  # node → pod key → pod
+        self._bound: dict[str, dict[str, BoundPod]] = {}  # node → pod key → pod
         self._reserved: dict[str, _NodeReservations] = {}  # only nodes that hold some
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
         self._pricing = Pricing(policy)
-        self.observed: Observed = _nothing_observed
-        self.measured: Measured = _none_measured
-        # workload -> pod (namespace/name) -> when its raise ends (``raise_end_s``)
-        self._raises: dict[str, dict[str, float]] = {}
+        self.raises = Raises(policy)  # its ``observed`` and ``measured`` set by the caller
 
     def tracked_nodes(self) -> list[str]:
         """Every node with a pod bound within maxAge or a live reservation."""
@@ -263,16 +219,10 @@ class Ledger:
             gone = pods.pop(key, None) if pods is not None else None
             if pods is not None and gone is not None:
                 affected.add(old_node)
-                self._release(gone.workload, key)
+                self.raises.release(gone.workload, key)
                 if not pods:
                     del self._bound[old_node]
-        elif (
-            old_node is not None
-            and new is not None
-            and new.started_at_s is not None
-            and old is not None
-            and old.started_at_s is None
-        ):
+        elif old_node is not None and new is not None and _started_now(old, new):
             self._started(key, old_node, new.started_at_s)
             affected.add(old_node)
         if new is not None and new_node is not None and new_node != old_node:
@@ -287,120 +237,25 @@ class Ledger:
                     evidence = Evidence.BOUND  # watched pending, then bound
                 else:
                     evidence = Evidence.PLACED  # first seen on its node
-                pod = _Bound(
-                    new.requests,
-                    new.limits,
-                    min(new.bound_at_s, now_s),
-                    evidence,
-                    new.workload,
-                    new.started_at_s,
-                )
+                pod = _bound_pod(new, evidence, now_s)
                 self._bound.setdefault(new_node, {})[key] = pod
-                self._hold(key, pod, now_s, reservation is not None)
+                self.raises.on_bound(key, pod, now_s, reservation is not None)
                 affected.add(new_node)
             elif reservation is not None:
-                self._release(reservation.workload, reservation.pod)
+                self.raises.release(reservation.workload, reservation.pod)
         elif new is None and old is not None and old.node is None:
             reservation = self._end(old.uid)  # deleted before it was bound
             if reservation is not None:
                 affected.add(reservation.node)
-                self._release(reservation.workload, reservation.pod)
+                self.raises.release(reservation.workload, reservation.pod)
                 self._on_end("dropped")
         return affected
 
-    # -- the bounded raise (module doc) -------------------------------------------
-
-    def raise_left(self, workload: str, now_s: float) -> bool:
-        """Whether a pod of ``workload`` placed now would take one of its raises."""
-        cap = self.measured(workload)
-        if cap < MIN_MEASURED_PODS:
-            return False
-        holders = self._raises.get(workload)
-        if holders is None or len(holders) < cap:
-            return True
-        for pod in [pod for pod, end_s in holders.items() if end_s <= now_s]:
-            del holders[pod]
-        return len(holders) < cap
-
-    def _take(self, workload: str | None, pod: str, end_s: float, now_s: float) -> bool:
-        """Give ``pod`` one of its workload's raises until ``end_s``, if one is left."""
-        if workload is None or not self.raise_left(workload, now_s):
-            return False
-        self._raises.setdefault(workload, {})[pod] = end_s
-        return True
-
-    def _holds(self, workload: str | None, pod: str) -> bool:
-        holders = self._raises.get(workload) if workload is not None else None
-        return holders is not None and pod in holders
-
-    def _release(self, workload: str | None, pod: str) -> None:
-        holders = self._raises.get(workload) if workload is not None else None
-        if holders is not None and holders.pop(pod, None) is not None and not holders:
-            del self._raises[workload]  # type: ignore[arg-type]
-
-    def _hold(self, key: str, pod: _Bound, now_s: float, reserved: bool) -> None:
-        """A pod just bound keeps the raise its reservation held (until its own end), or
-        takes one if its estimate rises and one is left."""
-        settings = self._policy().spec.estimation
-        observed = self.observed(pod.workload)
-        placed = _placed(pod, observed)
-        end_s = raise_end_s(placed, settings)
-        if reserved and self._holds(pod.workload, key):
-            self._raises[pod.workload][key] = end_s  # type: ignore[index]
-            return
-        if pod.evidence is not Evidence.PLACED and raises(
-            pod.requests, pod.limits, observed, settings
-        ):
-            self._take(pod.workload, key, end_s, now_s)
-
-    def _started(self, key: str, node: str, started_at_s: float) -> None:
-        pods = self._bound.get(node)
-        pod = pods.get(key) if pods is not None else None
-        if pods is None or pod is None:
-            return
-        pod = pods[key] = _Bound(
-            pod.requests, pod.limits, pod.bound_at_s, pod.evidence, pod.workload, started_at_s
-        )
-        if self._holds(pod.workload, key):
-            settings = self._policy().spec.estimation
-            end_s = raise_end_s(_placed(pod, None), settings)
-            self._raises[pod.workload][key] = end_s  # type: ignore[index]
-
-    def _raised(self, key: str, pod: _Bound, now_s: float) -> Resources | None:
-        """What a bound pod's estimate may be raised to now: its workload's usage while
-        it holds a raise and its grace allows (``started_in_grace``)."""
-        if not self._holds(pod.workload, key):
-            return None
-        if not started_in_grace(pod.bound_at_s, pod.started_at_s, now_s):
-            return None
-        return self.observed(pod.workload)
-
-    def _regrant(self, now_s: float) -> None:
-        """Hand the raises out again, in binding order, to every pod bound within
-        ``maxAge`` and every live reservation (``bounded_raises``): after a change of
-        what the workloads use or how many pods they were measured on."""
-        settings = self._policy().spec.estimation
-        members: list[tuple[str | None, PlacedPod]] = []
-        keys: list[str] = []
-        for pods in self._bound.values():
-            for key, pod in pods.items():
-                members.append((pod.workload, _placed(pod, self.observed(pod.workload))))
-                keys.append(key)
-        for reservation in self._reservations.values():
-            requests, limits = requests_and_limits(reservation.demand)
-            observed = self.observed(reservation.workload)
-            placed = PlacedPod(
-                requests, limits, reservation.made_at_s, Evidence.SCORED, observed, None
-            )
-            members.append((reservation.workload, placed))
-            keys.append(reservation.pod)
-        measured = {w: self.measured(w) for w, _ in members if w is not None}
-        self._raises = {}
-        for (workload, _), key, placed in zip(
-            members, keys, bounded_raises(members, measured, now_s, settings), strict=True
-        ):
-            if workload is not None and placed.observed is not None:
-                self._raises.setdefault(workload, {})[key] = raise_end_s(placed, settings)
+    def _started(self, key: str, node: str, started_at_s: float | None) -> None:
+        pod = self._bound.get(node, {}).get(key)
+        if pod is not None:
+            self._bound[node][key] = pod = replace(pod, started_at_s=started_at_s)
+            self.raises.on_started(key, pod)
 
     def reserve(
         self,
@@ -419,13 +274,7 @@ class Ledger:
         previous = self._reservations.get(uid)
         if previous is not None and previous.node == node:
             return None, _NO_NODES
-        observed = self.observed(workload)
-        if observed is not None and not self._holds(workload, pod):
-            settings = self._policy().spec.estimation
-            if not raises(*requests_and_limits(demand), observed, settings) or not self._take(
-                workload, pod, now_s + START_GRACE_S, now_s
-            ):
-                observed = None
+        observed = self.raises.for_reservation(workload, pod, demand, now_s)
         usage, fractions = self._pricing.reservation(demand, node, observed)
         reservation = self._reservations[uid] = Reservation(
             uid, pod, node, demand, now_s, usage, workload=workload
@@ -444,7 +293,7 @@ class Ledger:
         reservation = self._end(uid)
         if reservation is None:
             return _NO_NODES
-        self._release(reservation.workload, reservation.pod)
+        self.raises.release(reservation.workload, reservation.pod)
         return (reservation.node,)
 
     def _end(self, uid: str) -> Reservation | None:
@@ -466,7 +315,7 @@ class Ledger:
         change of the workload usage: the memo of estimates is cleared here, not checked
         on every reservation."""
         settings = self._policy().spec.estimation
-        self._regrant(now_s)
+        self.raises.hand_out(_every_pod(self._bound), self._reservations.values(), now_s)
         # Every estimate first, then the swap: a failure leaves the reservations as they were.
         estimates = {
             node: self._estimates(on_node, settings) for node, on_node in self._reserved.items()
@@ -488,9 +337,7 @@ class Ledger:
                     reservation.demand,
                     reservation.node,
                     settings,
-                    self.observed(reservation.workload)
-                    if self._holds(reservation.workload, reservation.pod)
-                    else None,
+                    self.raises.of_reservation(reservation),
                 ),
             )
             for reservation in on_node
@@ -511,7 +358,7 @@ class Ledger:
         allocatable = self._pricing.allocatable_or_zero(node)
         for key, pod in self._bound.get(node, {}).items():
             if counts(pod.bound_at_s, sample_at_s, now_s, settings):
-                observed = self._raised(key, pod, now_s)
+                observed = self.raises.raised(key, pod, now_s)
                 total = total + _bound_usage(pod, settings, allocatable, observed)
                 changes_at_s = min(changes_at_s, pod.bound_at_s + settings.max_age_s)
                 if observed is not None and pod.started_at_s is None:
@@ -525,7 +372,7 @@ class Ledger:
         pods = self._bound.get(node)
         if pods is not None:
             for key in [k for k, pod in pods.items() if now_s - pod.bound_at_s >= max_age_s]:
-                self._release(pods.pop(key).workload, key)
+                self.raises.release(pods.pop(key).workload, key)
             if not pods:
                 del self._bound[node]
         reserved = self._reserved.get(node)
@@ -534,7 +381,7 @@ class Ledger:
             if now_s < oldest.made_at_s + self.ttl_s:
                 break
             self._end(oldest.uid)
-            self._release(oldest.workload, oldest.pod)
+            self.raises.release(oldest.workload, oldest.pod)
             self._on_end("dropped")
             reserved = self._reserved.get(node)
 
@@ -544,26 +391,17 @@ class Ledger:
         """The pods behind a node's addition, for ``/debug/nodes/{name}``."""
         settings = self._policy().spec.estimation
         allocatable = self._pricing.allocatable_or_zero(node)
-        found: list[Contribution] = []
-        for key, pod in self._bound.get(node, {}).items():
-            if not counts(pod.bound_at_s, sample_at_s, now_s, settings):
-                continue
-            observed = self._raised(key, pod, now_s)
-            estimate = _bound_usage(pod, settings, allocatable, observed)
-            raised_by = ZERO
-            if observed is not None:
-                raised_by = estimate - _bound_usage(pod, settings, allocatable, None)
-            found.append(
-                Contribution(key, pod.evidence.value, pod.bound_at_s, estimate, node, raised_by)
-            )
-        reserved = self._reserved.get(node)
-        if reserved is not None:
-            for r in reserved:
-                raised_by = ZERO
-                if self._holds(r.workload, r.pod):
-                    base = self._pricing.usage(r.demand, node, settings, None)
-                    raised_by = r.usage - base
-                found.append(Contribution(r.pod, "reserved", r.made_at_s, r.usage, node, raised_by))
+        raised = self.raises.raised
+        found = [
+            _bound_contribution(key, pod, node, raised(key, pod, now_s), settings, allocatable)
+            for key, pod in self._bound.get(node, {}).items()
+            if counts(pod.bound_at_s, sample_at_s, now_s, settings)
+        ]
+        for r in self._reserved.get(node, ()):
+            held = self.raises.holds(r.workload, r.pod)
+            base = self._pricing.usage(r.demand, node, settings, None) if held else r.usage
+            raised_by = r.usage - base
+            found.append(Contribution(r.pod, "reserved", r.made_at_s, r.usage, node, raised_by))
         return found
 
     def estimates(
@@ -572,26 +410,61 @@ class Ledger:
         """Every pod that counts on some node now, with its share of that node
         (``sample_at``: a node's freshest sample time), largest first: for the debug
         view and the metric, never on a request."""
-        found: list[PodEstimate] = []
-        for node in self._bound.keys() | self._reserved.keys():
-            allocatable = self._pricing.allocatable_or_zero(node)
-            for contribution in self.contributions(node, sample_at(node), now_s):
-                fractions = unsampled_fractions((contribution.usage,), allocatable)
-                raised = unsampled_fractions((contribution.raised_by,), allocatable)
-                found.append(PodEstimate(contribution, fractions, raised))
-        found.sort(key=lambda estimate: (-estimate.share, estimate.contribution.pod))
-        return found
+        return _largest_first(
+            _pod_estimate(contribution, self._pricing.allocatable_or_zero(node))
+            for node in self._bound.keys() | self._reserved.keys()
+            for contribution in self.contributions(node, sample_at(node), now_s)
+        )
 
 
-def _bound_usage(
-    pod: _Bound, settings: EstimationPolicy, allocatable: Resources, observed: Resources | None
-) -> Resources:
-    return estimate_with_evidence(
-        pod.requests, pod.limits, pod.evidence, settings, allocatable, observed
+def _largest_first(estimates: Iterable[PodEstimate]) -> list[PodEstimate]:
+    return sorted(estimates, key=lambda estimate: (-estimate.share, estimate.contribution.pod))
+
+
+def _bound_pod(new: ScheduledPod, evidence: Evidence, now_s: float) -> BoundPod:
+    bound_at_s = min(new.bound_at_s, now_s)
+    return BoundPod(new.requests, new.limits, bound_at_s, evidence, new.workload, new.started_at_s)
+
+
+def _every_pod(bound: Mapping[str, Mapping[str, BoundPod]]) -> Iterator[tuple[str, BoundPod]]:
+    return ((key, pod) for pods in bound.values() for key, pod in pods.items())
+
+
+def _started_now(old: ScheduledPod | None, new: ScheduledPod | None) -> bool:
+    """Whether the pod's containers were first seen started in this change."""
+    return (
+        old is not None
+        and new is not None
+        and old.started_at_s is None
+        and new.started_at_s is not None
     )
 
 
-def _placed(pod: _Bound, observed: Resources | None) -> PlacedPod:
-    return PlacedPod(
-        pod.requests, pod.limits, pod.bound_at_s, pod.evidence, observed, pod.started_at_s
+def _bound_contribution(
+    key: str,
+    pod: BoundPod,
+    node: str,
+    observed: Resources | None,
+    settings: EstimationPolicy,
+    allocatable: Resources,
+) -> Contribution:
+    """A bound pod behind its node's addition, with what its workload's usage adds."""
+    estimate = _bound_usage(pod, settings, allocatable, observed)
+    raised_by = ZERO
+    if observed is not None:
+        raised_by = estimate - _bound_usage(pod, settings, allocatable, None)
+    return Contribution(key, pod.evidence.value, pod.bound_at_s, estimate, node, raised_by)
+
+
+def _pod_estimate(contribution: Contribution, allocatable: Resources) -> PodEstimate:
+    fractions = unsampled_fractions((contribution.usage,), allocatable)
+    raised = unsampled_fractions((contribution.raised_by,), allocatable)
+    return PodEstimate(contribution, fractions, raised)
+
+
+def _bound_usage(
+    pod: BoundPod, settings: EstimationPolicy, allocatable: Resources, observed: Resources | None
+) -> Resources:
+    return estimate_with_evidence(
+        pod.requests, pod.limits, pod.evidence, settings, allocatable, observed
     )
