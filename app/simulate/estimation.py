@@ -80,21 +80,13 @@ class BurstEstimate:
         self._placed: dict[tuple[int, float], PlacedPod] = {}
         self._placed_version = 0
         self._observed = RaisingUsage(cluster, self._requests, self._limits)
-        # Which recent pods hold one of their workload's raises, by (slot, bound at), and
-        # per workload when the raises held end (``_decide``).
-        self._holds: dict[tuple[int, float], bool] = {}
-        self._ends: dict[int, list[float]] = {}
+        self._raises = RaisesHeld(cluster, self._observed, self._requests, self._limits)
         # Per node, the last ``unsampled_after`` answer with ``partly_sampled`` (the soft
         # taints ask every sync): the sample it was of, the pods, the instant it stops
         # holding, and the answer.
         self._answers: dict[int, tuple[float | None, list[PlacedPod], float, dict[str, float]]] = {}
-        self._allocatable = [
-            Resources(cpu, memory)
-            for cpu, memory in zip(
-                cluster.allocatable_cpu.tolist(), cluster.allocatable_memory.tolist(), strict=True
-            )
-        ]
-        self._made = PodEstimates(cluster, self._observed, self._allocatable, self._holds)
+        self._allocatable = _allocatables(cluster)
+        self._made = PodEstimates(cluster, self._observed, self._allocatable, self._raises.holds)
 
     def unsampled(
         self, node: int, t_s: float, partly_sampled: bool = False
@@ -229,7 +221,7 @@ class BurstEstimate:
             recent_of, expiries, max_age_s = self._recent, self._expiries, self._max_age_s
             for placement in run.placements[self._placements_seen :]:
                 node, pod = placement.node, (placement.slot, placement.t_s)
-                self._decide(placement.slot, placement.t_s)
+                self._raises.decide(placement.slot, placement.t_s)
                 recent_of.setdefault(node, []).append(pod)
                 heapq.heappush(expiries, (placement.t_s + max_age_s, node))
                 changed.add(node)
@@ -251,7 +243,7 @@ class BurstEstimate:
             self._usage_version = published.version
             changed.update(self._recent)  # their pods' estimates may have changed
             self._observed.follow()  # what changes the estimates changes the stamps
-            self._hand_out(t_s)
+            self._raises.hand_out(t_s, self._recent)
         expired: dict[int, None] = {}  # pruned once each, in the order of their 1st expiry
         while self._expiries and self._expiries[0][0] <= t_s:
             expired[heapq.heappop(self._expiries)[1]] = None
@@ -262,7 +254,7 @@ class BurstEstimate:
             for key in recent:
                 if t_s >= key[1] + self._max_age_s:
                     self._placed.pop(key, None)
-                    self._holds.pop(key, None)
+                    self._raises.holds.pop(key, None)
             if kept:
                 self._recent[node] = kept
             else:
@@ -275,60 +267,6 @@ class BurstEstimate:
             if node not in remade:
                 self._grow(node, bound)
         return changed
-
-    def _decide(self, slot: int, bound_at_s: float) -> None:
-        """Whether the pod just bound in ``slot`` takes one of its workload's raises:
-        while fewer of its workload's pods hold one than were measured (module doc)."""
-        cluster = self._cluster
-        workload = cluster.usage.workload_of.item(slot)
-        published = cluster.workload_usage
-        if published is None or self._observed.of(workload) is None:
-            return
-        ends = [end_s for end_s in self._ends.get(workload, ()) if end_s > bound_at_s]
-        if len(ends) < published.pods.item(workload):
-            ends.append(bound_at_s + self._max_age_s)
-            self._holds[slot, bound_at_s] = True
-        self._ends[workload] = ends
-
-    def _hand_out(self, t_s: float) -> None:
-        """After a publication: the raises handed out again in binding order to the
-        pods bound within ``maxAge`` (``bounded_raises``, as the extender's reprice)."""
-        cluster = self._cluster
-        published = cluster.workload_usage
-        assert published is not None
-        workload_of, epoch_s = cluster.usage.workload_of, cluster.pipeline.epoch_s
-        keys = sorted(
-            (bound_at_s, slot)
-            for recent in self._recent.values()
-            for slot, bound_at_s in recent
-            if t_s < bound_at_s + self._max_age_s
-        )
-        members: list[tuple[str | None, PlacedPod]] = []
-        for bound_at_s, slot in keys:
-            workload = workload_of.item(slot)
-            placed = PlacedPod(
-                self._requests[workload],
-                self._limits[workload],
-                epoch_s + bound_at_s,
-                observed=self._observed.of(workload),
-            )
-            members.append((str(workload), placed))
-        measured = {str(w): int(n) for w, n in enumerate(published.pods.tolist())}
-        now_s = epoch_s + t_s
-        settings = cluster.policy.spec.estimation
-        holds: dict[tuple[int, float], bool] = {}
-        ends: dict[int, list[float]] = {}
-        for (bound_at_s, slot), pod in zip(
-            keys, bounded_raises(members, measured, now_s, settings), strict=True
-        ):
-            if pod.observed is not None:
-                holds[slot, bound_at_s] = True
-                ends.setdefault(workload_of.item(slot), []).append(bound_at_s + self._max_age_s)
-        if holds != self._holds:
-            self._holds.clear()
-            self._holds.update(holds)
-            self._observed.version += 1  # every estimate resting on a raise is made again
-        self._ends = ends
 
     def _grow(self, node: int, bound: list[tuple[int, float]]) -> None:
         """The node's kept recent pods with those just bound there added, as making them
@@ -359,6 +297,89 @@ class BurstEstimate:
             pods.append(pod)
             estimates.append(made.estimate(slot, node, bound_at_s))
         return pods, estimates
+
+
+def _allocatables(cluster: SimulatedCluster) -> list[Resources]:
+    """Each node's allocatable, by index."""
+    return [
+        Resources(cpu, memory)
+        for cpu, memory in zip(
+            cluster.allocatable_cpu.tolist(), cluster.allocatable_memory.tolist(), strict=True
+        )
+    ]
+
+
+class RaisesHeld:
+    """Which recent pods hold one of their workload's raises, by (slot, bound at), and
+    per workload when the raises held end (module doc; ``app.load.bounded_raises``)."""
+
+    def __init__(
+        self,
+        cluster: SimulatedCluster,
+        observed: RaisingUsage,
+        requests: list[Resources],
+        limits: list[Resources],
+    ) -> None:
+        self._cluster = cluster
+        self._observed = observed
+        self._requests, self._limits = requests, limits
+        self._max_age_s = cluster.policy.spec.estimation.max_age_s
+        self.holds: dict[tuple[int, float], bool] = {}
+        self._ends: dict[int, list[float]] = {}
+
+    def decide(self, slot: int, bound_at_s: float) -> None:
+        """Whether the pod just bound in ``slot`` takes one of its workload's raises:
+        while fewer of its workload's pods hold one than were measured (module doc)."""
+        cluster = self._cluster
+        workload = cluster.usage.workload_of.item(slot)
+        published = cluster.workload_usage
+        if published is None or self._observed.of(workload) is None:
+            return
+        ends = [end_s for end_s in self._ends.get(workload, ()) if end_s > bound_at_s]
+        if len(ends) < published.pods.item(workload):
+            ends.append(bound_at_s + self._max_age_s)
+            self.holds[slot, bound_at_s] = True
+        self._ends[workload] = ends
+
+    def hand_out(self, t_s: float, recent_of: dict[int, list[tuple[int, float]]]) -> None:
+        """After a publication: the raises handed out again in binding order to the
+        pods bound within ``maxAge`` (``bounded_raises``, as the extender's reprice)."""
+        cluster = self._cluster
+        published = cluster.workload_usage
+        assert published is not None
+        workload_of, epoch_s = cluster.usage.workload_of, cluster.pipeline.epoch_s
+        keys = sorted(
+            (bound_at_s, slot)
+            for recent in recent_of.values()
+            for slot, bound_at_s in recent
+            if t_s < bound_at_s + self._max_age_s
+        )
+        members: list[tuple[str | None, PlacedPod]] = []
+        for bound_at_s, slot in keys:
+            workload = workload_of.item(slot)
+            placed = PlacedPod(
+                self._requests[workload],
+                self._limits[workload],
+                epoch_s + bound_at_s,
+                observed=self._observed.of(workload),
+            )
+            members.append((str(workload), placed))
+        measured = {str(w): int(n) for w, n in enumerate(published.pods.tolist())}
+        now_s = epoch_s + t_s
+        settings = cluster.policy.spec.estimation
+        holds: dict[tuple[int, float], bool] = {}
+        ends: dict[int, list[float]] = {}
+        for (bound_at_s, slot), pod in zip(
+            keys, bounded_raises(members, measured, now_s, settings), strict=True
+        ):
+            if pod.observed is not None:
+                holds[slot, bound_at_s] = True
+                ends.setdefault(workload_of.item(slot), []).append(bound_at_s + self._max_age_s)
+        if holds != self.holds:
+            self.holds.clear()
+            self.holds.update(holds)
+            self._observed.version += 1  # every estimate resting on a raise is made again
+        self._ends = ends
 
 
 class PodEstimates:
