@@ -64,7 +64,7 @@ KEEPS_CORES_BUSY = (
 # a control plane per worker, idle for the rest of the run, cost more CPU than they saved.
 E2E_GROUPS = {
     "e2e-1": ("burst", "descheduler_placement", "deploy_strict", "extender_requests", "smoke",
-              "named_roles"),
+              "named_roles", "workload_usage_bounds"),
     "e2e-2": ("scheduler_configs", "scheduling", "tenant_limits", "descheduler_limits",
               "descheduler_rbac", "soft_taints"),
     "e2e-3": ("annotator", "explain", "capture", "descheduler_small_pods",
