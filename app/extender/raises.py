@@ -19,6 +19,7 @@ when all its raises are held.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -92,6 +93,8 @@ class Raises:
         self.observed: Observed = _nothing_observed
         self.measured: Measured = _none_measured
         self._held: dict[str, dict[str, float]] = {}
+        # per workload, no held raise ends before this (a lower bound; -inf: unknown)
+        self._first_end_s: dict[str, float] = {}
 
     def left(self, workload: str, now_s: float) -> bool:
         """Whether a pod of ``workload`` placed now would take one of its raises."""
@@ -101,8 +104,11 @@ class Raises:
         holders = self._held.get(workload)
         if holders is None or len(holders) < cap:
             return True
+        if now_s < self._first_end_s.get(workload, -math.inf):
+            return False  # all held, and none ends before: no scan on the request path
         for pod in [pod for pod, end_s in holders.items() if end_s <= now_s]:
             del holders[pod]
+        self._first_end_s[workload] = min(holders.values(), default=math.inf)
         return len(holders) < cap
 
     def holds(self, workload: str | None, pod: str) -> bool:
@@ -115,12 +121,13 @@ class Raises:
         holders = self._held.get(workload)
         if holders is not None and holders.pop(pod, None) is not None and not holders:
             del self._held[workload]
+            self._first_end_s.pop(workload, None)
 
     def _take(self, workload: str | None, pod: str, end_s: float, now_s: float) -> bool:
         """Give ``pod`` one of its workload's raises until ``end_s``, if one is left."""
         if workload is None or not self.left(workload, now_s):
             return False
-        self._held.setdefault(workload, {})[pod] = end_s
+        self._hold(workload, pod, end_s)
         return True
 
     def for_reservation(
@@ -149,7 +156,7 @@ class Raises:
         observed = self.observed(pod.workload)
         end_s = raise_end_s(pod.placed(observed), settings)
         if reserved and pod.workload is not None and self.holds(pod.workload, key):
-            self._held[pod.workload][key] = end_s
+            self._hold(pod.workload, key, end_s)
             return
         if pod.evidence is not Evidence.PLACED and raises(
             pod.requests, pod.limits, observed, settings
@@ -160,7 +167,7 @@ class Raises:
         """A holder's containers started: it holds its raise until ``maxAge``, if in time."""
         if pod.workload is not None and self.holds(pod.workload, key):
             end_s = raise_end_s(pod.placed(None), self._policy().spec.estimation)
-            self._held[pod.workload][key] = end_s
+            self._hold(pod.workload, key, end_s)
 
     def raised(self, key: str, pod: BoundPod, now_s: float) -> Resources | None:
         """What a bound pod's estimate may be raised to now: its workload's usage while
@@ -195,9 +202,15 @@ class Raises:
             members.append((reservation.workload, placed))
             keys.append(reservation.pod)
         measured = {w: self.measured(w) for w, _ in members if w is not None}
-        self._held = {}
+        self._held, self._first_end_s = {}, {}
         for (workload, _), key, placed in zip(
             members, keys, bounded_raises(members, measured, now_s, settings), strict=True
         ):
             if workload is not None and placed.observed is not None:
-                self._held.setdefault(workload, {})[key] = raise_end_s(placed, settings)
+                self._hold(workload, key, raise_end_s(placed, settings))
+
+    def _hold(self, workload: str, pod: str, end_s: float) -> None:
+        """``pod`` holds a raise of ``workload`` until ``end_s``."""
+        self._held.setdefault(workload, {})[pod] = end_s
+        first_end_s = self._first_end_s.get(workload, math.inf)
+        self._first_end_s[workload] = min(first_end_s, end_s)
