@@ -449,10 +449,12 @@ def workload_usage_section() -> list[str]:
         f"{published.FUTURE_SLACK_S:g}s ahead is unreadable, older than the extender's "
         "`--workload-usage-max-age` is stale |",
         "| `workloads` | map | `namespace/Kind/name` (a ReplicaSet as its Deployment) to "
-        "`[cpu cores, memory bytes]`: one running pod's usage, the 90th percentile of the "
-        f"workload's pods; at most {published.MAX_WORKLOADS} workloads, those with the most "
-        f"pods first; values outside 0..{published.MAX_CPU_CORES:g} cores and 0..64 TiB "
-        "are skipped |",
+        "`[cpu cores, memory bytes, pods]`: one running pod's usage, the 90th percentile of "
+        "the workload's pods, and how many running pods it was measured on (a workload "
+        "measured on fewer than 3 is left out, and an entry without the count raises "
+        "nothing; no more of its pods are raised at once than that: docs/security.md); at "
+        f"most {published.MAX_WORKLOADS} workloads, those with the most pods first; values "
+        f"outside 0..{published.MAX_CPU_CORES:g} cores and 0..64 TiB are skipped |",
         "",
         "Anything unreadable or stale leaves every estimate from requests and limits alone.",
         "",

@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from app.load import PlacedPod
 from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
 from app.policy import Policy
 from app.rebalance.agreement import threshold_conflicts
@@ -25,6 +26,7 @@ from app.rebalance.destinations import (
     Room,
     Rules,
     nodes_left,
+    recent_placed,
     room_of,
 )
 from app.rebalance.limits import RunBudget
@@ -81,7 +83,10 @@ def plan(
         if pod.node_name is not None:
             pods_by_node.setdefault(pod.node_name, []).append(pod)
     rules = _rules(cluster, config, policy, now_s)
-    rooms = _rooms(usages, classes, pods_by_node, config, policy, now_s)
+    placed = recent_placed(
+        cluster.pods.values(), cluster.workload_usage, cluster.workloads_measured, policy, now_s
+    )
+    rooms = _rooms(usages, classes, pods_by_node, config, policy, now_s, placed)
     destinations = Destinations(rooms, rules)
     pass_ = _Pass(
         config,
@@ -168,6 +173,8 @@ def _rules(cluster: ClusterView, config: DeschedulerConfig, policy: Policy, now_
         now_s,
         Placements(cluster.nodes, cluster.pods.values()),
         nodes_left(cluster.recent_evictions, now_s, config.return_cooldown),
+        cluster.workload_usage,
+        cluster.workloads_measured,
     )
 
 
@@ -178,6 +185,7 @@ def _rooms(
     config: DeschedulerConfig,
     policy: Policy,
     now_s: float,
+    placed: Mapping[str, PlacedPod],
 ) -> list[Room]:
     """Where a replacement may go, and how full it may get.
 
@@ -201,6 +209,7 @@ def _rooms(
             config,
             policy,
             now_s,
+            placed,
         )
         for name, c in classes.items()
         if c.kind in kinds
@@ -473,7 +482,14 @@ def recheck(
         return f"destination {node.name} has no usable data: {usage.missing}"
     on_node = [p for p in cluster_now.pods.values() if p.node_name == node.name]
     ceiling = eviction.destination_ceiling or dict.fromkeys(usage.usage_fraction, 1.0)
-    room = room_of(usage, ceiling, on_node, config, policy, now_s)
+    placed = recent_placed(
+        cluster_now.pods.values(),
+        cluster_now.workload_usage,
+        cluster_now.workloads_measured,
+        policy,
+        now_s,
+    )
+    room = room_of(usage, ceiling, on_node, config, policy, now_s, placed)
     moved = reserved.get(node.name, Resources())
     room.add(moved, moved)
     refused = _rules(cluster_now, config, policy, now_s).refusal(pod, eviction.usage, room)
