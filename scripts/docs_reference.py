@@ -21,7 +21,7 @@ import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
@@ -32,12 +32,21 @@ if str(ROOT) not in sys.path:  # run as a script: make the repository's `app` im
 
 from app.cli import build_parser  # noqa: E402
 from app.commandline.flags import ENV_PREFIX, EXIT_MEANINGS, RENAMED  # noqa: E402
+from app.documents import MAX_CONFIG_BYTES, MAX_SCENARIO_BYTES, size_text  # noqa: E402
 from app.extender.index import IMPLEMENTATION_ENV  # noqa: E402
 from app.kube import workload_usage as published  # noqa: E402
 from app.objects.durations import format_duration  # noqa: E402
+from app.policy import API_VERSION as POLICY_API_VERSION  # noqa: E402
 from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
-from app.rebalance.config import DeschedulerConfig  # noqa: E402
+from app.rebalance.config import MIN_INTERVAL_S, DeschedulerConfig  # noqa: E402
 from app.rebalance.outcome import SkipCode  # noqa: E402
+from app.rebalance.victims import (  # noqa: E402
+    DELETION_COST_ANNOTATION,
+    DO_NOT_DISRUPT_ANNOTATION,
+    EVICT_ANNOTATION,
+    PREFER_NO_EVICTION_ANNOTATION,
+    SAFE_TO_EVICT_ANNOTATION,
+)
 
 REFERENCE = ROOT / "docs" / "reference.md"
 
@@ -59,7 +68,30 @@ takes Go syntax (`500ms`, `90s`, `2m`, `1h30m`) or plain seconds, from 1ms to 72
 (connection timeouts from 100ms); ports lie in 1-65535 (0 turns a health port off);
 counts are whole numbers of at least 1; seeds of at least 0; addresses are IP
 addresses or host names. A bad value ends the command with one line naming the flag
-(or variable) and what is valid, a hint to `--help`, and exit code 2.
+(or variable) and what is valid, a hint to `--help`, and exit code 2. A variable's value
+is checked as the flag's would be (`LOADAWARE_EXPLAIN_OUTPUT=yaml` exits 2 as
+`-o yaml` does), and a negative value is refused as a bad value (`--reservation-ttl -5s`).
+
+Files (the policy, the descheduler configuration, `explain pod -f`'s manifest and a
+`simulate` scenario) are read under the same rules, and a file that breaks one ends
+the command with one line naming the file and the field, and exit code 2:
+
+- A file must be a regular file (not a device such as `/dev/zero`, a pipe or a folder)
+  of at most {config_limit} ({scenario_limit} for a scenario, which may hold captured
+  usage series); no more of it than that is ever read.
+- YAML: a key written twice in one mapping is an error (a second, empty `predicate:`
+  silently dropped every filter); a boolean is not a number (`weight: yes`) and a
+  number not a boolean (`dryRun: 1`).
+- Durations take Go syntax and lie from 1ms to 720h, as on the command line; `0s` only
+  where a field allows 0 (it turns that setting off). The descheduler's `interval` is at
+  least {min_interval}.
+- A policy's `apiVersion`, where given, is crane's
+  `{policy_api_version}`; a metric name is a Prometheus metric name or
+  a node annotation key (`cpu_usage_avg_5m` is both).
+
+Ctrl-C (SIGINT) ends a one-shot command (`policy check`, `explain`, `descheduler --once`,
+`simulate`, `capture`) within a second, a Prometheus query under way included, with
+exit code 130; a server or a loop stops with exit code 0.
 """
 
 OTHER_ENVIRONMENT = {
@@ -70,10 +102,11 @@ OTHER_ENVIRONMENT = {
 # What each policy field means. The generator refuses a field that has no entry here, so
 # a new field cannot ship undocumented.
 POLICY_MEANING = {
-    "apiVersion": "`scheduler.policy.crane.io/v1alpha1`, as crane writes it",
+    "apiVersion": "`scheduler.policy.crane.io/v1alpha1`, as crane writes it; no other",
     "kind": "`DynamicSchedulerPolicy`",
     "spec.syncPolicy": "the metrics the annotator copies from Prometheus, one entry each",
-    "spec.syncPolicy[].name": "metric name: the Prometheus series and the node annotation key",
+    "spec.syncPolicy[].name": "metric name: the Prometheus series and the node annotation key "
+    "(a Prometheus metric name or an annotation key)",
     "spec.syncPolicy[].period": "how often the annotator queries it; also sets how long a "
     "value stays fresh (period + 5m)",
     "spec.predicate": "filter rules: a node is rejected while a fresh value is above a limit",
@@ -300,6 +333,8 @@ def _is_duration(field: FieldInfo) -> bool:
 def _config_type(annotation: Any) -> str:
     """A field's type in words: ``number``, ``map cpu/memory → number``, ``list of strings``."""
     origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:  # a checked type (app/policy/schema.py's Number, Switch)
+        return _config_type(args[0])
     if origin in (Union, types.UnionType):
         present = [a for a in args if a is not type(None)]
         return " or ".join(_config_type(a) for a in present) + ", optional"
@@ -375,6 +410,24 @@ def descheduler_config_section() -> list[str]:
         "| field | type | default | meaning |",
         "|---|---|---|---|",
         *_config_rows(DeschedulerConfig, ""),
+        "",
+        "Annotations it honours on pods and Nodes, whatever the configuration says (skip",
+        "codes in `docs/troubleshooting.md`):",
+        "",
+        "| annotation | on | effect |",
+        "|---|---|---|",
+        f"| `{SAFE_TO_EVICT_ANNOTATION}: \"false\"` | pod | never evicted (`opted_out`), "
+        "as cluster-autoscaler leaves it; not overridden by the evict annotation |",
+        f"| `{DO_NOT_DISRUPT_ANNOTATION}: \"true\"` | pod or Node | never evicted, nor any "
+        "pod of such a Node (`opted_out`), as Karpenter leaves them |",
+        f"| `{PREFER_NO_EVICTION_ANNOTATION}` (any value) | pod | evicted only when nothing "
+        "else on its node reaches targetThresholds; ignored on a pod that uses more than it "
+        "requests of the resource its node is hot on |",
+        f"| `{DELETION_COST_ANNOTATION}` | pod | a higher cost goes later among pods of "
+        "equal priority and QoS; ignored like prefer-no-eviction |",
+        f"| `{EVICT_ANNOTATION}` (any value) | pod | evictable past the soft protections "
+        "(local storage, PVCs, bare pods, priority, minPodAge, minReplicas), as in "
+        "descheduler |",
     ]
     return [*lines, ""]
 
@@ -396,10 +449,12 @@ def workload_usage_section() -> list[str]:
         f"{published.FUTURE_SLACK_S:g}s ahead is unreadable, older than the extender's "
         "`--workload-usage-max-age` is stale |",
         "| `workloads` | map | `namespace/Kind/name` (a ReplicaSet as its Deployment) to "
-        "`[cpu cores, memory bytes]`: one running pod's usage, the 90th percentile of the "
-        f"workload's pods; at most {published.MAX_WORKLOADS} workloads, those with the most "
-        f"pods first; values outside 0..{published.MAX_CPU_CORES:g} cores and 0..64 TiB "
-        "are skipped |",
+        "`[cpu cores, memory bytes, pods]`: one running pod's usage, the 90th percentile of "
+        "the workload's pods, and how many running pods it was measured on (a workload "
+        "measured on fewer than 3 is left out, and an entry without the count raises "
+        "nothing; no more of its pods are raised at once than that: docs/security.md); at "
+        f"most {published.MAX_WORKLOADS} workloads, those with the most pods first; values "
+        f"outside 0..{published.MAX_CPU_CORES:g} cores and 0..64 TiB are skipped |",
         "",
         "Anything unreadable or stale leaves every estimate from requests and limits alone.",
         "",
@@ -428,6 +483,11 @@ SKIP_MEANING = {
     "the replacement back on its node",
     "hot_landing": "beside a stock kube-scheduler, the nodes it would choose among for the "
     "replacement are, on average, made hotter than the eviction cools the source",
+    "opted_out": "the pod (`cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"`, "
+    "`karpenter.sh/do-not-disrupt: \"true\"`) or its Node (`karpenter.sh/do-not-disrupt: "
+    "\"true\"`) opts out of disruption",
+    "within_requests": "the pod uses no more than it requests, and the node's excess comes "
+    "from pods above their requests that stay on it (`held hot`)",
     "already_evicted": "evicted earlier in this run or recorded in the memory",
     "recheck": "the live re-check just before the eviction call refused it",
 }
@@ -543,7 +603,12 @@ def render() -> str:
     saved = _without_environment()
     try:
         body = [
-            HEADER,
+            HEADER.format(
+                config_limit=size_text(MAX_CONFIG_BYTES),
+                scenario_limit=size_text(MAX_SCENARIO_BYTES),
+                min_interval=format_duration(MIN_INTERVAL_S),
+                policy_api_version=POLICY_API_VERSION,
+            ),
             *commands_section(),
             *policy_section(),
             *descheduler_config_section(),

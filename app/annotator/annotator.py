@@ -277,8 +277,14 @@ class Annotator:
                 # estimate rests on the same document); else requests and limits alone.
                 usage = self.workload_usage
                 observed = usage.observed(now_s) if usage is not None else None
-                recent = self.recent.by_node(now_s, observed) if self.recent else None
-                await self.soft_taints.run_round(self.nodes.nodes, self.policy, recent)
+                measured = usage.measured(now_s) if usage is not None else None
+                recent = self.recent.by_node(now_s, observed, measured) if self.recent else None
+                left = (
+                    self.recent.raises_left(now_s, observed, measured)
+                    if self.recent is not None and observed is not None
+                    else None
+                )
+                await self.soft_taints.run_round(self.nodes.nodes, self.policy, recent, left)
             except Exception:
                 log.exception("a soft-taint round failed unexpectedly; retrying next round")
             self.soft_taint_rounds += 1

@@ -27,6 +27,7 @@ from typing import Any
 
 from app.kube import label_selector, pod_from_mapping, pod_info
 from app.objects import Resources, parse_quantity
+from app.rebalance import NODE_HINT_VALUES, POD_HINT_VALUES, hints_of
 
 # Labels that name one node, not a shape: left out when nodes are grouped.
 NODE_SPECIFIC_LABELS = ("kubernetes.io/hostname",)
@@ -41,6 +42,8 @@ class CapturedNode:
     labels: Mapping[str, str]
     taints: tuple[Mapping[str, str], ...]
     internal_ip: str | None = None  # a series may name its node by it (as the annotator reads)
+    # The annotations the descheduler honours on a Node (Karpenter's opt-out), only.
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def shape(self) -> tuple[Any, ...]:
@@ -52,7 +55,8 @@ class CapturedNode:
             )
         )
         taints = tuple(tuple(sorted(t.items())) for t in self.taints)
-        return (self.cpu, self.memory, labels, taints)
+        annotations = tuple(sorted(self.annotations.items()))
+        return (self.cpu, self.memory, labels, taints, annotations)
 
 
 @dataclass
@@ -70,6 +74,9 @@ class CapturedWorkload:
     replicas: int  # wanted now (spec), or its pods
     pdb: tuple[int | None, int | None] | None = None  # (minAvailable, maxUnavailable)
     pods: dict[str, str] = field(default_factory=dict)  # pod name -> node ("" unbound), now
+    # The opt-outs and ordering hints the descheduler reads (``POD_HINT_VALUES``): its
+    # template's, and any one of its pods carries now (set on a live pod, it counts).
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -116,6 +123,7 @@ def node_of(node: Any) -> CapturedNode:
         labels=dict(node.metadata.labels or {}),
         taints=taints,
         internal_ip=internal_ip or None,
+        annotations=hints_of(node.metadata.annotations or {}, NODE_HINT_VALUES),
     )
 
 
@@ -137,9 +145,10 @@ def scenario_name(namespace: str, name: str, taken: set[str], kind: str) -> str:
 def _template_pod(namespace: str, template: Any) -> Any:
     """A Pod made of a controller's template, for the pod-demand rule."""
     spec = template.spec if template is not None else None
+    meta = template.metadata if template is not None else None
     metadata = {"name": "template", "namespace": namespace,
-                "labels": dict((template.metadata.labels or {}) if template and template.metadata
-                               else {})}  # fmt: skip
+                "labels": dict((meta.labels if meta else None) or {}),
+                "annotations": dict((meta.annotations if meta else None) or {})}  # fmt: skip
     body: dict[str, Any] = {"metadata": metadata, "spec": spec.to_dict() if spec else {}}
     body["spec"].setdefault("containers", [])
     return pod_from_mapping(body, f"the pod template of {namespace}")
@@ -196,6 +205,7 @@ def build_catalog(
             key=key, namespace=namespace, kind=kind, name=name,
             requests=info.requests, limits=info.limits, priority=info.priority,
             labels=dict(info.labels), replicas=replicas,
+            annotations=hints_of(info.annotations, POD_HINT_VALUES),
         )  # fmt: skip
         by_object[(kind, namespace, name)] = key
         names.setdefault(namespace, {})[name] = key
@@ -233,6 +243,7 @@ def build_catalog(
             workloads[key].priority = pod_info(pod).priority
         workload = workloads[key]
         workload.pods[name] = (pod.spec.nodeName if pod.spec else None) or ""
+        workload.annotations.update(hints_of(pod.metadata.annotations or {}, POD_HINT_VALUES))
         workload.priority = max(workload.priority, (pod.spec.priority if pod.spec else 0) or 0)
         names.setdefault(namespace, {})[name] = key
     for workload in workloads.values():

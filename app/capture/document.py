@@ -98,6 +98,8 @@ def node_groups(nodes: list[CapturedNode], names: Names) -> list[dict[str, Any]]
         })
         if labels:
             group["labels"] = labels
+        if first.annotations:  # fixed keys and values (``hints_of``): nothing to hide
+            group["annotations"] = dict(first.annotations)
         if first.taints:
             group["taints"] = [
                 {k: (v if k == "effect" else names(v)) for k, v in t.items()} for t in first.taints
@@ -171,6 +173,8 @@ def workloads(
         history = _changes(counts, step_s)
         if history:
             document["replicaHistory"] = history
+        if workload.annotations:  # fixed keys and values (``hints_of``): nothing to hide
+            document["annotations"] = dict(sorted(workload.annotations.items()))
         if workload.pdb is not None:
             min_available, max_unavailable = workload.pdb
             document["pdb"] = (

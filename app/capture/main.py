@@ -10,7 +10,10 @@ fidelity check against what Prometheus recorded (docs/simulate.md).
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
+import contextlib
+import math
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -81,17 +84,31 @@ def add_parser(components: Any) -> None:
     parser.set_defaults(run=run)
 
 
+# How far past this machine's clock --end may lie: the clocks of this machine and of
+# Prometheus differ a little. Past it, the end is a typo (3000-01-01), and a history that
+# ends there would be empty.
+END_SKEW_S = 300.0
+
+
 def _moment(text: str) -> float:
+    moment = math.nan
     try:
-        return float(text)
+        moment = float(text)
     except ValueError:
-        pass
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+        with contextlib.suppress(ValueError, OverflowError):
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    if not math.isfinite(moment) or moment < 0:
         raise argparse.ArgumentTypeError(
             f"expected RFC 3339 (2026-01-02T15:04:05Z) or Unix seconds, got {text!r}"
-        ) from None
+        )
+    now_s = time.time()
+    if moment > now_s + END_SKEW_S:
+        now = datetime.fromtimestamp(now_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is in the future (now is {now}): the history ends at the latest "
+            f"{END_SKEW_S / 60:g} minutes from now"
+        )
+    return moment
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:

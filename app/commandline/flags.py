@@ -38,7 +38,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, Final, NoReturn
 
-from app.objects import format_duration, parse_duration_s
+from app.objects import MAX_DURATION_S, MIN_DURATION_S, format_duration, parse_duration_s
 
 ENV_PREFIX: Final = "LOADAWARE_"
 
@@ -56,8 +56,8 @@ EXIT_MEANINGS: Final = {
 }
 INTERRUPTED_TEXT: Final = f"{EXIT_INTERRUPTED} {EXIT_MEANINGS[EXIT_INTERRUPTED]}"
 
-MIN_DURATION_S: Final = 0.001
-MAX_DURATION_S: Final = 720 * 3600.0  # the cap policy durations have (app/policy/schema.py)
+# MIN_DURATION_S, MAX_DURATION_S: the one range of durations, in flags and in files
+# (app/objects/durations.py).
 MIN_TIMEOUT_S: Final = 0.1  # a connection timeout below this refuses every honest client
 
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
@@ -77,10 +77,21 @@ class UsageError(Exception):
     """Bad usage or configuration; the CLI prints it as one line and exits with code 2."""
 
 
+# A negative number or duration: ``-5``, ``-0.5``, ``-5s``, ``-1h30m``.
+_NEGATIVE_VALUE: Final = re.compile(r"^-(\d+(\.\d*)?|\.\d+)([a-zµμ]+(\d+(\.\d*)?)?)*$")
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is the one line that says what is wrong and a hint to
     ``--help``, rather than the whole usage block before it. Subcommand parsers are of
     this class too (argparse makes them of their parent's class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # ``--reservation-ttl -5s`` is a flag and its (bad) value, for the converter to
+        # refuse with what is valid: argparse takes only ``-5`` and ``-.5`` for values,
+        # and answered ``-5s`` with "expected one argument".
+        self._negative_number_matcher = _NEGATIVE_VALUE
 
     def error(self, message: str) -> NoReturn:
         self.exit(
@@ -249,6 +260,24 @@ def log_level(text: str) -> str:
     return text.strip().lower()
 
 
+def _one_of(
+    choices: Any, convert: Callable[[str], Any] | None
+) -> Callable[[str], Any]:
+    """``convert``, checking a variable's value against ``choices`` as argparse checks a
+    command-line value (it checks no default, and a variable's value is one)."""
+
+    def checked(text: str) -> Any:
+        value = convert(text) if convert is not None else text
+        if isinstance(text, _FromEnvironment) and value not in choices:
+            raise argparse.ArgumentTypeError(
+                f"expected one of {', '.join(map(str, choices))}, got {text!r}"
+            )
+        return value
+
+    checked.__name__ = getattr(convert, "__name__", "value")
+    return checked
+
+
 def _integer(text: str) -> int | None:
     try:
         return int(text.strip())
@@ -357,6 +386,9 @@ def add_flag(
             default = marked
         else:  # a custom action (repeatable flags) parses the raw text itself
             default = raw
+    choices = kwargs.get("choices")
+    if choices is not None and raw is not None and not switch:
+        type = _one_of(choices, type)
     if type is not None:
         kwargs["type"] = _naming_variable(type)
     suffix = f" (default: {shown})" if shown else ""

@@ -37,7 +37,16 @@ from app.descheduler.gather import ClusterReader, Skipped
 from app.descheduler.report import RunReport, RunResult
 from app.descheduler.settings import LoopSettings
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.kube import BudgetCache, KubeClient, NodeCache, PodCache, StateStore, pod_info
+from app.kube import (
+    WORKLOAD_USAGE_NAME,
+    BudgetCache,
+    KubeClient,
+    NodeCache,
+    PodCache,
+    StateStore,
+    WorkloadUsageStore,
+    pod_info,
+)
 from app.objects import PodInfo
 from app.policy import Policy
 from app.prom import InstantQuery
@@ -99,6 +108,7 @@ class Descheduler:
             self.telemetry,
             clock,
             self.settings.sync_timeout_s,
+            WorkloadUsageStore(client, self.settings.state_namespace, WORKLOAD_USAGE_NAME),
         )
         self.evictor = Evictor(
             client,

@@ -32,7 +32,7 @@ from app.kube import (
     node_info,
     pod_from_mapping,
 )
-from app.objects import NodeInfo, PodDisruptionBudgetView
+from app.objects import NodeInfo, PodDisruptionBudgetView, parse_quantity
 from app.policy import Policy, default_policy, load_policy, policy_from_yaml
 from app.rebalance import ConfigError, DeschedulerConfig, config_from_yaml
 
@@ -120,6 +120,34 @@ def _event_time_s(event: Any) -> float:
     return max((m.timestamp() for m in moments if isinstance(m, datetime)), default=0.0)
 
 
+def _bad_quantity(document: dict[str, Any]) -> str | None:
+    """The first request, limit or overhead of a manifest that is no Kubernetes quantity
+    (``cpu: lots``), with where it is; the API server would refuse the pod, and the
+    estimate would read it as nothing."""
+    spec = document.get("spec")
+    if not isinstance(spec, dict):
+        return None
+    amounts: list[tuple[str, Any]] = []
+    overhead = spec.get("overhead")
+    if isinstance(overhead, dict):
+        amounts += [(f"spec.overhead.{name}", value) for name, value in overhead.items()]
+    for field in ("initContainers", "containers"):
+        containers = spec.get(field)
+        for index, container in enumerate(containers if isinstance(containers, list) else []):
+            resources = container.get("resources") if isinstance(container, dict) else None
+            for kind in ("requests", "limits"):
+                given = resources.get(kind) if isinstance(resources, dict) else None
+                if isinstance(given, dict):
+                    where = f"spec.{field}[{index}].resources.{kind}"
+                    amounts += [(f"{where}.{name}", value) for name, value in given.items()]
+    for where, value in amounts:
+        try:
+            parse_quantity(value)
+        except ValueError as error:
+            return f"{where}: {error}"
+    return None
+
+
 def pod_from_manifest(path: str) -> Pod:
     """A Pod from a manifest file (``-f``), for a pod not created yet.
 
@@ -128,6 +156,9 @@ def pod_from_manifest(path: str) -> Pod:
     document = parse_yaml(text, source, ValueError)
     if not isinstance(document, dict) or document.get("kind", "Pod") != "Pod":
         raise ValueError(f"{source}: expected one Pod manifest (kind: Pod)")
+    problem = _bad_quantity(document)
+    if problem is not None:
+        raise ValueError(f"{source}: {problem}")
     pod = pod_from_mapping(document, source)
     metadata = pod.metadata
     if metadata is None or not (metadata.name or metadata.generateName):

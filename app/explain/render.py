@@ -266,6 +266,10 @@ def render_node(explanation: NodeExplanation, sources: Sequence[str]) -> str:
             f"hot rounds: {node_class.hot_rounds} in a row, this one included "
             f"(consecutiveHotRounds {explanation.consecutive_hot_rounds})"
         )
+    if explanation.opt_out is not None:
+        lines.append(f"opted out: {explanation.opt_out}")
+    if explanation.held_hot is not None:
+        lines.append(f"held hot: {explanation.held_hot.reason}")
     lines.extend(sources)
     lines += ["", f"would move off it ({len(explanation.moved_off)}):"]
     lines += _moves(explanation.moved_off, "TO")
@@ -297,6 +301,20 @@ def _eviction_json(eviction: PlannedEviction) -> dict[str, Any]:
     }
 
 
+def _held_json(explanation: NodeExplanation) -> dict[str, Any] | None:
+    held = explanation.held_hot
+    if held is None:
+        return None
+    return {
+        "held": dict(held.held),
+        "pods": [
+            {"pod": key, "resource": resource, "aboveRequests": amount}
+            for key, resource, amount in held.pods
+        ],
+        "reason": held.reason,
+    }
+
+
 def node_json(explanation: NodeExplanation, sources: Sequence[str]) -> dict[str, Any]:
     node_class = explanation.node_class
     return {
@@ -320,4 +338,6 @@ def node_json(explanation: NodeExplanation, sources: Sequence[str]) -> dict[str,
         "wouldReceive": [_eviction_json(e) for e in explanation.sent_here],
         "notes": list(explanation.notes),
         "sources": list(sources),
+        "optedOut": explanation.opt_out,
+        "heldHot": _held_json(explanation),
     }

@@ -105,12 +105,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_caller_authentication(args: argparse.Namespace) -> None:
+def check_caller_authentication(args: argparse.Namespace) -> str | None:
     """Who may call the verbs: a client certificate (mutual TLS) or a loopback address
     authenticates the caller. Anything else serves every client that can reach the port,
-    and must be asked for with --allow-unauthenticated; it is then logged as a warning."""
+    and must be asked for with --allow-unauthenticated; the warning returned is logged
+    once the port is bound (not before a failure to listen, as it was)."""
     if args.client_ca or is_loopback(args.host):
-        return
+        return None
     transport = "HTTPS without client certificates" if args.tls_cert else "plain HTTP"
     if not args.allow_unauthenticated:
         config_error(
@@ -118,13 +119,10 @@ def check_caller_authentication(args: argparse.Namespace) -> None:
             f"steer scheduling. Use mutual TLS (--tls-cert, --tls-key, --client-ca), or "
             f"--host 127.0.0.1 beside the scheduler, or say --allow-unauthenticated"
         )
-    log.warning(
-        "serving the extender's verbs with %s on %s:%d to ANY client "
-        "(--allow-unauthenticated): anyone who can reach this port can reserve load and "
-        "read node data; use mutual TLS or a loopback address (docs/security.md)",
-        transport,
-        args.host,
-        args.port,
+    return (
+        f"serving the extender's verbs with {transport} on {args.host}:{args.port} to ANY "
+        "client (--allow-unauthenticated): anyone who can reach this port can reserve load "
+        "and read node data; use mutual TLS or a loopback address (docs/security.md)"
     )
 
 
@@ -250,6 +248,11 @@ def _serve(
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stop)
+    # Listening before ``ready``: a client that connects as soon as the banner shows is
+    # queued until the server accepts, not refused (a curl pasted from the demo's banner
+    # at once was refused while uvicorn still loaded).
+    for sock, config in zip(sockets, configs, strict=True):
+        sock.listen(config.backlog)
     ready()
 
     async def serve_all() -> None:
@@ -275,7 +278,7 @@ def max_body_bytes(args: argparse.Namespace) -> int:
 def run_extender(args: argparse.Namespace) -> int:
     # Each check imports only what it needs, the cheapest first, so that a bad flag or
     # file is reported before the web server and the clients are loaded.
-    check_caller_authentication(args)
+    unauthenticated = check_caller_authentication(args)
     connection_limits(args)
     tls_context(args)
     check_distinct_ports(args)
@@ -310,6 +313,8 @@ def run_extender(args: argparse.Namespace) -> int:
     # web server are loaded (about a second): a port in use, or a host that does not
     # resolve, is told at once.
     sockets = bind_listeners(args)
+    if unauthenticated is not None:
+        log.warning("%s", unauthenticated)
     from app.extender.extender import Extender
     from app.extender.http import ExtenderApp
     from app.extender.workload_usage import WorkloadUsageFollower
@@ -371,6 +376,12 @@ def run_extender(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def http_base_url(host: str, port: int) -> str:
+    """``http://HOST:PORT``, an IPv6 address in brackets (``http://[::1]:8888``), as
+    curl and every URL parser require."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def run_demo(args: argparse.Namespace) -> int:
     args.tls_cert = args.tls_key = args.client_ca = None
     args.health_port = 0
@@ -379,7 +390,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from app.extender.http import ExtenderApp
 
     extender = DemoExtender()
-    base_url = f"http://{args.host}:{args.port}"
+    base_url = http_base_url(args.host, args.port)
 
     def banner() -> None:  # once the port is ours: a banner for a port in use would lie
         print(f"loadaware demo: extender with a built-in 7-node cluster on {base_url}", flush=True)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from app.kube.api_errors import ClusterUnreadable, describe_api_error
     from app.kube.cache import WatchCache
     from app.kube.client import KubeClient, KubeConfigError, make_client
-    from app.kube.events import EvictionNotice, record_eviction
+    from app.kube.events import HELD_HOT_REASON, EvictionNotice, record_eviction, record_node_event
     from app.kube.eviction import EvictionOutcome, evict_pod
     from app.kube.lease import LeaseRecord, LeaseStore, LeaseUnavailable, ReadLease
     from app.kube.nodes import NodeCache, NodeInfo, node_info
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_NAME",
     "DESCHEDULER_CONFIGMAP",
+    "HELD_HOT_REASON",
     "POLICY_CONFIGMAP",
     "WORKLOAD_USAGE_MAX_AGE_S",
     "WORKLOAD_USAGE_NAME",
@@ -88,6 +89,7 @@ __all__ = [
     "pod_key",
     "pod_placement",
     "record_eviction",
+    "record_node_event",
     "scheduled_pod",
 ]
 
@@ -99,7 +101,7 @@ __getattr__ = load_on_use(
         "api_errors": ("ClusterUnreadable", "describe_api_error"),
         "cache": ("WatchCache",),
         "client": ("KubeClient", "KubeConfigError", "make_client"),
-        "events": ("EvictionNotice", "record_eviction"),
+        "events": ("HELD_HOT_REASON", "EvictionNotice", "record_eviction", "record_node_event"),
         "eviction": ("EvictionOutcome", "evict_pod"),
         "lease": ("LeaseRecord", "LeaseStore", "LeaseUnavailable", "ReadLease"),
         "nodes": ("NodeCache", "NodeInfo", "node_info"),

@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.objects.durations import format_duration, parse_duration_s
+from app.objects.durations import (
+    MAX_DURATION_S,
+    MIN_DURATION_S,
+    duration_range_problem,
+    format_duration,
+    parse_duration_s,
+)
 from app.objects.lazy import load_on_use
 
 if TYPE_CHECKING:
@@ -68,7 +74,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CPU",
+    "MAX_DURATION_S",
     "MEMORY",
+    "MIN_DURATION_S",
     "NO_DEMAND",
     "RESOURCES",
     "TEMPLATE_HASH_LABEL",
@@ -91,6 +99,7 @@ __all__ = [
     "Taint",
     "Toleration",
     "container_demand",
+    "duration_range_problem",
     "effective_demand",
     "format_duration",
     "load_on_use",

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import json
 import logging
 import math
+import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import requests
 import requests.auth
@@ -243,6 +245,61 @@ def _read1(response: requests.Response) -> bytes:
         raise requests.exceptions.ChunkedEncodingError(error, response=response) from None
 
 
+T = TypeVar("T")
+
+# Query threads alive at once, in this process. An abandoned query's thread lives on
+# until its socket times out (a server that trickles bytes holds it longer); past this
+# many, a new query fails at once rather than start yet another thread.
+MAX_QUERY_THREADS = 32
+_query_threads = threading.BoundedSemaphore(MAX_QUERY_THREADS)
+
+
+async def in_daemon_thread(call: Callable[[], T]) -> T:
+    """``call()`` in a thread of its own that nothing waits for once the caller is
+    cancelled.
+
+    ``asyncio.to_thread`` runs in the loop's default executor, which ``asyncio.run``
+    waits for at its end: a Ctrl-C during a query to a Prometheus that does not answer
+    waited out the query (28-89 s in ``explain node`` and ``descheduler --once``). A
+    daemon thread is abandoned instead; its answer, if it ever comes, is dropped."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if answer.done():  # the caller was cancelled
+            return
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(result)  # type: ignore[arg-type]
+
+    def work() -> None:
+        result: T | None = None
+        error: BaseException | None = None
+        try:
+            result = call()
+        except BaseException as raised:  # handed to the caller, whatever it is
+            error = raised
+        finally:
+            slots.release()
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it
+            loop.call_soon_threadsafe(settle, result, error)
+
+    slots = _query_threads
+    if not slots.acquire(blocking=False):
+        raise PrometheusQueryError(
+            "timeout",
+            f"{MAX_QUERY_THREADS} Prometheus queries are still unanswered past their timeout; "
+            "this one is not sent until some end (is Prometheus hanging?)",
+        )
+    try:
+        threading.Thread(target=work, name="prometheus-query", daemon=True).start()
+    except BaseException:
+        slots.release()
+        raise
+    return await answer
+
+
 class PrometheusSource:
     """A connection to one Prometheus-compatible endpoint. Thread-safe for ``query``."""
 
@@ -297,7 +354,7 @@ class PrometheusSource:
             # a query that ends as its task is cancelled and drops the cancellation, and
             # a SIGTERM then left the annotator running until its next period.
             async with asyncio.timeout(self.settings.timeout_s + 1.0):
-                return await asyncio.to_thread(self.query, promql, at_s)
+                return await in_daemon_thread(lambda: self.query(promql, at_s))
         except TimeoutError:
             raise PrometheusQueryError(
                 "timeout",

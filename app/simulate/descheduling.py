@@ -128,6 +128,10 @@ class PlannerRebalancer:
         self._touched_in: dict[int, int] = {}  # slot -> the last round a record touched it
         # The rate window's real usage per slot (cores, bytes), one entry per step.
         self._usage_by_step: dict[int, tuple[FloatArray, FloatArray]] = {}
+        # Each node's own annotations (the scenario's node group's), beside the load.
+        self._node_annotations = [
+            group.annotations for group in cluster.scenario.nodes for _ in group.node_names
+        ]
         workloads = cluster.scenario.workloads
         self._requests = [w.pod_requests_and_limits[0] for w in workloads]
         self._limits = [w.pod_requests_and_limits[1] for w in workloads]
@@ -206,7 +210,7 @@ class PlannerRebalancer:
             name = names[i]
             nodes[name] = NodeInfo(
                 name,
-                _Annotations(pipeline, i),
+                _Annotations(pipeline, i, self._node_annotations[i]),
                 internal_ip=None,
                 taints=_SOFT_TAINTED if is_tainted[i] else (),
                 allocatable=allocatable[i],
@@ -274,6 +278,7 @@ class PlannerRebalancer:
             requests=requests,
             limits=limits,
             labels={"app": workload.name, "pod-template-hash": TEMPLATE_HASH},
+            annotations=workload.annotations,
             owner=_owner(workload.kind, workload.name),
             bound_at_s=cluster.pipeline.epoch_s + float(cluster.bound_at_s[slot]),
         )
@@ -347,32 +352,37 @@ class _Annotations(Mapping[str, str]):
     keeps no node past it: the same as a snapshot made as the round began, without
     a ``NodeInfo`` remade per node and round."""
 
-    __slots__ = ("_monitoring", "_node")
+    __slots__ = ("_monitoring", "_node", "_own")
 
-    def __init__(self, monitoring: SimulatedMonitoring, node: int) -> None:
+    def __init__(
+        self, monitoring: SimulatedMonitoring, node: int, own: Mapping[str, str]
+    ) -> None:
         self._monitoring = monitoring
         self._node = node
+        self._own = own  # the node's own (the scenario's), never the load metrics'
 
     def __getitem__(self, key: str) -> str:
-        text = self._monitoring.annotation(self._node, key)
+        text = self.get(key)
         if text is None:
             raise KeyError(key)
-        return text
+        return str(text)
 
     def get(self, key: str, default: Any = None) -> Any:
         """One annotation, made alone (``SimulatedMonitoring.annotation``): the planner
         reads two of every node each round, and a node's whole map is never read."""
         text = self._monitoring.annotation(self._node, key)
+        if text is None:
+            text = self._own.get(key)
         return default if text is None else text
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._monitoring.annotation(self._node, key) is not None
+        return isinstance(key, str) and self.get(key) is not None
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._monitoring.annotations(self._node))
+        return iter({**self._own, **self._monitoring.annotations(self._node)})
 
     def __len__(self) -> int:
-        return len(self._monitoring.annotations(self._node))
+        return len({**self._own, **self._monitoring.annotations(self._node)})
 
 
 class _Pods(Mapping[str, PodInfo]):
