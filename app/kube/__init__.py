@@ -26,7 +26,12 @@ from app.kube.defaults import STATE_NAME as DEFAULT_NAME
 from app.objects import load_on_use
 
 if TYPE_CHECKING:
-    from app.kube.admission import admission_problems, log_admission_problems, own_username
+    from app.kube.admission import (
+        AdmissionCheck,
+        admission_problems,
+        log_admission_problems,
+        own_username,
+    )
     from app.kube.api_errors import ClusterUnreadable, describe_api_error
     from app.kube.cache import WatchCache
     from app.kube.client import KubeClient, KubeConfigError, make_client
@@ -48,6 +53,7 @@ __all__ = [
     "POLICY_CONFIGMAP",
     "WORKLOAD_USAGE_MAX_AGE_S",
     "WORKLOAD_USAGE_NAME",
+    "AdmissionCheck",
     "AnnotationPatcher",
     "BudgetCache",
     "ClusterReader",
@@ -97,7 +103,12 @@ __all__ = [
 __getattr__ = load_on_use(
     __name__,
     {
-        "admission": ("admission_problems", "log_admission_problems", "own_username"),
+        "admission": (
+            "AdmissionCheck",
+            "admission_problems",
+            "log_admission_problems",
+            "own_username",
+        ),
         "api_errors": ("ClusterUnreadable", "describe_api_error"),
         "cache": ("WatchCache",),
         "client": ("KubeClient", "KubeConfigError", "make_client"),
