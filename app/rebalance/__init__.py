@@ -18,7 +18,8 @@ in the order a plan is made:
 - ``destinations``: where an evicted pod can go;
 - ``limits``: the run's guards (per node, namespace, workload, PDB);
 - ``outcome``: what the planner returns; ``plan``: the orchestration;
-- ``render``: the dry-run table.
+- ``render``: the dry-run table;
+- ``aftermath``: settleTime after a move, whether it helped.
 
 The configuration, the outcome's types and the small rules load at once; the planner
 itself (``plan``, ``beside``, ``render``: numpy and the load model, about a tenth of a
@@ -31,6 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.objects import load_on_use
+from app.rebalance.aftermath import Judgement, Measured, Outcome, Planned, judge
 from app.rebalance.agreement import threshold_conflicts
 from app.rebalance.config import (
     DEFAULT_CPU_QUERY,
@@ -67,8 +69,12 @@ __all__ = [
     "ConfigError",
     "DeschedulerConfig",
     "EvictionPlan",
+    "Judgement",
+    "Measured",
     "NodeClass",
     "NodeKind",
+    "Outcome",
+    "Planned",
     "PlannedEviction",
     "PlannerMemory",
     "SchedulerBeside",
@@ -77,6 +83,7 @@ __all__ = [
     "config_from_mapping",
     "config_from_yaml",
     "fit_refusal",
+    "judge",
     "memory_window_s",
     "observe_round",
     "plan",
