@@ -35,7 +35,8 @@ from lightkube import AsyncClient
 
 from app.descheduler.act import Evictor
 from app.descheduler.decide import decide
-from app.descheduler.gather import ClusterReader, Skipped
+from app.descheduler.gather import ClusterReader, Skipped, View
+from app.descheduler.hindsight import judge_due
 from app.descheduler.report import RunReport, RunResult
 from app.descheduler.settings import LoopSettings
 from app.descheduler.telemetry import DeschedulerMetrics
@@ -200,10 +201,38 @@ class Descheduler:
         if isinstance(view, Skipped):
             return view.report()
         dry_run = self.dry_run
+        await self._judge(view, config, policy, dry_run=dry_run)
         decision = decide(view, config, policy, self._dry_rounds if dry_run else None)
         self._dry_rounds = decision.dry_rounds
         self.telemetry.record_plan(decision.plan)
         return await self.evictor.act(view, decision, dry_run=dry_run)
+
+    async def _judge(
+        self, view: View, config: DeschedulerConfig, policy: Policy, *, dry_run: bool
+    ) -> None:
+        """Judge the moves whose settleTime has passed; kept in the memory (written with
+        the run's first save), counted, logged, and told on each workload in one Event."""
+        judged = judge_due(
+            view.memory.moves,
+            view.memory.evictions.values(),
+            view.cluster,
+            config,
+            policy,
+            view.now_s,
+        )
+        if not dry_run:  # a dry run keeps no memory: it would count them again each run
+            self.telemetry.record_judged(judged)
+        for move in judged:
+            view.memory.moves[move.key] = move
+            log.info(
+                "%d eviction(s) from %s settleTime ago: %s (%s)",
+                move.pods,
+                move.source,
+                move.outcome,
+                move.reason,
+            )
+        if judged and not dry_run:
+            await self.evictor.tell_outcomes(judged, view.now_s)
 
     def _window_s(self) -> float:
         """How far back the memory must reach: settling, cooldowns, one more interval."""
