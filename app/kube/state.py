@@ -316,11 +316,8 @@ class StateStore(OwnConfigMapStore):
         other error; ``memory`` then holds what this process knows."""
         for attempt in range(_SAVE_ATTEMPTS):
             body = own_config_map(
-                self.name,
-                self.namespace,
-                "descheduler",
-                {STATE_KEY: encode(memory, since_s)},
-                memory.resource_version,
+                self.name, self.namespace, "descheduler",
+                {STATE_KEY: encode(memory, since_s)}, memory.resource_version,
             )
             try:
                 if memory.exists:

@@ -19,7 +19,8 @@ in the order a plan is made:
 - ``limits``: the run's guards (per node, namespace, workload, PDB);
 - ``outcome``: what the planner returns; ``plan``: the orchestration;
 - ``render``: the dry-run table;
-- ``aftermath``: settleTime after a move, whether it helped.
+- ``aftermath``: settleTime after a move, whether it helped; ``backoff``: where
+  recent moves did not help, the nodes and workloads left alone.
 
 The configuration, the outcome's types and the small rules load at once; the planner
 itself (``plan``, ``beside``, ``render``: numpy and the load model, about a tenth of a
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING
 from app.objects import load_on_use
 from app.rebalance.aftermath import Judgement, Measured, Outcome, Planned, judge
 from app.rebalance.agreement import threshold_conflicts
+from app.rebalance.backoff import BackOff, back_off
 from app.rebalance.config import (
     DEFAULT_CPU_QUERY,
     DEFAULT_MEMORY_QUERY,
@@ -47,6 +49,7 @@ from app.rebalance.config import (
 from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
 from app.rebalance.fit import fit_refusal
 from app.rebalance.outcome import (
+    STOPPED_HELPING,
     EvictionPlan,
     NodeClass,
     NodeKind,
@@ -65,6 +68,8 @@ __all__ = [
     "ASSUMES",
     "DEFAULT_CPU_QUERY",
     "DEFAULT_MEMORY_QUERY",
+    "STOPPED_HELPING",
+    "BackOff",
     "ClusterView",
     "ConfigError",
     "DeschedulerConfig",
@@ -80,6 +85,7 @@ __all__ = [
     "SchedulerBeside",
     "SkipCode",
     "SkippedPod",
+    "back_off",
     "config_from_mapping",
     "config_from_yaml",
     "fit_refusal",

@@ -63,7 +63,7 @@ def test_a_later_run_judges_the_evictions_once_settled(
 
     hot_reads(seeded, hot_after)
     telemetry = DeschedulerMetrics()
-    run_once(seeded, prometheus_url, config, later_s=SETTLED_S, telemetry=telemetry)
+    second = run_once(seeded, prometheus_url, config, later_s=SETTLED_S, telemetry=telemetry)
     judged = [m for m in memory_of(seeded)["moves"] if "outcome" in m]
     assert [(m["source"], m["outcome"]) for m in judged] == [("hot", outcome)]
     assert telemetry.registry.get_sample_value(OUTCOMES, {"outcome": label}) == 2.0
@@ -71,6 +71,11 @@ def test_a_later_run_judges_the_evictions_once_settled(
     assert [e["involvedObject"]["kind"] for e in events] == ["Deployment"]
     assert events[0]["involvedObject"]["name"] == "web"
     assert f"2 {outcome}" in events[0]["message"]
+    # The run that judged a move that did not help already left its source alone.
+    skipped_hot = {
+        s.code.value for s in (second.plan.skipped if second.plan else []) if s.node == "hot"
+    }
+    assert ("backed_off" in skipped_hot) is (outcome != "helped")
 
 
 @pytest.mark.prometheus
