@@ -156,7 +156,7 @@ async def record_outcomes(
     except Exception as error:  # an Event must never stop the run
         log.error(
             "could not record the eviction outcome Event for %s (%s); the descheduler "
-            "needs 'create' on events in its namespace",
+            "needs 'create' on events in the workload's namespace",
             workload,
             error,
         )

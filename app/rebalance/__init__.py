@@ -33,9 +33,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.objects import load_on_use
-from app.rebalance.aftermath import Judgement, Measured, Outcome, Planned, judge
+from app.rebalance.aftermath import NOISE_SHARE, Judgement, Measured, Outcome, Planned, judge
 from app.rebalance.agreement import threshold_conflicts
-from app.rebalance.backoff import BackOff, back_off
+from app.rebalance.backoff import MAX_BACKOFF_ROUNDS, SITUATION_CHANGE, BackOff, back_off
 from app.rebalance.config import (
     DEFAULT_CPU_QUERY,
     DEFAULT_MEMORY_QUERY,
@@ -68,6 +68,9 @@ __all__ = [
     "ASSUMES",
     "DEFAULT_CPU_QUERY",
     "DEFAULT_MEMORY_QUERY",
+    "MAX_BACKOFF_ROUNDS",
+    "NOISE_SHARE",
+    "SITUATION_CHANGE",
     "STOPPED_HELPING",
     "BackOff",
     "ClusterView",
