@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
+from prometheus_client.metrics import MetricWrapperBase
 from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 
@@ -32,11 +33,14 @@ if str(ROOT) not in sys.path:  # run as a script: make the repository's `app` im
 
 from app.cli import build_parser  # noqa: E402
 from app.commandline.flags import ENV_PREFIX, RENAMED  # noqa: E402
+from app.descheduler.telemetry import DeschedulerMetrics  # noqa: E402
 from app.extender.index import IMPLEMENTATION_ENV  # noqa: E402
 from app.kube import workload_usage as published  # noqa: E402
 from app.objects.durations import format_duration  # noqa: E402
 from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
+from app.rebalance import MAX_BACKOFF_ROUNDS, NOISE_SHARE, SITUATION_CHANGE, Outcome  # noqa: E402
 from app.rebalance.config import DeschedulerConfig  # noqa: E402
+from app.rebalance.outcome import SkipCode  # noqa: E402
 
 REFERENCE = ROOT / "docs" / "reference.md"
 
@@ -401,6 +405,79 @@ def workload_usage_section() -> list[str]:
     ]
 
 
+# What each skip code means (a label value of loadaware_descheduler_pods_skipped_total
+# and the CODE column of the dry-run table and `explain node`).
+SKIP_MEANING = {
+    "protected": "DaemonSet, bare, critical, mirror, local storage, too young, too few replicas...",
+    "eviction_limit": "maxNoOfPodsToEvict (total, per node, per namespace) reached",
+    "cooldown": "workloadCooldown; or a replacement within returnCooldown",
+    "workload_limit": "maxMigratingPerWorkload reached in this run",
+    "workload_unavailable": "maxUnavailablePerWorkload reached",
+    "last_replica": "the last Ready pod of its controller (evictLastReplica: false)",
+    "pdb": "a PodDisruptionBudget allows no more disruptions",
+    "nothing_to_move": "uses none of the resource its node is hot on",
+    "other_resource": "mostly a resource its node is not hot on",
+    "gain_too_small": "the source's evictions together gain less than minimumGain",
+    "no_destination": "no destination fits it",
+    "back_on_source": "kube-scheduler would put the replacement back on the source",
+    "hot_landing": (
+        "scheduler: soft-taints: the nodes kube-scheduler would choose from that the "
+        "replacement would make hot outweigh what its eviction takes off the source"
+    ),
+    "already_evicted": "this descheduler already evicted it",
+    "recheck": "the live re-check just before the eviction call refused it",
+    "backed_off": (
+        "its node's or its workload's recent evictions did not help: left alone for "
+        f"interval x 2^(k-1), at most {MAX_BACKOFF_ROUNDS} intervals, after k such evictions "
+        f"in a row; a node resumes early when its usage moved more than {SITUATION_CHANGE:g} "
+        "since (docs/troubleshooting.md, is the descheduler helping?)"
+    ),
+}
+
+
+def descheduler_outcomes_section() -> list[str]:
+    """The descheduler's metrics, skip codes and eviction outcomes, from the code."""
+    lines = [
+        "## Descheduler metrics, skip codes and eviction outcomes",
+        "",
+        "Served on the descheduler's `--health-port` at `/metrics`.",
+        "",
+        "| metric | type | labels | meaning |",
+        "|---|---|---|---|",
+    ]
+    for collector in vars(DeschedulerMetrics()).values():
+        if not isinstance(collector, MetricWrapperBase):
+            continue
+        (metric,) = collector.describe()
+        if not metric.name.startswith("loadaware_descheduler_"):
+            continue
+        suffix = "_total" if metric.type == "counter" else ""
+        label_text = ", ".join(f"`{k}`" for k in collector._labelnames)
+        lines.append(
+            f"| `{metric.name}{suffix}` | {metric.type} | {label_text} | "
+            f"{_cell(metric.documentation)} |"
+        )
+    codes = {code.value for code in SkipCode}
+    if codes != set(SKIP_MEANING):
+        raise KeyError(f"SKIP_MEANING and SkipCode differ: {sorted(codes ^ set(SKIP_MEANING))}")
+    lines += ["", "Skip codes (`pods_skipped_total{reason}`):", "", "| code | meaning |",
+              "|---|---|"]  # fmt: skip
+    lines += [f"| `{code.value}` | {_cell(SKIP_MEANING[code.value])} |" for code in SkipCode]
+    lines += [
+        "",
+        "Eviction outcomes (`eviction_outcomes_total{outcome}`, a space written `_`), each "
+        "eviction judged settleTime after its run (`app/rebalance/aftermath.py`): "
+        + ", ".join(f"`{o.value}`" for o in Outcome)
+        + f". It **helped** when its source is cooler, less what other pods that left or "
+        f"came explain, by more than {NOISE_SHARE:g} of what it moved; it **backfired** "
+        "when the source is hotter than other pods explain by more than that, or its "
+        "replacement made the destination hot, or its workload was OOM-killed or throttled "
+        "more; else it had **no effect** (a replacement back on the source included).",
+        "",
+    ]
+    return lines
+
+
 def render() -> str:
     saved = _without_environment()
     try:
@@ -410,6 +487,7 @@ def render() -> str:
             *policy_section(),
             *descheduler_config_section(),
             *workload_usage_section(),
+            *descheduler_outcomes_section(),
         ]
     finally:
         os.environ.update(saved)

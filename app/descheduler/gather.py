@@ -131,6 +131,7 @@ class ClusterReader:
             pod_usage=usage.usage,
             budgets=tuple(self._budgets.budgets.values()),
             recent_evictions=memory.recent(since_s),
+            moves=tuple(memory.moves.values()),
         )
         return View(cluster, memory, now_s)
 
@@ -143,6 +144,7 @@ class ClusterReader:
             pod_usage=cluster.pod_usage,
             budgets=tuple(self._budgets.budgets.values()),
             recent_evictions=cluster.recent_evictions,
+            moves=cluster.moves,
         )
 
     async def _caches_ready(self) -> Skipped | None:

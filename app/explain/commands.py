@@ -187,7 +187,9 @@ async def _explain_node(client: AsyncClient, args: argparse.Namespace) -> str:
     running = any(p.phase == "Running" for p in pods.values())
     placed = pod_nodes(pods.values(), nodes)
     usage, usage_line = await _pod_usage(args, config.value, placed, running)
-    view = ClusterView(nodes, pods, usage, budgets, memory.recent(since_s))
+    view = ClusterView(
+        nodes, pods, usage, budgets, memory.recent(since_s), tuple(memory.moves.values())
+    )
     hot_rounds = previous_hot_rounds(memory.hot_rounds, now_s, config.value.interval)
     explanation = explain_node(args.node, view, config.value, policy.value, now_s, hot_rounds)
     sources = [

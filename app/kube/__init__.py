@@ -19,7 +19,7 @@ from app.objects import load_on_use
 if TYPE_CHECKING:
     from app.kube.cache import WatchCache
     from app.kube.client import KubeConfigError, make_client
-    from app.kube.events import EvictionNotice, record_eviction
+    from app.kube.events import EvictionNotice, record_eviction, record_outcomes
     from app.kube.eviction import EvictionOutcome, evict_pod
     from app.kube.nodes import NodeCache, NodeInfo, node_info
     from app.kube.patching import AnnotationPatcher, PatchOutcome, PatchReport, TaintWriter
@@ -59,6 +59,7 @@ __all__ = [
     "pod_key",
     "pod_placement",
     "record_eviction",
+    "record_outcomes",
     "scheduled_pod",
 ]
 
@@ -68,7 +69,7 @@ __getattr__ = load_on_use(
     {
         "cache": ("WatchCache",),
         "client": ("KubeConfigError", "make_client"),
-        "events": ("EvictionNotice", "record_eviction"),
+        "events": ("EvictionNotice", "record_eviction", "record_outcomes"),
         "eviction": ("EvictionOutcome", "evict_pod"),
         "nodes": ("NodeCache", "NodeInfo", "node_info"),
         "patching": ("AnnotationPatcher", "PatchOutcome", "PatchReport", "TaintWriter"),

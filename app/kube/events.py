@@ -110,3 +110,55 @@ async def record_eviction(
         )
         return False
     return True
+
+
+OUTCOME_REASON = "LoadAwareEvictionOutcome"
+# The API group of the workload kinds the descheduler evicts from; another kind (a
+# custom resource) is named without one.
+_API_VERSIONS = {
+    "Deployment": "apps/v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "Job": "batch/v1",
+    "ReplicationController": "v1",
+}
+
+
+def outcome_event(workload: str, message: str, reporting_instance: str, at_s: float) -> Event:
+    """One Event on a workload (``namespace/Kind/name``): its evictions judged this run."""
+    namespace, kind, name = workload.split("/", 2)
+    at = datetime.fromtimestamp(at_s, tz=UTC)
+    return Event(
+        metadata=ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=namespace),
+        involvedObject=ObjectReference(
+            apiVersion=_API_VERSIONS.get(kind), kind=kind, namespace=namespace, name=name
+        ),
+        reason=OUTCOME_REASON,
+        message=message[:1024],
+        type="Normal",
+        action="Judge",
+        count=1,
+        firstTimestamp=at,
+        lastTimestamp=at,
+        source=EventSource(component=COMPONENT),
+        reportingComponent=COMPONENT,
+        reportingInstance=reporting_instance,
+    )
+
+
+async def record_outcomes(
+    client: AsyncClient, workload: str, message: str, reporting_instance: str, at_s: float
+) -> bool:
+    """Create a workload's outcome Event; False (logged) when the API server refuses it."""
+    try:
+        await client.create(outcome_event(workload, message, reporting_instance, at_s))
+    except Exception as error:  # an Event must never stop the run
+        log.error(
+            "could not record the eviction outcome Event for %s (%s); the descheduler "
+            "needs 'create' on events in the workload's namespace",
+            workload,
+            error,
+        )
+        return False
+    return True

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
     from app.objects.evictions import (
         EvictionRecord,
+        MoveRecord,
     )
     from app.objects.nodes import (
         NodeInfo,
@@ -73,6 +74,7 @@ __all__ = [
     "EvictionRecord",
     "LabelRequirement",
     "LabelSelector",
+    "MoveRecord",
     "NodeInfo",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
@@ -109,7 +111,7 @@ __getattr__ = load_on_use(
             "effective_demand",
             "requests_and_limits",
         ),
-        "evictions": ("EvictionRecord",),
+        "evictions": ("EvictionRecord", "MoveRecord"),
         "nodes": (
             "NodeInfo",
             "Taint",

@@ -18,7 +18,9 @@ in the order a plan is made:
 - ``destinations``: where an evicted pod can go;
 - ``limits``: the run's guards (per node, namespace, workload, PDB);
 - ``outcome``: what the planner returns; ``plan``: the orchestration;
-- ``render``: the dry-run table.
+- ``render``: the dry-run table;
+- ``aftermath``: settleTime after a move, whether it helped; ``backoff``: where
+  recent moves did not help, the nodes and workloads left alone.
 
 The configuration, the outcome's types and the small rules load at once; the planner
 itself (``plan``, ``beside``, ``render``: numpy and the load model, about a tenth of a
@@ -31,7 +33,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.objects import load_on_use
+from app.rebalance.aftermath import NOISE_SHARE, Judgement, Measured, Outcome, Planned, judge
 from app.rebalance.agreement import threshold_conflicts
+from app.rebalance.backoff import MAX_BACKOFF_ROUNDS, SITUATION_CHANGE, BackOff, back_off
 from app.rebalance.config import (
     DEFAULT_CPU_QUERY,
     DEFAULT_MEMORY_QUERY,
@@ -45,6 +49,7 @@ from app.rebalance.config import (
 from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
 from app.rebalance.fit import fit_refusal
 from app.rebalance.outcome import (
+    STOPPED_HELPING,
     EvictionPlan,
     NodeClass,
     NodeKind,
@@ -63,20 +68,31 @@ __all__ = [
     "ASSUMES",
     "DEFAULT_CPU_QUERY",
     "DEFAULT_MEMORY_QUERY",
+    "MAX_BACKOFF_ROUNDS",
+    "NOISE_SHARE",
+    "SITUATION_CHANGE",
+    "STOPPED_HELPING",
+    "BackOff",
     "ClusterView",
     "ConfigError",
     "DeschedulerConfig",
     "EvictionPlan",
+    "Judgement",
+    "Measured",
     "NodeClass",
     "NodeKind",
+    "Outcome",
+    "Planned",
     "PlannedEviction",
     "PlannerMemory",
     "SchedulerBeside",
     "SkipCode",
     "SkippedPod",
+    "back_off",
     "config_from_mapping",
     "config_from_yaml",
     "fit_refusal",
+    "judge",
     "memory_window_s",
     "observe_round",
     "plan",

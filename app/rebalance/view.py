@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from app.objects import EvictionRecord, NodeInfo, PodDisruptionBudgetView, PodInfo, Resources
+from app.objects import (
+    EvictionRecord,
+    MoveRecord,
+    NodeInfo,
+    PodDisruptionBudgetView,
+    PodInfo,
+    Resources,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,3 +22,5 @@ class ClusterView:
     pod_usage: Mapping[str, Resources]  # real usage by pod key; missing: requests stand in
     budgets: Sequence[PodDisruptionBudgetView] = ()
     recent_evictions: Sequence[EvictionRecord] = ()
+    # The descheduler's moves, judged or pending (app/rebalance/backoff.py reads them).
+    moves: Sequence[MoveRecord] = ()
