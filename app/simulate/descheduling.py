@@ -69,6 +69,7 @@ from app.objects import (
 from app.rebalance import (
     ClusterView,
     EvictionPlan,
+    Outcome,
     memory_window_s,
     plan,
     previous_hot_rounds,
@@ -144,7 +145,11 @@ class PlannerRebalancer:
         # The last step's demand, where every pod is bound since (evictions come first).
         last_step = round(t_s / cluster.scenario.step_s) - 1
         self.gains.step(t_s, cluster.node_of, *self._demand(last_step))
-        cluster.run.evictions_judged, cluster.run.evictions_bought_nothing = self.gains.counts
+        run, outcomes = cluster.run, self.gains.outcomes
+        run.evictions_judged, run.evictions_bought_nothing = self.gains.counts
+        run.evictions_helped = outcomes[Outcome.HELPED]
+        run.evictions_no_effect = outcomes[Outcome.NO_EFFECT]
+        run.evictions_backfired = outcomes[Outcome.BACKFIRED]
         view, slot_of = self._view(t_s, now_s)
         interval_s = self.config.interval
         counts = previous_hot_rounds(self._hot_rounds, now_s, interval_s)

@@ -95,3 +95,28 @@ def test_planned_as_beside_the_extender_next_to_a_stock_scheduler_evictions_buy_
     assert bought_nothing > judged / 2
     assert counts["requests"][0] > 0
     assert counts["requests"][2] == 0
+
+
+def test_each_judged_eviction_has_the_descheduler_s_outcome() -> None:
+    """The outcomes are the descheduler's judgement's (app/rebalance/aftermath.py): a
+    replacement elsewhere helped; one back on the source had no effect; a source that
+    took on more than 1.5 times what left backfired. Bought nothing = the last two."""
+    tracker = gains()
+    tracker.step(570.0, np.array([0, 0, 1, -1]), *demand([2.0, 3.0, 1.0, 0.0]))
+    tracker.evicted(0, 0, 600.0, np.array([0, 0, 1, -1]))  # helped: node 0 took nothing
+    tracker.evicted(2, 1, 600.0, np.array([0, 0, 1, -1]))
+    # Node 1 lost 1 core (slot 2, back since) and took slots 0 and 3 (6 cores): backfired.
+    tracker.judge(900.0, np.array([1, 0, 1, 1]), *demand([2.0, 3.0, 1.0, 4.0]))
+    assert tracker.outcomes == {"helped": 1, "no effect": 0, "backfired": 1}
+    assert (tracker.judged, tracker.bought_nothing) == (2, 1)
+    fresh = gains()
+    fresh.step(570.0, np.array([0, 0, 1]), *demand([2.0, 3.0, 1.0]))
+    fresh.evicted(0, 0, 600.0, np.array([0, 0, 1]))
+    fresh.judge(900.0, np.array([1, 0, 1]), *demand([2.0, 3.0, 1.0]))
+    assert fresh.outcomes == {"helped": 1, "no effect": 0, "backfired": 0}
+    back = gains()
+    back.step(570.0, np.array([0, 0, 1]), *demand([2.0, 3.0, 1.0]))
+    back.evicted(0, 0, 600.0, np.array([0, 0, 1]))
+    back.judge(900.0, np.array([0, 0, 1]), *demand([2.0, 3.0, 1.0]))
+    assert back.outcomes == {"helped": 0, "no effect": 1, "backfired": 0}
+    assert (back.judged, back.bought_nothing) == (1, 1)
