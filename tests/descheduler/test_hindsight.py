@@ -15,9 +15,10 @@ from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube import state
 from app.kube.events import OUTCOME_REASON
 from app.objects import MoveRecord
+from app.rebalance import STOPPED_HELPING
 from tests.descheduler import cluster
 from tests.descheduler.test_run import memory_of, prometheus_url, run_once
-from tests.support.fakekube import NODES
+from tests.support.fakekube import CONFIGMAPS, NODES
 from tests.support.fakekube_fixtures import FakeKube
 
 __all__ = ["prometheus_url"]  # the module fixture, shared with test_run
@@ -140,3 +141,28 @@ def test_a_move_entry_that_does_not_parse_is_ignored_and_said(entry: Any) -> Non
     assert read.moves == {}
     assert len(ignored) == 1
     assert "unreadable move entry" in ignored[0]
+
+
+def test_every_hot_node_backed_off_is_said_in_the_plan_and_logged(
+    seeded: FakeKube, prometheus_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Both hot nodes' last moves did not help: the run says so once, in the log."""
+    now_s = time.time()
+    memory = state.Memory(exists=True)
+    for node in ("hot", "hot-2"):
+        move = MoveRecord(node, now_s - 400, "cpu", 0.85, 0.1, 0.6, "cool-1", 1, (),
+                          outcome="no effect", judged_at_s=now_s - 10, reason="r")  # fmt: skip
+        memory.moves[move.key] = move
+    text = state.encode(memory, now_s - 3600)
+
+    def write(obj: dict[str, Any]) -> None:
+        obj["data"] = {state.STATE_KEY: text}
+
+    seeded.store.modify(CONFIGMAPS, state.DEFAULT_NAME, write, namespace="default")
+    with caplog.at_level("WARNING"):
+        report = run_once(seeded, prometheus_url, cluster.config())
+    assert report.evicted == []
+    assert report.plan is not None
+    assert STOPPED_HELPING in report.plan.notes
+    said = [r for r in caplog.records if STOPPED_HELPING in r.getMessage()]
+    assert len(said) == 1
