@@ -70,6 +70,9 @@ class EvictionGains:
         # The last step's demand per slot (cores, bytes): what an evicted pod used.
         self._last_demand: tuple[FloatArray, FloatArray] | None = None
         self.outcomes = dict.fromkeys(Outcome, 0)  # evictions judged, by outcome
+        # Each round's move from a source, once judged: (node, round's t_s, judgement,
+        # evictions), for the descheduler's back-off (``descheduling``) to read.
+        self.judged_moves: list[tuple[int, float, Judgement, int]] = []
 
     @property
     def judged(self) -> int:
@@ -115,6 +118,7 @@ class EvictionGains:
             held = self._waiting.pop(key)
             judgement = _judge(held, node_of, cpu, memory, self._allocatable(held.node))
             self.outcomes[judgement.outcome] += held.count
+            self.judged_moves.append((held.node, key[1], judgement, held.count))
 
     def _allocatable(self, node: int) -> tuple[float, float]:
         return float(self._allocatable_cpu[node]), float(self._allocatable_memory[node])
