@@ -38,7 +38,6 @@ Every plan is kept in ``plans`` so that tests can tie each eviction to the plann
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import (
     Callable,
     ItemsView,
@@ -59,7 +58,6 @@ from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
 from app.objects import (
     EvictionRecord,
     LabelSelector,
-    MoveRecord,
     NodeInfo,
     OwnerRef,
     PodDisruptionBudgetView,
@@ -71,14 +69,12 @@ from app.objects import (
 from app.rebalance import (
     ClusterView,
     EvictionPlan,
-    Outcome,
-    PlannedEviction,
     memory_window_s,
     plan,
     previous_hot_rounds,
     record_hot_rounds,
 )
-from app.simulate.gains import EvictionGains
+from app.simulate.gains import EvictionGains, MoveMemory
 
 if TYPE_CHECKING:
     from app.simulate.cluster import SimulatedCluster
@@ -102,10 +98,6 @@ class PlanRecord:
     plan: EvictionPlan
 
 
-# As the descheduler's memory keeps them (app/kube/state.py's MOVES_KEPT_S): a day.
-_MOVES_KEPT_S = 86400.0
-
-
 class PlannerRebalancer:
     """``Rebalancer`` that asks ``app.rebalance.plan`` which pods to evict."""
 
@@ -121,11 +113,7 @@ class PlannerRebalancer:
             config.settle_time, cluster.allocatable_cpu, cluster.allocatable_memory
         )
         self._hot_rounds: dict[str, tuple[int, float]] = {}  # as the memory ConfigMap keeps them
-        # Each round's move per source, as the descheduler's memory keeps them: made
-        # (``_made``, by node index and round), then judged by ``gains`` (``_moves``),
-        # for the planner's back-off (app/rebalance/backoff.py).
-        self._made: dict[tuple[int, float], MoveRecord] = {}
-        self._moves: list[MoveRecord] = []
+        self.moves = MoveMemory()  # for the planner's back-off (app/rebalance/backoff.py)
         self._records: list[EvictionRecord] = []
         self._generation = np.zeros(cluster.usage.slots, dtype=np.int64)
         # The view, kept up to date between rounds rather than rebuilt:
@@ -157,12 +145,8 @@ class PlannerRebalancer:
         # The last step's demand, where every pod is bound since (evictions come first).
         last_step = round(t_s / cluster.scenario.step_s) - 1
         self.gains.step(t_s, cluster.node_of, *self._demand(last_step))
-        run, outcomes = cluster.run, self.gains.outcomes
-        run.evictions_judged, run.evictions_bought_nothing = self.gains.counts
-        run.evictions_helped = outcomes[Outcome.HELPED]
-        run.evictions_no_effect = outcomes[Outcome.NO_EFFECT]
-        run.evictions_backfired = outcomes[Outcome.BACKFIRED]
-        self._judged_moves(now_s)
+        self.gains.count_into(cluster.run)
+        self.moves.collect(self.gains, now_s)
         view, slot_of = self._view(t_s, now_s)
         interval_s = self.config.interval
         counts = previous_hot_rounds(self._hot_rounds, now_s, interval_s)
@@ -177,7 +161,7 @@ class PlannerRebalancer:
             slots.append(slot)
             node = int(cluster.node_of[slot])
             self.gains.evicted(slot, node, t_s, cluster.node_of)
-            self._made_move(node, t_s, now_s, eviction, the_plan)
+            self.moves.made(node, t_s, now_s, eviction, the_plan)
             self._generation[slot] += 1  # the controller's replacement is a new pod
             self._records.append(
                 EvictionRecord(
@@ -192,49 +176,6 @@ class PlannerRebalancer:
             )
         return slots
 
-    @property
-    def moves(self) -> list[MoveRecord]:
-        """The judged moves the planner's back-off reads (the last day's)."""
-        return self._moves
-
-    def _made_move(
-        self, node: int, t_s: float, now_s: float, eviction: PlannedEviction, the_plan: EvictionPlan
-    ) -> None:
-        """Remember an eviction in its round's move from its source (for the back-off)."""
-        held = self._made.get((node, t_s))
-        workload = workload_of(eviction.pod)
-        if held is None:
-            usage = the_plan.node_classes[eviction.source].usage_fraction
-            resource = max(usage, key=lambda r: usage[r]) if usage else "cpu"
-            held = MoveRecord(
-                eviction.source, now_s, resource, usage.get(resource, 0.0), 0.0, 0.0,
-                eviction.destination, 0, (),
-            )  # fmt: skip
-        workloads = held.workloads
-        if workload is not None and workload not in workloads and len(workloads) < 8:
-            workloads = (*workloads, workload)
-        self._made[(node, t_s)] = dataclasses.replace(
-            held, pods=held.pods + 1, workloads=workloads
-        )
-
-    def _judged_moves(self, now_s: float) -> None:
-        """The moves ``gains`` judged since the last round, into the memory's moves."""
-        for node, round_t_s, judgement, _count in self.gains.judged_moves:
-            made = self._made.pop((node, round_t_s), None)
-            if made is not None:
-                self._moves.append(
-                    dataclasses.replace(
-                        made,
-                        outcome=judgement.outcome.value,
-                        judged_at_s=now_s,
-                        cooling=judgement.cooling,
-                        attributed=judgement.attributed,
-                        reason=judgement.reason,
-                    )
-                )
-        self.gains.judged_moves.clear()
-        self._moves = [m for m in self._moves if m.round_s >= now_s - _MOVES_KEPT_S]
-
     def _view(self, t_s: float, now_s: float) -> tuple[ClusterView, dict[str, int]]:
         self._update_nodes()
         self._update_pods()
@@ -246,7 +187,7 @@ class PlannerRebalancer:
             pod_usage=self._pod_usage(t_s),
             budgets=_Budgets(lambda: self._budgets(t_s)),
             recent_evictions=tuple(self._records),
-            moves=tuple(self._moves),
+            moves=tuple(self.moves.judged),
         )
         return view, self._slot_of  # up to date once the planner has looked at a pod
 

@@ -29,17 +29,42 @@ A round whose ``settleTime`` reaches past the end of the run is not judged.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from app.rebalance.aftermath import NOISE_SHARE, Judgement, Measured, Outcome, Planned, judge
+from app.objects import MoveRecord, workload_of
+from app.rebalance import (
+    NOISE_SHARE,
+    EvictionPlan,
+    Judgement,
+    Measured,
+    Outcome,
+    Planned,
+    PlannedEviction,
+    judge,
+)
 
-__all__ = ["NOISE_SHARE", "EvictionGains"]
+__all__ = ["NOISE_SHARE", "EvictionGains", "MoveMemory"]
+
+# As the descheduler's memory keeps them (app/kube/state.py's MOVES_KEPT_S): a day.
+_MOVES_KEPT_S = 86400.0
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+
+class RunCounts(Protocol):
+    """Where a run keeps the counts (``cluster.Run``)."""
+
+    evictions_judged: int
+    evictions_bought_nothing: int
+    evictions_helped: int
+    evictions_no_effect: int
+    evictions_backfired: int
 
 
 @dataclass
@@ -82,6 +107,13 @@ class EvictionGains:
     def bought_nothing(self) -> int:
         """The evictions judged not to have helped (no effect, or backfired)."""
         return self.judged - self.outcomes[Outcome.HELPED]
+
+    def count_into(self, run: RunCounts) -> None:
+        """The counts so far into a run's."""
+        run.evictions_judged, run.evictions_bought_nothing = self.counts
+        run.evictions_helped = self.outcomes[Outcome.HELPED]
+        run.evictions_no_effect = self.outcomes[Outcome.NO_EFFECT]
+        run.evictions_backfired = self.outcomes[Outcome.BACKFIRED]
 
     @property
     def counts(self) -> tuple[int, int]:
@@ -145,3 +177,51 @@ def _judge(
     planned = Planned(str(held.node), resource, moved, moved, "", held.count, 0.0)
     returned = sum(1 for s in on_node if s in held.evicted_slots)
     return judge(planned, Measured(came, stayed_after=0.0, returned=returned))
+
+
+class MoveMemory:
+    """Each round's move per source, as the descheduler's memory keeps them: made (by
+    node index and round), then judged by ``EvictionGains``; the judged ones are what
+    the planner's back-off reads (``ClusterView.moves``)."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[int, float], MoveRecord] = {}
+        self.judged: list[MoveRecord] = []
+
+    def made(
+        self, node: int, t_s: float, now_s: float, eviction: PlannedEviction, the_plan: EvictionPlan
+    ) -> None:
+        """An eviction into its round's move from its source."""
+        held = self._made.get((node, t_s))
+        workload = workload_of(eviction.pod)
+        if held is None:
+            usage = the_plan.node_classes[eviction.source].usage_fraction
+            resource = max(usage, key=lambda r: usage[r]) if usage else "cpu"
+            held = MoveRecord(
+                eviction.source, now_s, resource, usage.get(resource, 0.0), 0.0, 0.0,
+                eviction.destination, 0, (),
+            )  # fmt: skip
+        workloads = held.workloads
+        if workload is not None and workload not in workloads and len(workloads) < 8:
+            workloads = (*workloads, workload)
+        self._made[(node, t_s)] = dataclasses.replace(
+            held, pods=held.pods + 1, workloads=workloads
+        )
+
+    def collect(self, gains: EvictionGains, now_s: float) -> None:
+        """The moves ``gains`` judged since the last call, judged at ``now_s``."""
+        for node, round_t_s, judgement, _count in gains.judged_moves:
+            made = self._made.pop((node, round_t_s), None)
+            if made is not None:
+                self.judged.append(
+                    dataclasses.replace(
+                        made,
+                        outcome=judgement.outcome.value,
+                        judged_at_s=now_s,
+                        cooling=judgement.cooling,
+                        attributed=judgement.attributed,
+                        reason=judgement.reason,
+                    )
+                )
+        gains.judged_moves.clear()
+        self.judged = [m for m in self.judged if m.round_s >= now_s - _MOVES_KEPT_S]
