@@ -67,21 +67,38 @@ def _iso(at_s: float) -> str:
 def eviction_event(notice: EvictionNotice, reporting_instance: str) -> Event:
     record = notice.record
     namespace, _, name = record.pod_key.partition("/")
-    at = datetime.fromtimestamp(record.evicted_at_s, tz=UTC)
+    involved = ObjectReference(
+        apiVersion="v1", kind="Pod", namespace=namespace, name=name, uid=record.uid
+    )
+    return _event(
+        involved, REASON, "Evict", notice.message, record.evicted_at_s, reporting_instance,
+        record_annotations(record),
+    )  # fmt: skip
+
+
+def _event(
+    involved: ObjectReference,
+    reason: str,
+    action: str,
+    message: str,
+    at_s: float,
+    reporting_instance: str,
+    annotations: dict[str, str] | None = None,
+) -> Event:
+    """A Normal Event of the descheduler's on ``involved``, at ``at_s``."""
+    at = datetime.fromtimestamp(at_s, tz=UTC)
     return Event(
         metadata=ObjectMeta(
             # As client-go names them: the object's name and a hex timestamp.
-            name=f"{name}.{time.time_ns():x}",
-            namespace=namespace,
-            annotations=record_annotations(record),
+            name=f"{involved.name}.{time.time_ns():x}",
+            namespace=involved.namespace,
+            annotations=annotations,
         ),
-        involvedObject=ObjectReference(
-            apiVersion="v1", kind="Pod", namespace=namespace, name=name, uid=record.uid
-        ),
-        reason=REASON,
-        message=notice.message,
+        involvedObject=involved,
+        reason=reason,
+        message=message,
         type="Normal",
-        action="Evict",
+        action=action,
         count=1,
         firstTimestamp=at,
         lastTimestamp=at,
@@ -128,23 +145,10 @@ _API_VERSIONS = {
 def outcome_event(workload: str, message: str, reporting_instance: str, at_s: float) -> Event:
     """One Event on a workload (``namespace/Kind/name``): its evictions judged this run."""
     namespace, kind, name = workload.split("/", 2)
-    at = datetime.fromtimestamp(at_s, tz=UTC)
-    return Event(
-        metadata=ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=namespace),
-        involvedObject=ObjectReference(
-            apiVersion=_API_VERSIONS.get(kind), kind=kind, namespace=namespace, name=name
-        ),
-        reason=OUTCOME_REASON,
-        message=message[:1024],
-        type="Normal",
-        action="Judge",
-        count=1,
-        firstTimestamp=at,
-        lastTimestamp=at,
-        source=EventSource(component=COMPONENT),
-        reportingComponent=COMPONENT,
-        reportingInstance=reporting_instance,
+    involved = ObjectReference(
+        apiVersion=_API_VERSIONS.get(kind), kind=kind, namespace=namespace, name=name
     )
+    return _event(involved, OUTCOME_REASON, "Judge", message[:1024], at_s, reporting_instance)
 
 
 async def record_outcomes(
