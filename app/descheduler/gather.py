@@ -157,6 +157,7 @@ class ClusterReader:
             recent_evictions=memory.recent(since_s),
             workload_usage=published.workloads if published is not None else {},
             workloads_measured=published.pods if published is not None else {},
+            moves=tuple(memory.moves.values()),
         )
         return View(cluster, memory, now_s)
 
@@ -205,6 +206,7 @@ class ClusterReader:
             recent_evictions=cluster.recent_evictions,
             workload_usage=cluster.workload_usage,
             workloads_measured=cluster.workloads_measured,
+            moves=cluster.moves,
         )
 
     async def _caches_ready(self) -> Skipped | None:

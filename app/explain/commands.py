@@ -209,6 +209,7 @@ async def _explain_node(reader: ClusterReader, args: argparse.Namespace) -> str:
         memory.recent(since_s),
         published.workloads if published is not None else {},
         published.pods if published is not None else {},
+        tuple(memory.moves.values()),
     )
     hot_rounds = previous_hot_rounds(memory.hot_rounds, now_s, config.value.interval)
     explanation = explain_node(args.node, view, config.value, policy.value, now_s, hot_rounds)

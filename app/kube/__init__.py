@@ -35,7 +35,13 @@ if TYPE_CHECKING:
     from app.kube.api_errors import ClusterUnreadable, describe_api_error
     from app.kube.cache import WatchCache
     from app.kube.client import KubeClient, KubeConfigError, make_client
-    from app.kube.events import HELD_HOT_REASON, EvictionNotice, record_eviction, record_node_event
+    from app.kube.events import (
+        HELD_HOT_REASON,
+        EvictionNotice,
+        record_eviction,
+        record_node_event,
+        record_outcomes,
+    )
     from app.kube.eviction import EvictionOutcome, evict_pod
     from app.kube.lease import LeaseRecord, LeaseStore, LeaseUnavailable, ReadLease
     from app.kube.nodes import NodeCache, NodeInfo, node_info
@@ -96,6 +102,7 @@ __all__ = [
     "pod_placement",
     "record_eviction",
     "record_node_event",
+    "record_outcomes",
     "scheduled_pod",
 ]
 
@@ -112,7 +119,13 @@ __getattr__ = load_on_use(
         "api_errors": ("ClusterUnreadable", "describe_api_error"),
         "cache": ("WatchCache",),
         "client": ("KubeClient", "KubeConfigError", "make_client"),
-        "events": ("HELD_HOT_REASON", "EvictionNotice", "record_eviction", "record_node_event"),
+        "events": (
+            "HELD_HOT_REASON",
+            "EvictionNotice",
+            "record_eviction",
+            "record_node_event",
+            "record_outcomes",
+        ),
         "eviction": ("EvictionOutcome", "evict_pod"),
         "lease": ("LeaseRecord", "LeaseStore", "LeaseUnavailable", "ReadLease"),
         "nodes": ("NodeCache", "NodeInfo", "node_info"),

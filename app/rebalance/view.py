@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from app.objects import EvictionRecord, NodeInfo, PodDisruptionBudgetView, PodInfo, Resources
+from app.objects import (
+    EvictionRecord,
+    MoveRecord,
+    NodeInfo,
+    PodDisruptionBudgetView,
+    PodInfo,
+    Resources,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,3 +28,5 @@ class ClusterView:
     # by the same bounds (app.load.estimate, "Bounds"; issue 42).
     workload_usage: Mapping[str, Resources] = field(default_factory=dict)
     workloads_measured: Mapping[str, int] = field(default_factory=dict)
+    # The descheduler's moves, judged or pending (app/rebalance/backoff.py reads them).
+    moves: Sequence[MoveRecord] = ()

@@ -136,6 +136,11 @@ class Run:
     # nothing: their source not cooler by what they used, less noise (``gains``).
     evictions_judged: int = 0
     evictions_bought_nothing: int = 0
+    # The judged ones by outcome (app/rebalance/aftermath.py): helped, no effect,
+    # backfired; the last two are those that bought nothing.
+    evictions_helped: int = 0
+    evictions_no_effect: int = 0
+    evictions_backfired: int = 0
 
 
 class SimulatedCluster:
