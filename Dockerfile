@@ -1,6 +1,6 @@
 # loadaware: one image for every component. The first argument picks it:
 #   loadaware extender | annotator | descheduler | policy check FILE | explain pod|node
-#   | simulate | capture | demo
+#   | report | simulate | capture | demo
 # Build: docker build -t loadaware:0.1.0 .
 # tests/deploy/test_dockerfile.py runs this build stage's install commands (every RUN
 # after the first COPY) in a clean virtualenv and checks the native helpers load.
