@@ -67,6 +67,7 @@ class Eviction:
     slot: int
     node: int
     pdb_violation: bool
+    by: str = "descheduler"  # or "autoscaler": its scale-down drained the node
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,14 @@ class Deletion:
     t_s: float
     slot: int
     node: int
+
+
+class Autoscaler(Protocol):
+    """A node autoscaler: its two moments in each step (``autoscaling``)."""
+
+    def before_scheduling(self, t_s: float) -> None: ...
+
+    def after_scheduling(self, t_s: float) -> None: ...
 
 
 class Rebalancer(Protocol):
@@ -102,6 +111,8 @@ class PolicyPlan:
     # extender's estimate of a pod placed through it is raised to (loadaware).
     workload_usage: bool = False
     make_rebalancer: Callable[[SimulatedCluster], Rebalancer] | None = None
+    # A node autoscaler (``autoscaling``): removes unneeded nodes, adds nodes for pods.
+    make_autoscaler: Callable[[SimulatedCluster], Autoscaler] | None = None
 
     @property
     def steering(self) -> Steering:
@@ -136,6 +147,9 @@ class Run:
     # nothing: their source not cooler by what they used, less noise (``gains``).
     evictions_judged: int = 0
     evictions_bought_nothing: int = 0
+    # Nodes running or provisioning at each step, with an autoscaler (else empty: all).
+    nodes_up: list[int] = field(default_factory=list)
+    pods_bound: list[int] = field(default_factory=list)  # per step, while workloads run
 
 
 class SimulatedCluster:
@@ -219,6 +233,7 @@ class SimulatedCluster:
         )
         self.descheduler_interval_s = scenario.descheduler_config().interval
         self.rebalancer = plan.make_rebalancer(owner) if plan.make_rebalancer else None
+        self.autoscaler = plan.make_autoscaler(owner) if plan.make_autoscaler else None
         steps = scenario.steps
         self.run = Run(
             plan.name,
@@ -274,7 +289,11 @@ class SimulatedCluster:
         if self.rebalancer is not None and step > 0 and is_due(t_s, interval_s):
             for slot in self.rebalancer.evictions(self, t_s):
                 self.evict(int(slot), t_s)
+        if self.autoscaler is not None:
+            self.autoscaler.before_scheduling(t_s)
         self.run.pending.append(self.schedule_pending(t_s))
+        if self.autoscaler is not None:
+            self.autoscaler.after_scheduling(t_s)
         self.run_workloads(step, t_s)
 
     def follow_replica_counts(self, t_s: float) -> None:
@@ -340,7 +359,7 @@ class SimulatedCluster:
         self.pipeline.record_binding(node, t_s)
         self.run.placements.append(placement)
 
-    def evict(self, slot: int, t_s: float) -> None:
+    def evict(self, slot: int, t_s: float, by: str = "descheduler") -> None:
         node = int(self.node_of[slot])
         if node < 0:
             return
@@ -352,7 +371,7 @@ class SimulatedCluster:
         self.bound_at_s[slot] = math.nan
         self.created_at_s[slot] = t_s  # the controller recreates it at once
         self._created_by_s = max(self._created_by_s, t_s)
-        self.run.evictions.append(Eviction(t_s, slot, node, violation))
+        self.run.evictions.append(Eviction(t_s, slot, node, violation, by))
 
     def disruptions_allowed(self, workload: int, t_s: float) -> int | None:
         """The workload's PDB ``status.disruptionsAllowed`` at ``t_s`` (None: no PDB)."""
@@ -374,6 +393,7 @@ class SimulatedCluster:
                 binding, cpu, memory, allocatable, step_s, with_cpu_got=with_cpu_got, last=load
             )
             self._load = load
+        self.run.pods_bound.append(int(np.count_nonzero(binding.bound)))
         self.run.cpu_utilisation[step] = load.cpu_fraction
         self.run.memory_utilisation[step] = load.mem_fraction
         self.run.throttled_core_s += load.throttled_core_s

@@ -11,6 +11,8 @@ loadaware            + ``app.load.evaluate_node`` as loadaware's extender, with
 default+taints       + the annotator's soft taints (``app.load.taints``) that
                      kube-scheduler's TaintToleration scores (``soft_taints``)
 <policy>+desched     + the descheduler's planner (``app.rebalance.plan``)
+<policy>+autoscaler  + a node autoscaler deciding by requests, the cluster
+                     autoscaler's or Karpenter's (``autoscaling``)
 ==================== ====================================================
 
 ``loadaware`` passes ``estimation.BurstEstimate`` as the load filter's ``unsampled``,
@@ -41,16 +43,24 @@ DEFAULT_POLICIES = (
     "loadaware+desched",
     "default+taints+desched",
 )
+# Known, but run only when named: their node count changes, so they are compared on
+# node-hours with each other (``--policies default+autoscaler,...``).
+AUTOSCALER_POLICIES = (
+    "default+autoscaler",
+    "loadaware+autoscaler",
+)
+KNOWN_POLICIES = DEFAULT_POLICIES + AUTOSCALER_POLICIES
 
 
 def unavailable_reason(name: str) -> str | None:
     """Why a policy cannot run on this build, or None if it can."""
-    if name not in DEFAULT_POLICIES:
-        return f"unknown policy {name!r} (known: {', '.join(DEFAULT_POLICIES)})"
+    if name not in KNOWN_POLICIES:
+        return f"unknown policy {name!r} (known: {', '.join(KNOWN_POLICIES)})"
     return None
 
 
 def plan_for(name: str) -> PolicyPlan:
+    from app.simulate.autoscaling import SimulatedAutoscaler
     from app.simulate.cluster import PolicyPlan
     from app.simulate.descheduling import PlannerRebalancer
     from app.simulate.estimation import BurstEstimate
@@ -70,6 +80,7 @@ def plan_for(name: str) -> PolicyPlan:
         # observed per-pod usage, which the annotator publishes whatever the scheduler
         workload_usage=base == "loadaware" or "taints" in extras,
         make_rebalancer=PlannerRebalancer if "desched" in extras else None,
+        make_autoscaler=SimulatedAutoscaler if "autoscaler" in extras else None,
     )
 
 
