@@ -14,7 +14,10 @@ scaleUpAfterPending              0s                   0s
 provisioningDelay                3m                   2m
 ================================ ==================== =====================
 
-**Scale-down**, each step before pods are scheduled: a node is *unneeded* when it runs
+Each step, after pods are scheduled, the autoscaler looks at the cluster (the step's
+**scale-up** first, then **scale-down**, as the cluster autoscaler's loop).
+
+**Scale-down**: a node is *unneeded* when it runs
 no pod but DaemonSet pods, or when its pods request less than the threshold of its
 allocatable (the larger of CPU and memory, DaemonSet pods counted, as the cluster
 autoscaler counts by default) and every other pod on it may move and fits on the other
@@ -27,10 +30,11 @@ allows no disruption now; a node annotated
 ``scaleDownUnneeded``, and not within ``scaleDownDelayAfterAdd`` of a scale-up, is removed:
 every empty one at once, and one with pods at a time (both autoscalers drain one
 non-empty node at a time). Its pods are evicted (``Eviction.by`` ``autoscaler``) and
-recreated pending; DaemonSet pods go with the node and come back pending too (the
-simulator has no per-node DaemonSet). The count never falls below ``minNodes``.
+recreated pending, placed at the next step; DaemonSet pods go with the node and come
+back pending too (the simulator has no per-node DaemonSet). The count never falls
+below ``minNodes``.
 
-**Scale-up**, each step after pods are scheduled: the pods pending for
+**Scale-up**: the pods pending for
 ``scaleUpAfterPending`` that fit no running node by requests (a pod held back by a load
 filter alone fits one, and, as in a real cluster, wakes no node: autoscaler#506) are
 packed, first fit, into the nodes already provisioning and then into new ones, each from
@@ -51,7 +55,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from app.load.default_profile import fits_requests
+from app.load import fits_requests
 from app.simulate.scenario import AutoscalerPreset, AutoscalerSpec
 from app.simulate.scheduling import PodShape
 
@@ -150,20 +154,21 @@ class SimulatedAutoscaler:
             dtype=np.bool_,
         )
 
-    # -- the two hooks the step loop calls ---------------------------------------------
-    def before_scheduling(self, t_s: float) -> None:
-        """Nodes whose provisioning is over take pods; unneeded nodes go."""
-        requests = self._cluster.requests
-        for node in np.flatnonzero(self.ready_at_s <= t_s).tolist():
+    def step(self, t_s: float) -> None:
+        """After the step's scheduling: the nodes ready by the next step take pods,
+        pods that fit no running node wake new ones, unneeded nodes go (their pods are
+        placed at the next step), and the counts are recorded."""
+        cluster = self._cluster
+        next_s = t_s + cluster.scenario.step_s
+        for node in np.flatnonzero(self.ready_at_s <= next_s + 1e-9).tolist():
             self.ready_at_s[node] = math.nan
             self.running[node] = True
-            requests.add(node, _ABSENT, -1.0)
-        self._scale_down(t_s)
-
-    def after_scheduling(self, t_s: float) -> None:
-        """Pods that fit no running node wake new ones; the node count is recorded."""
+            cluster.requests.add(node, _ABSENT, -1.0)
         self._scale_up(t_s)
-        self._cluster.run.nodes_up.append(self.nodes_paid_for)
+        self._scale_down(t_s)
+        run = cluster.run
+        run.nodes_up.append(self.nodes_paid_for)
+        run.pods_bound.append(int(np.count_nonzero(cluster.node_of >= 0)))
 
     @property
     def nodes_paid_for(self) -> int:

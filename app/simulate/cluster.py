@@ -6,7 +6,8 @@ Each step at time ``t`` runs, in order:
    and with soft taints the annotator's taint rule runs after a limited metric's sync;
 2. on the descheduler's interval, a rebalancing round evicts pods, which are
    recreated at once as pending pods (their controller replaces them);
-3. pods created by ``t`` are scheduled, highest priority first, then oldest;
+3. pods created by ``t`` are scheduled, highest priority first, then oldest, and
+   the node autoscaler of the ``+autoscaler`` policies acts (``autoscaling``);
 4. every bound pod's real usage for ``[t, t + step)`` is computed from its
    workload's profile; a node's demand above its allocatable is throttled CPU or,
    for memory, an OOM event (one per node and step).
@@ -80,17 +81,28 @@ class Deletion:
 
 
 class Autoscaler(Protocol):
-    """A node autoscaler: its two moments in each step (``autoscaling``)."""
+    """What runs the nodes, after each step's scheduling (``autoscaling``): a node
+    autoscaler, or every node all the time; it records the nodes up and pods bound."""
 
-    def before_scheduling(self, t_s: float) -> None: ...
-
-    def after_scheduling(self, t_s: float) -> None: ...
+    def step(self, t_s: float) -> None: ...
 
 
 class Rebalancer(Protocol):
     """One descheduling round: the pod slots to evict now (the planner's seam)."""
 
     def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]: ...
+
+
+class FixedNodes:
+    """No autoscaler: every node runs all the time; only the counts are recorded."""
+
+    def __init__(self, cluster: SimulatedCluster) -> None:
+        self._cluster = cluster
+
+    def step(self, t_s: float) -> None:
+        run = self._cluster.run
+        run.nodes_up.append(len(run.node_names))
+        run.pods_bound.append(int(np.count_nonzero(self._cluster.node_of >= 0)))
 
 
 # What steers the scheduler: the descheduler's ``scheduler`` setting, one definition.
@@ -111,7 +123,8 @@ class PolicyPlan:
     # extender's estimate of a pod placed through it is raised to (loadaware).
     workload_usage: bool = False
     make_rebalancer: Callable[[SimulatedCluster], Rebalancer] | None = None
-    # A node autoscaler (``autoscaling``): removes unneeded nodes, adds nodes for pods.
+    # A node autoscaler (``autoscaling``): removes unneeded nodes, adds nodes for pods;
+    # None: every node runs all the time (``FixedNodes``).
     make_autoscaler: Callable[[SimulatedCluster], Autoscaler] | None = None
 
     @property
@@ -147,9 +160,9 @@ class Run:
     # nothing: their source not cooler by what they used, less noise (``gains``).
     evictions_judged: int = 0
     evictions_bought_nothing: int = 0
-    # Nodes running or provisioning at each step, with an autoscaler (else empty: all).
+    # Nodes running or provisioning, and pods bound, after each step's scheduling.
     nodes_up: list[int] = field(default_factory=list)
-    pods_bound: list[int] = field(default_factory=list)  # per step, while workloads run
+    pods_bound: list[int] = field(default_factory=list)
 
 
 class SimulatedCluster:
@@ -233,7 +246,7 @@ class SimulatedCluster:
         )
         self.descheduler_interval_s = scenario.descheduler_config().interval
         self.rebalancer = plan.make_rebalancer(owner) if plan.make_rebalancer else None
-        self.autoscaler = plan.make_autoscaler(owner) if plan.make_autoscaler else None
+        self.autoscaler = (plan.make_autoscaler or FixedNodes)(owner)
         steps = scenario.steps
         self.run = Run(
             plan.name,
@@ -285,15 +298,11 @@ class SimulatedCluster:
         if self.soft_taints is not None:
             self.soft_taints.advance(t_s)
         self.follow_replica_counts(t_s)
-        interval_s = self.descheduler_interval_s
-        if self.rebalancer is not None and step > 0 and is_due(t_s, interval_s):
+        if self.rebalancer is not None and step > 0 and is_due(t_s, self.descheduler_interval_s):
             for slot in self.rebalancer.evictions(self, t_s):
                 self.evict(int(slot), t_s)
-        if self.autoscaler is not None:
-            self.autoscaler.before_scheduling(t_s)
         self.run.pending.append(self.schedule_pending(t_s))
-        if self.autoscaler is not None:
-            self.autoscaler.after_scheduling(t_s)
+        self.autoscaler.step(t_s)
         self.run_workloads(step, t_s)
 
     def follow_replica_counts(self, t_s: float) -> None:
@@ -393,7 +402,6 @@ class SimulatedCluster:
                 binding, cpu, memory, allocatable, step_s, with_cpu_got=with_cpu_got, last=load
             )
             self._load = load
-        self.run.pods_bound.append(int(np.count_nonzero(binding.bound)))
         self.run.cpu_utilisation[step] = load.cpu_fraction
         self.run.memory_utilisation[step] = load.mem_fraction
         self.run.throttled_core_s += load.throttled_core_s

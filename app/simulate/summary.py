@@ -90,8 +90,7 @@ def summarise(run: Run) -> Summary:
     waits = np.array(run.waits_s) if run.waits_s else np.zeros(1)
     evicted = Counter(eviction.slot for eviction in run.evictions)
     step_h = run.scenario.step_s / 3600.0
-    nodes_up = run.nodes_up or [len(run.node_names)] * len(run.times_s)
-    node_hours = float(sum(nodes_up) * step_h)
+    node_hours = float(sum(run.nodes_up) * step_h)
     workload_hours = float((sum(run.pods_bound) + sum(run.pending)) * step_h)
     by_autoscaler = sum(1 for e in run.evictions if e.by == "autoscaler")
     return Summary(
