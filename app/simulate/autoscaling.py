@@ -136,6 +136,9 @@ class SimulatedAutoscaler:
         self.running = np.ones(nodes, dtype=np.bool_)  # bound pods may run there
         self.ready_at_s = np.full(nodes, math.nan)  # provisioning until then
         self.unneeded_since_s = np.full(nodes, math.nan)
+        # Drained by loadaware's consolidation: tainted so that nothing lands there,
+        # until the autoscaler removes it, a scale-up needs it, or the drain is abandoned.
+        self.cordoned_at_s = np.full(nodes, math.nan)
         self.last_scale_up_s = -math.inf
         self.scale_ups = 0
         self.scale_downs = 0
@@ -166,9 +169,34 @@ class SimulatedAutoscaler:
             cluster.requests.add(node, _ABSENT, -1.0)
         self._scale_up(t_s)
         self._scale_down(t_s)
+        abandoned = self.cordoned_at_s <= t_s - self.abandon_after_s
+        for node in np.flatnonzero(abandoned & self.running).tolist():
+            self.uncordon(node)  # the autoscaler did not take it: pods may land again
         run = cluster.run
         run.nodes_up.append(self.nodes_paid_for)
         run.pods_bound.append(int(np.count_nonzero(cluster.node_of >= 0)))
+
+    @property
+    def abandon_after_s(self) -> float:
+        """How long a drained node waits for the autoscaler before the taint goes."""
+        return 2 * self.settings.unneeded_s + 600.0
+
+    def cordon(self, node: int, t_s: float) -> None:
+        """Consolidation's taint: no pod lands on ``node`` while it drains."""
+        if self.running[node] and np.isnan(self.cordoned_at_s[node]):
+            self.cordoned_at_s[node] = t_s
+            self._cluster.requests.add(node, _ABSENT)
+
+    def uncordon(self, node: int) -> None:
+        if not np.isnan(self.cordoned_at_s[node]):
+            self.cordoned_at_s[node] = math.nan
+            self._cluster.requests.add(node, _ABSENT, -1.0)
+
+    @property
+    def usable(self) -> BoolArray:
+        """Nodes running and not drained by consolidation."""
+        usable: BoolArray = self.running & np.isnan(self.cordoned_at_s)
+        return usable
 
     @property
     def nodes_paid_for(self) -> int:
@@ -255,7 +283,9 @@ class SimulatedAutoscaler:
             cluster.evict(slot, t_s, by="autoscaler")
         self.running[node] = False
         self.unneeded_since_s[node] = math.nan
-        cluster.requests.add(node, _ABSENT)
+        if np.isnan(self.cordoned_at_s[node]):
+            cluster.requests.add(node, _ABSENT)
+        self.cordoned_at_s[node] = math.nan  # the node is gone, and its taint with it
         self.scale_downs += 1
 
     # -- scale-up ------------------------------------------------------------------------
@@ -298,6 +328,13 @@ class SimulatedAutoscaler:
 
     def _provision(self, cpu: float, memory: float, t_s: float) -> int | None:
         cluster = self._cluster
+        drained = self.running & ~np.isnan(self.cordoned_at_s)
+        drained &= cluster.allocatable_cpu >= cpu - 1e-9
+        drained &= cluster.allocatable_memory >= memory - 1e-9
+        if drained.any():  # a node consolidation drained takes pods again at once
+            node = int(np.flatnonzero(drained)[0])
+            self.uncordon(node)
+            return node
         off = ~self.running & np.isnan(self.ready_at_s)
         fits = off & (cluster.allocatable_cpu >= cpu - 1e-9)
         fits &= cluster.allocatable_memory >= memory - 1e-9

@@ -13,6 +13,8 @@ default+taints       + the annotator's soft taints (``app.load.taints``) that
 <policy>+desched     + the descheduler's planner (``app.rebalance.plan``)
 <policy>+autoscaler  + a node autoscaler deciding by requests, the cluster
                      autoscaler's or Karpenter's (``autoscaling``)
++consolidate         + loadaware's consolidation beside it, drained nodes
+                     tainted (``app.rebalance.consolidation``, ``consolidation``)
 ==================== ====================================================
 
 ``loadaware`` passes ``estimation.BurstEstimate`` as the load filter's ``unsampled``,
@@ -48,6 +50,7 @@ DEFAULT_POLICIES = (
 AUTOSCALER_POLICIES = (
     "default+autoscaler",
     "loadaware+autoscaler",
+    "loadaware+consolidate+autoscaler",
 )
 KNOWN_POLICIES = DEFAULT_POLICIES + AUTOSCALER_POLICIES
 
@@ -62,6 +65,7 @@ def unavailable_reason(name: str) -> str | None:
 def plan_for(name: str) -> PolicyPlan:
     from app.simulate.autoscaling import SimulatedAutoscaler
     from app.simulate.cluster import PolicyPlan
+    from app.simulate.consolidation import ConsolidatingRebalancer
     from app.simulate.descheduling import PlannerRebalancer
     from app.simulate.estimation import BurstEstimate
 
@@ -79,7 +83,11 @@ def plan_for(name: str) -> PolicyPlan:
         # the estimate (the extender's, or the taint rule's) follows each workload's
         # observed per-pod usage, which the annotator publishes whatever the scheduler
         workload_usage=base == "loadaware" or "taints" in extras,
-        make_rebalancer=PlannerRebalancer if "desched" in extras else None,
+        make_rebalancer=(
+            ConsolidatingRebalancer
+            if "consolidate" in extras
+            else PlannerRebalancer if "desched" in extras else None
+        ),
         make_autoscaler=SimulatedAutoscaler if "autoscaler" in extras else None,
     )
 

@@ -238,3 +238,48 @@ def test_the_diurnal_scenario_saves_node_hours_at_night() -> None:
     up = cluster.run.nodes_up
     steps_per_h = 60
     assert max(up[10 * steps_per_h : 16 * steps_per_h]) > max(up[2 * steps_per_h : 5 * steps_per_h])
+
+
+def test_consolidation_drains_a_node_the_autoscaler_then_removes() -> None:
+    # 8 pods of 1 CPU using 100m: 2 per node of 8 CPU, 25 % of requests and ~3 % used.
+    # The cluster autoscaler with threshold 0.2 keeps every node (25 % > 20 %);
+    # consolidation by real usage drains them, and the autoscaler removes the empties.
+    workloads = [
+        {
+            "name": "web",
+            "replicas": 8,
+            "requests": {"cpu": "1", "memory": "1Gi"},
+            "usage": {"profile": "constant", "cpu": "100m", "memory": "512Mi"},
+        }
+    ]
+    document = scenario({"scaleDownUtilizationThreshold": 0.2}, workloads=workloads,
+                        duration="90m")  # fmt: skip
+    document["descheduler"] = {"interval": "2m", "workloadCooldown": "2m"}
+    alone = simulate(document, "loadaware+autoscaler")
+    assert set(alone.run.nodes_up) == {4}
+    consolidated = simulate(document, "loadaware+consolidate+autoscaler")
+    run = consolidated.run
+    assert run.nodes_up[-1] < 4
+    assert summarise(run).node_hours < summarise(alone.run).node_hours
+    assert summarise(run).pdb_violations == 0
+    assert summarise(run).pending_at_end == 0
+    # consolidation's evictions emptied the nodes; the autoscaler's had none to make
+    assert summarise(run).evictions > 0
+    assert summarise(run).scale_down_evictions == 0
+
+
+def test_consolidation_evicts_nothing_where_no_node_can_be_freed() -> None:
+    # Every node at 85 % of requests: nothing fits elsewhere.
+    workloads = [
+        {
+            "name": "web",
+            "replicas": 4,
+            "requests": {"cpu": "6800m", "memory": "1Gi"},
+            "usage": {"profile": "constant", "cpu": "500m", "memory": "512Mi"},
+        }
+    ]
+    document = scenario(workloads=workloads)
+    document["descheduler"] = {"interval": "2m"}
+    run = simulate(document, "loadaware+consolidate+autoscaler").run
+    assert run.evictions == []
+    assert set(run.nodes_up) == {4}
