@@ -283,3 +283,37 @@ def test_consolidation_evicts_nothing_where_no_node_can_be_freed() -> None:
     run = simulate(document, "loadaware+consolidate+autoscaler").run
     assert run.evictions == []
     assert set(run.nodes_up) == {4}
+
+
+def test_a_drained_node_takes_no_pod_until_its_drain_is_abandoned() -> None:
+    nodes = [
+        {
+            "name": "kept",
+            "count": 1,
+            "cpu": 8,
+            "memory": "32Gi",
+            "annotations": {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"},
+        },
+        {"name": "node", "count": 3, "cpu": 8, "memory": "32Gi"},
+    ]
+    workloads = [
+        {
+            "name": "web",
+            "replicas": 6,
+            "requests": {"cpu": "1", "memory": "1Gi"},
+            "usage": {"profile": "constant", "cpu": "500m", "memory": "1Gi"},
+            "arrival": {"at": "0s", "over": "50m"},
+        }
+    ]
+    document = scenario({"scaleDownUtilizationThreshold": 0.0}, workloads=workloads,
+                        nodes=nodes, duration="50m")  # fmt: skip
+    cluster = SimulatedCluster(load(document), plan_for("default+autoscaler"))
+    autoscaler = autoscaler_of(cluster)
+    autoscaler.cordon(0, 0.0)  # as consolidation's drain taint
+    cluster.simulate()
+    abandoned_s = autoscaler.abandon_after_s
+    assert abandoned_s == 1800.0
+    on_kept = [p.t_s for p in cluster.run.placements if p.node == 0]
+    assert on_kept  # it takes pods again once the drain is given up ...
+    assert min(on_kept) >= abandoned_s  # ... and none before
+    assert bool(autoscaler.running[0])
