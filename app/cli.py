@@ -43,6 +43,7 @@ COMMAND_MODULES: dict[str, str] = {
     "descheduler": "app.descheduler.main",
     "policy": "app.policy_check.main",
     "explain": "app.explain.main",
+    "report": "app.explain.report",
     "simulate": "app.simulate.main",
     "capture": "app.capture.main",
 }

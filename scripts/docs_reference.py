@@ -38,6 +38,7 @@ from app.kube import workload_usage as published  # noqa: E402
 from app.objects.durations import format_duration  # noqa: E402
 from app.policy import API_VERSION as POLICY_API_VERSION  # noqa: E402
 from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
+from app.rebalance import MAX_BACKOFF_ROUNDS, NOISE_SHARE, SITUATION_CHANGE, Outcome  # noqa: E402
 from app.rebalance.config import MIN_INTERVAL_S, DeschedulerConfig  # noqa: E402
 from app.rebalance.outcome import SkipCode  # noqa: E402
 from app.rebalance.victims import (  # noqa: E402
@@ -449,10 +450,12 @@ def workload_usage_section() -> list[str]:
         f"{published.FUTURE_SLACK_S:g}s ahead is unreadable, older than the extender's "
         "`--workload-usage-max-age` is stale |",
         "| `workloads` | map | `namespace/Kind/name` (a ReplicaSet as its Deployment) to "
-        "`[cpu cores, memory bytes]`: one running pod's usage, the 90th percentile of the "
-        f"workload's pods; at most {published.MAX_WORKLOADS} workloads, those with the most "
-        f"pods first; values outside 0..{published.MAX_CPU_CORES:g} cores and 0..64 TiB "
-        "are skipped |",
+        "`[cpu cores, memory bytes, pods]`: one running pod's usage, the 90th percentile of "
+        "the workload's pods, and how many running pods it was measured on (a workload "
+        "measured on fewer than 3 is left out, and an entry without the count raises "
+        "nothing; no more of its pods are raised at once than that: docs/security.md); at "
+        f"most {published.MAX_WORKLOADS} workloads, those with the most pods first; values "
+        f"outside 0..{published.MAX_CPU_CORES:g} cores and 0..64 TiB are skipped |",
         "",
         "Anything unreadable or stale leaves every estimate from requests and limits alone.",
         "",
@@ -479,6 +482,10 @@ SKIP_MEANING = {
     "below `thresholds`",
     "back_on_source": "with `scheduler: requests` or `soft-taints`, kube-scheduler would put "
     "the replacement back on its node",
+    "backed_off": "its node's or its workload's recent evictions did not help: left alone "
+    f"for interval x 2^(k-1), at most {MAX_BACKOFF_ROUNDS} intervals, after k such evictions "
+    f"in a row; a node resumes early when its usage moved more than {SITUATION_CHANGE:g} since "
+    "(docs/troubleshooting.md, \"Is the descheduler helping?\")",
     "hot_landing": "beside a stock kube-scheduler, the nodes it would choose among for the "
     "replacement are, on average, made hotter than the eviction cools the source",
     "opted_out": "the pod (`cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"`, "
@@ -597,6 +604,23 @@ def metrics_section() -> list[str]:
     return lines
 
 
+def eviction_outcomes_section() -> list[str]:
+    return [
+        "## Eviction outcomes",
+        "",
+        "`loadaware_descheduler_eviction_outcomes_total{outcome}` (a space written `_`), "
+        "`loadaware report` and the simulator's table judge each eviction `settleTime` after "
+        "its run (`app/rebalance/aftermath.py`): "
+        + ", ".join(f"`{o.value}`" for o in Outcome)
+        + f". It **helped** when its source is cooler, less what other pods that left or "
+        f"came explain, by more than {NOISE_SHARE:g} of what it moved; it **backfired** "
+        "when the source is hotter than other pods explain by more than that, or its "
+        "replacement made the destination hot, or its workload was OOM-killed or throttled "
+        "more; else it had **no effect** (a replacement back on the source included).",
+        "",
+    ]
+
+
 def render() -> str:
     saved = _without_environment()
     try:
@@ -614,6 +638,7 @@ def render() -> str:
             *exit_codes_section(),
             *skip_codes_section(),
             *metrics_section(),
+            *eviction_outcomes_section(),
         ]
     finally:
         os.environ.update(saved)

@@ -64,9 +64,9 @@ KEEPS_CORES_BUSY = (
 # a control plane per worker, idle for the rest of the run, cost more CPU than they saved.
 E2E_GROUPS = {
     "e2e-1": ("burst", "descheduler_placement", "deploy_strict", "extender_requests", "smoke",
-              "named_roles", "owner_free_text"),
+              "named_roles", "owner_free_text", "workload_usage_bounds"),
     "e2e-2": ("scheduler_configs", "scheduling", "tenant_limits", "descheduler_limits",
-              "descheduler_rbac", "soft_taints", "admission_in_force"),
+              "descheduler_rbac", "soft_taints", "admission_in_force", "descheduler_opt_outs"),
     "e2e-3": ("annotator", "explain", "capture", "descheduler_small_pods",
               "node_annotation_policy", "workload_usage"),
 }  # fmt: skip

@@ -92,3 +92,24 @@ def test_the_same_key_in_two_mappings_and_a_merged_key_overridden_are_allowed() 
 
 def test_keys_that_differ_in_type_are_two_keys() -> None:
     assert parse_yaml("1: a\n'1': b\n", "p.yaml", Refused) == {1: "a", "1": "b"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: [1, 2\nb: c\n", "while parsing a flow sequence: expected ',' or ']', but got ':' "
+                             "at line 2, column 2"),
+        ("a: b: c\n", "mapping values are not allowed here at line 1, column 5"),
+        ("\t- x\n", "found character '\\t' that cannot start any token at line 1, column 1"),
+    ],
+)  # fmt: skip
+def test_a_yaml_syntax_error_is_one_line_naming_the_file_and_where(
+    text: str, message: str
+) -> None:
+    # PyYAML's own message spans lines, with an excerpt and "<unicode string>" for a name.
+    with pytest.raises(Refused) as caught:
+        parse_yaml(text, "policy.yaml", Refused)
+    (line,) = str(caught.value).splitlines()
+    assert line.startswith("policy.yaml: not valid YAML: ")
+    assert line.endswith(message)
+    assert "<unicode string>" not in line

@@ -366,3 +366,15 @@ def test_the_cronjob_overlay_replaces_the_deployment_and_runs_once_per_interval(
     # The debounce count on the Nodes only carries over when interval is the schedule.
     config = config_from_yaml(_descheduler_config_map()["data"]["descheduler.yaml"])
     assert config.interval == int(schedule.group(1)) * 60
+
+
+def test_every_loadaware_component_passes_the_load_filter_as_system_critical() -> None:
+    # Issue 42: a tenant that makes every node read hot must not keep loadaware's own
+    # pods off them; the load filter lets system-critical pods through
+    # (app.load.is_exempt_from_filter), so every component runs as one.
+    deployments = {o["metadata"]["name"]: pod_spec(o) for o in of_kind(base(), "Deployment")}
+    assert {"loadaware-annotator", "loadaware-extender", "loadaware-descheduler"} <= set(
+        deployments
+    )
+    for name, spec in deployments.items():
+        assert spec.get("priorityClassName") == "system-cluster-critical", name

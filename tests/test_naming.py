@@ -50,7 +50,7 @@ def test_every_variable_follows_the_one_naming_rule() -> None:
     ("flag", "commands"),
     [
         ("--descheduler-config", {"descheduler", "explain", "capture"}),
-        ("--install-namespace", {"explain", "capture"}),
+        ("--install-namespace", {"explain", "capture", "report"}),
     ],
 )
 def test_one_concept_has_one_flag_in_every_command(flag: str, commands: set[str]) -> None:

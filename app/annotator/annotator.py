@@ -45,13 +45,13 @@ from app.annotator.sync import MetricSync
 from app.annotator.telemetry import AnnotatorMetrics
 from app.annotator.workload_usage import WorkloadUsagePublisher
 from app.kube import (
+    AdmissionCheck,
     AnnotationPatcher,
     KubeClient,
     NodeCache,
     PodCache,
     TaintWriter,
     WorkloadUsageStore,
-    log_admission_problems,
     own_username,
     pod_placement,
 )
@@ -85,8 +85,7 @@ class Annotator:
         self.policy = policy
         self.periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
         self.nodes = NodeCache(client)
-        self.client = client  # for the admission check at first leading
-        self._admission_checked = False
+        self.admission = AdmissionCheck(client, own_username())  # at first leading
         self.windows = BindingWindows(policy.spec.hot_value)
         # Only with soft taints on: the estimate is for their rounds alone.
         self.recent = RecentPods(policy.spec.estimation) if config.soft_taints else None
@@ -164,9 +163,8 @@ class Annotator:
             first_retry_s=config.first_retry_s,
             clock=clock,
         )
-        self.workload_usage_rounds = 0  # rounds run (tests wait on it, not on time)
-        self.soft_taint_rounds = 0  # rounds run (tests wait on it, not on time)
-        self.hot_value_rounds = 0  # hot-value rounds run (tests wait on it, not on time)
+        # Rounds run by each loop: tests wait on these, not on time.
+        self.workload_usage_rounds = self.soft_taint_rounds = self.hot_value_rounds = 0
         self._policy_watcher = policy_watcher
         self.telemetry.policy.loaded(clock())
 
@@ -229,9 +227,7 @@ class Annotator:
         await self.service.run(watchers)
 
     async def _lead(self) -> None:
-        if not self._admission_checked:  # once a process (app.kube.admission)
-            self._admission_checked = True
-            await log_admission_problems(self.client, own_username())
+        await self.admission.once()
         await self.nodes.wait_synced()
         # The first patches carry hot values only once the pod watch has listed. Should
         # pods be unlistable (RBAC), load annotations still flow after this grace.
@@ -277,8 +273,14 @@ class Annotator:
                 # estimate rests on the same document); else requests and limits alone.
                 usage = self.workload_usage
                 observed = usage.observed(now_s) if usage is not None else None
-                recent = self.recent.by_node(now_s, observed) if self.recent else None
-                await self.soft_taints.run_round(self.nodes.nodes, self.policy, recent)
+                measured = usage.measured(now_s) if usage is not None else None
+                recent = self.recent.by_node(now_s, observed, measured) if self.recent else None
+                left = (
+                    self.recent.raises_left(now_s, observed, measured)
+                    if self.recent is not None and observed is not None
+                    else None
+                )
+                await self.soft_taints.run_round(self.nodes.nodes, self.policy, recent, left)
             except Exception:
                 log.exception("a soft-taint round failed unexpectedly; retrying next round")
             self.soft_taint_rounds += 1

@@ -27,6 +27,7 @@ from typing import Protocol
 
 from app.descheduler.decide import Decision
 from app.descheduler.gather import View
+from app.descheduler.hindsight import add_eviction
 from app.descheduler.report import RunReport, RunResult, run_log
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube import (
@@ -40,8 +41,9 @@ from app.kube import (
     evict_pod,
     record_eviction,
     record_node_event,
+    record_outcomes,
 )
-from app.objects import EvictionRecord, Resources, workload_of
+from app.objects import EvictionRecord, MoveRecord, Resources, workload_of
 from app.policy import Policy
 from app.rebalance import (
     ClusterView,
@@ -136,6 +138,27 @@ def summarize(the_plan: EvictionPlan, report: RunReport, max_consecutive_errors:
         text += "; " + report.message
     notes = "; ".join(the_plan.notes)
     return f"{text}; {notes}" if notes else text
+
+
+def outcome_messages(judged: list[MoveRecord]) -> dict[str, str]:
+    """Per workload, the sentence for its Event: its moves judged this run, counted by
+    outcome, then each move's outcome and reason (cut to fit an Event)."""
+    by_workload: dict[str, list[MoveRecord]] = {}
+    for move in judged:
+        for workload in move.workloads:
+            by_workload.setdefault(workload, []).append(move)
+    messages = {}
+    for workload, moves in sorted(by_workload.items()):
+        counts: dict[str, int] = {}
+        for move in moves:
+            counts[move.outcome or "pending"] = counts.get(move.outcome or "pending", 0) + move.pods
+        tally = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+        details = "; ".join(f"from {m.source}: {m.outcome}, {m.reason}" for m in moves)
+        messages[workload] = (
+            f"loadaware descheduler, settleTime after evicting pods of {workload}: {tally}. "
+            f"{details}"
+        )[:1024]
+    return messages
 
 
 class Evictor:
@@ -264,6 +287,7 @@ class Evictor:
                     result.detail,
                 )
             elif outcome is EvictionOutcome.EVICTED:
+                add_eviction(view.memory.moves, eviction, the_plan, view.cluster, started_s)
                 await self._record(eviction, view.memory, reserved, started_s)
                 if not await self._save(view.memory, report):
                     break
@@ -303,6 +327,12 @@ class Evictor:
         notice = EvictionNotice(record, describe_eviction(eviction))
         if not await record_eviction(self._client, notice, self._identity):
             self._telemetry.event_errors.inc()
+
+    async def tell_outcomes(self, judged: list[MoveRecord], now_s: float) -> None:
+        """One Event per workload on the moves judged this run (``outcome_messages``)."""
+        for workload, message in outcome_messages(judged).items():
+            if not await record_outcomes(self._client, workload, message, self._identity, now_s):
+                self._telemetry.event_errors.inc()
 
     def _skip(self, report: RunReport, key: str, code: SkipCode, reason: str) -> None:
         report.outcomes[key] = reason

@@ -25,6 +25,7 @@ that runs them, the settings, and the report of the last run.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 import time
@@ -33,15 +34,31 @@ from typing import Any
 
 from app.descheduler.act import Evictor
 from app.descheduler.decide import decide
-from app.descheduler.gather import ClusterReader, Skipped
+from app.descheduler.gather import ClusterReader, Skipped, View
+from app.descheduler.hindsight import judge_due
 from app.descheduler.report import RunReport, RunResult
 from app.descheduler.settings import LoopSettings
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.kube import BudgetCache, KubeClient, NodeCache, PodCache, StateStore, pod_info
+from app.kube import (
+    WORKLOAD_USAGE_NAME,
+    BudgetCache,
+    KubeClient,
+    NodeCache,
+    PodCache,
+    StateStore,
+    WorkloadUsageStore,
+    pod_info,
+)
 from app.objects import PodInfo
 from app.policy import Policy
 from app.prom import InstantQuery
-from app.rebalance import DeschedulerConfig, PlannerMemory, memory_window_s
+from app.rebalance import (
+    STOPPED_HELPING,
+    DeschedulerConfig,
+    EvictionPlan,
+    PlannerMemory,
+    memory_window_s,
+)
 from app.runtime import (
     LeaderElectedService,
     LeadershipNotAcquired,
@@ -99,6 +116,7 @@ class Descheduler:
             self.telemetry,
             clock,
             self.settings.sync_timeout_s,
+            WorkloadUsageStore(client, self.settings.state_namespace, WORKLOAD_USAGE_NAME),
         )
         self.evictor = Evictor(
             client,
@@ -114,6 +132,7 @@ class Descheduler:
         # A dry run never writes the memory's round counts, so a dry-run loop keeps its
         # own; without them, debouncing nodes would never be previewed as sources.
         self._dry_rounds = PlannerMemory()
+        self._stopped_helping = False  # said once, until a run finds a source not backed off
         self.last_report: RunReport | None = None
         self.runs = 0
         self.telemetry.policy.loaded(clock())
@@ -198,10 +217,51 @@ class Descheduler:
         if isinstance(view, Skipped):
             return view.report()
         dry_run = self.dry_run
+        view = await self._judge(view, config, policy, dry_run=dry_run)
         decision = decide(view, config, policy, self._dry_rounds if dry_run else None)
         self._dry_rounds = decision.dry_rounds
         self.telemetry.record_plan(decision.plan)
+        self._say_if_stopped_helping(decision.plan)
         return await self.evictor.act(view, decision, dry_run=dry_run)
+
+    async def _judge(
+        self, view: View, config: DeschedulerConfig, policy: Policy, *, dry_run: bool
+    ) -> View:
+        """Judge the moves whose settleTime has passed; kept in the memory (written with
+        the run's first save), counted, logged, and told on each workload in one Event.
+        The view returned plans with them: a move judged now backs off at once."""
+        judged = judge_due(
+            view.memory.moves,
+            view.memory.evictions.values(),
+            view.cluster,
+            config,
+            policy,
+            view.now_s,
+        )
+        if not dry_run:  # a dry run keeps no memory: it would count them again each run
+            self.telemetry.record_judged(judged)
+        for move in judged:
+            view.memory.moves[move.key] = move
+            log.info(
+                "%d eviction(s) from %s settleTime ago: %s (%s)",
+                move.pods,
+                move.source,
+                move.outcome,
+                move.reason,
+            )
+        if not judged:
+            return view
+        if not dry_run:
+            await self.evictor.tell_outcomes(judged, view.now_s)
+        moves = tuple(view.memory.moves.values())
+        return dataclasses.replace(view, cluster=dataclasses.replace(view.cluster, moves=moves))
+
+    def _say_if_stopped_helping(self, the_plan: EvictionPlan) -> None:
+        """Log once when every hot node is backed off; again only after a run that was not."""
+        stopped = STOPPED_HELPING in the_plan.notes
+        if stopped and not self._stopped_helping:
+            log.warning("%s; it keeps trying, rarely, where it backed off", STOPPED_HELPING)
+        self._stopped_helping = stopped
 
     def _window_s(self) -> float:
         """How far back the memory must reach: settling, cooldowns, one more interval."""

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from app.rebalance import EvictionPlan, NodeKind
+from app.objects import MoveRecord
+from app.rebalance import EvictionPlan, NodeKind, Outcome
 from app.runtime import PolicyReloadMetrics
 
+# The source's cooling a move bought, per evicted pod (usage fraction of the source):
+# below 0 it is hotter than other pods explain.
+_COOLING_BUCKETS = (-0.2, -0.1, -0.05, 0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 _RUN_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
@@ -88,6 +92,22 @@ class DeschedulerMetrics:
             ["result"],
             registry=registry,
         )
+        self.eviction_outcomes = Counter(
+            "loadaware_descheduler_eviction_outcomes_total",
+            "Evictions judged settleTime after their run, by outcome (helped, no_effect, "
+            "backfired): whether their source cooled by what they moved, less what other "
+            "pods explain (docs/troubleshooting.md, is the descheduler helping?).",
+            ["outcome"],
+            registry=registry,
+        )
+        self.source_cooling = Histogram(
+            "loadaware_descheduler_source_cooling_fraction",
+            "Per judged eviction: how much cooler its source was settleTime later, less what "
+            "other pods explain, as a usage fraction of the source, shared among the pods "
+            "evicted from it in one run (below 0: hotter).",
+            buckets=_COOLING_BUCKETS,
+            registry=registry,
+        )
         self.policy = PolicyReloadMetrics(registry)
 
     def record_plan(self, plan: EvictionPlan) -> None:
@@ -100,3 +120,20 @@ class DeschedulerMetrics:
         for skipped in plan.skipped:
             self.pods_skipped.labels(skipped.code.value).inc()
         self.held_hot_nodes.set(len(plan.held_hot))
+
+    def record_judged(self, moves: list[MoveRecord]) -> None:
+        """Judged moves: each evicted pod counted under its move's outcome, and the
+        cooling its move bought, shared among the pods of the move."""
+        for outcome in Outcome:  # every label present from the start, at 0
+            self.eviction_outcomes.labels(outcome_label(outcome.value))
+        for move in moves:
+            if move.outcome is None or move.pods <= 0:
+                continue
+            self.eviction_outcomes.labels(outcome_label(move.outcome)).inc(move.pods)
+            for _ in range(move.pods):
+                self.source_cooling.observe(move.attributed / move.pods)
+
+
+def outcome_label(outcome: str) -> str:
+    """An outcome as a label value: "no effect" is ``no_effect``."""
+    return outcome.replace(" ", "_")

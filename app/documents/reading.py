@@ -145,13 +145,24 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return node
 
 
+def yaml_problem(problem: yaml.YAMLError) -> str:
+    """PyYAML's error on one line: what is wrong and where (line and column counted
+    from 1), without its excerpt of the file and its ``<unicode string>`` placeholders."""
+    if not isinstance(problem, yaml.MarkedYAMLError):
+        return " ".join(str(problem).split())
+    mark = problem.problem_mark or problem.context_mark
+    what = ": ".join(p for p in (problem.context, problem.problem) if p) or "cannot parse it"
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{what}{where}"
+
+
 def parse_yaml(text: str, source: str, error: type[Exception]) -> Any:
     if bracket_depth(text) > MAX_BRACKET_DEPTH:
         raise error(f"{source}: not valid YAML: nested too deeply")
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as problem:
-        raise error(f"{source}: not valid YAML: {problem}") from None
+        raise error(f"{source}: not valid YAML: {yaml_problem(problem)}") from None
     except RecursionError:
         # A hostile or broken file (``[[[[...``) nests deeper than any real document.
         raise error(f"{source}: not valid YAML: nested too deeply") from None

@@ -36,6 +36,7 @@ from app.kube import (
     pod_key,
     scheduled_pod,
 )
+from app.load import MIN_MEASURED_PODS
 from app.objects import workload_of
 from app.policy import PolicyError
 from app.prom import (
@@ -105,7 +106,10 @@ async def _explain_pod(
     observed = None
     if estimate.enabled and estimate.workload_usage:
         published, line = await read_workload_usage(reader, args.install_namespace, now_s)
-        observed = published.observed(workload_of(info)) if published is not None else None
+        workload = workload_of(info)
+        observed = published.observed(workload) if published is not None else None
+        if published is not None and published.pods.get(workload or "", 0) < MIN_MEASURED_PODS:
+            observed = None  # measured on too few pods to raise anything (app.load)
         notes.append(line)
         if observed is not None:
             notes.append(
@@ -191,7 +195,22 @@ async def _explain_node(reader: ClusterReader, args: argparse.Namespace) -> str:
     running = any(p.phase == "Running" for p in pods.values())
     placed = pod_nodes(pods.values(), nodes)
     usage, usage_line = await _pod_usage(args, config.value, placed, running)
-    view = ClusterView(nodes, pods, usage, budgets, memory.recent(since_s))
+    published = None
+    estimation = policy.value.spec.estimation
+    if estimation.enabled and estimation.workload_usage:
+        published, workload_line = await read_workload_usage(
+            reader, args.install_namespace, now_s
+        )
+    view = ClusterView(
+        nodes,
+        pods,
+        usage,
+        budgets,
+        memory.recent(since_s),
+        published.workloads if published is not None else {},
+        published.pods if published is not None else {},
+        tuple(memory.moves.values()),
+    )
     hot_rounds = previous_hot_rounds(memory.hot_rounds, now_s, config.value.interval)
     explanation = explain_node(args.node, view, config.value, policy.value, now_s, hot_rounds)
     sources = [
@@ -200,6 +219,8 @@ async def _explain_node(reader: ClusterReader, args: argparse.Namespace) -> str:
         memory_line,
         usage_line,
     ]
+    if published is not None:
+        sources.append(workload_line)
     if args.output == "json":
         return json.dumps(node_json(explanation, sources), indent=2) + "\n"
     return render_node(explanation, sources)

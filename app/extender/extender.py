@@ -86,8 +86,11 @@ class Extender:
         self.workload_usage = workload_usage if self.ledger is not None else None
         if self.workload_usage is not None and self.ledger is not None:
             follower = self.workload_usage
-            self.ledger.observed = follower.observed
+            raises = self.ledger.raises
+            raises.observed = follower.observed
+            raises.measured = follower.measured
             self.verbs.workloads = lambda: follower.workloads
+            self.verbs.raise_left = lambda workload: raises.left(workload, clock())
             if pod_cache is not None:
                 self.verbs.workload_of_pod = _workload_in(pod_cache)
             follower.on_change = self._on_workload_usage
@@ -148,7 +151,7 @@ class Extender:
         """What the workloads are observed to use changed: every estimate resting on it
         (reservations and pods bound within maxAge) is redone, off the request path."""
         assert self.ledger is not None
-        self.ledger.reprice()
+        self.ledger.reprice(self.clock())
         for node in self.ledger.tracked_nodes():
             self.table.recompute(node)
 
@@ -171,7 +174,7 @@ class Extender:
         self.table.set_policy(policy)  # the ledger reads the new policy through the table
         if self.ledger is not None:
             try:
-                repriced = self.ledger.reprice()
+                repriced = self.ledger.reprice(self.clock())
             except BaseException:
                 self.table.set_policy(previous)
                 raise

@@ -26,11 +26,22 @@ from app.kube.defaults import STATE_NAME as DEFAULT_NAME
 from app.objects import load_on_use
 
 if TYPE_CHECKING:
-    from app.kube.admission import admission_problems, log_admission_problems, own_username
+    from app.kube.admission import (
+        AdmissionCheck,
+        admission_problems,
+        log_admission_problems,
+        own_username,
+    )
     from app.kube.api_errors import ClusterUnreadable, describe_api_error
     from app.kube.cache import WatchCache
     from app.kube.client import KubeClient, KubeConfigError, make_client
-    from app.kube.events import HELD_HOT_REASON, EvictionNotice, record_eviction, record_node_event
+    from app.kube.events import (
+        HELD_HOT_REASON,
+        EvictionNotice,
+        record_eviction,
+        record_node_event,
+        record_outcomes,
+    )
     from app.kube.eviction import EvictionOutcome, evict_pod
     from app.kube.lease import LeaseRecord, LeaseStore, LeaseUnavailable, ReadLease
     from app.kube.nodes import NodeCache, NodeInfo, node_info
@@ -48,6 +59,7 @@ __all__ = [
     "POLICY_CONFIGMAP",
     "WORKLOAD_USAGE_MAX_AGE_S",
     "WORKLOAD_USAGE_NAME",
+    "AdmissionCheck",
     "AnnotationPatcher",
     "BudgetCache",
     "ClusterReader",
@@ -90,6 +102,7 @@ __all__ = [
     "pod_placement",
     "record_eviction",
     "record_node_event",
+    "record_outcomes",
     "scheduled_pod",
 ]
 
@@ -97,11 +110,22 @@ __all__ = [
 __getattr__ = load_on_use(
     __name__,
     {
-        "admission": ("admission_problems", "log_admission_problems", "own_username"),
+        "admission": (
+            "AdmissionCheck",
+            "admission_problems",
+            "log_admission_problems",
+            "own_username",
+        ),
         "api_errors": ("ClusterUnreadable", "describe_api_error"),
         "cache": ("WatchCache",),
         "client": ("KubeClient", "KubeConfigError", "make_client"),
-        "events": ("HELD_HOT_REASON", "EvictionNotice", "record_eviction", "record_node_event"),
+        "events": (
+            "HELD_HOT_REASON",
+            "EvictionNotice",
+            "record_eviction",
+            "record_node_event",
+            "record_outcomes",
+        ),
         "eviction": ("EvictionOutcome", "evict_pod"),
         "lease": ("LeaseRecord", "LeaseStore", "LeaseUnavailable", "ReadLease"),
         "nodes": ("NodeCache", "NodeInfo", "node_info"),

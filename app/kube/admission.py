@@ -160,3 +160,18 @@ async def log_admission_problems(client: AsyncClient, username: str | None) -> l
     if not problems:
         log.info("admission: loadaware's writer policies are installed, bound and Deny")
     return problems
+
+
+class AdmissionCheck:
+    """``log_admission_problems`` once a process: at a component's first leading, so
+    that a follower does not read the policies and a re-election does not log again."""
+
+    def __init__(self, client: AsyncClient, username: str | None) -> None:
+        self._client = client
+        self._username = username
+        self.done = False
+
+    async def once(self) -> None:
+        if not self.done:
+            self.done = True
+            await log_admission_problems(self._client, self._username)

@@ -165,3 +165,42 @@ async def record_node_event(
     event = node_event(node, reason, message, reporting_instance)
     where = f"the {NODE_EVENT_NAMESPACE} namespace"
     return await _create(client, event, f"the {reason} Event on node {node}", where)
+
+
+OUTCOME_REASON = "LoadAwareEvictionOutcome"
+# The API group of the workload kinds the descheduler evicts from; another kind (a
+# custom resource) is named without one.
+_API_VERSIONS = {
+    "Deployment": "apps/v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "Job": "batch/v1",
+    "ReplicationController": "v1",
+}
+
+
+def outcome_event(workload: str, message: str, reporting_instance: str, at_s: float) -> Event:
+    """One Event on a workload (``namespace/Kind/name``): its evictions judged this run."""
+    namespace, kind, name = workload.split("/", 2)
+    involved = ObjectReference(
+        apiVersion=_API_VERSIONS.get(kind), kind=kind, namespace=namespace, name=name
+    )
+    text = message.encode()[:MESSAGE_BYTES].decode(errors="ignore")
+    return _event(
+        involved,
+        namespace,
+        (OUTCOME_REASON, text, "Normal", "Judge"),
+        datetime.fromtimestamp(at_s, tz=UTC),
+        reporting_instance,
+    )
+
+
+async def record_outcomes(
+    client: AsyncClient, workload: str, message: str, reporting_instance: str, at_s: float
+) -> bool:
+    """Create a workload's outcome Event; False (logged) when the API server refuses it."""
+    event = outcome_event(workload, message, reporting_instance, at_s)
+    namespace = workload.split("/", 1)[0]
+    where = f"the {namespace} namespace"
+    return await _create(client, event, f"the eviction outcome Event for {workload}", where)

@@ -200,6 +200,15 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
             "its memory ConfigMap on first start (create cannot be limited by name)",
             Scope.OWN_NAMESPACE,
         ),
+        _permission(
+            "",
+            "configmaps",
+            "get",
+            f"the annotator's {WORKLOAD_USAGE}: what each workload's pods use, so that a "
+            "destination counts the pods bound there as the extender's estimate does",
+            Scope.OWN_NAMESPACE,
+            (WORKLOAD_USAGE,),
+        ),
         *_leader_lease(DESCHEDULER_LEASE),
     ),
 }
@@ -212,12 +221,15 @@ def grants_of(component: str) -> set[tuple[str, str, str, Scope]]:
 
 
 def names_of(component: str) -> dict[tuple[str, str, str, Scope], frozenset[str]]:
-    """For every call ``component`` makes, the objects it is limited to (empty: any)."""
-    return {
-        grant: permission.names
-        for permission in PERMISSIONS[component]
-        for grant in permission.grants()
-    }
+    """For every call ``component`` makes, the objects it is limited to (empty: any);
+    a call two permissions make is limited to the objects of both."""
+    names: dict[tuple[str, str, str, Scope], frozenset[str]] = {}
+    for permission in PERMISSIONS[component]:
+        for grant in permission.grants():
+            before = names.get(grant)
+            wider = not permission.names or (before is not None and not before)
+            names[grant] = frozenset() if wider else permission.names | (before or frozenset())
+    return names
 
 
 def service_account_name(component: str) -> str:

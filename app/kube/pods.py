@@ -341,4 +341,21 @@ def scheduled_pod(pod: Any) -> ScheduledPod:
         bound_at_s=bound_at_s if bound_at_s is not None else 0.0,
         finished=bool(status and status.phase in _FINISHED_PHASES),
         workload=_workload(metadata.namespace or "default", metadata),
+        started_at_s=_started_at_s(status),
     )
+
+
+def _started_at_s(status: Any) -> float | None:
+    """When the pod's first (non-init) container started, as its kubelet reports it
+    (``containerStatuses[].state``, or ``lastState`` of one that restarted); None: none
+    has. The kubelet writes the status; a tenant cannot (``pods/status``)."""
+    earliest: float | None = None
+    for container in (status.containerStatuses if status else None) or []:
+        for state in (container.state, container.lastState):
+            if state is None:
+                continue
+            for phase in (state.running, state.terminated):
+                at_s = _unix_s(phase.startedAt) if phase is not None else None
+                if at_s is not None and (earliest is None or at_s < earliest):
+                    earliest = at_s
+    return earliest

@@ -13,7 +13,17 @@ The document::
      "evictions": [{"pod": "ns/name", "uid": "...", "node": "...", "destination": "...",
                     "cpuCores": 0.5, "memoryBytes": 1.0e8, "at": 1700000000.0,
                     "workload": "ns/Deployment/web"}, ...],
-     "hotRounds": {"node-1": [3, 1700000000.0], ...}}
+     "hotRounds": {"node-1": [3, 1700000000.0], ...},
+     "moves": [{"source": "node-1", "round": 1700000000.0, "resource": "cpu",
+                "before": 0.9, "moved": 0.2, "others": 0.6, "destination": "node-2",
+                "pods": 1, "workloads": ["ns/Deployment/web"], "outcome": "helped",
+                "judgedAt": 1700000400.0, "cooling": 0.2, "attributed": 0.2,
+                "reason": "..."}, ...]}
+
+``moves`` are what each run evicted from each source, pending until judged
+``settleTime`` later (no ``outcome``) and then kept, judged, for ``MOVES_KEPT_S``
+(for the back-off and ``loadaware report``): at most ``MAX_MOVES``, newest kept, each
+reason cut to ``MAX_REASON`` characters, so they add at most about 100 KiB.
 
 Reading is defensive all the same (an operator may edit it): entries that do not
 parse are skipped and logged, evictions older than the window or dated in the future
@@ -30,7 +40,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lightkube.core.exceptions import ApiError
@@ -39,7 +50,7 @@ from lightkube.resources.core_v1 import ConfigMap
 from app.kube.configmaps import OwnConfigMapStore, own_config_map
 from app.kube.defaults import STATE_NAME
 from app.kube.workload_usage import fair_order
-from app.objects import EvictionRecord, Resources
+from app.objects import EvictionRecord, MoveRecord, Resources
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +64,11 @@ MAX_DOCUMENT_BYTES = 768 * 1024
 _ENVELOPE_BYTES = 64
 FUTURE_SLACK_S = 60.0  # clocks disagree a little; more than this ahead is not trusted
 _SAVE_ATTEMPTS = 3
+MAX_MOVES = 300  # about 300 bytes each as JSON
+MAX_REASON = 200
+MAX_WORKLOADS = 8  # per move
+MOVES_KEPT_S = 86400.0  # a day: what ``loadaware report --since`` can look back on
+_OUTCOMES = ("helped", "no effect", "backfired")
 
 HotRounds = dict[str, tuple[int, float]]  # node -> (consecutive hot rounds, when recorded)
 
@@ -67,6 +83,7 @@ class Memory:
 
     evictions: dict[str, EvictionRecord] = field(default_factory=dict)  # by pod UID
     hot_rounds: HotRounds = field(default_factory=dict)
+    moves: dict[str, MoveRecord] = field(default_factory=dict)  # by ``MoveRecord.key``
     exists: bool = False  # the object was there when read (False: the first run)
     resource_version: str | None = None
 
@@ -97,9 +114,10 @@ def _size(value: Any) -> int:
 def encode(memory: Memory, since_s: float) -> str:
     """The document for ``memory``: evictions at or after ``since_s``, at most
     ``MAX_EVICTIONS`` in at most ``MAX_DOCUMENT_BYTES``, kept newest first in turns by
-    namespace (``fair_order``: a namespace evicted often cannot push the others out);
-    a record a reader would skip (a field past its bound) is left out, so no record
-    can stop a save (issue 42, point 2)."""
+    namespace (``fair_order``: a namespace evicted often cannot push the others out),
+    beside node hot-round counts and the moves to judge (``kept_moves``, newest first),
+    each to a quarter of it; a record a reader would skip (a field past its bound) is
+    left out, so no record can stop a save (issue 42, point 2)."""
     hot_rounds: dict[str, list[float]] = {}
     size = _ENVELOPE_BYTES
     newest_first = sorted(memory.hot_rounds.items(), key=lambda item: -item[1][1])
@@ -109,6 +127,17 @@ def encode(memory: Memory, since_s: float) -> str:
             continue
         hot_rounds[name] = [count, at_s]
         size += entry_bytes
+    # The moves awaiting or holding their judgement: newest first, to a quarter too.
+    moves: list[MoveRecord] = []
+    moves_bytes = 0
+    for move in reversed(kept_moves(memory.moves.values())):
+        entry_bytes = _size(_move_entry(move)) + 1
+        if moves_bytes + entry_bytes > MAX_DOCUMENT_BYTES // 4:
+            continue
+        moves_bytes += entry_bytes
+        moves.append(move)
+    moves.reverse()
+    size += moves_bytes
     records = [r for r in reversed(memory.recent(since_s)) if _readable(r)]
     kept: list[tuple[EvictionRecord, dict[str, Any]]] = []
     for position in fair_order(r.pod_key for r in records):
@@ -125,6 +154,7 @@ def encode(memory: Memory, since_s: float) -> str:
         "version": VERSION,
         "evictions": [entry for _, entry in kept],
         "hotRounds": hot_rounds,
+        "moves": [_move_entry(m) for m in moves],
     }
     return json.dumps(document, separators=(",", ":"), sort_keys=True)
 
@@ -167,7 +197,108 @@ def decode(text: str, now_s: float, since_s: float) -> tuple[Memory, list[str]]:
             ignored.append(f"the hot-round count of node {name}, dated in the future")
         else:
             memory.hot_rounds[str(name)] = parsed
+    moves = document.get("moves")
+    for entry in moves if isinstance(moves, list) else []:
+        move = _move(entry)
+        if move is None:
+            ignored.append(f"an unreadable move entry {str(entry)[:80]!r}")
+        elif move.round_s > now_s + FUTURE_SLACK_S:
+            ignored.append(f"the move from {move.source}, dated in the future")
+        elif move.round_s >= now_s - MOVES_KEPT_S:
+            memory.moves[move.key] = move
     return memory, ignored
+
+
+def kept_moves(moves: Iterable[MoveRecord]) -> list[MoveRecord]:
+    """The newest ``MAX_MOVES`` moves, oldest first."""
+    return sorted(moves, key=lambda m: m.round_s)[-MAX_MOVES:]
+
+
+def _move_entry(move: MoveRecord) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "source": move.source,
+        "round": move.round_s,
+        "resource": move.resource,
+        "before": move.source_before,
+        "moved": move.moved,
+        "others": move.others_before,
+        "destination": move.destination,
+        "pods": move.pods,
+        "workloads": list(move.workloads[:MAX_WORKLOADS]),
+    }
+    if move.destination_before is not None and move.destination_high is not None:
+        entry.update(
+            destinationBefore=move.destination_before, destinationHigh=move.destination_high
+        )
+    if move.outcome is not None:
+        entry.update(
+            outcome=move.outcome,
+            judgedAt=move.judged_at_s,
+            cooling=move.cooling,
+            attributed=move.attributed,
+            reason=move.reason[:MAX_REASON],
+        )
+    return entry
+
+
+def _signed(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and abs(number) <= 1e3 else None
+
+
+def _move(entry: Any) -> MoveRecord | None:
+    if not isinstance(entry, dict):
+        return None
+    source, resource = _text(entry.get("source")), entry.get("resource")
+    round_s, before = _finite(entry.get("round")), _finite(entry.get("before"))
+    moved, others = _finite(entry.get("moved")), _finite(entry.get("others"))
+    pods, workloads = entry.get("pods"), entry.get("workloads")
+    destination = entry.get("destination")
+    if source is None or resource not in ("cpu", "memory") or round_s is None:
+        return None
+    if before is None or moved is None or others is None:
+        return None
+    if isinstance(pods, bool) or not isinstance(pods, int) or not 0 < pods <= 10_000:
+        return None
+    if not isinstance(destination, str) or len(destination) > 512:
+        return None
+    if not isinstance(workloads, list) or len(workloads) > MAX_WORKLOADS:
+        return None
+    names = tuple(_text(w) for w in workloads)
+    if any(name is None for name in names):
+        return None
+    move = MoveRecord(
+        source,
+        round_s,
+        resource,
+        before,
+        moved,
+        others,
+        destination,
+        pods,
+        tuple(n for n in names if n is not None),
+        _finite(entry.get("destinationBefore")),
+        _finite(entry.get("destinationHigh")),
+    )
+    outcome = entry.get("outcome")
+    if outcome is None:
+        return move
+    judged_at, cooling = _finite(entry.get("judgedAt")), _signed(entry.get("cooling"))
+    attributed, reason = _signed(entry.get("attributed")), entry.get("reason")
+    if outcome not in _OUTCOMES or judged_at is None or cooling is None or attributed is None:
+        return None
+    if not isinstance(reason, str):
+        return None
+    return replace(
+        move,
+        outcome=outcome,
+        judged_at_s=judged_at,
+        cooling=cooling,
+        attributed=attributed,
+        reason=reason[:MAX_REASON],
+    )
 
 
 def _finite(value: Any) -> float | None:
@@ -268,5 +399,9 @@ class StateStore(OwnConfigMapStore):
             memory.evictions.setdefault(uid, record)
         for name, rounds in stored.hot_rounds.items():
             memory.hot_rounds.setdefault(name, rounds)
+        for key, move in stored.moves.items():
+            mine = memory.moves.get(key)
+            if mine is None or (mine.outcome is None and move.outcome is not None):
+                memory.moves[key] = move
         memory.exists = stored.exists
         memory.resource_version = stored.resource_version

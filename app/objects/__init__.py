@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     )
     from app.objects.evictions import (
         EvictionRecord,
+        MoveRecord,
     )
     from app.objects.nodes import (
         NodeInfo,
@@ -85,6 +86,7 @@ __all__ = [
     "EvictionRecord",
     "LabelRequirement",
     "LabelSelector",
+    "MoveRecord",
     "NodeInfo",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
@@ -124,7 +126,7 @@ __getattr__ = load_on_use(
             "effective_demand",
             "requests_and_limits",
         ),
-        "evictions": ("EvictionRecord",),
+        "evictions": ("EvictionRecord", "MoveRecord"),
         "nodes": (
             "NodeInfo",
             "Taint",

@@ -117,6 +117,7 @@ class ScheduledPod:
     bound_at_s: float  # PodScheduled's transition time, else creation time
     finished: bool  # Succeeded or Failed: no longer uses anything
     workload: str | None = None  # workload_key: whose observed usage its estimate may take
+    started_at_s: float | None = None  # its first container's start (kubelet); None: not yet
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,15 +5,19 @@ only differences a deployment needs are in the connection: a bearer token that t
 platform rotates, basic auth, a private CA, and extra headers such as Mimir's
 ``X-Scope-OrgID``. All of that lives here; callers get plain samples.
 
-The transport is requests, synchronous: call ``query`` from a worker thread. Every
-answer is read as a stream (issue 42, point 5): at most ``MAX_ANSWER_BYTES`` (a larger
-answer, or one whose Content-Length says so, is refused with reason ``too_large``
-before it is decoded), and within ``--query-timeout`` as a whole, checked between the
-chunks of the body (each read waits at most the timeout too), so a query abandoned by
-its caller stops downloading in its thread within twice the timeout instead of
-trickling on for ever. A series' points and a sample whose timestamp is not a finite
-number are dropped (``parse_matrix``, ``parse_vector``), and a range answer past the
-caller's sample bound is refused (``max_samples``).
+prometheus-api-client's ``PrometheusConnect`` sends the queries and decodes the JSON;
+it is synchronous (requests): call ``query`` from a worker thread. What reads each
+answer off the wire is ours (issue 42, point 5): ``BoundedAnswers``, the transport
+adapter mounted on the session in place of the library's, reads the body itself before
+requests or the library see it: at most ``MAX_ANSWER_BYTES`` after decompression (a
+larger answer, or one whose Content-Length says so, is refused with reason
+``too_large`` before it is decoded), an error answer only to ``MAX_ERROR_BYTES``, and
+the whole answer within ``--query-timeout``, checked between the chunks of the body
+(each read waits at most the timeout too), so a query abandoned by its caller stops
+downloading in its thread within twice the timeout instead of trickling on for ever.
+A series' points and a sample whose timestamp is not a finite number are dropped
+(``parse_matrix``, ``parse_vector``), and a range answer past the caller's sample bound
+is refused (``max_samples``).
 """
 
 from __future__ import annotations
@@ -29,14 +33,16 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-import orjson
 import requests
 import requests.auth
 import urllib3
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
@@ -49,16 +55,11 @@ log = logging.getLogger(__name__)
 # an instant answer for about 250,000 pods, and capture's range answers (at most
 # MAX_SAMPLES_PER_ANSWER samples by design) with room to spare.
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
+# An answer other than 200 is read to this much and cut: its start says what went
+# wrong, and the rest would only grow the exception that carries it.
+MAX_ERROR_BYTES = 64 * 1024
 _CHUNK_BYTES = 256 * 1024
 TOO_LARGE = "too_large"  # the reason of an answer past MAX_ANSWER_BYTES or the sample bound
-
-
-class PrometheusApiError(Exception):
-    """A non-200 answer: its status and (the start of) its body."""
-
-    def __init__(self, status: int, body: bytes) -> None:
-        super().__init__(f"HTTP Status Code {status} ({body[:2000]!r})")
-        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +153,98 @@ class BasicAuthPasswordFile(requests.auth.AuthBase):
         return prepared
 
 
+class BoundedAnswers(HTTPAdapter):
+    """requests' transport adapter that reads each answer itself, bounded (module doc).
+
+    ``HTTPAdapter.send`` returns the response with its body unread (urllib3's, not
+    preloaded); this reads it as a stream, and requests, then prometheus-api-client,
+    get the bytes read (``content``, ``json()``). Every answer of the session goes
+    through here, a redirect's included.
+    """
+
+    def __init__(self, shown_url: str, timeout_s: float, max_retries: Retry) -> None:
+        super().__init__(max_retries=max_retries)
+        self.shown_url = shown_url  # the URL as error messages may show it (redacted)
+        self.timeout_s = timeout_s
+        self.max_answer_bytes = MAX_ANSWER_BYTES
+
+    def send(
+        self,
+        request: requests.PreparedRequest,
+        stream: bool = False,
+        timeout: float | tuple[float, float] | tuple[float, None] | None = None,
+        verify: bool | str = True,
+        cert: bytes | str | tuple[bytes | str, bytes | str] | None = None,
+        proxies: Mapping[str, str] | None = None,
+    ) -> requests.Response:
+        deadline = time.monotonic() + self.timeout_s
+        response = super().send(request, stream, timeout, verify, cert, proxies)
+        try:
+            body, whole = self._read(response, deadline)
+        except BaseException:
+            response.close()  # hangs up: the server's writes fail and it stops
+            raise
+        if whole:
+            response.raw.release_conn()  # read to its end: the connection serves again
+        else:
+            response.close()  # an error answer cut short: the rest is never read
+        # requests has no public way to give a response its body: ``content`` returns
+        # ``_content`` once that is set (requests 2.x) and reads ``raw`` only while it
+        # is not. Replacing ``raw`` instead would lose what requests takes from it (the
+        # cookies, the connection). tests/prom/test_hostile_prometheus.py pins this.
+        response._content = body
+        return response
+
+    def _read(self, response: requests.Response, deadline: float) -> tuple[bytes, bool]:
+        """The decoded body, and whether it was read to its end (an error answer is cut
+        at MAX_ERROR_BYTES); PrometheusQueryError past the cap, requests' errors else."""
+        ok = response.status_code == 200
+        declared = response.headers.get("Content-Length", "")
+        if ok and declared.isdigit() and int(declared) > self.max_answer_bytes:
+            raise self._too_large(f" (it declares {int(declared):,} bytes)")
+        limit = self.max_answer_bytes if ok else MAX_ERROR_BYTES
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := _read1(response):
+            # read1: what has arrived, so that a trickle is checked against the deadline
+            # byte by byte; decoded, so a compressed answer counts in full.
+            size += len(chunk)
+            if size > limit:
+                if ok:
+                    raise self._too_large("")
+                chunks.append(chunk[: len(chunk) - (size - limit)])
+                return b"".join(chunks), False
+            if time.monotonic() > deadline:
+                raise requests.exceptions.ReadTimeout(
+                    "the whole answer took longer than the timeout", response=response
+                )
+            chunks.append(chunk)
+        return b"".join(chunks), True
+
+    def _too_large(self, declared: str) -> PrometheusQueryError:
+        return PrometheusQueryError(
+            TOO_LARGE,
+            f"Prometheus at {self.shown_url} sent an answer larger than the "
+            f"{self.max_answer_bytes // 2**20} MiB loadaware reads{declared}; narrow the "
+            "query (a smaller range or step, a more selective matcher)",
+        )
+
+
+def _read1(response: requests.Response) -> bytes:
+    """One decoded chunk of the body; urllib3's errors as requests' (as ``iter_content``,
+    but a stall inside the body is a timeout)."""
+    try:
+        return response.raw.read1(_CHUNK_BYTES, decode_content=True)
+    except urllib3.exceptions.ReadTimeoutError as error:
+        raise requests.exceptions.ReadTimeout(error, response=response) from None
+    except urllib3.exceptions.SSLError as error:
+        raise requests.exceptions.SSLError(error, response=response) from None
+    except urllib3.exceptions.DecodeError as error:
+        raise requests.exceptions.ContentDecodingError(error, response=response) from None
+    except urllib3.exceptions.ProtocolError as error:
+        raise requests.exceptions.ChunkedEncodingError(error, response=response) from None
+
+
 T = TypeVar("T")
 
 # Query threads alive at once, in this process. An abandoned query's thread lives on
@@ -227,64 +320,28 @@ class PrometheusSource:
         # and retries here would stretch one query far past --query-timeout.
         # read=False re-raises read timeouts as such instead of as connection errors.
         no_retries = Retry(total=0, read=False, raise_on_status=False)
-        session.mount("http://", HTTPAdapter(max_retries=no_retries))
-        session.mount("https://", HTTPAdapter(max_retries=no_retries))
         auth: requests.auth.AuthBase | None = None
         if settings.token_file is not None:
             auth = BearerTokenFile(settings.token_file)
         elif settings.username is not None and settings.password_file is not None:
             auth = BasicAuthPasswordFile(settings.username, settings.password_file)
-        self._session = session
-        self._auth = auth
-        self._headers = dict(settings.headers)
-        self._base = settings.url.rstrip("/")
-        self.max_answer_bytes = MAX_ANSWER_BYTES
+        self._connection = PrometheusConnect(
+            url=settings.url.rstrip("/"),
+            headers=dict(settings.headers) or None,
+            auth=auth,
+            session=session,
+            retry=no_retries,
+            timeout=settings.timeout_s,
+        )
+        # PrometheusConnect mounts a plain HTTPAdapter on its URL, which would read any
+        # answer whole; ours replaces it there (the same prefix), and serves every
+        # other URL a redirect may lead to.
+        self.answers = BoundedAnswers(redact_url(settings.url), settings.timeout_s, no_retries)
+        for prefix in (self._connection.url, "http://", "https://"):
+            session.mount(prefix, self.answers)
 
     def close(self) -> None:
-        self._session.close()
-
-    def _fetch(self, path: str, params: Mapping[str, str]) -> Any:
-        """The ``data.result`` of a GET to ``path``, read as a bounded stream (module doc).
-
-        Raises requests' errors, PrometheusApiError, PrometheusQueryError (too large)
-        and ValueError/KeyError/TypeError for what is not a query answer."""
-        timeout_s = self.settings.timeout_s
-        deadline = time.monotonic() + timeout_s
-        response = self._session.get(
-            f"{self._base}{path}", params=dict(params), headers=self._headers or None,
-            auth=self._auth, timeout=timeout_s, stream=True,
-            # Explicitly: requests would let REQUESTS_CA_BUNDLE override the session's.
-            verify=self._session.verify, cert=self._session.cert,
-        )  # fmt: skip
-        try:
-            declared = response.headers.get("Content-Length", "")
-            if declared.isdigit() and int(declared) > self.max_answer_bytes:
-                raise self._too_large(f" (it declares {int(declared):,} bytes)")
-            chunks: list[bytes] = []
-            size = 0
-            while chunk := response.raw.read1(_CHUNK_BYTES, decode_content=True):
-                # read1: what has arrived, so that a trickle is checked against the
-                # deadline byte by byte; decoded, so a compressed answer counts in full.
-                size += len(chunk)
-                if size > self.max_answer_bytes:
-                    raise self._too_large("")
-                if time.monotonic() > deadline:
-                    raise requests.Timeout("the whole answer took longer than the timeout")
-                chunks.append(chunk)
-        finally:
-            response.close()
-        body = b"".join(chunks)
-        if response.status_code != 200:
-            raise PrometheusApiError(response.status_code, body)
-        return orjson.loads(body)["data"]["result"]
-
-    def _too_large(self, declared: str) -> PrometheusQueryError:
-        return PrometheusQueryError(
-            TOO_LARGE,
-            f"Prometheus at {redact_url(self.settings.url)} sent an answer larger than the "
-            f"{self.max_answer_bytes // 2**20} MiB loadaware reads{declared}; narrow the "
-            "query (a smaller range or step, a more selective matcher)",
-        )
+        self._connection.close()
 
     async def aquery(self, promql: str, at_s: float | None = None) -> list[PromSample]:
         """``query`` in a worker thread, abandoned one second after the query timeout.
@@ -315,8 +372,12 @@ class PrometheusSource:
         if at_s is not None:
             params["time"] = f"{at_s:.3f}"
         where = f"{redact_url(self.settings.url)} for {promql!r}"
-        params["query"] = promql
-        result = self._guarded(lambda: self._fetch("/api/v1/query", params), where)
+        result = self._guarded(
+            lambda: self._connection.custom_query(
+                promql, params=params, timeout=self.settings.timeout_s
+            ),
+            where,
+        )
         return parse_vector(result, where)
 
     def query_range(
@@ -332,15 +393,19 @@ class PrometheusSource:
         Prometheus refuses more than 11,000 points per series: the caller chunks by time.
         An answer of more than ``max_samples`` points is refused (reason ``too_large``).
         """
-        params = {
-            "timeout": f"{max(1, round(self.settings.timeout_s * 1000))}ms",
-            "query": promql,
-            "start": str(round(start_s)),
-            "end": str(round(end_s)),
-            "step": f"{step_s:g}s",
-        }
+        params = {"timeout": f"{max(1, round(self.settings.timeout_s * 1000))}ms"}
         where = f"{redact_url(self.settings.url)} for {promql!r}"
-        result = self._guarded(lambda: self._fetch("/api/v1/query_range", params), where)
+        result = self._guarded(
+            lambda: self._connection.custom_query_range(
+                promql,
+                start_time=datetime.fromtimestamp(start_s, UTC),
+                end_time=datetime.fromtimestamp(end_s, UTC),
+                step=f"{step_s:g}s",
+                params=params,
+                timeout=self.settings.timeout_s,
+            ),
+            where,
+        )
         return parse_matrix(result, where, max_samples)
 
     def _guarded(self, call: Callable[[], Any], where: str) -> Any:
@@ -367,7 +432,7 @@ class PrometheusSource:
                 f"cannot connect to Prometheus at {where}: {_root_cause(error)}; "
                 "check --prometheus-url and that the server is up",
             ) from None
-        except PrometheusApiError as error:
+        except PrometheusApiClientException as error:
             text = str(error)
             if "bad_data" in text:  # HTTP 400: the server is up; the PromQL is wrong
                 raise PrometheusQueryError(

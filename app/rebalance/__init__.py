@@ -21,7 +21,9 @@ in the order a plan is made:
 - ``limits``: the run's guards (per node, namespace, workload, PDB);
 - ``outcome``: what the planner returns; ``plan``: the orchestration;
 - ``consolidation``: the nodes to drain for a node autoscaler to remove;
-- ``render``: the dry-run table.
+- ``render``: the dry-run table;
+- ``aftermath``: settleTime after a move, whether it helped; ``backoff``: where
+  recent moves did not help, the nodes and workloads left alone.
 
 The configuration, the outcome's types and the small rules load at once; the planner
 itself (``plan``, ``beside``, ``render``: numpy and the load model, about a tenth of a
@@ -34,7 +36,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.objects import load_on_use
+from app.rebalance.aftermath import NOISE_SHARE, Judgement, Measured, Outcome, Planned, judge
 from app.rebalance.agreement import threshold_conflicts
+from app.rebalance.backoff import MAX_BACKOFF_ROUNDS, SITUATION_CHANGE, BackOff, back_off
 from app.rebalance.config import (
     DEFAULT_CPU_QUERY,
     DEFAULT_MEMORY_QUERY,
@@ -48,6 +52,7 @@ from app.rebalance.config import (
 from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
 from app.rebalance.fit import fit_refusal
 from app.rebalance.outcome import (
+    STOPPED_HELPING,
     EvictionPlan,
     HeldHot,
     NodeClass,
@@ -76,25 +81,36 @@ __all__ = [
     "DEFAULT_CPU_QUERY",
     "DEFAULT_MEMORY_QUERY",
     "DO_NOT_DISRUPT_ANNOTATION",
+    "MAX_BACKOFF_ROUNDS",
     "NODE_HINT_VALUES",
+    "NOISE_SHARE",
     "POD_HINT_VALUES",
+    "SITUATION_CHANGE",
+    "STOPPED_HELPING",
+    "BackOff",
     "ClusterView",
     "ConfigError",
     "ConsolidationPlan",
     "DeschedulerConfig",
     "EvictionPlan",
     "HeldHot",
+    "Judgement",
+    "Measured",
     "NodeClass",
     "NodeKind",
+    "Outcome",
+    "Planned",
     "PlannedEviction",
     "PlannerMemory",
     "SchedulerBeside",
     "SkipCode",
     "SkippedPod",
+    "back_off",
     "config_from_mapping",
     "config_from_yaml",
     "fit_refusal",
     "hints_of",
+    "judge",
     "memory_window_s",
     "node_opt_out",
     "observe_round",

@@ -74,6 +74,15 @@ class SkipCode(StrEnum):
     HOT_LANDING = "hot_landing"
     ALREADY_EVICTED = "already_evicted"
     RECHECK = "recheck"  # the live re-check before the call refused it
+    # its node's or its workload's recent evictions did not help (app/rebalance/backoff.py)
+    BACKED_OFF = "backed_off"
+
+
+# The plan's note when every source is backed off: the descheduler logs it once.
+STOPPED_HELPING = (
+    "every hot node is backed off: recent evictions from each did not help "
+    "(docs/troubleshooting.md, is the descheduler helping?)"
+)
 
 
 @dataclass(frozen=True, slots=True)

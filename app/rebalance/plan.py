@@ -6,10 +6,12 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
+from app.load import PlacedPod
+from app.objects import RESOURCES, NodeInfo, PodInfo, Resources, workload_of
 from app.policy import Policy
 from app.rebalance.agreement import threshold_conflicts
 from app.rebalance.attribution import Attribution, PodOnSource
+from app.rebalance.backoff import BackOff, back_off
 from app.rebalance.beside import (
     ASSUMES,
     Replacements,
@@ -25,11 +27,13 @@ from app.rebalance.destinations import (
     Room,
     Rules,
     nodes_left,
+    recent_placed,
     room_of,
 )
 from app.rebalance.limits import RunBudget
 from app.rebalance.measure import NodeUsage, evaluate, measure_nodes
 from app.rebalance.outcome import (
+    STOPPED_HELPING,
     EvictionPlan,
     NodeClass,
     NodeKind,
@@ -80,8 +84,17 @@ def plan(
     for pod in cluster.pods.values():
         if pod.node_name is not None:
             pods_by_node.setdefault(pod.node_name, []).append(pod)
+    backed_off = back_off(
+        cluster.moves,
+        now_s,
+        config.interval,
+        {name: c.usage_fraction for name, c in classes.items()},
+    )
     rules = _rules(cluster, config, policy, now_s)
-    rooms = _rooms(usages, classes, pods_by_node, config, policy, now_s)
+    placed = recent_placed(
+        cluster.pods.values(), cluster.workload_usage, cluster.workloads_measured, policy, now_s
+    )
+    rooms = _rooms(usages, classes, pods_by_node, config, policy, now_s, placed)
     destinations = Destinations(rooms, rules)
     pass_ = _Pass(
         config,
@@ -94,8 +107,16 @@ def plan(
         result,
         RunBudget(config, cluster.pods.values(), cluster.budgets, cluster.recent_evictions, now_s),
         owned_pod_counts(cluster.pods.values()),
+        backed_off,
     )
-    for source in _sources_hottest_first(classes):
+    sources = _sources_hottest_first(classes)
+    for source in sources:
+        why = backed_off.nodes.get(source.node)
+        if why is not None:
+            for pod in pods_by_node.get(source.node, []):
+                pass_.skip_pod(pod, source.node, SkipCode.BACKED_OFF, why)
+            result.notes.append(f"{source.node}: {why}")
+            continue
         if not destinations.has_headroom():
             result.notes.append("stopped: the destinations' headroom ran out")
             break
@@ -103,6 +124,8 @@ def plan(
             result.notes.append("stopped: maxNoOfPodsToEvictTotal reached")
             break
         pass_.drain(usages[source.node], source, pods_by_node.get(source.node, []))
+    if sources and all(s.node in backed_off.nodes for s in sources):
+        result.notes.append(STOPPED_HELPING)
     if not result.evictions:
         result.notes.append(_nothing_moved(result, config))
     result.notes.extend(_replacements(result, cluster, config, policy, now_s))
@@ -168,6 +191,8 @@ def _rules(cluster: ClusterView, config: DeschedulerConfig, policy: Policy, now_
         now_s,
         Placements(cluster.nodes, cluster.pods.values()),
         nodes_left(cluster.recent_evictions, now_s, config.return_cooldown),
+        cluster.workload_usage,
+        cluster.workloads_measured,
     )
 
 
@@ -178,6 +203,7 @@ def _rooms(
     config: DeschedulerConfig,
     policy: Policy,
     now_s: float,
+    placed: Mapping[str, PlacedPod],
 ) -> list[Room]:
     """Where a replacement may go, and how full it may get.
 
@@ -201,6 +227,7 @@ def _rooms(
             config,
             policy,
             now_s,
+            placed,
         )
         for name, c in classes.items()
         if c.kind in kinds
@@ -272,6 +299,7 @@ class _Pass:
     result: EvictionPlan
     budget: RunBudget
     owned: Mapping[str, int]
+    backed_off: BackOff = field(default_factory=BackOff)
 
     def drain(self, usage: NodeUsage, source: NodeClass, pods: list[PodInfo]) -> None:
         """Evict from one source until it is under its threshold or nothing more can go;
@@ -286,8 +314,14 @@ class _Pass:
         for pod in pods:
             pod_usage_, origin = pod_usage(pod, self.sources)
             on_source.append(PodOnSource(pod, pod_usage_, origin))
-            if self._kept(pod, node) is None:
-                candidates.append((pod, pod_usage_, origin))
+            if self._kept(pod, node) is not None:
+                continue
+            workload = workload_of(pod)
+            why = self.backed_off.workloads.get(workload) if workload is not None else None
+            if why is not None:
+                self._skip(pod, node.name, SkipCode.BACKED_OFF, f"workload {workload} {why}")
+                continue
+            candidates.append((pod, pod_usage_, origin))
         attribution = Attribution(node.name, node.allocatable, excess, on_source)
         excess_amount = excess[hottest] * node.allocatable.get(hottest)
         candidates.sort(
@@ -437,6 +471,8 @@ class _Pass:
     def _skip(self, pod: PodInfo, node: str, code: SkipCode, reason: str) -> None:
         self.result.skipped.append(SkippedPod(pod.key, node, reason, code))
 
+    skip_pod = _skip
+
 
 def recheck(
     eviction: PlannedEviction,
@@ -473,7 +509,14 @@ def recheck(
         return f"destination {node.name} has no usable data: {usage.missing}"
     on_node = [p for p in cluster_now.pods.values() if p.node_name == node.name]
     ceiling = eviction.destination_ceiling or dict.fromkeys(usage.usage_fraction, 1.0)
-    room = room_of(usage, ceiling, on_node, config, policy, now_s)
+    placed = recent_placed(
+        cluster_now.pods.values(),
+        cluster_now.workload_usage,
+        cluster_now.workloads_measured,
+        policy,
+        now_s,
+    )
+    room = room_of(usage, ceiling, on_node, config, policy, now_s, placed)
     moved = reserved.get(node.name, Resources())
     room.add(moved, moved)
     refused = _rules(cluster_now, config, policy, now_s).refusal(pod, eviction.usage, room)

@@ -160,6 +160,11 @@ class Run:
     # nothing: their source not cooler by what they used, less noise (``gains``).
     evictions_judged: int = 0
     evictions_bought_nothing: int = 0
+    # The judged ones by outcome (app/rebalance/aftermath.py): helped, no effect,
+    # backfired; the last two are those that bought nothing.
+    evictions_helped: int = 0
+    evictions_no_effect: int = 0
+    evictions_backfired: int = 0
     # Nodes running or provisioning, and pods bound, after each step's scheduling.
     nodes_up: list[int] = field(default_factory=list)
     pods_bound: list[int] = field(default_factory=list)

@@ -74,7 +74,7 @@ from app.rebalance import (
     previous_hot_rounds,
     record_hot_rounds,
 )
-from app.simulate.gains import EvictionGains
+from app.simulate.gains import EvictionGains, MoveMemory
 
 if TYPE_CHECKING:
     from app.simulate.cluster import SimulatedCluster
@@ -113,6 +113,7 @@ class PlannerRebalancer:
             config.settle_time, cluster.allocatable_cpu, cluster.allocatable_memory
         )
         self._hot_rounds: dict[str, tuple[int, float]] = {}  # as the memory ConfigMap keeps them
+        self.moves = MoveMemory()  # for the planner's back-off (app/rebalance/backoff.py)
         self._records: list[EvictionRecord] = []
         self._generation = np.zeros(cluster.usage.slots, dtype=np.int64)
         # The view, kept up to date between rounds rather than rebuilt:
@@ -148,7 +149,8 @@ class PlannerRebalancer:
         # The last step's demand, where every pod is bound since (evictions come first).
         last_step = round(t_s / cluster.scenario.step_s) - 1
         self.gains.step(t_s, cluster.node_of, *self._demand(last_step))
-        cluster.run.evictions_judged, cluster.run.evictions_bought_nothing = self.gains.counts
+        self.gains.count_into(cluster.run)
+        self.moves.collect(self.gains, now_s)
         view, slot_of = self._view(t_s, now_s)
         interval_s = self.config.interval
         counts = previous_hot_rounds(self._hot_rounds, now_s, interval_s)
@@ -161,7 +163,9 @@ class PlannerRebalancer:
         for eviction in the_plan.evictions:
             slot = slot_of[eviction.pod.key]
             slots.append(slot)
-            self.gains.evicted(slot, int(cluster.node_of[slot]), t_s, cluster.node_of)
+            node = int(cluster.node_of[slot])
+            self.gains.evicted(slot, node, t_s, cluster.node_of)
+            self.moves.made(node, t_s, now_s, eviction, the_plan)
             self._generation[slot] += 1  # the controller's replacement is a new pod
             self._records.append(
                 EvictionRecord(
@@ -187,6 +191,7 @@ class PlannerRebalancer:
             pod_usage=self._pod_usage(t_s),
             budgets=_Budgets(lambda: self._budgets(t_s)),
             recent_evictions=tuple(self._records),
+            moves=tuple(self.moves.judged),
         )
         return view, self._slot_of  # up to date once the planner has looked at a pod
 

@@ -8,8 +8,9 @@ also has the node-minutes above every predicate's limit.
 What users feel besides load: pods waiting for a node (pending pod-minutes, the most
 pending at once, and the time from a pod's creation to its binding, p50 and p95 over
 the pods that were bound), pods never bound by the end, and evictions, with the pods
-evicted more than once and the evictions that bought nothing (``gains``: settleTime
-later their source was not cooler by what they used, less noise). The Markdown table
+evicted more than once and the evictions judged settleTime later, by outcome as the
+descheduler judges its own (``gains``: helped, no effect, backfired; the last two
+"bought nothing": their source not cooler by what they used, less noise). The Markdown table
 keeps the columns that tell policies apart; ``--json`` has every number.
 """
 
@@ -55,6 +56,11 @@ class Summary:
     # noise (app/simulate/gains.py); of those judged (a round near the end is not).
     evictions_bought_nothing: int
     evictions_judged: int
+    # The judged evictions by outcome, as the descheduler judges its own
+    # (app/rebalance/aftermath.py); no effect + backfired = bought nothing.
+    evictions_helped: int
+    evictions_no_effect: int
+    evictions_backfired: int
     node_minutes_above: dict[str, float]  # per predicate with a limit: "metric > limit"
     # Nodes running or provisioning, summed over time (every node all the time without
     # an autoscaler), and over the pod-hours the workloads wanted (bound or pending).
@@ -118,6 +124,9 @@ def summarise(run: Run) -> Summary:
         pods_evicted_repeatedly=sum(1 for times in evicted.values() if times > 1),
         evictions_bought_nothing=run.evictions_bought_nothing,
         evictions_judged=run.evictions_judged,
+        evictions_helped=run.evictions_helped,
+        evictions_no_effect=run.evictions_no_effect,
+        evictions_backfired=run.evictions_backfired,
         node_minutes_above=_above_each_limit(run, step_min),
         node_hours=node_hours,
         node_hours_per_workload_hour=node_hours / workload_hours if workload_hours else 0.0,
@@ -139,7 +148,9 @@ _COLUMNS = (
     "never bound",
     "evictions",
     "evicted 2+ times",
-    "bought nothing",
+    "helped",
+    "no effect",
+    "backfired",
     "node-hours",
     "node-h per pod-h",
     "scale-down evictions",
@@ -173,7 +184,9 @@ def markdown_table(summaries: Sequence[Summary]) -> str:
             str(s.pending_at_end),
             str(s.evictions),
             str(s.pods_evicted_repeatedly),
-            str(s.evictions_bought_nothing),
+            str(s.evictions_helped),
+            str(s.evictions_no_effect),
+            str(s.evictions_backfired),
             f"{s.node_hours:.1f}",
             f"{s.node_hours_per_workload_hour:.3f}",
             str(s.scale_down_evictions),
@@ -203,7 +216,9 @@ def _cells(s: Summary) -> list[tuple[float, str]]:
         (float(s.pending_at_end), "int"),
         (float(s.evictions), "int"),
         (float(s.pods_evicted_repeatedly), "int"),
-        (float(s.evictions_bought_nothing), "int"),
+        (float(s.evictions_helped), "int"),
+        (float(s.evictions_no_effect), "int"),
+        (float(s.evictions_backfired), "int"),
         (s.node_hours, "float"),
         (s.node_hours_per_workload_hour, "ratio"),
         (float(s.scale_down_evictions), "int"),
@@ -260,7 +275,7 @@ _VERDICT = {
     "pending pod-min": 6,
     "never bound": 9,
     "evictions": 10,
-    "node-hours": 13,
+    "node-hours": 15,
 }
 
 

@@ -16,6 +16,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap
 
 from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport
+from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube import state
 from app.policy import default_policy
 from app.prom.client import PrometheusSource
@@ -49,7 +50,12 @@ def descheduler_allowed(cluster: ControlPlane, *, memory: bool = True) -> Iterat
             admin.delete(ConfigMap, state.DEFAULT_NAME, namespace=STATE_NAMESPACE)
 
 
-def run_once(cluster: ControlPlane, prometheus_url: str, config: DeschedulerConfig) -> RunReport:
+def run_once(
+    cluster: ControlPlane,
+    prometheus_url: str,
+    config: DeschedulerConfig,
+    telemetry: DeschedulerMetrics | None = None,
+) -> RunReport:
     async def scenario() -> RunReport:
         source = PrometheusSource(PrometheusSettings(url=prometheus_url, timeout_s=5.0))
         client = AsyncClient(config=KubeConfig.from_file(str(cluster.kubeconfig_for(USER))))
@@ -60,6 +66,7 @@ def run_once(cluster: ControlPlane, prometheus_url: str, config: DeschedulerConf
                 client,
                 source,
                 LoopSettings(sync_timeout_s=30.0, state_namespace=STATE_NAMESPACE),
+                telemetry=telemetry,
             )
             return await descheduler.run_once()
         finally:

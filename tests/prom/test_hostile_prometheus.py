@@ -14,17 +14,25 @@ import asyncio
 import json
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
 import pytest
+import requests
 from lightkube.resources.core_v1 import Pod
 
 from app.capture.catalog import Catalog, build_catalog
 from app.capture.history import CaptureError, record
-from app.prom.client import MAX_ANSWER_BYTES, TOO_LARGE, PrometheusQueryError, PrometheusSource
+from app.prom.client import (
+    BAD_QUERY,
+    MAX_ANSWER_BYTES,
+    TOO_LARGE,
+    PrometheusQueryError,
+    PrometheusSource,
+)
 from app.prom.settings import PrometheusSettings
 
 START_S = 1_700_000_000.0
@@ -219,3 +227,135 @@ def test_a_timed_out_query_stops_downloading(fake: FakePrometheus) -> None:
     while fake.writing and time.monotonic() < deadline:
         time.sleep(0.1)
     assert fake.writing == 0
+
+
+def vector_answer(value: str) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": LABELS, "value": [START_S, value]}]}}).encode()  # fmt: skip
+
+
+def gzipped(plain: bytes, times: int = 1) -> bytes:
+    """``plain`` repeated ``times`` times, gzip-compressed without holding it whole."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip framing
+    parts = [compressor.compress(plain) for _ in range(times)]
+    return b"".join([*parts, compressor.flush()])
+
+
+def send_gzip(handler: BaseHTTPRequestHandler, body: bytes, status: int = 200) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Encoding", "gzip")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def test_a_compressed_answer_is_decoded_once(fake: FakePrometheus) -> None:
+    fake.body = lambda handler: send_gzip(handler, gzipped(vector_answer("0.25")))
+    [sample] = source(fake.url).query("up")
+    assert sample.value == 0.25
+    assert dict(sample.labels) == LABELS
+
+
+def test_a_compressed_answer_counts_decompressed(fake: FakePrometheus) -> None:
+    """A gzip bomb: about 65 KiB on the wire, past the cap once decompressed."""
+    bomb = gzipped(b" " * 2**20, MAX_ANSWER_BYTES // 2**20 + 1)
+    fake.body = lambda handler: send_gzip(handler, bomb)
+    with pytest.raises(PrometheusQueryError) as error:
+        source(fake.url).query("up")
+    assert error.value.reason == TOO_LARGE
+
+
+def test_a_redirect_s_answer_is_bounded_too(fake: FakePrometheus) -> None:
+    def body(handler: BaseHTTPRequestHandler) -> None:
+        if handler.path.startswith("/api/"):
+            handler.send_response(302)
+            handler.send_header("Location", "/elsewhere")
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+        else:
+            ten_million_points(handler)
+
+    fake.body = body
+    with pytest.raises(PrometheusQueryError) as error:
+        source(fake.url).query("up")
+    assert error.value.reason == TOO_LARGE
+
+
+def test_an_invalid_query_answer_is_a_bad_query(fake: FakePrometheus) -> None:
+    """A 400 surfaces through prometheus-api-client's exception, mapped as before."""
+    answer = {"status": "error", "errorType": "bad_data", "error": "parse error at char 3"}
+
+    def bad_request(handler: BaseHTTPRequestHandler) -> None:
+        text = json.dumps(answer).encode()
+        handler.send_response(400)
+        handler.send_header("Content-Length", str(len(text)))
+        handler.end_headers()
+        handler.wfile.write(text)
+
+    fake.body = bad_request
+    with pytest.raises(PrometheusQueryError) as error:
+        source(fake.url).query("up{")
+    assert error.value.reason == BAD_QUERY
+    assert "parse error at char 3" in str(error.value)
+
+
+def test_a_huge_error_answer_is_cut_and_named_in_one_short_line(fake: FakePrometheus) -> None:
+    def huge_error(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(503)
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.wfile.write(b"upstream overloaded " + b"x" * 10_000)
+        for _ in range(200):  # 200 MB that nobody should read
+            handler.wfile.write(b"y" * 1_000_000)
+
+    fake.body = huge_error
+    with pytest.raises(PrometheusQueryError) as error:
+        source(fake.url).query("up")
+    assert error.value.reason == "http"
+    assert "503" in str(error.value)
+    assert "upstream overloaded" in str(error.value)
+    assert len(str(error.value)) < 1000
+
+
+def test_a_stall_inside_the_answer_is_a_timeout(fake: FakePrometheus) -> None:
+    def stall(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", "1000")
+        handler.end_headers()
+        handler.wfile.write(b'{"status":"success",')
+        handler.wfile.flush()
+        fake.stop.wait(10)  # silent, until the test ends
+
+    fake.body = stall
+    with pytest.raises(PrometheusQueryError) as error:
+        source(fake.url, timeout_s=0.5).query("up")
+    assert error.value.reason == "timeout"
+
+
+def test_requests_takes_a_response_s_body_from_content_once_it_is_set() -> None:
+    """What BoundedAnswers relies on (requests has no public setter for a body): once
+    ``_content`` holds bytes, ``content``, ``text`` and ``json()`` give them and ``raw``
+    is never read. An upgrade of requests that changes it fails here."""
+
+    class Unreadable:
+        def read(self, *args: Any, **kwargs: Any) -> bytes:
+            raise AssertionError("raw was read")
+
+        stream = read
+
+    response = requests.Response()
+    response.status_code = 200
+    response.raw = Unreadable()
+    response._content = b'{"status": "success"}'
+    assert response.content == b'{"status": "success"}'
+    assert response.json() == {"status": "success"}
+    assert response.text == '{"status": "success"}'
+
+
+def test_prometheus_connect_s_own_adapter_is_replaced(fake: FakePrometheus) -> None:
+    """PrometheusConnect mounts a plain adapter on its URL; every URL the session may
+    reach (its own, a redirect's) gets the bounded one."""
+    prom = source(fake.url + "/")
+    for url in (fake.url + "/api/v1/query", "http://127.0.0.2:1/x", "https://127.0.0.1/x"):
+        assert prom.answers is prom._connection._session.get_adapter(url), url

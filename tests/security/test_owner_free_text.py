@@ -97,8 +97,9 @@ def test_owners_kubernetes_gives_its_objects_still_make_a_workload(
 def test_the_workload_usage_document_keeps_its_budget_and_every_namespace() -> None:
     # 20,000 workloads with the longest names a reader accepts, all in one namespace and
     # each with more pods than the one workload of another namespace.
-    crowd = [(f"tenant/StatefulSet/{i:05d}{'n' * 248}", Resources(0.5, 1e9)) for i in range(20_000)]
-    text = encode([*crowd, ("shop/Deployment/web", Resources(0.7, 5e8))], NOW_S)
+    crowd = [(f"tenant/StatefulSet/{i:05d}{'n' * 248}", Resources(0.5, 1e9), 3)
+             for i in range(20_000)]  # fmt: skip
+    text = encode([*crowd, ("shop/Deployment/web", Resources(0.7, 5e8), 3)], NOW_S)
     assert len(text.encode()) <= MAX_DOCUMENT_BYTES < CONFIG_MAP_LIMIT
     published, skipped = decode(text, NOW_S)
     assert skipped == 0
@@ -107,7 +108,8 @@ def test_the_workload_usage_document_keeps_its_budget_and_every_namespace() -> N
 
 
 def test_an_entry_a_reader_would_skip_is_not_published() -> None:
-    text = encode([(f"tenant/Widget/{HUGE}", Resources(1, 1)), ("a/Job/b", Resources(1, 1))], 0)
+    entries = [(f"tenant/Widget/{HUGE}", Resources(1, 1), 3), ("a/Job/b", Resources(1, 1), 3)]
+    text = encode(entries, 0)
     assert len(text) < 1000
     assert set(json.loads(text)["workloads"]) == {"a/Job/b"}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.rebalance import SkipCode
 from app.simulate.cluster import SimulatedCluster
 from app.simulate.descheduling import PlannerRebalancer
 from app.simulate.gains import NOISE_SHARE, EvictionGains
@@ -95,3 +96,56 @@ def test_planned_as_beside_the_extender_next_to_a_stock_scheduler_evictions_buy_
     assert bought_nothing > judged / 2
     assert counts["requests"][0] > 0
     assert counts["requests"][2] == 0
+
+
+def test_each_judged_eviction_has_the_descheduler_s_outcome() -> None:
+    """The outcomes are the descheduler's judgement's (app/rebalance/aftermath.py): a
+    replacement elsewhere helped; one back on the source had no effect; a source that
+    took on more than 1.5 times what left backfired. Bought nothing = the last two."""
+    tracker = gains()
+    tracker.step(570.0, np.array([0, 0, 1, -1]), *demand([2.0, 3.0, 1.0, 0.0]))
+    tracker.evicted(0, 0, 600.0, np.array([0, 0, 1, -1]))  # helped: node 0 took nothing
+    tracker.evicted(2, 1, 600.0, np.array([0, 0, 1, -1]))
+    # Node 1 lost 1 core (slot 2, back since) and took slots 0 and 3 (6 cores): backfired.
+    tracker.judge(900.0, np.array([1, 0, 1, 1]), *demand([2.0, 3.0, 1.0, 4.0]))
+    assert tracker.outcomes == {"helped": 1, "no effect": 0, "backfired": 1}
+    assert (tracker.judged, tracker.bought_nothing) == (2, 1)
+    fresh = gains()
+    fresh.step(570.0, np.array([0, 0, 1]), *demand([2.0, 3.0, 1.0]))
+    fresh.evicted(0, 0, 600.0, np.array([0, 0, 1]))
+    fresh.judge(900.0, np.array([1, 0, 1]), *demand([2.0, 3.0, 1.0]))
+    assert fresh.outcomes == {"helped": 1, "no effect": 0, "backfired": 0}
+    back = gains()
+    back.step(570.0, np.array([0, 0, 1]), *demand([2.0, 3.0, 1.0]))
+    back.evicted(0, 0, 600.0, np.array([0, 0, 1]))
+    back.judge(900.0, np.array([0, 0, 1]), *demand([2.0, 3.0, 1.0]))
+    assert back.outcomes == {"helped": 0, "no effect": 1, "backfired": 0}
+    assert (back.judged, back.bought_nothing) == (1, 1)
+
+
+def test_the_simulated_descheduler_backs_off_where_its_evictions_did_not_help() -> None:
+    """The simulator feeds its judged moves to the planner as the descheduler's memory
+    does: beside a stock scheduler, planned as beside the extender, the sources whose
+    replacements came back are skipped ``backed_off``, and only after such a move."""
+    cluster = SimulatedCluster(load_scenario("drifting-hot-spot"), plan_for("default+desched"))
+    rebalancer = cluster.rebalancer
+    assert isinstance(rebalancer, PlannerRebalancer)
+    rebalancer.config = rebalancer.config.model_copy(update={"scheduler": "extender"})
+    run = cluster.simulate()
+    assert run.evictions_no_effect > 0
+    backed_off = [
+        (record.t_s, skipped)
+        for record in rebalancer.plans
+        for skipped in record.plan.skipped
+        if skipped.code is SkipCode.BACKED_OFF
+    ]
+    assert backed_off
+    epoch_s = cluster.pipeline.epoch_s
+    for t_s, skipped in backed_off:
+        earlier = [m for m in rebalancer.moves.judged if (m.judged_at_s or 0.0) <= epoch_s + t_s]
+        if skipped.reason.startswith("workload "):  # its workload's moves did not help
+            workload = skipped.reason.split()[1]
+            earlier = [m for m in earlier if workload in m.workloads]
+        else:  # its node's did not
+            earlier = [m for m in earlier if m.source == skipped.node]
+        assert any(m.outcome != "helped" for m in earlier), (t_s, skipped)

@@ -1,0 +1,168 @@
+"""Did it help? Each run's evictions judged settleTime later by a later run: kept in the
+memory, counted in the outcome metric, and told on the workload in one Event."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from app.descheduler.act import outcome_messages
+from app.descheduler.telemetry import DeschedulerMetrics
+from app.kube import state
+from app.kube.events import OUTCOME_REASON
+from app.objects import MoveRecord
+from app.rebalance import STOPPED_HELPING
+from tests.descheduler import cluster
+from tests.descheduler.test_run import memory_of, prometheus_url, run_once
+from tests.support.fakekube import CONFIGMAPS, NODES
+from tests.support.fakekube_fixtures import FakeKube
+
+__all__ = ["prometheus_url"]  # the module fixture, shared with test_run
+
+SETTLED_S = 400.0  # past the default settleTime (300 s)
+OUTCOMES = "loadaware_descheduler_eviction_outcomes_total"
+
+
+@pytest.fixture
+def seeded(fake_kube: FakeKube) -> FakeKube:
+    cluster.seed(fake_kube.store)
+    return fake_kube
+
+
+def hot_reads(fake_kube: FakeKube, cpu: float) -> None:
+    """The annotator's next sample of ``hot``, as seen SETTLED_S later."""
+    at_s = time.time() + SETTLED_S - 30.0
+
+    def write(obj: dict[str, Any]) -> None:
+        obj["metadata"]["annotations"].update(cluster.load_annotations(cpu, at_s=at_s))
+
+    fake_kube.store.modify(NODES, "hot", write)
+
+
+def outcome_events(fake_kube: FakeKube) -> list[dict[str, Any]]:
+    return [e for e in fake_kube.store.events() if e.get("reason") == OUTCOME_REASON]
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize(
+    ("hot_after", "outcome", "label"),
+    [(0.625, "helped", "helped"), (0.85, "no effect", "no_effect")],
+)
+def test_a_later_run_judges_the_evictions_once_settled(
+    seeded: FakeKube, prometheus_url: str, hot_after: float, outcome: str, label: str
+) -> None:
+    config = cluster.config(maxNoOfPodsToEvictTotal=2, workloadCooldown="0s")
+    first = run_once(seeded, prometheus_url, config)
+    assert len(first.evicted) == 2
+    pending = memory_of(seeded)["moves"]
+    assert [(m["source"], m["pods"], "outcome" in m) for m in pending] == [("hot", 2, False)]
+    assert pending[0]["moved"] == pytest.approx(2 * cluster.WEB_CORES / 4)
+
+    hot_reads(seeded, hot_after)
+    telemetry = DeschedulerMetrics()
+    second = run_once(seeded, prometheus_url, config, later_s=SETTLED_S, telemetry=telemetry)
+    judged = [m for m in memory_of(seeded)["moves"] if "outcome" in m]
+    assert [(m["source"], m["outcome"]) for m in judged] == [("hot", outcome)]
+    assert telemetry.registry.get_sample_value(OUTCOMES, {"outcome": label}) == 2.0
+    events = outcome_events(seeded)
+    assert [e["involvedObject"]["kind"] for e in events] == ["Deployment"]
+    assert events[0]["involvedObject"]["name"] == "web"
+    assert f"2 {outcome}" in events[0]["message"]
+    # The run that judged a move that did not help already left its source alone.
+    skipped_hot = {
+        s.code.value for s in (second.plan.skipped if second.plan else []) if s.node == "hot"
+    }
+    assert ("backed_off" in skipped_hot) is (outcome != "helped")
+
+
+@pytest.mark.prometheus
+def test_moves_not_yet_settled_wait(seeded: FakeKube, prometheus_url: str) -> None:
+    config = cluster.config(maxNoOfPodsToEvictTotal=1, workloadCooldown="0s")
+    run_once(seeded, prometheus_url, config)
+    telemetry = DeschedulerMetrics()
+    run_once(seeded, prometheus_url, config, later_s=60.0, telemetry=telemetry)
+    assert all("outcome" not in m for m in memory_of(seeded)["moves"])
+    assert telemetry.registry.get_sample_value(OUTCOMES, {"outcome": "helped"}) == 0.0
+    assert outcome_events(seeded) == []
+
+
+def test_one_message_per_workload_counts_its_evictions_by_outcome() -> None:
+    def move(source: str, outcome: str, pods: int, workloads: tuple[str, ...]) -> MoveRecord:
+        return MoveRecord(source, 1.0, "cpu", 0.9, 0.2, 0.6, "cool", pods, workloads,
+                          outcome=outcome, reason=f"{source} reason")  # fmt: skip
+
+    messages = outcome_messages(
+        [
+            move("a", "helped", 2, ("shop/Deployment/web",)),
+            move("b", "no effect", 1, ("shop/Deployment/web", "shop/StatefulSet/db")),
+        ]
+    )
+    assert sorted(messages) == ["shop/Deployment/web", "shop/StatefulSet/db"]
+    assert ": 2 helped, 1 no effect." in messages["shop/Deployment/web"]
+    assert "from b: no effect, b reason" in messages["shop/StatefulSet/db"]
+
+
+def test_moves_round_trip_through_the_memory_and_stay_bounded() -> None:
+    now_s = 1_700_000_000.0
+    memory = state.Memory()
+    for i in range(state.MAX_MOVES + 20):
+        move = MoveRecord(f"n{i}", now_s - 1000 + i, "cpu", 0.9, 0.2, 0.6, "cool", 1,
+                          ("shop/Deployment/web",), 0.3, 0.65)  # fmt: skip
+        memory.moves[move.key] = move
+    judged = replace(move, outcome="backfired", judged_at_s=now_s, cooling=-0.1,
+                     attributed=-0.3, reason="x" * 5000)  # fmt: skip
+    memory.moves[judged.key] = judged
+    read, ignored = state.decode(state.encode(memory, now_s - 3600), now_s, now_s - 3600)
+    assert ignored == []
+    assert len(read.moves) == state.MAX_MOVES
+    assert read.moves[judged.key] == replace(judged, reason="x" * state.MAX_REASON)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"source": "n", "round": 1.0, "resource": "disk"},
+        {"source": "n", "round": 1.0, "resource": "cpu", "before": 0.9, "moved": 0.2,
+         "others": 0.6, "destination": "c", "pods": 1, "workloads": [], "outcome": "great"},
+        {"source": "n", "round": 1.0, "resource": "cpu", "before": float("nan"), "moved": 0.2,
+         "others": 0.6, "destination": "c", "pods": 1, "workloads": []},
+        {"source": "n", "round": 1.0, "resource": "cpu", "before": 0.9, "moved": 0.2,
+         "others": 0.6, "destination": "c", "pods": True, "workloads": []},
+        "a string",
+    ],
+)  # fmt: skip
+def test_a_move_entry_that_does_not_parse_is_ignored_and_said(entry: Any) -> None:
+    document = json.dumps({"version": 1, "evictions": [], "hotRounds": {}, "moves": [entry]})
+    read, ignored = state.decode(document, 100.0, 0.0)
+    assert read.moves == {}
+    assert len(ignored) == 1
+    assert "unreadable move entry" in ignored[0]
+
+
+def test_every_hot_node_backed_off_is_said_in_the_plan_and_logged(
+    seeded: FakeKube, prometheus_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Both hot nodes' last moves did not help: the run says so once, in the log."""
+    now_s = time.time()
+    memory = state.Memory(exists=True)
+    for node in ("hot", "hot-2"):
+        move = MoveRecord(node, now_s - 400, "cpu", 0.85, 0.1, 0.6, "cool-1", 1, (),
+                          outcome="no effect", judged_at_s=now_s - 10, reason="r")  # fmt: skip
+        memory.moves[move.key] = move
+    text = state.encode(memory, now_s - 3600)
+
+    def write(obj: dict[str, Any]) -> None:
+        obj["data"] = {state.STATE_KEY: text}
+
+    seeded.store.modify(CONFIGMAPS, state.DEFAULT_NAME, write, namespace="default")
+    with caplog.at_level("WARNING"):
+        report = run_once(seeded, prometheus_url, cluster.config())
+    assert report.evicted == []
+    assert report.plan is not None
+    assert STOPPED_HELPING in report.plan.notes
+    said = [r for r in caplog.records if STOPPED_HELPING in r.getMessage()]
+    assert len(said) == 1
