@@ -20,6 +20,7 @@ in the order a plan is made:
 - ``destinations``: where an evicted pod can go;
 - ``limits``: the run's guards (per node, namespace, workload, PDB);
 - ``outcome``: what the planner returns; ``plan``: the orchestration;
+- ``consolidation``: the nodes to drain for a node autoscaler to remove;
 - ``render``: the dry-run table;
 - ``aftermath``: settleTime after a move, whether it helped; ``backoff``: where
   recent moves did not help, the nodes and workloads left alone.
@@ -71,6 +72,7 @@ from app.rebalance.view import ClusterView
 
 if TYPE_CHECKING:
     from app.rebalance.beside import ASSUMES
+    from app.rebalance.consolidation import ConsolidationPlan, plan_consolidation
     from app.rebalance.plan import PlannerMemory, observe_round, plan, recheck
     from app.rebalance.render import render_plan
 
@@ -88,6 +90,7 @@ __all__ = [
     "BackOff",
     "ClusterView",
     "ConfigError",
+    "ConsolidationPlan",
     "DeschedulerConfig",
     "EvictionPlan",
     "HeldHot",
@@ -112,6 +115,7 @@ __all__ = [
     "node_opt_out",
     "observe_round",
     "plan",
+    "plan_consolidation",
     "previous_hot_rounds",
     "recheck",
     "record_hot_rounds",
@@ -126,6 +130,7 @@ __getattr__ = load_on_use(
     __name__,
     {
         "beside": ("ASSUMES",),
+        "consolidation": ("ConsolidationPlan", "plan_consolidation"),
         "plan": ("PlannerMemory", "observe_round", "plan", "recheck"),
         "render": ("render_plan",),
     },

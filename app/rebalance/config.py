@@ -50,6 +50,9 @@ DEFAULT_MEMORY_QUERY = (
 
 DEFAULT_THRESHOLDS: dict[Resource, float] = {"cpu": 40.0, "memory": 50.0}
 DEFAULT_TARGET_THRESHOLDS: dict[Resource, float] = {"cpu": 65.0, "memory": 75.0}
+CONSOLIDATION_THRESHOLDS: dict[Resource, float] = {"cpu": 30.0, "memory": 40.0}
+CONSOLIDATION_REQUEST_THRESHOLDS: dict[Resource, float] = {"cpu": 60.0, "memory": 60.0}
+CONSOLIDATION_MIN_SPARE: dict[Resource, float] = {"cpu": 15.0, "memory": 15.0}
 DEFAULT_METRICS: dict[Resource, str] = {"cpu": "cpu_usage_avg_5m", "memory": "mem_usage_avg_5m"}
 
 
@@ -171,6 +174,42 @@ def _percentages(value: Mapping[Resource, float], field: str) -> None:
     for resource, percent in value.items():
         if not 0 <= percent <= 100:
             raise ValueError(f"{field}.{resource} is {percent}: give a percentage from 0 to 100")
+
+
+class Consolidation(_Section):
+    """Drain nodes that real usage shows idle, so that a node autoscaler removes them
+    (``app/rebalance/consolidation.py``; docs/tuning.md)."""
+
+    enabled: Switch = Field(
+        default=False,
+        description="Plan consolidation: drain underused nodes (opt-in; the simulator's "
+        "+consolidate policies run it; the descheduler loop does not act on it yet).",
+    )
+    thresholds: dict[Resource, Number] = Field(
+        default_factory=lambda: dict(CONSOLIDATION_THRESHOLDS),
+        description="Real usage, % of allocatable, at or below which (every resource) a "
+        "node may be drained.",
+    )
+    request_thresholds: dict[Resource, Number] = Field(
+        default_factory=lambda: dict(CONSOLIDATION_REQUEST_THRESHOLDS),
+        description="Requests, % of allocatable, at or below which (every resource) a "
+        "node may be drained.",
+    )
+    min_spare: dict[Resource, Number] = Field(
+        default_factory=lambda: dict(CONSOLIDATION_MIN_SPARE),
+        description="Unrequested capacity, % of the allocatable of the nodes left, that "
+        "every drain must leave (the floor of spare capacity).",
+    )
+    max_nodes_per_run: WholeNumber = Field(
+        default=1, ge=1, description="Nodes drained in one run at most."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Consolidation:
+        _percentages(self.thresholds, "thresholds")
+        _percentages(self.request_thresholds, "requestThresholds")
+        _percentages(self.min_spare, "minSpare")
+        return self
 
 
 class DeschedulerConfig(_Section):
@@ -348,6 +387,10 @@ class DeschedulerConfig(_Section):
     )
     pod_usage_queries: PodUsageQuerySection = Field(
         default_factory=PodUsageQuerySection, description="PromQL for per-pod usage."
+    )
+    consolidation: Consolidation = Field(
+        default_factory=Consolidation,
+        description="Drain underused nodes for a node autoscaler to remove (opt-in).",
     )
 
     @field_validator("interval")

@@ -6,7 +6,8 @@ Each step at time ``t`` runs, in order:
    and with soft taints the annotator's taint rule runs after a limited metric's sync;
 2. on the descheduler's interval, a rebalancing round evicts pods, which are
    recreated at once as pending pods (their controller replaces them);
-3. pods created by ``t`` are scheduled, highest priority first, then oldest;
+3. pods created by ``t`` are scheduled, highest priority first, then oldest, and
+   the node autoscaler of the ``+autoscaler`` policies acts (``autoscaling``);
 4. every bound pod's real usage for ``[t, t + step)`` is computed from its
    workload's profile; a node's demand above its allocatable is throttled CPU or,
    for memory, an OOM event (one per node and step).
@@ -67,6 +68,7 @@ class Eviction:
     slot: int
     node: int
     pdb_violation: bool
+    by: str = "descheduler"  # or "autoscaler": its scale-down drained the node
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +80,29 @@ class Deletion:
     node: int
 
 
+class Autoscaler(Protocol):
+    """What runs the nodes, after each step's scheduling (``autoscaling``): a node
+    autoscaler, or every node all the time; it records the nodes up and pods bound."""
+
+    def step(self, t_s: float) -> None: ...
+
+
 class Rebalancer(Protocol):
     """One descheduling round: the pod slots to evict now (the planner's seam)."""
 
     def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]: ...
+
+
+class FixedNodes:
+    """No autoscaler: every node runs all the time; only the counts are recorded."""
+
+    def __init__(self, cluster: SimulatedCluster) -> None:
+        self._cluster = cluster
+
+    def step(self, t_s: float) -> None:
+        run = self._cluster.run
+        run.nodes_up.append(len(run.node_names))
+        run.pods_bound.append(int(np.count_nonzero(self._cluster.node_of >= 0)))
 
 
 # What steers the scheduler: the descheduler's ``scheduler`` setting, one definition.
@@ -102,6 +123,9 @@ class PolicyPlan:
     # extender's estimate of a pod placed through it is raised to (loadaware).
     workload_usage: bool = False
     make_rebalancer: Callable[[SimulatedCluster], Rebalancer] | None = None
+    # A node autoscaler (``autoscaling``): removes unneeded nodes, adds nodes for pods;
+    # None: every node runs all the time (``FixedNodes``).
+    make_autoscaler: Callable[[SimulatedCluster], Autoscaler] | None = None
 
     @property
     def steering(self) -> Steering:
@@ -141,6 +165,9 @@ class Run:
     evictions_helped: int = 0
     evictions_no_effect: int = 0
     evictions_backfired: int = 0
+    # Nodes running or provisioning, and pods bound, after each step's scheduling.
+    nodes_up: list[int] = field(default_factory=list)
+    pods_bound: list[int] = field(default_factory=list)
 
 
 class SimulatedCluster:
@@ -224,6 +251,7 @@ class SimulatedCluster:
         )
         self.descheduler_interval_s = scenario.descheduler_config().interval
         self.rebalancer = plan.make_rebalancer(owner) if plan.make_rebalancer else None
+        self.autoscaler = (plan.make_autoscaler or FixedNodes)(owner)
         steps = scenario.steps
         self.run = Run(
             plan.name,
@@ -275,11 +303,11 @@ class SimulatedCluster:
         if self.soft_taints is not None:
             self.soft_taints.advance(t_s)
         self.follow_replica_counts(t_s)
-        interval_s = self.descheduler_interval_s
-        if self.rebalancer is not None and step > 0 and is_due(t_s, interval_s):
+        if self.rebalancer is not None and step > 0 and is_due(t_s, self.descheduler_interval_s):
             for slot in self.rebalancer.evictions(self, t_s):
                 self.evict(int(slot), t_s)
         self.run.pending.append(self.schedule_pending(t_s))
+        self.autoscaler.step(t_s)
         self.run_workloads(step, t_s)
 
     def follow_replica_counts(self, t_s: float) -> None:
@@ -345,7 +373,7 @@ class SimulatedCluster:
         self.pipeline.record_binding(node, t_s)
         self.run.placements.append(placement)
 
-    def evict(self, slot: int, t_s: float) -> None:
+    def evict(self, slot: int, t_s: float, by: str = "descheduler") -> None:
         node = int(self.node_of[slot])
         if node < 0:
             return
@@ -357,7 +385,7 @@ class SimulatedCluster:
         self.bound_at_s[slot] = math.nan
         self.created_at_s[slot] = t_s  # the controller recreates it at once
         self._created_by_s = max(self._created_by_s, t_s)
-        self.run.evictions.append(Eviction(t_s, slot, node, violation))
+        self.run.evictions.append(Eviction(t_s, slot, node, violation, by))
 
     def disruptions_allowed(self, workload: int, t_s: float) -> int | None:
         """The workload's PDB ``status.disruptionsAllowed`` at ``t_s`` (None: no PDB)."""

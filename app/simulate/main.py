@@ -29,7 +29,7 @@ from app.commandline import (
     seed,
 )
 from app.simulate.plotting import PLOTS_HINT, plots_available
-from app.simulate.policies import DEFAULT_POLICIES, available, unavailable_reason
+from app.simulate.policies import DEFAULT_POLICIES, KNOWN_POLICIES, available, unavailable_reason
 
 if TYPE_CHECKING:
     from app.simulate.cluster import Run
@@ -125,7 +125,7 @@ def policy_list(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     if not names:
         raise argparse.ArgumentTypeError(
-            f"expected one or more of {','.join(DEFAULT_POLICIES)}, got {text!r}"
+            f"expected one or more of {','.join(KNOWN_POLICIES)}, got {text!r}"
         )
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:

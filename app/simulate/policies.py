@@ -11,6 +11,10 @@ loadaware            + ``app.load.evaluate_node`` as loadaware's extender, with
 default+taints       + the annotator's soft taints (``app.load.taints``) that
                      kube-scheduler's TaintToleration scores (``soft_taints``)
 <policy>+desched     + the descheduler's planner (``app.rebalance.plan``)
+<policy>+autoscaler  + a node autoscaler deciding by requests, the cluster
+                     autoscaler's or Karpenter's (``autoscaling``)
++consolidate         + loadaware's consolidation beside it, drained nodes
+                     tainted (``app.rebalance.consolidation``, ``consolidation``)
 ==================== ====================================================
 
 ``loadaware`` passes ``estimation.BurstEstimate`` as the load filter's ``unsampled``,
@@ -41,17 +45,27 @@ DEFAULT_POLICIES = (
     "loadaware+desched",
     "default+taints+desched",
 )
+# Known, but run only when named: their node count changes, so they are compared on
+# node-hours with each other (``--policies default+autoscaler,...``).
+AUTOSCALER_POLICIES = (
+    "default+autoscaler",
+    "loadaware+autoscaler",
+    "loadaware+consolidate+autoscaler",
+)
+KNOWN_POLICIES = DEFAULT_POLICIES + AUTOSCALER_POLICIES
 
 
 def unavailable_reason(name: str) -> str | None:
     """Why a policy cannot run on this build, or None if it can."""
-    if name not in DEFAULT_POLICIES:
-        return f"unknown policy {name!r} (known: {', '.join(DEFAULT_POLICIES)})"
+    if name not in KNOWN_POLICIES:
+        return f"unknown policy {name!r} (known: {', '.join(KNOWN_POLICIES)})"
     return None
 
 
 def plan_for(name: str) -> PolicyPlan:
+    from app.simulate.autoscaling import SimulatedAutoscaler
     from app.simulate.cluster import PolicyPlan
+    from app.simulate.consolidation import ConsolidatingRebalancer
     from app.simulate.descheduling import PlannerRebalancer
     from app.simulate.estimation import BurstEstimate
 
@@ -69,7 +83,12 @@ def plan_for(name: str) -> PolicyPlan:
         # the estimate (the extender's, or the taint rule's) follows each workload's
         # observed per-pod usage, which the annotator publishes whatever the scheduler
         workload_usage=base == "loadaware" or "taints" in extras,
-        make_rebalancer=PlannerRebalancer if "desched" in extras else None,
+        make_rebalancer=(
+            ConsolidatingRebalancer
+            if "consolidate" in extras
+            else PlannerRebalancer if "desched" in extras else None
+        ),
+        make_autoscaler=SimulatedAutoscaler if "autoscaler" in extras else None,
     )
 
 

@@ -356,6 +356,36 @@ class Observed(_Strict):
     nodes: tuple[ObservedNode, ...] = ()
 
 
+AutoscalerPreset = Literal["cluster-autoscaler", "karpenter"]
+
+
+class AutoscalerSpec(_Strict):
+    """The node autoscaler of the ``+autoscaler`` policies (``app/simulate/autoscaling.py``).
+
+    Every node of the scenario is one the autoscaler may remove, and each node's group is
+    its template for a scale-up: the scenario's node count is the most it ever runs. A
+    setting left unset takes the preset's value (docs/simulate.md)."""
+
+    preset: AutoscalerPreset = "cluster-autoscaler"
+    # A node whose pods request less than this fraction of its allocatable (the larger
+    # of CPU and memory) and can all move elsewhere is unneeded; 0 empty nodes only.
+    scale_down_utilization_threshold: float | None = Field(
+        None, alias="scaleDownUtilizationThreshold", ge=0.0, le=1.0
+    )
+    # How long a node must stay unneeded before it is removed (CA's
+    # --scale-down-unneeded-time, Karpenter's consolidateAfter).
+    scale_down_unneeded_s: DurationS | None = Field(None, alias="scaleDownUnneeded", ge=0)
+    # No scale-down this long after a scale-up (CA's --scale-down-delay-after-add).
+    scale_down_delay_after_add_s: DurationS | None = Field(
+        None, alias="scaleDownDelayAfterAdd", ge=0
+    )
+    # How long a pod waits unschedulable before it triggers a scale-up.
+    scale_up_after_pending_s: DurationS | None = Field(None, alias="scaleUpAfterPending", ge=0)
+    # From the scale-up decision to a node that pods can bind to (it costs from the start).
+    provisioning_delay_s: DurationS | None = Field(None, alias="provisioningDelay", ge=0)
+    min_nodes: int = Field(1, alias="minNodes", ge=0)
+
+
 # Parsed scenario policies, by scenario name and policy document (``repr``: YAML's
 # types kept apart); bounded, for a process that loads many scenario files.
 _POLICIES: dict[tuple[str, str], Policy] = {}
@@ -376,6 +406,9 @@ class Scenario(_Strict):
     crane: CraneSettings = Field(default_factory=lambda: CraneSettings.model_validate({}))
     # A DeschedulerConfiguration (app/rebalance/config.py), for the +desched policies.
     descheduler: dict[str, Any] | None = None
+    # The node autoscaler of the +autoscaler policies; None: the cluster autoscaler's
+    # defaults.
+    autoscaler: AutoscalerSpec | None = None
     nodes: tuple[NodeGroup, ...] = Field(min_length=1)
     workloads: tuple[Workload, ...] = ()
     # A captured cluster: when the history starts (RFC 3339) and what it recorded.

@@ -62,6 +62,11 @@ class Summary:
     evictions_no_effect: int
     evictions_backfired: int
     node_minutes_above: dict[str, float]  # per predicate with a limit: "metric > limit"
+    # Nodes running or provisioning, summed over time (every node all the time without
+    # an autoscaler), and over the pod-hours the workloads wanted (bound or pending).
+    node_hours: float = 0.0
+    node_hours_per_workload_hour: float = 0.0
+    scale_down_evictions: int = 0  # pods the autoscaler's scale-down evicted
 
 
 def _limit(run: Run, metric: str) -> float:
@@ -90,6 +95,10 @@ def summarise(run: Run) -> Summary:
     memory_limit = _limit(run, "mem_usage_avg_5m")
     waits = np.array(run.waits_s) if run.waits_s else np.zeros(1)
     evicted = Counter(eviction.slot for eviction in run.evictions)
+    step_h = run.scenario.step_s / 3600.0
+    node_hours = float(sum(run.nodes_up) * step_h)
+    workload_hours = float((sum(run.pods_bound) + sum(run.pending)) * step_h)
+    by_autoscaler = sum(1 for e in run.evictions if e.by == "autoscaler")
     return Summary(
         policy=run.policy,
         cpu_peak=float(cpu.max()),
@@ -105,7 +114,7 @@ def summarise(run: Run) -> Summary:
         throttled_cpu_minutes=run.throttled_core_s / 60.0,
         oom_events=run.oom_events,
         pending_at_end=run.pending_at_end,
-        evictions=len(run.evictions),
+        evictions=len(run.evictions) - by_autoscaler,
         pdb_violations=sum(1 for e in run.evictions if e.pdb_violation),
         load_evaluations=run.load_evaluations,
         pending_pod_minutes=float(sum(run.pending) * step_min),
@@ -119,6 +128,9 @@ def summarise(run: Run) -> Summary:
         evictions_no_effect=run.evictions_no_effect,
         evictions_backfired=run.evictions_backfired,
         node_minutes_above=_above_each_limit(run, step_min),
+        node_hours=node_hours,
+        node_hours_per_workload_hour=node_hours / workload_hours if workload_hours else 0.0,
+        scale_down_evictions=by_autoscaler,
     )
 
 
@@ -139,6 +151,9 @@ _COLUMNS = (
     "helped",
     "no effect",
     "backfired",
+    "node-hours",
+    "node-h per pod-h",
+    "scale-down evictions",
 )
 
 
@@ -172,6 +187,9 @@ def markdown_table(summaries: Sequence[Summary]) -> str:
             str(s.evictions_helped),
             str(s.evictions_no_effect),
             str(s.evictions_backfired),
+            f"{s.node_hours:.1f}",
+            f"{s.node_hours_per_workload_hour:.3f}",
+            str(s.scale_down_evictions),
         )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -201,6 +219,9 @@ def _cells(s: Summary) -> list[tuple[float, str]]:
         (float(s.evictions_helped), "int"),
         (float(s.evictions_no_effect), "int"),
         (float(s.evictions_backfired), "int"),
+        (s.node_hours, "float"),
+        (s.node_hours_per_workload_hour, "ratio"),
+        (float(s.scale_down_evictions), "int"),
     ]
 
 
@@ -209,6 +230,8 @@ def _show(value: float, kind: str) -> str:
         return _pct(value)
     if kind == "duration":
         return _duration(value)
+    if kind == "ratio":
+        return f"{value:.3f}"
     return f"{value:.1f}" if kind == "float" else f"{value:.0f}"
 
 
@@ -237,7 +260,9 @@ LEGEND = (
     "bound: pods still waiting for a node when the scenario ends (under a load-aware "
     "policy, because every node they fit was above a filter limit: it holds a pod back "
     "rather than overload a node, so weigh it against throttled CPU-min and OOM events); "
-    "evicted 2+ times: pods moved more than once."
+    "evicted 2+ times: pods moved more than once; node-hours: nodes running or provisioning, "
+    "summed over time (node-h per pod-h: over the pod-hours the workloads wanted); "
+    "scale-down evictions: pods an autoscaler's scale-down evicted."
 )
 
 # The columns the verdict names (those that tell policies apart on what users feel),
@@ -250,6 +275,7 @@ _VERDICT = {
     "pending pod-min": 6,
     "never bound": 9,
     "evictions": 10,
+    "node-hours": 15,
 }
 
 

@@ -16,6 +16,7 @@ def test_the_builtin_scenarios_load() -> None:
     assert names == [
         "burst",
         "cpu-heavy",
+        "diurnal-trough",
         "drifting-hot-spot",
         "evenly-busy",
         "memory-heavy",

@@ -1,0 +1,372 @@
+"""Consolidation: drain a node that requests **and** real usage show idle, so that the
+node autoscaler removes it as it removes any empty node (issue 43).
+
+A node is a candidate when it is Ready and schedulable, no autoscaler opt-out is on it
+(``cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"``, Karpenter's
+``karpenter.sh/do-not-disrupt: "true"``), its real usage has a fresh reading at or below
+``consolidation.thresholds`` and its pods' requests are at or below
+``consolidation.requestThresholds``, every resource. Candidates are tried the least
+requested first. A node is drained only if **every** pod on it that must move (all but
+DaemonSet and mirror pods, which go with the node) may be evicted (no opt-out, no
+protection, the PDBs and the per-workload limits of ``RunBudget``) and has a
+destination: the same ``Rules`` and ``Room`` reservations as the hot-spot planner
+(``destinations``): its requests free, its real usage added under the destination's
+``targetThresholds`` (a destination never becomes hot), the extender's load filter
+passed with the pod's estimate. The fullest destination that takes a pod is chosen, so
+pods pack onto used nodes rather than waking the next idle one. A drain that would
+leave the remaining nodes less unrequested capacity than ``consolidation.minSpare``
+is not made: the floor of spare capacity. All or nothing per node: one pod without a
+home keeps the whole node, and nothing of it is evicted.
+
+A drain may take several runs: the per-workload limits (``maxMigratingPerWorkload``,
+``maxUnavailablePerWorkload``, ``workloadCooldown``) and the PDBs let only some of a
+node's pods go at once. The node is then ``draining``: the caller taints it so that
+nothing lands there (the simulator's ``SimulatedAutoscaler.cordon``), and each run
+evicts those of its pods that may go now and have a destination, until it is empty
+for the autoscaler to remove; the caller removes the taint when it gives the drain up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
+from app.policy import Policy
+from app.rebalance.classes import classify_all
+from app.rebalance.config import DeschedulerConfig
+from app.rebalance.destinations import (
+    FINISHED_PHASES,
+    Destinations,
+    Room,
+    Rules,
+    nodes_left,
+    requested_on,
+    room_of,
+)
+from app.rebalance.limits import RunBudget
+from app.rebalance.measure import NodeUsage, measure_nodes
+from app.rebalance.outcome import PlannedEviction, SkipCode
+from app.rebalance.placement import Placements
+from app.rebalance.usage import UsageSource, pod_usage, usage_sources
+from app.rebalance.victims import node_opt_out, opt_out, owned_pod_counts, protection
+from app.rebalance.view import ClusterView
+
+SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+
+
+@dataclass(frozen=True)
+class NodeDrain:
+    """One node the plan drains, and where each of its pods goes."""
+
+    node: str
+    reason: str
+    evictions: tuple[PlannedEviction, ...]
+
+
+@dataclass(frozen=True)
+class KeptNode:
+    """A candidate the plan does not drain, and why (the first pod or rule that kept it)."""
+
+    node: str
+    code: SkipCode | None  # the pod's skip code, or None for a node-level reason
+    reason: str
+
+
+@dataclass
+class ConsolidationPlan:
+    drains: list[NodeDrain] = field(default_factory=list)
+    kept: list[KeptNode] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def evictions(self) -> list[PlannedEviction]:
+        return [e for drain in self.drains for e in drain.evictions]
+
+
+def goes_with_node(pod: PodInfo) -> bool:
+    """Pods that need no new home when their node goes: DaemonSet and mirror pods, and
+    finished ones."""
+    daemon = pod.owner is not None and pod.owner.kind == "DaemonSet"
+    return daemon or pod.is_mirror or pod.phase in FINISHED_PHASES
+
+
+def node_refusal(
+    usage: NodeUsage, requested: Resources, config: DeschedulerConfig
+) -> str | None:
+    """Why a node is no candidate for consolidation, or None."""
+    node, settings = usage.node, config.consolidation
+    if not node.ready or node.unschedulable:
+        return "not Ready or cordoned"
+    if node.annotations.get(SCALE_DOWN_DISABLED_ANNOTATION) == "true":
+        return f'{SCALE_DOWN_DISABLED_ANNOTATION}: "true" on the node'
+    opted = node_opt_out(node.annotations)
+    if opted is not None:
+        return opted
+    if usage.missing is not None:
+        return f"no usable usage data: {usage.missing}"
+    for resource, percent in settings.thresholds.items():
+        fraction = usage.usage_fraction.get(resource)
+        if fraction is None:
+            return f"no fresh {resource} reading"
+        if fraction > percent / 100:
+            return f"{resource} usage {fraction:.0%} above consolidation.thresholds {percent:g}%"
+    for resource, percent in settings.request_thresholds.items():
+        allocatable = node.allocatable.get(resource)
+        share = requested.get(resource) / allocatable if allocatable > 0 else 1.0
+        if share > percent / 100:
+            return (
+                f"{resource} requests {share:.0%} above consolidation.requestThresholds "
+                f"{percent:g}%"
+            )
+    return None
+
+
+def plan_consolidation(
+    cluster: ClusterView,
+    config: DeschedulerConfig,
+    policy: Policy,
+    now_s: float,
+    draining: Collection[str] = (),
+) -> ConsolidationPlan:
+    """The nodes to drain this run (``draining``: those whose drain began in an earlier
+    run, tainted since); pure, and deterministic for equal inputs."""
+    result = ConsolidationPlan()
+    if not config.consolidation.enabled:
+        result.notes.append("consolidation: off (consolidation.enabled)")
+        return result
+    nodes = [cluster.nodes[name] for name in sorted(cluster.nodes)]
+    usages = measure_nodes(nodes, config, policy, now_s, cluster.recent_evictions)
+    classes = classify_all(usages, config, {})
+    pods_by_node: dict[str, list[PodInfo]] = {node.name: [] for node in nodes}
+    for pod in cluster.pods.values():
+        if pod.node_name in pods_by_node:
+            pods_by_node[pod.node_name].append(pod)
+    requested = {name: requested_on(pods) for name, pods in pods_by_node.items()}
+    candidates = []
+    for node in nodes:
+        if node.name in draining:
+            continue
+        refused = node_refusal(usages[node.name], requested[node.name], config)
+        if refused is None:
+            candidates.append(node)
+    going = [cluster.nodes[name] for name in sorted(draining) if name in cluster.nodes]
+    if not candidates and not going:
+        result.notes.append("consolidation: no node is underused by requests and real usage")
+        return result
+    candidates.sort(key=lambda n: (_request_share(n, requested[n.name]), n.name))
+    rules = Rules(
+        config,
+        policy,
+        now_s,
+        Placements(cluster.nodes, cluster.pods.values()),
+        nodes_left(cluster.recent_evictions, now_s, config.return_cooldown),
+    )
+    rooms = [
+        room_of(usages[n.name], classes[n.name].high_fraction, pods_by_node[n.name], config,
+                policy, now_s)
+        for n in nodes
+        if n.ready and not n.unschedulable and classes[n.name].usage_fraction
+        and n.name not in draining
+    ]  # fmt: skip
+    drain = _Drainer(
+        config,
+        now_s,
+        usage_sources(cluster.pod_usage, policy.spec.estimation),
+        Destinations(rooms, rules),
+        rooms,
+        RunBudget(config, cluster.pods.values(), cluster.budgets, cluster.recent_evictions, now_s),
+        owned_pod_counts(cluster.pods.values()),
+        {n.name: n for n in nodes if n.ready and not n.unschedulable and n.name not in draining},
+    )
+    for node in going:  # what may go now of the nodes being drained
+        result.drains.append(drain.continue_node(node, pods_by_node[node.name]))
+    started = 0
+    for node in candidates:
+        if started >= config.consolidation.max_nodes_per_run:
+            result.notes.append(
+                f"consolidation: stopped at maxNodesPerRun "
+                f"({config.consolidation.max_nodes_per_run})"
+            )
+            break
+        if node.name in drain.received:
+            result.kept.append(KeptNode(node.name, None, "receives pods of a node drained now"))
+            continue
+        outcome = drain.try_node(node, pods_by_node[node.name])
+        if isinstance(outcome, KeptNode):
+            result.kept.append(outcome)
+        else:
+            result.drains.append(outcome)
+            started += 1
+    if not started and not going:
+        result.notes.append("consolidation: no underused node can be freed safely")
+    return result
+
+
+def _moving(pods: list[PodInfo]) -> list[PodInfo]:
+    """The pods that need a new home, the largest first (the hardest to place)."""
+    return sorted(
+        (p for p in pods if not goes_with_node(p)),
+        key=lambda p: (-p.requests.cpu_cores, -p.requests.memory_bytes, p.key),
+    )
+
+
+def _request_share(node: NodeInfo, requested: Resources) -> float:
+    shares = [
+        requested.get(r) / node.allocatable.get(r) for r in RESOURCES if node.allocatable.get(r)
+    ]
+    return max(shares, default=1.0)
+
+
+@dataclass
+class _Drainer:
+    """One consolidation pass's state: the rooms reserved, the limits taken."""
+
+    config: DeschedulerConfig
+    now_s: float
+    sources: tuple[UsageSource, ...]
+    destinations: Destinations
+    rooms: Sequence[Room]
+    budget: RunBudget
+    owned: Mapping[str, int]
+    schedulable: dict[str, NodeInfo]  # the nodes that stay (drained ones taken out)
+    received: set[str] = field(default_factory=set)
+
+    def continue_node(self, node: NodeInfo, pods: list[PodInfo]) -> NodeDrain:
+        """The pods of a node being drained that may go now and have a destination."""
+        chosen = []
+        for pod in _moving(pods):
+            if self._refusal(pod, node) is not None:
+                continue
+            amount, origin = pod_usage(pod, self.sources)
+            destination, _ = self._fullest_taking(pod, amount, node.name)
+            if destination is not None:
+                self._take(pod, node.name, destination, amount)
+                chosen.append((pod, destination, amount, origin))
+        return self._drain(node.name, "draining since an earlier run", chosen)
+
+    def _take(self, pod: PodInfo, source: str, destination: str, amount: Resources) -> None:
+        self.destinations.reserve(destination, pod, amount)
+        self.budget.take(pod, source)
+        self.received.add(destination)
+
+    def try_node(self, node: NodeInfo, pods: list[PodInfo]) -> NodeDrain | KeptNode:
+        moving = _moving(pods)
+        if not moving:
+            return KeptNode(node.name, None, "only pods that go with the node: nothing to drain")
+        spare = self._spare_refusal(node)
+        if spare is not None:
+            return KeptNode(node.name, None, spare)
+        chosen: list[tuple[PodInfo, str, Resources, str]] = []
+        kept: KeptNode | None = None
+        later: list[tuple[PodInfo, str, Resources]] = []  # home now, evicted in a later run
+        for pod in moving:
+            why = self._forever(pod, node)
+            if why is not None:
+                kept = KeptNode(node.name, why[0], f"{pod.key}: {why[1]}")
+                break
+            amount, origin = pod_usage(pod, self.sources)
+            destination, refused = self._fullest_taking(pod, amount, node.name)
+            if destination is None:
+                kept = KeptNode(node.name, SkipCode.NO_DESTINATION, f"{pod.key}: {refused}")
+                break
+            self.destinations.reserve(destination, pod, amount)
+            if self.budget.why_not(pod, node.name) is None:
+                self.budget.take(pod, node.name)
+                chosen.append((pod, destination, amount, origin))
+            else:
+                later.append((pod, destination, amount))
+        if kept is not None or not chosen:
+            for pod, destination, amount, _ in reversed(chosen):
+                self.destinations.release(destination, pod, amount)
+                self.budget.give_back(pod, node.name)
+            for pod, destination, amount in later:
+                self.destinations.release(destination, pod, amount)
+            return kept or KeptNode(
+                node.name, None, "no pod of it may go now (per-workload limits, PDBs)"
+            )
+        for pod, destination, amount in later:  # their room is not held past this run
+            self.destinations.release(destination, pod, amount)
+        del self.schedulable[node.name]
+        self.received.update(destination for _, destination, _, _ in chosen)
+        reason = "underused by requests and real usage; every pod has a destination"
+        return self._drain(node.name, reason, chosen)
+
+    def _drain(
+        self, node: str, reason: str, chosen: list[tuple[PodInfo, str, Resources, str]]
+    ) -> NodeDrain:
+        return NodeDrain(
+            node,
+            reason,
+            tuple(
+                PlannedEviction(
+                    pod=pod,
+                    source=node,
+                    destination=destination,
+                    usage=amount,
+                    usage_from=origin,
+                    metric_values={},
+                    reason=f"consolidation: {reason}",
+                    destination_ceiling=dict(self.destinations.room(destination).ceiling),
+                )
+                for pod, destination, amount, origin in chosen
+            ),
+        )
+
+    def _forever(self, pod: PodInfo, node: NodeInfo) -> tuple[SkipCode, str] | None:
+        """What keeps the pod on its node whatever the run: an opt-out, a protection."""
+        opted = opt_out(pod, node.annotations)
+        if opted is not None:
+            return SkipCode.OPTED_OUT, opted
+        protected = protection(pod, self.config, self.now_s, self.owned)
+        if protected is not None:
+            return SkipCode.PROTECTED, protected
+        return None
+
+    def _refusal(self, pod: PodInfo, node: NodeInfo) -> tuple[SkipCode, str] | None:
+        return self._forever(pod, node) or self.budget.why_not(pod, node.name)
+
+    def _fullest_taking(
+        self, pod: PodInfo, usage: Resources, source: str
+    ) -> tuple[str | None, str]:
+        """The destination with the most requested that takes the pod (packing)."""
+        first_refusal = "no other node takes pods"
+        ordered = sorted(
+            (room for room in self.rooms if room.node.name in self.schedulable),
+            key=lambda room: (
+                min(room.free_requests.get(r) / room.node.allocatable.get(r)
+                    for r in RESOURCES if room.node.allocatable.get(r) > 0),
+                room.node.name,
+            ),
+        )  # fmt: skip
+        for room in ordered:
+            name = room.node.name
+            if name == source:
+                continue
+            refused = self.destinations.refusal_at(name, pod, usage)
+            if refused is None:
+                return name, ""
+            if first_refusal == "no other node takes pods":
+                first_refusal = f"{name} {refused}"
+        return None, f"no destination: {first_refusal}"
+
+    def _spare_refusal(self, node: NodeInfo) -> str | None:
+        """Why draining ``node`` would go below the floor of spare capacity, or None."""
+        left = [n for n in self.schedulable.values() if n.name != node.name]
+        by_name = {room.node.name: room for room in self.rooms}
+        for resource, percent in self.config.consolidation.min_spare.items():
+            allocatable = sum(n.allocatable.get(resource) for n in left)
+            free_left = sum(
+                by_name[n.name].free_requests.get(resource) for n in left if n.name in by_name
+            )
+            room = by_name.get(node.name)
+            moving = (
+                node.allocatable.get(resource) - room.free_requests.get(resource) if room else 0.0
+            )
+            spare = (free_left - moving) / allocatable if allocatable > 0 else 0.0
+            if spare < percent / 100:
+                return (
+                    f"draining it would leave {spare:.0%} of {resource} unrequested on the "
+                    f"nodes left, under consolidation.minSpare {percent:g}%"
+                )
+        return None

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""What consolidation saves beside a node autoscaler, per scenario and seed (issue 43).
+
+    .venv/bin/python scripts/consolidation_savings.py diurnal-trough \
+        tests/fixtures/simulate/diurnal-even.yaml --seeds 10 [--min-spare 45]
+
+A maintainer's script, not a command of loadaware. Per scenario it runs
+``default+autoscaler`` (the request-based autoscaler alone), ``loadaware+autoscaler``
+and ``loadaware+consolidate+autoscaler`` on seeds 1..N and prints one Markdown row per
+seed: node-hours, harm (throttled CPU-minutes + OOM events), pending pod-minutes,
+consolidation's evictions, PDB violations; then the median saving and the totals.
+``--min-spare P`` sets ``descheduler.consolidation.minSpare`` to P % for CPU and memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.simulate.cluster import SimulatedCluster
+from app.simulate.policies import plan_for
+from app.simulate.scenario import Scenario, load_scenario
+from app.simulate.summary import Summary, summarise
+
+BASE, ALONE, CONSOLIDATED = (
+    "default+autoscaler",
+    "loadaware+autoscaler",
+    "loadaware+consolidate+autoscaler",
+)
+
+
+def with_min_spare(scenario: Scenario, percent: float | None) -> Scenario:
+    if percent is None:
+        return scenario
+    descheduler = dict(scenario.descheduler or {})
+    descheduler["consolidation"] = {"minSpare": {"cpu": percent, "memory": percent}}
+    return scenario.model_copy(update={"descheduler": descheduler})
+
+
+def harm(summary: Summary) -> float:
+    return summary.throttled_cpu_minutes + summary.oom_events
+
+
+def report(name: str, seeds: int, min_spare: float | None) -> None:
+    scenario = with_min_spare(load_scenario(name), min_spare)
+    print(f"\n### {scenario.name} (seeds 1-{seeds}, minSpare {min_spare or 'default'})\n")
+    print(
+        "| seed | node-h CA | node-h consolidated | saved | harm CA / cons. | pending CA / "
+        "loadaware / cons. | evictions | PDB violations |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    saved = []
+    totals = [0.0, 0.0, 0.0]
+    for seed in range(1, seeds + 1):
+        seeded = scenario.model_copy(update={"seed": seed})
+        base, alone, cons = (
+            summarise(SimulatedCluster(seeded, plan_for(policy)).simulate())
+            for policy in (BASE, ALONE, CONSOLIDATED)
+        )
+        saving = 1 - cons.node_hours / base.node_hours
+        saved.append(saving)
+        for i, summary in enumerate((base, alone, cons)):
+            totals[i] += summary.pending_pod_minutes
+        print(
+            f"| {seed} | {base.node_hours:.1f} | {cons.node_hours:.1f} | {saving:.1%} | "
+            f"{harm(base):.1f} / {harm(cons):.1f} | {base.pending_pod_minutes:.0f} / "
+            f"{alone.pending_pod_minutes:.0f} / {cons.pending_pod_minutes:.0f} | "
+            f"{cons.evictions} | {cons.pdb_violations} |"
+        )
+    print(
+        f"\nmedian saved {statistics.median(saved):.1%} (lowest {min(saved):.1%}); pending "
+        f"pod-minutes in all: {totals[0]:.0f} CA alone, {totals[1]:.0f} loadaware+CA, "
+        f"{totals[2]:.0f} consolidated"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("scenarios", nargs="+")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--min-spare", type=float, default=None)
+    args = parser.parse_args()
+    for name in args.scenarios:
+        report(name, args.seeds, args.min_spare)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Consolidation (``app/rebalance/consolidation.py``): a node underused by requests and
+real usage is drained only when every pod on it has a destination that stays under its
+limits, nothing that opted out moves, and the floor of spare capacity holds."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from app.objects.pods import PodInfo
+from app.rebalance import SkipCode, plan_consolidation
+from app.rebalance.config import ConfigError, config_from_mapping
+from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
+
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+
+
+def consolidating(**fields: Any) -> Any:
+    settings = {"enabled": True, "minSpare": {"cpu": 10, "memory": 10}, **fields}
+    return config(consolidation=settings)
+
+
+def idle_and_used(**idle_fields: Any) -> tuple[list[Any], list[PodInfo]]:
+    """Three 10-core nodes: "idle" (2 cores requested, 5 % used), "used-a" and
+    "used-b" (5 cores requested, 35 % used: above consolidation.thresholds, so no
+    candidates themselves)."""
+    nodes = [node("idle", 0.05, 0.1), node("used-a", 0.35, 0.2), node("used-b", 0.35, 0.2)]
+    pods = [
+        pod("small-1", "idle", cpu=1.0, owner="rs-a", **idle_fields),
+        pod("small-2", "idle", cpu=1.0, owner="rs-b"),
+        *(pod(f"a-{i}", "used-a", cpu=1.0, owner="rs-a") for i in range(5)),
+        *(pod(f"b-{i}", "used-b", cpu=1.0, owner="rs-b") for i in range(5)),
+    ]
+    return nodes, pods
+
+
+def test_it_is_off_unless_enabled() -> None:
+    nodes, pods = idle_and_used()
+    result = plan_consolidation(cluster(nodes, pods), config(), POLICY, NOW)
+    assert result.drains == []
+    assert result.notes == ["consolidation: off (consolidation.enabled)"]
+
+
+def test_the_idle_node_is_drained_onto_the_used_ones() -> None:
+    nodes, pods = idle_and_used()
+    result = plan_consolidation(cluster(nodes, pods), consolidating(), POLICY, NOW)
+    assert [drain.node for drain in result.drains] == ["idle"]
+    moved = {e.pod.name: e.destination for e in result.evictions}
+    assert set(moved) == {"small-1", "small-2"}
+    assert set(moved.values()) <= {"used-a", "used-b"}
+    # the used nodes take them and are never candidates themselves this run
+    assert all(e.source == "idle" for e in result.evictions)
+
+
+def test_the_fullest_destination_that_takes_a_pod_is_chosen() -> None:
+    nodes, pods = idle_and_used()
+    pods.append(pod("b-extra", "used-b", cpu=1.0, owner="rs-b"))  # used-b: 6 cores
+    result = plan_consolidation(cluster(nodes, pods), consolidating(), POLICY, NOW)
+    assert {e.destination for e in result.evictions} == {"used-b"}
+
+
+@pytest.mark.parametrize(
+    "annotations", [{SAFE_TO_EVICT: "false"}, {DO_NOT_DISRUPT: "true"}]
+)
+def test_one_pod_that_opted_out_keeps_the_whole_node(annotations: dict[str, str]) -> None:
+    nodes, pods = idle_and_used(annotations=annotations)
+    result = plan_consolidation(cluster(nodes, pods), consolidating(), POLICY, NOW)
+    assert result.evictions == []
+    kept = {k.node: k for k in result.kept}
+    assert kept["idle"].code is SkipCode.OPTED_OUT
+    assert result.notes[-1] == "consolidation: no underused node can be freed safely"
+
+
+@pytest.mark.parametrize(
+    "annotation", [{SCALE_DOWN_DISABLED: "true"}, {DO_NOT_DISRUPT: "true"}]
+)
+def test_a_node_the_autoscalers_must_not_remove_is_no_candidate(
+    annotation: dict[str, str],
+) -> None:
+    nodes, pods = idle_and_used()
+    idle = nodes[0]
+    nodes[0] = dataclasses.replace(idle, annotations={**idle.annotations, **annotation})
+    result = plan_consolidation(cluster(nodes, pods), consolidating(), POLICY, NOW)
+    assert "idle" not in [d.node for d in result.drains]
+
+
+def test_a_node_is_not_drained_when_its_pods_would_leave_another_node_hot() -> None:
+    # Each idle pod uses 4 cores for real (requests 1): on a used node (35 % of 10
+    # cores) it would reach 75 %, above targetThresholds 65 %: the destination would be hot.
+    nodes, pods = idle_and_used()
+    usage = {p.key: p.requests for p in pods}
+    for name in ("small-1", "small-2"):
+        usage[f"default/{name}"] = usage[f"default/{name}"].__class__(4.0, 1 * 2.0**30)
+    result = plan_consolidation(cluster(nodes, pods, usage), consolidating(), POLICY, NOW)
+    assert result.evictions == []
+    assert {k.node: k.code for k in result.kept}["idle"] is SkipCode.NO_DESTINATION
+
+
+def test_an_evenly_busy_cluster_evicts_nothing() -> None:
+    nodes = [node(f"n{i}", 0.55, 0.5) for i in range(4)]
+    pods = [pod(f"p{i}-{j}", f"n{i}", cpu=1.5, owner=f"rs{i}") for i in range(4) for j in range(4)]
+    result = plan_consolidation(cluster(nodes, pods), consolidating(), POLICY, NOW)
+    assert result.evictions == []
+    assert result.notes == ["consolidation: no node is underused by requests and real usage"]
+
+
+def test_the_floor_of_spare_capacity_stops_a_drain() -> None:
+    nodes, pods = idle_and_used()
+    # Left after the drain: 20 cores, 12 requested: 40 % spare. A floor of 50 % stops it.
+    result = plan_consolidation(
+        cluster(nodes, pods), consolidating(minSpare={"cpu": 50}), POLICY, NOW
+    )
+    assert result.evictions == []
+    assert "consolidation.minSpare 50%" in result.kept[0].reason
+
+
+def test_a_pdb_that_allows_no_disruption_leaves_the_pod_for_a_later_run() -> None:
+    from app.objects.budgets import PodDisruptionBudgetView
+    from app.objects.selectors import LabelSelector
+
+    nodes, pods = idle_and_used(labels={"app": "guarded"})
+    budget = PodDisruptionBudgetView("default", "guarded", LabelSelector({"app": "guarded"}), 0)
+    result = plan_consolidation(
+        cluster(nodes, pods, budgets=[budget]), consolidating(), POLICY, NOW
+    )
+    # the node starts draining (its other pod goes); the guarded pod waits
+    assert [e.pod.name for e in result.evictions] == ["small-2"]
+    later = plan_consolidation(
+        cluster(nodes, [p for p in pods if p.name != "small-2"], budgets=[budget]),
+        consolidating(),
+        POLICY,
+        NOW,
+        draining={"idle"},
+    )
+    assert later.evictions == []
+
+
+def test_a_node_being_drained_loses_the_pods_that_may_go_now() -> None:
+    nodes, pods = idle_and_used()
+    draining = [node("idle", 0.05, 0.1, unschedulable=True), *nodes[1:]]
+    result = plan_consolidation(
+        cluster(draining, pods), consolidating(), POLICY, NOW, draining={"idle"}
+    )
+    assert {e.pod.name for e in result.evictions} == {"small-1", "small-2"}
+    assert all(e.destination != "idle" for e in result.evictions)
+
+
+def test_bad_consolidation_settings_are_refused_naming_the_field() -> None:
+    with pytest.raises(ConfigError, match=r"consolidation: .*thresholds.cpu is 120"):
+        config_from_mapping({"consolidation": {"thresholds": {"cpu": 120}}}, "f")
+    with pytest.raises(ConfigError, match="maxNodesPerRun"):
+        config_from_mapping({"consolidation": {"maxNodesPerRun": 0}}, "f")
