@@ -138,7 +138,17 @@ def load_config(path: Path) -> DeschedulerConfig:
     from app.documents import read_file
     from app.rebalance import ConfigError, config_from_yaml
 
-    return config_from_yaml(*read_file(path, "configuration", ConfigError))
+    config = config_from_yaml(*read_file(path, "configuration", ConfigError))
+    if config.consolidation.enabled:
+        # Planned and measured in the simulator only: a live drain also needs its taint
+        # kept and given back across runs, which this release does not do yet.
+        raise ConfigError(
+            f"{path}: consolidation.enabled: true: the descheduler does not drain nodes "
+            "in this release; `loadaware simulate NAME --policies "
+            "default+autoscaler,loadaware+consolidate+autoscaler` shows what it would "
+            "save. Set it to false."
+        )
+    return config
 
 
 def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:

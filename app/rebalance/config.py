@@ -182,8 +182,9 @@ class Consolidation(_Section):
 
     enabled: Switch = Field(
         default=False,
-        description="Plan consolidation: drain underused nodes (opt-in; the simulator's "
-        "+consolidate policies run it; the descheduler loop does not act on it yet).",
+        description="Plan consolidation: drain underused nodes (opt-in). In this release "
+        "only the simulator's +consolidate policies run it; `loadaware descheduler` refuses "
+        "a configuration that turns it on.",
     )
     thresholds: dict[Resource, Number] = Field(
         default_factory=lambda: dict(CONSOLIDATION_THRESHOLDS),
