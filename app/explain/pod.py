@@ -33,14 +33,11 @@ from app.load import (
     Overload,
     PlacedPod,
     ScorePart,
-    assess,
-    can_be_preferred,
     counts,
     estimate_scheduled,
     estimate_with_evidence,
-    has_room,
     is_exempt_from_filter,
-    limit_room,
+    judge,
     measure,
     preferred_position,
     score_parts,
@@ -141,7 +138,13 @@ def judge_node(
         estimate_with_evidence(p.requests, p.limits, Evidence.PLACED, settings, allocatable)
         for p in counted
     )
-    load = assess(measurement, policy, unsampled_fractions(usages, allocatable))
+    verdict = judge(
+        measurement,
+        unsampled_fractions(usages, allocatable),
+        policy,
+        pod_share(pod, allocatable, policy, observed),
+    )
+    load = verdict.load
     return NodeVerdict(
         node=node.name,
         load=load,
@@ -150,10 +153,8 @@ def judge_node(
         recent_pods=len(counted),
         exempt=is_exempt_from_filter(pod_object),
         not_offered=fit_refusal(pod, node),
-        preferable=can_be_preferred(load),
-        has_room=has_room(
-            limit_room(load, policy), pod_share(pod, allocatable, policy, observed)
-        ),
+        preferable=verdict.preferable,
+        has_room=verdict.fits,
     )
 
 

@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         node_heat,
         wave_of,
     )
+    from app.load.verdict import NodeVerdict, judge
     from app.load.wire import (
         PLAIN_MAX_SCORE,
         can_be_preferred,
@@ -111,6 +112,7 @@ __all__ = [
     "MetricReading",
     "NodeHeat",
     "NodeLoad",
+    "NodeVerdict",
     "Overload",
     "PlacedPod",
     "Sample",
@@ -134,6 +136,7 @@ __all__ = [
     "headroom",
     "hot_value_from_bindings",
     "is_exempt_from_filter",
+    "judge",
     "judge_measured",
     "judge_node",
     "limit_room",
@@ -229,6 +232,7 @@ __getattr__ = load_on_use(
             "node_heat",
             "wave_of",
         ),
+        "verdict": ("NodeVerdict", "judge"),
         "wire": (
             "PLAIN_MAX_SCORE",
             "can_be_preferred",

@@ -59,12 +59,10 @@ from app.load import (
     Measurement,
     NodeLoad,
     PlacedPod,
-    assess,
-    can_be_preferred,
     evaluate_node,
     fits_request,
     fits_requests,
-    limit_room,
+    judge,
     measure,
     non_zero_requests,
     plain_wire_score,
@@ -366,16 +364,16 @@ class LoadFilter:
         if assessed is not None and assessed[0] is measurement and assessed[1] == unsampled:
             return
         self._assessed[node] = (measurement, unsampled)
-        load = assess(measurement, self.policy, unsampled)
+        verdict = judge(measurement, unsampled, self.policy)
+        load = verdict.load
         self.evaluated.add(node)
         self.rescored.add(node)
         self.loads[node] = load
-        self.passes[node] = not load.overloaded
+        self.passes[node] = verdict.passes
         self.extender_score[node] = load.extender_score
-        self.preferable[node] = can_be_preferred(load)
-        rooms = limit_room(load, self.policy)
-        self.room_cpu[node] = rooms.get("cpu", math.inf)
-        self.room_memory[node] = rooms.get("memory", math.inf)
+        self.preferable[node] = verdict.preferable
+        self.room_cpu[node] = verdict.room.get("cpu", math.inf)
+        self.room_memory[node] = verdict.room.get("memory", math.inf)
         self.score[node] = load.score
         self._recheck_at_s[node] = load.recheck_at_s
         self._earliest_recheck_s = min(self._earliest_recheck_s, load.recheck_at_s)

@@ -20,6 +20,7 @@ RULES = {
         "app.load.wire",
         {"can_be_preferred", "plain_wire_score", "preferred_wire_score", "preferred_position"},
     ),
+    "node verdict": ("app.load.verdict", {"judge"}),
     "request scoring": (
         "app.load.default_profile",
         {
@@ -36,14 +37,18 @@ USERS = [
     ("descheduler/decide.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     ("simulate/descheduling.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     ("extender/index.py", "wire answer", {"plain_wire_score", "preferred_wire_score"}),
-    ("extender/verdicts.py", "wire answer", {"can_be_preferred"}),
     # The simulator picks the preferred node over whole arrays (held to wire_scores by
     # tests/simulate/test_scheduling.py) and answers it and the others by the rule's own.
     (
         "simulate/scheduling.py",
         "wire answer",
-        {"can_be_preferred", "plain_wire_score", "preferred_wire_score"},
+        {"plain_wire_score", "preferred_wire_score"},
     ),
+    # Every node's verdict is judge's: the extender's table, the simulator's load filter
+    # and explain (held equal on random nodes by tests/load/test_verdict.py).
+    ("extender/verdicts.py", "node verdict", {"judge"}),
+    ("simulate/scheduling.py", "node verdict", {"judge"}),
+    ("explain/pod.py", "node verdict", {"judge"}),
     (
         "simulate/scheduling.py",
         "request scoring",
