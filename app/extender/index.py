@@ -11,7 +11,10 @@ Two implementations give the same answers (the same JSON, if not always the same
   installed with a C compiler at hand (the Dockerfile and ``scripts/setup`` have one).
   It hashes each name's bytes once and probes two compact arrays, where Python dicts
   pay a SipHash per freshly parsed name and reach into objects scattered in memory;
-* ``PyVerdictIndex`` below, the fallback when the extension is missing.
+* ``PyVerdictIndex`` below, the fallback when the extension is missing. It keeps no
+  rule of its own: prioritize looks the names up and asks ``app.load.wire``'s
+  ``preferred_position`` and ``wire_scores``, the reference the native index is held
+  to on random inputs (``tests/extender/test_index.py``).
 
 ``LOADAWARE_VERDICT_INDEX=python`` forces the fallback (to compare the two, or to rule
 the extension out while debugging).
@@ -23,12 +26,12 @@ import math
 import os
 import secrets
 from collections import Counter
-from itertools import filterfalse, repeat
+from itertools import filterfalse
 from typing import Protocol
 
 import orjson
 
-from app.load import PLAIN_MAX_SCORE, plain_wire_score, preferred_wire_score
+from app.load import preferred_position, wire_scores
 
 try:
     from app.extender._verdict_index import VerdictIndex as NativeVerdictIndex
@@ -94,13 +97,13 @@ class VerdictIndex(Protocol):
 
 
 class PyVerdictIndex:
-    """The pure-Python twin of the native index: dicts and C-level iteration."""
+    """The pure-Python fallback of the native index: dicts for the lookups, and
+    ``app.load.wire``'s own functions for the preferred node and the answer."""
 
     def __init__(self) -> None:
         self.unknown_score = 0
         self._entries: dict[str, tuple[int, str | None]] = {}
         self._rejections: dict[str, str] = {}  # the small index most names miss
-        self._score_items: dict[str, bytes] = {}  # pre-encoded HostPriority items
         self._best_scores: dict[str, int] = {}  # the score, or -1: never preferred
         self._rooms: dict[str, tuple[float, float]] = {}  # (cpu cores, memory bytes)
 
@@ -122,7 +125,6 @@ class PyVerdictIndex:
         if not _has_utf8_form(name):
             return  # as the native index: no request can carry such a name
         self._entries[name] = (score, reason)
-        self._score_items[name] = orjson.dumps({"Host": name, "Score": plain_wire_score(score)})
         if math.isnan(cpu_room) or math.isnan(memory_room):
             raise ValueError("a room must be a number, not NaN")
         self._best_scores[name] = score if reason is None and preferable else -1
@@ -134,14 +136,12 @@ class PyVerdictIndex:
 
     def discard(self, name: str, /) -> None:
         self._entries.pop(name, None)
-        self._score_items.pop(name, None)
         self._best_scores.pop(name, None)
         self._rooms.pop(name, None)
         self._rejections.pop(name, None)
 
     def clear(self) -> None:
         self._entries.clear()
-        self._score_items.clear()
         self._best_scores.clear()
         self._rooms.clear()
         self._rejections.clear()
@@ -177,57 +177,29 @@ class PyVerdictIndex:
         self, names: list[str], cpu: float = 0.0, memory: float = 0.0, /
     ) -> tuple[bytes, int, int]:
         _check_names(names)
-        # Every pass over the names in C: map, max and index.
-        scores = list(map(self._best_scores.get, names, repeat(-1)))
-        best, top = self._preferred(names, scores, cpu, memory)
-        items = self._score_items
-        unknown = 0
-        try:
-            pieces = list(map(items.__getitem__, names))
-        except KeyError:
-            pieces = []
-            for name in names:
-                item = items.get(name)
-                if item is None:
-                    unknown += 1
-                    item = orjson.dumps(
-                        {"Host": name, "Score": plain_wire_score(self.unknown_score)}
-                    )
-                pieces.append(item)
-        if best >= 0:
-            cap = plain_wire_score(top)
-            if cap < PLAIN_MAX_SCORE:  # a name that may not be preferred can score above it
-                answered = map(self._plain_score, names)
-                for position, score in enumerate(answered):
-                    if score > cap:
-                        pieces[position] = orjson.dumps({"Host": names[position], "Score": cap})
-            preferred = preferred_wire_score(top)
-            pieces[best] = orjson.dumps({"Host": names[best], "Score": preferred})
-        return b"[" + b",".join(pieces) + b"]", unknown, best
-
-    def _plain_score(self, name: str) -> int:
-        entry = self._entries.get(name)
-        return plain_wire_score(self.unknown_score if entry is None else entry[0])
-
-    def _preferred(
-        self, names: list[str], scores: list[int], cpu: float, memory: float
-    ) -> tuple[int, int]:
-        """(position, score) of the preferred name, or (-1, -1): the top scores first,
-        each in the request's order, until one has room for the pod; where none has,
-        the first with the top score."""
+        # The rule itself is app.load.wire's, asked in the request's order: this index
+        # only looks each name up (an unknown name scores ``unknown_score``, never preferred).
         rooms = self._rooms
-        for top in sorted({score for score in scores if score >= 0}, reverse=True):
-            position = scores.index(top)  # C-level scans: most calls stop at the first
-            while True:
-                cpu_room, memory_room = rooms[names[position]]
-                if cpu <= cpu_room and memory <= memory_room:
-                    return position, top
-                try:
-                    position = scores.index(top, position + 1)
-                except ValueError:
-                    break
-        top = max(scores, default=-1)
-        return (-1, -1) if top < 0 else (scores.index(top), top)
+        known = list(map(self._entries.get, names))
+        unknown = known.count(None)
+        scores = [self.unknown_score if entry is None else entry[0] for entry in known]
+        best_scores = self._best_scores
+        can = [best_scores.get(name, -1) >= 0 for name in names]
+        roomy = [
+            can_be and _fits(rooms[name], cpu, memory)
+            for name, can_be in zip(names, can, strict=True)
+        ]
+        best = preferred_position(scores, can, roomy)
+        answered = wire_scores(scores, can, roomy)
+        body = orjson.dumps(
+            [{"Host": name, "Score": score} for name, score in zip(names, answered, strict=True)]
+        )
+        return body, unknown, best
+
+
+def _fits(room: tuple[float, float], cpu: float, memory: float) -> bool:
+    """The pod's (cpu cores, memory bytes) fit a node's room under its limits."""
+    return cpu <= room[0] and memory <= room[1]
 
 
 def _has_utf8_form(name: str) -> bool:
