@@ -300,11 +300,11 @@ def test_native_and_python_give_the_same_answers_as_the_wire_rule(
     entries = [held.get(name) for name in request_names]
     pod_usage = dict(zip(RES, pod, strict=True))
     scores = [unknown_score if e is None else e[0] for e in entries]
-    preferable = [e is not None and e[1] is None and e[2] for e in entries]
+    can_prefer = [e is not None and e[1] is None and e[2] for e in entries]
     roomy = [e is not None and has_room({"cpu": e[3], "memory": e[4]}, pod_usage) for e in entries]
-    expected = wire_scores(scores, preferable, roomy)
+    expected = wire_scores(scores, can_prefer, roomy)
     assert [item["Score"] for item in orjson.loads(native_scores[0])] == expected
-    assert native_scores[2] == preferred_position(scores, preferable, roomy)
+    assert native_scores[2] == preferred_position(scores, can_prefer, roomy)
 
 
 @pytest.mark.parametrize(
