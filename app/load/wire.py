@@ -30,9 +30,11 @@ so that node must win: the answer puts one *preferred* node alone on top.
   is still answered its plain score and may still be chosen by kube-scheduler, but it
   is never the one the extender pushes the pod to.
 
-The extender's verdict index (``app/extender/index.py`` and its C twin) answers with
-these rules, and the simulator's placement calls ``wire_scores``; the tests hold all
-of them to this module.
+This module is the rule's one reference. The extender's Python fallback index
+(``app/extender/index.py``) and the simulator's placement call ``preferred_position``
+and ``wire_scores`` as they are; the native verdict index
+(``app/extender/_verdict_index.c``), the one second body kept for speed, is held to
+them on random inputs (``tests/extender/test_index.py``).
 """
 
 from __future__ import annotations
