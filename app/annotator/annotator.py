@@ -58,7 +58,7 @@ from app.load import SoftTaintSettings
 from app.objects import PodPlacement, format_duration
 from app.policy import Policy, PolicyError
 from app.prom import InstantQuery
-from app.runtime import LeaderElectedService, LeaderElector, PolicyWatcher
+from app.runtime import InForce, LeaderElectedService, LeaderElector
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class Annotator:
         *,
         telemetry: AnnotatorMetrics | None = None,
         clock: Callable[[], float] = time.time,
-        policy_watcher: PolicyWatcher | None = None,
+        policy_in_force: InForce[Policy] | None = None,
         health_socket: socket.socket | None = None,  # bound to the health port by main
     ) -> None:
         self.config = config
@@ -164,7 +164,11 @@ class Annotator:
         self.workload_usage_rounds = 0  # rounds run (tests wait on it, not on time)
         self.soft_taint_rounds = 0  # rounds run (tests wait on it, not on time)
         self.hot_value_rounds = 0  # hot-value rounds run (tests wait on it, not on time)
-        self._policy_watcher = policy_watcher
+        # The process's policy in force (config.policy is the value it started with):
+        # the annotator adopts each reload (``set_policy``) before it is in force.
+        self._policy_in_force = policy_in_force
+        if policy_in_force is not None:
+            policy_in_force.follow(self.set_policy, self.telemetry.policy.reload_result)
         self.telemetry.policy.loaded(clock())
 
     # -- leadership -----------------------------------------------------------------
@@ -222,7 +226,8 @@ class Annotator:
             else "leader election off (this replica always writes)",
         )
         log_settings(self.config.soft_taints, self.config.soft_taint_interval_s, self.policy)
-        watchers = (self._policy_watcher,) if self._policy_watcher is not None else ()
+        in_force = self._policy_in_force
+        watchers = (in_force,) if in_force is not None and in_force.watcher is not None else ()
         await self.service.run(watchers)
 
     async def _lead(self) -> None:
