@@ -8,7 +8,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry
 
@@ -21,7 +21,7 @@ from app.extender.telemetry import EstimateCollector, ExtenderMetrics
 from app.extender.verbs import Outcome, RequestNodes, Verbs
 from app.extender.workload_usage import WorkloadUsageFollower
 from app.kube import NodeCache, NodeInfo, PodCache
-from app.objects import ScheduledPod
+from app.objects import Resources, ScheduledPod
 from app.policy import Policy
 from app.runtime import InForce
 
@@ -66,9 +66,17 @@ class Extender:
         self._mode = mode
         self.metrics = ExtenderMetrics(registry or CollectorRegistry())
         counts = self.metrics.reservation_counts
+        # Only with the pod cache: the estimate it raises is of pods bound and reserved.
+        follower = workload_usage if pod_cache is not None else None
+        self.workload_usage = follower
         self.ledger: Ledger | None = None
         if pod_cache is not None:
-            self.ledger = Ledger(lambda: self.table.policy, counts.end, reservation_ttl_s)
+            # The ledger reads the policy the table judges under (swapped with it whole).
+            self.ledger = (
+                Ledger(self._table_policy, counts.end, reservation_ttl_s)
+                if follower is None
+                else Ledger(self._table_policy, counts.end, reservation_ttl_s, follower.observed)
+            )
         # The process's one policy in force (a bare Policy: in force for good). The
         # extender adopts each reload whole (``set_policy``) before it is in force.
         self.policy_in_force = policy if isinstance(policy, InForce) else InForce.fixed(policy)
@@ -81,17 +89,22 @@ class Extender:
         self.metrics.registry.register(
             EstimateCollector(self.debug.estimated_additions, self.debug.pod_estimates)
         )
-        self.verbs = Verbs(self.table, clock, request_nodes=self.request_nodes_mode(node_cache))
+        request_nodes = self.request_nodes_mode(node_cache)
+        if follower is None or pod_cache is None:
+            self.verbs = Verbs(self.table, clock, request_nodes=request_nodes)
+        else:
+            self.verbs = Verbs(
+                self.table,
+                clock,
+                request_nodes=request_nodes,
+                workloads=self._published_workloads,
+                workload_of_pod=_workload_in(pod_cache),
+            )
         self.node_cache = node_cache
         self.pod_cache = pod_cache
-        # Only with the pod cache: the estimate it raises is of pods bound and reserved.
-        self.workload_usage = workload_usage if self.ledger is not None else None
-        if self.workload_usage is not None and self.ledger is not None:
-            follower = self.workload_usage
-            self.ledger.observed = follower.observed
-            self.verbs.workloads = lambda: follower.workloads
-            if pod_cache is not None:
-                self.verbs.workload_of_pod = _workload_in(pod_cache)
+        if follower is not None:
+            # Still set after construction: the follower is built by main, before the
+            # extender whose methods it calls.
             follower.on_change = self._on_workload_usage
             follower.on_read = lambda result: self.metrics.workload_usage_reads.labels(
                 result
@@ -117,6 +130,14 @@ class Extender:
             node_cache.add_listener(self._on_node)
         if pod_cache is not None:
             pod_cache.add_listener(self._on_pod)
+
+    def _table_policy(self) -> Policy:
+        return self.table.policy
+
+    def _published_workloads(self) -> Mapping[str, Resources]:
+        """What each workload's pods are observed to use (the follower's document)."""
+        assert self.workload_usage is not None
+        return self.workload_usage.workloads
 
     @staticmethod
     def request_nodes_mode(node_cache: NodeCache | None) -> RequestNodes:

@@ -183,6 +183,7 @@ class Ledger:
         policy: Callable[[], Policy],
         on_reservation_end: ReservationEnd,
         ttl_s: float = DEFAULT_RESERVATION_TTL_S,
+        observed: Observed = _nothing_observed,
     ) -> None:
         self._policy = policy
         self._on_end = on_reservation_end
@@ -191,7 +192,7 @@ class Ledger:
         self._reserved: dict[str, _NodeReservations] = {}  # only nodes that hold some
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
         self._pricing = Pricing(policy)
-        self.observed: Observed = _nothing_observed
+        self.observed = observed
 
     def tracked_nodes(self) -> list[str]:
         """Every node with a pod bound within maxAge or a live reservation."""
