@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from app.runtime.filewatch import FileWatcher
     from app.runtime.in_force import InForce
     from app.runtime.leader_election import LeaderElector
-    from app.runtime.policy_reload import PolicyReloadMetrics, PolicyWatcher, policy_in_force
+    from app.runtime.policy_reload import PolicyReloadMetrics, policy_in_force
     from app.runtime.service import (
         LeaderElectedService,
         LeadershipNotAcquired,
@@ -52,7 +52,6 @@ __all__ = [
     "LeadershipNotAcquired",
     "LeaseSettings",
     "PolicyReloadMetrics",
-    "PolicyWatcher",
     "Runnable",
     "add_health_flags",
     "add_leader_election_flags",
@@ -70,7 +69,7 @@ __getattr__ = load_on_use(
         "filewatch": ("FileWatcher",),
         "leader_election": ("LeaderElector",),
         "in_force": ("InForce",),
-        "policy_reload": ("PolicyReloadMetrics", "PolicyWatcher", "policy_in_force"),
+        "policy_reload": ("PolicyReloadMetrics", "policy_in_force"),
         "service": (
             "LeaderElectedService",
             "LeadershipNotAcquired",

@@ -5,36 +5,14 @@ reload metrics every component reports the same way."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from app.policy import Policy, PolicyError, default_policy, load_policy
-from app.runtime.filewatch import FileWatcher, ReloadResult
 from app.runtime.in_force import InForce
 
 log = logging.getLogger(__name__)
-
-
-class PolicyWatcher(FileWatcher[Policy]):
-    def __init__(
-        self,
-        path: str | Path,
-        on_change: Callable[[Policy], None],
-        on_result: ReloadResult = lambda result: None,
-        interval_s: float = 5.0,
-    ) -> None:
-        super().__init__(
-            path,
-            load_policy,
-            on_change,
-            errors=(PolicyError,),
-            what="policy",
-            on_result=on_result,
-            interval_s=interval_s,
-            warnings_of=lambda policy: tuple(policy.warnings),
-        )
 
 
 def policy_in_force(path: str | Path | None, interval_s: float = 5.0) -> InForce[Policy]:
