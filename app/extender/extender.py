@@ -71,14 +71,9 @@ class Extender:
         self.workload_usage = follower
         self.ledger: Ledger | None = None
         if pod_cache is not None:
-            # The ledger reads the policy the table judges under (swapped with it whole).
-            self.ledger = (
-                Ledger(self._table_policy, counts.end, reservation_ttl_s)
-                if follower is None
-                else Ledger(self._table_policy, counts.end, reservation_ttl_s, follower.observed)
-            )
-        # The process's one policy in force (a bare Policy: in force for good). The
-        # extender adopts each reload whole (``set_policy``) before it is in force.
+            observed = None if follower is None else follower.observed
+            self.ledger = Ledger(self._table_policy, counts.end, reservation_ttl_s, observed)
+        # The one policy in force (a bare Policy: for good); each reload adopted whole.
         self.policy_in_force = policy if isinstance(policy, InForce) else InForce.fixed(policy)
         self.policy_in_force.follow(self.set_policy, self.on_policy_reload)
         self.table = NodeTable(self.policy_in_force.value, clock, index, self.ledger)
@@ -89,22 +84,17 @@ class Extender:
         self.metrics.registry.register(
             EstimateCollector(self.debug.estimated_additions, self.debug.pod_estimates)
         )
-        request_nodes = self.request_nodes_mode(node_cache)
-        if follower is None or pod_cache is None:
-            self.verbs = Verbs(self.table, clock, request_nodes=request_nodes)
-        else:
-            self.verbs = Verbs(
-                self.table,
-                clock,
-                request_nodes=request_nodes,
-                workloads=self._published_workloads,
-                workload_of_pod=_workload_in(pod_cache),
-            )
+        self.verbs = Verbs(
+            self.table,
+            clock,
+            request_nodes=self.request_nodes_mode(node_cache),
+            workloads=None if follower is None else self._published_workloads,
+            workload_of_pod=None if pod_cache is None else _workload_in(pod_cache),
+        )
         self.node_cache = node_cache
         self.pod_cache = pod_cache
         if follower is not None:
-            # Still set after construction: the follower is built by main, before the
-            # extender whose methods it calls.
+            # Still set after construction: main builds the follower before the extender.
             follower.on_change = self._on_workload_usage
             follower.on_read = lambda result: self.metrics.workload_usage_reads.labels(
                 result
@@ -131,7 +121,7 @@ class Extender:
         if pod_cache is not None:
             pod_cache.add_listener(self._on_pod)
 
-    def _table_policy(self) -> Policy:
+    def _table_policy(self) -> Policy:  # the ledger's: the table's, swapped whole
         return self.table.policy
 
     def _published_workloads(self) -> Mapping[str, Resources]:

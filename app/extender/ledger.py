@@ -183,7 +183,7 @@ class Ledger:
         policy: Callable[[], Policy],
         on_reservation_end: ReservationEnd,
         ttl_s: float = DEFAULT_RESERVATION_TTL_S,
-        observed: Observed = _nothing_observed,
+        observed: Observed | None = None,  # None: no workload usage is followed
     ) -> None:
         self._policy = policy
         self._on_end = on_reservation_end
@@ -192,7 +192,7 @@ class Ledger:
         self._reserved: dict[str, _NodeReservations] = {}  # only nodes that hold some
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
         self._pricing = Pricing(policy)
-        self.observed = observed
+        self.observed = observed or _nothing_observed
 
     def tracked_nodes(self) -> list[str]:
         """Every node with a pod bound within maxAge or a live reservation."""

@@ -125,14 +125,6 @@ MAX_NODES = 15_000
 MAX_ANNOTATION_VALUE = 64
 
 
-def _no_workloads() -> Mapping[str, Resources]:
-    return _NO_WORKLOADS
-
-
-def _no_workload(_pod: str) -> str | None:
-    return None
-
-
 class Verbs:
     """filter and prioritize over a NodeTable; each returns the response body bytes."""
 
@@ -142,8 +134,8 @@ class Verbs:
         clock: Callable[[], float] = time.time,
         *,
         request_nodes: RequestNodes = RequestNodes.STORE,
-        workloads: Callable[[], Mapping[str, Resources]] = _no_workloads,
-        workload_of_pod: Callable[[str], str | None] = _no_workload,
+        workloads: Callable[[], Mapping[str, Resources]] | None = None,
+        workload_of_pod: Callable[[str], str | None] | None = None,
     ) -> None:
         self._table = table
         self._clock = clock
@@ -153,8 +145,8 @@ class Verbs:
         self._estimates_policy: Policy | None = None
         # What each workload's pods are observed to use (app.extender.workload_usage),
         # and the workload of a pod the pod cache holds, by namespace/name.
-        self.workloads = workloads
-        self.workload_of_pod = workload_of_pod
+        self.workloads = workloads or _no_workloads
+        self.workload_of_pod = workload_of_pod or _no_workload
         self._estimates_workloads: Mapping[str, Resources] = _NO_WORKLOADS
         self._rising: dict[Demand, bool] = {}  # whether the shape's estimate can be raised
 
@@ -315,6 +307,14 @@ class Verbs:
             self._rising.clear()
         self._estimates[key] = estimate
         return estimate
+
+
+def _no_workloads() -> Mapping[str, Resources]:
+    return _NO_WORKLOADS
+
+
+def _no_workload(_pod: str) -> str | None:
+    return None
 
 
 def _pod_key(pod: dict[str, Any]) -> str:
