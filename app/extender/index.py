@@ -13,7 +13,7 @@ Two implementations give the same answers (the same JSON, if not always the same
   pay a SipHash per freshly parsed name and reach into objects scattered in memory;
 * ``PyVerdictIndex`` below, the fallback when the extension is missing. It keeps no
   rule of its own: prioritize looks the names up and asks ``app.load.wire``'s
-  ``preferred_position`` and ``wire_scores``, the reference the native index is held
+  ``wire_scores_and_preferred``, the reference the native index is held
   to on random inputs (``tests/extender/test_index.py``).
 
 ``LOADAWARE_VERDICT_INDEX=python`` forces the fallback (to compare the two, or to rule
@@ -26,12 +26,12 @@ import math
 import os
 import secrets
 from collections import Counter
-from itertools import filterfalse
-from typing import Protocol
+from itertools import filterfalse, repeat
+from typing import Protocol, cast
 
 import orjson
 
-from app.load import preferred_position, wire_scores
+from app.load import plain_wire_score, wire_scores_and_preferred
 
 try:
     from app.extender._verdict_index import VerdictIndex as NativeVerdictIndex
@@ -104,8 +104,12 @@ class PyVerdictIndex:
         self.unknown_score = 0
         self._entries: dict[str, tuple[int, str | None]] = {}
         self._rejections: dict[str, str] = {}  # the small index most names miss
-        self._best_scores: dict[str, int] = {}  # the score, or -1: never preferred
+        self._preferable: dict[str, bool] = {}  # passes and may be preferred
         self._rooms: dict[str, tuple[float, float]] = {}  # (cpu cores, memory bytes)
+        # Each name's HostPriority item as most answers carry it (plain_wire_score),
+        # encoded once; an answer that differs is encoded when it is made.
+        self._plain: dict[str, int] = {}
+        self._items: dict[str, bytes] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -127,8 +131,10 @@ class PyVerdictIndex:
         self._entries[name] = (score, reason)
         if math.isnan(cpu_room) or math.isnan(memory_room):
             raise ValueError("a room must be a number, not NaN")
-        self._best_scores[name] = score if reason is None and preferable else -1
+        self._preferable[name] = reason is None and preferable
         self._rooms[name] = (cpu_room, memory_room)
+        plain = self._plain[name] = plain_wire_score(score)
+        self._items[name] = orjson.dumps({"Host": name, "Score": plain})
         if reason is None:
             self._rejections.pop(name, None)
         else:
@@ -136,14 +142,18 @@ class PyVerdictIndex:
 
     def discard(self, name: str, /) -> None:
         self._entries.pop(name, None)
-        self._best_scores.pop(name, None)
+        self._preferable.pop(name, None)
         self._rooms.pop(name, None)
+        self._plain.pop(name, None)
+        self._items.pop(name, None)
         self._rejections.pop(name, None)
 
     def clear(self) -> None:
         self._entries.clear()
-        self._best_scores.clear()
+        self._preferable.clear()
         self._rooms.clear()
+        self._plain.clear()
+        self._items.clear()
         self._rejections.clear()
 
     def get(self, name: str, /) -> tuple[int, str | None] | None:
@@ -179,27 +189,25 @@ class PyVerdictIndex:
         _check_names(names)
         # The rule itself is app.load.wire's, asked in the request's order: this index
         # only looks each name up (an unknown name scores ``unknown_score``, never preferred).
-        rooms = self._rooms
         known = list(map(self._entries.get, names))
         unknown = known.count(None)
         scores = [self.unknown_score if entry is None else entry[0] for entry in known]
-        best_scores = self._best_scores
-        can = [best_scores.get(name, -1) >= 0 for name in names]
+        can = list(map(self._preferable.get, names, repeat(False)))
         roomy = [
-            can_be and _fits(rooms[name], cpu, memory)
-            for name, can_be in zip(names, can, strict=True)
+            cpu <= cpu_room and memory <= memory_room
+            for cpu_room, memory_room in map(self._rooms.get, names, repeat(_NO_ROOM))
         ]
-        best = preferred_position(scores, can, roomy)
-        answered = wire_scores(scores, can, roomy)
-        body = orjson.dumps(
-            [{"Host": name, "Score": score} for name, score in zip(names, answered, strict=True)]
-        )
+        answered, best = wire_scores_and_preferred(scores, can, roomy)
+        pieces = list(map(self._items.get, names))
+        plains = list(map(self._plain.get, names))
+        for position, score in enumerate(answered):
+            if score != plains[position]:  # unknown, lifted, or capped below the lifted
+                pieces[position] = orjson.dumps({"Host": names[position], "Score": score})
+        body = b"[" + b",".join(cast("list[bytes]", pieces)) + b"]"
         return body, unknown, best
 
 
-def _fits(room: tuple[float, float], cpu: float, memory: float) -> bool:
-    """The pod's (cpu cores, memory bytes) fit a node's room under its limits."""
-    return cpu <= room[0] and memory <= room[1]
+_NO_ROOM = (-1.0, -1.0)  # an unknown name: never preferred, so never asked for room
 
 
 def _has_utf8_form(name: str) -> bool:

@@ -90,6 +90,7 @@ if TYPE_CHECKING:
         preferred_position,
         preferred_wire_score,
         wire_scores,
+        wire_scores_and_preferred,
     )
 
 __all__ = [
@@ -162,6 +163,7 @@ __all__ = [
     "unsampled_share",
     "wave_of",
     "wire_scores",
+    "wire_scores_and_preferred",
     "with_workload_usage",
     "within_node",
     "workload_per_pod_usage",
@@ -242,6 +244,7 @@ __getattr__ = load_on_use(
             "preferred_position",
             "preferred_wire_score",
             "wire_scores",
+            "wire_scores_and_preferred",
         ),
     },
     globals(),

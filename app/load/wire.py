@@ -124,10 +124,17 @@ def wire_scores(
     scores: Sequence[int], preferable: Sequence[bool], roomy: Sequence[bool]
 ) -> list[int]:
     """The integer scores answered to kube-scheduler, in the request's order."""
+    return wire_scores_and_preferred(scores, preferable, roomy)[0]
+
+
+def wire_scores_and_preferred(
+    scores: Sequence[int], preferable: Sequence[bool], roomy: Sequence[bool]
+) -> tuple[list[int], int]:
+    """``wire_scores``, and ``preferred_position`` (-1: no node is lifted)."""
     best = preferred_position(scores, preferable, roomy)
     # plain_wire_score, capped at the preferred node's own: written out for speed.
     cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(scores[best])
     answer = [s if s < cap else cap for s in scores]
     if best >= 0:
         answer[best] = preferred_wire_score(scores[best])
-    return answer
+    return answer, best

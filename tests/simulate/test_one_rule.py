@@ -24,6 +24,7 @@ RULES = {
             "preferred_wire_score",
             "preferred_position",
             "wire_scores",
+            "wire_scores_and_preferred",
         },
     ),
     "node verdict": ("app.load.verdict", {"judge"}),
@@ -44,7 +45,7 @@ USERS = [
     ("simulate/descheduling.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     # The Python fallback index asks the rule itself; the native one is held to it on
     # random inputs (tests/extender/test_index.py).
-    ("extender/index.py", "wire answer", {"preferred_position", "wire_scores"}),
+    ("extender/index.py", "wire answer", {"wire_scores_and_preferred"}),
     # The simulator picks the preferred node over whole arrays (held to wire_scores by
     # tests/simulate/test_scheduling.py) and answers it and the others by the rule's own.
     (
