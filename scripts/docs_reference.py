@@ -59,7 +59,8 @@ addresses or host names. A bad value ends the command with one line naming the f
 
 OTHER_ENVIRONMENT = {
     IMPLEMENTATION_ENV: "`auto` (default), `native` or `python`: which verdict index the "
-    "extender uses; `python` forces the pure-Python twin, `native` fails without the C one",
+    "extender uses; `python` forces the pure-Python fallback (`app.load.wire`'s rule itself), "
+    "`native` fails without the C one",
 }
 
 # What each policy field means. The generator refuses a field that has no entry here, so
