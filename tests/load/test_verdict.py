@@ -8,10 +8,11 @@ import math
 import time
 from collections.abc import Mapping
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.explain.pod import judge_node
+from app.explain.pod import explain_pod, judge_node
 from app.extender.ledger import Ledger
 from app.extender.table import NodeTable
 from app.load import (
@@ -72,20 +73,37 @@ def reference(
     return judge(measurement, unsampled, POLICY, unsampled_fractions((estimate,), size))
 
 
+def scheduled_pods(
+    nodes: list[tuple[dict[str, str], Resources, list[PlacedPod]]],
+) -> list[tuple[str, ScheduledPod]]:
+    """Every node's bound pods as the pod cache holds them, by namespace/name."""
+    return [
+        (
+            f"ns/pod-{index}-{number}",
+            ScheduledPod(
+                f"uid-{index}-{number}",
+                f"node-{index}",
+                placed.requests,
+                placed.limits,
+                placed.bound_at_s,
+                finished=False,
+            ),
+        )
+        for index, (_, _, pods) in enumerate(nodes)
+        for number, placed in enumerate(pods)
+    ]
+
+
 def extender_entries(nodes: list[tuple[dict[str, str], Resources, list[PlacedPod]]]) -> NodeTable:
     """The extender's table, fed through its ledger as the pod and node caches feed it."""
     ledger = Ledger(lambda: POLICY, lambda _ended: None)
     table = NodeTable(POLICY, clock=lambda: NOW, ledger=ledger)
-    for index, (written, size, pods) in enumerate(nodes):
-        name = f"node-{index}"
-        ledger.set_allocatable(name, size)
-        for number, placed in enumerate(pods):
-            scheduled = ScheduledPod(
-                f"uid-{index}-{number}", name, placed.requests, placed.limits,
-                placed.bound_at_s, finished=False,
-            )  # fmt: skip
-            ledger.on_pod(f"ns/pod-{index}-{number}", None, scheduled, NOW)
-        table.upsert(name, written)
+    for index, (_, size, _) in enumerate(nodes):
+        ledger.set_allocatable(f"node-{index}", size)
+    for key, scheduled in scheduled_pods(nodes):
+        ledger.on_pod(key, None, scheduled, NOW)
+    for index, (written, _, _) in enumerate(nodes):
+        table.upsert(f"node-{index}", written)
     return table
 
 
@@ -200,3 +218,32 @@ def test_a_pod_larger_than_the_room_under_the_limits_does_not_fit() -> None:
     assert not judge(measurement, None, POLICY, {CPU: room + 0.01}).fits
     # What the samples do not hold yet takes its part of the room.
     assert not judge(measurement, {CPU: room}, POLICY, {CPU: 0.01}).fits
+
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    nodes=st.lists(node(), min_size=1, max_size=5),
+    requests=resources,
+    limits=resources,
+)
+def test_explain_answers_prioritize_as_the_extenders_index_does(
+    nodes: list[tuple[dict[str, str], Resources, list[PlacedPod]]],
+    requests: Resources,
+    limits: Resources,
+) -> None:
+    """The whole answer, the preferred node lifted alone to the top: explain's, from
+    judge's verdicts and the wire rule, and the extender's index, from its table."""
+    pod = pod_info(requests, limits)
+    table = extender_entries(nodes)
+    infos = {
+        f"node-{index}": NodeInfo(f"node-{index}", written, None, allocatable=size)
+        for index, (written, size, _) in enumerate(nodes)
+    }
+    explained = explain_pod(pod, {}, infos, scheduled_pods(nodes), POLICY, NOW)
+    asked = sorted(v.node for v in explained.verdicts if v.asked)
+    estimate = estimate_scheduled(pod.requests, pod.limits, POLICY.spec.estimation)
+    body, _, best = table.index.prioritize(asked, estimate.cpu_cores, estimate.memory_bytes)
+    answered = {v.node: v.answered for v in explained.verdicts if v.asked}
+    assert {item["Host"]: item["Score"] for item in orjson.loads(body)} == answered
+    assert (asked[best] if best >= 0 else None) == explained.preferred
