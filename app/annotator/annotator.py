@@ -80,8 +80,10 @@ class Annotator:
         self.config = config
         self.telemetry = telemetry if telemetry is not None else AnnotatorMetrics(clock=clock)
         self._clock = clock
-        policy = config.policy
-        self.policy = policy
+        # The process's policy in force (config.policy: the value it started with),
+        # read through ``policy``; each reload is adopted here (``set_policy``) first.
+        self.policy_in_force = policy_in_force or InForce.fixed(config.policy)
+        policy = self.policy_in_force.value
         self.periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
         self.nodes = NodeCache(client)
         self.windows = BindingWindows(policy.spec.hot_value)
@@ -164,11 +166,7 @@ class Annotator:
         self.workload_usage_rounds = 0  # rounds run (tests wait on it, not on time)
         self.soft_taint_rounds = 0  # rounds run (tests wait on it, not on time)
         self.hot_value_rounds = 0  # hot-value rounds run (tests wait on it, not on time)
-        # The process's policy in force (config.policy is the value it started with):
-        # the annotator adopts each reload (``set_policy``) before it is in force.
-        self._policy_in_force = policy_in_force
-        if policy_in_force is not None:
-            policy_in_force.follow(self.set_policy, self.telemetry.policy.reload_result)
+        self.policy_in_force.follow(self.set_policy, self.telemetry.policy.reload_result)
         self.telemetry.policy.loaded(clock())
 
     # -- leadership -----------------------------------------------------------------
@@ -185,17 +183,21 @@ class Annotator:
             self.metric_loop.stop_leading()
             self.soft_taints.forget()
 
+    @property
+    def policy(self) -> Policy:
+        return self.policy_in_force.value
+
     def set_policy(self, policy: Policy) -> None:
-        """Adopt a reloaded policy without restarting. A policy without syncPolicy is
-        refused with PolicyError before anything changes (the watcher counts it as a
-        failed reload, and the previous policy stays whole)."""
+        """Adopt a reloaded policy without restarting, before it is in force (the
+        owner, ``policy_in_force``, calls it). A policy without syncPolicy is refused
+        with PolicyError before anything changes (the watcher counts it as a failed
+        reload, and the previous policy stays whole)."""
         periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
         if not periods_s:
             raise PolicyError(
                 f"{policy.source}: the reloaded policy has no syncPolicy entries, so the "
                 f"annotator would sync nothing; keeping the previous metrics"
             )
-        self.policy = policy
         self.periods_s = periods_s
         self.windows.set_policy(policy.spec.hot_value)
         if self.recent is not None:
@@ -226,8 +228,8 @@ class Annotator:
             else "leader election off (this replica always writes)",
         )
         log_settings(self.config.soft_taints, self.config.soft_taint_interval_s, self.policy)
-        in_force = self._policy_in_force
-        watchers = (in_force,) if in_force is not None and in_force.watcher is not None else ()
+        in_force = self.policy_in_force
+        watchers = (in_force,) if in_force.watcher is not None else ()
         await self.service.run(watchers)
 
     async def _lead(self) -> None:

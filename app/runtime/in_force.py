@@ -50,7 +50,7 @@ class InForce(Generic[T]):
             self.watcher = FileWatcher(
                 path,
                 load,
-                self._adopt,
+                self.adopt,
                 errors=errors,
                 what=what,
                 on_result=self._count,
@@ -75,7 +75,9 @@ class InForce(Generic[T]):
         result, "success" or "error"."""
         self._followers.append((adopt, count))
 
-    def _adopt(self, value: T) -> None:
+    def adopt(self, value: T) -> None:
+        """Put ``value`` in force as a reload does: each follower adopts it, then it is
+        in force; a follower's raise keeps the old value (and propagates)."""
         for adopt, _count in self._followers:
             adopt(value)
         self._value = value
