@@ -17,7 +17,6 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 
 from app.commandline import (
-    DEPRECATIONS,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -27,6 +26,7 @@ from app.commandline import (
     UsageError,
     add_flag,
     configure_logging,
+    deprecation_warnings,
     log_level,
 )
 
@@ -130,7 +130,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "and scores nodes by it, and a descheduler that moves pods off nodes that stay hot.",
         epilog="exit codes: 0 done (a server or loop stopped by SIGTERM or SIGINT "
         "included), 1 a failure while running, 2 bad usage or configuration, 130 "
-        "interrupted before a one-shot command finished",
+        "interrupted (Ctrl-C) before a one-shot command finished",
     )
     parser.add_argument("--version", action=_PrintVersion)
     add_flag(
@@ -186,9 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser(command_named(given))
         args = parser.parse_args(given)
         configure_logging(args.log_level, args.log_format)
-        for command_name, warning in DEPRECATIONS:
-            if command_name in ("", args.component):
-                logging.getLogger("app.commandline.flags").warning("%s", warning)
+        for warning in deprecation_warnings(args.component):
+            logging.getLogger("app.commandline.flags").warning("%s", warning)
         command: Command = args.run
         code = command(args)
         sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit

@@ -21,7 +21,7 @@ import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
@@ -31,12 +31,22 @@ if str(ROOT) not in sys.path:  # run as a script: make the repository's `app` im
     sys.path.insert(0, str(ROOT))
 
 from app.cli import build_parser  # noqa: E402
-from app.commandline.flags import ENV_PREFIX, RENAMED  # noqa: E402
+from app.commandline.flags import ENV_PREFIX, EXIT_MEANINGS, RENAMED  # noqa: E402
+from app.documents import MAX_CONFIG_BYTES, MAX_SCENARIO_BYTES, size_text  # noqa: E402
 from app.extender.index import IMPLEMENTATION_ENV  # noqa: E402
 from app.kube import workload_usage as published  # noqa: E402
 from app.objects.durations import format_duration  # noqa: E402
+from app.policy import API_VERSION as POLICY_API_VERSION  # noqa: E402
 from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
-from app.rebalance.config import DeschedulerConfig  # noqa: E402
+from app.rebalance.config import MIN_INTERVAL_S, DeschedulerConfig  # noqa: E402
+from app.rebalance.outcome import SkipCode  # noqa: E402
+from app.rebalance.victims import (  # noqa: E402
+    DELETION_COST_ANNOTATION,
+    DO_NOT_DISRUPT_ANNOTATION,
+    EVICT_ANNOTATION,
+    PREFER_NO_EVICTION_ANNOTATION,
+    SAFE_TO_EVICT_ANNOTATION,
+)
 
 REFERENCE = ROOT / "docs" / "reference.md"
 
@@ -46,15 +56,42 @@ HEADER = """\
 Generated from the code by `scripts/docs_reference.py`; do not edit by hand
 (`tests/deploy/test_docs.py` fails when this file is out of date).
 
-Every flag `--some-flag` can also be set as the environment variable
-`LOADAWARE_SOME_FLAG` (a flag of one command only names the command:
-`LOADAWARE_SIMULATE_JSON`, `LOADAWARE_DESCHEDULER_CONFIG`); the command line wins.
+Every flag can also be set as an environment variable, by one rule: a flag several
+commands share, meaning the same in each, is `LOADAWARE_<FLAG>` (`--prometheus-url`:
+`LOADAWARE_PROMETHEUS_URL`); every other flag names its command,
+`LOADAWARE_<COMMAND>_<FLAG>` (`LOADAWARE_SIMULATE_JSON`, `LOADAWARE_DESCHEDULER_DRY_RUN`).
+The command line wins. One concept has one flag in every command
+(`--descheduler-config`, `--install-namespace`); the older names in "Older names" below
+still work, each with a deprecation warning logged once.
 Booleans take `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`). Every duration
 takes Go syntax (`500ms`, `90s`, `2m`, `1h30m`) or plain seconds, from 1ms to 720h
 (connection timeouts from 100ms); ports lie in 1-65535 (0 turns a health port off);
 counts are whole numbers of at least 1; seeds of at least 0; addresses are IP
 addresses or host names. A bad value ends the command with one line naming the flag
-(or variable) and what is valid, a hint to `--help`, and exit code 2.
+(or variable) and what is valid, a hint to `--help`, and exit code 2. A variable's value
+is checked as the flag's would be (`LOADAWARE_EXPLAIN_OUTPUT=yaml` exits 2 as
+`-o yaml` does), and a negative value is refused as a bad value (`--reservation-ttl -5s`).
+
+Files (the policy, the descheduler configuration, `explain pod -f`'s manifest and a
+`simulate` scenario) are read under the same rules, and a file that breaks one ends
+the command with one line naming the file and the field, and exit code 2:
+
+- A file must be a regular file (not a device such as `/dev/zero`, a pipe or a folder)
+  of at most {config_limit} ({scenario_limit} for a scenario, which may hold captured
+  usage series); no more of it than that is ever read.
+- YAML: a key written twice in one mapping is an error (a second, empty `predicate:`
+  silently dropped every filter); a boolean is not a number (`weight: yes`) and a
+  number not a boolean (`dryRun: 1`).
+- Durations take Go syntax and lie from 1ms to 720h, as on the command line; `0s` only
+  where a field allows 0 (it turns that setting off). The descheduler's `interval` is at
+  least {min_interval}.
+- A policy's `apiVersion`, where given, is crane's
+  `{policy_api_version}`; a metric name is a Prometheus metric name or
+  a node annotation key (`cpu_usage_avg_5m` is both).
+
+Ctrl-C (SIGINT) ends a one-shot command (`policy check`, `explain`, `descheduler --once`,
+`simulate`, `capture`) within a second, a Prometheus query under way included, with
+exit code 130; a server or a loop stops with exit code 0.
 """
 
 OTHER_ENVIRONMENT = {
@@ -66,10 +103,11 @@ OTHER_ENVIRONMENT = {
 # What each policy field means. The generator refuses a field that has no entry here, so
 # a new field cannot ship undocumented.
 POLICY_MEANING = {
-    "apiVersion": "`scheduler.policy.crane.io/v1alpha1`, as crane writes it",
+    "apiVersion": "`scheduler.policy.crane.io/v1alpha1`, as crane writes it; no other",
     "kind": "`DynamicSchedulerPolicy`",
     "spec.syncPolicy": "the metrics the annotator copies from Prometheus, one entry each",
-    "spec.syncPolicy[].name": "metric name: the Prometheus series and the node annotation key",
+    "spec.syncPolicy[].name": "metric name: the Prometheus series and the node annotation key "
+    "(a Prometheus metric name or an annotation key)",
     "spec.syncPolicy[].period": "how often the annotator queries it; also sets how long a "
     "value stays fresh (period + 5m)",
     "spec.predicate": "filter rules: a node is rejected while a fresh value is above a limit",
@@ -296,6 +334,8 @@ def _is_duration(field: FieldInfo) -> bool:
 def _config_type(annotation: Any) -> str:
     """A field's type in words: ``number``, ``map cpu/memory → number``, ``list of strings``."""
     origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:  # a checked type (app/policy/schema.py's Number, Switch)
+        return _config_type(args[0])
     if origin in (Union, types.UnionType):
         present = [a for a in args if a is not type(None)]
         return " or ".join(_config_type(a) for a in present) + ", optional"
@@ -363,14 +403,32 @@ def descheduler_config_section() -> list[str]:
     lines = [
         "## Descheduler configuration (`DeschedulerConfiguration`)",
         "",
-        "`loadaware descheduler --config FILE` reads it (`deploy/base/descheduler-config.yaml`",
-        "is the shipped one) and reloads it on change; a broken new file keeps the previous",
-        "one in force. Unknown fields are errors. Thresholds are real usage in % of",
-        "allocatable, read from the node annotations.",
+        "`loadaware descheduler --descheduler-config FILE` reads it",
+        "(`deploy/base/descheduler-config.yaml` is the shipped one) and reloads it on change;",
+        "a broken new file keeps the previous one in force. Unknown fields are errors.",
+        "Thresholds are real usage in % of allocatable, read from the node annotations.",
         "",
         "| field | type | default | meaning |",
         "|---|---|---|---|",
         *_config_rows(DeschedulerConfig, ""),
+        "",
+        "Annotations it honours on pods and Nodes, whatever the configuration says (skip",
+        "codes in `docs/troubleshooting.md`):",
+        "",
+        "| annotation | on | effect |",
+        "|---|---|---|",
+        f"| `{SAFE_TO_EVICT_ANNOTATION}: \"false\"` | pod | never evicted (`opted_out`), "
+        "as cluster-autoscaler leaves it; not overridden by the evict annotation |",
+        f"| `{DO_NOT_DISRUPT_ANNOTATION}: \"true\"` | pod or Node | never evicted, nor any "
+        "pod of such a Node (`opted_out`), as Karpenter leaves them |",
+        f"| `{PREFER_NO_EVICTION_ANNOTATION}` (any value) | pod | evicted only when nothing "
+        "else on its node reaches targetThresholds; ignored on a pod that uses more than it "
+        "requests of the resource its node is hot on |",
+        f"| `{DELETION_COST_ANNOTATION}` | pod | a higher cost goes later among pods of "
+        "equal priority and QoS; ignored like prefer-no-eviction |",
+        f"| `{EVICT_ANNOTATION}` (any value) | pod | evictable past the soft protections "
+        "(local storage, PVCs, bare pods, priority, minPodAge, minReplicas), as in "
+        "descheduler |",
     ]
     return [*lines, ""]
 
@@ -392,25 +450,173 @@ def workload_usage_section() -> list[str]:
         f"{published.FUTURE_SLACK_S:g}s ahead is unreadable, older than the extender's "
         "`--workload-usage-max-age` is stale |",
         "| `workloads` | map | `namespace/Kind/name` (a ReplicaSet as its Deployment) to "
-        "`[cpu cores, memory bytes]`: one running pod's usage, the 90th percentile of the "
-        f"workload's pods; at most {published.MAX_WORKLOADS} workloads, those with the most "
-        f"pods first; values outside 0..{published.MAX_CPU_CORES:g} cores and 0..64 TiB "
-        "are skipped |",
+        "`[cpu cores, memory bytes, pods]`: one running pod's usage, the 90th percentile of "
+        "the workload's pods, and how many running pods it was measured on (a workload "
+        "measured on fewer than 3 is left out, and an entry without the count raises "
+        "nothing; no more of its pods are raised at once than that: docs/security.md); at "
+        f"most {published.MAX_WORKLOADS} workloads, those with the most pods first; values "
+        f"outside 0..{published.MAX_CPU_CORES:g} cores and 0..64 TiB are skipped |",
         "",
         "Anything unreadable or stale leaves every estimate from requests and limits alone.",
         "",
     ]
 
 
+# What each skip code means. The generator refuses a code that has no entry here.
+SKIP_MEANING = {
+    "protected": "a protected pod: DaemonSet, mirror, bare, local storage, PVC, "
+    "system-critical, `priorityThreshold`, `minPodAge`, `minReplicas`",
+    "eviction_limit": "`maxNoOfPodsToEvictTotal`, `PerNode` or `PerNamespace` reached",
+    "cooldown": "its workload lost a pod within `workloadCooldown`, or it is a replacement "
+    "still within `returnCooldown`",
+    "workload_limit": "`maxMigratingPerWorkload` reached in this run",
+    "workload_unavailable": "one more would make more of its workload unavailable than "
+    "`maxUnavailablePerWorkload`",
+    "last_replica": "the last Ready replica of its workload (`evictLastReplica: false`)",
+    "pdb": "a PodDisruptionBudget allows no more disruptions",
+    "nothing_to_move": "it uses none of the resource its node is hot on",
+    "other_resource": "it is mostly a resource its node is not hot on",
+    "gain_too_small": "the evictions planned from its node would leave it hot and lower it "
+    "by less than `minimumGain`",
+    "no_destination": "no destination takes it the way kube-scheduler would and stays "
+    "below `thresholds`",
+    "back_on_source": "with `scheduler: requests` or `soft-taints`, kube-scheduler would put "
+    "the replacement back on its node",
+    "hot_landing": "beside a stock kube-scheduler, the nodes it would choose among for the "
+    "replacement are, on average, made hotter than the eviction cools the source",
+    "opted_out": "the pod (`cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"`, "
+    "`karpenter.sh/do-not-disrupt: \"true\"`) or its Node (`karpenter.sh/do-not-disrupt: "
+    "\"true\"`) opts out of disruption",
+    "within_requests": "the pod uses no more than it requests, and the node's excess comes "
+    "from pods above their requests that stay on it (`held hot`)",
+    "already_evicted": "evicted earlier in this run or recorded in the memory",
+    "recheck": "the live re-check just before the eviction call refused it",
+}
+
+
+def skip_codes_section() -> list[str]:
+    codes = [code.value for code in SkipCode]
+    missing = [code for code in codes if code not in SKIP_MEANING]
+    if missing or set(SKIP_MEANING) - set(codes):
+        raise KeyError(
+            f"skip codes {missing} have no meaning: add them to SKIP_MEANING in "
+            "scripts/docs_reference.py, and to the lists in docs/troubleshooting.md and the "
+            "README's descheduler metrics"
+            if missing
+            else f"SKIP_MEANING names codes SkipCode lacks: {set(SKIP_MEANING) - set(codes)}"
+        )
+    return [
+        "## Skip codes",
+        "",
+        "Why the descheduler did not evict a pod: the `reason` of",
+        "`loadaware_descheduler_pods_skipped_total` and the code `loadaware explain node`",
+        "prints beside each skipped pod (the free-text reason beside it names the workload).",
+        "",
+        "| code | meaning |",
+        "|---|---|",
+        *(f"| `{code}` | {SKIP_MEANING[code]} |" for code in codes),
+        "",
+    ]
+
+
+def exit_codes_section() -> list[str]:
+    return [
+        "## Exit codes",
+        "",
+        "The same in every command; each command's `--help` ends with what they mean for it.",
+        "A server or loop stopped by SIGTERM or SIGINT exits 0.",
+        "",
+        "| code | meaning |",
+        "|---|---|",
+        *(f"| {code} | {meaning} |" for code, meaning in EXIT_MEANINGS.items()),
+        "",
+    ]
+
+
+def _component_registries() -> dict[str, Any]:
+    """Each component's metrics, registered on a registry of its own, as it registers them."""
+    from prometheus_client import CollectorRegistry
+
+    from app.annotator.telemetry import AnnotatorMetrics
+    from app.descheduler.telemetry import DeschedulerMetrics
+    from app.extender.telemetry import EstimateCollector, ExtenderMetrics
+
+    registries = {name: CollectorRegistry() for name in ("extender", "annotator", "descheduler")}
+    ExtenderMetrics(registries["extender"])
+    registries["extender"].register(EstimateCollector(dict, list))
+    AnnotatorMetrics(registries["annotator"])
+    DeschedulerMetrics(registries["descheduler"])
+    return registries
+
+
+# The leader-elected components' 0/1 leadership gauge (app/runtime/service.py), named by
+# each component where it builds its service.
+LEADER_GAUGES = {
+    "annotator": "loadaware_annotator_is_leader",
+    "descheduler": "loadaware_descheduler_is_leader",
+}
+LEADER_HELP = "1 while this replica holds the Lease (or runs without leader election), else 0."
+
+
+def _labels(registry: Any, family: Any) -> list[str]:
+    names: set[str] = set(getattr(family, "_labelnames", ()))
+    for collector, exported in registry._collector_to_names.items():
+        if family.name in exported or f"{family.name}_total" in exported:
+            names |= set(getattr(collector, "_labelnames", ()))
+    for sample in family.samples:
+        names |= set(sample.labels)
+    return sorted(names - {"le", "quantile"})
+
+
+def metric_rows() -> dict[str, list[tuple[str, str, str, str]]]:
+    """Per component: (name as scraped, type, labels, help) for every metric it exports."""
+    rows: dict[str, list[tuple[str, str, str, str]]] = {}
+    for component, registry in _component_registries().items():
+        found = []
+        for family in registry.collect():
+            name = family.name + ("_total" if family.type == "counter" else "")
+            labels = ", ".join(f"`{label}`" for label in _labels(registry, family))
+            found.append((name, family.type, labels, _cell(family.documentation)))
+        if component in LEADER_GAUGES:
+            found.append((LEADER_GAUGES[component], "gauge", "", LEADER_HELP))
+        rows[component] = sorted(found)
+    return rows
+
+
+def metrics_section() -> list[str]:
+    lines = [
+        "## Metrics",
+        "",
+        "Every metric each component serves on `/metrics` (the extender on its verbs' port",
+        "and, with `--health-port`, there; the annotator and the descheduler on",
+        "`--health-port`). `deploy/prometheus/loadaware-alerts.yaml` alerts on them.",
+        "",
+    ]
+    for component, rows in metric_rows().items():
+        lines += [f"### `loadaware {component}`", "", "| metric | type | labels | meaning |"]
+        lines += ["|---|---|---|---|"]
+        lines += [f"| `{name}` | {kind} | {labels} | {text} |" for name, kind, labels, text in rows]
+        lines += [""]
+    return lines
+
+
 def render() -> str:
     saved = _without_environment()
     try:
         body = [
-            HEADER,
+            HEADER.format(
+                config_limit=size_text(MAX_CONFIG_BYTES),
+                scenario_limit=size_text(MAX_SCENARIO_BYTES),
+                min_interval=format_duration(MIN_INTERVAL_S),
+                policy_api_version=POLICY_API_VERSION,
+            ),
             *commands_section(),
             *policy_section(),
             *descheduler_config_section(),
             *workload_usage_section(),
+            *exit_codes_section(),
+            *skip_codes_section(),
+            *metrics_section(),
         ]
     finally:
         os.environ.update(saved)

@@ -64,9 +64,9 @@ KEEPS_CORES_BUSY = (
 # a control plane per worker, idle for the rest of the run, cost more CPU than they saved.
 E2E_GROUPS = {
     "e2e-1": ("burst", "descheduler_placement", "deploy_strict", "extender_requests", "smoke",
-              "named_roles"),
+              "named_roles", "owner_free_text", "workload_usage_bounds"),
     "e2e-2": ("scheduler_configs", "scheduling", "tenant_limits", "descheduler_limits",
-              "descheduler_rbac", "soft_taints"),
+              "descheduler_rbac", "soft_taints", "admission_in_force", "descheduler_opt_outs"),
     "e2e-3": ("annotator", "explain", "capture", "descheduler_small_pods",
               "node_annotation_policy", "workload_usage"),
 }  # fmt: skip
@@ -79,7 +79,8 @@ IN_THE_ZYGOTE = (
                    "test_version_prints", "test_global_flags_are_accepted",
                    "test_a_single_run_without_the_lease", "test_old_variable_names",
                    "test_plots_without_matplotlib", "test_a_full_disk",
-                   "test_simulate_shows_progress")),
+                   "test_simulate_shows_progress", "test_a_host_never_listened_on")),
+    "tests/capture/test_failure_paths.py::",
     "tests/extender/test_policy_atomic.py::test_extender_refuses_an_absurd_weight",
     "tests/extender/test_tls_and_cli.py::test_extender_refuses_to_start_with_a_broken",
     "tests/extender/test_tls_and_cli.py::test_extender_without_a_kubeconfig",
@@ -169,6 +170,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if E2E_LEFT_OUT:
         terminalreporter.write_line(
             f"e2e: {E2E_ASSETS_ENV} is unset, so the end-to-end tests in tests/e2e (a real "
-            "control plane) were left out; see the README's Development section",
+            "control plane) were left out; see docs/developer.md, \"The test suite\"",
             yellow=True,
         )

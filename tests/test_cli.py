@@ -98,7 +98,7 @@ LIGHT_STARTS = {
     # A file read and refused: its schema, not what would run it.
     "simulate /nonexistent.yaml": (*SERVING, "numpy"),
     # (Its file watcher counts reloads: the metrics registry, not what serves it.)
-    "descheduler --once --config /nonexistent.yaml": (*SERVING[:-1], "numpy"),
+    "descheduler --once --descheduler-config /nonexistent.yaml": (*SERVING[:-1], "numpy"),
     # Its files read, no kubeconfig: the Kubernetes client, not the descheduler.
     "descheduler --once --prometheus-url http://127.0.0.1:9": ("fastapi", "uvicorn", "numpy"),
 }

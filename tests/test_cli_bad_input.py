@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from tests.support import http_client
+from tests.support.fakekube_fixtures import FakeKube
 from tests.support.ports import free_port
 from tests.support.zygote import Zygote, clean_environment
 
@@ -104,6 +105,24 @@ HUGE_SCENARIO = """\
 name: huge
 duration: 720h
 nodes: [{name: n, count: 1000000, cpu: 16, memory: 64Gi}]
+"""
+
+NO_WORKLOADS = """\
+name: empty
+duration: 10m
+nodes: [{name: n, count: 2, cpu: 4, memory: 8Gi}]
+"""
+
+# A policy as crane writes one (the line numbers matter to "a key written twice").
+CRANE_SHAPED = POLICY_CPU_ONLY + "  priority:\n    - {name: cpu_usage_avg_5m, weight: 0.5}\n"
+
+POD_LOTS = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: shop}
+spec:
+  containers:
+    - {name: c, image: nginx, resources: {requests: {cpu: lots, memory: 1Gi}}}
 """
 
 # Flags a descheduler needs to get as far as reading its files.
@@ -250,6 +269,71 @@ CASES: dict[str, Case] = {
                                ["--plots", "cannot create it"], files={"f.txt": "x"}),
     "a scenario too large": Case(["simulate", "@huge.yaml"], ["GiB", "fewer nodes"],
                                  files={"huge.yaml": HUGE_SCENARIO}),
+    "a scenario without workloads": Case(["simulate", "@s.yaml"], ["s.yaml", "no workloads"],
+                                         files={"s.yaml": NO_WORKLOADS}),
+    "plots into /proc": Case(["simulate", "burst", "--plots", "/proc"],
+                             ["--plots /proc", "cannot create a file in it"]),
+    # --- issue 46: runaway inputs (YAML files are regular files under a size limit) ---
+    "a policy from /dev/zero": Case(["policy", "check", "/dev/zero"],
+                                    ["/dev/zero", "device", "not a regular file"]),
+    "a policy that is a folder": Case(["policy", "check", "/proc"], ["/proc", "a folder"]),
+    "a policy past 1 MiB": Case(["policy", "check", "@big.yaml"],
+                                ["big.yaml", "larger than the limit of 1 MiB"],
+                                files={"big.yaml": b"#" * (2**20 + 1)}),
+    "an extender policy from /dev/zero": Case(["extender", "--no-node-cache", "--policy",
+                                               "/dev/zero"], ["/dev/zero", "not a regular file"]),
+    "a descheduler config from /dev/zero": Case([*DESCHEDULER, "--config", "/dev/zero"],
+                                                ["/dev/zero", "not a regular file"]),
+    "a scenario from /dev/zero": Case(["simulate", "/dev/zero"], ["/dev/zero"]),
+    "a scenario past 16 MiB": Case(["simulate", "@big.yaml"],
+                                   ["big.yaml", "larger than the limit of 16 MiB"],
+                                   files={"big.yaml": b"#" * (16 * 2**20 + 1)}),
+    "capture --policy /dev/zero": Case(["capture", "--prometheus-url", "http://127.0.0.1:9",
+                                        "--policy", "/dev/zero"],
+                                       ["/dev/zero", "--policy file", "not a regular file"]),
+    "a pod manifest from /dev/zero": Case(["explain", "pod", "-f", "/dev/zero"],
+                                          ["/dev/zero", "not a regular file"]),
+    # durations in files follow the flags' range; a loop runs at most once a second
+    "a policy period of 1ns": Case(["policy", "check", "@p.yaml"],
+                                   ["spec.syncPolicy.0.period", "'1ns'", "minimum 1ms"],
+                                   files={"p.yaml": CRANE_SHAPED.replace("period: 3m",
+                                                                         "period: 1ns")}),
+    "a descheduler interval of 1ns": Case([*DESCHEDULER, "--config", "@d.yaml"],
+                                          ["d.yaml", "interval", "minimum 1ms"],
+                                          files={"d.yaml": "interval: 1ns\n"}),
+    "a descheduler interval of 10ms": Case([*DESCHEDULER, "--config", "@d.yaml"],
+                                           ["d.yaml", "interval", "minimum 1s"],
+                                           files={"d.yaml": "interval: 10ms\n"}),
+    # --- issue 46: silent surprises ---
+    "a key written twice": Case(["policy", "check", "@p.yaml"],
+                                ["p.yaml", "key 'predicate' is written twice", "lines 6 and 10"],
+                                files={"p.yaml": CRANE_SHAPED + "  predicate:\n"}),
+    "a key written twice in a config": Case([*DESCHEDULER, "--config", "@d.yaml"],
+                                            ["d.yaml", "key 'dryRun' is written twice"],
+                                            files={"d.yaml": "dryRun: true\ndryRun: false\n"}),
+    "weight: yes": Case(["policy", "check", "@p.yaml"],
+                        ["spec.priority.0.weight", "expected a number", "boolean"],
+                        files={"p.yaml": CRANE_SHAPED.replace("weight: 0.5", "weight: yes")}),
+    "apiVersion apps/v1": Case(["policy", "check", "@p.yaml"], ["apiVersion", "'apps/v1'"],
+                               files={"p.yaml": CRANE_SHAPED.replace(
+                                   "scheduler.policy.crane.io/v1alpha1", "apps/v1")}),
+    "a metric name that is no name": Case(["policy", "check", "@p.yaml"],
+                                          ["spec.syncPolicy.0.name", "neither a Prometheus"],
+                                          files={"p.yaml": CRANE_SHAPED.replace(
+                                              "name: cpu_usage_avg_5m, period",
+                                              "name: 'cpu usage %', period")}),
+    "explain pod -f with cpu: lots": Case(["explain", "pod", "-f", "@pod.yaml"],
+                                          ["pod.yaml", "spec.containers[0].resources.requests"
+                                           ".cpu", "'lots'"], files={"pod.yaml": POD_LOTS}),
+    "explain output variable": Case(["explain", "node", "x"],
+                                    ["--output", "text, json", "'yaml'",
+                                     "LOADAWARE_EXPLAIN_OUTPUT"],
+                                    env={"LOADAWARE_EXPLAIN_OUTPUT": "yaml"}),
+    "capture --end in the future": Case(["capture", "--end", "3000-01-01"],
+                                        ["--end", "'3000-01-01'", "in the future"]),
+    "reservation ttl -5s as a value of its own": Case(["extender", "--reservation-ttl", "-5s"],
+                                                      ["--reservation-ttl", "positive duration",
+                                                       "'-5s'"]),
 }  # fmt: skip
 
 
@@ -675,3 +759,95 @@ def test_global_flags_are_accepted_between_policy_and_check(
     )
     assert result.returncode == 0, result.stderr
     assert "cpu_usage_avg_5m" in result.stdout
+
+
+def test_a_host_never_listened_on_is_not_logged_as_serving_any_client(
+    results: dict[str, subprocess.CompletedProcess[str]],
+) -> None:
+    # --allow-unauthenticated on a host that does not resolve: the warning that the port
+    # serves ANY client came before the failure to listen; it is logged once bound.
+    result = results["a host that does not resolve"]
+    assert "cannot listen" in one_error(result)
+    assert "ANY client" not in result.stderr
+
+
+# --- issue 46: Ctrl-C during a Prometheus query that never answers ---
+
+# command, exit code: 130 for a one-shot command, 0 for a loop (app/commandline/flags.py)
+HUNG_PROMETHEUS_COMMANDS = {
+    "explain node": (["explain", "node", "hot"], 130),
+    "descheduler --once": (["descheduler", "--once"], 130),  # with its lease, as in a pod
+    "descheduler --once --dry-run": (["descheduler", "--once", "--dry-run",
+                                      "--no-leader-elect"], 130),
+    "descheduler": (["descheduler", "--no-leader-elect", "--health-port", "0"], 0),
+    "annotator": (["annotator", "--no-leader-elect", "--health-port", "0"], 0),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(HUNG_PROMETHEUS_COMMANDS))
+def test_ctrl_c_during_a_prometheus_query_that_never_answers_stops_at_once(
+    name: str, fake_kube: FakeKube, tmp_path: Path
+) -> None:
+    """The query runs in a worker thread: asyncio.run waited for it at its end (28-89 s,
+    up to --query-timeout), where it is now abandoned. The stand-in accepts the
+    connection and never answers; the query timeout is far longer than the bound."""
+    import signal
+
+    from tests.descheduler import cluster
+    from tests.explain.test_cli import kubeconfig
+
+    cluster.seed(fake_kube.store, memory=False)
+    config = kubeconfig(tmp_path / "kubeconfig", fake_kube.url)
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(8)
+        hung.settimeout(60)
+        url = f"http://127.0.0.1:{hung.getsockname()[1]}"
+        argv, code = HUNG_PROMETHEUS_COMMANDS[name]
+        process = start_cli(
+            [*argv, "--prometheus-url", url, "--query-timeout", "600s", "--kubeconfig", config],
+            clean_environment(tmp_path),
+        )  # fmt: skip
+        try:
+            connection, _ = hung.accept()  # the query is under way
+            with connection:
+                process.send_signal(signal.SIGINT)
+                process.wait(timeout=15)  # no hang: the bound is the test (the query: 600 s)
+        finally:
+            process.kill()
+            process.wait()
+    assert process.stderr is not None
+    err = process.stderr.read()
+    assert "Traceback" not in err, err
+    assert process.returncode == code, err
+    if code == 130:
+        assert err.splitlines()[-1] == "loadaware: interrupted", err
+    else:
+        assert err.splitlines()[-1].endswith(f"app.runtime.service: {name} stopped"), err
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_every_url_the_demo_prints_answers(host: str, tmp_path: Path) -> None:
+    # ``demo --host ::1`` printed http://::1:PORT, which curl and httpx refuse.
+    process = start_cli(["demo", "--host", host, "--port", str(free_port())],
+                        clean_environment(tmp_path))  # fmt: skip
+    try:
+        assert process.stdout is not None
+        banner = read_until(process.stdout, "| grep loadaware_")
+        urls = re.findall(r"curl -s (http://\S+)", banner)
+        assert len(urls) == 5, banner
+        for url in urls:
+            if url.endswith(("/filter", "/prioritize")):
+                continue  # they need a body (the printed -d)
+            assert http_client.get(url, timeout=10).status_code == 200, url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_a_base_url_puts_an_ipv6_address_in_brackets() -> None:
+    from app.extender.main import http_base_url
+
+    assert http_base_url("::1", 8888) == "http://[::1]:8888"
+    assert http_base_url("127.0.0.1", 8888) == "http://127.0.0.1:8888"
+    assert http_base_url("localhost", 80) == "http://localhost:80"

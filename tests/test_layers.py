@@ -1,21 +1,28 @@
 """The architecture, checked from the imports: floors, from the ground up, and fronts.
 
-A package (or a top-level module) of ``app`` may import only from floors below its
-own. So no arrow runs back up, no two components import each other, and no package
-cycle can form. Every import is read, including those inside functions, where a
-circular import would hide. A new package must be given its floor here.
+The floors are import-linter's contracts, in pyproject.toml (``[tool.importlinter]``):
+a package (or a top-level module) of ``app`` may import only from floors below its own,
+so no arrow runs back up, no two components import each other, and no package cycle can
+form; only ``app.kube`` imports the Kubernetes client. ``lint-imports`` reads every
+import, including those inside functions and under ``TYPE_CHECKING``; it runs here and
+in scripts/test. A new package must be given its floor there (the contract is
+exhaustive).
 
-Each package has one front, its ``__init__``: another package of ``app`` imports its
-names from there (``from app.kube import NodeCache``), never from the module behind
-it, so a package can rearrange its modules without its callers noticing. A
-component's ``main`` (its process and flags) is the one module named through the
-front, by ``cli``, which loads it. Inside a package, modules import each other by
-module. Tests may import a package's internals.
+What the tool does not check is here. Each package has one front, its ``__init__``:
+another package of ``app`` imports its names from there (``from app.kube import
+NodeCache``), never from the module behind it, so a package can rearrange its modules
+without its callers noticing. A component's ``main`` (its process and flags) is the one
+module named through the front, by ``cli``, which loads it. Inside a package, modules
+import each other by module. Tests may import a package's internals.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,42 +30,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-FLOORS: list[set[str]] = [
-    {"objects"},  # pure shared values; imports nothing of the project
-    {"commandline", "documents", "health"},  # flags and logs, YAML documents, probes
-    {"policy"},
-    {"load"},  # the one load model
-    {"kube", "prom"},  # the outside world: API server and Prometheus
-    # What every long-running component shares: the leader-elected service, its Lease,
-    # file and policy reload, "run one unit of work once".
-    {"runtime"},
-    {"rebalance"},  # the descheduling planner (pure)
-    {"extender", "annotator", "descheduler", "simulate"},  # components: never each other
-    # Commands that are not components; capture reads kube and prom and writes the
-    # simulator's scenario schema, so it sits above the components, beside policy_check.
-    {"policy_check", "explain", "capture"},
-    {"cli"},
-]
-FLOOR_OF = {unit: level for level, units in enumerate(FLOORS) for unit in units}
-
 
 def unit_of(module: str) -> str | None:
     """``app.kube.pods`` → ``kube``; None for anything outside ``app``."""
     parts = module.split(".")
     return parts[1] if parts[0] == "app" and len(parts) > 1 else None
-
-
-def imports(path: Path) -> Iterator[tuple[int, str]]:
-    """(line, module) of every absolute import in a file, wherever it sits."""
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.lineno, node.module
-            if node.module == "app":  # ``from app import policy_check``
-                for alias in node.names:
-                    yield node.lineno, f"app.{alias.name}"
 
 
 def module_name(path: Path) -> str:
@@ -131,32 +107,65 @@ def imported_names(path: Path) -> Iterator[tuple[int, str, list[str]]]:
             yield node.lineno, node.module, [alias.name for alias in node.names]
 
 
-def violations(files: list[tuple[str, Path]]) -> list[str]:
-    """What breaks the floors, for (module name, file) pairs."""
-    found = []
-    for name, path in files:
-        unit = unit_of(name)
-        if unit is None:
-            continue
-        if unit not in FLOOR_OF:
-            found.append(f"{name}: app.{unit} has no floor in FLOORS")
-            continue
-        for line, module in imports(path):
-            target = unit_of(module)
-            if target is None or target == unit:
-                continue
-            if target not in FLOOR_OF:
-                found.append(f"{name}:{line}: imports {module}, which has no floor")
-            elif FLOOR_OF[target] >= FLOOR_OF[unit]:
-                direction = (
-                    "a floor above" if FLOOR_OF[target] > FLOOR_OF[unit] else "the same floor"
-                )
-                found.append(f"{name}:{line}: app.{unit} imports {module}, on {direction}")
-    return found
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
-def test_no_import_runs_back_up_or_across_a_floor() -> None:
-    assert violations([(module_name(path), path) for path in app_files()]) == []
+def lint_imports(cwd: Path, python_path: Path) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` with the contracts of pyproject.toml, on the ``app`` found first
+    on ``python_path``."""
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo", str(ROOT / "pyproject.toml")],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(python_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_import_contracts_hold() -> None:
+    """The floors, the components' independence, the module cycles and the Kubernetes
+    adapter, as pyproject.toml declares them."""
+    result = lint_imports(ROOT, ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "BROKEN" not in result.stdout
+    assert "Contracts: 3 kept, 0 broken." in result.stdout, result.stdout
+
+
+PROBES = {
+    "app/objects/probe.py": "from app.kube.pods import pod_info\n",
+    "app/extender/probe.py": "from app.annotator import bindings\n",
+    "app/policy/probe.py": "def later() -> None:\n    from app.load import model\n",
+    "app/explain/probe.py": "from lightkube.resources.core_v1 import Pod\n",
+    "app/runtime/probe.py": "import httpx2\n",
+    "app/simulate/one.py": "from app.simulate import two\n",
+    "app/simulate/two.py": "from app.simulate import one\n",
+}
+
+
+def test_the_contracts_catch_what_they_are_for(tmp_path: Path) -> None:
+    """The contracts on a copy of ``app`` with files written as they must never be: an
+    arrow back up (also inside a function), a sideways one, lightkube and its HTTP
+    client outside app/kube, a module cycle, and a package with no floor."""
+    shutil.copytree(ROOT / "app", tmp_path / "app", ignore=shutil.ignore_patterns("*.so"))
+    (tmp_path / "app" / "newpackage").mkdir()
+    (tmp_path / "app" / "newpackage" / "__init__.py").write_text("", encoding="utf-8")
+    for name, text in PROBES.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    result = lint_imports(tmp_path, tmp_path)
+    assert result.returncode == 1
+    said = result.stdout
+    assert "Contracts: 0 kept, 3 broken." in said, said
+    for words in (
+        "app.objects.probe -> app.kube.pods",
+        "app.extender.probe -> app.annotator",
+        "app.policy.probe -> app.load",
+        "app.explain.probe -> lightkube",
+        "app.runtime.probe -> httpx2",
+        "No cycles are allowed in app.simulate",
+        "app.newpackage",
+    ):
+        assert words in said, words
 
 
 def test_no_package_imports_past_another_packages_front() -> None:
@@ -167,11 +176,6 @@ def test_no_package_imports_past_another_packages_front() -> None:
 def test_app_holds_only_packages_and_the_entry_point() -> None:
     loose = {p.name for p in (ROOT / "app").glob("*.py")} - {"__init__.py", "cli.py"}
     assert loose == set()
-
-
-def test_every_package_of_app_has_a_floor() -> None:
-    units = {unit_of(module_name(path)) or "" for path in app_files()} - {"", "__init__"}
-    assert units <= set(FLOOR_OF), sorted(units - set(FLOOR_OF))
 
 
 # A class longer than this does more than one job (issue 29: the god classes).
@@ -202,52 +206,6 @@ def test_the_class_check_counts_a_class_s_lines(tmp_path: Path) -> None:
 
     files = [write("Big", MAX_CLASS_LINES), write("AtTheBound", MAX_CLASS_LINES - 1)]
     assert long_classes(files, tmp_path) == [f"big.py: Big, {MAX_CLASS_LINES + 1} lines"]
-
-
-def test_no_module_cycle_inside_a_package() -> None:
-    modules = {module_name(path): path for path in app_files()}
-    edges = {
-        name: {m for _, m in imports(path) if m in modules and m != name}
-        for name, path in modules.items()
-    }
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-
-    def visit(name: str, path: list[str]) -> list[str] | None:
-        state[name] = 1
-        for target in sorted(edges[name]):
-            if state.get(target) == 1:
-                return [*path, name, target]
-            if target not in state and (cycle := visit(target, [*path, name])):
-                return cycle
-        state[name] = 2
-        return None
-
-    for name in sorted(modules):
-        if name not in state:
-            cycle = visit(name, [])
-            assert cycle is None, " -> ".join(cycle or [])
-
-
-def test_the_check_catches_an_arrow_back_up_and_a_sideways_one(tmp_path: Path) -> None:
-    """The checker itself, on files written as they must never be."""
-    probes = {
-        "app.objects.probe": "from app.kube.pods import pod_info\n",
-        "app.extender.probe": "from app.annotator import bindings\n",
-        "app.policy.probe": "def later() -> None:\n    from app.load import model\n",
-        "app.newpackage.probe": "import json\n",
-    }
-    files = []
-    for name, text in probes.items():
-        path = tmp_path / f"{name}.py"
-        path.write_text(text)
-        files.append((name, path))
-    found = violations(files)
-    assert found == [
-        "app.objects.probe:1: app.objects imports app.kube.pods, on a floor above",
-        "app.extender.probe:1: app.extender imports app.annotator, on the same floor",
-        "app.policy.probe:2: app.policy imports app.load, on a floor above",
-        "app.newpackage.probe: app.newpackage has no floor in FLOORS",
-    ]
 
 
 def test_the_check_catches_an_import_past_a_front(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from urllib.parse import urlsplit
 import pytest
 
 from app.annotator.main import DEFAULT_HEALTH_PORT as ANNOTATOR_PORT
-from app.commandline.flags import env_name
 from app.descheduler.main import DEFAULT_HEALTH_PORT as DESCHEDULER_PORT
 from app.extender.main import DEFAULT_PORT
 from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
@@ -31,6 +30,7 @@ from tests.deploy.manifests import (
     pod_templates,
     render,
     subcommands,
+    variable_of,
 )
 
 EXTENDER_VERBS = {"filter", "prioritize"}
@@ -223,10 +223,11 @@ def test_the_scheduler_configs_tls_matches_its_installs_extender(name: str) -> N
         "containers"
     ]
     env = env_of(container)
-    assert ("LOADAWARE_TLS_CERT" in env) is bool(tls_fields)
+    assert ("LOADAWARE_EXTENDER_TLS_CERT" in env) is bool(tls_fields)
     # A client certificate is sent exactly where the extender demands one.
-    assert ("LOADAWARE_CLIENT_CA" in env) is ("certFile" in tls_fields)
-    assert (env.get("LOADAWARE_ALLOW_UNAUTHENTICATED") == "true") is ("certFile" not in tls_fields)
+    assert ("LOADAWARE_EXTENDER_CLIENT_CA" in env) is ("certFile" in tls_fields)
+    unauthenticated = env.get("LOADAWARE_EXTENDER_ALLOW_UNAUTHENTICATED") == "true"
+    assert unauthenticated is ("certFile" not in tls_fields)
 
 
 def test_a_misspelled_scheduler_field_is_caught() -> None:
@@ -286,7 +287,7 @@ def test_the_descheduler_is_elected_probed_on_its_health_port_and_live_in_the_ba
     (container,) = pod_spec(deployment)["containers"]
     env = env_of(container)
     assert "LOADAWARE_LEADER_ELECT" not in env  # on by default: only the leader evicts
-    assert "LOADAWARE_DRY_RUN" not in env
+    assert "LOADAWARE_DESCHEDULER_DRY_RUN" not in env
     (port,) = container["ports"]
     assert port["containerPort"] == int(env["LOADAWARE_HEALTH_PORT"]) == DESCHEDULER_PORT
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
@@ -304,7 +305,7 @@ def test_the_annotator_is_probed_on_the_health_port_it_listens_on() -> None:
 
 
 def test_soft_taints_are_off_in_the_base_and_on_in_their_overlay_with_the_policies() -> None:
-    variable = env_name("--soft-taints")
+    variable = variable_of("annotator", "--soft-taints")
     (container,) = pod_spec(named(base(), "Deployment", "loadaware-annotator"))["containers"]
     assert variable not in env_of(container)  # the flag's default: off
     objects = render(DEPLOY / "overlays" / "soft-taints")
@@ -314,11 +315,12 @@ def test_soft_taints_are_off_in_the_base_and_on_in_their_overlay_with_the_polici
     assert policies == {
         "loadaware-annotator-node-annotations",
         "loadaware-node-annotation-writers",
+        "loadaware-document-writers",
     }
     # The component names the tuning variables in comments: the ones the flags read.
     patch = DEPLOY / "components" / "annotator-soft-taints" / "deployment-patch.yaml"
     for flag in ("--soft-taint-max-share", "--soft-taint-hold", "--soft-taint-release-margin"):
-        assert env_name(flag) in patch.read_text()
+        assert variable_of("annotator", flag) in patch.read_text()
     # One mode: the descheduler plans beside the scheduler the soft taints steer.
     configmap = named(objects, "ConfigMap", "loadaware-descheduler-config")
     config = config_from_yaml(configmap["data"]["descheduler.yaml"], "overlays/soft-taints")
@@ -343,7 +345,7 @@ def test_the_soft_taint_descheduler_config_is_the_base_s_but_for_its_scheduler()
 def test_the_dry_run_overlay_only_plans() -> None:
     objects = render(DEPLOY / "overlays" / "descheduler-dry-run")
     (container,) = pod_spec(named(objects, "Deployment", "loadaware-descheduler"))["containers"]
-    assert env_of(container)["LOADAWARE_DRY_RUN"] == "true"
+    assert env_of(container)["LOADAWARE_DESCHEDULER_DRY_RUN"] == "true"
 
 
 CRON_EVERY_N_MINUTES = re.compile(r"^\*/(\d+) \* \* \* \*$")

@@ -147,3 +147,80 @@ def test_the_load_models_lookups_are_cached_on_each_policy_and_never_shared() ->
     assert dict(reloaded.limits)["cpu_usage_avg_5m"] == 0.5
     assert dict(first.limits)["cpu_usage_avg_5m"] == 0.65  # the old policy is untouched
     assert reloaded.metric_resources["mem_usage_avg_5m"] == "memory"
+
+
+SMALL_POLICY = """\
+apiVersion: scheduler.policy.crane.io/v1alpha1
+kind: DynamicSchedulerPolicy
+spec:
+  syncPolicy: [{name: cpu_usage_avg_5m, period: 3m}]
+  predicate: [{name: cpu_usage_avg_5m, maxLimitPecent: 0.65}]
+  priority: [{name: cpu_usage_avg_5m, weight: 0.5}]
+  hotValue: [{timeRange: 5m, count: 5}]
+  estimation: {enabled: true}
+"""
+
+# (what is written instead, the field named, what the message says)
+REFUSED = [
+    ("period: 3m", "period: 1ns", "spec.syncPolicy.0.period", "shorter than the minimum 1ms"),
+    ("period: 3m", "period: 999us", "spec.syncPolicy.0.period", "shorter than the minimum 1ms"),
+    ("period: 3m", "period: 721h", "spec.syncPolicy.0.period", "longer than the maximum 720h"),
+    ("timeRange: 5m", "timeRange: 1ns", "spec.hotValue.0.timeRange", "minimum 1ms"),
+    ("weight: 0.5", "weight: yes", "spec.priority.0.weight", "got the boolean True"),
+    ("weight: 0.5", "weight: true", "spec.priority.0.weight", "expected a number"),
+    ("maxLimitPecent: 0.65", "maxLimitPecent: on", "maxLimitPecent", "got the boolean True"),
+    ("count: 5", "count: yes", "spec.hotValue.0.count", "got the boolean True"),
+    ("enabled: true", "enabled: 1", "spec.estimation.enabled", "expected true or false"),
+    ("v1alpha1", "v1alpha1x", "apiVersion", "expected 'scheduler.policy.crane.io/v1alpha1'"),
+    ("scheduler.policy.crane.io/v1alpha1", "apps/v1", "apiVersion", "crane's"),
+    ("name: cpu_usage_avg_5m, weight", "name: 'cpu usage!', weight", "spec.priority.0.name",
+     "neither a Prometheus metric name nor a node annotation key"),
+    ("name: cpu_usage_avg_5m, period", "name: 'a/b/c', period", "spec.syncPolicy.0.name",
+     "neither"),
+    ("name: cpu_usage_avg_5m, period", "name: 5, period", "spec.syncPolicy.0.name",
+     "valid string"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("old", "new", "field", "says"), REFUSED, ids=[r[1] for r in REFUSED])
+def test_a_policy_value_of_the_wrong_kind_or_range_is_refused_naming_its_field(
+    old: str, new: str, field: str, says: str
+) -> None:
+    assert old in SMALL_POLICY
+    with pytest.raises(PolicyError) as caught:
+        policy_from_yaml(SMALL_POLICY.replace(old, new, 1), "p.yaml")
+    message = str(caught.value)
+    assert message.startswith("p.yaml: invalid DynamicSchedulerPolicy: "), message
+    assert field in message, message
+    assert says in message, message
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["cpu_usage_avg_5m", "node:cpu_usage:avg5m", "example.com/cpu-usage", "gpu.util-5m", "_x"],
+)
+def test_a_metric_named_as_prometheus_or_as_an_annotation_key_is_accepted(name: str) -> None:
+    text = SMALL_POLICY.replace("cpu_usage_avg_5m", name)
+    assert name in policy_from_yaml(text, "p.yaml").metrics
+
+
+def test_the_smallest_and_largest_durations_and_a_number_in_a_string_are_accepted() -> None:
+    text = (
+        SMALL_POLICY.replace("period: 3m", "period: 1ms")
+        .replace("timeRange: 5m", "timeRange: 720h")
+        .replace("weight: 0.5", "weight: 1e-3")  # PyYAML reads this as a string
+    )
+    policy = policy_from_yaml(text, "p.yaml")
+    assert policy.spec.sync_policy[0].period_s == 0.001
+    assert policy.spec.hot_value[0].time_range_s == 720 * 3600
+    assert policy.spec.priority[0].weight == 0.001
+
+
+def test_a_policy_without_apiversion_and_kind_is_still_read_as_crane_reads_it() -> None:
+    body = SMALL_POLICY.split("spec:", 1)[1]
+    assert policy_from_yaml("spec:" + body, "p.yaml").metrics == ("cpu_usage_avg_5m",)
+
+
+def test_a_second_empty_predicate_is_refused_rather_than_dropping_every_filter() -> None:
+    with pytest.raises(PolicyError, match=r"key 'predicate' is written twice"):
+        policy_from_yaml(SMALL_POLICY + "  predicate:\n", "p.yaml")

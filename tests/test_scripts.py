@@ -6,6 +6,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 
@@ -36,3 +38,98 @@ def test_setup_refuses_an_unknown_option_before_doing_anything() -> None:
     )
     assert result.returncode == 2
     assert "unknown option --bogus" in result.stderr
+
+
+def fake_python(path: Path, version: str) -> Path:
+    """A ``python`` that reports ``version`` and does nothing else."""
+    minor = version.split(".")[1]
+    path.write_text(f'#!/bin/sh\ncase "$1" in -V) echo "Python {version}";; -c) echo {minor};; '
+                    "esac\n")  # fmt: skip
+    path.chmod(0o755)
+    return path
+
+
+def test_setup_names_a_python_too_old_before_pip_does(tmp_path: Path) -> None:
+    old = fake_python(tmp_path / "python3.10", "3.10.13")
+    result = subprocess.run(
+        ["bash", str(SCRIPTS / "setup")], capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "PYTHON": str(old)},
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        f"setup: loadaware needs Python 3.11 or newer; {old} is Python 3.10.13."
+    )
+
+
+def copy_of_the_project(folder: Path) -> Path:
+    """What setup reads, in ``folder``, with a .venv whose pip records that it ran."""
+    import shutil
+    import sys
+
+    for name in ("scripts/setup", "pyproject.toml", "setup.py", "constraints.txt",
+                 "app/extender/_pod_demand.c", "app/extender/_verdict_index.c"):  # fmt: skip
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, folder / name)
+    bin_folder = folder / ".venv" / "bin"
+    bin_folder.mkdir(parents=True)
+    (bin_folder / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (bin_folder / "pip").write_text(f"#!/bin/sh\ntouch {folder}/pip-ran\nexit 1\n")
+    for tool in ("python", "pip"):
+        (bin_folder / tool).chmod(0o755)
+    return folder
+
+
+def install_inputs_digest(folder: Path) -> str:
+    import hashlib
+
+    names = ["pyproject.toml", "setup.py", "constraints.txt", "app/extender/_pod_demand.c",
+             "app/extender/_verdict_index.c"]  # fmt: skip
+    return hashlib.sha256(b"".join((folder / n).read_bytes() for n in names)).hexdigest()[:16]
+
+
+@pytest.mark.parametrize(
+    ("stamp", "changed", "installs"),
+    [
+        ("runtime", False, False),  # the demo, run again: no install (it took about 12 s)
+        ("dev", False, False),  # the tests' install covers the demo's
+        ("runtime", True, True),  # pyproject.toml changed since
+    ],
+)
+def test_setup_skips_the_install_while_what_it_installed_from_is_unchanged(
+    stamp: str, changed: bool, installs: bool, tmp_path: Path
+) -> None:
+    project = copy_of_the_project(tmp_path)
+    (project / ".venv" / "loadaware-setup.stamp").write_text(
+        f"{stamp} {install_inputs_digest(project)}\n"
+    )
+    if changed:
+        with (project / "pyproject.toml").open("a") as pyproject:
+            pyproject.write("# changed\n")
+    result = subprocess.run(
+        ["bash", str(project / "scripts" / "setup")], capture_output=True, text=True, timeout=60
+    )
+    assert (project / "pip-ran").exists() is installs, result.stdout + result.stderr
+    assert "making .venv anew" not in result.stdout  # made by this Python: kept
+    assert (result.returncode == 0) is not installs  # the fake pip fails
+    if not installs:
+        assert "setup: .venv is current" in result.stdout
+
+
+def test_setup_makes_a_venv_of_an_older_python_anew(tmp_path: Path) -> None:
+    # 3.11 installed after a failed run on 3.10: the 3.10 .venv was reused ever after.
+    project = copy_of_the_project(tmp_path / "project")
+    fake_python(project / ".venv" / "bin" / "python", "3.10.13")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    new = tools / "python3"
+    new.write_text(
+        '#!/bin/sh\ncase "$1" in -V) echo "Python 3.11.9";; -c) echo 11;;\n'
+        "  -m) touch venv-made;; esac\n"  # `python3 -m venv --clear .venv`, in the project
+    )
+    new.chmod(0o755)
+    result = subprocess.run(
+        ["bash", str(project / "scripts" / "setup")], capture_output=True, text=True,
+        timeout=60, env={"PATH": f"{tools}:/usr/bin:/bin"},
+    )  # fmt: skip
+    assert "setup: making .venv anew with Python 3.11.9" in result.stdout, result.stderr
+    assert (project / "venv-made").exists()

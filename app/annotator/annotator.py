@@ -35,8 +35,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lightkube import AsyncClient
-
 from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
 from app.annotator.hotvalue import HotValueLedger, HotValuePublisher
 from app.annotator.metric_loop import MetricLoop
@@ -47,11 +45,14 @@ from app.annotator.sync import MetricSync
 from app.annotator.telemetry import AnnotatorMetrics
 from app.annotator.workload_usage import WorkloadUsagePublisher
 from app.kube import (
+    AdmissionCheck,
     AnnotationPatcher,
+    KubeClient,
     NodeCache,
     PodCache,
     TaintWriter,
     WorkloadUsageStore,
+    own_username,
     pod_placement,
 )
 from app.load import SoftTaintSettings
@@ -69,7 +70,7 @@ class Annotator:
     def __init__(
         self,
         config: AnnotatorConfig,
-        client: AsyncClient,
+        client: KubeClient,
         source: InstantQuery,
         *,
         telemetry: AnnotatorMetrics | None = None,
@@ -80,12 +81,11 @@ class Annotator:
         self.config = config
         self.telemetry = telemetry if telemetry is not None else AnnotatorMetrics(clock=clock)
         self._clock = clock
-        # The process's policy in force (config.policy: the value it started with),
-        # read through ``policy``; each reload is adopted here (``set_policy``) first.
         self.policy_in_force = policy_in_force or InForce.fixed(config.policy)
         policy = self.policy_in_force.value
         self.periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
         self.nodes = NodeCache(client)
+        self.admission = AdmissionCheck(client, own_username())  # at first leading
         self.windows = BindingWindows(policy.spec.hot_value)
         # Only with soft taints on: the estimate is for their rounds alone.
         self.recent = RecentPods(policy.spec.estimation) if config.soft_taints else None
@@ -157,15 +157,10 @@ class Annotator:
             else None
         )
         self.metric_loop = MetricLoop(
-            self.sync,
-            self.nodes,
-            self.periods_s,
-            first_retry_s=config.first_retry_s,
-            clock=clock,
+            self.sync, self.nodes, self.periods_s, first_retry_s=config.first_retry_s, clock=clock
         )
-        self.workload_usage_rounds = 0  # rounds run (tests wait on it, not on time)
-        self.soft_taint_rounds = 0  # rounds run (tests wait on it, not on time)
-        self.hot_value_rounds = 0  # hot-value rounds run (tests wait on it, not on time)
+        # Rounds run by each loop: tests wait on these, not on time.
+        self.workload_usage_rounds = self.soft_taint_rounds = self.hot_value_rounds = 0
         self.policy_in_force.follow(self.set_policy, self.telemetry.policy.reload_result)
         self.telemetry.policy.loaded(clock())
 
@@ -188,10 +183,9 @@ class Annotator:
         return self.policy_in_force.value
 
     def set_policy(self, policy: Policy) -> None:
-        """Adopt a reloaded policy without restarting, before it is in force (the
-        owner, ``policy_in_force``, calls it). A policy without syncPolicy is refused
-        with PolicyError before anything changes (the watcher counts it as a failed
-        reload, and the previous policy stays whole)."""
+        """Adopt a reloaded policy before it is in force, without restarting. One without
+        syncPolicy is refused with PolicyError before anything changes (the watcher
+        counts a failed reload, and the previous policy stays whole)."""
         periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
         if not periods_s:
             raise PolicyError(
@@ -229,10 +223,10 @@ class Annotator:
         )
         log_settings(self.config.soft_taints, self.config.soft_taint_interval_s, self.policy)
         in_force = self.policy_in_force
-        watchers = (in_force,) if in_force.watcher is not None else ()
-        await self.service.run(watchers)
+        await self.service.run((in_force,) if in_force.watcher is not None else ())
 
     async def _lead(self) -> None:
+        await self.admission.once()
         await self.nodes.wait_synced()
         # The first patches carry hot values only once the pod watch has listed. Should
         # pods be unlistable (RBAC), load annotations still flow after this grace.
@@ -278,8 +272,14 @@ class Annotator:
                 # estimate rests on the same document); else requests and limits alone.
                 usage = self.workload_usage
                 observed = usage.observed(now_s) if usage is not None else None
-                recent = self.recent.by_node(now_s, observed) if self.recent else None
-                await self.soft_taints.run_round(self.nodes.nodes, self.policy, recent)
+                measured = usage.measured(now_s) if usage is not None else None
+                recent = self.recent.by_node(now_s, observed, measured) if self.recent else None
+                left = (
+                    self.recent.raises_left(now_s, observed, measured)
+                    if self.recent is not None and observed is not None
+                    else None
+                )
+                await self.soft_taints.run_round(self.nodes.nodes, self.policy, recent, left)
             except Exception:
                 log.exception("a soft-taint round failed unexpectedly; retrying next round")
             self.soft_taint_rounds += 1

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from app.load import Evidence, PlacedPod, hot_value_from_bindings
+from app.load import Evidence, PlacedPod, bounded_raises, hot_value_from_bindings, raises_left
 from app.objects import PodPlacement, Resources
 from app.policy import EstimationPolicy, HotValuePolicy
 
@@ -98,6 +98,7 @@ class RecentPods:
 
     def set_policy(self, estimation: EstimationPolicy) -> None:
         """Adopt a reloaded estimation; an estimate turned off keeps nothing."""
+        self._estimation = estimation
         self.keep_s = estimation.max_age_s if estimation.enabled else 0.0
         if self.keep_s <= 0:
             self._pods.clear()
@@ -109,23 +110,67 @@ class RecentPods:
     def forget(self, uid: str) -> None:
         self._pods.pop(uid, None)
 
+    def started(self, uid: str, at_s: float) -> None:
+        """A recorded pod's containers were first seen started at ``at_s``."""
+        kept = self._pods.get(uid)
+        if kept is not None and kept[1].started_at_s is None:
+            node, pod, workload = kept
+            self._pods[uid] = (node, replace(pod, started_at_s=at_s), workload)
+
     def prune(self, now_s: float) -> None:
         cutoff_s = now_s - self.keep_s
         for uid in [uid for uid, (_, pod, _) in self._pods.items() if pod.bound_at_s <= cutoff_s]:
             del self._pods[uid]
 
-    def by_node(self, now_s: float, observed: Observed | None = None) -> dict[str, list[PlacedPod]]:
+    def by_node(
+        self,
+        now_s: float,
+        observed: Observed | None = None,
+        measured: Mapping[str, int] | None = None,
+    ) -> dict[str, list[PlacedPod]]:
         """Each node's pods bound within ``maxAge`` of ``now_s``, each with what one pod
-        of its workload is ``observed`` to use (None: nothing, the requests-based
-        estimate)."""
-        self.prune(now_s)
+        of its workload is ``observed`` to use where it holds one of the workload's
+        raises (``app.load.bounded_raises`` over ``measured``, the pods each workload's
+        usage was measured on), else nothing: the requests-based estimate."""
         nodes: dict[str, list[PlacedPod]] = {}
+        for node, _workload, pod in self._bounded(now_s, observed, measured):
+            nodes.setdefault(node, []).append(pod)
+        return nodes
+
+    def raises_left(
+        self,
+        now_s: float,
+        observed: Observed | None = None,
+        measured: Mapping[str, int] | None = None,
+    ) -> int:
+        """How many more pods of the workloads whose pods hold a raise now would take
+        one (``app.load.raises_left``, summed): the soft-taint rule's bound on the next
+        pod."""
+        if observed is None:
+            return 0
+        bounded = [
+            (workload, pod) for _node, workload, pod in self._bounded(now_s, observed, measured)
+        ]
+        return sum(raises_left(bounded, measured or {}, now_s, self._estimation).values())
+
+    def _bounded(
+        self, now_s: float, observed: Observed | None, measured: Mapping[str, int] | None
+    ) -> list[tuple[str, str | None, PlacedPod]]:
+        self.prune(now_s)
+        pods: list[tuple[str | None, PlacedPod]] = []
+        where: list[str] = []
         for node, pod, workload in self._pods.values():
             usage = observed(workload) if observed is not None else None
-            nodes.setdefault(node, []).append(
-                pod if usage is None else replace(pod, observed=usage)
-            )
-        return nodes
+            pods.append((workload, pod if usage is None else replace(pod, observed=usage)))
+            where.append(node)
+        if observed is not None:
+            bounded = bounded_raises(pods, measured or {}, now_s, self._estimation)
+        else:
+            bounded = [pod for _, pod in pods]
+        return [
+            (node, workload, pod)
+            for node, (workload, _), pod in zip(where, pods, bounded, strict=True)
+        ]
 
     def __len__(self) -> int:
         return len(self._pods)
@@ -160,6 +205,8 @@ class BindingObserver:
         if new is None or new.node_name is None or not self._synced():
             return False
         if old is not None and old.uid == new.uid and old.node_name is not None:
+            if self.recent is not None and new.running and not old.running:
+                self.recent.started(new.uid, self._clock())
             return False
         now_s = self._clock()
         if now_s >= self._next_tidy_s:
@@ -172,7 +219,8 @@ class BindingObserver:
         if self.recent is not None:
             seen_pending = old is not None and old.uid == new.uid
             evidence = Evidence.BOUND if seen_pending else Evidence.PLACED
-            placed = PlacedPod(new.requests, new.limits, now_s, evidence)
+            started_at_s = now_s if new.running else None
+            placed = PlacedPod(new.requests, new.limits, now_s, evidence, None, started_at_s)
             self.recent.record(new.uid, new.node_name, placed, new.workload)
         self.bindings_observed += 1
         if self._on_binding is not None:

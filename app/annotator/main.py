@@ -12,6 +12,7 @@ from app.commandline import (
     EXIT_OK,
     add_component,
     add_flag,
+    add_own_flag,
     count,
     duration,
     fraction,
@@ -88,6 +89,9 @@ examples:
       --prometheus-header 'X-Scope-OrgID: prod' \\
       --prometheus-token-file /var/run/secrets/mimir/token \\
       --query-selector 'cluster="prod"'
+
+exit codes: 0 stopped (SIGTERM or SIGINT), 1 a failure while running (the API server,
+a lost lease), 2 bad usage or configuration (flags, files, a port in use)
 """
 
 
@@ -212,16 +216,18 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
 
     prom = add_prometheus_flags(parser)
-    add_flag(
+    add_own_flag(
         prom,
+        "annotator",
         "--query-selector",
         type=label_matchers,
         metavar="MATCHERS",
         help="label matchers added to every query, e.g. 'cluster=\"prod\"' gives "
         'cpu_usage_avg_5m{cluster="prod"}',
     )
-    add_flag(
+    add_own_flag(
         prom,
+        "annotator",
         "--value-divisor",
         metavar="NUMBER",
         type=positive_number,
@@ -231,8 +237,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
 
     writing = parser.add_argument_group("writing annotations")
-    add_flag(
+    add_own_flag(
         writing,
+        "annotator",
         "--patch-concurrency",
         metavar="N",
         type=count,
@@ -240,8 +247,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="node patches in flight at once (more only adds client overhead "
         "once the API server answers in a few milliseconds)",
     )
-    add_flag(
+    add_own_flag(
         writing,
+        "annotator",
         "--hot-value-interval",
         type=duration,
         default=15.0,
@@ -260,8 +268,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 def add_soft_taint_flags(parser: argparse.ArgumentParser) -> None:
     rule = SoftTaintSettings()
     taints = parser.add_argument_group("soft taints (for a kube-scheduler without the extender)")
-    add_flag(
+    add_own_flag(
         taints,
+        "annotator",
         "--soft-taints",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -269,8 +278,9 @@ def add_soft_taint_flags(parser: argparse.ArgumentParser) -> None:
         "usage is above a limit of the policy (README, 'Managed clusters'); off: the leader "
         "takes it off every node at start",
     )
-    add_flag(
+    add_own_flag(
         taints,
+        "annotator",
         "--soft-taint-release-margin",
         type=fraction,
         metavar="FRACTION",
@@ -278,8 +288,9 @@ def add_soft_taint_flags(parser: argparse.ArgumentParser) -> None:
         help="a tainted node keeps its taint while a reading is above its limit less "
         "this (the lower line), so that it does not flap around the limit; below 1",
     )
-    add_flag(
+    add_own_flag(
         taints,
+        "annotator",
         "--soft-taint-hold",
         type=duration,
         metavar="DURATION",
@@ -287,8 +298,9 @@ def add_soft_taint_flags(parser: argparse.ArgumentParser) -> None:
         help="a tainted node keeps its taint until it has been below the lower line this "
         "long, so that a short dip does not remove it",
     )
-    add_flag(
+    add_own_flag(
         taints,
+        "annotator",
         "--soft-taint-max-share",
         type=fraction,
         metavar="FRACTION",
@@ -297,8 +309,9 @@ def add_soft_taint_flags(parser: argparse.ArgumentParser) -> None:
         "two), the hottest first, so that a cluster hot everywhere is not tainted "
         "everywhere; 0 taints none",
     )
-    add_flag(
+    add_own_flag(
         taints,
+        "annotator",
         "--soft-taint-interval",
         type=duration,
         metavar="DURATION",

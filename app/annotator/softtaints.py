@@ -42,10 +42,12 @@ from app.load import (
     PlacedPod,
     SoftTaints,
     SoftTaintSettings,
+    bounded_next_pod_heats,
     decide_soft_taints,
     judge_node,
     next_pod,
     node_unsampled,
+    plain_wave,
     wave_of,
 )
 from app.objects import Resources, Taint, format_duration
@@ -106,14 +108,22 @@ class SoftTaintKeeper:
         nodes: Mapping[str, NodeInfo],
         policy: Policy,
         recent: Mapping[str, Sequence[PlacedPod]] | None = None,
+        raises_left: int | None = None,
     ) -> RoundReport:
-        """One round; ``recent``: each node's pods bound within ``estimation.maxAge``."""
+        """One round; ``recent``: each node's pods bound within ``estimation.maxAge``;
+        ``raises_left``: how many more pods of the workloads whose pods hold a raise
+        would take one (``RecentPods.raises_left``): at most so many nodes are hot only
+        through a next pod at its workload's usage (``bounded_next_pod_heats``); None:
+        no bound."""
         now_s = self._clock()
         margin = self.settings.release_margin
         recent = recent or {}
         wave = wave_of((pod for pods in recent.values() for pod in pods), policy, now_s)
-        ahead: dict[Resources, dict[str, float]] = {}  # per allocatable: the next pod
+        bounded = raises_left is not None and any(pod.observed is not None for pod in wave)
+        plain = plain_wave(wave) if bounded else wave
+        ahead: dict[Resources, tuple[dict[str, float], dict[str, float]]] = {}
         heats = {}
+        plain_heats = {}
         for name, info in nodes.items():
             pods = recent.get(name)
             unsampled = (
@@ -124,10 +134,19 @@ class SoftTaintKeeper:
                 else None
             )
             if info.allocatable not in ahead:
-                ahead[info.allocatable] = next_pod(wave, info.allocatable, policy)
+                raised_next = next_pod(wave, info.allocatable, policy)
+                plain_next = next_pod(plain, info.allocatable, policy) if bounded else raised_next
+                ahead[info.allocatable] = (raised_next, plain_next)
+            raised_next, plain_next = ahead[info.allocatable]
             heats[name] = judge_node(
-                info.annotations, policy, now_s, margin, unsampled, ahead[info.allocatable]
+                info.annotations, policy, now_s, margin, unsampled, raised_next
             )
+            if bounded:
+                plain_heats[name] = judge_node(
+                    info.annotations, policy, now_s, margin, unsampled, plain_next
+                )
+        if bounded:
+            heats = bounded_next_pod_heats(heats, plain_heats, raises_left or 0)
         previous = self.previous(nodes, now_s)
         decided = decide_soft_taints(heats, previous, now_s, self.settings)
         report = RoundReport(decided)

@@ -34,7 +34,7 @@ from app.kube import (
     PublishedUsage,
     WorkloadUsageStore,
 )
-from app.load import workload_per_pod_usage
+from app.load import MIN_MEASURED_PODS, workload_per_pod_usage
 from app.objects import PodPlacement, Resources
 from app.prom import InstantQuery, PodUsageQueries, PodUsageUnavailable, read_pod_usage
 
@@ -68,19 +68,24 @@ def running_pods(
 
 def per_workload(
     usage: Mapping[str, Resources], workload_of: Mapping[str, str]
-) -> list[tuple[str, Resources]]:
-    """One pod's usage per workload, the workloads with the most measured pods first."""
+) -> list[tuple[str, Resources, int]]:
+    """One pod's usage per workload and how many pods it was measured on, the workloads
+    with the most measured pods first. A workload measured on fewer than
+    ``MIN_MEASURED_PODS`` is left out: one or two pods' usage is their own word, and
+    raises no estimate (``app.load.estimate``, "Bounds")."""
     grouped: dict[str, list[Resources]] = {}
     for pod, resources in usage.items():
         workload = workload_of.get(pod)
         if workload is not None:
             grouped.setdefault(workload, []).append(resources)
     ordered = sorted(grouped.items(), key=lambda item: (-len(item[1]), item[0]))
-    published: list[tuple[str, Resources]] = []
+    published: list[tuple[str, Resources, int]] = []
     for workload, pods in ordered:
+        if len(pods) < MIN_MEASURED_PODS:
+            continue
         observed = workload_per_pod_usage(pods)
         if observed is not None:
-            published.append((workload, observed))
+            published.append((workload, observed, len(pods)))
     return published
 
 
@@ -101,6 +106,7 @@ class WorkloadUsagePublisher:
         self._telemetry = telemetry
         self._clock = clock
         self._failing = False  # log a failure once, and its recovery
+        self._cut = False  # log once that the document left workloads out
         # The document this replica last wrote, as the extender reads it.
         self.last: PublishedUsage | None = None
         self.max_age_s = WORKLOAD_USAGE_MAX_AGE_S
@@ -115,6 +121,15 @@ class WorkloadUsagePublisher:
         if last is None or now_s - last.published_at_s >= self.max_age_s:
             return None
         return last.observed
+
+    def measured(self, now_s: float) -> Mapping[str, int]:
+        """How many running pods each workload's published usage was measured on (the
+        bounds on the raise, ``app.load.bounded_raises``); empty when ``observed`` is
+        None."""
+        last = self.last
+        if last is None or now_s - last.published_at_s >= self.max_age_s:
+            return {}
+        return last.pods
 
     async def publish(
         self, pods: Iterable[PodPlacement], nodes: Mapping[str, NodeInfo]
@@ -134,11 +149,21 @@ class WorkloadUsagePublisher:
             self._failed("write_error", f"writing {self.store.where} failed: {error}")
             return None
         self._telemetry.workload_usage_rounds.labels("ok").inc()
-        self._telemetry.workloads_published.set(len(published))
+        # What the document kept: at most MAX_WORKLOADS in its byte budget, in turns by
+        # namespace (app/kube/workload_usage.py).
+        kept = len(self.last.workloads)
+        self._telemetry.workloads_published.set(kept)
+        if kept < len(published) and not self._cut:
+            log.warning(
+                "workload usage: %d of %d workloads kept within %s's bounds (in turns by "
+                "namespace); the others' pods are estimated from requests and limits",
+                kept, len(published), self.store.where,
+            )  # fmt: skip
+        self._cut = kept < len(published)
         if self._failing:
             log.info("workload usage: %s written again", self.store.where)
             self._failing = False
-        return PublishedRound(len(published), len(measured.usage))
+        return PublishedRound(kept, len(measured.usage))
 
     def _failed(self, result: str, why: str) -> None:
         self._telemetry.workload_usage_rounds.labels(result).inc()

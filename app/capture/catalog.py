@@ -25,10 +25,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lightkube.resources.core_v1 import Pod
-
-from app.kube import label_selector, pod_info
+from app.kube import label_selector, pod_from_mapping, pod_info
 from app.objects import Resources, parse_quantity
+from app.rebalance import NODE_HINT_VALUES, POD_HINT_VALUES, hints_of
 
 # Labels that name one node, not a shape: left out when nodes are grouped.
 NODE_SPECIFIC_LABELS = ("kubernetes.io/hostname",)
@@ -42,6 +41,9 @@ class CapturedNode:
     memory: float
     labels: Mapping[str, str]
     taints: tuple[Mapping[str, str], ...]
+    internal_ip: str | None = None  # a series may name its node by it (as the annotator reads)
+    # The annotations the descheduler honours on a Node (Karpenter's opt-out), only.
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def shape(self) -> tuple[Any, ...]:
@@ -53,7 +55,8 @@ class CapturedNode:
             )
         )
         taints = tuple(tuple(sorted(t.items())) for t in self.taints)
-        return (self.cpu, self.memory, labels, taints)
+        annotations = tuple(sorted(self.annotations.items()))
+        return (self.cpu, self.memory, labels, taints, annotations)
 
 
 @dataclass
@@ -71,6 +74,9 @@ class CapturedWorkload:
     replicas: int  # wanted now (spec), or its pods
     pdb: tuple[int | None, int | None] | None = None  # (minAvailable, maxUnavailable)
     pods: dict[str, str] = field(default_factory=dict)  # pod name -> node ("" unbound), now
+    # The opt-outs and ordering hints the descheduler reads (``POD_HINT_VALUES``): its
+    # template's, and any one of its pods carries now (set on a live pod, it counts).
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -108,12 +114,16 @@ def node_of(node: Any) -> CapturedNode:
         {k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect)) if v}
         for t in ((node.spec.taints if node.spec else None) or [])
     )
+    addresses = (node.status.addresses if node.status else None) or []
+    internal_ip = next((a.address for a in addresses if a.type == "InternalIP"), None)
     return CapturedNode(
         name=node.metadata.name,
         cpu=parse_quantity(allocatable.get("cpu", "0")),
         memory=parse_quantity(allocatable.get("memory", "0")),
         labels=dict(node.metadata.labels or {}),
         taints=taints,
+        internal_ip=internal_ip or None,
+        annotations=hints_of(node.metadata.annotations or {}, NODE_HINT_VALUES),
     )
 
 
@@ -135,12 +145,13 @@ def scenario_name(namespace: str, name: str, taken: set[str], kind: str) -> str:
 def _template_pod(namespace: str, template: Any) -> Any:
     """A Pod made of a controller's template, for the pod-demand rule."""
     spec = template.spec if template is not None else None
+    meta = template.metadata if template is not None else None
     metadata = {"name": "template", "namespace": namespace,
-                "labels": dict((template.metadata.labels or {}) if template and template.metadata
-                               else {})}  # fmt: skip
+                "labels": dict((meta.labels if meta else None) or {}),
+                "annotations": dict((meta.annotations if meta else None) or {})}  # fmt: skip
     body: dict[str, Any] = {"metadata": metadata, "spec": spec.to_dict() if spec else {}}
     body["spec"].setdefault("containers", [])
-    return Pod.from_dict(body)
+    return pod_from_mapping(body, f"the pod template of {namespace}")
 
 
 def _controller(pod: Any) -> tuple[str, str] | None:
@@ -164,7 +175,7 @@ def build_catalog(
     controllers: Mapping[str, Iterable[Any]],
     budgets: Iterable[Any],
 ) -> Catalog:
-    """The catalog from lightkube objects; ``controllers`` by kind (Deployment,
+    """The catalog from the API's objects; ``controllers`` by kind (Deployment,
     ReplicaSet, StatefulSet, DaemonSet, Job)."""
     captured_nodes = sorted((node_of(n) for n in nodes), key=lambda n: n.name)
     objects: dict[tuple[str, str, str], Any] = {}
@@ -194,6 +205,7 @@ def build_catalog(
             key=key, namespace=namespace, kind=kind, name=name,
             requests=info.requests, limits=info.limits, priority=info.priority,
             labels=dict(info.labels), replicas=replicas,
+            annotations=hints_of(info.annotations, POD_HINT_VALUES),
         )  # fmt: skip
         by_object[(kind, namespace, name)] = key
         names.setdefault(namespace, {})[name] = key
@@ -231,6 +243,7 @@ def build_catalog(
             workloads[key].priority = pod_info(pod).priority
         workload = workloads[key]
         workload.pods[name] = (pod.spec.nodeName if pod.spec else None) or ""
+        workload.annotations.update(hints_of(pod.metadata.annotations or {}, POD_HINT_VALUES))
         workload.priority = max(workload.priority, (pod.spec.priority if pod.spec else 0) or 0)
         names.setdefault(namespace, {})[name] = key
     for workload in workloads.values():

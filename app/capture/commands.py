@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -17,6 +19,7 @@ import yaml
 
 from app.capture.catalog import Catalog, build_catalog
 from app.capture.document import (
+    KEY_BYTES,
     SIMULATION_STEP,
     Names,
     anonymize_descheduler,
@@ -25,7 +28,7 @@ from app.capture.document import (
     workloads,
 )
 from app.capture.history import CaptureError, PromSource, QueryStats, check_inputs, record
-from app.capture.kube import read_cluster, read_config_map
+from app.capture.kube import cluster_reader, read_cluster
 from app.commandline import (
     EXIT_FAILED,
     EXIT_OK,
@@ -33,50 +36,110 @@ from app.commandline import (
     UsageError,
     progress_bar,
 )
-from app.documents import parse_yaml
-from app.kube import KubeConfigError, make_client
+from app.documents import parse_yaml, read_file
+from app.kube import (
+    DESCHEDULER_CONFIGMAP,
+    POLICY_CONFIGMAP,
+    ClusterReader,
+    ClusterUnreadable,
+    KubeConfigError,
+    OwnConfig,
+    make_client,
+)
+from app.policy import PolicyError, policy_from_mapping
 from app.prom import (
     PrometheusSource,
     prometheus_settings_from_args,
     redact_url,
 )
+from app.rebalance import ConfigError, config_from_mapping
 from app.simulate import ScenarioError, scenario_from_mapping
 
-POLICY_CONFIG_MAP = ("loadaware-policy", "policy.yaml")
-DESCHEDULER_CONFIG_MAP = ("loadaware-descheduler-config", "descheduler.yaml")
+
+def _policy(text: str, source: str) -> dict[str, Any]:
+    """A policy document, checked by the policy's schema (PolicyError names the field)."""
+    document = parse_yaml(text, source, PolicyError)
+    policy_from_mapping(document, source)
+    return dict(document)
 
 
-def _file_mapping(path: Path, what: str) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"{what} {path}: {error.strerror}") from None
-    document = parse_yaml(text, f"{what} {path}", UsageError)
+def _descheduler(text: str, source: str) -> dict[str, Any]:
+    """A descheduler configuration, checked by its schema (ConfigError names the field)."""
+    document = parse_yaml(text, source, ConfigError)
     if not isinstance(document, dict):
-        raise UsageError(f"{what} {path}: expected a mapping")
+        raise ConfigError(f"{source}: expected a mapping")
+    config_from_mapping(document, source)
     return document
+
+
+def _check_output(path: Path | None) -> None:
+    """Refuse an --output that cannot be written, before the capture's work is done:
+    a missing folder, a folder, a file that cannot be opened for writing."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise UsageError(f"--output {path}: is a folder; name a file")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"--output {path}: no folder {folder}; create it first")
+    try:
+        if path.exists():  # opened to append, so that nothing in it changes yet
+            with path.open("a", encoding="utf-8"):
+                pass
+        else:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.close(descriptor)
+            path.unlink()
+    except OSError as error:
+        raise UsageError(f"--output {path}: cannot write it: {error.strerror or error}") from None
+
+
+async def _config_map(
+    reader: ClusterReader,
+    config: OwnConfig,
+    namespace: str,
+    check: Callable[[str, str], dict[str, Any]],
+) -> dict[str, Any] | None:
+    """One of loadaware's configuration ConfigMaps, checked; None when it is absent."""
+    found = await reader.config_text(config, namespace)
+    if found is None:
+        return None
+    text, source = found
+    return check(text, f"the cluster's {source}")
+
+
+def _names(args: argparse.Namespace) -> Names:
+    """``--anonymize`` with a random key, or keyed by ``--anonymize-key``'s file."""
+    path: Path | None = getattr(args, "anonymize_key", None)
+    if path is None:
+        return Names(bool(args.anonymize))
+    try:
+        key = path.read_bytes()
+    except OSError as error:
+        raise UsageError(f"--anonymize-key {path}: {error.strerror}") from None
+    if len(key) < KEY_BYTES:
+        raise UsageError(
+            f"--anonymize-key {path}: holds {len(key)} bytes, at least {KEY_BYTES} needed; "
+            f"make one with: head -c {KEY_BYTES} /dev/urandom > {path}"
+        )
+    return Names(True, key)
 
 
 async def _read_kube(args: argparse.Namespace) -> tuple[Catalog, dict[str, Any] | None,
                                                         dict[str, Any] | None]:  # fmt: skip
-    client = make_client(args.kubeconfig)
+    reader = cluster_reader(make_client(args.kubeconfig))
+    namespace = args.install_namespace
     try:
-        objects = await read_cluster(client)
+        objects = await read_cluster(reader)
         policy = descheduler = None
         if args.policy is None:
-            text = await read_config_map(client, args.loadaware_namespace, *POLICY_CONFIG_MAP)
-            policy = parse_yaml(text, "the cluster's policy", CaptureError) if text else None
+            policy = await _config_map(reader, POLICY_CONFIGMAP, namespace, _policy)
         if args.descheduler_config is None:
-            text = await read_config_map(
-                client, args.loadaware_namespace, *DESCHEDULER_CONFIG_MAP
-            )
-            descheduler = (
-                parse_yaml(text, "the cluster's descheduler config", CaptureError)
-                if text
-                else None
+            descheduler = await _config_map(
+                reader, DESCHEDULER_CONFIGMAP, namespace, _descheduler
             )
     finally:
-        await client.close()
+        await reader.close()
     catalog = build_catalog(objects.nodes, objects.pods, objects.controllers, objects.budgets)
     return catalog, policy, descheduler
 
@@ -102,6 +165,12 @@ def capture(
     usage, node_history, replicas, stats = record(
         source, catalog, start_s, end_s, step_s, progress
     )
+    if usage.wrong_node and not usage.start_pods:
+        raise CaptureError(
+            f"no usable cAdvisor series: those of all {len(usage.wrong_node)} pods came from "
+            "another node than the pod's or named none; the series need a 'node' label "
+            "that Prometheus attaches from service discovery (docs/security.md)"
+        )
     found, silent = workloads(catalog, usage, replicas, step_s, names)
     start = datetime.fromtimestamp(start_s).astimezone().isoformat(timespec="seconds")
     document: dict[str, Any] = {
@@ -129,9 +198,14 @@ def capture(
         f"{len(found)} workloads ({start_pods} pods at the start"
         f"{f'; {silent} without usage left out' if silent else ''}"
         f"{f'; {len(usage.unmatched)} pods of no known workload' if usage.unmatched else ''}"
+        f"{f'; {len(usage.wrong_node)} pods with series not from their own node dropped' if usage.wrong_node else ''}"  # noqa: E501
         f"), {stats.queries} queries, {stats.samples:,} samples (largest answer "
         f"{stats.largest_answer:,})"
     )
+    if stats.dropped_points:
+        summary += (
+            f"; {stats.dropped_points:,} points outside the range or at no finite time dropped"
+        )
     if recorded is None:
         summary += "; no per-node series (cAdvisor series without a 'node' label): no fidelity"
     return document, stats, summary
@@ -179,17 +253,25 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         if args.step <= 0 or args.range < args.step:
             raise UsageError(f"--range ({args.range:g}s) must be at least one --step "
                              f"({args.step:g}s), and --step above 0")  # fmt: skip
-        policy = _file_mapping(args.policy, "--policy") if args.policy else None
-        descheduler = (
-            _file_mapping(args.descheduler_config, "--descheduler-config")
-            if args.descheduler_config
+        # Every input is checked before the capture's work: the files, where it goes.
+        policy = (
+            _policy(*read_file(args.policy, "--policy file", PolicyError))
+            if args.policy
             else None
         )
+        descheduler = (
+            _descheduler(*read_file(args.descheduler_config, "--descheduler-config file",
+                                    ConfigError))
+            if args.descheduler_config
+            else None
+        )  # fmt: skip
+        _check_output(args.output)
+        names = _names(args)
         catalog, cluster_policy, cluster_descheduler = asyncio.run(_read_kube(args))
     except (UsageError, ValueError, KubeConfigError) as error:
         err.write(f"loadaware capture: error: {error}\n")
         return EXIT_USAGE
-    except CaptureError as error:
+    except (CaptureError, ClusterUnreadable) as error:
         err.write(f"loadaware capture: error: {error}\n")
         return EXIT_FAILED
     source = PrometheusSource(settings)
@@ -198,7 +280,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     try:
         document, _, summary = capture(
             catalog, source, redact_url(settings.url), end_s, args.range, args.step,
-            name=args.name, names=Names(args.anonymize),
+            name=args.name, names=names,
             policy=policy if policy is not None else cluster_policy,
             descheduler=descheduler if descheduler is not None else cluster_descheduler,
             progress=show,
@@ -215,7 +297,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if args.output is None:
         dump(document, out)
     else:
-        with args.output.open("w", encoding="utf-8") as file:
-            dump(document, file)
+        try:
+            with args.output.open("w", encoding="utf-8") as file:
+                dump(document, file)
+        except OSError as error:  # checked before the capture; a disk may fill since
+            err.write(f"loadaware capture: error: --output {args.output}: cannot write it: "
+                      f"{error.strerror or error}\n")  # fmt: skip
+            return EXIT_FAILED
     err.write(f"{summary}; {time.perf_counter() - started:.1f}s\n")
     return EXIT_OK

@@ -5,15 +5,18 @@ naming its nodes. Each workload with usage in the range starts as it was: the po
 that reported at the first point, bound to the nodes they ran on (``placement``), with
 their measured spread; its replica count follows kube-state-metrics where present, and
 the number of its pods that reported otherwise. ``observed`` keeps the per-node usage
-for the fidelity check. ``--anonymize`` replaces every name with a stable hash.
+for the fidelity check. ``--anonymize`` replaces every name with a keyed hash
+(``Names``), in the descheduler configuration too, and drops its free text.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
+import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,16 +42,31 @@ def _series(values: npt.NDArray[np.float64]) -> list[float]:
     return [rounded(float(v)) for v in values]
 
 
+KEY_BYTES = 32  # a random key of a capture; a key file must hold at least this many
+
+
 @dataclass(frozen=True)
 class Names:
-    """Every name that goes into the file; with ``anonymous``, a stable hash of it."""
+    """Every name that goes into the file; with ``anonymous``, a keyed hash of it.
+
+    ``h`` + 16 hex digits of HMAC-SHA-256 under ``key``: a random key per capture
+    unless one is given (``--anonymize-key FILE``, for the same names in every capture
+    made with that file). Without the key no dictionary or search over likely names
+    (IP addresses, zones, instance types, common workloads) finds one back, and the
+    same name gives unrelated hashes in two captures (issue 42, point 4: the unkeyed
+    SHA-256 prefix gave a node name with an IP in it back in half a second)."""
 
     anonymous: bool = False
+    key: bytes = field(default_factory=lambda: secrets.token_bytes(KEY_BYTES), repr=False)
 
     def __call__(self, name: str) -> str:
         if not self.anonymous or not name:
             return name
-        return "h" + hashlib.sha256(name.encode()).hexdigest()[:12]
+        return "h" + hmac.new(self.key, name.encode(), hashlib.sha256).hexdigest()[:16]
+
+    def labels(self, labels: Mapping[str, Any]) -> dict[str, str]:
+        """A label map with keys and values mapped as the nodes' labels are."""
+        return {self(str(k)): self(str(v)) for k, v in labels.items()}
 
 
 _NOT_A_NAME = re.compile(r"[^a-z0-9-]+")
@@ -73,13 +91,15 @@ def node_groups(nodes: list[CapturedNode], names: Names) -> list[dict[str, Any]]
             "memory": exact(first.memory),
             "names": [names(n.name) for n in members],
         }
-        labels = {
-            names(k): names(v)
+        labels = names.labels({
+            k: v
             for k, v in first.labels.items()
             if k not in ("kubernetes.io/hostname",) and v != first.name
-        }
+        })
         if labels:
             group["labels"] = labels
+        if first.annotations:  # fixed keys and values (``hints_of``): nothing to hide
+            group["annotations"] = dict(first.annotations)
         if first.taints:
             group["taints"] = [
                 {k: (v if k == "effect" else names(v)) for k, v in t.items()} for t in first.taints
@@ -153,6 +173,8 @@ def workloads(
         history = _changes(counts, step_s)
         if history:
             document["replicaHistory"] = history
+        if workload.annotations:  # fixed keys and values (``hints_of``): nothing to hide
+            document["annotations"] = dict(sorted(workload.annotations.items()))
         if workload.pdb is not None:
             min_available, max_unavailable = workload.pdb
             document["pdb"] = (
@@ -192,13 +214,45 @@ def observed(nodes: NodeHistory, catalog: Catalog, step_s: float, names: Names) 
     return {"interval": f"{step_s:g}s", "nodes": recorded} if recorded else None
 
 
+# Fields of the descheduler configuration that say nothing the replay uses and may
+# name the cluster (a PromQL query names its labels, namespaces, a cluster's name):
+# dropped from an anonymized file.
+FREE_TEXT_FIELDS = ("podUsageQueries", "pod_usage_queries")
+
+
 def anonymize_descheduler(config: Mapping[str, Any], names: Names) -> dict[str, Any]:
-    """The descheduler configuration with the namespaces it names hashed."""
+    """The descheduler configuration with every name in it mapped as the rest of the
+    file is: the namespaces it may evict from, and its ``nodeSelector`` (a map or
+    descheduler's ``key=value,...`` string) as the nodes' labels are, so that the
+    replay selects the same nodes; free text (``podUsageQueries``) is dropped."""
     document = dict(config)
-    namespaces = document.get("evictableNamespaces")
-    if names.anonymous and isinstance(namespaces, Mapping):
-        document["evictableNamespaces"] = {
-            k: [names(str(n)) for n in v] if isinstance(v, list) else v
-            for k, v in namespaces.items()
-        }
+    if not names.anonymous:
+        return document
+    for free in FREE_TEXT_FIELDS:
+        document.pop(free, None)
+    for field_name in ("evictableNamespaces", "evictable_namespaces"):
+        namespaces = document.get(field_name)
+        if isinstance(namespaces, Mapping):
+            document[field_name] = {
+                k: [names(str(n)) for n in v] if isinstance(v, list) else v
+                for k, v in namespaces.items()
+            }
+    for field_name in ("nodeSelector", "node_selector"):
+        selector = document.get(field_name)
+        if isinstance(selector, str):
+            selector = _selector_map(selector)
+        if isinstance(selector, Mapping):
+            document[field_name] = names.labels(selector)
     return document
+
+
+def _selector_map(text: str) -> dict[str, str] | str:
+    """descheduler's ``key=value,...`` as a map (the form the configuration reads too);
+    the text itself when it is not that form (the configuration refuses it)."""
+    labels: dict[str, str] = {}
+    for term in filter(None, (part.strip() for part in text.split(","))):
+        key, equals, value = term.replace("==", "=").partition("=")
+        if not equals:
+            return text
+        labels[key.strip()] = value.strip()
+    return labels

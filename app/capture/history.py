@@ -13,6 +13,11 @@ per-workload sums and dropped: what stays is one sum and one count per workload 
 point (the scenario's own size), and a running total per pod of the start, never a
 series per pod.
 
+**Only a pod's own node answers for it**, as for the annotator: a series counts for a
+pod only from the node the API server places it on (its ``node`` label, a node's name
+or InternalIP), a pod of the past only from the first node that reported it; others
+are dropped and counted (``UsageHistory.wrong_node``).
+
 **Kept per workload**: the mean over its pods at each point; each start pod's usage
 over that mean (its ``spread`` factor: the replicas' spread, not only the mean); how
 many pods reported at each point (the replica count where kube-state-metrics has none).
@@ -36,6 +41,10 @@ from app.prom import PrometheusQueryError, PromSample, RangeSeries
 
 RANGE_POINTS_LIMIT = 11_000  # Prometheus' own limit per series in a range query
 MAX_SAMPLES_PER_ANSWER = 250_000  # bounds the memory one answer takes
+# Chunks are sized from the pods the API server has now; pods of the past (a Job's) add
+# series. An answer past four times the bound is refused, not held (a hostile or broken
+# server: 10 million points took 2.6 GB); Prometheus' own client caps bytes as well.
+MAX_SAMPLES_REFUSED = 4 * MAX_SAMPLES_PER_ANSWER
 CONTAINERS = 'container!="",container!="POD"'
 RATE_WINDOW = "5m"
 RATE_WINDOW_S = 300.0
@@ -51,7 +60,12 @@ class PromSource(Protocol):
     def query(self, promql: str, at_s: float | None = None) -> list[PromSample]: ...
 
     def query_range(
-        self, promql: str, start_s: float, end_s: float, step_s: float
+        self,
+        promql: str,
+        start_s: float,
+        end_s: float,
+        step_s: float,
+        max_samples: int | None = None,
     ) -> list[RangeSeries]: ...
 
 
@@ -92,6 +106,7 @@ class QueryStats:
     samples: int = 0
     largest_answer: int = 0  # samples
     seconds: float = 0.0
+    dropped_points: int = 0  # outside the range asked for, or at no finite time
 
 
 @dataclass
@@ -105,11 +120,17 @@ class Recorder:
     progress: Callable[[], None] | None = None
 
     def range(self, promql: str, first: int, last: int) -> list[RangeSeries]:
+        """The answer for points ``first``..``last``, with only the points that lie on
+        them: a point before or after the chunk, or whose time is no finite number, is
+        dropped and counted (issue 42, point 5: it was recorded at the wrong time, or
+        ended the capture in a traceback). An answer of more than
+        ``MAX_SAMPLES_REFUSED`` points is refused."""
         started = time.perf_counter()
         answer = self.source.query_range(
             promql, self.start_s + first * self.step_s, self.start_s + last * self.step_s,
-            self.step_s,
+            self.step_s, max_samples=MAX_SAMPLES_REFUSED,
         )  # fmt: skip
+        answer = [self._within(series, first, last) for series in answer]
         self.stats.seconds += time.perf_counter() - started
         samples = sum(len(s.values) for s in answer)
         self.stats.queries += 1
@@ -122,6 +143,19 @@ class Recorder:
 
     def index(self, t_s: float) -> int:
         return round((t_s - self.start_s) / self.step_s)
+
+    def _within(self, series: RangeSeries, first: int, last: int) -> RangeSeries:
+        times: list[float] = []
+        values: list[float] = []
+        for t_s, value in zip(series.times_s, series.values, strict=True):
+            if math.isfinite(t_s) and first <= self.index(t_s) <= last:
+                times.append(t_s)
+                values.append(value)
+        dropped = len(series.times_s) - len(times)
+        if not dropped:
+            return series
+        self.stats.dropped_points += dropped
+        return RangeSeries(series.labels, tuple(times), tuple(values))
 
     @property
     def start_points(self) -> int:
@@ -155,6 +189,17 @@ class UsageHistory:
         self.counts = [np.zeros(shape, dtype=np.int32) for _ in RESOURCES]
         self.start_pods: dict[str, StartPod] = {}  # "namespace/pod"
         self.unmatched: set[str] = set()  # pods no workload of the catalog owns
+        # The node each pod ran on: the API server's word for the pods it has now, the
+        # first node that reported a pod of the past (``_own_node``).
+        self.node_of_pod: dict[str, str] = {
+            f"{w.namespace}/{pod}": node
+            for w in catalog.workloads.values()
+            for pod, node in w.pods.items()
+            if node
+        }
+        self.node_by_name = {n.name: n.name for n in catalog.nodes}
+        self.node_by_name.update({n.internal_ip: n.name for n in catalog.nodes if n.internal_ip})
+        self.wrong_node: set[str] = set()  # pods with series from another node, dropped
 
     def fold(self, resource: int, answer: Sequence[RangeSeries], recorder: Recorder) -> None:
         rows: list[tuple[int, str, npt.NDArray[np.int64], FloatArray]] = []
@@ -164,6 +209,9 @@ class UsageHistory:
             key = self.catalog.workload_of_pod(namespace, pod)
             if key is None:
                 self.unmatched.add(f"{namespace}/{pod}")
+                continue
+            node = self._own_node(f"{namespace}/{pod}", series.labels.get("node", ""))
+            if node is None:
                 continue
             values = np.array(series.values, dtype=np.float64)
             steps = np.array([recorder.index(t) for t in series.times_s], dtype=np.int64)
@@ -176,7 +224,6 @@ class UsageHistory:
             np.add.at(self.counts[resource][workload], steps, 1)
             pod_key = f"{namespace}/{pod}"
             if steps[0] <= recorder.start_points and pod_key not in self.start_pods:
-                node = series.labels.get("node", "") or self._node_now(key, pod)
                 self.start_pods[pod_key] = StartPod(workload, node)
             if pod_key in self.start_pods:
                 rows.append((workload, pod_key, steps, values))
@@ -189,8 +236,21 @@ class UsageHistory:
             record.usage[resource] += float(values.sum())
             record.mean[resource] += float(means.sum())
 
-    def _node_now(self, key: str, pod: str) -> str:
-        return self.catalog.workloads[key].pods.get(pod, "")
+    def _own_node(self, pod_key: str, label: str) -> str | None:
+        """The node a pod's series counts for, or None to drop it: as the annotator
+        reads cAdvisor (``app/prom/pod_usage.py``), a kubelet answers only for pods on
+        its own node, named by the series' ``node`` label (a node name or InternalIP).
+        A pod the API server has ran where it says; a pod of the past on the first node
+        that reported it (issue 42, point 6)."""
+        node = self.node_by_name.get(label, label)
+        if not node:
+            self.wrong_node.add(pod_key)
+            return None
+        expected = self.node_of_pod.setdefault(pod_key, node)
+        if node != expected:
+            self.wrong_node.add(pod_key)
+            return None
+        return node
 
     def mean(self, workload: int, resource: int) -> FloatArray:
         """The workload's mean per pod at every point; a gap holds the last value."""

@@ -1,8 +1,8 @@
-"""Read what a capture needs from the API server: list only, never a watch or a write.
+"""Read what a capture needs from the API server: list only, never a watch or a write
+(``app.kube.ClusterReader``, which pages every list).
 
-Each list is paged (``limit``/``continue``), so a 100,000-pod cluster is read in pages
-rather than in one answer. A resource the user may not list is one clear error naming
-it and the ClusterRole that grants it (docs/simulate.md, "RBAC for capture").
+A resource the user may not list is one clear error naming it and the ClusterRole that
+grants it (docs/simulate.md, "RBAC for capture").
 """
 
 from __future__ import annotations
@@ -11,22 +11,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lightkube import AsyncClient
-from lightkube.core.exceptions import ApiError
-from lightkube.resources.apps_v1 import DaemonSet, Deployment, ReplicaSet, StatefulSet
-from lightkube.resources.batch_v1 import Job
-from lightkube.resources.core_v1 import ConfigMap, Node, Pod
-from lightkube.resources.policy_v1 import PodDisruptionBudget
+from app.kube import ClusterReader, KubeClient
 
-from app.capture.history import CaptureError
-
-PAGE = 500
-CONTROLLERS: Mapping[str, tuple[Any, str]] = {
-    "Deployment": (Deployment, "deployments.apps"),
-    "ReplicaSet": (ReplicaSet, "replicasets.apps"),
-    "StatefulSet": (StatefulSet, "statefulsets.apps"),
-    "DaemonSet": (DaemonSet, "daemonsets.apps"),
-    "Job": (Job, "jobs.batch"),
+# The controllers a workload can belong to, by kind: the resource a reader lists.
+CONTROLLERS: Mapping[str, str] = {
+    "Deployment": "deployments.apps",
+    "ReplicaSet": "replicasets.apps",
+    "StatefulSet": "statefulsets.apps",
+    "DaemonSet": "daemonsets.apps",
+    "Job": "jobs.batch",
 }
 RBAC_HINT = "grant the read-only ClusterRole in docs/simulate.md ('RBAC for capture')"
 
@@ -39,51 +32,15 @@ class ClusterObjects:
     budgets: list[Any]
 
 
-def _refused(error: ApiError, what: str) -> CaptureError:
-    code = error.status.code if error.status else None
-    if code == 403:
-        return CaptureError(f"cannot list {what}: forbidden for this user; {RBAC_HINT}")
-    return CaptureError(f"cannot list {what}: {error.status.message if error.status else error}")
+def cluster_reader(client: KubeClient) -> ClusterReader:
+    return ClusterReader(client, RBAC_HINT)
 
 
-async def _all(client: AsyncClient, kind: Any, what: str, namespaced: bool) -> list[Any]:
-    try:
-        if namespaced:
-            listing = client.list(kind, namespace="*", chunk_size=PAGE)
-        else:
-            listing = client.list(kind, chunk_size=PAGE)
-        return [item async for item in listing]
-    except ApiError as error:
-        raise _refused(error, what) from None
-
-
-async def read_cluster(client: AsyncClient) -> ClusterObjects:
-    controllers = {
-        kind: await _all(client, resource, what, True)
-        for kind, (resource, what) in CONTROLLERS.items()
-    }
+async def read_cluster(reader: ClusterReader) -> ClusterObjects:
+    controllers = {kind: await reader.list_all(what) for kind, what in CONTROLLERS.items()}
     return ClusterObjects(
-        nodes=await _all(client, Node, "nodes", False),
-        pods=await _all(client, Pod, "pods", True),
+        nodes=await reader.list_all("nodes"),
+        pods=await reader.list_all("pods"),
         controllers=controllers,
-        budgets=await _all(client, PodDisruptionBudget, "poddisruptionbudgets.policy", True),
+        budgets=await reader.list_all("poddisruptionbudgets.policy"),
     )
-
-
-async def read_config_map(
-    client: AsyncClient, namespace: str, name: str, key: str
-) -> str | None:
-    """The text under ``key`` of a ConfigMap; None when it is not installed."""
-    try:
-        config_map = await client.get(ConfigMap, name, namespace=namespace)
-    except ApiError as error:
-        if error.status and error.status.code == 404:
-            return None
-        code = error.status.code if error.status else None
-        if code == 403:
-            raise CaptureError(
-                f"cannot read configmap {namespace}/{name}: forbidden for this user; "
-                f"{RBAC_HINT}, or pass the file with a flag"
-            ) from None
-        raise CaptureError(f"cannot read configmap {namespace}/{name}: {error}") from None
-    return (config_map.data or {}).get(key)

@@ -10,9 +10,13 @@ One set of rules for every flag of every component:
   1; addresses are IP addresses or host names. A bad value, on the command line or in
   the environment, ends the command with one line that names the flag (and the
   variable) and what would be valid, a hint to ``--help``, and exit code 2.
-- A flag that belongs to one command has a variable that names the command
-  (``LOADAWARE_SIMULATE_JSON``); an older name that was documented still works, with a
-  deprecation warning.
+- One rule names every variable: a flag several commands share, meaning the same
+  thing in each (``--kubeconfig``, ``--prometheus-url``, ``--policy``), is
+  ``LOADAWARE_<FLAG>``; a flag of one command only is ``LOADAWARE_<COMMAND>_<FLAG>``
+  (``LOADAWARE_SIMULATE_JSON``, ``LOADAWARE_DESCHEDULER_DRY_RUN``). One concept has one
+  flag in every command (``--descheduler-config``, ``--install-namespace``). An older
+  name that was documented, variable or flag, still works, with a deprecation warning
+  logged once.
 - Help texts end with the default, in one spelling (``on``/``off`` for switches, Go
   syntax for durations), and the variable; ``docs/reference.md`` is generated from them.
 
@@ -34,17 +38,26 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, Final, NoReturn
 
-from app.objects import format_duration, parse_duration_s
+from app.objects import MAX_DURATION_S, MIN_DURATION_S, format_duration, parse_duration_s
 
 ENV_PREFIX: Final = "LOADAWARE_"
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1  # a failure while running: Prometheus or the API server, a lost lease
 EXIT_USAGE: Final = 2  # bad usage or configuration: flags, variables, files, addresses
-EXIT_INTERRUPTED: Final = 130  # Ctrl-C before a one-shot command (simulate) finished
+EXIT_INTERRUPTED: Final = 130  # Ctrl-C (SIGINT) before a one-shot command finished
+# Each exit code in the one wording every help text and document uses
+# (tests/deploy/test_docs.py holds them to it).
+EXIT_MEANINGS: Final = {
+    EXIT_OK: "done",
+    EXIT_FAILED: "a failure while running",
+    EXIT_USAGE: "bad usage or configuration",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C) before a one-shot command finished",
+}
+INTERRUPTED_TEXT: Final = f"{EXIT_INTERRUPTED} {EXIT_MEANINGS[EXIT_INTERRUPTED]}"
 
-MIN_DURATION_S: Final = 0.001
-MAX_DURATION_S: Final = 720 * 3600.0  # the cap policy durations have (app/policy/schema.py)
+# MIN_DURATION_S, MAX_DURATION_S: the one range of durations, in flags and in files
+# (app/objects/durations.py).
 MIN_TIMEOUT_S: Final = 0.1  # a connection timeout below this refuses every honest client
 
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
@@ -64,10 +77,21 @@ class UsageError(Exception):
     """Bad usage or configuration; the CLI prints it as one line and exits with code 2."""
 
 
+# A negative number or duration: ``-5``, ``-0.5``, ``-5s``, ``-1h30m``.
+_NEGATIVE_VALUE: Final = re.compile(r"^-(\d+(\.\d*)?|\.\d+)([a-zµμ]+(\d+(\.\d*)?)?)*$")
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is the one line that says what is wrong and a hint to
     ``--help``, rather than the whole usage block before it. Subcommand parsers are of
     this class too (argparse makes them of their parent's class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # ``--reservation-ttl -5s`` is a flag and its (bad) value, for the converter to
+        # refuse with what is valid: argparse takes only ``-5`` and ``-.5`` for values,
+        # and answered ``-5s`` with "expected one argument".
+        self._negative_number_matcher = _NEGATIVE_VALUE
 
     def error(self, message: str) -> NoReturn:
         self.exit(
@@ -236,6 +260,24 @@ def log_level(text: str) -> str:
     return text.strip().lower()
 
 
+def _one_of(
+    choices: Any, convert: Callable[[str], Any] | None
+) -> Callable[[str], Any]:
+    """``convert``, checking a variable's value against ``choices`` as argparse checks a
+    command-line value (it checks no default, and a variable's value is one)."""
+
+    def checked(text: str) -> Any:
+        value = convert(text) if convert is not None else text
+        if isinstance(text, _FromEnvironment) and value not in choices:
+            raise argparse.ArgumentTypeError(
+                f"expected one of {', '.join(map(str, choices))}, got {text!r}"
+            )
+        return value
+
+    checked.__name__ = getattr(convert, "__name__", "value")
+    return checked
+
+
 def _integer(text: str) -> int | None:
     try:
         return int(text.strip())
@@ -274,6 +316,19 @@ def add_deprecated_alias(container: Any, old: str, flag: str, dest: str, **kwarg
     container.add_argument(
         old, dest=dest, action=_Alias, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs
     )
+
+
+def add_own_flag(container: Any, command: str, flag: str, **kwargs: Any) -> argparse.Action:
+    """A flag of ``command`` alone that was once read under the generic name: its
+    variable names the command (``LOADAWARE_EXTENDER_TLS_CERT``), and the generic name
+    it had (``LOADAWARE_TLS_CERT``) is still read, with a deprecation warning. A new
+    flag of one command is ``add_flag(..., command=...)``: it has no older name."""
+    return add_flag(container, flag, command=command, old_variable=env_name(flag), **kwargs)
+
+
+def deprecation_warnings(command: str) -> list[str]:
+    """The deprecation warnings for ``command`` (and the global flags), each once."""
+    return list(dict.fromkeys(w for c, w in DEPRECATIONS if c in ("", command)))
 
 
 def describe_default(default: Any, convert: Callable[[str], Any] | None) -> str | None:
@@ -331,6 +386,9 @@ def add_flag(
             default = marked
         else:  # a custom action (repeatable flags) parses the raw text itself
             default = raw
+    choices = kwargs.get("choices")
+    if choices is not None and raw is not None and not switch:
+        type = _one_of(choices, type)
     if type is not None:
         kwargs["type"] = _naming_variable(type)
     suffix = f" (default: {shown})" if shown else ""

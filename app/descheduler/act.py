@@ -25,13 +25,22 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from lightkube import AsyncClient
-
 from app.descheduler.decide import Decision
 from app.descheduler.gather import View
 from app.descheduler.report import RunReport, RunResult, run_log
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.kube import EvictionNotice, EvictionOutcome, Memory, StateStore, evict_pod, record_eviction
+from app.kube import (
+    HELD_HOT_REASON,
+    EvictionNotice,
+    EvictionOutcome,
+    KubeClient,
+    Memory,
+    StateStore,
+    describe_api_error,
+    evict_pod,
+    record_eviction,
+    record_node_event,
+)
 from app.objects import EvictionRecord, Resources, workload_of
 from app.policy import Policy
 from app.rebalance import (
@@ -139,7 +148,7 @@ class Evictor:
 
     def __init__(
         self,
-        client: AsyncClient,
+        client: KubeClient,
         store: StateStore,
         rules: LiveRules,
         refresh: Callable[[ClusterView], ClusterView],
@@ -161,6 +170,9 @@ class Evictor:
         self._max_consecutive_errors = max_consecutive_errors
         self.evicted_uids: set[str] = set()
         self.own_records: dict[str, EvictionRecord] = {}  # by UID
+        # Nodes reported held hot, with the pods that held them: a node gets its Event
+        # when it becomes held, or is held by other pods, not once a run.
+        self.held_reported: dict[str, tuple[str, ...]] = {}
 
     async def act(self, view: View, decision: Decision, *, dry_run: bool) -> RunReport:
         """Carry out ``decision`` on ``view``; a dry run only previews it."""
@@ -170,17 +182,38 @@ class Evictor:
         view.memory.hot_rounds = decision.hot_rounds
         if await self._save(view.memory, report):
             await self._evict_in_order(view, decision.plan, report)
+        await self._report_held(decision.plan)
         return report
+
+    async def _report_held(self, the_plan: EvictionPlan) -> None:
+        """An Event on each node newly left hot by pods above their requests that cannot
+        be evicted (``HeldHot``): the operator's cue to fix those pods, where the
+        planner no longer moves their neighbours."""
+        held_now = {
+            node: tuple(key for key, _, _ in held.pods) for node, held in the_plan.held_hot.items()
+        }
+        for node, pods in sorted(held_now.items()):
+            if self.held_reported.get(node) == pods:
+                continue
+            reason = the_plan.held_hot[node].reason
+            log.warning("node %s: %s", node, reason)
+            message = f"loadaware descheduler leaves node {node} hot: {reason}"
+            if not await record_node_event(
+                self._client, node, HELD_HOT_REASON, message, self._identity
+            ):
+                self._telemetry.event_errors.inc()
+        self.held_reported = held_now
 
     async def _save(self, memory: Memory, report: RunReport) -> bool:
         """Write the memory; on failure end the run (report says why) and return False."""
         now_s = self._clock()
         try:
             await self._store.save(memory, now_s, now_s - memory_window_s(self._rules.config))
-        except Exception as error:  # lightkube raises HTTP and transport errors
+        except Exception as error:  # the API client raises HTTP and transport errors
             report.result = RunResult.STATE_NOT_SAVED
             report.message = (
-                f"cannot write {self._store.where} ({error}): stopping this run, since an "
+                f"cannot write {self._store.where} ({describe_api_error(error)}): stopping this "
+                "run, since an "
                 "eviction it does not remember could be repeated; the descheduler needs "
                 "'create' and 'update' on configmaps in its namespace"
             )

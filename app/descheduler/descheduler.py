@@ -31,15 +31,22 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lightkube import AsyncClient
-
 from app.descheduler.act import Evictor
 from app.descheduler.decide import decide
 from app.descheduler.gather import ClusterReader, Skipped
 from app.descheduler.report import RunReport, RunResult
 from app.descheduler.settings import LoopSettings, warn_about_thresholds
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.kube import BudgetCache, NodeCache, PodCache, StateStore, pod_info
+from app.kube import (
+    WORKLOAD_USAGE_NAME,
+    BudgetCache,
+    KubeClient,
+    NodeCache,
+    PodCache,
+    StateStore,
+    WorkloadUsageStore,
+    pod_info,
+)
 from app.objects import PodInfo
 from app.policy import Policy
 from app.prom import InstantQuery
@@ -61,7 +68,7 @@ class Descheduler:
         self,
         config: DeschedulerConfig | InForce[DeschedulerConfig],
         policy: Policy | InForce[Policy],
-        client: AsyncClient,
+        client: KubeClient,
         source: InstantQuery,
         settings: LoopSettings | None = None,
         *,
@@ -106,6 +113,7 @@ class Descheduler:
             self.telemetry,
             clock,
             self.settings.sync_timeout_s,
+            WorkloadUsageStore(client, self.settings.state_namespace, WORKLOAD_USAGE_NAME),
         )
         self.evictor = Evictor(
             client,

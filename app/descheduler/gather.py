@@ -13,6 +13,12 @@ operator can act on:
 - without its memory (``app/kube/state.py``) pods just moved could be moved again. A
   first run, with no memory yet, gets an empty one and acts like any other.
 
+The annotator's workload usage (``app/kube/workload_usage.py``) is read too, as the
+extender follows it, so that a destination counts the pods bound there as the
+extender's estimate does (``ClusterView.workload_usage``; issue 42). It is no reason to
+skip a run: missing, unreadable, stale (``WORKLOAD_USAGE_MAX_AGE_S``) or unreachable,
+every pod is estimated from its requests and limits, as by the extender then.
+
 What this process evicted itself is added to the memory read, in case writing it
 failed.
 """
@@ -20,13 +26,25 @@ failed.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from app.descheduler.report import RunReport, RunResult
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.kube import BudgetCache, Memory, NodeCache, PodCache, StateStore, StateUnreadable
+from app.kube import (
+    WORKLOAD_USAGE_MAX_AGE_S,
+    BudgetCache,
+    Memory,
+    NodeCache,
+    PodCache,
+    PublishedUsage,
+    StateStore,
+    StateUnreadable,
+    WorkloadUsageStore,
+    describe_api_error,
+)
 from app.objects import EvictionRecord, PodInfo
 from app.prom import (
     BAD_QUERY,
@@ -38,6 +56,8 @@ from app.prom import (
     read_pod_usage,
 )
 from app.rebalance import ClusterView, DeschedulerConfig, memory_window_s
+
+log = logging.getLogger(__name__)
 
 
 class Leadership(Protocol):
@@ -85,7 +105,10 @@ class ClusterReader:
         telemetry: DeschedulerMetrics,
         clock: Callable[[], float],
         sync_timeout_s: float,
+        workload_usage: WorkloadUsageStore | None = None,
     ) -> None:
+        self._workload_usage = workload_usage
+        self._workload_usage_state = ""  # the last state logged
         self._leadership = leadership
         self._nodes = nodes
         self._pods = pods
@@ -125,14 +148,51 @@ class ClusterReader:
         memory.evictions.update(
             (r.uid, r) for r in own_records.values() if r.evicted_at_s >= since_s
         )
+        published = await self._read_workload_usage(now_s)
         cluster = ClusterView(
             nodes=dict(self._nodes.nodes),
             pods=pods,
             pod_usage=usage.usage,
             budgets=tuple(self._budgets.budgets.values()),
             recent_evictions=memory.recent(since_s),
+            workload_usage=published.workloads if published is not None else {},
+            workloads_measured=published.pods if published is not None else {},
         )
         return View(cluster, memory, now_s)
+
+    async def _read_workload_usage(self, now_s: float) -> PublishedUsage | None:
+        """The workload usage as the extender follows it, fresh; else None (logged once
+        per change of state)."""
+        store = self._workload_usage
+        if store is None:
+            return None
+        try:
+            read = await store.read(now_s)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # unreadable, the API server's answer, the network
+            self._without_workload_usage(f"reading {store.where} failed: {error}")
+            return None
+        if read is None:
+            self._without_workload_usage(f"{store.where} does not exist")
+            return None
+        published = read[0]
+        age_s = now_s - published.published_at_s
+        if age_s >= WORKLOAD_USAGE_MAX_AGE_S:
+            self._without_workload_usage(f"{store.where} is stale ({age_s:.0f}s old)")
+            return None
+        if self._workload_usage_state != "ok":
+            log.info("workload usage: following %s", store.where)
+            self._workload_usage_state = "ok"
+        return published
+
+    def _without_workload_usage(self, why: str) -> None:
+        if self._workload_usage_state != why:
+            log.warning(
+                "workload usage: %s; destinations count pods from their requests and limits",
+                why,
+            )
+            self._workload_usage_state = why
 
     def refresh(self, cluster: ClusterView) -> ClusterView:
         """``cluster`` with the caches' nodes, pods and budgets as they are now, for the
@@ -143,6 +203,8 @@ class ClusterReader:
             pod_usage=cluster.pod_usage,
             budgets=tuple(self._budgets.budgets.values()),
             recent_evictions=cluster.recent_evictions,
+            workload_usage=cluster.workload_usage,
+            workloads_measured=cluster.workloads_measured,
         )
 
     async def _caches_ready(self) -> Skipped | None:
@@ -183,12 +245,13 @@ class ClusterReader:
     async def _read_memory(self, now_s: float, since_s: float) -> Memory | Skipped:
         try:
             return await self._store.load(now_s, since_s)
-        except Exception as error:  # lightkube raises HTTP and transport errors
+        except Exception as error:  # the API client raises HTTP and transport errors
             detail = (
                 f"{self._store.where} is unreadable ({error}); fix or delete it (a new one "
                 "starts empty)"
                 if isinstance(error, StateUnreadable)
-                else f"cannot read {self._store.where} ({error}); the descheduler needs "
+                else f"cannot read {self._store.where} ({describe_api_error(error)}); the "
+                "descheduler needs "
                 "'get' on configmaps in its namespace"
             )
             return Skipped(

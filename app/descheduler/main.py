@@ -16,6 +16,7 @@ from app.commandline import (
     add_component,
     add_deprecated_alias,
     add_flag,
+    add_own_flag,
     duration,
     usage_error,
 )
@@ -68,9 +69,10 @@ Every interval (config `interval`, default 5m), while this replica leads:
     `evictionsPerSecond`, and recorded as Events (reason LoadAwareDescheduled).
 
 --once runs a single pass and exits (CronJob style). Exit codes: 0 when the run
-completed (or, the first time, only observed), 1 when it could not run (Prometheus
-down or rejecting a query, API errors, no lease), 2 for bad usage or configuration
-(flags, files, kubeconfig). With --dry-run the plan is printed as a table and
+completed (a first run included: it acts like any other), 1 when it could not run
+(Prometheus down or rejecting a query, API errors, no lease), 2 for bad usage or
+configuration (flags, files, kubeconfig), 130 interrupted (Ctrl-C) before a one-shot
+command finished. With --dry-run the plan is printed as a table and
 nothing is evicted or written.
 
 Durations take Go syntax (15s, 2m) or plain seconds. Every flag can also be set
@@ -80,8 +82,8 @@ through the environment variable shown in its help (LOADAWARE_PROMETHEUS_URL).
 EPILOG = """\
 examples:
   loadaware descheduler --once --dry-run --no-leader-elect \\
-      --config descheduler.yaml --prometheus-url http://prometheus.monitoring:9090
-  loadaware descheduler --config /etc/loadaware/descheduler.yaml \\
+      --descheduler-config descheduler.yaml --prometheus-url http://prometheus.monitoring:9090
+  loadaware descheduler --descheduler-config /etc/loadaware/descheduler.yaml \\
       --policy /etc/loadaware/policy.yaml --prometheus-url http://prometheus.monitoring:9090
 """
 
@@ -109,11 +111,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     from app.rebalance import ConfigError, DeschedulerConfig
     from app.runtime import InForce, policy_in_force
 
-    if not args.config:
-        log.warning("no --config given: using the built-in defaults (see README)")
+    if not args.descheduler_config:
+        log.warning("no --descheduler-config given: using the built-in defaults (see README)")
     config = InForce(
         DeschedulerConfig,
-        args.config,
+        args.descheduler_config,
         load_config,
         errors=(ConfigError,),
         what="descheduler configuration",
@@ -123,7 +125,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     warn_about_thresholds(config.value, policy.value)
     mismatch = config.value.metrics_missing_from({s.name for s in policy.value.spec.sync_policy})
     if mismatch:
-        raise ConfigError(f"--config and --policy disagree: {'; '.join(mismatch)}")
+        raise ConfigError(f"--descheduler-config and --policy disagree: {'; '.join(mismatch)}")
     lease = lease_settings_from_args(args)
     loop = LoopSettings(
         dry_run=bool(args.dry_run),
@@ -216,14 +218,14 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     general = parser.add_argument_group("configuration and cluster")
     add_flag(
         general,
-        "--config",
-        command="descheduler",
+        "--descheduler-config",
         old_variable="LOADAWARE_CONFIG",
         metavar="FILE",
         help="DeschedulerConfiguration YAML (apiVersion loadaware.io/v1alpha1): thresholds, "
         "limits, protections, interval; reloaded on change",
         default_text="the built-in defaults",
     )
+    add_deprecated_alias(general, "--config", "--descheduler-config", "descheduler_config")
     add_flag(
         general,
         "--policy",
@@ -239,8 +241,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         default=5.0,
         metavar="DURATION",
         old_variable="LOADAWARE_POLL_INTERVAL",
-        help="how often --config and --policy are checked for changes (the name the other "
-        "components use); a broken new file is logged and the previous one stays in force",
+        help="how often --descheduler-config and --policy are checked for changes (the name "
+        "the other components use); a broken new file is logged and the previous one stays "
+        "in force",
     )
     add_deprecated_alias(
         general, "--poll-interval", "--policy-poll-interval", "policy_poll_interval", type=duration
@@ -252,8 +255,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         default_text="in-cluster config, then $KUBECONFIG, then ~/.kube/config",
         help="kubeconfig file",
     )
-    add_flag(
+    add_own_flag(
         general,
+        "descheduler",
         "--sync-timeout",
         type=duration,
         default=60.0,
@@ -261,8 +265,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="how long a run waits for the node, pod and PDB caches to list before it gives "
         "up and evicts nothing",
     )
-    add_flag(
+    add_own_flag(
         general,
+        "descheduler",
         "--state-namespace",
         metavar="NAMESPACE",
         help="namespace of the ConfigMap that holds the descheduler's memory (recent "
@@ -278,14 +283,16 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
 
     mode = parser.add_argument_group("mode")
-    add_flag(
+    add_own_flag(
         mode,
+        "descheduler",
         "--once",
         action="store_true",
         help="run one pass, print it and exit (CronJob style); off: loop every interval",
     )
-    add_flag(
+    add_own_flag(
         mode,
+        "descheduler",
         "--dry-run",
         action="store_true",
         help="plan and report, evict nothing and write nothing (also config dryRun: true); "

@@ -41,8 +41,9 @@ class DeschedulerMetrics:
         )
         self.runs = Counter(
             "loadaware_descheduler_runs_total",
-            "Runs by result: ok, prometheus_down, no_pod_usage, history_unavailable, "
-            "caches_not_synced, error, leadership_lost, api_errors, not_leader.",
+            "Runs by result: ok, not_leader, caches_not_synced, prometheus_down, bad_query, "
+            "no_pod_usage, history_unavailable, state_not_saved, leadership_lost, "
+            "api_errors, error (an unexpected exception).",
             ["result"],
             registry=registry,
         )
@@ -74,6 +75,13 @@ class DeschedulerMetrics:
             "Eviction Events that could not be recorded (the history then misses them).",
             registry=registry,
         )
+        self.held_hot_nodes = Gauge(
+            "loadaware_descheduler_held_hot_nodes",
+            "Sources the last run left hot because pods above their requests stay on them "
+            "(protected, opted out, guarded, or no destination) and pods within theirs are "
+            "not moved for them: each has a LoadAwareHeldHot Event on its Node.",
+            registry=registry,
+        )
         self.config_reloads = Counter(
             "loadaware_descheduler_config_reloads_total",
             "Reloads of the configuration file by result (success, error).",
@@ -91,3 +99,4 @@ class DeschedulerMetrics:
             self.nodes.labels(kind.value).set(counts.get(kind.value, 0))
         for skipped in plan.skipped:
             self.pods_skipped.labels(skipped.code.value).inc()
+        self.held_hot_nodes.set(len(plan.held_hot))

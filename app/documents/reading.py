@@ -7,7 +7,9 @@ field. Each caller passes its own error type, so that its callers catch one type
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,6 +18,14 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
+
+# The largest file read as a policy, a descheduler configuration or a pod manifest, and
+# as a scenario (a captured one holds usage series). Past these a file is a mistake or
+# an attack: PyYAML parses about 0.6 MiB a CPU-second, so a 200 MB policy parsed for
+# minutes, and ``/dev/zero`` was read until the kernel killed the process. A file must
+# also be a regular file: a device, a pipe or a folder is refused before it is read.
+MAX_CONFIG_BYTES = 2**20  # 1 MiB; the shipped policy is 1 KiB
+MAX_SCENARIO_BYTES = 16 * 2**20  # 16 MiB: about 30 CPU-s of parsing
 
 # Brackets (``[``, ``{``) open at once, at most. A real document nests a few levels, and
 # a file nested deeper is refused before it is parsed: PyYAML's scanner takes time
@@ -50,24 +60,96 @@ def format_validation_error(error: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def read_file(path: str | Path, what: str, error: type[Exception]) -> tuple[str, str]:
-    """A file's text and its name as a source for messages."""
+def size_text(size_bytes: int) -> str:
+    """``1 MiB``, ``16 MiB``, ``512 KiB``: a limit as the messages and the docs say it."""
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size_bytes >= factor:
+            return f"{size_bytes / factor:g} {unit}"
+    return f"{size_bytes} bytes"
+
+
+def read_bytes(path: str | Path, what: str, error: type[Exception], limit_bytes: int) -> bytes:
+    """A regular file's bytes, at most ``limit_bytes`` of them: a larger file, a device
+    (``/dev/zero``), a pipe or a folder raises ``error`` naming the file, before more
+    than ``limit_bytes + 1`` bytes are read. Opened without blocking, so that a FIFO
+    with no writer does not hang the command."""
     file = Path(path)
     try:
-        return file.read_text(encoding="utf-8"), str(file)
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as problem:
         raise error(f"{file}: cannot read {what}: {problem.strerror or problem}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a device, a pipe or a socket"
+            raise error(f"{file}: cannot read {what}: it is {kind}, not a regular file")
+        chunks, left = [], limit_bytes + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 2**20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as problem:
+        raise error(f"{file}: cannot read {what}: {problem.strerror or problem}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit_bytes:
+        raise error(
+            f"{file}: {what} is larger than the limit of {size_text(limit_bytes)}: "
+            f"is it the right file?"
+        )
+    return data
+
+
+def read_file(
+    path: str | Path, what: str, error: type[Exception], limit_bytes: int = MAX_CONFIG_BYTES
+) -> tuple[str, str]:
+    """A file's text and its name as a source for messages (read as ``read_bytes``)."""
+    file = Path(path)
+    data = read_bytes(file, what, error, limit_bytes)
+    try:
+        return data.decode("utf-8"), str(file)
     except UnicodeDecodeError as problem:
         raise error(
             f"{file}: {what} is not UTF-8 text (byte {problem.start}): save it as UTF-8 YAML"
         ) from None
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping that writes a key twice (YAML requires keys to be unique)."""
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader, but a key written twice in one mapping is an error.
+
+    PyYAML keeps the last of them silently: a second, empty ``predicate:`` dropped every
+    filter of a policy. Checked on the composed nodes, before merge keys (``<<``) are
+    applied, so that a key overriding a merged one stays allowed, as YAML says."""
+
+    def compose_mapping_node(self, anchor: Any) -> yaml.MappingNode:
+        node: yaml.MappingNode = super().compose_mapping_node(anchor)
+        seen: dict[tuple[str, str], int] = {}
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag == _MERGE_TAG:
+                continue
+            line = key.start_mark.line + 1
+            first = seen.get((key.tag, key.value))
+            if first is not None:
+                raise DuplicateKeyError(
+                    f"key {key.value!r} is written twice in one mapping (lines {first} and "
+                    f"{line}): keep one"
+                )
+            seen[(key.tag, key.value)] = line
+        return node
+
+
 def parse_yaml(text: str, source: str, error: type[Exception]) -> Any:
     if bracket_depth(text) > MAX_BRACKET_DEPTH:
         raise error(f"{source}: not valid YAML: nested too deeply")
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as problem:
         raise error(f"{source}: not valid YAML: {problem}") from None
     except RecursionError:

@@ -11,19 +11,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from lightkube import AsyncClient
-from lightkube.resources.core_v1 import Pod
-
 from app.commandline import EXIT_FAILED, EXIT_OK, usage_error
 from app.explain.gather import (
-    ClusterUnreadable,
+    cluster_reader,
     last_failed_scheduling,
     pod_from_manifest,
     read_budgets,
     read_config,
     read_nodes,
-    read_pod,
-    read_pods,
     read_policy,
     read_state,
     read_workload_usage,
@@ -31,7 +26,17 @@ from app.explain.gather import (
 from app.explain.node import explain_node
 from app.explain.pod import explain_pod
 from app.explain.render import node_json, pod_json, render_node, render_pod
-from app.kube import KubeConfigError, make_client, pod_info, pod_key, scheduled_pod
+from app.kube import (
+    ClusterReader,
+    ClusterUnreadable,
+    KubeConfigError,
+    Pod,
+    make_client,
+    pod_info,
+    pod_key,
+    scheduled_pod,
+)
+from app.load import MIN_MEASURED_PODS
 from app.objects import workload_of
 from app.policy import PolicyError
 from app.prom import (
@@ -72,25 +77,25 @@ def _pod_target(args: argparse.Namespace) -> tuple[str, str] | Pod:
 
 
 async def _explain_pod(
-    client: AsyncClient, args: argparse.Namespace, target: tuple[str, str] | Pod
+    reader: ClusterReader, args: argparse.Namespace, target: tuple[str, str] | Pod
 ) -> str:
-    policy = await read_policy(client, args.policy, args.install_namespace)
+    policy = await read_policy(reader, args.policy, args.install_namespace)
     notes: list[str] = []
     if isinstance(target, Pod):
         pod = target
         notes.append(f"pod read from {args.filename}, not from the cluster")
     else:
-        found = await read_pod(client, *target)
+        found = await reader.pod(*target)
         if found is None:
             raise NotFound(f"pod {target[0]}/{target[1]} not found")
         pod = found
-    nodes = await read_nodes(client)
-    pods = await read_pods(client)
+    nodes = await read_nodes(reader)
+    pods = await reader.list_all("pods")
     now_s = time.time()
     info = pod_info(pod)
     failed = None
     if info.node_name is None and not isinstance(target, Pod):
-        failed = await last_failed_scheduling(client, info.namespace, info.name, info.uid)
+        failed = await last_failed_scheduling(reader, info.namespace, info.name, info.uid)
     estimate = policy.value.spec.estimation
     notes.append(
         "estimate: pods bound since each node's last sample count until a sample covers "
@@ -100,8 +105,11 @@ async def _explain_pod(
     )
     observed = None
     if estimate.enabled and estimate.workload_usage:
-        published, line = await read_workload_usage(client, args.install_namespace, now_s)
-        observed = published.observed(workload_of(info)) if published is not None else None
+        published, line = await read_workload_usage(reader, args.install_namespace, now_s)
+        workload = workload_of(info)
+        observed = published.observed(workload) if published is not None else None
+        if published is not None and published.pods.get(workload or "", 0) < MIN_MEASURED_PODS:
+            observed = None  # measured on too few pods to raise anything (app.load)
         notes.append(line)
         if observed is not None:
             notes.append(
@@ -128,10 +136,10 @@ def run_pod(args: argparse.Namespace) -> int:
     prog = "loadaware explain pod"
     try:
         target = _pod_target(args)
-        client = make_client(args.kubeconfig)
+        reader = cluster_reader(make_client(args.kubeconfig))
     except (ValueError, KubeConfigError) as error:
         return usage_error(prog, str(error))
-    return _run(prog, client, lambda: _explain_pod(client, args, target))
+    return _run(prog, reader, lambda: _explain_pod(reader, args, target))
 
 
 # --- explain node ----------------------------------------------------------------------
@@ -168,26 +176,40 @@ async def _pod_usage(
     )
 
 
-async def _explain_node(client: AsyncClient, args: argparse.Namespace) -> str:
-    policy = await read_policy(client, args.policy, args.install_namespace)
-    config = await read_config(client, args.config, args.install_namespace)
+async def _explain_node(reader: ClusterReader, args: argparse.Namespace) -> str:
+    policy = await read_policy(reader, args.policy, args.install_namespace)
+    config = await read_config(reader, args.descheduler_config, args.install_namespace)
     mismatch = config.value.metrics_missing_from({s.name for s in policy.value.spec.sync_policy})
     if mismatch:
         raise ConfigError(f"the configuration and the policy disagree: {'; '.join(mismatch)}")
-    nodes = await read_nodes(client)
+    nodes = await read_nodes(reader)
     if args.node not in nodes:
         raise NotFound(f"node {args.node} not found")
-    pods = {pod_key(p): pod_info(p) for p in await read_pods(client)}
-    budgets = await read_budgets(client)
+    pods = {pod_key(p): pod_info(p) for p in await reader.list_all("pods")}
+    budgets = await read_budgets(reader)
     now_s = time.time()
     since_s = now_s - memory_window_s(config.value)
     memory, memory_line = await read_state(
-        client, args.install_namespace, args.state_name, now_s, since_s
+        reader, args.install_namespace, args.state_name, now_s, since_s
     )
     running = any(p.phase == "Running" for p in pods.values())
     placed = pod_nodes(pods.values(), nodes)
     usage, usage_line = await _pod_usage(args, config.value, placed, running)
-    view = ClusterView(nodes, pods, usage, budgets, memory.recent(since_s))
+    published = None
+    estimation = policy.value.spec.estimation
+    if estimation.enabled and estimation.workload_usage:
+        published, workload_line = await read_workload_usage(
+            reader, args.install_namespace, now_s
+        )
+    view = ClusterView(
+        nodes,
+        pods,
+        usage,
+        budgets,
+        memory.recent(since_s),
+        published.workloads if published is not None else {},
+        published.pods if published is not None else {},
+    )
     hot_rounds = previous_hot_rounds(memory.hot_rounds, now_s, config.value.interval)
     explanation = explain_node(args.node, view, config.value, policy.value, now_s, hot_rounds)
     sources = [
@@ -196,6 +218,8 @@ async def _explain_node(client: AsyncClient, args: argparse.Namespace) -> str:
         memory_line,
         usage_line,
     ]
+    if published is not None:
+        sources.append(workload_line)
     if args.output == "json":
         return json.dumps(node_json(explanation, sources), indent=2) + "\n"
     return render_node(explanation, sources)
@@ -206,21 +230,21 @@ def run_node(args: argparse.Namespace) -> int:
     try:
         if args.prometheus_url:
             prometheus_settings_from_args(args)  # flag errors before any API call
-        client = make_client(args.kubeconfig)
+        reader = cluster_reader(make_client(args.kubeconfig))
     except (ValueError, KubeConfigError) as error:
         return usage_error(prog, str(error))
-    return _run(prog, client, lambda: _explain_node(client, args))
+    return _run(prog, reader, lambda: _explain_node(reader, args))
 
 
 # --- both --------------------------------------------------------------------------------
 
 
-def _run(prog: str, client: AsyncClient, explain: Callable[[], Awaitable[str]]) -> int:
+def _run(prog: str, reader: ClusterReader, explain: Callable[[], Awaitable[str]]) -> int:
     async def explained() -> str:
         try:
             return await explain()
         finally:
-            await client.close()
+            await reader.close()
 
     try:
         text = asyncio.run(explained())

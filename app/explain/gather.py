@@ -9,21 +9,20 @@ built-in defaults, and so does the explanation (it says so).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Generic, TypeVar, cast
-
-from lightkube import ALL_NS, AsyncClient
-from lightkube.core.exceptions import ApiError
-from lightkube.resources.core_v1 import ConfigMap, Event, Node, Pod
-from lightkube.resources.policy_v1 import PodDisruptionBudget
+from typing import Any, Generic, TypeVar
 
 from app.documents import parse_yaml, read_file
 from app.kube import (
+    DESCHEDULER_CONFIGMAP,
+    POLICY_CONFIGMAP,
     WORKLOAD_USAGE_MAX_AGE_S,
     WORKLOAD_USAGE_NAME,
+    ClusterReader,
+    KubeClient,
     Memory,
+    Pod,
     PublishedUsage,
     StateStore,
     StateUnreadable,
@@ -31,21 +30,20 @@ from app.kube import (
     WorkloadUsageUnreadable,
     budget_view,
     node_info,
+    pod_from_mapping,
 )
-from app.objects import NodeInfo, PodDisruptionBudgetView
+from app.objects import NodeInfo, PodDisruptionBudgetView, parse_quantity
 from app.policy import Policy, default_policy, load_policy, policy_from_yaml
 from app.rebalance import ConfigError, DeschedulerConfig, config_from_yaml
 
 T = TypeVar("T")
 
-POLICY_CONFIGMAP = "loadaware-policy"  # deploy/base/kustomization.yaml
-POLICY_KEY = "policy.yaml"
-CONFIG_CONFIGMAP = "loadaware-descheduler-config"
-CONFIG_KEY = "descheduler.yaml"
+# What a 403 adds: the roles that grant every read here.
+RBAC_HINT = "bind the read-only roles of deploy/base/explain-rbac.yaml to whoever runs it"
 
 
-class ClusterUnreadable(Exception):
-    """The API server refused or could not answer a read; the message says which."""
+def cluster_reader(client: KubeClient) -> ClusterReader:
+    return ClusterReader(client, RBAC_HINT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,121 +54,50 @@ class Sourced(Generic[T]):
     source: str
 
 
-def _failure(what: str, error: Exception) -> ClusterUnreadable:
-    status = error.status if isinstance(error, ApiError) else None
-    if status is None:  # transport errors: refused, timed out, TLS
-        return ClusterUnreadable(f"cannot read {what}: {error}")
-    hint = (
-        "; bind the read-only roles of deploy/base/explain-rbac.yaml to whoever runs it"
-        if status.code == 403
-        else ""
-    )
-    return ClusterUnreadable(f"cannot read {what}: {status.code} {status.message}{hint}")
-
-
-def _absent(error: Exception) -> bool:
-    return isinstance(error, ApiError) and error.status is not None and error.status.code == 404
-
-
-async def _read(what: str, call: Awaitable[T]) -> T:
-    try:
-        return await call
-    except Exception as error:  # lightkube raises ApiError and the transport's errors
-        raise _failure(what, error) from None
-
-
-async def _configmap_text(
-    client: AsyncClient, namespace: str, name: str, key: str
-) -> tuple[str, str] | None:
-    """(text, source) of ``key`` in a ConfigMap, or None when the ConfigMap is absent."""
-    where = f"ConfigMap {namespace}/{name}"
-    try:
-        stored = await client.get(ConfigMap, name, namespace=namespace)
-    except Exception as error:  # lightkube raises ApiError and the transport's errors
-        if _absent(error):
-            return None
-        raise _failure(where, error) from None
-    data = dict(stored.data or {})
-    if key in data:
-        return data[key], f"{where} (key {key})"
-    if len(data) == 1:
-        ((only, text),) = data.items()
-        return text, f"{where} (key {only})"
-    raise ClusterUnreadable(f"{where} has no key {key!r} (keys: {', '.join(sorted(data))})")
-
-
-async def read_policy(client: AsyncClient, path: str | None, namespace: str) -> Sourced[Policy]:
+async def read_policy(reader: ClusterReader, path: str | None, namespace: str) -> Sourced[Policy]:
     """The policy in force: ``--policy FILE``, else the loadaware-policy ConfigMap, else
     the built-in default (what every component runs on without ``--policy``).
 
     Raises PolicyError for a policy that does not validate."""
     if path:
         return Sourced(load_policy(path), f"file {path}")
-    found = await _configmap_text(client, namespace, POLICY_CONFIGMAP, POLICY_KEY)
+    found = await reader.config_text(POLICY_CONFIGMAP, namespace)
     if found is None:
-        where = f"ConfigMap {namespace}/{POLICY_CONFIGMAP}"
+        where = f"ConfigMap {namespace}/{POLICY_CONFIGMAP.name}"
         return Sourced(default_policy(), f"the built-in default ({where} not found)")
     text, source = found
     return Sourced(policy_from_yaml(text, source), source)
 
 
 async def read_config(
-    client: AsyncClient, path: str | None, namespace: str
+    reader: ClusterReader, path: str | None, namespace: str
 ) -> Sourced[DeschedulerConfig]:
-    """The descheduler's configuration: ``--config FILE``, else its ConfigMap, else the
+    """The descheduler's configuration: ``--descheduler-config FILE``, else its ConfigMap, else the
     built-in defaults. Raises ConfigError for one that does not validate."""
     if path:
         return Sourced(config_from_yaml(*read_file(path, "configuration", ConfigError)), path)
-    found = await _configmap_text(client, namespace, CONFIG_CONFIGMAP, CONFIG_KEY)
+    found = await reader.config_text(DESCHEDULER_CONFIGMAP, namespace)
     if found is None:
-        where = f"ConfigMap {namespace}/{CONFIG_CONFIGMAP}"
+        where = f"ConfigMap {namespace}/{DESCHEDULER_CONFIGMAP.name}"
         return Sourced(DeschedulerConfig(), f"the built-in defaults ({where} not found)")
     text, source = found
     return Sourced(config_from_yaml(text, source), source)
 
 
-async def read_nodes(client: AsyncClient) -> dict[str, NodeInfo]:
-    async def listed() -> dict[str, NodeInfo]:
-        return {info.name: info async for node in client.list(Node) if (info := node_info(node))}
-
-    return await _read("Nodes", listed())
+async def read_nodes(reader: ClusterReader) -> dict[str, NodeInfo]:
+    return {info.name: info for node in await reader.list_all("nodes") if (info := node_info(node))}
 
 
-async def read_pods(client: AsyncClient) -> list[Pod]:
-    async def listed() -> list[Pod]:
-        return [pod async for pod in client.list(Pod, namespace=ALL_NS)]
-
-    return await _read("Pods", listed())
-
-
-async def read_pod(client: AsyncClient, namespace: str, name: str) -> Pod | None:
-    try:
-        return await client.get(Pod, name, namespace=namespace)
-    except Exception as error:  # lightkube raises ApiError and the transport's errors
-        if _absent(error):
-            return None
-        raise _failure(f"Pod {namespace}/{name}", error) from None
-
-
-async def read_budgets(client: AsyncClient) -> tuple[PodDisruptionBudgetView, ...]:
-    async def listed() -> tuple[PodDisruptionBudgetView, ...]:
-        items = client.list(PodDisruptionBudget, namespace=ALL_NS)
-        return tuple([budget_view(pdb) async for pdb in items])
-
-    return await _read("PodDisruptionBudgets", listed())
+async def read_budgets(reader: ClusterReader) -> tuple[PodDisruptionBudgetView, ...]:
+    return tuple(budget_view(pdb) for pdb in await reader.list_all("poddisruptionbudgets.policy"))
 
 
 async def last_failed_scheduling(
-    client: AsyncClient, namespace: str, name: str, uid: str
+    reader: ClusterReader, namespace: str, name: str, uid: str
 ) -> str | None:
     """kube-scheduler's newest FailedScheduling message for this very pod (its UID)."""
-
-    async def listed() -> list[Event]:
-        events = client.list(Event, namespace=namespace, fields={"involvedObject.name": name})
-        return [event async for event in events]
-
     newest: tuple[float, str] | None = None
-    for event in await _read(f"Events of pod {namespace}/{name}", listed()):
+    for event in await reader.events_of(namespace, name):
         if event.reason != "FailedScheduling" or (uid and event.involvedObject.uid != uid):
             continue
         at_s = _event_time_s(event)
@@ -179,7 +106,7 @@ async def last_failed_scheduling(
     return None if newest is None else newest[1]
 
 
-def _event_time_s(event: Event) -> float:
+def _event_time_s(event: Any) -> float:
     """When an Event last happened: kube-scheduler writes events.k8s.io Events, which
     the core API shows with eventTime and, once repeated, series.lastObservedTime."""
     series = event.series
@@ -193,6 +120,34 @@ def _event_time_s(event: Event) -> float:
     return max((m.timestamp() for m in moments if isinstance(m, datetime)), default=0.0)
 
 
+def _bad_quantity(document: dict[str, Any]) -> str | None:
+    """The first request, limit or overhead of a manifest that is no Kubernetes quantity
+    (``cpu: lots``), with where it is; the API server would refuse the pod, and the
+    estimate would read it as nothing."""
+    spec = document.get("spec")
+    if not isinstance(spec, dict):
+        return None
+    amounts: list[tuple[str, Any]] = []
+    overhead = spec.get("overhead")
+    if isinstance(overhead, dict):
+        amounts += [(f"spec.overhead.{name}", value) for name, value in overhead.items()]
+    for field in ("initContainers", "containers"):
+        containers = spec.get(field)
+        for index, container in enumerate(containers if isinstance(containers, list) else []):
+            resources = container.get("resources") if isinstance(container, dict) else None
+            for kind in ("requests", "limits"):
+                given = resources.get(kind) if isinstance(resources, dict) else None
+                if isinstance(given, dict):
+                    where = f"spec.{field}[{index}].resources.{kind}"
+                    amounts += [(f"{where}.{name}", value) for name, value in given.items()]
+    for where, value in amounts:
+        try:
+            parse_quantity(value)
+        except ValueError as error:
+            return f"{where}: {error}"
+    return None
+
+
 def pod_from_manifest(path: str) -> Pod:
     """A Pod from a manifest file (``-f``), for a pod not created yet.
 
@@ -201,10 +156,10 @@ def pod_from_manifest(path: str) -> Pod:
     document = parse_yaml(text, source, ValueError)
     if not isinstance(document, dict) or document.get("kind", "Pod") != "Pod":
         raise ValueError(f"{source}: expected one Pod manifest (kind: Pod)")
-    try:
-        pod = cast(Pod, Pod.from_dict(document))
-    except Exception as error:  # lightkube raises TypeError, ValueError, KeyError
-        raise ValueError(f"{source}: not a Pod: {error}") from None
+    problem = _bad_quantity(document)
+    if problem is not None:
+        raise ValueError(f"{source}: {problem}")
+    pod = pod_from_mapping(document, source)
     metadata = pod.metadata
     if metadata is None or not (metadata.name or metadata.generateName):
         raise ValueError(f"{source}: the Pod needs metadata.name")
@@ -217,13 +172,13 @@ def pod_from_manifest(path: str) -> Pod:
 
 
 async def read_state(
-    client: AsyncClient, namespace: str, name: str, now_s: float, since_s: float
+    reader: ClusterReader, namespace: str, name: str, now_s: float, since_s: float
 ) -> tuple[Memory, str]:
     """The descheduler's memory (recent evictions, debounce rounds) and a line about it.
 
     Unreadable contents are not an error here: the descheduler then evicts nothing,
     and the line says so."""
-    store = StateStore(client, namespace, name)
+    store = StateStore(reader.client, namespace, name)
     try:
         memory = await store.load(now_s, since_s)
     except StateUnreadable as error:
@@ -231,11 +186,12 @@ async def read_state(
             f"memory: {store.where} is unreadable ({error}): the descheduler evicts nothing "
             "until it is fixed or deleted"
         )
-    except Exception as error:  # lightkube raises ApiError and the transport's errors
-        raise _failure(store.where, error) from None
+    except Exception as error:  # the API's refusals and the transport's errors
+        raise reader.failure(f"read {store.where}", error) from None
     if not memory.exists:
         return memory, (
-            f"memory: {store.where} not found: the descheduler's first run only observes"
+            f"memory: {store.where} not found: the descheduler's first run makes it and "
+            "acts like any other"
         )
     recent = memory.recent(since_s)
     return memory, (
@@ -245,17 +201,17 @@ async def read_state(
 
 
 async def read_workload_usage(
-    client: AsyncClient, namespace: str, now_s: float
+    reader: ClusterReader, namespace: str, now_s: float
 ) -> tuple[PublishedUsage | None, str]:
     """What the extender's estimate follows (the annotator's workload usage), if it is
     fresh, and a line about it; as the extender, anything else counts nothing."""
-    store = WorkloadUsageStore(client, namespace, WORKLOAD_USAGE_NAME)
+    store = WorkloadUsageStore(reader.client, namespace, WORKLOAD_USAGE_NAME)
     try:
         read = await store.read(now_s)
     except WorkloadUsageUnreadable as error:
         return None, f"workload usage: {store.where} is unreadable ({error}): not used"
-    except Exception as error:  # lightkube raises ApiError and the transport's errors
-        raise _failure(store.where, error) from None
+    except Exception as error:  # the API's refusals and the transport's errors
+        raise reader.failure(f"read {store.where}", error) from None
     if read is None:
         return None, f"workload usage: {store.where} not found: estimates from requests alone"
     usage, _skipped = read

@@ -7,15 +7,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.commandline import add_flag, count
+from app.commandline import INTERRUPTED_TEXT, add_deprecated_alias, add_flag, count
 from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
+from app.kube import DESCHEDULER_CONFIGMAP, POLICY_CONFIGMAP
 from app.prom import add_prometheus_flags
 
 DEFAULT_INSTALL_NAMESPACE = "loadaware"
 
 EXIT_CODES = (
     "exit codes: 0 explained, 1 the cluster (or the pod or node asked about) could not be "
-    "read, 2 bad usage or configuration (flags, files, a policy that does not validate)"
+    "read, 2 bad usage or configuration (flags, files, a policy that does not validate), "
+    + INTERRUPTED_TEXT
 )
 
 HELP = "why a pod goes where it goes, and what the descheduler makes of a node (read-only)"
@@ -80,7 +82,7 @@ examples:
 """
 
 
-def _common_flags(parser: argparse.ArgumentParser) -> None:
+def _common_flags(parser: argparse.ArgumentParser, json_holds: str) -> None:
     add_flag(
         parser,
         "--output",
@@ -89,7 +91,7 @@ def _common_flags(parser: argparse.ArgumentParser) -> None:
         choices=("text", "json"),
         default="text",
         metavar="FORMAT",
-        help="text (for a person, fits a screen) or json (for tools, every node)",
+        help=f"text (for a person, fits a screen) or json (for tools, {json_holds})",
     )
     add_flag(
         parser,
@@ -103,15 +105,15 @@ def _common_flags(parser: argparse.ArgumentParser) -> None:
         "--install-namespace",
         metavar="NAMESPACE",
         default=DEFAULT_INSTALL_NAMESPACE,
-        help="where loadaware runs: its policy ConfigMap (loadaware-policy), the "
-        "descheduler's configuration (loadaware-descheduler-config) and memory",
+        help=f"where loadaware runs: its policy ConfigMap ({POLICY_CONFIGMAP.name}), the "
+        f"descheduler's configuration ({DESCHEDULER_CONFIGMAP.name}) and memory",
     )
     add_flag(
         parser,
         "--policy",
         metavar="FILE",
         help="DynamicSchedulerPolicy YAML to explain with, instead of the policy in force",
-        default_text="the loadaware-policy ConfigMap, else the built-in crane defaults",
+        default_text=f"the {POLICY_CONFIGMAP.name} ConfigMap, else the built-in crane defaults",
     )
 
 
@@ -156,7 +158,7 @@ def add_parser(components: Any) -> None:
         metavar="N",
         help="how many nodes to show",
     )
-    _common_flags(pod)
+    _common_flags(pod, "every node")
     pod.set_defaults(run=run_pod)
 
     node = what.add_parser(
@@ -167,14 +169,16 @@ def add_parser(components: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     node.add_argument("node", metavar="NAME", help="a node in the cluster")
-    _common_flags(node)
+    _common_flags(node, "the node's class and every pod it would move, skip or receive")
     add_flag(
         node,
-        "--config",
+        "--descheduler-config",
+        old_variable="LOADAWARE_CONFIG",
         metavar="FILE",
         help="DeschedulerConfiguration YAML to explain with, instead of the one in force",
-        default_text="the loadaware-descheduler-config ConfigMap, else the built-in defaults",
+        default_text=f"the {DESCHEDULER_CONFIGMAP.name} ConfigMap, else the built-in defaults",
     )
+    add_deprecated_alias(node, "--config", "--descheduler-config", "descheduler_config")
     add_flag(
         node,
         "--state-name",

@@ -16,11 +16,13 @@ from app.rebalance import (
     ClusterView,
     DeschedulerConfig,
     EvictionPlan,
+    HeldHot,
     NodeClass,
     NodeKind,
     PlannedEviction,
     SchedulerBeside,
     SkippedPod,
+    node_opt_out,
     plan,
 )
 
@@ -48,6 +50,10 @@ class NodeExplanation:
     sent_here: tuple[PlannedEviction, ...]
     notes: tuple[str, ...]  # the plan's, for the whole cluster
     scheduler: SchedulerBeside = "extender"  # what the plan assumes places replacements
+    # Hot from pods above their requests that stay on it (issue 42): reported,
+    # not churned; and Karpenter's opt-out on the Node, which keeps every pod on it.
+    held_hot: HeldHot | None = None
+    opt_out: str | None = None
 
     @property
     def role(self) -> str:
@@ -77,4 +83,6 @@ def explain_node(
         sent_here=tuple(e for e in the_plan.evictions if e.destination == name),
         notes=tuple(the_plan.notes),
         scheduler=the_plan.scheduler,
+        held_hot=the_plan.held_hot.get(name),
+        opt_out=node_opt_out(cluster.nodes[name].annotations),
     )

@@ -36,8 +36,8 @@ from app.load import (
     counts,
     estimate_scheduled,
     is_exempt_from_filter,
-    judge,
     measure,
+    node_verdict,
     preferred_position,
     score_parts,
     unsampled_after,
@@ -128,7 +128,7 @@ def judge_node(
 ) -> NodeVerdict:
     """One node's verdict and score for the pod, the extender's way: its table measures
     the annotations, its ledger adds the estimate of the pods the node's freshest sample
-    does not hold (``app.load.estimate.unsampled_after``), and ``app.load.judge``
+    does not hold (``app.load.estimate.unsampled_after``), and ``app.load.node_verdict``
     judges the node for the pod."""
     measurement = measure(node.annotations, policy, now_s)
     settings = policy.spec.estimation
@@ -139,7 +139,7 @@ def judge_node(
         else 0
     )
     allocatable = node.allocatable
-    verdict = judge(
+    verdict = node_verdict(
         measurement,
         unsampled_after(placed, sample_at_s, allocatable, policy, now_s),
         policy,

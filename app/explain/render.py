@@ -13,18 +13,13 @@ from typing import Any
 from app.explain.node import NodeExplanation
 from app.explain.pod import NodeVerdict, PodExplanation
 from app.load import HOT_VALUE_PENALTY_PER_UNIT, MAX_EXTENDER_SCORE, MetricReading
-from app.objects import Resources
+from app.objects import Resources, printable
 from app.rebalance import ASSUMES, PlannedEviction
 
 # An Event's message is free text that anyone allowed to create Events in the pod's
 # namespace can write (docs/security.md, "loadaware explain"): shown bounded, and with
 # control characters (terminal escape sequences, line breaks) replaced.
 MAX_MESSAGE = 2000
-
-
-def printable(text: str, limit: int = MAX_MESSAGE) -> str:
-    cleaned = "".join(c if c.isprintable() else "?" for c in text[:limit])
-    return cleaned + (" [...]" if len(text) > limit else "")
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -110,7 +105,7 @@ def render_pod(
     if explanation.pending:
         message = explanation.failed_scheduling
         lines.append(
-            f"kube-scheduler's last FailedScheduling: {printable(message)}"
+            f"kube-scheduler's last FailedScheduling: {printable(message, MAX_MESSAGE)}"
             if message
             else "kube-scheduler's last FailedScheduling: none (no such Event for this pod)"
         )
@@ -271,6 +266,10 @@ def render_node(explanation: NodeExplanation, sources: Sequence[str]) -> str:
             f"hot rounds: {node_class.hot_rounds} in a row, this one included "
             f"(consecutiveHotRounds {explanation.consecutive_hot_rounds})"
         )
+    if explanation.opt_out is not None:
+        lines.append(f"opted out: {explanation.opt_out}")
+    if explanation.held_hot is not None:
+        lines.append(f"held hot: {explanation.held_hot.reason}")
     lines.extend(sources)
     lines += ["", f"would move off it ({len(explanation.moved_off)}):"]
     lines += _moves(explanation.moved_off, "TO")
@@ -302,6 +301,20 @@ def _eviction_json(eviction: PlannedEviction) -> dict[str, Any]:
     }
 
 
+def _held_json(explanation: NodeExplanation) -> dict[str, Any] | None:
+    held = explanation.held_hot
+    if held is None:
+        return None
+    return {
+        "held": dict(held.held),
+        "pods": [
+            {"pod": key, "resource": resource, "aboveRequests": amount}
+            for key, resource, amount in held.pods
+        ],
+        "reason": held.reason,
+    }
+
+
 def node_json(explanation: NodeExplanation, sources: Sequence[str]) -> dict[str, Any]:
     node_class = explanation.node_class
     return {
@@ -325,4 +338,6 @@ def node_json(explanation: NodeExplanation, sources: Sequence[str]) -> dict[str,
         "wouldReceive": [_eviction_json(e) for e in explanation.sent_here],
         "notes": list(explanation.notes),
         "sources": list(sources),
+        "optedOut": explanation.opt_out,
+        "heldHot": _held_json(explanation),
     }

@@ -8,7 +8,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
@@ -21,7 +21,7 @@ from app.extender.telemetry import EstimateCollector, ExtenderMetrics
 from app.extender.verbs import Outcome, RequestNodes, Verbs
 from app.extender.workload_usage import WorkloadUsageFollower
 from app.kube import NodeCache, NodeInfo, PodCache
-from app.objects import Resources, ScheduledPod
+from app.objects import ScheduledPod
 from app.policy import Policy
 from app.runtime import InForce
 
@@ -66,13 +66,9 @@ class Extender:
         self._mode = mode
         self.metrics = ExtenderMetrics(registry or CollectorRegistry())
         counts = self.metrics.reservation_counts
-        # Only with the pod cache: the estimate it raises is of pods bound and reserved.
-        follower = workload_usage if pod_cache is not None else None
-        self.workload_usage = follower
         self.ledger: Ledger | None = None
         if pod_cache is not None:
-            observed = None if follower is None else follower.observed
-            self.ledger = Ledger(self._table_policy, counts.end, reservation_ttl_s, observed)
+            self.ledger = Ledger(lambda: self.table.policy, counts.end, reservation_ttl_s)
         # The one policy in force (a bare Policy: for good); each reload adopted whole.
         self.policy_in_force = policy if isinstance(policy, InForce) else InForce.fixed(policy)
         self.policy_in_force.follow(self.set_policy, self.on_policy_reload)
@@ -84,17 +80,20 @@ class Extender:
         self.metrics.registry.register(
             EstimateCollector(self.debug.estimated_additions, self.debug.pod_estimates)
         )
-        self.verbs = Verbs(
-            self.table,
-            clock,
-            request_nodes=self.request_nodes_mode(node_cache),
-            workloads=None if follower is None else self._published_workloads,
-            workload_of_pod=None if pod_cache is None else _workload_in(pod_cache),
-        )
+        self.verbs = Verbs(self.table, clock, request_nodes=self.request_nodes_mode(node_cache))
         self.node_cache = node_cache
         self.pod_cache = pod_cache
-        if follower is not None:
-            # Still set after construction: main builds the follower before the extender.
+        # Only with the pod cache: the estimate it raises is of pods bound and reserved.
+        self.workload_usage = workload_usage if self.ledger is not None else None
+        if self.workload_usage is not None and self.ledger is not None:
+            follower = self.workload_usage
+            raises = self.ledger.raises
+            raises.observed = follower.observed
+            raises.measured = follower.measured
+            self.verbs.workloads = lambda: follower.workloads
+            self.verbs.raise_left = lambda workload: raises.left(workload, clock())
+            if pod_cache is not None:
+                self.verbs.workload_of_pod = _workload_in(pod_cache)
             follower.on_change = self._on_workload_usage
             follower.on_read = lambda result: self.metrics.workload_usage_reads.labels(
                 result
@@ -120,14 +119,6 @@ class Extender:
             node_cache.add_listener(self._on_node)
         if pod_cache is not None:
             pod_cache.add_listener(self._on_pod)
-
-    def _table_policy(self) -> Policy:  # the ledger's: the table's, swapped whole
-        return self.table.policy
-
-    def _published_workloads(self) -> Mapping[str, Resources]:
-        """What each workload's pods are observed to use (the follower's document)."""
-        assert self.workload_usage is not None
-        return self.workload_usage.workloads
 
     @staticmethod
     def request_nodes_mode(node_cache: NodeCache | None) -> RequestNodes:
@@ -161,7 +152,7 @@ class Extender:
         """What the workloads are observed to use changed: every estimate resting on it
         (reservations and pods bound within maxAge) is redone, off the request path."""
         assert self.ledger is not None
-        self.ledger.reprice()
+        self.ledger.reprice(self.clock())
         for node in self.ledger.tracked_nodes():
             self.table.recompute(node)
 
@@ -184,7 +175,7 @@ class Extender:
         self.table.set_policy(policy)  # the ledger reads the new policy through the table
         if self.ledger is not None:
             try:
-                repriced = self.ledger.reprice()
+                repriced = self.ledger.reprice(self.clock())
             except BaseException:
                 self.table.set_policy(previous)
                 raise

@@ -19,7 +19,10 @@ Two sources feed a node's addition (README "Burst-aware estimation"):
 reservation) whose workload's pods are observed to use far more than it declares is
 estimated at what they use (``app.load.estimate_scheduled``; ``observed``, from
 ``app.extender.workload_usage``). When that changes, ``reprice`` and a recompute of
-every ``tracked_nodes`` node redo every estimate resting on it.
+every ``tracked_nodes`` node redo every estimate resting on it. The raise is bounded
+(``app.load.estimate``, "Bounds"; issue 42): which pods hold one of their workload's
+raises is ``app.extender.raises`` (``raises``), which ``reprice`` asks to hand them
+out again.
 
 **What an estimate rests on** (issue 28, attack 1; ``app.load.estimate.Evidence``): a
 pod reserved here and then bound is ``scored``; one the watch saw pending and then
@@ -42,12 +45,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 
 from app.extender.defaults import RESERVATION_TTL_S
 from app.extender.pricing import Fractions, Pricing
-from app.load import Evidence, counts, estimate_with_evidence, unsampled_fractions
+from app.extender.raises import BoundPod, Raises
+from app.load import START_GRACE_S, Evidence, counts, estimate_with_evidence, unsampled_fractions
 from app.objects import ZERO, Demand, Resources, ScheduledPod
 from app.policy import EstimationPolicy, Policy
 
@@ -63,6 +67,7 @@ class Contribution:
     since_s: float  # bound at, or reserved at
     usage: Resources
     node: str = ""
+    raised_by: Resources = ZERO  # of ``usage``, what its workload's usage adds
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,8 @@ class PodEstimate:
 
     contribution: Contribution
     fractions: Mapping[str, float]
+    # of ``fractions``, what its workload's usage adds (``Contribution.raised_by``)
+    raise_fractions: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def share(self) -> float:
@@ -87,23 +94,6 @@ class Addition:
 
 
 NO_ADDITION = Addition(None, {}, math.inf)
-
-
-@dataclass(frozen=True, slots=True)
-class _Bound:
-    requests: Resources
-    limits: Resources
-    bound_at_s: float
-    evidence: Evidence
-    workload: str | None = None
-
-
-Observed = Callable[[str | None], Resources | None]
-"""A workload's observed per-pod usage (``app.extender.workload_usage``); None: none."""
-
-
-def _nothing_observed(_workload: str | None) -> Resources | None:
-    return None
 
 
 @dataclass(slots=True)  # not frozen: one is made per reservation, on the only thread
@@ -183,16 +173,15 @@ class Ledger:
         policy: Callable[[], Policy],
         on_reservation_end: ReservationEnd,
         ttl_s: float = DEFAULT_RESERVATION_TTL_S,
-        observed: Observed | None = None,  # None: no workload usage is followed
     ) -> None:
         self._policy = policy
         self._on_end = on_reservation_end
         self.ttl_s = ttl_s
-        self._bound: dict[str, dict[str, _Bound]] = {}  # node → pod key → pod
+        self._bound: dict[str, dict[str, BoundPod]] = {}  # node → pod key → pod
         self._reserved: dict[str, _NodeReservations] = {}  # only nodes that hold some
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
         self._pricing = Pricing(policy)
-        self.observed = observed or _nothing_observed
+        self.raises = Raises(policy)  # its ``observed`` and ``measured`` set by the caller
 
     def tracked_nodes(self) -> list[str]:
         """Every node with a pod bound within maxAge or a live reservation."""
@@ -227,10 +216,15 @@ class Ledger:
         affected: set[str] = set()
         if old_node is not None and old_node != new_node:
             pods = self._bound.get(old_node)
-            if pods is not None and pods.pop(key, None) is not None:
+            gone = pods.pop(key, None) if pods is not None else None
+            if pods is not None and gone is not None:
                 affected.add(old_node)
+                self.raises.release(gone.workload, key)
                 if not pods:
                     del self._bound[old_node]
+        elif old_node is not None and new is not None and _started_now(old, new):
+            self._started(key, old_node, new.started_at_s)
+            affected.add(old_node)
         if new is not None and new_node is not None and new_node != old_node:
             reservation = self._end(new.uid)
             if reservation is not None:
@@ -243,17 +237,25 @@ class Ledger:
                     evidence = Evidence.BOUND  # watched pending, then bound
                 else:
                     evidence = Evidence.PLACED  # first seen on its node
-                pod = _Bound(
-                    new.requests, new.limits, min(new.bound_at_s, now_s), evidence, new.workload
-                )
+                pod = _bound_pod(new, evidence, now_s)
                 self._bound.setdefault(new_node, {})[key] = pod
+                self.raises.on_bound(key, pod, now_s, reservation is not None)
                 affected.add(new_node)
+            elif reservation is not None:
+                self.raises.release(reservation.workload, reservation.pod)
         elif new is None and old is not None and old.node is None:
             reservation = self._end(old.uid)  # deleted before it was bound
             if reservation is not None:
                 affected.add(reservation.node)
+                self.raises.release(reservation.workload, reservation.pod)
                 self._on_end("dropped")
         return affected
+
+    def _started(self, key: str, node: str, started_at_s: float | None) -> None:
+        pod = self._bound.get(node, {}).get(key)
+        if pod is not None:
+            self._bound[node][key] = pod = replace(pod, started_at_s=started_at_s)
+            self.raises.on_started(key, pod)
 
     def reserve(
         self,
@@ -272,7 +274,8 @@ class Ledger:
         previous = self._reservations.get(uid)
         if previous is not None and previous.node == node:
             return None, _NO_NODES
-        usage, fractions = self._pricing.reservation(demand, node, self.observed(workload))
+        observed = self.raises.for_reservation(workload, pod, demand, now_s)
+        usage, fractions = self._pricing.reservation(demand, node, observed)
         reservation = self._reservations[uid] = Reservation(
             uid, pod, node, demand, now_s, usage, workload=workload
         )
@@ -288,7 +291,10 @@ class Ledger:
     def cancel(self, uid: str) -> tuple[str, ...]:
         """End a pod's reservation without a result (it was refused); its node, if any."""
         reservation = self._end(uid)
-        return _NO_NODES if reservation is None else (reservation.node,)
+        if reservation is None:
+            return _NO_NODES
+        self.raises.release(reservation.workload, reservation.pod)
+        return (reservation.node,)
 
     def _end(self, uid: str) -> Reservation | None:
         reservation = self._reservations.pop(uid, None)
@@ -303,12 +309,13 @@ class Ledger:
         if not on_node.live:
             del self._reserved[node]  # its sums go with it: exactly zero, free of rounding
 
-    def reprice(self) -> list[str]:
+    def reprice(self, now_s: float) -> list[str]:
         """Re-estimate every reservation under the current policy and workload usage;
         return the nodes that hold one. Call it after every policy change and every
         change of the workload usage: the memo of estimates is cleared here, not checked
         on every reservation."""
         settings = self._policy().spec.estimation
+        self.raises.hand_out(_every_pod(self._bound), self._reservations.values(), now_s)
         # Every estimate first, then the swap: a failure leaves the reservations as they were.
         estimates = {
             node: self._estimates(on_node, settings) for node, on_node in self._reserved.items()
@@ -330,7 +337,7 @@ class Ledger:
                     reservation.demand,
                     reservation.node,
                     settings,
-                    self.observed(reservation.workload),
+                    self.raises.of_reservation(reservation),
                 ),
             )
             for reservation in on_node
@@ -349,10 +356,13 @@ class Ledger:
             total = reserved.total()
             changes_at_s = reserved.oldest().made_at_s + self.ttl_s
         allocatable = self._pricing.allocatable_or_zero(node)
-        for pod in self._bound.get(node, {}).values():
+        for key, pod in self._bound.get(node, {}).items():
             if counts(pod.bound_at_s, sample_at_s, now_s, settings):
-                total = total + _bound_usage(pod, settings, allocatable, self.observed)
+                observed = self.raises.raised(key, pod, now_s)
+                total = total + _bound_usage(pod, settings, allocatable, observed)
                 changes_at_s = min(changes_at_s, pod.bound_at_s + settings.max_age_s)
+                if observed is not None and pod.started_at_s is None:
+                    changes_at_s = min(changes_at_s, pod.bound_at_s + START_GRACE_S)
         if not settings.enabled or total == ZERO:
             return Addition(sample_at_s, {}, changes_at_s)
         fractions = unsampled_fractions((total,), allocatable)
@@ -362,7 +372,7 @@ class Ledger:
         pods = self._bound.get(node)
         if pods is not None:
             for key in [k for k, pod in pods.items() if now_s - pod.bound_at_s >= max_age_s]:
-                del pods[key]
+                self.raises.release(pods.pop(key).workload, key)
             if not pods:
                 del self._bound[node]
         reserved = self._reserved.get(node)
@@ -371,6 +381,7 @@ class Ledger:
             if now_s < oldest.made_at_s + self.ttl_s:
                 break
             self._end(oldest.uid)
+            self.raises.release(oldest.workload, oldest.pod)
             self._on_end("dropped")
             reserved = self._reserved.get(node)
 
@@ -380,20 +391,17 @@ class Ledger:
         """The pods behind a node's addition, for ``/debug/nodes/{name}``."""
         settings = self._policy().spec.estimation
         allocatable = self._pricing.allocatable_or_zero(node)
+        raised = self.raises.raised
         found = [
-            Contribution(
-                key,
-                pod.evidence.value,
-                pod.bound_at_s,
-                _bound_usage(pod, settings, allocatable, self.observed),
-                node,
-            )
+            _bound_contribution(key, pod, node, raised(key, pod, now_s), settings, allocatable)
             for key, pod in self._bound.get(node, {}).items()
             if counts(pod.bound_at_s, sample_at_s, now_s, settings)
         ]
-        reserved = self._reserved.get(node)
-        if reserved is not None:
-            found += [Contribution(r.pod, "reserved", r.made_at_s, r.usage, node) for r in reserved]
+        for r in self._reserved.get(node, ()):
+            held = self.raises.holds(r.workload, r.pod)
+            base = self._pricing.usage(r.demand, node, settings, None) if held else r.usage
+            raised_by = r.usage - base
+            found.append(Contribution(r.pod, "reserved", r.made_at_s, r.usage, node, raised_by))
         return found
 
     def estimates(
@@ -402,19 +410,61 @@ class Ledger:
         """Every pod that counts on some node now, with its share of that node
         (``sample_at``: a node's freshest sample time), largest first: for the debug
         view and the metric, never on a request."""
-        found: list[PodEstimate] = []
-        for node in self._bound.keys() | self._reserved.keys():
-            allocatable = self._pricing.allocatable_or_zero(node)
-            for contribution in self.contributions(node, sample_at(node), now_s):
-                fractions = unsampled_fractions((contribution.usage,), allocatable)
-                found.append(PodEstimate(contribution, fractions))
-        found.sort(key=lambda estimate: (-estimate.share, estimate.contribution.pod))
-        return found
+        return _largest_first(
+            _pod_estimate(contribution, self._pricing.allocatable_or_zero(node))
+            for node in self._bound.keys() | self._reserved.keys()
+            for contribution in self.contributions(node, sample_at(node), now_s)
+        )
+
+
+def _largest_first(estimates: Iterable[PodEstimate]) -> list[PodEstimate]:
+    return sorted(estimates, key=lambda estimate: (-estimate.share, estimate.contribution.pod))
+
+
+def _bound_pod(new: ScheduledPod, evidence: Evidence, now_s: float) -> BoundPod:
+    bound_at_s = min(new.bound_at_s, now_s)
+    return BoundPod(new.requests, new.limits, bound_at_s, evidence, new.workload, new.started_at_s)
+
+
+def _every_pod(bound: Mapping[str, Mapping[str, BoundPod]]) -> Iterator[tuple[str, BoundPod]]:
+    return ((key, pod) for pods in bound.values() for key, pod in pods.items())
+
+
+def _started_now(old: ScheduledPod | None, new: ScheduledPod | None) -> bool:
+    """Whether the pod's containers were first seen started in this change."""
+    return (
+        old is not None
+        and new is not None
+        and old.started_at_s is None
+        and new.started_at_s is not None
+    )
+
+
+def _bound_contribution(
+    key: str,
+    pod: BoundPod,
+    node: str,
+    observed: Resources | None,
+    settings: EstimationPolicy,
+    allocatable: Resources,
+) -> Contribution:
+    """A bound pod behind its node's addition, with what its workload's usage adds."""
+    estimate = _bound_usage(pod, settings, allocatable, observed)
+    raised_by = ZERO
+    if observed is not None:
+        raised_by = estimate - _bound_usage(pod, settings, allocatable, None)
+    return Contribution(key, pod.evidence.value, pod.bound_at_s, estimate, node, raised_by)
+
+
+def _pod_estimate(contribution: Contribution, allocatable: Resources) -> PodEstimate:
+    fractions = unsampled_fractions((contribution.usage,), allocatable)
+    raised = unsampled_fractions((contribution.raised_by,), allocatable)
+    return PodEstimate(contribution, fractions, raised)
 
 
 def _bound_usage(
-    pod: _Bound, settings: EstimationPolicy, allocatable: Resources, observed: Observed
+    pod: BoundPod, settings: EstimationPolicy, allocatable: Resources, observed: Resources | None
 ) -> Resources:
     return estimate_with_evidence(
-        pod.requests, pod.limits, pod.evidence, settings, allocatable, observed(pod.workload)
+        pod.requests, pod.limits, pod.evidence, settings, allocatable, observed
     )

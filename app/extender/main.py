@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from app.commandline import (
     EXIT_OK,
     add_flag,
+    add_own_flag,
     count,
     duration,
     host,
@@ -104,12 +105,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_caller_authentication(args: argparse.Namespace) -> None:
+def check_caller_authentication(args: argparse.Namespace) -> str | None:
     """Who may call the verbs: a client certificate (mutual TLS) or a loopback address
     authenticates the caller. Anything else serves every client that can reach the port,
-    and must be asked for with --allow-unauthenticated; it is then logged as a warning."""
+    and must be asked for with --allow-unauthenticated; the warning returned is logged
+    once the port is bound (not before a failure to listen, as it was)."""
     if args.client_ca or is_loopback(args.host):
-        return
+        return None
     transport = "HTTPS without client certificates" if args.tls_cert else "plain HTTP"
     if not args.allow_unauthenticated:
         config_error(
@@ -117,13 +119,10 @@ def check_caller_authentication(args: argparse.Namespace) -> None:
             f"steer scheduling. Use mutual TLS (--tls-cert, --tls-key, --client-ca), or "
             f"--host 127.0.0.1 beside the scheduler, or say --allow-unauthenticated"
         )
-    log.warning(
-        "serving the extender's verbs with %s on %s:%d to ANY client "
-        "(--allow-unauthenticated): anyone who can reach this port can reserve load and "
-        "read node data; use mutual TLS or a loopback address (docs/security.md)",
-        transport,
-        args.host,
-        args.port,
+    return (
+        f"serving the extender's verbs with {transport} on {args.host}:{args.port} to ANY "
+        "client (--allow-unauthenticated): anyone who can reach this port can reserve load "
+        "and read node data; use mutual TLS or a loopback address (docs/security.md)"
     )
 
 
@@ -249,6 +248,11 @@ def _serve(
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stop)
+    # Listening before ``ready``: a client that connects as soon as the banner shows is
+    # queued until the server accepts, not refused (a curl pasted from the demo's banner
+    # at once was refused while uvicorn still loaded).
+    for sock, config in zip(sockets, configs, strict=True):
+        sock.listen(config.backlog)
     ready()
 
     async def serve_all() -> None:
@@ -274,7 +278,7 @@ def max_body_bytes(args: argparse.Namespace) -> int:
 def run_extender(args: argparse.Namespace) -> int:
     # Each check imports only what it needs, the cheapest first, so that a bad flag or
     # file is reported before the web server and the clients are loaded.
-    check_caller_authentication(args)
+    unauthenticated = check_caller_authentication(args)
     connection_limits(args)
     tls_context(args)
     check_distinct_ports(args)
@@ -304,6 +308,8 @@ def run_extender(args: argparse.Namespace) -> int:
     # web server are loaded (about a second): a port in use, or a host that does not
     # resolve, is told at once.
     sockets = bind_listeners(args)
+    if unauthenticated is not None:
+        log.warning("%s", unauthenticated)
     from app.extender.extender import Extender
     from app.extender.http import ExtenderApp
     from app.extender.workload_usage import WorkloadUsageFollower
@@ -364,6 +370,12 @@ def run_extender(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def http_base_url(host: str, port: int) -> str:
+    """``http://HOST:PORT``, an IPv6 address in brackets (``http://[::1]:8888``), as
+    curl and every URL parser require."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def run_demo(args: argparse.Namespace) -> int:
     args.tls_cert = args.tls_key = args.client_ca = None
     args.health_port = 0
@@ -372,7 +384,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from app.extender.http import ExtenderApp
 
     extender = DemoExtender()
-    base_url = f"http://{args.host}:{args.port}"
+    base_url = http_base_url(args.host, args.port)
 
     def banner() -> None:  # once the port is ours: a banner for a port in use would lie
         print(f"loadaware demo: extender with a built-in 7-node cluster on {base_url}", flush=True)
@@ -465,24 +477,27 @@ def add_parser(components: Any) -> None:
         help="kubeconfig file",
     )
     _add_server_flags(extender, "127.0.0.1")
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--node-cache",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="watch Nodes so kube-scheduler can use nodeCacheCapable: true "
         "(recommended); --no-node-cache reads annotations from full-node requests",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--pod-cache",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="watch Pods to estimate the usage of pods placed since each node's last "
         "sample (policy spec.estimation; needs the node cache and RBAC list/watch pods)",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--reservation-ttl",
         type=duration,
         default=RESERVATION_TTL_S,
@@ -513,8 +528,9 @@ def add_parser(components: Any) -> None:
         default=WORKLOAD_USAGE_NAME,
         help="name of that ConfigMap",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--workload-usage-max-age",
         type=duration,
         default=WORKLOAD_USAGE_MAX_AGE_S,
@@ -522,39 +538,46 @@ def add_parser(components: Any) -> None:
         help="a document published longer ago than this is ignored (estimates from "
         "requests and limits alone): the annotator is down or has lost Prometheus",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--workload-usage-refresh",
         type=duration,
         default=WORKLOAD_USAGE_REFRESH_S,
         metavar="DURATION",
         help="how often that ConfigMap is read (one GET, off the scheduling path)",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--tls-cert",
         metavar="FILE",
         default_text="none, plain HTTP",
         help="serve HTTPS with this certificate (PEM)",
     )
-    add_flag(extender, "--tls-key", metavar="FILE", help="private key for --tls-cert (PEM)")
-    add_flag(
+    add_own_flag(
+        extender, "extender", "--tls-key", metavar="FILE", help="private key for --tls-cert (PEM)"
+    )
+    add_own_flag(
         extender,
+        "extender",
         "--client-ca",
         metavar="FILE",
         default_text="none, any client may connect",
         help="require client certificates signed by this CA (mutual TLS)",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--allow-unauthenticated",
         action=argparse.BooleanOptionalAction,
         default=False,
         help="serve the verbs on a non-loopback --host without --client-ca, to any "
         "client that can reach the port; logged as a warning at start",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--tls-handshake-timeout",
         type=duration,
         default=DEFAULT_HANDSHAKE_TIMEOUT_S,
@@ -579,16 +602,18 @@ def add_parser(components: Any) -> None:
         metavar="ADDRESS",
         help="address for --health-port",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--debug-endpoints",
         action=argparse.BooleanOptionalAction,
         default=False,
         help="serve /debug/nodes, /docs and /openapi.json on the verbs' port, behind the "
         "same authentication; they list every node and the pods behind its estimate",
     )
-    add_flag(
+    add_own_flag(
         extender,
+        "extender",
         "--max-body-bytes",
         type=count,
         metavar="BYTES",
@@ -609,6 +634,8 @@ def add_parser(components: Any) -> None:
     demo = components.add_parser(
         "demo",
         help="serve the extender over a built-in demo cluster (no Kubernetes needed)",
+        epilog="exit codes: 0 stopped (SIGTERM or SIGINT), 2 bad usage or configuration "
+        "(a port in use or a --host that does not resolve included)",
     )
     _add_server_flags(demo, "127.0.0.1")
     demo.set_defaults(run=run_demo)

@@ -20,6 +20,7 @@ from app.objects import (
     OwnerRef,
     effective_demand,
     parse_quantity,
+    valid_owner,
     workload_key,
 )
 
@@ -130,7 +131,9 @@ def request_pod_workload(pod: Mapping[str, Any]) -> str | None:
     for owner in owners:
         if isinstance(owner, dict) and owner.get("controller") is True:
             kind, name = owner.get("kind"), owner.get("name")
-            if not (isinstance(kind, str) and isinstance(name, str) and kind and name):
+            if not (isinstance(kind, str) and isinstance(name, str)):
+                return None
+            if not valid_owner(owner.get("apiVersion"), kind, name):
                 return None
             return workload_key(
                 namespace,

@@ -284,7 +284,16 @@ def _pod_metrics(estimates: Sequence[PodEstimate]) -> Iterator[GaugeMetricFamily
         "estimated from its requests alone).",
         labels=["kind"],
     )
+    raised = GaugeMetricFamily(
+        "loadaware_extender_pod_estimate_raise_max_fraction",
+        "Of one pod's estimate counting on a node now, the largest part its workload's "
+        "observed usage adds (the workload-usage raise), as a fraction of its node's "
+        "allocatable, by resource, labelled with the pod's namespace. Near 1: one pod "
+        "is counted as most of a node on its workload's word (docs/security.md).",
+        labels=["resource", "namespace"],
+    )
     top: dict[str, tuple[float, str]] = {}
+    top_raise: dict[str, tuple[float, str]] = {}
     kinds = {"reserved": 0, "scored": 0, "bound": 0, "placed": 0}
     for estimate in estimates:
         pod = estimate.contribution
@@ -293,10 +302,17 @@ def _pod_metrics(estimates: Sequence[PodEstimate]) -> Iterator[GaugeMetricFamily
         for resource, fraction in estimate.fractions.items():
             if fraction > top.get(resource, (-1.0, ""))[0]:
                 top[resource] = (fraction, namespace)
+        for resource, fraction in estimate.raise_fractions.items():
+            if fraction > top_raise.get(resource, (-1.0, ""))[0]:
+                top_raise[resource] = (fraction, namespace)
     for resource in sorted(top):
         fraction, namespace = top[resource]
         largest.add_metric([resource, namespace], fraction)
+    for resource in sorted(top_raise):
+        fraction, namespace = top_raise[resource]
+        raised.add_metric([resource, namespace], fraction)
     for kind, count in kinds.items():
         by_kind.add_metric([kind], float(count))
     yield largest
+    yield raised
     yield by_kind

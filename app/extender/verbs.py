@@ -134,8 +134,6 @@ class Verbs:
         clock: Callable[[], float] = time.time,
         *,
         request_nodes: RequestNodes = RequestNodes.STORE,
-        workloads: Callable[[], Mapping[str, Resources]] | None = None,
-        workload_of_pod: Callable[[str], str | None] | None = None,
     ) -> None:
         self._table = table
         self._clock = clock
@@ -145,8 +143,11 @@ class Verbs:
         self._estimates_policy: Policy | None = None
         # What each workload's pods are observed to use (app.extender.workload_usage),
         # and the workload of a pod the pod cache holds, by namespace/name.
-        self.workloads = workloads or _no_workloads
-        self.workload_of_pod = workload_of_pod or _no_workload
+        self.workloads: Callable[[], Mapping[str, Resources]] = _no_workloads
+        self.workload_of_pod: Callable[[str], str | None] = _no_workload
+        # Whether a pod of the workload placed now would take one of its raises (the
+        # ledger's bounds, app.load.estimate "Bounds"); none without a ledger.
+        self.raise_left: Callable[[str], bool] = _no_raise
         self._estimates_workloads: Mapping[str, Resources] = _NO_WORKLOADS
         self._rising: dict[Demand, bool] = {}  # whether the shape's estimate can be raised
 
@@ -281,7 +282,7 @@ class Verbs:
             self._estimates = {demand: found}
         workload = self.workload_of_pod(_pod_key(pod))
         observed = workloads.get(workload) if workload is not None else None
-        if observed is None or workload is None:
+        if observed is None or workload is None or not self.raise_left(workload):
             return found
         key = (demand, workload)
         raised = self._estimates.get(key)
@@ -315,6 +316,10 @@ def _no_workloads() -> Mapping[str, Resources]:
 
 def _no_workload(_pod: str) -> str | None:
     return None
+
+
+def _no_raise(_workload: str) -> bool:
+    return False
 
 
 def _pod_key(pod: dict[str, Any]) -> str:

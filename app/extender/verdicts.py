@@ -25,8 +25,8 @@ from app.load import (
     NodeLoad,
     evaluate_node,
     headroom,
-    judge,
     measure,
+    node_verdict,
 )
 from app.objects import CPU, MEMORY, Resources
 from app.policy import Policy
@@ -119,7 +119,7 @@ class Verdicts:
         addition = NO_ADDITION
         if ledger is not None and ledger.tracks(name):
             addition = ledger.addition(name, measurement.freshest_sample_s(), now_s)
-        verdict = judge(measurement, addition.fractions, policy)
+        verdict = node_verdict(measurement, addition.fractions, policy)
         load = verdict.load
         # Without a ledger no estimate is known, so no pod is judged against the room.
         rooms = headroom(load, measurement, policy) if ledger is not None else {}

@@ -31,6 +31,7 @@ DEFAULT_MAX_AGE_S = WORKLOAD_USAGE_MAX_AGE_S
 DEFAULT_REFRESH_S = WORKLOAD_USAGE_REFRESH_S
 
 _NOTHING: Mapping[str, Resources] = MappingProxyType({})
+_NO_PODS: Mapping[str, int] = MappingProxyType({})
 
 
 class WorkloadUsageFollower:
@@ -53,6 +54,7 @@ class WorkloadUsageFollower:
         self.max_age_s = max_age_s
         self.refresh_s = refresh_s
         self._workloads = _NOTHING
+        self._pods: Mapping[str, int] = MappingProxyType({})
         self.published_at_s: float | None = None  # of what ``observed`` answers from
         self.state = "not read yet"
 
@@ -65,6 +67,11 @@ class WorkloadUsageFollower:
         if workload is None:
             return None
         return self._workloads.get(workload)
+
+    def measured(self, workload: str) -> int:
+        """How many running pods ``workload``'s published usage was measured on (the
+        bounds on the raise, ``app.load.estimate``); 0: not said, or nothing fresh."""
+        return self._pods.get(workload, 0)
 
     async def run(self) -> None:
         while True:
@@ -101,10 +108,15 @@ class WorkloadUsageFollower:
                 f"--workload-usage-max-age, {self.max_age_s:.0f}s): is the annotator running?",
             )
             return
-        self._adopt(usage.workloads, usage.published_at_s, "ok", "")
+        self._adopt(usage.workloads, usage.published_at_s, "ok", "", usage.pods)
 
     def _adopt(
-        self, workloads: Mapping[str, Resources], at_s: float | None, state: str, why: str
+        self,
+        workloads: Mapping[str, Resources],
+        at_s: float | None,
+        state: str,
+        why: str,
+        pods: Mapping[str, int] = _NO_PODS,
     ) -> None:
         self.on_read(state)
         if state != self.state:
@@ -121,8 +133,9 @@ class WorkloadUsageFollower:
                     why,
                 )
             self.state = state
-        changed = workloads != self._workloads
+        changed = workloads != self._workloads or pods != self._pods
         self._workloads = workloads
+        self._pods = pods
         self.published_at_s = at_s
         if changed:
             self.on_change()

@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 
 from lightkube import AsyncClient
 
+from app.kube.api_errors import describe_api_error
 from app.kube.listwatch import list_then_watch
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class WatchCache(Generic[T]):
         max_retry_delay_s: float = 30.0,
     ) -> None:
         self._client = client
+        self._server = str(client.config.cluster.server or "")  # named when unreachable
         self._resource = resource
         self._transform = transform
         self._key_of = key_of
@@ -122,10 +124,11 @@ class WatchCache(Generic[T]):
             max_retry_delay_s=self._max_retry_delay_s,
             while_down=self._while_down,
             on_failure=self._on_failure,
+            server=self._server,
         )
 
     def _on_failure(self, error: BaseException) -> None:
-        self.last_error = str(error) or repr(error)
+        self.last_error = describe_api_error(error, self._server)
         if self.failing_since_s is None:
             self.failing_since_s = time.monotonic()
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import httpx2
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.models import Cluster, User
 
 FIELD_MANAGER = "loadaware"
+
+# The API client every part of loadaware is handed: only app/kube calls it.
+KubeClient: TypeAlias = AsyncClient
 
 
 class KubeConfigError(ValueError):
@@ -22,13 +27,7 @@ def make_client(kubeconfig: str | None = None, timeout_s: float = 10.0) -> Async
         config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
     except Exception as error:  # lightkube raises several types for missing or bad files
         where = kubeconfig or "in-cluster config, $KUBECONFIG or ~/.kube/config"
-        # A missing section comes as a bare KeyError ('clusters'): say what it is.
-        problem = (
-            f"{error.args[0]!r} is missing from it (a kubeconfig needs clusters, users, "
-            "contexts and a current-context)"
-            if isinstance(error, KeyError) and error.args
-            else str(error)
-        )
+        problem = _kubeconfig_problem(error)
         raise KubeConfigError(
             f"cannot build a Kubernetes client from {where}: {problem}. Pass --kubeconfig "
             "FILE, or run in a pod with a ServiceAccount"
@@ -42,6 +41,22 @@ def make_client(kubeconfig: str | None = None, timeout_s: float = 10.0) -> Async
     except Exception as error:  # ssl and OS errors, lightkube's own
         where = kubeconfig or "the in-cluster config, $KUBECONFIG or ~/.kube/config"
         raise KubeConfigError(f"cannot build a Kubernetes client from {where}: {error}") from None
+
+
+NEEDS = "a kubeconfig needs clusters, users, contexts and a current-context"
+
+
+def _kubeconfig_problem(error: Exception) -> str:
+    """What lightkube's error about a kubeconfig means, in the operator's words."""
+    # A missing section comes as a bare KeyError ('clusters'); an empty file or one
+    # that is no mapping as an AttributeError or TypeError about None or a list.
+    if isinstance(error, KeyError) and error.args:
+        return f"{error.args[0]!r} is missing from it ({NEEDS})"
+    if isinstance(error, AttributeError | TypeError):
+        return f"it is empty or not a kubeconfig ({NEEDS})"
+    if isinstance(error, UnicodeDecodeError):
+        return "it is not UTF-8 text"
+    return str(error)
 
 
 def client_for_server(url: str, timeout_s: float = 10.0) -> AsyncClient:

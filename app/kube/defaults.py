@@ -3,6 +3,24 @@ components' flags show as defaults: here, apart from the modules that read and w
 those ConfigMaps (and the Kubernetes client they import), so that a command's ``--help``
 and a bad flag need no client."""
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class OwnConfig:
+    """A ConfigMap an operator writes loadaware's configuration into: its name, and the
+    key that holds the YAML (``app.kube.reads.ClusterReader.config_text`` reads it)."""
+
+    name: str
+    key: str
+
+
+# deploy/base/kustomization.yaml makes both from the files of deploy/base.
+POLICY_CONFIGMAP = OwnConfig("loadaware-policy", "policy.yaml")
+DESCHEDULER_CONFIGMAP = OwnConfig("loadaware-descheduler-config", "descheduler.yaml")
+
 STATE_NAME = "loadaware-descheduler-state"  # the descheduler's memory (``state``)
 WORKLOAD_USAGE_NAME = "loadaware-workload-usage"  # each workload's usage (``workload_usage``)
 # A workload-usage document older than this is stale: a few of the annotator's rounds

@@ -1,4 +1,6 @@
-"""The descheduler's Events: one on each evicted pod, the record for humans.
+"""The descheduler's Events: one on each evicted pod, the record for humans; and one on
+a Node the planner leaves hot because pods above their requests stay on it (they cannot
+be evicted, or go nowhere) (reason ``LoadAwareHeldHot``, ``node_event``).
 
 Each Event (core/v1, reason ``LoadAwareDescheduled``) says in its message, for the
 operator running ``kubectl describe pod`` or ``kubectl get events``, which node was
@@ -26,6 +28,11 @@ from app.objects import EvictionRecord
 log = logging.getLogger(__name__)
 
 REASON = "LoadAwareDescheduled"
+HELD_HOT_REASON = "LoadAwareHeldHot"
+# Kubernetes' own bound for an Event's note (events.k8s.io/v1): a longer message is cut.
+MESSAGE_BYTES = 1024
+# Node Events live in the default namespace, as the kubelet's do.
+NODE_EVENT_NAMESPACE = "default"
 COMPONENT = "loadaware-descheduler"
 _PREFIX = "descheduler.loadaware.io/"
 SOURCE_NODE = _PREFIX + "source-node"
@@ -67,21 +74,41 @@ def _iso(at_s: float) -> str:
 def eviction_event(notice: EvictionNotice, reporting_instance: str) -> Event:
     record = notice.record
     namespace, _, name = record.pod_key.partition("/")
-    at = datetime.fromtimestamp(record.evicted_at_s, tz=UTC)
+    uid = record.uid
+    pod = ObjectReference(apiVersion="v1", kind="Pod", namespace=namespace, name=name, uid=uid)
+    return _event(
+        pod,
+        namespace,
+        (REASON, notice.message, "Normal", "Evict"),
+        datetime.fromtimestamp(record.evicted_at_s, tz=UTC),
+        reporting_instance,
+        record_annotations(record),
+    )
+
+
+def _event(
+    involved: ObjectReference,
+    namespace: str,
+    what: tuple[str, str, str, str],
+    at: datetime,
+    reporting_instance: str,
+    annotations: dict[str, str] | None = None,
+) -> Event:
+    """An Event by loadaware's descheduler on ``involved``; ``what`` is its reason,
+    message, type and action."""
+    reason, message, kind, action = what
     return Event(
         metadata=ObjectMeta(
             # As client-go names them: the object's name and a hex timestamp.
-            name=f"{name}.{time.time_ns():x}",
+            name=f"{involved.name}.{time.time_ns():x}",
             namespace=namespace,
-            annotations=record_annotations(record),
+            annotations=annotations,
         ),
-        involvedObject=ObjectReference(
-            apiVersion="v1", kind="Pod", namespace=namespace, name=name, uid=record.uid
-        ),
-        reason=REASON,
-        message=notice.message,
-        type="Normal",
-        action="Evict",
+        involvedObject=involved,
+        reason=reason,
+        message=message,
+        type=kind,
+        action=action,
         count=1,
         firstTimestamp=at,
         lastTimestamp=at,
@@ -99,14 +126,42 @@ async def record_eviction(
     A lost Event loses that eviction's history: a later run may then move one pod too
     many from the node until its metrics catch up, which the next run corrects.
     """
+    what = f"the eviction Event for pod {notice.record.pod_key}"
+    event = eviction_event(notice, reporting_instance)
+    return await _create(client, event, what, "the pod's namespace")
+
+
+async def _create(client: AsyncClient, event: Event, what: str, where: str) -> bool:
+    """Create an Event; False (logged, naming ``what`` and ``where``) when refused."""
     try:
-        await client.create(eviction_event(notice, reporting_instance))
+        await client.create(event)
     except Exception as error:  # an Event must never stop the run
         log.error(
-            "could not record the eviction Event for pod %s (%s); the descheduler needs "
-            "'create' on events in the pod's namespace",
-            notice.record.pod_key,
+            "could not record %s (%s); the descheduler needs 'create' on events in %s",
+            what,
             error,
+            where,
         )
         return False
     return True
+
+
+def node_event(node: str, reason: str, message: str, reporting_instance: str) -> Event:
+    """A Warning Event on a Node, for ``kubectl describe node``."""
+    text = message.encode()[:MESSAGE_BYTES].decode(errors="ignore")
+    return _event(
+        ObjectReference(apiVersion="v1", kind="Node", name=node),
+        NODE_EVENT_NAMESPACE,
+        (reason, text, "Warning", "Plan"),
+        datetime.now(tz=UTC),
+        reporting_instance,
+    )
+
+
+async def record_node_event(
+    client: AsyncClient, node: str, reason: str, message: str, reporting_instance: str
+) -> bool:
+    """Create a Node Event; False (logged) when the API server refuses it."""
+    event = node_event(node, reason, message, reporting_instance)
+    where = f"the {NODE_EVENT_NAMESPACE} namespace"
+    return await _create(client, event, f"the {reason} Event on node {node}", where)

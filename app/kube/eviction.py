@@ -24,7 +24,7 @@ from lightkube import AsyncClient
 from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta, Preconditions
 from lightkube.resources.core_v1 import PodEviction
 
-from app.kube.patching import status_message
+from app.kube.api_errors import describe_api_error
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ async def evict_pod(
     except httpx2.HTTPStatusError as error:
         status = error.response.status_code
         outcome = classify(status)
-        detail = f"HTTP {status}: {status_message(error)}"
+        detail = describe_api_error(error)
         if outcome is EvictionOutcome.ERROR:
             hint = (
                 "; the descheduler's ServiceAccount needs 'create' on pods/eviction"
@@ -81,7 +81,7 @@ async def evict_pod(
             log.error("evicting pod %s/%s failed (%s)%s", namespace, name, detail, hint)
         return EvictionResult(outcome, detail)
     except httpx2.HTTPError as error:
-        detail = f"{type(error).__name__}: {error}"
+        detail = describe_api_error(error)
         log.error("evicting pod %s/%s failed (%s)", namespace, name, detail)
         return EvictionResult(EvictionOutcome.ERROR, detail)
     return EvictionResult(EvictionOutcome.EVICTED)

@@ -36,6 +36,7 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
+from app.kube.api_errors import describe_api_error
 from app.objects import Taint
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,7 @@ async def _with_retries(
         except httpx2.HTTPStatusError as error:
             status = error.response.status_code
             outcome, retry = _classify(status)
-            detail = f"HTTP {status}: {status_message(error)}"
+            detail = describe_api_error(error)
             if outcome is PatchOutcome.NODE_GONE:
                 log.info("node %s is gone (404); skipped its %s", node, what)
                 return outcome
@@ -190,7 +191,7 @@ async def _with_retries(
                 return outcome
         except httpx2.HTTPError as error:
             outcome = PatchOutcome.NETWORK_ERROR
-            detail = f"{type(error).__name__}: {error}"
+            detail = describe_api_error(error)
         if attempt < attempts:
             on_retry(outcome)
             backoff_s = first_backoff_s * 2 ** (attempt - 1)
@@ -280,16 +281,3 @@ class TaintWriter:
             may_write=self._may_write,
             on_retry=self._on_retry,
         )
-
-
-def status_message(error: httpx2.HTTPStatusError) -> str:
-    """The message of the API server's Status, else the start of the body."""
-    status = getattr(error, "status", None)
-    message = getattr(status, "message", None)
-    if message:
-        return str(message)
-    try:
-        text = error.response.text
-    except httpx2.ResponseNotRead:
-        text = ""
-    return text[:200] or error.response.reason_phrase

@@ -16,6 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+from app.kube.defaults import (
+    DESCHEDULER_CONFIGMAP,
+    POLICY_CONFIGMAP,
+    STATE_NAME,
+    WORKLOAD_USAGE_NAME,
+)
+
 
 class Scope(Enum):
     """Where a permission is granted."""
@@ -88,8 +95,10 @@ _NODE_CACHE = _permission(
 # (a test holds them equal). Another name needs the Role changed to match.
 ANNOTATOR_LEASE = "loadaware-annotator"
 DESCHEDULER_LEASE = "loadaware-descheduler"
-DESCHEDULER_STATE = "loadaware-descheduler-state"
-WORKLOAD_USAGE = "loadaware-workload-usage"
+DESCHEDULER_STATE = STATE_NAME
+WORKLOAD_USAGE = WORKLOAD_USAGE_NAME
+# app/kube/admission.py's WRITER_POLICIES (a test holds them equal).
+WRITER_POLICY_NAMES = ("loadaware-node-annotation-writers", "loadaware-document-writers")
 
 PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     "extender": (
@@ -109,6 +118,21 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     ),
     "annotator": (
         _NODE_CACHE,
+        _permission(
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies",
+            "get",
+            "at first leading, whether the policies that keep loadaware's annotations and "
+            "documents to loadaware are installed (app/kube/admission.py)",
+            names=WRITER_POLICY_NAMES,
+        ),
+        _permission(
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings",
+            "get",
+            "at first leading, whether those policies are bound to Deny",
+            names=WRITER_POLICY_NAMES,
+        ),
         _permission(
             "", "nodes", "patch", "one merge patch per node writes loadaware's annotations"
         ),
@@ -176,6 +200,15 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
             "its memory ConfigMap on first start (create cannot be limited by name)",
             Scope.OWN_NAMESPACE,
         ),
+        _permission(
+            "",
+            "configmaps",
+            "get",
+            f"the annotator's {WORKLOAD_USAGE}: what each workload's pods use, so that a "
+            "destination counts the pods bound there as the extender's estimate does",
+            Scope.OWN_NAMESPACE,
+            (WORKLOAD_USAGE,),
+        ),
         *_leader_lease(DESCHEDULER_LEASE),
     ),
 }
@@ -188,12 +221,15 @@ def grants_of(component: str) -> set[tuple[str, str, str, Scope]]:
 
 
 def names_of(component: str) -> dict[tuple[str, str, str, Scope], frozenset[str]]:
-    """For every call ``component`` makes, the objects it is limited to (empty: any)."""
-    return {
-        grant: permission.names
-        for permission in PERMISSIONS[component]
-        for grant in permission.grants()
-    }
+    """For every call ``component`` makes, the objects it is limited to (empty: any);
+    a call two permissions make is limited to the objects of both."""
+    names: dict[tuple[str, str, str, Scope], frozenset[str]] = {}
+    for permission in PERMISSIONS[component]:
+        for grant in permission.grants():
+            before = names.get(grant)
+            wider = not permission.names or (before is not None and not before)
+            names[grant] = frozenset() if wider else permission.names | (before or frozenset())
+    return names
 
 
 def service_account_name(component: str) -> str:
@@ -221,9 +257,9 @@ reads only, granted by the roles of ``deploy/base/explain-rbac.yaml`` to whoever
 operator binds them to (tests/deploy/test_rbac.py compares both ways)."""
 
 EXPLAIN_CONFIGMAPS = (
-    "loadaware-policy",
-    "loadaware-descheduler-config",
-    "loadaware-descheduler-state",
+    POLICY_CONFIGMAP.name,
+    DESCHEDULER_CONFIGMAP.name,
+    DESCHEDULER_STATE,
     WORKLOAD_USAGE,
 )
 """The only ConfigMaps explain reads (its Role names them: ``resourceNames``)."""

@@ -43,6 +43,7 @@ from app.objects import (
     container_demand,
     effective_demand,
     requests_and_limits,
+    valid_owner,
     workload_key,
 )
 
@@ -261,9 +262,14 @@ def _unix_s(moment: Any) -> float | None:
 def _controller_of(owners: list[Any]) -> OwnerRef | None:
     """The controller reference, the only owner Kubernetes lets act on a pod (it
     recreates it, and a second one is refused). Any other ownerReference is the
-    tenant's word: a pod with none marked controller is bare."""
+    tenant's word: a pod with none marked controller is bare. So is a pod whose
+    controller is in no shape Kubernetes gives an object (``valid_owner``: the API
+    server checks only that kind and name are non-empty), so that its text goes no
+    further than here (issue 42, point 2)."""
     chosen = next((o for o in owners if o.controller), None)
-    return None if chosen is None else OwnerRef(chosen.kind, chosen.name, chosen.uid)
+    if chosen is None or not valid_owner(chosen.apiVersion, chosen.kind, chosen.name):
+        return None
+    return OwnerRef(chosen.kind, chosen.name, chosen.uid)
 
 
 def _required_terms(affinity: Any) -> tuple[NodeSelectorTerm, ...]:
@@ -335,4 +341,21 @@ def scheduled_pod(pod: Any) -> ScheduledPod:
         bound_at_s=bound_at_s if bound_at_s is not None else 0.0,
         finished=bool(status and status.phase in _FINISHED_PHASES),
         workload=_workload(metadata.namespace or "default", metadata),
+        started_at_s=_started_at_s(status),
     )
+
+
+def _started_at_s(status: Any) -> float | None:
+    """When the pod's first (non-init) container started, as its kubelet reports it
+    (``containerStatuses[].state``, or ``lastState`` of one that restarted); None: none
+    has. The kubelet writes the status; a tenant cannot (``pods/status``)."""
+    earliest: float | None = None
+    for container in (status.containerStatuses if status else None) or []:
+        for state in (container.state, container.lastState):
+            if state is None:
+                continue
+            for phase in (state.running, state.terminated):
+                at_s = _unix_s(phase.startedAt) if phase is not None else None
+                if at_s is not None and (earliest is None or at_s < earliest):
+                    earliest = at_s
+    return earliest

@@ -19,8 +19,10 @@ Reading is defensive all the same (an operator may edit it): entries that do not
 parse are skipped and logged, evictions older than the window or dated in the future
 are ignored and logged, and a document that is not JSON at all is reported as
 unreadable so that the run evicts nothing. Writing keeps the newest ``MAX_EVICTIONS``
-evictions within the window, so the object stays far below the 1 MiB limit, and
-carries the resourceVersion it read: a 409 re-reads, merges and tries again.
+evictions within the window in at most ``MAX_DOCUMENT_BYTES``, in turns by namespace,
+leaving out what a reader would skip, so the object stays below the 1 MiB limit
+whatever a tenant named its pods' owner, and carries the resourceVersion it read: a
+409 re-reads, merges and tries again.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from lightkube.resources.core_v1 import ConfigMap
 
 from app.kube.configmaps import OwnConfigMapStore, own_config_map
 from app.kube.defaults import STATE_NAME
+from app.kube.workload_usage import fair_order
 from app.objects import EvictionRecord, Resources
 
 log = logging.getLogger(__name__)
@@ -44,6 +47,10 @@ STATE_KEY = "state.json"
 VERSION = 1
 DEFAULT_NAME = STATE_NAME
 MAX_EVICTIONS = 2000  # about 200 bytes each as JSON: well below a ConfigMap's 1 MiB
+# Whatever the records hold (a pod key and a workload of up to 512 characters each),
+# the document keeps to 3/4 of a ConfigMap's 1 MiB; node hot-round counts to a quarter.
+MAX_DOCUMENT_BYTES = 768 * 1024
+_ENVELOPE_BYTES = 64
 FUTURE_SLACK_S = 60.0  # clocks disagree a little; more than this ahead is not trusted
 _SAVE_ATTEMPTS = 3
 
@@ -68,27 +75,66 @@ class Memory:
         return tuple(sorted(records, key=lambda r: r.evicted_at_s))
 
 
+def _entry(r: EvictionRecord) -> dict[str, Any]:
+    return {
+        "pod": r.pod_key,
+        "uid": r.uid,
+        "node": r.node,
+        "destination": r.destination,
+        "cpuCores": r.usage.cpu_cores,
+        "memoryBytes": r.usage.memory_bytes,
+        "at": r.evicted_at_s,
+        # A workload a reader would not take back (longer than it reads) is left out,
+        # not the record: the eviction still counts for its node and namespace.
+        "workload": r.workload if _text(r.workload) is not None else None,
+    }
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), sort_keys=True))
+
+
 def encode(memory: Memory, since_s: float) -> str:
-    """The document for ``memory``: evictions at or after ``since_s``, newest kept."""
-    records = memory.recent(since_s)[-MAX_EVICTIONS:]
+    """The document for ``memory``: evictions at or after ``since_s``, at most
+    ``MAX_EVICTIONS`` in at most ``MAX_DOCUMENT_BYTES``, kept newest first in turns by
+    namespace (``fair_order``: a namespace evicted often cannot push the others out);
+    a record a reader would skip (a field past its bound) is left out, so no record
+    can stop a save (issue 42, point 2)."""
+    hot_rounds: dict[str, list[float]] = {}
+    size = _ENVELOPE_BYTES
+    newest_first = sorted(memory.hot_rounds.items(), key=lambda item: -item[1][1])
+    for name, (count, at_s) in newest_first:
+        entry_bytes = _size({name: [count, at_s]})
+        if _text(name) is None or size + entry_bytes > MAX_DOCUMENT_BYTES // 4:
+            continue
+        hot_rounds[name] = [count, at_s]
+        size += entry_bytes
+    records = [r for r in reversed(memory.recent(since_s)) if _readable(r)]
+    kept: list[tuple[EvictionRecord, dict[str, Any]]] = []
+    for position in fair_order(r.pod_key for r in records):
+        if len(kept) >= MAX_EVICTIONS:
+            break
+        entry = _entry(records[position])
+        entry_bytes = _size(entry) + 1
+        if size + entry_bytes > MAX_DOCUMENT_BYTES:
+            continue
+        size += entry_bytes
+        kept.append((records[position], entry))
+    kept.sort(key=lambda item: item[0].evicted_at_s)
     document = {
         "version": VERSION,
-        "evictions": [
-            {
-                "pod": r.pod_key,
-                "uid": r.uid,
-                "node": r.node,
-                "destination": r.destination,
-                "cpuCores": r.usage.cpu_cores,
-                "memoryBytes": r.usage.memory_bytes,
-                "at": r.evicted_at_s,
-                "workload": r.workload,
-            }
-            for r in records
-        ],
-        "hotRounds": {name: [count, at_s] for name, (count, at_s) in memory.hot_rounds.items()},
+        "evictions": [entry for _, entry in kept],
+        "hotRounds": hot_rounds,
     }
     return json.dumps(document, separators=(",", ":"), sort_keys=True)
+
+
+def _readable(record: EvictionRecord) -> bool:
+    """Whether ``decode`` would take the record back."""
+    texts = (record.pod_key, record.uid, record.node)
+    if any(_text(t) is None for t in texts):
+        return False
+    return record.destination is None or _text(record.destination) is not None
 
 
 def decode(text: str, now_s: float, since_s: float) -> tuple[Memory, list[str]]:

@@ -15,11 +15,16 @@ grants it to write; the extender raises its estimate of a pod of that workload t
 The document::
 
     {"version": 1, "publishedAt": 1700000000.0,
-     "workloads": {"shop/Deployment/web": [0.71, 5.3e8], ...}}
+     "workloads": {"shop/Deployment/web": [0.71, 5.3e8, 12], ...}}
 
-with CPU in cores and memory in bytes. At most ``MAX_WORKLOADS`` workloads are kept,
-those with the most running pods first, so the object stays far below a ConfigMap's
-1 MiB (about 60 bytes a workload).
+with CPU in cores, memory in bytes, and how many running pods were measured (the
+bounds on the raise, ``app.load.estimate``: no more of a workload's pods raised at
+once; an entry without the count, as an older annotator wrote it, raises nothing).
+At most ``MAX_WORKLOADS`` workloads are kept, in at most ``MAX_DOCUMENT_BYTES``, taken
+in turns by namespace and within one those with the most running pods first
+(``fair_order``): a tenant with long names or many workloads can neither make the
+document exceed a ConfigMap's 1 MiB nor push other namespaces out of it (issue 42,
+point 2).
 
 Reading is defensive (an operator may edit it, or a bug write garbage): a workload
 whose key is not ``namespace/Kind/name`` or whose values are not two finite numbers in
@@ -36,7 +41,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -53,7 +58,12 @@ DEFAULT_NAME = WORKLOAD_USAGE_NAME
 MAX_WORKLOADS = 5000
 MAX_CPU_CORES = 1024.0  # no node has more; a pod's usage beyond it is garbage
 MAX_MEMORY_BYTES = 64 * 2.0**40  # 64 TiB
+MAX_PODS = 1_000_000  # pods measured per workload: more is garbage, cut here
 FUTURE_SLACK_S = 60.0  # clocks disagree a little; more than this ahead is not trusted
+# A ConfigMap holds at most 1 MiB (data, keys and metadata together): the document keeps
+# to 3/4 of that whatever its keys are (at most ~400 bytes an entry).
+MAX_DOCUMENT_BYTES = 768 * 1024
+_ENVELOPE_BYTES = 128  # version, publishedAt and the braces around the entries
 DEFAULT_MAX_AGE_S = WORKLOAD_USAGE_MAX_AGE_S
 # namespace (a DNS label) / Kind / name (at most 253 characters)
 _KEY = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[A-Za-z][A-Za-z0-9]{0,62}/[^/\s]{1,253}$")
@@ -69,19 +79,50 @@ class PublishedUsage:
 
     published_at_s: float
     workloads: Mapping[str, Resources]
+    # per workload, how many running pods were measured (0: not said)
+    pods: Mapping[str, int] = field(default_factory=dict)
 
     def observed(self, workload: str | None) -> Resources | None:
         return self.workloads.get(workload) if workload is not None else None
 
 
-def encode(workloads: Iterable[tuple[str, Resources]], now_s: float) -> str:
-    """The document for ``workloads`` (most important first: the first
-    ``MAX_WORKLOADS`` are kept), published at ``now_s``."""
+def fair_order(keys: Iterable[str]) -> list[int]:
+    """The positions of ``keys`` (``namespace/...``, most important first) taken in
+    turns by namespace: every namespace's first, then every namespace's second, ...;
+    namespaces in the order their first key comes. So a tenant with many entries
+    cannot push another namespace's first ones out of a bounded document."""
+    rank_in: dict[str, int] = {}
+    first_seen: dict[str, int] = {}
+    order: list[tuple[int, int, int]] = []
+    for position, key in enumerate(keys):
+        namespace = key.split("/", 1)[0]
+        rank = rank_in.get(namespace, 0)
+        rank_in[namespace] = rank + 1
+        first_seen.setdefault(namespace, len(first_seen))
+        order.append((rank, first_seen[namespace], position))
+    return [position for _, _, position in sorted(order)]
+
+
+def encode(workloads: Iterable[tuple[str, Resources, int]], now_s: float) -> str:
+    """The document for ``workloads`` (key, one pod's usage, pods measured; most
+    important first), published at ``now_s``:
+    keys a reader would skip are left out, the rest taken in turns by namespace
+    (``fair_order``) while there are at most ``MAX_WORKLOADS`` and the document stays
+    within ``MAX_DOCUMENT_BYTES`` (a ConfigMap holds at most 1 MiB): no entry, and no
+    tenant, can make the document unwritable."""
+    entries = [(key, usage, pods) for key, usage, pods in workloads if _KEY.match(key)]
     kept: dict[str, list[float]] = {}
-    for key, usage in workloads:
+    size = _ENVELOPE_BYTES
+    for position in fair_order(key for key, _, _ in entries):
         if len(kept) >= MAX_WORKLOADS:
             break
-        kept[key] = [round(usage.cpu_cores, 6), round(usage.memory_bytes)]
+        key, usage, pods = entries[position]
+        value = [round(usage.cpu_cores, 6), round(usage.memory_bytes), pods]
+        entry_bytes = len(json.dumps({key: value}, separators=(",", ":")))
+        if size + entry_bytes > MAX_DOCUMENT_BYTES:
+            continue  # a shorter key may still fit
+        size += entry_bytes
+        kept[key] = value
     document = {"version": VERSION, "publishedAt": now_s, "workloads": kept}
     return json.dumps(document, separators=(",", ":"))
 
@@ -105,6 +146,7 @@ def decode(text: str, now_s: float) -> tuple[PublishedUsage, int]:
     if not isinstance(entries, dict):
         raise WorkloadUsageUnreadable("workloads is not a map")
     workloads: dict[str, Resources] = {}
+    pods: dict[str, int] = {}
     skipped = 0
     for key, value in entries.items():
         usage = _usage(value)
@@ -112,7 +154,9 @@ def decode(text: str, now_s: float) -> tuple[PublishedUsage, int]:
             skipped += 1
             continue
         workloads[key] = usage
-    return PublishedUsage(published_at_s, MappingProxyType(workloads)), skipped
+        pods[key] = _pods(value)
+    published = PublishedUsage(published_at_s, MappingProxyType(workloads), MappingProxyType(pods))
+    return published, skipped
 
 
 def _finite(value: Any) -> float | None:
@@ -122,7 +166,7 @@ def _finite(value: Any) -> float | None:
 
 
 def _usage(value: Any) -> Resources | None:
-    if not isinstance(value, list) or len(value) != 2:
+    if not isinstance(value, list) or len(value) not in (2, 3):
         return None
     cpu, memory = _finite(value[0]), _finite(value[1])
     if cpu is None or memory is None:
@@ -130,6 +174,14 @@ def _usage(value: Any) -> Resources | None:
     if not (0 <= cpu <= MAX_CPU_CORES and 0 <= memory <= MAX_MEMORY_BYTES):
         return None
     return Resources(cpu, memory)
+
+
+def _pods(value: list[Any]) -> int:
+    """The entry's count of measured pods; 0 where it has none or a bad one."""
+    pods = value[2] if len(value) == 3 else 0
+    if isinstance(pods, bool) or not isinstance(pods, int):
+        return 0
+    return min(max(pods, 0), MAX_PODS)
 
 
 class WorkloadUsageStore(OwnConfigMapStore):
@@ -151,7 +203,7 @@ class WorkloadUsageStore(OwnConfigMapStore):
         return decode((stored.data or {}).get(USAGE_KEY, ""), now_s)
 
     async def publish(
-        self, workloads: Iterable[tuple[str, Resources]], now_s: float
+        self, workloads: Iterable[tuple[str, Resources, int]], now_s: float
     ) -> PublishedUsage:
         """Write the document (replace, or create the object on first use) and return
         it as a reader decodes it (rounded, cut at ``MAX_WORKLOADS``); raises what the

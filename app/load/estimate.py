@@ -50,6 +50,19 @@ The API, all pure (the extender keeps per-node ledgers, the simulator calls thes
   (docs/security.md); the result is at most the node's allocatable as every
   estimate. A pod ``PLACED`` around the scheduler keeps its requests-only estimate.
   Missing, non-finite or negative values observe nothing.
+* **Bounds** on that raise (issue 42, ``bounded_raises``, ``started_in_grace``): a
+  workload's usage is what its *measured* pods use, and pods never started are never
+  measured. A tenant running one pod at 7.5 cores could otherwise publish 7.5 cores as
+  its workload's usage, then bind pods of the same workload key that request 1m and
+  never start: each counted as most of a node for ``maxAge``, and a few made every
+  node read too hot for anyone's pod. So a workload's usage raises nothing until at
+  least ``MIN_MEASURED_PODS`` (3) of its running pods were measured; in binding order,
+  a pod takes a raise only while fewer of its workload's pods hold one than were
+  measured (the annotator publishes the count), so the raises at once add no more
+  pods' worth than the tenant really runs; and a pod whose containers have not started
+  within ``START_GRACE_S`` (2 minutes) of its binding loses its raise for good. A raise
+  ends at ``maxAge``, or at the end of the grace for a pod not started by then. A pod
+  without a raise is estimated from its requests and limits, as without the feature.
 * ``counts(bound_at_s, sample_at_s, now_s, settings) -> bool``: whether a pod bound
   at ``bound_at_s`` is missing from a sample taken at ``sample_at_s``. A sample
   *covers* a pod only when it was taken at least ``coveredAfter`` (5 minutes) after
@@ -93,7 +106,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from app.load.model import measure
@@ -119,8 +132,12 @@ class PlacedPod:
     bound_at_s: float
     evidence: Evidence = Evidence.BOUND
     # What one running pod of its workload is observed to use (``workload_per_pod_usage``);
-    # None: nothing observed (or ``estimation.workloadUsage`` off).
+    # None: nothing observed (or ``estimation.workloadUsage`` off, or no raise left for
+    # it: ``bounded_raises``).
     observed: Resources | None = None
+    # When its containers were first seen started; None: not yet. The default, long
+    # ago, is a pod that started as it was bound (the simulator's).
+    started_at_s: float | None = -math.inf
 
 
 # The percentage of a workload's running pods whose usage is at or below what one of its
@@ -131,6 +148,12 @@ WORKLOAD_USAGE_PERCENTILE = 90
 # is within what the estimate's factors guess, and raising it there only trades one
 # resource's node-minutes above its limit for the other's (module doc).
 UNDER_REQUESTED_FACTOR = 3.0
+# The bounds on the raise (module doc, "Bounds"; issue 42): a workload's usage counts
+# once at least this many of its running pods were measured, no more of its pods hold a
+# raise at once than were measured, and a pod whose containers have not started within
+# this long of its binding loses its raise for good.
+MIN_MEASURED_PODS = 3
+START_GRACE_S = 120.0
 
 
 def estimate_pod_usage(
@@ -196,6 +219,101 @@ def _raised(estimate: float, observed: float, limit: float) -> float:
     if limit > 0:
         observed = min(observed, limit)
     return observed if observed >= UNDER_REQUESTED_FACTOR * estimate else estimate
+
+
+def raises(
+    requests: Resources,
+    limits: Resources,
+    observed: Resources | None,
+    settings: EstimationPolicy,
+) -> bool:
+    """Whether ``observed`` raises the estimate of a pod declaring ``requests`` and
+    ``limits`` (``with_workload_usage`` changes it): only such a pod takes one of its
+    workload's raises (``bounded_raises``)."""
+    if observed is None or not settings.workload_usage:
+        return False
+    estimate = estimate_pod_usage(requests, limits, settings)
+    return with_workload_usage(estimate, observed, limits) != estimate
+
+
+def started_in_grace(bound_at_s: float, started_at_s: float | None, now_s: float) -> bool:
+    """Whether a pod bound at ``bound_at_s`` may hold a raise at ``now_s``: its
+    containers started within ``START_GRACE_S`` of the binding, or that time is not
+    over yet. A pod that never starts (an init container that sleeps, an image that
+    does not exist) is never measured, so nothing it does could pull its workload's
+    usage down: its raise ends with the grace."""
+    grace_end_s = bound_at_s + START_GRACE_S
+    if started_at_s is not None and started_at_s < grace_end_s:
+        return True
+    return now_s < grace_end_s
+
+
+def bounded_raises(
+    pods: Sequence[tuple[str | None, PlacedPod]],
+    measured: Mapping[str, int],
+    now_s: float,
+    settings: EstimationPolicy,
+) -> list[PlacedPod]:
+    """Each ``(workload, pod)`` of ``pods`` (pods bound within ``maxAge``, each with its
+    workload's ``observed`` usage) as the estimate may take it: with its ``observed``
+    kept where it holds one of the workload's raises, dropped (None) where not
+    (module doc, "Bounds").
+
+    ``measured``: per workload, how many of its running pods its published usage
+    was measured on. In binding order, a pod whose ``observed`` raises it takes a raise
+    when, at its binding, fewer than ``measured`` of its workload's pods hold one;
+    a holder lets go at ``maxAge``, or at the end of its grace if its containers had
+    not started by then (``started_in_grace``), and a pod that lost its raise does not
+    get it back. A workload measured on fewer than ``MIN_MEASURED_PODS`` raises none."""
+    order = sorted(range(len(pods)), key=lambda i: pods[i][1].bound_at_s)
+    out = [pod for _, pod in pods]
+    holders: dict[str, list[float]] = {}  # workload -> the instants its raises end
+    for index in order:
+        workload, pod = pods[index]
+        if pod.observed is None:
+            continue
+        cap = measured.get(workload, 0) if workload is not None else 0
+        granted = (
+            cap >= MIN_MEASURED_PODS
+            and pod.evidence is not Evidence.PLACED
+            and raises(pod.requests, pod.limits, pod.observed, settings)
+        )
+        if granted and workload is not None:
+            at_s = pod.bound_at_s
+            ends = [end_s for end_s in holders.get(workload, ()) if end_s > at_s]
+            granted = len(ends) < cap and started_in_grace(at_s, pod.started_at_s, now_s)
+            if granted:
+                ends.append(raise_end_s(pod, settings))
+            holders[workload] = ends
+        if not granted:
+            out[index] = replace(pod, observed=None)
+    return out
+
+
+def raises_left(
+    bounded: Sequence[tuple[str | None, PlacedPod]],
+    measured: Mapping[str, int],
+    now_s: float,
+    settings: EstimationPolicy,
+) -> dict[str, int]:
+    """Per workload with a raise held in ``bounded`` (what ``bounded_raises`` returned,
+    each with its workload), how many more of its pods placed at ``now_s`` would take
+    one: the soft-taint rule's next pod is such a pod (``app.load.taints``)."""
+    held: dict[str, int] = {}
+    for workload, pod in bounded:
+        if workload is not None and pod.observed is not None and raise_end_s(pod, settings) > now_s:
+            held[workload] = held.get(workload, 0) + 1
+    return {workload: max(0, measured.get(workload, 0) - count) for workload, count in held.items()}
+
+
+def raise_end_s(pod: PlacedPod, settings: EstimationPolicy) -> float:
+    """When a pod's raise ends: at ``maxAge``, or at the end of its grace unless its
+    containers started within it (a pod not started yet holds it until then)."""
+    grace_end_s = pod.bound_at_s + START_GRACE_S
+    started = pod.started_at_s
+    if started is not None and started < grace_end_s:
+        return pod.bound_at_s + settings.max_age_s
+    return min(grace_end_s, pod.bound_at_s + settings.max_age_s)
 
 
 def may_rise(requests: Resources, limits: Resources, settings: EstimationPolicy) -> bool:

@@ -463,11 +463,41 @@ def hot_value_from_bindings(
     return total
 
 
-def is_exempt_from_filter(pod: Mapping[str, Any]) -> bool:
-    """DaemonSet pods always pass: they must run on every node, however busy.
+# kube-scheduler's system-critical band (scheduling.SystemCriticalPriority) and the two
+# PriorityClasses that carry it; the descheduler's DefaultEvictor draws the same line.
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
+SYSTEM_CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 
-    Only the controller reference says so: any other ownerReference is the tenant's own
-    word, and would let any pod skip the load filter (docs/security.md, issue 28)."""
+
+def is_system_critical(priority: object, priority_class: object) -> bool:
+    """Whether a pod's ``spec.priority`` or ``spec.priorityClassName`` puts it in the
+    system-critical band (anything else, bools included, is not)."""
+    if priority_class in SYSTEM_CRITICAL_CLASSES:
+        return True
+    return (
+        isinstance(priority, int)
+        and not isinstance(priority, bool)
+        and priority >= SYSTEM_CRITICAL_PRIORITY
+    )
+
+
+def is_exempt_from_filter(pod: Mapping[str, Any]) -> bool:
+    """Which pods always pass the load filter: DaemonSet pods, which must run on every
+    node however busy, and system-critical pods (``is_system_critical``: DNS, the CNI,
+    loadaware's own extender), which the load filter must never lock out of a cluster
+    whose every node reads hot, whatever a tenant's estimate made them read (issue 42).
+
+    Only the controller reference says a pod is a DaemonSet's: any other
+    ownerReference is the tenant's own word, and would let any pod skip the load
+    filter (docs/security.md, issue 28). The priority is the API server's word: its
+    Priority admission resolves ``priorityClassName`` and sets ``spec.priority``; who
+    may use the two critical classes is the administrator's to restrict
+    (docs/security.md)."""
+    spec = pod.get("spec")
+    if isinstance(spec, Mapping) and is_system_critical(
+        spec.get("priority"), spec.get("priorityClassName")
+    ):
+        return True
     metadata = pod.get("metadata")
     owners = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
     if not isinstance(owners, list):

@@ -1,7 +1,7 @@
 """One node judged for one pod: the single place a node's verdict is assembled.
 
 The extender's node table, the simulator's load filter and ``loadaware explain`` all
-judge a node the same way, and each calls ``judge`` for it, keeping only its own
+judge a node the same way, and each calls ``node_verdict`` for it, keeping only its own
 caching (what it measured, which pods its samples do not hold yet) and presentation:
 
 * the node's **load** (``assess``): its readings with the usage its samples do not
@@ -33,7 +33,7 @@ from app.policy import Policy
 
 @dataclass(frozen=True, slots=True)
 class NodeVerdict:
-    """One node's verdict under a policy, for one pod (``judge``)."""
+    """One node's verdict under a policy, for one pod (``node_verdict``)."""
 
     load: NodeLoad
     preferable: bool  # may be the preferred node (``wire.can_be_preferred``)
@@ -61,7 +61,7 @@ class NodeVerdict:
         return self.load.extender_score
 
 
-def judge(
+def node_verdict(
     measurement: Measurement,
     unsampled: Mapping[str, float] | None,
     policy: Policy,

@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.objects.durations import format_duration, parse_duration_s
+from app.objects.durations import (
+    MAX_DURATION_S,
+    MIN_DURATION_S,
+    duration_range_problem,
+    format_duration,
+    parse_duration_s,
+)
 from app.objects.lazy import load_on_use
 
 if TYPE_CHECKING:
@@ -61,10 +67,16 @@ if TYPE_CHECKING:
         LabelRequirement,
         LabelSelector,
     )
+    from app.objects.tenant_text import (
+        printable,
+        valid_owner,
+    )
 
 __all__ = [
     "CPU",
+    "MAX_DURATION_S",
     "MEMORY",
+    "MIN_DURATION_S",
     "NO_DEMAND",
     "RESOURCES",
     "TEMPLATE_HASH_LABEL",
@@ -87,12 +99,15 @@ __all__ = [
     "Taint",
     "Toleration",
     "container_demand",
+    "duration_range_problem",
     "effective_demand",
     "format_duration",
     "load_on_use",
     "parse_duration_s",
     "parse_quantity",
+    "printable",
     "requests_and_limits",
+    "valid_owner",
     "workload_key",
     "workload_of",
 ]
@@ -139,6 +154,10 @@ __getattr__ = load_on_use(
         "selectors": (
             "LabelRequirement",
             "LabelSelector",
+        ),
+        "tenant_text": (
+            "printable",
+            "valid_owner",
         ),
     },
     globals(),

@@ -6,6 +6,13 @@ from __future__ import annotations
 import math
 import re
 
+# One range for every duration, on the command line and in files (policies, the
+# descheduler's configuration): 1 ms to 720 h (30 days). 0 is allowed only where a
+# field says it means "off". A shorter one is a typo (``1ns``) that turns a loop into a
+# busy loop; a longer one is no setting anybody means.
+MIN_DURATION_S = 0.001
+MAX_DURATION_S = 720 * 3600.0
+
 _GO_DURATION_UNITS_S = {
     "ns": 1e-9,
     "us": 1e-6,
@@ -42,6 +49,16 @@ def parse_duration_s(text: str) -> float:
     if not math.isfinite(total):
         raise ValueError(f"duration {text!r} is too large to represent")
     return total
+
+
+def duration_range_problem(seconds: float, written: str) -> str | None:
+    """Why a duration (other than 0) is outside the one range, or None when it is in it;
+    ``written`` is the duration as the input wrote it."""
+    if seconds == 0 or MIN_DURATION_S <= seconds <= MAX_DURATION_S:
+        return None
+    if seconds < MIN_DURATION_S:
+        return f"duration {written!r} is shorter than the minimum 1ms"
+    return f"duration {written!r} is longer than the maximum 720h"
 
 
 def format_duration(seconds: float) -> str:

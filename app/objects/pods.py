@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from app.objects.maps import EMPTY_MAP
 from app.objects.resources import Resources
 from app.objects.selectors import LabelSelector
+from app.objects.tenant_text import valid_owner
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,7 @@ class ScheduledPod:
     bound_at_s: float  # PodScheduled's transition time, else creation time
     finished: bool  # Succeeded or Failed: no longer uses anything
     workload: str | None = None  # workload_key: whose observed usage its estimate may take
+    started_at_s: float | None = None  # its first container's start (kubelet); None: not yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +152,11 @@ def workload_key(namespace: str, owner: OwnerRef | None, labels: Mapping[str, st
     A ReplicaSet named ``<deployment>-<pod-template-hash>`` stands for its Deployment,
     so that a rollout (a new ReplicaSet) does not reset the Deployment's cooldown, nor
     start its observed usage afresh. The namespace is the pod's own: whatever a tenant
-    writes in its ownerReferences or labels names a workload of its own namespace.
+    writes in its ownerReferences or labels names a workload of its own namespace. An
+    owner whose kind or name Kubernetes would not give an object (``valid_owner``: a
+    1 MB name, control characters) makes no key: the pod counts as bare.
     """
-    if owner is None:
+    if owner is None or not valid_owner(None, owner.kind, owner.name):
         return None
     template_hash = labels.get(TEMPLATE_HASH_LABEL)
     if owner.kind == "ReplicaSet" and template_hash and owner.name.endswith(f"-{template_hash}"):

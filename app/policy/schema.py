@@ -8,6 +8,7 @@ files contain.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -22,11 +23,18 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    field_validator,
     model_validator,
 )
 
 from app.documents import parse_yaml, read_file, validate
-from app.objects import format_duration, parse_duration_s, parse_quantity
+from app.objects import (
+    MAX_DURATION_S,
+    duration_range_problem,
+    format_duration,
+    parse_duration_s,
+    parse_quantity,
+)
 
 API_VERSION = "scheduler.policy.crane.io/v1alpha1"
 KIND = "DynamicSchedulerPolicy"
@@ -40,8 +48,8 @@ HOT_VALUE_VALID_S = 5 * 60.0
 
 # Upper bounds that no sensible policy reaches; beyond them a value is a typo or an
 # attack (``weight: 1e308`` overflows the score's sum to infinity). Every float field
-# also refuses NaN and infinity.
-MAX_DURATION_S = 30 * 24 * 3600.0  # 30 days
+# also refuses NaN and infinity. Durations lie from 1ms to 720h, as on the command line
+# (MIN_DURATION_S, MAX_DURATION_S in app/objects/durations.py).
 MAX_WEIGHT = 1e6
 MAX_HOT_VALUE_COUNT = 1_000_000
 MAX_ESTIMATION_FACTOR = 10.0
@@ -61,10 +69,15 @@ def _duration_field(value: Any) -> float:
         raise ValueError(f"expected a duration string such as '3m', got the number {value}")
     if not isinstance(value, str):
         raise ValueError("expected a duration string such as '3m'")
-    return parse_duration_s(value)
+    seconds = parse_duration_s(value)
+    problem = duration_range_problem(seconds, value)
+    if problem is not None:
+        raise ValueError(problem)
+    return seconds
 
 
 def _bounded_duration(seconds: float) -> float:
+    # A duration given as a float (by a caller in Python, not a file) is bounded too.
     if seconds > MAX_DURATION_S:
         raise ValueError(
             f"duration {format_duration(seconds)} is longer than the maximum "
@@ -76,12 +89,73 @@ def _bounded_duration(seconds: float) -> float:
 DurationS = Annotated[float, BeforeValidator(_duration_field), AfterValidator(_bounded_duration)]
 
 
+def _number(value: Any) -> Any:
+    """Booleans are not numbers: YAML's ``yes`` and ``true`` are refused where pydantic
+    would read them as 1. (A string that spells a number stays a number: PyYAML reads
+    ``1e-3``, without a dot, as a string.)"""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {_described(value)}")
+    return value
+
+
+def _switch(value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {_described(value)}")
+    return value
+
+
+def _described(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {value} (YAML reads yes, no, on and off as booleans)"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    return f"a {type(value).__name__}"
+
+
+# Typed values in a file: a boolean is neither a number nor read from one (``enabled: 1``).
+Number = Annotated[float, BeforeValidator(_number)]
+WholeNumber = Annotated[int, BeforeValidator(_number)]
+Switch = Annotated[bool, BeforeValidator(_switch)]
+
+# A metric's name is a node annotation's key (the annotator writes it, the extender reads
+# it) and, by crane's convention, a Prometheus recording rule's name: it must be one or
+# the other (a name such as ``cpu_usage_avg_5m`` is both). Kubernetes' qualified names:
+# an optional DNS-subdomain prefix and ``/``, then at most 63 characters.
+_PROMETHEUS_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_ANNOTATION_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+MAX_METRIC_NAME_CHARS = 253 + 1 + 63
+
+
+def is_annotation_key(name: str) -> bool:
+    prefix, slash, rest = name.rpartition("/")
+    if slash and not (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return bool(_ANNOTATION_NAME.fullmatch(rest))
+
+
+def _metric_name(name: str) -> str:
+    if len(name) > MAX_METRIC_NAME_CHARS or not (
+        _PROMETHEUS_NAME.fullmatch(name) or is_annotation_key(name)
+    ):
+        raise ValueError(
+            f"metric name {name[:80]!r} is neither a Prometheus metric name nor a node "
+            f"annotation key: use letters, digits and '_', such as cpu_usage_avg_5m"
+        )
+    return name
+
+
+MetricName = Annotated[str, AfterValidator(_metric_name)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
 class _MetricEntry(_Strict):
-    name: str = Field(min_length=1)
+    name: MetricName = Field(min_length=1, strict=True)
 
 
 class SyncPolicy(_MetricEntry):
@@ -90,7 +164,7 @@ class SyncPolicy(_MetricEntry):
 
 class PredicatePolicy(_MetricEntry):
     # crane's field is spelled maxLimitPecent; both spellings are accepted.
-    max_limit_fraction: float = Field(
+    max_limit_fraction: Number = Field(
         validation_alias=AliasChoices("maxLimitPecent", "maxLimitPercent", "max_limit_fraction"),
         ge=0.0,
         le=1.0,
@@ -120,14 +194,14 @@ class PredicatePolicy(_MetricEntry):
 
 
 class PriorityPolicy(_MetricEntry):
-    weight: float = Field(ge=0.0, le=MAX_WEIGHT, allow_inf_nan=False)
+    weight: Number = Field(ge=0.0, le=MAX_WEIGHT, allow_inf_nan=False)
 
 
 class HotValuePolicy(_Strict):
     time_range_s: DurationS = Field(
         validation_alias=AliasChoices("timeRange", "time_range_s"), gt=0
     )
-    count: int = Field(gt=0, le=MAX_HOT_VALUE_COUNT)
+    count: WholeNumber = Field(gt=0, le=MAX_HOT_VALUE_COUNT)
 
 
 Quantity = Annotated[float, BeforeValidator(parse_quantity)]
@@ -136,8 +210,8 @@ Quantity = Annotated[float, BeforeValidator(parse_quantity)]
 class EstimationFactors(_Strict):
     """The share of ``max(request, limit)`` a new pod is assumed to use, per resource."""
 
-    cpu: float = Field(default=0.85, ge=0.0, le=MAX_ESTIMATION_FACTOR, allow_inf_nan=False)
-    memory: float = Field(default=0.70, ge=0.0, le=MAX_ESTIMATION_FACTOR, allow_inf_nan=False)
+    cpu: Number = Field(default=0.85, ge=0.0, le=MAX_ESTIMATION_FACTOR, allow_inf_nan=False)
+    memory: Number = Field(default=0.70, ge=0.0, le=MAX_ESTIMATION_FACTOR, allow_inf_nan=False)
 
 
 class DefaultPodUsage(_Strict):
@@ -164,7 +238,7 @@ class EstimationPolicy(_Strict):
     """loadaware's addition to crane's format: usage of pods placed since a node's last
     sample (see app/load/estimate.py). Optional, and on when absent."""
 
-    enabled: bool = True
+    enabled: Switch = True
     factors: EstimationFactors = Field(default_factory=EstimationFactors)
     default_pod_usage: DefaultPodUsage = Field(
         default_factory=DefaultPodUsage,
@@ -183,7 +257,7 @@ class EstimationPolicy(_Strict):
     )
     # A pod bound through the scheduler is estimated at least at what its workload's
     # running pods are observed to use, one pod (app/load/estimate.py, README).
-    workload_usage: bool = Field(
+    workload_usage: Switch = Field(
         default=True, validation_alias=AliasChoices("workloadUsage", "workload_usage")
     )
 
@@ -225,9 +299,11 @@ class DynamicSchedulerPolicy(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
     api_version: str = Field(
-        default=API_VERSION, validation_alias=AliasChoices("apiVersion", "api_version")
+        default=API_VERSION,
+        validation_alias=AliasChoices("apiVersion", "api_version"),
+        strict=True,
     )
-    kind: str = KIND
+    kind: str = Field(default=KIND, strict=True)
     spec: PolicySpec
 
     @model_validator(mode="after")
@@ -235,6 +311,16 @@ class DynamicSchedulerPolicy(BaseModel):
         if self.kind != KIND:
             raise ValueError(f"kind is {self.kind!r}, expected {KIND!r}")
         return self
+
+    @field_validator("api_version")
+    @classmethod
+    def _check_api_version(cls, value: str) -> str:
+        if value != API_VERSION:
+            raise ValueError(
+                f"apiVersion is {value!r}, expected {API_VERSION!r} (crane's, the only "
+                f"version of this format)"
+            )
+        return value
 
 
 @dataclass(frozen=True)  # no slots: the lookups below are cached on the instance

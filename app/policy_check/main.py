@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from app.commandline import INTERRUPTED_TEXT
 from app.objects import format_duration
 
 if TYPE_CHECKING:
@@ -103,5 +104,8 @@ def add_parser(components: Any) -> None:
     verbs = policy_parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     check = verbs.add_parser("check", help="validate a policy file and print the effective policy")
     check.add_argument("file", help="path to a DynamicSchedulerPolicy YAML file")
-    check.epilog = "exit codes: 0 the file is valid, 2 it is not (the message says why)"
+    check.epilog = (
+        "exit codes: 0 the file is valid, 2 it is not (the message says why), "
+        + INTERRUPTED_TEXT
+    )
     check.set_defaults(run=run)

@@ -5,23 +5,38 @@ only differences a deployment needs are in the connection: a bearer token that t
 platform rotates, basic auth, a private CA, and extra headers such as Mimir's
 ``X-Scope-OrgID``. All of that lives here; callers get plain samples.
 
-prometheus-api-client is synchronous (requests). Call ``query`` from a worker thread.
+prometheus-api-client's ``PrometheusConnect`` sends the queries and decodes the JSON;
+it is synchronous (requests): call ``query`` from a worker thread. What reads each
+answer off the wire is ours (issue 42, point 5): ``BoundedAnswers``, the transport
+adapter mounted on the session in place of the library's, reads the body itself before
+requests or the library see it: at most ``MAX_ANSWER_BYTES`` after decompression (a
+larger answer, or one whose Content-Length says so, is refused with reason
+``too_large`` before it is decoded), an error answer only to ``MAX_ERROR_BYTES``, and
+the whole answer within ``--query-timeout``, checked between the chunks of the body
+(each read waits at most the timeout too), so a query abandoned by its caller stops
+downloading in its thread within twice the timeout instead of trickling on for ever.
+A series' points and a sample whose timestamp is not a finite number are dropped
+(``parse_matrix``, ``parse_vector``), and a range answer past the caller's sample bound
+is refused (``max_samples``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import json
 import logging
 import math
+import threading
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import requests
 import requests.auth
@@ -35,6 +50,16 @@ from app.prom.queries import build_query as build_query
 from app.prom.settings import PrometheusSettings, redact_url
 
 log = logging.getLogger(__name__)
+
+# The largest answer read: a sample is about 250 bytes with its labels, so 64 MiB holds
+# an instant answer for about 250,000 pods, and capture's range answers (at most
+# MAX_SAMPLES_PER_ANSWER samples by design) with room to spare.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+# An answer other than 200 is read to this much and cut: its start says what went
+# wrong, and the rest would only grow the exception that carries it.
+MAX_ERROR_BYTES = 64 * 1024
+_CHUNK_BYTES = 256 * 1024
+TOO_LARGE = "too_large"  # the reason of an answer past MAX_ANSWER_BYTES or the sample bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +153,153 @@ class BasicAuthPasswordFile(requests.auth.AuthBase):
         return prepared
 
 
+class BoundedAnswers(HTTPAdapter):
+    """requests' transport adapter that reads each answer itself, bounded (module doc).
+
+    ``HTTPAdapter.send`` returns the response with its body unread (urllib3's, not
+    preloaded); this reads it as a stream, and requests, then prometheus-api-client,
+    get the bytes read (``content``, ``json()``). Every answer of the session goes
+    through here, a redirect's included.
+    """
+
+    def __init__(self, shown_url: str, timeout_s: float, max_retries: Retry) -> None:
+        super().__init__(max_retries=max_retries)
+        self.shown_url = shown_url  # the URL as error messages may show it (redacted)
+        self.timeout_s = timeout_s
+        self.max_answer_bytes = MAX_ANSWER_BYTES
+
+    def send(
+        self,
+        request: requests.PreparedRequest,
+        stream: bool = False,
+        timeout: float | tuple[float, float] | tuple[float, None] | None = None,
+        verify: bool | str = True,
+        cert: bytes | str | tuple[bytes | str, bytes | str] | None = None,
+        proxies: Mapping[str, str] | None = None,
+    ) -> requests.Response:
+        deadline = time.monotonic() + self.timeout_s
+        response = super().send(request, stream, timeout, verify, cert, proxies)
+        try:
+            body, whole = self._read(response, deadline)
+        except BaseException:
+            response.close()  # hangs up: the server's writes fail and it stops
+            raise
+        if whole:
+            response.raw.release_conn()  # read to its end: the connection serves again
+        else:
+            response.close()  # an error answer cut short: the rest is never read
+        # requests has no public way to give a response its body: ``content`` returns
+        # ``_content`` once that is set (requests 2.x) and reads ``raw`` only while it
+        # is not. Replacing ``raw`` instead would lose what requests takes from it (the
+        # cookies, the connection). tests/prom/test_hostile_prometheus.py pins this.
+        response._content = body
+        return response
+
+    def _read(self, response: requests.Response, deadline: float) -> tuple[bytes, bool]:
+        """The decoded body, and whether it was read to its end (an error answer is cut
+        at MAX_ERROR_BYTES); PrometheusQueryError past the cap, requests' errors else."""
+        ok = response.status_code == 200
+        declared = response.headers.get("Content-Length", "")
+        if ok and declared.isdigit() and int(declared) > self.max_answer_bytes:
+            raise self._too_large(f" (it declares {int(declared):,} bytes)")
+        limit = self.max_answer_bytes if ok else MAX_ERROR_BYTES
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := _read1(response):
+            # read1: what has arrived, so that a trickle is checked against the deadline
+            # byte by byte; decoded, so a compressed answer counts in full.
+            size += len(chunk)
+            if size > limit:
+                if ok:
+                    raise self._too_large("")
+                chunks.append(chunk[: len(chunk) - (size - limit)])
+                return b"".join(chunks), False
+            if time.monotonic() > deadline:
+                raise requests.exceptions.ReadTimeout(
+                    "the whole answer took longer than the timeout", response=response
+                )
+            chunks.append(chunk)
+        return b"".join(chunks), True
+
+    def _too_large(self, declared: str) -> PrometheusQueryError:
+        return PrometheusQueryError(
+            TOO_LARGE,
+            f"Prometheus at {self.shown_url} sent an answer larger than the "
+            f"{self.max_answer_bytes // 2**20} MiB loadaware reads{declared}; narrow the "
+            "query (a smaller range or step, a more selective matcher)",
+        )
+
+
+def _read1(response: requests.Response) -> bytes:
+    """One decoded chunk of the body; urllib3's errors as requests' (as ``iter_content``,
+    but a stall inside the body is a timeout)."""
+    try:
+        return response.raw.read1(_CHUNK_BYTES, decode_content=True)
+    except urllib3.exceptions.ReadTimeoutError as error:
+        raise requests.exceptions.ReadTimeout(error, response=response) from None
+    except urllib3.exceptions.SSLError as error:
+        raise requests.exceptions.SSLError(error, response=response) from None
+    except urllib3.exceptions.DecodeError as error:
+        raise requests.exceptions.ContentDecodingError(error, response=response) from None
+    except urllib3.exceptions.ProtocolError as error:
+        raise requests.exceptions.ChunkedEncodingError(error, response=response) from None
+
+
+T = TypeVar("T")
+
+# Query threads alive at once, in this process. An abandoned query's thread lives on
+# until its socket times out (a server that trickles bytes holds it longer); past this
+# many, a new query fails at once rather than start yet another thread.
+MAX_QUERY_THREADS = 32
+_query_threads = threading.BoundedSemaphore(MAX_QUERY_THREADS)
+
+
+async def in_daemon_thread(call: Callable[[], T]) -> T:
+    """``call()`` in a thread of its own that nothing waits for once the caller is
+    cancelled.
+
+    ``asyncio.to_thread`` runs in the loop's default executor, which ``asyncio.run``
+    waits for at its end: a Ctrl-C during a query to a Prometheus that does not answer
+    waited out the query (28-89 s in ``explain node`` and ``descheduler --once``). A
+    daemon thread is abandoned instead; its answer, if it ever comes, is dropped."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if answer.done():  # the caller was cancelled
+            return
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(result)  # type: ignore[arg-type]
+
+    def work() -> None:
+        result: T | None = None
+        error: BaseException | None = None
+        try:
+            result = call()
+        except BaseException as raised:  # handed to the caller, whatever it is
+            error = raised
+        finally:
+            slots.release()
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it
+            loop.call_soon_threadsafe(settle, result, error)
+
+    slots = _query_threads
+    if not slots.acquire(blocking=False):
+        raise PrometheusQueryError(
+            "timeout",
+            f"{MAX_QUERY_THREADS} Prometheus queries are still unanswered past their timeout; "
+            "this one is not sent until some end (is Prometheus hanging?)",
+        )
+    try:
+        threading.Thread(target=work, name="prometheus-query", daemon=True).start()
+    except BaseException:
+        slots.release()
+        raise
+    return await answer
+
+
 class PrometheusSource:
     """A connection to one Prometheus-compatible endpoint. Thread-safe for ``query``."""
 
@@ -148,8 +320,6 @@ class PrometheusSource:
         # and retries here would stretch one query far past --query-timeout.
         # read=False re-raises read timeouts as such instead of as connection errors.
         no_retries = Retry(total=0, read=False, raise_on_status=False)
-        session.mount("http://", HTTPAdapter(max_retries=no_retries))
-        session.mount("https://", HTTPAdapter(max_retries=no_retries))
         auth: requests.auth.AuthBase | None = None
         if settings.token_file is not None:
             auth = BearerTokenFile(settings.token_file)
@@ -163,6 +333,12 @@ class PrometheusSource:
             retry=no_retries,
             timeout=settings.timeout_s,
         )
+        # PrometheusConnect mounts a plain HTTPAdapter on its URL, which would read any
+        # answer whole; ours replaces it there (the same prefix), and serves every
+        # other URL a redirect may lead to.
+        self.answers = BoundedAnswers(redact_url(settings.url), settings.timeout_s, no_retries)
+        for prefix in (self._connection.url, "http://", "https://"):
+            session.mount(prefix, self.answers)
 
     def close(self) -> None:
         self._connection.close()
@@ -178,7 +354,7 @@ class PrometheusSource:
             # a query that ends as its task is cancelled and drops the cancellation, and
             # a SIGTERM then left the annotator running until its next period.
             async with asyncio.timeout(self.settings.timeout_s + 1.0):
-                return await asyncio.to_thread(self.query, promql, at_s)
+                return await in_daemon_thread(lambda: self.query(promql, at_s))
         except TimeoutError:
             raise PrometheusQueryError(
                 "timeout",
@@ -205,11 +381,17 @@ class PrometheusSource:
         return parse_vector(result, where)
 
     def query_range(
-        self, promql: str, start_s: float, end_s: float, step_s: float
+        self,
+        promql: str,
+        start_s: float,
+        end_s: float,
+        step_s: float,
+        max_samples: int | None = None,
     ) -> list[RangeSeries]:
         """Run a range query (whole seconds); raise PrometheusQueryError as ``query`` does.
 
         Prometheus refuses more than 11,000 points per series: the caller chunks by time.
+        An answer of more than ``max_samples`` points is refused (reason ``too_large``).
         """
         params = {"timeout": f"{max(1, round(self.settings.timeout_s * 1000))}ms"}
         where = f"{redact_url(self.settings.url)} for {promql!r}"
@@ -224,7 +406,7 @@ class PrometheusSource:
             ),
             where,
         )
-        return parse_matrix(result, where)
+        return parse_matrix(result, where, max_samples)
 
     def _guarded(self, call: Callable[[], Any], where: str) -> Any:
         """``call``'s answer, every failure turned into an operator-facing PrometheusQueryError."""
@@ -284,22 +466,36 @@ class RangeSeries:
     values: tuple[float, ...]  # may be NaN or ±Inf, as in PromSample
 
 
-def parse_matrix(result: Any, where: str = "Prometheus") -> list[RangeSeries]:
-    """Decode the ``data.result`` of a range-query answer."""
+def parse_matrix(
+    result: Any, where: str = "Prometheus", max_samples: int | None = None
+) -> list[RangeSeries]:
+    """Decode the ``data.result`` of a range-query answer; a point whose timestamp is
+    not a finite number is dropped, and more than ``max_samples`` points in all are
+    refused (``too_large``)."""
     if not isinstance(result, list):
         raise PrometheusQueryError(
             "bad_response", f"{where}: expected a matrix, got {type(result).__name__}"
         )
+    if max_samples is not None:
+        total = sum(len(i["values"]) for i in result if isinstance(i, dict)
+                    and isinstance(i.get("values"), list))  # fmt: skip
+        if total > max_samples:
+            raise PrometheusQueryError(
+                TOO_LARGE,
+                f"{where}: the answer holds {total:,} points, more than the {max_samples:,} "
+                "asked for; narrow the query (a smaller range or step)",
+            )
     found = []
     for item in result:
         try:
             labels = item["metric"]
-            points = item["values"]
+            points = [(float(t), float(v)) for t, v in item["values"]]
+            points = [(t, v) for t, v in points if math.isfinite(t)]
             found.append(
                 RangeSeries(
                     labels={str(k): str(v) for k, v in labels.items()},
-                    times_s=tuple(float(t) for t, _ in points),
-                    values=tuple(float(v) for _, v in points),
+                    times_s=tuple(t for t, _ in points),
+                    values=tuple(v for _, v in points),
                 )
             )
         except (KeyError, TypeError, ValueError, AttributeError):
@@ -321,13 +517,13 @@ def parse_vector(result: Any, where: str = "Prometheus") -> list[PromSample]:
         try:
             labels = item["metric"]
             timestamp, text = item["value"]
-            samples.append(
-                PromSample(
-                    labels={str(k): str(v) for k, v in labels.items()},
-                    value=float(text),
-                    timestamp_s=float(timestamp),
-                )
+            sample = PromSample(
+                labels={str(k): str(v) for k, v in labels.items()},
+                value=float(text),
+                timestamp_s=float(timestamp),
             )
+            if math.isfinite(sample.timestamp_s):  # a value may be NaN; its time may not
+                samples.append(sample)
         except (KeyError, TypeError, ValueError, AttributeError):
             raise PrometheusQueryError(
                 "bad_response",

@@ -12,7 +12,9 @@ in the order a plan is made:
 - ``convergence``: usage the samples do not show yet;
 - ``classes``: node classes; ``debounce``: the consecutive hot rounds kept between
   runs, for the descheduler's memory and the simulator alike;
-- ``victims``: protections and order;
+- ``victims``: protections, the autoscalers' opt-outs and order;
+- ``attribution``: a source's excess attributed to the pods above their requests
+  (what pods within theirs may relieve, and the node's report when they may not);
 - ``fit``: node selector, affinity, taints; ``placement``: inter-pod affinity and
   topology spread for a replacement;
 - ``destinations``: where an evicted pod can go;
@@ -46,11 +48,19 @@ from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
 from app.rebalance.fit import fit_refusal
 from app.rebalance.outcome import (
     EvictionPlan,
+    HeldHot,
     NodeClass,
     NodeKind,
     PlannedEviction,
     SkipCode,
     SkippedPod,
+)
+from app.rebalance.victims import (
+    DO_NOT_DISRUPT_ANNOTATION,
+    NODE_HINT_VALUES,
+    POD_HINT_VALUES,
+    hints_of,
+    node_opt_out,
 )
 from app.rebalance.view import ClusterView
 
@@ -63,10 +73,14 @@ __all__ = [
     "ASSUMES",
     "DEFAULT_CPU_QUERY",
     "DEFAULT_MEMORY_QUERY",
+    "DO_NOT_DISRUPT_ANNOTATION",
+    "NODE_HINT_VALUES",
+    "POD_HINT_VALUES",
     "ClusterView",
     "ConfigError",
     "DeschedulerConfig",
     "EvictionPlan",
+    "HeldHot",
     "NodeClass",
     "NodeKind",
     "PlannedEviction",
@@ -77,7 +91,9 @@ __all__ = [
     "config_from_mapping",
     "config_from_yaml",
     "fit_refusal",
+    "hints_of",
     "memory_window_s",
+    "node_opt_out",
     "observe_round",
     "plan",
     "previous_hot_rounds",

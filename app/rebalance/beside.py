@@ -15,12 +15,19 @@ source. Who decides that differs:
 * ``soft-taints``: the same prediction, TaintToleration included, and a hot node is a
   source only while it carries loadaware's soft taint (``app.load.taints``): the
   annotator taints hot nodes, so the replacement, and any new pod, goes elsewhere.
-  An untainted hot node is ``untainted``, with the reason, and nothing leaves it. The
-  taint does not last: the annotator lifts it once the node cools, or when hotter
-  nodes take its share, and kube-scheduler then refills by requests the room the
-  evictions freed (on a fixture of waves, a later wave put five pods on a node cooled
-  by one eviction: 0 to 96 throttled CPU-minutes). So a pod also stays where the
-  source would be among kube-scheduler's best nodes with no taint at all.
+  An untainted hot node is ``untainted``, with the reason, and nothing leaves it.
+  The taint lasts as long as the gain needs it: the annotator holds it on a node
+  above its lower line (a limit less ``releaseMargin``), and the plan stops evicting
+  from a source once it is under ``targetThresholds`` (which the agreement check
+  holds to the policy's limits), so a cooled source stays warm, tainted, and is not
+  refilled by requests; and it taints a node again before the next pod of a wave
+  would take it over a limit. An earlier rule also kept every pod whose source would
+  be among kube-scheduler's best nodes *without* any taint: it kept nearly every pod
+  (a source one pod lighter is always the request-based favourite), so beside soft
+  taints the descheduler evicted nothing on small-pods-hot-spot (314 node-minutes
+  above the limit against 35 beside the extender); the harm it was added for (one
+  fixture's wave refilling a cooled node) no longer occurs without it (issue 40,
+  docs/tuning.md).
 
 The mode is configured, not guessed: the descheduler cannot read kube-scheduler's
 configuration, and a cluster without a soft taint may have no hot node, or the
@@ -35,9 +42,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY
-from app.objects import NodeInfo, PodInfo, Resources
+from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
 from app.rebalance.config import SchedulerBeside
-from app.rebalance.destinations import Destinations
+from app.rebalance.destinations import ROUNDING, Destinations
 from app.rebalance.kube_scheduler import RequestScheduler
 from app.rebalance.outcome import NodeClass, NodeKind, SkipCode
 from app.rebalance.placement import Placements
@@ -49,8 +56,8 @@ ASSUMES: Mapping[SchedulerBeside, str] = {
     "policy's limits, so a replacement goes to a node the plan reserved room on",
     "soft-taints": "kube-scheduler without the extender, steered by loadaware's soft "
     f"taint ({SOFT_TAINT_KEY}:{SOFT_TAINT_EFFECT}): only tainted hot nodes are sources, "
-    "and a pod moves only where the scheduler would place its replacement on a destination "
-    "and would not refill the source once the taint is gone",
+    "and a pod moves only where the scheduler, the taint scored, would place its "
+    "replacement on a destination",
     "requests": "kube-scheduler placing by requests alone: a pod moves only where the "
     "scheduler would place its replacement on a destination, never back on its source",
 }
@@ -106,7 +113,10 @@ class Landing:
 class Replacements(Protocol):
     """Where the scheduler puts a pod's replacement, and the room the plan keeps there."""
 
-    def land(self, pod: PodInfo, usage: Resources, source: str) -> Landing: ...
+    def land(self, pod: PodInfo, usage: Resources, source: str, shed: Resources) -> Landing:
+        """Where ``pod``'s replacement goes, or why it must stay; ``shed`` is what its
+        eviction takes off ``source``'s excess over targetThresholds (cores, bytes)."""
+        ...
 
     def reserve(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None: ...
 
@@ -120,7 +130,7 @@ class PlanChooses:
     def __init__(self, destinations: Destinations) -> None:
         self._destinations = destinations
 
-    def land(self, pod: PodInfo, usage: Resources, source: str) -> Landing:
+    def land(self, pod: PodInfo, usage: Resources, source: str, shed: Resources) -> Landing:
         destination, why = self._destinations.choose(pod, usage)
         return Landing(destination, SkipCode.NO_DESTINATION, f"no destination: {why}")
 
@@ -133,7 +143,22 @@ class PlanChooses:
 
 class SchedulerChooses:
     """``requests`` and ``soft-taints``: the scheduler places the replacement by
-    requests (and taints); the plan only checks that where it goes is a destination."""
+    requests (and taints); the plan only checks where it goes.
+
+    kube-scheduler picks at random among the nodes tied for its best score, often many
+    of a cluster's alike nodes. Each must take the pod by the scheduler's rules and the
+    plan's (``Destinations.landing``: a destination or neutral node, its requests,
+    cooldowns, inter-pod rules). How hot the pod makes it:
+
+    * ``requests`` (``expected=False``): none of them may be pushed past its ceiling
+      (``targetThresholds``): the plan acts only where the landing provably stays
+      under the limits;
+    * ``soft-taints`` (``expected=True``): on average over the tied nodes, the excess
+      the pod would add (``Rules.overshoot``) must be less than what its eviction
+      takes off the source (``shed``), resource by resource: a gain in expectation.
+      Required of every tied node, one node a pod would take to 66 % among 150 that
+      stay cool refused every pod of a 200-node day's tainted sources.
+    """
 
     def __init__(
         self,
@@ -142,14 +167,14 @@ class SchedulerChooses:
         nodes: Sequence[NodeInfo],
         pods: Iterable[PodInfo],
         placements: Placements,
-        taints_go: bool = False,
+        expected: bool = False,
     ) -> None:
         self._destinations = destinations
         self._classes = classes
-        self._taints_go = taints_go
+        self._expected = expected
         self._scheduler = RequestScheduler(nodes, pods, placements)
 
-    def land(self, pod: PodInfo, usage: Resources, source: str) -> Landing:
+    def land(self, pod: PodInfo, usage: Resources, source: str, shed: Resources) -> Landing:
         best, score = self._scheduler.best_nodes(pod, source)
         if not best:
             return Landing(
@@ -158,7 +183,7 @@ class SchedulerChooses:
                 "no destination: kube-scheduler would find no node for the replacement "
                 "(its requests fit nowhere else)",
             )
-        named = ", ".join(best)
+        named = _named(best)
         if source in best:
             return Landing(
                 None,
@@ -166,31 +191,48 @@ class SchedulerChooses:
                 f"kube-scheduler would place the replacement back on {source} (best "
                 f"score {score} of {named}): evicting it would gain nothing",
             )
-        if self._taints_go:
-            untainted, plain = self._scheduler.best_nodes(pod, source, taints=False)
-            if source in untainted:
-                return Landing(
-                    None,
-                    SkipCode.BACK_ON_SOURCE,
-                    f"once its soft taint goes, kube-scheduler would refill {source} by "
-                    f"requests (best score {plain} without taints, of "
-                    f"{', '.join(untainted)}): the gain would not last",
-                )
+        cool: list[str] = []
+        hot: list[tuple[str, Resources]] = []
         for name in best:
             node_class = self._classes[name]
             refused: str | None
-            if node_class.kind is not NodeKind.DESTINATION:
+            if node_class.kind not in (NodeKind.DESTINATION, NodeKind.NEUTRAL):
                 refused = f"is {node_class.kind.value} ({node_class.reason}), not a destination"
+                past = Resources()
             else:
-                refused = self._destinations.refusal_at(name, pod, usage)
+                refused, past = self._destinations.landing(name, pod, usage)
+            if refused is None and (past.cpu_cores > 0 or past.memory_bytes > 0):
+                if not self._expected:  # requests: every tied node must stay under it
+                    refused = self._destinations.refusal_at(name, pod, usage)
+                hot.append((name, past))
+            elif refused is None:
+                cool.append(name)
             if refused is not None:
-                return Landing(
-                    None,
-                    SkipCode.NO_DESTINATION,
-                    f"no destination: kube-scheduler would place the replacement on "
-                    f"{name} (best score {score} of {named}), which {refused}",
-                )
-        return Landing(best[0])
+                return _refused(name, score, named, refused)
+        if not hot:
+            return Landing(best[0])
+        if not cool or not self._expected:
+            name = hot[0][0]
+            refused = self._destinations.refusal_at(name, pod, usage) or "would be made hot"
+            return _refused(name, score, named, refused)
+        count = len(best)
+        added = Resources(
+            sum(p.cpu_cores for _, p in hot) / count, sum(p.memory_bytes for _, p in hot) / count
+        )
+        worse = [
+            r for r in RESOURCES if added.get(r) > 0 and added.get(r) >= shed.get(r) - ROUNDING
+        ]
+        if worse:
+            return Landing(
+                None,
+                SkipCode.HOT_LANDING,
+                f"no gain: kube-scheduler would place the replacement on one of {named} "
+                f"(best score {score}), {len(hot)} of which it would take above "
+                f"targetThresholds ({hot[0][0]} first): on average more "
+                f"{' and '.join(worse)} above the limits than the eviction takes off "
+                f"{source}",
+            )
+        return Landing(cool[0])
 
     def reserve(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None:
         self._destinations.reserve(destination, pod, usage)
@@ -199,6 +241,22 @@ class SchedulerChooses:
     def release(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None:
         self._destinations.release(destination, pod, usage)
         self._scheduler.unmove(pod, source, destination)
+
+
+def _named(nodes: Sequence[str], shown: int = 5) -> str:
+    """Nodes by name, the first ``shown`` and how many more: a tie may be hundreds."""
+    if len(nodes) <= shown:
+        return ", ".join(nodes)
+    return f"{', '.join(nodes[:shown])} and {len(nodes) - shown} more"
+
+
+def _refused(name: str, score: int, named: str, refused: str) -> Landing:
+    return Landing(
+        None,
+        SkipCode.NO_DESTINATION,
+        f"no destination: kube-scheduler would place the replacement on {name} (best "
+        f"score {score} of {named}), which {refused}",
+    )
 
 
 def replacements_for(
@@ -212,7 +270,7 @@ def replacements_for(
     if mode == "extender":
         return PlanChooses(destinations)
     return SchedulerChooses(
-        destinations, classes, nodes, pods, placements, taints_go=mode == "soft-taints"
+        destinations, classes, nodes, pods, placements, expected=mode == "soft-taints"
     )
 
 

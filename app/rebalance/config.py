@@ -17,12 +17,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
 from app.documents import parse_yaml, validate
-from app.policy import DurationS, resource_of_metric
+from app.objects import format_duration
+from app.policy import DurationS, Number, Switch, WholeNumber, resource_of_metric
 
 API_VERSION = "loadaware.io/v1alpha1"
 KIND = "DeschedulerConfiguration"
@@ -54,6 +56,9 @@ DEFAULT_METRICS: dict[Resource, str] = {"cpu": "cpu_usage_avg_5m", "memory": "me
 # Slower than this, one run's evictions would outlast many intervals; faster, the rate
 # limit no longer paces anything (the API server's own limits would).
 MIN_EVICTIONS_PER_SECOND = 0.01
+# A loop faster than this would put the API server and Prometheus under a busy loop
+# (an ``interval: 1ns`` ran 787 rounds in 5 s); the metrics it reads are 5-minute means.
+MIN_INTERVAL_S = 1.0
 MAX_EVICTIONS_PER_SECOND = 100.0
 
 
@@ -122,7 +127,7 @@ def _label_map(value: Any) -> Any:
 class PriorityThreshold(_Section):
     """Pods with a priority at or above ``value`` are never evicted."""
 
-    value: int = Field(description="The priority value from which pods are protected.")
+    value: WholeNumber = Field(description="The priority value from which pods are protected.")
 
 
 class PodUsageQuerySection(_Section):
@@ -173,24 +178,24 @@ class DeschedulerConfig(_Section):
 
     api_version: str = Field(default=API_VERSION, description=f"Always {API_VERSION!r}.")
     kind: str = Field(default=KIND, description=f"Always {KIND!r}.")
-    thresholds: dict[Resource, float] = Field(
+    thresholds: dict[Resource, Number] = Field(
         default_factory=lambda: dict(DEFAULT_THRESHOLDS),
         description="Real usage, % of allocatable, at or below which (every resource) a node "
         "is underutilized and may receive evicted pods; it must stay at or below with their "
         "real usage added. With useDeviationThresholds: the distance below the mean.",
     )
-    target_thresholds: dict[Resource, float] = Field(
+    target_thresholds: dict[Resource, Number] = Field(
         default_factory=lambda: dict(DEFAULT_TARGET_THRESHOLDS),
         description="Real usage, % of allocatable, above which (any resource) a node is hot. "
         "Pods are evicted until it is back at or below, or as far as the limits allow when "
         "that set still gains minimumGain. With useDeviationThresholds: the distance above "
         "the mean.",
     )
-    use_deviation_thresholds: bool = Field(
+    use_deviation_thresholds: Switch = Field(
         default=False,
         description="Measure thresholds from the mean usage of the nodes with fresh data.",
     )
-    number_of_nodes: int = Field(
+    number_of_nodes: WholeNumber = Field(
         default=0,
         ge=0,
         description="Act only when more than this many nodes are underutilized.",
@@ -208,31 +213,31 @@ class DeschedulerConfig(_Section):
         description="Only nodes with all these labels are sources or destinations: a map, "
         "or descheduler's string form 'key=value,key2=value2'.",
     )
-    max_no_of_pods_to_evict_per_node: int | None = Field(
+    max_no_of_pods_to_evict_per_node: WholeNumber | None = Field(
         default=None, ge=0, description="At most this many evictions per node per run."
     )
-    max_no_of_pods_to_evict_per_namespace: int | None = Field(
+    max_no_of_pods_to_evict_per_namespace: WholeNumber | None = Field(
         default=None, ge=0, description="At most this many evictions per namespace per run."
     )
-    max_no_of_pods_to_evict_total: int | None = Field(
+    max_no_of_pods_to_evict_total: WholeNumber | None = Field(
         default=None, ge=0, description="At most this many evictions per run."
     )
-    evict_local_storage_pods: bool = Field(
+    evict_local_storage_pods: Switch = Field(
         default=False, description="Allow evicting pods with emptyDir or hostPath volumes."
     )
-    evict_system_critical_pods: bool = Field(
+    evict_system_critical_pods: Switch = Field(
         default=False,
         description="Allow evicting pods with priority >= 2000000000 (system-critical).",
     )
-    ignore_pvc_pods: bool = Field(
+    ignore_pvc_pods: Switch = Field(
         default=True,
         description="Never evict pods with PersistentVolumeClaims. Unlike descheduler, on by "
         "default: a pod bound to a zonal volume often cannot move to the chosen node.",
     )
-    evict_bare_pods: bool = Field(
+    evict_bare_pods: Switch = Field(
         default=False, description="Allow evicting running pods without an owner (not recreated)."
     )
-    evict_failed_bare_pods: bool = Field(
+    evict_failed_bare_pods: Switch = Field(
         default=False,
         description="Accepted for descheduler compatibility. Failed pods use no CPU or memory, "
         "so the real-load planner never picks them either way.",
@@ -243,12 +248,12 @@ class DeschedulerConfig(_Section):
     min_pod_age: DurationS = Field(
         default=0.0, ge=0, description="Never evict pods younger than this (Go duration)."
     )
-    min_replicas: int = Field(
+    min_replicas: WholeNumber = Field(
         default=0,
         ge=0,
         description="Never evict pods whose controller owns fewer than this many pods.",
     )
-    evict_last_replica: bool = Field(
+    evict_last_replica: Switch = Field(
         default=False,
         description="Allow evicting the last Ready pod of a controller (off: such a pod is "
         "never evicted, which is what single-replica workloads need).",
@@ -257,18 +262,25 @@ class DeschedulerConfig(_Section):
         default="extender",
         description="The scheduler that places the evicted pods' replacements. "
         "'extender': kube-scheduler calls loadaware's extender, which filters out hot "
-        "nodes. 'soft-taints': a kube-scheduler without the extender, steered by the "
-        "annotator's soft taints: a hot node is a source only while it carries the "
-        "taint (deploy/overlays/soft-taints sets it, with the annotator's soft "
-        "taints). 'requests': a kube-scheduler that places by requests alone: a pod is "
-        "not evicted where it would place the replacement back on the source, or on a "
-        "node that is not a destination. Not detected: the descheduler cannot see "
-        "kube-scheduler's configuration, and a cluster without taints may simply have "
-        "no hot node.",
+        "nodes; the plan sends each pod to the roomiest destination. 'soft-taints': a "
+        "kube-scheduler without the extender, steered by the annotator's soft taints: a "
+        "hot node is a source only while it carries the taint (deploy/overlays/"
+        "soft-taints sets it, with the annotator's soft taints), and a pod moves only "
+        "where the default profile, the taint scored, would place its replacement off "
+        "the source, on nodes that on average it leaves under targetThresholds "
+        "(skip codes back_on_source, no_destination, hot_landing). 'requests': a "
+        "kube-scheduler that places by requests alone: a pod moves only where every node "
+        "kube-scheduler would choose for its replacement is off the source and stays "
+        "under targetThresholds; else the run stands down and says so. Not detected: "
+        "the descheduler cannot see kube-scheduler's configuration, and a cluster "
+        "without taints may simply have no hot node.",
     )
-    dry_run: bool = Field(default=False, description="Plan and print, evict nothing.")
-    interval: DurationS = Field(default=300.0, gt=0, description="Time between runs.")
-    consecutive_hot_rounds: int = Field(
+    dry_run: Switch = Field(default=False, description="Plan and print, evict nothing.")
+    interval: DurationS = Field(
+        default=300.0,
+        description=f"Time between runs, at least {format_duration(MIN_INTERVAL_S)}.",
+    )
+    consecutive_hot_rounds: WholeNumber = Field(
         default=3,
         ge=1,
         description="A node must be seen above targetThresholds in this many consecutive "
@@ -298,7 +310,7 @@ class DeschedulerConfig(_Section):
         "it back on. Within workloadCooldown the "
         "workload is not moved at all, so this matters when it is longer.",
     )
-    minimum_gain: float = Field(
+    minimum_gain: Number = Field(
         default=2.0,
         ge=0,
         le=100,
@@ -308,7 +320,7 @@ class DeschedulerConfig(_Section):
         "hot on by at least this many percentage points of allocatable; else none of them "
         "is made (a smaller gain is not worth restarting pods), and the plan says why.",
     )
-    max_migrating_per_workload: int = Field(
+    max_migrating_per_workload: WholeNumber = Field(
         default=5,
         ge=1,
         le=1000,
@@ -325,7 +337,7 @@ class DeschedulerConfig(_Section):
         "at least 1). A workload with this many pods already not Ready loses none "
         "(koordinator's maxUnavailablePerWorkload).",
     )
-    evictions_per_second: float = Field(
+    evictions_per_second: Number = Field(
         default=1.0,
         ge=MIN_EVICTIONS_PER_SECOND,
         le=MAX_EVICTIONS_PER_SECOND,
@@ -337,6 +349,17 @@ class DeschedulerConfig(_Section):
     pod_usage_queries: PodUsageQuerySection = Field(
         default_factory=PodUsageQuerySection, description="PromQL for per-pod usage."
     )
+
+    @field_validator("interval")
+    @classmethod
+    def _check_interval(cls, seconds: float) -> float:
+        if seconds < MIN_INTERVAL_S:
+            raise ValueError(
+                f"interval {format_duration(seconds)} is shorter than the minimum "
+                f"{format_duration(MIN_INTERVAL_S)}: each run lists every node and pod and "
+                f"queries Prometheus"
+            )
+        return seconds
 
     @model_validator(mode="after")
     def _check(self) -> DeschedulerConfig:

@@ -14,7 +14,11 @@ A destination must, for the pod's replacement (cheapest checks first):
 * admit it by the scheduler's inter-pod rules (``placement``);
 * pass **the extender's own load filter** (``evaluate_node``) with the estimate the
   extender will add for a pod just bound there, and every reservation so far: the
-  descheduler and the scheduler then never disagree and loop.
+  descheduler and the scheduler then never disagree and loop. The pods bound there
+  within ``maxAge``, and the replacement, are estimated as the extender estimates them:
+  at their workload's published usage where it raises them, within the same bounds
+  (``recent_placed``, ``app.load.bounded_raises``; ``ClusterView.workload_usage``).
+  Without it a destination the extender then rejects could be chosen (issue 42).
 
 Candidates sit in a heap by headroom (the least free fraction under a ceiling), so each
 pod goes to the roomiest node that takes it, spreading evicted pods instead of piling
@@ -24,10 +28,19 @@ them on the first node that fits, without scanning every node.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from app.load import PlacedPod, estimate_pod_usage, node_unsampled
+from app.load import (
+    MIN_MEASURED_PODS,
+    PlacedPod,
+    bounded_raises,
+    estimate_pod_usage,
+    estimate_scheduled,
+    node_unsampled,
+    raises,
+)
 from app.objects import (
     RESOURCES,
     EvictionRecord,
@@ -84,6 +97,49 @@ def requested_on(pods: Iterable[PodInfo]) -> Resources:
     return Resources(cpu_cores, memory_bytes)
 
 
+def recent_placed(
+    pods: Iterable[PodInfo],
+    workload_usage: Mapping[str, Resources],
+    measured: Mapping[str, int],
+    policy: Policy,
+    now_s: float,
+) -> dict[str, PlacedPod]:
+    """Every pod bound within ``maxAge`` and not finished, by key, as the extender's
+    estimate takes it: at its workload's published usage where it holds one of the
+    workload's raises (``bounded_raises``: a running pod counts as started in time),
+    else from its requests and limits."""
+    max_age_s = policy.spec.estimation.max_age_s
+    keys: list[str] = []
+    placed: list[tuple[str | None, PlacedPod]] = []
+    for pod in pods:
+        bound_at_s = pod.bound_at_s
+        if bound_at_s is None or now_s - bound_at_s >= max_age_s:
+            continue
+        if pod.node_name is None or pod.phase in FINISHED_PHASES:
+            continue
+        workload = workload_of(pod)
+        observed = workload_usage.get(workload) if workload is not None else None
+        started_at_s = -math.inf if pod.phase == "Running" else None
+        keys.append(pod.key)
+        placed.append(
+            (
+                workload,
+                PlacedPod(
+                    pod.requests,
+                    pod.limits,
+                    bound_at_s,
+                    observed=observed,
+                    started_at_s=started_at_s,
+                ),
+            )
+        )
+    if workload_usage:
+        bounded = bounded_raises(placed, measured, now_s, policy.spec.estimation)
+    else:
+        bounded = [pod for _, pod in placed]
+    return dict(zip(keys, bounded, strict=True))
+
+
 def room_of(
     usage: NodeUsage,
     low_fraction: Mapping[str, float],
@@ -91,9 +147,11 @@ def room_of(
     config: DeschedulerConfig,
     policy: Policy,
     now_s: float,
+    placed: Mapping[str, PlacedPod] | None = None,
 ) -> Room:
     """A destination's room: its usage per resource with a fresh reading, the pods bound
-    there that its samples miss (``estimate``) added, under its ceilings."""
+    there that its samples miss (``estimate``; each as ``placed`` has it, where it has
+    it: ``recent_placed``) added, under its ceilings."""
     node = usage.node
     pods = list(pods)
     usage_fraction = dict(usage.usage_fraction)
@@ -111,7 +169,7 @@ def room_of(
     unsampled = dict(usage.unsampled)
     max_age_s = policy.spec.estimation.max_age_s
     recent = [
-        PlacedPod(p.requests, p.limits, p.bound_at_s)
+        (placed or {}).get(p.key) or PlacedPod(p.requests, p.limits, p.bound_at_s)
         for p in pods
         if p.bound_at_s is not None
         and now_s - p.bound_at_s < max_age_s
@@ -128,13 +186,20 @@ def room_of(
     return Room(node, node.allocatable - requested_on(pods), unsampled, usage_fraction, ceiling)
 
 
-def extender_estimate(pod: PodInfo, usage: Resources, policy: Policy) -> Resources:
+def extender_estimate(
+    pod: PodInfo, usage: Resources, policy: Policy, observed: Resources | None = None
+) -> Resources:
     """What the extender adds for the pod's replacement just bound on a node (its
-    estimate), never less than the usage the plan moves."""
+    estimate, raised to its workload's ``observed`` usage where that raises it), never
+    less than the usage the plan moves."""
     settings = policy.spec.estimation
     if not settings.enabled:
         return usage
-    estimate = estimate_pod_usage(pod.requests, pod.limits, settings)
+    estimate = (
+        estimate_scheduled(pod.requests, pod.limits, settings, observed)
+        if observed is not None
+        else estimate_pod_usage(pod.requests, pod.limits, settings)
+    )
     return Resources(
         max(usage.cpu_cores, estimate.cpu_cores), max(usage.memory_bytes, estimate.memory_bytes)
     )
@@ -163,9 +228,32 @@ class Rules:
     now_s: float
     placements: Placements
     left: Mapping[str, Mapping[str, float]]  # see ``nodes_left``
+    # ``ClusterView.workload_usage`` and ``workloads_measured``
+    workload_usage: Mapping[str, Resources] = field(default_factory=dict)
+    measured: Mapping[str, int] = field(default_factory=dict)
 
-    def refusal(self, pod: PodInfo, usage: Resources, room: Room) -> str | None:
-        """None when the pod's replacement can go to this room; else why not."""
+    def estimate(self, pod: PodInfo, usage: Resources) -> Resources:
+        """``extender_estimate`` of the pod's replacement, at its workload's usage where
+        the workload's was measured on enough pods to raise it (app.load, "Bounds").
+        Whether a raise is left for it when it lands is not known here: the raised
+        estimate is the stricter, so a destination is never one the extender rejects."""
+        workload = workload_of(pod)
+        observed = self.workload_usage.get(workload) if workload is not None else None
+        if (
+            observed is None
+            or workload is None
+            or self.measured.get(workload, 0) < MIN_MEASURED_PODS
+            or not raises(pod.requests, pod.limits, observed, self.policy.spec.estimation)
+        ):
+            observed = None
+        return extender_estimate(pod, usage, self.policy, observed)
+
+    def refusal(
+        self, pod: PodInfo, usage: Resources, room: Room, *, heat: bool = True
+    ) -> str | None:
+        """None when the pod's replacement can go to this room; else why not.
+        ``heat=False``: the rules that do not ask how hot the pod makes the node
+        (its ceiling, the load filter); ``overshoot`` says that."""
         node = room.node
         unfit = fit_refusal(pod, node)
         if unfit is not None:
@@ -181,7 +269,7 @@ class Rules:
                 return f"not enough unrequested {resource}"
         for resource, fraction in room.usage_fraction.items():
             after = fraction + usage.get(resource) / node.allocatable.get(resource)
-            if after > room.ceiling[resource] + ROUNDING:
+            if heat and after > room.ceiling[resource] + ROUNDING:
                 return (
                     f"{resource} would be at {after:.0%} with the pod's real usage, above "
                     f"{room.ceiling[resource]:.0%}"
@@ -189,7 +277,9 @@ class Rules:
         inter_pod = self.placements.refusal(pod, node)
         if inter_pod is not None:
             return inter_pod
-        estimate = extender_estimate(pod, usage, self.policy)
+        if not heat:
+            return None
+        estimate = self.estimate(pod, usage)
         with_pod = {r: room.unsampled.get(r, 0.0) + estimate.get(r) for r in RESOURCES}
         load = evaluate(node, self.policy, self.now_s, with_pod)
         if load.overloaded:
@@ -198,6 +288,24 @@ class Rules:
         if missing is not None:
             return f"no usable data: {missing}"
         return None
+
+
+    def overshoot(self, pod: PodInfo, usage: Resources, room: Room) -> Resources:
+        """How far past its ceiling the pod's real usage takes the room, per resource
+        (cores, bytes; 0 where it stays at or under). Where only the load filter
+        refuses it (its estimate against the policy's limits), the whole usage of each
+        resource with a reading: nothing says how much of it is over."""
+        node = room.node
+        over = {}
+        for resource, fraction in room.usage_fraction.items():
+            allocatable = node.allocatable.get(resource)
+            after = fraction + usage.get(resource) / allocatable
+            past = after - room.ceiling[resource]
+            if past > ROUNDING:
+                over[resource] = past * allocatable
+        if not over and self.refusal(pod, usage, room) is not None:
+            over = {resource: usage.get(resource) for resource in room.usage_fraction}
+        return Resources(over.get("cpu", 0.0), over.get("memory", 0.0))
 
 
 _NO_HEADROOM = "no destination has headroom left"
@@ -254,10 +362,22 @@ class Destinations:
         refused = self._rules.refusal(pod, usage, room)
         return None if refused is None else f"refuses it: {refused}"
 
+    def landing(self, name: str, pod: PodInfo, usage: Resources) -> tuple[str | None, Resources]:
+        """For a node a scheduler may choose: why the pod's replacement cannot go there
+        at all (not a room, its rules), or None and how far past its ceiling the pod's
+        usage would take it (``Rules.overshoot``)."""
+        room = self._rooms.get(name)
+        if room is None:
+            return "is not a destination", Resources()
+        refused = self._rules.refusal(pod, usage, room, heat=False)
+        if refused is not None:
+            return f"refuses it: {refused}", Resources()
+        return None, self._rules.overshoot(pod, usage, room)
+
     def reserve(self, name: str, pod: PodInfo, usage: Resources) -> None:
         room = self._rooms[name]
         room.free_requests = room.free_requests - pod.requests
-        room.add(usage, extender_estimate(pod, usage, self._rules.policy))
+        room.add(usage, self._rules.estimate(pod, usage))
         self._rules.placements.move(pod, name)
         self._version[name] += 1
         heapq.heappush(self._heap, (-room.headroom(), name, self._version[name]))
@@ -266,7 +386,7 @@ class Destinations:
         """Undo ``reserve``: the plan no longer sends the pod there."""
         room = self._rooms[name]
         room.free_requests = room.free_requests + pod.requests
-        estimate = extender_estimate(pod, usage, self._rules.policy)
+        estimate = self._rules.estimate(pod, usage)
         room.add(usage.scaled(-1.0, -1.0), estimate.scaled(-1.0, -1.0))
         self._rules.placements.unmove(pod)
         self._version[name] += 1

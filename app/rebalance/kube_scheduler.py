@@ -81,8 +81,8 @@ class RequestScheduler:
         self._kept_version = 0
         self._kept: dict[tuple[int, float, float], tuple[_Bools, _Ints]] = {}
         # The best score and nodes (by index, and their names in order) before the
-        # inter-pod rules, per (source, requests, node rules, tolerations or None for
-        # ``taints=False``): ``best_nodes``.
+        # inter-pod rules, per (source, requests, node rules, tolerations):
+        # ``best_nodes``.
         self._choices: dict[tuple[Any, ...], tuple[int, list[int], list[str]]] = {}
 
     def _add(self, pod: PodInfo, index: int, sign: float) -> None:
@@ -103,13 +103,10 @@ class RequestScheduler:
     def unmove(self, pod: PodInfo, source: str, destination: str) -> None:
         self.move(pod, destination, source)
 
-    def best_nodes(
-        self, pod: PodInfo, source: str, *, taints: bool = True
-    ) -> tuple[list[str], int]:
+    def best_nodes(self, pod: PodInfo, source: str) -> tuple[list[str], int]:
         """The nodes kube-scheduler would choose among for ``pod``'s replacement, with
         ``pod`` gone from ``source``, by name; and their total score. ([] and 0 when no
-        node would take it: the replacement would stay Pending.) ``taints=False``: as if
-        no node carried a ``PreferNoSchedule`` taint (once the soft taints are gone)."""
+        node would take it: the replacement would stay Pending.)"""
         here = self._index[source]
         fits, resources = self._fit_and_scores(pod, here)  # first: it may drop the choices
         rules = _node_rules_key(pod)
@@ -117,11 +114,11 @@ class RequestScheduler:
         # the node rules and the taints alone: kept with the filter and scores (dropped
         # with them), for the next pod alike.
         key = (here, pod.requests.cpu_cores, pod.requests.memory_bytes, rules,
-               tuple(pod.tolerations) if taints else None)  # fmt: skip
+               tuple(pod.tolerations))  # fmt: skip
         choice = self._choices.get(key)
         if choice is None:
             admitted = self._admitted_by_node_rules(pod, rules)
-            untolerated = self._untolerated_counts(pod) if taints else None
+            untolerated = self._untolerated_counts(pod)
             best, chosen = _choose(fits & admitted, resources, untolerated)
             names = sorted(self._nodes[i].name for i in chosen)
             choice = self._choices[key] = (best, chosen, names)
@@ -140,7 +137,7 @@ class RequestScheduler:
             if feasible is None:
                 feasible = fits & self._admitted_by_node_rules(pod, rules)
             feasible[refused] = False
-            untolerated = self._untolerated_counts(pod) if taints else None
+            untolerated = self._untolerated_counts(pod)
             best, chosen = _choose(feasible, resources, untolerated)
         return [], 0
 

@@ -51,6 +51,9 @@ class SkipCode(StrEnum):
     beside it names namespaces, workloads and budgets, which a label must not."""
 
     PROTECTED = "protected"  # DaemonSet, bare, critical, local storage, too young, ...
+    # cluster-autoscaler's safe-to-evict "false", Karpenter's do-not-disrupt "true" (pod
+    # or node): what keeps an autoscaler off a pod keeps the descheduler off it too
+    OPTED_OUT = "opted_out"
     EVICTION_LIMIT = "eviction_limit"  # maxNoOfPodsToEvict{Total,PerNode,PerNamespace}
     COOLDOWN = "cooldown"  # workloadCooldown; a replacement within returnCooldown
     WORKLOAD_LIMIT = "workload_limit"  # maxMigratingPerWorkload in this run
@@ -60,9 +63,15 @@ class SkipCode(StrEnum):
     NOTHING_TO_MOVE = "nothing_to_move"  # uses none of the resource the node is hot on
     OTHER_RESOURCE = "other_resource"  # mostly a resource its node is not hot on
     GAIN_TOO_SMALL = "gain_too_small"  # leaves the source hot and gains under minimumGain
+    # at or within its requests, on a node whose excess pods above theirs explain: it
+    # is not moved to make room for them (HeldHot)
+    WITHIN_REQUESTS = "within_requests"
     NO_DESTINATION = "no_destination"
     # scheduler: requests | soft-taints: kube-scheduler would put the replacement back
     BACK_ON_SOURCE = "back_on_source"
+    # scheduler: soft-taints: among the nodes kube-scheduler would choose from, those
+    # the replacement would make hot outweigh what its eviction takes off the source
+    HOT_LANDING = "hot_landing"
     ALREADY_EVICTED = "already_evicted"
     RECHECK = "recheck"  # the live re-check before the call refused it
 
@@ -75,6 +84,20 @@ class SkippedPod:
     code: SkipCode
 
 
+@dataclass(frozen=True, slots=True)
+class HeldHot:
+    """A source left hot by pods using more than they request that stay on it (they
+    cannot be evicted: protected, opted out, the last Ready replica, a PDB, ...; or no
+    destination takes them): the planner does not move its pods within their requests
+    to make room for them, and reports it."""
+
+    node: str
+    held: Mapping[str, float]  # per resource, the share of the node those pods use over
+    # their requests (capped at what is left of the excess)
+    pods: tuple[tuple[str, str, float], ...]  # (pod key, resource, amount over its request)
+    reason: str
+
+
 @dataclass
 class EvictionPlan:
     # The scheduler the plan assumes places the replacements (config ``scheduler``).
@@ -83,3 +106,4 @@ class EvictionPlan:
     evictions: list[PlannedEviction] = field(default_factory=list)  # in execution order
     skipped: list[SkippedPod] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    held_hot: dict[str, HeldHot] = field(default_factory=dict)  # by node

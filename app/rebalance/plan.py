@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from app.objects import RESOURCES, PodInfo, Resources
+from app.load import PlacedPod
+from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
 from app.policy import Policy
 from app.rebalance.agreement import threshold_conflicts
+from app.rebalance.attribution import Attribution, PodOnSource
 from app.rebalance.beside import (
     ASSUMES,
     Replacements,
@@ -23,6 +26,7 @@ from app.rebalance.destinations import (
     Room,
     Rules,
     nodes_left,
+    recent_placed,
     room_of,
 )
 from app.rebalance.limits import RunBudget
@@ -37,7 +41,7 @@ from app.rebalance.outcome import (
 )
 from app.rebalance.placement import Placements
 from app.rebalance.usage import UsageSource, pod_usage, usage_sources
-from app.rebalance.victims import owned_pod_counts, protection, victim_order
+from app.rebalance.victims import opt_out, owned_pod_counts, protection, victim_order
 from app.rebalance.view import ClusterView
 
 
@@ -79,7 +83,10 @@ def plan(
         if pod.node_name is not None:
             pods_by_node.setdefault(pod.node_name, []).append(pod)
     rules = _rules(cluster, config, policy, now_s)
-    rooms = _rooms(usages, classes, pods_by_node, config, policy, now_s)
+    placed = recent_placed(
+        cluster.pods.values(), cluster.workload_usage, cluster.workloads_measured, policy, now_s
+    )
+    rooms = _rooms(usages, classes, pods_by_node, config, policy, now_s, placed)
     destinations = Destinations(rooms, rules)
     pass_ = _Pass(
         config,
@@ -102,9 +109,27 @@ def plan(
             break
         pass_.drain(usages[source.node], source, pods_by_node.get(source.node, []))
     if not result.evictions:
-        result.notes.append("no pod can be moved: see the skipped pods")
+        result.notes.append(_nothing_moved(result, config))
     result.notes.extend(_replacements(result, cluster, config, policy, now_s))
     return result
+
+
+def _nothing_moved(result: EvictionPlan, config: DeschedulerConfig) -> str:
+    """Why a plan with sources evicts nothing. Beside a stock kube-scheduler that is the
+    descheduler standing down: no replacement provably lands elsewhere and stays under
+    the limits. Said once per round (a plan note is part of the run's log line), with
+    the skip codes that made it."""
+    if config.scheduler == "extender":
+        return "no pod can be moved: see the skipped pods"
+    codes = Counter(skipped.code.value for skipped in result.skipped)
+    sources = sum(1 for c in result.node_classes.values() if c.kind is NodeKind.SOURCE)
+    counted = ", ".join(f"{code} {count}" for code, count in sorted(codes.items()))
+    return (
+        f"standing down beside kube-scheduler (scheduler: {config.scheduler}): no pod of "
+        f"the {sources} source(s) has a replacement that kube-scheduler would place off "
+        f"its source and leave under the limits ({counted or 'no candidate pod'}): "
+        "evicting nothing this round"
+    )
 
 
 def _replacements(
@@ -148,6 +173,8 @@ def _rules(cluster: ClusterView, config: DeschedulerConfig, policy: Policy, now_
         now_s,
         Placements(cluster.nodes, cluster.pods.values()),
         nodes_left(cluster.recent_evictions, now_s, config.return_cooldown),
+        cluster.workload_usage,
+        cluster.workloads_measured,
     )
 
 
@@ -158,12 +185,40 @@ def _rooms(
     config: DeschedulerConfig,
     policy: Policy,
     now_s: float,
+    placed: Mapping[str, PlacedPod],
 ) -> list[Room]:
+    """Where a replacement may go, and how full it may get.
+
+    Beside the extender the plan chooses the roomiest destination, and keeps it under
+    ``thresholds``, so it never becomes the next source. Beside a request-based
+    kube-scheduler the scheduler chooses, at random among the nodes tied for its best
+    score: often most of the cluster's nodes, some of them neutral (between
+    ``thresholds`` and ``targetThresholds``), or destinations a pod takes past
+    ``thresholds``. Each of those would refuse every pod under the plan's own ceiling
+    (a 200-node day with two peaks: 0 evictions from the tainted sources) where all
+    that matters is that the pod's usage does not make its node hot: so there the
+    ceiling is ``targetThresholds``, and a neutral Ready, schedulable node is a room
+    too. ``SchedulerChooses`` still requires every tied node to take the pod."""
+    chooses = config.scheduler == "extender"
+    kinds = (NodeKind.DESTINATION,) if chooses else (NodeKind.DESTINATION, NodeKind.NEUTRAL)
     return [
-        room_of(usages[name], c.low_fraction, pods_by_node.get(name, ()), config, policy, now_s)
+        room_of(
+            usages[name],
+            c.low_fraction if chooses else c.high_fraction,
+            pods_by_node.get(name, ()),
+            config,
+            policy,
+            now_s,
+            placed,
+        )
         for name, c in classes.items()
-        if c.kind is NodeKind.DESTINATION
+        if c.kind in kinds
+        and (c.kind is NodeKind.DESTINATION or _schedulable(usages[name]))
     ]
+
+
+def _schedulable(usage: NodeUsage) -> bool:
+    return usage.node.ready and not usage.node.unschedulable
 
 
 def _excess(node_class: NodeClass, usage: Mapping[str, float]) -> dict[str, float]:
@@ -236,15 +291,20 @@ class _Pass:
         excess = _excess(source, current)
         hottest = max(excess, key=lambda r: excess[r])
         candidates = []
+        on_source = []
         for pod in pods:
-            protected = protection(pod, self.config, self.now_s, self.owned)
-            if protected is not None:
-                self._skip(pod, node.name, SkipCode.PROTECTED, protected)
-                continue
             pod_usage_, origin = pod_usage(pod, self.sources)
-            candidates.append((pod, pod_usage_, origin))
+            on_source.append(PodOnSource(pod, pod_usage_, origin))
+            if self._kept(pod, node) is None:
+                candidates.append((pod, pod_usage_, origin))
+        attribution = Attribution(node.name, node.allocatable, excess, on_source)
         excess_amount = excess[hottest] * node.allocatable.get(hottest)
-        candidates.sort(key=lambda c: (victim_order(c[0], c[1], hottest, excess_amount), c[0].key))
+        candidates.sort(
+            key=lambda c: (
+                victim_order(c[0], c[1], hottest, excess_amount, causer=attribution.causer(c[0])),
+                c[0].key,
+            )
+        )
         chosen: list[tuple[PodInfo, str, Resources]] = []
         over = _excess(source, current)  # what is left to shed: moves with each eviction
         for pod, amount, origin in candidates:
@@ -265,11 +325,21 @@ class _Pass:
             if heavier is not None:
                 self._skip(pod, node.name, SkipCode.OTHER_RESOURCE, heavier)
                 continue
+            within = attribution.refusal(pod, tuple(over))
+            if within is not None:
+                self._skip(pod, node.name, SkipCode.WITHIN_REQUESTS, within)
+                continue
             refused = self.budget.why_not(pod, node.name)
             if refused is not None:
                 self._skip(pod, node.name, *refused)
                 continue
-            landing = self.replacements.land(pod, amount, node.name)
+            shed = Resources(
+                *(
+                    min(amount.get(r), over[r] * node.allocatable.get(r)) if r in over else 0.0
+                    for r in RESOURCES
+                )
+            )
+            landing = self.replacements.land(pod, amount, node.name, shed)
             destination = landing.destination
             if destination is None:
                 self._skip(pod, node.name, landing.code, landing.reason)
@@ -279,10 +349,30 @@ class _Pass:
                 current[resource] -= amount.get(resource) / node.allocatable.get(resource)
             self._evict(pod, source, destination, amount, origin, before, current, over)
             chosen.append((pod, destination, amount))
+            attribution.take(pod, amount)
             over = _excess(source, current)
         small = self._gain_too_small(source, start, current, excess, len(chosen))
         if small is not None:
             self._undo(chosen, node.name, small)
+            for pod, _, amount in chosen:
+                attribution.give_back(pod, amount)
+            current = start
+        held = attribution.report(_excess(source, current))
+        if held is not None:
+            self.result.held_hot[node.name] = held
+            self.result.notes.append(f"{node.name}: {held.reason}")
+
+    def _kept(self, pod: PodInfo, node: NodeInfo) -> str | None:
+        """Why the pod is never evicted (an opt-out or a protection, recorded as its
+        skip), or None."""
+        opted = opt_out(pod, node.annotations)
+        if opted is not None:
+            self._skip(pod, node.name, SkipCode.OPTED_OUT, opted)
+            return opted
+        protected = protection(pod, self.config, self.now_s, self.owned)
+        if protected is not None:
+            self._skip(pod, node.name, SkipCode.PROTECTED, protected)
+        return protected
 
     def _gain_too_small(
         self,
@@ -376,6 +466,10 @@ def recheck(
         return "the pod is gone"
     if pod.node_name != eviction.source or pod.terminating:
         return "the pod is no longer running on the source"
+    source = cluster_now.nodes.get(eviction.source)
+    opted = opt_out(pod, source.annotations if source is not None else {})
+    if opted is not None:
+        return f"opted out: {opted}"
     away = live_refusal(pod, eviction.source, cluster_now, config.scheduler)
     if away is not None:
         return away
@@ -388,7 +482,14 @@ def recheck(
         return f"destination {node.name} has no usable data: {usage.missing}"
     on_node = [p for p in cluster_now.pods.values() if p.node_name == node.name]
     ceiling = eviction.destination_ceiling or dict.fromkeys(usage.usage_fraction, 1.0)
-    room = room_of(usage, ceiling, on_node, config, policy, now_s)
+    placed = recent_placed(
+        cluster_now.pods.values(),
+        cluster_now.workload_usage,
+        cluster_now.workloads_measured,
+        policy,
+        now_s,
+    )
+    room = room_of(usage, ceiling, on_node, config, policy, now_s, placed)
     moved = reserved.get(node.name, Resources())
     room.add(moved, moved)
     refused = _rules(cluster_now, config, policy, now_s).refusal(pod, eviction.usage, room)

@@ -9,6 +9,17 @@ limits; see ``limits``).
 
 ``descheduler.alpha.kubernetes.io/prefer-no-eviction`` sorts a pod after every other
 candidate: it is evicted only when nothing else brings its node under the threshold.
+
+The autoscalers' opt-outs (``opt_out``) are honoured as they are by cluster-autoscaler
+and Karpenter, and never overridden, not even by the evict annotation:
+``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` on a pod, and
+``karpenter.sh/do-not-disrupt: "true"`` on a pod or on its node.
+
+The ordering hints a tenant sets on its own pods (prefer-no-eviction, pod-deletion-cost,
+and the QoS class its requests and limits give) are ignored for a pod that uses more
+than it requests of the resource its node is hot on (``victim_order``'s ``causer``):
+as the kubelet's node-pressure eviction ranks such pods first, a pod that makes its node
+hot cannot send the planner to its neighbours by asking to go last (docs/security.md).
 """
 
 from __future__ import annotations
@@ -22,6 +33,16 @@ from app.rebalance.config import DeschedulerConfig
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
 PREFER_NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
+# What a replay must know of a pod (``loadaware capture`` keeps these; the simulator's
+# pods carry them), with the one value that means something, and of a Node.
+POD_HINT_VALUES = {
+    SAFE_TO_EVICT_ANNOTATION: "false",
+    DO_NOT_DISRUPT_ANNOTATION: "true",
+    PREFER_NO_EVICTION_ANNOTATION: None,  # any value: its presence counts
+}
+NODE_HINT_VALUES = {DO_NOT_DISRUPT_ANNOTATION: "true"}
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
 
@@ -69,6 +90,38 @@ def soft_protection(
     return None
 
 
+def hints_of(annotations: Mapping[str, str], wanted: Mapping[str, str | None]) -> dict[str, str]:
+    """The annotations of ``wanted`` that change what the descheduler does, and only
+    those: a value other than the one that counts is dropped (it means nothing), and a
+    presence-only key keeps ``"true"`` (never a tenant's free text)."""
+    kept = {}
+    for key, value in wanted.items():
+        found = annotations.get(key)
+        if found is not None and (value is None or found == value):
+            kept[key] = "true" if value is None else value
+    return kept
+
+
+def opt_out(pod: PodInfo, node_annotations: Mapping[str, str]) -> str | None:
+    """Why an autoscaler's opt-out keeps this pod where it is, or None. The values are
+    the autoscalers' own: cluster-autoscaler reads exactly ``"false"``, Karpenter exactly
+    ``"true"``, so a pod either of them would leave alone is left alone here too."""
+    if pod.annotations.get(SAFE_TO_EVICT_ANNOTATION) == "false":
+        return f'{SAFE_TO_EVICT_ANNOTATION}: "false" on the pod'
+    if pod.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+        return f'{DO_NOT_DISRUPT_ANNOTATION}: "true" on the pod'
+    if node_opt_out(node_annotations) is not None:
+        return f'{DO_NOT_DISRUPT_ANNOTATION}: "true" on its node'
+    return None
+
+
+def node_opt_out(node_annotations: Mapping[str, str]) -> str | None:
+    """Why no pod leaves this node (Karpenter's opt-out on the Node), or None."""
+    if node_annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+        return f'{DO_NOT_DISRUPT_ANNOTATION}: "true" on the node: none of its pods is evicted'
+    return None
+
+
 def protection(
     pod: PodInfo, config: DeschedulerConfig, now_s: float, owned: Mapping[str, int]
 ) -> str | None:
@@ -89,18 +142,22 @@ def deletion_cost(pod: PodInfo) -> int:
 
 
 def victim_order(
-    pod: PodInfo, usage: Resources, resource: str, excess: float
+    pod: PodInfo, usage: Resources, resource: str, excess: float, *, causer: bool = False
 ) -> tuple[bool, int, int, int, tuple[int, float], float]:
     """Sort key: prefer-no-eviction last, then priority, QoS, deletion cost, how well the
     pod's usage of the most-over ``resource`` covers the ``excess`` (the smallest pod that
-    covers it alone, else the largest), youngest first."""
+    covers it alone, else the largest), youngest first.
+
+    For a ``causer`` (a pod using more than it requests of a resource its node is hot
+    on, ``attribution``) the tenant's hints count for nothing: no prefer-no-eviction,
+    the QoS rank of BestEffort, no deletion cost."""
     amount = usage.get(resource)
     coverage = (0, amount) if amount >= excess else (1, -amount)
     return (
-        PREFER_NO_EVICTION_ANNOTATION in pod.annotations,
+        not causer and PREFER_NO_EVICTION_ANNOTATION in pod.annotations,
         pod.priority,
-        QOS_RANK.get(pod.qos, 1),
-        deletion_cost(pod),
+        0 if causer else QOS_RANK.get(pod.qos, 1),
+        0 if causer else deletion_cost(pod),
         coverage,
         -(pod.created_s or 0.0),
     )

@@ -15,11 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from app.documents import MAX_CONFIG_BYTES, read_bytes
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 ReloadResult = Callable[[str], None]  # called with "success" or "error"
+
+
+class _Unreadable(Exception):
+    pass
 
 
 class FileWatcher(Generic[T]):
@@ -67,11 +73,15 @@ class FileWatcher(Generic[T]):
             return None
         return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
-    def _read_digest(self) -> bytes | None:
+    def _read_digest(self) -> bytes:
+        """The digest of the file's content, read bounded (a file swapped for a device or
+        a huge file is not read to its end); of why it cannot be read, when it cannot,
+        so that the load is tried and says why."""
         try:
-            return hashlib.sha256(self._path.read_bytes()).digest()
-        except OSError:
-            return None
+            content = read_bytes(self._path, self._what, _Unreadable, MAX_CONFIG_BYTES)
+        except _Unreadable as refused:
+            content = f"unreadable: {refused}".encode()
+        return hashlib.sha256(content).digest()
 
     def check_once(self) -> bool:
         """Reload if the file changed; return True when a new value took effect."""
@@ -91,7 +101,7 @@ class FileWatcher(Generic[T]):
             self._on_result("error")
             return False
         digest = self._read_digest()
-        if digest is None or digest == self._digest:
+        if digest == self._digest:
             return False
         self._digest = digest
         try:

@@ -32,12 +32,7 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx2
-from lightkube import AsyncClient
-from lightkube.models.coordination_v1 import LeaseSpec
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.coordination_v1 import Lease
-
+from app.kube import KubeClient, LeaseRecord, LeaseStore, LeaseUnavailable, ReadLease
 from app.runtime.flags import LeaseSettings
 
 log = logging.getLogger(__name__)
@@ -55,13 +50,13 @@ LeadershipListener = Callable[[bool], None]
 class LeaderElector:
     def __init__(
         self,
-        client: AsyncClient,
+        client: KubeClient,
         settings: LeaseSettings,
         *,
         on_change: LeadershipListener | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._client = client
+        self._lease = LeaseStore(client, settings.namespace, settings.name)
         self.settings = settings
         self._on_change = on_change
         self._monotonic = monotonic
@@ -148,88 +143,73 @@ class LeaderElector:
         if self._on_change is not None:
             self._on_change(leading)
 
-    def _observe(self, lease: Lease) -> None:
-        spec = lease.spec or LeaseSpec()
-        record = (spec.holderIdentity, spec.renewTime, spec.leaseDurationSeconds)
-        if record != self._observed_record:
-            self._observed_record = record
+    def _observe(self, lease: ReadLease) -> None:
+        record = lease.record
+        seen = (record.holder, record.renewed, record.duration_s)
+        if seen != self._observed_record:
+            self._observed_record = seen
             self._observed_at_mono = self._monotonic()
-        self.holder = spec.holderIdentity or None
+        self.holder = record.holder
 
     async def _try_acquire_or_renew(self) -> bool:
         s = self.settings
         now = datetime.now(UTC)
         try:
-            lease = await self._client.get(Lease, s.name, namespace=s.namespace)
-        except httpx2.HTTPStatusError as error:
-            if error.response.status_code == 404:
-                return await self._create(now)
-            log.warning("lease %s/%s: cannot read it: %s", s.namespace, s.name, _describe(error))
+            lease = await self._lease.read()
+        except LeaseUnavailable as error:
+            log.warning("lease %s/%s: cannot read it: %s", s.namespace, s.name, error)
             return False
-        except httpx2.HTTPError as error:
-            log.warning("lease %s/%s: cannot read it: %s", s.namespace, s.name, _describe(error))
-            return False
+        if lease is None:
+            return await self._create(now)
         self._observe(lease)
-        spec = lease.spec or LeaseSpec()
-        held_by_other = spec.holderIdentity not in (None, "", s.identity)
-        duration_s = spec.leaseDurationSeconds or s.lease_duration_s
+        record = lease.record
+        held_by_other = record.holder not in (None, s.identity)
+        duration_s = record.duration_s or s.lease_duration_s
         if held_by_other and self._monotonic() < self._observed_at_mono + duration_s:
             return False
-        ours = spec.holderIdentity == s.identity
-        lease.spec = LeaseSpec(
-            holderIdentity=s.identity,
-            leaseDurationSeconds=max(1, round(s.lease_duration_s)),
-            acquireTime=spec.acquireTime if ours and spec.acquireTime else now,
-            renewTime=now,
-            leaseTransitions=(spec.leaseTransitions or 0) + (0 if ours else 1),
+        ours = record.holder == s.identity
+        renewed = LeaseRecord(
+            holder=s.identity,
+            duration_s=max(1, round(s.lease_duration_s)),
+            acquired=record.acquired if ours and record.acquired else now,
+            renewed=now,
+            transitions=(record.transitions or 0) + (0 if ours else 1),
         )
-        return await self._replace(lease)
+        return await self._replace(lease, renewed)
 
     async def _create(self, now: datetime) -> bool:
         s = self.settings
-        lease = Lease(
-            metadata=ObjectMeta(name=s.name, namespace=s.namespace),
-            spec=LeaseSpec(
-                holderIdentity=s.identity,
-                leaseDurationSeconds=max(1, round(s.lease_duration_s)),
-                acquireTime=now,
-                renewTime=now,
-                leaseTransitions=0,
-            ),
+        record = LeaseRecord(
+            holder=s.identity,
+            duration_s=max(1, round(s.lease_duration_s)),
+            acquired=now,
+            renewed=now,
+            transitions=0,
         )
         try:
-            created = await self._client.create(lease)
-        except httpx2.HTTPStatusError as error:
-            if error.response.status_code != 409:  # 409: another replica created it first
-                log.warning(
-                    "lease %s/%s: cannot create it: %s. The annotator needs create, get and "
-                    "update on leases in namespace %s",
-                    s.namespace,
-                    s.name,
-                    _describe(error),
-                    s.namespace,
-                )
+            created = await self._lease.create(record)
+        except LeaseUnavailable as error:
+            rights = (
+                f". The annotator needs create, get and update on leases in namespace {s.namespace}"
+                if error.code is not None
+                else ""
+            )
+            log.warning("lease %s/%s: cannot create it: %s%s", s.namespace, s.name, error, rights)
             return False
-        except httpx2.HTTPError as error:
-            log.warning("lease %s/%s: cannot create it: %s", s.namespace, s.name, _describe(error))
+        if created is None:  # another replica created it first
             return False
         self._observe(created)
         return True
 
-    async def _replace(self, lease: Lease) -> bool:
+    async def _replace(self, lease: ReadLease, record: LeaseRecord) -> bool:
         s = self.settings
         try:
-            updated = await self._client.replace(lease)
-        except httpx2.HTTPStatusError as error:
-            if error.response.status_code == 409:
-                log.debug("lease %s/%s: another replica updated it first", s.namespace, s.name)
-            else:
-                log.warning(
-                    "lease %s/%s: cannot update it: %s", s.namespace, s.name, _describe(error)
-                )
+            updated = await self._lease.replace(lease, record)
+        except LeaseUnavailable as error:
+            log.warning("lease %s/%s: cannot update it: %s", s.namespace, s.name, error)
             return False
-        except httpx2.HTTPError as error:
-            log.warning("lease %s/%s: cannot update it: %s", s.namespace, s.name, _describe(error))
+        if updated is None:
+            log.debug("lease %s/%s: another replica updated it first", s.namespace, s.name)
             return False
         self._observe(updated)
         return True
@@ -244,13 +224,11 @@ class LeaderElector:
             try:
                 await self._give_up()
                 return
-            except (httpx2.TransportError, OSError) as error:
-                if attempt < RELEASE_ATTEMPTS:
+            except LeaseUnavailable as error:
+                if error.unreachable and attempt < RELEASE_ATTEMPTS:
                     await asyncio.sleep(RELEASE_RETRY_S * attempt)
                     continue
-                failure = _describe(error)
-            except httpx2.HTTPError as error:
-                failure = _describe(error)
+                failure = str(error)
             log.warning(
                 "lease %s/%s: could not release it (%s); a successor takes over after it expires",
                 s.namespace,
@@ -261,27 +239,25 @@ class LeaderElector:
 
     async def _give_up(self) -> None:
         s = self.settings
-        lease = await self._client.get(Lease, s.name, namespace=s.namespace)
-        spec = lease.spec or LeaseSpec()
-        if spec.holderIdentity != s.identity:
+        lease = await self._lease.read()
+        if lease is None or lease.record.holder != s.identity:
             return
-        lease.spec = LeaseSpec(
-            holderIdentity=None,
-            leaseDurationSeconds=1,
-            acquireTime=spec.acquireTime,
-            renewTime=datetime.now(UTC),
-            leaseTransitions=spec.leaseTransitions,
+        record = lease.record
+        released = LeaseRecord(
+            holder=None,
+            duration_s=1,
+            acquired=record.acquired,
+            renewed=datetime.now(UTC),
+            transitions=record.transitions,
         )
-        await self._client.replace(lease)
+        if await self._lease.replace(lease, released) is None:
+            log.warning(
+                "lease %s/%s: could not release it (another replica wrote it first)",
+                s.namespace,
+                s.name,
+            )
+            return
         log.info("lease %s/%s released by %s", s.namespace, s.name, s.identity)
-
-
-def _describe(error: BaseException) -> str:
-    if isinstance(error, httpx2.HTTPStatusError):
-        status = getattr(error, "status", None)
-        message = getattr(status, "message", None) or error.response.reason_phrase
-        return f"HTTP {error.response.status_code}: {message}"
-    return f"{type(error).__name__}: {error}"
 
 
 class LeaderWork:

@@ -31,11 +31,10 @@ import socket
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Protocol, TypeVar
 
-from lightkube import AsyncClient
 from prometheus_client import CollectorRegistry, Gauge
 
 from app.health import EmbeddedServer, build_app, embedded_server, listen, probe_status, serve
-from app.kube import WatchCache
+from app.kube import KubeClient, WatchCache
 from app.runtime.flags import LeaseSettings
 from app.runtime.leader_election import LeaderElector, LeaderWork
 
@@ -74,7 +73,7 @@ class LeaderElectedService:
     def __init__(
         self,
         component: str,
-        client: AsyncClient,
+        client: KubeClient,
         *,
         caches: Mapping[str, WatchCache[Any]],
         lead: Work,

@@ -132,6 +132,10 @@ class Run:
     load_evaluations: int = 0
     pending: list[int] = field(default_factory=list)  # per step, after scheduling
     waits_s: list[float] = field(default_factory=list)  # per placement: created to bound
+    # Evictions judged settleTime after their round, and those of them that bought
+    # nothing: their source not cooler by what they used, less noise (``gains``).
+    evictions_judged: int = 0
+    evictions_bought_nothing: int = 0
 
 
 class SimulatedCluster:

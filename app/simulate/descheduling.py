@@ -74,6 +74,7 @@ from app.rebalance import (
     previous_hot_rounds,
     record_hot_rounds,
 )
+from app.simulate.gains import EvictionGains
 
 if TYPE_CHECKING:
     from app.simulate.cluster import SimulatedCluster
@@ -106,6 +107,11 @@ class PlannerRebalancer:
         config = cluster.scenario.descheduler_config()
         self.config = config.model_copy(update={"scheduler": cluster.plan.steering})
         self.plans: list[PlanRecord] = []
+        # Judges each round's evictions at the first round settleTime after it, on the
+        # cluster as the last step left it (``gains``), into the run's counts.
+        self.gains = EvictionGains(
+            config.settle_time, cluster.allocatable_cpu, cluster.allocatable_memory
+        )
         self._hot_rounds: dict[str, tuple[int, float]] = {}  # as the memory ConfigMap keeps them
         self._records: list[EvictionRecord] = []
         self._generation = np.zeros(cluster.usage.slots, dtype=np.int64)
@@ -122,6 +128,10 @@ class PlannerRebalancer:
         self._touched_in: dict[int, int] = {}  # slot -> the last round a record touched it
         # The rate window's real usage per slot (cores, bytes), one entry per step.
         self._usage_by_step: dict[int, tuple[FloatArray, FloatArray]] = {}
+        # Each node's own annotations (the scenario's node group's), beside the load.
+        self._node_annotations = [
+            group.annotations for group in cluster.scenario.nodes for _ in group.node_names
+        ]
         workloads = cluster.scenario.workloads
         self._requests = [w.pod_requests_and_limits[0] for w in workloads]
         self._limits = [w.pod_requests_and_limits[1] for w in workloads]
@@ -135,6 +145,10 @@ class PlannerRebalancer:
     # -- the round -------------------------------------------------------------------
     def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]:
         now_s = cluster.pipeline.epoch_s + t_s
+        # The last step's demand, where every pod is bound since (evictions come first).
+        last_step = round(t_s / cluster.scenario.step_s) - 1
+        self.gains.step(t_s, cluster.node_of, *self._demand(last_step))
+        cluster.run.evictions_judged, cluster.run.evictions_bought_nothing = self.gains.counts
         view, slot_of = self._view(t_s, now_s)
         interval_s = self.config.interval
         counts = previous_hot_rounds(self._hot_rounds, now_s, interval_s)
@@ -147,6 +161,7 @@ class PlannerRebalancer:
         for eviction in the_plan.evictions:
             slot = slot_of[eviction.pod.key]
             slots.append(slot)
+            self.gains.evicted(slot, int(cluster.node_of[slot]), t_s, cluster.node_of)
             self._generation[slot] += 1  # the controller's replacement is a new pod
             self._records.append(
                 EvictionRecord(
@@ -195,7 +210,7 @@ class PlannerRebalancer:
             name = names[i]
             nodes[name] = NodeInfo(
                 name,
-                _Annotations(pipeline, i),
+                _Annotations(pipeline, i, self._node_annotations[i]),
                 internal_ip=None,
                 taints=_SOFT_TAINTED if is_tainted[i] else (),
                 allocatable=allocatable[i],
@@ -263,6 +278,7 @@ class PlannerRebalancer:
             requests=requests,
             limits=limits,
             labels={"app": workload.name, "pod-template-hash": TEMPLATE_HASH},
+            annotations=workload.annotations,
             owner=_owner(workload.kind, workload.name),
             bound_at_s=cluster.pipeline.epoch_s + float(cluster.bound_at_s[slot]),
         )
@@ -279,6 +295,14 @@ class PlannerRebalancer:
         if not window:
             return {}
         return _PodUsage(self._pods_now, self._slot_of, lambda: self._series(t_s, window))
+
+    def _demand(self, step: int) -> tuple[FloatArray, FloatArray]:
+        """Each slot's demand at ``step`` (cores, bytes), drawn once (``_series``)."""
+        if step not in self._usage_by_step:
+            self._usage_by_step[step] = self._cluster.usage.at(
+                step, step * self._cluster.scenario.step_s
+            )
+        return self._usage_by_step[step]
 
     def _series(
         self, t_s: float, window: range
@@ -328,32 +352,37 @@ class _Annotations(Mapping[str, str]):
     keeps no node past it: the same as a snapshot made as the round began, without
     a ``NodeInfo`` remade per node and round."""
 
-    __slots__ = ("_monitoring", "_node")
+    __slots__ = ("_monitoring", "_node", "_own")
 
-    def __init__(self, monitoring: SimulatedMonitoring, node: int) -> None:
+    def __init__(
+        self, monitoring: SimulatedMonitoring, node: int, own: Mapping[str, str]
+    ) -> None:
         self._monitoring = monitoring
         self._node = node
+        self._own = own  # the node's own (the scenario's), never the load metrics'
 
     def __getitem__(self, key: str) -> str:
-        text = self._monitoring.annotation(self._node, key)
+        text = self.get(key)
         if text is None:
             raise KeyError(key)
-        return text
+        return str(text)
 
     def get(self, key: str, default: Any = None) -> Any:
         """One annotation, made alone (``SimulatedMonitoring.annotation``): the planner
         reads two of every node each round, and a node's whole map is never read."""
         text = self._monitoring.annotation(self._node, key)
+        if text is None:
+            text = self._own.get(key)
         return default if text is None else text
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._monitoring.annotation(self._node, key) is not None
+        return isinstance(key, str) and self.get(key) is not None
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._monitoring.annotations(self._node))
+        return iter({**self._own, **self._monitoring.annotations(self._node)})
 
     def __len__(self) -> int:
-        return len(self._monitoring.annotations(self._node))
+        return len({**self._own, **self._monitoring.annotations(self._node)})
 
 
 class _Pods(Mapping[str, PodInfo]):

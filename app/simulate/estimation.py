@@ -8,7 +8,13 @@ freshest sample, estimates them and returns the ``unsampled`` fractions that
 extender's ledger calls. Where the annotator publishes each workload's observed
 per-pod usage (``cluster.workload_usage``, loadaware), a pod's estimate is raised to
 its workload's, as the extender raises it; a new publication re-evaluates every node
-with recent pods.
+with recent pods. The raise is bounded as the extender bounds it (``app.load.estimate``,
+"Bounds"): a workload's usage counts once measured on ``MIN_MEASURED_PODS`` pods (the
+publication's), and in binding order a pod takes a raise only while fewer of its
+workload's pods hold one than were measured; a publication hands them out again
+(``bounded_raises``). A simulated pod starts as it is bound, so no grace ends, and a
+raise is held until ``maxAge`` even by a pod evicted sooner (the extender lets go at
+once: the simulator is the stricter).
 
 One difference from the extender, on purpose: the extender also *reserves* a pod's
 estimate on the node it scored best, because kube-scheduler binds a pod before the
@@ -26,6 +32,7 @@ from typing import TYPE_CHECKING
 from app.load import (
     Evidence,
     PlacedPod,
+    bounded_raises,
     estimate_pod_usage,
     estimate_with_evidence,
     node_unsampled,
@@ -73,17 +80,13 @@ class BurstEstimate:
         self._placed: dict[tuple[int, float], PlacedPod] = {}
         self._placed_version = 0
         self._observed = RaisingUsage(cluster, self._requests, self._limits)
+        self._raises = RaisesHeld(cluster, self._observed, self._requests, self._limits)
         # Per node, the last ``unsampled_after`` answer with ``partly_sampled`` (the soft
         # taints ask every sync): the sample it was of, the pods, the instant it stops
         # holding, and the answer.
         self._answers: dict[int, tuple[float | None, list[PlacedPod], float, dict[str, float]]] = {}
-        self._allocatable = [
-            Resources(cpu, memory)
-            for cpu, memory in zip(
-                cluster.allocatable_cpu.tolist(), cluster.allocatable_memory.tolist(), strict=True
-            )
-        ]
-        self._made = PodEstimates(cluster, self._observed, self._allocatable)
+        self._allocatable = _allocatables(cluster)
+        self._made = PodEstimates(cluster, self._observed, self._allocatable, self._raises.holds)
 
     def unsampled(
         self, node: int, t_s: float, partly_sampled: bool = False
@@ -218,6 +221,7 @@ class BurstEstimate:
             recent_of, expiries, max_age_s = self._recent, self._expiries, self._max_age_s
             for placement in run.placements[self._placements_seen :]:
                 node, pod = placement.node, (placement.slot, placement.t_s)
+                self._raises.decide(placement.slot, placement.t_s)
                 recent_of.setdefault(node, []).append(pod)
                 heapq.heappush(expiries, (placement.t_s + max_age_s, node))
                 changed.add(node)
@@ -239,6 +243,7 @@ class BurstEstimate:
             self._usage_version = published.version
             changed.update(self._recent)  # their pods' estimates may have changed
             self._observed.follow()  # what changes the estimates changes the stamps
+            self._raises.hand_out(t_s, self._recent)
         expired: dict[int, None] = {}  # pruned once each, in the order of their 1st expiry
         while self._expiries and self._expiries[0][0] <= t_s:
             expired[heapq.heappop(self._expiries)[1]] = None
@@ -249,6 +254,7 @@ class BurstEstimate:
             for key in recent:
                 if t_s >= key[1] + self._max_age_s:
                     self._placed.pop(key, None)
+                    self._raises.holds.pop(key, None)
             if kept:
                 self._recent[node] = kept
             else:
@@ -289,8 +295,91 @@ class BurstEstimate:
             if pod is None:
                 pod = placed[slot, bound_at_s] = made.placed_pod(slot, bound_at_s)
             pods.append(pod)
-            estimates.append(made.estimate(slot, node))
+            estimates.append(made.estimate(slot, node, bound_at_s))
         return pods, estimates
+
+
+def _allocatables(cluster: SimulatedCluster) -> list[Resources]:
+    """Each node's allocatable, by index."""
+    return [
+        Resources(cpu, memory)
+        for cpu, memory in zip(
+            cluster.allocatable_cpu.tolist(), cluster.allocatable_memory.tolist(), strict=True
+        )
+    ]
+
+
+class RaisesHeld:
+    """Which recent pods hold one of their workload's raises, by (slot, bound at), and
+    per workload when the raises held end (module doc; ``app.load.bounded_raises``)."""
+
+    def __init__(
+        self,
+        cluster: SimulatedCluster,
+        observed: RaisingUsage,
+        requests: list[Resources],
+        limits: list[Resources],
+    ) -> None:
+        self._cluster = cluster
+        self._observed = observed
+        self._requests, self._limits = requests, limits
+        self._max_age_s = cluster.policy.spec.estimation.max_age_s
+        self.holds: dict[tuple[int, float], bool] = {}
+        self._ends: dict[int, list[float]] = {}
+
+    def decide(self, slot: int, bound_at_s: float) -> None:
+        """Whether the pod just bound in ``slot`` takes one of its workload's raises:
+        while fewer of its workload's pods hold one than were measured (module doc)."""
+        cluster = self._cluster
+        workload = cluster.usage.workload_of.item(slot)
+        published = cluster.workload_usage
+        if published is None or self._observed.of(workload) is None:
+            return
+        ends = [end_s for end_s in self._ends.get(workload, ()) if end_s > bound_at_s]
+        if len(ends) < published.pods.item(workload):
+            ends.append(bound_at_s + self._max_age_s)
+            self.holds[slot, bound_at_s] = True
+        self._ends[workload] = ends
+
+    def hand_out(self, t_s: float, recent_of: dict[int, list[tuple[int, float]]]) -> None:
+        """After a publication: the raises handed out again in binding order to the
+        pods bound within ``maxAge`` (``bounded_raises``, as the extender's reprice)."""
+        cluster = self._cluster
+        published = cluster.workload_usage
+        assert published is not None
+        workload_of, epoch_s = cluster.usage.workload_of, cluster.pipeline.epoch_s
+        keys = sorted(
+            (bound_at_s, slot)
+            for recent in recent_of.values()
+            for slot, bound_at_s in recent
+            if t_s < bound_at_s + self._max_age_s
+        )
+        members: list[tuple[str | None, PlacedPod]] = []
+        for bound_at_s, slot in keys:
+            workload = workload_of.item(slot)
+            placed = PlacedPod(
+                self._requests[workload],
+                self._limits[workload],
+                epoch_s + bound_at_s,
+                observed=self._observed.of(workload),
+            )
+            members.append((str(workload), placed))
+        measured = {str(w): int(n) for w, n in enumerate(published.pods.tolist())}
+        now_s = epoch_s + t_s
+        settings = cluster.policy.spec.estimation
+        holds: dict[tuple[int, float], bool] = {}
+        ends: dict[int, list[float]] = {}
+        for (bound_at_s, slot), pod in zip(
+            keys, bounded_raises(members, measured, now_s, settings), strict=True
+        ):
+            if pod.observed is not None:
+                holds[slot, bound_at_s] = True
+                ends.setdefault(workload_of.item(slot), []).append(bound_at_s + self._max_age_s)
+        if holds != self.holds:
+            self.holds.clear()
+            self.holds.update(holds)
+            self._observed.version += 1  # every estimate resting on a raise is made again
+        self._ends = ends
 
 
 class PodEstimates:
@@ -304,8 +393,13 @@ class PodEstimates:
     _MAX_KEPT = 4096  # PlacedPods kept: those of old bindings are asked for no more
 
     def __init__(
-        self, cluster: SimulatedCluster, observed: RaisingUsage, allocatable: list[Resources]
+        self,
+        cluster: SimulatedCluster,
+        observed: RaisingUsage,
+        allocatable: list[Resources],
+        holds: dict[tuple[int, float], bool],
     ) -> None:
+        self._holds = holds  # (slot, bound at) -> holds a raise (``BurstEstimate``)
         workloads = cluster.scenario.workloads
         self._requests = [w.pod_requests_and_limits[0] for w in workloads]
         self._limits = [w.pod_requests_and_limits[1] for w in workloads]
@@ -316,8 +410,9 @@ class PodEstimates:
         self._allocatable = allocatable
         kinds: dict[Resources, int] = {}
         self._kind_of = [kinds.setdefault(a, len(kinds)) for a in allocatable]
-        self._estimates: dict[tuple[int, int], Resources] = {}  # (workload, kind) -> it
-        self._pods: dict[tuple[int, float], PlacedPod] = {}  # (workload, bound at) -> it
+        # (workload, kind, raised) -> it
+        self._estimates: dict[tuple[int, int, bool], Resources] = {}
+        self._pods: dict[tuple[int, float, bool], PlacedPod] = {}  # (workload, at, raised)
         self._version = observed.version
 
     def _follow(self) -> None:
@@ -328,22 +423,24 @@ class PodEstimates:
     def placed_pod(self, slot: int, bound_at_s: float) -> PlacedPod:
         self._follow()
         workload = self._workload_of[slot]
-        key = (workload, bound_at_s)
+        raised = self._holds.get((slot, bound_at_s), False)
+        key = (workload, bound_at_s, raised)
         pod = self._pods.get(key)
         if pod is None:
             pod = self._pods[key] = PlacedPod(
                 self._requests[workload],
                 self._limits[workload],
                 self._epoch_s + bound_at_s,
-                observed=self._observed.of(workload),
+                observed=self._observed.of(workload) if raised else None,
             )
         return pod
 
-    def estimate(self, slot: int, node: int) -> Resources:
+    def estimate(self, slot: int, node: int, bound_at_s: float) -> Resources:
         """What ``unsampled_after`` would estimate the slot's pod at on ``node``."""
         self._follow()
         workload = self._workload_of[slot]
-        key = (workload, self._kind_of[node])
+        raised = self._holds.get((slot, bound_at_s), False)
+        key = (workload, self._kind_of[node], raised)
         estimate = self._estimates.get(key)
         if estimate is None:
             estimate = self._estimates[key] = estimate_with_evidence(
@@ -352,7 +449,7 @@ class PodEstimates:
                 Evidence.BOUND,  # as ``placed_pod`` makes it
                 self._settings,
                 self._allocatable[node],
-                self._observed.of(workload),
+                self._observed.of(workload) if raised else None,
             )
         return estimate
 

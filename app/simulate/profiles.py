@@ -129,7 +129,7 @@ class SlotUsage:
         self.index_in_workload: IntArray = np.arange(self.slots) - first[self.workload_of]
         self.first_slot: IntArray = first.astype(np.int64)
         # Each workload's slots, one run of them (the slots are sorted by workload).
-        ends = [*first.tolist()[1:], self.slots]
+        ends = [*first.tolist()[1:], self.slots][: len(first)]  # none without workloads
         self.slots_of = [slice(start, end) for start, end in zip(first.tolist(), ends, strict=True)]
         # Workloads whose replica count goes down as well as up: slots end and return.
         self.varying = [i for i, w in enumerate(scenario.workloads) if w.replica_history]

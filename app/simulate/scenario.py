@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from app.documents import parse_yaml, read_file, validate
+from app.documents import MAX_SCENARIO_BYTES, parse_yaml, read_file, validate
 from app.objects import Demand, Resources, effective_demand, parse_quantity, requests_and_limits
 from app.policy import DurationS, Policy, PolicyError, default_policy, policy_from_mapping
 from app.rebalance import DeschedulerConfig, config_from_mapping
@@ -57,6 +57,9 @@ class NodeGroup(_Strict):
     names: tuple[str, ...] | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[dict[str, str], ...] = ()
+    # The Nodes' annotations the descheduler honours (Karpenter's
+    # ``karpenter.sh/do-not-disrupt: "true"``: no pod leaves such a node).
+    annotations: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_name_per_node(self) -> NodeGroup:
@@ -255,6 +258,11 @@ class Workload(_Strict):
     placement: tuple[str, ...] = ()
     # Replica counts over time (kube-state-metrics); step-hold from each ``at``.
     replica_history: tuple[ReplicaCount, ...] = Field((), alias="replicaHistory")
+    # Its pods' annotations, as the descheduler reads them: the opt-outs
+    # (``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"``,
+    # ``karpenter.sh/do-not-disrupt: "true"``) and ordering hints
+    # (``descheduler.alpha.kubernetes.io/prefer-no-eviction``).
+    annotations: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _placement_and_history(self) -> Workload:
@@ -534,4 +542,4 @@ def load_scenario(name_or_path: str) -> Scenario:
             f"{name_or_path}: no such built-in scenario or file "
             f"(built-in: {', '.join(builtin_names())}; see 'loadaware simulate --list')"
         )
-    return scenario_from_yaml(*read_file(path, "scenario file", ScenarioError))
+    return scenario_from_yaml(*read_file(path, "scenario file", ScenarioError, MAX_SCENARIO_BYTES))

@@ -62,8 +62,8 @@ from app.load import (
     evaluate_node,
     fits_request,
     fits_requests,
-    judge,
     measure,
+    node_verdict,
     non_zero_requests,
     plain_wire_score,
     preferred_position,
@@ -365,7 +365,7 @@ class LoadFilter:
         if assessed is not None and assessed[0] is measurement and assessed[1] == unsampled:
             return
         self._assessed[node] = (measurement, unsampled)
-        verdict = judge(measurement, unsampled, self.policy)
+        verdict = node_verdict(measurement, unsampled, self.policy)
         load = verdict.load
         self.evaluated.add(node)
         self.rescored.add(node)

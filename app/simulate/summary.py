@@ -8,8 +8,9 @@ also has the node-minutes above every predicate's limit.
 What users feel besides load: pods waiting for a node (pending pod-minutes, the most
 pending at once, and the time from a pod's creation to its binding, p50 and p95 over
 the pods that were bound), pods never bound by the end, and evictions, with the pods
-evicted more than once. The Markdown table keeps the columns that tell policies apart;
-``--json`` has every number.
+evicted more than once and the evictions that bought nothing (``gains``: settleTime
+later their source was not cooler by what they used, less noise). The Markdown table
+keeps the columns that tell policies apart; ``--json`` has every number.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ class Summary:
     wait_p50_s: float  # creation to binding, over the pods bound (0 if none)
     wait_p95_s: float
     pods_evicted_repeatedly: int  # pods (slots) evicted more than once
+    # Evictions whose source, settleTime later, was not cooler by what they used less
+    # noise (app/simulate/gains.py); of those judged (a round near the end is not).
+    evictions_bought_nothing: int
+    evictions_judged: int
     node_minutes_above: dict[str, float]  # per predicate with a limit: "metric > limit"
 
 
@@ -102,6 +107,8 @@ def summarise(run: Run) -> Summary:
         wait_p50_s=float(np.percentile(waits, 50)),
         wait_p95_s=float(np.percentile(waits, 95)),
         pods_evicted_repeatedly=sum(1 for times in evicted.values() if times > 1),
+        evictions_bought_nothing=run.evictions_bought_nothing,
+        evictions_judged=run.evictions_judged,
         node_minutes_above=_above_each_limit(run, step_min),
     )
 
@@ -120,6 +127,7 @@ _COLUMNS = (
     "never bound",
     "evictions",
     "evicted 2+ times",
+    "bought nothing",
 )
 
 
@@ -150,6 +158,7 @@ def markdown_table(summaries: Sequence[Summary]) -> str:
             str(s.pending_at_end),
             str(s.evictions),
             str(s.pods_evicted_repeatedly),
+            str(s.evictions_bought_nothing),
         )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -176,6 +185,7 @@ def _cells(s: Summary) -> list[tuple[float, str]]:
         (float(s.pending_at_end), "int"),
         (float(s.evictions), "int"),
         (float(s.pods_evicted_repeatedly), "int"),
+        (float(s.evictions_bought_nothing), "int"),
     ]
 
 
@@ -202,6 +212,55 @@ def spread_table(per_seed: Sequence[Sequence[Summary]]) -> str:
             cells.append(median if low == high else f"{median} ({low}-{high})")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+LEGEND = (
+    "Lower is better in every column. Peaks are demand over allocatable on the busiest "
+    "node and step, so above 100% is demand a node cannot serve (throttled CPU, OOM for "
+    "memory); >limit node-min: node-minutes above the policy's filter limit; pending "
+    "pod-min: pods waiting for a node, summed over time; wait: creation to binding; never "
+    "bound: pods still waiting for a node when the scenario ends (under a load-aware "
+    "policy, because every node they fit was above a filter limit: it holds a pod back "
+    "rather than overload a node, so weigh it against throttled CPU-min and OOM events); "
+    "evicted 2+ times: pods moved more than once."
+)
+
+# The columns the verdict names (those that tell policies apart on what users feel),
+# as indexes into ``_cells``.
+_VERDICT = {
+    "CPU peak": 0,
+    "CPU>limit node-min": 2,
+    "throttled CPU-min": 4,
+    "OOM events": 5,
+    "pending pod-min": 6,
+    "never bound": 9,
+    "evictions": 10,
+}
+
+
+def verdict(per_seed: Sequence[Sequence[Summary]]) -> str:
+    """One line: for each column that tells the policies apart, which did best (the
+    lowest; with several seeds, the lowest median)."""
+    policies = [s.policy for s in per_seed[0]]
+    rows = [[_cells(seed[i]) for seed in per_seed] for i in range(len(policies))]
+    said = []
+    for column, index in _VERDICT.items():
+        kind = rows[0][0][index][1]
+        shown = [_show(float(np.median([r[index][0] for r in row])), kind) for row in rows]
+        values = [float(np.median([r[index][0] for r in row])) for row in rows]
+        if len(set(shown)) == 1:
+            continue  # every policy the same: nothing to choose between
+        best = min(values)
+        winners = [p for p, v, t in zip(policies, values, shown, strict=True)
+                   if t == shown[values.index(best)]]  # fmt: skip
+        losers = [p for p in policies if p not in winners]
+        who = ", ".join(winners) if len(winners) <= len(losers) else (
+            "all but " + ", ".join(losers)
+        )
+        said.append(f"{column} {who} ({shown[values.index(best)]})")
+    if not said:
+        return "best: every policy alike on this scenario"
+    return "best (lowest): " + "; ".join(said)
 
 
 def as_json(scenario: str, seed: int, summaries: Sequence[Summary]) -> dict[str, Any]:

@@ -18,7 +18,12 @@ grouped by workload and the same percentile is taken per run: slots are sorted b
 workload, so each workload's values are one run, and its percentile is the value at
 ``app.load.nearest_rank_index`` within the run sorted. What is published is in force until
 the next publication; no delay beyond the scrape and the window, as in production,
-where the extender sees the ConfigMap within a watch event.
+where the extender sees the ConfigMap within a watch event. As in production, a
+workload measured on fewer than ``MIN_MEASURED_PODS`` running pods observes nothing
+(``app.load.estimate``, "Bounds"); ``pods`` holds how many each was measured on. The
+other bounds are not simulated: a simulated pod starts as it is bound (no grace
+ends), and the cap on raised pods at once (as many as were measured) did not bind on
+crane-style-waves (docs/simulate-results.md).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from app.load import nearest_rank_index
+from app.load import MIN_MEASURED_PODS, nearest_rank_index
 from app.objects import Resources
 from app.simulate.recording_rules import AVG_WINDOW_S, is_due
 
@@ -65,6 +70,7 @@ class SimulatedWorkloadUsage:
         # What is published: one pod's usage per workload (NaN: nothing observed).
         self.cpu_cores: FloatArray = np.full(workloads, np.nan)
         self.memory_bytes: FloatArray = np.full(workloads, np.nan)
+        self.pods: IntArray = np.zeros(workloads, dtype=np.int64)  # running pods measured
         self.version = 0  # bumps on every publication
         # Whether a scrape changed the window's rows or the memory scraped since the last
         # publication, and the (read-only) bound slots it was made for: with neither
@@ -102,7 +108,7 @@ class SimulatedWorkloadUsage:
     def observed(self, workload: int) -> Resources | None:
         """What one pod of ``workload`` was last published to use; None: nothing."""
         cpu, memory = float(self.cpu_cores[workload]), float(self.memory_bytes[workload])
-        if math.isnan(cpu):
+        if math.isnan(cpu) or self.pods.item(workload) < MIN_MEASURED_PODS:
             return None
         return Resources(cpu, memory)
 
@@ -138,6 +144,7 @@ class SimulatedWorkloadUsage:
         memory = self._scraped_memory[slots]
         self.cpu_cores = _percentile_per_workload(cpu, workloads, self._workloads)
         self.memory_bytes = _percentile_per_workload(memory, workloads, self._workloads)
+        self.pods = np.bincount(workloads, minlength=self._workloads).astype(np.int64)
 
 
 _Step = tuple[FloatArray, FloatArray, BoolArray, float]

@@ -17,6 +17,7 @@ from app.cli import build_parser
 from app.commandline.flags import env_name
 from app.load.taints import SoftTaintSettings
 from tests.annotator.promproxy import PromProxy, wait_until
+from tests.deploy.manifests import variable_of
 from tests.support import http_client
 from tests.support.fakekube_fixtures import FakeKube
 from tests.support.ports import free_port
@@ -58,7 +59,7 @@ def test_help_names_every_flag_and_its_environment_variable(
     text = " ".join(capsys.readouterr().out.split())
     for flag in FLAGS:
         assert flag in text, flag
-        assert env_name(flag) in text, env_name(flag)
+        assert variable_of("annotator", flag) in text, variable_of("annotator", flag)
     assert "ONE instant query per metric" in text
     assert "readiness does not depend on leadership" in text
 
@@ -103,7 +104,7 @@ def test_every_setting_can_come_from_the_environment(
         "--soft-taint-release-margin": "0.05",
         "--soft-taint-interval": "5s",
     }.items():
-        monkeypatch.setenv(env_name(flag), value)
+        monkeypatch.setenv(variable_of("annotator", flag), value)
     settings = annotator_main.settings_from_args(parse())
     assert settings.prometheus.headers == {"X-Scope-OrgID": "prod", "X-Extra": "1"}
     assert settings.prometheus.timeout_s == 60.0

@@ -518,7 +518,8 @@ def test_recent_pods_keep_only_live_pods_bound_within_max_age() -> None:
     observer.on_change("p3", None, PodPlacement("u3", "n2"))
     pods = recent.by_node(now[0])
     assert [p.evidence for p in pods["n1"]] == [Evidence.BOUND, Evidence.PLACED]
-    assert pods["n1"][0] == PlacedPod(demand, demand, 1000.0, Evidence.BOUND)
+    # Not running yet: its containers have not started (the raise's grace, app.load).
+    assert pods["n1"][0] == PlacedPod(demand, demand, 1000.0, Evidence.BOUND, None, None)
     observer.on_change("p2", PodPlacement("u2", "n1"), None)  # deleted
     observer.on_change("p3", PodPlacement("u3", "n2"), PodPlacement("u3b", None))  # replaced
     assert list(recent.by_node(now[0])) == ["n1"]
@@ -619,7 +620,7 @@ def test_a_stale_or_missing_publication_observes_nothing(fake_kube: FakeKube) ->
     publisher = asyncio.run(make())
     assert publisher.observed(now) is None
     web = Resources(0.7, 3e8)
-    publisher.last = PublishedUsage(now, {"shop/Deployment/web": web})
+    publisher.last = PublishedUsage(now, {"shop/Deployment/web": web}, {"shop/Deployment/web": 3})
     observed = publisher.observed(now + WORKLOAD_USAGE_MAX_AGE_S - 1)
     assert observed is not None
     assert observed("shop/Deployment/web") == web
@@ -630,5 +631,9 @@ def test_a_stale_or_missing_publication_observes_nothing(fake_kube: FakeKube) ->
     pod = PlacedPod(Resources(0.1, 0.0), Resources(), now)
     recent.record("u1", "n1", pod, "shop/Deployment/web")
     recent.record("u2", "n1", pod, None)  # no controller: nothing to observe
-    assert recent.by_node(now, observed)["n1"] == [replace(pod, observed=web), pod]
+    measured = publisher.measured(now)
+    assert measured == {"shop/Deployment/web": 3}
+    assert recent.by_node(now, observed, measured)["n1"] == [replace(pod, observed=web), pod]
+    # Without the count of pods measured, no raise (app.load.bounded_raises).
+    assert recent.by_node(now, observed)["n1"] == [pod, pod]
     assert recent.by_node(now)["n1"] == [pod, pod]

@@ -24,13 +24,15 @@ from tests.support.fakekube_fixtures import FakeKube
 MIB = 2.0**20
 NAMESPACE = "loadaware"
 # shop's Deployment web (ReplicaSet web-7d9f, pod-template-hash 7d9f): three pods that
-# request 100m and use 0.6-0.8 core; and a tenant, evil, whose pods claim the same
-# ReplicaSet as their controller and use 6 cores each.
+# request 100m and use 0.6-0.8 core; and a tenant, evil, whose three pods claim the
+# same ReplicaSet as their controller and use 6 cores each.
 PODS = (
     PodSeries("shop", "web-7d9f-a", {"app": (0.6, 300 * MIB)}, node="node-1"),
     PodSeries("shop", "web-7d9f-b", {"app": (0.7, 310 * MIB)}, node="node-2"),
     PodSeries("shop", "web-7d9f-c", {"app": (0.8, 320 * MIB)}, node="node-1"),
     PodSeries("evil", "web-7d9f-x", {"app": (6.0, 4096 * MIB)}, node="node-2"),
+    PodSeries("evil", "web-7d9f-y", {"app": (6.0, 4096 * MIB)}, node="node-2"),
+    PodSeries("evil", "web-7d9f-z", {"app": (6.0, 4096 * MIB)}, node="node-1"),
     PodSeries("batch", "solo", {"app": (3.0, 1024 * MIB)}, node="node-1"),  # no controller
 )
 # node-2's kubelet also claims shop's web-7d9f-a runs on it, at 9 cores (issue 28,
@@ -100,6 +102,9 @@ def test_the_leader_publishes_one_pods_usage_per_workload_into_its_configmap(
     assert web[1] == pytest.approx(320 * MIB, rel=0.02)
     # The tenant's pods claim shop's ReplicaSet, but name a workload of their own namespace.
     assert workloads["evil/Deployment/web"][0] == pytest.approx(6.0, rel=0.02)
+    # Each entry says how many running pods it was measured on (the pending one is not).
+    assert web[2] == 3
+    assert workloads["evil/Deployment/web"][2] == 3
     assert set(workloads) == {"shop/Deployment/web", "evil/Deployment/web"}
     stored = fake_kube.store.get(CONFIGMAPS, WORKLOAD_USAGE_NAME, NAMESPACE)
     assert stored is not None
@@ -145,17 +150,17 @@ def test_workloads_are_ordered_by_pods_and_a_pod_without_a_workload_is_left_out(
         PodPlacement("u1", "n1", pod="a/p1", workload="a/Deployment/x", running=True),
         PodPlacement("u2", "n1", pod="a/p2", workload="a/Deployment/y", running=True),
         PodPlacement("u3", "n2", pod="a/p3", workload="a/Deployment/y", running=True),
+        PodPlacement("u7", "n2", pod="a/p7", workload="a/Deployment/y", running=True),
         PodPlacement("u4", "n2", pod="a/p4", workload=None, running=True),
         PodPlacement("u5", "n2", pod="a/p5", workload="a/Deployment/z", running=False),
         PodPlacement("u6", None, pod="a/p6", workload="a/Deployment/z", running=True),
     ]
     workload_of, node_names = running_pods(pods, {})
     assert workload_of == {"a/p1": "a/Deployment/x", "a/p2": "a/Deployment/y",
-                           "a/p3": "a/Deployment/y"}
+                           "a/p3": "a/Deployment/y", "a/p7": "a/Deployment/y"}
     assert node_names["a/p3"] == ("n2",)
     usage = {"a/p1": Resources(1.0, 1.0), "a/p2": Resources(0.2, 2.0),
-             "a/p3": Resources(0.4, 3.0), "a/p4": Resources(9.0, 9.0)}
-    assert per_workload(usage, workload_of) == [
-        ("a/Deployment/y", Resources(0.4, 3.0)),
-        ("a/Deployment/x", Resources(1.0, 1.0)),
-    ]
+             "a/p3": Resources(0.4, 3.0), "a/p7": Resources(0.3, 1.0),
+             "a/p4": Resources(9.0, 9.0)}
+    # x, one pod measured, is its own word (fewer than MIN_MEASURED_PODS): left out.
+    assert per_workload(usage, workload_of) == [("a/Deployment/y", Resources(0.4, 3.0), 3)]

@@ -194,5 +194,33 @@ def env_vars_of(command: str) -> set[str]:
     return found
 
 
+@functools.cache
+def shown_flags(command: str) -> frozenset[str]:
+    """The long flags ``command`` shows in its help (not the hidden older names)."""
+    return frozenset({
+        flag
+        for a in actions_of(subcommands()[command])
+        if a.help != argparse.SUPPRESS
+        for flag in a.option_strings
+        if flag.startswith("--")
+    })
+
+
+def expected_variable(command: str, flag: str) -> str:
+    """The one naming rule (app/commandline/flags.py): a flag several commands share is
+    LOADAWARE_<FLAG>; a flag of one command only is LOADAWARE_<COMMAND>_<FLAG>."""
+    sharing = [c for c in subcommands() if flag in shown_flags(c)]
+    return env_name(flag if len(sharing) > 1 else f"--{command}-{flag.lstrip('-')}")
+
+
+def variable_of(command: str, flag: str) -> str:
+    """The variable ``flag`` of ``command`` reads, as its help names it."""
+    for action in actions_of(subcommands()[command]):
+        named = re.search(r"\[env (\w+)\]", action.help or "")
+        if flag in action.option_strings and named:
+            return named.group(1)
+    raise AssertionError(f"loadaware {command} has no {flag} with a variable")
+
+
 def env_of(container: Obj) -> dict[str, str]:
     return {v["name"]: v.get("value", "") for v in container.get("env", [])}

@@ -160,7 +160,7 @@ def run_descheduler(fake_kube: FakeKube, tmp_path: Path) -> None:
     with cadvisor_prometheus(cluster.series()) as prometheus_url, loadaware(
         "descheduler",
         "--kubeconfig", str(kubeconfig),
-        "--config", str(config),
+        "--descheduler-config", str(config),
         "--prometheus-url", prometheus_url,
         "--lease-namespace", NAMESPACE,
         "--state-namespace", NAMESPACE,

@@ -3,6 +3,7 @@ flag, variable and path the docs mention exists."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import re
 from pathlib import Path
@@ -11,16 +12,18 @@ from types import ModuleType
 import pytest
 
 from app.cli import build_parser
-from app.commandline.flags import RENAMED
+from app.commandline.flags import EXIT_MEANINGS, INTERRUPTED_TEXT, RENAMED
 from app.rebalance.config import DeschedulerConfig
+from app.rebalance.outcome import SkipCode
 from tests.conftest import E2E_ASSETS_ENV
-from tests.deploy.manifests import ROOT, actions_of, env_vars_of, subcommands
+from tests.deploy.manifests import DEPLOY, ROOT, actions_of, env_vars_of, render, subcommands
 
 GENERATOR = ROOT / "scripts" / "docs_reference.py"
 
 DOCS = [
     *sorted((ROOT / "docs").glob("*.md")),
     ROOT / "README.md",
+    ROOT / "CHANGELOG.md",
     ROOT / "scheduler-config" / "README.md",
     ROOT / "deploy" / "prometheus" / "README.md",
     ROOT / "deploy" / "grafana" / "README.md",
@@ -95,12 +98,18 @@ def test_documented_commands_and_flags_exist(path: Path) -> None:
             continue  # prose such as "loadaware reads ..."
         for flag in re.findall(r"(--[a-z][a-z0-9-]+)", rest):
             assert flag in flags[command], f"{path.name}: loadaware {command} has no {flag}"
+            assert flag not in RENAMED or path.name in ("reference.md", "CHANGELOG.md"), (
+                f"{path.name}: loadaware {command} {flag} is an older name: write {RENAMED[flag]}"
+            )
     for variable in re.findall(r"\bLOADAWARE_[A-Z_]+\b", text):
         if variable.endswith("_"):
             continue
         if variable == "LOADAWARE_SOME_FLAG":
             continue
         assert variable in known_variables, f"{path.name}: {variable} is not read by the code"
+        assert variable not in RENAMED or path.name in ("reference.md", "CHANGELOG.md"), (
+            f"{path.name}: {variable} is an older name: write {RENAMED[variable]}"
+        )
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -169,3 +178,258 @@ def test_a_default_quoted_beside_a_soft_taint_flag_is_the_flag_s_default() -> No
     wrong = [(name, flag, value, defaults.get(flag)) for name, flag, value in quoted
              if defaults.get(flag) != value]  # fmt: skip
     assert wrong == [], wrong
+
+
+# --- the same flags, variables, metrics, skip codes and exit codes everywhere ---
+
+# The pages an operator reads, held to the code (the reference is generated from it).
+OPERATOR_DOCS = [ROOT / "README.md", ROOT / "docs" / "reference.md",
+                 ROOT / "docs" / "troubleshooting.md"]  # fmt: skip
+
+
+def known_metrics() -> set[str]:
+    """Every series name the components export, as scraped (a histogram's parts too)."""
+    known = set()
+    for rows in docs_reference.metric_rows().values():
+        for name, kind, _, _ in rows:
+            known.add(name)
+            if kind == "histogram":
+                known |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+    return known
+
+
+def test_every_metric_in_the_code_is_in_the_metrics_reference() -> None:
+    reference = (ROOT / "docs" / "reference.md").read_text().split("## Metrics", 1)[1]
+    in_code = {
+        name
+        for path in (ROOT / "app").rglob("*.py")
+        for name in re.findall(r"\"(loadaware_[a-z_]+)\"", path.read_text())
+    }
+    assert len(in_code) > 40
+    missing = sorted(n for n in in_code if f"`{n}`" not in reference
+                     and f"`{n}_total`" not in reference)  # fmt: skip
+    assert missing == [], (
+        f"{missing}: exported by the code, missing from docs/reference.md's Metrics: register "
+        "the collector in _component_registries (or LEADER_GAUGES) of scripts/docs_reference.py "
+        "and run it"
+    )
+
+
+METRIC_DOCS = [*DOCS, *sorted((ROOT / "deploy").rglob("*.yaml")),
+               *sorted((ROOT / "deploy").rglob("*.json"))]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", METRIC_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_metric_the_docs_and_rules_name_is_exported(path: Path) -> None:
+    named = set(re.findall(r"\bloadaware_[a-z_]*[a-z]\b", path.read_text()))
+    unknown = sorted(named - known_metrics())
+    assert unknown == [], (
+        f"{path.relative_to(ROOT)} names {unknown}, which no component exports "
+        "(docs/reference.md, Metrics, lists those that exist)"
+    )
+
+
+def test_a_page_that_lists_skip_codes_lists_every_one() -> None:
+    codes = [code.value for code in SkipCode]
+    for path in DOCS:
+        text = path.read_text()
+        if "`eviction_limit`" not in text:
+            continue
+        missing = [code for code in codes if f"`{code}`" not in text]
+        assert missing == [], (
+            f"{path.relative_to(ROOT)} lists skip codes without {missing}: add them "
+            "(app/rebalance/outcome.py SkipCode; docs/reference.md, Skip codes)"
+        )
+    assert "`eviction_limit`" in (ROOT / "docs" / "troubleshooting.md").read_text()
+
+
+EXIT_TABLE = "\n".join(f"| {code} | {meaning} |" for code, meaning in EXIT_MEANINGS.items())
+
+
+@pytest.mark.parametrize("path", OPERATOR_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_exit_codes_are_told_one_way(path: Path) -> None:
+    text = path.read_text()
+    assert EXIT_TABLE in text, (
+        f"{path.relative_to(ROOT)} needs the exit-code table, as docs/reference.md has it "
+        "(app/commandline/flags.py EXIT_MEANINGS):\n" + EXIT_TABLE
+    )
+    for code in re.findall(r"\bexit(?:s| code| codes?:?)\s+\**(\d+)\b", text):
+        assert int(code) in EXIT_MEANINGS, f"{path.relative_to(ROOT)}: exit code {code}?"
+    # 130 has one wording: no page says it another way.
+    for said in re.findall(r"\**130\**[^|\n]{0,60}", text):
+        if "interrupt" in said:
+            assert EXIT_MEANINGS[130] in " ".join(text.split()), said
+
+
+def test_every_command_s_help_says_130_the_one_way() -> None:
+    for command, parser in subcommands().items():
+        for child in [parser, *(c for a in parser._actions
+                                if isinstance(a, argparse._SubParsersAction)
+                                for c in a.choices.values())]:  # fmt: skip
+            told = " ".join(f"{child.description or ''} {child.epilog or ''}".split())
+            if "130" in told:
+                assert INTERRUPTED_TEXT in told, (command, told)
+    assert INTERRUPTED_TEXT in (build_parser().epilog or "")
+
+
+def _readme_flag_table(heading: str) -> dict[str, str]:
+    """The README's first flag table under ``heading``: each flag and its variable."""
+    section = (ROOT / "README.md").read_text().split(f"\n{heading}\n", 1)[1]
+    table = section.split("\n| flag |", 1)[1].split("\n\n", 1)[0]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        cells = line.split(" | ")
+        flags_in_row = [f for f in re.findall(r"`(--[a-z][a-z0-9-]+)`", cells[0])
+                        if not f.startswith("--no-")]  # fmt: skip
+        variables = re.findall(r"`(LOADAWARE_\w+)`", cells[1]) if len(cells) > 1 else []
+        for index, flag in enumerate(flags_in_row):
+            rows[flag] = variables[min(index, len(variables) - 1)] if variables else ""
+    return rows
+
+
+def test_the_readme_extender_table_has_every_flag_with_its_variable() -> None:
+    table = _readme_flag_table("## The scheduler extender")
+    shown = {
+        max((f for f in a.option_strings if not f.startswith("--no-")), key=len): a
+        for a in actions_of(subcommands()["extender"])
+        if a.option_strings and a.help != argparse.SUPPRESS and "--help" not in a.option_strings
+        and "--log-level" not in a.option_strings and "--log-format" not in a.option_strings
+    }
+    missing = sorted(set(shown) - set(table))
+    assert missing == [], (
+        f"README.md, the extender's flag table, lacks rows for {missing}: add one each, "
+        "| `--flag` | `ITS_VARIABLE` | default | meaning |, as its --help says"
+    )
+    for flag, variable in table.items():
+        assert flag in shown, f"README.md's extender table lists {flag}, which it does not have"
+        named = re.search(r"\[env (\w+)\]", shown[flag].help or "")
+        assert named is not None
+        assert variable == named.group(1), (
+            f"README.md: {flag} reads {named.group(1)}, not {variable}"
+        )
+
+
+CLUSTER_WIDE = ("ClusterRole", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
+
+def test_the_uninstall_names_every_cluster_wide_object_the_overlays_make() -> None:
+    """Cluster-wide objects outlive the namespace: the uninstall steps must name each
+    (the admission bindings before the cleanup they would refuse)."""
+    steps = (ROOT / "docs" / "install.md").read_text().split("## Uninstall", 1)[1]
+    made = {
+        (item["kind"], item["metadata"]["name"])
+        for directory in [DEPLOY, *sorted((DEPLOY / "overlays").iterdir())]
+        for item in render(directory)
+        if item["kind"] in CLUSTER_WIDE
+    }
+    assert len(made) >= 6
+    missing = sorted(name for _, name in made if f"`{name}`" not in steps and name not in steps)
+    assert missing == [], f"docs/install.md, Uninstall, does not name {missing}"
+    assert steps.index("validatingadmissionpolicybinding") < steps.index("kubectl delete -k")
+
+
+# Where the README lists each component's metrics: the heading of its section and the
+# words that start the list.
+README_METRIC_LISTS = {
+    "extender": ("## The scheduler extender", "| `GET /metrics` |"),
+    "annotator": ("## The node annotator", "- **Metrics**:"),
+    "descheduler": ("## The real-load descheduler", "Metrics: "),
+}
+
+
+def test_the_readme_lists_every_metric_of_each_component() -> None:
+    """A list may shorten a name to what follows the component's prefix (`_syncs_total`)."""
+    readme = (ROOT / "README.md").read_text()
+    rows = docs_reference.metric_rows()
+    for component, (heading, start) in README_METRIC_LISTS.items():
+        text = readme.split(f"\n{heading}\n", 1)[1].split(start, 1)[1]
+        text = text.split("\n", 1)[0] if start.startswith("|") else text.split("\n\n", 1)[0]
+        listed = {
+            name if name.startswith("loadaware_") else f"loadaware_{component}{name}"
+            for name in re.findall(r"`((?:loadaware)?_[a-z_]+)(?:\{[^}]*\})?`", text)
+        }
+        exported = {row[0] for row in rows[component]}
+        assert exported - listed == set(), (
+            f"README.md, {heading}, lists its metrics without {sorted(exported - listed)}: "
+            "add them there (docs/reference.md, Metrics, is generated and has them)"
+        )
+        assert listed - exported == set(), (
+            f"README.md, {heading}, lists {sorted(listed - exported)}, which "
+            f"loadaware {component} does not export"
+        )
+
+
+# Commands that run once and end (Ctrl-C before the end: 130); the others serve until
+# stopped (SIGTERM or SIGINT: 0). The descheduler's --once is told in its description.
+ONE_SHOT = {"policy check", "explain pod", "explain node", "simulate", "capture", "descheduler"}
+
+
+def _runnable() -> dict[str, argparse.ArgumentParser]:
+    found = {}
+    for command, parser in subcommands().items():
+        children = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not children:
+            found[command] = parser
+        for action in children:
+            found |= {f"{command} {name}": child for name, child in action.choices.items()}
+    return found
+
+
+@pytest.mark.parametrize("command", sorted(_runnable()))
+def test_every_command_s_help_tells_its_exit_codes(command: str) -> None:
+    parser = _runnable()[command]
+    told = " ".join(f"{parser.description or ''} {parser.epilog or ''}".split())
+    assert re.search(r"[Ee]xit codes:", told), (
+        f"loadaware {command} --help does not tell its exit codes: add an epilog "
+        "'exit codes: 0 ..., 1 ..., 2 ...' with the meanings of app/commandline/flags.py"
+    )
+    codes = {int(c) for c in re.findall(r"(?:codes:|,) (\d+) ", told.split("xit codes:", 1)[1])}
+    assert codes <= set(EXIT_MEANINGS), (command, codes)
+    assert (INTERRUPTED_TEXT in told) is (command in ONE_SHOT), (
+        f"loadaware {command} --help: a one-shot command ends its exit codes with "
+        f"'{INTERRUPTED_TEXT}' (INTERRUPTED_TEXT), a server does not"
+    )
+
+
+def test_no_page_or_help_says_the_first_descheduler_run_only_observes() -> None:
+    """A first run, without memory, acts like any other (app/descheduler/descheduler.py)."""
+    helps = [p.description or "" for p in _runnable().values()]
+    pages = [path.read_text() for path in DOCS]
+    for text in [*helps, *pages]:
+        assert not re.search(r"first (run|time)[^.]{0,40}only observ", " ".join(text.split()))
+    description = " ".join((_runnable()["descheduler"].description or "").split())
+    assert "a first run included: it acts like any other" in description
+
+
+def test_the_readme_names_every_descheduler_flag() -> None:
+    """Its "Flags, endpoints and metrics" names each flag, or its group (the Prometheus
+    and leader-election flags, which the annotator shares)."""
+    text = (ROOT / "README.md").read_text().split("### Flags, endpoints and metrics", 1)[1]
+    text = text.split("\n\n", 2)[1]
+    grouped = ("--prometheus-", "--query-timeout", "--leader-elect", "--lease-", "--log-")
+    flags = {
+        f for a in actions_of(subcommands()["descheduler"]) if a.help != argparse.SUPPRESS
+        for f in a.option_strings if f.startswith("--") and not f.startswith("--no-")
+        and f != "--help" and not f.startswith(grouped)
+    }  # fmt: skip
+    missing = sorted(f for f in flags if f"`{f}`" not in text)
+    assert missing == [], (
+        f"README.md, the descheduler's \"Flags, endpoints and metrics\", does not name "
+        f"{missing}: add them to its list"
+    )
+
+
+def test_the_compatibility_matrix_names_what_ships() -> None:
+    """The versions the README's matrix states are the ones the repository pins."""
+    matrix = (ROOT / "README.md").read_text().split("## Compatibility", 1)[1].split("\n## ")[0]
+    scheduler = (DEPLOY / "components" / "second-scheduler" / "deployment.yaml").read_text()
+    image = re.search(r"image: (registry\.k8s\.io/kube-scheduler:v[\d.]+)", scheduler)
+    assert image is not None
+    assert f"`{image.group(1)}`" in matrix
+    python_image = re.search(r"ARG PYTHON_IMAGE=(\S+)", (ROOT / "Dockerfile").read_text())
+    assert python_image is not None
+    assert f"`{python_image.group(1)}`" in matrix
+    requires = re.search(r'requires-python = ">=([\d.]+)"', (ROOT / "pyproject.toml").read_text())
+    assert requires is not None
+    assert f"{requires.group(1)} or newer" in matrix
+    assert "ValidatingAdmissionPolicy" in matrix  # and so 1.30 or newer for the overlays using it

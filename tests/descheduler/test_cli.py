@@ -3,6 +3,7 @@ evicts nothing (the fake API server, a real Prometheus with cAdvisor series)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,21 +31,8 @@ def write_kubeconfig(path: Path, server: str) -> None:
 def test_once_dry_run_prints_the_plan_table_and_evicts_nothing(fake_kube: FakeKube,
                                                                tmp_path: Path) -> None:
     cluster.seed(fake_kube.store)
-    kubeconfig = tmp_path / "kubeconfig"
-    write_kubeconfig(kubeconfig, fake_kube.url)
-    config = tmp_path / "descheduler.yaml"
-    config.write_text("apiVersion: loadaware.io/v1alpha1\nkind: DeschedulerConfiguration\n"
-                      "consecutiveHotRounds: 1\n", encoding="utf-8")
     before = fake_kube.store.resource_version
-    with cadvisor_prometheus(cluster.series()) as prometheus_url:
-        done = subprocess.run(
-            [sys.executable, "-m", "app.cli", "descheduler", "--once", "--dry-run",
-             "--no-leader-elect", "--config", str(config), "--kubeconfig", str(kubeconfig),
-             "--prometheus-url", prometheus_url, "--sync-timeout", "20s"],
-            capture_output=True, text=True, timeout=120, check=False,
-        )
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
+    out = dry_run(fake_kube, tmp_path, "consecutiveHotRounds: 1\n")
     assert "Nodes: 2 source, 0 debouncing, 2 destination, 1 neutral, 1 no-data, 0 excluded" in out
     lines = out.splitlines()
     # The defaults: at most 10 % of a workload's pods (at least one) unavailable at once.
@@ -62,3 +50,61 @@ def test_once_dry_run_prints_the_plan_table_and_evicts_nothing(fake_kube: FakeKu
     assert fake_kube.requests("PATCH") == []
     assert fake_kube.store.resource_version == before
     assert len(fake_kube.store.pods()) == len(cluster.WEB_PODS) + 6
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# Where the docs show this example's dry-run table as "the real output".
+EXAMPLE_DOCS = ("README.md", "docs/install.md", "docs/troubleshooting.md")
+
+
+def dry_run(fake_kube: FakeKube, tmp_path: Path, config_text: str) -> str:
+    kubeconfig = tmp_path / "kubeconfig"
+    write_kubeconfig(kubeconfig, fake_kube.url)
+    config = tmp_path / "descheduler.yaml"
+    config.write_text("apiVersion: loadaware.io/v1alpha1\nkind: DeschedulerConfiguration\n"
+                      + config_text, encoding="utf-8")
+    with cadvisor_prometheus(cluster.series()) as prometheus_url:
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "descheduler", "--once", "--dry-run",
+             "--no-leader-elect", "--descheduler-config", str(config),
+             "--kubeconfig", str(kubeconfig),
+             "--prometheus-url", prometheus_url, "--sync-timeout", "20s"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def shown_as(block: list[str], real: list[str]) -> bool:
+    """Whether a documented block is the real output, where a line starting with
+    "..." stands for one or more real lines (those of the same kind as the line before)."""
+    pattern = "".join(
+        r"(?:[^\n]*\n)+" if line.startswith("...") else re.escape(line.rstrip()) + r"\n"
+        for line in block
+    )
+    return re.fullmatch(pattern, "".join(line.rstrip() + "\n" for line in real)) is not None
+
+
+@pytest.mark.prometheus
+def test_the_dry_run_tables_in_the_docs_are_the_real_output(
+    fake_kube: FakeKube, tmp_path: Path
+) -> None:
+    cluster.seed(fake_kube.store)
+    real = {
+        rounds: dry_run(fake_kube, tmp_path, text).rstrip("\n").splitlines()
+        for rounds, text in ((3, ""), (1, "consecutiveHotRounds: 1\n"))
+    }
+    found = [
+        (name, body.splitlines())
+        for name in EXAMPLE_DOCS
+        for body in re.findall(r"```\n((?:Scheduler|Nodes): .*?)```", (ROOT / name).read_text(),
+                               re.S)
+    ]
+    assert len(found) >= 4, found  # README, install.md (two), troubleshooting.md
+    wrong = [
+        f"{name}: the block starting {block[0][:40]!r} is not what the command prints now; "
+        "replace it with the output of this test's run (consecutiveHotRounds 1 or 3)"
+        for name, block in found
+        if not any(shown_as(block, lines) for lines in real.values())
+    ]
+    assert wrong == [], "\n".join(wrong)

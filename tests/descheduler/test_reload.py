@@ -19,7 +19,7 @@ def test_a_broken_file_on_reload_keeps_the_previous_config(fake_kube: FakeKube,
 
     async def scenario() -> None:
         settings = settings_from_args(
-            parse_args(["--config", str(path), "--no-leader-elect", "--once",
+            parse_args(["--descheduler-config", str(path), "--no-leader-elect", "--once",
                         "--prometheus-url", "http://127.0.0.1:9"]))
         watcher = settings.config
         assert settings.policy.watcher is None  # no --policy: the default, for good

@@ -13,8 +13,9 @@ import pytest
 
 from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport, RunResult
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.kube import state
+from app.kube import WORKLOAD_USAGE_NAME, state
 from app.kube.events import DESTINATION_NODE, REASON, SOURCE_NODE
+from app.kube.workload_usage import USAGE_KEY
 from app.policy import default_policy
 from app.prom.client import PrometheusSource
 from app.prom.settings import PrometheusSettings
@@ -23,7 +24,7 @@ from app.rebalance.outcome import SkipCode
 from app.runtime.flags import LeaseSettings
 from tests.descheduler import cluster
 from tests.support.cadvisor import cadvisor_prometheus
-from tests.support.fakekube import CONFIGMAPS, LEASES
+from tests.support.fakekube import CONFIGMAPS, LEASES, PODS
 from tests.support.fakekube_fixtures import FakeKube
 from tests.support.ports import free_port
 
@@ -429,3 +430,49 @@ def test_a_pod_usage_query_prometheus_rejects_is_not_reported_as_prometheus_down
     assert "podUsageQueries.memory" in report.message
     assert "rejected the query as invalid" in report.message
     assert evicted_pods(seeded) == []
+
+
+def _batch_pods_bound_just_now(store: Any) -> None:
+    """A pod of shop's Job ``batch`` (100m, no limit) bound on each cool node just now."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for node in ("cool-1", "cool-2"):
+        store.add(PODS, {
+            "metadata": {"name": f"batch-{node}", "namespace": "shop", "creationTimestamp": now,
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": "batch", "uid": "uid-batch",
+                                              "controller": True}]},
+            "spec": {"nodeName": node, "containers": [{
+                "name": "app", "image": "registry.k8s.io/pause:3.9",
+                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
+            "status": {"phase": "Running", "qosClass": "Burstable", "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}]},
+        })  # fmt: skip
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize("published", [True, False])
+def test_destinations_count_recent_pods_at_their_workloads_published_usage(
+    seeded: FakeKube, prometheus_url: str, published: bool
+) -> None:
+    """Issue 42, point 6: a pod of a Job published at 3 cores a pod (measured on 3 pods)
+    was bound on each cool node just now. The extender counts each at 3 of the node's 4
+    cores, so it would reject an evicted pod's replacement there; the descheduler reads
+    the same document and plans no eviction. Without the document, the two evictions
+    of the run above."""
+    _batch_pods_bound_just_now(seeded.store)
+    if published:
+        document = {"version": 1, "publishedAt": time.time(),
+                    "workloads": {"shop/Job/batch": [3.0, 1e8, 3]}}  # fmt: skip
+        seeded.store.add(CONFIGMAPS, {
+            "metadata": {"name": WORKLOAD_USAGE_NAME, "namespace": "default"},
+            "data": {USAGE_KEY: json.dumps(document)},
+        })  # fmt: skip
+    report = run_once(seeded, prometheus_url, cluster.config(dryRun=True))
+    assert report.result is RunResult.OK, report.message
+    assert report.plan is not None
+    destinations = {e.destination for e in report.plan.evictions}
+    if published:
+        assert destinations == set(), report.plan.evictions
+    else:
+        assert len(report.plan.evictions) == 2
+        assert destinations <= {"cool-1", "cool-2"}

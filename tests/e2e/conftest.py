@@ -28,7 +28,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     if assets is None:  # tests/conftest.py does not collect tests/e2e then
         raise HarnessError(
             "LOADAWARE_KUBE_ASSETS is unset: set it to a folder holding etcd, kube-apiserver, "
-            "kube-controller-manager and kube-scheduler to run tests/e2e (see the README)"
+            "kube-controller-manager and kube-scheduler to run tests/e2e (see docs/developer.md)"
         )
     plane = start_control_plane(assets, tmp_path_factory.mktemp("control-plane"))
     atexit.register(plane.stop)  # also when the session is interrupted

@@ -179,7 +179,7 @@ def test_capture_replays_a_lab_cluster_faithfully_and_shows_the_hot_node_cooled(
     ) as url:
         common = ("capture", "--kubeconfig", str(cluster.kubeconfig), "--prometheus-url", url,
                   "--step", "1m", "--end", f"{end_s:.0f}",
-                  "--loadaware-namespace", namespace)  # fmt: skip
+                  "--install-namespace", namespace)  # fmt: skip
         output = tmp_path / "lab.yaml"
         code, _, err = _cli(*common, "--range", "6h", "--output", str(output))
         assert code == 0, err

@@ -134,8 +134,8 @@ def test_the_annotator_writes_the_workload_usage_and_the_extender_only_reads_it(
             config=KubeConfig.from_file(str(cluster.kubeconfig_for(users["annotator"])))
         ) as client:
             store = WorkloadUsageStore(client, NAMESPACE)
-            await store.publish([("shop/Deployment/web", Resources(0.7, 3e8))], now_s)
-            await store.publish([("shop/Deployment/web", Resources(0.8, 3e8))], now_s + 1)
+            await store.publish([("shop/Deployment/web", Resources(0.7, 3e8), 3)], now_s)
+            await store.publish([("shop/Deployment/web", Resources(0.8, 3e8), 3)], now_s + 1)
         async with AsyncClient(
             config=KubeConfig.from_file(str(cluster.kubeconfig_for(users["extender"])))
         ) as client:

@@ -26,7 +26,7 @@ from app.descheduler.descheduler import RunResult
 from app.load import format_usage
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY
 from app.rebalance import NodeKind, render_plan
-from app.rebalance.config import config_from_mapping
+from app.rebalance.config import DeschedulerConfig, config_from_mapping
 from tests.descheduler.cluster import load_annotations
 from tests.e2e.descheduler import deployment, descheduler_allowed, pinned_deployment, run_once
 from tests.e2e.harness import REPO, ControlPlane, Process, pod_object, scheduler_config, wait_until
@@ -166,44 +166,13 @@ def test_a_pod_evicted_from_a_tainted_node_is_replaced_elsewhere(
 ) -> None:
     """The descheduler with ``scheduler: soft-taints`` (the soft-taints overlay's):
     the hot node is no source until the annotator taints it; then pods leave it and
-    the stock scheduler places their replacements on the cool nodes. By requests hot
-    is the fullest (3 of 4 cores against 1), so the replacements would not come back
-    once the taint goes either: the mode evicts only then (with hot the emptiest by
-    requests it would refuse, ``back_on_source``, tests/rebalance)."""
+    the stock scheduler places their replacements on the cool nodes (here hot is the
+    fullest by requests; the next test has it the emptiest)."""
     client = cluster.client()
-    cluster.make_node("hot", cpu="4", annotations=load_annotations(0.85), internal_ip="192.0.2.1")
-    client.create(pinned_deployment(namespace, "fill-hot", 1, "2", "1Gi", node="hot"))
-    for name in ("cool-1", "cool-2"):
-        cluster.make_node(name, cpu="4", annotations=load_annotations(0.2), internal_ip="192.0.2.2")
-        client.create(pinned_deployment(namespace, f"fill-{name}", 1, "1", "1Gi", node=name))
-        # Cordoned while web is placed, so that all of it lands on hot.
-        client.patch(Node, name, {"spec": {"unschedulable": True}})
-    client.create(deployment(namespace, "web", 4))  # 250m each, no nodeName
-    with cluster.scheduler(scheduler_config()):
-        wait_until(lambda: len(web_pods(client, namespace)) == 4, 60, "4 web pods bound")
-    assert set(web_pods(client, namespace).values()) == {"hot"}
-    for name in ("cool-1", "cool-2"):
-        client.patch(Node, name, {"spec": {"unschedulable": False}})
-    assert cluster.kubelet_mark_ready(namespace) == 7
-    ran_an_hour(client, namespace)  # so their usage is in the nodes' samples
+    web_on_hot(cluster, namespace, hot_cpu=0.85, hot_fill="2", cool_fill="1", web=4, web_cpu="250m")
     before = set(web_pods(client, namespace))
-    series = [
-        PodSeries(namespace, pod, {"app": (0.3 if pod.startswith("web") else 0.1, 2**27)}, node=n)
-        for pod, n in placement(client, namespace).items()
-        if n is not None
-    ]
-    # Per-workload limits open: the run may move as many web pods as it sees fit. The
-    # descheduler plans beside the stock scheduler and its soft taints, as the
-    # soft-taints overlay configures it.
-    config = config_from_mapping(
-        {
-            "scheduler": "soft-taints",
-            "consecutiveHotRounds": 1,
-            "evictionsPerSecond": 50,
-            "maxMigratingPerWorkload": 10,
-            "maxUnavailablePerWorkload": "100%",
-        }
-    )
+    series = pod_series(client, namespace, web_cores=0.3)
+    config = soft_taints_config()
     with descheduler_allowed(cluster), cadvisor_prometheus(series) as prometheus_url:
         untainted = run_once(cluster, prometheus_url, config)
         assert untainted.result is RunResult.OK, untainted.message
@@ -258,3 +227,123 @@ def web_pods(client: Client, namespace: str) -> dict[str, str]:
         for name, node in placement(client, namespace).items()
         if name.startswith("web") and node is not None
     }
+
+
+@pytest.mark.prometheus
+def test_many_small_pods_grown_hot_after_placement_are_cooled_beside_the_stock_scheduler(
+    cluster: ControlPlane, namespace: str, prometheus_node_data: PromNodeData
+) -> None:
+    """Issue 40: a node whose many small pods grow hot after placement, beside the stock
+    kube-scheduler (default profile, no extender). The annotator taints it; the
+    descheduler (``scheduler: soft-taints``) then cools it below targetThresholds within
+    3 rounds; every replacement lands on an untainted node; no pod is evicted twice.
+
+    By requests "hot" is the emptiest node (eight pods of 100m against 1.5 cores on each
+    cool node): kube-scheduler would put a replacement back there but for the taint.
+    The rule that kept such pods ("once its soft taint goes, kube-scheduler would refill
+    it") evicted nothing here."""
+    client = cluster.client()
+    web_on_hot(cluster, namespace, hot_cpu=0.3, hot_fill=None, cool_fill="1500m", web=8,
+               web_cpu="100m")  # fmt: skip
+    # After placement, the web pods grow: 0.4 core each, hot at 90 % of its 4 cores.
+    client.patch(Node, "hot", {"metadata": {"annotations": load_annotations(0.9)}})
+    series = pod_series(client, namespace, web_cores=0.4)
+    config = soft_taints_config(
+        maxNoOfPodsToEvictPerNode=2,  # so that cooling takes more than one round
+        workloadCooldown="0s",
+        returnCooldown="0s",
+    )
+    evicted: list[str] = []
+    replaced: dict[str, str] = {}
+    rounds_to_cool: int | None = None
+    with (
+        descheduler_allowed(cluster),
+        cadvisor_prometheus(series) as prometheus_url,
+        annotator(cluster, prometheus_node_data.url),
+    ):
+        wait_until(lambda: soft_tainted(client, "hot"), 5, "hot tainted")
+        for round_ in range(4):  # up to 3 rounds that evict, and one to see it cool
+            before = set(web_pods(client, namespace))
+            report = run_once(cluster, prometheus_url, config)
+            assert report.result is RunResult.OK, report.message
+            assert report.plan is not None
+            text = render_plan(report.plan)
+            hot = report.plan.node_classes["hot"]
+            if hot.kind is not NodeKind.SOURCE:
+                assert hot.usage_fraction["cpu"] <= 0.65, text
+                rounds_to_cool = round_
+                break
+            assert report.evicted, text
+            assert {e.source for e in report.plan.evictions} == {"hot"}, text
+            evicted += report.evicted
+            cluster.kubelet_reap(namespace)
+            with cluster.scheduler(scheduler_config()):
+                wait_until(lambda: len(web_pods(client, namespace)) == 8, 60, "replaced")
+            cluster.kubelet_mark_ready(namespace)
+            after = web_pods(client, namespace)
+            replaced.update({name: after[name] for name in set(after) - before})
+            assert soft_tainted(client, "hot")
+    assert rounds_to_cool is not None, (evicted, replaced)
+    assert 2 <= rounds_to_cool <= 3  # two pods a run: more than one round, at most three
+    assert len(evicted) == len(set(evicted)) == len(replaced) >= 3, (evicted, replaced)
+    assert not set(evicted) & set(replaced)  # no replacement was evicted in turn
+    assert set(replaced.values()) <= {"cool-1", "cool-2"}, replaced  # the untainted ones
+
+
+def web_on_hot(
+    cluster: ControlPlane,
+    namespace: str,
+    *,
+    hot_cpu: float,
+    hot_fill: str | None,
+    cool_fill: str,
+    web: int,
+    web_cpu: str,
+) -> None:
+    """Nodes "hot" (at ``hot_cpu`` of its 4 cores, with a pod requesting ``hot_fill``)
+    and "cool-1", "cool-2" (at 20 %, each with a pod requesting ``cool_fill``); ``web``
+    pods of ``web_cpu`` all bound on hot by the stock scheduler (the cool nodes cordoned
+    meanwhile), every pod Ready and bound an hour ago (so its usage is in the samples)."""
+    client = cluster.client()
+    annotations = load_annotations(hot_cpu)
+    cluster.make_node("hot", cpu="4", annotations=annotations, internal_ip="192.0.2.1")
+    if hot_fill is not None:
+        client.create(pinned_deployment(namespace, "fill-hot", 1, hot_fill, "1Gi", node="hot"))
+    for name in ("cool-1", "cool-2"):
+        cluster.make_node(name, cpu="4", annotations=load_annotations(0.2), internal_ip="192.0.2.2")
+        client.create(pinned_deployment(namespace, f"fill-{name}", 1, cool_fill, "1Gi", node=name))
+        client.patch(Node, name, {"spec": {"unschedulable": True}})  # web lands on hot
+    client.create(deployment(namespace, "web", web, cpu=web_cpu))
+    with cluster.scheduler(scheduler_config()):
+        wait_until(lambda: len(web_pods(client, namespace)) == web, 60, "web pods bound")
+    assert set(web_pods(client, namespace).values()) == {"hot"}
+    for name in ("cool-1", "cool-2"):
+        client.patch(Node, name, {"spec": {"unschedulable": False}})
+    assert cluster.kubelet_mark_ready(namespace) == web + 2 + (hot_fill is not None)
+    ran_an_hour(client, namespace)
+
+
+def pod_series(client: Client, namespace: str, *, web_cores: float) -> list[PodSeries]:
+    """Each bound pod's usage series: ``web_cores`` for a web pod, 0.1 for the others."""
+    series = []
+    for pod, node in placement(client, namespace).items():
+        if node is not None:
+            cores = web_cores if pod.startswith("web") else 0.1
+            series.append(PodSeries(namespace, pod, {"app": (cores, 2**27)}, node=node))
+    return series
+
+
+def soft_taints_config(**fields: Any) -> DeschedulerConfig:
+    """The descheduler beside the stock scheduler and its soft taints, as the
+    soft-taints overlay configures it, every round acting at once and the per-workload
+    limits open (the run may move as many web pods as it sees fit); ``fields`` added."""
+    return config_from_mapping(
+        {
+            "scheduler": "soft-taints",
+            "consecutiveHotRounds": 1,
+            "evictionsPerSecond": 50,
+            "maxMigratingPerWorkload": 10,
+            "maxUnavailablePerWorkload": "100%",
+            **fields,
+        }
+    )

@@ -60,7 +60,7 @@ def publish(client: Client, namespace: str, cores: float) -> None:
     document = {
         "version": 1,
         "publishedAt": time.time(),
-        "workloads": {f"{namespace}/Job/cpusvc": [cores, 512 * 2**20]},
+        "workloads": {f"{namespace}/Job/cpusvc": [cores, 512 * 2**20, REPLICAS]},
     }
     client.create(
         ConfigMap(

@@ -129,3 +129,6 @@ def test_prometheus_down_is_said_and_the_plan_shown_on_estimates(
     assert "the descheduler would evict nothing now" in out
     assert "each pod's usage is the extender's estimate" in out
     assert "memory: ConfigMap loadaware/loadaware-descheduler-state not found" in out
+    # The descheduler's first run acts like any other (app/descheduler/descheduler.py).
+    assert "first run makes it and acts like any other" in " ".join(out.split())
+    assert "only observes" not in out

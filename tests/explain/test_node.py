@@ -7,9 +7,11 @@ import json
 
 from app.explain.node import explain_node
 from app.explain.render import node_json, render_node
+from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
+from app.objects import Resources, Taint
 from app.rebalance import plan
 from app.rebalance.outcome import NodeKind, SkipCode
-from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
+from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, load_annotations, node, pod
 
 NODES = [node("hot", 0.9), node("cool", 0.1), node("warm", 0.55)]
 PODS = [
@@ -73,3 +75,60 @@ def test_explain_says_which_scheduler_the_plan_assumes_and_why_an_untainted_node
     assert by_requests.node_class.kind is NodeKind.SOURCE
     assert "scheduler: requests: kube-scheduler placing by requests alone" in render_node(
         by_requests, [])
+
+
+def test_explain_shows_why_a_pod_stays_when_kube_scheduler_would_land_it_hot() -> None:
+    # Beside soft taints: kube-scheduler ties "a", "b" and "c" by requests; "b" and "c"
+    # are at 62 %, and the pod's 2 cores would take either 1.7 cores past 65 %, on
+    # average more than the 0.1 core its eviction takes off "hot" (66 %).
+    taint = Taint(SOFT_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
+    victim = pod("victim", "hot", cpu=0.5)
+    agent = pod("agent", "hot", owner="agent", owner_kind="DaemonSet", cpu=4.0)
+    nodes = [node("hot", 0.66, taints=(taint,)), node("a", 0.2), node("b", 0.62),
+             node("c", 0.62)]  # fmt: skip
+    view = cluster(nodes, [victim, agent], {victim.key: Resources(2.0, 2.0**30)})
+    settings = config(scheduler="soft-taints", evictLastReplica=True)
+    explanation = explain_node("hot", view, settings, POLICY, NOW, {})
+    assert explanation.moved_off == ()
+    (skipped,) = [s for s in explanation.skipped if s.pod_key == "default/victim"]
+    assert skipped.code is SkipCode.HOT_LANDING
+    text = render_node(explanation, [])
+    assert "hot_landing" in text
+    assert "no gain: kube-scheduler would place the replacement on one of a, b, c" in text
+    assert any(n.startswith("standing down beside kube-scheduler (scheduler: soft-taints)")
+               for n in explanation.notes)
+
+
+def test_a_node_a_protected_burner_keeps_hot_is_reported_not_churned() -> None:
+    """Issue 42, point 3: the burner's node says who holds it hot, and that the pods
+    within their requests stay; the JSON names them for tools."""
+    burner = pod("burner", "hot", namespace="tenant-a", cpu=0.001, local_storage=True)
+    others = [pod(f"web-{i}", "hot", namespace="tenant-b", owner="web", cpu=0.5)
+              for i in range(6)]
+    usage = {p.key: p.requests for p in others}
+    usage[burner.key] = Resources(5.0, GI)
+    view = cluster(NODES, [burner, *others], usage=usage)
+    explanation = explain_node("hot", view, config(), POLICY, NOW, {})
+    assert explanation.moved_off == ()
+    codes = {s.pod_key: s.code for s in explanation.skipped}
+    assert codes["tenant-a/burner"] is SkipCode.PROTECTED
+    assert {codes[p.key] for p in others} == {SkipCode.WITHIN_REQUESTS}
+    text = render_node(explanation, [])
+    assert "held hot: hot from pods above their requests that stay on it" in text
+    assert "tenant-a/burner (cpu 5 cores above its requests)" in text
+    document = json.loads(json.dumps(node_json(explanation, [])))
+    assert document["heldHot"]["pods"][0]["pod"] == "tenant-a/burner"
+    assert abs(document["heldHot"]["held"]["cpu"] - 0.25) < 1e-9  # the excess, 90 % - 65 %
+    assert explain_node("cool", view, config(), POLICY, NOW, {}).held_hot is None
+
+
+def test_a_node_that_opts_out_says_so_and_moves_nothing() -> None:
+    opted = node("hot", 0.9, raw={**load_annotations(0.9), "karpenter.sh/do-not-disrupt": "true"})
+    view = cluster([opted, *NODES[1:]], PODS)
+    explanation = explain_node("hot", view, config(), POLICY, NOW, {})
+    assert explanation.moved_off == ()
+    assert {s.code for s in explanation.skipped} == {SkipCode.OPTED_OUT}
+    assert 'opted out: karpenter.sh/do-not-disrupt: "true" on the node' in render_node(
+        explanation, [])
+    assert json.loads(json.dumps(node_json(explanation, [])))["optedOut"].startswith(
+        "karpenter.sh/do-not-disrupt")

@@ -70,7 +70,7 @@ def test_an_explicitly_unauthenticated_extender_warns_at_start(
         "0.0.0.0",
         "--port",
         str(port),
-        env={"LOADAWARE_ALLOW_UNAUTHENTICATED": "true"},
+        env={"LOADAWARE_EXTENDER_ALLOW_UNAUTHENTICATED": "true"},
     )
     wait_ready(f"http://127.0.0.1:{port}", process)
     process.terminate()
@@ -99,9 +99,9 @@ def test_the_shipped_shape_mutual_tls_on_all_addresses_and_a_plain_health_port(
             "LOADAWARE_HOST": "0.0.0.0",
             "LOADAWARE_PORT": str(port),
             "LOADAWARE_HEALTH_PORT": str(health_port),
-            "LOADAWARE_TLS_CERT": str(pki.server_cert),
-            "LOADAWARE_TLS_KEY": str(pki.server_key),
-            "LOADAWARE_CLIENT_CA": str(pki.ca_cert),
+            "LOADAWARE_EXTENDER_TLS_CERT": str(pki.server_cert),
+            "LOADAWARE_EXTENDER_TLS_KEY": str(pki.server_key),
+            "LOADAWARE_EXTENDER_CLIENT_CA": str(pki.ca_cert),
         },
     )
     health = f"http://127.0.0.1:{health_port}"
@@ -233,9 +233,9 @@ def test_the_certificates_script_makes_a_working_mutual_tls_pair(
             "LOADAWARE_HOST": "0.0.0.0",
             "LOADAWARE_PORT": str(port),
             "LOADAWARE_HEALTH_PORT": str(health_port),
-            "LOADAWARE_TLS_CERT": str(certs / "tls.crt"),
-            "LOADAWARE_TLS_KEY": str(certs / "tls.key"),
-            "LOADAWARE_CLIENT_CA": str(certs / "ca.crt"),
+            "LOADAWARE_EXTENDER_TLS_CERT": str(certs / "tls.crt"),
+            "LOADAWARE_EXTENDER_TLS_KEY": str(certs / "tls.key"),
+            "LOADAWARE_EXTENDER_CLIENT_CA": str(certs / "ca.crt"),
         },
     )
     wait_ready(f"http://127.0.0.1:{health_port}", process)

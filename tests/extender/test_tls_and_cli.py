@@ -24,6 +24,7 @@ from app.health import build_app, embedded_server
 from app.health.connections import guarded_protocol
 from app.health.limits import EXTENDER_LIMITS
 from app.policy import DEFAULT_POLICY_YAML, default_policy
+from tests.deploy.manifests import expected_variable
 from tests.extender.nodes import fixture
 from tests.support import http_client
 from tests.support.asgi_server import serve
@@ -161,8 +162,8 @@ def test_extender_command_reads_flags_from_the_environment(
         env={
             "LOADAWARE_PORT": str(port),
             "LOADAWARE_POLICY": str(policy),
-            "LOADAWARE_NODE_CACHE": "false",
-            "LOADAWARE_DEBUG_ENDPOINTS": "true",
+            "LOADAWARE_EXTENDER_NODE_CACHE": "false",
+            "LOADAWARE_EXTENDER_DEBUG_ENDPOINTS": "true",
         },
     )
     url = f"http://127.0.0.1:{port}"
@@ -205,12 +206,12 @@ def test_help_shows_every_flags_default_and_variable(
 ) -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args([component, "--help"])
-    options = capsys.readouterr().out.split("options:\n", 1)[1]
+    options = capsys.readouterr().out.split("options:\n", 1)[1].split("\n\nexit codes:")[0]
     # One entry per flag: its first line starts "  --", continuation lines are indented more.
     entries = [" ".join(e.split()) for e in re.split(r"\n(?=  -)", options) if "--help" not in e]
     assert len(entries) == flags
     for entry in entries:
-        variable = "LOADAWARE_" + entry.split()[0].strip(",-").replace("-", "_").upper()
+        variable = expected_variable(component, entry.split()[0].strip(","))
         assert "(default" in entry, entry
         assert entry.endswith(f"[env {variable}]"), entry
     assert "--port PORT port to listen on (default: 8888) [env LOADAWARE_PORT]" in entries

@@ -123,7 +123,9 @@ def test_garbage_entries_are_skipped_one_by_one_and_the_rest_is_kept() -> None:
 
 
 def test_a_document_is_cut_at_its_bound_most_pods_first() -> None:
-    entries = [(f"ns/Deployment/w{i}", Resources(0.1, 1.0)) for i in range(MAX_WORKLOADS + 10)]
+    entries = [
+        (f"ns/Deployment/w{i}", Resources(0.1, 1.0), 5) for i in range(MAX_WORKLOADS + 10)
+    ]
     text = encode(entries, 1_700_000_000.0)
     usage_, skipped = decode(text, 1_700_000_000.0)
     assert len(usage_.workloads) == MAX_WORKLOADS
@@ -141,8 +143,12 @@ class StaticFollower(WorkloadUsageFollower):
             WorkloadUsageStore(client_for_server("http://127.0.0.1:9"), NAMESPACE), clock=clock
         )
 
-    def publish(self, workloads: dict[str, Resources]) -> None:
-        self._adopt(MappingProxyType(workloads), time.time(), "ok", "")
+    def publish(
+        self, workloads: dict[str, Resources], pods: dict[str, int] | None = None
+    ) -> None:
+        """``pods``: how many running pods each was measured on (10 where not said)."""
+        measured = {workload: 10 for workload in workloads} if pods is None else pods
+        self._adopt(MappingProxyType(workloads), time.time(), "ok", "", measured)
 
     def go_stale(self) -> None:
         self._adopt(MappingProxyType({}), None, "stale", "test")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
+
+import pytest
 
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache
@@ -84,3 +87,31 @@ def test_the_node_cache_keeps_what_placement_decisions_need(fake_kube: FakeKube)
     assert nodes["n1"].allocatable == Resources(7.5, 30 * 2**30)
     assert (nodes["n1"].ready, nodes["n1"].unschedulable) == (True, False)
     assert (nodes["n2"].ready, nodes["n2"].unschedulable) == (False, True)
+
+
+def test_a_cache_that_cannot_reach_the_api_server_says_so_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A component at start against an API server that is down: one warning a retry,
+    in the adapter's words, naming the server, and the same as the readiness reason."""
+    caplog.set_level(logging.WARNING, logger="app.kube.listwatch")
+
+    async def scenario() -> str:
+        client = client_for_server("http://127.0.0.1:9")
+        cache = NodeCache(client, retry_delay_s=0.05)
+        task = asyncio.create_task(cache.run())
+        try:
+            await until(lambda: "list/watch failed" in caplog.text)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await client.close()
+        return cache.last_error
+
+    last_error = asyncio.run(scenario())
+    said = "cannot reach the API server at http://127.0.0.1:9"
+    assert last_error.startswith(said), last_error
+    line = next(r.getMessage() for r in caplog.records if "list/watch failed" in r.getMessage())
+    assert line.startswith(f"node list/watch failed: {said}"), line
+    assert "\n" not in line

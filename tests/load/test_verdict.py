@@ -1,5 +1,5 @@
 """One node verdict: the extender's table, the simulator's load filter and explain each
-judge a node by ``app.load.judge``, and on random nodes and pods all three give what
+judge a node by ``app.load.node_verdict``, and on random nodes and pods all three give what
 the reference gives for the same measurement and the same pods not yet sampled."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from app.load import (
     estimate_scheduled,
     format_hot_value,
     format_usage,
-    judge,
     measure,
+    node_verdict,
     unsampled_after,
     unsampled_fractions,
 )
@@ -70,7 +70,7 @@ def reference(
     measurement = measure(annotations, POLICY, NOW)
     unsampled = unsampled_after(pods, measurement.freshest_sample_s(), size, POLICY, NOW)
     estimate = estimate_scheduled(pod.requests, pod.limits, POLICY.spec.estimation)
-    return judge(measurement, unsampled, POLICY, unsampled_fractions((estimate,), size))
+    return node_verdict(measurement, unsampled, POLICY, unsampled_fractions((estimate,), size))
 
 
 def scheduled_pods(
@@ -201,7 +201,7 @@ def test_the_extender_the_simulator_and_explain_judge_every_node_as_the_load_mod
 
 def test_a_node_over_a_limit_fails_on_it_and_is_never_preferred() -> None:
     hot = {metric: format_usage(0.99, NOW - 10) for metric in POLICY.metrics}
-    verdict = judge(measure(hot, POLICY, NOW), None, POLICY)
+    verdict = node_verdict(measure(hot, POLICY, NOW), None, POLICY)
     assert not verdict.passes
     assert verdict.reason is not None
     assert not verdict.preferable
@@ -210,14 +210,14 @@ def test_a_node_over_a_limit_fails_on_it_and_is_never_preferred() -> None:
 def test_a_pod_larger_than_the_room_under_the_limits_does_not_fit() -> None:
     cool = {metric: format_usage(0.2, NOW - 10) for metric in POLICY.metrics}
     measurement = measure(cool, POLICY, NOW)
-    verdict = judge(measurement, None, POLICY, {CPU: 0.01})
+    verdict = node_verdict(measurement, None, POLICY, {CPU: 0.01})
     assert verdict.passes
     assert verdict.preferable
     assert verdict.fits
     room = verdict.room[CPU]
-    assert not judge(measurement, None, POLICY, {CPU: room + 0.01}).fits
+    assert not node_verdict(measurement, None, POLICY, {CPU: room + 0.01}).fits
     # What the samples do not hold yet takes its part of the room.
-    assert not judge(measurement, {CPU: room}, POLICY, {CPU: 0.01}).fits
+    assert not node_verdict(measurement, {CPU: room}, POLICY, {CPU: 0.01}).fits
 
 
 
@@ -233,7 +233,7 @@ def test_explain_answers_prioritize_as_the_extenders_index_does(
     limits: Resources,
 ) -> None:
     """The whole answer, the preferred node lifted alone to the top: explain's, from
-    judge's verdicts and the wire rule, and the extender's index, from its table."""
+    node_verdict's verdicts and the wire rule, and the extender's index, from its table."""
     pod = pod_info(requests, limits)
     table = extender_entries(nodes)
     infos = {

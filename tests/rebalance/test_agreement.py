@@ -74,7 +74,7 @@ def test_the_descheduler_says_it_at_start(
         "targetThresholds: {cpu: 55, memory: 75}\n",
         encoding="utf-8",
     )
-    argv = ["--config", str(path), "--no-leader-elect", "--prometheus-url", "http://127.0.0.1:9"]
+    argv = ["--descheduler-config", str(path), "--no-leader-elect", "--prometheus-url", "http://127.0.0.1:9"]
     with caplog.at_level("WARNING", logger="app.descheduler.main"):
         settings_from_args(parse_args(argv))
     assert any("pods bounce on cpu" in record.getMessage() for record in caplog.records)

@@ -9,7 +9,7 @@ from app.rebalance.config import ConfigError, DeschedulerConfig, config_from_yam
 BAD_CONFIGS = [
     # (document, the field the error must name, what it must say)
     ("thresholds: {cpu: high}", "thresholds.cpu", "valid number"),
-    ("dryRun: maybe", "dryRun", "valid boolean"),
+    ("dryRun: maybe", "dryRun", "true or false"),
     ("priorityThreshold: {value: x}", "priorityThreshold.value", "valid integer"),
     ("evictableNamespaces: {exclude: kube-system}", "evictableNamespaces.exclude", "tuple"),
     ("maxNoOfPodsToEvictPerNode: -1", "maxNoOfPodsToEvictPerNode", "greater than or equal to 0"),
@@ -28,6 +28,15 @@ BAD_CONFIGS = [
     ("evictableNamespaces: {includes: [shop]}", "evictableNamespaces.includes",
      "Extra inputs are not permitted"),
     ("interval: 5 minutes", "interval", "use Go syntax"),
+    # One range for every duration, as the flags: 1ms to 720h, 0 where it means off; a run
+    # at least every second (interval: 1ns ran 787 rounds in 5 s).
+    ("interval: 1ns", "interval", "shorter than the minimum 1ms"),
+    ("interval: 500ms", "interval", "shorter than the minimum 1s"),
+    ("minPodAge: 721h", "minPodAge", "longer than the maximum 720h"),
+    ("settleTime: 10us", "settleTime", "shorter than the minimum 1ms"),
+    ("dryRun: 1", "dryRun", "expected true or false"),
+    ("numberOfNodes: yes", "numberOfNodes", "got the boolean True"),
+    ("minimumGain: on", "minimumGain", "got the boolean True"),
     ("settleTime: -5m", "settleTime", "negative"),
     ("workloadCooldown: soon", "workloadCooldown", "invalid duration"),
     ("evictableNamespaces: {include: [a], exclude: [b]}", "evictableNamespaces",

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from app.objects import Resources
 from app.objects.nodes import Taint
 from app.objects.pods import NodeSelectorRequirement, NodeSelectorTerm, Toleration
 from app.rebalance import NodeKind, plan
-from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
+from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node, pod
 
 
 def run(nodes: list[Any], **pod_fields: Any) -> Any:
@@ -110,3 +112,44 @@ def test_deviation_thresholds_measure_from_the_mean() -> None:
     assert [e.destination for e in result.evictions] == ["c"]
     # the static thresholds would see no hot node at all
     assert plan(cluster(nodes, pods), config(), POLICY, NOW, {}).evictions == []
+
+
+# -- workload usage (issue 42, point 6): destinations count pods as the extender does ---
+
+DB = "default/StatefulSet/db"
+
+
+def with_db_pod_on(destination: str, measured: int) -> Any:
+    """A pod of a StatefulSet that requests 100m and declares no limit, bound on
+    ``destination`` a minute ago; its workload published at 6 cores a pod (60 % of a
+    node), measured on ``measured`` running pods."""
+    nodes = [node("hot", 0.9), node(destination, 0.1)]
+    pods = [
+        pod("victim", "hot", cpu=2.5),
+        pod("twin", "elsewhere", cpu=0.1),
+        pod("db-1", destination, owner="db", owner_kind="StatefulSet", cpu=0.1,
+            bound_at_s=NOW - 60),
+    ]
+    view = replace(
+        cluster(nodes, pods),
+        workload_usage={DB: Resources(6.0, 1 * GI)},
+        workloads_measured={DB: measured},
+    )
+    return plan(view, config(), POLICY, NOW, {})
+
+
+def test_a_destination_counts_its_recent_pods_at_their_workloads_usage() -> None:
+    """The extender estimates db-1 at 6 cores (its workload's usage): d reads
+    0.1 + 0.6 + 0.25 > 0.65 with the victim and the extender would reject the victim's
+    replacement there, so the plan does not send it (d has no room left under its
+    ceiling); before, the planner counted db-1 at 85m and evicted into a node the
+    extender then rejected."""
+    result = with_db_pod_on("d", measured=3)
+    assert result.evictions == []
+    assert "stopped: the destinations' headroom ran out" in result.notes
+
+
+def test_a_usage_measured_on_too_few_pods_raises_no_destinations_estimate() -> None:
+    """The same bounds as the extender's: measured on one pod, nothing is raised."""
+    result = with_db_pod_on("d", measured=1)
+    assert [e.destination for e in result.evictions] == ["d"]

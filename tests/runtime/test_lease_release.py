@@ -36,6 +36,10 @@ class RefusedWhileStopping:
         self.refusals = refusals
         self.stopping = False
 
+    @property
+    def config(self) -> Any:
+        return self._client.config
+
     def _maybe_refuse(self) -> None:
         if self.stopping and self.refusals > 0:
             self.refusals -= 1
@@ -95,4 +99,4 @@ def test_a_release_that_never_reaches_a_server_gives_up_within_the_deadline(
     lease = fake_kube.store.get_lease("probe")
     assert lease is not None
     assert lease["spec"]["holderIdentity"] == "me"  # it expires; a successor waits it out
-    assert "could not release it (ConnectError" in caplog.text
+    assert "could not release it (cannot reach the API server" in caplog.text

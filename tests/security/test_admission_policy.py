@@ -49,7 +49,9 @@ class Admission:
         self.environment = cel_environment()
         spec = policy["spec"]
         self.conditions = [self._compile(c["expression"]) for c in spec["matchConditions"]]
-        self.variables = [(v["name"], self._compile(v["expression"])) for v in spec["variables"]]
+        self.variables = [
+            (v["name"], self._compile(v["expression"])) for v in spec.get("variables", [])
+        ]
         self.validations = [
             (self._compile(v["expression"]), v["message"]) for v in spec["validations"]
         ]

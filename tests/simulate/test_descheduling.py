@@ -210,3 +210,68 @@ def fresh_annotations(cluster: SimulatedCluster, node: int) -> dict[str, str]:
             int(pipeline.hot_values[node]), EPOCH_S + float(pipeline.hot_written_at_s[node])
         )
     return result
+
+
+def _opted_out(cluster: SimulatedCluster) -> int:
+    assert isinstance(cluster.rebalancer, PlannerRebalancer)
+    return sum(
+        1
+        for record in cluster.rebalancer.plans
+        for skipped in record.plan.skipped
+        if skipped.code is SkipCode.OPTED_OUT
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "annotations"),
+    [
+        ("workload", {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}),
+        ("workload", {"karpenter.sh/do-not-disrupt": "true"}),
+        ("nodes", {"karpenter.sh/do-not-disrupt": "true"}),
+    ],
+)
+def test_a_scenario_s_opt_outs_keep_its_pods_in_the_replay(
+    where: str, annotations: dict[str, str]
+) -> None:
+    """The same hot spot that the descheduler cools by evicting web pods
+    (``test_every_eviction_was_planned_by_the_real_planner_and_kept_the_pdbs``): with
+    the web pods, or every node, opted out, the replay evicts none of them."""
+    document = hot_spot()
+    if where == "nodes":
+        document["nodes"][0]["annotations"] = annotations
+    else:
+        document["workloads"][0]["annotations"] = annotations
+    cluster, run_ = run(document, "loadaware+desched")
+    assert run_.evictions == []
+    assert _opted_out(cluster) > 0
+
+
+def test_a_single_replica_burner_gets_no_neighbour_evicted_in_the_replay() -> None:
+    """Issue 42, point 3, replayed: a single-replica burner (1m requested, 5 cores used)
+    heats a node shared with web pods that use what they request. Before the fix the
+    descheduler beside loadaware evicted four web pods from it; now none, and every
+    plan that finds the node hot reports it."""
+    document = {
+        "name": "tenant-burner",
+        "duration": "1h",
+        "nodes": [{"name": "n", "count": 4, "cpu": 8, "memory": "32Gi"}],
+        "workloads": [
+            {"name": "burner", "replicas": 1, "placement": ["n-0"],
+             "requests": {"cpu": "1m", "memory": "64Mi"},
+             "usage": {"profile": "constant", "cpu": "5", "memory": "64Mi"}},
+            {"name": "web", "replicas": 16,
+             "requests": {"cpu": "400m", "memory": "512Mi"},
+             "usage": {"profile": "constant", "cpu": "400m", "memory": "512Mi"}},
+        ],
+        "descheduler": {"interval": "2m", "consecutiveHotRounds": 1},
+    }  # fmt: skip
+    for policy in ("loadaware+desched", "default+desched"):
+        cluster, run_ = run(document, policy)
+        assert run_.evictions == [], policy
+        assert isinstance(cluster.rebalancer, PlannerRebalancer)
+        hot = [r.plan for r in cluster.rebalancer.plans if "n-0" in r.plan.held_hot]
+        assert hot, policy
+        assert all(
+            [key.split("/")[1].split("-")[0] for key, _, _ in p.held_hot["n-0"].pods] == ["burner"]
+            for p in hot
+        )

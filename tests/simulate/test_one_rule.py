@@ -27,7 +27,7 @@ RULES = {
             "wire_scores_and_preferred",
         },
     ),
-    "node verdict": ("app.load.verdict", {"judge"}),
+    "node verdict": ("app.load.verdict", {"node_verdict"}),
     "request scoring": (
         "app.load.default_profile",
         {
@@ -53,11 +53,11 @@ USERS = [
         "wire answer",
         {"plain_wire_score", "preferred_wire_score"},
     ),
-    # Every node's verdict is judge's: the extender's table, the simulator's load filter
+    # Every node's verdict is node_verdict's: the extender's table, the simulator's load filter
     # and explain (held equal on random nodes by tests/load/test_verdict.py).
-    ("extender/verdicts.py", "node verdict", {"judge"}),
-    ("simulate/scheduling.py", "node verdict", {"judge"}),
-    ("explain/pod.py", "node verdict", {"judge"}),
+    ("extender/verdicts.py", "node verdict", {"node_verdict"}),
+    ("simulate/scheduling.py", "node verdict", {"node_verdict"}),
+    ("explain/pod.py", "node verdict", {"node_verdict"}),
     (
         "simulate/scheduling.py",
         "request scoring",

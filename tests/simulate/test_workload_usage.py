@@ -15,6 +15,7 @@ from app.load import estimate_scheduled, nearest_rank_index, workload_per_pod_us
 from app.objects import Resources
 from app.policy import DEFAULT_POLICY_YAML
 from app.simulate.cluster import Run, SimulatedCluster
+from app.simulate.estimation import BurstEstimate
 from app.simulate.policies import plan_for
 from app.simulate.scenario import load_scenario
 from app.simulate.summary import summarise
@@ -190,3 +191,48 @@ def test_a_publication_after_quiet_steps_still_follows_the_next_change() -> None
     assert changed.memory_bytes == 1e9
     assert seen[36] == Resources(1.5, 1e9)
     assert seen[42] == Resources(1.5, 2e9)  # the memory changed, the CPU did not
+
+
+def test_a_workload_measured_on_fewer_than_three_pods_observes_nothing() -> None:
+    """As the annotator publishes (app.load.estimate, "Bounds"): two running pods'
+    usage raises nothing; the count of pods measured is published with it."""
+    workload_of = np.array([0, 0, 1, 1, 1], dtype=np.int64)
+    published = SimulatedWorkloadUsage(
+        workload_of, 2, scrape_interval_s=30.0, publish_period_s=180.0
+    )
+    bound = np.ones(5, dtype=np.bool_)
+    cpu, memory = np.full(5, 0.7), np.full(5, 1e9)
+    for step in range(7):
+        published.advance(step * 30.0, bound)
+        published.account(cpu, memory, bound, 30.0)
+    assert published.pods.tolist() == [2, 3]
+    assert published.observed(0) is None
+    assert published.observed(1) == Resources(pytest.approx(0.7), 1e9)  # type: ignore[arg-type]
+
+
+def test_no_more_pods_of_a_wave_are_raised_at_once_than_its_workload_had_measured() -> None:
+    """crane-style-waves seed 1: cpusvc's first wave is 8 pods, and the publication
+    while it lands has measured fewer; the pods raised at once are never more than the
+    pods measured (the extender's bound, app.load.bounded_raises)."""
+    scenario = load_scenario(WAVES).model_copy(update={"seed": 1, "duration_s": 2400.0})
+    cluster = SimulatedCluster(scenario, plan_for("loadaware"))
+    estimate = cluster.estimate
+    assert isinstance(estimate, BurstEstimate)
+    names = [w.name for w in scenario.workloads]
+    cpusvc = names.index("cpusvc")
+    seen_cap = []
+    original = estimate._raises.decide
+
+    def decide(slot: int, bound_at_s: float) -> None:
+        original(slot, bound_at_s)
+        published = cluster.workload_usage
+        assert published is not None
+        if cluster.usage.workload_of.item(slot) == cpusvc:
+            held = [e for e in estimate._raises._ends.get(cpusvc, ()) if e > bound_at_s]
+            seen_cap.append((len(held), published.pods.item(cpusvc)))
+
+    estimate._raises.decide = decide  # type: ignore[method-assign]
+    cluster.simulate()
+    assert seen_cap, "no cpusvc pod was bound"
+    assert all(held <= measured for held, measured in seen_cap if measured >= 3)
+    assert any(held == measured for held, measured in seen_cap if measured >= 3), seen_cap

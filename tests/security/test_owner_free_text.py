@@ -1,0 +1,178 @@
+"""Issue 42, point 2: owner references are tenant free text.
+
+The API server checks only that an owner's kind and name are non-empty. One Running pod
+whose controller is ``nothing.example/v1 Widget`` with a 1.1 MB name made the
+workload-usage document exceed a ConfigMap's 1 MiB (every publication failed, workload
+usage off cluster-wide), and once such a pod was evicted the descheduler's state could
+not be saved. A tenant with many workloads pushed every other namespace out of the
+document's 5,000 entries. Now: an owner in no shape Kubernetes gives its objects makes
+the pod bare (no workload key, no owner in any view), both documents keep to a byte
+budget in turns by namespace, and no record can stop a save.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from lightkube.resources.core_v1 import Pod
+
+from app.extender.request_pod import request_pod_workload
+from app.kube.pods import pod_info, pod_placement, scheduled_pod
+from app.kube.state import MAX_DOCUMENT_BYTES as STATE_BYTES
+from app.kube.state import Memory
+from app.kube.state import decode as decode_state
+from app.kube.state import encode as encode_state
+from app.kube.workload_usage import MAX_DOCUMENT_BYTES, decode, encode
+from app.objects import EvictionRecord, OwnerRef, Resources, workload_key
+from app.objects.tenant_text import printable, valid_owner
+
+CONFIG_MAP_LIMIT = 1024 * 1024  # bytes, data and metadata together
+HUGE = "w" * 1_100_000  # the attack's 1.1 MB owner name
+NOW_S = 1_700_000_000.0
+
+
+def pod(owner: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "burner",
+            "namespace": "tenant",
+            "uid": "pod-uid",
+            "ownerReferences": [{"uid": "owner-uid", "controller": True, **owner}],
+        },
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]},
+        "status": {"phase": "Running"},
+    }
+
+
+WIDGET = {"apiVersion": "nothing.example/v1", "kind": "Widget", "name": HUGE}
+
+
+@pytest.mark.parametrize(
+    "owner",
+    [
+        WIDGET,
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web\x1b[2J\x1b[Hforged"},
+        {"apiVersion": "apps/v1", "kind": "Replica Set", "name": "web"},
+        {"apiVersion": "apps/v1", "kind": "K" * 64, "name": "web"},
+        {"apiVersion": "Not A Group/v1", "kind": "Widget", "name": "web"},
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "a/b"},
+    ],
+    ids=["huge-name", "escape-sequences", "space-in-kind", "long-kind", "bad-group", "slash"],
+)
+def test_a_pod_whose_owner_is_in_no_kubernetes_shape_is_bare_in_every_view(
+    owner: dict[str, Any],
+) -> None:
+    body = pod(owner)
+    lightkube_pod = Pod.from_dict(body)
+    assert pod_info(lightkube_pod).owner is None
+    assert pod_placement(lightkube_pod).workload is None
+    assert scheduled_pod(lightkube_pod).workload is None
+    assert request_pod_workload(body) is None
+    assert not valid_owner(owner["apiVersion"], owner["kind"], owner["name"])
+    if owner["apiVersion"] == "apps/v1":  # what the key itself reads: kind and name
+        assert workload_key("tenant", OwnerRef(owner["kind"], owner["name"], "u"), {}) is None
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind", "name"),
+    [
+        ("apps/v1", "ReplicaSet", "web-7d9f"),
+        ("batch/v1", "Job", "nightly-28512345"),
+        ("argoproj.io/v1alpha1", "Rollout", "checkout"),
+        ("v1", "Node", "ip-10-0-0-1.eu-west-1.compute.internal"),
+        ("example.com/v1", "Database", "system:pg-main"),
+        ("apps/v1", "StatefulSet", "d" * 253),
+    ],
+)
+def test_owners_kubernetes_gives_its_objects_still_make_a_workload(
+    api_version: str, kind: str, name: str
+) -> None:
+    assert valid_owner(api_version, kind, name)
+    info = pod_info(Pod.from_dict(pod({"apiVersion": api_version, "kind": kind, "name": name})))
+    assert info.owner == OwnerRef(kind, name, "owner-uid")
+
+
+def test_the_workload_usage_document_keeps_its_budget_and_every_namespace() -> None:
+    # 20,000 workloads with the longest names a reader accepts, all in one namespace and
+    # each with more pods than the one workload of another namespace.
+    crowd = [(f"tenant/StatefulSet/{i:05d}{'n' * 248}", Resources(0.5, 1e9), 3)
+             for i in range(20_000)]  # fmt: skip
+    text = encode([*crowd, ("shop/Deployment/web", Resources(0.7, 5e8), 3)], NOW_S)
+    assert len(text.encode()) <= MAX_DOCUMENT_BYTES < CONFIG_MAP_LIMIT
+    published, skipped = decode(text, NOW_S)
+    assert skipped == 0
+    assert published.workloads["shop/Deployment/web"] == Resources(0.7, 5e8)
+    assert len(published.workloads) > 1000  # the budget holds many, not a few
+
+
+def test_an_entry_a_reader_would_skip_is_not_published() -> None:
+    entries = [(f"tenant/Widget/{HUGE}", Resources(1, 1), 3), ("a/Job/b", Resources(1, 1), 3)]
+    text = encode(entries, 0)
+    assert len(text) < 1000
+    assert set(json.loads(text)["workloads"]) == {"a/Job/b"}
+
+
+def record(i: int, namespace: str, workload: str | None, at_s: float) -> EvictionRecord:
+    name = f"{namespace}/p{i:05d}-{'x' * 200}"
+    return EvictionRecord(name, f"uid-{namespace}-{i}", "n1", "n2", Resources(1, 1), at_s, workload)
+
+
+def test_an_evicted_pod_with_a_huge_owner_cannot_stop_the_state_from_being_saved() -> None:
+    memory = Memory()
+    evicted = record(0, "tenant", f"tenant/Widget/{HUGE}", NOW_S - 10)
+    memory.evictions[evicted.uid] = evicted
+    text = encode_state(memory, NOW_S - 3600)
+    assert len(text.encode()) < CONFIG_MAP_LIMIT
+    stored, ignored = decode_state(text, NOW_S, NOW_S - 3600)
+    assert ignored == []
+    # The eviction still counts for its node and namespace; only the workload is gone.
+    assert stored.evictions[evicted.uid] == evicted.__class__(
+        evicted.pod_key, evicted.uid, "n1", "n2", Resources(1, 1), NOW_S - 10, None
+    )
+
+
+def test_the_state_keeps_its_budget_and_every_namespace_s_newest_eviction() -> None:
+    memory = Memory()
+    for i in range(1999):  # a namespace evicted often, each record ~700 bytes
+        r = record(i, "busy", "busy/Deployment/" + "w" * 250, NOW_S - 100 + i * 0.01)
+        memory.evictions[r.uid] = r
+    quiet = record(0, "quiet", "quiet/Deployment/web", NOW_S - 500)
+    memory.evictions[quiet.uid] = quiet
+    text = encode_state(memory, NOW_S - 3600)
+    assert len(text.encode()) <= STATE_BYTES
+    stored, _ = decode_state(text, NOW_S, NOW_S - 3600)
+    assert quiet.uid in stored.evictions  # the oldest, but its namespace's newest
+    assert "uid-busy-1998" in stored.evictions  # the newest overall
+    assert "uid-busy-0" not in stored.evictions  # the oldest of the crowd made room
+
+
+def test_printable_neutralises_escape_sequences_and_bounds_length() -> None:
+    assert printable("web\x1b[2J\x1b[Hok\nforged line") == "web?[2J?[Hok?forged line"
+    assert printable("x" * 10_000) == "x" * 256 + " [...]"
+    assert printable("a\u202eb") == "a?b"  # a right-to-left override reorders a line
+
+
+def test_an_owner_name_with_escape_sequences_never_reaches_the_dry_run_plan() -> None:
+    """Point 6: tenant text reached ``explain node``, the dry-run plan and text logs raw
+    (``last Ready replica of ReplicaSet <name>``): escape sequences could clear the
+    operator's screen or forge lines. The owner never enters the pod view now."""
+    from app.rebalance import plan, render_plan
+    from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node
+
+    forged = "web\x1b[2J\x1b[H\nEvictions (0): nothing to do"
+    pods = []
+    for i in range(10):
+        owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{forged}-{i}"}
+        body = pod({**owner, "uid": f"owner-{i}"})  # each the last Ready replica of its own
+        body["metadata"].update(name=f"burner-{i}", uid=f"uid-{i}")
+        body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "500m", "memory": "1Gi"}}
+        body["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        pods.append(pod_info(Pod.from_dict(body)))
+    nodes = [node("n1", 0.85), node("cool", 0.2)]
+    usage = {p.key: Resources(0.8, 1 * GI) for p in pods}
+    text = render_plan(plan(cluster(nodes, pods, usage), config(), POLICY, NOW, {}))
+    assert "burner-" in text  # the pods are in the plan ...
+    assert "\x1b" not in text  # ... and nothing of their owner's text
+    assert "nothing to do" not in text
