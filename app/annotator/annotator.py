@@ -59,7 +59,7 @@ from app.load import SoftTaintSettings
 from app.objects import PodPlacement, format_duration
 from app.policy import Policy, PolicyError
 from app.prom import InstantQuery
-from app.runtime import LeaderElectedService, LeaderElector, PolicyWatcher
+from app.runtime import InForce, LeaderElectedService, LeaderElector
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +75,14 @@ class Annotator:
         *,
         telemetry: AnnotatorMetrics | None = None,
         clock: Callable[[], float] = time.time,
-        policy_watcher: PolicyWatcher | None = None,
+        policy_in_force: InForce[Policy] | None = None,
         health_socket: socket.socket | None = None,  # bound to the health port by main
     ) -> None:
         self.config = config
         self.telemetry = telemetry if telemetry is not None else AnnotatorMetrics(clock=clock)
         self._clock = clock
-        policy = config.policy
-        self.policy = policy
+        self.policy_in_force = policy_in_force or InForce.fixed(config.policy)
+        policy = self.policy_in_force.value
         self.periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
         self.nodes = NodeCache(client)
         self.admission = AdmissionCheck(client, own_username())  # at first leading
@@ -157,15 +157,11 @@ class Annotator:
             else None
         )
         self.metric_loop = MetricLoop(
-            self.sync,
-            self.nodes,
-            self.periods_s,
-            first_retry_s=config.first_retry_s,
-            clock=clock,
+            self.sync, self.nodes, self.periods_s, first_retry_s=config.first_retry_s, clock=clock
         )
         # Rounds run by each loop: tests wait on these, not on time.
         self.workload_usage_rounds = self.soft_taint_rounds = self.hot_value_rounds = 0
-        self._policy_watcher = policy_watcher
+        self.policy_in_force.follow(self.set_policy, self.telemetry.policy.reload_result)
         self.telemetry.policy.loaded(clock())
 
     # -- leadership -----------------------------------------------------------------
@@ -182,17 +178,20 @@ class Annotator:
             self.metric_loop.stop_leading()
             self.soft_taints.forget()
 
+    @property
+    def policy(self) -> Policy:
+        return self.policy_in_force.value
+
     def set_policy(self, policy: Policy) -> None:
-        """Adopt a reloaded policy without restarting. A policy without syncPolicy is
-        refused with PolicyError before anything changes (the watcher counts it as a
-        failed reload, and the previous policy stays whole)."""
+        """Adopt a reloaded policy before it is in force, without restarting. One without
+        syncPolicy is refused with PolicyError before anything changes (the watcher
+        counts a failed reload, and the previous policy stays whole)."""
         periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
         if not periods_s:
             raise PolicyError(
                 f"{policy.source}: the reloaded policy has no syncPolicy entries, so the "
                 f"annotator would sync nothing; keeping the previous metrics"
             )
-        self.policy = policy
         self.periods_s = periods_s
         self.windows.set_policy(policy.spec.hot_value)
         if self.recent is not None:
@@ -223,8 +222,8 @@ class Annotator:
             else "leader election off (this replica always writes)",
         )
         log_settings(self.config.soft_taints, self.config.soft_taint_interval_s, self.policy)
-        watchers = (self._policy_watcher,) if self._policy_watcher is not None else ()
-        await self.service.run(watchers)
+        in_force = self.policy_in_force
+        await self.service.run((in_force,) if in_force.watcher is not None else ())
 
     async def _lead(self) -> None:
         await self.admission.once()

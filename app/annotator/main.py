@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,11 +30,10 @@ from app.runtime import (
 )
 
 if TYPE_CHECKING:
-    from app.annotator.annotator import Annotator
     from app.annotator.settings import AnnotatorConfig
     from app.policy import Policy
     from app.prom import PrometheusSettings
-    from app.runtime import PolicyWatcher
+    from app.runtime import InForce
 
 # The annotator itself, the Kubernetes and Prometheus clients and the service are
 # imported in the functions that use them, after the flags are parsed: `--help` and a
@@ -100,20 +99,15 @@ a lost lease), 2 bad usage or configuration (flags, files, a port in use)
 class Settings:
     annotator: AnnotatorConfig
     prometheus: PrometheusSettings
-    policy_watcher: PolicyWatcher | None
+    policy_in_force: InForce[Policy]  # the annotator follows it once built
 
 
-def settings_from_args(
-    args: argparse.Namespace,
-    on_policy_change: Callable[[Policy], None] = lambda _p: None,
-    on_policy_result: Callable[[str], None] = lambda _r: None,
-) -> Settings:
+def settings_from_args(args: argparse.Namespace) -> Settings:
     """Turn parsed flags into configuration; raise ValueError or PolicyError with the fix."""
-    from app.runtime import starting_policy
+    from app.runtime import policy_in_force
 
-    policy, watcher = starting_policy(
-        args.policy, on_policy_change, on_policy_result, interval_s=args.policy_poll_interval
-    )
+    in_force = policy_in_force(args.policy, interval_s=args.policy_poll_interval)
+    policy = in_force.value
     prometheus = prometheus_settings_from_args(args)
     lease = lease_settings_from_args(args)
     from app.annotator.settings import AnnotatorConfig, QueryShape, WorkloadUsageTarget
@@ -142,24 +136,14 @@ def settings_from_args(
     )
     if config.patch_concurrency < 1:
         raise ValueError(f"--patch-concurrency must be at least 1, got {config.patch_concurrency}")
-    return Settings(config, prometheus, watcher)
+    return Settings(config, prometheus, in_force)
 
 
 def run(args: argparse.Namespace) -> int:
     from app.policy import PolicyError
 
-    annotator: Annotator | None = None
-
-    def adopt(policy: Policy) -> None:
-        if annotator is not None:
-            annotator.set_policy(policy)
-
-    def count(result: str) -> None:
-        if annotator is not None:
-            annotator.telemetry.policy.reload_result(result)
-
     try:
-        settings = settings_from_args(args, on_policy_change=adopt, on_policy_result=count)
+        settings = settings_from_args(args)
     except (ValueError, PolicyError) as error:
         return usage_error("loadaware annotator", str(error))
     from app.kube import KubeConfigError, make_client
@@ -188,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         config,
         client,
         source,
-        policy_watcher=settings.policy_watcher,
+        policy_in_force=settings.policy_in_force,
         health_socket=health_socket,
     )
     try:

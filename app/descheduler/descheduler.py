@@ -37,7 +37,7 @@ from app.descheduler.decide import decide
 from app.descheduler.gather import ClusterReader, Skipped, View
 from app.descheduler.hindsight import judge_due
 from app.descheduler.report import RunReport, RunResult
-from app.descheduler.settings import LoopSettings
+from app.descheduler.settings import LoopSettings, warn_about_thresholds
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube import (
     WORKLOAD_USAGE_NAME,
@@ -60,9 +60,9 @@ from app.rebalance import (
     memory_window_s,
 )
 from app.runtime import (
+    InForce,
     LeaderElectedService,
     LeadershipNotAcquired,
-    Runnable,
 )
 
 # RunReport and RunResult are what a run returns: callers take them from here.
@@ -74,8 +74,8 @@ log = logging.getLogger(__name__)
 class Descheduler:
     def __init__(
         self,
-        config: DeschedulerConfig,
-        policy: Policy,
+        config: DeschedulerConfig | InForce[DeschedulerConfig],
+        policy: Policy | InForce[Policy],
         client: KubeClient,
         source: InstantQuery,
         settings: LoopSettings | None = None,
@@ -84,10 +84,15 @@ class Descheduler:
         clock: Callable[[], float] = time.time,
         health_socket: socket.socket | None = None,  # bound to the health port by main
     ) -> None:
-        self.config = config
-        self.policy = policy
+        # The configuration and the policy in force (a bare value: in force for good),
+        # read through ``config`` and ``policy`` by every part; each reload is adopted
+        # here (``_adopt_config``, ``_adopt_policy``) before it is in force.
+        self._config = config if isinstance(config, InForce) else InForce.fixed(config)
+        self._policy = policy if isinstance(policy, InForce) else InForce.fixed(policy)
         self.settings = settings if settings is not None else LoopSettings()
         self.telemetry = telemetry if telemetry is not None else DeschedulerMetrics()
+        self._config.follow(self._adopt_config, self._count_config_reload)
+        self._policy.follow(self._adopt_policy, self.telemetry.policy.reload_result)
         self._clock = clock
         self.nodes = NodeCache(client)
         self.pods: PodCache[PodInfo] = PodCache(client, pod_info)
@@ -143,21 +148,34 @@ class Descheduler:
     def dry_run(self) -> bool:
         return self.settings.dry_run or self.config.dry_run
 
-    def set_config(self, config: DeschedulerConfig) -> None:
-        self.config = config
+    @property
+    def config(self) -> DeschedulerConfig:
+        return self._config.value
 
-    def set_policy(self, policy: Policy) -> None:
-        self.policy = policy
+    @property
+    def policy(self) -> Policy:
+        return self._policy.value
+
+    def _adopt_config(self, config: DeschedulerConfig) -> None:
+        warn_about_thresholds(config, self.policy)
+
+    def _count_config_reload(self, result: str) -> None:
+        self.telemetry.config_reloads.labels(result).inc()
+
+    def _adopt_policy(self, policy: Policy) -> None:
         self.telemetry.policy.loaded(self._clock())
+        warn_about_thresholds(self.config, policy)
 
     def may_evict(self) -> bool:
         return self.service.is_leader
 
     # -- running ------------------------------------------------------------------
 
-    async def run(self, watchers: tuple[Runnable, ...] = ()) -> None:
-        """Run every ``interval`` while leading, until cancelled."""
-        await self.service.run(watchers)
+    async def run(self) -> None:
+        """Run every ``interval`` while leading, until cancelled; reload the
+        configuration and the policy whenever their files change."""
+        watched = (self._config, self._policy)
+        await self.service.run(tuple(w for w in watched if w.watcher is not None))
 
     async def run_once(self) -> RunReport:
         """One run (``--once``): start the caches, wait for them, run, stop.

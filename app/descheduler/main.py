@@ -20,7 +20,7 @@ from app.commandline import (
     duration,
     usage_error,
 )
-from app.descheduler.settings import LoopSettings
+from app.descheduler.settings import LoopSettings, warn_about_thresholds
 from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
 from app.prom import add_prometheus_flags, prometheus_settings_from_args
 from app.runtime import (
@@ -32,11 +32,11 @@ from app.runtime import (
 )
 
 if TYPE_CHECKING:
-    from app.descheduler.descheduler import Descheduler, RunReport
+    from app.descheduler.descheduler import RunReport
     from app.policy import Policy
     from app.prom import PrometheusSettings
     from app.rebalance import DeschedulerConfig
-    from app.runtime import FileWatcher
+    from app.runtime import InForce
 
 # The planner, the load model, the Kubernetes and Prometheus clients are imported in the
 # functions that use them, after the flags are parsed: `--help` and a bad flag cost a
@@ -90,47 +90,12 @@ examples:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    config: DeschedulerConfig
-    policy: Policy
+    # The configuration and the policy in force: the descheduler follows both once built.
+    config: InForce[DeschedulerConfig]
+    policy: InForce[Policy]
     prometheus: PrometheusSettings
     loop: LoopSettings
-    watchers: tuple[FileWatcher[Any], ...]
     once: bool
-
-
-def warn_about_thresholds(config: DeschedulerConfig, policy: Policy) -> list[str]:
-    """Log, at start and on each reload, where the thresholds make pods bounce."""
-    from app.rebalance import threshold_conflicts
-
-    conflicts = threshold_conflicts(config, policy)
-    for conflict in conflicts:
-        log.warning("descheduler thresholds: %s", conflict)
-    return conflicts
-
-
-class Reloads:
-    """Hands reloaded files to the descheduler, which is built after the watchers."""
-
-    def __init__(self) -> None:
-        self.descheduler: Descheduler | None = None
-
-    def config(self, config: DeschedulerConfig) -> None:
-        if self.descheduler is not None:
-            self.descheduler.set_config(config)
-            warn_about_thresholds(config, self.descheduler.policy)
-
-    def policy(self, policy: Policy) -> None:
-        if self.descheduler is not None:
-            self.descheduler.set_policy(policy)
-            warn_about_thresholds(self.descheduler.config, policy)
-
-    def config_result(self, result: str) -> None:
-        if self.descheduler is not None:
-            self.descheduler.telemetry.config_reloads.labels(result).inc()
-
-    def policy_result(self, result: str) -> None:
-        if self.descheduler is not None:
-            self.descheduler.telemetry.policy.reload_result(result)
 
 
 def load_config(path: Path) -> DeschedulerConfig:
@@ -151,34 +116,24 @@ def load_config(path: Path) -> DeschedulerConfig:
     return config
 
 
-def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
+def settings_from_args(args: argparse.Namespace) -> Settings:
     """Turn parsed flags into configuration; raise ValueError, ConfigError or PolicyError."""
     from app.rebalance import ConfigError, DeschedulerConfig
-    from app.runtime import FileWatcher, starting_policy
+    from app.runtime import InForce, policy_in_force
 
-    watchers: list[FileWatcher[Any]] = []
-    if args.descheduler_config:
-        config_watcher = FileWatcher(
-            args.descheduler_config,
-            load_config,
-            reloads.config,
-            errors=(ConfigError,),
-            what="descheduler configuration",
-            on_result=reloads.config_result,
-            interval_s=args.policy_poll_interval,
-        )
-        config = config_watcher.load_initial()
-        watchers.append(config_watcher)
-    else:
+    if not args.descheduler_config:
         log.warning("no --descheduler-config given: using the built-in defaults (see README)")
-        config = DeschedulerConfig()
-    policy, policy_watcher = starting_policy(
-        args.policy, reloads.policy, reloads.policy_result, interval_s=args.policy_poll_interval
+    config = InForce(
+        DeschedulerConfig,
+        args.descheduler_config,
+        load_config,
+        errors=(ConfigError,),
+        what="descheduler configuration",
+        interval_s=args.policy_poll_interval,
     )
-    if policy_watcher is not None:
-        watchers.append(policy_watcher)
-    warn_about_thresholds(config, policy)
-    mismatch = config.metrics_missing_from({s.name for s in policy.spec.sync_policy})
+    policy = policy_in_force(args.policy, interval_s=args.policy_poll_interval)
+    warn_about_thresholds(config.value, policy.value)
+    mismatch = config.value.metrics_missing_from({s.name for s in policy.value.spec.sync_policy})
     if mismatch:
         raise ConfigError(f"--descheduler-config and --policy disagree: {'; '.join(mismatch)}")
     lease = lease_settings_from_args(args)
@@ -197,7 +152,6 @@ def settings_from_args(args: argparse.Namespace, reloads: Reloads) -> Settings:
         policy=policy,
         prometheus=prometheus_settings_from_args(args),
         loop=loop,
-        watchers=tuple(watchers),
         once=bool(args.once),
     )
 
@@ -219,9 +173,8 @@ def run(args: argparse.Namespace) -> int:
     from app.policy import PolicyError
     from app.rebalance import ConfigError
 
-    reloads = Reloads()
     try:
-        settings = settings_from_args(args, reloads)
+        settings = settings_from_args(args)
     except (ValueError, ConfigError, PolicyError) as error:
         return usage_error("loadaware descheduler", str(error))
     from app.kube import KubeConfigError, make_client
@@ -241,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
         return usage_error("loadaware descheduler", str(error))
     from app.rebalance import ASSUMES  # the planner: once the files are known good
 
-    scheduler = settings.config.scheduler
+    scheduler = settings.config.value.scheduler
     log.info("planning beside scheduler=%s: %s", scheduler, ASSUMES[scheduler])
     import asyncio
 
@@ -253,14 +206,13 @@ def run(args: argparse.Namespace) -> int:
     descheduler = Descheduler(
         settings.config, settings.policy, client, source, loop, health_socket=health_socket
     )
-    reloads.descheduler = descheduler
     try:
         if settings.once:
             report = asyncio.run(descheduler.run_once())
             print_report(report, sys.stdout)
             done = report.result is RunResult.OK
             return EXIT_OK if done else EXIT_FAILED
-        asyncio.run(run_until_signalled("descheduler", descheduler.run(settings.watchers)))
+        asyncio.run(run_until_signalled("descheduler", descheduler.run()))
     except CannotListen as error:
         return usage_error("loadaware descheduler", str(error))
     finally:

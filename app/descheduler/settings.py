@@ -1,12 +1,32 @@
 """How the loop runs, as the flags say: the one value ``main`` builds before the
 descheduler itself is imported (its caches, the planner and the web server: about a
-second), so that a bad flag or file, or a missing kubeconfig, is told without them."""
+second), so that a bad flag or file, or a missing kubeconfig, is told without them.
+And the warning about thresholds that make pods bounce, said at start (``main``) and
+on each reload (the descheduler)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.runtime import LeaseSettings
+
+if TYPE_CHECKING:
+    from app.policy import Policy
+    from app.rebalance import DeschedulerConfig
+
+log = logging.getLogger(__name__)
+
+
+def warn_about_thresholds(config: DeschedulerConfig, policy: Policy) -> list[str]:
+    """Log, at start and on each reload, where the thresholds make pods bounce."""
+    from app.rebalance import threshold_conflicts
+
+    conflicts = threshold_conflicts(config, policy)
+    for conflict in conflicts:
+        log.warning("descheduler thresholds: %s", conflict)
+    return conflicts
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,17 +33,14 @@ from app.load import (
     Overload,
     PlacedPod,
     ScorePart,
-    assess,
-    can_be_preferred,
     counts,
     estimate_scheduled,
-    estimate_with_evidence,
-    has_room,
     is_exempt_from_filter,
-    limit_room,
     measure,
+    node_verdict,
     preferred_position,
     score_parts,
+    unsampled_after,
     unsampled_fractions,
     wire_scores,
 )
@@ -111,7 +108,11 @@ def placed_pods(
     for key, pod in pods:
         if pod.node is None or pod.finished or key == leave_out:
             continue
-        placed = PlacedPod(pod.requests, pod.limits, min(pod.bound_at_s, now_s))
+        # What explain sees of a bound pod is what the extender has of one it first
+        # sees on its node: ``Evidence.PLACED`` (module doc).
+        placed = PlacedPod(
+            pod.requests, pod.limits, min(pod.bound_at_s, now_s), Evidence.PLACED
+        )
         by_node.setdefault(pod.node, []).append(placed)
     return by_node
 
@@ -127,33 +128,34 @@ def judge_node(
 ) -> NodeVerdict:
     """One node's verdict and score for the pod, the extender's way: its table measures
     the annotations, its ledger adds the estimate of the pods the node's freshest sample
-    does not hold (``app.load.estimate``, as ``node_unsampled``), then assesses."""
+    does not hold (``app.load.estimate.unsampled_after``), and ``app.load.node_verdict``
+    judges the node for the pod."""
     measurement = measure(node.annotations, policy, now_s)
     settings = policy.spec.estimation
     sample_at_s = measurement.freshest_sample_s()
-    counted = (
-        [p for p in placed if counts(p.bound_at_s, sample_at_s, now_s, settings)]
+    recent = (
+        sum(1 for p in placed if counts(p.bound_at_s, sample_at_s, now_s, settings))
         if settings.enabled
-        else []
+        else 0
     )
     allocatable = node.allocatable
-    usages = (
-        estimate_with_evidence(p.requests, p.limits, Evidence.PLACED, settings, allocatable)
-        for p in counted
+    verdict = node_verdict(
+        measurement,
+        unsampled_after(placed, sample_at_s, allocatable, policy, now_s),
+        policy,
+        pod_share(pod, allocatable, policy, observed),
     )
-    load = assess(measurement, policy, unsampled_fractions(usages, allocatable))
+    load = verdict.load
     return NodeVerdict(
         node=node.name,
         load=load,
         limits=dict(policy.limits),
         parts=score_parts({r.metric: r for r in load.readings}, policy),
-        recent_pods=len(counted),
+        recent_pods=recent,
         exempt=is_exempt_from_filter(pod_object),
         not_offered=fit_refusal(pod, node),
-        preferable=can_be_preferred(load),
-        has_room=has_room(
-            limit_room(load, policy), pod_share(pod, allocatable, policy, observed)
-        ),
+        preferable=verdict.preferable,
+        has_room=verdict.fits,
     )
 
 

@@ -10,9 +10,10 @@
  * and the answer is written straight into one buffer.
  *
  * The index holds no policy and computes nothing: verdicts and scores come from
- * app.load.model through NodeTable, which keeps this index in step. The pure
- * Python twin in app/extender/index.py gives the same answers; tests hold the two
- * to that.
+ * app.load.model through NodeTable, which keeps this index in step. Its answers
+ * are app.load.wire's rule (wire_scores, preferred_position), which the Python
+ * fallback in app/extender/index.py calls as it is; tests/extender/test_index.py
+ * holds this body to that rule on random inputs.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -861,7 +862,7 @@ done:
    min(score, MAX_SCORE - 1, top), so it is the unique top of the answer and kube-scheduler,
    whose own plugins rarely differ by the extender's weight, binds there: the
    reservation made for it after the answer is then a fact, not a guess, even where
-   nodes tie (see PyVerdictIndex.prioritize, its twin). The position is -1 when no name
+   nodes tie (app.load.wire's preferred_position, the reference). The position is -1 when no name
    may be preferred, and then nothing is lifted. */
 /* Lower every score written above cap to cap. Each is one digit after ',"Score":',
    a text no name can hold unescaped (its quotes would be escaped). */

@@ -23,7 +23,7 @@ from app.extender.workload_usage import WorkloadUsageFollower
 from app.kube import NodeCache, NodeInfo, PodCache
 from app.objects import ScheduledPod
 from app.policy import Policy
-from app.runtime import PolicyWatcher
+from app.runtime import InForce
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +51,9 @@ class Extender:
 
     def __init__(
         self,
-        policy: Policy,
+        policy: Policy | InForce[Policy],
         *,
         node_cache: NodeCache | None = None,
-        policy_watcher: PolicyWatcher | None = None,
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.time,
         mode: str | None = None,
@@ -70,7 +69,10 @@ class Extender:
         self.ledger: Ledger | None = None
         if pod_cache is not None:
             self.ledger = Ledger(lambda: self.table.policy, counts.end, reservation_ttl_s)
-        self.table = NodeTable(policy, clock, index, self.ledger)
+        # The one policy in force (a bare Policy: for good); each reload adopted whole.
+        self.policy_in_force = policy if isinstance(policy, InForce) else InForce.fixed(policy)
+        self.policy_in_force.follow(self.set_policy, self.on_policy_reload)
+        self.table = NodeTable(self.policy_in_force.value, clock, index, self.ledger)
         self.reservations: Reservations | None = None
         if pod_cache is not None and self.ledger is not None:
             self.reservations = Reservations(self.ledger, self.table, pod_cache, counts, clock)
@@ -81,7 +83,6 @@ class Extender:
         self.verbs = Verbs(self.table, clock, request_nodes=self.request_nodes_mode(node_cache))
         self.node_cache = node_cache
         self.pod_cache = pod_cache
-        self.policy_watcher = policy_watcher
         # Only with the pod cache: the estimate it raises is of pods bound and reserved.
         self.workload_usage = workload_usage if self.ledger is not None else None
         if self.workload_usage is not None and self.ledger is not None:
@@ -256,8 +257,8 @@ class Extender:
             self._tasks.append(asyncio.create_task(self._expire_estimates(), name="estimates"))
         else:
             self._tasks.append(asyncio.create_task(self._forget_unseen(), name="forget-unseen"))
-        if self.policy_watcher is not None:
-            self._tasks.append(asyncio.create_task(self.policy_watcher.run(), name="policy"))
+        if self.policy_in_force.watcher is not None:
+            self._tasks.append(asyncio.create_task(self.policy_in_force.run(), name="policy"))
         if self.workload_usage is not None:
             self._tasks.append(
                 asyncio.create_task(self.workload_usage.run(), name="workload-usage")

@@ -11,7 +11,10 @@ Two implementations give the same answers (the same JSON, if not always the same
   installed with a C compiler at hand (the Dockerfile and ``scripts/setup`` have one).
   It hashes each name's bytes once and probes two compact arrays, where Python dicts
   pay a SipHash per freshly parsed name and reach into objects scattered in memory;
-* ``PyVerdictIndex`` below, the fallback when the extension is missing.
+* ``PyVerdictIndex`` below, the fallback when the extension is missing. It keeps no
+  rule of its own: prioritize looks the names up and asks ``app.load.wire``'s
+  ``wire_scores_and_preferred``, the reference the native index is held
+  to on random inputs (``tests/extender/test_index.py``).
 
 ``LOADAWARE_VERDICT_INDEX=python`` forces the fallback (to compare the two, or to rule
 the extension out while debugging).
@@ -24,11 +27,11 @@ import os
 import secrets
 from collections import Counter
 from itertools import filterfalse, repeat
-from typing import Protocol
+from typing import Protocol, cast
 
 import orjson
 
-from app.load import PLAIN_MAX_SCORE, plain_wire_score, preferred_wire_score
+from app.load import plain_wire_score, wire_scores_and_preferred
 
 try:
     from app.extender._verdict_index import VerdictIndex as NativeVerdictIndex
@@ -94,15 +97,19 @@ class VerdictIndex(Protocol):
 
 
 class PyVerdictIndex:
-    """The pure-Python twin of the native index: dicts and C-level iteration."""
+    """The pure-Python fallback of the native index: dicts for the lookups, and
+    ``app.load.wire``'s own functions for the preferred node and the answer."""
 
     def __init__(self) -> None:
         self.unknown_score = 0
         self._entries: dict[str, tuple[int, str | None]] = {}
         self._rejections: dict[str, str] = {}  # the small index most names miss
-        self._score_items: dict[str, bytes] = {}  # pre-encoded HostPriority items
-        self._best_scores: dict[str, int] = {}  # the score, or -1: never preferred
+        self._preferable: dict[str, bool] = {}  # passes and may be preferred
         self._rooms: dict[str, tuple[float, float]] = {}  # (cpu cores, memory bytes)
+        # Each name's HostPriority item as most answers carry it (plain_wire_score),
+        # encoded once; an answer that differs is encoded when it is made.
+        self._plain: dict[str, int] = {}
+        self._items: dict[str, bytes] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -122,11 +129,12 @@ class PyVerdictIndex:
         if not _has_utf8_form(name):
             return  # as the native index: no request can carry such a name
         self._entries[name] = (score, reason)
-        self._score_items[name] = orjson.dumps({"Host": name, "Score": plain_wire_score(score)})
         if math.isnan(cpu_room) or math.isnan(memory_room):
             raise ValueError("a room must be a number, not NaN")
-        self._best_scores[name] = score if reason is None and preferable else -1
+        self._preferable[name] = reason is None and preferable
         self._rooms[name] = (cpu_room, memory_room)
+        plain = self._plain[name] = plain_wire_score(score)
+        self._items[name] = orjson.dumps({"Host": name, "Score": plain})
         if reason is None:
             self._rejections.pop(name, None)
         else:
@@ -134,16 +142,18 @@ class PyVerdictIndex:
 
     def discard(self, name: str, /) -> None:
         self._entries.pop(name, None)
-        self._score_items.pop(name, None)
-        self._best_scores.pop(name, None)
+        self._preferable.pop(name, None)
         self._rooms.pop(name, None)
+        self._plain.pop(name, None)
+        self._items.pop(name, None)
         self._rejections.pop(name, None)
 
     def clear(self) -> None:
         self._entries.clear()
-        self._score_items.clear()
-        self._best_scores.clear()
+        self._preferable.clear()
         self._rooms.clear()
+        self._plain.clear()
+        self._items.clear()
         self._rejections.clear()
 
     def get(self, name: str, /) -> tuple[int, str | None] | None:
@@ -177,57 +187,27 @@ class PyVerdictIndex:
         self, names: list[str], cpu: float = 0.0, memory: float = 0.0, /
     ) -> tuple[bytes, int, int]:
         _check_names(names)
-        # Every pass over the names in C: map, max and index.
-        scores = list(map(self._best_scores.get, names, repeat(-1)))
-        best, top = self._preferred(names, scores, cpu, memory)
-        items = self._score_items
-        unknown = 0
-        try:
-            pieces = list(map(items.__getitem__, names))
-        except KeyError:
-            pieces = []
-            for name in names:
-                item = items.get(name)
-                if item is None:
-                    unknown += 1
-                    item = orjson.dumps(
-                        {"Host": name, "Score": plain_wire_score(self.unknown_score)}
-                    )
-                pieces.append(item)
-        if best >= 0:
-            cap = plain_wire_score(top)
-            if cap < PLAIN_MAX_SCORE:  # a name that may not be preferred can score above it
-                answered = map(self._plain_score, names)
-                for position, score in enumerate(answered):
-                    if score > cap:
-                        pieces[position] = orjson.dumps({"Host": names[position], "Score": cap})
-            preferred = preferred_wire_score(top)
-            pieces[best] = orjson.dumps({"Host": names[best], "Score": preferred})
-        return b"[" + b",".join(pieces) + b"]", unknown, best
+        # The rule itself is app.load.wire's, asked in the request's order: this index
+        # only looks each name up (an unknown name scores ``unknown_score``, never preferred).
+        known = list(map(self._entries.get, names))
+        unknown = known.count(None)
+        scores = [self.unknown_score if entry is None else entry[0] for entry in known]
+        can = list(map(self._preferable.get, names, repeat(False)))
+        roomy = [
+            cpu <= cpu_room and memory <= memory_room
+            for cpu_room, memory_room in map(self._rooms.get, names, repeat(_NO_ROOM))
+        ]
+        answered, best = wire_scores_and_preferred(scores, can, roomy)
+        pieces = list(map(self._items.get, names))
+        plains = list(map(self._plain.get, names))
+        for position, score in enumerate(answered):
+            if score != plains[position]:  # unknown, lifted, or capped below the lifted
+                pieces[position] = orjson.dumps({"Host": names[position], "Score": score})
+        body = b"[" + b",".join(cast("list[bytes]", pieces)) + b"]"
+        return body, unknown, best
 
-    def _plain_score(self, name: str) -> int:
-        entry = self._entries.get(name)
-        return plain_wire_score(self.unknown_score if entry is None else entry[0])
 
-    def _preferred(
-        self, names: list[str], scores: list[int], cpu: float, memory: float
-    ) -> tuple[int, int]:
-        """(position, score) of the preferred name, or (-1, -1): the top scores first,
-        each in the request's order, until one has room for the pod; where none has,
-        the first with the top score."""
-        rooms = self._rooms
-        for top in sorted({score for score in scores if score >= 0}, reverse=True):
-            position = scores.index(top)  # C-level scans: most calls stop at the first
-            while True:
-                cpu_room, memory_room = rooms[names[position]]
-                if cpu <= cpu_room and memory <= memory_room:
-                    return position, top
-                try:
-                    position = scores.index(top, position + 1)
-                except ValueError:
-                    break
-        top = max(scores, default=-1)
-        return (-1, -1) if top < 0 else (scores.index(top), top)
+_NO_ROOM = (-1.0, -1.0)  # an unknown name: never preferred, so never asked for room
 
 
 def _has_utf8_form(name: str) -> bool:

@@ -283,16 +283,11 @@ def run_extender(args: argparse.Namespace) -> int:
     tls_context(args)
     check_distinct_ports(args)
     from app.policy import PolicyError
-    from app.runtime import default_lease_namespace, starting_policy
+    from app.runtime import default_lease_namespace, policy_in_force
 
     try:
-        # The callbacks run only after start-up, once `extender` exists.
-        policy, watcher = starting_policy(
-            args.policy,
-            on_change=lambda new_policy: extender.set_policy(new_policy),
-            on_result=lambda result: extender.on_policy_reload(result),
-            interval_s=float(args.policy_poll_interval),
-        )
+        # The extender follows it once built: it adopts each reload whole.
+        in_force = policy_in_force(args.policy, interval_s=float(args.policy_poll_interval))
     except PolicyError as error:
         config_error(str(error))
     from app.extender.index import new_verdict_index
@@ -347,9 +342,8 @@ def run_extender(args: argparse.Namespace) -> int:
             refresh_s=float(args.workload_usage_refresh),
         )
     extender = Extender(
-        policy,
+        in_force,
         node_cache=node_cache,
-        policy_watcher=watcher,
         pod_cache=pod_cache,
         reservation_ttl_s=float(args.reservation_ttl),
         workload_usage=workload_usage,
@@ -360,7 +354,7 @@ def run_extender(args: argparse.Namespace) -> int:
         log.info(
             "loadaware extender: mode %s, policy %s, listening on %s:%d%s",
             extender.mode,
-            policy.source,
+            in_force.value.source,
             args.host,
             args.port,
             " (TLS)" if args.tls_cert else "",

@@ -23,12 +23,10 @@ from app.load import (
     HOT_VALUE_KEY,
     Measurement,
     NodeLoad,
-    assess,
-    can_be_preferred,
     evaluate_node,
     headroom,
-    limit_room,
     measure,
+    node_verdict,
 )
 from app.objects import CPU, MEMORY, Resources
 from app.policy import Policy
@@ -121,10 +119,11 @@ class Verdicts:
         addition = NO_ADDITION
         if ledger is not None and ledger.tracks(name):
             addition = ledger.addition(name, measurement.freshest_sample_s(), now_s)
-        load = assess(measurement, policy, addition.fractions)
+        verdict = node_verdict(measurement, addition.fractions, policy)
+        load = verdict.load
         # Without a ledger no estimate is known, so no pod is judged against the room.
         rooms = headroom(load, measurement, policy) if ledger is not None else {}
-        limits = limit_room(load, policy) if ledger is not None else {}
+        limits = verdict.room if ledger is not None else {}
         entry = NodeEntry(
             name,
             relevant,
@@ -135,7 +134,7 @@ class Verdicts:
             addition,
             rooms.get(CPU, 0.0),
             rooms.get(MEMORY, 0.0),
-            can_be_preferred(load),
+            verdict.preferable,
             limits.get(CPU, math.inf),
             limits.get(MEMORY, math.inf),
             None if ledger is None else ledger.allocatable(name),

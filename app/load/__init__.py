@@ -90,6 +90,7 @@ if TYPE_CHECKING:
         plain_wave,
         wave_of,
     )
+    from app.load.verdict import NodeVerdict, node_verdict
     from app.load.wire import (
         PLAIN_MAX_SCORE,
         can_be_preferred,
@@ -99,6 +100,7 @@ if TYPE_CHECKING:
         preferred_position,
         preferred_wire_score,
         wire_scores,
+        wire_scores_and_preferred,
     )
 
 __all__ = [
@@ -123,6 +125,7 @@ __all__ = [
     "MetricReading",
     "NodeHeat",
     "NodeLoad",
+    "NodeVerdict",
     "Overload",
     "PlacedPod",
     "Sample",
@@ -158,6 +161,7 @@ __all__ = [
     "next_pod",
     "node_heat",
     "node_unsampled",
+    "node_verdict",
     "non_zero_requests",
     "parse_hot_value",
     "plain_wave",
@@ -179,6 +183,7 @@ __all__ = [
     "unsampled_share",
     "wave_of",
     "wire_scores",
+    "wire_scores_and_preferred",
     "with_workload_usage",
     "within_node",
     "workload_per_pod_usage",
@@ -259,6 +264,7 @@ __getattr__ = load_on_use(
             "node_heat",
             "wave_of",
         ),
+        "verdict": ("NodeVerdict", "node_verdict"),
         "wire": (
             "PLAIN_MAX_SCORE",
             "can_be_preferred",
@@ -268,6 +274,7 @@ __getattr__ = load_on_use(
             "preferred_position",
             "preferred_wire_score",
             "wire_scores",
+            "wire_scores_and_preferred",
         ),
     },
     globals(),

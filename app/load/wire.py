@@ -30,9 +30,11 @@ so that node must win: the answer puts one *preferred* node alone on top.
   is still answered its plain score and may still be chosen by kube-scheduler, but it
   is never the one the extender pushes the pod to.
 
-The extender's verdict index (``app/extender/index.py`` and its C twin) answers with
-these rules, and the simulator's placement calls ``wire_scores``; the tests hold all
-of them to this module.
+This module is the rule's one reference. The extender's Python fallback index
+(``app/extender/index.py``) and the simulator's placement call ``preferred_position``
+and ``wire_scores`` as they are; the native verdict index
+(``app/extender/_verdict_index.c``), the one second body kept for speed, is held to
+them on random inputs (``tests/extender/test_index.py``).
 """
 
 from __future__ import annotations
@@ -122,10 +124,17 @@ def wire_scores(
     scores: Sequence[int], preferable: Sequence[bool], roomy: Sequence[bool]
 ) -> list[int]:
     """The integer scores answered to kube-scheduler, in the request's order."""
+    return wire_scores_and_preferred(scores, preferable, roomy)[0]
+
+
+def wire_scores_and_preferred(
+    scores: Sequence[int], preferable: Sequence[bool], roomy: Sequence[bool]
+) -> tuple[list[int], int]:
+    """``wire_scores``, and ``preferred_position`` (-1: no node is lifted)."""
     best = preferred_position(scores, preferable, roomy)
     # plain_wire_score, capped at the preferred node's own: written out for speed.
     cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(scores[best])
     answer = [s if s < cap else cap for s in scores]
     if best >= 0:
         answer[best] = preferred_wire_score(scores[best])
-    return answer
+    return answer, best

@@ -7,8 +7,10 @@
 - ``flags``: the election's and the health server's flags, and the ``LeaseSettings``
   they give;
 - ``filewatch``: reloading a configuration file when it changes;
-- ``policy_reload``: the policy a component starts with (``--policy`` or the
-  default), its watcher and reload metrics.
+- ``in_force``: the one owner of a value a process runs on (built once, reloaded in
+  one place, read through it);
+- ``policy_reload``: the policy in force (``--policy`` or the default), its watcher
+  and reload metrics.
 
 The health server itself is ``app/health`` (a floor down): the extender serves it too.
 
@@ -32,8 +34,9 @@ from app.runtime.flags import (
 
 if TYPE_CHECKING:
     from app.runtime.filewatch import FileWatcher
+    from app.runtime.in_force import InForce
     from app.runtime.leader_election import LeaderElector
-    from app.runtime.policy_reload import PolicyReloadMetrics, PolicyWatcher, starting_policy
+    from app.runtime.policy_reload import PolicyReloadMetrics, policy_in_force
     from app.runtime.service import (
         LeaderElectedService,
         LeadershipNotAcquired,
@@ -43,20 +46,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FileWatcher",
+    "InForce",
     "LeaderElectedService",
     "LeaderElector",
     "LeadershipNotAcquired",
     "LeaseSettings",
     "PolicyReloadMetrics",
-    "PolicyWatcher",
     "Runnable",
     "add_health_flags",
     "add_leader_election_flags",
     "default_identity",
     "default_lease_namespace",
     "lease_settings_from_args",
+    "policy_in_force",
     "run_until_signalled",
-    "starting_policy",
 ]
 
 # Each name loaded on first use, with its module (PEP 562).
@@ -65,7 +68,8 @@ __getattr__ = load_on_use(
     {
         "filewatch": ("FileWatcher",),
         "leader_election": ("LeaderElector",),
-        "policy_reload": ("PolicyReloadMetrics", "PolicyWatcher", "starting_policy"),
+        "in_force": ("InForce",),
+        "policy_reload": ("PolicyReloadMetrics", "policy_in_force"),
         "service": (
             "LeaderElectedService",
             "LeadershipNotAcquired",

@@ -5,51 +5,35 @@ reload metrics every component reports the same way."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from app.policy import Policy, PolicyError, default_policy, load_policy
-from app.runtime.filewatch import FileWatcher, ReloadResult
+from app.runtime.in_force import InForce
 
 log = logging.getLogger(__name__)
 
 
-class PolicyWatcher(FileWatcher[Policy]):
-    def __init__(
-        self,
-        path: str | Path,
-        on_change: Callable[[Policy], None],
-        on_result: ReloadResult = lambda result: None,
-        interval_s: float = 5.0,
-    ) -> None:
-        super().__init__(
-            path,
-            load_policy,
-            on_change,
-            errors=(PolicyError,),
-            what="policy",
-            on_result=on_result,
-            interval_s=interval_s,
-            warnings_of=lambda policy: tuple(policy.warnings),
-        )
-
-
-def starting_policy(
-    path: str | Path | None,
-    on_change: Callable[[Policy], None],
-    on_result: ReloadResult = lambda result: None,
-    interval_s: float = 5.0,
-) -> tuple[Policy, PolicyWatcher | None]:
-    """The policy to start with and the watcher that reloads it: the file ``--policy``
-    names (read now; PolicyError if it is broken), or the built-in default, with a
-    warning and no watcher, when no file is given. The callbacks run on reloads only."""
+def policy_in_force(path: str | Path | None, interval_s: float = 5.0) -> InForce[Policy]:
+    """The process's policy in force: the file ``--policy`` names (read now; PolicyError
+    if it is broken), reloaded when it changes, or the built-in default, with a warning
+    and no reload, when no file is given."""
     if not path:
         log.warning("no --policy given: using the built-in default policy (crane's defaults)")
-        return default_policy(), None
-    watcher = PolicyWatcher(path, on_change, on_result, interval_s=interval_s)
-    return watcher.load_initial(), watcher
+    return InForce(
+        default_policy,
+        path,
+        load_policy,
+        errors=(PolicyError,),
+        what="policy",
+        interval_s=interval_s,
+        warnings_of=_policy_warnings,
+    )
+
+
+def _policy_warnings(policy: Policy) -> tuple[str, ...]:
+    return tuple(policy.warnings)
 
 
 class PolicyReloadMetrics:

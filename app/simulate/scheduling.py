@@ -59,15 +59,14 @@ from app.load import (
     Measurement,
     NodeLoad,
     PlacedPod,
-    assess,
-    can_be_preferred,
     evaluate_node,
     fits_request,
     fits_requests,
-    limit_room,
     measure,
+    node_verdict,
     non_zero_requests,
     plain_wire_score,
+    preferred_position,
     preferred_wire_score,
     resource_score,
     resource_scores,
@@ -366,16 +365,16 @@ class LoadFilter:
         if assessed is not None and assessed[0] is measurement and assessed[1] == unsampled:
             return
         self._assessed[node] = (measurement, unsampled)
-        load = assess(measurement, self.policy, unsampled)
+        verdict = node_verdict(measurement, unsampled, self.policy)
+        load = verdict.load
         self.evaluated.add(node)
         self.rescored.add(node)
         self.loads[node] = load
-        self.passes[node] = not load.overloaded
+        self.passes[node] = verdict.passes
         self.extender_score[node] = load.extender_score
-        self.preferable[node] = can_be_preferred(load)
-        rooms = limit_room(load, self.policy)
-        self.room_cpu[node] = rooms.get("cpu", math.inf)
-        self.room_memory[node] = rooms.get("memory", math.inf)
+        self.preferable[node] = verdict.preferable
+        self.room_cpu[node] = verdict.room.get("cpu", math.inf)
+        self.room_memory[node] = verdict.room.get("memory", math.inf)
         self.score[node] = load.score
         self._recheck_at_s[node] = load.recheck_at_s
         self._earliest_recheck_s = min(self._earliest_recheck_s, load.recheck_at_s)
@@ -578,7 +577,7 @@ class Scheduler:
     def _with_extender_answer(
         self, scores: IntArray, feasible: BoolArray, asked: int, pod: PodShape
     ) -> tuple[IntArray, bool]:
-        """The scores with the extender's prioritize answer added (``wire_answer`` times
+        """The scores with the extender's prioritize answer added (``wire_scores`` times
         10 x ``extenderWeight``), for the ``feasible`` nodes it is asked about (``asked``
         of them): the others are ranked below every feasible node whatever they are
         given. And whether the answer lifted a preferred node."""
@@ -590,8 +589,7 @@ class Scheduler:
         terms.follow((pod.estimate_cpu_cores, pod.estimate_memory_bytes))
         best = -1  # no node can be preferred, so none of those asked (most often)
         if terms.preferable_nodes:
-            first = int(feasible.nonzero()[0][k])
-            best = preferred_node(terms.roomy_rank, terms.can_rank, feasible, first)
+            best = terms.preferred(feasible.nonzero()[0], k)
         extender_scores = terms.extender_scores
         cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(int(extender_scores[best]))
         answered = scores + terms.plain(cap)
@@ -613,7 +611,7 @@ class ExtenderView(Protocol):
 
 
 class ExtenderTerms:
-    """What the extender's answer (``wire_answer``) is made of, per node, kept between
+    """What the extender's answer (``wire_scores``) is made of, per node, kept between
     pods: each binding re-evaluates one node, and pods come in waves of one estimate.
 
     ``can_rank`` is a node's extender score where it can be preferred (-1 elsewhere,
@@ -684,6 +682,18 @@ class ExtenderTerms:
         self.preferable_nodes = int(np.count_nonzero(can))
         self.roomy_rank = np.where(can & roomy, scores, -1)
 
+    def preferred(self, asked: IntArray, k: int) -> int:
+        """The node ``app.load.wire.preferred_position`` prefers (-1: none), of the
+        ``asked`` nodes (in node order) listed as kube-scheduler lists them: from the
+        ``k``-th on, then from the first."""
+        listed = np.concatenate((asked[k:], asked[:k]))
+        position = preferred_position(
+            self.extender_scores[listed].tolist(),
+            (self.can_rank[listed] >= 0).tolist(),
+            (self.roomy_rank[listed] >= 0).tolist(),
+        )
+        return int(listed[position]) if position >= 0 else -1
+
     def plain(self, cap: int) -> IntArray:
         """Every node's score capped at ``cap``, times the factor (read only)."""
         scores = self._view.extender_score
@@ -695,49 +705,3 @@ class ExtenderTerms:
                 self._plain[node] = min(int(scores[node]), cap) * self.factor
         self._plain_stale.clear()
         return self._plain
-
-
-def preferred_node(
-    roomy_rank: IntArray, can_rank: IntArray, asked: BoolArray, first: int
-) -> int:
-    """The node ``wire_scores`` prefers (-1: none): of the asked nodes with the top
-    ``roomy_rank`` (or, with none ranked, the top ``can_rank``), the first listed in
-    node order from node ``first`` on and then from node 0 - its first at or after
-    ``first``, or else its first of all. The ranks are extender scores, -1 where a node
-    cannot be preferred (or has no room)."""
-    for rank in (roomy_rank, can_rank):
-        # The pool's scores, the others at -1 below them all: its top and its ties in
-        # one pass each (a top of -1: the pool is empty).
-        ranked = np.where(asked, rank, -1)
-        top = np.maximum.reduce(ranked, initial=-1)
-        if top >= 0:
-            tied = ranked == top
-            later = tied[first:]
-            step = int(later.argmax())
-            return first + step if later[step] else int(tied.argmax())
-    return -1
-
-
-def wire_answer(
-    scores: IntArray, preferable: BoolArray, roomy: BoolArray, asked: BoolArray, first: int
-) -> IntArray:
-    """``wire_scores`` of the ``asked`` nodes, listed in node order from node ``first``
-    on and then from node 0, as a whole-array answer in node order (0 where not asked).
-
-    The rule, read off ``wire_scores``: the preferred node is the first listed of the
-    nodes with the top score among those asked that can be preferred and have room (or,
-    with none, that can be preferred); it is answered ``preferred_wire_score``, every
-    other node its score capped at the preferred node's ``plain_wire_score`` (or at
-    ``PLAIN_MAX_SCORE`` with none). So it takes a few passes over the arrays, not a list
-    in the request's order: the first listed of a set of nodes is its first at or after
-    ``first``, or else its first of all. ``tests/simulate/test_scheduling.py`` holds it
-    to ``wire_scores`` asked of every node in the request's order."""
-    can = preferable & (scores >= 0)  # wire_scores counts a negative as none
-    best = preferred_node(
-        np.where(can & roomy, scores, -1), np.where(can, scores, -1), asked, first
-    )
-    cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(int(scores[best]))
-    answer: IntArray = np.where(asked, np.minimum(scores, cap), 0)
-    if best >= 0:
-        answer[best] = preferred_wire_score(int(scores[best]))
-    return answer

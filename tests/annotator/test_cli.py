@@ -77,7 +77,7 @@ def test_defaults_follow_client_go_and_crane() -> None:
     assert config.shape.divisor == 100.0
     assert settings.prometheus.timeout_s == 30.0
     assert next(e.name for e in config.policy.spec.sync_policy) == "cpu_usage_avg_5m"
-    assert settings.policy_watcher is None
+    assert settings.policy_in_force.watcher is None
     assert config.soft_taints is None  # off unless asked for
     assert config.soft_taint_interval_s == 15.0
 
@@ -192,7 +192,7 @@ def test_a_policy_file_is_loaded_and_watched(tmp_path: Path) -> None:
     settings = annotator_main.settings_from_args(
         parse("--prometheus-url", "http://p:9090", "--policy", str(path))
     )
-    assert settings.policy_watcher is not None
+    assert settings.policy_in_force.watcher is not None
     assert settings.annotator.policy.spec.sync_policy[0].period_s == 60.0
 
 

@@ -12,7 +12,7 @@ import pytest
 from app.annotator.annotator import Annotator
 from app.annotator.main import settings_from_args
 from app.cli import build_parser
-from app.policy import DEFAULT_POLICY_YAML, Policy
+from app.policy import DEFAULT_POLICY_YAML
 from app.prom.client import PrometheusSource
 from tests.support.fakekube_fixtures import FakeKube
 
@@ -43,24 +43,14 @@ def test_a_policy_the_annotator_cannot_use_keeps_the_old_one_and_counts_an_error
     args = build_parser().parse_args(
         ["annotator", "--policy", str(path), "--prometheus-url", "http://127.0.0.1:9"]
     )
-    the_annotator: Annotator | None = None
-
-    def adopt(policy: Policy) -> None:
-        assert the_annotator is not None
-        the_annotator.set_policy(policy)
-
-    def count(result: str) -> None:
-        assert the_annotator is not None
-        the_annotator.telemetry.policy.reload_result(result)
 
     async def scenario() -> None:
-        nonlocal the_annotator
-        settings = settings_from_args(args, on_policy_change=adopt, on_policy_result=count)
-        watcher = settings.policy_watcher
-        assert watcher is not None
+        settings = settings_from_args(args)
+        watcher = settings.policy_in_force
+        assert watcher.watcher is not None
         source = PrometheusSource(settings.prometheus)
         async with fake_kube.async_client() as client:
-            the_annotator = Annotator(settings.annotator, client, source, policy_watcher=watcher)
+            the_annotator = Annotator(settings.annotator, client, source, policy_in_force=watcher)
             before = dict(the_annotator.periods_s)
             path.write_text(broken)
             assert not watcher.check_once()
@@ -72,6 +62,7 @@ def test_a_policy_the_annotator_cannot_use_keeps_the_old_one_and_counts_an_error
             path.write_text(DEFAULT_POLICY_YAML.replace("period: 3m", "period: 4m"))
             assert watcher.check_once()
             assert the_annotator.periods_s["cpu_usage_avg_5m"] == 240.0
+            assert watcher.value is the_annotator.policy  # in force once adopted
             assert counted("loadaware_policy_reloads_total", {"result": "success"}) == 1
         source.close()
 

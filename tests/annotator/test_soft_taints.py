@@ -332,7 +332,7 @@ def test_a_reloaded_policy_that_limits_nothing_takes_the_taints_off_and_says_so(
             annotator = the_annotator(fake_kube, client, static_prom, SETTINGS)
             async with running(annotator):
                 assert await eventually(lambda: OURS in taints(fake_kube, "a"))
-                annotator.set_policy(policy())  # syncPolicy and hotValue, no predicate
+                annotator.policy_in_force.adopt(policy())  # syncPolicy, hotValue, no predicate
                 assert await eventually(lambda: taints(fake_kube, "a") == [])
                 assert await eventually(lambda: "fail open" in caplog.text)  # after the write
 

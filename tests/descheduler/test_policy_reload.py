@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.descheduler.descheduler import Descheduler
-from app.descheduler.main import Reloads, parse_args, settings_from_args
+from app.descheduler.main import parse_args, settings_from_args
 from app.policy import DEFAULT_POLICY_YAML
 from app.prom.client import PrometheusSource
 from tests.support.fakekube_fixtures import FakeKube
@@ -23,21 +23,19 @@ def test_an_absurd_weight_on_reload_keeps_the_previous_policy(
     path.write_text(DEFAULT_POLICY_YAML)
 
     async def scenario() -> None:
-        reloads = Reloads()
         settings = settings_from_args(
             parse_args(
                 [
                     *("--policy", str(path), "--no-leader-elect", "--once"),
                     *("--prometheus-url", "http://127.0.0.1:9"),
                 ]
-            ),
-            reloads,
+            )
         )
-        (watcher,) = settings.watchers
+        watcher = settings.policy
+        assert settings.config.watcher is None  # no --config: the defaults, for good
         source = PrometheusSource(settings.prometheus)
         async with fake_kube.async_client() as client:
             descheduler = Descheduler(settings.config, settings.policy, client, source)
-            reloads.descheduler = descheduler
             before = descheduler.policy
             path.write_text(DEFAULT_POLICY_YAML.replace("weight: 0.2", f"weight: {weight}", 1))
             assert not watcher.check_once()

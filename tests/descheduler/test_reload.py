@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from app.descheduler.descheduler import Descheduler
-from app.descheduler.main import Reloads, parse_args, settings_from_args
+from app.descheduler.main import parse_args, settings_from_args
 from app.policy import default_policy
 from app.prom.client import PrometheusSource
 from tests.support.fakekube_fixtures import FakeKube
@@ -18,15 +18,14 @@ def test_a_broken_file_on_reload_keeps_the_previous_config(fake_kube: FakeKube,
     path.write_text("maxNoOfPodsToEvictTotal: 4\n", encoding="utf-8")
 
     async def scenario() -> None:
-        reloads = Reloads()
         settings = settings_from_args(
             parse_args(["--descheduler-config", str(path), "--no-leader-elect", "--once",
-                        "--prometheus-url", "http://127.0.0.1:9"]), reloads)
-        (watcher,) = settings.watchers
+                        "--prometheus-url", "http://127.0.0.1:9"]))
+        watcher = settings.config
+        assert settings.policy.watcher is None  # no --policy: the default, for good
         source = PrometheusSource(settings.prometheus)
         async with fake_kube.async_client() as client:
             descheduler = Descheduler(settings.config, default_policy(), client, source)
-            reloads.descheduler = descheduler
             assert descheduler.config.max_no_of_pods_to_evict_total == 4
 
             path.write_text("maxNoOfPodsToEvictTotal: 6\n", encoding="utf-8")

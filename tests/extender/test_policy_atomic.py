@@ -15,8 +15,8 @@ from app.cli import build_parser
 from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
 from app.policy import DEFAULT_POLICY_YAML, Policy, PolicyError, PriorityPolicy, default_policy
-from app.runtime.filewatch import FileWatcher
-from app.runtime.policy_reload import PolicyWatcher
+from app.runtime.in_force import InForce
+from app.runtime.policy_reload import policy_in_force
 from tests.extender.nodes import usage_annotations
 from tests.extender.test_policy_reload import ConfigMapVolume
 from tests.support import http_client
@@ -91,7 +91,7 @@ def test_extender_refuses_an_absurd_weight_at_start_with_exit_code_2(
 
 
 class Served:
-    def __init__(self, extender: Extender, watcher: FileWatcher[Policy], url: str) -> None:
+    def __init__(self, extender: Extender, watcher: InForce[Policy], url: str) -> None:
         self.extender, self.watcher, self.url = extender, watcher, url
 
     def cache_mode_verdicts(self) -> dict[str, Any]:
@@ -120,23 +120,13 @@ class Served:
         return value or 0.0
 
 
-def served(watcher_for: Any) -> Iterator[Served]:
-    extender: Extender | None = None
-
-    def on_change(policy: Policy) -> None:
-        assert extender is not None
-        extender.set_policy(policy)
-
-    def on_result(result: str) -> None:
-        assert extender is not None
-        extender.on_policy_reload(result)
-
-    watcher = watcher_for(on_change, on_result)
-    extender = Extender(watcher.load_initial(), mode="test")
+def served(in_force: InForce[Policy]) -> Iterator[Served]:
+    """An extender running on ``in_force``, which it follows from its construction."""
+    extender = Extender(in_force, mode="test")
     extender.table.upsert("hot", HOT)
     extender.table.upsert("cool", COOL)
     with serve(ExtenderApp(extender)) as url:
-        yield Served(extender, watcher, url)
+        yield Served(extender, in_force, url)
 
 
 @pytest.fixture
@@ -146,7 +136,7 @@ def volume(tmp_path: Path) -> ConfigMapVolume:
 
 @pytest.fixture
 def from_file(volume: ConfigMapVolume) -> Iterator[Served]:
-    yield from served(lambda change, result: PolicyWatcher(volume.path, change, result))
+    yield from served(policy_in_force(volume.path))
 
 
 def assert_old_policy_answers(extender: Served, cache: Any, full: Any, scores: Any) -> None:
@@ -186,22 +176,16 @@ def test_a_policy_that_fails_while_being_adopted_leaves_the_old_one_whole(
     path.write_text("first")
     policies = iter([default_policy(), unusable_policy()])
 
-    def watcher_for(change: Any, result: Any) -> FileWatcher[Policy]:
-        return FileWatcher(
-            path,
-            lambda _p: next(policies),
-            change,
-            errors=(PolicyError,),
-            what="policy",
-            on_result=result,
-        )
-
-    for extender in served(watcher_for):
+    in_force = InForce(
+        default_policy, path, lambda _p: next(policies), errors=(PolicyError,), what="policy"
+    )
+    for extender in served(in_force):
         before = (extender.cache_mode_verdicts(), extender.full_mode_verdicts(), extender.scores())
         path.write_text("second, a different size")
         assert not extender.watcher.check_once()
         assert extender.reloads("error") == 1
         assert extender.extender.table.policy.source == "<built-in default policy>"
+        assert extender.watcher.value is extender.extender.table.policy  # still in force
         assert_old_policy_answers(extender, *before)
         # The old policy keeps working for what comes next, too.
         extender.extender.table.upsert("cool", HOT)

@@ -9,7 +9,8 @@ import pytest
 
 from app.extender.extender import Extender
 from app.policy import DEFAULT_POLICY_YAML, Policy, default_policy
-from app.runtime.policy_reload import PolicyWatcher
+from app.runtime.in_force import InForce
+from app.runtime.policy_reload import policy_in_force
 from tests.extender.nodes import usage_annotations
 
 
@@ -41,21 +42,11 @@ def volume(tmp_path: Path) -> ConfigMapVolume:
     return ConfigMapVolume(tmp_path, DEFAULT_POLICY_YAML)
 
 
-def watched_extender(volume: ConfigMapVolume) -> tuple[Extender, PolicyWatcher]:
-    extender: Extender | None = None
-
-    def on_change(policy: Policy) -> None:
-        assert extender is not None
-        extender.set_policy(policy)
-
-    def on_result(result: str) -> None:
-        assert extender is not None
-        extender.on_policy_reload(result)
-
-    watcher = PolicyWatcher(volume.path, on_change, on_result)
-    extender = Extender(watcher.load_initial(), mode="test")
+def watched_extender(volume: ConfigMapVolume) -> tuple[Extender, InForce[Policy]]:
+    in_force = policy_in_force(volume.path)
+    extender = Extender(in_force, mode="test")
     extender.table.upsert("n1", usage_annotations(cpu=0.7, mem=0.1))
-    return extender, watcher
+    return extender, in_force
 
 
 def reloads(extender: Extender, result: str) -> float:
@@ -78,6 +69,7 @@ def test_configmap_update_takes_effect_and_recomputes_verdicts(volume: ConfigMap
     assert watcher.check_once()
     assert not overloaded(extender)
     assert reloads(extender, "success") == 1
+    assert watcher.value is extender.table.policy  # in force once the extender adopted it
 
 
 def test_broken_update_keeps_the_old_policy_and_counts_an_error(volume: ConfigMapVolume) -> None:

@@ -66,7 +66,7 @@ def test_every_plan_carries_the_conflicts_so_a_dry_run_prints_them() -> None:
 def test_the_descheduler_says_it_at_start(
     tmp_path: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from app.descheduler.main import Reloads, parse_args, settings_from_args
+    from app.descheduler.main import parse_args, settings_from_args
 
     path = tmp_path / "descheduler.yaml"
     path.write_text(
@@ -76,5 +76,5 @@ def test_the_descheduler_says_it_at_start(
     )
     argv = ["--descheduler-config", str(path), "--no-leader-elect", "--prometheus-url", "http://127.0.0.1:9"]
     with caplog.at_level("WARNING", logger="app.descheduler.main"):
-        settings_from_args(parse_args(argv), Reloads())
+        settings_from_args(parse_args(argv))
     assert any("pods bounce on cpu" in record.getMessage() for record in caplog.records)

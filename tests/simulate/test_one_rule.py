@@ -18,8 +18,16 @@ RULES = {
     "debounce": ("app.rebalance.debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     "wire answer": (
         "app.load.wire",
-        {"can_be_preferred", "plain_wire_score", "preferred_wire_score", "preferred_position"},
+        {
+            "can_be_preferred",
+            "plain_wire_score",
+            "preferred_wire_score",
+            "preferred_position",
+            "wire_scores",
+            "wire_scores_and_preferred",
+        },
     ),
+    "node verdict": ("app.load.verdict", {"node_verdict"}),
     "request scoring": (
         "app.load.default_profile",
         {
@@ -35,15 +43,21 @@ RULES = {
 USERS = [
     ("descheduler/decide.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     ("simulate/descheduling.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
-    ("extender/index.py", "wire answer", {"plain_wire_score", "preferred_wire_score"}),
-    ("extender/verdicts.py", "wire answer", {"can_be_preferred"}),
+    # The Python fallback index asks the rule itself; the native one is held to it on
+    # random inputs (tests/extender/test_index.py).
+    ("extender/index.py", "wire answer", {"wire_scores_and_preferred"}),
     # The simulator picks the preferred node over whole arrays (held to wire_scores by
     # tests/simulate/test_scheduling.py) and answers it and the others by the rule's own.
     (
         "simulate/scheduling.py",
         "wire answer",
-        {"can_be_preferred", "plain_wire_score", "preferred_wire_score"},
+        {"plain_wire_score", "preferred_wire_score"},
     ),
+    # Every node's verdict is node_verdict's: the extender's table, the simulator's load filter
+    # and explain (held equal on random nodes by tests/load/test_verdict.py).
+    ("extender/verdicts.py", "node verdict", {"node_verdict"}),
+    ("simulate/scheduling.py", "node verdict", {"node_verdict"}),
+    ("explain/pod.py", "node verdict", {"node_verdict"}),
     (
         "simulate/scheduling.py",
         "request scoring",
