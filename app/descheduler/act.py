@@ -43,7 +43,7 @@ from app.kube import (
     record_node_event,
     record_outcomes,
 )
-from app.objects import EvictionRecord, MoveRecord, Resources, workload_of
+from app.objects import EvictionRecord, MoveRecord, Resources
 from app.policy import Policy
 from app.rebalance import (
     ClusterView,
@@ -302,15 +302,7 @@ class Evictor:
     ) -> None:
         """Remember an eviction made, reserve its room, and tell humans with an Event."""
         self.evicted_uids.add(eviction.pod.uid)
-        record = EvictionRecord(
-            pod_key=eviction.pod.key,
-            uid=eviction.pod.uid,
-            node=eviction.source,
-            destination=eviction.destination,
-            usage=eviction.usage,
-            evicted_at_s=self._clock(),
-            workload=workload_of(eviction.pod),
-        )
+        record = eviction.record(self._clock())
         if moves_again(record, memory, run_started_s, self._rules.config.return_cooldown):
             self._telemetry.repeated_evictions.inc()
         self.own_records[record.uid] = record

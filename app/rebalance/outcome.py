@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from app.objects import PodInfo, Resources
+from app.objects import EvictionRecord, PodInfo, Resources, workload_of
 from app.rebalance.config import SchedulerBeside
 
 
@@ -44,6 +44,18 @@ class PlannedEviction:
     metric_values: Mapping[str, float]  # "<metric> before" / "<metric> after" on the source
     reason: str
     destination_ceiling: Mapping[str, float] = field(default_factory=dict)  # see Room
+
+    def record(self, evicted_at_s: float) -> EvictionRecord:
+        """What the descheduler remembers of this eviction once it is made."""
+        return EvictionRecord(
+            pod_key=self.pod.key,
+            uid=self.pod.uid,
+            node=self.source,
+            destination=self.destination,
+            usage=self.usage,
+            evicted_at_s=evicted_at_s,
+            workload=workload_of(self.pod),
+        )
 
 
 class SkipCode(StrEnum):

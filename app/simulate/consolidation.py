@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from app.objects import EvictionRecord, workload_of
 from app.rebalance import ClusterView, ConsolidationPlan, plan_consolidation
 from app.simulate.autoscaling import SimulatedAutoscaler
 from app.simulate.descheduling import PlannerRebalancer
@@ -66,15 +65,5 @@ class ConsolidatingRebalancer(PlannerRebalancer):
                 slot = slot_of[eviction.pod.key]
                 slots.append(slot)
                 self._generation[slot] += 1
-                self._records.append(
-                    EvictionRecord(
-                        pod_key=eviction.pod.key,
-                        uid=eviction.pod.uid,
-                        node=eviction.source,
-                        destination=eviction.destination,
-                        usage=eviction.usage,
-                        evicted_at_s=now_s,
-                        workload=workload_of(eviction.pod),
-                    )
-                )
+                self._records.append(eviction.record(now_s))
         return slots

@@ -64,7 +64,6 @@ from app.objects import (
     PodInfo,
     Resources,
     Taint,
-    workload_of,
 )
 from app.rebalance import (
     ClusterView,
@@ -167,17 +166,7 @@ class PlannerRebalancer:
             self.gains.evicted(slot, node, t_s, cluster.node_of)
             self.moves.made(node, t_s, now_s, eviction, the_plan)
             self._generation[slot] += 1  # the controller's replacement is a new pod
-            self._records.append(
-                EvictionRecord(
-                    pod_key=eviction.pod.key,
-                    uid=eviction.pod.uid,
-                    node=eviction.source,
-                    destination=eviction.destination,
-                    usage=eviction.usage,
-                    evicted_at_s=now_s,
-                    workload=workload_of(eviction.pod),
-                )
-            )
+            self._records.append(eviction.record(now_s))
         return slots
 
     def _view(self, t_s: float, now_s: float) -> tuple[ClusterView, dict[str, int]]:
