@@ -226,7 +226,6 @@ class Annotator:
         await self.service.run((in_force,) if in_force.watcher is not None else ())
 
     async def _lead(self) -> None:
-        await self.admission.once()
         await self.nodes.wait_synced()
         # The first patches carry hot values only once the pod watch has listed. Should
         # pods be unlistable (RBAC), load annotations still flow after this grace.
@@ -245,6 +244,8 @@ class Annotator:
             except Exception:
                 log.exception("taking the soft taints off failed unexpectedly; carrying on")
         async with asyncio.TaskGroup() as group:
+            # Beside the loops: reading the policies must not hold back annotations.
+            group.create_task(self.admission.once(), name="admission-check")
             group.create_task(self.metric_loop.run(), name="metric-sync")
             group.create_task(self._hot_value_loop(), name="hot-value")
             if self.config.soft_taints is not None:
