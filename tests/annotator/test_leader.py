@@ -178,6 +178,10 @@ def test_a_follower_is_ready_and_says_it_is_not_the_leader(
     async def scenario() -> tuple[dict[str, object], dict[str, object], int]:
         async with replica(fake_kube, one_node, "a", health_port=port_a) as (a, _):
             assert await eventually(a.may_write, 5)
+            async with httpx.AsyncClient() as http:
+                # The leader's first annotation round, not just its lease, before b starts.
+                assert await _eventually_up(http, port_a)
+                assert await _eventually_synced(http, port_a, "cpu_usage_avg_5m")
             async with replica(fake_kube, one_node, "b", health_port=port_b) as (b, _):
                 assert await eventually(lambda: b.pod_watch.synced and b.nodes.synced, 5)
                 async with httpx.AsyncClient() as http:
@@ -203,6 +207,15 @@ async def _eventually_up(http: httpx.AsyncClient, port: int) -> bool:
     for _ in range(100):
         with contextlib.suppress(httpx.HTTPError):
             await http.get(f"http://127.0.0.1:{port}/healthz")
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+async def _eventually_synced(http: httpx.AsyncClient, port: int, metric: str) -> bool:
+    for _ in range(250):
+        ready = (await http.get(f"http://127.0.0.1:{port}/readyz")).json()
+        if ready["metrics"][metric]["last_success"] is not None:
             return True
         await asyncio.sleep(0.02)
     return False
