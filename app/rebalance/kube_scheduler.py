@@ -5,14 +5,15 @@ by requests, and the node and inter-pod rules of ``fit`` and ``placement``), the
 LeastAllocated + BalancedAllocation + 3 x TaintToleration + 2 x PodTopologySpread (the
 system default's, for a pod with no constraint of its own that a ReplicaSet,
 StatefulSet or ReplicationController owns: its owner's other pods per node and per
-``topology.kubernetes.io/zone``). The replacement is placed
-after the eviction: the pod's requests are gone from its source, and the replacements
-this plan already predicted are on the nodes predicted for them. kube-scheduler picks
-at random among the nodes with the best total, so the answer is all of them.
+``topology.kubernetes.io/zone``) + 2 x NodeAffinity (the preferred terms' weights).
+The replacement is placed after the eviction: the pod's requests are gone from its
+source, and the replacements this plan already predicted are on the nodes predicted for
+them. kube-scheduler picks at random among the nodes with the best total, so the answer
+is all of them.
 
 What it leaves out: a pod's own ``ScheduleAnyway`` spread constraints (a pod with
 constraints of its own is not spread by the system default, and is scored without it),
-Services' selectors in the system default, preferred affinities, image locality,
+Services' selectors in the system default, preferred inter-pod affinity, image locality,
 ``percentageOfNodesToScore``, pods pending elsewhere, and a custom profile.
 """
 
@@ -30,6 +31,7 @@ from app.load import (
     TAINT_TOLERATION_WEIGHT,
     ZONE_KEY,
     fits_requests,
+    node_affinity_scores,
     non_zero_requests,
     profile_scores,
     resource_scores,
@@ -39,7 +41,7 @@ from app.load import (
 )
 from app.objects import NodeInfo, PodInfo
 from app.rebalance.destinations import FINISHED_PHASES
-from app.rebalance.fit import fit_refusal, selector_refusal, tolerates
+from app.rebalance.fit import fit_refusal, selector_refusal, term_matches, tolerates
 from app.rebalance.placement import Placements
 
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -62,7 +64,7 @@ def _spread_owner(pod: PodInfo) -> _OwnerKey | None:
     kube-scheduler counts the pods its owner's selector matches; the planner, the pods
     of the same owner."""
     owner = pod.owner
-    if owner is None or owner.kind not in SPREAD_OWNER_KINDS or pod.spread:
+    if owner is None or owner.kind not in SPREAD_OWNER_KINDS or pod.spread or pod.own_spread:
         return None
     return (pod.namespace, owner.kind, owner.name)
 
@@ -108,6 +110,7 @@ class RequestScheduler:
         self._zoned = bool(zone_index)
         self._hostname = np.arange(len(self._nodes), dtype=np.int64)
         self._selected: dict[tuple[Any, ...], _Bools] = {}
+        self._preferred: dict[tuple[Any, ...], _Ints] = {}
         self._node_rules: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.bool_]]] = {}
         self._untolerated: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.int64]] | None] = {}
         # The filter and resource scores per (source, requests), for the requests as they
@@ -157,13 +160,15 @@ class RequestScheduler:
         # with them), for the next pod alike.
         owner = _spread_owner(pod)
         key = (here, pod.requests.cpu_cores, pod.requests.memory_bytes, rules,
-               tuple(pod.tolerations), owner, pod.terminating)  # fmt: skip
+               tuple(pod.tolerations), owner, pod.terminating,
+               pod.preferred_node_affinity)  # fmt: skip
         spread = self._spread_scorer(pod, owner, here, rules)
+        preferred = self._preferred_weights(pod)
         choice = self._choices.get(key)
         if choice is None:
             admitted = self._admitted_by_node_rules(pod, rules)
             untolerated = self._untolerated_counts(pod)
-            best, chosen = _choose(fits & admitted, resources, untolerated, spread)
+            best, chosen = _choose(fits & admitted, resources, untolerated, spread, preferred)
             names = sorted(self._nodes[i].name for i in chosen)
             choice = self._choices[key] = (best, chosen, names)
         best, chosen, names = choice
@@ -182,8 +187,21 @@ class RequestScheduler:
                 feasible = fits & self._admitted_by_node_rules(pod, rules)
             feasible[refused] = False
             untolerated = self._untolerated_counts(pod)
-            best, chosen = _choose(feasible, resources, untolerated, spread)
+            best, chosen = _choose(feasible, resources, untolerated, spread, preferred)
         return [], 0
+
+    def _preferred_weights(self, pod: PodInfo) -> _Ints | None:
+        """Per node, the weights of the pod's preferred node affinity terms it matches
+        (NodeAffinity's score before normalizing); None where the pod has none."""
+        terms = pod.preferred_node_affinity
+        if not terms:
+            return None
+        if terms not in self._preferred:
+            self._preferred[terms] = np.array(
+                [sum(w for w, term in terms if term_matches(term, n)) for n in self._nodes],
+                dtype=np.int64,
+            )
+        return self._preferred[terms]
 
     def _spread_scorer(
         self, pod: PodInfo, owner: _OwnerKey | None, here: int, rules: tuple[Any, ...]
@@ -310,19 +328,26 @@ def _choose(
     resources: _Ints,
     untolerated: _Ints | None,
     spread: Callable[[_Bools], _Ints] | None = None,
+    preferred: _Ints | None = None,
 ) -> tuple[int, list[int]]:
     """Among the feasible nodes, the best total score and the nodes (by index) that have
     it; 0 and none where no node is feasible."""
     if not feasible.any():
         return 0, []
     spread_scores = spread(feasible) if spread is not None else None
+    affinity = node_affinity_scores(preferred, feasible) if preferred is not None else None
     if untolerated is None:
         # No node carries a taint it does not tolerate: TaintToleration gives every
         # feasible node its whole score, the same to all.
-        scores = profile_scores(resources, spread=spread_scores) + _WHOLE_TOLERATION * feasible
+        scores = (
+            profile_scores(resources, spread=spread_scores, node_affinity=affinity)
+            + _WHOLE_TOLERATION * feasible
+        )
     else:
         toleration = taint_toleration_scores(untolerated, feasible)
-        scores = profile_scores(resources, toleration=toleration, spread=spread_scores)
+        scores = profile_scores(
+            resources, toleration=toleration, spread=spread_scores, node_affinity=affinity
+        )
     best = int(scores[feasible].max())
     return best, np.flatnonzero(feasible & (scores == best)).tolist()
 

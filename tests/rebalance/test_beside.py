@@ -12,7 +12,13 @@ import pytest
 
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
 from app.objects.nodes import NodeInfo, Taint
-from app.objects.pods import PodAffinityTerm, PodInfo, Toleration
+from app.objects.pods import (
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodAffinityTerm,
+    PodInfo,
+    Toleration,
+)
 from app.objects.resources import Resources
 from app.objects.selectors import LabelSelector
 from app.rebalance import EvictionPlan, NodeKind, SkipCode, plan, recheck, render_plan
@@ -379,3 +385,23 @@ def test_the_spread_brings_the_replacement_back_where_its_replicaset_has_fewest(
     result = plan_of("requests", nodes, pods, usage)
     assert result.evictions == []
     assert any(s.code == SkipCode.BACK_ON_SOURCE for s in result.skipped)
+
+
+def test_the_prediction_weighs_the_pods_preferred_node_affinity() -> None:
+    # "a" and "b" tie by requests (a DaemonSet's pod: no spread); the pod prefers zone
+    # "z2", which only "b" is in: NodeAffinity's 2 x 100 picks it. A pod with spread
+    # constraints of its own gets no system default spread either.
+    nodes = [node("hot", 0.9), node("a", 0.05, labels={"zone": "z1"}),
+             node("b", 0.05, labels={"zone": "z2"})]
+    prefers = ((10, NodeSelectorTerm((NodeSelectorRequirement("zone", "In", ("z2",)),))),)
+    kept = pod("kept", "hot", owner="agent", owner_kind="DaemonSet",
+               preferred_node_affinity=prefers)
+    pods = [kept, daemon("agent", "hot", 4.0)]
+    by_name = {n.name: n for n in nodes}
+    best, _ = RequestScheduler(nodes, pods, Placements(by_name, pods)).best_nodes(kept, "hot")
+    assert best == ["b"]
+    web_a = [pod(f"web-a{i}", "a", owner="web") for i in range(2)]
+    own = pod("own", "hot", owner="web", own_spread=True)
+    pods = [own, *web_a, pod("bare-b", "b", owner=None, cpu=1.0), daemon("agent", "hot", 4.0)]
+    best, _ = RequestScheduler(nodes, pods, Placements(by_name, pods)).best_nodes(own, "hot")
+    assert best == ["a", "b"]
