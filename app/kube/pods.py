@@ -135,6 +135,8 @@ def pod_info(pod: Any) -> PodInfo:
         ),
         spread=_spread((spec.topologySpreadConstraints if spec else None) or [], labels),
         bound_at_s=_bound_at_s(status),
+        preferred_node_affinity=_preferred_terms(affinity),
+        own_spread=bool(spec.topologySpreadConstraints if spec else None),
     )
 
 
@@ -282,6 +284,26 @@ def _required_terms(affinity: Any) -> tuple[NodeSelectorTerm, ...]:
     return tuple(
         NodeSelectorTerm(_requirements(t.matchExpressions), _requirements(t.matchFields))
         for t in required.nodeSelectorTerms or []
+    )
+
+
+def _preferred_terms(affinity: Any) -> tuple[tuple[int, NodeSelectorTerm], ...]:
+    """The preferred node affinity's (weight, term) pairs; a weight outside 1..100 (the
+    API server refuses it) counts as none."""
+    node_affinity = affinity.nodeAffinity if affinity else None
+    preferred = (
+        node_affinity.preferredDuringSchedulingIgnoredDuringExecution if node_affinity else None
+    )
+    return tuple(
+        (
+            int(t.weight),
+            NodeSelectorTerm(
+                _requirements(t.preference.matchExpressions),
+                _requirements(t.preference.matchFields),
+            ),
+        )
+        for t in preferred or []
+        if t.preference is not None and isinstance(t.weight, int) and 1 <= t.weight <= 100
     )
 
 

@@ -10,7 +10,20 @@ REFERENCE §6 and §8, over arrays with one entry per node:
   total is all the planner and the simulator see, so it is applied per pod);
 * **TaintToleration** (score, weight 3): the ``PreferNoSchedule`` taints a pod does not
   tolerate, normalized in reverse over the feasible nodes, so that a tainted node is
-  the last choice without ever being filtered out.
+  the last choice without ever being filtered out;
+* **PodTopologySpread** (score, weight 2): per constraint, the pods its selector matches
+  in the node's domain, times ``log(domains + 2)``, plus ``maxSkew - 1``; summed, rounded,
+  then normalized so that the node with the fewest gets 100 (``topology_spread_scores``).
+  A pod with no constraint of its own, owned by a ReplicaSet, StatefulSet or
+  ReplicationController, spreads by the system default: its owner's pods over
+  ``kubernetes.io/hostname`` (maxSkew 3) and ``topology.kubernetes.io/zone`` (maxSkew 5);
+* **InterPodAffinity** (score, weight 2): the weights of the preferred terms the pods in
+  a node's domain satisfy (anti-affinity subtracts), normalized between the lowest and
+  the highest node (``inter_pod_affinity_scores``);
+* **NodeAffinity** (score, weight 2): the weights of the preferred terms a node matches,
+  normalized so that the best node gets 100 (``node_affinity_scores``).
+
+``profile_scores`` adds them at the default profile's weights.
 
 The simulator's kube-scheduler (``app/simulate/scheduling.py``) and the descheduler's
 prediction of where a replacement lands (``app/rebalance/kube_scheduler.py``) both call
@@ -29,6 +42,16 @@ from app.load.model import MAX_NODE_SCORE
 NON_ZERO_CPU_CORES = 0.1
 NON_ZERO_MEMORY_BYTES = 200 * 2.0**20
 TAINT_TOLERATION_WEIGHT = 3  # the default profile's weight; the resource plugins weigh 1
+TOPOLOGY_SPREAD_WEIGHT = 2
+INTER_POD_AFFINITY_WEIGHT = 2
+NODE_AFFINITY_WEIGHT = 2
+HOSTNAME_KEY = "kubernetes.io/hostname"
+ZONE_KEY = "topology.kubernetes.io/zone"
+# The system-default constraints (``ScheduleAnyway``): topology key and maxSkew.
+SYSTEM_DEFAULT_SPREAD = ((HOSTNAME_KEY, 3), (ZONE_KEY, 5))
+# The owners whose pods the system default spreads (kube-scheduler's DefaultSelector reads
+# Services too, which neither the planner nor the simulator sees).
+SPREAD_OWNER_KINDS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -148,3 +171,114 @@ def taint_toleration_scores(untolerated: IntArray, feasible: BoolArray) -> IntAr
         normalized = MAX_NODE_SCORE - MAX_NODE_SCORE * counts // most
     result: IntArray = np.where(feasible, normalized, 0).astype(np.int64)
     return result
+
+
+def spread_term(
+    domain: IntArray,
+    matching: FloatArray,
+    counted: BoolArray,
+    scored: BoolArray,
+    *,
+    hostname: bool = False,
+) -> tuple[FloatArray, BoolArray, int]:
+    """One constraint's counts for ``topology_spread_scores``, per node.
+
+    ``domain`` is each node's domain for the constraint's key as an index (-1: the node
+    lacks the label); ``matching`` the pods the selector matches on each node;
+    ``counted`` the nodes whose pods count (``nodeAffinityPolicy``); ``scored`` the
+    feasible nodes, whose domains count as the constraint's. Returns the matching pods
+    in each node's domain (0 for a node without the label), which nodes have the label,
+    and the number of domains. For ``kubernetes.io/hostname`` (``hostname``) each node
+    is its own domain, its own pods counted whatever ``counted`` says, as
+    kube-scheduler does."""
+    labelled = domain >= 0
+    if hostname:
+        return matching.astype(np.float64), labelled, int(np.count_nonzero(scored & labelled))
+    if not labelled.any():
+        return np.zeros(len(domain)), labelled, 0
+    size = int(domain.max()) + 1
+    domains = len(np.unique(domain[scored & labelled]))
+    take = labelled & counted
+    totals = np.bincount(domain[take], weights=matching[take], minlength=size)
+    per_node = np.where(labelled, totals[np.maximum(domain, 0)], 0.0)
+    return per_node, labelled, domains
+
+
+def topology_spread_scores(
+    terms: list[tuple[FloatArray, BoolArray, int, int]],
+    scored: BoolArray,
+    ignored: BoolArray | None = None,
+) -> IntArray:
+    """PodTopologySpread's normalized score per node, 0..100 (0 where not scored).
+
+    ``terms`` holds, per ``ScheduleAnyway`` constraint, ``spread_term``'s counts, the
+    nodes with the label, and then the constraint's maxSkew and its number of domains.
+    kube-scheduler's Score: per constraint a node with the label adds
+    ``count * log(domains + 2) + maxSkew - 1``, the sum rounded; NormalizeScore over the
+    scored nodes that are not ``ignored`` (a pod's own constraints ignore nodes lacking
+    any key; the system default ignores none): ``100 * (most + least - score) // most``,
+    or 100 for all where the most is 0."""
+    raw = np.zeros(len(scored))
+    for per_node, labelled, max_skew, domains in terms:
+        weight = math.log(domains + 2)
+        raw += np.where(labelled, per_node * weight + (max_skew - 1), 0.0)
+    rounded = np.floor(raw + 0.5).astype(np.int64)  # Go's math.Round, on scores >= 0
+    valid = scored if ignored is None else scored & ~ignored
+    if not valid.any():
+        return np.zeros(len(scored), dtype=np.int64)
+    most, least = int(rounded[valid].max()), int(rounded[valid].min())
+    if most == 0:
+        normalized = np.full(len(scored), MAX_NODE_SCORE, dtype=np.int64)
+    else:
+        normalized = MAX_NODE_SCORE * (most + least - rounded) // most
+    result: IntArray = np.where(valid, normalized, 0).astype(np.int64)
+    return result
+
+
+def inter_pod_affinity_scores(raw: IntArray, scored: BoolArray) -> IntArray:
+    """InterPodAffinity's normalized score per node, 0..100 (0 where not scored): each
+    node's summed term weights placed between the lowest and the highest over the scored
+    nodes, ``int(100 * (score - least) / (most - least))``; 0 for all where they are
+    the same."""
+    if not scored.any():
+        return np.zeros(len(scored), dtype=np.int64)
+    most, least = int(raw[scored].max()), int(raw[scored].min())
+    if most == least:
+        return np.zeros(len(scored), dtype=np.int64)
+    normalized = (MAX_NODE_SCORE * (raw - least) / (most - least)).astype(np.int64)
+    result: IntArray = np.where(scored, normalized, 0).astype(np.int64)
+    return result
+
+
+def node_affinity_scores(raw: IntArray, scored: BoolArray) -> IntArray:
+    """NodeAffinity's normalized score per node, 0..100 (0 where not scored): the
+    weights of the preferred terms each node matches, ``100 * score // most``
+    (kube-scheduler's ``DefaultNormalizeScore``); 0 for all where no node matches."""
+    most = int(raw[scored].max()) if scored.any() else 0
+    if most <= 0:
+        return np.zeros(len(scored), dtype=np.int64)
+    result: IntArray = np.where(scored, MAX_NODE_SCORE * raw // most, 0).astype(np.int64)
+    return result
+
+
+def profile_scores(
+    resources: IntArray,
+    *,
+    toleration: IntArray | None = None,
+    spread: IntArray | None = None,
+    inter_pod: IntArray | None = None,
+    node_affinity: IntArray | None = None,
+) -> IntArray:
+    """The default profile's total: the resource plugins' sum (weight 1 each) and the
+    normalized scores of the others at their weights. A score left out (None) is one
+    that would give every feasible node the same, which changes no choice."""
+    total = resources
+    for scores, weight in (
+        (toleration, TAINT_TOLERATION_WEIGHT),
+        (spread, TOPOLOGY_SPREAD_WEIGHT),
+        (inter_pod, INTER_POD_AFFINITY_WEIGHT),
+        (node_affinity, NODE_AFFINITY_WEIGHT),
+    ):
+        if scores is not None:
+            total = total + weight * scores
+    return total

@@ -100,6 +100,11 @@ class PodInfo:
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()  # required terms
     spread: tuple[SpreadConstraint, ...] = ()  # DoNotSchedule constraints
     bound_at_s: float | None = None  # PodScheduled's transition time, when known
+    # Preferred node affinity: (weight, term) pairs, which NodeAffinity scores.
+    preferred_node_affinity: tuple[tuple[int, NodeSelectorTerm], ...] = ()
+    # Any topologySpreadConstraints of its own (ScheduleAnyway too): kube-scheduler
+    # then applies no system-default spreading to the pod.
+    own_spread: bool = False
 
     @property
     def key(self) -> str:

@@ -2,45 +2,71 @@
 
 The default profile as ``app.load.default_profile`` has it: the filters (NodeResourcesFit
 by requests, and the node and inter-pod rules of ``fit`` and ``placement``), then
-LeastAllocated + BalancedAllocation + 3 x TaintToleration. The replacement is placed
-after the eviction: the pod's requests are gone from its source, and the replacements
-this plan already predicted are on the nodes predicted for them. kube-scheduler picks
-at random among the nodes with the best total, so the answer is all of them.
+LeastAllocated + BalancedAllocation + 3 x TaintToleration + 2 x PodTopologySpread (the
+system default's, for a pod with no constraint of its own that a ReplicaSet,
+StatefulSet or ReplicationController owns: its owner's other pods per node and per
+``topology.kubernetes.io/zone``) + 2 x NodeAffinity (the preferred terms' weights).
+The replacement is placed after the eviction: the pod's requests are gone from its
+source, and the replacements this plan already predicted are on the nodes predicted for
+them. kube-scheduler picks at random among the nodes with the best total, so the answer
+is all of them.
 
-What it leaves out, as the simulator does: preferred affinities, image locality,
+What it leaves out: a pod's own ``ScheduleAnyway`` spread constraints (a pod with
+constraints of its own is not spread by the system default, and is scored without it),
+Services' selectors in the system default, preferred inter-pod affinity, image locality,
 ``percentageOfNodesToScore``, pods pending elsewhere, and a custom profile.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from app.load import (
     MAX_NODE_SCORE,
+    SPREAD_OWNER_KINDS,
+    SYSTEM_DEFAULT_SPREAD,
     TAINT_TOLERATION_WEIGHT,
+    ZONE_KEY,
     fits_requests,
+    node_affinity_scores,
     non_zero_requests,
+    profile_scores,
     resource_scores,
+    spread_term,
     taint_toleration_scores,
+    topology_spread_scores,
 )
 from app.objects import NodeInfo, PodInfo
 from app.rebalance.destinations import FINISHED_PHASES
-from app.rebalance.fit import fit_refusal, tolerates
+from app.rebalance.fit import fit_refusal, selector_refusal, term_matches, tolerates
 from app.rebalance.placement import Placements
 
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 
 _Bools = np.ndarray[Any, np.dtype[np.bool_]]
 _Ints = np.ndarray[Any, np.dtype[np.int64]]
+_Floats = np.ndarray[Any, np.dtype[np.float64]]
+_OwnerKey = tuple[str, str, str]  # namespace, kind, name
 
 
 def _counted(pod: PodInfo) -> bool:
     """Pods whose requests kube-scheduler counts on their node (terminating included:
     they hold their requests until they are gone)."""
     return pod.node_name is not None and pod.phase not in FINISHED_PHASES
+
+
+def _spread_owner(pod: PodInfo) -> _OwnerKey | None:
+    """The owner whose pods the system-default topology spread counts with ``pod``'s
+    (None: the pod is not spread by it: constraints of its own, or no such owner).
+    kube-scheduler counts the pods its owner's selector matches; the planner, the pods
+    of the same owner."""
+    owner = pod.owner
+    if owner is None or owner.kind not in SPREAD_OWNER_KINDS or pod.spread or pod.own_spread:
+        return None
+    return (pod.namespace, owner.kind, owner.name)
 
 
 class RequestScheduler:
@@ -58,8 +84,14 @@ class RequestScheduler:
         # arrays of zeros (``_add``), without four numpy scalar updates per pod.
         sums = [[0.0] * len(self._nodes) for _ in range(4)]
         requested_cpu, requested_memory, scored_cpu, scored_memory = sums
+        # Per owner, its pods per node that the topology spread counts (not terminating).
+        owned: dict[_OwnerKey, list[float]] = {}
         for pod in pods:
             index = self._index.get(pod.node_name or "")
+            if index is not None and _counted(pod) and not pod.terminating:
+                owner = _spread_owner(pod)
+                if owner is not None:
+                    owned.setdefault(owner, [0.0] * len(self._nodes))[index] += 1
             if index is not None and _counted(pod):
                 cpu, memory = pod.requests.cpu_cores, pod.requests.memory_bytes
                 score_cpu, score_memory = non_zero_requests(cpu, memory)
@@ -71,6 +103,14 @@ class RequestScheduler:
         self._requested_memory = np.array(requested_memory, dtype=np.float64)
         self._scored_cpu = np.array(scored_cpu, dtype=np.float64)
         self._scored_memory = np.array(scored_memory, dtype=np.float64)
+        self._owned = {owner: np.array(counts) for owner, counts in owned.items()}
+        zones = [node.labels.get(ZONE_KEY) for node in self._nodes]
+        zone_index = {zone: i for i, zone in enumerate(sorted({z for z in zones if z}))}
+        self._zone = np.array([zone_index.get(z or "", -1) for z in zones], dtype=np.int64)
+        self._zoned = bool(zone_index)
+        self._hostname = np.arange(len(self._nodes), dtype=np.int64)
+        self._selected: dict[tuple[Any, ...], _Bools] = {}
+        self._preferred: dict[tuple[Any, ...], _Ints] = {}
         self._node_rules: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.bool_]]] = {}
         self._untolerated: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.int64]] | None] = {}
         # The filter and resource scores per (source, requests), for the requests as they
@@ -99,6 +139,11 @@ class RequestScheduler:
         self._version += 1
         self._add(pod, self._index[source], -1.0)
         self._add(pod, self._index[destination], 1.0)
+        owner = _spread_owner(pod)
+        counts = self._owned.get(owner) if owner is not None and not pod.terminating else None
+        if counts is not None:
+            counts[self._index[source]] -= 1
+            counts[self._index[destination]] += 1
 
     def unmove(self, pod: PodInfo, source: str, destination: str) -> None:
         self.move(pod, destination, source)
@@ -113,13 +158,17 @@ class RequestScheduler:
         # Before the inter-pod rules, the choice follows from the kept filter and scores,
         # the node rules and the taints alone: kept with the filter and scores (dropped
         # with them), for the next pod alike.
+        owner = _spread_owner(pod)
         key = (here, pod.requests.cpu_cores, pod.requests.memory_bytes, rules,
-               tuple(pod.tolerations))  # fmt: skip
+               tuple(pod.tolerations), owner, pod.terminating,
+               pod.preferred_node_affinity)  # fmt: skip
+        spread = self._spread_scorer(pod, owner, here, rules)
+        preferred = self._preferred_weights(pod)
         choice = self._choices.get(key)
         if choice is None:
             admitted = self._admitted_by_node_rules(pod, rules)
             untolerated = self._untolerated_counts(pod)
-            best, chosen = _choose(fits & admitted, resources, untolerated)
+            best, chosen = _choose(fits & admitted, resources, untolerated, spread, preferred)
             names = sorted(self._nodes[i].name for i in chosen)
             choice = self._choices[key] = (best, chosen, names)
         best, chosen, names = choice
@@ -138,8 +187,56 @@ class RequestScheduler:
                 feasible = fits & self._admitted_by_node_rules(pod, rules)
             feasible[refused] = False
             untolerated = self._untolerated_counts(pod)
-            best, chosen = _choose(feasible, resources, untolerated)
+            best, chosen = _choose(feasible, resources, untolerated, spread, preferred)
         return [], 0
+
+    def _preferred_weights(self, pod: PodInfo) -> _Ints | None:
+        """Per node, the weights of the pod's preferred node affinity terms it matches
+        (NodeAffinity's score before normalizing); None where the pod has none."""
+        terms = pod.preferred_node_affinity
+        if not terms:
+            return None
+        if terms not in self._preferred:
+            self._preferred[terms] = np.array(
+                [sum(w for w, term in terms if term_matches(term, n)) for n in self._nodes],
+                dtype=np.int64,
+            )
+        return self._preferred[terms]
+
+    def _spread_scorer(
+        self, pod: PodInfo, owner: _OwnerKey | None, here: int, rules: tuple[Any, ...]
+    ) -> Callable[[_Bools], _Ints] | None:
+        """PodTopologySpread's scores of the system default for ``pod``'s replacement
+        over the feasible nodes it is given, with ``pod`` gone from node ``here``;
+        None where the system default does not spread the pod."""
+        counts = self._owned.get(owner) if owner is not None else None
+        if counts is None:
+            return None
+        if rules not in self._selected:  # nodeAffinityPolicy Honor: whose pods count
+            self._selected[rules] = np.array(
+                [selector_refusal(pod, node) is None for node in self._nodes], dtype=np.bool_
+            )
+        counted = self._selected[rules]
+        hostname, zone, zoned = self._hostname, self._zone, self._zoned
+
+        def scores(feasible: _Bools) -> _Ints:
+            on_node: _Floats = counts.copy()
+            if not pod.terminating:
+                on_node[here] -= 1  # itself, evicted
+            terms = []
+            for key, max_skew in SYSTEM_DEFAULT_SPREAD:
+                if key == ZONE_KEY:
+                    if not zoned:
+                        continue
+                    per_node, labelled, domains = spread_term(zone, on_node, counted, feasible)
+                else:
+                    per_node, labelled, domains = spread_term(
+                        hostname, on_node, counted, feasible, hostname=True
+                    )
+                terms.append((per_node, labelled, max_skew, domains))
+            return topology_spread_scores(terms, feasible)
+
+        return scores
 
     def _fit_and_scores(self, pod: PodInfo, here: int) -> tuple[_Bools, _Ints]:
         """NodeResourcesFit and LeastAllocated + BalancedAllocation for ``pod``, with it
@@ -226,18 +323,30 @@ class RequestScheduler:
 _WHOLE_TOLERATION = TAINT_TOLERATION_WEIGHT * MAX_NODE_SCORE
 
 
-def _choose(feasible: _Bools, resources: _Ints, untolerated: _Ints | None) -> tuple[int, list[int]]:
+def _choose(
+    feasible: _Bools,
+    resources: _Ints,
+    untolerated: _Ints | None,
+    spread: Callable[[_Bools], _Ints] | None = None,
+    preferred: _Ints | None = None,
+) -> tuple[int, list[int]]:
     """Among the feasible nodes, the best total score and the nodes (by index) that have
     it; 0 and none where no node is feasible."""
     if not feasible.any():
         return 0, []
+    spread_scores = spread(feasible) if spread is not None else None
+    affinity = node_affinity_scores(preferred, feasible) if preferred is not None else None
     if untolerated is None:
         # No node carries a taint it does not tolerate: TaintToleration gives every
         # feasible node its whole score, the same to all.
-        scores = resources + _WHOLE_TOLERATION * feasible
+        scores = (
+            profile_scores(resources, spread=spread_scores, node_affinity=affinity)
+            + _WHOLE_TOLERATION * feasible
+        )
     else:
-        scores = resources + TAINT_TOLERATION_WEIGHT * taint_toleration_scores(
-            untolerated, feasible
+        toleration = taint_toleration_scores(untolerated, feasible)
+        scores = profile_scores(
+            resources, toleration=toleration, spread=spread_scores, node_affinity=affinity
         )
     best = int(scores[feasible].max())
     return best, np.flatnonzero(feasible & (scores == best)).tolist()

@@ -32,6 +32,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from app.load import SPREAD_OWNER_KINDS, ZONE_KEY
 from app.objects import Resources
 from app.rebalance import SchedulerBeside
 from app.simulate.collector import fewer_collections
@@ -41,7 +42,13 @@ from app.simulate.pod_shapes import PodShapes
 from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scenario import Scenario
-from app.simulate.scheduling import LoadFilter, NodeRequests, Scheduler, UnsampledUsage
+from app.simulate.scheduling import (
+    LoadFilter,
+    NodeRequests,
+    Scheduler,
+    UnsampledUsage,
+    WorkloadSpread,
+)
 from app.simulate.soft_taints import SimulatedSoftTaints
 from app.simulate.workload_usage import SimulatedWorkloadUsage
 
@@ -170,6 +177,15 @@ class Run:
     pods_bound: list[int] = field(default_factory=list)
 
 
+def workload_spread(scenario: Scenario) -> WorkloadSpread:
+    """The system-default topology spread kube-scheduler's default profile scores
+    (``WorkloadSpread``): the zone of each node is its group's
+    ``topology.kubernetes.io/zone`` label; a Deployment's pods are its ReplicaSet's."""
+    zones = [g.labels.get(ZONE_KEY) for g in scenario.nodes for _ in range(g.count)]
+    owners = ["ReplicaSet" if w.kind == "Deployment" else w.kind for w in scenario.workloads]
+    return WorkloadSpread([kind in SPREAD_OWNER_KINDS for kind in owners], zones)
+
+
 class SimulatedCluster:
     """Nodes, pod slots and the step loop for one policy."""
 
@@ -219,7 +235,8 @@ class SimulatedCluster:
             rule_interval_s=scenario.metrics.rule_interval_s,
             hot_value_interval_s=hot_value_interval_s,
         )
-        self.requests = NodeRequests(self.allocatable_cpu, self.allocatable_memory)
+        spread = None if plan.load_aware else workload_spread(scenario)
+        self.requests = NodeRequests(self.allocatable_cpu, self.allocatable_memory, spread)
         owner: SimulatedCluster = weakref.proxy(self)  # its parts hold it weakly: no cycle
         self.estimate = plan.make_estimate(owner) if plan.make_estimate else None
         self.load_filter = (
@@ -278,7 +295,7 @@ class SimulatedCluster:
                 self.node_of[slot] = node
                 self._binding = None
                 self.bound_at_s[slot] = self.created_at_s[slot] = PRE_BOUND_S
-                self.requests.add(node, self.shapes[workload_index])
+                self.requests.add(node, self.shapes[workload_index], workload=workload_index)
                 self.run.placements.append(Placement(PRE_BOUND_S, slot, node))
 
     # -- the loop --------------------------------------------------------------------
@@ -318,7 +335,7 @@ class SimulatedCluster:
         for slot in np.flatnonzero(self.wanted & ~wanted).tolist():
             node = int(self.node_of[slot])
             if node >= 0:
-                self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])], -1.0)
+                self.requests.add(node, self.shapes[w := self.usage.workload_of.item(slot)], -1, w)
                 self.node_of[slot] = -1
                 self._binding = None
                 self.bound_at_s[slot] = math.nan
@@ -353,7 +370,7 @@ class SimulatedCluster:
                 continue  # placements only fill nodes up: it would fail again
             if self.load_filter is not None:
                 self.load_filter.refresh(t_s)
-            node = self.scheduler.choose(self.shapes[workload])
+            node = self.scheduler.choose(self.shapes[workload], workload)
             if node is None:
                 unschedulable.add(workload)
                 continue
@@ -369,7 +386,7 @@ class SimulatedCluster:
         self._binding = None
         self.bound_at_s[slot] = t_s
         self.run.waits_s.append(t_s - self.created_at_s.item(slot))
-        self.requests.add(node, self.shapes[self.usage.workload_of.item(slot)])
+        self.requests.add(node, self.shapes[w := self.usage.workload_of.item(slot)], workload=w)
         self.pipeline.record_binding(node, t_s)
         self.run.placements.append(placement)
 
@@ -377,9 +394,9 @@ class SimulatedCluster:
         node = int(self.node_of[slot])
         if node < 0:
             return
-        allowed = self.disruptions_allowed(int(self.usage.workload_of[slot]), t_s)
-        violation = allowed is not None and allowed < 1
-        self.requests.add(node, self.shapes[int(self.usage.workload_of[slot])], -1.0)
+        workload = int(self.usage.workload_of[slot])
+        violation = (allowed := self.disruptions_allowed(workload, t_s)) is not None and allowed < 1
+        self.requests.add(node, self.shapes[workload], -1.0, workload)
         self.node_of[slot] = -1
         self._binding = None
         self.bound_at_s[slot] = math.nan

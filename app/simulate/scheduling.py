@@ -6,7 +6,11 @@ NodeResourcesFit/LeastAllocated and NodeResourcesBalancedAllocation, each 0..100
 weight 1, scored on "non-zero" requests (100m CPU, 200Mi memory for a container that
 requests nothing). Ties are broken at random, as kube-scheduler does. It leaves out
 everything a scenario cannot express: affinity, topology spread, image locality,
-preemption and ``percentageOfNodesToScore`` (every node is scored).
+preemption and ``percentageOfNodesToScore`` (every node is scored). One thing a scenario
+does say is which workload owns each pod: kube-scheduler's system-default
+PodTopologySpread (weight 2) spreads a Deployment's, ReplicaSet's or StatefulSet's
+replicas over ``kubernetes.io/hostname`` and, where the nodes carry
+``topology.kubernetes.io/zone``, over zones (``WorkloadSpread``).
 
 With soft taints (``default+taints``), TaintToleration is scored as kube-scheduler
 scores it (REFERENCE §8): per feasible node, the count of ``PreferNoSchedule`` taints
@@ -43,7 +47,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, TypeVar
@@ -53,9 +57,11 @@ import numpy.typing as npt
 
 from app.load import (
     EXTENDER_SCORE_SCALE,
+    HOSTNAME_KEY,
     MAX_NODE_SCORE,
     PLAIN_MAX_SCORE,
-    TAINT_TOLERATION_WEIGHT,
+    SYSTEM_DEFAULT_SPREAD,
+    ZONE_KEY,
     Measurement,
     NodeLoad,
     PlacedPod,
@@ -68,9 +74,12 @@ from app.load import (
     plain_wire_score,
     preferred_position,
     preferred_wire_score,
+    profile_scores,
     resource_score,
     resource_scores,
+    spread_term,
     taint_toleration_scores,
+    topology_spread_scores,
 )
 from app.policy import Policy
 from app.simulate.draws import IntegerDraws
@@ -107,6 +116,9 @@ class NodeRequests:
 
     allocatable_cpu: FloatArray
     allocatable_memory: FloatArray
+    # Each workload's pods per node, for the system-default topology spread
+    # (``WorkloadSpread``); None: not scored (beside the extender and crane, as before).
+    spread: WorkloadSpread | None = None
     requested_cpu: FloatArray = field(init=False)
     requested_memory: FloatArray = field(init=False)
     scored_cpu: FloatArray = field(init=False)  # with the non-zero defaults
@@ -131,7 +143,11 @@ class NodeRequests:
         self.requested_cpu, self.requested_memory = zeros.copy(), zeros.copy()
         self.scored_cpu, self.scored_memory = zeros.copy(), zeros.copy()
 
-    def add(self, node: int, pod: PodShape, sign: float = 1.0) -> None:
+    def add(self, node: int, pod: PodShape, sign: float = 1.0, workload: int = -1) -> None:
+        """A pod of ``pod``'s shape (of scenario workload ``workload``) bound on ``node``
+        (``sign`` 1) or gone from it (-1)."""
+        if self.spread is not None and workload >= 0:
+            self.spread.add(workload, node, sign)
         self.requested_cpu[node] += sign * pod.request_cpu_cores
         self.requested_memory[node] += sign * pod.request_memory_bytes
         score_cpu_cores, score_memory_bytes = pod.scored
@@ -203,6 +219,54 @@ class NodeRequests:
 
 
 _LOWEST = int(np.iinfo(np.int64).min)  # how ``Scheduler.choose`` ranks infeasible nodes
+
+
+class WorkloadSpread:
+    """Each spread workload's pods per node, for kube-scheduler's system-default
+    PodTopologySpread (``app.load.default_profile``): a pod with no constraints of its
+    own, owned by a ReplicaSet or StatefulSet, spreads over ``kubernetes.io/hostname``
+    (maxSkew 3) and ``topology.kubernetes.io/zone`` (maxSkew 5) among its owner's pods.
+    Scenario pods declare no constraint, so every Deployment's, ReplicaSet's and
+    StatefulSet's pods spread so; a DaemonSet's, a Job's and a bare pod's do not."""
+
+    def __init__(self, spreads: Sequence[bool], zones: Sequence[str | None]) -> None:
+        nodes = len(zones)
+        self._on_node: list[FloatArray | None] = [
+            np.zeros(nodes) if spread else None for spread in spreads
+        ]
+        names = sorted({zone for zone in zones if zone is not None})
+        index = {zone: i for i, zone in enumerate(names)}
+        self._zone = np.array(
+            [index[zone] if zone is not None else -1 for zone in zones], dtype=np.int64
+        )
+        self._zoned = bool(names)
+        self._hostname = np.arange(nodes, dtype=np.int64)
+        self._every = np.ones(nodes, dtype=np.bool_)
+
+    def applies(self, workload: int) -> bool:
+        return 0 <= workload < len(self._on_node) and self._on_node[workload] is not None
+
+    def add(self, workload: int, node: int, sign: float = 1.0) -> None:
+        on_node = self._on_node[workload]
+        if on_node is not None:
+            on_node[node] += sign
+
+    def scores(self, workload: int, feasible: BoolArray) -> IntArray:
+        """PodTopologySpread's normalized score per node for the next pod of
+        ``workload`` (0..100; 0 where not feasible)."""
+        on_node = self._on_node[workload]
+        assert on_node is not None
+        terms = []
+        for key, max_skew in SYSTEM_DEFAULT_SPREAD:
+            if key == HOSTNAME_KEY:
+                term = spread_term(self._hostname, on_node, self._every, feasible, hostname=True)
+            elif key == ZONE_KEY and self._zoned:
+                term = spread_term(self._zone, on_node, self._every, feasible)
+            else:
+                continue
+            per_node, labelled, domains = term
+            terms.append((per_node, labelled, max_skew, domains))
+        return topology_spread_scores(terms, feasible)
 
 
 def _read_only(array: _Array) -> _Array:
@@ -467,7 +531,9 @@ class Scheduler:
                 EXTENDER_SCORE_SCALE * self.extender_weight,
             )
 
-    def choose(self, pod: PodShape) -> int | None:
+    def choose(self, pod: PodShape, workload: int = -1) -> int | None:
+        """The node for the next pod of ``pod``'s shape (of scenario workload
+        ``workload``, which the topology spread reads), or None: it stays pending."""
         # The nodes whose rank may have changed since the last pod, whatever its shape.
         changed = self.requests.take_unranked()
         if self.load_filter is not None:
@@ -477,24 +543,35 @@ class Scheduler:
         # With no node tainted TaintToleration gives every feasible node the same 100,
         # which changes neither the choice nor ``taint_steered``: left out, it costs nothing.
         tainted = self.soft_tainted is not None and bool(np.count_nonzero(self.soft_tainted))
+        # The spread score moves with every binding of the workload, and its
+        # normalization with the fewest and the most: made afresh for each pod.
+        spreads = self.requests.spread is not None and self.requests.spread.applies(workload)
         kept = self._best
         if (
             kept is not None
             and (pod is self._ranked_for or pod == self._ranked_for)
             and len(changed) <= _FEW
             and not tainted
+            and not spreads
         ):
             node = self._choose_from_kept(kept, changed, feasible, scores, pod)
             if node is not _AFRESH:
                 return node
         self._best = None
-        return self._choose_afresh(feasible, scores, pod, tainted)
+        return self._choose_afresh(feasible, scores, pod, tainted, workload if spreads else -1)
 
     def _choose_afresh(
-        self, feasible: BoolArray, scores: IntArray, pod: PodShape, tainted: bool
+        self,
+        feasible: BoolArray,
+        scores: IntArray,
+        pod: PodShape,
+        tainted: bool,
+        spread_workload: int = -1,
     ) -> int | None:
         """Filter, score and pick over every node; the ranks are kept for the next pod
-        where no taint or preferred node made them this pod's alone."""
+        where no taint, topology spread (of ``spread_workload``, >= 0) or preferred node
+        made them this pod's alone."""
+        toleration: IntArray | None = None
         if tainted:
             assert self.soft_tainted is not None
             untolerated = self.soft_tainted.astype(np.int64)  # scenario pods tolerate none
@@ -503,9 +580,14 @@ class Scheduler:
                 toleration.max() == MAX_NODE_SCORE
             ):
                 self.taint_steered += 1
-            scores = scores + toleration * TAINT_TOLERATION_WEIGHT
+        spread: IntArray | None = None
+        if spread_workload >= 0:
+            assert self.requests.spread is not None
+            spread = self.requests.spread.scores(spread_workload, feasible)
+        if toleration is not None or spread is not None:
+            scores = profile_scores(scores, toleration=toleration, spread=spread)
         every_node_feasible = False
-        keep = not tainted
+        keep = not tainted and spread is None
         if self.load_filter is not None:
             feasible = feasible & self.load_filter.passes
             if self.plugin_weight > 0:

@@ -276,6 +276,24 @@ def test_inter_pod_rules_and_spread_come_through_as_kube_scheduler_reads_them(
         ),
     )
     assert info.bound_at_s == datetime.fromisoformat("2026-05-01T12:00:00+00:00").timestamp()
+    assert info.own_spread  # constraints of its own: no system-default spreading
+
+
+def test_preferred_node_affinity_comes_through_with_its_weights(fake_kube: FakeKube) -> None:
+    pod: JSON = {"metadata": {"name": "p"}, "spec": {
+        "containers": [container("c")],
+        "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 30, "preference": {"matchExpressions": [
+                {"key": "zone", "operator": "In", "values": ["a", "b"]}]}},
+            {"weight": 5, "preference": {"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}},
+        ]}}}}
+    info = pod_info(read_back(fake_kube, pod))
+    assert info.preferred_node_affinity == (
+        (30, NodeSelectorTerm((NodeSelectorRequirement("zone", "In", ("a", "b")),))),
+        (5, NodeSelectorTerm((), (NodeSelectorRequirement("metadata.name", "In", ("n1",)),))),
+    )
+    assert not info.own_spread
 
 
 def test_a_term_without_a_label_selector_matches_no_pod(fake_kube: FakeKube) -> None:

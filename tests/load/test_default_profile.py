@@ -11,10 +11,15 @@ from app.load.default_profile import (
     NON_ZERO_MEMORY_BYTES,
     fits_request,
     fits_requests,
+    inter_pod_affinity_scores,
+    node_affinity_scores,
     non_zero_requests,
+    profile_scores,
     resource_score,
     resource_scores,
+    spread_term,
     taint_toleration_scores,
+    topology_spread_scores,
 )
 
 GI = 2.0**30
@@ -140,3 +145,78 @@ def test_taint_toleration_is_normalized_in_reverse_over_the_feasible_nodes(
 ) -> None:
     scores = taint_toleration_scores(np.array(untolerated, dtype=np.int64), np.array(feasible))
     assert scores.tolist() == expected
+
+
+def ints(values: list[int]) -> npt.NDArray[np.int64]:
+    return np.array(values, dtype=np.int64)
+
+
+def bools(values: list[bool]) -> npt.NDArray[np.bool_]:
+    return np.array(values, dtype=np.bool_)
+
+
+def test_topology_spread_scores_fall_with_the_matching_pods_and_the_fewest_get_100() -> None:
+    # One hostname constraint (maxSkew 3), 3 nodes: count * log(3 + 2) + 2, rounded:
+    # 2, 4, 5; normalized 100 * (5 + 2 - score) // 5.
+    every = bools([True, True, True])
+    per_node, labelled, domains = spread_term(
+        ints([0, 1, 2]), one([0, 1, 2]), every, every, hostname=True
+    )
+    assert domains == 3
+    scores = topology_spread_scores([(per_node, labelled, 3, domains)], every)
+    assert scores.tolist() == [100, 60, 40]
+    # None matching anywhere: every node the same (the most is not 0: maxSkew - 1).
+    per_node, labelled, domains = spread_term(
+        ints([0, 1, 2]), one([0, 0, 0]), every, every, hostname=True
+    )
+    assert topology_spread_scores([(per_node, labelled, 3, domains)], every).tolist() == [100] * 3
+
+
+def test_the_system_default_spread_adds_the_zone_and_a_node_without_one_skips_it() -> None:
+    # Zones 0, 0, 1 and none; matching pods 1, 0, 2, 5. Zone term (maxSkew 5, 2 zones,
+    # log 4): 1, 1, 2 and nothing; hostname term (maxSkew 3, 4 nodes, log 6).
+    every = bools([True] * 4)
+    matching = one([1, 0, 2, 5])
+    zone = spread_term(ints([0, 0, 1, -1]), matching, every, every)
+    assert zone[0].tolist() == [1, 1, 2, 0]
+    assert zone[1].tolist() == [True, True, True, False]
+    assert zone[2] == 2
+    host = spread_term(ints([0, 1, 2, 3]), matching, every, every, hostname=True)
+    terms = [(host[0], host[1], 3, host[2]), (zone[0], zone[1], 5, zone[2])]
+    # Raw 9, 7, 12, 11; normalized 100 * (12 + 7 - score) // 12.
+    assert topology_spread_scores(terms, every).tolist() == [83, 100, 58, 66]
+    # An infeasible node scores 0, and neither its raw score nor its zone's count
+    # beyond its pods: the domains are the feasible nodes'.
+    feasible = bools([True, True, False, True])
+    zone = spread_term(ints([0, 0, 1, -1]), matching, every, feasible)
+    assert zone[2] == 1
+    scores = topology_spread_scores([(zone[0], zone[1], 5, zone[2])], feasible)
+    assert scores[2] == 0
+    # Ignored nodes (a pod's own constraints, a key missing) score 0 and set no bound.
+    ignored = bools([False, False, False, True])
+    assert topology_spread_scores(terms, every, ignored)[3] == 0
+
+
+def test_inter_pod_affinity_scores_lie_between_the_lowest_and_the_highest_node() -> None:
+    scored = bools([True, True, True, False])
+    assert inter_pod_affinity_scores(ints([0, 5, -5, 10]), scored).tolist() == [50, 100, 0, 0]
+    assert inter_pod_affinity_scores(ints([3, 3, 3, 9]), scored).tolist() == [0, 0, 0, 0]
+
+
+def test_preferred_node_affinity_scores_are_a_share_of_the_best_nodes() -> None:
+    every = bools([True, True, True])
+    assert node_affinity_scores(ints([0, 30, 60]), every).tolist() == [0, 50, 100]
+    assert node_affinity_scores(ints([0, 0, 0]), every).tolist() == [0, 0, 0]
+
+
+def test_the_profile_adds_each_plugin_at_its_weight() -> None:
+    total = profile_scores(
+        ints([100, 150]),
+        toleration=ints([100, 0]),
+        spread=ints([50, 100]),
+        inter_pod=ints([0, 100]),
+        node_affinity=ints([100, 0]),
+    )
+    # 1 x resources + 3 x TaintToleration + 2 x each of the other three.
+    assert total.tolist() == [100 + 300 + 100 + 0 + 200, 150 + 0 + 200 + 200 + 0]
+    assert profile_scores(ints([7, 9])).tolist() == [7, 9]

@@ -12,7 +12,13 @@ import pytest
 
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
 from app.objects.nodes import NodeInfo, Taint
-from app.objects.pods import PodAffinityTerm, PodInfo, Toleration
+from app.objects.pods import (
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodAffinityTerm,
+    PodInfo,
+    Toleration,
+)
 from app.objects.resources import Resources
 from app.objects.selectors import LabelSelector
 from app.rebalance import EvictionPlan, NodeKind, SkipCode, plan, recheck, render_plan
@@ -342,3 +348,60 @@ def test_a_choice_kept_for_pods_alike_is_still_judged_by_each_pods_inter_pod_rul
         scheduler = RequestScheduler(nodes, pods, Placements(by_name, pods))
         answers = [scheduler.best_nodes(victim, "hot")[0] for victim in order]
         assert answers == [["a"] if victim is shy else ["b"] for victim in order]
+
+
+def test_the_prediction_spreads_a_replicasets_pods_as_the_default_profile_does() -> None:
+    # By requests "a" and "b" tie (1 core each); the system-default topology spread
+    # sends the replacement where its ReplicaSet has fewer pods: "b" (none) over "a"
+    # (two). A DaemonSet's pod gets no system default: both stay tied.
+    nodes = [node("hot", 0.9), node("a", 0.05), node("b", 0.05)]
+    web_a = [pod(f"web-a{i}", "a", owner="web") for i in range(2)]
+    bare_b = pod("bare-b", "b", owner=None, cpu=1.0)
+    victim = pod("victim", "hot", owner="web")
+    agent = daemon("agent", "hot", 4.0)
+    pods = [victim, *web_a, bare_b, agent]
+    by_name = {n.name: n for n in nodes}
+    best, _ = RequestScheduler(nodes, pods, Placements(by_name, pods)).best_nodes(victim, "hot")
+    assert best == ["b"]
+    kept = daemon("kept", "hot", 0.5)
+    pods = [kept, *web_a, bare_b, agent]
+    best, _ = RequestScheduler(nodes, pods, Placements(by_name, pods)).best_nodes(kept, "hot")
+    assert best == ["a", "b"]
+
+
+def test_the_spread_brings_the_replacement_back_where_its_replicaset_has_fewest() -> None:
+    # The source holds the ReplicaSet's only pod; "a" and "b" three each. By requests
+    # "a" and "b" are a little emptier (the agent's 2 cores on the source: 179 against
+    # 174), but the spread weighs more (2 x 100 against 2 x 28): back on the source, so
+    # nothing moves.
+    nodes = [node("hot", 0.9), node("a", 0.05), node("b", 0.05)]
+    replicas = [pod(f"web-{n}{i}", n, owner="web") for n in ("a", "b") for i in range(3)]
+    victim = pod("victim", "hot", owner="web")
+    pods = [victim, *replicas, daemon("agent", "hot", 2.0)]
+    by_name = {n.name: n for n in nodes}
+    best, _ = RequestScheduler(nodes, pods, Placements(by_name, pods)).best_nodes(victim, "hot")
+    assert best == ["hot"]
+    usage = {victim.key: Resources(2.0, 1 * GI)}
+    result = plan_of("requests", nodes, pods, usage)
+    assert result.evictions == []
+    assert any(s.code == SkipCode.BACK_ON_SOURCE for s in result.skipped)
+
+
+def test_the_prediction_weighs_the_pods_preferred_node_affinity() -> None:
+    # "a" and "b" tie by requests (a DaemonSet's pod: no spread); the pod prefers zone
+    # "z2", which only "b" is in: NodeAffinity's 2 x 100 picks it. A pod with spread
+    # constraints of its own gets no system default spread either.
+    nodes = [node("hot", 0.9), node("a", 0.05, labels={"zone": "z1"}),
+             node("b", 0.05, labels={"zone": "z2"})]
+    prefers = ((10, NodeSelectorTerm((NodeSelectorRequirement("zone", "In", ("z2",)),))),)
+    kept = pod("kept", "hot", owner="agent", owner_kind="DaemonSet",
+               preferred_node_affinity=prefers)
+    pods = [kept, daemon("agent", "hot", 4.0)]
+    by_name = {n.name: n for n in nodes}
+    best, _ = RequestScheduler(nodes, pods, Placements(by_name, pods)).best_nodes(kept, "hot")
+    assert best == ["b"]
+    web_a = [pod(f"web-a{i}", "a", owner="web") for i in range(2)]
+    own = pod("own", "hot", owner="web", own_spread=True)
+    pods = [own, *web_a, pod("bare-b", "b", owner=None, cpu=1.0), daemon("agent", "hot", 4.0)]
+    best, _ = RequestScheduler(nodes, pods, Placements(by_name, pods)).best_nodes(own, "hot")
+    assert best == ["a", "b"]

@@ -81,8 +81,10 @@ def test_a_round_past_the_end_of_the_run_is_not_judged() -> None:
 def test_planned_as_beside_the_extender_next_to_a_stock_scheduler_evictions_buy_nothing() -> None:
     """Issue 30's failure, counted: the descheduler planning as beside the extender
     while kube-scheduler places by requests puts most replacements straight back on
-    their sources (drifting-hot-spot: 17 of 24 evictions judged bought nothing);
-    planned in its ``requests`` mode, none does."""
+    their sources (drifting-hot-spot: 17 of 24 evictions judged bought nothing, and
+    with kube-scheduler's system-default topology spread modelled, most of 32); planned
+    in its ``requests`` mode, none does: it predicts the spread brings each replacement
+    back, and stands down."""
     counts = {}
     for mode in ("extender", "requests"):
         cluster = SimulatedCluster(load_scenario("drifting-hot-spot"), plan_for("default+desched"))
@@ -92,7 +94,7 @@ def test_planned_as_beside_the_extender_next_to_a_stock_scheduler_evictions_buy_
         run = cluster.simulate()
         counts[mode] = (len(run.evictions), run.evictions_judged, run.evictions_bought_nothing)
     evicted, judged, bought_nothing = counts["extender"]
-    assert judged >= evicted - 2 > 0
+    assert judged >= evicted - 4 > 0  # those of the last settleTime are not judged
     assert bought_nothing > judged / 2
     assert counts["requests"][0] > 0
     assert counts["requests"][2] == 0
