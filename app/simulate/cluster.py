@@ -235,8 +235,11 @@ class SimulatedCluster:
             rule_interval_s=scenario.metrics.rule_interval_s,
             hot_value_interval_s=hot_value_interval_s,
         )
-        spread = None if plan.load_aware else workload_spread(scenario)
-        self.requests = NodeRequests(self.allocatable_cpu, self.allocatable_memory, spread)
+        # kube-scheduler runs under every policy: the extender and crane's plugin only add
+        # their filter and score to its default profile, whose topology spread scores too.
+        self.requests = NodeRequests(
+            self.allocatable_cpu, self.allocatable_memory, workload_spread(scenario)
+        )
         owner: SimulatedCluster = weakref.proxy(self)  # its parts hold it weakly: no cycle
         self.estimate = plan.make_estimate(owner) if plan.make_estimate else None
         self.load_filter = (

@@ -10,7 +10,9 @@ preemption and ``percentageOfNodesToScore`` (every node is scored). One thing a 
 does say is which workload owns each pod: kube-scheduler's system-default
 PodTopologySpread (weight 2) spreads a Deployment's, ReplicaSet's or StatefulSet's
 replicas over ``kubernetes.io/hostname`` and, where the nodes carry
-``topology.kubernetes.io/zone``, over zones (``WorkloadSpread``).
+``topology.kubernetes.io/zone``, over zones (``WorkloadSpread``). kube-scheduler runs
+under every policy (the extender and crane's plugin add to its default profile, they do
+not replace it), so the spread is scored under every one.
 
 With soft taints (``default+taints``), TaintToleration is scored as kube-scheduler
 scores it (REFERENCE §8): per feasible node, the count of ``PreferNoSchedule`` taints
@@ -38,9 +40,9 @@ default plugins, with crane's rule for missing data and no estimate.
 Pods come in waves of one shape, and each binding changes one node's rank: the ranks,
 the best one and the nodes tied at it are kept between pods (``BestNodes``) and made
 again for the nodes a binding, an eviction or the load filter changed, or over every
-node where more changed, the shape is new, a soft taint or a preferred node makes the
-ranks this pod's alone. ``tests/simulate/test_scheduling.py`` holds every choice to the
-one made afresh.
+node where more changed, the shape is new, a soft taint, the topology spread or a
+preferred node makes the ranks this pod's alone. ``tests/simulate/test_scheduling.py``
+holds every choice to the one made afresh.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ class NodeRequests:
     allocatable_cpu: FloatArray
     allocatable_memory: FloatArray
     # Each workload's pods per node, for the system-default topology spread
-    # (``WorkloadSpread``); None: not scored (beside the extender and crane, as before).
+    # (``WorkloadSpread``); None: not scored (a test of the scheduler without it).
     spread: WorkloadSpread | None = None
     requested_cpu: FloatArray = field(init=False)
     requested_memory: FloatArray = field(init=False)

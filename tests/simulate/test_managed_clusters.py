@@ -59,16 +59,6 @@ CASES = [
 ]
 
 
-# Known misses, pinned so that a fix shows. Since the simulator models kube-scheduler's
-# system-default topology spread for the default* rows (and not yet beside the extender
-# or crane), the stock scheduler spreads every small-pods-hot-spot service evenly, over
-# the ingest nodes too: they grow hotter (79 % against 75 % beside the extender), the
-# five services' PDBs (5 each) let one round take 25 pods, and the last few wait for
-# the next round: 50-72 node-minutes against 34-61, every seed. With the spread
-# modelled under loadaware too the two rows meet (docs/tuning.md).
-KNOWN_MISSES = {"small-pods-hot-spot": ["default+taints+desched above 1.25x loadaware+desched"]}
-
-
 def summaries(name: str, seed: int, duration_s: float | None) -> dict[str, Summary]:
     return {
         policy: summarise(simulate(name, policy, seed, duration_s)) for policy in script.POLICIES
@@ -80,7 +70,7 @@ def test_beside_a_stock_scheduler_the_descheduler_cools_as_beside_the_extender_a
     name: str, seed: int, duration_s: float | None
 ) -> None:
     by_policy = summaries(name, seed, duration_s)
-    assert script.managed_checks(by_policy) == KNOWN_MISSES.get(name, []), (name, seed)
+    assert script.managed_checks(by_policy) == [], (name, seed)
     # Where loadaware's descheduler cools at all, so does it beside soft taints.
     with_taints = by_policy["default+taints+desched"]
     if by_policy["loadaware+desched"].evictions:
