@@ -489,6 +489,10 @@ SKIP_MEANING = {
     "(docs/troubleshooting.md, \"Is the descheduler helping?\")",
     "hot_landing": "beside a stock kube-scheduler, the nodes it would choose among for the "
     "replacement are, on average, made hotter than the eviction cools the source",
+    "unproven_landing": "with `scheduler: requests`, a node kube-scheduler would choose for "
+    "the replacement cannot be shown to stay under `targetThresholds` with every pod there "
+    "at its limit (a pod without a limit: no proof); beside that scheduler a move that "
+    "heats its landing later cannot be undone",
     "opted_out": "the pod (`cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"`, "
     "`karpenter.sh/do-not-disrupt: \"true\"`) or its Node (`karpenter.sh/do-not-disrupt: "
     "\"true\"`) opts out of disruption",

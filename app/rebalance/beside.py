@@ -43,6 +43,7 @@ from typing import Protocol
 
 from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY
 from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
+from app.rebalance.bound import LimitBound
 from app.rebalance.config import SchedulerBeside
 from app.rebalance.destinations import ROUNDING, Destinations
 from app.rebalance.kube_scheduler import RequestScheduler
@@ -151,8 +152,9 @@ class SchedulerChooses:
     cooldowns, inter-pod rules). How hot the pod makes it:
 
     * ``requests`` (``expected=False``): none of them may be pushed past its ceiling
-      (``targetThresholds``): the plan acts only where the landing provably stays
-      under the limits;
+      (``targetThresholds``), now or later: the plan acts only where the landing
+      provably stays under it with every pod there at its limit (``bound``: the move
+      cannot be undone beside this scheduler);
     * ``soft-taints`` (``expected=True``): on average over the tied nodes, the excess
       the pod would add (``Rules.overshoot``) must be less than what its eviction
       takes off the source (``shed``), resource by resource: a gain in expectation.
@@ -168,11 +170,14 @@ class SchedulerChooses:
         pods: Iterable[PodInfo],
         placements: Placements,
         expected: bool = False,
+        measured: Mapping[str, Resources] | None = None,
     ) -> None:
         self._destinations = destinations
         self._classes = classes
         self._expected = expected
+        pods = list(pods)
         self._scheduler = RequestScheduler(nodes, pods, placements)
+        self._bound = None if expected else LimitBound(pods, measured or {})
 
     def land(self, pod: PodInfo, usage: Resources, source: str, shed: Resources) -> Landing:
         best, score = self._scheduler.best_nodes(pod, source)
@@ -206,6 +211,10 @@ class SchedulerChooses:
                     refused = self._destinations.refusal_at(name, pod, usage)
                 hot.append((name, past))
             elif refused is None:
+                if self._bound is not None:  # requests: and stay so, every pod at its limit
+                    refused = self._bound.refusal(self._destinations.room(name), pod, usage)
+                    if refused is not None:
+                        return _unproven(name, score, named, refused)
                 cool.append(name)
             if refused is not None:
                 return _refused(name, score, named, refused)
@@ -237,10 +246,14 @@ class SchedulerChooses:
     def reserve(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None:
         self._destinations.reserve(destination, pod, usage)
         self._scheduler.move(pod, source, destination)
+        if self._bound is not None:
+            self._bound.send(destination, pod, usage)
 
     def release(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None:
         self._destinations.release(destination, pod, usage)
         self._scheduler.unmove(pod, source, destination)
+        if self._bound is not None:
+            self._bound.take_back(destination, pod)
 
 
 def _named(nodes: Sequence[str], shown: int = 5) -> str:
@@ -259,6 +272,16 @@ def _refused(name: str, score: int, named: str, refused: str) -> Landing:
     )
 
 
+def _unproven(name: str, score: int, named: str, refused: str) -> Landing:
+    return Landing(
+        None,
+        SkipCode.UNPROVEN_LANDING,
+        f"not provably cool: kube-scheduler would place the replacement on {name} (best "
+        f"score {score} of {named}), where {refused}; beside a scheduler that places by "
+        "requests a move that heats its landing later cannot be undone",
+    )
+
+
 def replacements_for(
     mode: SchedulerBeside,
     destinations: Destinations,
@@ -266,12 +289,16 @@ def replacements_for(
     nodes: Sequence[NodeInfo],
     pods: Iterable[PodInfo],
     placements: Placements,
+    measured: Mapping[str, Resources] | None = None,
 ) -> Replacements:
+    """How the plan learns where a replacement lands; ``measured`` is each pod's
+    measured usage (``ClusterView.pod_usage``), which the ``requests`` proof reads."""
     if mode == "extender":
         return PlanChooses(destinations)
     return SchedulerChooses(
-        destinations, classes, nodes, pods, placements, expected=mode == "soft-taints"
-    )
+        destinations, classes, nodes, pods, placements, expected=mode == "soft-taints",
+        measured=measured,
+    )  # fmt: skip
 
 
 def live_refusal(

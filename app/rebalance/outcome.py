@@ -84,6 +84,9 @@ class SkipCode(StrEnum):
     # scheduler: soft-taints: among the nodes kube-scheduler would choose from, those
     # the replacement would make hot outweigh what its eviction takes off the source
     HOT_LANDING = "hot_landing"
+    # scheduler: requests: a node kube-scheduler would choose cannot be shown to stay
+    # under targetThresholds with every pod there at its limit (app/rebalance/bound.py)
+    UNPROVEN_LANDING = "unproven_landing"
     ALREADY_EVICTED = "already_evicted"
     RECHECK = "recheck"  # the live re-check before the call refused it
     # its node's or its workload's recent evictions did not help (app/rebalance/backoff.py)

@@ -102,7 +102,13 @@ def plan(
         usage_sources(cluster.pod_usage, policy.spec.estimation),
         destinations,
         replacements_for(
-            config.scheduler, destinations, classes, nodes, cluster.pods.values(), rules.placements
+            config.scheduler,
+            destinations,
+            classes,
+            nodes,
+            cluster.pods.values(),
+            rules.placements,
+            cluster.pod_usage,
         ),
         result,
         RunBudget(config, cluster.pods.values(), cluster.budgets, cluster.recent_evictions, now_s),

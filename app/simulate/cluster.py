@@ -186,6 +186,15 @@ def workload_spread(scenario: Scenario) -> WorkloadSpread:
     return WorkloadSpread([kind in SPREAD_OWNER_KINDS for kind in owners], zones)
 
 
+def allocatable_of(scenario: Scenario) -> tuple[FloatArray, FloatArray]:
+    """Each node's allocatable CPU (cores) and memory (bytes), in node order."""
+    nodes = [g for g in scenario.nodes for _ in range(g.count)]
+    return (
+        np.array([g.cpu for g in nodes], dtype=np.float64),
+        np.array([g.memory for g in nodes], dtype=np.float64),
+    )
+
+
 class SimulatedCluster:
     """Nodes, pod slots and the step loop for one policy."""
 
@@ -201,12 +210,7 @@ class SimulatedCluster:
         if plan.crane and settings.hot_value_on_node_sync:
             hot_value_interval_s = scenario.crane_node_sync_s
         self.node_names = scenario.node_names
-        self.allocatable_cpu = np.array(
-            [g.cpu for g in scenario.nodes for _ in range(g.count)], dtype=np.float64
-        )
-        self.allocatable_memory = np.array(
-            [g.memory for g in scenario.nodes for _ in range(g.count)], dtype=np.float64
-        )
+        self.allocatable_cpu, self.allocatable_memory = allocatable_of(scenario)
         nodes = len(self.node_names)
         self.usage = SlotUsage(scenario)
         slots = self.usage.slots
@@ -235,11 +239,8 @@ class SimulatedCluster:
             rule_interval_s=scenario.metrics.rule_interval_s,
             hot_value_interval_s=hot_value_interval_s,
         )
-        # kube-scheduler runs under every policy: the extender and crane's plugin only add
-        # their filter and score to its default profile, whose topology spread scores too.
-        self.requests = NodeRequests(
-            self.allocatable_cpu, self.allocatable_memory, workload_spread(scenario)
-        )
+        spread = workload_spread(scenario)  # kube-scheduler's, under every policy
+        self.requests = NodeRequests(self.allocatable_cpu, self.allocatable_memory, spread)
         owner: SimulatedCluster = weakref.proxy(self)  # its parts hold it weakly: no cycle
         self.estimate = plan.make_estimate(owner) if plan.make_estimate else None
         self.load_filter = (

@@ -37,8 +37,16 @@ def config(scheduler: str, **fields: Any) -> Any:
 
 
 def daemon(name: str, node_name: str, cpu: float) -> PodInfo:
-    """Requests that stay where they are (a DaemonSet pod is never evicted)."""
-    return pod(name, node_name, owner="agent", owner_kind="DaemonSet", cpu=cpu)
+    """Requests that stay where they are (a DaemonSet pod is never evicted), limited to
+    them: a landing with it on is bounded (``scheduler: requests``'s proof)."""
+    return pod(name, node_name, owner="agent", owner_kind="DaemonSet", cpu=cpu,
+               limits=Resources(cpu, 1 * GI))
+
+
+def limited(name: str, node_name: str, cores: float, **fields: Any) -> PodInfo:
+    """A pod of 0.5 core requested whose limits bound it at ``cores`` (and 1 GiB): where it
+    lands by requests, how hot it can make the node is known."""
+    return pod(name, node_name, cpu=0.5, limits=Resources(cores, 1 * GI), **fields)
 
 
 def plan_of(scheduler: str, nodes: list[NodeInfo], pods: list[PodInfo],
@@ -89,7 +97,7 @@ def test_beside_a_request_based_scheduler_a_pod_that_would_come_back_stays() -> 
 def test_beside_a_request_based_scheduler_the_destination_is_the_one_it_would_choose() -> None:
     # By real usage "a" is the roomiest (5 %), and the extender mode sends the pod there;
     # by requests kube-scheduler prefers the empty "b" (15 %), which also takes the pod.
-    victim = pod("victim", "hot", cpu=0.5)
+    victim = limited("victim", "hot", 2.0)
     pods = [victim, daemon("agent-hot", "hot", 4.0), daemon("agent-a", "a", 6.0)]
     nodes = [node("hot", 0.9), node("a", 0.05), node("b", 0.15)]
     usage = {victim.key: Resources(2.0, 1 * GI)}
@@ -97,11 +105,59 @@ def test_beside_a_request_based_scheduler_the_destination_is_the_one_it_would_ch
     assert [e.destination for e in plan_of("requests", nodes, pods, usage).evictions] == ["b"]
 
 
+def test_beside_a_request_based_scheduler_a_landing_cool_only_for_now_is_no_proof() -> None:
+    """Issue 40's two-group day: a node at its trough takes the pod, then its own pods
+    reach their peak. Without limits nothing bounds how hot the landing gets, and beside
+    this scheduler the move could not be undone: the pod stays (``unproven_landing``),
+    where beside soft taints or the extender it moves. With limits that keep the landing
+    under targetThresholds it moves; with a pod there whose limit could take it past,
+    it stays."""
+    def landing(victim: PodInfo, on_b: PodInfo | None = None) -> EvictionPlan:
+        pods = [victim, daemon("agent-hot", "hot", 4.0), daemon("agent-a", "a", 6.0)]
+        usage = {victim.key: Resources(2.0, 1 * GI)}
+        if on_b is not None:
+            pods.append(on_b)
+            usage[on_b.key] = Resources(0.5, 1 * GI)
+        nodes = [node("hot", 0.9), node("a", 0.05), node("b", 0.15)]
+        return plan_of("requests", nodes, pods, usage)
+
+    unlimited = landing(pod("victim", "hot", cpu=0.5))
+    assert unlimited.evictions == []
+    (skipped,) = [s for s in unlimited.skipped if s.pod_key == "default/victim"]
+    assert skipped.code is SkipCode.UNPROVEN_LANDING
+    assert skipped.reason.startswith("not provably cool: kube-scheduler would place the "
+                                     "replacement on b")
+    assert "the pod has no cpu limit" in skipped.reason
+    assert any(n.startswith("standing down") and "unproven_landing 1" in n
+               for n in unlimited.notes)
+    assert [e.destination for e in landing(limited("victim", "hot", 2.0)).evictions] == ["b"]
+    # A pod on "b" using 0.5 core of a 4-core limit: 15 % + 20 % + 35 % more at worst.
+    grows = landing(limited("victim", "hot", 2.0), limited("peaks-later", "b", 4.0,
+                                                           owner="other"))
+    assert grows.evictions == []
+    (skipped,) = [s for s in grows.skipped if s.pod_key == "default/victim"]
+    assert skipped.code is SkipCode.UNPROVEN_LANDING
+    assert "cpu could reach 70% with every pod there at its limit, above 65%" in skipped.reason
+    within = landing(limited("victim", "hot", 2.0), limited("peaks-later", "b", 3.0,
+                                                            owner="other"))
+    assert [e.destination for e in within.evictions] == ["b"]  # 60 % at worst
+    unbounded = landing(limited("victim", "hot", 2.0), pod("peaks-later", "b", owner="other"))
+    (skipped,) = [s for s in unbounded.skipped if s.pod_key == "default/victim"]
+    assert "default/peaks-later on it has no cpu limit" in skipped.reason
+    # Beside soft taints the annotator taints a landing that grows hot, and the next
+    # round moves the pod on: no proof asked for.
+    tainted = [node("hot", 0.9, taints=(SOFT_TAINT,)), node("a", 0.05), node("b", 0.15)]
+    victim = pod("victim", "hot", cpu=0.5)
+    pods = [victim, daemon("agent-hot", "hot", 4.0), daemon("agent-a", "a", 6.0)]
+    moved = plan_of("soft-taints", tainted, pods, {victim.key: Resources(2.0, 1 * GI)})
+    assert [e.destination for e in moved.evictions] == ["b"]
+
+
 def busy_favourite(pod_cores: float) -> tuple[
         list[NodeInfo], list[PodInfo], dict[str, Resources]]:
     """kube-scheduler would put the replacement on "busy" (no requests), at 50 %: above
     thresholds (40 %), so the plan itself would never send a pod there."""
-    victim = pod("victim", "hot", cpu=0.5)
+    victim = limited("victim", "hot", pod_cores)
     pods = [victim, daemon("agent-hot", "hot", 4.0), daemon("agent-cool", "cool", 6.0)]
     nodes = [node("hot", 0.9), node("busy", 0.5), node("cool", 0.1)]
     return nodes, pods, {victim.key: Resources(pod_cores, 1 * GI)}
@@ -133,7 +189,7 @@ def test_beside_a_request_based_scheduler_a_neutral_node_left_under_the_target_t
 def test_beside_a_request_based_scheduler_an_unready_node_is_no_landing() -> None:
     # kube-scheduler filters out the unready "busy": it puts the replacement on "cool",
     # which has fewer requests than "hot" keeps.
-    victim = pod("victim", "hot", cpu=0.5)
+    victim = limited("victim", "hot", 1.0)
     pods = [victim, daemon("agent-hot", "hot", 4.0), daemon("agent-cool", "cool", 3.0)]
     nodes = [node("hot", 0.9), replace(node("busy", 0.5), ready=False), node("cool", 0.1)]
     usage = {victim.key: Resources(1.0, 1 * GI)}
@@ -181,7 +237,7 @@ def tied(hot_cpu: float, pod_cores: float) -> tuple[
         list[NodeInfo], list[PodInfo], dict[str, Resources]]:
     """A tainted hot node and three nodes alike by requests (kube-scheduler ties them
     and picks one at random): "a" cool at 20 %, "b" and "c" at 62 %."""
-    victim = pod("victim", "hot", cpu=0.5)
+    victim = limited("victim", "hot", pod_cores)
     pods = [victim, daemon("agent-hot", "hot", 4.0)]
     nodes = [node("hot", hot_cpu, taints=(SOFT_TAINT,)), node("a", 0.2), node("b", 0.62),
              node("c", 0.62)]
@@ -263,7 +319,7 @@ def test_the_live_recheck_stops_an_eviction_once_the_taint_is_gone() -> None:
 def test_the_live_recheck_stops_an_eviction_the_scheduler_would_now_send_back() -> None:
     # Planned while "agent-hot" held 4 cores on the source; it left since, and now the
     # source is the emptiest node by requests.
-    victim = pod("victim", "hot", cpu=0.5)
+    victim = limited("victim", "hot", 2.0)
     agent_hot, agent_a = daemon("agent-hot", "hot", 4.0), daemon("agent-a", "a", 6.0)
     nodes = [node("hot", 0.9), node("a", 0.05), node("b", 0.15)]
     usage = {victim.key: Resources(2.0, 1 * GI)}
@@ -282,10 +338,10 @@ def test_the_prediction_honours_the_pods_anti_affinity() -> None:
     # By requests "b" is the scheduler's first choice, but a web pod runs there and the
     # victim's required anti-affinity keeps it off; the next best is "a".
     away_from_web = (PodAffinityTerm(LabelSelector({"app": "web"}), HOSTNAME, ("default",)),)
-    victim = pod("victim", "hot", cpu=0.5, labels={"app": "web"},
-                 pod_anti_affinity=away_from_web)
+    victim = limited("victim", "hot", 2.0, labels={"app": "web"},
+                     pod_anti_affinity=away_from_web)
     web_b = pod("web-b", "b", owner="web", labels={"app": "web"})
-    pods = [victim, web_b, daemon("agent-hot", "hot", 7.0), daemon("agent-a", "a", 6.0)]
+    pods = [victim, web_b, daemon("agent-hot", "hot", 7.0), daemon("agent-a", "a", 1.0)]
     nodes = [node("hot", 0.9, labels={HOSTNAME: "hot"}), node("a", 0.05, labels={HOSTNAME: "a"}),
              node("b", 0.1, labels={HOSTNAME: "b"})]
     usage = {victim.key: Resources(2.0, 1 * GI), web_b.key: Resources(0.1, 1 * GI)}
