@@ -3,6 +3,7 @@ beside the extender, on the scenarios where hot spots grow after placement.
 
     .venv/bin/python scripts/managed_clusters.py                 # seeds 1-20, a table
     .venv/bin/python scripts/managed_clusters.py --seeds 1-3 --json
+    .venv/bin/python scripts/managed_clusters.py --everywhere  # every built-in and fixture
 
 Per scenario and seed: node-minutes above the limits (CPU + memory), harm (throttled
 CPU-minutes + OOM events), pending pod-minutes, evictions and those that bought nothing
@@ -26,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.simulate.cluster import SimulatedCluster  # noqa: E402
 from app.simulate.policies import plan_for  # noqa: E402
-from app.simulate.scenario import load_scenario  # noqa: E402
+from app.simulate.scenario import builtin_names, load_scenario  # noqa: E402
 from app.simulate.summary import Summary, summarise  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "simulate"
@@ -76,6 +77,11 @@ def managed_checks(by_policy: dict[str, Summary]) -> list[str]:
     return failed
 
 
+def everywhere() -> list[str]:
+    """Every built-in scenario and every fixture under tests/fixtures/simulate."""
+    return [*builtin_names(), *(str(path) for path in sorted(FIXTURES.glob("*.yaml")))]
+
+
 def seeds_of(text: str) -> list[int]:
     first, _, last = text.partition("-")
     return list(range(int(first), int(last or first) + 1))
@@ -85,12 +91,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="1-20", help="a range such as 1-20 (default)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument(
+        "--everywhere", action="store_true", help="every built-in scenario and every fixture"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    names = everywhere() if args.everywhere else args.scenarios.split(",")
     rows, failures = [], 0
     print("| scenario | seed | " + " | ".join(POLICIES) + " | checks |", flush=True)
     print("|---|---|" + "---|" * len(POLICIES) + "---|", flush=True)
-    for name in args.scenarios.split(","):
+    for name in names:
         for seed in seeds_of(args.seeds):
             scenario = load_scenario(name).model_copy(update={"seed": seed})
             by_policy = {}
