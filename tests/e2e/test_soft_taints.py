@@ -25,7 +25,7 @@ from lightkube.resources.core_v1 import Node, Pod
 from app.descheduler.descheduler import RunResult
 from app.load import format_usage
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY
-from app.rebalance import NodeKind, render_plan
+from app.rebalance import NodeKind, SkipCode, render_plan
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
 from tests.descheduler.cluster import load_annotations
 from tests.e2e.descheduler import deployment, descheduler_allowed, pinned_deployment, run_once
@@ -229,14 +229,26 @@ def web_pods(client: Client, namespace: str) -> dict[str, str]:
     }
 
 
+# The autoscalers' opt-outs, as pod annotations (issue 40): never evicted, by any path.
+OPT_OUTS = (
+    {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+    {"karpenter.sh/do-not-disrupt": "true"},
+    {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+)
+
+
 @pytest.mark.prometheus
+@pytest.mark.parametrize("opted_out", [0, len(OPT_OUTS)])
 def test_many_small_pods_grown_hot_after_placement_are_cooled_beside_the_stock_scheduler(
-    cluster: ControlPlane, namespace: str, prometheus_node_data: PromNodeData
+    cluster: ControlPlane, namespace: str, prometheus_node_data: PromNodeData, opted_out: int
 ) -> None:
     """Issue 40: a node whose many small pods grow hot after placement, beside the stock
     kube-scheduler (default profile, no extender). The annotator taints it; the
     descheduler (``scheduler: soft-taints``) then cools it below targetThresholds within
     3 rounds; every replacement lands on an untainted node; no pod is evicted twice.
+    The same run with ``opted_out`` of the pods carrying an autoscaler's opt-out
+    (``safe-to-evict: "false"``, ``do-not-disrupt: "true"``) cools it from the others
+    and never evicts those.
 
     By requests "hot" is the emptiest node (eight pods of 100m against 1.5 cores on each
     cool node): kube-scheduler would put a replacement back there but for the taint.
@@ -245,6 +257,11 @@ def test_many_small_pods_grown_hot_after_placement_are_cooled_beside_the_stock_s
     client = cluster.client()
     web_on_hot(cluster, namespace, hot_cpu=0.3, hot_fill=None, cool_fill="1500m", web=8,
                web_cpu="100m")  # fmt: skip
+    # 3 of the 8 (1.2 cores) opted out: the 5 others (2 cores) still shed the 1 core
+    # above 65 %, two a round.
+    kept = sorted(web_pods(client, namespace))[:opted_out]
+    for name, opt_out in zip(kept, OPT_OUTS[:opted_out], strict=True):
+        client.patch(Pod, name, {"metadata": {"annotations": opt_out}}, namespace=namespace)
     # After placement, the web pods grow: 0.4 core each, hot at 90 % of its 4 cores.
     client.patch(Node, "hot", {"metadata": {"annotations": load_annotations(0.9)}})
     series = pod_series(client, namespace, web_cores=0.4)
@@ -255,6 +272,7 @@ def test_many_small_pods_grown_hot_after_placement_are_cooled_beside_the_stock_s
     )
     evicted: list[str] = []
     replaced: dict[str, str] = {}
+    seen_opted: set[str] = set()  # skipped as opted out (code opted_out)
     rounds_to_cool: int | None = None
     with (
         descheduler_allowed(cluster),
@@ -275,6 +293,10 @@ def test_many_small_pods_grown_hot_after_placement_are_cooled_beside_the_stock_s
                 break
             assert report.evicted, text
             assert {e.source for e in report.plan.evictions} == {"hot"}, text
+            opted = {s.pod_key.split("/")[1] for s in report.plan.skipped
+                     if s.code is SkipCode.OPTED_OUT}  # fmt: skip
+            assert opted <= set(kept), text
+            seen_opted |= opted
             evicted += report.evicted
             cluster.kubelet_reap(namespace)
             with cluster.scheduler(scheduler_config()):
@@ -286,8 +308,12 @@ def test_many_small_pods_grown_hot_after_placement_are_cooled_beside_the_stock_s
     assert rounds_to_cool is not None, (evicted, replaced)
     assert 2 <= rounds_to_cool <= 3  # two pods a run: more than one round, at most three
     assert len(evicted) == len(set(evicted)) == len(replaced) >= 3, (evicted, replaced)
-    assert not set(evicted) & set(replaced)  # no replacement was evicted in turn
+    evicted_names = {key.split("/")[1] for key in evicted}  # the report's keys: ns/name
+    assert not evicted_names & set(replaced)  # no replacement was evicted in turn
     assert set(replaced.values()) <= {"cool-1", "cool-2"}, replaced  # the untainted ones
+    assert not evicted_names & set(kept), evicted  # the opt-outs: skipped, never evicted
+    assert seen_opted == set(kept)
+    assert all(web_pods(client, namespace).get(name) == "hot" for name in kept)
 
 
 def web_on_hot(
