@@ -310,8 +310,11 @@ class DeschedulerConfig(_Section):
         "the source, on nodes that on average it leaves under targetThresholds "
         "(skip codes back_on_source, no_destination, hot_landing). 'requests': a "
         "kube-scheduler that places by requests alone: a pod moves only where every node "
-        "kube-scheduler would choose for its replacement is off the source and stays "
-        "under targetThresholds; else the run stands down and says so. Not detected: "
+        "kube-scheduler would choose for its replacement is off the source and provably "
+        "stays under targetThresholds, every pod there at its limit (a pod without "
+        "limits: no proof; skip code unproven_landing), since beside that scheduler a "
+        "landing that heats later cannot be undone; else the run stands down and says "
+        "so. Not detected: "
         "the descheduler cannot see kube-scheduler's configuration, and a cluster "
         "without taints may simply have no hot node.",
     )
