@@ -122,17 +122,25 @@ def harm(run: Run) -> float:
     return summary.throttled_cpu_minutes + summary.oom_events
 
 
-def test_on_spiky_waves_it_takes_away_loadawares_own_throttling_seed_by_seed() -> None:
+def test_on_spiky_waves_the_spread_keeps_a_wave_apart_with_or_without_the_raise() -> None:
     """crane-style-waves, seeds 1-5: a wave of cpusvc pods estimated at 85m piled 4-5
     onto the coolest node (seed 1-5 harm 0, 2.4, 2.2, 1.8 and 4.3 throttled
-    CPU-minutes); estimated at what cpusvc's pods use, the wave spreads. No seed gets
-    worse, and the sum drops by more than three quarters."""
+    CPU-minutes) while kube-scheduler was modelled without its topology spread under
+    loadaware; estimated at what cpusvc's pods use, the wave spread (the sum fell by
+    more than three quarters). With the system-default spread modelled under every
+    policy (issue 40), the spread itself keeps a ReplicaSet's wave apart, raise or not:
+    at most 0.11 throttled CPU-minutes over the five seeds without it. With it, no seed
+    gets worse but seed 2, by one step of one node at 100 % (0.37): pinned, so that a
+    fix shows."""
     before, after = [], []
     for seed in range(1, 6):
         before.append(harm(simulate(seed, workload_usage=False)))
         after.append(harm(simulate(seed)))
+        if seed == 2:
+            assert before[-1] == 0.0 < after[-1] <= 0.4, (seed, after[-1])
+            continue
         assert after[-1] <= before[-1] + 1e-9, (seed, before[-1], after[-1])
-    assert sum(after) < sum(before) / 4, (before, after)
+    assert sum(before) < 0.2, before  # 12.7 with the spread left out
 
 
 def test_an_array_changed_in_place_between_steps_is_accounted_as_changed() -> None:
