@@ -8,10 +8,11 @@ holds what a kubelet exports, traps included:
 * per pod, ``container=""``: the pod cgroup, already the sum of its containers;
 * per pod, ``container="POD"``: the pause container, with a little usage of its own.
 
-Any other counter (throttled periods, OOM events) can be added with its value over
-time (``Counter``). A query that sums everything counts a pod about twice; the right one gives exactly
-``PodSeries.cpu_cores`` and ``memory_bytes``. Data runs from 30 minutes before the
-fixture's start to two hours after it, so queries at the real "now" work.
+A query that sums everything counts a pod about twice; the right one gives exactly
+``PodSeries.cpu_cores`` and ``memory_bytes``. Any other counter (throttled periods,
+OOM events) can be added with its value over time (``Counter``). Data runs from 30
+minutes before the fixture's start to two hours after it, so queries at the real
+"now" work.
 
     with cadvisor_prometheus([PodSeries("default", "web-1", {"main": (0.5, 2**28)})]) as url:
         ...
