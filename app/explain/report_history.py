@@ -80,14 +80,17 @@ def read_hot(
     end_s: float,
     selector: str,
     divisor: float,
-) -> tuple[Hot, list[str]]:
-    """Each node's points above any of the policy's limits over [start_s, end_s]."""
+) -> tuple[Hot | None, list[str]]:
+    """Each node's points above any of the policy's limits over [start_s, end_s]; None
+    when no limited metric has any series at all (a wrong selector, rules not loaded):
+    nothing above the limits is then unknown, not 0."""
     step_s = step_for(start_s, end_s)
     # Points at whole multiples of the step, as ``minutes_above`` counts them.
     start_s, end_s = math.floor(start_s / step_s) * step_s, math.floor(end_s / step_s) * step_s
     addresses = [NodeAddress(n.name, n.internal_ip) for n in nodes.values()]
     points: dict[str, set[float]] = {}
     notes = []
+    seen = 0
     for metric, limit in policy.limits:
         promql = f"{build_query(metric, selector)} > {limit * divisor:g}"
         answer = source.query_range(
@@ -95,6 +98,10 @@ def read_hot(
         )
         # One sample per series, valued by its hot points, so that the matching's rule
         # for several series on one node (the highest) keeps the hottest.
+        if not answer and not _exists(source, build_query(metric, selector), start_s, end_s):
+            notes.append(f"{metric}: no series at all (check --query-selector)")
+            continue
+        seen += 1
         samples = [PromSample(s.labels, float(len(s.times_s)), end_s) for s in answer]
         by_sample = {id(sample): series for sample, series in zip(samples, answer, strict=True)}
         matched = match_series(samples, addresses)
@@ -105,7 +112,15 @@ def read_hot(
                 f"{metric}: {matched.unmatched_series} hot series matched no node "
                 "(check --query-selector)"
             )
+    if not seen:
+        return None, notes
     return Hot(step_s, {n: frozenset(p) for n, p in points.items()}), notes
+
+
+def _exists(source: PrometheusSource, series: str, start_s: float, end_s: float) -> bool:
+    """Whether ``series`` has any point over the period (one point per series answered)."""
+    window_s = max(60, int(end_s - start_s))
+    return bool(source.query(f"count(last_over_time({series}[{window_s}s]))", end_s))
 
 
 def read_restarts(source: PrometheusSource, period_s: float, now_s: float) -> dict[str, float]:

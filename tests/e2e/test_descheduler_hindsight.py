@@ -92,10 +92,13 @@ def test_an_eviction_that_helped_and_one_that_could_not_are_told_apart(
         fresh = load_annotations(cpu, at_s=time.time())
         client.patch(Node, name, {"metadata": {"annotations": fresh}})
     telemetry = DeschedulerMetrics()
-    # Beside cAdvisor: the policy's CPU metric, hot nodes above its 65 % limit the whole
-    # time; and kube-state-metrics' restarts, one api pod restarted twice 10 minutes ago.
+    # Beside cAdvisor: the policy's metrics, the hot nodes above cpu_usage_avg_5m's 65 %
+    # limit the whole time and below every other limit; and kube-state-metrics'
+    # restarts, one api pod restarted twice 10 minutes ago.
     hot_now = [("cpu_usage_avg_5m", {"instance": name}, "85" if name.startswith("hot") else "20")
                for name in nodes]  # fmt: skip
+    calm = ("mem_usage_avg_5m", "cpu_usage_max_avg_1h", "mem_usage_max_avg_1h")
+    hot_now += [(metric, {"instance": name}, "30") for name in nodes for metric in calm]
     api_pod = sorted(n for n, node in live_pods(client, namespace).items() if node == "hot-b")[0]
     restarted_s = time.time() - 600.0
     restarts = Counter(

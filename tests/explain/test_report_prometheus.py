@@ -50,9 +50,10 @@ def write_series(path: Path) -> None:
     for node, ip in IPS.items():
         shape = cpu_percent(node)
         lines += [f'cpu_usage_avg_5m{{instance="{ip}:9100"}} {shape(t)} {t}' for t in times]
-    lines += ["# TYPE mem_usage_avg_5m gauge"]
-    for ip in IPS.values():
-        lines += [f'mem_usage_avg_5m{{instance="{ip}:9100"}} 30 {t}' for t in times]
+    for metric in ("mem_usage_avg_5m", "cpu_usage_max_avg_1h", "mem_usage_max_avg_1h"):
+        lines += [f"# TYPE {metric} gauge"]  # every limited metric has series, below 75 %
+        for ip in IPS.values():
+            lines += [f'{metric}{{instance="{ip}:9100"}} 30 {t}' for t in times]
     lines += ["# TYPE kube_pod_container_status_restarts counter"]
     for pod, count in (("web-1", restarts_of_web_1), ("db-0", lambda t: 0.0)):
         labels = f'namespace="shop",pod="{pod}",container="app"'
@@ -166,3 +167,18 @@ def test_without_prometheus_the_minutes_and_restarts_are_unknown_not_zero(
     assert len(summary["notes"]) == 2
     assert "Traceback" not in captured.err
     assert "cannot connect to Prometheus" in captured.err
+
+
+def test_limits_whose_metrics_have_no_series_are_unknown_not_zero(
+    cluster: str, prometheus_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A selector that matches nothing (or rules not loaded): no minute above the
+    limits is known, which is not the same as none; restarts are still read."""
+    argv = ["--kubeconfig", cluster, "--prometheus-url", prometheus_url,
+            "--query-selector", 'cluster="elsewhere"']  # fmt: skip
+    summary = report_json(argv, capsys)
+    assert summary["nodes"]["hot-1"]["minutesAboveLimits"] is None  # type: ignore[index]
+    assert summary["total"]["restarts"] == 3  # type: ignore[index]
+    notes = summary["notes"]
+    assert isinstance(notes, list)
+    assert any("cpu_usage_avg_5m: no series at all" in n for n in notes), notes
