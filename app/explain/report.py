@@ -22,16 +22,14 @@ import json
 import sys
 import time
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.commandline import EXIT_FAILED, EXIT_OK, add_flag, duration, positive_number, usage_error
+from app.explain.report_measures import History, minutes_above, restarts_by
 from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
 from app.kube import POLICY_CONFIGMAP
 from app.objects import MoveRecord, PodInfo
 from app.prom import add_prometheus_flags, label_matchers, prometheus_settings_from_args
-
-if TYPE_CHECKING:
-    from app.explain.report_history import History
 
 HELP = "what the descheduler's evictions bought: by outcome, per node and workload (read-only)"
 DESCRIPTION = """\
@@ -201,8 +199,6 @@ def _add_history(
     window_s: float,
     now_s: float | None,
 ) -> None:
-    from app.explain.report_history import minutes_above, restarts_by
-
     hot = history.hot if history is not None else None
     restarts = history.restarts if history is not None else None
     total, per_node, per_workload = (
