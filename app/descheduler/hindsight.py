@@ -13,8 +13,7 @@ judgement (``app/rebalance/aftermath.py``), on what the run sees:
   eviction; one back on the source counts against the move, one elsewhere gives the
   node it landed on, whose usage before is known when it is the destination the plan
   chose;
-- the other pods bound on the source since: added back, as another cause.
-
+- the other pods bound on the source since: added back, as another cause;
 - the throttling and OOM kills of the move's workloads, before against after, when
   the caller read them (``health_window`` says which pods over which window: the
   evicted pods and the workloads' pods then, the workloads' pods now, each over the
