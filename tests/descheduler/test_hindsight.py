@@ -218,3 +218,49 @@ def test_every_hot_node_backed_off_is_said_in_the_plan_and_logged(
     assert STOPPED_HELPING in report.plan.notes
     said = [r for r in caplog.records if STOPPED_HELPING in r.getMessage()]
     assert len(said) == 1
+
+
+def test_the_health_window_is_the_evicted_and_stayed_pods_then_and_the_workloads_pods_now() -> None:
+    """Before: the pods evicted in the move's run and the workload's pods placed before
+    it; after: the workload's pods now (a replacement included); other workloads and
+    pods evicted by another run are not asked about; each pod with its node's names."""
+    from app.descheduler.hindsight import health_window
+    from app.objects import EvictionRecord, NodeInfo, OwnerRef, PodInfo, Resources
+    from app.rebalance import ClusterView
+
+    round_s = 10_000.0
+    web = OwnerRef("ReplicaSet", "web-5d8f9", "u")
+
+    def pod(name: str, node: str, created_s: float, owner: OwnerRef = web) -> PodInfo:
+        return PodInfo("shop", name, f"uid-{name}", node, "Running", True, False, created_s,
+                       owner=owner, labels={"pod-template-hash": "5d8f9"})  # fmt: skip
+
+    def evicted(name: str, at_s: float) -> EvictionRecord:
+        return EvictionRecord(f"shop/{name}", f"uid-{name}", "hot", "cool", Resources(),
+                              at_s, "shop/Deployment/web")  # fmt: skip
+
+    pods = [pod("web-stayed", "hot", 100.0), pod("web-new", "cool", round_s + 30),
+            pod("api-0", "hot", 100.0, OwnerRef("ReplicaSet", "api-6f7d8", "v"))]  # fmt: skip
+    view = ClusterView(
+        nodes={"hot": NodeInfo("hot", {}, "10.0.0.1"), "cool": NodeInfo("cool", {}, None)},
+        pods={p.key: p for p in pods},
+        pod_usage={},
+    )
+    move = MoveRecord("hot", round_s, "cpu", 0.9, 0.2, 0.6, "cool", 1, ("shop/Deployment/web",))
+    records = [evicted("web-gone", round_s + 1), evicted("web-older", round_s - 900)]
+    config = cluster.config()
+    window = health_window(move, records, view, config, now_s=round_s + 400)
+    assert window is not None
+    assert window.window_s == 400
+    assert window.before_at_s == round_s
+    assert dict(window.before) == {
+        "shop/web-gone": ("hot", "10.0.0.1"), "shop/web-stayed": ("hot", "10.0.0.1"),
+    }  # fmt: skip
+    assert dict(window.after) == {
+        "shop/web-stayed": ("hot", "10.0.0.1"), "shop/web-new": ("cool",),
+    }  # fmt: skip
+    # An hour at most; nothing under a minute; nothing for a move of bare pods.
+    assert health_window(move, records, view, config, round_s + 9000).window_s == 3600  # type: ignore[union-attr]
+    assert health_window(move, records, view, config, round_s + 30) is None
+    bare = replace(move, workloads=())
+    assert health_window(bare, records, view, config, round_s + 400) is None
