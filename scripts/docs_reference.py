@@ -39,6 +39,7 @@ from app.objects.durations import format_duration  # noqa: E402
 from app.policy import API_VERSION as POLICY_API_VERSION  # noqa: E402
 from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
 from app.rebalance import MAX_BACKOFF_ROUNDS, NOISE_SHARE, SITUATION_CHANGE, Outcome  # noqa: E402
+from app.rebalance.aftermath import THROTTLE_RISE  # noqa: E402
 from app.rebalance.config import MIN_INTERVAL_S, DeschedulerConfig  # noqa: E402
 from app.rebalance.outcome import SkipCode  # noqa: E402
 from app.rebalance.victims import (  # noqa: E402
@@ -620,8 +621,10 @@ def eviction_outcomes_section() -> list[str]:
         + f". It **helped** when its source is cooler, less what other pods that left or "
         f"came explain, by more than {NOISE_SHARE:g} of what it moved; it **backfired** "
         "when the source is hotter than other pods explain by more than that, or its "
-        "replacement made the destination hot, or its workload was OOM-killed or throttled "
-        "more; else it had **no effect** (a replacement back on the source included).",
+        "replacement made the destination hot, or its workload was OOM-killed more or "
+        f"throttled {THROTTLE_RISE:g} times as much, after than before (the live "
+        "descheduler reads both from cAdvisor, `app/prom/pod_health.py`; unknown where not "
+        "scraped); else it had **no effect** (a replacement back on the source included).",
         "",
     ]
 

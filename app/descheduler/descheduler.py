@@ -35,10 +35,11 @@ from typing import Any
 from app.descheduler.act import Evictor
 from app.descheduler.decide import decide
 from app.descheduler.gather import ClusterReader, Skipped, View
-from app.descheduler.hindsight import judge_due
+from app.descheduler.hindsight import due_moves, judge_due
 from app.descheduler.report import RunReport, RunResult
 from app.descheduler.settings import LoopSettings, warn_about_thresholds
 from app.descheduler.telemetry import DeschedulerMetrics
+from app.descheduler.workload_health import read_workload_health
 from app.kube import (
     WORKLOAD_USAGE_NAME,
     BudgetCache,
@@ -94,6 +95,7 @@ class Descheduler:
         self._config.follow(self._adopt_config, self._count_config_reload)
         self._policy.follow(self._adopt_policy, self.telemetry.policy.reload_result)
         self._clock = clock
+        self._prometheus = source
         self.nodes = NodeCache(client)
         self.pods: PodCache[PodInfo] = PodCache(client, pod_info)
         self.budgets = BudgetCache(client)
@@ -247,14 +249,20 @@ class Descheduler:
     ) -> View:
         """Judge the moves whose settleTime has passed; kept in the memory (written with
         the run's first save), counted, logged, and told on each workload in one Event.
-        The view returned plans with them: a move judged now backs off at once."""
+        The view returned plans with them: a move judged now backs off at once. The
+        workloads' throttling and OOM kills are read for them first, where cAdvisor has
+        them (``workload_health.py``)."""
+        records = list(view.memory.evictions.values())
+        due = due_moves(view.memory.moves, config, view.now_s)
+        health = (
+            await read_workload_health(
+                self._prometheus, due, records, view.cluster, config, view.now_s
+            )
+            if due
+            else {}
+        )
         judged = judge_due(
-            view.memory.moves,
-            view.memory.evictions.values(),
-            view.cluster,
-            config,
-            policy,
-            view.now_s,
+            view.memory.moves, records, view.cluster, config, policy, view.now_s, health
         )
         if not dry_run:  # a dry run keeps no memory: it would count them again each run
             self.telemetry.record_judged(judged)

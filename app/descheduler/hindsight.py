@@ -13,16 +13,18 @@ judgement (``app/rebalance/aftermath.py``), on what the run sees:
   eviction; one back on the source counts against the move, one elsewhere gives the
   node it landed on, whose usage before is known when it is the destination the plan
   chose;
-- the other pods bound on the source since: added back, as another cause.
-
-Throttling and OOM kills of the workload are not read here (the judgement takes them
-when a caller has them).
+- the other pods bound on the source since: added back, as another cause;
+- the throttling and OOM kills of the move's workloads, before against after, when
+  the caller read them (``health_window`` says which pods over which window: the
+  evicted pods and the workloads' pods then, the workloads' pods now, each over the
+  time since the move, at most an hour; ``app/prom/pod_health.py`` reads them from
+  cAdvisor). Unknown counts leave the judgement to the usage alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from app.load import Freshness, read_fraction
 from app.objects import EvictionRecord, MoveRecord, PodInfo, Resources, workload_of
@@ -36,6 +38,12 @@ from app.rebalance import (
     PlannedEviction,
     judge,
 )
+
+# The window the workloads' throttling and OOM kills are compared over: the time since
+# the move, before it and after it, at most an hour; under a minute (about four
+# scrapes) increase() has nothing to say, and they are not read.
+MIN_WINDOW_S = 60.0
+MAX_WINDOW_S = 3600.0
 
 
 def _amount(usage: Resources, resource: str) -> float:
@@ -114,6 +122,75 @@ def add_eviction(
     return held
 
 
+@dataclass(frozen=True, slots=True)
+class HealthWindow:
+    """Whose throttling and OOM kills speak for a move's workloads, over which window:
+    ``before`` ends at the move, ``after`` now; pod key -> the names of its node."""
+
+    window_s: float
+    before_at_s: float
+    before: Mapping[str, tuple[str, ...]]
+    after: Mapping[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadHealth:
+    """The move's workloads' throttled periods and OOM kills, before and after; None:
+    not known (the counters are not scraped, or a query failed)."""
+
+    throttled_before: int | None = None
+    throttled_after: int | None = None
+    oom_before: int | None = None
+    oom_after: int | None = None
+
+
+def due_moves(
+    moves: Mapping[str, MoveRecord], config: DeschedulerConfig, now_s: float
+) -> list[MoveRecord]:
+    """The pending moves whose ``settleTime`` has passed, oldest first."""
+    due = [
+        m for m in moves.values() if m.outcome is None and m.round_s + config.settle_time <= now_s
+    ]
+    return sorted(due, key=lambda m: m.round_s)
+
+
+def _node_names(cluster: ClusterView, node: str) -> tuple[str, ...]:
+    info = cluster.nodes.get(node)
+    return (node, info.internal_ip) if info is not None and info.internal_ip else (node,)
+
+
+def health_window(
+    move: MoveRecord,
+    records: Iterable[EvictionRecord],
+    cluster: ClusterView,
+    config: DeschedulerConfig,
+    now_s: float,
+) -> HealthWindow | None:
+    """The pods and window to read the move's workloads' health over; None when the
+    move evicted no workload's pods, or less than ``MIN_WINDOW_S`` has passed."""
+    window_s = min(now_s - move.round_s, MAX_WINDOW_S)
+    workloads = set(move.workloads)
+    if window_s < MIN_WINDOW_S or not workloads:
+        return None
+    before: dict[str, tuple[str, ...]] = {}
+    after: dict[str, tuple[str, ...]] = {}
+    for record in records:
+        if (
+            record.node == move.source
+            and record.workload in workloads
+            and move.round_s <= record.evicted_at_s < move.round_s + config.interval
+        ):
+            before[record.pod_key] = _node_names(cluster, record.node)
+    for pod in cluster.pods.values():
+        if pod.node_name is None or workload_of(pod) not in workloads:
+            continue
+        names = _node_names(cluster, pod.node_name)
+        after[pod.key] = names
+        if _placed_s(pod) < move.round_s:
+            before[pod.key] = names
+    return HealthWindow(window_s, move.round_s, before, after)
+
+
 def judge_due(
     moves: Mapping[str, MoveRecord],
     records: Iterable[EvictionRecord],
@@ -121,21 +198,30 @@ def judge_due(
     config: DeschedulerConfig,
     policy: Policy,
     now_s: float,
+    health: Mapping[str, WorkloadHealth] | None = None,
 ) -> list[MoveRecord]:
-    """The pending moves whose ``settleTime`` has passed, judged; a move whose source
-    has no fresh usage now, or is gone, waits (it is dropped with the memory later)."""
-    due = [
-        m for m in moves.values() if m.outcome is None and m.round_s + config.settle_time <= now_s
-    ]
+    """The pending moves whose ``settleTime`` has passed, judged (``health``: by move
+    key, the workloads' throttling and OOM kills, where read); a move whose source has
+    no fresh usage now, or is gone, waits (it is dropped with the memory later)."""
+    due = due_moves(moves, config, now_s)
     if not due:
         return []
     records = list(records)
     claimed: set[str] = set()
     judged = []
-    for move in sorted(due, key=lambda m: m.round_s):
+    for move in due:
         measured = _measure(move, records, cluster, config, policy, now_s, claimed)
         if measured is None:
             continue
+        known = (health or {}).get(move.key)
+        if known is not None:
+            measured = replace(
+                measured,
+                throttled_before=known.throttled_before,
+                throttled_after=known.throttled_after,
+                oom_before=known.oom_before,
+                oom_after=known.oom_after,
+            )
         planned = Planned(
             move.source,
             move.resource,

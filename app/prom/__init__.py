@@ -1,6 +1,7 @@
 """Prometheus access: instant queries (``client``), matching series to nodes
-(``matching``), per-pod usage (``pod_usage``), the queries themselves (``queries``), the
-``--prometheus-*`` flags (``flags``) and the settings they give (``settings``).
+(``matching``), per-pod usage (``pod_usage``), per-pod throttling and OOM kills
+(``pod_health``), the queries themselves (``queries``), the ``--prometheus-*`` flags
+(``flags``) and the settings they give (``settings``).
 
 The flags, settings and queries load at once; the client, the matching and the reading
 of per-pod usage (requests, prometheus-api-client: a few tenths of a second) on first
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         invalid_sample,
     )
     from app.prom.matching import NodeAddress, match_series
+    from app.prom.pod_health import PodHealth, read_pod_health
     from app.prom.pod_usage import (
         PodNodes,
         PodUsage,
@@ -40,6 +42,7 @@ __all__ = [
     "InstantQuery",
     "InvalidSample",
     "NodeAddress",
+    "PodHealth",
     "PodNodes",
     "PodUsage",
     "PodUsageQueries",
@@ -56,6 +59,7 @@ __all__ = [
     "match_series",
     "pod_nodes",
     "prometheus_settings_from_args",
+    "read_pod_health",
     "read_pod_usage",
     "redact_url",
 ]
@@ -75,6 +79,7 @@ __getattr__ = load_on_use(
             "invalid_sample",
         ),
         "matching": ("NodeAddress", "match_series"),
+        "pod_health": ("PodHealth", "read_pod_health"),
         "pod_usage": (
             "PodNodes",
             "PodUsage",

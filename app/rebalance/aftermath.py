@@ -103,6 +103,7 @@ def judge(planned: Planned, measured: Measured) -> Judgement:
     numbers = (
         f"{on} went {planned.source_before:.3f} -> {measured.source_after:.3f}, "
         f"{explained:+.3f} of it from other pods; the move took {moved:.3f} off"
+        f"{_workload_numbers(measured)}"
     )
 
     def verdict(outcome: Outcome, why: str) -> Judgement:
@@ -122,6 +123,16 @@ def judge(planned: Planned, measured: Measured) -> Judgement:
             f"{NOISE_SHARE:g} of what was moved",
         )
     return verdict(Outcome.HELPED, f"the source is cooler by {attributed:.3f}")
+
+
+def _workload_numbers(measured: Measured) -> str:
+    """The workload's throttling and OOM kills before -> after, where both are known."""
+    parts = []
+    if measured.throttled_before is not None and measured.throttled_after is not None:
+        parts.append(f"throttled {measured.throttled_before} -> {measured.throttled_after} periods")
+    if measured.oom_before is not None and measured.oom_after is not None:
+        parts.append(f"OOM-killed {measured.oom_before} -> {measured.oom_after} times")
+    return "; the workload was " + ", ".join(parts) if parts else ""
 
 
 def _backfired(planned: Planned, measured: Measured, attributed: float) -> str | None:

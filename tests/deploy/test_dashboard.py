@@ -1,4 +1,5 @@
-"""Every query in the Grafana dashboard names a metric loadaware exports or records."""
+"""Every query in the Grafana dashboard names a metric loadaware exports or records, or
+one it reads itself (cAdvisor's and kube-state-metrics' series, named in app/)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count", "_total")
 
 
 def exported_metrics() -> set[str]:
-    """Metric names registered in app/ (string literals) and recorded by the rules."""
+    """Metric names registered in app/ (string literals), recorded by the rules, or read
+    by loadaware from cAdvisor and kube-state-metrics (string literals in app/ too)."""
     names = set()
     for path in (ROOT / "app").rglob("*.py"):
-        names |= set(re.findall(r'"(loadaware_[a-z0-9_]+)"', path.read_text()))
+        names |= set(re.findall(r'"((?:loadaware|kube|container)_[a-z0-9_]+)"', path.read_text()))
     rules = yaml.safe_load((DEPLOY / "prometheus" / "loadaware-rules.yaml").read_text())
     names |= {rule["record"] for group in rules["groups"] for rule in group["rules"]}
     return names

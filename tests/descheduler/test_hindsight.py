@@ -18,6 +18,7 @@ from app.objects import MoveRecord
 from app.rebalance import STOPPED_HELPING
 from tests.descheduler import cluster
 from tests.descheduler.test_run import memory_of, prometheus_url, run_once
+from tests.support.cadvisor import Counter, cadvisor_prometheus
 from tests.support.fakekube import CONFIGMAPS, NODES
 from tests.support.fakekube_fixtures import FakeKube
 
@@ -77,6 +78,57 @@ def test_a_later_run_judges_the_evictions_once_settled(
         s.code.value for s in (second.plan.skipped if second.plan else []) if s.node == "hot"
     }
     assert ("backed_off" in skipped_hot) is (outcome != "helped")
+
+
+def throttled_from(at_s: float, node: str = "hot") -> list[Counter]:
+    """Every web pod's app container throttled once a second from ``at_s`` on."""
+    return [
+        Counter(
+            "container_cpu_cfs_throttled_periods",
+            {"namespace": "shop", "pod": pod, "container": "app", "node": node},
+            lambda t: max(0.0, t - at_s),
+        )
+        for pod in cluster.WEB_PODS
+    ]
+
+
+@pytest.mark.prometheus
+def test_a_workload_throttled_more_after_its_evictions_is_a_backfire(seeded: FakeKube) -> None:
+    """The source cooled as planned, but cAdvisor shows the workload's pods throttled
+    from after the eviction on: the move backfired, with the numbers, and backs off."""
+    rises_at_s = time.time() + 120.0  # after the first run, before the second looks
+    config = cluster.config(maxNoOfPodsToEvictTotal=2, workloadCooldown="0s")
+    with cadvisor_prometheus(cluster.series(), counters=throttled_from(rises_at_s)) as url:
+        first = run_once(seeded, url, config)
+        assert len(first.evicted) == 2
+        assert time.time() < rises_at_s, "Prometheus took too long to start for this test"
+        hot_reads(seeded, 0.70)  # cooler by 0.15 of the 0.225 moved: helped on usage alone
+        second = run_once(seeded, url, config, later_s=SETTLED_S)
+    judged = [m for m in memory_of(seeded)["moves"] if "outcome" in m]
+    assert [(m["source"], m["outcome"]) for m in judged] == [("hot", "backfired")]
+    reason = judged[0]["reason"]
+    assert reason.startswith("the workload was throttled more (0 -> "), reason
+    assert "; the workload was throttled 0 -> " in reason
+    assert "OOM-killed" not in reason  # no OOM counter scraped: unknown, not 0
+    skipped_hot = {s.code.value for s in (second.plan.skipped if second.plan else [])
+                   if s.node == "hot"}  # fmt: skip
+    assert "backed_off" in skipped_hot
+
+
+@pytest.mark.prometheus
+def test_throttling_another_nodes_kubelet_claims_does_not_count(seeded: FakeKube) -> None:
+    """cool-1's kubelet publishes throttling for the web pods on hot: ignored, so the
+    move is judged on usage alone (helped)."""
+    rises_at_s = time.time() + 120.0
+    config = cluster.config(maxNoOfPodsToEvictTotal=2, workloadCooldown="0s")
+    counters = throttled_from(rises_at_s, node="cool-1")
+    with cadvisor_prometheus(cluster.series(), counters=counters) as url:
+        run_once(seeded, url, config)
+        hot_reads(seeded, 0.70)
+        run_once(seeded, url, config, later_s=SETTLED_S)
+    judged = [m for m in memory_of(seeded)["moves"] if "outcome" in m]
+    assert [(m["source"], m["outcome"]) for m in judged] == [("hot", "helped")]
+    assert "throttled" not in judged[0]["reason"]
 
 
 @pytest.mark.prometheus
@@ -166,3 +218,49 @@ def test_every_hot_node_backed_off_is_said_in_the_plan_and_logged(
     assert STOPPED_HELPING in report.plan.notes
     said = [r for r in caplog.records if STOPPED_HELPING in r.getMessage()]
     assert len(said) == 1
+
+
+def test_the_health_window_is_the_evicted_and_stayed_pods_then_and_the_workloads_pods_now() -> None:
+    """Before: the pods evicted in the move's run and the workload's pods placed before
+    it; after: the workload's pods now (a replacement included); other workloads and
+    pods evicted by another run are not asked about; each pod with its node's names."""
+    from app.descheduler.hindsight import health_window
+    from app.objects import EvictionRecord, NodeInfo, OwnerRef, PodInfo, Resources
+    from app.rebalance import ClusterView
+
+    round_s = 10_000.0
+    web = OwnerRef("ReplicaSet", "web-5d8f9", "u")
+
+    def pod(name: str, node: str, created_s: float, owner: OwnerRef = web) -> PodInfo:
+        return PodInfo("shop", name, f"uid-{name}", node, "Running", True, False, created_s,
+                       owner=owner, labels={"pod-template-hash": "5d8f9"})  # fmt: skip
+
+    def evicted(name: str, at_s: float) -> EvictionRecord:
+        return EvictionRecord(f"shop/{name}", f"uid-{name}", "hot", "cool", Resources(),
+                              at_s, "shop/Deployment/web")  # fmt: skip
+
+    pods = [pod("web-stayed", "hot", 100.0), pod("web-new", "cool", round_s + 30),
+            pod("api-0", "hot", 100.0, OwnerRef("ReplicaSet", "api-6f7d8", "v"))]  # fmt: skip
+    view = ClusterView(
+        nodes={"hot": NodeInfo("hot", {}, "10.0.0.1"), "cool": NodeInfo("cool", {}, None)},
+        pods={p.key: p for p in pods},
+        pod_usage={},
+    )
+    move = MoveRecord("hot", round_s, "cpu", 0.9, 0.2, 0.6, "cool", 1, ("shop/Deployment/web",))
+    records = [evicted("web-gone", round_s + 1), evicted("web-older", round_s - 900)]
+    config = cluster.config()
+    window = health_window(move, records, view, config, now_s=round_s + 400)
+    assert window is not None
+    assert window.window_s == 400
+    assert window.before_at_s == round_s
+    assert dict(window.before) == {
+        "shop/web-gone": ("hot", "10.0.0.1"), "shop/web-stayed": ("hot", "10.0.0.1"),
+    }  # fmt: skip
+    assert dict(window.after) == {
+        "shop/web-stayed": ("hot", "10.0.0.1"), "shop/web-new": ("cool",),
+    }  # fmt: skip
+    # An hour at most; nothing under a minute; nothing for a move of bare pods.
+    assert health_window(move, records, view, config, round_s + 9000).window_s == 3600  # type: ignore[union-attr]
+    assert health_window(move, records, view, config, round_s + 30) is None
+    bare = replace(move, workloads=())
+    assert health_window(bare, records, view, config, round_s + 400) is None

@@ -1,13 +1,16 @@
 """On a real control plane: an eviction that helped and one that could not (its
 replacement, pinned to its node, came straight back) are told apart settleTime later,
 in an Event on each workload, in the outcome metric and in ``loadaware report``; and
-the node where it did not help is backed off at once."""
+the node where it did not help is backed off at once. The report, run as the
+read-only explain user against the same real Prometheus, also counts node-minutes
+above the limits before the evictions and the workloads' restarts."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from lightkube.resources.core_v1 import Event, Node
@@ -25,7 +28,7 @@ from tests.e2e.harness import ControlPlane, scheduler_config, wait_until
 from tests.e2e.test_descheduler_placement import all_bound, live_pods, make_nodes, usage_series
 from tests.e2e.test_explain import USER as EXPLAIN_USER
 from tests.e2e.test_explain import explain_allowed
-from tests.support.cadvisor import cadvisor_prometheus
+from tests.support.cadvisor import Counter, cadvisor_prometheus
 
 OUTCOMES = "loadaware_descheduler_eviction_outcomes_total"
 
@@ -89,8 +92,25 @@ def test_an_eviction_that_helped_and_one_that_could_not_are_told_apart(
         fresh = load_annotations(cpu, at_s=time.time())
         client.patch(Node, name, {"metadata": {"annotations": fresh}})
     telemetry = DeschedulerMetrics()
-    with cadvisor_prometheus(usage_series(client, namespace)) as prometheus_url:
+    # Beside cAdvisor: the policy's metrics, the hot nodes above cpu_usage_avg_5m's 65 %
+    # limit the whole time and below every other limit; and kube-state-metrics'
+    # restarts, one api pod restarted twice 10 minutes ago.
+    hot_now = [("cpu_usage_avg_5m", {"instance": name}, "85" if name.startswith("hot") else "20")
+               for name in nodes]  # fmt: skip
+    calm = ("mem_usage_avg_5m", "cpu_usage_max_avg_1h", "mem_usage_max_avg_1h")
+    hot_now += [(metric, {"instance": name}, "30") for name in nodes for metric in calm]
+    api_pod = sorted(n for n, node in live_pods(client, namespace).items() if node == "hot-b")[0]
+    restarted_s = time.time() - 600.0
+    restarts = Counter(
+        "kube_pod_container_status_restarts",
+        {"namespace": namespace, "pod": api_pod, "container": "app"},
+        lambda t: 0.0 if t < restarted_s else 2.0,
+    )
+    with cadvisor_prometheus(
+        usage_series(client, namespace), raw_gauges=hot_now, counters=[restarts]
+    ) as prometheus_url:
         second = run_once(cluster, prometheus_url, config, telemetry)
+        summary = report_as_explain_user(cluster, capsys, "--prometheus-url", prometheus_url)
     assert second.result is RunResult.OK, second.message
     value = telemetry.registry.get_sample_value
     assert value(OUTCOMES, {"outcome": "helped"}) == 1.0
@@ -113,11 +133,29 @@ def test_an_eviction_that_helped_and_one_that_could_not_are_told_apart(
     codes = {s.code for s in second.plan.skipped if s.node == "hot-b"}
     assert codes == {SkipCode.BACKED_OFF}, second.plan.skipped
 
-    # loadaware report, as the read-only explain user, says the same.
+    # loadaware report, as the read-only explain user, says the same (read after the
+    # second run, above, while Prometheus still ran).
+    assert summary["nodes"]["hot"]["evictions"]["helped"] == 1
+    assert summary["nodes"]["hot-b"]["evictions"]["no effect"] == 1
+    # Both sources were above the CPU limit before their eviction, as far back as the
+    # data goes (30 minutes, the --window); cool ones never.
+    for name in ("hot", "hot-b"):
+        above = summary["nodes"][name]["minutesAboveLimits"]
+        assert above["before"] >= 25, above
+    assert summary["workloads"][f"{namespace}/Deployment/api"]["restarts"] == 2
+    assert summary["nodes"]["hot-b"]["restarts"] == 2
+    assert summary["nodes"]["hot"]["restarts"] == 0
+    assert summary["notes"] == []
+
+
+def report_as_explain_user(
+    cluster: ControlPlane, capsys: pytest.CaptureFixture[str], *flags: str
+) -> dict[str, Any]:
+    """``loadaware report -o json`` with the read-only roles of explain-rbac.yaml."""
+    capsys.readouterr()
     with explain_allowed(cluster):
         kubeconfig = str(cluster.kubeconfig_for(EXPLAIN_USER))
         argv = ["report", "--kubeconfig", kubeconfig, "--install-namespace", "loadaware"]
-        assert main([*argv, "-o", "json"]) == 0
-    summary = json.loads(capsys.readouterr().out)
-    assert summary["nodes"]["hot"]["evictions"]["helped"] == 1
-    assert summary["nodes"]["hot-b"]["evictions"]["no effect"] == 1
+        assert main([*argv, *flags, "-o", "json"]) == 0
+    summary: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return summary

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,23 @@ def test_an_unreachable_cluster_is_one_line_and_exit_code_1(
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_minutes_above_count_each_node_minute_once_per_row() -> None:
+    """Two moves from one node ten minutes apart: their windows overlap, and a minute
+    in both counts once; the "after" of a move is clipped to now."""
+    from app.explain.report_measures import Hot, minutes_above
+
+    now_s = 100_000 * 60.0
+    first, second = now_s - 40 * 60.0, now_s - 30 * 60.0
+    hot = Hot(60.0, {"hot-1": frozenset(now_s - k * 60.0 for k in range(35, 60))})
+    moves = [move("hot-1", "helped", 1, (WEB,)), move("hot-1", "helped", 1, (WEB,))]
+    moves = [replace(moves[0], round_s=first), replace(moves[1], round_s=second)]
+    counted = minutes_above(moves, hot, 1800.0, now_s)
+    # before: minutes 70..31 ago (the union of both windows), hot 59..35 ago: 25 of 40;
+    # after: minutes 40..0 ago (the first's 30m, the second's clipped to now), hot
+    # 40..35 ago: 6 of 41 (those are in the second move's "before" too).
+    assert counted["beforeOf"] == 40
+    assert counted["before"] == 25
+    assert counted["afterOf"] == 41
+    assert counted["after"] == 6

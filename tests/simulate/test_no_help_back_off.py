@@ -5,8 +5,8 @@ Three small fixtures under tests/fixtures/simulate/, none a built-in and none th
 back-off rule was tuned to: an evenly busy cluster whose pods burst at random
 (``noisy-even``), a cluster hot everywhere (``hot-everywhere``) and a hot spot made of
 pods nobody may evict (``unevictable-hot-spot``), beside each scheduler the simulator
-runs a descheduler with, on three seeds (``loadaware simulate FILE --seeds 10`` gives
-the ten-seed numbers docs/troubleshooting.md quotes).
+runs a descheduler with, on the issue's seeds 1-10 (``loadaware simulate FILE --seeds
+10`` gives the numbers docs/troubleshooting.md quotes).
 
 A round with evictions is counted after a non-helping judgement when it comes later
 than the first move the descheduler's memory judged "no effect" or "backfired"
@@ -29,7 +29,7 @@ from app.simulate.summary import summarise
 FIXTURES = Path(__file__).parents[2] / "tests" / "fixtures" / "simulate"
 SCENARIOS = ("noisy-even", "hot-everywhere", "unevictable-hot-spot")
 BASES = ("default", "crane", "loadaware", "default+taints")
-SEEDS = (1, 2, 3)
+SEEDS = tuple(range(1, 11))  # the seeds 1-10
 
 
 def simulated(name: str, policy: str, seed: int) -> tuple[SimulatedCluster, Run]:

@@ -9,8 +9,10 @@ holds what a kubelet exports, traps included:
 * per pod, ``container="POD"``: the pause container, with a little usage of its own.
 
 A query that sums everything counts a pod about twice; the right one gives exactly
-``PodSeries.cpu_cores`` and ``memory_bytes``. Data runs from 30 minutes before the
-fixture's start to two hours after it, so queries at the real "now" work.
+``PodSeries.cpu_cores`` and ``memory_bytes``. Any other counter (throttled periods,
+OOM events) can be added with its value over time (``Counter``). Data runs from 30
+minutes before the fixture's start to two hours after it, so queries at the real
+"now" work.
 
     with cadvisor_prometheus([PodSeries("default", "web-1", {"main": (0.5, 2**28)})]) as url:
         ...
@@ -22,7 +24,7 @@ import contextlib
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -55,6 +57,15 @@ class PodSeries:
         return sum(memory for _, memory in self.containers.values())
 
 
+@dataclass(frozen=True)
+class Counter:
+    """A counter series: ``name`` without its ``_total``, its labels, its value at t."""
+
+    name: str
+    labels: Mapping[str, str]
+    value: Callable[[float], float]
+
+
 def _labels(**labels: str) -> str:
     return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
 
@@ -80,8 +91,10 @@ def write_cadvisor_openmetrics(
     end: float,
     step: float = STEP_S,
     raw_gauges: Iterable[tuple[str, Mapping[str, str], str]] = (),
+    counters: Iterable[Counter] = (),
 ) -> None:
-    """The pods' series, then gauges with literal values (``NaN``, ``-1``) for garbage."""
+    """The pods' series, then gauges with literal values (``NaN``, ``-1``) for garbage,
+    then counters whose value at each time ``counters`` give (``Counter``)."""
     pods = list(pods)
     times = _times(start, end, step)
     first = times[0]
@@ -107,6 +120,15 @@ def write_cadvisor_openmetrics(
             if row_name == name:
                 text = _labels(**matchers)
                 out.writelines(f"{name}{text} {value} {int(t)}\n" for t in times)
+    kept = list(counters)
+    for name in sorted({c.name for c in kept}):
+        out.write(f"# TYPE {name} counter\n")
+        for counter in kept:
+            if counter.name == name:
+                text = _labels(**counter.labels)
+                out.writelines(
+                    f"{name}_total{text} {counter.value(t)!r} {int(t)}\n" for t in times
+                )
     out.write("# EOF\n")
 
 
@@ -114,9 +136,10 @@ def write_cadvisor_openmetrics(
 def cadvisor_prometheus(
     pods: Iterable[PodSeries],
     raw_gauges: Iterable[tuple[str, Mapping[str, str], str]] = (),
+    counters: Iterable[Counter] = (),
 ) -> Iterator[str]:
     """A running Prometheus holding the pods' cAdvisor series; yields its URL."""
-    with cadvisor_prometheus_server(pods, raw_gauges) as server:
+    with cadvisor_prometheus_server(pods, raw_gauges, counters) as server:
         yield server.url
 
 
@@ -124,6 +147,7 @@ def cadvisor_prometheus(
 def cadvisor_prometheus_server(
     pods: Iterable[PodSeries],
     raw_gauges: Iterable[tuple[str, Mapping[str, str], str]] = (),
+    counters: Iterable[Counter] = (),
 ) -> Iterator[PrometheusServer]:
     """Like ``cadvisor_prometheus``, but yields the server itself, so that a test can
     stop it and start it again (same port, same data) to inject an outage."""
@@ -134,7 +158,9 @@ def cadvisor_prometheus_server(
     try:
         path = workdir / "cadvisor.om"
         with path.open("w", encoding="utf-8") as out:
-            write_cadvisor_openmetrics(out, pods, start, end, raw_gauges=raw_gauges)
+            write_cadvisor_openmetrics(
+                out, pods, start, end, raw_gauges=raw_gauges, counters=counters
+            )
         import_openmetrics(path, server.tsdb_dir)
         server.start()
         yield server
