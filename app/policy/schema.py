@@ -35,6 +35,7 @@ from app.objects import (
     parse_duration_s,
     parse_quantity,
 )
+from app.policy.metric_names import percentile_problem
 
 API_VERSION = "scheduler.policy.crane.io/v1alpha1"
 KIND = "DynamicSchedulerPolicy"
@@ -144,6 +145,9 @@ def _metric_name(name: str) -> str:
             f"metric name {name[:80]!r} is neither a Prometheus metric name nor a node "
             f"annotation key: use letters, digits and '_', such as cpu_usage_avg_5m"
         )
+    problem = percentile_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
     return name
 
 

@@ -1,0 +1,107 @@
+"""The shipped percentile rules (``*_usage_p90_avg_1h`` ... ``_p95_avg_1d``): the names
+the policy grammar knows, and their values on known input by `promtool test rules`."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.policy.metric_names import shipped_percentile_metrics, usage_metric
+from tests.support.prom_fixtures import REPO_ROOT
+from tests.support.promserver import PROMTOOL_BIN
+
+RULES = REPO_ROOT / "deploy" / "prometheus" / "loadaware-rules.yaml"
+
+
+def _records() -> dict[str, str]:
+    doc = yaml.safe_load(RULES.read_text())
+    return {r["record"]: r["expr"] for g in doc["groups"] for r in g["rules"]}
+
+
+def _sample(metric: str, value: float, labels: str = 'instance="a"') -> dict[str, Any]:
+    return {"labels": f"{metric}{{{labels}}}", "value": value}
+
+
+def _expect(metric: str, at: str, value: float) -> dict[str, Any]:
+    return {"expr": metric, "eval_time": at, "exp_samples": [_sample(metric, value)]}
+
+
+# Each case: (input series at 30s steps, what the rules must record). A series value
+# "a+bxN" is promtool's expanding notation: a, a+b, ... N more samples; "axN" repeats a.
+CASES: list[tuple[list[dict[str, str]], list[dict[str, Any]]]] = [
+    (   # the 5-minute means climb 0, 1, ..., 120 over an hour: the 121 samples of
+        # [0, 60m] sorted, p90 sits at rank 0.90 * 120 = 108 and p95 at 114 (Prometheus'
+        # linear interpolation between ranks); the max is the top one
+        [{"series": 'cpu_usage_avg_5m{instance="a"}', "values": "0+1x120"},
+         {"series": 'mem_usage_avg_5m{instance="a"}', "values": "0+0.5x120"}],
+        [_expect("cpu_usage_p90_avg_1h", "60m", 108),
+         _expect("cpu_usage_p95_avg_1h", "60m", 114),
+         _expect("cpu_usage_max_avg_1h", "60m", 120),
+         _expect("cpu_usage_p90_avg_1d", "60m", 108),  # the day so far is that hour
+         _expect("mem_usage_p90_avg_1h", "60m", 54),
+         _expect("mem_usage_p95_avg_1h", "60m", 57),
+         _expect("mem_usage_p95_avg_1d", "60m", 57)],
+    ),
+    (   # 20 % all day but one hour at 90 %: 120 of the day's 2,881 means (4 %) are
+        # high, so the day's p90 and p95 stay at 20 while its max reads 90; an hour
+        # after the spike the hour's p95 has forgotten it too
+        [{"series": 'cpu_usage_avg_5m{instance="a"}', "values": "20x1439 90x119 20x1320"}],
+        [_expect("cpu_usage_max_avg_1d", "24h", 90),
+         _expect("cpu_usage_p90_avg_1d", "24h", 20),
+         _expect("cpu_usage_p95_avg_1d", "24h", 20),
+         _expect("cpu_usage_p95_avg_1h", "13h30m", 90),  # inside the spike
+         _expect("cpu_usage_p95_avg_1h", "14h30m", 20)],
+    ),
+    (   # from node-exporter's own series through every rule: each of 2 CPUs idle 40 %
+        # of each second (12 s a 30 s step) and three quarters of the memory used
+        [{"series": 'node_cpu_seconds_total{cpu="0",mode="idle",instance="a"}',
+          "values": "0+12x200"},
+         {"series": 'node_cpu_seconds_total{cpu="1",mode="idle",instance="a"}',
+          "values": "0+12x200"},
+         {"series": 'node_memory_MemAvailable_bytes{instance="a"}', "values": "250x200"},
+         {"series": 'node_memory_MemTotal_bytes{instance="a"}', "values": "1000x200"}],
+        [_expect("cpu_usage_p95_avg_1h", "80m", 60),
+         _expect("cpu_usage_p90_avg_1d", "80m", 60),
+         _expect("mem_usage_p95_avg_1h", "80m", 75),
+         _expect("mem_usage_p90_avg_1d", "80m", 75)],
+    ),
+]  # fmt: skip
+
+
+def test_the_percentile_rules_give_the_expected_quantile_on_known_input(tmp_path: Path) -> None:
+    (tmp_path / "loadaware-rules.yaml").write_text(RULES.read_text())
+    tests = {
+        "rule_files": ["loadaware-rules.yaml"],
+        "evaluation_interval": "30s",
+        "tests": [
+            {"interval": "30s", "input_series": series, "promql_expr_test": expected}
+            for series, expected in CASES
+        ],
+    }
+    path = tmp_path / "percentiles_test.yaml"
+    path.write_text(yaml.safe_dump(tests, sort_keys=False))
+    done = subprocess.run(
+        [PROMTOOL_BIN, "test", "rules", str(path)],
+        capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_shipped_percentile_rule_is_tested_on_known_input() -> None:
+    tested = {e["expr"] for _, expected in CASES for e in expected}
+    assert set(shipped_percentile_metrics()) <= tested
+
+
+def test_each_shipped_percentile_rule_computes_what_its_name_says() -> None:
+    records = _records()
+    for metric in shipped_percentile_metrics():
+        meaning = usage_metric(metric)
+        assert meaning is not None, metric
+        assert meaning.quantile is not None, metric
+        window = metric.rsplit("_", 1)[1]
+        assert records[metric] == (
+            f"quantile_over_time({meaning.quantile:.2f}, {meaning.resource}_usage_avg_5m[{window}])"
+        )
