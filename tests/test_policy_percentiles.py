@@ -102,3 +102,12 @@ def test_a_malformed_percentile_name_is_refused_at_load_naming_its_field(
 )
 def test_a_name_that_is_no_percentile_is_not_judged_as_one(name: str) -> None:
     assert percentile_problem(name) is None
+
+
+def test_a_synced_annotation_key_loads_with_a_warning_that_the_annotator_cannot_sync_it() -> None:
+    policy = policy_from_yaml(POLICY.replace("METRIC", "example.com/gpu"), "p.yaml")
+    assert any(
+        "'example.com/gpu'" in w and "annotator cannot sync it" in w for w in policy.warnings
+    ), policy.warnings
+    crane = policy_from_yaml(POLICY.replace("METRIC", "cpu_usage_p95_avg_1d"), "p.yaml")
+    assert not any("cannot sync" in w for w in crane.warnings)

@@ -409,6 +409,13 @@ def _warnings_for(spec: PolicySpec) -> tuple[str, ...]:
                     f"never count as fresh: it rejects no node and scores as missing data (as in "
                     f"crane); add it to syncPolicy"
                 )
+    for sync in spec.sync_policy:
+        if not _PROMETHEUS_NAME.fullmatch(sync.name):
+            warnings.append(
+                f"syncPolicy metric {sync.name!r} is a node annotation key but no Prometheus "
+                f"metric name: loadaware's annotator cannot sync it (it refuses this policy); "
+                f"something else must write that annotation"
+            )
     if not spec.hot_value:
         warnings.append("hotValue is empty: recent bindings will not lower any node's score")
     return tuple(warnings)
