@@ -3,6 +3,9 @@ a name meant as a percentile but written wrong refused at load, naming the field
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from app.policy import PolicyError, policy_from_yaml
@@ -111,3 +114,19 @@ def test_a_synced_annotation_key_loads_with_a_warning_that_the_annotator_cannot_
     ), policy.warnings
     crane = policy_from_yaml(POLICY.replace("METRIC", "cpu_usage_p95_avg_1d"), "p.yaml")
     assert not any("cannot sync" in w for w in crane.warnings)
+
+
+def test_the_tuning_guides_percentile_policy_loads_and_names_only_shipped_metrics() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "tuning.md").read_text()
+    section = text.split("## Percentiles", 1)[1].split("\n## ", 1)[0]
+    [example] = re.findall(r"```yaml\n(.*?)```", section, flags=re.DOTALL)
+    policy = policy_from_yaml(example, "docs/tuning.md")
+    assert policy.warnings == ()
+    shipped = {*shipped_percentile_metrics(), "cpu_usage_avg_5m", "mem_usage_avg_5m"}
+    assert set(policy.metrics) <= shipped
+    filtered = {name for name, _ in policy.limits}
+    # What the section says: filter on p95 (and the 5-minute mean as the fast guard),
+    # score on the 5-minute mean, never filter on a day.
+    assert {"cpu_usage_p95_avg_1h", "cpu_usage_avg_5m"} <= filtered
+    assert not any(name.endswith("_1d") for name in filtered)
+    assert max(policy.spec.priority, key=lambda p: p.weight).name == "cpu_usage_avg_5m"

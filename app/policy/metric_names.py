@@ -89,12 +89,13 @@ def percentile_problem(name: str) -> str | None:
         )
     return (
         f"metric name {name!r}: the window {count}{unit} is outside "
-        f"{_duration(MIN_WINDOW_S)} to {_duration(MAX_WINDOW_S)}; a percentile of "
+        f"{window_text(MIN_WINDOW_S)} to {window_text(MAX_WINDOW_S)}; a percentile of "
         f"5-minute means needs a window of several of them"
     )
 
 
-def _duration(seconds: float) -> str:
+def window_text(seconds: float) -> str:
+    """A window as its name writes it: 10m, 1h, 1d."""
     for unit in ("d", "h", "m"):
         if seconds % _UNIT_S[unit] == 0:
             return f"{seconds / _UNIT_S[unit]:g}{unit}"
