@@ -38,10 +38,12 @@ from app.extender.index import IMPLEMENTATION_ENV  # noqa: E402
 from app.kube import workload_usage as published  # noqa: E402
 from app.objects.durations import format_duration  # noqa: E402
 from app.policy import API_VERSION as POLICY_API_VERSION  # noqa: E402
-from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
-from app.policy.metric_names import (  # noqa: E402
+from app.policy import (  # noqa: E402
     MAX_WINDOW_S,
     MIN_WINDOW_S,
+    DurationS,
+    DynamicSchedulerPolicy,
+    PolicySpec,
     UsageMetric,
     usage_metric,
     window_text,

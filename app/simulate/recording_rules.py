@@ -36,9 +36,8 @@ import numpy as np
 import numpy.typing as npt
 
 from app.load import HOT_VALUE_KEY, format_hot_value, format_usage, hot_value_from_bindings
-from app.policy import Policy
-from app.policy.metric_names import AVG_WINDOW_S as AVG_WINDOW_S
-from app.policy.metric_names import usage_metric
+from app.policy import AVG_WINDOW_S as AVG_WINDOW_S
+from app.policy import Policy, usage_metric
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
