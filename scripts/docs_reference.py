@@ -661,7 +661,7 @@ def usage_metrics_section() -> list[str]:
         f"{window_text(MAX_WINDOW_S)}, or the",
         "policy is refused; one the rules do not record (`cpu_usage_p99_avg_6h`) needs a",
         "rule of your own of the same form (`quantile_over_time(0.99,",
-        "cpu_usage_avg_5m[6h])`). `loadaware simulate` computes every name of this form,",
+        "cpu_usage_avg_5m[6h:5m])`). `loadaware simulate` computes every name of this form,",
         "and `loadaware policy check FILE --prometheus-url URL` says which ones Prometheus",
         "has no series for.",
         "",

@@ -23,6 +23,13 @@ MIN_WINDOW_S = 10 * 60.0  # a window holding at least two disjoint 5-minute mean
 MAX_WINDOW_S = 7 * 86400.0
 _UNIT_S = {"m": 60.0, "h": 3600.0, "d": 86400.0}
 
+# A percentile over a window longer than this takes the 5-minute means every
+# SUBQUERY_STEP_S (a subquery, ``[1d:5m]``), as the shipped _1d rules do: the window's
+# disjoint 5-minute means, at a quarter of the cost of every 30s one; a shorter window
+# takes every sample of the 5-minute rule (``[1h]``: 120 of them).
+EVERY_SAMPLE_UP_TO_S = 3600.0
+SUBQUERY_STEP_S = 5 * 60.0
+
 # The percentiles the shipped rules record (deploy/prometheus/loadaware-rules.yaml).
 SHIPPED_PERCENTILES = (90, 95)
 SHIPPED_WINDOWS = ("1h", "1d")
@@ -43,6 +50,25 @@ class UsageMetric:
     aggregation: str  # "avg" (the 5-minute mean itself), "max" or "quantile"
     window_s: float | None = None  # None for the 5-minute mean
     quantile: float | None = None  # 0.95 for p95; only for "quantile"
+
+    @property
+    def step_s(self) -> float | None:
+        """How far apart the 5-minute means a percentile takes lie (None: every sample
+        of the rule; ``EVERY_SAMPLE_UP_TO_S``)."""
+        if self.quantile is None or (self.window_s or 0.0) <= EVERY_SAMPLE_UP_TO_S:
+            return None
+        return SUBQUERY_STEP_S
+
+    def promql(self) -> str:
+        """The recording rule's expression, in the shipped rules' form."""
+        source = f"{self.resource}_usage_avg_5m"
+        if self.aggregation == "avg":
+            return f"avg_over_time({self.resource}_usage_active[5m])"
+        window = window_text(self.window_s or 0.0)
+        if self.aggregation == "max":
+            return f"max_over_time({source}[{window}])"
+        step = f":{window_text(self.step_s)}" if self.step_s else ""
+        return f"quantile_over_time({self.quantile:.2f}, {source}[{window}{step}])"
 
 
 def usage_metric(name: str) -> UsageMetric | None:

@@ -50,6 +50,7 @@ class Rule:
     resource: str  # "cpu" or "mem"
     window_s: float | None  # None: the 5m average itself
     quantile: float | None = None  # None: the maximum over the window (or the average)
+    step_s: float | None = None  # a percentile's means this far apart (None: every one)
 
 
 def rule_of(metric: str) -> Rule | None:
@@ -58,7 +59,7 @@ def rule_of(metric: str) -> Rule | None:
     meaning = usage_metric(metric)
     if meaning is None:
         return None
-    return Rule(meaning.resource, meaning.window_s, meaning.quantile)
+    return Rule(meaning.resource, meaning.window_s, meaning.quantile, meaning.step_s)
 
 
 class _History:
@@ -176,6 +177,7 @@ class SimulatedMonitoring:
         self._scraped_mem: FloatArray = np.full(nodes, np.nan)
         self._mem_now: FloatArray = np.full(nodes, np.nan)
         self._scrapes = 0
+        self._evaluated_at_s = 0.0  # when the rules last ran (seconds since the start)
         # A day of 5-minute means at least (crane's _1d), more for a longer window.
         longest_s = max(
             [_DAY_S, *(r.window_s for r in self._rules.values() if r and r.window_s)]
@@ -188,7 +190,8 @@ class SimulatedMonitoring:
             r: _History(evaluations_per["avg"], nodes, counts_repeats=True) for r in ("cpu", "mem")
         }
         self._avg_window = max(1, round(AVG_WINDOW_S / rule_interval_s))
-        self._avg = {r: _History(evaluations_per["1d"], nodes) for r in ("cpu", "mem")}
+        # One more than the window: a subquery reads the evaluation at its start too.
+        self._avg = {r: _History(evaluations_per["1d"] + 1, nodes) for r in ("cpu", "mem")}
         # What is on the nodes: per metric the written fraction and the write time.
         self.values = {m: np.full(nodes, np.nan) for m in self.sync_periods_s}
         self.written_at_s = {m: np.full(nodes, np.nan) for m in self.sync_periods_s}
@@ -234,6 +237,7 @@ class SimulatedMonitoring:
             self._scrape()
         if is_due(t_s, self.rule_interval_s):
             self._evaluate_rules()
+            self._evaluated_at_s = t_s
         due_periods_s = [p for p in self._distinct_sync_periods_s if is_due(t_s, p)]
         if due_periods_s:
             due = [m for m, period_s in self.sync_periods_s.items() if period_s in due_periods_s]
@@ -281,12 +285,29 @@ class SimulatedMonitoring:
         if rule.window_s is None:
             return history.last(1)[0] if history.written else np.full(self._nodes, np.nan)
         window = max(1, round(rule.window_s / self.rule_interval_s))
-        rows = history.last(window)
+        if rule.step_s is not None:  # the window's start too: one evaluation more
+            rows = history.last(window + 1)
+            rows = rows[self._subquery_offsets(rule.window_s, rule.step_s, len(rows))]
+        else:
+            rows = history.last(window)
         if not len(rows):
             return np.full(self._nodes, np.nan)
         if rule.quantile is not None:
             return _quantile_ignoring_nan(rows, rule.quantile)
         return _max_ignoring_nan(rows)
+
+    def _subquery_offsets(self, window_s: float, step_s: float, available: int) -> IntArray:
+        """Which of the newest evaluations (0: the newest) a subquery ``[window:step]``
+        at the last evaluation reads: at each multiple of ``step_s`` of Unix time within
+        the window (its start included, as Prometheus 2 takes it), the evaluation
+        at or before it."""
+        now_s = self.epoch_s + self._evaluated_at_s
+        first_s = math.ceil((now_s - window_s) / step_s - 1e-9) * step_s
+        points = math.floor((now_s - first_s) / step_s + 1e-9) + 1  # the last one at now
+        behind_s = now_s - (first_s + step_s * np.arange(points))  # how long before now
+        offsets = np.ceil(behind_s / self.rule_interval_s - 1e-9).astype(np.int64)
+        kept: IntArray = offsets[offsets < available]
+        return kept
 
     def _sync(self, metrics: list[str], t_s: float) -> None:
         for metric in metrics:

@@ -32,18 +32,29 @@ def _expect(metric: str, at: str, value: float) -> dict[str, Any]:
 # Each case: (input series at 30s steps, what the rules must record). A series value
 # "a+bxN" is promtool's expanding notation: a, a+b, ... N more samples; "axN" repeats a.
 CASES: list[tuple[list[dict[str, str]], list[dict[str, Any]]]] = [
-    (   # the 5-minute means climb 0, 1, ..., 120 over an hour: the 121 samples of
-        # [0, 60m] sorted, p90 sits at rank 0.90 * 120 = 108 and p95 at 114 (Prometheus'
-        # linear interpolation between ranks); the max is the top one
-        [{"series": 'cpu_usage_avg_5m{instance="a"}', "values": "0+1x120"},
-         {"series": 'mem_usage_avg_5m{instance="a"}', "values": "0+0.5x120"}],
-        [_expect("cpu_usage_p90_avg_1h", "60m", 108),
-         _expect("cpu_usage_p95_avg_1h", "60m", 114),
-         _expect("cpu_usage_max_avg_1h", "60m", 120),
-         _expect("cpu_usage_p90_avg_1d", "60m", 108),  # the day so far is that hour
-         _expect("mem_usage_p90_avg_1h", "60m", 54),
-         _expect("mem_usage_p95_avg_1h", "60m", 57),
-         _expect("mem_usage_p95_avg_1d", "60m", 57)],
+    (   # the 5-minute means climb 0, 1, ..., 200 over 100 minutes (a sample each 30s).
+        # The hour's percentiles take its 121 samples (80 ... 200) sorted: p90 at rank
+        # 0.90 * 120 = 108 and p95 at 114 (Prometheus interpolates between ranks; these
+        # fall on whole ones); the max is the top one. The day's take a mean every 5
+        # minutes: 0, 10, ..., 200, so p90 at rank 18 of 20 is 180
+        [{"series": 'cpu_usage_avg_5m{instance="a"}', "values": "0+1x200"},
+         {"series": 'mem_usage_avg_5m{instance="a"}', "values": "0+0.5x200"}],
+        [_expect("cpu_usage_p90_avg_1h", "100m", 188),
+         _expect("cpu_usage_p95_avg_1h", "100m", 194),
+         _expect("cpu_usage_max_avg_1h", "100m", 200),
+         _expect("cpu_usage_p90_avg_1d", "100m", 180),
+         _expect("cpu_usage_p95_avg_1d", "100m", 190),
+         _expect("mem_usage_p90_avg_1h", "100m", 94),
+         _expect("mem_usage_p95_avg_1h", "100m", 97),
+         _expect("mem_usage_p95_avg_1d", "100m", 95)],
+    ),
+    (   # a mean of 0 on each 5-minute mark and 100 between: the hour's p95 (every
+        # sample) reads 100, the day's (a mean every 5 minutes) 0, as the simulator
+        # takes them (tests/simulate/test_percentile_windows.py)
+        [{"series": 'cpu_usage_avg_5m{instance="a"}',
+          "values": " ".join("0" if i % 10 == 0 else "100" for i in range(241))}],
+        [_expect("cpu_usage_p95_avg_1h", "2h", 100),
+         _expect("cpu_usage_p95_avg_1d", "2h", 0)],
     ),
     (   # 20 % all day but one hour at 90 %: 120 of the day's 2,881 means (4 %) are
         # high, so the day's p90 and p95 stay at 20 while its max reads 90; an hour
@@ -95,13 +106,18 @@ def test_every_shipped_percentile_rule_is_tested_on_known_input() -> None:
     assert set(shipped_percentile_metrics()) <= tested
 
 
-def test_each_shipped_percentile_rule_computes_what_its_name_says() -> None:
+def test_each_shipped_usage_rule_computes_what_its_name_says() -> None:
+    # The simulator computes each name by what it says (app/policy/metric_names.py):
+    # the rules must say the same, crane's included.
     records = _records()
-    for metric in shipped_percentile_metrics():
-        meaning = usage_metric(metric)
-        assert meaning is not None, metric
-        assert meaning.quantile is not None, metric
-        window = metric.rsplit("_", 1)[1]
-        assert records[metric] == (
-            f"quantile_over_time({meaning.quantile:.2f}, {meaning.resource}_usage_avg_5m[{window}])"
-        )
+    usage = {name: usage_metric(name) for name in records}
+    for metric, meaning in usage.items():
+        if meaning is not None:
+            assert records[metric] == meaning.promql(), metric
+    assert set(shipped_percentile_metrics()) <= {m for m, u in usage.items() if u is not None}
+
+
+def test_a_days_percentile_takes_a_5_minute_mean_every_5_minutes_and_an_hours_every_one() -> None:
+    records = _records()
+    assert records["cpu_usage_p95_avg_1d"].endswith("[1d:5m])")
+    assert records["cpu_usage_p95_avg_1h"].endswith("[1h])")

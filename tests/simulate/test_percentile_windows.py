@@ -59,8 +59,8 @@ def prometheus_quantile(quantile: float, values: list[float]) -> float:
     ("metric", "rule"),
     [
         ("cpu_usage_p95_avg_1h", Rule("cpu", 3600.0, 0.95)),
-        ("mem_usage_p90_avg_1d", Rule("mem", 86400.0, 0.90)),
-        ("cpu_usage_p99_avg_6h", Rule("cpu", 6 * 3600.0, 0.99)),
+        ("mem_usage_p90_avg_1d", Rule("mem", 86400.0, 0.90, 300.0)),
+        ("cpu_usage_p99_avg_6h", Rule("cpu", 6 * 3600.0, 0.99, 300.0)),
         ("cpu_usage_max_avg_1h", Rule("cpu", 3600.0)),
         ("cpu_usage_avg_5m", Rule("cpu", None)),
         ("cpu_usage_p95_1h", None),
@@ -90,13 +90,17 @@ def test_a_percentile_is_that_quantile_of_the_5m_means_in_its_window() -> None:
     for metric, quantile in (("cpu_usage_p90_avg_1h", 0.90), ("cpu_usage_p95_avg_1h", 0.95)):
         got = float(monitoring.rule_value(metric)[0])
         assert got == pytest.approx(prometheus_quantile(quantile, hour), abs=1e-12), metric
-    # The day so far (the first evaluations have no mean yet: ignored, as Prometheus
-    # records no sample for them).
-    day = [m for m in means if not math.isnan(m)]
-    assert len(day) < len(means)
-    assert float(monitoring.rule_value("mem_usage_p95_avg_1d")[0]) == pytest.approx(
-        prometheus_quantile(0.95, day), abs=1e-12
-    )
+    # The day so far, a mean every 5 minutes (the evaluations on each 5-minute mark of
+    # Unix time: a subquery [1d:5m]); the first evaluations have no mean yet, ignored
+    # as Prometheus records no sample for them.
+    assert EPOCH_S % 300 == 0
+    marks = [m for i, m in enumerate(means) if (i * RULE_S) % 300 == 0]
+    day = [m for m in marks if not math.isnan(m)]
+    assert len(day) == 2 * 12  # two hours' marks, the first without a mean yet
+    got = float(monitoring.rule_value("mem_usage_p95_avg_1d")[0])
+    assert got == pytest.approx(prometheus_quantile(0.95, day), abs=1e-12)
+    every = [m for m in means if not math.isnan(m)]
+    assert got != pytest.approx(prometheus_quantile(0.95, every), abs=1e-6)  # not every one
 
 
 def test_a_daily_peak_shows_in_max_avg_1d_but_not_in_its_p95() -> None:
