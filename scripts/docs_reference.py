@@ -44,7 +44,6 @@ from app.policy import (  # noqa: E402
     DurationS,
     DynamicSchedulerPolicy,
     PolicySpec,
-    UsageMetric,
     usage_metric,
     window_text,
 )
@@ -636,17 +635,6 @@ def eviction_outcomes_section() -> list[str]:
 RULES = ROOT / "deploy" / "prometheus" / "loadaware-rules.yaml"
 
 
-def _usage_meaning(meaning: UsageMetric) -> str:
-    resource = "CPU" if meaning.resource == "cpu" else "memory"
-    window = window_text(meaning.window_s or 0.0)
-    if meaning.aggregation == "avg":
-        return f"mean {resource} usage over the last 5 minutes"
-    if meaning.aggregation == "max":
-        return f"highest 5-minute mean of {resource} usage in the last {window}"
-    percent = round(100 * (meaning.quantile or 0.0))
-    return f"{percent}th percentile of the 5-minute means of {resource} usage in the last {window}"
-
-
 def usage_metrics_section() -> list[str]:
     """The metrics deploy/prometheus records, read from its rules file."""
     lines = [
@@ -675,7 +663,7 @@ def usage_metrics_section() -> list[str]:
             meaning = usage_metric(rule["record"])
             if meaning is not None:  # not the *_usage_active levels the others read
                 expr = " ".join(rule["expr"].split())
-                lines.append(f"| `{rule['record']}` | {_usage_meaning(meaning)} | `{expr}` |")
+                lines.append(f"| `{rule['record']}` | {meaning.text()} | `{expr}` |")
     return [*lines, ""]
 
 

@@ -130,3 +130,15 @@ def test_the_tuning_guides_percentile_policy_loads_and_names_only_shipped_metric
     assert {"cpu_usage_p95_avg_1h", "cpu_usage_avg_5m"} <= filtered
     assert not any(name.endswith("_1d") for name in filtered)
     assert max(policy.spec.priority, key=lambda p: p.weight).name == "cpu_usage_avg_5m"
+
+
+def test_policy_check_says_what_each_percentile_is_and_nothing_more_for_cranes_names() -> None:
+    from app.policy import default_policy
+    from app.policy_check.main import describe
+
+    said = describe(policy_from_yaml(POLICY.replace("METRIC", "mem_usage_p90_avg_1d"), "p.yaml"))
+    assert (
+        "mem_usage_p90_avg_1d: the 90th percentile of the 5-minute means of memory usage in "
+        "the last 1d, one every 5m"
+    ) in said.splitlines()
+    assert "percentile" not in describe(default_policy())

@@ -59,6 +59,22 @@ class UsageMetric:
             return None
         return SUBQUERY_STEP_S
 
+    def text(self) -> str:
+        """What it is, in words: "95th percentile of the 5-minute means of CPU usage in
+        the last 1h"."""
+        resource = "CPU" if self.resource == "cpu" else "memory"
+        window = window_text(self.window_s or 0.0)
+        if self.aggregation == "avg":
+            return f"mean {resource} usage over the last 5 minutes"
+        if self.aggregation == "max":
+            return f"highest 5-minute mean of {resource} usage in the last {window}"
+        percent = round(100 * (self.quantile or 0.0))
+        every = f", one every {window_text(self.step_s)}" if self.step_s else ""
+        return (
+            f"{percent}th percentile of the 5-minute means of {resource} usage in the last "
+            f"{window}{every}"
+        )
+
     def promql(self) -> str:
         """The recording rule's expression, in the shipped rules' form."""
         source = f"{self.resource}_usage_avg_5m"

@@ -60,11 +60,24 @@ def describe(policy: Policy) -> str:
             f"hot value = {terms}; valid {format_duration(HOT_VALUE_VALID_S)}; "
             "each unit lowers the score by 10 of 100"
         )
+    lines.extend(describe_percentiles(policy))
     lines.append(describe_estimation(policy))
     lines.append("missing, stale or unreadable data never rejects a node")
     for warning in policy.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)
+
+
+def describe_percentiles(policy: Policy) -> list[str]:
+    """A line for each percentile metric: what it is (crane's names say it plainly)."""
+    from app.policy import usage_metric
+
+    lines = []
+    for metric in policy.metrics:
+        meaning = usage_metric(metric)
+        if meaning is not None and meaning.quantile is not None:
+            lines.append(f"{metric}: the {meaning.text()}")
+    return lines
 
 
 def describe_estimation(policy: Policy) -> str:
