@@ -3,7 +3,6 @@ the policy grammar knows, and their values on known input by `promtool test rule
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ import yaml
 
 from app.policy.metric_names import shipped_percentile_metrics, usage_metric
 from tests.support.prom_fixtures import REPO_ROOT
-from tests.support.promserver import PROMTOOL_BIN
+from tests.support.promserver import promtool_test_rules
 
 RULES = REPO_ROOT / "deploy" / "prometheus" / "loadaware-rules.yaml"
 
@@ -83,21 +82,11 @@ CASES: list[tuple[list[dict[str, str]], list[dict[str, Any]]]] = [
 
 
 def test_the_percentile_rules_give_the_expected_quantile_on_known_input(tmp_path: Path) -> None:
-    (tmp_path / "loadaware-rules.yaml").write_text(RULES.read_text())
-    tests = {
-        "rule_files": ["loadaware-rules.yaml"],
-        "evaluation_interval": "30s",
-        "tests": [
-            {"interval": "30s", "input_series": series, "promql_expr_test": expected}
-            for series, expected in CASES
-        ],
-    }
-    path = tmp_path / "percentiles_test.yaml"
-    path.write_text(yaml.safe_dump(tests, sort_keys=False))
-    done = subprocess.run(
-        [PROMTOOL_BIN, "test", "rules", str(path)],
-        capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+    tests = [
+        {"interval": "30s", "input_series": series, "promql_expr_test": expected}
+        for series, expected in CASES
+    ]
+    done = promtool_test_rules(tmp_path, RULES, "30s", tests)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

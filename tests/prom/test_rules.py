@@ -207,20 +207,6 @@ def test_recorded_percentiles_at_now_equal_the_node_shapes(
 
 
 @pytest.mark.prometheus
-def test_a_daily_peak_shows_in_max_avg_1d_but_not_in_its_p95(
-    prometheus_node_data: PromNodeData,
-) -> None:
-    t = prometheus_node_data.query_time()
-    instance = prometheus_node_data.node("node-peak").instance
-    assert instance is not None
-    sel = f'{{instance="{instance}"}}'
-    peak = _by_instance(_query(prometheus_node_data, "cpu_usage_max_avg_1d" + sel, t))
-    p95 = _by_instance(_query(prometheus_node_data, "cpu_usage_p95_avg_1d" + sel, t))
-    assert peak[instance] == pytest.approx(90, abs=TOLERANCE_PP)
-    assert p95[instance] == pytest.approx(20, abs=TOLERANCE_PP)
-
-
-@pytest.mark.prometheus
 def test_daily_peak_shows_in_max_avg_1d_but_not_in_max_avg_1h(
     prometheus_node_data: PromNodeData,
 ) -> None:
