@@ -57,6 +57,12 @@ spec:
   predicate: [{name: cpu_usage_p95_1h, maxLimitPecent: 0.8}]
 """
 
+# A key something else may write for the extender, but that the annotator cannot query.
+SYNCED_ANNOTATION_KEY = """\
+spec:
+  syncPolicy: [{name: cpu_usage_avg_5m, period: 3m}, {name: example.com/gpu, period: 1m}]
+"""
+
 CONFIGMAP = """\
 apiVersion: v1
 kind: ConfigMap
@@ -214,6 +220,11 @@ CASES: dict[str, Case] = {
                                           ["spec.predicate.0.name", "looks like a percentile",
                                            "cpu_usage_p95_avg_1h"],
                                           files={"p.yaml": MALFORMED_PERCENTILE}),
+    "annotator syncing an annotation key": Case(["annotator", "--prometheus-url", "http://p",
+                                                 "--policy", "@p.yaml"],
+                                                ["'example.com/gpu'", "not a Prometheus metric",
+                                                 "annotator cannot query it"],
+                                                files={"p.yaml": SYNCED_ANNOTATION_KEY}),
     "policy check, Prometheus down": Case(["policy", "check", "@p.yaml", "--prometheus-url",
                                            "http://127.0.0.1:9"],
                                           ["could not be looked up", "cannot connect"], code=1,
