@@ -143,6 +143,24 @@ def _quantile_ignoring_nan(rows: FloatArray, quantile: float) -> FloatArray:
     return found
 
 
+def _window_rows(history: _History, rule: Rule, interval_s: float, now_s: float) -> FloatArray:
+    """The 5-minute means a rule over a window reads at Unix time ``now_s`` (the last
+    evaluation), newest first: every one in the window, or with a subquery step the
+    one at or before each multiple of the step (the window's start included, as
+    Prometheus 2 takes it)."""
+    assert rule.window_s is not None
+    window = max(1, round(rule.window_s / interval_s))
+    if rule.step_s is None:
+        return history.last(window)
+    rows = history.last(window + 1)
+    first_s = math.ceil((now_s - rule.window_s) / rule.step_s - 1e-9) * rule.step_s
+    points = math.floor((now_s - first_s) / rule.step_s + 1e-9) + 1  # the last one at now
+    behind_s = now_s - (first_s + rule.step_s * np.arange(points))  # how long before now
+    offsets = np.ceil(behind_s / interval_s - 1e-9).astype(np.int64)
+    picked: FloatArray = rows[offsets[offsets < len(rows)]]
+    return picked
+
+
 class SimulatedMonitoring:
     """Prometheus and the annotator for a fixed set of nodes, driven by ``advance``."""
 
@@ -284,30 +302,13 @@ class SimulatedMonitoring:
         history = self._avg[rule.resource]
         if rule.window_s is None:
             return history.last(1)[0] if history.written else np.full(self._nodes, np.nan)
-        window = max(1, round(rule.window_s / self.rule_interval_s))
-        if rule.step_s is not None:  # the window's start too: one evaluation more
-            rows = history.last(window + 1)
-            rows = rows[self._subquery_offsets(rule.window_s, rule.step_s, len(rows))]
-        else:
-            rows = history.last(window)
+        now_s = self.epoch_s + self._evaluated_at_s
+        rows = _window_rows(history, rule, self.rule_interval_s, now_s)
         if not len(rows):
             return np.full(self._nodes, np.nan)
         if rule.quantile is not None:
             return _quantile_ignoring_nan(rows, rule.quantile)
         return _max_ignoring_nan(rows)
-
-    def _subquery_offsets(self, window_s: float, step_s: float, available: int) -> IntArray:
-        """Which of the newest evaluations (0: the newest) a subquery ``[window:step]``
-        at the last evaluation reads: at each multiple of ``step_s`` of Unix time within
-        the window (its start included, as Prometheus 2 takes it), the evaluation
-        at or before it."""
-        now_s = self.epoch_s + self._evaluated_at_s
-        first_s = math.ceil((now_s - window_s) / step_s - 1e-9) * step_s
-        points = math.floor((now_s - first_s) / step_s + 1e-9) + 1  # the last one at now
-        behind_s = now_s - (first_s + step_s * np.arange(points))  # how long before now
-        offsets = np.ceil(behind_s / self.rule_interval_s - 1e-9).astype(np.int64)
-        kept: IntArray = offsets[offsets < available]
-        return kept
 
     def _sync(self, metrics: list[str], t_s: float) -> None:
         for metric in metrics:
