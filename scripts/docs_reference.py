@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+import yaml
 from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 
@@ -37,7 +38,15 @@ from app.extender.index import IMPLEMENTATION_ENV  # noqa: E402
 from app.kube import workload_usage as published  # noqa: E402
 from app.objects.durations import format_duration  # noqa: E402
 from app.policy import API_VERSION as POLICY_API_VERSION  # noqa: E402
-from app.policy import DurationS, DynamicSchedulerPolicy, PolicySpec  # noqa: E402
+from app.policy import (  # noqa: E402
+    MAX_WINDOW_S,
+    MIN_WINDOW_S,
+    DurationS,
+    DynamicSchedulerPolicy,
+    PolicySpec,
+    usage_metric,
+    window_text,
+)
 from app.rebalance import MAX_BACKOFF_ROUNDS, NOISE_SHARE, SITUATION_CHANGE, Outcome  # noqa: E402
 from app.rebalance.aftermath import THROTTLE_RISE  # noqa: E402
 from app.rebalance.config import MIN_INTERVAL_S, DeschedulerConfig  # noqa: E402
@@ -89,7 +98,8 @@ the command with one line naming the file and the field, and exit code 2:
   least {min_interval}.
 - A policy's `apiVersion`, where given, is crane's
   `{policy_api_version}`; a metric name is a Prometheus metric name or
-  a node annotation key (`cpu_usage_avg_5m` is both).
+  a node annotation key (`cpu_usage_avg_5m` is both), and a name meant as a percentile
+  is written as "Usage metrics" below says.
 
 Ctrl-C (SIGINT) ends a one-shot command (`policy check`, `explain`, `descheduler --once`,
 `simulate`, `capture`) within a second, a Prometheus query under way included, with
@@ -629,6 +639,41 @@ def eviction_outcomes_section() -> list[str]:
     ]
 
 
+RULES = ROOT / "deploy" / "prometheus" / "loadaware-rules.yaml"
+
+
+def usage_metrics_section() -> list[str]:
+    """The metrics deploy/prometheus records, read from its rules file."""
+    lines = [
+        "### Usage metrics",
+        "",
+        "The metrics `deploy/prometheus/loadaware-rules.yaml` records, each a percentage of",
+        "the node (0-100) per `instance`; the annotator writes a metric's value as a",
+        "fraction onto each Node under the metric's name. A policy may name any other",
+        "Prometheus metric (a recording rule of your own). A name meant as a percentile",
+        "(`*_usage_p…`) must read `<cpu|mem>_usage_p<1-99>_avg_<window>`, the window a",
+        f"whole number of `m`, `h` or `d` from {window_text(MIN_WINDOW_S)} to "
+        f"{window_text(MAX_WINDOW_S)}, or the",
+        "policy is refused; one the rules do not record (`cpu_usage_p99_avg_6h`) needs a",
+        "rule of your own of the same form (`quantile_over_time(0.99,",
+        "cpu_usage_avg_5m[6h:5m])`: over a window longer than an hour, a 5-minute mean",
+        "every 5 minutes, as the `_1d` rules take them; over an hour or less, every",
+        "sample). `loadaware simulate` computes every name of this form the same way,",
+        "and `loadaware policy check FILE --prometheus-url URL` says which ones Prometheus",
+        "has no series for.",
+        "",
+        "| metric | what it is | rule |",
+        "|---|---|---|",
+    ]
+    for group in yaml.safe_load(RULES.read_text())["groups"]:
+        for rule in group["rules"]:
+            meaning = usage_metric(rule["record"])
+            if meaning is not None:  # not the *_usage_active levels the others read
+                expr = " ".join(rule["expr"].split())
+                lines.append(f"| `{rule['record']}` | {meaning.text()} | `{expr}` |")
+    return [*lines, ""]
+
+
 def render() -> str:
     saved = _without_environment()
     try:
@@ -641,6 +686,7 @@ def render() -> str:
             ),
             *commands_section(),
             *policy_section(),
+            *usage_metrics_section(),
             *descheduler_config_section(),
             *workload_usage_section(),
             *exit_codes_section(),

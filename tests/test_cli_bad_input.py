@@ -50,6 +50,19 @@ spec:
   predicate: [{name: cpu_usage_avg_5m, maxLimitPecent: 0.65, maxLimitPercent: 0.7}]
 """
 
+# p95 meant, the word order wrong: it would load, find no series, be missing for ever.
+MALFORMED_PERCENTILE = """\
+spec:
+  syncPolicy: [{name: cpu_usage_avg_5m, period: 3m}]
+  predicate: [{name: cpu_usage_p95_1h, maxLimitPecent: 0.8}]
+"""
+
+# A key something else may write for the extender, but that the annotator cannot query.
+SYNCED_ANNOTATION_KEY = """\
+spec:
+  syncPolicy: [{name: cpu_usage_avg_5m, period: 3m}, {name: example.com/gpu, period: 1m}]
+"""
+
 CONFIGMAP = """\
 apiVersion: v1
 kind: ConfigMap
@@ -203,6 +216,23 @@ CASES: dict[str, Case] = {
                           files={"p.yaml": "spec: {}\n"}),
     "policy not UTF-8 in check": Case(["policy", "check", "@p.yaml"], ["not UTF-8"],
                                       files={"p.yaml": b"\xff"}),
+    "a malformed percentile metric": Case(["policy", "check", "@p.yaml"],
+                                          ["spec.predicate.0.name", "looks like a percentile",
+                                           "cpu_usage_p95_avg_1h"],
+                                          files={"p.yaml": MALFORMED_PERCENTILE}),
+    "annotator syncing an annotation key": Case(["annotator", "--prometheus-url", "http://p",
+                                                 "--policy", "@p.yaml"],
+                                                ["'example.com/gpu'", "not a Prometheus metric",
+                                                 "annotator cannot query it"],
+                                                files={"p.yaml": SYNCED_ANNOTATION_KEY}),
+    "policy check, Prometheus down": Case(["policy", "check", "@p.yaml", "--prometheus-url",
+                                           "http://127.0.0.1:9"],
+                                          ["could not be looked up", "cannot connect"], code=1,
+                                          files={"p.yaml": POLICY_CPU_ONLY}),
+    "policy check, a bad Prometheus flag": Case(["policy", "check", "@p.yaml", "--prometheus-url",
+                                                 "http://127.0.0.1:9", "--query-timeout", "0s"],
+                                                ["--query-timeout"],
+                                                files={"p.yaml": POLICY_CPU_ONLY}),
     # --- issue 32: inputs that ended in a traceback or named no flag ---
     "deep policy: policy check": Case(["policy", "check", "@deep.yaml"],
                                       ["deep.yaml", "nested too deeply"],

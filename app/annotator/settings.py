@@ -6,6 +6,7 @@ missing kubeconfig is told without them."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.kube import WORKLOAD_USAGE_NAME
@@ -14,6 +15,25 @@ from app.policy import Policy
 from app.prom import PodUsageQueries, build_query
 from app.rebalance import DEFAULT_CPU_QUERY, DEFAULT_MEMORY_QUERY
 from app.runtime import LeaseSettings
+
+
+def unqueryable_message(metric: str) -> str:
+    return (
+        f"syncPolicy metric {metric!r} is not a Prometheus metric name, so the annotator "
+        f"cannot query it; rename it (letters, digits, '_' and ':') or take it out of "
+        f"syncPolicy"
+    )
+
+
+def unqueryable_metrics(metrics: Sequence[str]) -> list[str]:
+    """The metrics the annotator cannot query: names that are annotation keys only."""
+    unqueryable = []
+    for metric in metrics:
+        try:
+            build_query(metric)
+        except ValueError:
+            unqueryable.append(metric)
+    return unqueryable
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +81,9 @@ class AnnotatorConfig:
                 f"policy {self.policy.source} has no syncPolicy entries: the annotator would "
                 "have nothing to write; add syncPolicy (see `loadaware policy check`)"
             )
+        unqueryable = unqueryable_metrics([s.name for s in self.policy.spec.sync_policy])
+        if unqueryable:
+            raise ValueError(f"policy {self.policy.source}: {unqueryable_message(unqueryable[0])}")
         if not self.hot_value_interval_s > 0:
             raise ValueError(
                 f"--hot-value-interval must be positive, got {self.hot_value_interval_s}"

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from app.annotator.bindings import BindingWindows
 from app.annotator.hotvalue import HotValueLedger
 from app.annotator.settings import QueryShape as QueryShape
+from app.annotator.settings import unqueryable_message
 from app.annotator.telemetry import AnnotatorMetrics
 from app.kube import AnnotationPatcher, NodeInfo, PatchOutcome, PatchReport
 from app.load import HOT_VALUE_KEY, format_hot_value, format_usage
 from app.prom import (
+    BAD_QUERY,
     InstantQuery,
     InvalidSample,
     NodeAddress,
@@ -34,6 +36,21 @@ from app.prom import (
 )
 
 log = logging.getLogger(__name__)
+
+# The reason of a sync whose query Prometheus answered with no series at all: nothing
+# to write, so the sync failed (retried soon, counted in syncs_total{result="error"},
+# /status shows why) rather than succeeded with no node annotated.
+NO_SERIES = "no_series"
+
+
+def no_series_message(metric: str, query: str) -> str:
+    return (
+        f"Prometheus has no series for {query}: its recording rule is not installed "
+        f"(deploy/prometheus/loadaware-rules.yaml records the cpu_ and mem_ metrics), "
+        f"records nothing yet (node-exporter not scraped), or --query-selector matches "
+        f"none; no node gets a value, and the extender counts {metric} as missing data "
+        f"(check with: loadaware policy check FILE --prometheus-url URL)"
+    )
 
 
 def usage_fraction(value: float, divisor: float) -> float | InvalidSample:
@@ -115,12 +132,21 @@ class MetricSync:
         return TickReport(outcomes, report, duration_s)
 
     async def _sync_metric(self, metric: str, nodes: Sequence[NodeAddress]) -> MetricOutcome:
-        query = build_query(metric, self._shape.selector)
+        try:
+            query = build_query(metric, self._shape.selector)
+        except ValueError:
+            # A reloaded policy may name an annotation key (the start refuses one).
+            outcome = MetricOutcome(metric, metric)
+            outcome.error = PrometheusQueryError(BAD_QUERY, unqueryable_message(metric))
+            return outcome
         outcome = MetricOutcome(metric, query)
         try:
             samples = await self._source.aquery(query)
         except PrometheusQueryError as error:
             outcome.error = error
+            return outcome
+        if not samples:
+            outcome.error = PrometheusQueryError(NO_SERIES, no_series_message(metric, query))
             return outcome
         outcome.series = len(samples)
         valid: list[PromSample] = []

@@ -78,7 +78,8 @@ class AnnotatorMetrics:
         )
         self.query_errors = Counter(
             "loadaware_annotator_query_errors_total",
-            "Prometheus queries that failed, by metric and reason.",
+            "Prometheus queries that failed, by metric and reason (no_series: answered "
+            "with no series at all, as when the metric's recording rule is not installed).",
             ["metric", "reason"],
             registry=registry,
         )

@@ -35,6 +35,7 @@ from app.objects import (
     parse_duration_s,
     parse_quantity,
 )
+from app.policy.metric_names import percentile_problem
 
 API_VERSION = "scheduler.policy.crane.io/v1alpha1"
 KIND = "DynamicSchedulerPolicy"
@@ -144,6 +145,9 @@ def _metric_name(name: str) -> str:
             f"metric name {name[:80]!r} is neither a Prometheus metric name nor a node "
             f"annotation key: use letters, digits and '_', such as cpu_usage_avg_5m"
         )
+    problem = percentile_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
     return name
 
 
@@ -405,6 +409,13 @@ def _warnings_for(spec: PolicySpec) -> tuple[str, ...]:
                     f"never count as fresh: it rejects no node and scores as missing data (as in "
                     f"crane); add it to syncPolicy"
                 )
+    for sync in spec.sync_policy:
+        if not _PROMETHEUS_NAME.fullmatch(sync.name):
+            warnings.append(
+                f"syncPolicy metric {sync.name!r} is a node annotation key but no Prometheus "
+                f"metric name: loadaware's annotator cannot sync it (it refuses this policy); "
+                f"something else must write that annotation"
+            )
     if not spec.hot_value:
         warnings.append("hotValue is empty: recent bindings will not lower any node's score")
     return tuple(warnings)

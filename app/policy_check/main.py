@@ -6,11 +6,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from app.commandline import INTERRUPTED_TEXT
+from app.commandline import EXIT_FAILED, EXIT_OK, EXIT_USAGE, INTERRUPTED_TEXT, usage_error
 from app.objects import format_duration
+from app.prom import add_prometheus_flags
 
 if TYPE_CHECKING:
     from app.policy import Policy
+    from app.prom import PrometheusSettings
 
 # The policy's schema (pydantic) and the load model (numpy) are imported where the file
 # is read and described: `policy --help` and a bad flag pay for neither.
@@ -58,11 +60,24 @@ def describe(policy: Policy) -> str:
             f"hot value = {terms}; valid {format_duration(HOT_VALUE_VALID_S)}; "
             "each unit lowers the score by 10 of 100"
         )
+    lines.extend(describe_percentiles(policy))
     lines.append(describe_estimation(policy))
     lines.append("missing, stale or unreadable data never rejects a node")
     for warning in policy.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)
+
+
+def describe_percentiles(policy: Policy) -> list[str]:
+    """A line for each percentile metric: what it is (crane's names say it plainly)."""
+    from app.policy import usage_metric
+
+    lines = []
+    for metric in policy.metrics:
+        meaning = usage_metric(metric)
+        if meaning is not None and meaning.quantile is not None:
+            lines.append(f"{metric}: the {meaning.text()}")
+    return lines
 
 
 def describe_estimation(policy: Policy) -> str:
@@ -95,8 +110,62 @@ def run(args: argparse.Namespace) -> int:
         # Exit code 2, as for every bad configuration (app/commandline/flags.py, one floor up).
         print(f"loadaware policy check: error: {error}", file=sys.stderr, flush=True)
         return 2
+    if args.prometheus_url:
+        from app.prom import prometheus_settings_from_args
+
+        try:
+            settings = prometheus_settings_from_args(args)
+        except ValueError as error:
+            return usage_error("loadaware policy check", str(error))
     print(describe(policy))
-    return 0
+    if not args.prometheus_url:
+        print(OFFLINE_TEXT)
+        return 0
+    return _check_prometheus(policy, settings)
+
+
+# What the check says, and what happens, when it cannot ask Prometheus (docs/reference.md).
+OFFLINE_TEXT = (
+    "prometheus: not asked (no --prometheus-url): a synced metric Prometheus has no series "
+    "for makes each of the annotator's syncs of it fail, in its log, /status and "
+    'loadaware_annotator_query_errors_total{reason="no_series"}'
+)
+
+
+def _check_prometheus(policy: Policy, settings: PrometheusSettings) -> int:
+    """Whether Prometheus has every synced metric: 0 yes, 2 no (a configuration to
+    fix), 1 it could not be asked."""
+    import asyncio
+
+    from app.policy_check.prometheus import (
+        found_message,
+        look_up_metrics,
+        missing_message,
+        unqueryable_message,
+    )
+    from app.prom import PrometheusQueryError, PrometheusSource, redact_url
+
+    source = PrometheusSource(settings)
+    try:
+        lookup = asyncio.run(look_up_metrics(source, policy))
+    except PrometheusQueryError as error:
+        print(
+            f"loadaware policy check: error: the metrics could not be looked up: {error}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_FAILED
+    finally:
+        source.close()
+    url = redact_url(settings.url)
+    if lookup.unqueryable:
+        print(f"prometheus: {unqueryable_message(lookup.unqueryable)}")
+    if lookup.missing:
+        print(f"loadaware policy check: error: {missing_message(url, lookup.missing)}",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return EXIT_USAGE
+    print(found_message(url, lookup))
+    return EXIT_OK
 
 
 def add_parser(components: Any) -> None:
@@ -104,8 +173,14 @@ def add_parser(components: Any) -> None:
     verbs = policy_parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     check = verbs.add_parser("check", help="validate a policy file and print the effective policy")
     check.add_argument("file", help="path to a DynamicSchedulerPolicy YAML file")
+    add_prometheus_flags(
+        check,
+        url_unset="none: the file alone is checked, and the metrics are not looked up",
+    )
     check.epilog = (
-        "exit codes: 0 the file is valid, 2 it is not (the message says why), "
-        + INTERRUPTED_TEXT
+        "exit codes: 0 the file is valid (and, with --prometheus-url, Prometheus has a "
+        "series of every syncPolicy metric: one count query each), 1 Prometheus could not "
+        "be asked, 2 the file is not valid or Prometheus has no series of a synced metric "
+        "(the message says why), " + INTERRUPTED_TEXT
     )
     check.set_defaults(run=run)

@@ -7,7 +7,11 @@ What the load model reads is made the way production makes it:
 * every ``ruleInterval`` the recording rules run in one group, in order:
   ``*_usage_active`` (the rate over the last two scrapes, the last memory gauge),
   ``*_usage_avg_5m`` (mean of ``*_usage_active`` over 5 minutes) and
-  ``*_usage_max_avg_1h`` / ``_1d`` (max of ``*_usage_avg_5m`` over the window);
+  ``*_usage_max_avg_1h`` / ``_1d`` (max of ``*_usage_avg_5m`` over the window) and
+  ``*_usage_p90_avg_1h`` ... ``_p95_avg_1d`` (that percentile of them over the window,
+  interpolated between ranks as Prometheus' ``quantile_over_time``); any window and
+  percentile the policy's grammar takes (``app/policy/metric_names.py``), not just the
+  shipped ones;
 * on each metric's sync period (from the policy, on one grid from the start) the
   annotator queries the latest rule value and writes it with ``format_usage``, stamped
   with the query time, as Prometheus stamps an instant query's result; a node without
@@ -24,7 +28,7 @@ one of the node's annotations is rewritten (``node_version`` counts the rewrites
 from __future__ import annotations
 
 import math
-import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -32,28 +36,30 @@ import numpy as np
 import numpy.typing as npt
 
 from app.load import HOT_VALUE_KEY, format_hot_value, format_usage, hot_value_from_bindings
-from app.policy import Policy
+from app.policy import AVG_WINDOW_S as AVG_WINDOW_S
+from app.policy import Policy, usage_metric
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-AVG_WINDOW_S = 5 * 60.0
-_RULE = re.compile(r"^(cpu|mem)_usage_(avg_5m|max_avg_1h|max_avg_1d)$")
-_MAX_WINDOWS_S = {"max_avg_1h": 3600.0, "max_avg_1d": 86400.0}
+_DAY_S = 86400.0
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
     resource: str  # "cpu" or "mem"
-    max_window_s: float | None  # None: the 5m average itself
+    window_s: float | None  # None: the 5m average itself
+    quantile: float | None = None  # None: the maximum over the window (or the average)
+    step_s: float | None = None  # a percentile's means this far apart (None: every one)
 
 
 def rule_of(metric: str) -> Rule | None:
-    """The recording rule behind one of crane's metric names, or None if it has none."""
-    match = _RULE.match(metric)
-    if match is None:
+    """The recording rule behind a usage metric's name (crane's, or a percentile of the
+    5-minute means), or None if it has none."""
+    meaning = usage_metric(metric)
+    if meaning is None:
         return None
-    return Rule(match.group(1), _MAX_WINDOWS_S.get(match.group(2)))
+    return Rule(meaning.resource, meaning.window_s, meaning.quantile, meaning.step_s)
 
 
 class _History:
@@ -122,6 +128,39 @@ def _max_ignoring_nan(rows: FloatArray) -> FloatArray:
     return np.where(np.isinf(best), np.nan, best)
 
 
+def _quantile_ignoring_nan(rows: FloatArray, quantile: float) -> FloatArray:
+    """Per column, the ``quantile`` of its numbers as Prometheus' ``quantile_over_time``
+    takes it (rank ``quantile * (n - 1)``, linear between the two nearest), NaN ignored
+    (a rule evaluation without data records no sample); NaN where a column has none."""
+    if not len(rows):
+        return np.full(rows.shape[1], np.nan)
+    if not math.isnan(rows.sum()):
+        found: FloatArray = np.quantile(rows, quantile, axis=0)
+        return found
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "All-NaN slice": NaN is the answer
+        found = np.nanquantile(rows, quantile, axis=0)
+    return found
+
+
+def _window_rows(history: _History, rule: Rule, interval_s: float, now_s: float) -> FloatArray:
+    """The 5-minute means a rule over a window reads at Unix time ``now_s`` (the last
+    evaluation), newest first: every one in the window, or with a subquery step the
+    one at or before each multiple of the step (the window's start included, as
+    Prometheus 2 takes it)."""
+    assert rule.window_s is not None
+    window = max(1, round(rule.window_s / interval_s))
+    if rule.step_s is None:
+        return history.last(window)
+    rows = history.last(window + 1)
+    first_s = math.ceil((now_s - rule.window_s) / rule.step_s - 1e-9) * rule.step_s
+    points = math.floor((now_s - first_s) / rule.step_s + 1e-9) + 1  # the last one at now
+    behind_s = now_s - (first_s + rule.step_s * np.arange(points))  # how long before now
+    offsets = np.ceil(behind_s / interval_s - 1e-9).astype(np.int64)
+    picked: FloatArray = rows[offsets[offsets < len(rows)]]
+    return picked
+
+
 class SimulatedMonitoring:
     """Prometheus and the annotator for a fixed set of nodes, driven by ``advance``."""
 
@@ -156,15 +195,21 @@ class SimulatedMonitoring:
         self._scraped_mem: FloatArray = np.full(nodes, np.nan)
         self._mem_now: FloatArray = np.full(nodes, np.nan)
         self._scrapes = 0
+        self._evaluated_at_s = 0.0  # when the rules last ran (seconds since the start)
+        # A day of 5-minute means at least (crane's _1d), more for a longer window.
+        longest_s = max(
+            [_DAY_S, *(r.window_s for r in self._rules.values() if r and r.window_s)]
+        )
         evaluations_per = {
             name: max(1, math.ceil(s / rule_interval_s))
-            for name, s in (("avg", AVG_WINDOW_S), ("1d", 86400.0))
+            for name, s in (("avg", AVG_WINDOW_S), ("1d", longest_s))
         }
         self._active = {
             r: _History(evaluations_per["avg"], nodes, counts_repeats=True) for r in ("cpu", "mem")
         }
         self._avg_window = max(1, round(AVG_WINDOW_S / rule_interval_s))
-        self._avg = {r: _History(evaluations_per["1d"], nodes) for r in ("cpu", "mem")}
+        # One more than the window: a subquery reads the evaluation at its start too.
+        self._avg = {r: _History(evaluations_per["1d"] + 1, nodes) for r in ("cpu", "mem")}
         # What is on the nodes: per metric the written fraction and the write time.
         self.values = {m: np.full(nodes, np.nan) for m in self.sync_periods_s}
         self.written_at_s = {m: np.full(nodes, np.nan) for m in self.sync_periods_s}
@@ -210,6 +255,7 @@ class SimulatedMonitoring:
             self._scrape()
         if is_due(t_s, self.rule_interval_s):
             self._evaluate_rules()
+            self._evaluated_at_s = t_s
         due_periods_s = [p for p in self._distinct_sync_periods_s if is_due(t_s, p)]
         if due_periods_s:
             due = [m for m, period_s in self.sync_periods_s.items() if period_s in due_periods_s]
@@ -254,11 +300,15 @@ class SimulatedMonitoring:
         rule = self._rules.get(metric) or rule_of(metric)
         assert rule is not None, metric  # scenarios are checked for this on load
         history = self._avg[rule.resource]
-        if rule.max_window_s is None:
+        if rule.window_s is None:
             return history.last(1)[0] if history.written else np.full(self._nodes, np.nan)
-        window = max(1, round(rule.max_window_s / self.rule_interval_s))
-        rows = history.last(window)
-        return _max_ignoring_nan(rows) if len(rows) else np.full(self._nodes, np.nan)
+        now_s = self.epoch_s + self._evaluated_at_s
+        rows = _window_rows(history, rule, self.rule_interval_s, now_s)
+        if not len(rows):
+            return np.full(self._nodes, np.nan)
+        if rule.quantile is not None:
+            return _quantile_ignoring_nan(rows, rule.quantile)
+        return _max_ignoring_nan(rows)
 
     def _sync(self, metrics: list[str], t_s: float) -> None:
         for metric in metrics:

@@ -541,7 +541,8 @@ def _check_metrics_simulated(policy: Policy, source: str) -> None:
     if unknown:
         raise ScenarioError(
             f"{source}: policy: the simulator has no recording rule for {', '.join(unknown)}; "
-            "it simulates crane's cpu_/mem_usage_avg_5m, _max_avg_1h and _max_avg_1d"
+            "it simulates cpu_ and mem_usage_avg_5m, _max_avg_<window> (crane's 1h, 1d) and "
+            "_p<1-99>_avg_<window> (such as cpu_usage_p95_avg_1h), windows up to 7d"
         )
 
 

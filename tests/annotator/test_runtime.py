@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 
 from tests.annotator.helpers import annotator, eventually, policy, running
@@ -38,6 +39,12 @@ def test_a_reloaded_policy_changes_the_periods_without_a_restart(
 def test_status_reports_each_metric_and_readiness_without_leadership(
     fake_kube: FakeKube, static_prom: PromProxy
 ) -> None:
+    # One series (of no known node): the query answered, so the sync succeeded. An
+    # answer with no series at all is a failed sync (test_no_series.py).
+    static_prom.static_result = [
+        {"metric": {"instance": "10.9.9.9:9100"}, "value": [time.time(), "42"]}
+    ]
+
     async def scenario() -> dict[str, object]:
         async with fake_kube.async_client() as client:
             the_annotator = annotator(fake_kube, client, static_prom.url)

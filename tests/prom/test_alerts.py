@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from tests.support.prom_fixtures import REPO_ROOT
-from tests.support.promserver import PROMTOOL_BIN
+from tests.support.promserver import PROMTOOL_BIN, promtool_test_rules
 
 DEPLOY = REPO_ROOT / "deploy" / "prometheus"
 ALERTS = DEPLOY / "loadaware-alerts.yaml"
@@ -202,21 +202,11 @@ def _with_annotations(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_the_alerts_fire_on_trouble_and_stay_quiet_otherwise(tmp_path: Path) -> None:
-    (tmp_path / "loadaware-alerts.yaml").write_text(ALERTS.read_text())
-    tests = {
-        "rule_files": ["loadaware-alerts.yaml"],
-        "evaluation_interval": "1m",
-        "tests": [
-            {"interval": "1m", "input_series": series, "alert_rule_test": _with_annotations(alerts)}
-            for series, alerts in CASES
-        ],
-    }
-    path = tmp_path / "alerts_test.yaml"
-    path.write_text(yaml.safe_dump(tests, sort_keys=False))
-    done = subprocess.run(
-        [PROMTOOL_BIN, "test", "rules", str(path)],
-        capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+    tests = [
+        {"interval": "1m", "input_series": series, "alert_rule_test": _with_annotations(alerts)}
+        for series, alerts in CASES
+    ]
+    done = promtool_test_rules(tmp_path, ALERTS, "1m", tests)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from app.policy.metric_names import shipped_percentile_metrics
 from tests.support import http_client, promdata
 from tests.support.prom_fixtures import REPO_ROOT, PromNodeData
 from tests.support.promserver import (
@@ -86,9 +87,10 @@ def test_prometheusrule_spec_has_the_same_groups_and_rules_as_plain_file() -> No
     assert _load(OPERATOR_RULES)["spec"] == _load(PLAIN_RULES)
 
 
-def test_rules_record_the_active_levels_and_the_six_default_metrics() -> None:
+def test_rules_record_the_active_levels_the_six_default_metrics_and_the_percentiles() -> None:
     records = [r["record"] for g in _load(PLAIN_RULES)["groups"] for r in g["rules"]]
-    assert sorted(records) == sorted(promdata.RECORDED_METRICS)
+    assert sorted(records) == sorted(promdata.RECORDED_METRICS + promdata.PERCENTILE_METRICS)
+    assert sorted(promdata.PERCENTILE_METRICS) == sorted(shipped_percentile_metrics())
 
 
 def test_rules_in_a_group_come_after_the_rules_they_read() -> None:
@@ -112,8 +114,9 @@ def test_rules_split_into_active_then_average_then_maxima_stages() -> None:
     assert stages == [
         ["cpu_usage_active", "mem_usage_active"],
         ["cpu_usage_avg_5m", "mem_usage_avg_5m"],
-        sorted(m for m in promdata.DEFAULT_METRICS if "_max_" in m),
-    ]
+        sorted([m for m in promdata.DEFAULT_METRICS if "_max_" in m]
+               + list(promdata.PERCENTILE_METRICS)),
+    ]  # fmt: skip
 
 
 def test_group_intervals_leave_two_samples_within_the_query_lookback() -> None:
@@ -191,6 +194,19 @@ def test_recorded_metric_at_now_equals_the_node_shapes(
 
 
 @pytest.mark.prometheus
+@pytest.mark.parametrize("node", sorted(promdata.DEFAULT_NODE_PERCENTILES))
+def test_recorded_percentiles_at_now_equal_the_node_shapes(
+    prometheus_node_data: PromNodeData, node: str
+) -> None:
+    t = prometheus_node_data.query_time()
+    instance = prometheus_node_data.node(node).instance
+    assert instance is not None
+    for metric, want in promdata.DEFAULT_NODE_PERCENTILES[node].items():
+        got = _by_instance(_query(prometheus_node_data, f'{metric}{{instance="{instance}"}}', t))
+        assert got[instance] == pytest.approx(want, abs=TOLERANCE_PP), metric
+
+
+@pytest.mark.prometheus
 def test_daily_peak_shows_in_max_avg_1d_but_not_in_max_avg_1h(
     prometheus_node_data: PromNodeData,
 ) -> None:
@@ -223,7 +239,7 @@ def test_recorded_series_carry_only_the_instance_label(
     prometheus_node_data: PromNodeData,
 ) -> None:
     t = prometheus_node_data.query_time()
-    names = "|".join(promdata.RECORDED_METRICS)
+    names = "|".join(promdata.RECORDED_METRICS + promdata.PERCENTILE_METRICS)
     result = _query(prometheus_node_data, f'{{__name__=~"{names}"}}', t)
     assert result
     assert {tuple(sorted(s["metric"])) for s in result} == {("__name__", "instance")}

@@ -18,6 +18,7 @@ import yaml
 
 from app.load.samples import HOT_VALUE_KEY
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
+from app.policy import usage_metric
 from tests.deploy.manifests import DEPLOY, Obj, named, render
 
 if TYPE_CHECKING:
@@ -229,7 +230,9 @@ def test_other_users_are_not_matched(
 
 
 @pytest.mark.parametrize("name", [POLICY_NAME, WRITERS_POLICY])
-def test_the_key_list_is_the_shipped_policy_s_metrics_and_the_hot_value(name: str) -> None:
+def test_the_key_list_is_every_recorded_metric_and_the_hot_value(name: str) -> None:
+    # Every usage metric deploy/prometheus records, so that a policy naming any of them
+    # (the percentiles of docs/tuning.md too) is written, and written by no one else.
     spec = named(render(OVERLAY), "ValidatingAdmissionPolicy", name)["spec"]
     (keys,) = [v for v in spec["variables"] if v["name"] == "loadawareKeys"]
     from celpy.celtypes import ListType
@@ -239,7 +242,11 @@ def test_the_key_list_is_the_shipped_policy_s_metrics_and_the_hot_value(name: st
     assert isinstance(listed, ListType)
     policy = yaml.safe_load((DEPLOY / "base" / "policy.yaml").read_text(encoding="utf-8"))
     metrics = {entry["name"] for entry in policy["spec"]["syncPolicy"]}
-    assert sorted(str(key) for key in listed) == sorted({*metrics, HOT_VALUE_KEY})
+    rules = yaml.safe_load((DEPLOY / "prometheus" / "loadaware-rules.yaml").read_text())
+    recorded = {r["record"] for g in rules["groups"] for r in g["rules"]
+                if usage_metric(r["record"]) is not None}  # fmt: skip
+    assert metrics <= recorded
+    assert sorted(str(key) for key in listed) == sorted({*recorded, HOT_VALUE_KEY})
 
 
 # -- issue 28, attack 4: only the annotator writes loadaware's keys ----------------------

@@ -49,6 +49,17 @@ DEFAULT_METRICS = (
     "mem_usage_max_avg_1d",
 )
 RECORDED_METRICS = ACTIVE_METRICS + DEFAULT_METRICS
+# The percentiles of the 5-minute means the shipped rules record too (app/policy/metric_names.py).
+PERCENTILE_METRICS = (
+    "cpu_usage_p90_avg_1h",
+    "cpu_usage_p95_avg_1h",
+    "cpu_usage_p90_avg_1d",
+    "cpu_usage_p95_avg_1d",
+    "mem_usage_p90_avg_1h",
+    "mem_usage_p95_avg_1h",
+    "mem_usage_p90_avg_1d",
+    "mem_usage_p95_avg_1d",
+)
 
 AVG_WINDOW = 5 * MINUTE
 MAX_WINDOWS = {"max_avg_1h": HOUR, "max_avg_1d": DAY}
@@ -200,6 +211,27 @@ def default_nodes(anchor: float) -> tuple[NodeSpec, ...]:
         ),
         NodeSpec("node-nodata", "10.0.0.6", None, cpus=4),
     )
+
+
+# What the percentile rules record for `default_nodes` at any settled time between
+# `anchor` and `anchor + 40 min` (percent), worked out by hand from their shapes: a
+# node's share of 5-minute means at each level decides which level a percentile lands
+# on. node-peak's one-hour daily peak is 4.5 % of the day's means (with its ramps), too
+# few for p95 (its max_avg_1d reads 90); node-busy's 3 hours at 70 are 12.5 %, enough
+# for p90; node-cooling's hour still holds 7 minutes at its old level, enough for p95
+# but not for p90 (which lands on the ramp down, so it has no entry here).
+DEFAULT_NODE_PERCENTILES: dict[str, dict[str, float]] = {
+    "node-busy": dict.fromkeys(PERCENTILE_METRICS[:4], 70.0)
+    | dict.fromkeys(PERCENTILE_METRICS[4:], 50.0),
+    "node-peak": dict.fromkeys(PERCENTILE_METRICS[:4], 20.0)
+    | dict.fromkeys(PERCENTILE_METRICS[4:], 35.0),
+    "node-memhot": dict.fromkeys(PERCENTILE_METRICS[:4], 15.0)
+    | dict.fromkeys(PERCENTILE_METRICS[4:], 92.0),
+    "node-cool": dict.fromkeys(PERCENTILE_METRICS[:4], 5.0)
+    | dict.fromkeys(PERCENTILE_METRICS[4:], 10.0),
+    "node-cooling": dict.fromkeys(PERCENTILE_METRICS[1:4], 80.0)
+    | dict.fromkeys(PERCENTILE_METRICS[5:], 75.0),
+}
 
 
 # --------------------------------------------------------------------------- truth

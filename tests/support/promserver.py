@@ -388,3 +388,22 @@ def temporary_prometheus(prefix: str = "loadaware-prom-") -> Iterator[Prometheus
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def promtool_test_rules(
+    folder: Path, rules: Path, evaluation_interval: str, tests: list[dict[str, Any]]
+) -> subprocess.CompletedProcess[str]:
+    """``promtool test rules`` on a copy of ``rules`` in ``folder``, with ``tests`` (each
+    a group of input series and expectations) evaluated every ``evaluation_interval``."""
+    (folder / rules.name).write_text(rules.read_text())
+    document = {
+        "rule_files": [rules.name],
+        "evaluation_interval": evaluation_interval,
+        "tests": tests,
+    }
+    path = folder / f"{rules.stem}_test.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return subprocess.run(
+        [PROMTOOL_BIN, "test", "rules", str(path)],
+        capture_output=True, text=True, check=False, timeout=120, cwd=folder,
+    )  # fmt: skip
