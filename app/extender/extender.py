@@ -15,11 +15,12 @@ from prometheus_client import CollectorRegistry
 from app.extender.debug import DebugViews
 from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
 from app.extender.ledger import DEFAULT_RESERVATION_TTL_S, Ledger
+from app.extender.raises import none_measured, nothing_observed
 from app.extender.reservations import Reservations
 from app.extender.table import NodeTable
 from app.extender.telemetry import EstimateCollector, ExtenderMetrics
 from app.extender.verbs import Outcome, RequestNodes, Verbs
-from app.extender.workload_usage import WorkloadUsageFollower
+from app.extender.workload_usage import WorkloadUsageFollower, WorkloadUsageSource
 from app.kube import NodeCache, NodeInfo, PodCache
 from app.objects import ScheduledPod
 from app.policy import Policy
@@ -60,58 +61,77 @@ class Extender:
         index: VerdictIndex | None = None,
         pod_cache: PodCache[ScheduledPod] | None = None,
         reservation_ttl_s: float = DEFAULT_RESERVATION_TTL_S,
-        workload_usage: WorkloadUsageFollower | None = None,
+        workload_usage: WorkloadUsageSource | None = None,
     ) -> None:
+        """Every part built once, in order, each given what it reads: the follower of
+        the workload usage, the ledger reading it, the node table reading the ledger,
+        then what serves and reports on the table."""
         self.clock = clock
         self._mode = mode
+        self.node_cache = node_cache
+        self.pod_cache = pod_cache
         self.metrics = ExtenderMetrics(registry or CollectorRegistry())
         counts = self.metrics.reservation_counts
-        self.ledger: Ledger | None = None
-        if pod_cache is not None:
-            self.ledger = Ledger(lambda: self.table.policy, counts.end, reservation_ttl_s)
         # The one policy in force (a bare Policy: for good); each reload adopted whole.
         self.policy_in_force = policy if isinstance(policy, InForce) else InForce.fixed(policy)
         self.policy_in_force.follow(self.set_policy, self.on_policy_reload)
-        self.table = NodeTable(self.policy_in_force.value, clock, index, self.ledger)
-        self.reservations: Reservations | None = None
-        if pod_cache is not None and self.ledger is not None:
-            self.reservations = Reservations(self.ledger, self.table, pod_cache, counts, clock)
+        policy_now = self.policy_in_force.value
+        # Only with the pod cache: the estimate it raises is of pods bound and reserved.
+        self.workload_usage = (
+            WorkloadUsageFollower(
+                workload_usage.store,
+                clock=clock,
+                on_change=self._on_workload_usage,
+                on_read=self.metrics.workload_usage_read,
+                max_age_s=workload_usage.max_age_s,
+                refresh_s=workload_usage.refresh_s,
+            )
+            if workload_usage is not None and pod_cache is not None
+            else None
+        )
+        follower = self.workload_usage
+        self.ledger = (
+            Ledger(
+                policy_now,
+                counts.end,
+                reservation_ttl_s,
+                clock=clock,
+                observed=follower.observed if follower is not None else nothing_observed,
+                measured=follower.measured if follower is not None else none_measured,
+            )
+            if pod_cache is not None
+            else None
+        )
+        self.table = NodeTable(policy_now, clock, index, self.ledger)
+        self.reservations = (
+            Reservations(self.ledger, self.table, pod_cache, counts, clock)
+            if pod_cache is not None and self.ledger is not None
+            else None
+        )
         self.debug = DebugViews(self.table, self.ledger, clock)
         self.metrics.registry.register(
             EstimateCollector(self.debug.estimated_additions, self.debug.pod_estimates)
         )
-        self.verbs = Verbs(self.table, clock, request_nodes=self.request_nodes_mode(node_cache))
-        self.node_cache = node_cache
-        self.pod_cache = pod_cache
-        # Only with the pod cache: the estimate it raises is of pods bound and reserved.
-        self.workload_usage = workload_usage if self.ledger is not None else None
-        if self.workload_usage is not None and self.ledger is not None:
-            follower = self.workload_usage
-            raises = self.ledger.raises
-            raises.observed = follower.observed
-            raises.measured = follower.measured
-            self.verbs.workloads = lambda: follower.workloads
-            self.verbs.raise_left = lambda workload: raises.left(workload, clock())
-            if pod_cache is not None:
-                self.verbs.workload_of_pod = _workload_in(pod_cache)
-            follower.on_change = self._on_workload_usage
-            follower.on_read = lambda result: self.metrics.workload_usage_reads.labels(
-                result
-            ).inc()
-        self.metrics.workloads_observed.set_function(
-            lambda: -1.0 if self.workload_usage is None else len(self.workload_usage.workloads)
-        )
+        request_nodes = self.request_nodes_mode(node_cache)
+        if follower is not None and self.ledger is not None and pod_cache is not None:
+            self.verbs = Verbs(
+                self.table,
+                clock,
+                request_nodes=request_nodes,
+                workloads=follower.published,
+                workload_of_pod=_workload_in(pod_cache),
+                raise_left=self.ledger.raises.left_now,
+            )
+        else:
+            self.verbs = Verbs(self.table, clock, request_nodes=request_nodes)
+        self.metrics.workloads_observed.set_function(self._workloads_observed)
         self.metrics.policy.loaded(clock())
-        self.metrics.nodes_known.set_function(lambda: len(self.table))
+        self.metrics.nodes_known.set_function(self._nodes_known)
         self.metrics.nodes_overloaded.set_function(self._count_overloaded)
         self.metrics.node_cache_age.set_function(self._node_cache_age)
         self.metrics.verdict_index.labels(implementation=self.index_implementation).set(1)
-        self.metrics.reservations.set_function(
-            lambda: -1.0 if self.ledger is None else float(self.ledger.reservations)
-        )
-        self.metrics.pods_cached.set_function(
-            lambda: -1.0 if pod_cache is None else float(len(pod_cache.objects))
-        )
+        self.metrics.reservations.set_function(self._reservations_live)
+        self.metrics.pods_cached.set_function(self._pods_cached)
         self._requests = self.metrics.requests
         self._last_unknown_warning_s = -math.inf
         self._tasks: list[asyncio.Task[None]] = []
@@ -119,6 +139,18 @@ class Extender:
             node_cache.add_listener(self._on_node)
         if pod_cache is not None:
             pod_cache.add_listener(self._on_pod)
+
+    def _nodes_known(self) -> float:
+        return float(len(self.table))
+
+    def _workloads_observed(self) -> float:
+        return -1.0 if self.workload_usage is None else len(self.workload_usage.workloads)
+
+    def _reservations_live(self) -> float:
+        return -1.0 if self.ledger is None else float(self.ledger.reservations)
+
+    def _pods_cached(self) -> float:
+        return -1.0 if self.pod_cache is None else float(len(self.pod_cache.objects))
 
     @staticmethod
     def request_nodes_mode(node_cache: NodeCache | None) -> RequestNodes:
@@ -172,11 +204,13 @@ class Extender:
         (and keeps the old ones if that fails); the ledger re-estimates every reservation before
         it changes any. The policy watcher counts a raise as a failed reload."""
         previous = self.table.policy
-        self.table.set_policy(policy)  # the ledger reads the new policy through the table
+        self.table.set_policy(policy)
         if self.ledger is not None:
+            self.ledger.set_policy(policy)
             try:
                 repriced = self.ledger.reprice(self.clock())
             except BaseException:
+                self.ledger.set_policy(previous)
                 self.table.set_policy(previous)
                 raise
             for name in repriced:

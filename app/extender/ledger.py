@@ -50,7 +50,14 @@ from dataclasses import dataclass, field, replace
 
 from app.extender.defaults import RESERVATION_TTL_S
 from app.extender.pricing import Fractions, Pricing
-from app.extender.raises import BoundPod, Raises
+from app.extender.raises import (
+    BoundPod,
+    Measured,
+    Observed,
+    Raises,
+    none_measured,
+    nothing_observed,
+)
 from app.load import START_GRACE_S, Evidence, counts, estimate_with_evidence, unsampled_fractions
 from app.objects import ZERO, Demand, Resources, ScheduledPod
 from app.policy import EstimationPolicy, Policy
@@ -170,18 +177,31 @@ class Ledger:
 
     def __init__(
         self,
-        policy: Callable[[], Policy],
+        policy: Policy,
         on_reservation_end: ReservationEnd,
         ttl_s: float = DEFAULT_RESERVATION_TTL_S,
+        *,
+        clock: Callable[[], float],
+        observed: Observed = nothing_observed,
+        measured: Measured = none_measured,
     ) -> None:
-        self._policy = policy
+        """``policy``: the one the node table holds, until ``set_policy`` adopts the next;
+        ``observed`` and ``measured``: the workload usage followed (none without)."""
+        self.policy = policy
         self._on_end = on_reservation_end
         self.ttl_s = ttl_s
         self._bound: dict[str, dict[str, BoundPod]] = {}  # node → pod key → pod
         self._reserved: dict[str, _NodeReservations] = {}  # only nodes that hold some
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
-        self._pricing = Pricing(policy)
-        self.raises = Raises(policy)  # its ``observed`` and ``measured`` set by the caller
+        self._pricing = Pricing(self._policy)
+        self.raises = Raises(self._policy, clock, observed, measured)
+
+    def _policy(self) -> Policy:
+        return self.policy
+
+    def set_policy(self, policy: Policy) -> None:
+        """Estimate under ``policy`` from now on (``reprice`` redoes the reservations)."""
+        self.policy = policy
 
     def tracked_nodes(self) -> list[str]:
         """Every node with a pod bound within maxAge or a live reservation."""

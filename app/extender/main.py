@@ -6,7 +6,6 @@ import argparse
 import ipaddress
 import logging
 import signal
-import time
 from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -312,7 +311,7 @@ def run_extender(args: argparse.Namespace) -> int:
         log.warning("%s", unauthenticated)
     from app.extender.extender import Extender
     from app.extender.http import ExtenderApp
-    from app.extender.workload_usage import WorkloadUsageFollower
+    from app.extender.workload_usage import WorkloadUsageSource
     from app.kube import NodeCache, PodCache, WorkloadUsageStore, scheduled_pod
 
     node_cache = NodeCache(client) if client is not None else None
@@ -335,9 +334,8 @@ def run_extender(args: argparse.Namespace) -> int:
             args.workload_usage_namespace or default_lease_namespace(),
             args.workload_usage_name,
         )
-        workload_usage = WorkloadUsageFollower(
+        workload_usage = WorkloadUsageSource(
             store,
-            clock=time.time,
             max_age_s=float(args.workload_usage_max_age),
             refresh_s=float(args.workload_usage_refresh),
         )

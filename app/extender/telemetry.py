@@ -100,6 +100,10 @@ class ExtenderMetrics:
         )
         self.policy = PolicyReloadMetrics(registry)
 
+    def workload_usage_read(self, result: str) -> None:
+        """One read of the workload-usage ConfigMap, by its result."""
+        self.workload_usage_reads.labels(result).inc()
+
 
 class RequestCounts(Collector):
     """Extender calls by verb and code, their latency, the nodes filter rejected and the

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from app.extender.defaults import WORKLOAD_USAGE_REFRESH_S
@@ -32,6 +33,16 @@ DEFAULT_REFRESH_S = WORKLOAD_USAGE_REFRESH_S
 
 _NOTHING: Mapping[str, Resources] = MappingProxyType({})
 _NO_PODS: Mapping[str, int] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadUsageSource:
+    """Where the published workload usage is read, and how: what the extender builds
+    its follower from."""
+
+    store: WorkloadUsageStore
+    max_age_s: float = DEFAULT_MAX_AGE_S
+    refresh_s: float = DEFAULT_REFRESH_S
 
 
 class WorkloadUsageFollower:
@@ -60,6 +71,10 @@ class WorkloadUsageFollower:
 
     @property
     def workloads(self) -> Mapping[str, Resources]:
+        return self._workloads
+
+    def published(self) -> Mapping[str, Resources]:
+        """``workloads``, as a call: what the verbs read per request."""
         return self._workloads
 
     def observed(self, workload: str | None) -> Resources | None:
