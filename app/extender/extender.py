@@ -15,7 +15,6 @@ from prometheus_client import CollectorRegistry
 from app.extender.debug import DebugViews
 from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
 from app.extender.ledger import DEFAULT_RESERVATION_TTL_S, Ledger
-from app.extender.raises import none_measured, nothing_observed
 from app.extender.reservations import Reservations
 from app.extender.table import NodeTable
 from app.extender.telemetry import EstimateCollector, ExtenderMetrics
@@ -46,6 +45,42 @@ def _workload_in(pod_cache: PodCache[ScheduledPod]) -> Callable[[str], str | Non
     return workload_of
 
 
+def _say_which_index(implementation: str) -> None:
+    if implementation == "native":
+        log.info("filter and prioritize are answered by the native verdict index")
+    else:
+        log.warning(
+            "filter and prioritize are answered by the pure-Python verdict index (%s=%s, "
+            "or the C extension was not built): each call costs more per node name. "
+            "Reinstall with a C compiler at hand for the native one",
+            IMPLEMENTATION_ENV,
+            os.environ.get(IMPLEMENTATION_ENV, "auto"),
+        )
+
+
+def _verbs(
+    table: NodeTable,
+    clock: Callable[[], float],
+    request_nodes: RequestNodes,
+    follower: WorkloadUsageFollower | None,
+    ledger: Ledger | None,
+    pod_cache: PodCache[ScheduledPod] | None,
+) -> Verbs:
+    """The verbs over ``table``; with the workload usage followed (and so the pod cache
+    and its ledger), they estimate a pod at what its workload's pods use, within the
+    raises the ledger has left."""
+    if follower is None or ledger is None or pod_cache is None:
+        return Verbs(table, clock, request_nodes=request_nodes)
+    return Verbs(
+        table,
+        clock,
+        request_nodes=request_nodes,
+        workloads=follower.published,
+        workload_of_pod=_workload_in(pod_cache),
+        raise_left=ledger.raises.left_now,
+    )
+
+
 class Extender:
     """One extender instance. ``node_cache`` is None in full-nodes mode; ``pod_cache``
     (which needs the node cache for allocatable) enables the burst estimate."""
@@ -63,9 +98,6 @@ class Extender:
         reservation_ttl_s: float = DEFAULT_RESERVATION_TTL_S,
         workload_usage: WorkloadUsageSource | None = None,
     ) -> None:
-        """Every part built once, in order, each given what it reads: the follower of
-        the workload usage, the ledger reading it, the node table reading the ledger,
-        then what serves and reports on the table."""
         self.clock = clock
         self._mode = mode
         self.node_cache = node_cache
@@ -79,26 +111,17 @@ class Extender:
         # Only with the pod cache: the estimate it raises is of pods bound and reserved.
         self.workload_usage = (
             WorkloadUsageFollower(
-                workload_usage.store,
+                workload_usage,
                 clock=clock,
                 on_change=self._on_workload_usage,
                 on_read=self.metrics.workload_usage_read,
-                max_age_s=workload_usage.max_age_s,
-                refresh_s=workload_usage.refresh_s,
             )
             if workload_usage is not None and pod_cache is not None
             else None
         )
         follower = self.workload_usage
         self.ledger = (
-            Ledger(
-                policy_now,
-                counts.end,
-                reservation_ttl_s,
-                clock=clock,
-                observed=follower.observed if follower is not None else nothing_observed,
-                measured=follower.measured if follower is not None else none_measured,
-            )
+            Ledger(policy_now, counts.end, reservation_ttl_s, clock=clock, usage=follower)
             if pod_cache is not None
             else None
         )
@@ -113,17 +136,7 @@ class Extender:
             EstimateCollector(self.debug.estimated_additions, self.debug.pod_estimates)
         )
         request_nodes = self.request_nodes_mode(node_cache)
-        if follower is not None and self.ledger is not None and pod_cache is not None:
-            self.verbs = Verbs(
-                self.table,
-                clock,
-                request_nodes=request_nodes,
-                workloads=follower.published,
-                workload_of_pod=_workload_in(pod_cache),
-                raise_left=self.ledger.raises.left_now,
-            )
-        else:
-            self.verbs = Verbs(self.table, clock, request_nodes=request_nodes)
+        self.verbs = _verbs(self.table, clock, request_nodes, follower, self.ledger, pod_cache)
         self.metrics.workloads_observed.set_function(self._workloads_observed)
         self.metrics.policy.loaded(clock())
         self.metrics.nodes_known.set_function(self._nodes_known)
@@ -274,16 +287,7 @@ class Extender:
         return implementation_of(self.table.index)
 
     async def start(self) -> None:
-        if self.index_implementation == "native":
-            log.info("filter and prioritize are answered by the native verdict index")
-        else:
-            log.warning(
-                "filter and prioritize are answered by the pure-Python verdict index (%s=%s, "
-                "or the C extension was not built): each call costs more per node name. "
-                "Reinstall with a C compiler at hand for the native one",
-                IMPLEMENTATION_ENV,
-                os.environ.get(IMPLEMENTATION_ENV, "auto"),
-            )
+        _say_which_index(self.index_implementation)
         if self.node_cache is not None:
             self._tasks.append(asyncio.create_task(self.node_cache.run(), name="node-cache"))
         if self.pod_cache is not None:

@@ -44,6 +44,14 @@ Measured = Callable[[str], int]
 """How many of a workload's running pods its published usage was measured on."""
 
 
+class PublishedUsage(Protocol):
+    """What the workloads are observed to use (``app.extender.workload_usage``)."""
+
+    def observed(self, workload: str | None) -> Resources | None: ...
+
+    def measured(self, workload: str) -> int: ...
+
+
 def nothing_observed(_workload: str | None) -> Resources | None:
     return None
 
@@ -92,13 +100,12 @@ class Raises:
         self,
         policy: Callable[[], Policy],
         clock: Callable[[], float],
-        observed: Observed = nothing_observed,
-        measured: Measured = none_measured,
+        usage: PublishedUsage | None = None,  # None: nothing observed
     ) -> None:
         self._policy = policy
         self._clock = clock
-        self.observed = observed
-        self.measured = measured
+        self.observed: Observed = usage.observed if usage is not None else nothing_observed
+        self.measured: Measured = usage.measured if usage is not None else none_measured
         self._held: dict[str, dict[str, float]] = {}
         # per workload, no held raise ends before this (a lower bound; -inf: unknown)
         self._first_end_s: dict[str, float] = {}

@@ -232,7 +232,7 @@ EstimatedAdditions = Callable[[], Mapping[str, Mapping[str, float]]]
 
 
 PodEstimates = Callable[[], Sequence[PodEstimate]]
-"""Every pod that counts on a node's estimate now (``Ledger.estimates``)."""
+"""Every pod that counts on a node's estimate now (``DebugViews.pod_estimates``)."""
 
 
 class EstimateCollector(Collector):

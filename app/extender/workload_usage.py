@@ -50,20 +50,18 @@ class WorkloadUsageFollower:
 
     def __init__(
         self,
-        store: WorkloadUsageStore,
+        source: WorkloadUsageSource,
         *,
         clock: Callable[[], float],
         on_change: Callable[[], None] = lambda: None,
         on_read: Callable[[str], None] = lambda _result: None,
-        max_age_s: float = DEFAULT_MAX_AGE_S,
-        refresh_s: float = DEFAULT_REFRESH_S,
     ) -> None:
-        self._store = store
+        self._store = source.store
         self._clock = clock
         self.on_change = on_change
         self.on_read = on_read
-        self.max_age_s = max_age_s
-        self.refresh_s = refresh_s
+        self.max_age_s = source.max_age_s
+        self.refresh_s = source.refresh_s
         self._workloads = _NOTHING
         self._pods: Mapping[str, int] = MappingProxyType({})
         self.published_at_s: float | None = None  # of what ``observed`` answers from

@@ -10,7 +10,9 @@
 - ``in_force``: the one owner of a value a process runs on (built once, reloaded in
   one place, read through it);
 - ``policy_reload``: the policy in force (``--policy`` or the default), its watcher
-  and reload metrics.
+  and reload metrics;
+- ``startup``: the start-up sequence every long-running component runs (settings and
+  policy, client, health port, serving until a signal, shutdown).
 
 The health server itself is ``app/health`` (a floor down): the extender serves it too.
 
@@ -30,6 +32,16 @@ from app.runtime.flags import (
     default_identity,
     default_lease_namespace,
     lease_settings_from_args,
+)
+from app.runtime.startup import (
+    StartupError,
+    configured,
+    health_listener,
+    kube_client,
+    run_component,
+    serve_until_stopped,
+    stop_on_signals,
+    until_signalled,
 )
 
 if TYPE_CHECKING:
@@ -53,13 +65,21 @@ __all__ = [
     "LeaseSettings",
     "PolicyReloadMetrics",
     "Runnable",
+    "StartupError",
     "add_health_flags",
     "add_leader_election_flags",
+    "configured",
     "default_identity",
     "default_lease_namespace",
+    "health_listener",
+    "kube_client",
     "lease_settings_from_args",
     "policy_in_force",
+    "run_component",
     "run_until_signalled",
+    "serve_until_stopped",
+    "stop_on_signals",
+    "until_signalled",
 ]
 
 # Each name loaded on first use, with its module (PEP 562).

@@ -83,11 +83,10 @@ def test_only_a_fresh_readable_document_is_followed(
 
     def follower_of(store: WorkloadUsageStore) -> WorkloadUsageFollower:
         return WorkloadUsageFollower(
-            store,
+            WorkloadUsageSource(store, max_age_s=600.0),
             clock=time.time,
             on_change=lambda: changes.append(1),
             on_read=reads.append,
-            max_age_s=600.0,
         )
 
     follower = refresh(fake_kube, follower_of)
