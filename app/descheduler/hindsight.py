@@ -35,6 +35,7 @@ from app.rebalance import (
     Planned,
     PlannedEviction,
     judge,
+    judged_move,
 )
 
 
@@ -146,16 +147,7 @@ def judge_due(
             move.others_before,
         )
         judgement = judge(planned, measured)
-        judged.append(
-            replace(
-                move,
-                outcome=judgement.outcome.value,
-                judged_at_s=now_s,
-                cooling=judgement.cooling,
-                attributed=judgement.attributed,
-                reason=judgement.reason,
-            )
-        )
+        judged.append(judged_move(move, judgement, now_s))
     return judged
 
 
