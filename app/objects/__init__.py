@@ -21,7 +21,7 @@ from app.objects.durations import (
     format_duration,
     parse_duration_s,
 )
-from app.objects.lazy import load_on_use
+from app.objects.lazy import load_modules_on_use, load_on_use
 
 if TYPE_CHECKING:
     from app.objects.budgets import (
@@ -104,6 +104,7 @@ __all__ = [
     "duration_range_problem",
     "effective_demand",
     "format_duration",
+    "load_modules_on_use",
     "load_on_use",
     "parse_duration_s",
     "parse_quantity",

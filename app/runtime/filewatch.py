@@ -17,6 +17,10 @@ from typing import Generic, TypeVar
 
 from app.documents import MAX_CONFIG_BYTES, read_bytes
 
+__all__ = [
+    "FileWatcher",
+]
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")

@@ -37,6 +37,17 @@ if TYPE_CHECKING:
     from app.health import EmbeddedServer
     from app.kube import KubeClient
 
+__all__ = [
+    "StartupError",
+    "configured",
+    "health_listener",
+    "kube_client",
+    "run_component",
+    "serve_until_stopped",
+    "stop_on_signals",
+    "until_signalled",
+]
+
 S = TypeVar("S")
 
 
