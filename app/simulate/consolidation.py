@@ -30,10 +30,7 @@ class ConsolidatingRebalancer(PlannerRebalancer):
     """``Rebalancer`` that drains the nodes ``plan_consolidation`` frees."""
 
     def __init__(
-        self,
-        cluster: ClusterState,
-        soft_taints: SimulatedSoftTaints | None = None,
-        autoscaler: Autoscaler | None = None,
+        self, cluster: ClusterState, soft_taints: SimulatedSoftTaints | None, autoscaler: Autoscaler
     ) -> None:
         super().__init__(cluster, soft_taints, autoscaler)
         settings = self.config.consolidation.model_copy(update={"enabled": True})
