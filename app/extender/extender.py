@@ -1,4 +1,7 @@
-"""The extender's state and wiring: node table, verbs, node source, policy, metrics."""
+"""The extender: its parts built once, in order, each given what it reads (the
+workload-usage follower, the ledger reading it, the node table reading the ledger, the
+verbs, debug views and metrics reading the table), the policy in force they adopt
+together, and the tasks that keep them current."""
 
 from __future__ import annotations
 
