@@ -21,7 +21,7 @@ from app.commandline import (
     duration,
 )
 from app.descheduler.settings import LoopSettings, warn_about_thresholds
-from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
+from app.kube import STATE_NAME as DEFAULT_STATE_NAME
 from app.prom import add_prometheus_flags, prometheus_settings_from_args
 from app.runtime import (
     add_health_flags,

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from app.commandline import EXIT_FAILED, EXIT_OK, add_flag, duration, usage_error
-from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
+from app.kube import STATE_NAME as DEFAULT_STATE_NAME
 from app.objects import MoveRecord
 
 HELP = "what the descheduler's evictions bought: by outcome, per node and workload (read-only)"

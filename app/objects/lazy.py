@@ -20,6 +20,11 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from pathlib import Path
 
+__all__ = [
+    "load_modules_on_use",
+    "load_on_use",
+]
+
 
 def load_on_use(
     package: str,
