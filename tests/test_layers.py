@@ -318,3 +318,27 @@ def test_a_front_of_modules_loads_each_listed_name_on_first_use_and_refuses_othe
     unlisted = load_modules_on_use("lazy_modules_probe", ("unlisted",), {})
     with pytest.raises(ImportError, match="lists no __all__"):
         unlisted("NAME")
+
+
+def test_a_front_of_modules_reads_a_module_shipped_without_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With only bytecode beside the package, ``load_modules_on_use`` asks the module
+    itself for its ``__all__``."""
+    import importlib
+    import py_compile
+
+    from app.objects import load_modules_on_use
+
+    package = tmp_path / "bytecode_front_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    source = package / "compiled.py"
+    source.write_text('__all__ = ["VALUE"]\nVALUE = 7\n', encoding="utf-8")
+    py_compile.compile(str(source), cfile=str(package / "compiled.pyc"), doraise=True)
+    source.unlink()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("bytecode_front_probe")
+    front: dict[str, object] = {}
+    assert load_modules_on_use("bytecode_front_probe", ("compiled",), front)("VALUE") == 7
+    assert front == {"VALUE": 7}

@@ -80,11 +80,16 @@ def declared_exports(package: str, module: str) -> list[str]:
     """The ``__all__`` of ``package.module``, read from its source without running it
     (a literal list of names, as every module of the project writes it)."""
     folder = Path(sys.modules[package].__file__ or "").parent
-    tree = ast.parse((folder / f"{module}.py").read_text(encoding="utf-8"))
+    try:
+        source = (folder / f"{module}.py").read_text(encoding="utf-8")
+    except OSError:  # no source beside the package (a zip, bytecode only): ask the module
+        names: list[str] = importlib.import_module(f"{package}.{module}").__all__
+        return names
+    tree = ast.parse(source)
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
             isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
         ):
-            names: list[str] = ast.literal_eval(node.value)
-            return names
+            listed: list[str] = ast.literal_eval(node.value)
+            return listed
     raise ImportError(f"{package}.{module} lists no __all__ for its package's front")
