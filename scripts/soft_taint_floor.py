@@ -77,17 +77,17 @@ def measure(name: str, seed: int) -> Row:
     runs = {p: summarise(SimulatedCluster(scenario, plan_for(p)).simulate())
             for p in ("default", "loadaware")}  # fmt: skip
     cluster = SimulatedCluster(scenario, plan_for("default+taints"))
-    cpu_alloc, memory_alloc = cluster.allocatable_cpu, cluster.allocatable_memory
+    cpu_alloc, memory_alloc = cluster.state.allocatable_cpu, cluster.state.allocatable_memory
     if np.ptp(cpu_alloc) or np.ptp(memory_alloc):
         raise SystemExit(f"{name}: the floor needs nodes that are all alike")
-    limits = {p.name: p.max_limit_fraction for p in cluster.policy.spec.predicate}
+    limits = {p.name: p.max_limit_fraction for p in cluster.state.policy.spec.predicate}
     lines = ((0, float(cpu_alloc[0]), limits["cpu_usage_avg_5m"]),
              (1, float(memory_alloc[0]), limits["mem_usage_avg_5m"]))  # fmt: skip
     nodes_above = np.zeros(len(HARM_LINES))
     for step in range(scenario.steps):
         cluster.step(step)
-        usage = cluster.usage.at(step, step * scenario.step_s)
-        bound = cluster.node_of >= 0
+        usage = cluster.state.usage.at(step, step * scenario.step_s)
+        bound = cluster.state.node_of >= 0
         for resource, allocatable, limit in lines:
             demands = usage[resource][bound] / allocatable
             for i, harm in enumerate(HARM_LINES):
@@ -97,7 +97,7 @@ def measure(name: str, seed: int) -> Row:
         name,
         seed,
         above(runs["default"]),
-        above(summarise(cluster.run)),
+        above(summarise(cluster.state.run)),
         above(runs["loadaware"]),
         runs["loadaware"].pending_at_end,
         cluster.scheduler.taint_steered,

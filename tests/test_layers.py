@@ -69,14 +69,24 @@ def submodules(package: str) -> set[str]:
 
 
 def exports(package: str) -> set[str]:
-    """The names in a package's ``__all__``."""
+    """The names a package's front exports: its ``__all__``, or the ``__all__`` of each
+    module it star-imports (at once, or for type checkers with ``load_modules_on_use``)."""
+    import importlib
+
+    from app.objects.lazy import declared_exports
+
     tree = ast.parse((ROOT / "app" / package / "__init__.py").read_text())
-    for node in tree.body:
+    names: set[str] = set()
+    for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
         ):
-            return set(ast.literal_eval(node.value))
-    return set()
+            names |= set(ast.literal_eval(node.value))
+        elif isinstance(node, ast.ImportFrom) and [a.name for a in node.names] == ["*"]:
+            assert node.module is not None
+            importlib.import_module(f"app.{package}")
+            names |= set(declared_exports(f"app.{package}", node.module.rsplit(".", 1)[1]))
+    return names
 
 
 def packages_of_app() -> set[str]:
@@ -274,3 +284,61 @@ def test_a_lazy_front_loads_a_name_once_on_first_use_and_refuses_others(
     assert front == {"VALUE": value}
     with pytest.raises(AttributeError, match="'lazy_front_probe' has no attribute 'OTHER'"):
         load("OTHER")  # in the module, but not named to the front
+
+
+def test_a_front_of_modules_loads_each_listed_name_on_first_use_and_refuses_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``load_modules_on_use``: each name listed once, in its module's ``__all__``, read
+    from the source; the module is loaded when one of its names is first looked up, and
+    every name it lists is then kept in the front."""
+    import importlib
+    import sys
+
+    from app.objects import load_modules_on_use
+
+    package = tmp_path / "lazy_modules_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "heavy.py").write_text(
+        '__all__ = ["VALUE", "MORE"]\nVALUE = object()\nMORE = 2\nOTHER = 1\n',
+        encoding="utf-8",
+    )
+    (package / "unlisted.py").write_text("NAME = 1\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("lazy_modules_probe")  # the front, as its package's import does
+    front: dict[str, object] = {}
+    load = load_modules_on_use("lazy_modules_probe", ("heavy",), front)
+    assert "lazy_modules_probe.heavy" not in sys.modules
+    value = load("VALUE")
+    assert value is sys.modules["lazy_modules_probe.heavy"].VALUE
+    assert front == {"VALUE": value, "MORE": 2}
+    with pytest.raises(AttributeError, match="'lazy_modules_probe' has no attribute 'OTHER'"):
+        load("OTHER")  # in the module, but not in its __all__
+    unlisted = load_modules_on_use("lazy_modules_probe", ("unlisted",), {})
+    with pytest.raises(ImportError, match="lists no __all__"):
+        unlisted("NAME")
+
+
+def test_a_front_of_modules_reads_a_module_shipped_without_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With only bytecode beside the package, ``load_modules_on_use`` asks the module
+    itself for its ``__all__``."""
+    import importlib
+    import py_compile
+
+    from app.objects import load_modules_on_use
+
+    package = tmp_path / "bytecode_front_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    source = package / "compiled.py"
+    source.write_text('__all__ = ["VALUE"]\nVALUE = 7\n', encoding="utf-8")
+    py_compile.compile(str(source), cfile=str(package / "compiled.pyc"), doraise=True)
+    source.unlink()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("bytecode_front_probe")
+    front: dict[str, object] = {}
+    assert load_modules_on_use("bytecode_front_probe", ("compiled",), front)("VALUE") == 7
+    assert front == {"VALUE": 7}

@@ -95,8 +95,8 @@ class Annotator:
         self.observer = BindingObserver(
             self.windows,
             clock,
-            on_binding=lambda _node: self.telemetry.bindings_observed.inc(),
-            synced=lambda: self.pod_watch.synced,
+            on_binding=self.telemetry.binding_observed,
+            pod_watch=self.pod_watch,
             recent=self.recent,
         )
         self.pod_watch.add_listener(self.observer.on_change)
@@ -119,7 +119,7 @@ class Annotator:
             client,
             concurrency=config.patch_concurrency,
             may_write=self.may_write,
-            on_retry=lambda outcome: self.telemetry.patch_retries.labels(outcome.value).inc(),
+            on_retry=self.telemetry.patch_retried,
         )
         self.sync = MetricSync(
             source,
@@ -127,7 +127,7 @@ class Annotator:
             shape=config.shape,
             telemetry=self.telemetry,
             windows=self.windows,
-            hot_values_known=lambda: self.pod_watch.synced,
+            pod_watch=self.pod_watch,
             ledger=self.ledger,
             clock=clock,
         )
@@ -135,7 +135,7 @@ class Annotator:
             TaintWriter(
                 client,
                 may_write=self.may_write,
-                on_retry=lambda outcome: self.telemetry.patch_retries.labels(outcome.value).inc(),
+                on_retry=self.telemetry.patch_retried,
             ),
             config.soft_taints or SoftTaintSettings(),
             telemetry=self.telemetry,

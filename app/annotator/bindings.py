@@ -34,6 +34,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from app.load import Evidence, PlacedPod, bounded_raises, hot_value_from_bindings, raises_left
 from app.objects import PodPlacement, Resources
@@ -176,6 +177,13 @@ class RecentPods:
         return len(self._pods)
 
 
+class PodWatch(Protocol):
+    """The pod watch, as far as a reader of bindings needs it: whether it has listed."""
+
+    @property
+    def synced(self) -> bool: ...
+
+
 class BindingObserver:
     """Turns pod cache changes into binding times; pure apart from the clock."""
 
@@ -185,14 +193,14 @@ class BindingObserver:
         clock: Clock = time.time,
         on_binding: Callable[[str], None] | None = None,
         *,
-        synced: Callable[[], bool],
+        pod_watch: PodWatch | None = None,  # None: listed already
         recent: RecentPods | None = None,
     ) -> None:
         self.windows = windows
         self.recent = recent
         self._clock = clock
         self._on_binding = on_binding
-        self._synced = synced
+        self._pod_watch = pod_watch
         self._counted: dict[str, float] = {}  # UID -> when counted, for the window only
         # Followers never publish hot values, so the observer tidies up by itself.
         self._next_tidy_s = -float("inf")
@@ -202,7 +210,7 @@ class BindingObserver:
         """One change from the pod cache; True when it is a new binding."""
         if self.recent is not None and old is not None and (new is None or new.uid != old.uid):
             self.recent.forget(old.uid)  # deleted, or replaced under its name
-        if new is None or new.node_name is None or not self._synced():
+        if new is None or new.node_name is None or not self._listed():
             return False
         if old is not None and old.uid == new.uid and old.node_name is not None:
             if self.recent is not None and new.running and not old.running:
@@ -226,6 +234,9 @@ class BindingObserver:
         if self._on_binding is not None:
             self._on_binding(new.node_name)
         return True
+
+    def _listed(self) -> bool:
+        return self._pod_watch is None or self._pod_watch.synced
 
     def tidy(self, now_s: float) -> None:
         cutoff_s = now_s - self.windows.keep_s

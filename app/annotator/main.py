@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.commandline import (
-    EXIT_OK,
     add_component,
     add_flag,
     add_own_flag,
@@ -17,7 +16,6 @@ from app.commandline import (
     duration,
     fraction,
     positive_number,
-    usage_error,
 )
 from app.kube import WORKLOAD_USAGE_NAME
 from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SoftTaintSettings
@@ -25,8 +23,13 @@ from app.prom import add_prometheus_flags, label_matchers, prometheus_settings_f
 from app.runtime import (
     add_health_flags,
     add_leader_election_flags,
+    configured,
     default_lease_namespace,
+    health_listener,
+    kube_client,
     lease_settings_from_args,
+    run_component,
+    until_signalled,
 )
 
 if TYPE_CHECKING:
@@ -37,7 +40,8 @@ if TYPE_CHECKING:
 
 # The annotator itself, the Kubernetes and Prometheus clients and the service are
 # imported in the functions that use them, after the flags are parsed: `--help` and a
-# bad flag do not pay for them.
+# bad flag do not pay for them. The health port is bound once every input is known good,
+# before the annotator and the web server are loaded: a port in use is told at once.
 
 log = logging.getLogger(__name__)
 
@@ -140,32 +144,17 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.policy import PolicyError
+    return run_component("annotator", serve, args)
 
-    try:
-        settings = settings_from_args(args)
-    except (ValueError, PolicyError) as error:
-        return usage_error("loadaware annotator", str(error))
-    from app.kube import KubeConfigError, make_client
 
-    try:
-        client = make_client(args.kubeconfig)
-    except KubeConfigError as error:
-        return usage_error("loadaware annotator", str(error))
-    # The health port is bound once every input is known good, before the annotator
-    # and the web server are loaded (about a second): a port in use is told at once.
-    from app.health import CannotListen, listen_for_health
-
+def serve(args: argparse.Namespace) -> int:
+    """The shared start-up sequence (``app.runtime.startup``), then the annotator."""
+    settings = configured(settings_from_args, args)
+    client = kube_client(args.kubeconfig)
     config = settings.annotator
-    try:
-        health_socket = listen_for_health(config.health_host, config.health_port)
-    except CannotListen as error:
-        return usage_error("loadaware annotator", str(error))
-    import asyncio
-
+    health_socket = health_listener(config.health_host, config.health_port)
     from app.annotator.annotator import Annotator
     from app.prom import PrometheusSource
-    from app.runtime import run_until_signalled
 
     source = PrometheusSource(settings.prometheus)
     annotator = Annotator(
@@ -175,13 +164,7 @@ def run(args: argparse.Namespace) -> int:
         policy_in_force=settings.policy_in_force,
         health_socket=health_socket,
     )
-    try:
-        asyncio.run(run_until_signalled("annotator", annotator.run()))
-    except CannotListen as error:
-        return usage_error("loadaware annotator", str(error))
-    finally:
-        source.close()
-    return EXIT_OK
+    return until_signalled("annotator", annotator.run(), closing=(source,))
 
 
 def add_parser(components: Any) -> None:

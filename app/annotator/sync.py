@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from app.annotator.bindings import BindingWindows
+from app.annotator.bindings import BindingWindows, PodWatch
 from app.annotator.hotvalue import HotValueLedger
 from app.annotator.settings import QueryShape as QueryShape
 from app.annotator.settings import unqueryable_message
@@ -105,7 +105,7 @@ class MetricSync:
         shape: QueryShape = PLAIN_SHAPE,
         telemetry: AnnotatorMetrics | None = None,
         windows: BindingWindows | None = None,
-        hot_values_known: Callable[[], bool] = lambda: True,
+        pod_watch: PodWatch | None = None,
         ledger: HotValueLedger | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -114,10 +114,14 @@ class MetricSync:
         self._shape = shape
         self._telemetry = telemetry if telemetry is not None else AnnotatorMetrics()
         self._windows = windows
-        # False until the pod watch has listed: a 0 then would be a guess, not a fact.
-        self._hot_values_known = hot_values_known
+        # Hot values are known once the pod watch has listed (None: from the start): a 0
+        # before would be a guess, not a fact.
+        self._pod_watch = pod_watch
         self._ledger = ledger
         self._clock = clock
+
+    def _hot_values_known(self) -> bool:
+        return self._pod_watch is None or self._pod_watch.synced
 
     async def run_tick(self, metrics: Sequence[str], nodes: Mapping[str, NodeInfo]) -> TickReport:
         started = time.monotonic()

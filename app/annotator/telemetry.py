@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from app.kube import PatchOutcome
 from app.runtime import PolicyReloadMetrics
 
 _SYNC_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -146,6 +147,13 @@ class AnnotatorMetrics:
         self.policy = PolicyReloadMetrics(registry)
         self.newest_sample_s: dict[str, float] = {}
         registry.register(_SampleAgeCollector(self.newest_sample_s, clock))
+
+    def patch_retried(self, outcome: PatchOutcome) -> None:
+        """A node patch is tried again, after ``outcome``."""
+        self.patch_retries.labels(outcome.value).inc()
+
+    def binding_observed(self, _node: str) -> None:
+        self.bindings_observed.inc()
 
     def record_sample_written(self, metric: str, timestamp_s: float) -> None:
         previous = self.newest_sample_s.get(metric)

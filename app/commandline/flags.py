@@ -143,24 +143,24 @@ def _seconds(text: str) -> float:
             return math.nan
 
 
-def duration(text: str) -> float:
-    """Seconds, from a Go duration (``15s``, ``2m``) or a plain number; 1ms to 720h."""
+def _seconds_within(text: str, min_s: float, expected: str) -> float:
+    """``text``'s seconds, from ``min_s`` to 720h; else ``expected`` is what the error says."""
     seconds = _seconds(text)
-    if not (math.isfinite(seconds) and MIN_DURATION_S <= seconds <= MAX_DURATION_S):
+    if not (math.isfinite(seconds) and min_s <= seconds <= MAX_DURATION_S):
         raise argparse.ArgumentTypeError(
-            f"expected a positive duration from 1ms to 720h such as 500ms, 15s or 2m, got {text!r}"
+            f"expected {expected} to 720h such as 500ms, 15s or 2m, got {text!r}"
         )
     return seconds
+
+
+def duration(text: str) -> float:
+    """Seconds, from a Go duration (``15s``, ``2m``) or a plain number; 1ms to 720h."""
+    return _seconds_within(text, MIN_DURATION_S, "a positive duration from 1ms")
 
 
 def timeout(text: str) -> float:
     """A connection timeout: a duration of at least 100ms (shorter refuses every client)."""
-    seconds = _seconds(text)
-    if not (math.isfinite(seconds) and MIN_TIMEOUT_S <= seconds <= MAX_DURATION_S):
-        raise argparse.ArgumentTypeError(
-            f"expected a duration from 100ms to 720h such as 500ms, 15s or 2m, got {text!r}"
-        )
-    return seconds
+    return _seconds_within(text, MIN_TIMEOUT_S, "a duration from 100ms")
 
 
 def port(text: str) -> int:

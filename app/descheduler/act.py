@@ -54,19 +54,16 @@ from app.rebalance import (
     memory_window_s,
     recheck,
 )
+from app.runtime import InForce
 
 log = run_log
 
 
-class LiveRules(Protocol):
-    """The configuration and policy in force, read at each use: a reload during a run
-    applies from the next eviction's re-check."""
+class Leading(Protocol):
+    """Whether this replica may act now: it holds the Lease, or runs without one."""
 
     @property
-    def config(self) -> DeschedulerConfig: ...
-
-    @property
-    def policy(self) -> Policy: ...
+    def is_leader(self) -> bool: ...
 
 
 class EvictionPacer:
@@ -173,9 +170,10 @@ class Evictor:
         self,
         client: KubeClient,
         store: StateStore,
-        rules: LiveRules,
+        config: InForce[DeschedulerConfig],
+        policy: InForce[Policy],
         refresh: Callable[[ClusterView], ClusterView],
-        may_evict: Callable[[], bool],
+        leadership: Leading,
         telemetry: DeschedulerMetrics,
         clock: Callable[[], float],
         *,
@@ -184,9 +182,12 @@ class Evictor:
     ) -> None:
         self._client = client
         self._store = store
-        self._rules = rules
+        # The configuration and policy in force, read at each use: a reload during a run
+        # applies from the next eviction's re-check.
+        self._config = config
+        self._policy = policy
         self._refresh = refresh
-        self._may_evict = may_evict
+        self._leadership = leadership
         self._telemetry = telemetry
         self._clock = clock
         self._identity = identity
@@ -231,7 +232,7 @@ class Evictor:
         """Write the memory; on failure end the run (report says why) and return False."""
         now_s = self._clock()
         try:
-            await self._store.save(memory, now_s, now_s - memory_window_s(self._rules.config))
+            await self._store.save(memory, now_s, now_s - memory_window_s(self._config.value))
         except Exception as error:  # the API client raises HTTP and transport errors
             report.result = RunResult.STATE_NOT_SAVED
             report.message = (
@@ -244,7 +245,7 @@ class Evictor:
         return True
 
     async def _evict_in_order(self, view: View, the_plan: EvictionPlan, report: RunReport) -> None:
-        pacer = EvictionPacer(self._rules.config.evictions_per_second)
+        pacer = EvictionPacer(self._config.value.evictions_per_second)
         reserved: dict[str, Resources] = {}
         errors_in_a_row = 0
         started_s = self._clock()
@@ -256,12 +257,12 @@ class Evictor:
                 )
                 continue
             await pacer.wait()
-            if not self._may_evict():
+            if not self._leadership.is_leader:
                 report.result = RunResult.LEADERSHIP_LOST
                 break
             live = self._refresh(view.cluster)
-            rules = self._rules
-            why_not = recheck(eviction, live, rules.config, rules.policy, self._clock(), reserved)
+            config, policy = self._config.value, self._policy.value
+            why_not = recheck(eviction, live, config, policy, self._clock(), reserved)
             if why_not is not None:
                 self._skip(report, key, SkipCode.RECHECK, f"re-check: {why_not}")
                 continue
@@ -303,7 +304,7 @@ class Evictor:
         """Remember an eviction made, reserve its room, and tell humans with an Event."""
         self.evicted_uids.add(eviction.pod.uid)
         record = eviction.record(self._clock())
-        if moves_again(record, memory, run_started_s, self._rules.config.return_cooldown):
+        if moves_again(record, memory, run_started_s, self._config.value.return_cooldown):
             self._telemetry.repeated_evictions.inc()
         self.own_records[record.uid] = record
         memory.evictions[record.uid] = record

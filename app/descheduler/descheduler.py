@@ -128,9 +128,10 @@ class Descheduler:
         self.evictor = Evictor(
             client,
             self.store,
-            self,  # its config and policy, read at each use: a reload applies mid-run
+            self._config,
+            self._policy,
             self.reader.refresh,
-            self.may_evict,
+            self.service,
             self.telemetry,
             clock,
             identity=self.settings.identity,

@@ -37,6 +37,7 @@ from app.rebalance import (
     Planned,
     PlannedEviction,
     judge,
+    judged_move,
 )
 
 # The window the workloads' throttling and OOM kills are compared over: the time since
@@ -232,16 +233,7 @@ def judge_due(
             move.others_before,
         )
         judgement = judge(planned, measured)
-        judged.append(
-            replace(
-                move,
-                outcome=judgement.outcome.value,
-                judged_at_s=now_s,
-                cooling=judgement.cooling,
-                attributed=judgement.attributed,
-                reason=judgement.reason,
-            )
-        )
+        judged.append(judged_move(move, judgement, now_s))
     return judged
 
 

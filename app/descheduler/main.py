@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 from collections.abc import Sequence
@@ -18,17 +19,21 @@ from app.commandline import (
     add_flag,
     add_own_flag,
     duration,
-    usage_error,
 )
 from app.descheduler.settings import LoopSettings, warn_about_thresholds
-from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
+from app.kube import STATE_NAME as DEFAULT_STATE_NAME
 from app.prom import add_prometheus_flags, prometheus_settings_from_args
 from app.runtime import (
     add_health_flags,
     add_leader_election_flags,
+    configured,
     default_identity,
     default_lease_namespace,
+    health_listener,
+    kube_client,
     lease_settings_from_args,
+    run_component,
+    until_signalled,
 )
 
 if TYPE_CHECKING:
@@ -170,54 +175,37 @@ def print_report(report: RunReport, out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.policy import PolicyError
+    return run_component("descheduler", serve, args)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """The shared start-up sequence (``app.runtime.startup``), then the descheduler:
+    one run with --once, else until SIGTERM or SIGINT."""
     from app.rebalance import ConfigError
 
-    try:
-        settings = settings_from_args(args)
-    except (ValueError, ConfigError, PolicyError) as error:
-        return usage_error("loadaware descheduler", str(error))
-    from app.kube import KubeConfigError, make_client
-
-    try:
-        client = make_client(args.kubeconfig)
-    except KubeConfigError as error:
-        return usage_error("loadaware descheduler", str(error))
-    # The health port is bound once every input is known good, before the descheduler
-    # and the web server are loaded (about a second): a port in use is told at once.
-    from app.health import CannotListen, listen_for_health
-
+    settings = configured(settings_from_args, args, (ConfigError,))
+    client = kube_client(args.kubeconfig)
     loop = settings.loop
-    try:
-        health_socket = listen_for_health(loop.health_host, loop.health_port)
-    except CannotListen as error:
-        return usage_error("loadaware descheduler", str(error))
+    health_socket = health_listener(loop.health_host, loop.health_port)
     from app.rebalance import ASSUMES  # the planner: once the files are known good
 
     scheduler = settings.config.value.scheduler
     log.info("planning beside scheduler=%s: %s", scheduler, ASSUMES[scheduler])
-    import asyncio
-
     from app.descheduler.descheduler import Descheduler, RunResult
     from app.prom import PrometheusSource
-    from app.runtime import run_until_signalled
 
     source = PrometheusSource(settings.prometheus)
     descheduler = Descheduler(
         settings.config, settings.policy, client, source, loop, health_socket=health_socket
     )
-    try:
-        if settings.once:
-            report = asyncio.run(descheduler.run_once())
-            print_report(report, sys.stdout)
-            done = report.result is RunResult.OK
-            return EXIT_OK if done else EXIT_FAILED
-        asyncio.run(run_until_signalled("descheduler", descheduler.run()))
-    except CannotListen as error:
-        return usage_error("loadaware descheduler", str(error))
-    finally:
-        source.close()
-    return EXIT_OK
+    if not settings.once:
+        return until_signalled("descheduler", descheduler.run(), closing=(source,))
+    import asyncio
+
+    with contextlib.closing(source):
+        report = asyncio.run(descheduler.run_once())
+    print_report(report, sys.stdout)
+    return EXIT_OK if report.result is RunResult.OK else EXIT_FAILED
 
 
 def add_parser(components: Any) -> None:

@@ -9,6 +9,7 @@ built-in defaults, and so does the explanation (it says so).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -22,6 +23,7 @@ from app.kube import (
     ClusterReader,
     KubeClient,
     Memory,
+    OwnConfig,
     Pod,
     PublishedUsage,
     StateStore,
@@ -61,12 +63,9 @@ async def read_policy(reader: ClusterReader, path: str | None, namespace: str) -
     Raises PolicyError for a policy that does not validate."""
     if path:
         return Sourced(load_policy(path), f"file {path}")
-    found = await reader.config_text(POLICY_CONFIGMAP, namespace)
-    if found is None:
-        where = f"ConfigMap {namespace}/{POLICY_CONFIGMAP.name}"
-        return Sourced(default_policy(), f"the built-in default ({where} not found)")
-    text, source = found
-    return Sourced(policy_from_yaml(text, source), source)
+    return await _in_configmap(
+        reader, POLICY_CONFIGMAP, namespace, policy_from_yaml, default_policy, "default"
+    )
 
 
 async def read_config(
@@ -76,12 +75,27 @@ async def read_config(
     built-in defaults. Raises ConfigError for one that does not validate."""
     if path:
         return Sourced(config_from_yaml(*read_file(path, "configuration", ConfigError)), path)
-    found = await reader.config_text(DESCHEDULER_CONFIGMAP, namespace)
+    return await _in_configmap(
+        reader, DESCHEDULER_CONFIGMAP, namespace, config_from_yaml, DeschedulerConfig, "defaults"
+    )
+
+
+async def _in_configmap(
+    reader: ClusterReader,
+    config: OwnConfig,
+    namespace: str,
+    parse: Callable[[str, str], T],
+    default: Callable[[], T],
+    defaults: str,
+) -> Sourced[T]:
+    """What loadaware's ConfigMap ``config`` holds, parsed; the built-in ``default``
+    without it, said so ("the built-in ``defaults``")."""
+    found = await reader.config_text(config, namespace)
     if found is None:
-        where = f"ConfigMap {namespace}/{DESCHEDULER_CONFIGMAP.name}"
-        return Sourced(DeschedulerConfig(), f"the built-in defaults ({where} not found)")
+        where = f"ConfigMap {namespace}/{config.name}"
+        return Sourced(default(), f"the built-in {defaults} ({where} not found)")
     text, source = found
-    return Sourced(config_from_yaml(text, source), source)
+    return Sourced(parse(text, source), source)
 
 
 async def read_nodes(reader: ClusterReader) -> dict[str, NodeInfo]:

@@ -8,8 +8,8 @@ import argparse
 from typing import Any
 
 from app.commandline import INTERRUPTED_TEXT, add_deprecated_alias, add_flag, count
-from app.kube import DEFAULT_NAME as DEFAULT_STATE_NAME
 from app.kube import DESCHEDULER_CONFIGMAP, POLICY_CONFIGMAP
+from app.kube import STATE_NAME as DEFAULT_STATE_NAME
 from app.prom import add_prometheus_flags
 
 DEFAULT_INSTALL_NAMESPACE = "loadaware"

@@ -11,6 +11,20 @@ from typing import Any
 from app.extender.ledger import Contribution, Ledger, PodEstimate
 from app.extender.table import NodeTable
 from app.extender.verdicts import NodeEntry
+from app.load import unsampled_fractions
+from app.objects import ZERO, Resources
+
+
+def pod_estimate(contribution: Contribution, allocatable: Resources | None) -> PodEstimate:
+    """A pod's estimate with its share of its node (of nothing: the node is not known)."""
+    of = allocatable if allocatable is not None else ZERO
+    fractions = unsampled_fractions((contribution.usage,), of)
+    raised = unsampled_fractions((contribution.raised_by,), of)
+    return PodEstimate(contribution, fractions, raised)
+
+
+def _largest_first(estimate: PodEstimate) -> tuple[float, str]:
+    return -estimate.share, estimate.contribution.pod
 
 
 class DebugViews:
@@ -72,7 +86,15 @@ class DebugViews:
             entry = self._table.lookup(node, now_s)
             return None if entry is None else entry.addition.sample_at_s
 
-        return self._ledger.estimates(sample_at, now_s)
+        ledger = self._ledger
+        return sorted(
+            (
+                pod_estimate(contribution, ledger.allocatable(node))
+                for node in ledger.tracked_nodes()
+                for contribution in ledger.contributions(node, sample_at(node), now_s)
+            ),
+            key=_largest_first,
+        )
 
     def estimated_additions(self) -> dict[str, Mapping[str, float]]:
         self._table.refresh(self._clock())

@@ -1,4 +1,7 @@
-"""The extender's state and wiring: node table, verbs, node source, policy, metrics."""
+"""The extender: its parts built once, in order, each given what it reads (the
+workload-usage follower, the ledger reading it, the node table reading the ledger, the
+verbs, debug views and metrics reading the table), the policy in force they adopt
+together, and the tasks that keep them current."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from app.extender.reservations import Reservations
 from app.extender.table import NodeTable
 from app.extender.telemetry import EstimateCollector, ExtenderMetrics
 from app.extender.verbs import Outcome, RequestNodes, Verbs
-from app.extender.workload_usage import WorkloadUsageFollower
+from app.extender.workload_usage import WorkloadUsageFollower, WorkloadUsageSource
 from app.kube import NodeCache, NodeInfo, PodCache
 from app.objects import ScheduledPod
 from app.policy import Policy
@@ -45,6 +48,42 @@ def _workload_in(pod_cache: PodCache[ScheduledPod]) -> Callable[[str], str | Non
     return workload_of
 
 
+def _say_which_index(implementation: str) -> None:
+    if implementation == "native":
+        log.info("filter and prioritize are answered by the native verdict index")
+    else:
+        log.warning(
+            "filter and prioritize are answered by the pure-Python verdict index (%s=%s, "
+            "or the C extension was not built): each call costs more per node name. "
+            "Reinstall with a C compiler at hand for the native one",
+            IMPLEMENTATION_ENV,
+            os.environ.get(IMPLEMENTATION_ENV, "auto"),
+        )
+
+
+def _verbs(
+    table: NodeTable,
+    clock: Callable[[], float],
+    request_nodes: RequestNodes,
+    follower: WorkloadUsageFollower | None,
+    ledger: Ledger | None,
+    pod_cache: PodCache[ScheduledPod] | None,
+) -> Verbs:
+    """The verbs over ``table``; with the workload usage followed (and so the pod cache
+    and its ledger), they estimate a pod at what its workload's pods use, within the
+    raises the ledger has left."""
+    if follower is None or ledger is None or pod_cache is None:
+        return Verbs(table, clock, request_nodes=request_nodes)
+    return Verbs(
+        table,
+        clock,
+        request_nodes=request_nodes,
+        workloads=follower.published,
+        workload_of_pod=_workload_in(pod_cache),
+        raise_left=ledger.raises.left_now,
+    )
+
+
 class Extender:
     """One extender instance. ``node_cache`` is None in full-nodes mode; ``pod_cache``
     (which needs the node cache for allocatable) enables the burst estimate."""
@@ -60,58 +99,55 @@ class Extender:
         index: VerdictIndex | None = None,
         pod_cache: PodCache[ScheduledPod] | None = None,
         reservation_ttl_s: float = DEFAULT_RESERVATION_TTL_S,
-        workload_usage: WorkloadUsageFollower | None = None,
+        workload_usage: WorkloadUsageSource | None = None,
     ) -> None:
         self.clock = clock
         self._mode = mode
+        self.node_cache = node_cache
+        self.pod_cache = pod_cache
         self.metrics = ExtenderMetrics(registry or CollectorRegistry())
         counts = self.metrics.reservation_counts
-        self.ledger: Ledger | None = None
-        if pod_cache is not None:
-            self.ledger = Ledger(lambda: self.table.policy, counts.end, reservation_ttl_s)
         # The one policy in force (a bare Policy: for good); each reload adopted whole.
         self.policy_in_force = policy if isinstance(policy, InForce) else InForce.fixed(policy)
         self.policy_in_force.follow(self.set_policy, self.on_policy_reload)
-        self.table = NodeTable(self.policy_in_force.value, clock, index, self.ledger)
-        self.reservations: Reservations | None = None
-        if pod_cache is not None and self.ledger is not None:
-            self.reservations = Reservations(self.ledger, self.table, pod_cache, counts, clock)
+        policy_now = self.policy_in_force.value
+        # Only with the pod cache: the estimate it raises is of pods bound and reserved.
+        self.workload_usage = (
+            WorkloadUsageFollower(
+                workload_usage,
+                clock=clock,
+                on_change=self._on_workload_usage,
+                on_read=self.metrics.workload_usage_read,
+            )
+            if workload_usage is not None and pod_cache is not None
+            else None
+        )
+        follower = self.workload_usage
+        self.ledger = (
+            Ledger(policy_now, counts.end, reservation_ttl_s, clock=clock, usage=follower)
+            if pod_cache is not None
+            else None
+        )
+        self.table = NodeTable(policy_now, clock, index, self.ledger)
+        self.reservations = (
+            Reservations(self.ledger, self.table, pod_cache, counts, clock)
+            if pod_cache is not None and self.ledger is not None
+            else None
+        )
         self.debug = DebugViews(self.table, self.ledger, clock)
         self.metrics.registry.register(
             EstimateCollector(self.debug.estimated_additions, self.debug.pod_estimates)
         )
-        self.verbs = Verbs(self.table, clock, request_nodes=self.request_nodes_mode(node_cache))
-        self.node_cache = node_cache
-        self.pod_cache = pod_cache
-        # Only with the pod cache: the estimate it raises is of pods bound and reserved.
-        self.workload_usage = workload_usage if self.ledger is not None else None
-        if self.workload_usage is not None and self.ledger is not None:
-            follower = self.workload_usage
-            raises = self.ledger.raises
-            raises.observed = follower.observed
-            raises.measured = follower.measured
-            self.verbs.workloads = lambda: follower.workloads
-            self.verbs.raise_left = lambda workload: raises.left(workload, clock())
-            if pod_cache is not None:
-                self.verbs.workload_of_pod = _workload_in(pod_cache)
-            follower.on_change = self._on_workload_usage
-            follower.on_read = lambda result: self.metrics.workload_usage_reads.labels(
-                result
-            ).inc()
-        self.metrics.workloads_observed.set_function(
-            lambda: -1.0 if self.workload_usage is None else len(self.workload_usage.workloads)
-        )
+        request_nodes = self.request_nodes_mode(node_cache)
+        self.verbs = _verbs(self.table, clock, request_nodes, follower, self.ledger, pod_cache)
+        self.metrics.workloads_observed.set_function(self._workloads_observed)
         self.metrics.policy.loaded(clock())
-        self.metrics.nodes_known.set_function(lambda: len(self.table))
+        self.metrics.nodes_known.set_function(self._nodes_known)
         self.metrics.nodes_overloaded.set_function(self._count_overloaded)
         self.metrics.node_cache_age.set_function(self._node_cache_age)
         self.metrics.verdict_index.labels(implementation=self.index_implementation).set(1)
-        self.metrics.reservations.set_function(
-            lambda: -1.0 if self.ledger is None else float(self.ledger.reservations)
-        )
-        self.metrics.pods_cached.set_function(
-            lambda: -1.0 if pod_cache is None else float(len(pod_cache.objects))
-        )
+        self.metrics.reservations.set_function(self._reservations_live)
+        self.metrics.pods_cached.set_function(self._pods_cached)
         self._requests = self.metrics.requests
         self._last_unknown_warning_s = -math.inf
         self._tasks: list[asyncio.Task[None]] = []
@@ -119,6 +155,18 @@ class Extender:
             node_cache.add_listener(self._on_node)
         if pod_cache is not None:
             pod_cache.add_listener(self._on_pod)
+
+    def _nodes_known(self) -> float:
+        return float(len(self.table))
+
+    def _workloads_observed(self) -> float:
+        return -1.0 if self.workload_usage is None else len(self.workload_usage.workloads)
+
+    def _reservations_live(self) -> float:
+        return -1.0 if self.ledger is None else float(self.ledger.reservations)
+
+    def _pods_cached(self) -> float:
+        return -1.0 if self.pod_cache is None else float(len(self.pod_cache.objects))
 
     @staticmethod
     def request_nodes_mode(node_cache: NodeCache | None) -> RequestNodes:
@@ -172,11 +220,13 @@ class Extender:
         (and keeps the old ones if that fails); the ledger re-estimates every reservation before
         it changes any. The policy watcher counts a raise as a failed reload."""
         previous = self.table.policy
-        self.table.set_policy(policy)  # the ledger reads the new policy through the table
+        self.table.set_policy(policy)
         if self.ledger is not None:
+            self.ledger.set_policy(policy)
             try:
                 repriced = self.ledger.reprice(self.clock())
             except BaseException:
+                self.ledger.set_policy(previous)
                 self.table.set_policy(previous)
                 raise
             for name in repriced:
@@ -240,16 +290,7 @@ class Extender:
         return implementation_of(self.table.index)
 
     async def start(self) -> None:
-        if self.index_implementation == "native":
-            log.info("filter and prioritize are answered by the native verdict index")
-        else:
-            log.warning(
-                "filter and prioritize are answered by the pure-Python verdict index (%s=%s, "
-                "or the C extension was not built): each call costs more per node name. "
-                "Reinstall with a C compiler at hand for the native one",
-                IMPLEMENTATION_ENV,
-                os.environ.get(IMPLEMENTATION_ENV, "auto"),
-            )
+        _say_which_index(self.index_implementation)
         if self.node_cache is not None:
             self._tasks.append(asyncio.create_task(self.node_cache.run(), name="node-cache"))
         if self.pod_cache is not None:

@@ -45,12 +45,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from app.extender.defaults import RESERVATION_TTL_S
-from app.extender.pricing import Fractions, Pricing
-from app.extender.raises import BoundPod, Raises
+from app.extender.pricing import EstimatedUnder, Fractions, Pricing
+from app.extender.raises import BoundPod, PublishedUsage, Raises
 from app.load import START_GRACE_S, Evidence, counts, estimate_with_evidence, unsampled_fractions
 from app.objects import ZERO, Demand, Resources, ScheduledPod
 from app.policy import EstimationPolicy, Policy
@@ -170,18 +170,25 @@ class Ledger:
 
     def __init__(
         self,
-        policy: Callable[[], Policy],
+        policy: Policy,
         on_reservation_end: ReservationEnd,
         ttl_s: float = DEFAULT_RESERVATION_TTL_S,
+        *,
+        clock: Callable[[], float],
+        usage: PublishedUsage | None = None,  # what the workloads are observed to use
     ) -> None:
-        self._policy = policy
+        self._policy = EstimatedUnder(policy)  # the node table's, adopted with it
         self._on_end = on_reservation_end
         self.ttl_s = ttl_s
         self._bound: dict[str, dict[str, BoundPod]] = {}  # node → pod key → pod
         self._reserved: dict[str, _NodeReservations] = {}  # only nodes that hold some
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
-        self._pricing = Pricing(policy)
-        self.raises = Raises(policy)  # its ``observed`` and ``measured`` set by the caller
+        self._pricing = Pricing(self._policy)
+        self.raises = Raises(self._policy, clock, usage)
+
+    def set_policy(self, policy: Policy) -> None:
+        """Estimate under ``policy`` from now on (``reprice`` redoes the reservations)."""
+        self._policy.policy = policy
 
     def tracked_nodes(self) -> list[str]:
         """Every node with a pod bound within maxAge or a live reservation."""
@@ -404,21 +411,6 @@ class Ledger:
             found.append(Contribution(r.pod, "reserved", r.made_at_s, r.usage, node, raised_by))
         return found
 
-    def estimates(
-        self, sample_at: Callable[[str], float | None], now_s: float
-    ) -> list[PodEstimate]:
-        """Every pod that counts on some node now, with its share of that node
-        (``sample_at``: a node's freshest sample time), largest first: for the debug
-        view and the metric, never on a request."""
-        return _largest_first(
-            _pod_estimate(contribution, self._pricing.allocatable_or_zero(node))
-            for node in self._bound.keys() | self._reserved.keys()
-            for contribution in self.contributions(node, sample_at(node), now_s)
-        )
-
-
-def _largest_first(estimates: Iterable[PodEstimate]) -> list[PodEstimate]:
-    return sorted(estimates, key=lambda estimate: (-estimate.share, estimate.contribution.pod))
 
 
 def _bound_pod(new: ScheduledPod, evidence: Evidence, now_s: float) -> BoundPod:
@@ -454,12 +446,6 @@ def _bound_contribution(
     if observed is not None:
         raised_by = estimate - _bound_usage(pod, settings, allocatable, None)
     return Contribution(key, pod.evidence.value, pod.bound_at_s, estimate, node, raised_by)
-
-
-def _pod_estimate(contribution: Contribution, allocatable: Resources) -> PodEstimate:
-    fractions = unsampled_fractions((contribution.usage,), allocatable)
-    raised = unsampled_fractions((contribution.raised_by,), allocatable)
-    return PodEstimate(contribution, fractions, raised)
 
 
 def _bound_usage(

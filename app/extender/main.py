@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import ipaddress
 import logging
-import signal
-import time
 from collections.abc import Callable
-from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from app.commandline import (
@@ -21,7 +19,6 @@ from app.commandline import (
     port,
     port_or_off,
     timeout,
-    usage_error,
 )
 from app.extender.defaults import (
     FULL_NODES_MAX_BODY_BYTES,
@@ -39,6 +36,14 @@ from app.health import (
     ConnectionLimits,
 )
 from app.kube import WORKLOAD_USAGE_MAX_AGE_S, WORKLOAD_USAGE_NAME
+from app.runtime import (
+    StartupError,
+    configured,
+    kube_client,
+    run_component,
+    serve_until_stopped,
+    stop_on_signals,
+)
 
 if TYPE_CHECKING:
     import socket
@@ -47,6 +52,8 @@ if TYPE_CHECKING:
     import uvicorn
 
     from app.extender.http import ExtenderApp
+    from app.policy import Policy
+    from app.runtime import InForce
 
 # What serves (uvicorn, FastAPI, the Kubernetes client, the load model) is imported in
 # the functions that run it, after the flags are parsed and checked: `--help` and a bad
@@ -91,8 +98,9 @@ def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
 
 
 def config_error(message: str) -> NoReturn:
-    """A configuration the extender cannot start with: one line on stderr, exit code 2."""
-    raise SystemExit(usage_error("loadaware extender", message))
+    """A configuration the extender cannot start with: one line on stderr, exit code 2
+    (``run_component``)."""
+    raise StartupError(message)
 
 
 def is_loopback(host: str) -> bool:
@@ -229,42 +237,22 @@ def _serve(
     ready: Callable[[], None] = lambda: None,
 ) -> None:
     """On ``sockets`` (``bind_listeners``), ``ready`` (the demo's banner), then serve
-    until SIGTERM or SIGINT:
-    uvicorn without its own signal handlers (``EmbeddedServer``), which would raise the
-    signal again after its shutdown (a KeyboardInterrupt traceback, or death by signal);
-    here SIGTERM and SIGINT stop every server gracefully and the process exits 0."""
-    import asyncio
-
+    until SIGTERM or SIGINT stop every server gracefully (``app.runtime.startup``) and
+    the process exits 0."""
     from app.health import EmbeddedServer
 
     configs = [server_config(app, args)]
     if len(sockets) > 1:
         configs.append(health_config(app, args))
     servers = [EmbeddedServer(config) for config in configs]
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        for server in servers:
-            server.handle_exit(signum, frame)  # a second SIGINT forces the exit
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, stop)
+    stop_on_signals(servers)
     # Listening before ``ready``: a client that connects as soon as the banner shows is
     # queued until the server accepts, not refused (a curl pasted from the demo's banner
     # at once was refused while uvicorn still loaded).
     for sock, config in zip(sockets, configs, strict=True):
         sock.listen(config.backlog)
     ready()
-
-    async def serve_all() -> None:
-        await asyncio.gather(
-            *(server.serve(sockets=[sock]) for server, sock in zip(servers, sockets, strict=True))
-        )
-
-    try:
-        asyncio.run(serve_all())
-    finally:
-        for sock in sockets:
-            sock.close()
+    serve_until_stopped(servers, sockets)
 
 
 def max_body_bytes(args: argparse.Namespace) -> int:
@@ -276,20 +264,28 @@ def max_body_bytes(args: argparse.Namespace) -> int:
 
 
 def run_extender(args: argparse.Namespace) -> int:
+    return run_component("extender", serve_extender, args)
+
+
+def policy_of(args: argparse.Namespace) -> InForce[Policy]:
+    """The policy in force: the extender follows it once built, adopting each reload whole."""
+    from app.runtime import policy_in_force
+
+    return policy_in_force(args.policy, interval_s=float(args.policy_poll_interval))
+
+
+def serve_extender(args: argparse.Namespace) -> int:
+    """The shared start-up sequence (``app.runtime.startup``), the extender's own checks
+    first and its own listeners, then serve until SIGTERM or SIGINT."""
     # Each check imports only what it needs, the cheapest first, so that a bad flag or
     # file is reported before the web server and the clients are loaded.
     unauthenticated = check_caller_authentication(args)
     connection_limits(args)
     tls_context(args)
     check_distinct_ports(args)
-    from app.policy import PolicyError
-    from app.runtime import default_lease_namespace, policy_in_force
+    from app.runtime import default_lease_namespace
 
-    try:
-        # The extender follows it once built: it adopts each reload whole.
-        in_force = policy_in_force(args.policy, interval_s=float(args.policy_poll_interval))
-    except PolicyError as error:
-        config_error(str(error))
+    in_force = configured(policy_of, args)
     from app.extender.index import new_verdict_index
 
     try:
@@ -298,12 +294,9 @@ def run_extender(args: argparse.Namespace) -> int:
         config_error(str(error))
     client = None
     if args.node_cache:
-        from app.kube import KubeConfigError, make_client
-
-        try:
-            client = make_client(args.kubeconfig)
-        except KubeConfigError as error:
-            config_error(f"{error} (or use --no-node-cache: nodes then come from the requests)")
+        client = kube_client(
+            args.kubeconfig, " (or use --no-node-cache: nodes then come from the requests)"
+        )
     # Bound once every input is known good, before the caches, the load model and the
     # web server are loaded (about a second): a port in use, or a host that does not
     # resolve, is told at once.
@@ -312,7 +305,7 @@ def run_extender(args: argparse.Namespace) -> int:
         log.warning("%s", unauthenticated)
     from app.extender.extender import Extender
     from app.extender.http import ExtenderApp
-    from app.extender.workload_usage import WorkloadUsageFollower
+    from app.extender.workload_usage import WorkloadUsageSource
     from app.kube import NodeCache, PodCache, WorkloadUsageStore, scheduled_pod
 
     node_cache = NodeCache(client) if client is not None else None
@@ -335,9 +328,8 @@ def run_extender(args: argparse.Namespace) -> int:
             args.workload_usage_namespace or default_lease_namespace(),
             args.workload_usage_name,
         )
-        workload_usage = WorkloadUsageFollower(
+        workload_usage = WorkloadUsageSource(
             store,
-            clock=time.time,
             max_age_s=float(args.workload_usage_max_age),
             refresh_s=float(args.workload_usage_refresh),
         )
@@ -350,16 +342,15 @@ def run_extender(args: argparse.Namespace) -> int:
     )
     extender.on_policy_reload("success")
 
-    def listening() -> None:
-        log.info(
-            "loadaware extender: mode %s, policy %s, listening on %s:%d%s",
-            extender.mode,
-            in_force.value.source,
-            args.host,
-            args.port,
-            " (TLS)" if args.tls_cert else "",
-        )
-
+    listening = functools.partial(
+        log.info,
+        "loadaware extender: mode %s, policy %s, listening on %s:%d%s",
+        extender.mode,
+        in_force.value.source,
+        args.host,
+        args.port,
+        " (TLS)" if args.tls_cert else "",
+    )
     app = ExtenderApp(
         extender,
         max_body_bytes=max_body_bytes(args),
@@ -376,7 +367,16 @@ def http_base_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def print_banner(base_url: str, examples: str) -> None:
+    print(f"loadaware demo: extender with a built-in 7-node cluster on {base_url}", flush=True)
+    print(examples, flush=True)
+
+
 def run_demo(args: argparse.Namespace) -> int:
+    return run_component("extender", serve_demo, args)  # its errors say "extender"
+
+
+def serve_demo(args: argparse.Namespace) -> int:
     args.tls_cert = args.tls_key = args.client_ca = None
     args.health_port = 0
     sockets = bind_listeners(args)  # before the web server is loaded: see run_extender
@@ -385,13 +385,9 @@ def run_demo(args: argparse.Namespace) -> int:
 
     extender = DemoExtender()
     base_url = http_base_url(args.host, args.port)
-
-    def banner() -> None:  # once the port is ours: a banner for a port in use would lie
-        print(f"loadaware demo: extender with a built-in 7-node cluster on {base_url}", flush=True)
-        print(curl_examples(base_url), flush=True)
-
     app = ExtenderApp(extender, body_timeout_s=float(args.body_timeout))
-    _serve(app, args, sockets, banner)
+    # The banner once the port is ours: a banner for a port in use would lie.
+    _serve(app, args, sockets, functools.partial(print_banner, base_url, curl_examples(base_url)))
     return EXIT_OK
 
 

@@ -20,6 +20,19 @@ Fractions = tuple[float, float]  # (cpu, memory), each a fraction of allocatable
 _MEMO_SIZE = 4096
 
 
+class EstimatedUnder:
+    """The policy the ledger's estimates are made under, for each part that makes one:
+    the node table's, adopted with it (``Ledger.set_policy``)."""
+
+    __slots__ = ("policy",)
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def __call__(self) -> Policy:
+        return self.policy
+
+
 class Pricing:
     """Each node's allocatable, and the remembered price of each pod shape on it."""
 

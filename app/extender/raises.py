@@ -44,11 +44,19 @@ Measured = Callable[[str], int]
 """How many of a workload's running pods its published usage was measured on."""
 
 
-def _nothing_observed(_workload: str | None) -> Resources | None:
+class PublishedUsage(Protocol):
+    """What the workloads are observed to use (``app.extender.workload_usage``)."""
+
+    def observed(self, workload: str | None) -> Resources | None: ...
+
+    def measured(self, workload: str) -> int: ...
+
+
+def nothing_observed(_workload: str | None) -> Resources | None:
     return None
 
 
-def _none_measured(_workload: str) -> int:
+def none_measured(_workload: str) -> int:
     return 0
 
 
@@ -88,10 +96,16 @@ class Reserved(Protocol):
 class Raises:
     """Per workload, the pods (namespace/name) holding a raise and when each ends."""
 
-    def __init__(self, policy: Callable[[], Policy]) -> None:
+    def __init__(
+        self,
+        policy: Callable[[], Policy],
+        clock: Callable[[], float],
+        usage: PublishedUsage | None = None,  # None: nothing observed
+    ) -> None:
         self._policy = policy
-        self.observed: Observed = _nothing_observed
-        self.measured: Measured = _none_measured
+        self._clock = clock
+        self.observed: Observed = usage.observed if usage is not None else nothing_observed
+        self.measured: Measured = usage.measured if usage is not None else none_measured
         self._held: dict[str, dict[str, float]] = {}
         # per workload, no held raise ends before this (a lower bound; -inf: unknown)
         self._first_end_s: dict[str, float] = {}
@@ -110,6 +124,10 @@ class Raises:
             del holders[pod]
         self._first_end_s[workload] = min(holders.values(), default=math.inf)
         return len(holders) < cap
+
+    def left_now(self, workload: str) -> bool:
+        """``left`` at the clock's time: what a request asks of a pod it scores."""
+        return self.left(workload, self._clock())
 
     def holds(self, workload: str | None, pod: str) -> bool:
         holders = self._held.get(workload) if workload is not None else None

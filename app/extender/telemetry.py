@@ -100,6 +100,10 @@ class ExtenderMetrics:
         )
         self.policy = PolicyReloadMetrics(registry)
 
+    def workload_usage_read(self, result: str) -> None:
+        """One read of the workload-usage ConfigMap, by its result."""
+        self.workload_usage_reads.labels(result).inc()
+
 
 class RequestCounts(Collector):
     """Extender calls by verb and code, their latency, the nodes filter rejected and the
@@ -228,7 +232,7 @@ EstimatedAdditions = Callable[[], Mapping[str, Mapping[str, float]]]
 
 
 PodEstimates = Callable[[], Sequence[PodEstimate]]
-"""Every pod that counts on a node's estimate now (``Ledger.estimates``)."""
+"""Every pod that counts on a node's estimate now (``DebugViews.pod_estimates``)."""
 
 
 class EstimateCollector(Collector):

@@ -134,6 +134,9 @@ class Verbs:
         clock: Callable[[], float] = time.time,
         *,
         request_nodes: RequestNodes = RequestNodes.STORE,
+        workloads: Callable[[], Mapping[str, Resources]] | None = None,
+        workload_of_pod: Callable[[str], str | None] | None = None,
+        raise_left: Callable[[str], bool] | None = None,
     ) -> None:
         self._table = table
         self._clock = clock
@@ -143,11 +146,11 @@ class Verbs:
         self._estimates_policy: Policy | None = None
         # What each workload's pods are observed to use (app.extender.workload_usage),
         # and the workload of a pod the pod cache holds, by namespace/name.
-        self.workloads: Callable[[], Mapping[str, Resources]] = _no_workloads
-        self.workload_of_pod: Callable[[str], str | None] = _no_workload
+        self.workloads = workloads or _no_workloads
+        self.workload_of_pod = workload_of_pod or _no_workload
         # Whether a pod of the workload placed now would take one of its raises (the
         # ledger's bounds, app.load.estimate "Bounds"); none without a ledger.
-        self.raise_left: Callable[[str], bool] = _no_raise
+        self.raise_left = raise_left or _no_raise
         self._estimates_workloads: Mapping[str, Resources] = _NO_WORKLOADS
         self._rising: dict[Demand, bool] = {}  # whether the shape's estimate can be raised
 

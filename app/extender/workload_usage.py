@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from app.extender.defaults import WORKLOAD_USAGE_REFRESH_S
@@ -34,25 +35,33 @@ _NOTHING: Mapping[str, Resources] = MappingProxyType({})
 _NO_PODS: Mapping[str, int] = MappingProxyType({})
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadUsageSource:
+    """Where the published workload usage is read, and how: what the extender builds
+    its follower from."""
+
+    store: WorkloadUsageStore
+    max_age_s: float = DEFAULT_MAX_AGE_S
+    refresh_s: float = DEFAULT_REFRESH_S
+
+
 class WorkloadUsageFollower:
     """The published workload usage, refreshed by ``run``; ``observed`` reads it."""
 
     def __init__(
         self,
-        store: WorkloadUsageStore,
+        source: WorkloadUsageSource,
         *,
         clock: Callable[[], float],
         on_change: Callable[[], None] = lambda: None,
         on_read: Callable[[str], None] = lambda _result: None,
-        max_age_s: float = DEFAULT_MAX_AGE_S,
-        refresh_s: float = DEFAULT_REFRESH_S,
     ) -> None:
-        self._store = store
+        self._store = source.store
         self._clock = clock
         self.on_change = on_change
         self.on_read = on_read
-        self.max_age_s = max_age_s
-        self.refresh_s = refresh_s
+        self.max_age_s = source.max_age_s
+        self.refresh_s = source.refresh_s
         self._workloads = _NOTHING
         self._pods: Mapping[str, int] = MappingProxyType({})
         self.published_at_s: float | None = None  # of what ``observed`` answers from
@@ -60,6 +69,10 @@ class WorkloadUsageFollower:
 
     @property
     def workloads(self) -> Mapping[str, Resources]:
+        return self._workloads
+
+    def published(self) -> Mapping[str, Resources]:
+        """``workloads``, as a call: what the verbs read per request."""
         return self._workloads
 
     def observed(self, workload: str | None) -> Resources | None:

@@ -3,7 +3,8 @@
 clients (``connections``, which the extender's verb listener uses too; the numbers
 themselves are ``limits``).
 
-The limits load at once; the server and the protocol (uvicorn, FastAPI: a few tenths of a
+Each module lists its names once, in its ``__all__``. The limits and the listening
+sockets load at once; the server and the protocol (uvicorn, FastAPI: a few tenths of a
 second) on first use, so that a command that stops at a bad flag, or prints its help,
 never pays for them."""
 
@@ -11,62 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.health.limits import (
-    DEFAULT_BODY_TIMEOUT_S,
-    DEFAULT_HANDSHAKE_TIMEOUT_S,
-    DEFAULT_HEADER_TIMEOUT_S,
-    DEFAULT_IDLE_TIMEOUT_S,
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
-    ConnectionLimits,
-)
-from app.health.listening import CannotListen, listen, listen_for_health
-from app.objects import load_on_use
+from app.health.limits import *  # noqa: F403
+from app.health.listening import *  # noqa: F403
+from app.objects import load_modules_on_use
 
 if TYPE_CHECKING:
-    from app.health.connections import guarded_protocol
-    from app.health.server import (
-        EmbeddedServer,
-        add_probe_routes,
-        build_app,
-        embedded_server,
-        probe_status,
-        serve,
-    )
-
-__all__ = [
-    "DEFAULT_BODY_TIMEOUT_S",
-    "DEFAULT_HANDSHAKE_TIMEOUT_S",
-    "DEFAULT_HEADER_TIMEOUT_S",
-    "DEFAULT_IDLE_TIMEOUT_S",
-    "DEFAULT_MAX_CONNECTIONS",
-    "DEFAULT_MAX_CONNECTIONS_PER_CLIENT",
-    "CannotListen",
-    "ConnectionLimits",
-    "EmbeddedServer",
-    "add_probe_routes",
-    "build_app",
-    "embedded_server",
-    "guarded_protocol",
-    "listen",
-    "listen_for_health",
-    "probe_status",
-    "serve",
-]
+    from app.health.connections import *  # noqa: F403
+    from app.health.server import *  # noqa: F403
 
 # Each name loaded on first use, with its module (PEP 562).
-__getattr__ = load_on_use(
-    __name__,
-    {
-        "connections": ("guarded_protocol",),
-        "server": (
-            "EmbeddedServer",
-            "add_probe_routes",
-            "build_app",
-            "embedded_server",
-            "probe_status",
-            "serve",
-        ),
-    },
-    globals(),
-)
+__getattr__ = load_modules_on_use(__name__, ("connections", "server"), globals())

@@ -45,6 +45,10 @@ from app.health.limits import (
     ConnectionLimits,
 )
 
+__all__ = [
+    "guarded_protocol",
+]
+
 log = logging.getLogger(__name__)
 
 _HEAD_END = b"\r\n\r\n"

@@ -7,6 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT_S",
+    "DEFAULT_HANDSHAKE_TIMEOUT_S",
+    "DEFAULT_HEADER_TIMEOUT_S",
+    "DEFAULT_IDLE_TIMEOUT_S",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_CONNECTIONS_PER_CLIENT",
+    "ConnectionLimits",
+]
+
 DEFAULT_HEADER_TIMEOUT_S = 10.0
 DEFAULT_BODY_TIMEOUT_S = 10.0
 # Longer than Go's http.Transport IdleConnTimeout (90 s, what kube-scheduler's extender

@@ -6,6 +6,12 @@ from __future__ import annotations
 
 import socket
 
+__all__ = [
+    "CannotListen",
+    "listen",
+    "listen_for_health",
+]
+
 
 class CannotListen(Exception):
     """An address that cannot be listened on (a port in use, a host that does not

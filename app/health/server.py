@@ -31,6 +31,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from app.health.connections import guarded_protocol
 from app.health.limits import HEALTH_LIMITS, ConnectionLimits
 
+__all__ = [
+    "EmbeddedServer",
+    "add_probe_routes",
+    "build_app",
+    "embedded_server",
+    "probe_status",
+    "serve",
+]
+
 StatusSource = Callable[[], Mapping[str, Any]]
 """Returns the component's status (``probe_status``, then the component's own fields)."""
 

@@ -39,6 +39,13 @@ from lightkube.resources.admissionregistration_v1 import (
     ValidatingAdmissionPolicyBinding,
 )
 
+__all__ = [
+    "AdmissionCheck",
+    "admission_problems",
+    "log_admission_problems",
+    "own_username",
+]
+
 log = logging.getLogger(__name__)
 
 # The policies that deny loadaware's objects to other writers, and what is open without.

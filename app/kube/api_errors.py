@@ -12,6 +12,11 @@ from __future__ import annotations
 import httpx2
 from lightkube.core.exceptions import ApiError
 
+__all__ = [
+    "ClusterUnreadable",
+    "describe_api_error",
+]
+
 
 class ClusterUnreadable(Exception):
     """A read the API server refused or could not answer; the message says which and why.

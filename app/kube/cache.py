@@ -31,6 +31,10 @@ from lightkube import AsyncClient
 from app.kube.api_errors import describe_api_error
 from app.kube.listwatch import list_then_watch
 
+__all__ = [
+    "WatchCache",
+]
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")

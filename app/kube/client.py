@@ -8,6 +8,12 @@ import httpx2
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.models import Cluster, User
 
+__all__ = [
+    "KubeClient",
+    "KubeConfigError",
+    "make_client",
+]
+
 FIELD_MANAGER = "loadaware"
 
 # The API client every part of loadaware is handed: only app/kube calls it.

@@ -7,6 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = [
+    "DESCHEDULER_CONFIGMAP",
+    "POLICY_CONFIGMAP",
+    "STATE_NAME",
+    "WORKLOAD_USAGE_MAX_AGE_S",
+    "WORKLOAD_USAGE_NAME",
+    "OwnConfig",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class OwnConfig:

@@ -25,6 +25,14 @@ from lightkube.resources.core_v1 import Event
 
 from app.objects import EvictionRecord
 
+__all__ = [
+    "HELD_HOT_REASON",
+    "EvictionNotice",
+    "record_eviction",
+    "record_node_event",
+    "record_outcomes",
+]
+
 log = logging.getLogger(__name__)
 
 REASON = "LoadAwareDescheduled"

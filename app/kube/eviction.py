@@ -26,6 +26,11 @@ from lightkube.resources.core_v1 import PodEviction
 
 from app.kube.api_errors import describe_api_error
 
+__all__ = [
+    "EvictionOutcome",
+    "evict_pod",
+]
+
 log = logging.getLogger(__name__)
 
 

@@ -27,6 +27,13 @@ from app.kube.api_errors import (
     unreachable,
 )
 
+__all__ = [
+    "LeaseRecord",
+    "LeaseStore",
+    "LeaseUnavailable",
+    "ReadLease",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class LeaseRecord:

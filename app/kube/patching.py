@@ -39,6 +39,13 @@ from lightkube.types import PatchType
 from app.kube.api_errors import describe_api_error
 from app.objects import Taint
 
+__all__ = [
+    "AnnotationPatcher",
+    "PatchOutcome",
+    "PatchReport",
+    "TaintWriter",
+]
+
 log = logging.getLogger(__name__)
 
 

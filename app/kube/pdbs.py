@@ -16,6 +16,12 @@ from lightkube.resources.policy_v1 import PodDisruptionBudget
 from app.kube.cache import WatchCache
 from app.objects import LabelRequirement, LabelSelector, PodDisruptionBudgetView
 
+__all__ = [
+    "BudgetCache",
+    "budget_view",
+    "label_selector",
+]
+
 
 def label_selector(selector: Any) -> LabelSelector:
     if selector is None:

@@ -47,6 +47,14 @@ from app.objects import (
     workload_key,
 )
 
+__all__ = [
+    "PodCache",
+    "pod_info",
+    "pod_key",
+    "pod_placement",
+    "scheduled_pod",
+]
+
 T = TypeVar("T")
 
 

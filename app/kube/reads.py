@@ -25,6 +25,12 @@ from lightkube.resources.policy_v1 import PodDisruptionBudget
 from app.kube.api_errors import ClusterUnreadable, is_refusal, unreadable
 from app.kube.defaults import OwnConfig
 
+__all__ = [
+    "ClusterReader",
+    "Pod",
+    "pod_from_mapping",
+]
+
 PAGE = 500
 
 # What a reader lists, by the name RBAC gives it (resource.group): the resource, and

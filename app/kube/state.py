@@ -52,6 +52,12 @@ from app.kube.defaults import STATE_NAME
 from app.kube.workload_usage import fair_order
 from app.objects import EvictionRecord, MoveRecord, Resources
 
+__all__ = [
+    "Memory",
+    "StateStore",
+    "StateUnreadable",
+]
+
 log = logging.getLogger(__name__)
 
 STATE_KEY = "state.json"

@@ -52,6 +52,12 @@ from app.kube.configmaps import OwnConfigMapStore, own_config_map
 from app.kube.defaults import WORKLOAD_USAGE_MAX_AGE_S, WORKLOAD_USAGE_NAME
 from app.objects import Resources
 
+__all__ = [
+    "PublishedUsage",
+    "WorkloadUsageStore",
+    "WorkloadUsageUnreadable",
+]
+
 USAGE_KEY = "usage.json"
 VERSION = 1
 DEFAULT_NAME = WORKLOAD_USAGE_NAME

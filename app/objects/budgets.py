@@ -6,6 +6,10 @@ from dataclasses import dataclass
 
 from app.objects.selectors import LabelSelector
 
+__all__ = [
+    "PodDisruptionBudgetView",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class PodDisruptionBudgetView:

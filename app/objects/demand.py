@@ -19,6 +19,14 @@ from collections.abc import Iterable
 
 from app.objects.resources import Resources
 
+__all__ = [
+    "NO_DEMAND",
+    "Demand",
+    "container_demand",
+    "effective_demand",
+    "requests_and_limits",
+]
+
 Demand = tuple[float, float, float, float]
 """(cpu request, memory request, cpu limit, memory limit) in cores and bytes: plain
 floats, which hash and compare fast, so an estimate can be looked up by its demand."""

@@ -6,6 +6,14 @@ from __future__ import annotations
 import math
 import re
 
+__all__ = [
+    "MAX_DURATION_S",
+    "MIN_DURATION_S",
+    "duration_range_problem",
+    "format_duration",
+    "parse_duration_s",
+]
+
 # One range for every duration, on the command line and in files (policies, the
 # descheduler's configuration): 1 ms to 720 h (30 days). 0 is allowed only where a
 # field says it means "off". A shorter one is a typo (``1ns``) that turns a loop into a

@@ -6,6 +6,11 @@ from dataclasses import dataclass
 
 from app.objects.resources import Resources
 
+__all__ = [
+    "EvictionRecord",
+    "MoveRecord",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class EvictionRecord:

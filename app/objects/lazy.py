@@ -5,12 +5,25 @@ server, the Kubernetes client or the Prometheus client. So the fronts of the pac
 that hold them name those names (for type checkers, under ``TYPE_CHECKING``) and load
 each one's module only when the name is first looked up; the value is then kept in
 the front, so later lookups cost nothing.
+
+``load_modules_on_use`` does it with each name listed once, in its own module's
+``__all__``: the front star-imports the module for type checkers and names the module
+alone; the names are read from the modules' source, without running them, on the
+first lookup the front cannot answer.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
+import sys
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from pathlib import Path
+
+__all__ = [
+    "load_modules_on_use",
+    "load_on_use",
+]
 
 
 def load_on_use(
@@ -36,3 +49,47 @@ def load_on_use(
         return front[name]
 
     return load
+
+
+def load_modules_on_use(
+    package: str, modules: Iterable[str], front: MutableMapping[str, object]
+) -> Callable[[str], object]:
+    """The ``__getattr__`` of ``package``'s front (``front``: its ``globals()``): each
+    name in the ``__all__`` of one of ``modules`` imported from it when first looked up,
+    then kept in the front."""
+    lazy = tuple(modules)
+    module_of: dict[str, str] = {}
+
+    def load(name: str) -> object:
+        if not module_of:
+            module_of.update(
+                (each, module) for module in lazy for each in declared_exports(package, module)
+            )
+        module = module_of.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        loaded = importlib.import_module(f"{package}.{module}")
+        for each in loaded.__all__:  # all of them: see ``load_on_use``
+            front[each] = getattr(loaded, each)
+        return front[name]
+
+    return load
+
+
+def declared_exports(package: str, module: str) -> list[str]:
+    """The ``__all__`` of ``package.module``, read from its source without running it
+    (a literal list of names, as every module of the project writes it)."""
+    folder = Path(sys.modules[package].__file__ or "").parent
+    try:
+        source = (folder / f"{module}.py").read_text(encoding="utf-8")
+    except OSError:  # no source beside the package (a zip, bytecode only): ask the module
+        names: list[str] = importlib.import_module(f"{package}.{module}").__all__
+        return names
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+        ):
+            listed: list[str] = ast.literal_eval(node.value)
+            return listed
+    raise ImportError(f"{package}.{module} lists no __all__ for its package's front")

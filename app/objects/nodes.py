@@ -8,6 +8,11 @@ from dataclasses import dataclass, field
 from app.objects.maps import EMPTY_MAP
 from app.objects.resources import Resources
 
+__all__ = [
+    "NodeInfo",
+    "Taint",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class Taint:

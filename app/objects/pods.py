@@ -12,6 +12,21 @@ from app.objects.resources import Resources
 from app.objects.selectors import LabelSelector
 from app.objects.tenant_text import valid_owner
 
+__all__ = [
+    "TEMPLATE_HASH_LABEL",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "OwnerRef",
+    "PodAffinityTerm",
+    "PodInfo",
+    "PodPlacement",
+    "ScheduledPod",
+    "SpreadConstraint",
+    "Toleration",
+    "workload_key",
+    "workload_of",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class OwnerRef:

@@ -11,6 +11,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = [
+    "CPU",
+    "MEMORY",
+    "RESOURCES",
+    "ZERO",
+    "Resources",
+    "parse_quantity",
+]
+
 CPU = "cpu"
 MEMORY = "memory"
 RESOURCES = (CPU, MEMORY)

@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+__all__ = [
+    "LabelRequirement",
+    "LabelSelector",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class LabelRequirement:

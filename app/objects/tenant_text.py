@@ -20,6 +20,11 @@ from __future__ import annotations
 
 import re
 
+__all__ = [
+    "printable",
+    "valid_owner",
+]
+
 MAX_NAME = 253  # a DNS subdomain, the longest name Kubernetes gives an object
 MAX_KIND = 63
 MAX_SHOWN = 256  # what an operator is shown of one tenant-written value

@@ -36,7 +36,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.objects import load_on_use
-from app.rebalance.aftermath import NOISE_SHARE, Judgement, Measured, Outcome, Planned, judge
+from app.rebalance.aftermath import (
+    NOISE_SHARE,
+    Judgement,
+    Measured,
+    Outcome,
+    Planned,
+    judge,
+    judged_move,
+)
 from app.rebalance.agreement import threshold_conflicts
 from app.rebalance.backoff import MAX_BACKOFF_ROUNDS, SITUATION_CHANGE, BackOff, back_off
 from app.rebalance.config import (
@@ -111,6 +119,7 @@ __all__ = [
     "fit_refusal",
     "hints_of",
     "judge",
+    "judged_move",
     "memory_window_s",
     "node_opt_out",
     "observe_round",

@@ -33,8 +33,10 @@ The rules, in order:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
+
+from app.objects import MoveRecord
 
 NOISE_SHARE = 0.5
 THROTTLE_RISE = 1.5
@@ -89,6 +91,18 @@ class Judgement:
     @property
     def helped(self) -> bool:
         return self.outcome is Outcome.HELPED
+
+
+def judged_move(move: MoveRecord, judgement: Judgement, now_s: float) -> MoveRecord:
+    """``move`` as the memory keeps it once judged at ``now_s``."""
+    return replace(
+        move,
+        outcome=judgement.outcome.value,
+        judged_at_s=now_s,
+        cooling=judgement.cooling,
+        attributed=judgement.attributed,
+        reason=judgement.reason,
+    )
 
 
 def judge(planned: Planned, measured: Measured) -> Judgement:

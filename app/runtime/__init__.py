@@ -10,72 +10,33 @@
 - ``in_force``: the one owner of a value a process runs on (built once, reloaded in
   one place, read through it);
 - ``policy_reload``: the policy in force (``--policy`` or the default), its watcher
-  and reload metrics.
+  and reload metrics;
+- ``startup``: the start-up sequence every long-running component runs (settings and
+  policy, client, health port, serving until a signal, shutdown).
 
 The health server itself is ``app/health`` (a floor down): the extender serves it too.
 
-The flags load at once; the rest (the Kubernetes client, the web server, Prometheus'
-client: a few tenths of a second) on first use, so that a command that stops at a bad
-flag, or prints its help, never pays for them."""
+Each module lists its names once, in its ``__all__``. The flags and the start-up
+sequence load at once; the other modules on first use (each pulls in a heavy library:
+the Kubernetes client, the web server, Prometheus' client, pydantic), so that a command
+that stops at a bad flag, or prints its help, never pays for them."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.objects import load_on_use
-from app.runtime.flags import (
-    LeaseSettings,
-    add_health_flags,
-    add_leader_election_flags,
-    default_identity,
-    default_lease_namespace,
-    lease_settings_from_args,
-)
+from app.objects import load_modules_on_use
+from app.runtime.flags import *  # noqa: F403
+from app.runtime.startup import *  # noqa: F403
 
 if TYPE_CHECKING:
-    from app.runtime.filewatch import FileWatcher
-    from app.runtime.in_force import InForce
-    from app.runtime.leader_election import LeaderElector
-    from app.runtime.policy_reload import PolicyReloadMetrics, policy_in_force
-    from app.runtime.service import (
-        LeaderElectedService,
-        LeadershipNotAcquired,
-        Runnable,
-        run_until_signalled,
-    )
-
-__all__ = [
-    "FileWatcher",
-    "InForce",
-    "LeaderElectedService",
-    "LeaderElector",
-    "LeadershipNotAcquired",
-    "LeaseSettings",
-    "PolicyReloadMetrics",
-    "Runnable",
-    "add_health_flags",
-    "add_leader_election_flags",
-    "default_identity",
-    "default_lease_namespace",
-    "lease_settings_from_args",
-    "policy_in_force",
-    "run_until_signalled",
-]
+    from app.runtime.filewatch import *  # noqa: F403
+    from app.runtime.in_force import *  # noqa: F403
+    from app.runtime.leader_election import *  # noqa: F403
+    from app.runtime.policy_reload import *  # noqa: F403
+    from app.runtime.service import *  # noqa: F403
 
 # Each name loaded on first use, with its module (PEP 562).
-__getattr__ = load_on_use(
-    __name__,
-    {
-        "filewatch": ("FileWatcher",),
-        "leader_election": ("LeaderElector",),
-        "in_force": ("InForce",),
-        "policy_reload": ("PolicyReloadMetrics", "policy_in_force"),
-        "service": (
-            "LeaderElectedService",
-            "LeadershipNotAcquired",
-            "Runnable",
-            "run_until_signalled",
-        ),
-    },
-    globals(),
+__getattr__ = load_modules_on_use(
+    __name__, ("filewatch", "in_force", "leader_election", "policy_reload", "service"), globals()
 )

@@ -17,6 +17,10 @@ from typing import Generic, TypeVar
 
 from app.documents import MAX_CONFIG_BYTES, read_bytes
 
+__all__ = [
+    "FileWatcher",
+]
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -107,34 +111,34 @@ class FileWatcher(Generic[T]):
         try:
             value = self._load(self._path)
         except Exception as error:  # a bug in a loader too: counted, the old value kept
-            log.error(
-                "%s reload failed, the previous %s stays in force: %s",
-                self._what,
-                self._what,
-                error,
-                exc_info=not isinstance(error, self._errors),
+            return self._failed(
+                error, "%s reload failed, the previous %s stays in force", self._what, self._what
             )
-            self._on_result("error")
-            return False
         try:
             # The receiver builds everything for the new value before it swaps, and
             # raises (keeping the old value whole) when it cannot use it.
             self._on_change(value)
         except Exception as error:  # any failure keeps the old value
-            log.error(
-                "%s reload failed while adopting %s, the previous %s stays in force: %s",
+            return self._failed(
+                error,
+                "%s reload failed while adopting %s, the previous %s stays in force",
                 self._what,
                 self._path,
                 self._what,
-                error,
-                exc_info=not isinstance(error, self._errors),
             )
-            self._on_result("error")
-            return False
         self._warn(value)
         self._on_result("success")
         log.info("%s reloaded from %s", self._what, self._path)
         return True
+
+    def _failed(self, error: Exception, message: str, *args: object) -> bool:
+        """Log a failed reload (``message`` % ``args``, then the error, with its
+        traceback where it is not one a bad file raises) and count it; False: nothing
+        new took effect."""
+        unexpected = not isinstance(error, self._errors)
+        log.error(message + ": %s", *args, error, exc_info=unexpected)
+        self._on_result("error")
+        return False
 
     async def run(self) -> None:
         while True:

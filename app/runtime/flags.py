@@ -15,6 +15,15 @@ from pathlib import Path
 
 from app.commandline import add_flag, duration, host, port_or_off
 
+__all__ = [
+    "LeaseSettings",
+    "add_health_flags",
+    "add_leader_election_flags",
+    "default_identity",
+    "default_lease_namespace",
+    "lease_settings_from_args",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class LeaseSettings:

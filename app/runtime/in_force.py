@@ -18,6 +18,10 @@ from typing import Generic, TypeVar
 
 from app.runtime.filewatch import FileWatcher, ReloadResult
 
+__all__ = [
+    "InForce",
+]
+
 T = TypeVar("T")
 
 Adopt = Callable[[T], None]

@@ -35,6 +35,10 @@ from typing import Any
 from app.kube import KubeClient, LeaseRecord, LeaseStore, LeaseUnavailable, ReadLease
 from app.runtime.flags import LeaseSettings
 
+__all__ = [
+    "LeaderElector",
+]
+
 log = logging.getLogger(__name__)
 
 # A release that reached no API server is tried again, this often in all, waiting

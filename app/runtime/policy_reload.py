@@ -12,6 +12,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from app.policy import Policy, PolicyError, default_policy, load_policy
 from app.runtime.in_force import InForce
 
+__all__ = [
+    "PolicyReloadMetrics",
+    "policy_in_force",
+]
+
 log = logging.getLogger(__name__)
 
 

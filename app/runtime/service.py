@@ -38,6 +38,13 @@ from app.kube import KubeClient, WatchCache
 from app.runtime.flags import LeaseSettings
 from app.runtime.leader_election import LeaderElector, LeaderWork
 
+__all__ = [
+    "LeaderElectedService",
+    "LeadershipNotAcquired",
+    "Runnable",
+    "run_until_signalled",
+]
+
 Work = Callable[[], Coroutine[Any, Any, None]]
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -7,21 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.objects import load_on_use
+from app.objects import load_modules_on_use
 
 if TYPE_CHECKING:
-    from app.simulate.scenario import ScenarioError, scenario_from_mapping
-
-__all__ = [
-    "ScenarioError",
-    "scenario_from_mapping",
-]
+    from app.simulate.scenario import *  # noqa: F403
 
 # Each name loaded on first use, with its module (PEP 562).
-__getattr__ = load_on_use(
-    __name__,
-    {
-        "scenario": ("ScenarioError", "scenario_from_mapping"),
-    },
-    globals(),
-)
+__getattr__ = load_modules_on_use(__name__, ("scenario",), globals())

@@ -60,7 +60,7 @@ from app.simulate.scenario import AutoscalerPreset, AutoscalerSpec
 from app.simulate.scheduling import PodShape
 
 if TYPE_CHECKING:
-    from app.simulate.cluster import SimulatedCluster
+    from app.simulate.cluster import ClusterState
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -128,7 +128,7 @@ def node_scale_down_disabled(annotations: dict[str, str]) -> bool:
 class SimulatedAutoscaler:
     """Scale-down and scale-up of the simulated cluster's nodes, by requests."""
 
-    def __init__(self, cluster: SimulatedCluster) -> None:
+    def __init__(self, cluster: ClusterState) -> None:
         self._cluster = cluster
         scenario = cluster.scenario
         self.settings = settings_of(scenario.autoscaler)

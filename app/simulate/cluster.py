@@ -15,16 +15,15 @@ Each step at time ``t`` runs, in order:
 Real usage is drawn from the scenario's seed only, per pod slot and step, so every
 policy sees the same demand; placements differ, demand does not.
 
-The estimate and the rebalancer read the cluster they belong to through a weak
-reference: with a strong one every run under them was a cycle, and a run's whole state
-(records, readings, plans) waited for the cyclic collector to find it among the next
-runs' objects, rather than going when its last user let it go.
+The state (``ClusterState``: nodes, pod slots, pipeline, records) is built first, and
+the parts (estimate, load filter, soft taints, rebalancer, autoscaler) on it, each given
+the state and the parts it reads; the state refers to none of them, so a run's objects
+form no cycle and go when its last user lets them go.
 """
 
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -97,13 +96,13 @@ class Autoscaler(Protocol):
 class Rebalancer(Protocol):
     """One descheduling round: the pod slots to evict now (the planner's seam)."""
 
-    def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]: ...
+    def evictions(self, t_s: float) -> Sequence[int]: ...
 
 
 class FixedNodes:
     """No autoscaler: every node runs all the time; only the counts are recorded."""
 
-    def __init__(self, cluster: SimulatedCluster) -> None:
+    def __init__(self, cluster: ClusterState) -> None:
         self._cluster = cluster
 
     def step(self, t_s: float) -> None:
@@ -125,14 +124,17 @@ class PolicyPlan:
     crane: bool = False  # crane-scheduler as it ships (scenario.crane), not the extender
     # The annotator keeps soft taints, which kube-scheduler's TaintToleration scores.
     soft_taints: bool = False
-    make_estimate: Callable[[SimulatedCluster], UnsampledUsage] | None = None
+    make_estimate: Callable[[ClusterState], UnsampledUsage] | None = None
     # The annotator publishes each workload's observed per-pod usage, which the
     # extender's estimate of a pod placed through it is raised to (loadaware).
     workload_usage: bool = False
-    make_rebalancer: Callable[[SimulatedCluster], Rebalancer] | None = None
+    # Built on the cluster, beside its soft taints (if any) and its autoscaler.
+    make_rebalancer: (
+        Callable[[ClusterState, SimulatedSoftTaints | None, Autoscaler], Rebalancer] | None
+    ) = None
     # A node autoscaler (``autoscaling``): removes unneeded nodes, adds nodes for pods;
     # None: every node runs all the time (``FixedNodes``).
-    make_autoscaler: Callable[[SimulatedCluster], Autoscaler] | None = None
+    make_autoscaler: Callable[[ClusterState], Autoscaler] | None = None
 
     @property
     def steering(self) -> Steering:
@@ -195,8 +197,11 @@ def allocatable_of(scenario: Scenario) -> tuple[FloatArray, FloatArray]:
     )
 
 
-class SimulatedCluster:
-    """Nodes, pod slots and the step loop for one policy."""
+class ClusterState:
+    """The cluster every part of one simulation reads and changes: its nodes, its pod
+    slots and where each is bound, the metrics pipeline and the run's records. It holds
+    none of the parts (estimate, filter, taints, rebalancer, autoscaler), which are
+    built on it, so that nothing refers back to what refers to it."""
 
     def __init__(self, scenario: Scenario, plan: PolicyPlan) -> None:
         self.scenario = scenario
@@ -241,38 +246,6 @@ class SimulatedCluster:
         )
         spread = workload_spread(scenario)  # kube-scheduler's, under every policy
         self.requests = NodeRequests(self.allocatable_cpu, self.allocatable_memory, spread)
-        owner: SimulatedCluster = weakref.proxy(self)  # its parts hold it weakly: no cycle
-        self.estimate = plan.make_estimate(owner) if plan.make_estimate else None
-        self.load_filter = (
-            LoadFilter(policy, self.pipeline, nodes, self.estimate) if plan.load_aware else None
-        )
-        self.soft_taints = (
-            SimulatedSoftTaints(
-                self.policy,
-                self.pipeline,
-                self.node_names,
-                estimate=self.estimate,
-                allocatable=[
-                    Resources(float(cpu), float(memory))
-                    for cpu, memory in zip(
-                        self.allocatable_cpu, self.allocatable_memory, strict=True
-                    )
-                ],
-            )
-            if plan.soft_taints
-            else None
-        )
-        self.scheduler = Scheduler(
-            self.requests,
-            self.load_filter,
-            scenario.scheduler.extender_weight,
-            np.random.default_rng([scenario.seed, 1]),
-            settings.plugin_weight if plan.crane else 0,
-            self.soft_taints.tainted if self.soft_taints is not None else None,
-        )
-        self.descheduler_interval_s = scenario.descheduler_config().interval
-        self.rebalancer = plan.make_rebalancer(owner) if plan.make_rebalancer else None
-        self.autoscaler = (plan.make_autoscaler or FixedNodes)(owner)
         steps = scenario.steps
         self.run = Run(
             plan.name,
@@ -282,11 +255,9 @@ class SimulatedCluster:
             np.zeros((steps, nodes), dtype=np.float32),
             np.zeros((steps, nodes), dtype=np.float32),
         )
-        self.on_placement: Callable[[SimulatedCluster, Placement], None] | None = None
         # Slots their workload wants now; only a replica history ever clears one.
         self.wanted = np.ones(slots, dtype=np.bool_)
         self._binding: Binding | None = None  # worked out when needed after node_of changed
-        self._load: NodeLoad | None = None
         self._bind_captured_placement()
 
     def _bind_captured_placement(self) -> None:
@@ -301,35 +272,6 @@ class SimulatedCluster:
                 self.bound_at_s[slot] = self.created_at_s[slot] = PRE_BOUND_S
                 self.requests.add(node, self.shapes[workload_index], workload=workload_index)
                 self.run.placements.append(Placement(PRE_BOUND_S, slot, node))
-
-    # -- the loop --------------------------------------------------------------------
-    def simulate(self, progress: Callable[[int, int], None] | None = None) -> Run:
-        steps = self.scenario.steps
-        with fewer_collections():
-            for step in range(steps):
-                self.step(step)
-                if progress is not None:
-                    progress(step + 1, steps)
-        self.run.pending_at_end = len(self.pending(steps * self.scenario.step_s))
-        if self.load_filter is not None:
-            self.run.load_evaluations = self.load_filter.evaluations
-        return self.run
-
-    def step(self, step: int) -> None:
-        t_s = step * self.scenario.step_s
-        self.pipeline.advance(t_s)
-        if self.workload_usage is not None:
-            self.workload_usage.advance(t_s, self.binding().bound)
-            self.pod_shapes.follow(self.workload_usage)
-        if self.soft_taints is not None:
-            self.soft_taints.advance(t_s)
-        self.follow_replica_counts(t_s)
-        if self.rebalancer is not None and step > 0 and is_due(t_s, self.descheduler_interval_s):
-            for slot in self.rebalancer.evictions(self, t_s):
-                self.evict(int(slot), t_s)
-        self.run.pending.append(self.schedule_pending(t_s))
-        self.autoscaler.step(t_s)
-        self.run_workloads(step, t_s)
 
     def follow_replica_counts(self, t_s: float) -> None:
         """Delete the pods of slots no longer wanted; a slot wanted again gets a new pod."""
@@ -362,38 +304,6 @@ class SimulatedCluster:
         order = np.lexsort((waiting, self.created_at_s[waiting], -priority))
         return waiting[order]
 
-    def schedule_pending(self, t_s: float) -> int:
-        """Bind what can be bound of the pods pending at ``t_s``; how many still wait."""
-        unschedulable: set[int] = set()  # workloads that found no node in this step
-        pending = self.pending(t_s)
-        waiting = len(pending)
-        for slot, workload in zip(
-            pending.tolist(), self.usage.workload_of[pending].tolist(), strict=True
-        ):
-            if workload in unschedulable:
-                continue  # placements only fill nodes up: it would fail again
-            if self.load_filter is not None:
-                self.load_filter.refresh(t_s)
-            node = self.scheduler.choose(self.shapes[workload], workload)
-            if node is None:
-                unschedulable.add(workload)
-                continue
-            self.bind(slot, node, t_s)
-            waiting -= 1
-        return waiting
-
-    def bind(self, slot: int, node: int, t_s: float) -> None:
-        placement = Placement(t_s, slot, node)
-        if self.on_placement is not None:
-            self.on_placement(self, placement)  # sees the cluster as the scheduler did
-        self.node_of[slot] = node
-        self._binding = None
-        self.bound_at_s[slot] = t_s
-        self.run.waits_s.append(t_s - self.created_at_s.item(slot))
-        self.requests.add(node, self.shapes[w := self.usage.workload_of.item(slot)], workload=w)
-        self.pipeline.record_binding(node, t_s)
-        self.run.placements.append(placement)
-
     def evict(self, slot: int, t_s: float, by: str = "descheduler") -> None:
         node = int(self.node_of[slot])
         if node < 0:
@@ -417,27 +327,150 @@ class SimulatedCluster:
         wanted = (self.usage.created_at_s[mine] <= t_s) & self.wanted[mine]
         return disruptions_allowed(budget, self.node_of[mine] >= 0, wanted)
 
-    def run_workloads(self, step: int, t_s: float) -> None:
-        cpu, memory = self.usage.at(step, t_s)
-        load, binding = self._load, self.binding()
-        step_s = self.scenario.step_s
-        if load is None or not load.holds(cpu, memory, binding):
-            allocatable = (self.allocatable_cpu, self.allocatable_memory)
-            with_cpu_got = self.workload_usage is not None
-            load = node_load(
-                binding, cpu, memory, allocatable, step_s, with_cpu_got=with_cpu_got, last=load
-            )
-            self._load = load
-        self.run.cpu_utilisation[step] = load.cpu_fraction
-        self.run.memory_utilisation[step] = load.mem_fraction
-        self.run.throttled_core_s += load.throttled_core_s
-        self.run.oom_events += load.oom_events
-        if self.workload_usage is not None and load.cpu_got is not None:
-            self.workload_usage.account(load.cpu_got, memory, binding.bound, step_s)
-        self.pipeline.account(load.cpu_seen, load.mem_seen, step_s)
-
     def binding(self) -> Binding:
         """Where each slot's pod is bound now (kept until a placement changes)."""
         if self._binding is None:
             self._binding = Binding.of(self.node_of)
         return self._binding
+
+    def place(self, placement: Placement) -> None:
+        """Bind ``placement``'s slot on its node."""
+        slot, node, t_s = placement.slot, placement.node, placement.t_s
+        self.node_of[slot] = node
+        self._binding = None
+        self.bound_at_s[slot] = t_s
+        self.run.waits_s.append(t_s - self.created_at_s.item(slot))
+        self.requests.add(node, self.shapes[w := self.usage.workload_of.item(slot)], workload=w)
+        self.pipeline.record_binding(node, t_s)
+        self.run.placements.append(placement)
+
+
+class SimulatedCluster:
+    """The step loop of one policy: its ``ClusterState`` and the parts built on it."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        plan: PolicyPlan,
+        on_placement: Callable[[SimulatedCluster, Placement], None] | None = None,
+    ) -> None:
+        """``on_placement`` sees each placement before it is made, with the cluster as
+        the scheduler saw it (tests)."""
+        state = self.state = ClusterState(scenario, plan)
+        policy, nodes = state.policy, len(state.node_names)
+        self.estimate = plan.make_estimate(state) if plan.make_estimate else None
+        self.load_filter = (
+            LoadFilter(policy, state.pipeline, nodes, self.estimate) if plan.load_aware else None
+        )
+        self.soft_taints = (
+            SimulatedSoftTaints(
+                policy,
+                state.pipeline,
+                state.node_names,
+                estimate=self.estimate,
+                allocatable=[
+                    Resources(float(cpu), float(memory))
+                    for cpu, memory in zip(
+                        state.allocatable_cpu, state.allocatable_memory, strict=True
+                    )
+                ],
+            )
+            if plan.soft_taints
+            else None
+        )
+        self.scheduler = Scheduler(
+            state.requests,
+            self.load_filter,
+            scenario.scheduler.extender_weight,
+            np.random.default_rng([scenario.seed, 1]),
+            scenario.crane.plugin_weight if plan.crane else 0,
+            self.soft_taints.tainted if self.soft_taints is not None else None,
+        )
+        self.descheduler_interval_s = scenario.descheduler_config().interval
+        self.autoscaler = (plan.make_autoscaler or FixedNodes)(state)
+        self.rebalancer = (
+            plan.make_rebalancer(state, self.soft_taints, self.autoscaler)
+            if plan.make_rebalancer
+            else None
+        )
+        self.on_placement = on_placement
+        self._load: NodeLoad | None = None
+
+    # -- the loop --------------------------------------------------------------------
+    def simulate(self, progress: Callable[[int, int], None] | None = None) -> Run:
+        state = self.state
+        steps = state.scenario.steps
+        with fewer_collections():
+            for step in range(steps):
+                self.step(step)
+                if progress is not None:
+                    progress(step + 1, steps)
+        state.run.pending_at_end = len(state.pending(steps * state.scenario.step_s))
+        if self.load_filter is not None:
+            state.run.load_evaluations = self.load_filter.evaluations
+        return state.run
+
+    def step(self, step: int) -> None:
+        state = self.state
+        t_s = step * state.scenario.step_s
+        state.pipeline.advance(t_s)
+        if state.workload_usage is not None:
+            state.workload_usage.advance(t_s, state.binding().bound)
+            state.pod_shapes.follow(state.workload_usage)
+        if self.soft_taints is not None:
+            self.soft_taints.advance(t_s)
+        state.follow_replica_counts(t_s)
+        if self.rebalancer is not None and step > 0 and is_due(t_s, self.descheduler_interval_s):
+            for slot in self.rebalancer.evictions(t_s):
+                state.evict(int(slot), t_s)
+        state.run.pending.append(self.schedule_pending(t_s))
+        self.autoscaler.step(t_s)
+        self.run_workloads(step, t_s)
+
+    def schedule_pending(self, t_s: float) -> int:
+        """Bind what can be bound of the pods pending at ``t_s``; how many still wait."""
+        state = self.state
+        unschedulable: set[int] = set()  # workloads that found no node in this step
+        pending = state.pending(t_s)
+        waiting = len(pending)
+        for slot, workload in zip(
+            pending.tolist(), state.usage.workload_of[pending].tolist(), strict=True
+        ):
+            if workload in unschedulable:
+                continue  # placements only fill nodes up: it would fail again
+            if self.load_filter is not None:
+                self.load_filter.refresh(t_s)
+            node = self.scheduler.choose(state.shapes[workload], workload)
+            if node is None:
+                unschedulable.add(workload)
+                continue
+            self.bind(slot, node, t_s)
+            waiting -= 1
+        return waiting
+
+    def bind(self, slot: int, node: int, t_s: float) -> None:
+        placement = Placement(t_s, slot, node)
+        if self.on_placement is not None:
+            self.on_placement(self, placement)  # sees the cluster as the scheduler did
+        self.state.place(placement)
+
+    def run_workloads(self, step: int, t_s: float) -> None:
+        state = self.state
+        cpu, memory = state.usage.at(step, t_s)
+        load, binding = self._load, state.binding()
+        step_s = state.scenario.step_s
+        if load is None or not load.holds(cpu, memory, binding):
+            allocatable = (state.allocatable_cpu, state.allocatable_memory)
+            with_cpu_got = state.workload_usage is not None
+            load = node_load(
+                binding, cpu, memory, allocatable, step_s, with_cpu_got=with_cpu_got, last=load
+            )
+            self._load = load
+        run = state.run
+        run.cpu_utilisation[step] = load.cpu_fraction
+        run.memory_utilisation[step] = load.mem_fraction
+        run.throttled_core_s += load.throttled_core_s
+        run.oom_events += load.oom_events
+        if state.workload_usage is not None and load.cpu_got is not None:
+            state.workload_usage.account(load.cpu_got, memory, binding.bound, step_s)
+        state.pipeline.account(load.cpu_seen, load.mem_seen, step_s)

@@ -22,20 +22,23 @@ from app.simulate.autoscaling import SimulatedAutoscaler
 from app.simulate.descheduling import PlannerRebalancer
 
 if TYPE_CHECKING:
-    from app.simulate.cluster import SimulatedCluster
+    from app.simulate.cluster import Autoscaler, ClusterState
+    from app.simulate.soft_taints import SimulatedSoftTaints
 
 
 class ConsolidatingRebalancer(PlannerRebalancer):
     """``Rebalancer`` that drains the nodes ``plan_consolidation`` frees."""
 
-    def __init__(self, cluster: SimulatedCluster) -> None:
-        super().__init__(cluster)
+    def __init__(
+        self, cluster: ClusterState, soft_taints: SimulatedSoftTaints | None, autoscaler: Autoscaler
+    ) -> None:
+        super().__init__(cluster, soft_taints, autoscaler)
         settings = self.config.consolidation.model_copy(update={"enabled": True})
         self.config = self.config.model_copy(update={"consolidation": settings})
         self.consolidations: list[tuple[float, ConsolidationPlan]] = []
 
-    def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]:
-        autoscaler = cluster.autoscaler
+    def evictions(self, t_s: float) -> Sequence[int]:
+        cluster, autoscaler = self._cluster, self._autoscaler
         if not isinstance(autoscaler, SimulatedAutoscaler):
             raise TypeError("consolidation is simulated beside a node autoscaler only")
         now_s = cluster.pipeline.epoch_s + t_s

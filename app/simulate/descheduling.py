@@ -76,8 +76,9 @@ from app.rebalance import (
 from app.simulate.gains import EvictionGains, MoveMemory
 
 if TYPE_CHECKING:
-    from app.simulate.cluster import SimulatedCluster
+    from app.simulate.cluster import Autoscaler, ClusterState
     from app.simulate.recording_rules import SimulatedMonitoring
+    from app.simulate.soft_taints import SimulatedSoftTaints
 
 NAMESPACE = "default"
 TEMPLATE_HASH = "sim"
@@ -100,8 +101,17 @@ class PlanRecord:
 class PlannerRebalancer:
     """``Rebalancer`` that asks ``app.rebalance.plan`` which pods to evict."""
 
-    def __init__(self, cluster: SimulatedCluster) -> None:
+    def __init__(
+        self,
+        cluster: ClusterState,
+        soft_taints: SimulatedSoftTaints | None = None,
+        autoscaler: Autoscaler | None = None,
+    ) -> None:
+        """``soft_taints``: the simulated annotator's, which the view's nodes carry;
+        ``autoscaler``: what runs the nodes (read by consolidation)."""
         self._cluster = cluster
+        self._soft_taints = soft_taints
+        self._autoscaler = autoscaler
         # The policy's scheduler, not the scenario's file, says what places replacements.
         config = cluster.scenario.descheduler_config()
         self.config = config.model_copy(update={"scheduler": cluster.plan.steering})
@@ -147,7 +157,8 @@ class PlannerRebalancer:
         ]
 
     # -- the round -------------------------------------------------------------------
-    def evictions(self, cluster: SimulatedCluster, t_s: float) -> Sequence[int]:
+    def evictions(self, t_s: float) -> Sequence[int]:
+        cluster = self._cluster
         now_s = cluster.pipeline.epoch_s + t_s
         # The last step's demand, where every pod is bound since (evictions come first).
         last_step = round(t_s / cluster.scenario.step_s) - 1
@@ -195,7 +206,7 @@ class PlannerRebalancer:
         node's as they are when the planner reads them (``_Annotations``): rewritten
         annotations need no new ``NodeInfo``."""
         cluster = self._cluster
-        soft_taints = cluster.soft_taints
+        soft_taints = self._soft_taints
         tainted = soft_taints.tainted if soft_taints is not None else self._node_tainted
         changed: Iterable[int]
         if self._nodes:

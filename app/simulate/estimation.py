@@ -42,7 +42,7 @@ from app.load import (
 from app.objects import Resources
 
 if TYPE_CHECKING:
-    from app.simulate.cluster import SimulatedCluster
+    from app.simulate.cluster import ClusterState
 
 # A node's recent pods, and each one's estimate there (``PodEstimates``), in one order.
 NodePods = tuple[list[PlacedPod], list[Resources]]
@@ -51,7 +51,7 @@ NodePods = tuple[list[PlacedPod], list[Resources]]
 class BurstEstimate:
     """``UnsampledUsage`` for the load filter, from the cluster's recent bindings."""
 
-    def __init__(self, cluster: SimulatedCluster) -> None:
+    def __init__(self, cluster: ClusterState) -> None:
         self._cluster = cluster
         workloads = cluster.scenario.workloads
         self._requests = [w.pod_requests_and_limits[0] for w in workloads]
@@ -299,7 +299,7 @@ class BurstEstimate:
         return pods, estimates
 
 
-def _allocatables(cluster: SimulatedCluster) -> list[Resources]:
+def _allocatables(cluster: ClusterState) -> list[Resources]:
     """Each node's allocatable, by index."""
     return [
         Resources(cpu, memory)
@@ -315,7 +315,7 @@ class RaisesHeld:
 
     def __init__(
         self,
-        cluster: SimulatedCluster,
+        cluster: ClusterState,
         observed: RaisingUsage,
         requests: list[Resources],
         limits: list[Resources],
@@ -394,7 +394,7 @@ class PodEstimates:
 
     def __init__(
         self,
-        cluster: SimulatedCluster,
+        cluster: ClusterState,
         observed: RaisingUsage,
         allocatable: list[Resources],
         holds: dict[tuple[int, float], bool],
@@ -464,7 +464,7 @@ class RaisingUsage:
     within 3 times the estimate) then changes no pod of the burst estimate."""
 
     def __init__(
-        self, cluster: SimulatedCluster, requests: list[Resources], limits: list[Resources]
+        self, cluster: ClusterState, requests: list[Resources], limits: list[Resources]
     ) -> None:
         self._cluster = cluster
         self._settings = cluster.policy.spec.estimation

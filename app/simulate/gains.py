@@ -46,6 +46,7 @@ from app.rebalance import (
     Planned,
     PlannedEviction,
     judge,
+    judged_move,
 )
 
 __all__ = ["NOISE_SHARE", "EvictionGains", "MoveMemory"]
@@ -213,15 +214,6 @@ class MoveMemory:
         for node, round_t_s, judgement, _count in gains.judged_moves:
             made = self._made.pop((node, round_t_s), None)
             if made is not None:
-                self.judged.append(
-                    dataclasses.replace(
-                        made,
-                        outcome=judgement.outcome.value,
-                        judged_at_s=now_s,
-                        cooling=judgement.cooling,
-                        attributed=judgement.attributed,
-                        reason=judgement.reason,
-                    )
-                )
+                self.judged.append(judged_move(made, judgement, now_s))
         gains.judged_moves.clear()
         self.judged = [m for m in self.judged if m.round_s >= now_s - _MOVES_KEPT_S]

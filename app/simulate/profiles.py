@@ -168,8 +168,9 @@ class SlotUsage:
             if not isinstance(w.usage, ConstantUsage | SpikyUsage)
         ]
         bases = [base_usage(w.usage, 0.0) for w in scenario.workloads]
-        self._cpu = _Unspiked([b[0] for b in bases], self._changing, self._cpu_factor, self)
-        self._memory = _Unspiked([b[1] for b in bases], self._changing, self._mem_factor, self)
+        cpu_bases, memory_bases = [b[0] for b in bases], [b[1] for b in bases]
+        self._cpu = _Unspiked(cpu_bases, self._changing, self._cpu_factor, self.workload_of)
+        self._memory = _Unspiked(memory_bases, self._changing, self._mem_factor, self.workload_of)
         # With no usage depending on time and none spiking, the one draw of every step.
         self._every_step: tuple[FloatArray, FloatArray] | None = None
 
@@ -253,12 +254,16 @@ class _Unspiked:
     while the other one changes (a diurnal profile without memory amplitude)."""
 
     def __init__(
-        self, bases: list[float], changing: list[int], factor: FloatArray, slots: SlotUsage
+        self,
+        bases: list[float],
+        changing: list[int],
+        factor: FloatArray,
+        workload_of: npt.NDArray[np.int64],
     ) -> None:
         self._bases = bases  # per workload; those of ``changing`` are set per step
         self._changing = changing
         self._factor = factor
-        self._workload_of = slots.workload_of
+        self._workload_of = workload_of
         self._last: tuple[list[float], FloatArray] | None = None
 
     def drawn(self, changing: list[float]) -> FloatArray:

@@ -23,6 +23,9 @@ from app.objects import Demand, Resources, effective_demand, parse_quantity, req
 from app.policy import DurationS, Policy, PolicyError, default_policy, policy_from_mapping
 from app.rebalance import DeschedulerConfig, config_from_mapping
 
+# What the package's front offers; the simulator's own modules import the rest by name.
+__all__ = ["ScenarioError", "scenario_from_mapping"]
+
 BUILTIN_PACKAGE = "app.simulate.scenarios"
 
 

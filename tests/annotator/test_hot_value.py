@@ -50,7 +50,7 @@ class Pods:
                 HotValuePolicy.model_validate({"timeRange": "1m", "count": 2}),
             ]
         )
-        self.observer = BindingObserver(windows, clock, synced=lambda: self.synced)
+        self.observer = BindingObserver(windows, clock, pod_watch=self)
 
     def set(self, name: str, uid: str, node: str | None) -> bool:
         new = PodPlacement(uid, node)

@@ -57,7 +57,7 @@ def tainted_after_one_idle_pod(measured: int | None) -> list[str]:
     recent = RecentPods(default_policy().spec.estimation)
     clock = [NOW_S - 60]
     observer = BindingObserver(
-        BindingWindows(()), lambda: clock[0], synced=lambda: True, recent=recent
+        BindingWindows(()), lambda: clock[0], recent=recent
     )
     idle = Resources(0.001, 0.0)
     pending = PodPlacement("u-idle", None, idle, Resources(), workload=BURNER)

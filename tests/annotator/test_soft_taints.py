@@ -509,7 +509,7 @@ def test_recent_pods_keep_only_live_pods_bound_within_max_age() -> None:
     recent = RecentPods(estimation)
     now = [1000.0]
     observer = BindingObserver(
-        BindingWindows(()), lambda: now[0], synced=lambda: True, recent=recent
+        BindingWindows(()), lambda: now[0], recent=recent
     )
     demand = Resources(0.5, 2.0**30)
     pending = PodPlacement("u1", None, demand, demand)

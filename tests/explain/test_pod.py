@@ -250,7 +250,7 @@ def test_every_verdict_and_score_is_the_extender_tables(
     )  # fmt: skip
     explanation = explained(nodes, pods, pod=pod)
     answer = verdicts(explanation)
-    ledger = Ledger(lambda: POLICY, lambda _result: None)
+    ledger = Ledger(POLICY, lambda _result: None, clock=lambda: NOW_S)
     table = NodeTable(POLICY, clock=lambda: NOW_S, ledger=ledger)
     for info in nodes:
         ledger.set_allocatable(info.name, info.allocatable)

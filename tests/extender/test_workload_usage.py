@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from app.extender.extender import Extender
 from app.extender.request_pod import request_pod_workload
 from app.extender.verbs import Outcome, parse_args
-from app.extender.workload_usage import WorkloadUsageFollower
+from app.extender.workload_usage import WorkloadUsageFollower, WorkloadUsageSource
 from app.kube import WORKLOAD_USAGE_NAME, WorkloadUsageStore
 from app.kube.client import client_for_server
 from app.kube.nodes import NodeCache
@@ -83,11 +83,10 @@ def test_only_a_fresh_readable_document_is_followed(
 
     def follower_of(store: WorkloadUsageStore) -> WorkloadUsageFollower:
         return WorkloadUsageFollower(
-            store,
+            WorkloadUsageSource(store, max_age_s=600.0),
             clock=time.time,
             on_change=lambda: changes.append(1),
             on_read=reads.append,
-            max_age_s=600.0,
         )
 
     follower = refresh(fake_kube, follower_of)
@@ -135,37 +134,36 @@ def test_a_document_is_cut_at_its_bound_most_pods_first() -> None:
     assert len(text) < 512 * 1024  # a ConfigMap holds at most 1 MiB
 
 
-class StaticFollower(WorkloadUsageFollower):
-    """A follower whose document is set by the test (no API server)."""
+class StaticFollower:
+    """The extender's follower, its document set by the test (no API server)."""
 
-    def __init__(self, clock: Clock) -> None:
-        super().__init__(
-            WorkloadUsageStore(client_for_server("http://127.0.0.1:9"), NAMESPACE), clock=clock
-        )
+    def __init__(self, follower: WorkloadUsageFollower | None) -> None:
+        assert follower is not None
+        self.follower = follower
 
     def publish(
         self, workloads: dict[str, Resources], pods: dict[str, int] | None = None
     ) -> None:
         """``pods``: how many running pods each was measured on (10 where not said)."""
         measured = {workload: 10 for workload in workloads} if pods is None else pods
-        self._adopt(MappingProxyType(workloads), time.time(), "ok", "", measured)
+        self.follower._adopt(MappingProxyType(workloads), time.time(), "ok", "", measured)
 
     def go_stale(self) -> None:
-        self._adopt(MappingProxyType({}), None, "stale", "test")
+        self.follower._adopt(MappingProxyType({}), None, "stale", "test")
 
 
 def make_extender(clock: Clock) -> tuple[Extender, StaticFollower]:
     client = client_for_server("http://127.0.0.1:9")  # never contacted: caches fed by hand
     pod_cache: PodCache[ScheduledPod] = PodCache(client, scheduled_pod)
-    follower = StaticFollower(clock)
     extender = Extender(
         default_policy(),
         node_cache=NodeCache(client),
         pod_cache=pod_cache,
         clock=clock,
         registry=CollectorRegistry(),
-        workload_usage=follower,
+        workload_usage=WorkloadUsageSource(WorkloadUsageStore(client, NAMESPACE)),
     )
+    follower = StaticFollower(extender.workload_usage)
     for name in ("cool", "warm"):
         set_node(extender, name, usage(0.15, clock() - 30))
     return extender, follower

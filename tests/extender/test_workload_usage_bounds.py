@@ -55,11 +55,11 @@ def follow_document(fake_kube: FakeKube, follower: StaticFollower, entries: dict
 
     async def read() -> None:
         async with fake_kube.async_client() as client:
-            follower._store = WorkloadUsageStore(client, NAMESPACE)
-            await follower.refresh()
+            follower.follower._store = WorkloadUsageStore(client, NAMESPACE)
+            await follower.follower.refresh()
 
     asyncio.run(read())
-    assert follower.state == "ok"
+    assert follower.follower.state == "ok"
 
 
 def bind_wave(extender: Any, at_s: float, count: int = len(NODES)) -> None:

@@ -96,7 +96,7 @@ def scheduled_pods(
 
 def extender_entries(nodes: list[tuple[dict[str, str], Resources, list[PlacedPod]]]) -> NodeTable:
     """The extender's table, fed through its ledger as the pod and node caches feed it."""
-    ledger = Ledger(lambda: POLICY, lambda _ended: None)
+    ledger = Ledger(POLICY, lambda _ended: None, clock=time.time)
     table = NodeTable(POLICY, clock=lambda: NOW, ledger=ledger)
     for index, (_, size, _) in enumerate(nodes):
         ledger.set_allocatable(f"node-{index}", size)

@@ -72,7 +72,7 @@ def test_the_presets_are_the_autoscalers_defaults_and_settings_override_them() -
 def test_nodes_under_the_threshold_are_drained_after_the_unneeded_time_and_not_before() -> None:
     # 4 pods of 1 CPU on 4 nodes of 8: every node is at 12.5 % of requests, all movable.
     cluster = simulate(scenario())
-    run = cluster.run
+    run = cluster.state.run
     assert run.nodes_up[0] == 4
     # Nothing goes in the first 10 minutes; then one node with pods at a time.
     assert all(up == 4 for up in run.nodes_up[:20])
@@ -89,7 +89,7 @@ def test_nodes_under_the_threshold_are_drained_after_the_unneeded_time_and_not_b
 
 def test_empty_nodes_go_together_and_min_nodes_is_kept() -> None:
     cluster = simulate(scenario({"minNodes": 2}, workloads=[]))
-    run = cluster.run
+    run = cluster.state.run
     assert run.nodes_up[19] == 4
     assert run.nodes_up[20] == 2
     assert run.nodes_up[-1] == 2
@@ -106,10 +106,10 @@ def test_a_node_above_the_threshold_stays() -> None:
         }
     ]
     cluster = simulate(scenario(workloads=workloads))
-    assert set(cluster.run.nodes_up) == {4}
+    assert set(cluster.state.run.nodes_up) == {4}
     # Karpenter's WhenEmptyOrUnderutilized removes a node whose pods fit elsewhere.
     karpenter = simulate(scenario({"preset": "karpenter"}, workloads=workloads))
-    assert karpenter.run.nodes_up[-1] < 4
+    assert karpenter.state.run.nodes_up[-1] < 4
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ def test_a_node_above_the_threshold_stays() -> None:
 def test_a_pod_that_opted_out_keeps_its_node(annotations: dict[str, str]) -> None:
     document = scenario()
     document["workloads"][0]["annotations"] = annotations
-    run = simulate(document).run
+    run = simulate(document).state.run
     assert run.nodes_up[-1] == 4
     assert run.evictions == []
 
@@ -145,7 +145,7 @@ def test_a_node_with_scale_down_disabled_is_never_removed() -> None:
 def test_a_budget_that_allows_no_disruption_keeps_the_node() -> None:
     document = scenario()
     document["workloads"][0]["pdb"] = {"maxUnavailable": 0}
-    run = simulate(document).run
+    run = simulate(document).state.run
     assert run.nodes_up[-1] == 4
     assert run.evictions == []
 
@@ -164,7 +164,7 @@ def test_pending_pods_wake_a_node_from_its_template_after_the_provisioning_delay
         }
     )
     cluster = simulate(document)
-    run, autoscaler = cluster.run, autoscaler_of(cluster)
+    run, autoscaler = cluster.state.run, autoscaler_of(cluster)
     assert run.nodes_up[39] == 1  # 19m30s
     assert run.nodes_up[40] == 3  # two new nodes, paid for from the decision
     bound_at = sorted(p.t_s for p in run.placements if p.t_s >= 1200.0)
@@ -200,12 +200,12 @@ def test_a_pod_held_back_by_the_load_filter_alone_wakes_no_node() -> None:
     )
     cluster = simulate(document, "loadaware+autoscaler")
     assert autoscaler_of(cluster).scale_ups == 0
-    assert summarise(cluster.run).pending_at_end == 2
+    assert summarise(cluster.state.run).pending_at_end == 2
 
 
 def test_node_hours_count_the_nodes_running_or_provisioning() -> None:
     without = SimulatedCluster(load(scenario()), plan_for("default")).simulate()
-    with_it = simulate(scenario()).run
+    with_it = simulate(scenario()).state.run
     before, after = summarise(without), summarise(with_it)
     assert before.node_hours == pytest.approx(4 * 40 / 60)
     assert after.node_hours == pytest.approx(sum(with_it.nodes_up) * 30 / 3600)
@@ -235,7 +235,7 @@ def test_the_diurnal_scenario_saves_node_hours_at_night() -> None:
     assert scaled.pdb_violations == 0
     assert scaled.pending_at_end == 0
     # The nodes come back for the day's peak, and go again at night.
-    up = cluster.run.nodes_up
+    up = cluster.state.run.nodes_up
     steps_per_h = 60
     assert max(up[10 * steps_per_h : 16 * steps_per_h]) > max(up[2 * steps_per_h : 5 * steps_per_h])
 
@@ -256,11 +256,11 @@ def test_consolidation_drains_a_node_the_autoscaler_then_removes() -> None:
                         duration="90m")  # fmt: skip
     document["descheduler"] = {"interval": "2m", "workloadCooldown": "2m"}
     alone = simulate(document, "loadaware+autoscaler")
-    assert set(alone.run.nodes_up) == {4}
+    assert set(alone.state.run.nodes_up) == {4}
     consolidated = simulate(document, "loadaware+consolidate+autoscaler")
-    run = consolidated.run
+    run = consolidated.state.run
     assert run.nodes_up[-1] < 4
-    assert summarise(run).node_hours < summarise(alone.run).node_hours
+    assert summarise(run).node_hours < summarise(alone.state.run).node_hours
     assert summarise(run).pdb_violations == 0
     assert summarise(run).pending_at_end == 0
     # consolidation's evictions emptied the nodes; the autoscaler's had none to make
@@ -280,7 +280,7 @@ def test_consolidation_evicts_nothing_where_no_node_can_be_freed() -> None:
     ]
     document = scenario(workloads=workloads)
     document["descheduler"] = {"interval": "2m"}
-    run = simulate(document, "loadaware+consolidate+autoscaler").run
+    run = simulate(document, "loadaware+consolidate+autoscaler").state.run
     assert run.evictions == []
     assert set(run.nodes_up) == {4}
 
@@ -313,7 +313,7 @@ def test_a_drained_node_takes_no_pod_until_its_drain_is_abandoned() -> None:
     cluster.simulate()
     abandoned_s = autoscaler.abandon_after_s
     assert abandoned_s == 1800.0
-    on_kept = [p.t_s for p in cluster.run.placements if p.node == 0]
+    on_kept = [p.t_s for p in cluster.state.run.placements if p.node == 0]
     assert on_kept  # it takes pods again once the drain is given up ...
     assert min(on_kept) >= abandoned_s  # ... and none before
     assert bool(autoscaler.running[0])

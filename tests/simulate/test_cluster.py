@@ -25,18 +25,18 @@ def run_small(policy: str, seed: int) -> SimulatedCluster:
 def test_a_scenario_is_deterministic_under_its_seed() -> None:
     for policy in available():
         first, second = run_small(policy, 7), run_small(policy, 7)
-        assert first.run.placements == second.run.placements
-        assert summarise(first.run) == summarise(second.run)
-        assert (first.run.cpu_utilisation == second.run.cpu_utilisation).all()
+        assert first.state.run.placements == second.state.run.placements
+        assert summarise(first.state.run) == summarise(second.state.run)
+        assert (first.state.run.cpu_utilisation == second.state.run.cpu_utilisation).all()
 
 
 def test_another_seed_gives_another_run() -> None:
     first, second = run_small("crane", 7), run_small("crane", 8)
-    assert (first.run.cpu_utilisation != second.run.cpu_utilisation).any()
+    assert (first.state.run.cpu_utilisation != second.state.run.cpu_utilisation).any()
 
 
 def test_every_policy_sees_the_same_demand() -> None:
-    runs = [run_small(policy, 3).run for policy in available()]
+    runs = [run_small(policy, 3).state.run for policy in available()]
     # Summed per node in float32, in an order that depends on placement: equal to 1e-6.
     totals = [float(r.cpu_utilisation.sum(axis=1)[-1] * 8) for r in runs]
     assert max(totals) - min(totals) <= 1e-6 * max(totals)
@@ -113,15 +113,15 @@ def test_each_steps_utilisation_is_the_demand_of_the_pods_bound_in_that_step(
         + [(e.t_s, 1, i, e.slot, -1) for i, e in enumerate(run.evictions)]
         + [(p.t_s, 2, i, p.slot, p.node) for i, p in enumerate(run.placements)]
     )
-    node_of = [-1] * cluster.usage.slots
+    node_of = [-1] * cluster.state.usage.slots
     for step, t_s in enumerate(run.times_s.tolist()):
         while events and events[0][0] <= t_s:
             _, _, _, slot, node = events.pop(0)
             node_of[slot] = node
-        usage = cluster.usage.at(step, t_s)
+        usage = cluster.state.usage.at(step, t_s)
         for got, used, allocatable in (
-            (run.cpu_utilisation, usage[0], cluster.allocatable_cpu),
-            (run.memory_utilisation, usage[1], cluster.allocatable_memory),
+            (run.cpu_utilisation, usage[0], cluster.state.allocatable_cpu),
+            (run.memory_utilisation, usage[1], cluster.state.allocatable_memory),
         ):
             demand = [0.0] * len(allocatable)
             for slot, node in enumerate(node_of):

@@ -24,15 +24,16 @@ def crane_cluster(**crane: Any) -> SimulatedCluster:
 
 def test_crane_writes_its_hot_value_only_on_its_node_sync() -> None:
     cluster = crane_cluster()
-    assert cluster.pipeline.hot_value_interval_s == 180.0  # the default policy's 3m
+    assert cluster.state.pipeline.hot_value_interval_s == 180.0  # the default policy's 3m
     cluster.simulate()
-    written = cluster.pipeline.hot_written_at_s[~np.isnan(cluster.pipeline.hot_written_at_s)]
+    written_at_s = cluster.state.pipeline.hot_written_at_s
+    written = written_at_s[~np.isnan(written_at_s)]
     assert len(written) > 0
     assert np.all(np.mod(written, 180.0) == 0)
     loadaware = SimulatedCluster(load(small()), plan_for("loadaware"))
-    assert loadaware.pipeline.hot_value_interval_s == 30.0
+    assert loadaware.state.pipeline.hot_value_interval_s == 30.0
     switched = crane_cluster(hotValueOnNodeSync=False)
-    assert switched.pipeline.hot_value_interval_s == 30.0
+    assert switched.state.pipeline.hot_value_interval_s == 30.0
 
 
 def test_crane_scores_as_a_plugin_at_weight_3_beside_the_default_plugins() -> None:
@@ -44,10 +45,10 @@ def test_crane_scores_as_a_plugin_at_weight_3_beside_the_default_plugins() -> No
     # It picks among the best of default plugins + 3 x the 0..100 load score.
     load_filter.score[:] = [10, 90, 50, 0]  # crane's view, over whatever the plugins say
     load_filter.rescored.update(range(4))  # as evaluating the nodes tells the scheduler
-    pod = cluster.shapes[1]
-    feasible = cluster.requests.fits(pod) & load_filter.passes
+    pod = cluster.state.shapes[1]
+    feasible = cluster.state.requests.fits(pod) & load_filter.passes
     assert feasible.any()
-    total = cluster.requests.scores(pod) + load_filter.score * 3
+    total = cluster.state.requests.scores(pod) + load_filter.score * 3
     best = set(np.flatnonzero(feasible & (total == total[feasible].max())).tolist())
     assert cluster.scheduler.choose(pod) in best
     assert best == {1} or not feasible[1]
@@ -69,8 +70,8 @@ def test_crane_scores_a_metric_without_fresh_data_as_fully_used() -> None:
     assert ours.load_score == int((0.8 * 0.2 + 0.25 * 0.3) * 2 * 100 / 2.0)
     assert theirs.load_score == int((0.8 * 0.2) * 2 * 100 / 2.0)
     assert theirs.load_score < ours.load_score
-    assert crane_cluster().policy.missing_scored_as_full
-    assert not crane_cluster(missingDataAsFull=False).policy.missing_scored_as_full
+    assert crane_cluster().state.policy.missing_scored_as_full
+    assert not crane_cluster(missingDataAsFull=False).state.policy.missing_scored_as_full
 
 
 def test_with_every_switch_off_crane_is_loadaware_without_its_estimate() -> None:

@@ -124,7 +124,7 @@ def test_the_descheduler_cools_the_hot_node_under_its_threshold_without_thrashin
     assert without.cpu_utilisation[last_20m, hot].min() > 0.65
     assert run_.cpu_utilisation[last_20m].max() <= 0.65  # targetThresholds.cpu
     assert 1 <= len(run_.evictions) <= 6  # web pods use 1 CPU: ~3 must go
-    cooldown_s = cluster.scenario.descheduler_config().workload_cooldown
+    cooldown_s = cluster.state.scenario.descheduler_config().workload_cooldown
     by_slot: dict[int, list[float]] = {}
     for eviction in run_.evictions:
         by_slot.setdefault(eviction.slot, []).append(eviction.t_s)
@@ -178,7 +178,7 @@ def test_the_drifting_hot_spot_builtin_ends_under_the_target_and_moves_each_pod_
 ) -> None:
     cluster = SimulatedCluster(load_scenario("drifting-hot-spot"), plan_for(policy))
     run_ = cluster.simulate()
-    target = cluster.scenario.descheduler_config().target_thresholds["cpu"] / 100
+    target = cluster.state.scenario.descheduler_config().target_thresholds["cpu"] / 100
     last_hour = slice(-120, None)
     assert run_.cpu_utilisation[last_hour].max() <= target + 0.005
     slots = [eviction.slot for eviction in run_.evictions]
@@ -191,27 +191,27 @@ def test_the_view_kept_between_rounds_matches_the_cluster_at_every_round() -> No
     rebalancer = cluster.rebalancer
     assert isinstance(rebalancer, PlannerRebalancer)
     checked = 0
-    for step in range(cluster.scenario.steps):
+    for step in range(cluster.state.scenario.steps):
         cluster.step(step)
-        t_s = step * cluster.scenario.step_s
+        t_s = step * cluster.state.scenario.step_s
         if step % 7:
             continue
-        view, slot_of = rebalancer._view(t_s, cluster.pipeline.epoch_s + t_s)
-        bound = np.flatnonzero(cluster.node_of >= 0).tolist()
+        view, slot_of = rebalancer._view(t_s, cluster.state.pipeline.epoch_s + t_s)
+        bound = np.flatnonzero(cluster.state.node_of >= 0).tolist()
         assert {(p.uid, p.node_name) for p in view.pods.values()} == {
-            (f"{s}-{rebalancer._generation[s]}", cluster.node_names[cluster.node_of[s]])
+            (f"{s}-{rebalancer._generation[s]}", cluster.state.node_names[cluster.state.node_of[s]])
             for s in bound
         }
         assert sorted(slot_of.values()) == bound
-        for i, name in enumerate(cluster.node_names):
+        for i, name in enumerate(cluster.state.node_names):
             assert view.nodes[name].annotations == fresh_annotations(cluster, i)
         checked += 1
     assert checked > 10
-    assert cluster.run.evictions
+    assert cluster.state.run.evictions
 
 
 def fresh_annotations(cluster: SimulatedCluster, node: int) -> dict[str, str]:
-    pipeline = cluster.pipeline
+    pipeline = cluster.state.pipeline
     written_at_s = pipeline.written_at_s
     result = {
         metric: format_usage(float(values[node]), EPOCH_S + float(written_at_s[metric][node]))

@@ -78,14 +78,15 @@ def test_the_estimate_is_the_production_rule_for_pods_no_sample_covers() -> None
     def check(sim: SimulatedCluster, placement: Any) -> None:
         t_s = placement.t_s
         node = placement.node
-        samples = sim.pipeline.freshest_sample_s(node)
+        samples = sim.state.pipeline.freshest_sample_s(node)
         sample_s = max(samples.values()) if samples else -np.inf
         since = [
             slot
-            for slot in np.flatnonzero(sim.node_of == node).tolist()
-            if sample_s - sim.bound_at_s[slot] < 300.0 and t_s < sim.bound_at_s[slot] + 300.0
+            for slot in np.flatnonzero(sim.state.node_of == node).tolist()
+            if sample_s - sim.state.bound_at_s[slot] < 300.0
+            and t_s < sim.state.bound_at_s[slot] + 300.0
         ]
-        ties.extend(slot for slot in since if sim.bound_at_s[slot] == sample_s)
+        ties.extend(slot for slot in since if sim.state.bound_at_s[slot] == sample_s)
         unsampled = estimate.unsampled(node, t_s) or {}
         # Limit 1 CPU x the default factor 0.85, over 8 CPU, per pod not yet sampled.
         seen.append((unsampled.get("cpu", 0.0), len(since) * 0.85 / 8))

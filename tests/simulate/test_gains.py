@@ -141,7 +141,7 @@ def test_the_simulated_descheduler_backs_off_where_its_evictions_did_not_help() 
         if skipped.code is SkipCode.BACKED_OFF
     ]
     assert backed_off
-    epoch_s = cluster.pipeline.epoch_s
+    epoch_s = cluster.state.pipeline.epoch_s
     for t_s, skipped in backed_off:
         earlier = [m for m in rebalancer.moves.judged if (m.judged_at_s or 0.0) <= epoch_s + t_s]
         if skipped.reason.startswith("workload "):  # its workload's moves did not help

@@ -47,7 +47,7 @@ def rounds_after_first_miss(cluster: SimulatedCluster, run: Run) -> int:
     """The descheduler's rounds with evictions after its first non-helping judgement."""
     rebalancer = cluster.rebalancer
     assert isinstance(rebalancer, PlannerRebalancer)
-    epoch_s = cluster.pipeline.epoch_s
+    epoch_s = cluster.state.pipeline.epoch_s
     misses = [
         (move.judged_at_s or 0.0) - epoch_s
         for move in rebalancer.moves.judged

@@ -144,8 +144,8 @@ def test_a_scenario_policy_filtering_on_p95_simulates_with_every_window_on_every
     cluster = SimulatedCluster(scenario, plan_for("loadaware"))
     run = cluster.simulate()
     assert run.placements
-    for node in range(len(cluster.node_names)):
-        written = cluster.pipeline.annotations(node)
+    for node in range(len(cluster.state.node_names)):
+        written = cluster.state.pipeline.annotations(node)
         read = {m: parse_usage(written[m]) for m in (*PERCENTILES, "cpu_usage_max_avg_1h")}
         values = {m: s.value for m, s in read.items() if s is not None}
         assert len(values) == len(read), written

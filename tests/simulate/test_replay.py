@@ -45,9 +45,9 @@ def _document(**changes: Any) -> dict[str, Any]:
 def test_the_replay_starts_from_the_real_placement_with_each_replicas_spread() -> None:
     scenario = scenario_from_mapping(_document(), "test")
     cluster = SimulatedCluster(scenario, plan_for("default"))
-    assert cluster.node_names == ["alpha", "beta", "gamma"]
-    assert cluster.node_of.tolist() == [0, 0, 1]
-    assert cluster.bound_at_s.tolist() == [PRE_BOUND_S] * 3
+    assert cluster.state.node_names == ["alpha", "beta", "gamma"]
+    assert cluster.state.node_of.tolist() == [0, 0, 1]
+    assert cluster.state.bound_at_s.tolist() == [PRE_BOUND_S] * 3
     run = cluster.simulate()
     # Step 0: alpha holds the 0.5 and 1.5 replicas, beta the 1.0 one, gamma nothing.
     assert run.cpu_utilisation[0].tolist() == pytest.approx([0.2, 0.1, 0.0])
@@ -83,7 +83,7 @@ def test_a_workload_that_scales_down_and_up_again_gets_new_pending_pods() -> Non
     assert len(run.deletions) == 2
     back = [p for p in run.placements if p.t_s >= 1200.0]
     assert sorted(p.slot for p in back) == [1, 2]
-    assert np.all(cluster.node_of >= 0)
+    assert np.all(cluster.state.node_of >= 0)
 
 
 @pytest.mark.parametrize(

@@ -114,21 +114,21 @@ def test_the_annotator_taints_what_the_rule_says_from_the_annotations_the_extend
 ):
     cluster = SimulatedCluster(load(busy_and_scaled_up()), plan_for("default+taints"))
     assert cluster.soft_taints is not None
-    for step in range(int(cluster.scenario.steps)):
+    for step in range(int(cluster.state.scenario.steps)):
         cluster.step(step)
-        t_s = step * cluster.scenario.step_s
+        t_s = step * cluster.state.scenario.step_s
         rounds = cluster.soft_taints.rounds
         if not rounds or rounds[-1].t_s != t_s:
             continue
         # Judged again here, from the annotations as they stand and the extender's
         # estimate of the pods bound since: the same verdicts.
-        now_s = cluster.pipeline.epoch_s + t_s
+        now_s = cluster.state.pipeline.epoch_s + t_s
         margin = cluster.soft_taints.settings.release_margin
         assert cluster.estimate is not None
-        for node, name in enumerate(cluster.node_names):
-            annotations = cluster.pipeline.annotations(node)
+        for node, name in enumerate(cluster.state.node_names):
+            annotations = cluster.state.pipeline.annotations(node)
             unsampled = cluster.estimate.unsampled(node, t_s)
-            heat = judge_node(annotations, cluster.policy, now_s, margin, unsampled)
+            heat = judge_node(annotations, cluster.state.policy, now_s, margin, unsampled)
             decision = rounds[-1].decision.decisions.get(name)
             if decision is None:  # left unread: it must not have been hot
                 assert heat.heat is not Heat.HOT, (t_s, name)
@@ -139,7 +139,7 @@ def test_the_annotator_taints_what_the_rule_says_from_the_annotations_the_extend
             if heat.heat is Heat.UNKNOWN:
                 assert not cluster.soft_taints.tainted[node], (t_s, name)
         assert cluster.soft_taints.tainted.tolist() == [
-            name in rounds[-1].decision.tainted for name in cluster.node_names
+            name in rounds[-1].decision.tainted for name in cluster.state.node_names
         ]
     # The busy nodes were tainted once their 5-minute averages were written, and kept.
     first = next(r for r in cluster.soft_taints.rounds if r.decision.tainted)
@@ -170,25 +170,26 @@ def test_every_heat_a_sync_keeps_is_the_heat_judged_afresh(name: str) -> None:
     taints, estimate = cluster.soft_taints, cluster.estimate
     assert taints is not None
     assert estimate is not None
-    margin, policy = taints.settings.release_margin, cluster.policy
-    index = {name: node for node, name in enumerate(cluster.node_names)}
+    margin, policy = taints.settings.release_margin, cluster.state.policy
+    index = {name: node for node, name in enumerate(cluster.state.node_names)}
     sync = taints.sync
     judged: list[str] = []
 
     def sync_and_judge_afresh(t_s: float) -> SoftTaints:
         memory = taints.rounds[-1].decision.warm_at_s if taints.rounds else {}
         decision = sync(t_s)
-        now_s = cluster.pipeline.epoch_s + t_s
-        nodes = len(cluster.node_names)
+        now_s = cluster.state.pipeline.epoch_s + t_s
+        nodes = len(cluster.state.node_names)
         assert decision == decide_soft_taints(taints.heats, memory, now_s, taints.settings, nodes)
         wave = wave_of(estimate.recent_pods(t_s), policy, now_s)
         for node_name, heat in taints.heats.items():
             node = index[node_name]
             allocatable = Resources(
-                float(cluster.allocatable_cpu[node]), float(cluster.allocatable_memory[node])
+                float(cluster.state.allocatable_cpu[node]),
+                float(cluster.state.allocatable_memory[node]),
             )
             fresh = judge_node(
-                cluster.pipeline.annotations(node),
+                cluster.state.pipeline.annotations(node),
                 policy,
                 now_s,
                 margin,
@@ -212,8 +213,8 @@ def test_no_pod_lands_on_a_tainted_node_while_an_untainted_one_fits() -> None:
     def check(sim: SimulatedCluster, placement: Placement) -> None:
         assert sim.soft_taints is not None
         if sim.soft_taints.tainted[placement.node]:
-            shape = sim.shapes[int(sim.usage.workload_of[placement.slot])]
-            if (sim.requests.fits(shape) & ~sim.soft_taints.tainted).any():
+            shape = sim.state.shapes[int(sim.state.usage.workload_of[placement.slot])]
+            if (sim.state.requests.fits(shape) & ~sim.soft_taints.tainted).any():
                 landed_tainted.append(placement)
 
     cluster.on_placement = check
@@ -243,16 +244,16 @@ def test_a_wave_gets_its_node_tainted_while_it_is_still_arriving() -> None:
     for step in range(int(scenario.steps)):
         cluster.step(step)
         t_s = step * scenario.step_s
-        now_s = cluster.pipeline.epoch_s + t_s
+        now_s = cluster.state.pipeline.epoch_s + t_s
         for node in np.flatnonzero(taints.tainted & ~tainted_before).tolist():
-            annotations = cluster.pipeline.annotations(node)
-            alone = judge_node(annotations, cluster.policy, now_s, margin)
+            annotations = cluster.state.pipeline.annotations(node)
+            alone = judge_node(annotations, cluster.state.policy, now_s, margin)
             if alone.heat is not Heat.HOT:
                 early.append((t_s, node))
         tainted_before = taints.tainted.copy()
     assert early, "no node was tainted on its estimate"
     t_s, node = early[0]
-    later = [p for p in cluster.run.placements if t_s <= p.t_s <= t_s + 120]
+    later = [p for p in cluster.state.run.placements if t_s <= p.t_s <= t_s + 120]
     assert later, "the wave was over before the taint"
     assert all(p.node != node for p in later)
 

@@ -96,25 +96,25 @@ def test_the_next_pod_of_an_under_requested_workload_is_estimated_at_its_usage()
     cluster.simulate()
     names = [w.name for w in scenario.workloads]
     cpusvc, memsvc = names.index("cpusvc"), names.index("memsvc")
-    published = cluster.workload_usage
+    published = cluster.state.workload_usage
     assert published is not None
     observed = published.observed(cpusvc)
     assert observed is not None
     assert 0.6 < observed.cpu_cores < 1.7
     requests, limits = scenario.workloads[cpusvc].pod_requests_and_limits
-    expected = estimate_scheduled(requests, limits, cluster.policy.spec.estimation, observed)
-    assert cluster.shapes[cpusvc].estimate_cpu_cores == pytest.approx(expected.cpu_cores)
-    assert cluster.shapes[cpusvc].estimate_cpu_cores == pytest.approx(observed.cpu_cores)
-    assert cluster.shapes[memsvc].estimate_cpu_cores == pytest.approx(0.085)
+    expected = estimate_scheduled(requests, limits, cluster.state.policy.spec.estimation, observed)
+    assert cluster.state.shapes[cpusvc].estimate_cpu_cores == pytest.approx(expected.cpu_cores)
+    assert cluster.state.shapes[cpusvc].estimate_cpu_cores == pytest.approx(observed.cpu_cores)
+    assert cluster.state.shapes[memsvc].estimate_cpu_cores == pytest.approx(0.085)
 
 
 def test_crane_and_a_policy_without_workload_usage_publish_nothing() -> None:
     scenario = load_scenario(WAVES).model_copy(update={"seed": 1, "duration_s": 1800.0})
-    assert SimulatedCluster(scenario, plan_for("crane")).workload_usage is None
+    assert SimulatedCluster(scenario, plan_for("crane")).state.workload_usage is None
     document: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_YAML)
     document["spec"]["estimation"] = {"workloadUsage": False}
     off = scenario.model_copy(update={"policy": document})
-    assert SimulatedCluster(off, plan_for("loadaware")).workload_usage is None
+    assert SimulatedCluster(off, plan_for("loadaware")).state.workload_usage is None
 
 
 def harm(run: Run) -> float:
@@ -233,9 +233,9 @@ def test_no_more_pods_of_a_wave_are_raised_at_once_than_its_workload_had_measure
 
     def decide(slot: int, bound_at_s: float) -> None:
         original(slot, bound_at_s)
-        published = cluster.workload_usage
+        published = cluster.state.workload_usage
         assert published is not None
-        if cluster.usage.workload_of.item(slot) == cpusvc:
+        if cluster.state.usage.workload_of.item(slot) == cpusvc:
             held = [e for e in estimate._raises._ends.get(cpusvc, ()) if e > bound_at_s]
             seen_cap.append((len(held), published.pods.item(cpusvc)))
 
