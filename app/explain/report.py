@@ -26,8 +26,8 @@ from typing import Any
 
 from app.commandline import EXIT_FAILED, EXIT_OK, add_flag, duration, positive_number, usage_error
 from app.explain.report_measures import History, minutes_above, restarts_by
-from app.kube import STATE_NAME as DEFAULT_STATE_NAME
 from app.kube import POLICY_CONFIGMAP
+from app.kube import STATE_NAME as DEFAULT_STATE_NAME
 from app.objects import MoveRecord, PodInfo
 from app.prom import add_prometheus_flags, label_matchers, prometheus_settings_from_args
 
