@@ -103,17 +103,7 @@ def load_config(path: Path) -> DeschedulerConfig:
     from app.documents import read_file
     from app.rebalance import ConfigError, config_from_yaml
 
-    config = config_from_yaml(*read_file(path, "configuration", ConfigError))
-    if config.consolidation.enabled:
-        # Planned and measured in the simulator only: a live drain also needs its taint
-        # kept and given back across runs, which this release does not do yet.
-        raise ConfigError(
-            f"{path}: consolidation.enabled: true: the descheduler does not drain nodes "
-            "in this release; `loadaware simulate NAME --policies "
-            "default+autoscaler,loadaware+consolidate+autoscaler` shows what it would "
-            "save. Set it to false."
-        )
-    return config
+    return config_from_yaml(*read_file(path, "configuration", ConfigError))
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -157,10 +147,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def print_report(report: RunReport, out: TextIO) -> None:
-    from app.rebalance import render_plan
+    from app.rebalance import render_consolidation, render_plan
 
     if report.plan is not None:
         out.write(render_plan(report.plan))
+    if report.consolidation is not None:
+        out.write("\n" + render_consolidation(report.consolidation))
     if report.outcomes:
         out.write("\noutcomes:\n")
         for key, outcome in report.outcomes.items():

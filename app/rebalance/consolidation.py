@@ -62,6 +62,7 @@ class NodeDrain:
     node: str
     reason: str
     evictions: tuple[PlannedEviction, ...]
+    continued: bool = False  # drained since an earlier run (it carries the drain taint)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ class KeptNode:
 class ConsolidationPlan:
     drains: list[NodeDrain] = field(default_factory=list)
     kept: list[KeptNode] = field(default_factory=list)
+    # drains given up: their taint goes, the node takes pods again (``abandon_reason``)
+    abandoned: list[KeptNode] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -91,9 +94,7 @@ def goes_with_node(pod: PodInfo) -> bool:
     return daemon or pod.is_mirror or pod.phase in FINISHED_PHASES
 
 
-def node_refusal(
-    usage: NodeUsage, requested: Resources, config: DeschedulerConfig
-) -> str | None:
+def node_refusal(usage: NodeUsage, requested: Resources, config: DeschedulerConfig) -> str | None:
     """Why a node is no candidate for consolidation, or None."""
     node, settings = usage.node, config.consolidation
     if not node.ready or node.unschedulable:
@@ -128,9 +129,17 @@ def plan_consolidation(
     policy: Policy,
     now_s: float,
     draining: Collection[str] = (),
+    started_s: Mapping[str, float] | None = None,
 ) -> ConsolidationPlan:
     """The nodes to drain this run (``draining``: those whose drain began in an earlier
-    run, tainted since); pure, and deterministic for equal inputs."""
+    run, tainted since; ``started_s``: when each began, where known); pure, and
+    deterministic for equal inputs.
+
+    A drain in progress is given up (``abandoned``) when it no longer holds: it began
+    more than ``consolidation.abandonAfter`` ago (the autoscaler did not take the
+    node), an autoscaler opt-out is on the node now, a pod on it must stay (opted out,
+    protected), a pod of it has no destination any more, or the nodes left fall below
+    ``consolidation.minSpare`` with its pods on them (a scale-up needs it back)."""
     result = ConsolidationPlan()
     if not config.consolidation.enabled:
         result.notes.append("consolidation: off (consolidation.enabled)")
@@ -180,7 +189,12 @@ def plan_consolidation(
         {n.name: n for n in nodes if n.ready and not n.unschedulable and n.name not in draining},
     )
     for node in going:  # what may go now of the nodes being drained
-        result.drains.append(drain.continue_node(node, pods_by_node[node.name]))
+        begun_s = (started_s or {}).get(node.name)
+        outcome_of_drain = drain.continue_node(node, pods_by_node[node.name], begun_s)
+        if isinstance(outcome_of_drain, KeptNode):
+            result.abandoned.append(outcome_of_drain)
+        else:
+            result.drains.append(outcome_of_drain)
     started = 0
     for node in candidates:
         if started >= config.consolidation.max_nodes_per_run:
@@ -198,7 +212,7 @@ def plan_consolidation(
         else:
             result.drains.append(outcome)
             started += 1
-    if not started and not going:
+    if not started and not result.drains:
         result.notes.append("consolidation: no underused node can be freed safely")
     return result
 
@@ -232,23 +246,57 @@ class _Drainer:
     schedulable: dict[str, NodeInfo]  # the nodes that stay (drained ones taken out)
     received: set[str] = field(default_factory=set)
 
-    def continue_node(self, node: NodeInfo, pods: list[PodInfo]) -> NodeDrain:
-        """The pods of a node being drained that may go now and have a destination."""
-        chosen = []
-        for pod in _moving(pods):
-            if self._refusal(pod, node) is not None:
-                continue
+    def continue_node(
+        self, node: NodeInfo, pods: list[PodInfo], started_s: float | None = None
+    ) -> NodeDrain | KeptNode:
+        """The pods of a node being drained that may go now, each with a destination;
+        or why the drain is given up (``plan_consolidation``'s doc)."""
+        settings = self.config.consolidation
+        if started_s is not None and self.now_s - started_s > settings.abandon_after:
+            return KeptNode(
+                node.name,
+                None,
+                f"not removed by the node autoscaler within consolidation.abandonAfter "
+                f"({settings.abandon_after:g}s) of the drain's start",
+            )
+        if node.annotations.get(SCALE_DOWN_DISABLED_ANNOTATION) == "true":
+            return KeptNode(node.name, None, f'{SCALE_DOWN_DISABLED_ANNOTATION}: "true" now')
+        opted = node_opt_out(node.annotations)
+        if opted is not None:
+            return KeptNode(node.name, SkipCode.OPTED_OUT, f"{opted} now")
+        moving = _moving(pods)
+        spare = self._spare_refusal(node, requested_on(moving))
+        if spare is not None:
+            return KeptNode(node.name, None, spare)
+        chosen: list[tuple[PodInfo, str, Resources, str]] = []
+        later: list[tuple[PodInfo, str, Resources]] = []
+        abandoned: KeptNode | None = None
+        for pod in moving:
+            why = self._forever(pod, node)
+            if why is not None:
+                abandoned = KeptNode(node.name, why[0], f"{pod.key}: {why[1]}")
+                break
             amount, origin = pod_usage(pod, self.sources)
-            destination, _ = self._fullest_taking(pod, amount, node.name)
-            if destination is not None:
-                self._take(pod, node.name, destination, amount)
+            destination, refused = self._fullest_taking(pod, amount, node.name)
+            if destination is None:
+                abandoned = KeptNode(node.name, SkipCode.NO_DESTINATION, f"{pod.key}: {refused}")
+                break
+            self.destinations.reserve(destination, pod, amount)
+            if self.budget.why_not(pod, node.name) is None:
+                self.budget.take(pod, node.name)
+                self.received.add(destination)
                 chosen.append((pod, destination, amount, origin))
-        return self._drain(node.name, "draining since an earlier run", chosen)
-
-    def _take(self, pod: PodInfo, source: str, destination: str, amount: Resources) -> None:
-        self.destinations.reserve(destination, pod, amount)
-        self.budget.take(pod, source)
-        self.received.add(destination)
+            else:
+                later.append((pod, destination, amount))
+        for pod, destination, amount in later:  # their room is not held past this run
+            self.destinations.release(destination, pod, amount)
+        if abandoned is not None:
+            for pod, destination, amount, _ in chosen:
+                self.destinations.release(destination, pod, amount)
+                self.budget.give_back(pod, node.name)
+            return abandoned
+        reason = "draining since an earlier run" if moving else "empty: left to the autoscaler"
+        return self._drain(node.name, reason, chosen, continued=True)
 
     def try_node(self, node: NodeInfo, pods: list[PodInfo]) -> NodeDrain | KeptNode:
         moving = _moving(pods)
@@ -293,12 +341,18 @@ class _Drainer:
         return self._drain(node.name, reason, chosen)
 
     def _drain(
-        self, node: str, reason: str, chosen: list[tuple[PodInfo, str, Resources, str]]
+        self,
+        node: str,
+        reason: str,
+        chosen: list[tuple[PodInfo, str, Resources, str]],
+        *,
+        continued: bool = False,
     ) -> NodeDrain:
         return NodeDrain(
             node,
             reason,
-            tuple(
+            continued=continued,
+            evictions=tuple(
                 PlannedEviction(
                     pod=pod,
                     source=node,
@@ -308,6 +362,7 @@ class _Drainer:
                     metric_values={},
                     reason=f"consolidation: {reason}",
                     destination_ceiling=dict(self.destinations.room(destination).ceiling),
+                    drain=True,
                 )
                 for pod, destination, amount, origin in chosen
             ),
@@ -322,9 +377,6 @@ class _Drainer:
         if protected is not None:
             return SkipCode.PROTECTED, protected
         return None
-
-    def _refusal(self, pod: PodInfo, node: NodeInfo) -> tuple[SkipCode, str] | None:
-        return self._forever(pod, node) or self.budget.why_not(pod, node.name)
 
     def _fullest_taking(
         self, pod: PodInfo, usage: Resources, source: str
@@ -350,8 +402,10 @@ class _Drainer:
                 first_refusal = f"{name} {refused}"
         return None, f"no destination: {first_refusal}"
 
-    def _spare_refusal(self, node: NodeInfo) -> str | None:
-        """Why draining ``node`` would go below the floor of spare capacity, or None."""
+    def _spare_refusal(self, node: NodeInfo, moving: Resources | None = None) -> str | None:
+        """Why draining ``node`` would go below the floor of spare capacity, or None;
+        ``moving``: the requests still to place, for a node that is no destination (one
+        being drained)."""
         left = [n for n in self.schedulable.values() if n.name != node.name]
         by_name = {room.node.name: room for room in self.rooms}
         for resource, percent in self.config.consolidation.min_spare.items():
@@ -360,10 +414,11 @@ class _Drainer:
                 by_name[n.name].free_requests.get(resource) for n in left if n.name in by_name
             )
             room = by_name.get(node.name)
-            moving = (
-                node.allocatable.get(resource) - room.free_requests.get(resource) if room else 0.0
-            )
-            spare = (free_left - moving) / allocatable if allocatable > 0 else 0.0
+            if room is not None:
+                to_place = node.allocatable.get(resource) - room.free_requests.get(resource)
+            else:
+                to_place = moving.get(resource) if moving is not None else 0.0
+            spare = (free_left - to_place) / allocatable if allocatable > 0 else 0.0
             if spare < percent / 100:
                 return (
                     f"draining it would leave {spare:.0%} of {resource} unrequested on the "
