@@ -63,6 +63,8 @@ class NodeDrain:
     reason: str
     evictions: tuple[PlannedEviction, ...]
     continued: bool = False  # drained since an earlier run (it carries the drain taint)
+    # pods with a destination that may not go this run, and why (PDBs, per-workload limits)
+    waiting: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -270,6 +272,7 @@ class _Drainer:
             return KeptNode(node.name, None, spare)
         chosen: list[tuple[PodInfo, str, Resources, str]] = []
         later: list[tuple[PodInfo, str, Resources]] = []
+        waiting: list[tuple[str, str]] = []
         abandoned: KeptNode | None = None
         for pod in moving:
             why = self._forever(pod, node)
@@ -282,12 +285,14 @@ class _Drainer:
                 abandoned = KeptNode(node.name, SkipCode.NO_DESTINATION, f"{pod.key}: {refused}")
                 break
             self.destinations.reserve(destination, pod, amount)
-            if self.budget.why_not(pod, node.name) is None:
+            not_now = self.budget.why_not(pod, node.name)
+            if not_now is None:
                 self.budget.take(pod, node.name)
                 self.received.add(destination)
                 chosen.append((pod, destination, amount, origin))
             else:
                 later.append((pod, destination, amount))
+                waiting.append((pod.key, not_now[1]))
         for pod, destination, amount in later:  # their room is not held past this run
             self.destinations.release(destination, pod, amount)
         if abandoned is not None:
@@ -296,7 +301,7 @@ class _Drainer:
                 self.budget.give_back(pod, node.name)
             return abandoned
         reason = "draining since an earlier run" if moving else "empty: left to the autoscaler"
-        return self._drain(node.name, reason, chosen, continued=True)
+        return self._drain(node.name, reason, chosen, continued=True, waiting=waiting)
 
     def try_node(self, node: NodeInfo, pods: list[PodInfo]) -> NodeDrain | KeptNode:
         moving = _moving(pods)
@@ -306,6 +311,7 @@ class _Drainer:
         if spare is not None:
             return KeptNode(node.name, None, spare)
         chosen: list[tuple[PodInfo, str, Resources, str]] = []
+        waiting: list[tuple[str, str]] = []
         kept: KeptNode | None = None
         later: list[tuple[PodInfo, str, Resources]] = []  # home now, evicted in a later run
         for pod in moving:
@@ -319,11 +325,13 @@ class _Drainer:
                 kept = KeptNode(node.name, SkipCode.NO_DESTINATION, f"{pod.key}: {refused}")
                 break
             self.destinations.reserve(destination, pod, amount)
-            if self.budget.why_not(pod, node.name) is None:
+            refused_now = self.budget.why_not(pod, node.name)
+            if refused_now is None:
                 self.budget.take(pod, node.name)
                 chosen.append((pod, destination, amount, origin))
             else:
                 later.append((pod, destination, amount))
+                waiting.append((pod.key, refused_now[1]))
         if kept is not None or not chosen:
             for pod, destination, amount, _ in reversed(chosen):
                 self.destinations.release(destination, pod, amount)
@@ -338,7 +346,7 @@ class _Drainer:
         del self.schedulable[node.name]
         self.received.update(destination for _, destination, _, _ in chosen)
         reason = "underused by requests and real usage; every pod has a destination"
-        return self._drain(node.name, reason, chosen)
+        return self._drain(node.name, reason, chosen, waiting=waiting)
 
     def _drain(
         self,
@@ -347,11 +355,13 @@ class _Drainer:
         chosen: list[tuple[PodInfo, str, Resources, str]],
         *,
         continued: bool = False,
+        waiting: list[tuple[str, str]] | None = None,
     ) -> NodeDrain:
         return NodeDrain(
             node,
             reason,
             continued=continued,
+            waiting=tuple(waiting or ()),
             evictions=tuple(
                 PlannedEviction(
                     pod=pod,

@@ -85,6 +85,10 @@ def render_consolidation(plan: ConsolidationPlan) -> str:
                 for e in moves
             ],
         )
+    waiting = [(key, d.node, why) for d in plan.drains for key, why in d.waiting]
+    if waiting:
+        lines += ["", f"Pods that go in a later run ({len(waiting)}):"]
+        lines += _table(("POD", "FROM", "WHY NOT NOW"), waiting)
     lines += ["", f"Kept ({len(plan.kept)}):"]
     if plan.kept:
         lines += _table(
