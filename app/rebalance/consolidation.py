@@ -82,6 +82,8 @@ class ConsolidationPlan:
     kept: list[KeptNode] = field(default_factory=list)
     # drains given up: their taint goes, the node takes pods again (``abandon_reason``)
     abandoned: list[KeptNode] = field(default_factory=list)
+    # the nodes that are no candidates, and why (node_refusal), for explain
+    not_candidates: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -161,6 +163,8 @@ def plan_consolidation(
         refused = node_refusal(usages[node.name], requested[node.name], config)
         if refused is None:
             candidates.append(node)
+        else:
+            result.not_candidates[node.name] = refused
     going = [cluster.nodes[name] for name in sorted(draining) if name in cluster.nodes]
     if not candidates and not going:
         result.notes.append("consolidation: no node is underused by requests and real usage")
