@@ -204,6 +204,13 @@ class Consolidation(_Section):
     max_nodes_per_run: WholeNumber = Field(
         default=1, ge=1, description="Nodes drained in one run at most."
     )
+    max_candidates_per_run: WholeNumber = Field(
+        default=50,
+        ge=1,
+        description="Candidates a run tries at most (a bound on its work at thousands of "
+        "nodes): the least requested half, then a window over the others that moves each "
+        "run.",
+    )
     abandon_after: DurationS = Field(
         default=1800.0,
         gt=0,

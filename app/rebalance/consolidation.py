@@ -28,7 +28,8 @@ for the autoscaler to remove; the caller removes the taint when it gives the dra
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import bisect
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
@@ -193,6 +194,7 @@ def plan_consolidation(
         RunBudget(config, cluster.pods.values(), cluster.budgets, cluster.recent_evictions, now_s),
         owned_pod_counts(cluster.pods.values()),
         {n.name: n for n in nodes if n.ready and not n.unschedulable and n.name not in draining},
+        rules,
     )
     for node in going:  # what may go now of the nodes being drained
         begun_s = (started_s or {}).get(node.name)
@@ -202,7 +204,14 @@ def plan_consolidation(
         else:
             result.drains.append(outcome_of_drain)
     started = 0
-    for node in candidates:
+    tried = tried_this_run(candidates, config.consolidation.max_candidates_per_run,
+                           int(now_s // config.interval))  # fmt: skip
+    if len(tried) < len(candidates):
+        result.notes.append(
+            f"consolidation: {len(tried)} of {len(candidates)} candidates tried this run "
+            f"(maxCandidatesPerRun; the least requested, then a window that moves each run)"
+        )
+    for node in tried:
         if started >= config.consolidation.max_nodes_per_run:
             result.notes.append(
                 f"consolidation: stopped at maxNodesPerRun "
@@ -221,6 +230,21 @@ def plan_consolidation(
     if not started and not result.drains:
         result.notes.append("consolidation: no underused node can be freed safely")
     return result
+
+
+def tried_this_run(candidates: list[NodeInfo], most: int, run: int) -> list[NodeInfo]:
+    """The candidates a run tries, at most ``most`` (a bound on a run's work): the least
+    requested half, then a window over the others that moves by its size each run
+    (``run``: the run's number, its start over the interval), so that every candidate
+    is tried within a few runs and none is left out for good."""
+    if len(candidates) <= most:
+        return candidates
+    first = (most + 1) // 2
+    rest = candidates[first:]
+    size = most - first
+    start = (run * size) % len(rest)
+    window = (rest + rest)[start : start + size]
+    return candidates[:first] + window
 
 
 def _moving(pods: list[PodInfo]) -> list[PodInfo]:
@@ -250,6 +274,7 @@ class _Drainer:
     budget: RunBudget
     owned: Mapping[str, int]
     schedulable: dict[str, NodeInfo]  # the nodes that stay (drained ones taken out)
+    rules: Rules
     received: set[str] = field(default_factory=set)
 
     def continue_node(
@@ -288,7 +313,7 @@ class _Drainer:
             if destination is None:
                 abandoned = KeptNode(node.name, SkipCode.NO_DESTINATION, f"{pod.key}: {refused}")
                 break
-            self.destinations.reserve(destination, pod, amount)
+            self._reserve(destination, pod, amount)
             not_now = self.budget.why_not(pod, node.name)
             if not_now is None:
                 self.budget.take(pod, node.name)
@@ -298,10 +323,10 @@ class _Drainer:
                 later.append((pod, destination, amount))
                 waiting.append((pod.key, not_now[1]))
         for pod, destination, amount in later:  # their room is not held past this run
-            self.destinations.release(destination, pod, amount)
+            self._release(destination, pod, amount)
         if abandoned is not None:
             for pod, destination, amount, _ in chosen:
-                self.destinations.release(destination, pod, amount)
+                self._release(destination, pod, amount)
                 self.budget.give_back(pod, node.name)
             return abandoned
         reason = "draining since an earlier run" if moving else "empty: left to the autoscaler"
@@ -314,21 +339,21 @@ class _Drainer:
         spare = self._spare_refusal(node)
         if spare is not None:
             return KeptNode(node.name, None, spare)
+        for pod in moving:  # what keeps the node whatever the placement, before placing
+            why = self._forever(pod, node)
+            if why is not None:
+                return KeptNode(node.name, why[0], f"{pod.key}: {why[1]}")
         chosen: list[tuple[PodInfo, str, Resources, str]] = []
         waiting: list[tuple[str, str]] = []
         kept: KeptNode | None = None
         later: list[tuple[PodInfo, str, Resources]] = []  # home now, evicted in a later run
         for pod in moving:
-            why = self._forever(pod, node)
-            if why is not None:
-                kept = KeptNode(node.name, why[0], f"{pod.key}: {why[1]}")
-                break
             amount, origin = pod_usage(pod, self.sources)
             destination, refused = self._fullest_taking(pod, amount, node.name)
             if destination is None:
                 kept = KeptNode(node.name, SkipCode.NO_DESTINATION, f"{pod.key}: {refused}")
                 break
-            self.destinations.reserve(destination, pod, amount)
+            self._reserve(destination, pod, amount)
             refused_now = self.budget.why_not(pod, node.name)
             if refused_now is None:
                 self.budget.take(pod, node.name)
@@ -338,16 +363,16 @@ class _Drainer:
                 waiting.append((pod.key, refused_now[1]))
         if kept is not None or not chosen:
             for pod, destination, amount, _ in reversed(chosen):
-                self.destinations.release(destination, pod, amount)
+                self._release(destination, pod, amount)
                 self.budget.give_back(pod, node.name)
             for pod, destination, amount in later:
-                self.destinations.release(destination, pod, amount)
+                self._release(destination, pod, amount)
             return kept or KeptNode(
                 node.name, None, "no pod of it may go now (per-workload limits, PDBs)"
             )
         for pod, destination, amount in later:  # their room is not held past this run
-            self.destinations.release(destination, pod, amount)
-        del self.schedulable[node.name]
+            self._release(destination, pod, amount)
+        self._leave(node.name)
         self.received.update(destination for _, destination, _, _ in chosen)
         reason = "underused by requests and real usage; every pod has a destination"
         return self._drain(node.name, reason, chosen, waiting=waiting)
@@ -395,21 +420,44 @@ class _Drainer:
     def _fullest_taking(
         self, pod: PodInfo, usage: Resources, source: str
     ) -> tuple[str | None, str]:
-        """The destination with the most requested that takes the pod (packing)."""
+        """The destination with the most requested that takes the pod (packing): the
+        rooms in ``_order``, fullest first; one without the pod's requests free or
+        without headroom is passed over before the rules are asked."""
         first_refusal = "no other node takes pods"
-        ordered = sorted(
-            (room for room in self.rooms if room.node.name in self.schedulable),
-            key=lambda room: (
-                min(room.free_requests.get(r) / room.node.allocatable.get(r)
-                    for r in RESOURCES if room.node.allocatable.get(r) > 0),
-                room.node.name,
-            ),
-        )  # fmt: skip
-        for room in ordered:
-            name = room.node.name
+        cpu, memory = pod.requests.cpu_cores, pod.requests.memory_bytes
+        estimate = self.rules.estimate(pod, usage)
+        order: Iterable[tuple[float, str]] = self._order
+        if pod.node_selector:  # only the nodes its nodeSelector matches, from the index
+            matching = self._matching(pod.node_selector) - {source}
+            if not matching:
+                return None, "no destination: no other node matches its nodeSelector"
+            order = sorted(self._key[name] for name in matching if name in self._key)
+        for _, name in order:
             if name == source:
                 continue
-            refused = self.destinations.refusal_at(name, pod, usage)
+            room = self.destinations.room(name)
+            free = room.free_requests
+            failed = self._filter_failed.get(name)
+            if free.cpu_cores < cpu or free.memory_bytes < memory or room.headroom() <= 0:
+                refused: str | None = "has no room for its requests or no headroom left"
+            elif (
+                failed is not None
+                and failed[0] == self._changes.get(name, 0)
+                and estimate.cpu_cores >= failed[1]
+                and estimate.memory_bytes >= failed[2]
+            ):
+                # The load filter refused a smaller estimate on this room as it is: it
+                # refuses this one too (it is monotone in the estimate added).
+                refused = failed[3]
+            else:
+                refused = self.destinations.refusal_at(name, pod, usage)
+                if refused is not None and refused.startswith(_LOAD_FILTER_REFUSAL):
+                    self._filter_failed[name] = (
+                        self._changes.get(name, 0),
+                        estimate.cpu_cores,
+                        estimate.memory_bytes,
+                        refused,
+                    )
             if refused is None:
                 return name, ""
             if first_refusal == "no other node takes pods":
@@ -419,16 +467,16 @@ class _Drainer:
     def _spare_refusal(self, node: NodeInfo, moving: Resources | None = None) -> str | None:
         """Why draining ``node`` would go below the floor of spare capacity, or None;
         ``moving``: the requests still to place, for a node that is no destination (one
-        being drained)."""
-        left = [n for n in self.schedulable.values() if n.name != node.name]
-        by_name = {room.node.name: room for room in self.rooms}
+        being drained). From the running totals of the nodes that stay."""
+        staying = node.name in self.schedulable
+        room = self._room_of.get(node.name) if staying else None
         for resource, percent in self.config.consolidation.min_spare.items():
-            allocatable = sum(n.allocatable.get(resource) for n in left)
-            free_left = sum(
-                by_name[n.name].free_requests.get(resource) for n in left if n.name in by_name
-            )
-            room = by_name.get(node.name)
+            allocatable = self._allocatable_total[resource]
+            free_left = self._free_total[resource]
+            if staying:
+                allocatable -= node.allocatable.get(resource)
             if room is not None:
+                free_left -= room.free_requests.get(resource)
                 to_place = node.allocatable.get(resource) - room.free_requests.get(resource)
             else:
                 to_place = moving.get(resource) if moving is not None else 0.0
@@ -439,3 +487,91 @@ class _Drainer:
                     f"nodes left, under consolidation.minSpare {percent:g}%"
                 )
         return None
+
+    # -- the running index: rooms by fullness, totals of the nodes that stay ------------
+
+    def __post_init__(self) -> None:
+        self._room_of = {room.node.name: room for room in self.rooms}
+        self._allocatable_total = {
+            r: sum(n.allocatable.get(r) for n in self.schedulable.values()) for r in RESOURCES
+        }
+        self._free_total = {
+            r: sum(
+                room.free_requests.get(r)
+                for room in self.rooms
+                if room.node.name in self.schedulable
+            )
+            for r in RESOURCES
+        }
+        # A room's changes (reservations made or released), and the smallest estimate
+        # the load filter refused on it since its last change.
+        self._changes: dict[str, int] = {}
+        self._filter_failed: dict[str, tuple[int, float, float, str]] = {}
+        self._by_label: dict[tuple[str, str], set[str]] | None = None
+        self._key: dict[str, tuple[float, str]] = {}
+        self._order: list[tuple[float, str]] = []
+        for room in self.rooms:
+            if room.node.name in self.schedulable:
+                self._key[room.node.name] = key = (_free_share(room), room.node.name)
+                self._order.append(key)
+        self._order.sort()
+
+    def _matching(self, selector: Mapping[str, str]) -> set[str]:
+        """The nodes that stay whose labels match ``selector`` (an index by label, made
+        on first use)."""
+        if self._by_label is None:
+            self._by_label = {}
+            for node in self.schedulable.values():
+                for item in node.labels.items():
+                    self._by_label.setdefault(item, set()).add(node.name)
+        sets = [self._by_label.get(item, set()) for item in selector.items()]
+        return set.intersection(*sets) & self.schedulable.keys()
+
+    def _reindex(self, name: str, before: Resources) -> None:
+        room = self._room_of[name]
+        self._changes[name] = self._changes.get(name, 0) + 1
+        if name not in self._key:
+            return
+        for resource in RESOURCES:
+            self._free_total[resource] += room.free_requests.get(resource) - before.get(resource)
+        old = self._key[name]
+        del self._order[bisect.bisect_left(self._order, old)]
+        self._key[name] = new = (_free_share(room), name)
+        bisect.insort(self._order, new)
+
+    def _reserve(self, name: str, pod: PodInfo, usage: Resources) -> None:
+        before = self._room_of[name].free_requests
+        self.destinations.reserve(name, pod, usage)
+        self._reindex(name, before)
+
+    def _release(self, name: str, pod: PodInfo, usage: Resources) -> None:
+        before = self._room_of[name].free_requests
+        self.destinations.release(name, pod, usage)
+        self._reindex(name, before)
+
+    def _leave(self, name: str) -> None:
+        """``name`` is drained: no destination, and out of the totals of the nodes left."""
+        node = self.schedulable.pop(name)
+        for resource in RESOURCES:
+            self._allocatable_total[resource] -= node.allocatable.get(resource)
+        key = self._key.pop(name, None)
+        if key is not None:
+            del self._order[bisect.bisect_left(self._order, key)]
+            for resource in RESOURCES:
+                self._free_total[resource] -= self._room_of[name].free_requests.get(resource)
+
+
+_LOAD_FILTER_REFUSAL = "refuses it: fails the load filter"
+
+
+def _free_share(room: Room) -> float:
+    """The share of the room's node left unrequested, its scarcest resource."""
+    allocatable = room.node.allocatable
+    return min(
+        (
+            room.free_requests.get(r) / allocatable.get(r)
+            for r in RESOURCES
+            if allocatable.get(r) > 0
+        ),
+        default=0.0,
+    )

@@ -154,3 +154,17 @@ def test_bad_consolidation_settings_are_refused_naming_the_field() -> None:
         config_from_mapping({"consolidation": {"thresholds": {"cpu": 120}}}, "f")
     with pytest.raises(ConfigError, match="maxNodesPerRun"):
         config_from_mapping({"consolidation": {"maxNodesPerRun": 0}}, "f")
+
+
+def test_a_run_tries_at_most_max_candidates_and_every_candidate_within_a_few_runs() -> None:
+    from app.rebalance.consolidation import tried_this_run
+
+    candidates = [node(f"n{i:02d}", 0.05) for i in range(23)]
+    seen: set[str] = set()
+    for run in range(7):
+        tried = tried_this_run(candidates, 6, run)
+        assert len(tried) == 6
+        assert [n.name for n in tried[:3]] == ["n00", "n01", "n02"]  # the least requested
+        seen |= {n.name for n in tried}
+    assert seen == {n.name for n in candidates}  # 3 + 20 others, 3 a run: 7 runs at most
+    assert tried_this_run(candidates[:4], 6, 9) == candidates[:4]
