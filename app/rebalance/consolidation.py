@@ -135,10 +135,13 @@ def plan_consolidation(
     now_s: float,
     draining: Collection[str] = (),
     started_s: Mapping[str, float] | None = None,
+    pending: Resources | None = None,
 ) -> ConsolidationPlan:
     """The nodes to drain this run (``draining``: those whose drain began in an earlier
     run, tainted since; ``started_s``: when each began, where known); pure, and
-    deterministic for equal inputs.
+    deterministic for equal inputs. ``pending``: the requests of the pods waiting for a
+    node, counted against the floor of spare capacity (None: the view's pods bound to no
+    node, not finished, not being deleted).
 
     A drain in progress is given up (``abandoned``) when it no longer holds: it began
     more than ``consolidation.abandonAfter`` ago (the autoscaler did not take the
@@ -153,9 +156,14 @@ def plan_consolidation(
     usages = measure_nodes(nodes, config, policy, now_s, cluster.recent_evictions)
     classes = classify_all(usages, config, {})
     pods_by_node: dict[str, list[PodInfo]] = {node.name: [] for node in nodes}
+    waiting: list[PodInfo] = []
     for pod in cluster.pods.values():
         if pod.node_name in pods_by_node:
             pods_by_node[pod.node_name].append(pod)
+        elif not pod.node_name and not pod.terminating:
+            waiting.append(pod)
+    if pending is None:
+        pending = requested_on(waiting)
     requested = {name: requested_on(pods) for name, pods in pods_by_node.items()}
     candidates = []
     for node in nodes:
@@ -195,6 +203,7 @@ def plan_consolidation(
         owned_pod_counts(cluster.pods.values()),
         {n.name: n for n in nodes if n.ready and not n.unschedulable and n.name not in draining},
         rules,
+        pending,
     )
     for node in going:  # what may go now of the nodes being drained
         begun_s = (started_s or {}).get(node.name)
@@ -275,6 +284,7 @@ class _Drainer:
     owned: Mapping[str, int]
     schedulable: dict[str, NodeInfo]  # the nodes that stay (drained ones taken out)
     rules: Rules
+    pending: Resources  # the requests of the pods waiting for a node
     received: set[str] = field(default_factory=set)
 
     def continue_node(
@@ -467,12 +477,13 @@ class _Drainer:
     def _spare_refusal(self, node: NodeInfo, moving: Resources | None = None) -> str | None:
         """Why draining ``node`` would go below the floor of spare capacity, or None;
         ``moving``: the requests still to place, for a node that is no destination (one
-        being drained). From the running totals of the nodes that stay."""
+        being drained). From the running totals of the nodes that stay, less what the
+        pods waiting for a node request: those need the room first."""
         staying = node.name in self.schedulable
         room = self._room_of.get(node.name) if staying else None
         for resource, percent in self.config.consolidation.min_spare.items():
             allocatable = self._allocatable_total[resource]
-            free_left = self._free_total[resource]
+            free_left = self._free_total[resource] - self.pending.get(resource)
             if staying:
                 allocatable -= node.allocatable.get(resource)
             if room is not None:
