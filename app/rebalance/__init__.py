@@ -22,6 +22,7 @@ in the order a plan is made:
 - ``outcome``: what the planner returns; ``plan``: the orchestration;
 - ``consolidation``: the nodes to drain for a node autoscaler to remove;
   ``drain_taint``: the taint that marks a node being drained, and since when;
+  ``packing_rooms``: its destinations, fullest first, and the floor's totals;
 - ``render``: the dry-run table;
 - ``aftermath``: settleTime after a move, whether it helped; ``backoff``: where
   recent moves did not help, the nodes and workloads left alone.

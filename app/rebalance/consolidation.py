@@ -28,8 +28,7 @@ for the autoscaler to remove; the caller removes the taint when it gives the dra
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
@@ -39,7 +38,6 @@ from app.rebalance.config import DeschedulerConfig
 from app.rebalance.destinations import (
     FINISHED_PHASES,
     Destinations,
-    Room,
     Rules,
     nodes_left,
     requested_on,
@@ -48,6 +46,7 @@ from app.rebalance.destinations import (
 from app.rebalance.limits import RunBudget
 from app.rebalance.measure import NodeUsage, measure_nodes
 from app.rebalance.outcome import PlannedEviction, SkipCode
+from app.rebalance.packing_rooms import PackingRooms
 from app.rebalance.placement import Placements
 from app.rebalance.usage import UsageSource, pod_usage, usage_sources
 from app.rebalance.victims import node_opt_out, opt_out, owned_pod_counts, protection
@@ -193,17 +192,16 @@ def plan_consolidation(
         if n.ready and not n.unschedulable and classes[n.name].usage_fraction
         and n.name not in draining
     ]  # fmt: skip
+    schedulable = {
+        n.name: n for n in nodes if n.ready and not n.unschedulable and n.name not in draining
+    }
     drain = _Drainer(
         config,
         now_s,
         usage_sources(cluster.pod_usage, policy.spec.estimation),
-        Destinations(rooms, rules),
-        rooms,
+        PackingRooms(config, Destinations(rooms, rules), rooms, schedulable, rules, pending),
         RunBudget(config, cluster.pods.values(), cluster.budgets, cluster.recent_evictions, now_s),
         owned_pod_counts(cluster.pods.values()),
-        {n.name: n for n in nodes if n.ready and not n.unschedulable and n.name not in draining},
-        rules,
-        pending,
     )
     for node in going:  # what may go now of the nodes being drained
         begun_s = (started_s or {}).get(node.name)
@@ -278,13 +276,9 @@ class _Drainer:
     config: DeschedulerConfig
     now_s: float
     sources: tuple[UsageSource, ...]
-    destinations: Destinations
-    rooms: Sequence[Room]
+    rooms: PackingRooms
     budget: RunBudget
     owned: Mapping[str, int]
-    schedulable: dict[str, NodeInfo]  # the nodes that stay (drained ones taken out)
-    rules: Rules
-    pending: Resources  # the requests of the pods waiting for a node
     received: set[str] = field(default_factory=set)
 
     def continue_node(
@@ -306,7 +300,7 @@ class _Drainer:
         if opted is not None:
             return KeptNode(node.name, SkipCode.OPTED_OUT, f"{opted} now")
         moving = _moving(pods)
-        spare = self._spare_refusal(node, requested_on(moving))
+        spare = self.rooms.spare_refusal(node, requested_on(moving))
         if spare is not None:
             return KeptNode(node.name, None, spare)
         chosen: list[tuple[PodInfo, str, Resources, str]] = []
@@ -319,11 +313,11 @@ class _Drainer:
                 abandoned = KeptNode(node.name, why[0], f"{pod.key}: {why[1]}")
                 break
             amount, origin = pod_usage(pod, self.sources)
-            destination, refused = self._fullest_taking(pod, amount, node.name)
+            destination, refused = self.rooms.fullest_taking(pod, amount, node.name)
             if destination is None:
                 abandoned = KeptNode(node.name, SkipCode.NO_DESTINATION, f"{pod.key}: {refused}")
                 break
-            self._reserve(destination, pod, amount)
+            self.rooms.reserve(destination, pod, amount)
             not_now = self.budget.why_not(pod, node.name)
             if not_now is None:
                 self.budget.take(pod, node.name)
@@ -333,10 +327,10 @@ class _Drainer:
                 later.append((pod, destination, amount))
                 waiting.append((pod.key, not_now[1]))
         for pod, destination, amount in later:  # their room is not held past this run
-            self._release(destination, pod, amount)
+            self.rooms.release(destination, pod, amount)
         if abandoned is not None:
             for pod, destination, amount, _ in chosen:
-                self._release(destination, pod, amount)
+                self.rooms.release(destination, pod, amount)
                 self.budget.give_back(pod, node.name)
             return abandoned
         reason = "draining since an earlier run" if moving else "empty: left to the autoscaler"
@@ -346,7 +340,7 @@ class _Drainer:
         moving = _moving(pods)
         if not moving:
             return KeptNode(node.name, None, "only pods that go with the node: nothing to drain")
-        spare = self._spare_refusal(node)
+        spare = self.rooms.spare_refusal(node)
         if spare is not None:
             return KeptNode(node.name, None, spare)
         for pod in moving:  # what keeps the node whatever the placement, before placing
@@ -359,11 +353,11 @@ class _Drainer:
         later: list[tuple[PodInfo, str, Resources]] = []  # home now, evicted in a later run
         for pod in moving:
             amount, origin = pod_usage(pod, self.sources)
-            destination, refused = self._fullest_taking(pod, amount, node.name)
+            destination, refused = self.rooms.fullest_taking(pod, amount, node.name)
             if destination is None:
                 kept = KeptNode(node.name, SkipCode.NO_DESTINATION, f"{pod.key}: {refused}")
                 break
-            self._reserve(destination, pod, amount)
+            self.rooms.reserve(destination, pod, amount)
             refused_now = self.budget.why_not(pod, node.name)
             if refused_now is None:
                 self.budget.take(pod, node.name)
@@ -373,16 +367,16 @@ class _Drainer:
                 waiting.append((pod.key, refused_now[1]))
         if kept is not None or not chosen:
             for pod, destination, amount, _ in reversed(chosen):
-                self._release(destination, pod, amount)
+                self.rooms.release(destination, pod, amount)
                 self.budget.give_back(pod, node.name)
             for pod, destination, amount in later:
-                self._release(destination, pod, amount)
+                self.rooms.release(destination, pod, amount)
             return kept or KeptNode(
                 node.name, None, "no pod of it may go now (per-workload limits, PDBs)"
             )
         for pod, destination, amount in later:  # their room is not held past this run
-            self._release(destination, pod, amount)
-        self._leave(node.name)
+            self.rooms.release(destination, pod, amount)
+        self.rooms.leave(node.name)
         self.received.update(destination for _, destination, _, _ in chosen)
         reason = "underused by requests and real usage; every pod has a destination"
         return self._drain(node.name, reason, chosen, waiting=waiting)
@@ -410,7 +404,7 @@ class _Drainer:
                     usage_from=origin,
                     metric_values={},
                     reason=f"consolidation: {reason}",
-                    destination_ceiling=dict(self.destinations.room(destination).ceiling),
+                    destination_ceiling=dict(self.rooms.destinations.room(destination).ceiling),
                     drain=True,
                 )
                 for pod, destination, amount, origin in chosen
@@ -426,163 +420,3 @@ class _Drainer:
         if protected is not None:
             return SkipCode.PROTECTED, protected
         return None
-
-    def _fullest_taking(
-        self, pod: PodInfo, usage: Resources, source: str
-    ) -> tuple[str | None, str]:
-        """The destination with the most requested that takes the pod (packing): the
-        rooms in ``_order``, fullest first; one without the pod's requests free or
-        without headroom is passed over before the rules are asked."""
-        first_refusal = "no other node takes pods"
-        cpu, memory = pod.requests.cpu_cores, pod.requests.memory_bytes
-        estimate = self.rules.estimate(pod, usage)
-        order: Iterable[tuple[float, str]] = self._order
-        if pod.node_selector:  # only the nodes its nodeSelector matches, from the index
-            matching = self._matching(pod.node_selector) - {source}
-            if not matching:
-                return None, "no destination: no other node matches its nodeSelector"
-            order = sorted(self._key[name] for name in matching if name in self._key)
-        for _, name in order:
-            if name == source:
-                continue
-            room = self.destinations.room(name)
-            free = room.free_requests
-            failed = self._filter_failed.get(name)
-            if free.cpu_cores < cpu or free.memory_bytes < memory or room.headroom() <= 0:
-                refused: str | None = "has no room for its requests or no headroom left"
-            elif (
-                failed is not None
-                and failed[0] == self._changes.get(name, 0)
-                and estimate.cpu_cores >= failed[1]
-                and estimate.memory_bytes >= failed[2]
-            ):
-                # The load filter refused a smaller estimate on this room as it is: it
-                # refuses this one too (it is monotone in the estimate added).
-                refused = failed[3]
-            else:
-                refused = self.destinations.refusal_at(name, pod, usage)
-                if refused is not None and refused.startswith(_LOAD_FILTER_REFUSAL):
-                    self._filter_failed[name] = (
-                        self._changes.get(name, 0),
-                        estimate.cpu_cores,
-                        estimate.memory_bytes,
-                        refused,
-                    )
-            if refused is None:
-                return name, ""
-            if first_refusal == "no other node takes pods":
-                first_refusal = f"{name} {refused}"
-        return None, f"no destination: {first_refusal}"
-
-    def _spare_refusal(self, node: NodeInfo, moving: Resources | None = None) -> str | None:
-        """Why draining ``node`` would go below the floor of spare capacity, or None;
-        ``moving``: the requests still to place, for a node that is no destination (one
-        being drained). From the running totals of the nodes that stay, less what the
-        pods waiting for a node request: those need the room first."""
-        staying = node.name in self.schedulable
-        room = self._room_of.get(node.name) if staying else None
-        for resource, percent in self.config.consolidation.min_spare.items():
-            allocatable = self._allocatable_total[resource]
-            free_left = self._free_total[resource] - self.pending.get(resource)
-            if staying:
-                allocatable -= node.allocatable.get(resource)
-            if room is not None:
-                free_left -= room.free_requests.get(resource)
-                to_place = node.allocatable.get(resource) - room.free_requests.get(resource)
-            else:
-                to_place = moving.get(resource) if moving is not None else 0.0
-            spare = (free_left - to_place) / allocatable if allocatable > 0 else 0.0
-            if spare < percent / 100:
-                return (
-                    f"draining it would leave {spare:.0%} of {resource} unrequested on the "
-                    f"nodes left, under consolidation.minSpare {percent:g}%"
-                )
-        return None
-
-    # -- the running index: rooms by fullness, totals of the nodes that stay ------------
-
-    def __post_init__(self) -> None:
-        self._room_of = {room.node.name: room for room in self.rooms}
-        self._allocatable_total = {
-            r: sum(n.allocatable.get(r) for n in self.schedulable.values()) for r in RESOURCES
-        }
-        self._free_total = {
-            r: sum(
-                room.free_requests.get(r)
-                for room in self.rooms
-                if room.node.name in self.schedulable
-            )
-            for r in RESOURCES
-        }
-        # A room's changes (reservations made or released), and the smallest estimate
-        # the load filter refused on it since its last change.
-        self._changes: dict[str, int] = {}
-        self._filter_failed: dict[str, tuple[int, float, float, str]] = {}
-        self._by_label: dict[tuple[str, str], set[str]] | None = None
-        self._key: dict[str, tuple[float, str]] = {}
-        self._order: list[tuple[float, str]] = []
-        for room in self.rooms:
-            if room.node.name in self.schedulable:
-                self._key[room.node.name] = key = (_free_share(room), room.node.name)
-                self._order.append(key)
-        self._order.sort()
-
-    def _matching(self, selector: Mapping[str, str]) -> set[str]:
-        """The nodes that stay whose labels match ``selector`` (an index by label, made
-        on first use)."""
-        if self._by_label is None:
-            self._by_label = {}
-            for node in self.schedulable.values():
-                for item in node.labels.items():
-                    self._by_label.setdefault(item, set()).add(node.name)
-        sets = [self._by_label.get(item, set()) for item in selector.items()]
-        return set.intersection(*sets) & self.schedulable.keys()
-
-    def _reindex(self, name: str, before: Resources) -> None:
-        room = self._room_of[name]
-        self._changes[name] = self._changes.get(name, 0) + 1
-        if name not in self._key:
-            return
-        for resource in RESOURCES:
-            self._free_total[resource] += room.free_requests.get(resource) - before.get(resource)
-        old = self._key[name]
-        del self._order[bisect.bisect_left(self._order, old)]
-        self._key[name] = new = (_free_share(room), name)
-        bisect.insort(self._order, new)
-
-    def _reserve(self, name: str, pod: PodInfo, usage: Resources) -> None:
-        before = self._room_of[name].free_requests
-        self.destinations.reserve(name, pod, usage)
-        self._reindex(name, before)
-
-    def _release(self, name: str, pod: PodInfo, usage: Resources) -> None:
-        before = self._room_of[name].free_requests
-        self.destinations.release(name, pod, usage)
-        self._reindex(name, before)
-
-    def _leave(self, name: str) -> None:
-        """``name`` is drained: no destination, and out of the totals of the nodes left."""
-        node = self.schedulable.pop(name)
-        for resource in RESOURCES:
-            self._allocatable_total[resource] -= node.allocatable.get(resource)
-        key = self._key.pop(name, None)
-        if key is not None:
-            del self._order[bisect.bisect_left(self._order, key)]
-            for resource in RESOURCES:
-                self._free_total[resource] -= self._room_of[name].free_requests.get(resource)
-
-
-_LOAD_FILTER_REFUSAL = "refuses it: fails the load filter"
-
-
-def _free_share(room: Room) -> float:
-    """The share of the room's node left unrequested, its scarcest resource."""
-    allocatable = room.node.allocatable
-    return min(
-        (
-            room.free_requests.get(r) / allocatable.get(r)
-            for r in RESOURCES
-            if allocatable.get(r) > 0
-        ),
-        default=0.0,
-    )
