@@ -66,7 +66,10 @@ Every interval (config `interval`, default 5m), while this replica leads:
     to the CronJob's schedule with --once);
   - evictions use the policy/v1 Eviction API only (PDBs are honoured: a 429 skips
     the pod), are re-checked against live caches just before each call, spaced by
-    `evictionsPerSecond`, and recorded as Events (reason LoadAwareDescheduled).
+    `evictionsPerSecond`, and recorded as Events (reason LoadAwareDescheduled);
+  - with `consolidation.enabled` (off by default), a run that cools no hot spot
+    drains a node idle by requests and real usage for the node autoscaler to
+    remove: taint loadaware.io/draining:NoSchedule first, then its pods.
 
 --once runs a single pass and exits (CronJob style). Exit codes: 0 when the run
 completed (a first run included: it acts like any other), 1 when it could not run

@@ -260,3 +260,19 @@ def test_hot_spots_come_first_a_run_that_cools_one_starts_no_drain(
     assert drain_taints(seeded.store, "idle") == []
     assert not any(name.startswith("web-idle") for name in evicted(seeded))
     assert "drains wait while hot spots are cooled" in report.message
+
+
+@pytest.mark.prometheus
+def test_a_taint_that_cannot_be_written_leaves_the_node_whole_and_is_counted(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    seeded.fail_next("PATCH", "/api/v1/nodes/idle", 403, times=10)  # RBAC without patch
+    telemetry = DeschedulerMetrics()
+    report = run_once(seeded, prometheus_url, consolidating(), telemetry)
+    assert report.result is RunResult.OK, report.message
+    assert evicted(seeded) == []  # no pod leaves a node that is not tainted
+    assert drain_taints(seeded.store, "idle") == []
+    assert metric(telemetry, "loadaware_descheduler_consolidation_drains_total",
+                  event="taint_error") == 1  # fmt: skip
+    assert metric(telemetry, "loadaware_descheduler_consolidation_drains_total",
+                  event="started") == 0  # fmt: skip
