@@ -276,3 +276,17 @@ def test_a_taint_that_cannot_be_written_leaves_the_node_whole_and_is_counted(
                   event="taint_error") == 1  # fmt: skip
     assert metric(telemetry, "loadaware_descheduler_consolidation_drains_total",
                   event="started") == 0  # fmt: skip
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize("scheduler", ["soft-taints", "requests"])
+def test_beside_a_stock_scheduler_the_drain_taint_is_what_keeps_replacements_off(
+    seeded: FakeKube, prometheus_url: str, scheduler: str
+) -> None:
+    # The idle node carries no soft taint: the hot-spot re-check's "still steered away"
+    # rule does not apply to a drain, whose own NoSchedule taint does that.
+    config = cluster.config(scheduler=scheduler, consolidation={"enabled": True})
+    report = run_once(seeded, prometheus_url, config)
+    assert report.result is RunResult.OK, report.message
+    assert evicted(seeded) == ["web-idle-0", "web-idle-1"], report.outcomes
+    assert len(drain_taints(seeded.store, "idle")) == 1
