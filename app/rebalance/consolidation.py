@@ -303,36 +303,11 @@ class _Drainer:
         spare = self.rooms.spare_refusal(node, requested_on(moving))
         if spare is not None:
             return KeptNode(node.name, None, spare)
-        chosen: list[tuple[PodInfo, str, Resources, str]] = []
-        later: list[tuple[PodInfo, str, Resources]] = []
-        waiting: list[tuple[str, str]] = []
-        abandoned: KeptNode | None = None
-        for pod in moving:
-            why = self._forever(pod, node)
-            if why is not None:
-                abandoned = KeptNode(node.name, why[0], f"{pod.key}: {why[1]}")
-                break
-            amount, origin = pod_usage(pod, self.sources)
-            destination, refused = self.rooms.fullest_taking(pod, amount, node.name)
-            if destination is None:
-                abandoned = KeptNode(node.name, SkipCode.NO_DESTINATION, f"{pod.key}: {refused}")
-                break
-            self.rooms.reserve(destination, pod, amount)
-            not_now = self.budget.why_not(pod, node.name)
-            if not_now is None:
-                self.budget.take(pod, node.name)
-                self.received.add(destination)
-                chosen.append((pod, destination, amount, origin))
-            else:
-                later.append((pod, destination, amount))
-                waiting.append((pod.key, not_now[1]))
-        for pod, destination, amount in later:  # their room is not held past this run
-            self.rooms.release(destination, pod, amount)
-        if abandoned is not None:
-            for pod, destination, amount, _ in chosen:
-                self.rooms.release(destination, pod, amount)
-                self.budget.give_back(pod, node.name)
-            return abandoned
+        placed = self._place(node, moving)
+        if isinstance(placed, KeptNode):
+            return placed
+        chosen, waiting = placed
+        self.received.update(destination for _, destination, _, _ in chosen)
         reason = "draining since an earlier run" if moving else "empty: left to the autoscaler"
         return self._drain(node.name, reason, chosen, continued=True, waiting=waiting)
 
@@ -343,14 +318,32 @@ class _Drainer:
         spare = self.rooms.spare_refusal(node)
         if spare is not None:
             return KeptNode(node.name, None, spare)
+        placed = self._place(node, moving)
+        if isinstance(placed, KeptNode):
+            return placed
+        chosen, waiting = placed
+        if not chosen:
+            return KeptNode(node.name, None, "no pod of it may go now (per-workload limits, PDBs)")
+        self.rooms.leave(node.name)
+        self.received.update(destination for _, destination, _, _ in chosen)
+        reason = "underused by requests and real usage; every pod has a destination"
+        return self._drain(node.name, reason, chosen, waiting=waiting)
+
+    def _place(
+        self, node: NodeInfo, moving: list[PodInfo]
+    ) -> tuple[list[tuple[PodInfo, str, Resources, str]], list[tuple[str, str]]] | KeptNode:
+        """A destination for every pod that must move, or what keeps the node (then
+        nothing stays reserved). The pods that may go now (PDBs, per-workload limits)
+        keep their room and take their budget; the others are listed, with why, and
+        their room is not held past this run."""
         for pod in moving:  # what keeps the node whatever the placement, before placing
             why = self._forever(pod, node)
             if why is not None:
                 return KeptNode(node.name, why[0], f"{pod.key}: {why[1]}")
         chosen: list[tuple[PodInfo, str, Resources, str]] = []
+        later: list[tuple[PodInfo, str, Resources]] = []
         waiting: list[tuple[str, str]] = []
         kept: KeptNode | None = None
-        later: list[tuple[PodInfo, str, Resources]] = []  # home now, evicted in a later run
         for pod in moving:
             amount, origin = pod_usage(pod, self.sources)
             destination, refused = self.rooms.fullest_taking(pod, amount, node.name)
@@ -358,28 +351,21 @@ class _Drainer:
                 kept = KeptNode(node.name, SkipCode.NO_DESTINATION, f"{pod.key}: {refused}")
                 break
             self.rooms.reserve(destination, pod, amount)
-            refused_now = self.budget.why_not(pod, node.name)
-            if refused_now is None:
+            not_now = self.budget.why_not(pod, node.name)
+            if not_now is None:
                 self.budget.take(pod, node.name)
                 chosen.append((pod, destination, amount, origin))
             else:
                 later.append((pod, destination, amount))
-                waiting.append((pod.key, refused_now[1]))
-        if kept is not None or not chosen:
+                waiting.append((pod.key, not_now[1]))
+        for pod, destination, amount in later:
+            self.rooms.release(destination, pod, amount)
+        if kept is not None:
             for pod, destination, amount, _ in reversed(chosen):
                 self.rooms.release(destination, pod, amount)
                 self.budget.give_back(pod, node.name)
-            for pod, destination, amount in later:
-                self.rooms.release(destination, pod, amount)
-            return kept or KeptNode(
-                node.name, None, "no pod of it may go now (per-workload limits, PDBs)"
-            )
-        for pod, destination, amount in later:  # their room is not held past this run
-            self.rooms.release(destination, pod, amount)
-        self.rooms.leave(node.name)
-        self.received.update(destination for _, destination, _, _ in chosen)
-        reason = "underused by requests and real usage; every pod has a destination"
-        return self._drain(node.name, reason, chosen, waiting=waiting)
+            return kept
+        return chosen, waiting
 
     def _drain(
         self,
