@@ -35,6 +35,7 @@ from tests.descheduler.cluster import load_annotations
 from tests.e2e.autoscaler import StandInAutoscaler
 from tests.e2e.descheduler import deployment, descheduler_allowed, run_once
 from tests.e2e.harness import REPO, ControlPlane, scheduler_config, wait_until
+from tests.e2e.test_descheduler_placement import all_bound, live_pods
 from tests.e2e.test_node_annotation_policy import DENIED, MERGE, POLICY_PATHS, Api
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
 
@@ -55,19 +56,6 @@ CONFIG: DeschedulerConfig = config_from_mapping({
     "workloadCooldown": "0s",
     "consolidation": {"enabled": True},
 })  # fmt: skip
-
-
-def live_pods(client: Client, namespace: str) -> dict[str, str | None]:
-    return {
-        pod.metadata.name or "": pod.spec.nodeName if pod.spec else None
-        for pod in client.list(Pod, namespace=namespace)
-        if pod.metadata is not None and pod.metadata.deletionTimestamp is None
-    }
-
-
-def all_bound(client: Client, namespace: str, count: int) -> bool:
-    pods = live_pods(client, namespace)
-    return len(pods) == count and all(pods.values())
 
 
 def usage_series(client: Client, namespace: str) -> list[PodSeries]:
