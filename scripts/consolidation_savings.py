@@ -9,7 +9,9 @@ A maintainer's script, not a command of loadaware. Per scenario it runs
 and ``loadaware+consolidate+autoscaler`` on seeds 1..N and prints one Markdown row per
 seed: node-hours, harm (throttled CPU-minutes + OOM events), pending pod-minutes,
 consolidation's evictions, PDB violations; then the median saving and the totals.
-``--min-spare P`` sets ``descheduler.consolidation.minSpare`` to P % for CPU and memory.
+``--min-spare P`` sets ``descheduler.consolidation.minSpare`` to P % for CPU and memory;
+``--packing T`` gives the scenario the default policy with ``spec.packing`` on at target
+T (the extender's packing score; ``default+autoscaler`` uses no extender).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import yaml
+
+from app.policy import DEFAULT_POLICY_YAML
 from app.simulate.autoscaling import _opted_out
 from app.simulate.cluster import SimulatedCluster
 from app.simulate.policies import plan_for
@@ -55,12 +60,20 @@ def opted_out_evictions(cluster: SimulatedCluster) -> int:
     )
 
 
+def with_packing(scenario: Scenario, target: float | None) -> Scenario:
+    if target is None:
+        return scenario
+    document = yaml.safe_load(DEFAULT_POLICY_YAML)
+    document["spec"]["packing"] = {"enabled": True, "target": target}
+    return scenario.model_copy(update={"policy": document})
+
+
 def harm(summary: Summary) -> float:
     return summary.throttled_cpu_minutes + summary.oom_events
 
 
-def report(name: str, seeds: int, min_spare: float | None) -> None:
-    scenario = with_min_spare(load_scenario(name), min_spare)
+def report(name: str, seeds: int, min_spare: float | None, packing: float | None = None) -> None:
+    scenario = with_packing(with_min_spare(load_scenario(name), min_spare), packing)
     print(f"\n### {scenario.name} (seeds 1-{seeds}, minSpare {min_spare or 'default'})\n")
     print(
         "| seed | node-h CA | node-h consolidated | saved | harm CA / cons. | pending CA / "
@@ -101,9 +114,10 @@ def main() -> None:
     parser.add_argument("scenarios", nargs="+")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--min-spare", type=float, default=None)
+    parser.add_argument("--packing", type=float, default=None, metavar="TARGET")
     args = parser.parse_args()
     for name in args.scenarios:
-        report(name, args.seeds, args.min_spare)
+        report(name, args.seeds, args.min_spare, args.packing)
 
 
 if __name__ == "__main__":
