@@ -133,6 +133,12 @@ POLICY_MEANING = {
     "spec.hotValue[].timeRange": "a window of recent bindings",
     "spec.hotValue[].count": "every `count` bindings within `timeRange` add 1 to the hot "
     "value (10 score points)",
+    "spec.packing": "loadaware's addition, optional: score toward a target real usage "
+    "(TargetLoadPacking's shape, every priority metric), so that new pods fill used nodes "
+    "instead of waking idle ones (docs/tuning.md, consolidation)",
+    "spec.packing.enabled": "off unless set to true: crane's score (the free fraction) applies",
+    "spec.packing.target": "the usage fraction (0..1, exclusive) a metric's share peaks at: it "
+    "rises from `target` on an idle node to 1 there, then falls to 0 on a full node",
     "spec.estimation": "loadaware's addition, optional: burst-aware estimation of pods placed "
     'since a node\'s last sample (README "Burst-aware estimation")',
     "spec.estimation.enabled": "on unless set to false, also for a crane file without the section",

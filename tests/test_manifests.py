@@ -316,6 +316,7 @@ def test_soft_taints_are_off_in_the_base_and_on_in_their_overlay_with_the_polici
         "loadaware-annotator-node-annotations",
         "loadaware-node-annotation-writers",
         "loadaware-document-writers",
+        "loadaware-descheduler-node-writes",
     }
     # The component names the tuning variables in comments: the ones the flags read.
     patch = DEPLOY / "components" / "annotator-soft-taints" / "deployment-patch.yaml"

@@ -85,6 +85,14 @@ def describe_eviction(eviction: PlannedEviction) -> str:
     """The Event message: the node, the metric and values, the pod's usage, the destination."""
     values = ", ".join(f"{name} {value:.3f}" for name, value in eviction.metric_values.items())
     usage = eviction.usage
+    if eviction.drain:
+        return (
+            f"Evicted by loadaware descheduler: node {eviction.source} is drained for the "
+            f"node autoscaler to remove (consolidation); this pod uses cpu "
+            f"{usage.cpu_cores:.3f} cores and memory {usage.memory_bytes / 2**20:.0f} MiB "
+            f"(from {eviction.usage_from}); room was reserved on node {eviction.destination}. "
+            f"{eviction.reason}"
+        )
     return (
         f"Evicted by loadaware descheduler: node {eviction.source} is hot on real usage "
         f"({values}); this pod uses cpu {usage.cpu_cores:.3f} cores and memory "
@@ -206,8 +214,18 @@ class Evictor:
         view.memory.hot_rounds = decision.hot_rounds
         if await self._save(view.memory, report):
             await self._evict_in_order(view, decision.plan, report)
+            report.message = summarize(decision.plan, report, self._max_consecutive_errors)
         await self._report_held(decision.plan)
         return report
+
+    async def evict_drains(
+        self, view: View, evictions: list[PlannedEviction], report: RunReport
+    ) -> None:
+        """Evict the pods of the nodes consolidation drains, as any planned eviction
+        (re-checked, paced, PDBs honoured, remembered, told in an Event); their moves
+        are not judged by whether the source cooled: emptying it is the point."""
+        drains = EvictionPlan(scheduler=self._config.value.scheduler, evictions=evictions)
+        await self._evict_in_order(view, drains, report, judge=False)
 
     async def _report_held(self, the_plan: EvictionPlan) -> None:
         """An Event on each node newly left hot by pods above their requests that cannot
@@ -244,7 +262,9 @@ class Evictor:
             return False
         return True
 
-    async def _evict_in_order(self, view: View, the_plan: EvictionPlan, report: RunReport) -> None:
+    async def _evict_in_order(
+        self, view: View, the_plan: EvictionPlan, report: RunReport, *, judge: bool = True
+    ) -> None:
         pacer = EvictionPacer(self._config.value.evictions_per_second)
         reserved: dict[str, Resources] = {}
         errors_in_a_row = 0
@@ -288,11 +308,11 @@ class Evictor:
                     result.detail,
                 )
             elif outcome is EvictionOutcome.EVICTED:
-                add_eviction(view.memory.moves, eviction, the_plan, view.cluster, started_s)
+                if judge:
+                    add_eviction(view.memory.moves, eviction, the_plan, view.cluster, started_s)
                 await self._record(eviction, view.memory, reserved, started_s)
                 if not await self._save(view.memory, report):
                     break
-        report.message = summarize(the_plan, report, self._max_consecutive_errors)
 
     async def _record(
         self,

@@ -4,6 +4,13 @@ The planning itself is ``app.rebalance``'s. This step adds the debounce bookkeep
 around it (``app/rebalance/debounce.py``): the consecutive hot rounds come from the
 memory; a dry run never writes them, so a dry-run loop counts its own on top, and its
 table previews evictions once debouncing would end.
+
+With ``consolidation.enabled`` it also plans consolidation
+(``app.rebalance.plan_consolidation``): the nodes being drained are those carrying the
+drain taint (``app/rebalance/drain_taint.py``), with the start each taint records.
+Cooling hot spots comes first: a run whose plan evicts for a hot spot starts no drain
+and moves no pod of one (``Decision.drains_wait``); it still gives up the drains that
+no longer hold.
 """
 
 from __future__ import annotations
@@ -13,11 +20,14 @@ from dataclasses import dataclass, field
 from app.descheduler.gather import View
 from app.policy import Policy
 from app.rebalance import (
+    ConsolidationPlan,
     DeschedulerConfig,
     EvictionPlan,
     PlannerMemory,
+    draining_nodes,
     observe_round,
     plan,
+    plan_consolidation,
     previous_hot_rounds,
     record_hot_rounds,
 )
@@ -30,6 +40,13 @@ class Decision:
     hot_rounds: dict[str, tuple[int, float]]
     # What a dry-run loop remembers for its next round (empty when not dry-running).
     dry_rounds: PlannerMemory = field(default_factory=PlannerMemory)
+    # The consolidation plan (None when consolidation.enabled is off).
+    consolidation: ConsolidationPlan | None = None
+
+    @property
+    def drains_wait(self) -> bool:
+        """Hot spots first: no drain starts or goes on in a run that cools one."""
+        return bool(self.plan.evictions)
 
 
 def decide(
@@ -45,7 +62,14 @@ def decide(
         for name, count in dry_rounds.hot_rounds.items():
             hot_rounds[name] = max(hot_rounds.get(name, 0), count)
     the_plan = plan(view.cluster, config, policy, view.now_s, hot_rounds)
+    consolidation = None
+    if config.consolidation.enabled:
+        started_s = draining_nodes(view.cluster.nodes.values(), view.now_s)
+        consolidation = plan_consolidation(
+            view.cluster, config, policy, view.now_s, started_s, started_s
+        )
     return Decision(
+        consolidation=consolidation,
         plan=the_plan,
         hot_rounds=record_hot_rounds(
             view.memory.hot_rounds, the_plan.node_classes, view.now_s, config.interval

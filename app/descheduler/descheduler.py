@@ -16,7 +16,9 @@ three steps, each in its own module:
 3. act (``act.py``): unless dry-running, write the memory, then evict the planned pods
    in order through the Eviction API (PodDisruptionBudgets honoured), each re-checked
    against the live caches just before its call, spaced by ``evictionsPerSecond``,
-   written to the memory before the next one, and told in an Event.
+   written to the memory before the next one, and told in an Event;
+4. with ``consolidation.enabled``, consolidate (``consolidate.py``): give up the drains
+   that no longer hold, taint the nodes to drain, and evict their pods the same way.
 
 This object keeps the loop and the wiring: the caches and the leader-elected service
 that runs them, the settings, and the report of the last run.
@@ -33,6 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.descheduler.act import Evictor
+from app.descheduler.consolidate import Consolidator
 from app.descheduler.decide import decide
 from app.descheduler.gather import ClusterReader, Skipped, View
 from app.descheduler.hindsight import due_moves, judge_due
@@ -47,6 +50,7 @@ from app.kube import (
     NodeCache,
     PodCache,
     StateStore,
+    TaintWriter,
     WorkloadUsageStore,
     pod_info,
 )
@@ -136,6 +140,12 @@ class Descheduler:
             clock,
             identity=self.settings.identity,
             max_consecutive_errors=self.settings.max_consecutive_errors,
+        )
+        self.consolidator = Consolidator(
+            TaintWriter(client, may_write=self.may_evict),
+            self.nodes,
+            self.evictor,
+            self.telemetry,
         )
         # A dry run never writes the memory's round counts, so a dry-run loop keeps its
         # own; without them, debouncing nodes would never be previewed as sources.
@@ -243,7 +253,9 @@ class Descheduler:
         self._dry_rounds = decision.dry_rounds
         self.telemetry.record_plan(decision.plan)
         self._say_if_stopped_helping(decision.plan)
-        return await self.evictor.act(view, decision, dry_run=dry_run)
+        report = await self.evictor.act(view, decision, dry_run=dry_run)
+        await self.consolidator.act(view, decision, report, dry_run=dry_run)
+        return report
 
     async def _judge(
         self, view: View, config: DeschedulerConfig, policy: Policy, *, dry_run: bool

@@ -71,7 +71,10 @@ Every interval (config `interval`, default 5m), while this replica leads:
     to the CronJob's schedule with --once);
   - evictions use the policy/v1 Eviction API only (PDBs are honoured: a 429 skips
     the pod), are re-checked against live caches just before each call, spaced by
-    `evictionsPerSecond`, and recorded as Events (reason LoadAwareDescheduled).
+    `evictionsPerSecond`, and recorded as Events (reason LoadAwareDescheduled);
+  - with `consolidation.enabled` (off by default), a run that cools no hot spot
+    drains a node idle by requests and real usage for the node autoscaler to
+    remove: taint loadaware.io/draining:NoSchedule first, then its pods.
 
 --once runs a single pass and exits (CronJob style). Exit codes: 0 when the run
 completed (a first run included: it acts like any other), 1 when it could not run
@@ -108,17 +111,7 @@ def load_config(path: Path) -> DeschedulerConfig:
     from app.documents import read_file
     from app.rebalance import ConfigError, config_from_yaml
 
-    config = config_from_yaml(*read_file(path, "configuration", ConfigError))
-    if config.consolidation.enabled:
-        # Planned and measured in the simulator only: a live drain also needs its taint
-        # kept and given back across runs, which this release does not do yet.
-        raise ConfigError(
-            f"{path}: consolidation.enabled: true: the descheduler does not drain nodes "
-            "in this release; `loadaware simulate NAME --policies "
-            "default+autoscaler,loadaware+consolidate+autoscaler` shows what it would "
-            "save. Set it to false."
-        )
-    return config
+    return config_from_yaml(*read_file(path, "configuration", ConfigError))
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -162,10 +155,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def print_report(report: RunReport, out: TextIO) -> None:
-    from app.rebalance import render_plan
+    from app.rebalance import render_consolidation, render_plan
 
     if report.plan is not None:
         out.write(render_plan(report.plan))
+    if report.consolidation is not None:
+        out.write("\n" + render_consolidation(report.consolidation))
     if report.outcomes:
         out.write("\noutcomes:\n")
         for key, outcome in report.outcomes.items():

@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from app.rebalance import EvictionPlan
+from app.rebalance import ConsolidationPlan, EvictionPlan
 
 # Every step of a run logs under the loop's name, as when the run was one method, so
 # that log filters and alerts keyed on it see every line of a run.
@@ -33,6 +33,7 @@ class RunReport:
     plan: EvictionPlan | None = None
     outcomes: dict[str, str] = field(default_factory=dict)  # pod key -> outcome or skip reason
     dry_run: bool = False
+    consolidation: ConsolidationPlan | None = None  # with consolidation.enabled
 
     @property
     def evicted(self) -> list[str]:

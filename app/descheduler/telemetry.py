@@ -108,6 +108,21 @@ class DeschedulerMetrics:
             buckets=_COOLING_BUCKETS,
             registry=registry,
         )
+        self.drains = Counter(
+            "loadaware_descheduler_consolidation_drains_total",
+            "Consolidation's drains by event: started (the drain taint put on a node), "
+            "abandoned (the taint taken off: the drain no longer holds, or the autoscaler "
+            "did not remove the node within abandonAfter), taint_error (the taint could not "
+            "be written: the drain waits for the next run).",
+            ["event"],
+            registry=registry,
+        )
+        self.draining_nodes = Gauge(
+            "loadaware_descheduler_draining_nodes",
+            "Nodes carrying loadaware's drain taint (loadaware.io/draining) at the last "
+            "run's start, before it started or gave up any drain.",
+            registry=registry,
+        )
         self.policy = PolicyReloadMetrics(registry)
 
     def record_plan(self, plan: EvictionPlan) -> None:

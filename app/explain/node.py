@@ -4,6 +4,11 @@ The whole plan is made, as the descheduler makes it (``app.rebalance.plan.plan``
 every node and pod, the debounce rounds and recent evictions from its memory), and
 then read for the one node: its class and why, the pods it would move off it and
 where, the pods it would skip with their codes, and the pods it would send to it.
+
+With ``consolidation.enabled``, the consolidation plan too, made as the descheduler
+makes it (the drains in progress read from the nodes' drain taints): whether the node
+would be drained and why, or why not, where each of its pods would go and which must
+wait for a later run, or which pods a drain would send to it.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from app.rebalance import (
     PlannedEviction,
     SchedulerBeside,
     SkippedPod,
+    draining_nodes,
     node_opt_out,
     plan,
+    plan_consolidation,
 )
 
 # What each class means for the node's pods, in one sentence.
@@ -37,6 +44,51 @@ ROLE = {
     NodeKind.NO_DATA: "neither: without usable data it is never a source nor a destination",
     NodeKind.EXCLUDED: "neither: the configuration's nodeSelector leaves it out",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConsolidation:
+    """What consolidation would do with the node this run."""
+
+    verdict: str  # drained | draining | kept | given up | no candidate | receives | untouched
+    reason: str
+    moves: tuple[PlannedEviction, ...] = ()  # its pods, each with its destination
+    waiting: tuple[tuple[str, str], ...] = ()  # its pods that go in a later run, and why
+    received: tuple[PlannedEviction, ...] = ()  # pods a drain sends to it
+    waits_for_hot_spots: bool = False  # the hot-spot plan evicts: no drain this run
+
+
+def consolidation_of(
+    name: str, cluster: ClusterView, config: DeschedulerConfig, policy: Policy, now_s: float,
+    hot_spot_evictions: bool,
+) -> NodeConsolidation | None:  # fmt: skip
+    """The node's part of the consolidation plan; None when consolidation is off."""
+    if not config.consolidation.enabled:
+        return None
+    started = draining_nodes(cluster.nodes.values(), now_s)
+    whole = plan_consolidation(cluster, config, policy, now_s, started, started)
+    received = tuple(e for e in whole.evictions if e.destination == name)
+    waits = hot_spot_evictions
+    for drain in whole.drains:
+        if drain.node == name:
+            verdict = "draining" if drain.continued else "drained"
+            return NodeConsolidation(verdict, drain.reason, drain.evictions, drain.waiting,
+                                     waits_for_hot_spots=waits)  # fmt: skip
+    for given_up in whole.abandoned:
+        if given_up.node == name:
+            return NodeConsolidation("given up", given_up.reason, waits_for_hot_spots=waits)
+    for kept in whole.kept:
+        if kept.node == name:
+            return NodeConsolidation("kept", kept.reason, received=received,
+                                     waits_for_hot_spots=waits)  # fmt: skip
+    if name in whole.not_candidates:
+        return NodeConsolidation("no candidate", whole.not_candidates[name], received=received,
+                                 waits_for_hot_spots=waits)  # fmt: skip
+    if received:
+        return NodeConsolidation("receives", "a destination of the nodes drained this run",
+                                 received=received, waits_for_hot_spots=waits)  # fmt: skip
+    why = "; ".join(whole.notes) or "a candidate not tried this run (maxNodesPerRun)"
+    return NodeConsolidation("untouched", why, waits_for_hot_spots=waits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +106,7 @@ class NodeExplanation:
     # not churned; and Karpenter's opt-out on the Node, which keeps every pod on it.
     held_hot: HeldHot | None = None
     opt_out: str | None = None
+    consolidation: NodeConsolidation | None = None  # None: consolidation.enabled is off
 
     @property
     def role(self) -> str:
@@ -85,4 +138,7 @@ def explain_node(
         scheduler=the_plan.scheduler,
         held_hot=the_plan.held_hot.get(name),
         opt_out=node_opt_out(cluster.nodes[name].annotations),
+        consolidation=consolidation_of(
+            name, cluster, config, policy, now_s, bool(the_plan.evictions)
+        ),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.explain.node import NodeExplanation
+from app.explain.node import NodeConsolidation, NodeExplanation
 from app.explain.pod import NodeVerdict, PodExplanation
 from app.load import HOT_VALUE_PENALTY_PER_UNIT, MAX_EXTENDER_SCORE, MetricReading
 from app.objects import Resources, printable
@@ -287,7 +287,39 @@ def render_node(explanation: NodeExplanation, sources: Sequence[str]) -> str:
         lines += _moves(explanation.sent_here, "FROM")
     if explanation.notes:
         lines += ["", "the plan's notes (whole cluster):", *(f"- {n}" for n in explanation.notes)]
+    lines += _consolidation_lines(explanation.consolidation)
     return "\n".join(lines) + "\n"
+
+
+def _consolidation_lines(consolidation: NodeConsolidation | None) -> list[str]:
+    if consolidation is None:
+        return ["", "consolidation: off (consolidation.enabled)"]
+    lines = ["", f"consolidation: {consolidation.verdict}: {consolidation.reason}"]
+    if consolidation.waits_for_hot_spots and consolidation.moves:
+        lines.append("  this run cools a hot spot: drains wait for a run that does not")
+    if consolidation.moves:
+        lines += ["", f"consolidation would move off it ({len(consolidation.moves)}):"]
+        lines += _moves(consolidation.moves, "TO")
+    if consolidation.waiting:
+        lines += ["", f"consolidation moves in a later run ({len(consolidation.waiting)}):"]
+        lines += _table(("POD", "WHY NOT NOW"), list(consolidation.waiting))
+    if consolidation.received:
+        lines += ["", f"consolidation would send to it ({len(consolidation.received)}):"]
+        lines += _moves(consolidation.received, "FROM")
+    return lines
+
+
+def _consolidation_json(consolidation: NodeConsolidation | None) -> dict[str, Any] | None:
+    if consolidation is None:
+        return None
+    return {
+        "verdict": consolidation.verdict,
+        "reason": consolidation.reason,
+        "wouldMove": [_eviction_json(e) for e in consolidation.moves],
+        "later": [{"pod": key, "reason": why} for key, why in consolidation.waiting],
+        "wouldReceive": [_eviction_json(e) for e in consolidation.received],
+        "waitsForHotSpots": consolidation.waits_for_hot_spots,
+    }
 
 
 def _eviction_json(eviction: PlannedEviction) -> dict[str, Any]:
@@ -340,4 +372,5 @@ def node_json(explanation: NodeExplanation, sources: Sequence[str]) -> dict[str,
         "sources": list(sources),
         "optedOut": explanation.opt_out,
         "heldHot": _held_json(explanation),
+        "consolidation": _consolidation_json(explanation.consolidation),
     }

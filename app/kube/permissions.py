@@ -165,6 +165,16 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     ),
     "descheduler": (
         _NODE_CACHE,
+        _permission(
+            "",
+            "nodes",
+            "get patch",
+            "consolidation (off by default): loadaware's drain taint loadaware.io/draining "
+            "on a node it drains, and off when it gives the drain up; a read just before "
+            "each write, for the resourceVersion the write is conditional on "
+            "(app/kube/patching.py). An admission policy lets it change nothing else "
+            "on a Node",
+        ),
         _permission("", "pods", "list watch", "the pod cache (app/kube/pods.py): victims and room"),
         _permission(
             "",

@@ -216,16 +216,31 @@ def find_overloads(readings: Mapping[str, MetricReading], policy: Policy) -> tup
 
 
 def load_score(readings: Mapping[str, MetricReading], policy: Policy) -> int:
-    """crane's score: the weighted free fraction of the priority metrics, 0..100."""
+    """crane's score: the weighted free fraction of the priority metrics, 0..100; with
+    ``spec.packing``, the weighted packing share instead (``priority_share``)."""
     weighted_free, total_weight = _weighted_free(readings, policy)
     if total_weight <= 0:
         return MAX_NODE_SCORE
     return int(weighted_free / total_weight)
 
 
+def priority_share(usage: float, packing_target: float | None) -> float:
+    """One priority metric's share of the score, 0..1, at a usage fraction: crane's free
+    fraction ``1 - usage``; with ``spec.packing`` (target ``t``), rising from ``t`` on an
+    idle node to 1 at the target, then falling to 0 on a full one, so that the nodes
+    nearest the target from below score highest (Trimaran's TargetLoadPacking shape,
+    kept continuous at the target)."""
+    if packing_target is None:
+        return 1.0 - usage
+    if usage <= packing_target:
+        return packing_target + (1.0 - packing_target) * max(usage, 0.0) / packing_target
+    return max(0.0, (1.0 - usage) / (1.0 - packing_target))
+
+
 def _weighted_free(readings: Mapping[str, MetricReading], policy: Policy) -> tuple[float, float]:
     weighted_free = 0.0
     total_weight = 0.0
+    target = policy.packing_target
     # Without fresh data a metric is assumed at its ceiling (module doc).
     for metric, weight, assumed in policy.priority_ceilings:
         reading = readings.get(metric)
@@ -237,7 +252,7 @@ def _weighted_free(readings: Mapping[str, MetricReading], policy: Policy) -> tup
             usage = reading.usage_fraction
         else:
             usage = assumed
-        weighted_free += (1.0 - usage) * weight * MAX_NODE_SCORE
+        weighted_free += priority_share(usage, target) * weight * MAX_NODE_SCORE
         total_weight += weight
     return weighted_free, total_weight
 
@@ -250,7 +265,9 @@ class ScorePart:
     weight: float
     usage_fraction: float  # what the score used: the fresh reading, or the assumed ceiling
     assumed: bool  # no fresh data: scored at its ceiling (module doc)
-    points: float  # (1 - usage) x weight x 100 / Σ weights; load_score is int(Σ points)
+    # priority_share(usage) x weight x 100 / Σ weights (crane: 1 - usage); load_score is
+    # int(Σ points)
+    points: float
 
 
 def score_parts(readings: Mapping[str, MetricReading], policy: Policy) -> tuple[ScorePart, ...]:
@@ -267,7 +284,8 @@ def score_parts(readings: Mapping[str, MetricReading], policy: Policy) -> tuple[
         )
         usage = reading.usage_fraction if fresh and reading is not None else None
         used = assumed if usage is None else usage
-        share = (1.0 - used) * weight * MAX_NODE_SCORE / total_weight if total_weight > 0 else 0.0
+        points = priority_share(used, policy.packing_target) * weight * MAX_NODE_SCORE
+        share = points / total_weight if total_weight > 0 else 0.0
         parts.append(ScorePart(metric, weight, used, usage is None, share))
     return tuple(parts)
 

@@ -266,6 +266,17 @@ class EstimationPolicy(_Strict):
     )
 
 
+class PackingPolicy(_Strict):
+    """loadaware's addition to crane's format: score nodes toward a target real usage
+    (as Trimaran's TargetLoadPacking does, on every priority metric): a node's score for
+    a metric rises with its usage up to ``target`` and falls above it, so that new pods
+    fill used nodes instead of waking idle ones (app/load/model.py, ``priority_share``).
+    Optional, and off unless enabled: crane's score (the free fraction) applies."""
+
+    enabled: Switch = False
+    target: Number = Field(default=0.4, gt=0.0, lt=1.0, allow_inf_nan=False)
+
+
 class PolicySpec(_Strict):
     sync_policy: tuple[SyncPolicy, ...] = Field(
         default=(), validation_alias=AliasChoices("syncPolicy", "sync_policy")
@@ -276,6 +287,7 @@ class PolicySpec(_Strict):
         default=(), validation_alias=AliasChoices("hotValue", "hot_value")
     )
     estimation: EstimationPolicy = Field(default_factory=EstimationPolicy)
+    packing: PackingPolicy = Field(default_factory=PackingPolicy)
 
     @model_validator(mode="after")
     def _check_consistency(self) -> PolicySpec:
@@ -383,6 +395,12 @@ class Policy:
         always 1.0 under crane's rule (``missing_scored_as_full``)."""
         limits = {} if self.missing_scored_as_full else dict(self.limits)
         return tuple((p.name, p.weight, limits.get(p.name, 1.0)) for p in self.spec.priority)
+
+    @cached_property
+    def packing_target(self) -> float | None:
+        """The usage fraction priority scores pack toward (``spec.packing``), or None for
+        crane's free-fraction score."""
+        return self.spec.packing.target if self.spec.packing.enabled else None
 
     def as_crane_scores(self) -> Policy:
         """This policy with crane-scheduler's rule for missing data (scored as full)."""

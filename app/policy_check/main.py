@@ -62,6 +62,11 @@ def describe(policy: Policy) -> str:
         )
     lines.extend(describe_percentiles(policy))
     lines.append(describe_estimation(policy))
+    if policy.packing_target is not None:
+        lines.append(
+            f"packing: on; each priority metric scores highest at {policy.packing_target:.0%} "
+            "usage, less on idler nodes and less the further above (spec.packing)"
+        )
     lines.append("missing, stale or unreadable data never rejects a node")
     for warning in policy.warnings:
         lines.append(f"warning: {warning}")

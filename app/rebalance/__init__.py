@@ -21,6 +21,8 @@ in the order a plan is made:
 - ``limits``: the run's guards (per node, namespace, workload, PDB);
 - ``outcome``: what the planner returns; ``plan``: the orchestration;
 - ``consolidation``: the nodes to drain for a node autoscaler to remove;
+  ``drain_taint``: the taint that marks a node being drained, and since when;
+  ``packing_rooms``: its destinations, fullest first, and the floor's totals;
 - ``render``: the dry-run table;
 - ``aftermath``: settleTime after a move, whether it helped; ``backoff``: where
   recent moves did not help, the nodes and workloads left alone.
@@ -80,15 +82,22 @@ from app.rebalance.view import ClusterView
 
 if TYPE_CHECKING:
     from app.rebalance.beside import ASSUMES
-    from app.rebalance.consolidation import ConsolidationPlan, plan_consolidation
+    from app.rebalance.consolidation import (
+        ConsolidationPlan,
+        KeptNode,
+        NodeDrain,
+        plan_consolidation,
+    )
+    from app.rebalance.drain_taint import DRAIN_TAINT_KEY, drain_taint, draining_nodes
     from app.rebalance.plan import PlannerMemory, observe_round, plan, recheck
-    from app.rebalance.render import render_plan
+    from app.rebalance.render import render_consolidation, render_plan
 
 __all__ = [
     "ASSUMES",
     "DEFAULT_CPU_QUERY",
     "DEFAULT_MEMORY_QUERY",
     "DO_NOT_DISRUPT_ANNOTATION",
+    "DRAIN_TAINT_KEY",
     "MAX_BACKOFF_ROUNDS",
     "NODE_HINT_VALUES",
     "NOISE_SHARE",
@@ -103,8 +112,10 @@ __all__ = [
     "EvictionPlan",
     "HeldHot",
     "Judgement",
+    "KeptNode",
     "Measured",
     "NodeClass",
+    "NodeDrain",
     "NodeKind",
     "Outcome",
     "Planned",
@@ -116,6 +127,8 @@ __all__ = [
     "back_off",
     "config_from_mapping",
     "config_from_yaml",
+    "drain_taint",
+    "draining_nodes",
     "fit_refusal",
     "hints_of",
     "judge",
@@ -128,6 +141,7 @@ __all__ = [
     "previous_hot_rounds",
     "recheck",
     "record_hot_rounds",
+    "render_consolidation",
     "render_plan",
     "threshold_conflicts",
 ]
@@ -139,9 +153,10 @@ __getattr__ = load_on_use(
     __name__,
     {
         "beside": ("ASSUMES",),
-        "consolidation": ("ConsolidationPlan", "plan_consolidation"),
+        "consolidation": ("ConsolidationPlan", "KeptNode", "NodeDrain", "plan_consolidation"),
+        "drain_taint": ("DRAIN_TAINT_KEY", "drain_taint", "draining_nodes"),
         "plan": ("PlannerMemory", "observe_round", "plan", "recheck"),
-        "render": ("render_plan",),
+        "render": ("render_consolidation", "render_plan"),
     },
     globals(),
 )

@@ -182,9 +182,9 @@ class Consolidation(_Section):
 
     enabled: Switch = Field(
         default=False,
-        description="Plan consolidation: drain underused nodes (opt-in). In this release "
-        "only the simulator's +consolidate policies run it; `loadaware descheduler` refuses "
-        "a configuration that turns it on.",
+        description="Drain underused nodes (opt-in): the descheduler taints the node "
+        "(loadaware.io/draining:NoSchedule) and evicts its pods, for the node autoscaler to "
+        "remove it; the simulator's +consolidate policies run the same planner.",
     )
     thresholds: dict[Resource, Number] = Field(
         default_factory=lambda: dict(CONSOLIDATION_THRESHOLDS),
@@ -203,6 +203,20 @@ class Consolidation(_Section):
     )
     max_nodes_per_run: WholeNumber = Field(
         default=1, ge=1, description="Nodes drained in one run at most."
+    )
+    max_candidates_per_run: WholeNumber = Field(
+        default=50,
+        ge=1,
+        description="Candidates a run tries at most (a bound on its work at thousands of "
+        "nodes): the least requested half, then a window over the others that moves each "
+        "run.",
+    )
+    abandon_after: DurationS = Field(
+        default=1800.0,
+        gt=0,
+        description="A drain not finished by the node autoscaler (the node still there) "
+        "this long after it began is given up: the drain taint goes and the node takes "
+        "pods again. Longer than the autoscaler's scale-down delay plus the drain itself.",
     )
 
     @model_validator(mode="after")

@@ -28,7 +28,7 @@ for the autoscaler to remove; the caller removes the taint when it gives the dra
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
@@ -38,7 +38,6 @@ from app.rebalance.config import DeschedulerConfig
 from app.rebalance.destinations import (
     FINISHED_PHASES,
     Destinations,
-    Room,
     Rules,
     nodes_left,
     requested_on,
@@ -47,6 +46,7 @@ from app.rebalance.destinations import (
 from app.rebalance.limits import RunBudget
 from app.rebalance.measure import NodeUsage, measure_nodes
 from app.rebalance.outcome import PlannedEviction, SkipCode
+from app.rebalance.packing_rooms import PackingRooms
 from app.rebalance.placement import Placements
 from app.rebalance.usage import UsageSource, pod_usage, usage_sources
 from app.rebalance.victims import node_opt_out, opt_out, owned_pod_counts, protection
@@ -62,6 +62,9 @@ class NodeDrain:
     node: str
     reason: str
     evictions: tuple[PlannedEviction, ...]
+    continued: bool = False  # drained since an earlier run (it carries the drain taint)
+    # pods with a destination that may not go this run, and why (PDBs, per-workload limits)
+    waiting: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,10 @@ class KeptNode:
 class ConsolidationPlan:
     drains: list[NodeDrain] = field(default_factory=list)
     kept: list[KeptNode] = field(default_factory=list)
+    # drains given up: their taint goes, the node takes pods again (``abandon_reason``)
+    abandoned: list[KeptNode] = field(default_factory=list)
+    # the nodes that are no candidates, and why (node_refusal), for explain
+    not_candidates: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -91,9 +98,7 @@ def goes_with_node(pod: PodInfo) -> bool:
     return daemon or pod.is_mirror or pod.phase in FINISHED_PHASES
 
 
-def node_refusal(
-    usage: NodeUsage, requested: Resources, config: DeschedulerConfig
-) -> str | None:
+def node_refusal(usage: NodeUsage, requested: Resources, config: DeschedulerConfig) -> str | None:
     """Why a node is no candidate for consolidation, or None."""
     node, settings = usage.node, config.consolidation
     if not node.ready or node.unschedulable:
@@ -128,9 +133,20 @@ def plan_consolidation(
     policy: Policy,
     now_s: float,
     draining: Collection[str] = (),
+    started_s: Mapping[str, float] | None = None,
+    pending: Resources | None = None,
 ) -> ConsolidationPlan:
     """The nodes to drain this run (``draining``: those whose drain began in an earlier
-    run, tainted since); pure, and deterministic for equal inputs."""
+    run, tainted since; ``started_s``: when each began, where known); pure, and
+    deterministic for equal inputs. ``pending``: the requests of the pods waiting for a
+    node, counted against the floor of spare capacity (None: the view's pods bound to no
+    node, not finished, not being deleted).
+
+    A drain in progress is given up (``abandoned``) when it no longer holds: it began
+    more than ``consolidation.abandonAfter`` ago (the autoscaler did not take the
+    node), an autoscaler opt-out is on the node now, a pod on it must stay (opted out,
+    protected), a pod of it has no destination any more, or the nodes left fall below
+    ``consolidation.minSpare`` with its pods on them (a scale-up needs it back)."""
     result = ConsolidationPlan()
     if not config.consolidation.enabled:
         result.notes.append("consolidation: off (consolidation.enabled)")
@@ -139,9 +155,14 @@ def plan_consolidation(
     usages = measure_nodes(nodes, config, policy, now_s, cluster.recent_evictions)
     classes = classify_all(usages, config, {})
     pods_by_node: dict[str, list[PodInfo]] = {node.name: [] for node in nodes}
+    waiting: list[PodInfo] = []
     for pod in cluster.pods.values():
         if pod.node_name in pods_by_node:
             pods_by_node[pod.node_name].append(pod)
+        elif not pod.node_name and not pod.terminating:
+            waiting.append(pod)
+    if pending is None:
+        pending = requested_on(waiting)
     requested = {name: requested_on(pods) for name, pods in pods_by_node.items()}
     candidates = []
     for node in nodes:
@@ -150,6 +171,8 @@ def plan_consolidation(
         refused = node_refusal(usages[node.name], requested[node.name], config)
         if refused is None:
             candidates.append(node)
+        else:
+            result.not_candidates[node.name] = refused
     going = [cluster.nodes[name] for name in sorted(draining) if name in cluster.nodes]
     if not candidates and not going:
         result.notes.append("consolidation: no node is underused by requests and real usage")
@@ -169,20 +192,33 @@ def plan_consolidation(
         if n.ready and not n.unschedulable and classes[n.name].usage_fraction
         and n.name not in draining
     ]  # fmt: skip
+    schedulable = {
+        n.name: n for n in nodes if n.ready and not n.unschedulable and n.name not in draining
+    }
     drain = _Drainer(
         config,
         now_s,
         usage_sources(cluster.pod_usage, policy.spec.estimation),
-        Destinations(rooms, rules),
-        rooms,
+        PackingRooms(config, Destinations(rooms, rules), rooms, schedulable, rules, pending),
         RunBudget(config, cluster.pods.values(), cluster.budgets, cluster.recent_evictions, now_s),
         owned_pod_counts(cluster.pods.values()),
-        {n.name: n for n in nodes if n.ready and not n.unschedulable and n.name not in draining},
     )
     for node in going:  # what may go now of the nodes being drained
-        result.drains.append(drain.continue_node(node, pods_by_node[node.name]))
+        begun_s = (started_s or {}).get(node.name)
+        outcome_of_drain = drain.continue_node(node, pods_by_node[node.name], begun_s)
+        if isinstance(outcome_of_drain, KeptNode):
+            result.abandoned.append(outcome_of_drain)
+        else:
+            result.drains.append(outcome_of_drain)
     started = 0
-    for node in candidates:
+    tried = tried_this_run(candidates, config.consolidation.max_candidates_per_run,
+                           int(now_s // config.interval))  # fmt: skip
+    if len(tried) < len(candidates):
+        result.notes.append(
+            f"consolidation: {len(tried)} of {len(candidates)} candidates tried this run "
+            f"(maxCandidatesPerRun; the least requested, then a window that moves each run)"
+        )
+    for node in tried:
         if started >= config.consolidation.max_nodes_per_run:
             result.notes.append(
                 f"consolidation: stopped at maxNodesPerRun "
@@ -198,9 +234,24 @@ def plan_consolidation(
         else:
             result.drains.append(outcome)
             started += 1
-    if not started and not going:
+    if not started and not result.drains:
         result.notes.append("consolidation: no underused node can be freed safely")
     return result
+
+
+def tried_this_run(candidates: list[NodeInfo], most: int, run: int) -> list[NodeInfo]:
+    """The candidates a run tries, at most ``most`` (a bound on a run's work): the least
+    requested half, then a window over the others that moves by its size each run
+    (``run``: the run's number, its start over the interval), so that every candidate
+    is tried within a few runs and none is left out for good."""
+    if len(candidates) <= most:
+        return candidates
+    first = (most + 1) // 2
+    rest = candidates[first:]
+    size = most - first
+    start = (run * size) % len(rest)
+    window = (rest + rest)[start : start + size]
+    return candidates[:first] + window
 
 
 def _moving(pods: list[PodInfo]) -> list[PodInfo]:
@@ -225,80 +276,112 @@ class _Drainer:
     config: DeschedulerConfig
     now_s: float
     sources: tuple[UsageSource, ...]
-    destinations: Destinations
-    rooms: Sequence[Room]
+    rooms: PackingRooms
     budget: RunBudget
     owned: Mapping[str, int]
-    schedulable: dict[str, NodeInfo]  # the nodes that stay (drained ones taken out)
     received: set[str] = field(default_factory=set)
 
-    def continue_node(self, node: NodeInfo, pods: list[PodInfo]) -> NodeDrain:
-        """The pods of a node being drained that may go now and have a destination."""
-        chosen = []
-        for pod in _moving(pods):
-            if self._refusal(pod, node) is not None:
-                continue
-            amount, origin = pod_usage(pod, self.sources)
-            destination, _ = self._fullest_taking(pod, amount, node.name)
-            if destination is not None:
-                self._take(pod, node.name, destination, amount)
-                chosen.append((pod, destination, amount, origin))
-        return self._drain(node.name, "draining since an earlier run", chosen)
-
-    def _take(self, pod: PodInfo, source: str, destination: str, amount: Resources) -> None:
-        self.destinations.reserve(destination, pod, amount)
-        self.budget.take(pod, source)
-        self.received.add(destination)
+    def continue_node(
+        self, node: NodeInfo, pods: list[PodInfo], started_s: float | None = None
+    ) -> NodeDrain | KeptNode:
+        """The pods of a node being drained that may go now, each with a destination;
+        or why the drain is given up (``plan_consolidation``'s doc)."""
+        settings = self.config.consolidation
+        if started_s is not None and self.now_s - started_s > settings.abandon_after:
+            return KeptNode(
+                node.name,
+                None,
+                f"not removed by the node autoscaler within consolidation.abandonAfter "
+                f"({settings.abandon_after:g}s) of the drain's start",
+            )
+        if node.annotations.get(SCALE_DOWN_DISABLED_ANNOTATION) == "true":
+            return KeptNode(node.name, None, f'{SCALE_DOWN_DISABLED_ANNOTATION}: "true" now')
+        opted = node_opt_out(node.annotations)
+        if opted is not None:
+            return KeptNode(node.name, SkipCode.OPTED_OUT, f"{opted} now")
+        moving = _moving(pods)
+        spare = self.rooms.spare_refusal(node, requested_on(moving))
+        if spare is not None:
+            return KeptNode(node.name, None, spare)
+        placed = self._place(node, moving)
+        if isinstance(placed, KeptNode):
+            return placed
+        chosen, waiting = placed
+        self.received.update(destination for _, destination, _, _ in chosen)
+        reason = "draining since an earlier run" if moving else "empty: left to the autoscaler"
+        return self._drain(node.name, reason, chosen, continued=True, waiting=waiting)
 
     def try_node(self, node: NodeInfo, pods: list[PodInfo]) -> NodeDrain | KeptNode:
         moving = _moving(pods)
         if not moving:
             return KeptNode(node.name, None, "only pods that go with the node: nothing to drain")
-        spare = self._spare_refusal(node)
+        spare = self.rooms.spare_refusal(node)
         if spare is not None:
             return KeptNode(node.name, None, spare)
-        chosen: list[tuple[PodInfo, str, Resources, str]] = []
-        kept: KeptNode | None = None
-        later: list[tuple[PodInfo, str, Resources]] = []  # home now, evicted in a later run
-        for pod in moving:
+        placed = self._place(node, moving)
+        if isinstance(placed, KeptNode):
+            return placed
+        chosen, waiting = placed
+        if not chosen:
+            return KeptNode(node.name, None, "no pod of it may go now (per-workload limits, PDBs)")
+        self.rooms.leave(node.name)
+        self.received.update(destination for _, destination, _, _ in chosen)
+        reason = "underused by requests and real usage; every pod has a destination"
+        return self._drain(node.name, reason, chosen, waiting=waiting)
+
+    def _place(
+        self, node: NodeInfo, moving: list[PodInfo]
+    ) -> tuple[list[tuple[PodInfo, str, Resources, str]], list[tuple[str, str]]] | KeptNode:
+        """A destination for every pod that must move, or what keeps the node (then
+        nothing stays reserved). The pods that may go now (PDBs, per-workload limits)
+        keep their room and take their budget; the others are listed, with why, and
+        their room is not held past this run."""
+        for pod in moving:  # what keeps the node whatever the placement, before placing
             why = self._forever(pod, node)
             if why is not None:
-                kept = KeptNode(node.name, why[0], f"{pod.key}: {why[1]}")
-                break
+                return KeptNode(node.name, why[0], f"{pod.key}: {why[1]}")
+        chosen: list[tuple[PodInfo, str, Resources, str]] = []
+        later: list[tuple[PodInfo, str, Resources]] = []
+        waiting: list[tuple[str, str]] = []
+        kept: KeptNode | None = None
+        for pod in moving:
             amount, origin = pod_usage(pod, self.sources)
-            destination, refused = self._fullest_taking(pod, amount, node.name)
+            destination, refused = self.rooms.fullest_taking(pod, amount, node.name)
             if destination is None:
                 kept = KeptNode(node.name, SkipCode.NO_DESTINATION, f"{pod.key}: {refused}")
                 break
-            self.destinations.reserve(destination, pod, amount)
-            if self.budget.why_not(pod, node.name) is None:
+            self.rooms.reserve(destination, pod, amount)
+            not_now = self.budget.why_not(pod, node.name)
+            if not_now is None:
                 self.budget.take(pod, node.name)
                 chosen.append((pod, destination, amount, origin))
             else:
                 later.append((pod, destination, amount))
-        if kept is not None or not chosen:
+                waiting.append((pod.key, not_now[1]))
+        for pod, destination, amount in later:
+            self.rooms.release(destination, pod, amount)
+        if kept is not None:
             for pod, destination, amount, _ in reversed(chosen):
-                self.destinations.release(destination, pod, amount)
+                self.rooms.release(destination, pod, amount)
                 self.budget.give_back(pod, node.name)
-            for pod, destination, amount in later:
-                self.destinations.release(destination, pod, amount)
-            return kept or KeptNode(
-                node.name, None, "no pod of it may go now (per-workload limits, PDBs)"
-            )
-        for pod, destination, amount in later:  # their room is not held past this run
-            self.destinations.release(destination, pod, amount)
-        del self.schedulable[node.name]
-        self.received.update(destination for _, destination, _, _ in chosen)
-        reason = "underused by requests and real usage; every pod has a destination"
-        return self._drain(node.name, reason, chosen)
+            return kept
+        return chosen, waiting
 
     def _drain(
-        self, node: str, reason: str, chosen: list[tuple[PodInfo, str, Resources, str]]
+        self,
+        node: str,
+        reason: str,
+        chosen: list[tuple[PodInfo, str, Resources, str]],
+        *,
+        continued: bool = False,
+        waiting: list[tuple[str, str]] | None = None,
     ) -> NodeDrain:
         return NodeDrain(
             node,
             reason,
-            tuple(
+            continued=continued,
+            waiting=tuple(waiting or ()),
+            evictions=tuple(
                 PlannedEviction(
                     pod=pod,
                     source=node,
@@ -307,7 +390,8 @@ class _Drainer:
                     usage_from=origin,
                     metric_values={},
                     reason=f"consolidation: {reason}",
-                    destination_ceiling=dict(self.destinations.room(destination).ceiling),
+                    destination_ceiling=dict(self.rooms.destinations.room(destination).ceiling),
+                    drain=True,
                 )
                 for pod, destination, amount, origin in chosen
             ),
@@ -321,52 +405,4 @@ class _Drainer:
         protected = protection(pod, self.config, self.now_s, self.owned)
         if protected is not None:
             return SkipCode.PROTECTED, protected
-        return None
-
-    def _refusal(self, pod: PodInfo, node: NodeInfo) -> tuple[SkipCode, str] | None:
-        return self._forever(pod, node) or self.budget.why_not(pod, node.name)
-
-    def _fullest_taking(
-        self, pod: PodInfo, usage: Resources, source: str
-    ) -> tuple[str | None, str]:
-        """The destination with the most requested that takes the pod (packing)."""
-        first_refusal = "no other node takes pods"
-        ordered = sorted(
-            (room for room in self.rooms if room.node.name in self.schedulable),
-            key=lambda room: (
-                min(room.free_requests.get(r) / room.node.allocatable.get(r)
-                    for r in RESOURCES if room.node.allocatable.get(r) > 0),
-                room.node.name,
-            ),
-        )  # fmt: skip
-        for room in ordered:
-            name = room.node.name
-            if name == source:
-                continue
-            refused = self.destinations.refusal_at(name, pod, usage)
-            if refused is None:
-                return name, ""
-            if first_refusal == "no other node takes pods":
-                first_refusal = f"{name} {refused}"
-        return None, f"no destination: {first_refusal}"
-
-    def _spare_refusal(self, node: NodeInfo) -> str | None:
-        """Why draining ``node`` would go below the floor of spare capacity, or None."""
-        left = [n for n in self.schedulable.values() if n.name != node.name]
-        by_name = {room.node.name: room for room in self.rooms}
-        for resource, percent in self.config.consolidation.min_spare.items():
-            allocatable = sum(n.allocatable.get(resource) for n in left)
-            free_left = sum(
-                by_name[n.name].free_requests.get(resource) for n in left if n.name in by_name
-            )
-            room = by_name.get(node.name)
-            moving = (
-                node.allocatable.get(resource) - room.free_requests.get(resource) if room else 0.0
-            )
-            spare = (free_left - moving) / allocatable if allocatable > 0 else 0.0
-            if spare < percent / 100:
-                return (
-                    f"draining it would leave {spare:.0%} of {resource} unrequested on the "
-                    f"nodes left, under consolidation.minSpare {percent:g}%"
-                )
         return None

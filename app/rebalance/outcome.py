@@ -44,6 +44,7 @@ class PlannedEviction:
     metric_values: Mapping[str, float]  # "<metric> before" / "<metric> after" on the source
     reason: str
     destination_ceiling: Mapping[str, float] = field(default_factory=dict)  # see Room
+    drain: bool = False  # consolidation empties its source (no hot spot to cool)
 
     def record(self, evicted_at_s: float) -> EvictionRecord:
         """What the descheduler remembers of this eviction once it is made."""

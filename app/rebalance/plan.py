@@ -503,7 +503,10 @@ def recheck(
     opted = opt_out(pod, source.annotations if source is not None else {})
     if opted is not None:
         return f"opted out: {opted}"
-    away = live_refusal(pod, eviction.source, cluster_now, config.scheduler)
+    # A drained source carries the drain taint (NoSchedule): no scheduler puts the
+    # replacement back there, soft taint or not.
+    away = None if eviction.drain else live_refusal(pod, eviction.source, cluster_now,
+                                                     config.scheduler)  # fmt: skip
     if away is not None:
         return away
     node = cluster_now.nodes.get(eviction.destination)

@@ -1,10 +1,12 @@
-"""The dry-run table: what a plan would do and why, for a person to read."""
+"""The dry-run tables: what a plan, and a consolidation plan, would do and why, for a
+person to read."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from app.rebalance.beside import ASSUMES
+from app.rebalance.consolidation import ConsolidationPlan
 from app.rebalance.outcome import EvictionPlan, NodeKind
 
 
@@ -50,6 +52,52 @@ def render_plan(plan: EvictionPlan) -> str:
     if plan.skipped:
         lines += _table(("POD", "NODE", "REASON"), [(s.pod_key, s.node, s.reason)
                                                     for s in plan.skipped])
+    if plan.notes:
+        lines += ["", "Notes:", *(f"- {note}" for note in plan.notes)]
+    return "\n".join(lines) + "\n"
+
+
+def render_consolidation(plan: ConsolidationPlan) -> str:
+    """Which nodes consolidation drains and why, where each of their pods goes, the
+    candidates it keeps and why, and the drains it gives up."""
+    lines = [f"Consolidation: drains ({len(plan.drains)}):"]
+    if plan.drains:
+        lines += _table(
+            ("NODE", "DRAIN", "PODS", "WHY"),
+            [
+                (d.node, "going on" if d.continued else "starts", str(len(d.evictions)), d.reason)
+                for d in plan.drains
+            ],
+        )
+    moves = plan.evictions
+    lines += ["", f"Pods to move ({len(moves)}):"]
+    if moves:
+        lines += _table(
+            ("POD", "FROM", "TO", "USAGE", "USAGE FROM"),
+            [
+                (
+                    e.pod.key,
+                    e.source,
+                    e.destination,
+                    f"cpu={e.usage.cpu_cores:.3g} mem={e.usage.memory_bytes / 2**20:.0f}Mi",
+                    e.usage_from,
+                )
+                for e in moves
+            ],
+        )
+    waiting = [(key, d.node, why) for d in plan.drains for key, why in d.waiting]
+    if waiting:
+        lines += ["", f"Pods that go in a later run ({len(waiting)}):"]
+        lines += _table(("POD", "FROM", "WHY NOT NOW"), waiting)
+    lines += ["", f"Kept ({len(plan.kept)}):"]
+    if plan.kept:
+        lines += _table(
+            ("NODE", "CODE", "WHY"),
+            [(k.node, k.code.value if k.code else "-", k.reason) for k in plan.kept],
+        )
+    if plan.abandoned:
+        lines += ["", f"Drains given up ({len(plan.abandoned)}):"]
+        lines += _table(("NODE", "WHY"), [(k.node, k.reason) for k in plan.abandoned])
     if plan.notes:
         lines += ["", "Notes:", *(f"- {note}" for note in plan.notes)]
     return "\n".join(lines) + "\n"

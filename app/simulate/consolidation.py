@@ -8,7 +8,9 @@ nodes to drain; the scenario's ``descheduler.consolidation`` settings apply, swi
 Each drained node gets loadaware's drain taint (``SimulatedAutoscaler.cordon``: no pod
 lands there) and all its pods are evicted at once; the autoscaler then removes it as any
 empty node, or takes it back for a scale-up, or the taint goes when the autoscaler has
-not taken it (``abandon_after_s``).
+not taken it (``abandon_after_s``), or when the plan gives the drain up (as the live
+descheduler does: the nodes left under ``minSpare``, the pods waiting for a node
+counted). The pods pending are handed to the planner as the live view holds them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from app.objects import Resources
 from app.rebalance import ClusterView, ConsolidationPlan, plan_consolidation
 from app.simulate.autoscaling import SimulatedAutoscaler
 from app.simulate.descheduling import PlannerRebalancer
@@ -59,8 +62,18 @@ class ConsolidatingRebalancer(PlannerRebalancer):
             budgets=view.budgets,
             recent_evictions=view.recent_evictions,
         )
-        the_plan = plan_consolidation(view, self.config, cluster.policy, now_s, draining)
+        waiting = cluster.pending(t_s)
+        shapes = [cluster.shapes[w] for w in cluster.usage.workload_of[waiting].tolist()]
+        pending = Resources(
+            sum(shape.request_cpu_cores for shape in shapes),
+            sum(shape.request_memory_bytes for shape in shapes),
+        )
+        the_plan = plan_consolidation(
+            view, self.config, cluster.policy, now_s, draining, pending=pending
+        )
         self.consolidations.append((t_s, the_plan))
+        for given_up in the_plan.abandoned:  # the drain no longer holds: pods may land
+            autoscaler.uncordon(index_of[given_up.node])
         slots = []
         for drain in the_plan.drains:
             autoscaler.cordon(index_of[drain.node], t_s)

@@ -148,12 +148,13 @@ def run_annotator(fake_kube: FakeKube, tmp_path: Path) -> None:
 def run_descheduler(fake_kube: FakeKube, tmp_path: Path) -> None:
     """The descheduler's loop on a cluster with a hot node: the first run makes its
     memory and evicts, records the Events and updates the memory, and the Lease is
-    renewed."""
+    renewed; a later run, the hot spot cooled, drains an idle node (consolidation)."""
     cluster.seed(fake_kube.store, memory=False)
     config = tmp_path / "descheduler.yaml"
     config.write_text(
         "apiVersion: loadaware.io/v1alpha1\nkind: DeschedulerConfiguration\n"
         "consecutiveHotRounds: 1\nevictionsPerSecond: 50\ninterval: 1s\n"
+        "consolidation: {enabled: true}\n"
     )
     port = free_port()
     kubeconfig = kubeconfig_file(fake_kube, tmp_path)
@@ -180,6 +181,9 @@ def run_descheduler(fake_kube: FakeKube, tmp_path: Path) -> None:
                 ("configmaps", "update"),
                 ("leases", "update"),
                 ("poddisruptionbudgets", "watch"),
+                # consolidation drains an idle node once the hot one is cooled: its taint
+                ("nodes", "get"),
+                ("nodes", "patch"),
             }
             return wanted <= verbs
 

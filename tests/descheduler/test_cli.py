@@ -110,18 +110,15 @@ def test_the_dry_run_tables_in_the_docs_are_the_real_output(
     assert wrong == [], "\n".join(wrong)
 
 
-def test_a_live_descheduler_refuses_consolidation_it_does_not_act_on(tmp_path: Path) -> None:
-    # Consolidation is planned in the simulator only (issue 43): a configuration that
-    # turns it on in the live loop is refused in one line, not silently ignored.
+def test_a_configuration_that_turns_consolidation_on_is_taken(tmp_path: Path) -> None:
+    # The live descheduler drains nodes since issue 43's step 1 (app/descheduler/consolidate.py).
     from app.descheduler.main import load_config
-    from app.rebalance import ConfigError
 
     path = tmp_path / "descheduler.yaml"
     path.write_text(
         "apiVersion: loadaware.io/v1alpha1\nkind: DeschedulerConfiguration\n"
-        "consolidation: {enabled: true}\n"
+        "consolidation: {enabled: true, abandonAfter: 20m}\n"
     )
-    with pytest.raises(ConfigError, match=r"consolidation.enabled: true: .* Set it to false"):
-        load_config(path)
-    path.write_text(path.read_text().replace("enabled: true", "enabled: false"))
-    assert load_config(path).consolidation.enabled is False
+    config = load_config(path)
+    assert config.consolidation.enabled is True
+    assert config.consolidation.abandon_after == 1200.0

@@ -1,6 +1,7 @@
 """The descheduler's shipped RBAC on a real kube-apiserver (docs/security.md, attacks 3
-and 4): no write access to Nodes, no reading of Events, and its memory ConfigMap its
-own to read and write."""
+and 4): Nodes it may only get and patch (consolidation's drain taint, bounded by an
+admission policy), no reading of Events, and its memory ConfigMap its own to read and
+write."""
 
 from __future__ import annotations
 
@@ -31,12 +32,20 @@ def refused(call: object) -> int:
     return int(caught.value.status.code or 0)
 
 
-def test_the_descheduler_cannot_write_nodes_or_read_events(cluster: ControlPlane) -> None:
+def test_the_descheduler_cannot_delete_or_replace_nodes_or_read_events(
+    cluster: ControlPlane,
+) -> None:
+    # It may get and patch Nodes, for consolidation's drain taint; what a patch may
+    # change is the admission policy's to say (tests/e2e/test_consolidation.py).
     cluster.make_node("n1", cpu="4", memory="8Gi")
     client = as_descheduler(cluster)
     assert [n.metadata.name for n in client.list(Node) if n.metadata] == ["n1"]
-    patch = {"metadata": {"annotations": {"descheduler.loadaware.io/hot-rounds": "5,x"}}}
-    assert refused(lambda: client.patch(Node, "n1", patch, patch_type=PatchType.MERGE)) == 403
+    node = client.get(Node, "n1")
+    patch = {"spec": {"taints": [{"key": "loadaware.io/draining", "value": "1",
+                                  "effect": "NoSchedule"}]}}  # fmt: skip
+    client.patch(Node, "n1", patch, patch_type=PatchType.MERGE, dry_run=True)
+    assert refused(lambda: client.replace(node, dry_run=True)) == 403
+    assert refused(lambda: client.delete(Node, "n1")) == 403
     assert refused(lambda: list(client.list(Event, namespace="*"))) == 403
 
 

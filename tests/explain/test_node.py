@@ -3,13 +3,15 @@ the planner makes for the whole cluster."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import Any
 
 from app.explain.node import explain_node
 from app.explain.render import node_json, render_node
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
 from app.objects import Resources, Taint
-from app.rebalance import plan
+from app.rebalance import DRAIN_TAINT_KEY, plan
 from app.rebalance.outcome import NodeKind, SkipCode
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, load_annotations, node, pod
 
@@ -132,3 +134,73 @@ def test_a_node_that_opts_out_says_so_and_moves_nothing() -> None:
         explanation, [])
     assert json.loads(json.dumps(node_json(explanation, [])))["optedOut"].startswith(
         "karpenter.sh/do-not-disrupt")
+
+
+# -- consolidation (issue 43): which nodes it would drain, why, and where each pod goes --
+
+IDLE_NODES = [node("idle", 0.05, 0.1), node("used-a", 0.35, 0.2), node("used-b", 0.35, 0.2)]
+IDLE_PODS = [
+    pod("small-1", "idle", cpu=1.0, owner="rs-a"),
+    pod("small-2", "idle", cpu=1.0, owner="rs-b"),
+    *(pod(f"a-{i}", "used-a", cpu=1.0, owner="rs-a") for i in range(5)),
+    *(pod(f"b-{i}", "used-b", cpu=1.0, owner="rs-b") for i in range(5)),
+]
+
+
+def consolidating() -> Any:
+    return config(consolidation={"enabled": True, "minSpare": {"cpu": 10, "memory": 10}})
+
+
+def test_explain_says_an_idle_node_would_be_drained_and_where_each_pod_would_go() -> None:
+    view = cluster(IDLE_NODES, IDLE_PODS)
+    explanation = explain_node("idle", view, consolidating(), POLICY, NOW, {})
+    drained = explanation.consolidation
+    assert drained is not None
+    assert drained.verdict == "drained"
+    assert "underused by requests and real usage" in drained.reason
+    assert {e.pod.name for e in drained.moves} == {"small-1", "small-2"}
+    assert {e.destination for e in drained.moves} <= {"used-a", "used-b"}
+    text = render_node(explanation, [])
+    assert "consolidation: drained: underused by requests and real usage" in text
+    assert "consolidation would move off it (2):" in text
+    document = json.loads(json.dumps(node_json(explanation, [])))
+    assert document["consolidation"]["verdict"] == "drained"
+    assert {m["to"] for m in document["consolidation"]["wouldMove"]} <= {"used-a", "used-b"}
+    # A destination says what it would take, and why it is no candidate itself.
+    used = explain_node("used-a", view, consolidating(), POLICY, NOW, {}).consolidation
+    assert used is not None
+    assert used.verdict == "no candidate"
+    assert "consolidation.thresholds" in used.reason
+    received = explain_node("used-b", view, consolidating(), POLICY, NOW, {}).consolidation
+    assert received is not None
+    assert {e.source for e in used.received + received.received} == {"idle"}
+
+
+def test_explain_says_why_a_node_is_kept_and_when_consolidation_is_off() -> None:
+    pods = [pod("small-1", "idle", cpu=1.0, owner="rs-a",
+                annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}),
+            *IDLE_PODS[1:]]  # fmt: skip
+    explanation = explain_node("idle", cluster(IDLE_NODES, pods), consolidating(), POLICY, NOW, {})
+    kept = explanation.consolidation
+    assert kept is not None
+    assert kept.verdict == "kept"
+    assert "safe-to-evict" in kept.reason
+    assert kept.moves == ()
+    off = explain_node("idle", cluster(IDLE_NODES, IDLE_PODS), config(), POLICY, NOW, {})
+    assert off.consolidation is None
+    assert "consolidation: off (consolidation.enabled)" in render_node(off, [])
+    assert node_json(off, [])["consolidation"] is None
+
+
+def test_explain_shows_a_drain_in_progress_and_one_it_would_give_up() -> None:
+    started = Taint(DRAIN_TAINT_KEY, str(int(NOW - 60)), "NoSchedule")
+    old = Taint(DRAIN_TAINT_KEY, str(int(NOW - 7200)), "NoSchedule")
+    going = [dataclasses.replace(IDLE_NODES[0], taints=(started,)), *IDLE_NODES[1:]]
+    explanation = explain_node("idle", cluster(going, IDLE_PODS), consolidating(), POLICY, NOW, {})
+    assert explanation.consolidation is not None
+    assert explanation.consolidation.verdict == "draining"
+    stale = [dataclasses.replace(IDLE_NODES[0], taints=(old,)), *IDLE_NODES[1:]]
+    given_up = explain_node("idle", cluster(stale, IDLE_PODS), consolidating(), POLICY, NOW, {})
+    assert given_up.consolidation is not None
+    assert given_up.consolidation.verdict == "given up"
+    assert "abandonAfter" in given_up.consolidation.reason

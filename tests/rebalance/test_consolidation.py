@@ -154,3 +154,38 @@ def test_bad_consolidation_settings_are_refused_naming_the_field() -> None:
         config_from_mapping({"consolidation": {"thresholds": {"cpu": 120}}}, "f")
     with pytest.raises(ConfigError, match="maxNodesPerRun"):
         config_from_mapping({"consolidation": {"maxNodesPerRun": 0}}, "f")
+
+
+def test_a_run_tries_at_most_max_candidates_and_every_candidate_within_a_few_runs() -> None:
+    from app.rebalance.consolidation import tried_this_run
+
+    candidates = [node(f"n{i:02d}", 0.05) for i in range(23)]
+    seen: set[str] = set()
+    for run in range(7):
+        tried = tried_this_run(candidates, 6, run)
+        assert len(tried) == 6
+        assert [n.name for n in tried[:3]] == ["n00", "n01", "n02"]  # the least requested
+        seen |= {n.name for n in tried}
+    assert seen == {n.name for n in candidates}  # 3 + 20 others, 3 a run: 7 runs at most
+    assert tried_this_run(candidates[:4], 6, 9) == candidates[:4]
+
+
+def test_pods_waiting_for_a_node_count_against_the_floor() -> None:
+    nodes, pods = idle_and_used()
+    # 40 % spare left after the drain (8 of 20 cores); 4 cores waiting for a node take
+    # it to 20 %, under a floor of 30 %: the drain is not made, nor kept going.
+    waiting = pod("waiting", "", cpu=4.0, owner="rs-c", phase="Pending", ready=False)
+    floor = consolidating(minSpare={"cpu": 30, "memory": 10})
+    assert plan_consolidation(cluster(nodes, pods), floor, POLICY, NOW).drains
+    kept = plan_consolidation(cluster(nodes, [*pods, waiting]), floor, POLICY, NOW)
+    assert kept.drains == []
+    assert "consolidation.minSpare 30%" in kept.kept[0].reason
+    draining = [node("idle", 0.05, 0.1, unschedulable=True), *nodes[1:]]
+    given_up = plan_consolidation(cluster(draining, [*pods, waiting]), floor, POLICY, NOW,
+                                  draining={"idle"})  # fmt: skip
+    assert [k.node for k in given_up.abandoned] == ["idle"]
+    assert given_up.evictions == []
+    # handed in by the caller (the simulator): the same
+    handed = plan_consolidation(cluster(nodes, pods), floor, POLICY, NOW,
+                                pending=waiting.requests)  # fmt: skip
+    assert handed.drains == []

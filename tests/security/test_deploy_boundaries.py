@@ -24,6 +24,7 @@ POLICIES = {
     "loadaware-annotator-node-annotations",
     "loadaware-node-annotation-writers",
     "loadaware-document-writers",
+    "loadaware-descheduler-node-writes",
 }
 ANNOTATOR = "system:serviceaccount:loadaware:loadaware-annotator"
 DESCHEDULER = "system:serviceaccount:loadaware:loadaware-descheduler"
