@@ -193,7 +193,7 @@ class PlannerRebalancer:
             nodes=self._nodes,
             pods=_Pods(self._pods_now),
             pod_usage=self._pod_usage(t_s),
-            budgets=_Budgets(lambda: self._budgets(t_s)),
+            budgets=_Budgets(lambda: budgets_now(self._cluster, t_s)),
             recent_evictions=tuple(self._records),
             moves=tuple(self.moves.judged),
         )
@@ -334,25 +334,6 @@ class PlannerRebalancer:
         has_series = (cluster.bound_at_s <= t_s - 2 * scrape_s) & (cpu_steps > 0)
         mean_cpu = np.where(has_series, cpu_sum / np.maximum(cpu_steps, 1), 0.0)
         return has_series, mean_cpu, memory
-
-    def _budgets(self, t_s: float) -> tuple[PodDisruptionBudgetView, ...]:
-        """Each PDB's ``disruptionsAllowed`` now: made when the planner first reads the
-        budgets (``_Budgets``), within this round's ``plan`` call, on the same state."""
-        cluster = self._cluster
-        views = []
-        for index, workload in enumerate(cluster.scenario.workloads):
-            allowed = cluster.disruptions_allowed(index, t_s)
-            if allowed is None:
-                continue
-            views.append(
-                PodDisruptionBudgetView(
-                    namespace=NAMESPACE,
-                    name=workload.name,
-                    selector=LabelSelector(match_labels={"app": workload.name}),
-                    disruptions_allowed=allowed,
-                )
-            )
-        return tuple(views)
 
 
 class _Annotations(Mapping[str, str]):
@@ -512,6 +493,25 @@ class _PodUsage(Mapping[str, Resources]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+def budgets_now(cluster: ClusterState, t_s: float) -> tuple[PodDisruptionBudgetView, ...]:
+    """Each PDB's ``disruptionsAllowed`` now: made when the planner first reads the
+    budgets (``_Budgets``), within this round's ``plan`` call, on the same state."""
+    views = []
+    for index, workload in enumerate(cluster.scenario.workloads):
+        allowed = cluster.disruptions_allowed(index, t_s)
+        if allowed is None:
+            continue
+        views.append(
+            PodDisruptionBudgetView(
+                namespace=NAMESPACE,
+                name=workload.name,
+                selector=LabelSelector(match_labels={"app": workload.name}),
+                disruptions_allowed=allowed,
+            )
+        )
+    return tuple(views)
 
 
 def _owner(kind: str, workload: str) -> OwnerRef | None:
