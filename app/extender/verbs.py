@@ -88,6 +88,18 @@ def parse_args(body: bytes) -> ExtenderArgs:
     return ExtenderArgs(pod, None, items)
 
 
+def _labels(node: dict[str, Any]) -> Mapping[str, str]:
+    """A full Node's labels, for its node pool (app/policy/pools.py): the string ones."""
+    labels: dict[str, Any] | None = node["metadata"].get("labels")
+    if not labels or not isinstance(labels, dict):
+        return {}
+    return {
+        k: v
+        for k, v in labels.items()
+        if isinstance(k, str) and isinstance(v, str) and len(v) <= MAX_ANNOTATION_VALUE
+    }
+
+
 def _annotations(node: dict[str, Any]) -> Mapping[str, str]:
     annotations: dict[str, Any] | None = node["metadata"].get("annotations")
     if not annotations:
@@ -162,7 +174,13 @@ class Verbs:
             table = NodeTable(table.policy, self._clock)
         table.refresh(self._clock())
         upsert = table.upsert
-        entries = [upsert(node["metadata"]["name"], _annotations(node)) for node in nodes]
+        if table.policy.spec.node_pools:  # the labels count only for a node's pool
+            entries = [
+                upsert(node["metadata"]["name"], _annotations(node), _labels(node))
+                for node in nodes
+            ]
+        else:
+            entries = [upsert(node["metadata"]["name"], _annotations(node)) for node in nodes]
         excess = len(table) - MAX_NODES
         if excess > 0:
             forgotten = table.forget_least_recently_seen(excess)
