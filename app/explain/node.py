@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from app.objects import NodeInfo
 from app.policy import Policy
 from app.rebalance import (
     ClusterView,
@@ -24,6 +25,7 @@ from app.rebalance import (
     SkippedPod,
     node_opt_out,
     plan,
+    pool_of,
 )
 
 # What each class means for the node's pods, in one sentence.
@@ -37,6 +39,36 @@ ROLE = {
     NodeKind.NO_DATA: "neither: without usable data it is never a source nor a destination",
     NodeKind.EXCLUDED: "neither: the configuration's nodeSelector leaves it out",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class NodePoolsOf:
+    """A node's pool in the policy (its limits) and in the configuration (thresholds):
+    a name; None: in none; or the pools that overlap on it (judged by the defaults)."""
+
+    policy: str | None
+    policy_overlap: tuple[str, ...]
+    configuration: str | None
+    configuration_overlap: tuple[str, ...]
+
+    def described(self, pool: str | None, overlap: tuple[str, ...], defaults: str) -> str:
+        if overlap:
+            return (
+                f"none: pools {', '.join(overlap)} all select it, an error: judged by the "
+                f"{defaults} until one pool selects it"
+            )
+        return pool if pool is not None else f"none ({defaults})"
+
+
+def pools_of(
+    node: NodeInfo, config: DeschedulerConfig, policy: Policy
+) -> NodePoolsOf | None:
+    """The node's pools (``NodePoolsOf``), or None where neither file has pools."""
+    if not policy.spec.node_pools and not config.node_pools:
+        return None
+    in_policy = policy.node_pools.match(node.labels)
+    in_config = pool_of(config, node)
+    return NodePoolsOf(in_policy.pool, in_policy.overlap, in_config.name, in_config.overlap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +86,9 @@ class NodeExplanation:
     # not churned; and Karpenter's opt-out on the Node, which keeps every pod on it.
     held_hot: HeldHot | None = None
     opt_out: str | None = None
+    # Its node pool in the policy and in the descheduler's configuration (None: neither
+    # has pools); app/policy/pools.py.
+    pools: NodePoolsOf | None = None
 
     @property
     def role(self) -> str:
@@ -85,4 +120,5 @@ def explain_node(
         scheduler=the_plan.scheduler,
         held_hot=the_plan.held_hot.get(name),
         opt_out=node_opt_out(cluster.nodes[name].annotations),
+        pools=pools_of(cluster.nodes[name], config, policy),
     )

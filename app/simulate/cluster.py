@@ -223,7 +223,9 @@ class SimulatedCluster:
         owner: SimulatedCluster = weakref.proxy(self)  # its parts hold it weakly: no cycle
         self.estimate = plan.make_estimate(owner) if plan.make_estimate else None
         self.load_filter = (
-            LoadFilter(policy, self.pipeline, nodes, self.estimate) if plan.load_aware else None
+            LoadFilter(policy, self.pipeline, nodes, self.estimate, scenario.node_labels)
+            if plan.load_aware
+            else None
         )
         self.soft_taints = (
             SimulatedSoftTaints(
@@ -231,6 +233,7 @@ class SimulatedCluster:
                 self.pipeline,
                 self.node_names,
                 estimate=self.estimate,
+                node_labels=scenario.node_labels,
                 allocatable=[
                     Resources(float(cpu), float(memory))
                     for cpu, memory in zip(

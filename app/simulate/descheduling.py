@@ -132,6 +132,7 @@ class PlannerRebalancer:
         self._node_annotations = [
             group.annotations for group in cluster.scenario.nodes for _ in group.node_names
         ]
+        self._node_labels = cluster.scenario.node_labels  # what node pools select
         workloads = cluster.scenario.workloads
         self._requests = [w.pod_requests_and_limits[0] for w in workloads]
         self._limits = [w.pod_requests_and_limits[1] for w in workloads]
@@ -206,6 +207,7 @@ class PlannerRebalancer:
                 name,
                 _Annotations(pipeline, i, self._node_annotations[i]),
                 internal_ip=None,
+                labels=self._node_labels[i],
                 taints=_SOFT_TAINTED if is_tainted[i] else (),
                 allocatable=allocatable[i],
             )

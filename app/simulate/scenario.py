@@ -448,6 +448,11 @@ class Scenario(_Strict):
         return [name for group in self.nodes for name in group.node_names]
 
     @property
+    def node_labels(self) -> list[dict[str, str]]:
+        """Each node's labels (its group's), in node order: what node pools select."""
+        return [group.labels for group in self.nodes for _ in range(group.count)]
+
+    @property
     def steps(self) -> int:
         return math.floor(self.duration_s / self.step_s + 1e-9)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from app.policy import resource_of_metric
+from app.policy import Policy, resource_of_metric
 from app.simulate.cluster import Run
 
 
@@ -77,14 +77,35 @@ def _limit(run: Run, metric: str) -> float:
 
 
 def _above_each_limit(run: Run, step_min: float) -> dict[str, float]:
+    """Node-minutes above each predicate's limit; with node pools, each pool's nodes
+    against its own limits ("<pool>: <metric> > <limit>"), and the nodes in no pool
+    against the policy's (app/policy/pools.py)."""
+    policy = run.scenario.scheduling_policy()
+    if not policy.spec.node_pools:
+        return _above(run, policy, step_min, None, "")
+    matches = [policy.node_pools.match(labels) for labels in run.scenario.node_labels]
+    in_none = [m.pool is None for m in matches]
+    found = _above(run, policy, step_min, in_none, "") if any(in_none) else {}
+    for name, _, pool in policy.node_pools.pools:
+        in_pool = [m.pool == name for m in matches]
+        found.update(_above(run, pool.judged_by, step_min, in_pool, f"{name}: "))
+    return found
+
+
+def _above(
+    run: Run, policy: Policy, step_min: float, nodes: list[bool] | None, prefix: str
+) -> dict[str, float]:
     found = {}
-    for predicate in run.scenario.scheduling_policy().spec.predicate:
+    for predicate in policy.spec.predicate:
         limit = predicate.max_limit_fraction
         series = {"cpu": run.cpu_utilisation, "memory": run.memory_utilisation}.get(
             resource_of_metric(predicate.name) or ""
         )
         if limit > 0 and series is not None:
-            found[f"{predicate.name} > {limit:g}"] = float(np.sum(series > limit) * step_min)
+            if nodes is not None:
+                series = series[:, np.array(nodes, dtype=np.bool_)]
+            above = float(np.sum(series > limit) * step_min)
+            found[f"{prefix}{predicate.name} > {limit:g}"] = above
     return found
 
 
