@@ -281,11 +281,11 @@ class NodePoolPolicy(_Strict):
     """One node pool: the nodes ``node_selector`` selects are judged with these
     predicates in place of the policy's own, metric by metric (app/policy/pools.py)."""
 
-    name: str = Field(strict=True, pattern=_POOL_NAME.pattern, max_length=63)
+    name: str = Field(strict=True, pattern=f"^{_POOL_NAME.pattern}$", max_length=63)
     node_selector: PoolSelector = Field(
         validation_alias=AliasChoices("nodeSelector", "node_selector")
     )
-    predicate: tuple[PredicatePolicy, ...] = Field(min_length=1)
+    predicate: tuple[PredicatePolicy, ...]  # at least one (``_pool_problem``)
 
 
 class HotValuePolicy(_Strict):
@@ -402,6 +402,8 @@ def _pool_problem(spec: PolicySpec) -> str | None:
         return f"nodePools names pool {twice!r} twice"
     synced = {entry.name for entry in spec.sync_policy}
     for pool in spec.node_pools:
+        if not pool.predicate:
+            return f"nodePools {pool.name!r}: predicate is empty: name the limits it changes"
         twice = duplicate_name(entry.name for entry in pool.predicate)
         if twice is not None:
             return f"nodePools {pool.name!r}: predicate lists metric {twice!r} twice"
