@@ -11,9 +11,8 @@ import pytest
 import yaml
 
 from app.extender.extender import Extender
-from app.extender.http import parse_args
 from app.extender.table import NodeTable
-from app.extender.verbs import Outcome
+from app.extender.verbs import Outcome, parse_args
 from app.load.samples import format_usage
 from app.policy import DEFAULT_POLICY_YAML, Policy, default_policy, policy_from_mapping
 
