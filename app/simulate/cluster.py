@@ -222,18 +222,14 @@ class SimulatedCluster:
         self.requests = NodeRequests(self.allocatable_cpu, self.allocatable_memory)
         owner: SimulatedCluster = weakref.proxy(self)  # its parts hold it weakly: no cycle
         self.estimate = plan.make_estimate(owner) if plan.make_estimate else None
+        labels, estimate = scenario.node_labels, self.estimate  # labels: for node pools
         self.load_filter = (
-            LoadFilter(policy, self.pipeline, nodes, self.estimate, scenario.node_labels)
-            if plan.load_aware
-            else None
+            LoadFilter(policy, self.pipeline, nodes, estimate, labels) if plan.load_aware else None
         )
         self.soft_taints = (
             SimulatedSoftTaints(
-                self.policy,
-                self.pipeline,
-                self.node_names,
-                estimate=self.estimate,
-                node_labels=scenario.node_labels,
+                self.policy, self.pipeline, self.node_names, estimate=self.estimate,
+                node_labels=labels,
                 allocatable=[
                     Resources(float(cpu), float(memory))
                     for cpu, memory in zip(
