@@ -541,7 +541,7 @@ def pool_of(config: DeschedulerConfig, node: NodeInfo) -> PoolOf:
 
 def pool_thresholds(
     config: DeschedulerConfig, pool: NodePool
-) -> tuple[dict[str, float], dict[str, float]]:
+) -> tuple[dict[Resource, float], dict[Resource, float]]:
     """A pool's thresholds and targetThresholds (percent), the configuration's own where
     the pool leaves a resource out."""
     return (

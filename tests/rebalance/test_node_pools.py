@@ -165,3 +165,38 @@ def test_a_pool_may_not_name_a_resource_the_configuration_does_not_balance() -> 
             {"thresholds": {"cpu": 40}, "targetThresholds": {"cpu": 65},
              "nodePools": [_pool(targetThresholds={"memory": 50})]}
         )
+
+
+POLICY_POOLS = policy_from_yaml(
+    DEFAULT_POLICY_YAML
+    + """  nodePools:
+    - name: gpu
+      nodeSelector: {matchLabels: {pool: gpu}}
+      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.4}]
+    - name: batch
+      nodeSelector: {matchLabels: {pool: batch}}
+      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.8}]
+"""
+)
+
+
+def test_each_pool_s_thresholds_are_checked_against_the_policy_s_pool_of_its_name() -> None:
+    from app.rebalance import threshold_conflicts
+
+    # gpu: 40 against the policy's gpu 0.4 agrees. general: no policy pool of that name,
+    # so against the policy's own 0.65: its targetThresholds 85 is above, fine, but its
+    # thresholds 60 agree too. batch: only in the policy; the configuration's own 65
+    # lies below its 0.8, so pods bounce.
+    conflicts = threshold_conflicts(config(nodePools=POOLS), POLICY_POOLS)
+    assert len(conflicts) == 1, conflicts
+    assert conflicts[0].startswith(
+        "the policy's nodePools 'batch' (no pool of that name in the configuration): pods "
+        "bounce on cpu: targetThresholds.cpu is 65% but the policy's cpu_usage_avg_5m "
+        "maxLimitPercent is 80%"
+    )
+    strict = [{**POOLS[0], "targetThresholds": {"cpu": 30}}]
+    said = threshold_conflicts(config(nodePools=strict), POLICY_POOLS)
+    assert any(
+        c.startswith("nodePools 'gpu': pods bounce on cpu: targetThresholds.cpu is 30%")
+        for c in said
+    ), said
