@@ -134,6 +134,8 @@ class NodeTable:
         if not policy.spec.node_pools:
             entry.labels = labels
             return False
+        if labels == entry.labels:  # most often, in full-nodes mode: every request
+            return False
         pool = policy.node_pools.match(labels)
         assert entry.pool is not None  # resolved under this policy, which has pools
         if (pool.pool, pool.overlap) == (entry.pool.pool, entry.pool.overlap):

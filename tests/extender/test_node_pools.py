@@ -139,6 +139,11 @@ def test_full_nodes_mode_reads_the_pool_from_the_request_s_node_labels() -> None
     passed = [n["metadata"]["name"] for n in answer["Nodes"]["items"]]
     assert passed == ["general-1", "odd-1", "odd-2"]
     assert answer["FailedAndUnresolvableNodes"] == {"gpu-1": too_high(0.4)}
+    # The next request relabels them: each node moves to its new pool.
+    body["Nodes"] = {"items": [node("gpu-1", GENERAL), node("general-1", GPU)]}
+    again = orjson.loads(extender.verbs.filter(parse_args(orjson.dumps(body)), Outcome()))
+    assert [n["metadata"]["name"] for n in again["Nodes"]["items"]] == ["gpu-1"]
+    assert again["FailedAndUnresolvableNodes"] == {"general-1": too_high(0.4)}
 
 
 def test_the_debug_view_names_the_node_s_pool() -> None:
