@@ -72,6 +72,11 @@ def test_each_pool_s_limit_holds_under_the_extender(seed: int, policy: str) -> N
     }
     # No node is in no pool: no line for the policy's own limits.
     assert "cpu_usage_avg_5m > 0.65" not in summary.node_minutes_above
+    # The table's CPU>limit column counts each node against its own pool's limit.
+    assert summary.cpu_node_minutes_above == (
+        summary.node_minutes_above["gpu: cpu_usage_avg_5m > 0.45"]
+        + summary.node_minutes_above["general: cpu_usage_avg_5m > 0.85"]
+    )
 
 
 @pytest.mark.parametrize("seed", SEEDS)
