@@ -269,6 +269,14 @@ class SoftTaintKeeper:
         return outcomes
 
 
+def limits_any(policy: Policy) -> bool:
+    """Whether the policy limits a metric on some node: by its own predicates, or by a
+    node pool's (app/policy/pools.py)."""
+    return bool(policy.limits) or any(
+        match.judged_by.limits for _, _, match in policy.node_pools.pools
+    )
+
+
 def log_settings(settings: SoftTaintSettings | None, interval_s: float, policy: Policy) -> None:
     """Say at start what the annotator does with soft taints, and whether it can."""
     if settings is None:
@@ -284,7 +292,7 @@ def log_settings(settings: SoftTaintSettings | None, interval_s: float, policy: 
         settings.max_share,
         format_duration(interval_s),
     )
-    if not policy.limits:
+    if not limits_any(policy):
         log.warning(
             "soft taints on, but policy %s limits no metric (no predicate): no node "
             "will be tainted",

@@ -96,3 +96,32 @@ def test_a_node_two_pools_select_follows_the_policy_s_own_limits_said_once(
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1
     assert "node both is selected by node pools gpu, zone-a" in said[0]
+
+
+def test_a_policy_that_limits_only_in_a_pool_still_limits_something() -> None:
+    from app.annotator.softtaints import limits_any
+
+    only_pools = policy_from_yaml(
+        DEFAULT_POLICY_YAML.replace("maxLimitPecent: 0.65", "maxLimitPecent: 0").replace(
+            "maxLimitPecent: 0.75", "maxLimitPecent: 0"
+        )
+        + """  nodePools:
+    - name: gpu
+      nodeSelector: {matchLabels: {pool: gpu}}
+      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.4}]
+"""
+    )
+    assert not only_pools.limits
+    assert limits_any(only_pools)
+    assert tainted([at("gpu-1", 0.5, {"pool": "gpu"}), at("plain", 0.9, {})], only_pools) == [
+        "gpu-1"
+    ]
+    nothing = policy_from_yaml(
+        DEFAULT_POLICY_YAML.replace("0.65", "0").replace("0.75", "0")
+        + """  nodePools:
+    - name: gpu
+      nodeSelector: {matchLabels: {pool: gpu}}
+      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0}]
+"""
+    )
+    assert not limits_any(nothing)
