@@ -24,7 +24,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from app.documents import parse_yaml, validate
-from app.objects import NodeInfo, format_duration
+from app.objects import LabelSelector, NodeInfo, format_duration
 from app.policy import (
     MAX_NODE_POOLS,
     DurationS,
@@ -248,6 +248,11 @@ class NodePool(_Section):
         description="As targetThresholds, for the pool's nodes (a resource left out keeps "
         "the configuration's).",
     )
+
+    @cached_property
+    def selector(self) -> LabelSelector:
+        """``node_selector`` as the matching rule, made once."""
+        return label_selector(self.node_selector)
 
     @model_validator(mode="after")
     def _check(self) -> NodePool:
@@ -531,7 +536,7 @@ def pool_of(config: DeschedulerConfig, node: NodeInfo) -> PoolOf:
     if not config.node_pools:
         return NO_POOL
     labels = node.labels
-    found = [p for p in config.node_pools if label_selector(p.node_selector).matches(labels)]
+    found = [pool for pool in config.node_pools if pool.selector.matches(labels)]
     if len(found) == 1:
         return PoolOf(found[0])
     if not found:
