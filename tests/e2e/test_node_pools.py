@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from lightkube import Client
@@ -29,7 +30,7 @@ from app.load.samples import format_usage
 from app.policy import DEFAULT_POLICY_YAML, Policy, policy_from_mapping
 from app.rebalance import NodeKind
 from app.rebalance.config import config_from_mapping
-from tests.e2e.burst import loadaware_scheduler, outcome_of
+from tests.e2e.burst import extender_entry, loadaware_scheduler, outcome_of
 from tests.e2e.descheduler import deployment, descheduler_allowed, run_once
 from tests.e2e.harness import ControlPlane, pod_object, scheduler_config, wait_until
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
@@ -90,6 +91,13 @@ def small_pod(name: str, namespace: str) -> Pod:
     return pod_object({"metadata": {"name": name, "namespace": namespace}, "spec": spec})
 
 
+def pool_of(url: str, node: str) -> str | None:
+    """The node pool the extender's /debug/nodes/NODE says the node is in."""
+    with httpx.Client(base_url=url, timeout=5) as http:
+        answer = http.get(f"/debug/nodes/{node}")
+    return answer.json().get("pool") if answer.status_code == 200 else None
+
+
 @pytest.mark.parametrize("node_cache", [True, False], ids=["node-names", "full-nodes"])
 def test_the_extender_judges_each_node_by_its_pool_s_limits(
     cluster: ControlPlane, namespace: str, policy_file: Path, node_cache: bool
@@ -102,18 +110,26 @@ def test_the_extender_judges_each_node_by_its_pool_s_limits(
     args: tuple[str, ...] = ("--policy", str(policy_file), "--debug-endpoints")
     if not node_cache:
         args = (*args, "--no-node-cache")
-    with loadaware_scheduler(cluster, node_cache_capable=node_cache, extender_args=args):
-        for i in range(3):
-            client.create(small_pod(f"p-{i}", namespace))
-        wait_until(lambda: outcome_of(client, namespace).bound == 3, 120, "3 pods bound")
+    with cluster.extender(*args) as extender:
+        config = scheduler_config([extender_entry(extender.url, node_cache_capable=node_cache)])
+        with cluster.scheduler(config):
+            for i in range(3):
+                client.create(small_pod(f"p-{i}", namespace))
+            wait_until(lambda: outcome_of(client, namespace).bound == 3, 120, "3 pods bound")
         assert outcome_of(client, namespace).placed == {"general-1": 3}
         # Relabelled, general-1 is in the GPU pool: at 80 % it is over 0.4, and so is
-        # every node now; the next pod waits, with the pool's limit as the reason.
+        # every node now; the next pod waits, with the pool's limit as the reason. With
+        # its node cache the extender learns it from the node watch alone; without, from
+        # the Nodes in kube-scheduler's next request (a new kube-scheduler: its cache
+        # has the new labels for sure).
         client.patch(Node, "general-1", {"metadata": {"labels": GPU}})
-        client.create(small_pod("waits", namespace))
-        wait_until(
-            lambda: outcome_of(client, namespace).pending.get("waits"), 120, "FailedScheduling"
-        )
+        if node_cache:
+            wait_until(lambda: pool_of(extender.url, "general-1") == "gpu", 60, "the relabel")
+        with cluster.scheduler(config):
+            client.create(small_pod("waits", namespace))
+            wait_until(
+                lambda: outcome_of(client, namespace).pending.get("waits"), 120, "FailedScheduling"
+            )
     message = outcome_of(client, namespace).pending["waits"]
     assert "Load[cpu_usage_avg_5m] is too high (> 0.4)" in message, message
     assert "2 Load[cpu_usage_avg_5m] is too high (> 0.4)" in message, message
