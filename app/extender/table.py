@@ -137,8 +137,10 @@ class NodeTable:
         if labels == entry.labels:  # most often, in full-nodes mode: every request
             return False
         pool = policy.node_pools.match(labels)
-        assert entry.pool is not None  # resolved under this policy, which has pools
-        if (pool.pool, pool.overlap) == (entry.pool.pool, entry.pool.overlap):
+        if entry.pool is not None and (pool.pool, pool.overlap) == (
+            entry.pool.pool,
+            entry.pool.overlap,
+        ):
             entry.labels = labels
             return False
         return True

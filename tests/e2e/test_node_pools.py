@@ -4,9 +4,9 @@ descheduler's configuration (its thresholds).
 
 * The extender, run with the pools policy, sends pods past a GPU node whose CPU is
   under the policy's own limit but over its pool's, onto a general node over the
-  policy's own limit but under its pool's; relabelling a node moves it to its new pool
-  through the node watch alone. Both of kube-scheduler's modes: the node names (the
-  extender reads labels from its node cache) and full Nodes (from the request).
+  policy's own limit but under its pool's; a relabelled node moves to its new pool.
+  Both of kube-scheduler's modes: the node names (the extender reads the labels from
+  its node watch) and full Nodes (from the request).
 * The descheduler, with the pools configuration, takes a pod off a GPU node hot for
   its pool (not for the configuration's own thresholds), to a general node; the
   replacement, placed by the real kube-scheduler calling the extender, lands there too.
