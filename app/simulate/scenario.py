@@ -53,7 +53,8 @@ class NodeGroup(_Strict):
     memory: Quantity = Field(gt=0)
     # A captured cluster names its nodes (one name per node, in place of <name>-<index>)
     # and records their labels and taints; placement does not model those (the
-    # `default` policy is an approximation, docs/simulate.md).
+    # `default` policy is an approximation, docs/simulate.md). The labels put a node
+    # in its node pools (the policy's and the descheduler configuration's).
     names: tuple[str, ...] | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[dict[str, str], ...] = ()
