@@ -158,6 +158,26 @@ POLICY_MEANING = {
     "spec.estimation.workloadUsage": "estimate a pod bound through the scheduler at its "
     "workload's observed per-pod usage where that is at least 3 times its estimate from "
     "requests and limits (at most its limit); off: from requests and limits alone",
+    "spec.nodePools": "loadaware's addition, optional: node pools, each with its own limits "
+    "(docs/tuning.md, \"Node pools\"). A node in no pool gets `spec.predicate`; a node two "
+    "pools select is an error: refused at load where the selectors show it, else the node "
+    "gets `spec.predicate` and is logged",
+    "spec.nodePools[].name": "the pool's name (a DNS label), as logs, `explain` and "
+    "`policy check` show it",
+    "spec.nodePools[].nodeSelector": "the pool's nodes: a label selector over node labels "
+    "(at least one term)",
+    "spec.nodePools[].nodeSelector.matchLabels": "labels a node must have, each with this value",
+    "spec.nodePools[].nodeSelector.matchExpressions": "requirements a node's labels must meet",
+    "spec.nodePools[].nodeSelector.matchExpressions[].key": "a label key",
+    "spec.nodePools[].nodeSelector.matchExpressions[].operator": "`In`, `NotIn`, `Exists` or "
+    "`DoesNotExist`",
+    "spec.nodePools[].nodeSelector.matchExpressions[].values": "for `In` and `NotIn` (at "
+    "least one); none for `Exists` and `DoesNotExist`",
+    "spec.nodePools[].predicate": "the limits that differ in the pool, metric by metric: a "
+    "metric named here takes this limit (0 turns it off), the others keep `spec.predicate`'s; "
+    "each metric must be in syncPolicy",
+    "spec.nodePools[].predicate[].name": "a metric from syncPolicy",
+    "spec.nodePools[].predicate[].maxLimitPecent": "the pool's limit, as in `spec.predicate`",
 }
 
 
@@ -281,7 +301,9 @@ def _policy_rows(model: type[BaseModel], prefix: str) -> Iterator[str]:
         if path not in POLICY_MEANING:
             raise KeyError(f"policy field {path} has no meaning in POLICY_MEANING")
         others = ", ".join(f"`{s}`" for s in spellings[1:])
-        default = "" if field.is_required() else _default_text(field.get_default())
+        default = ""
+        if not field.is_required():
+            default = _default_text(field.get_default(call_default_factory=True))
         nested = _element_model(field.annotation)
         section = _section_model(field.annotation)
         if section is not None:
@@ -413,7 +435,9 @@ def _config_rows(model: type[BaseModel], prefix: str) -> Iterator[str]:
             f"{_config_default(field)} | {_cell(field.description)} |"
         )
         nested = _nested_model(field.annotation)
-        if nested is not None:
+        # The configuration's own sections (camelCase by their alias generator); a model
+        # it borrows from the policy (nodePools' nodeSelector) is described in its row.
+        if nested is not None and nested.model_config.get("alias_generator") is not None:
             yield from _config_rows(nested, f"{path}.")
 
 

@@ -233,6 +233,21 @@ CASES: dict[str, Case] = {
                                                  "http://127.0.0.1:9", "--query-timeout", "0s"],
                                                 ["--query-timeout"],
                                                 files={"p.yaml": POLICY_CPU_ONLY}),
+    # --- node pools (issue 45): an overlap the file shows, at load ---
+    "overlapping pools: extender": Case(
+        ["extender", "--no-node-cache", "--policy", "@p.yaml"],
+        ["p.yaml", "nodePools 'a' and 'b' have the same nodeSelector"],
+        files={"p.yaml": POLICY_CPU_ONLY + "  nodePools:\n" + "".join(
+            f"    - {{name: {n}, nodeSelector: {{matchLabels: {{pool: gpu}}}}, predicate: "
+            f"[{{name: cpu_usage_avg_5m, maxLimitPercent: 0.4}}]}}\n" for n in "ab")}),
+    "overlapping pools: descheduler": Case(
+        [*DESCHEDULER, "--config", "@d.yaml"],
+        ["d.yaml", "nodePools 'a' selects every node that 'b' selects"],
+        files={"d.yaml": "nodePools:\n"
+               "  - {name: a, nodeSelector: {matchLabels: {pool: gpu}}, "
+               "targetThresholds: {cpu: 40}}\n"
+               "  - {name: b, nodeSelector: {matchLabels: {pool: gpu, zone: a}}, "
+               "targetThresholds: {cpu: 50}}\n"}),
     # --- issue 32: inputs that ended in a traceback or named no flag ---
     "deep policy: policy check": Case(["policy", "check", "@deep.yaml"],
                                       ["deep.yaml", "nested too deeply"],

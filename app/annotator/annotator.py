@@ -40,7 +40,7 @@ from app.annotator.hotvalue import HotValueLedger, HotValuePublisher
 from app.annotator.metric_loop import MetricLoop
 from app.annotator.settings import AnnotatorConfig as AnnotatorConfig
 from app.annotator.settings import WorkloadUsageTarget as WorkloadUsageTarget
-from app.annotator.softtaints import SoftTaintKeeper, log_settings
+from app.annotator.softtaints import SoftTaintKeeper, limits_any, log_settings
 from app.annotator.sync import MetricSync
 from app.annotator.telemetry import AnnotatorMetrics
 from app.annotator.workload_usage import WorkloadUsagePublisher
@@ -197,7 +197,7 @@ class Annotator:
         if self.recent is not None:
             self.recent.set_policy(policy.spec.estimation)
         self.telemetry.policy.loaded(self._clock())
-        if self.config.soft_taints is not None and not policy.limits:
+        if self.config.soft_taints is not None and not limits_any(policy):
             log.warning(
                 "policy reload: %s limits no metric (no predicate), so soft taints come "
                 "off every node",

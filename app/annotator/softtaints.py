@@ -51,9 +51,12 @@ from app.load import (
     wave_of,
 )
 from app.objects import Resources, Taint, format_duration
-from app.policy import Policy
+from app.policy import Policy, PoolMatch
 
 log = logging.getLogger(__name__)
+
+# A node's allocatable and its policy's limits: what the next pod's estimate depends on.
+_Shape = tuple[Resources, tuple[tuple[str, float], ...]]
 
 SOFT_TAINT = Taint(SOFT_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
 # Writes in flight at once: a round changes few nodes, each a read and a write.
@@ -87,6 +90,7 @@ class SoftTaintKeeper:
         self._clock = clock
         self._warm_at_s: dict[str, float] = {}  # tainted node -> last warm instant
         self._removing: set[str] = set()  # untainted by us; the cache may still show it
+        self._overlapping: set[str] = set()  # nodes logged as in two or more node pools
 
     def forget(self) -> None:
         """Leadership lost: whoever leads next judges from the cluster, not from us."""
@@ -102,6 +106,20 @@ class SoftTaintKeeper:
         for name in carried - previous.keys() - self._removing:
             previous[name] = now_s
         return previous
+
+    def _pool_policy(self, name: str, match: PoolMatch[Policy]) -> Policy:
+        """The policy a node is judged by; a node two pools select is logged once."""
+        if not match.overlap:
+            self._overlapping.discard(name)
+        elif name not in self._overlapping:
+            self._overlapping.add(name)
+            log.error(
+                "node %s is selected by node pools %s of the policy; its soft taint follows "
+                "the policy's own limits until one pool selects it",
+                name,
+                ", ".join(match.overlap),
+            )
+        return match.judged_by
 
     async def run_round(
         self,
@@ -121,11 +139,15 @@ class SoftTaintKeeper:
         wave = wave_of((pod for pods in recent.values() for pod in pods), policy, now_s)
         bounded = raises_left is not None and any(pod.observed is not None for pod in wave)
         plain = plain_wave(wave) if bounded else wave
-        ahead: dict[Resources, tuple[dict[str, float], dict[str, float]]] = {}
+        ahead: dict[_Shape, tuple[dict[str, float], dict[str, float]]] = {}
         heats = {}
         plain_heats = {}
+        pools = policy.node_pools
         for name, info in nodes.items():
             pods = recent.get(name)
+            node_policy = policy
+            if pools:  # the node's pool's limits (app/policy/pools.py)
+                node_policy = self._pool_policy(name, pools.match(info.labels))
             unsampled = (
                 node_unsampled(
                     pods, info.annotations, info.allocatable, policy, now_s, partly_sampled=True
@@ -133,17 +155,20 @@ class SoftTaintKeeper:
                 if pods
                 else None
             )
-            if info.allocatable not in ahead:
-                raised_next = next_pod(wave, info.allocatable, policy)
-                plain_next = next_pod(plain, info.allocatable, policy) if bounded else raised_next
-                ahead[info.allocatable] = (raised_next, plain_next)
-            raised_next, plain_next = ahead[info.allocatable]
+            shape = (info.allocatable, node_policy.limits)  # what the next pod depends on
+            if shape not in ahead:
+                raised_next = next_pod(wave, info.allocatable, node_policy)
+                plain_next = (
+                    next_pod(plain, info.allocatable, node_policy) if bounded else raised_next
+                )
+                ahead[shape] = (raised_next, plain_next)
+            raised_next, plain_next = ahead[shape]
             heats[name] = judge_node(
-                info.annotations, policy, now_s, margin, unsampled, raised_next
+                info.annotations, node_policy, now_s, margin, unsampled, raised_next
             )
             if bounded:
                 plain_heats[name] = judge_node(
-                    info.annotations, policy, now_s, margin, unsampled, plain_next
+                    info.annotations, node_policy, now_s, margin, unsampled, plain_next
                 )
         if bounded:
             heats = bounded_next_pod_heats(heats, plain_heats, raises_left or 0)
@@ -244,6 +269,14 @@ class SoftTaintKeeper:
         return outcomes
 
 
+def limits_any(policy: Policy) -> bool:
+    """Whether the policy limits a metric on some node: by its own predicates, or by a
+    node pool's (app/policy/pools.py)."""
+    return bool(policy.limits) or any(
+        match.judged_by.limits for _, _, match in policy.node_pools.pools
+    )
+
+
 def log_settings(settings: SoftTaintSettings | None, interval_s: float, policy: Policy) -> None:
     """Say at start what the annotator does with soft taints, and whether it can."""
     if settings is None:
@@ -259,7 +292,7 @@ def log_settings(settings: SoftTaintSettings | None, interval_s: float, policy: 
         settings.max_share,
         format_duration(interval_s),
     )
-    if not policy.limits:
+    if not limits_any(policy):
         log.warning(
             "soft taints on, but policy %s limits no metric (no predicate): no node "
             "will be tainted",

@@ -23,6 +23,7 @@ from app.capture.document import (
     SIMULATION_STEP,
     Names,
     anonymize_descheduler,
+    anonymize_policy,
     node_groups,
     observed,
     workloads,
@@ -186,7 +187,7 @@ def capture(
     if document["start"] is None:
         del document["start"]
     if policy is not None:
-        document["policy"] = policy
+        document["policy"] = anonymize_policy(policy, names)
     if descheduler is not None:
         document["descheduler"] = anonymize_descheduler(descheduler, names)
     recorded = observed(node_history, catalog, step_s, names)

@@ -243,7 +243,66 @@ def anonymize_descheduler(config: Mapping[str, Any], names: Names) -> dict[str, 
             selector = _selector_map(selector)
         if isinstance(selector, Mapping):
             document[field_name] = names.labels(selector)
+    return anonymize_node_pools(document, names)
+
+
+def anonymize_policy(policy: Mapping[str, Any], names: Names) -> dict[str, Any]:
+    """The policy with its node pools' names and selectors mapped as the nodes' labels
+    are (``anonymize_node_pools``); the rest of a policy names no one."""
+    document = dict(policy)
+    spec = document.get("spec")
+    if names.anonymous and isinstance(spec, Mapping):
+        document["spec"] = anonymize_node_pools(spec, names)
     return document
+
+
+def anonymize_node_pools(section: Mapping[str, Any], names: Names) -> dict[str, Any]:
+    """``section`` (a policy's spec, or the descheduler configuration) with each node
+    pool's name and ``nodeSelector`` (label keys and values) mapped as the nodes'
+    labels are, so that the replay puts the same nodes in the same pools."""
+    document = dict(section)
+    if not names.anonymous:
+        return document
+    for field_name in ("nodePools", "node_pools"):
+        pools = document.get(field_name)
+        if isinstance(pools, list):
+            document[field_name] = [_anonymous_pool(pool, names) for pool in pools]
+    return document
+
+
+def _anonymous_pool(pool: Any, names: Names) -> Any:
+    if not isinstance(pool, Mapping):
+        return pool
+    mapped = dict(pool)
+    if isinstance(mapped.get("name"), str):
+        mapped["name"] = names(mapped["name"])
+    for field_name in ("nodeSelector", "node_selector"):
+        selector = mapped.get(field_name)
+        if isinstance(selector, Mapping):
+            mapped[field_name] = _anonymous_selector(selector, names)
+    return mapped
+
+
+def _anonymous_selector(selector: Mapping[str, Any], names: Names) -> dict[str, Any]:
+    mapped = dict(selector)
+    for field_name in ("matchLabels", "match_labels"):
+        labels = mapped.get(field_name)
+        if isinstance(labels, Mapping):
+            mapped[field_name] = names.labels(labels)
+    for field_name in ("matchExpressions", "match_expressions"):
+        expressions = mapped.get(field_name)
+        if isinstance(expressions, list):
+            mapped[field_name] = [
+                {
+                    **e,
+                    "key": names(str(e.get("key", ""))),
+                    "values": [names(str(v)) for v in e.get("values") or []],
+                }
+                if isinstance(e, Mapping)
+                else e
+                for e in expressions
+            ]
+    return mapped
 
 
 def _selector_map(text: str) -> dict[str, str] | str:

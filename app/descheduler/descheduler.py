@@ -63,6 +63,7 @@ from app.rebalance import (
     EvictionPlan,
     PlannerMemory,
     memory_window_s,
+    pool_of,
 )
 from app.runtime import (
     InForce,
@@ -74,6 +75,35 @@ from app.runtime import (
 __all__ = ["Descheduler", "LoopSettings", "RunReport", "RunResult"]
 
 log = logging.getLogger(__name__)
+
+
+def say_overlapping_pools(
+    view: View, config: DeschedulerConfig, policy: Policy, said: set[str]
+) -> set[str]:
+    """Log once per node that two node pools select it, in the configuration or the
+    policy: such a node gets the defaults (app/policy/pools.py). Returns what is said
+    (``said`` for the next run)."""
+    if not config.node_pools and not policy.spec.node_pools:
+        return set()
+    overlapping: dict[str, str] = {}
+    for node in view.cluster.nodes.values():
+        in_config = pool_of(config, node).overlap
+        in_policy = policy.node_pools.match(node.labels).overlap
+        for source, pools in (("configuration", in_config), ("policy", in_policy)):
+            if pools:
+                overlapping[f"{node.name} {source}"] = ", ".join(pools)
+    for key in sorted(overlapping.keys() - said):
+        name, source = key.split(" ")
+        log.error(
+            "node %s is selected by node pools %s of the %s; it is judged by the %s's own "
+            "%s until one pool selects it",
+            name,
+            overlapping[key],
+            source,
+            source,
+            "thresholds" if source == "configuration" else "limits",
+        )
+    return set(overlapping)
 
 
 class Descheduler:
@@ -150,6 +180,7 @@ class Descheduler:
         # A dry run never writes the memory's round counts, so a dry-run loop keeps its
         # own; without them, debouncing nodes would never be previewed as sources.
         self._dry_rounds = PlannerMemory()
+        self._overlapping: set[str] = set()  # "<node> <file>" logged in two node pools
         self._stopped_helping = False  # said once, until a run finds a source not backed off
         self.last_report: RunReport | None = None
         self.runs = 0
@@ -249,6 +280,7 @@ class Descheduler:
             return view.report()
         dry_run = self.dry_run
         view = await self._judge(view, config, policy, dry_run=dry_run)
+        self._overlapping = say_overlapping_pools(view, config, policy, self._overlapping)
         decision = decide(view, config, policy, self._dry_rounds if dry_run else None)
         self._dry_rounds = decision.dry_rounds
         self.telemetry.record_plan(decision.plan)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from app.objects import NodeInfo
 from app.policy import Policy
 from app.rebalance import (
     ClusterView,
@@ -31,6 +32,7 @@ from app.rebalance import (
     node_opt_out,
     plan,
     plan_consolidation,
+    pool_of,
 )
 
 # What each class means for the node's pods, in one sentence.
@@ -92,6 +94,36 @@ def consolidation_of(
 
 
 @dataclass(frozen=True, slots=True)
+class NodePoolsOf:
+    """A node's pool in the policy (its limits) and in the configuration (thresholds):
+    a name; None: in none; or the pools that overlap on it (judged by the defaults)."""
+
+    policy: str | None
+    policy_overlap: tuple[str, ...]
+    configuration: str | None
+    configuration_overlap: tuple[str, ...]
+
+    def described(self, pool: str | None, overlap: tuple[str, ...], defaults: str) -> str:
+        if overlap:
+            return (
+                f"none: pools {', '.join(overlap)} all select it, an error: judged by the "
+                f"{defaults} until one pool selects it"
+            )
+        return pool if pool is not None else f"none ({defaults})"
+
+
+def pools_of(
+    node: NodeInfo, config: DeschedulerConfig, policy: Policy
+) -> NodePoolsOf | None:
+    """The node's pools (``NodePoolsOf``), or None where neither file has pools."""
+    if not policy.spec.node_pools and not config.node_pools:
+        return None
+    in_policy = policy.node_pools.match(node.labels)
+    in_config = pool_of(config, node)
+    return NodePoolsOf(in_policy.pool, in_policy.overlap, in_config.name, in_config.overlap)
+
+
+@dataclass(frozen=True, slots=True)
 class NodeExplanation:
     node: str
     node_class: NodeClass
@@ -107,6 +139,9 @@ class NodeExplanation:
     held_hot: HeldHot | None = None
     opt_out: str | None = None
     consolidation: NodeConsolidation | None = None  # None: consolidation.enabled is off
+    # Its node pool in the policy and in the descheduler's configuration (None: neither
+    # has pools); app/policy/pools.py.
+    pools: NodePoolsOf | None = None
 
     @property
     def role(self) -> str:
@@ -141,4 +176,5 @@ def explain_node(
         consolidation=consolidation_of(
             name, cluster, config, policy, now_s, bool(the_plan.evictions)
         ),
+        pools=pools_of(cluster.nodes[name], config, policy),
     )

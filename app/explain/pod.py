@@ -129,7 +129,8 @@ def judge_node(
     """One node's verdict and score for the pod, the extender's way: its table measures
     the annotations, its ledger adds the estimate of the pods the node's freshest sample
     does not hold (``app.load.estimate.unsampled_after``), and ``app.load.node_verdict``
-    judges the node for the pod."""
+    judges the node for the pod, under its node pool's limits (``Policy.for_node``)."""
+    policy = policy.for_node(node.labels)
     measurement = measure(node.annotations, policy, now_s)
     settings = policy.spec.estimation
     sample_at_s = measurement.freshest_sample_s()

@@ -266,6 +266,16 @@ def render_node(explanation: NodeExplanation, sources: Sequence[str]) -> str:
             f"hot rounds: {node_class.hot_rounds} in a row, this one included "
             f"(consecutiveHotRounds {explanation.consecutive_hot_rounds})"
         )
+    pools = explanation.pools
+    if pools is not None:
+        lines.append(
+            "node pool: policy "
+            + pools.described(pools.policy, pools.policy_overlap, "policy's own limits")
+            + "; descheduler configuration "
+            + pools.described(
+                pools.configuration, pools.configuration_overlap, "configuration's own thresholds"
+            )
+        )
     if explanation.opt_out is not None:
         lines.append(f"opted out: {explanation.opt_out}")
     if explanation.held_hot is not None:
@@ -347,6 +357,21 @@ def _held_json(explanation: NodeExplanation) -> dict[str, Any] | None:
     }
 
 
+def _pools_json(explanation: NodeExplanation) -> dict[str, Any]:
+    """``nodePool``, where the policy or the configuration has node pools."""
+    pools = explanation.pools
+    if pools is None:
+        return {}
+    return {
+        "nodePool": {
+            "policy": pools.policy,
+            "policyOverlap": list(pools.policy_overlap),
+            "configuration": pools.configuration,
+            "configurationOverlap": list(pools.configuration_overlap),
+        }
+    }
+
+
 def node_json(explanation: NodeExplanation, sources: Sequence[str]) -> dict[str, Any]:
     node_class = explanation.node_class
     return {
@@ -370,6 +395,7 @@ def node_json(explanation: NodeExplanation, sources: Sequence[str]) -> dict[str,
         "wouldReceive": [_eviction_json(e) for e in explanation.sent_here],
         "notes": list(explanation.notes),
         "sources": list(sources),
+        **_pools_json(explanation),
         "optedOut": explanation.opt_out,
         "heldHot": _held_json(explanation),
         "consolidation": _consolidation_json(explanation.consolidation),

@@ -113,6 +113,8 @@ def debug_view(entry: NodeEntry, contributions: list[Contribution], now_s: float
     return {
         "name": entry.name,
         "verdict": "overloaded" if load.overloads else "ok",
+        # The node pool it is judged by (app/policy/pools.py); absent: the policy has none.
+        **({} if entry.pool is None else {"pool": entry.pool.pool, "pools": entry.pool.overlap}),
         "reasons": [
             {
                 "metric": o.metric,

@@ -188,7 +188,7 @@ class Extender:
             self.table.remove(name)
             return
         entry = self.table.get(name)
-        if self.table.upsert(name, info.annotations) is entry and allocatable_changed:
+        if self.table.upsert(name, info.annotations, info.labels) is entry and allocatable_changed:
             self.table.recompute(name)
 
     def _on_pod(self, key: str, old: ScheduledPod | None, new: ScheduledPod | None) -> None:

@@ -16,6 +16,7 @@ and prioritize requests whole. Everything derived from the policy is one frozen
 from __future__ import annotations
 
 import heapq
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 
@@ -31,6 +32,8 @@ from app.extender.verdicts import (
 )
 from app.policy import Policy
 
+log = logging.getLogger(__name__)
+
 
 class NodeTable:
     """The extender's view of every node it knows: name → precomputed verdict and score."""
@@ -44,6 +47,7 @@ class NodeTable:
     ) -> None:
         self._ledger = ledger
         self._clock = clock
+        self._overlapping: set[str] = set()  # nodes logged as in two or more pools
         index = index if index is not None else new_verdict_index()
         self._verdicts = Verdicts.empty(policy, index, clock())
 
@@ -90,19 +94,77 @@ class NodeTable:
         verdicts = Verdicts.empty(policy, index, now_s)
         for name, entry in old.entries.items():
             verdicts.store(
-                name, entry.annotations, now_s, entry.last_seen_s, self._ledger, previous=entry
+                name,
+                entry.annotations,
+                now_s,
+                entry.last_seen_s,
+                self._ledger,
+                previous=entry,
+                labels=entry.labels,
             )
         self._verdicts = verdicts
+        self._overlapping &= set(verdicts.entries)
+        for entry in verdicts.entries.values():
+            self._warn_about_overlap(entry)
 
-    def upsert(self, name: str, annotations: Mapping[str, str]) -> NodeEntry:
-        """Record a node's current annotations; recompute only if they changed."""
+    def upsert(
+        self, name: str, annotations: Mapping[str, str], labels: Mapping[str, str] | None = None
+    ) -> NodeEntry:
+        """Record a node's current annotations and labels; recompute only if they changed.
+        The labels count only under a policy with node pools, and only for the pool
+        they put the node in; None: the labels the node had (none for a new node)."""
         now_s = self._clock()
         verdicts = self._verdicts
         entry = verdicts.entries.get(name)
-        if entry is not None and entry.key == verdicts.key_of(annotations):
+        if (
+            entry is not None
+            and entry.key == verdicts.key_of(annotations)
+            and (labels is None or not self._pool_changed(entry, labels))
+        ):
             entry.last_seen_s = now_s
             return entry
-        return verdicts.store(name, annotations, now_s, now_s, self._ledger)
+        entry = verdicts.store(name, annotations, now_s, now_s, self._ledger, labels=labels)
+        self._warn_about_overlap(entry)
+        return entry
+
+    def _pool_changed(self, entry: NodeEntry, labels: Mapping[str, str]) -> bool:
+        """Whether ``labels`` put the node in another pool than its entry's (keeping the
+        new labels on the entry when they do not)."""
+        policy = self._verdicts.policy
+        if not policy.spec.node_pools:
+            entry.labels = labels
+            return False
+        if labels == entry.labels:  # most often, in full-nodes mode: every request
+            return False
+        pool = policy.node_pools.match(labels)
+        if entry.pool is not None and (pool.pool, pool.overlap) == (
+            entry.pool.pool,
+            entry.pool.overlap,
+        ):
+            entry.labels = labels
+            return False
+        return True
+
+    def _warn_about_overlap(self, entry: NodeEntry) -> None:
+        """Log once per node that two or more pools select it (app/policy/pools.py)."""
+        pool = entry.pool
+        if pool is None or not pool.overlap:
+            self._overlapping.discard(entry.name)
+            return
+        if entry.name not in self._overlapping:
+            self._overlapping.add(entry.name)
+            log.error(
+                "node %s is selected by node pools %s of the policy; it is judged by the "
+                "policy's own limits until one pool selects it (a node must be in one pool "
+                "at most)",
+                entry.name,
+                ", ".join(pool.overlap),
+            )
+
+    @property
+    def overlapping(self) -> frozenset[str]:
+        """The nodes two or more node pools select, judged by the defaults."""
+        return frozenset(self._overlapping)
 
     def recompute(self, name: str) -> None:
         """Recompute a node whose estimated addition changed (a binding, a reservation)."""
@@ -117,6 +179,7 @@ class NodeTable:
 
     def remove(self, name: str) -> None:
         self._verdicts.remove(name)
+        self._overlapping.discard(name)
 
     def prune_unseen(self, older_than_s: float) -> int:
         """Drop entries not seen for a while (full-nodes mode has no delete events)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
@@ -86,6 +86,32 @@ def parse_args(body: bytes) -> ExtenderArgs:
         if annotations is not None and not isinstance(annotations, dict):
             raise BadRequest(f'"Nodes.items[{index}].metadata.annotations" must be an object')
     return ExtenderArgs(pod, None, items)
+
+
+def _with_labels(
+    nodes: list[dict[str, Any]], table: NodeTable
+) -> Iterator[tuple[str, dict[str, Any], Mapping[str, str] | None]]:
+    """Each node's name, the node, and its labels for its pool: None where they are
+    those the table holds already (most requests: nothing to read again)."""
+    get = table.get
+    for node in nodes:
+        metadata = node["metadata"]
+        name = metadata["name"]
+        known = get(name)
+        same = known is not None and metadata.get("labels", {}) == known.labels
+        yield name, node, None if same else _labels(node)
+
+
+def _labels(node: dict[str, Any]) -> Mapping[str, str]:
+    """A full Node's labels, for its node pool (app/policy/pools.py): the string ones."""
+    labels: dict[str, Any] | None = node["metadata"].get("labels")
+    if not labels or not isinstance(labels, dict):
+        return {}
+    return {
+        k: v
+        for k, v in labels.items()
+        if isinstance(k, str) and isinstance(v, str) and len(v) <= MAX_ANNOTATION_VALUE
+    }
 
 
 def _annotations(node: dict[str, Any]) -> Mapping[str, str]:
@@ -165,7 +191,11 @@ class Verbs:
             table = NodeTable(table.policy, self._clock)
         table.refresh(self._clock())
         upsert = table.upsert
-        entries = [upsert(node["metadata"]["name"], _annotations(node)) for node in nodes]
+        if table.policy.spec.node_pools:  # the labels count only for a node's pool
+            entries = [upsert(name, _annotations(node), labels) for name, node, labels in
+                       _with_labels(nodes, table)]  # fmt: skip
+        else:
+            entries = [upsert(node["metadata"]["name"], _annotations(node)) for node in nodes]
         excess = len(table) - MAX_NODES
         if excess > 0:
             forgotten = table.forget_least_recently_seen(excess)

@@ -15,7 +15,8 @@ import heapq
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from app.extender.index import VerdictIndex
 from app.extender.ledger import NO_ADDITION, Addition, Ledger
@@ -29,11 +30,12 @@ from app.load import (
     node_verdict,
 )
 from app.objects import CPU, MEMORY, Resources
-from app.policy import Policy
+from app.policy import Policy, PoolMatch
 
 log = logging.getLogger(__name__)
 
 AnnotationKey = tuple[str | None, ...]
+NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(slots=True)
@@ -61,6 +63,10 @@ class NodeEntry:
     unassessed_cpu: float = 0.0
     unassessed_memory: float = 0.0
     estimate_due_s: float = math.inf
+    # The node's labels (the API server's mapping, not a copy) and its node pool, resolved
+    # when the node or the policy changes, never per request (app/policy/pools.py).
+    labels: Mapping[str, str] = field(default_factory=lambda: NO_LABELS)
+    pool: PoolMatch[Policy] | None = None  # None: the policy has no pools
 
     @property
     def reason(self) -> str | None:
@@ -110,9 +116,19 @@ class Verdicts:
         ledger: Ledger | None,
         measurement: Measurement | None = None,
         previous: NodeEntry | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> NodeEntry:
-        """Assess the node anew and record its entry and answers."""
-        policy = self.policy
+        """Assess the node anew and record its entry and answers. ``labels`` are the
+        node's, when they may have changed (its pool is resolved again from them); None
+        keeps the pool the node's entry has."""
+        if previous is None:
+            previous = self.entries.get(name)
+        if labels is None and previous is not None:
+            labels, pool = previous.labels, previous.pool
+        else:
+            labels = NO_LABELS if labels is None else labels
+            pool = self.policy.node_pools.match(labels) if self.policy.spec.node_pools else None
+        policy = self.policy if pool is None else pool.judged_by
         relevant = {k: v for k in self.keys if (v := annotations.get(k)) is not None}
         if measurement is None:
             measurement = measure(relevant, policy, now_s)
@@ -139,9 +155,9 @@ class Verdicts:
             limits.get(MEMORY, math.inf),
             None if ledger is None else ledger.allocatable(name),
             estimate_due_s=addition.changes_at_s,
+            labels=labels,
+            pool=pool,
         )
-        if previous is None:
-            previous = self.entries.get(name)
         self.entries[name] = entry
         if load.overloads:
             first = load.overloads[0]

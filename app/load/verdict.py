@@ -15,6 +15,9 @@ caching (what it measured, which pods its samples do not hold yet) and presentat
 * whether the pod **fits** that room (``wire.has_room``), for a pod given as its
   estimate's share of the node's allocatable.
 
+``policy`` is the node's: with node pools, its pool's (``Policy.for_node``,
+``app/policy/pools.py``), which each caller resolves once per node, not per call.
+
 ``unsampled`` is what the node's samples do not hold yet, per resource, a signed
 fraction of allocatable (``app.load.estimate``): the extender's ledger sums it from
 bound pods and reservations, the simulator from its recent placements, explain from

@@ -36,6 +36,14 @@ from app.objects import (
     parse_quantity,
 )
 from app.policy.metric_names import percentile_problem
+from app.policy.pools import (
+    NodePools,
+    PoolMatch,
+    duplicate_name,
+    label_selector,
+    merged,
+    overlap_problem,
+)
 
 API_VERSION = "scheduler.policy.crane.io/v1alpha1"
 KIND = "DynamicSchedulerPolicy"
@@ -201,6 +209,89 @@ class PriorityPolicy(_MetricEntry):
     weight: Number = Field(ge=0.0, le=MAX_WEIGHT, allow_inf_nan=False)
 
 
+# Node pools (loadaware's addition, issue 45): the models of the file's
+# ``spec.nodePools``; what they mean (which pool a node is in, a pool's policy, the
+# overlaps) is ``app/policy/pools.py``.
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+_POOL_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+MAX_NODE_POOLS = 64
+MAX_SELECTOR_TERMS = 32
+
+
+def _label_key(key: str) -> str:
+    if not is_annotation_key(key):
+        raise ValueError(f"{key[:80]!r} is not a label key (such as node.kubernetes.io/pool)")
+    return key
+
+
+def _label_value(value: str) -> str:
+    if not _LABEL_VALUE.fullmatch(value):
+        raise ValueError(
+            f"{value[:80]!r} is not a label value (at most 63 letters, digits, '-', '_', '.')"
+        )
+    return value
+
+
+LabelKey = Annotated[str, Field(strict=True), AfterValidator(_label_key)]
+LabelValue = Annotated[str, Field(strict=True), AfterValidator(_label_value)]
+
+
+class SelectorRequirement(_Strict):
+    """One ``matchExpressions`` entry, as in a Kubernetes label selector."""
+
+    key: LabelKey
+    operator: str = Field(strict=True)
+    values: tuple[LabelValue, ...] = Field(default=(), max_length=MAX_SELECTOR_TERMS)
+
+    @model_validator(mode="after")
+    def _check(self) -> SelectorRequirement:
+        if self.operator not in SELECTOR_OPERATORS:
+            raise ValueError(
+                f"operator {self.operator[:40]!r} is not one of {', '.join(SELECTOR_OPERATORS)}"
+            )
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class PoolSelector(_Strict):
+    """A node pool's ``nodeSelector``: a Kubernetes label selector over node labels."""
+
+    match_labels: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("matchLabels", "match_labels"),
+        max_length=MAX_SELECTOR_TERMS,
+    )
+    match_expressions: tuple[SelectorRequirement, ...] = Field(
+        default=(),
+        validation_alias=AliasChoices("matchExpressions", "match_expressions"),
+        max_length=MAX_SELECTOR_TERMS,
+    )
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> PoolSelector:
+        if not self.match_labels and not self.match_expressions:
+            raise ValueError(
+                "nodeSelector is empty, which would select every node: give matchLabels "
+                "or matchExpressions (the nodes in no pool already get the policy's own limits)"
+            )
+        return self
+
+
+class NodePoolPolicy(_Strict):
+    """One node pool: the nodes ``node_selector`` selects are judged with these
+    predicates in place of the policy's own, metric by metric (app/policy/pools.py)."""
+
+    name: str = Field(strict=True, pattern=f"^{_POOL_NAME.pattern}$", max_length=63)
+    node_selector: PoolSelector = Field(
+        validation_alias=AliasChoices("nodeSelector", "node_selector")
+    )
+    predicate: tuple[PredicatePolicy, ...]  # at least one (``_pool_problem``)
+
+
 class HotValuePolicy(_Strict):
     time_range_s: DurationS = Field(
         validation_alias=AliasChoices("timeRange", "time_range_s"), gt=0
@@ -288,6 +379,11 @@ class PolicySpec(_Strict):
     )
     estimation: EstimationPolicy = Field(default_factory=EstimationPolicy)
     packing: PackingPolicy = Field(default_factory=PackingPolicy)
+    node_pools: tuple[NodePoolPolicy, ...] = Field(
+        default=(),
+        validation_alias=AliasChoices("nodePools", "node_pools"),
+        max_length=MAX_NODE_POOLS,
+    )
 
     @model_validator(mode="after")
     def _check_consistency(self) -> PolicySpec:
@@ -308,7 +404,33 @@ class PolicySpec(_Strict):
                 seen.add(entry.name)
         if self.priority and not any(p.weight > 0 for p in self.priority):
             raise ValueError("priority weights are all 0: give at least one metric a weight > 0")
+        problem = _pool_problem(self) if self.node_pools else None
+        if problem is not None:
+            raise ValueError(problem)
         return self
+
+
+def _pool_problem(spec: PolicySpec) -> str | None:
+    """What is wrong with ``spec``'s node pools that the file alone shows, or None
+    (app/policy/pools.py)."""
+    twice = duplicate_name(pool.name for pool in spec.node_pools)
+    if twice is not None:
+        return f"nodePools names pool {twice!r} twice"
+    synced = {entry.name for entry in spec.sync_policy}
+    for pool in spec.node_pools:
+        if not pool.predicate:
+            return f"nodePools {pool.name!r}: predicate is empty: name the limits it changes"
+        twice = duplicate_name(entry.name for entry in pool.predicate)
+        if twice is not None:
+            return f"nodePools {pool.name!r}: predicate lists metric {twice!r} twice"
+        for entry in pool.predicate:
+            if entry.name not in synced:
+                return (
+                    f"nodePools {pool.name!r}: predicate metric {entry.name!r} is not in "
+                    f"syncPolicy, so its values never count as fresh and the limit holds "
+                    f"nothing: add it to syncPolicy"
+                )
+    return overlap_problem((pool.name, pool.node_selector) for pool in spec.node_pools)
 
 
 class DynamicSchedulerPolicy(BaseModel):
@@ -401,6 +523,29 @@ class Policy:
         """The usage fraction priority scores pack toward (``spec.packing``), or None for
         crane's free-fraction score."""
         return self.spec.packing.target if self.spec.packing.enabled else None
+
+    @cached_property
+    def node_pools(self) -> NodePools[Policy]:
+        """The policy's node pools, each with the policy its nodes are judged by: this
+        one with the pool's predicates in place of its own (``app/policy/pools.py``);
+        empty (and false) for a policy without ``nodePools``."""
+        return NodePools(
+            PoolMatch(self, None),
+            tuple(
+                (p.name, label_selector(p.node_selector), PoolMatch(self._in(p), p.name))
+                for p in self.spec.node_pools
+            ),
+        )
+
+    def _in(self, pool: NodePoolPolicy) -> Policy:
+        predicate = merged(self.spec.predicate, pool.predicate)
+        spec = self.spec.model_copy(update={"predicate": predicate, "node_pools": ()})
+        return replace(self, spec=spec)
+
+    def for_node(self, labels: Mapping[str, str]) -> Policy:
+        """The policy a node with these labels is judged by (``node_pools``: its pool's,
+        or this one)."""
+        return self.node_pools.match(labels).judged_by if self.spec.node_pools else self
 
     def as_crane_scores(self) -> Policy:
         """This policy with crane-scheduler's rule for missing data (scored as full)."""

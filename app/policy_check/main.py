@@ -67,6 +67,7 @@ def describe(policy: Policy) -> str:
             f"packing: on; each priority metric scores highest at {policy.packing_target:.0%} "
             "usage, less on idler nodes and less the further above (spec.packing)"
         )
+    lines.extend(describe_node_pools(policy))
     lines.append("missing, stale or unreadable data never rejects a node")
     for warning in policy.warnings:
         lines.append(f"warning: {warning}")
@@ -83,6 +84,47 @@ def describe_percentiles(policy: Policy) -> list[str]:
         if meaning is not None and meaning.quantile is not None:
             lines.append(f"{metric}: the {meaning.text()}")
     return lines
+
+
+def describe_node_pools(policy: Policy) -> list[str]:
+    """One line per node pool: its selector and its limits where they differ from the
+    policy's own (app/policy/pools.py)."""
+    pools = policy.spec.node_pools
+    if not pools:
+        return []
+    lines = [
+        f"node pools: {len(pools)}; a node in no pool gets the limits above; a node that "
+        f"two pools select is an error: it gets the limits above and is logged"
+    ]
+    own = dict(policy.limits)
+    for pool in pools:
+        limits = policy.node_pools.of(pool.name).limits
+        changed = [
+            f"{metric} {'off' if not dict(limits).get(metric) else f'{limit:g}'}"
+            for metric, limit in (*limits, *((m, 0.0) for m in own if m not in dict(limits)))
+            if own.get(metric) != dict(limits).get(metric)
+        ]
+        lines.append(
+            f"  pool {pool.name}: nodes with {describe_selector(pool.node_selector)}; "
+            f"reject above: {', '.join(changed) or 'as above'}"
+        )
+    return lines
+
+
+def describe_selector(selector: Any) -> str:
+    """A label selector as kubectl's ``-l`` would read it."""
+    terms = [f"{key}={value}" for key, value in selector.match_labels.items()]
+    for e in selector.match_expressions:
+        values = ",".join(e.values)
+        terms.append(
+            {
+                "In": f"{e.key} in ({values})",
+                "NotIn": f"{e.key} notin ({values})",
+                "Exists": e.key,
+                "DoesNotExist": f"!{e.key}",
+            }.get(e.operator, f"{e.key} {e.operator}")
+        )
+    return ",".join(terms)
 
 
 def describe_estimation(policy: Policy) -> str:

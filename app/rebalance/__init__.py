@@ -58,6 +58,7 @@ from app.rebalance.config import (
     config_from_mapping,
     config_from_yaml,
     memory_window_s,
+    pool_of,
 )
 from app.rebalance.debounce import previous_hot_rounds, record_hot_rounds
 from app.rebalance.fit import fit_refusal
@@ -138,6 +139,7 @@ __all__ = [
     "observe_round",
     "plan",
     "plan_consolidation",
+    "pool_of",
     "previous_hot_rounds",
     "recheck",
     "record_hot_rounds",

@@ -19,8 +19,10 @@ each reload, and every plan carries them as notes (so ``--dry-run`` prints them)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from app.policy import Policy
-from app.rebalance.config import DeschedulerConfig
+from app.rebalance.config import DeschedulerConfig, Resource, pool_thresholds
 
 
 def threshold_conflicts(config: DeschedulerConfig, policy: Policy) -> list[str]:
@@ -31,32 +33,59 @@ def threshold_conflicts(config: DeschedulerConfig, policy: Policy) -> list[str]:
             "cannot be checked against the policy's maxLimitPercent; a node the scheduler "
             "accepts may be one the descheduler empties"
         ]
+    conflicts = _conflicts(config, policy, config.thresholds, config.target_thresholds, "")
+    # Node pools: a pool of the configuration against the policy's pool of the same name
+    # (the policy's own limits where it has none), and a pool only the policy has
+    # against the configuration's own thresholds (docs/tuning.md, "Node pools").
+    pools = {name for name, _, _ in policy.node_pools.pools}
+    for pool in config.node_pools:
+        judged = policy.node_pools.of(pool.name) if pool.name in pools else policy
+        low, high = pool_thresholds(config, pool)
+        conflicts += _conflicts(config, judged, low, high, f"nodePools {pool.name!r}: ")
+    for name in sorted(pools - {pool.name for pool in config.node_pools}):
+        conflicts += _conflicts(
+            config,
+            policy.node_pools.of(name),
+            config.thresholds,
+            config.target_thresholds,
+            f"the policy's nodePools {name!r} (no pool of that name in the configuration): ",
+        )
+    return conflicts
+
+
+def _conflicts(
+    config: DeschedulerConfig,
+    policy: Policy,
+    thresholds: Mapping[Resource, float],
+    target_thresholds: Mapping[Resource, float],
+    prefix: str,
+) -> list[str]:
     limits = {p.name: p.max_limit_fraction for p in policy.spec.predicate}
     conflicts = []
     for resource in config.resources:
         metric = config.metrics[resource]
-        target = config.target_thresholds[resource]
-        low = config.thresholds[resource]
+        target = target_thresholds[resource]
+        low = thresholds[resource]
         limit = limits.get(metric, 0.0)
         if limit <= 0:
             conflicts.append(
-                f"pods may bounce on {resource}: the policy has no predicate on {metric}, so "
-                f"the scheduler places pods on nodes above targetThresholds.{resource} "
-                f"({target:g}%) that the descheduler then empties; add a predicate "
-                f"{{name: {metric}, maxLimitPercent: {target / 100:g}}}"
+                f"{prefix}pods may bounce on {resource}: the policy has no predicate on "
+                f"{metric}, so the scheduler places pods on nodes above "
+                f"targetThresholds.{resource} ({target:g}%) that the descheduler then empties; "
+                f"add a predicate {{name: {metric}, maxLimitPercent: {target / 100:g}}}"
             )
             continue
         if target < limit * 100 - 1e-9:
             conflicts.append(
-                f"pods bounce on {resource}: targetThresholds.{resource} is {target:g}% but "
-                f"the policy's {metric} maxLimitPercent is {limit * 100:g}%, so a node between "
-                f"the two is one the scheduler still fills and the descheduler empties; set "
-                f"targetThresholds.{resource} to at least {limit * 100:g} or maxLimitPercent "
-                f"to at most {target / 100:g}"
+                f"{prefix}pods bounce on {resource}: targetThresholds.{resource} is {target:g}% "
+                f"but the policy's {metric} maxLimitPercent is {limit * 100:g}%, so a node "
+                f"between the two is one the scheduler still fills and the descheduler "
+                f"empties; set targetThresholds.{resource} to at least {limit * 100:g} or "
+                f"maxLimitPercent to at most {target / 100:g}"
             )
         if low > limit * 100 + 1e-9:
             conflicts.append(
-                f"thresholds.{resource} is {low:g}%, above the policy's {metric} "
+                f"{prefix}thresholds.{resource} is {low:g}%, above the policy's {metric} "
                 f"maxLimitPercent ({limit * 100:g}%): a node the descheduler counts as cool "
                 f"may be one the scheduler refuses; such a node is never chosen as a "
                 f"destination (the planner applies the load filter), lower thresholds.{resource}"

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from app.objects import NodeInfo
-from app.rebalance.config import DeschedulerConfig
+from app.rebalance.config import DeschedulerConfig, NodePool, pool_of, pool_thresholds
 from app.rebalance.measure import Measured, Measurement
 from app.rebalance.outcome import NodeClass, NodeKind
 
@@ -28,9 +28,19 @@ class Thresholds:
     high_fraction: Mapping[str, float]
 
 
-def thresholds(measured: Iterable[Measurement], config: DeschedulerConfig) -> Thresholds:
-    low: dict[str, float] = {r: config.thresholds[r] / 100 for r in config.resources}
-    high: dict[str, float] = {r: config.target_thresholds[r] / 100 for r in config.resources}
+def thresholds(
+    measured: Iterable[Measurement], config: DeschedulerConfig, pool: NodePool | None = None
+) -> Thresholds:
+    """The thresholds as fractions: the configuration's, or ``pool``'s (``nodePools``);
+    with useDeviationThresholds, from the mean of ``measured`` (the nodes considered:
+    with a pool, its own)."""
+    low_percent, high_percent = (
+        (config.thresholds, config.target_thresholds)
+        if pool is None
+        else pool_thresholds(config, pool)
+    )
+    low: dict[str, float] = {r: low_percent[r] / 100 for r in config.resources}
+    high: dict[str, float] = {r: high_percent[r] / 100 for r in config.resources}
     if not config.use_deviation_thresholds:
         return Thresholds(low, high)
     with_data = [usage for _, usage, missing, _, _ in measured if missing is None]
@@ -97,6 +107,8 @@ def classify_all(
     """Every measured node's class, from its measurement (``Measured.rows``): no node's
     ``NodeUsage`` is made to classify it."""
     rows = measured.rows
+    if config.node_pools:
+        return _classify_pools(measured, config, hot_rounds)
     # Fixed thresholds read no usage: only deviation thresholds need the nodes considered.
     considered = (
         [row for row in rows if selected(row[0], config)] if config.use_deviation_thresholds else []
@@ -105,6 +117,36 @@ def classify_all(
     return {
         node.name: classify(node, usage, missing, limits, config, hot_rounds)
         for node, usage, missing, _, _ in rows
+    }
+
+
+def _classify_pools(
+    measured: Measured, config: DeschedulerConfig, hot_rounds: Mapping[str, int]
+) -> dict[str, NodeClass]:
+    """``classify_all`` with node pools: each node by its pool's thresholds (with
+    useDeviationThresholds, from the mean of its pool's nodes), the nodes in no pool,
+    or in several, by the configuration's own."""
+    pools = {row[0].name: pool_of(config, row[0]).pool for row in measured.rows}
+    members: dict[str | None, list[Measurement]] = {}
+    for row in measured.rows:
+        if selected(row[0], config):
+            pool = pools[row[0].name]
+            members.setdefault(None if pool is None else pool.name, []).append(row)
+    by_name = {pool.name: pool for pool in config.node_pools}
+    limits = {
+        name: thresholds(members.get(name, ()), config, by_name.get(name or ""))
+        for name in (None, *by_name)
+    }
+    return {
+        node.name: classify(
+            node,
+            usage,
+            missing,
+            limits[None if (pool := pools[node.name]) is None else pool.name],
+            config,
+            hot_rounds,
+        )
+        for node, usage, missing, _, _ in measured.rows
     }
 
 

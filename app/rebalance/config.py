@@ -9,6 +9,7 @@ extender filters on (not requests).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
@@ -23,8 +24,19 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from app.documents import parse_yaml, validate
-from app.objects import format_duration
-from app.policy import DurationS, Number, Switch, WholeNumber, resource_of_metric
+from app.objects import LabelSelector, NodeInfo, format_duration
+from app.policy import (
+    MAX_NODE_POOLS,
+    DurationS,
+    Number,
+    PoolSelector,
+    Switch,
+    WholeNumber,
+    duplicate_name,
+    label_selector,
+    overlap_problem,
+    resource_of_metric,
+)
 
 API_VERSION = "loadaware.io/v1alpha1"
 KIND = "DeschedulerConfiguration"
@@ -227,6 +239,61 @@ class Consolidation(_Section):
         return self
 
 
+class NodePool(_Section):
+    """One node pool with its own thresholds (koordinator LowNodeLoad's ``nodePools``):
+    the nodes ``nodeSelector`` selects are classified by these in place of the
+    configuration's own, resource by resource (a resource left out keeps them)."""
+
+    name: str = Field(
+        pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+        description="The pool's name, as logs and `explain node` show it.",
+    )
+    node_selector: PoolSelector = Field(
+        description="The pool's nodes: a label selector (matchLabels, matchExpressions), as "
+        "in the policy's nodePools."
+    )
+    thresholds: dict[Resource, Number] = Field(
+        default_factory=dict,
+        description="As thresholds, for the pool's nodes (a resource left out keeps the "
+        "configuration's).",
+    )
+    target_thresholds: dict[Resource, Number] = Field(
+        default_factory=dict,
+        description="As targetThresholds, for the pool's nodes (a resource left out keeps "
+        "the configuration's).",
+    )
+
+    @cached_property
+    def selector(self) -> LabelSelector:
+        """``node_selector`` as the matching rule, made once."""
+        return label_selector(self.node_selector)
+
+    @model_validator(mode="after")
+    def _check(self) -> NodePool:
+        _percentages(self.thresholds, "thresholds")
+        _percentages(self.target_thresholds, "targetThresholds")
+        if not self.thresholds and not self.target_thresholds:
+            raise ValueError(
+                f"node pool {self.name!r} sets neither thresholds nor targetThresholds"
+            )
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class PoolOf:
+    """A node's pool under the configuration's ``nodePools``."""
+
+    pool: NodePool | None  # None: in no pool, or in several (``overlap``)
+    overlap: tuple[str, ...] = ()  # the pools that all select it: it gets the defaults
+
+    @property
+    def name(self) -> str | None:
+        return None if self.pool is None else self.pool.name
+
+
+NO_POOL = PoolOf(None)
+
+
 class DeschedulerConfig(_Section):
     """``loadaware descheduler``'s configuration (``apiVersion: loadaware.io/v1alpha1``)."""
 
@@ -410,6 +477,9 @@ class DeschedulerConfig(_Section):
         default_factory=Consolidation,
         description="Drain underused nodes for a node autoscaler to remove (opt-in).",
     )
+    node_pools: tuple[NodePool, ...] = Field(default=(), max_length=MAX_NODE_POOLS, description=(
+        "Node pools, each a label selector with its own thresholds and targetThresholds; a "
+        "node in no pool, or in two (an error, logged), gets the configuration's own."))
 
     @field_validator("interval")
     @classmethod
@@ -444,6 +514,7 @@ class DeschedulerConfig(_Section):
                         f"thresholds.{resource} ({low:g}) is above targetThresholds."
                         f"{resource} ({self.target_thresholds[resource]:g})"
                     )
+        _check_node_pools(self)
         for resource in self.target_thresholds:
             metric = self.metrics.get(resource)
             if metric is None:
@@ -474,6 +545,66 @@ class DeschedulerConfig(_Section):
         """The resources the planner balances, in a fixed order."""
         ordered: tuple[Resource, ...] = ("cpu", "memory")
         return tuple(r for r in ordered if r in self.target_thresholds)
+
+
+def pool_of(config: DeschedulerConfig, node: NodeInfo) -> PoolOf:
+    """Which of the node pools ``node`` is in (app/policy/pools.py says why a node two
+    pools select gets the defaults)."""
+    if not config.node_pools:
+        return NO_POOL
+    labels = node.labels
+    found = [pool for pool in config.node_pools if pool.selector.matches(labels)]
+    if len(found) == 1:
+        return PoolOf(found[0])
+    if not found:
+        return NO_POOL
+    return PoolOf(None, tuple(pool.name for pool in found))
+
+
+def pool_thresholds(
+    config: DeschedulerConfig, pool: NodePool
+) -> tuple[dict[Resource, float], dict[Resource, float]]:
+    """A pool's thresholds and targetThresholds (percent), the configuration's own where
+    the pool leaves a resource out."""
+    return (
+        {r: pool.thresholds.get(r, config.thresholds[r]) for r in config.target_thresholds},
+        {
+            r: pool.target_thresholds.get(r, config.target_thresholds[r])
+            for r in config.target_thresholds
+        },
+    )
+
+
+def _check_node_pools(config: DeschedulerConfig) -> None:
+    problem = _node_pools_problem(config)
+    if problem is not None:
+        raise ValueError(problem)
+
+
+def _node_pools_problem(config: DeschedulerConfig) -> str | None:
+    twice = duplicate_name(pool.name for pool in config.node_pools)
+    if twice is not None:
+        return f"nodePools names pool {twice!r} twice"
+    for pool in config.node_pools:
+        for field, values in (
+            ("thresholds", pool.thresholds),
+            ("targetThresholds", pool.target_thresholds),
+        ):
+            unknown = sorted(set(values) - set(config.target_thresholds))
+            if unknown:
+                return (
+                    f"nodePools {pool.name!r}: {field} names {', '.join(unknown)}, which "
+                    f"targetThresholds does not balance"
+                )
+        if not config.use_deviation_thresholds:
+            low, high = pool_thresholds(config, pool)
+            for resource, value in low.items():
+                if value > high[resource]:
+                    return (
+                        f"nodePools {pool.name!r}: thresholds.{resource} ({value:g}) is "
+                        f"above targetThresholds.{resource} ({high[resource]:g})"
+                    )
+    return overlap_problem((pool.name, pool.node_selector) for pool in config.node_pools)
 
 
 def memory_window_s(config: DeschedulerConfig) -> float:

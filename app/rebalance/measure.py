@@ -51,9 +51,10 @@ def readings_of(load: NodeLoad) -> dict[str, MetricReading]:
 def evaluate(
     node: NodeInfo, policy: Policy, now_s: float, unsampled: Mapping[str, float]
 ) -> NodeLoad:
-    """The load model on a node with signed unsampled amounts (cores, bytes)."""
+    """The load model on a node with signed unsampled amounts (cores, bytes), under the
+    limits of the node's pool (``Policy.for_node``; app/policy/pools.py)."""
     fractions = as_fractions(unsampled, allocatable_of(node))
-    return evaluate_node(node.annotations, policy, now_s, fractions or None)
+    return evaluate_node(node.annotations, policy.for_node(node.labels), now_s, fractions or None)
 
 
 def usage_of(

@@ -360,7 +360,9 @@ class SimulatedCluster:
         policy, nodes = state.policy, len(state.node_names)
         self.estimate = plan.make_estimate(state) if plan.make_estimate else None
         self.load_filter = (
-            LoadFilter(policy, state.pipeline, nodes, self.estimate) if plan.load_aware else None
+            LoadFilter(policy, state.pipeline, nodes, self.estimate, state.scenario.node_labels)
+            if plan.load_aware
+            else None
         )
         self.soft_taints = (
             SimulatedSoftTaints(
@@ -368,6 +370,7 @@ class SimulatedCluster:
                 state.pipeline,
                 state.node_names,
                 estimate=self.estimate,
+                node_labels=state.scenario.node_labels,  # for node pools
                 allocatable=[
                     Resources(float(cpu), float(memory))
                     for cpu, memory in zip(

@@ -142,10 +142,7 @@ class PlannerRebalancer:
         self._node_annotations = [
             group.annotations for group in cluster.scenario.nodes for _ in group.node_names
         ]
-        # And its labels (the zone, which the predicted topology spread reads).
-        self._node_labels = [
-            group.labels for group in cluster.scenario.nodes for _ in group.node_names
-        ]
+        self._node_labels = cluster.scenario.node_labels  # what node pools select
         workloads = cluster.scenario.workloads
         self._requests = [w.pod_requests_and_limits[0] for w in workloads]
         self._limits = [w.pod_requests_and_limits[1] for w in workloads]

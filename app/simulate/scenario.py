@@ -56,7 +56,8 @@ class NodeGroup(_Strict):
     memory: Quantity = Field(gt=0)
     # A captured cluster names its nodes (one name per node, in place of <name>-<index>)
     # and records their labels and taints; placement does not model those (the
-    # `default` policy is an approximation, docs/simulate.md).
+    # `default` policy is an approximation, docs/simulate.md). The labels put a node
+    # in its node pools (the policy's and the descheduler configuration's).
     names: tuple[str, ...] | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[dict[str, str], ...] = ()
@@ -449,6 +450,11 @@ class Scenario(_Strict):
     @property
     def node_names(self) -> list[str]:
         return [name for group in self.nodes for name in group.node_names]
+
+    @property
+    def node_labels(self) -> list[dict[str, str]]:
+        """Each node's labels (its group's), in node order: what node pools select."""
+        return [group.labels for group in self.nodes for _ in range(group.count)]
 
     @property
     def steps(self) -> int:

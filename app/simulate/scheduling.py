@@ -328,8 +328,13 @@ class LoadFilter:
         pipeline: SimulatedMonitoring,
         nodes: int,
         estimate: UnsampledUsage | None = None,
+        node_labels: Sequence[Mapping[str, str]] = (),
     ) -> None:
         self.policy = policy
+        # Each node's policy: its node pool's limits (app/policy/pools.py), resolved once.
+        self.policies = [policy] * nodes
+        if policy.spec.node_pools:
+            self.policies = [policy.for_node(labels) for labels in node_labels]
         self._pipeline = pipeline
         self._estimate = estimate
         self.passes = np.ones(nodes, dtype=np.bool_)
@@ -395,7 +400,7 @@ class LoadFilter:
         """What the production load model says about the node at ``t_s``, uncached."""
         unsampled = self._estimate.unsampled(node, t_s) if self._estimate is not None else None
         return evaluate_node(
-            self._pipeline.annotations(node), self.policy, self.now_s(t_s), unsampled
+            self._pipeline.annotations(node), self.policies[node], self.now_s(t_s), unsampled
         )
 
     def _measurement(self, node: int, now_s: float) -> tuple[Measurement, float | None]:
@@ -406,7 +411,7 @@ class LoadFilter:
         kept = self._measured[node]
         if kept is not None and kept[0] == version and kept[1] <= now_s < kept[2].changes_at_s:
             return kept[2], kept[3]
-        measurement = measure(self._pipeline.annotations(node), self.policy, now_s)
+        measurement = measure(self._pipeline.annotations(node), self.policies[node], now_s)
         freshest_s = measurement.freshest_sample_s()
         self._measured[node] = (version, now_s, measurement, freshest_s)
         return measurement, freshest_s
@@ -431,7 +436,7 @@ class LoadFilter:
         if assessed is not None and assessed[0] is measurement and assessed[1] == unsampled:
             return
         self._assessed[node] = (measurement, unsampled)
-        verdict = node_verdict(measurement, unsampled, self.policy)
+        verdict = node_verdict(measurement, unsampled, self.policies[node])
         load = verdict.load
         self.evaluated.add(node)
         self.rescored.add(node)

@@ -39,6 +39,7 @@ them as without (``test_every_heat_a_sync_keeps_is_the_heat_judged_afresh``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -119,6 +120,21 @@ class _Decided:
     decision: SoftTaints
 
 
+def _limits_by_metric(
+    policies: Sequence[Policy], policy: Policy, synced: Mapping[str, float]
+) -> dict[str, float | npt.NDArray[np.float64]]:
+    """Per limited metric that is synced, its limit: one number, or with node pools one
+    per node (inf where the node's pool sets none)."""
+    if not policy.spec.node_pools:
+        return {m: limit for m, limit in policy.limits if m in synced}
+    per_node = [dict(p.limits) for p in policies]
+    metrics = dict.fromkeys(m for limits in per_node for m in limits if m in synced)
+    return {
+        m: np.array([limits.get(m, math.inf) for limits in per_node], dtype=np.float64)
+        for m in metrics
+    }
+
+
 class SimulatedSoftTaints:
     """The annotator's soft-taint keeper over the simulated monitoring's annotations."""
 
@@ -130,10 +146,16 @@ class SimulatedSoftTaints:
         settings: SoftTaintSettings | None = None,
         estimate: UnsampledUsage | None = None,
         allocatable: Sequence[Resources] = (),
+        node_labels: Sequence[Mapping[str, str]] = (),
     ) -> None:
         """``allocatable``, per node, is what the next pod of a wave is a fraction of;
-        without it (or without ``estimate``) the rule does not look ahead."""
+        without it (or without ``estimate``) the rule does not look ahead.
+        ``node_labels``, per node, put it in a node pool (app/policy/pools.py) whose
+        limits it is judged by."""
         self.policy = policy
+        self._policies = [policy] * len(node_names)
+        if policy.spec.node_pools:
+            self._policies = [policy.for_node(labels) for labels in node_labels]
         self.settings = settings or SoftTaintSettings()
         self._pipeline = pipeline
         self._estimate = estimate
@@ -141,8 +163,7 @@ class SimulatedSoftTaints:
         self._estimated: set[int] = set()
         self._names = node_names
         self._index = {name: index for index, name in enumerate(node_names)}
-        limits = dict(policy.limits)
-        self._limits = {m: limit for m, limit in limits.items() if m in pipeline.sync_periods_s}
+        self._limits = _limits_by_metric(self._policies, policy, pipeline.sync_periods_s)
         self._periods_s = sorted({pipeline.sync_periods_s[m] for m in self._limits})
         if self._periods_s:
             self._periods_s.append(pipeline.hot_value_interval_s)
@@ -154,12 +175,18 @@ class SimulatedSoftTaints:
         # judgements (with and without the next pod) read it.
         self._measured: list[_Measured | None] = [None] * len(node_names)
         self._metrics = [metric for metric, _ in policy.metric_windows]  # what it reads
-        # Nodes of the same allocatable take the same next pod: judged once per kind.
-        kinds: dict[Resources, int] = {}
-        self._kind_of = np.array(
-            [kinds.setdefault(a, len(kinds)) for a in allocatable], dtype=np.int64
-        )
-        self._kinds = list(kinds)
+        # Nodes of the same allocatable (and limits: a node pool's) take the same next
+        # pod: judged once per kind.
+        kinds: dict[tuple[Resources, tuple[tuple[str, float], ...]], int] = {}
+        kind_policies: list[Policy] = []
+        of = []
+        for a, p in zip(allocatable, self._policies, strict=False):
+            kind = kinds.setdefault((a, p.limits), len(kinds))
+            if kind == len(kind_policies):
+                kind_policies.append(p)
+            of.append(kind)
+        self._kind_of = np.array(of, dtype=np.int64)
+        self._kinds = [(a, p) for (a, _), p in zip(kinds, kind_policies, strict=True)]
         self._next: list[dict[str, float]] = [{} for _ in self._kinds]
         self._wave_kinds: list[PodKind] | None = None
         self._lines: dict[str, float | npt.NDArray[np.float64]] | None = None
@@ -190,7 +217,7 @@ class SimulatedSoftTaints:
         # The next pod depends on the kinds of the wave's pods, not on when they were bound.
         wave_kinds = [(p.requests, p.limits, p.evidence, p.observed) for p in wave]
         if wave_kinds != self._wave_kinds:
-            self._next = [next_pod(wave, kind, self.policy) for kind in self._kinds]
+            self._next = [next_pod(wave, kind, policy) for kind, policy in self._kinds]
             self._wave_kinds = wave_kinds
             self._lines = None
         heats = {
@@ -317,7 +344,7 @@ class SimulatedSoftTaints:
         ):
             return judged.heat
         margin = self.settings.release_margin
-        heat = judge_measured(measurement, self.policy, margin, unsampled, ahead)
+        heat = judge_measured(measurement, self._policies[node], margin, unsampled, ahead)
         self._judged[node] = _Judged(measurement.readings, unsampled, ahead, heat)
         return heat
 

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from app.policy import resource_of_metric
+from app.policy import Policy, resource_of_metric
 from app.simulate.cluster import Run
 
 
@@ -76,15 +77,54 @@ def _limit(run: Run, metric: str) -> float:
     return 1.0
 
 
+def _node_limits(run: Run, metric: str) -> float | npt.NDArray[np.float64]:
+    """``_limit``, or with node pools each node's own: its pool's (app/policy/pools.py)."""
+    policy = run.scenario.scheduling_policy()
+    if not policy.spec.node_pools:
+        return _limit(run, metric)
+    return np.array(
+        [dict(policy.for_node(labels).limits).get(metric, 1.0)
+         for labels in run.scenario.node_labels],
+        dtype=np.float64,
+    )  # fmt: skip
+
+
+def _minutes_above(
+    series: npt.NDArray[Any], limits: float | npt.NDArray[np.float64], step_min: float
+) -> float:
+    return float(np.sum(series > limits) * step_min)
+
+
 def _above_each_limit(run: Run, step_min: float) -> dict[str, float]:
+    """Node-minutes above each predicate's limit; with node pools, each pool's nodes
+    against its own limits ("<pool>: <metric> > <limit>"), and the nodes in no pool
+    against the policy's (app/policy/pools.py)."""
+    policy = run.scenario.scheduling_policy()
+    if not policy.spec.node_pools:
+        return _above(run, policy, step_min, None, "")
+    matches = [policy.node_pools.match(labels) for labels in run.scenario.node_labels]
+    in_none = [m.pool is None for m in matches]
+    found = _above(run, policy, step_min, in_none, "") if any(in_none) else {}
+    for name, _, pool in policy.node_pools.pools:
+        in_pool = [m.pool == name for m in matches]
+        found.update(_above(run, pool.judged_by, step_min, in_pool, f"{name}: "))
+    return found
+
+
+def _above(
+    run: Run, policy: Policy, step_min: float, nodes: list[bool] | None, prefix: str
+) -> dict[str, float]:
     found = {}
-    for predicate in run.scenario.scheduling_policy().spec.predicate:
+    for predicate in policy.spec.predicate:
         limit = predicate.max_limit_fraction
         series = {"cpu": run.cpu_utilisation, "memory": run.memory_utilisation}.get(
             resource_of_metric(predicate.name) or ""
         )
         if limit > 0 and series is not None:
-            found[f"{predicate.name} > {limit:g}"] = float(np.sum(series > limit) * step_min)
+            if nodes is not None:
+                series = series[:, np.array(nodes, dtype=np.bool_)]
+            above = float(np.sum(series > limit) * step_min)
+            found[f"{prefix}{predicate.name} > {limit:g}"] = above
     return found
 
 
@@ -107,8 +147,10 @@ def summarise(run: Run) -> Summary:
         memory_p95=float(np.percentile(memory, 95)),
         cpu_threshold=cpu_limit,
         memory_threshold=memory_limit,
-        cpu_node_minutes_above=float(np.sum(cpu > cpu_limit) * step_min),
-        memory_node_minutes_above=float(np.sum(memory > memory_limit) * step_min),
+        cpu_node_minutes_above=_minutes_above(cpu, _node_limits(run, "cpu_usage_avg_5m"), step_min),
+        memory_node_minutes_above=_minutes_above(
+            memory, _node_limits(run, "mem_usage_avg_5m"), step_min
+        ),
         cpu_spread=float(cpu.std(axis=1).mean()),
         memory_spread=float(memory.std(axis=1).mean()),
         throttled_cpu_minutes=run.throttled_core_s / 60.0,
@@ -255,7 +297,8 @@ def spread_table(per_seed: Sequence[Sequence[Summary]]) -> str:
 LEGEND = (
     "Lower is better in every column. Peaks are demand over allocatable on the busiest "
     "node and step, so above 100% is demand a node cannot serve (throttled CPU, OOM for "
-    "memory); >limit node-min: node-minutes above the policy's filter limit; pending "
+    "memory); >limit node-min: node-minutes above the policy's filter limit (with node "
+    "pools, each node's pool's); pending "
     "pod-min: pods waiting for a node, summed over time; wait: creation to binding; never "
     "bound: pods still waiting for a node when the scenario ends (under a load-aware "
     "policy, because every node they fit was above a filter limit: it holds a pod back "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,40 @@ def test_the_descheduler_s_node_selector_is_mapped_as_the_nodes_labels_are(
 def test_without_anonymize_the_configuration_is_kept_as_it_is() -> None:
     config = {"nodeSelector": "pool=batch", "podUsageQueries": {"cpu": "x"}}
     assert anonymize_descheduler(config, Names()) == config
+
+
+def test_node_pools_are_mapped_as_the_nodes_labels_are_in_the_policy_and_configuration() -> None:
+    import yaml
+
+    from app.capture.document import anonymize_policy
+    from app.objects import NodeInfo
+    from app.policy import DEFAULT_POLICY_YAML, policy_from_mapping
+    from app.rebalance import pool_of
+
+    names = Names(anonymous=True)
+    selector = {
+        "matchLabels": {"pool": "gpu"},
+        "matchExpressions": [
+            {"key": "zone", "operator": "NotIn", "values": ["eu-1"]},
+            {"key": "team", "operator": "Exists"},
+        ],
+    }
+    policy: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_YAML)
+    policy["spec"]["nodePools"] = [{"name": "gpu", "nodeSelector": selector,
+                                    "predicate": [{"name": "cpu_usage_avg_5m",
+                                                   "maxLimitPercent": 0.4}]}]  # fmt: skip
+    config = {"nodePools": [{"name": "gpu", "nodeSelector": selector,
+                             "targetThresholds": {"cpu": 40}}]}  # fmt: skip
+    mapped_policy = policy_from_mapping(anonymize_policy(policy, names))
+    mapped_config = DeschedulerConfig.model_validate(anonymize_descheduler(config, names))
+    labels = {"pool": "gpu", "team": "ml", "kubernetes.io/hostname": NODE}
+    (group,) = node_groups([CapturedNode(NODE, 4, 2**34, labels, ())], names)
+    replayed = NodeInfo(names(NODE), {}, None, labels=group["labels"])
+    # The replay puts the node in the same pool, in both files.
+    match = mapped_policy.node_pools.match(replayed.labels)
+    assert match.pool == names("gpu")
+    assert pool_of(mapped_config, replayed).name == names("gpu")
+    text = repr(anonymize_policy(policy, names)) + repr(anonymize_descheduler(config, names))
+    for word in ("gpu", "zone", "eu-1", "team", "'pool'"):
+        assert word not in text
+    assert anonymize_policy(policy, Names()) == policy

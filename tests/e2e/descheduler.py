@@ -18,7 +18,7 @@ from lightkube.resources.core_v1 import ConfigMap
 from app.descheduler.descheduler import Descheduler, LoopSettings, RunReport
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube import state
-from app.policy import default_policy
+from app.policy import Policy, default_policy
 from app.prom.client import PrometheusSource
 from app.prom.settings import PrometheusSettings
 from app.rebalance.config import DeschedulerConfig
@@ -55,6 +55,7 @@ def run_once(
     prometheus_url: str,
     config: DeschedulerConfig,
     telemetry: DeschedulerMetrics | None = None,
+    policy: Policy | None = None,
 ) -> RunReport:
     async def scenario() -> RunReport:
         source = PrometheusSource(PrometheusSettings(url=prometheus_url, timeout_s=5.0))
@@ -62,7 +63,7 @@ def run_once(
         try:
             descheduler = Descheduler(
                 config,
-                default_policy(),
+                policy or default_policy(),
                 client,
                 source,
                 LoopSettings(sync_timeout_s=30.0, state_namespace=STATE_NAMESPACE),

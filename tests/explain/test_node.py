@@ -204,3 +204,47 @@ def test_explain_shows_a_drain_in_progress_and_one_it_would_give_up() -> None:
     assert given_up.consolidation is not None
     assert given_up.consolidation.verdict == "given up"
     assert "abandonAfter" in given_up.consolidation.reason
+
+
+def test_explain_names_the_node_s_pools_and_an_overlap() -> None:
+    from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
+
+    policy = policy_from_yaml(
+        DEFAULT_POLICY_YAML
+        + """  nodePools:
+    - name: gpu
+      nodeSelector: {matchLabels: {pool: gpu}}
+      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.4}]
+    - name: zone-a
+      nodeSelector: {matchLabels: {zone: a}}
+      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.5}]
+"""
+    )
+    settings = config(nodePools=[{"name": "gpu", "nodeSelector": {"matchLabels": {"pool": "gpu"}},
+                                  "targetThresholds": {"cpu": 40}}])  # fmt: skip
+    nodes = [
+        node("gpu-1", 0.5, labels={"pool": "gpu"}),
+        node("both", 0.3, labels={"pool": "gpu", "zone": "a"}),
+        node("plain", 0.3),
+    ]
+    view = cluster(nodes, [])
+    gpu = explain_node("gpu-1", view, settings, policy, NOW, {})
+    text = render_node(gpu, [])
+    assert "node pool: policy gpu; descheduler configuration gpu\n" in text
+    assert "hot above cpu=40%" in text
+    assert node_json(gpu, [])["nodePool"] == {
+        "policy": "gpu", "policyOverlap": [], "configuration": "gpu", "configurationOverlap": []
+    }
+    both = render_node(explain_node("both", view, settings, policy, NOW, {}), [])
+    assert (
+        "node pool: policy none: pools gpu, zone-a all select it, an error: judged by the "
+        "policy's own limits until one pool selects it; descheduler configuration gpu"
+    ) in both
+    plain = explain_node("plain", view, settings, policy, NOW, {})
+    assert "node pool: policy none (policy's own limits); descheduler configuration none" in (
+        render_node(plain, [])
+    )
+    # Neither file with pools: no line, no key.
+    unpooled = explain_node("plain", view, config(), POLICY, NOW, {})
+    assert "node pool" not in render_node(unpooled, [])
+    assert "nodePool" not in node_json(unpooled, [])

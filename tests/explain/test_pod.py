@@ -309,3 +309,25 @@ def test_the_room_check_follows_the_workloads_published_usage_as_the_extenders_d
     assert rooms(None) == {True}
     assert rooms(Resources(1.0, 0.0)) == {False}
     assert rooms(Resources(0.2, 0.0)) == {True}  # 2.4x its estimate: kept
+
+
+def test_each_node_is_judged_by_its_pool_s_limits() -> None:
+    from dataclasses import replace
+
+    from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
+
+    policy = policy_from_yaml(
+        DEFAULT_POLICY_YAML
+        + """  nodePools:
+    - name: gpu
+      nodeSelector: {matchLabels: {pool: gpu}}
+      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.4}]
+"""
+    )
+    gpu = replace(node("gpu-1", 0.5), labels={"pool": "gpu"})
+    plain = node("plain-1", 0.5)
+    answer = verdicts(explained([gpu, plain], policy=policy))
+    assert answer["gpu-1"].load.reason == "Load[cpu_usage_avg_5m] is too high (> 0.4)"
+    assert answer["gpu-1"].limits["cpu_usage_avg_5m"] == 0.4
+    assert answer["plain-1"].load.reason is None
+    assert answer["plain-1"].limits["cpu_usage_avg_5m"] == 0.65
