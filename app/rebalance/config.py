@@ -527,8 +527,7 @@ class DeschedulerConfig(_Section):
         return self
 
     def metrics_missing_from(self, synced: Collection[str]) -> list[str]:
-        """What is wrong if the policy's syncPolicy (``synced``) lacks a metric this
-        configuration reads: without it every node has "no data" and nothing moves."""
+        """Each metric read here that syncPolicy (``synced``) lacks: no data, no moves."""
         return [
             f"metrics.{resource} is {self.metric_for(resource)!r}, which the policy does not "
             f"sync (its syncPolicy has {', '.join(sorted(synced)) or 'nothing'})"
