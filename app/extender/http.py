@@ -99,6 +99,10 @@ class ExtenderApp:
         # routing). A body that starts and does not finish in time gets 408 here; one
         # that never starts is cut by the connection's own deadline (app/health/connections.py).
         first = await receive()
+        if first["type"] == "http.request" and not first.get("more_body", False):
+            whole: bytes = first.get("body", b"")
+            if len(whole) <= self.max_body_bytes:
+                return whole
         chunk = self._chunk(first, 0)
         if not first.get("more_body", False):
             return chunk
