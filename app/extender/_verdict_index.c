@@ -1054,7 +1054,8 @@ VerdictIndex_filter_text(VerdictIndex *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     PyObject *body, *rejected;
-    size_t room = (size_t)(names.end - names.at) + 128; /* the passing names fit */
+    /* Room for the passing names and as many bytes of reasons, without growing. */
+    size_t room = (size_t)(names.end - names.at) * 2 + 1024;
     int status = answer_filter(self, &names, exempt, room, &body, &rejected);
     if (status < 0) {
         return NULL;
