@@ -869,6 +869,24 @@ VerdictIndex_get(VerdictIndex *self, PyObject *name)
     return Py_BuildValue("(iO)", (int)entry->score, reason);
 }
 
+/* Passing names copied as the request's text wrote them, `"a","b"`, after a comma if
+   names came before; 0, or -1 with an error set. */
+static int
+write_run(Buffer *passed, Py_ssize_t *passed_count, const char *run, const char *run_end)
+{
+    size_t length = (size_t)(run_end - run);
+    char *cursor = buffer_room(passed, length + 1);
+    if (cursor == NULL) {
+        return -1;
+    }
+    if ((*passed_count)++ > 0) {
+        *cursor++ = ',';
+    }
+    memcpy(cursor, run, length);
+    buffer_advance(passed, cursor + length);
+    return 0;
+}
+
 /* The ExtenderFilterResult JSON for `names` into *body, and {reason: nodes it rejected}
    into *rejected. Names the index does not hold pass: missing data never rejects a node.
    Returns 0; or -1 with an error set; or 1 (text names out of the plain form) with
@@ -879,6 +897,9 @@ answer_filter(VerdictIndex *self, Names *names, int exempt, size_t room, PyObjec
 {
     int status = -1;
     int plain_names = names->list == NULL; /* text names need no escaping */
+    /* Passing text names not yet written: the request's own text from the first one's
+       opening quote to one past the last one's closing quote. */
+    const char *run = NULL, *run_end = NULL;
     *body = *rejected = NULL;
     Buffer passed = {NULL, 0, 0}, failed = {NULL, 0, 0};
     /* How many nodes each reason rejected, for the extender's metrics. */
@@ -924,13 +945,27 @@ answer_filter(VerdictIndex *self, Names *names, int exempt, size_t room, PyObjec
         const char *name = batch.name[in_batch];
         const Entry *entry = batch.entry[in_batch];
         if (entry == NULL || entry->reason == NO_REASON) {
+            if (plain_names) {
+                /* A text name passes as the request wrote it: a name right after the
+                   run's last one (one comma between) joins the run. */
+                if (run != NULL && name - 1 == run_end + 1) {
+                    run_end = name + length + 1;
+                    continue;
+                }
+                if (run != NULL && write_run(&passed, &passed_count, run, run_end) < 0) {
+                    goto done;
+                }
+                run = name - 1;
+                run_end = name + length + 1;
+                continue;
+            }
             if ((cursor = buffer_room(&passed, STRING_ROOM((size_t)length) + 1)) == NULL) {
                 goto done;
             }
             if (passed_count++ > 0) {
                 *cursor++ = ',';
             }
-            buffer_advance(&passed, put_name(cursor, name, (size_t)length, plain_names || (entry && entry->plain)));
+            buffer_advance(&passed, put_name(cursor, name, (size_t)length, entry && entry->plain));
             continue;
         }
         if (entry->filtered_in == self->filter_calls) {
@@ -951,6 +986,9 @@ answer_filter(VerdictIndex *self, Names *names, int exempt, size_t room, PyObjec
         *cursor++ = ':';
         memcpy(cursor, PyBytes_AS_STRING(reason), reason_length);
         buffer_advance(&failed, cursor + reason_length);
+    }
+    if (run != NULL && write_run(&passed, &passed_count, run, run_end) < 0) {
+        goto done;
     }
     /* Load rejections are unresolvable: preemption cannot lower measured load. */
     cursor = buffer_room(&passed, sizeof(middle) + failed.length + sizeof(tail));
