@@ -469,6 +469,158 @@ request_name(PyObject *names, Py_ssize_t index, Py_ssize_t *length)
     return utf8_of(name, length);
 }
 
+/* ------------------------------------------------------------------ a request's names */
+
+/* Where a verb reads the request's node names: a list of str (NodeNames as orjson
+   parsed it), or the NodeNames array's own JSON text in the request body. Reading the
+   text skips what the parse would cost most, a str for every name (9 of the 12 µs
+   orjson takes for a body of 500 names), and the names are looked up straight from
+   the body's bytes.
+
+   The text is read only in the plain form kube-scheduler writes: names of printable
+   ASCII with no escape (node names are DNS subdomains), JSON whitespace between tokens.
+   A name in such a form reads as the same bytes orjson would make of it, and anything
+   else (an escape, a non-ASCII byte, a control character, a token that is not a
+   string, a missing or extra comma) stops the read with `plain` cleared: the caller
+   then answers from the body as orjson parses it, so this reader never accepts what
+   orjson refuses nor reads a name otherwise. */
+typedef struct {
+    PyObject *list;  /* NULL when reading text */
+    Py_ssize_t next; /* the position of the next name */
+    const char *at;  /* text: where the next token starts */
+    const char *end; /* text: one past the array's closing bracket */
+    int done;        /* no more names: the end, or (text) a token out of the plain form */
+    int plain;       /* text: the array was read to its end in the plain form */
+} Names;
+
+static inline const char *
+skip_space(const char *at, const char *end)
+{
+    while (at < end && (*at == ' ' || *at == '\n' || *at == '\r' || *at == '\t')) {
+        at++;
+    }
+    return at;
+}
+
+/* The high bit of each byte of `word` that cannot stand in a plain name unescaped: '"'
+   (which ends it), '\\', a control character, or one of a multi-byte UTF-8 character.
+   Borrows can flag a byte above a flagged one, never below: the lowest flag is exact. */
+static inline uint64_t
+not_plain_bytes(uint64_t word)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = word ^ (ones * '"'), backslash = word ^ (ones * '\\');
+    return (((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) |
+            ((word - ones * 0x20) & ~word) | word) &
+           highs;
+}
+
+/* Where the plain name starting at `at` ends (its closing quote), or NULL where a byte
+   is not plain or the text ends first. Names are read 8 bytes at a time. */
+static inline const char *
+plain_name_end(const char *at, const char *end)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (end - at >= 8) {
+        uint64_t flags = not_plain_bytes(load_word(at));
+        if (flags != 0) {
+            at += __builtin_ctzll(flags) / 8;
+            return *at == '"' ? at : NULL;
+        }
+        at += 8;
+    }
+#endif
+    for (; at < end; at++) {
+        unsigned char c = (unsigned char)*at;
+        if (c == '"') {
+            return at;
+        }
+        if (c < 0x20 || c >= 0x80 || c == '\\') {
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* The next name of a text array; 0 at the closing bracket or out of the plain form. */
+static int
+next_text_name(Names *names, const char **text, Py_ssize_t *length)
+{
+    const char *end = names->end;
+    const char *at = names->at;
+    names->done = 1;
+    if (names->next > 0 && end - at >= 2 && at[0] == ',' && at[1] == '"') {
+        at += 1; /* the usual case: ,"name" */
+    }
+    else {
+        at = skip_space(at, end);
+        if (at < end && *at == ']') {
+            names->plain = at + 1 == end;
+            return 0;
+        }
+        if (names->next > 0) { /* a comma is due between two names */
+            if (at >= end || *at != ',') {
+                return 0;
+            }
+            at = skip_space(at + 1, end);
+        }
+        if (at >= end || *at != '"') {
+            return 0;
+        }
+    }
+    const char *start = at + 1;
+    const char *quote = plain_name_end(start, end);
+    if (quote == NULL) {
+        return 0;
+    }
+    *text = start;
+    *length = quote - start;
+    names->at = quote + 1;
+    names->next++;
+    names->done = 0;
+    return 1;
+}
+
+/* The next name, as UTF-8; 0 at the end, and before a list item that is not a str or
+   has no UTF-8 form (without an error set: request_name then reports it). */
+static inline int
+next_name(Names *names, const char **text, Py_ssize_t *length)
+{
+    if (names->list == NULL) {
+        return next_text_name(names, text, length);
+    }
+    if (names->next >= PyList_GET_SIZE(names->list)) {
+        names->done = 1;
+        return 0;
+    }
+    PyObject *name = PyList_GET_ITEM(names->list, names->next);
+    if (!PyUnicode_Check(name)) {
+        return 0;
+    }
+    if ((*text = utf8_of(name, length)) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    names->next++;
+    return 1;
+}
+
+/* After next_name returned 0: 1 when the names were read to their end; else 0, with
+   the list item's error set, or (text) none: the caller answers None. */
+static int
+names_read_whole(Names *names)
+{
+    if (names->list == NULL) {
+        return names->plain;
+    }
+    if (!names->done) {
+        Py_ssize_t unused;
+        request_name(names->list, names->next, &unused); /* not a str, or no UTF-8 form */
+        return 0;
+    }
+    return 1;
+}
+
 /* ------------------------------------------------------------------ batched lookups */
 
 /* Names looked up together. The table is larger than the fastest caches, and one
@@ -483,27 +635,20 @@ typedef struct {
     const char *name[BATCH];
     Py_ssize_t length[BATCH];
     const Entry *entry[BATCH]; /* NULL: the index does not hold the name */
-    Py_ssize_t count; /* names looked up: fewer than asked where one is not a str */
+    Py_ssize_t count; /* names looked up: fewer than BATCH at the end or before a bad one */
 } Batch;
 
-/* Look up names[start, start + wanted). Stops before a name that is not a str or has
-   no UTF-8 form, without an error set: request_name then reports it. With `skip` no
-   name is looked up (every entry NULL): the names are only read. */
+/* Look up the next BATCH names (fewer at their end, or before one next_name refuses).
+   With `skip` no name is looked up (every entry NULL): the names are only read. */
 static void
-lookup_batch(const VerdictIndex *self, PyObject *names, Py_ssize_t start, Py_ssize_t wanted,
-             int skip, Batch *batch)
+lookup_batch(const VerdictIndex *self, Names *names, int skip, Batch *batch)
 {
     uint64_t hashes[BATCH];
     int32_t found[BATCH];
     Py_ssize_t count = 0;
-    for (; count < wanted; count++) {
-        PyObject *name = PyList_GET_ITEM(names, start + count);
-        if (!PyUnicode_Check(name)) {
-            break;
-        }
-        const char *text = utf8_of(name, &batch->length[count]);
-        if (text == NULL) {
-            PyErr_Clear();
+    for (; count < BATCH; count++) {
+        const char *text;
+        if (!next_name(names, &text, &batch->length[count])) {
             break;
         }
         batch->name[count] = text;
@@ -724,23 +869,39 @@ VerdictIndex_get(VerdictIndex *self, PyObject *name)
     return Py_BuildValue("(iO)", (int)entry->score, reason);
 }
 
-/* filter(names, exempt) -> (ExtenderFilterResult JSON, {reason: nodes it rejected}).
-   Names the index does not hold pass: missing data never rejects a node. */
-static PyObject *
-VerdictIndex_filter(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
+/* Passing names copied as the request's text wrote them, `"a","b"`, after a comma if
+   names came before; 0, or -1 with an error set. */
+static int
+write_run(Buffer *passed, Py_ssize_t *passed_count, const char *run, const char *run_end)
 {
-    if (nargs != 2 || !PyList_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "filter(names: list[str], exempt: bool)");
-        return NULL;
+    size_t length = (size_t)(run_end - run);
+    char *cursor = buffer_room(passed, length + 1);
+    if (cursor == NULL) {
+        return -1;
     }
-    PyObject *names = args[0];
-    int exempt = PyObject_IsTrue(args[1]);
-    if (exempt < 0) {
-        return NULL;
+    if ((*passed_count)++ > 0) {
+        *cursor++ = ',';
     }
-    Py_ssize_t count = PyList_GET_SIZE(names);
+    memcpy(cursor, run, length);
+    buffer_advance(passed, cursor + length);
+    return 0;
+}
+
+/* The ExtenderFilterResult JSON for `names` into *body, and {reason: nodes it rejected}
+   into *rejected. Names the index does not hold pass: missing data never rejects a node.
+   Returns 0; or -1 with an error set; or 1 (text names out of the plain form) with
+   nothing made. `room` is the answer's first allocation. */
+static int
+answer_filter(VerdictIndex *self, Names *names, int exempt, size_t room, PyObject **body,
+              PyObject **rejected)
+{
+    int status = -1;
+    int plain_names = names->list == NULL; /* text names need no escaping */
+    /* Passing text names not yet written: the request's own text from the first one's
+       opening quote to one past the last one's closing quote. */
+    const char *run = NULL, *run_end = NULL;
+    *body = *rejected = NULL;
     Buffer passed = {NULL, 0, 0}, failed = {NULL, 0, 0};
-    PyObject *body = NULL, *rejected = NULL;
     /* How many nodes each reason rejected, for the extender's metrics. */
     Py_ssize_t reason_count = PyList_GET_SIZE(self->reasons);
     Py_ssize_t *rejected_by_reason = PyMem_Calloc((size_t)reason_count + 1, sizeof(Py_ssize_t));
@@ -753,7 +914,7 @@ VerdictIndex_filter(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_NoMemory();
         goto done;
     }
-    if ((cursor = buffer_room(&passed, (size_t)count * 24 + 128)) == NULL) {
+    if ((cursor = buffer_room(&passed, room)) == NULL) {
         goto done;
     }
     PUT_LITERAL(cursor, head);
@@ -768,21 +929,36 @@ VerdictIndex_filter(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
         self->filter_calls = 1;
     }
     Batch batch;
-    for (Py_ssize_t i = 0; i < count; i++) {
+    for (Py_ssize_t i = 0;; i++) {
         Py_ssize_t in_batch = i % BATCH;
         if (in_batch == 0) {
-            Py_ssize_t wanted = count - i < BATCH ? count - i : BATCH;
-            lookup_batch(self, names, i, wanted, exempt, &batch);
+            lookup_batch(self, names, exempt, &batch);
         }
         if (in_batch >= batch.count) {
-            Py_ssize_t unused;
-            request_name(names, i, &unused); /* not a str, or no UTF-8 form: raises */
+            if (names_read_whole(names)) {
+                break;
+            }
+            status = PyErr_Occurred() ? -1 : 1;
             goto done;
         }
         Py_ssize_t length = batch.length[in_batch];
         const char *name = batch.name[in_batch];
         const Entry *entry = batch.entry[in_batch];
         if (entry == NULL || entry->reason == NO_REASON) {
+            if (plain_names) {
+                /* A text name passes as the request wrote it: a name right after the
+                   run's last one (one comma between) joins the run. */
+                if (run != NULL && name - 1 == run_end + 1) {
+                    run_end = name + length + 1;
+                    continue;
+                }
+                if (run != NULL && write_run(&passed, &passed_count, run, run_end) < 0) {
+                    goto done;
+                }
+                run = name - 1;
+                run_end = name + length + 1;
+                continue;
+            }
             if ((cursor = buffer_room(&passed, STRING_ROOM((size_t)length) + 1)) == NULL) {
                 goto done;
             }
@@ -811,6 +987,9 @@ VerdictIndex_filter(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
         memcpy(cursor, PyBytes_AS_STRING(reason), reason_length);
         buffer_advance(&failed, cursor + reason_length);
     }
+    if (run != NULL && write_run(&passed, &passed_count, run, run_end) < 0) {
+        goto done;
+    }
     /* Load rejections are unresolvable: preemption cannot lower measured load. */
     cursor = buffer_room(&passed, sizeof(middle) + failed.length + sizeof(tail));
     if (cursor == NULL) {
@@ -823,7 +1002,7 @@ VerdictIndex_filter(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PUT_LITERAL(cursor, tail);
     buffer_advance(&passed, cursor);
-    if ((rejected = PyDict_New()) == NULL) {
+    if ((*rejected = PyDict_New()) == NULL) {
         goto done;
     }
     for (Py_ssize_t id = 0; failed.length > 0 && id < reason_count; id++) {
@@ -832,22 +1011,97 @@ VerdictIndex_filter(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
         }
         PyObject *nodes = PyLong_FromSsize_t(rejected_by_reason[id]);
         int error = nodes == NULL ||
-                    PyDict_SetItem(rejected, PyList_GET_ITEM(self->reasons, id), nodes) < 0;
+                    PyDict_SetItem(*rejected, PyList_GET_ITEM(self->reasons, id), nodes) < 0;
         Py_XDECREF(nodes);
         if (error) {
             goto done;
         }
     }
-    body = PyBytes_FromStringAndSize(passed.data, (Py_ssize_t)passed.length);
+    *body = PyBytes_FromStringAndSize(passed.data, (Py_ssize_t)passed.length);
+    status = *body == NULL ? -1 : 0;
 done:
     PyMem_Free(passed.data);
     PyMem_Free(failed.data);
     PyMem_Free(rejected_by_reason);
-    if (body == NULL) {
-        Py_XDECREF(rejected);
+    if (status != 0) {
+        Py_CLEAR(*body);
+        Py_CLEAR(*rejected);
+    }
+    return status;
+}
+
+/* filter(names, exempt) -> (ExtenderFilterResult JSON, {reason: nodes it rejected}). */
+static PyObject *
+VerdictIndex_filter(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "filter(names: list[str], exempt: bool)");
+        return NULL;
+    }
+    int exempt = PyObject_IsTrue(args[1]);
+    if (exempt < 0) {
+        return NULL;
+    }
+    Names names = {.list = args[0]};
+    PyObject *body, *rejected;
+    size_t room = (size_t)PyList_GET_SIZE(args[0]) * 24 + 128;
+    if (answer_filter(self, &names, exempt, room, &body, &rejected) != 0) {
         return NULL;
     }
     return Py_BuildValue("(NN)", body, rejected);
+}
+
+/* The text names argument of filter_text and prioritize_text: body (bytes) and the
+   offsets of the NodeNames array in it, its opening and one past its closing bracket
+   (split_args). 0, or -1 with an error set. */
+static int
+text_names(PyObject *const *args, Names *names)
+{
+    if (!PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "the body must be bytes");
+        return -1;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]), end = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    const char *text = PyBytes_AS_STRING(args[0]);
+    if (start < 0 || end > size || end - start < 2 || text[start] != '[') {
+        PyErr_SetString(PyExc_ValueError, "the offsets do not hold a JSON array in the body");
+        return -1;
+    }
+    *names = (Names){.at = text + start + 1, .end = text + end};
+    return 0;
+}
+
+/* filter_text(body, start, end, exempt)
+       -> (ExtenderFilterResult JSON, {reason: nodes it rejected}, name count) or None.
+   As filter, the names read from the body's JSON text; None when that text is not in
+   the plain form (see Names): the caller then parses it. */
+static PyObject *
+VerdictIndex_filter_text(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "filter_text(body, start, end, exempt)");
+        return NULL;
+    }
+    Names names;
+    int exempt = PyObject_IsTrue(args[3]);
+    if (exempt < 0 || text_names(args, &names) < 0) {
+        return NULL;
+    }
+    PyObject *body, *rejected;
+    /* Room for the passing names and as many bytes of reasons, without growing. */
+    size_t room = (size_t)(names.end - names.at) * 2 + 1024;
+    int status = answer_filter(self, &names, exempt, room, &body, &rejected);
+    if (status < 0) {
+        return NULL;
+    }
+    if (status > 0) {
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(NNn)", body, rejected, names.next);
 }
 
 /* prioritize(names, cpu=0.0, memory=0.0)
@@ -882,57 +1136,53 @@ cap_scores(Buffer *out, char cap)
     }
 }
 
-static PyObject *
-VerdictIndex_prioritize(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
+typedef struct {
+    PyObject *body;         /* the HostPriorityList JSON */
+    Py_ssize_t unknown;     /* names the index does not hold */
+    Py_ssize_t best;        /* the preferred name's position, or -1 */
+    const char *best_name;  /* and its UTF-8, where best >= 0 */
+    Py_ssize_t best_length;
+} Prioritized;
+
+/* The answer for `names` (and the pod's estimate, cpu cores and memory bytes) into
+   *answer. Returns 0; or -1 with an error set; or 1 (text names out of the plain
+   form) with nothing made. `room` is the answer's first allocation. */
+static int
+answer_prioritize(VerdictIndex *self, Names *names, double pod_cpu, double pod_memory,
+                  size_t room, Prioritized *answer)
 {
-    if (nargs != 1 && nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "prioritize(names, cpu=0.0, memory=0.0)");
-        return NULL;
-    }
-    PyObject *names = args[0];
-    if (!PyList_Check(names)) {
-        PyErr_SetString(PyExc_TypeError, "prioritize(names: list[str])");
-        return NULL;
-    }
-    double pod_cpu = 0.0, pod_memory = 0.0;
-    if (nargs == 3) {
-        pod_cpu = PyFloat_AsDouble(args[1]);
-        if (pod_cpu == -1.0 && PyErr_Occurred()) {
-            return NULL;
-        }
-        pod_memory = PyFloat_AsDouble(args[2]);
-        if (pod_memory == -1.0 && PyErr_Occurred()) {
-            return NULL;
-        }
-    }
-    Py_ssize_t count = PyList_GET_SIZE(names);
+    int status = -1;
+    int plain_names = names->list == NULL; /* text names need no escaping */
     Buffer out = {NULL, 0, 0};
     PyObject *body = NULL;
     Py_ssize_t unknown = 0, best = -1;
     /* The best name with room for the pod, and the best of all that may be preferred:
-       position, score and where its score was written. */
+       position, score, name and where its score was written. */
     Py_ssize_t roomy = -1;
+    const char *roomy_name = NULL, *any_name = NULL;
+    Py_ssize_t roomy_length = 0, any_length = 0;
     int roomy_top = -1, any_top = -1;
     size_t roomy_at = 0, any_at = 0;
     int max_plain = -1; /* the highest score written before the preferred one is chosen */
     static const char host[] = "{\"Host\":";
     static const char score_key[] = ",\"Score\":";
-    char *cursor = buffer_room(&out, (size_t)count * 40 + 2);
+    char *cursor = buffer_room(&out, room);
     if (cursor == NULL) {
         goto done;
     }
     *cursor++ = '[';
     buffer_advance(&out, cursor);
     Batch batch;
-    for (Py_ssize_t i = 0; i < count; i++) {
+    for (Py_ssize_t i = 0;; i++) {
         Py_ssize_t in_batch = i % BATCH;
         if (in_batch == 0) {
-            Py_ssize_t wanted = count - i < BATCH ? count - i : BATCH;
-            lookup_batch(self, names, i, wanted, 0, &batch);
+            lookup_batch(self, names, 0, &batch);
         }
         if (in_batch >= batch.count) {
-            Py_ssize_t unused;
-            request_name(names, i, &unused); /* not a str, or no UTF-8 form: raises */
+            if (names_read_whole(names)) {
+                break;
+            }
+            status = PyErr_Occurred() ? -1 : 1;
             goto done;
         }
         Py_ssize_t length = batch.length[in_batch];
@@ -945,12 +1195,16 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *const *args, Py_ssize_t na
             if (score > any_top) {
                 any_top = score;
                 best = i;
+                any_name = name;
+                any_length = length;
                 candidate = 1;
             }
             if (score > roomy_top && pod_cpu <= entry->cpu_room &&
                 pod_memory <= entry->memory_room) {
                 roomy_top = score;
                 roomy = i;
+                roomy_name = name;
+                roomy_length = length;
                 candidate |= 2;
             }
         }
@@ -963,7 +1217,7 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *const *args, Py_ssize_t na
             *cursor++ = ',';
         }
         PUT_LITERAL(cursor, host);
-        cursor = put_name(cursor, name, (size_t)length, entry && entry->plain);
+        cursor = put_name(cursor, name, (size_t)length, plain_names || (entry && entry->plain));
         PUT_LITERAL(cursor, score_key);
         if (candidate & 1) {
             any_at = (size_t)(cursor - out.data);
@@ -984,6 +1238,8 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *const *args, Py_ssize_t na
     buffer_advance(&out, cursor);
     if (roomy >= 0) {
         best = roomy;
+        any_name = roomy_name;
+        any_length = roomy_length;
     }
     if (best >= 0) {
         int top = roomy >= 0 ? roomy_top : any_top;
@@ -1002,12 +1258,233 @@ VerdictIndex_prioritize(VerdictIndex *self, PyObject *const *args, Py_ssize_t na
         put_score(out.data + best_at, (unsigned)answer);
     }
     body = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.length);
+    if (body != NULL) {
+        *answer = (Prioritized){body, unknown, best, any_name, any_length};
+        status = 0;
+    }
 done:
     PyMem_Free(out.data);
-    if (body == NULL) {
+    return status;
+}
+
+/* The pod's estimate from args[first] and args[first + 1]; 0, or -1 with an error set. */
+static int
+pod_estimate(PyObject *const *args, Py_ssize_t first, double *cpu, double *memory)
+{
+    *cpu = PyFloat_AsDouble(args[first]);
+    if (*cpu == -1.0 && PyErr_Occurred()) {
+        return -1;
+    }
+    *memory = PyFloat_AsDouble(args[first + 1]);
+    if (*memory == -1.0 && PyErr_Occurred()) {
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+VerdictIndex_prioritize(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "prioritize(names, cpu=0.0, memory=0.0)");
         return NULL;
     }
-    return Py_BuildValue("(Nnn)", body, unknown, best);
+    if (!PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "prioritize(names: list[str])");
+        return NULL;
+    }
+    double pod_cpu = 0.0, pod_memory = 0.0;
+    if (nargs == 3 && pod_estimate(args, 1, &pod_cpu, &pod_memory) < 0) {
+        return NULL;
+    }
+    Names names = {.list = args[0]};
+    Prioritized answer;
+    size_t room = (size_t)PyList_GET_SIZE(args[0]) * 40 + 2;
+    if (answer_prioritize(self, &names, pod_cpu, pod_memory, room, &answer) != 0) {
+        return NULL;
+    }
+    return Py_BuildValue("(Nnn)", answer.body, answer.unknown, answer.best);
+}
+
+/* prioritize_text(body, start, end, cpu, memory)
+       -> (HostPriorityList JSON, unknown count, preferred name or None, name count) or None.
+   As prioritize, the names read from the body's JSON text; None when that text is not
+   in the plain form (see Names): the caller then parses it. */
+static PyObject *
+VerdictIndex_prioritize_text(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "prioritize_text(body, start, end, cpu, memory)");
+        return NULL;
+    }
+    Names names;
+    double pod_cpu, pod_memory;
+    if (text_names(args, &names) < 0 || pod_estimate(args, 3, &pod_cpu, &pod_memory) < 0) {
+        return NULL;
+    }
+    Prioritized answer;
+    size_t room = (size_t)(names.end - names.at) * 3 + 64;
+    int status = answer_prioritize(self, &names, pod_cpu, pod_memory, room, &answer);
+    if (status < 0) {
+        return NULL;
+    }
+    if (status > 0) {
+        Py_RETURN_NONE;
+    }
+    PyObject *best = Py_None;
+    Py_INCREF(best);
+    if (answer.best >= 0) {
+        Py_DECREF(best);
+        /* plain names are ASCII */
+        best = PyUnicode_DecodeASCII(answer.best_name, answer.best_length, NULL);
+        if (best == NULL) {
+            Py_DECREF(answer.body);
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(NnNn)", answer.body, answer.unknown, best, names.next);
+}
+
+
+/* ------------------------------------------------------------------ the request's fields */
+
+/* Deeper than this, a Pod is left to the full parse: orjson refuses a document nested
+   past its own limit (1024), and a Pod parsed apart sits one level less deep. */
+#define MAX_POD_DEPTH 256
+
+/* One past the object or array that starts at `at`, or NULL when the text ends first
+   or nests past MAX_POD_DEPTH. It only finds the end, by brackets and strings: orjson
+   then reads what lies between and refuses whatever is not JSON. */
+static const char *
+skip_nested(const char *at, const char *end)
+{
+    int depth = 0;
+    while (at < end) {
+        char c = *at++;
+        if (c == '"') {
+            for (;;) {
+                const char *quote = memchr(at, '"', (size_t)(end - at));
+                if (quote == NULL) {
+                    return NULL;
+                }
+                /* The quote ends the string unless an odd number of backslashes precede it. */
+                const char *before = quote;
+                while (before > at && before[-1] == '\\') {
+                    before--;
+                }
+                at = quote + 1;
+                if ((quote - before) % 2 == 0) {
+                    break;
+                }
+            }
+        }
+        else if (c == '{' || c == '[') {
+            if (++depth > MAX_POD_DEPTH) {
+                return NULL;
+            }
+        }
+        else if (c == '}' || c == ']') {
+            if (--depth == 0) {
+                return at;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* Whether the text at `at` starts with `literal`, then moves past it. */
+static int
+take(const char **at, const char *end, const char *literal, size_t length)
+{
+    if ((size_t)(end - *at) < length || memcmp(*at, literal, length) != 0) {
+        return 0;
+    }
+    *at += length;
+    return 1;
+}
+
+#define TAKE(at, end, literal) take(&(at), (end), (literal), sizeof(literal) - 1)
+
+/* split_args(body) -> (pod_start, pod_end, names_start, names_end) or None.
+
+   Where the Pod object and the NodeNames array lie in an ExtenderArgs body written as
+   kube-scheduler writes it in node-cache mode: one object of the keys "Pod", "Nodes"
+   (null) and "NodeNames", each at most once, NodeNames last, JSON whitespace between
+   tokens. Anything else is None, and the caller parses the body whole. This reads only
+   the object's frame: orjson parses the Pod, and filter_text or prioritize_text read
+   the names, each refusing what is not in its form. */
+static PyObject *
+split_args(PyObject *Py_UNUSED(module), PyObject *body)
+{
+    if (!PyBytes_Check(body)) {
+        PyErr_SetString(PyExc_TypeError, "split_args(body: bytes)");
+        return NULL;
+    }
+    const char *start = PyBytes_AS_STRING(body);
+    const char *end = start + PyBytes_GET_SIZE(body);
+    const char *at = skip_space(start, end), *pod_start = NULL, *pod_end = NULL;
+    int seen_nodes = 0;
+    if (!TAKE(at, end, "{")) {
+        Py_RETURN_NONE;
+    }
+    for (;;) {
+        at = skip_space(at, end);
+        if (TAKE(at, end, "\"Pod\"")) {
+            at = skip_space(at, end);
+            if (pod_start != NULL || !TAKE(at, end, ":")) {
+                Py_RETURN_NONE;
+            }
+            pod_start = skip_space(at, end);
+            if (pod_start == end || *pod_start != '{' ||
+                (pod_end = skip_nested(pod_start, end)) == NULL) {
+                Py_RETURN_NONE;
+            }
+            at = pod_end;
+        }
+        else if (TAKE(at, end, "\"Nodes\"")) {
+            at = skip_space(at, end);
+            if (seen_nodes || !TAKE(at, end, ":")) {
+                Py_RETURN_NONE;
+            }
+            at = skip_space(at, end);
+            if (!TAKE(at, end, "null")) {
+                Py_RETURN_NONE;
+            }
+            seen_nodes = 1;
+        }
+        else if (TAKE(at, end, "\"NodeNames\"")) {
+            at = skip_space(at, end);
+            if (pod_start == NULL || !TAKE(at, end, ":")) {
+                Py_RETURN_NONE;
+            }
+            at = skip_space(at, end);
+            /* The last key: its array runs to the last ']', before the closing brace. */
+            const char *names_end = end;
+            while (names_end > at && (names_end[-1] == ' ' || names_end[-1] == '\n' ||
+                                      names_end[-1] == '\r' || names_end[-1] == '\t')) {
+                names_end--;
+            }
+            if (names_end == at || *--names_end != '}') {
+                Py_RETURN_NONE;
+            }
+            while (names_end > at && (names_end[-1] == ' ' || names_end[-1] == '\n' ||
+                                      names_end[-1] == '\r' || names_end[-1] == '\t')) {
+                names_end--;
+            }
+            if (names_end - at < 2 || *at != '[' || names_end[-1] != ']') {
+                Py_RETURN_NONE;
+            }
+            return Py_BuildValue("(nnnn)", pod_start - start, pod_end - start, at - start,
+                                 names_end - start);
+        }
+        else {
+            Py_RETURN_NONE;
+        }
+        at = skip_space(at, end);
+        if (!TAKE(at, end, ",")) {
+            Py_RETURN_NONE;
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ the type */
@@ -1088,6 +1565,12 @@ static PyMethodDef VerdictIndex_methods[] = {
      "get(name) -> (score, reason) or None."},
     {"filter", (PyCFunction)(void (*)(void))VerdictIndex_filter, METH_FASTCALL,
      "filter(names, exempt) -> (body, {reason: nodes rejected})."},
+    {"filter_text", (PyCFunction)(void (*)(void))VerdictIndex_filter_text, METH_FASTCALL,
+     "filter_text(body, start, end, exempt) -> (body, {reason: nodes rejected}, name count), "
+     "or None when the NodeNames text is not in the plain form."},
+    {"prioritize_text", (PyCFunction)(void (*)(void))VerdictIndex_prioritize_text, METH_FASTCALL,
+     "prioritize_text(body, start, end, cpu, memory) -> (body, unknown count, preferred name "
+     "or None, name count), or None when the NodeNames text is not in the plain form."},
     {"prioritize", (PyCFunction)(void (*)(void))VerdictIndex_prioritize, METH_FASTCALL,
      "prioritize(names, cpu=0.0, memory=0.0) -> (body, unknown count, preferred position or "
      "-1)."},
@@ -1118,11 +1601,19 @@ static PyTypeObject VerdictIndexType = {
     .tp_as_sequence = &VerdictIndex_as_sequence,
 };
 
+static PyMethodDef module_methods[] = {
+    {"split_args", (PyCFunction)split_args, METH_O,
+     "split_args(body) -> (pod_start, pod_end, names_start, names_end), or None when the "
+     "body is not in the form kube-scheduler writes in node-cache mode."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef verdict_index_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "app.extender._verdict_index",
     .m_doc = "The extender's native verdict index (see app/extender/index.py).",
     .m_size = -1,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC

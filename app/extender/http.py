@@ -93,12 +93,10 @@ class ExtenderApp:
                 return
         await self.api(scope, receive, send)
 
-    async def _read_body(self, receive: Receive) -> bytes:
-        # kube-scheduler's body arrives with its head: the first message is usually all
-        # of it, read without arming a deadline (that would cost more than the verb's
-        # routing). A body that starts and does not finish in time gets 408 here; one
-        # that never starts is cut by the connection's own deadline (app/health/connections.py).
-        first = await receive()
+    async def _read_body(self, first: Message, receive: Receive) -> bytes:
+        """The body of which ``first`` is the first message, when it did not come whole
+        in it. A body that starts and does not finish in time gets 408 here; one that
+        never starts is cut by the connection's own deadline (app/health/connections.py)."""
         chunk = self._chunk(first, 0)
         if not first.get("more_body", False):
             return chunk
@@ -131,8 +129,18 @@ class ExtenderApp:
         receive: Receive,
         send: Send,
     ) -> None:
+        # kube-scheduler's body arrives with its head: the first message is usually all
+        # of it, taken here without arming a deadline or calling a helper (each would
+        # cost more than the verb's routing).
+        first = await receive()
+        body = first.get("body", b"")
         try:
-            body = await self._read_body(receive)
+            if (
+                first["type"] != "http.request"
+                or first.get("more_body", False)
+                or len(body) > self.max_body_bytes
+            ):
+                body = await self._read_body(first, receive)
         except TimeoutError:
             message = f"{verb}: the body did not arrive within {self.body_timeout_s:g} s"
             await _send(send, 408, _error(message), _CLOSE)
@@ -156,7 +164,16 @@ class ExtenderApp:
             self.extender.record(verb, 400, time.perf_counter() - started, None)
             self.bad_requests.warning("bad request answered 400: %s: %s", verb, error)
             return
-        await _send(send, 200, payload)
+        # As _send, written out: one coroutine less on kube-scheduler's cycle.
+        content_length = (b"content-length", str(len(payload)).encode())
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [*_JSON_HEADERS, content_length],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})
         self.extender.record(verb, 200, time.perf_counter() - started, outcome)
 
 

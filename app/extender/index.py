@@ -35,8 +35,10 @@ from app.load import plain_wire_score, wire_scores_and_preferred
 
 try:
     from app.extender._verdict_index import VerdictIndex as NativeVerdictIndex
+    from app.extender._verdict_index import split_args as split_args
 except ImportError:  # built without a C compiler
     NativeVerdictIndex = None  # type: ignore[assignment,misc]
+    split_args = None  # type: ignore[assignment]
 
 IMPLEMENTATION_ENV = "LOADAWARE_VERDICT_INDEX"
 
@@ -94,6 +96,21 @@ class VerdictIndex(Protocol):
 
         Raises TypeError when a name is not a str.
         """
+
+    def filter_text(
+        self, body: bytes, start: int, end: int, exempt: bool, /
+    ) -> tuple[bytes, dict[str, int], int] | None:
+        """As ``filter``, with the names read from ``body[start:end]``, a NodeNames
+        array's JSON text (``split_args``), and how many names there were. None when
+        the text is not in the plain form kube-scheduler writes (names of printable
+        ASCII, no escapes), or the index reads no text: the caller parses it then."""
+
+    def prioritize_text(
+        self, body: bytes, start: int, end: int, cpu: float, memory: float, /
+    ) -> tuple[bytes, int, str | None, int] | None:
+        """As ``prioritize``, with the names read from ``body[start:end]`` as in
+        ``filter_text``: the body, how many names the index lacks, the preferred name
+        (not its position) or None, and how many names there were."""
 
 
 class PyVerdictIndex:
@@ -182,6 +199,16 @@ class PyVerdictIndex:
             }
         )
         return body, rejected
+
+    def filter_text(
+        self, body: bytes, start: int, end: int, exempt: bool, /
+    ) -> tuple[bytes, dict[str, int], int] | None:
+        return None  # this index reads parsed names only
+
+    def prioritize_text(
+        self, body: bytes, start: int, end: int, cpu: float, memory: float, /
+    ) -> tuple[bytes, int, str | None, int] | None:
+        return None
 
     def prioritize(
         self, names: list[str], cpu: float = 0.0, memory: float = 0.0, /

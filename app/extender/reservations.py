@@ -59,7 +59,7 @@ class Reservations:
         """Reserve the pod's estimate where it will most likely go, if the policy
         estimates and the pod may hold a reservation."""
         pod = outcome.pod
-        if not outcome.names or pod is None or not self._table.policy.spec.estimation.enabled:
+        if not outcome.nodes or pod is None or not self._table.policy.spec.estimation.enabled:
             return
         node = self._node_for(verb, outcome)
         if node is None:
@@ -94,7 +94,7 @@ class Reservations:
             return None
         # kube-scheduler binds to the only feasible node without calling prioritize.
         get = self._table.index.get
-        names = outcome.names or []
+        names = outcome.node_names()
         return next((n for n in names if (verdict := get(n)) is None or verdict[1] is None), None)
 
     def _demand(

@@ -202,7 +202,9 @@ class NodeTable:
 
     def refresh(self, now_s: float) -> None:
         """Recompute the entries whose verdict the clock has changed; cheap when none has."""
-        self._recompute_due(self._verdicts.rechecks, now_s, verdict_due)
+        rechecks = self._verdicts.rechecks
+        if rechecks and rechecks[0][0] <= now_s:  # checked here: each verb call asks
+            self._recompute_due(rechecks, now_s, verdict_due)
 
     def expire_estimates(self, now_s: float) -> None:
         """Recompute the entries whose estimated pods or reservations have expired."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -359,3 +360,132 @@ def test_the_preferred_node_has_room_for_the_pod(index: VerdictIndex) -> None:
     # A pod that fits both goes to the better one; one that fits neither, too.
     for pod in ((0.5, 1e9), (4.0, 1e9), (0.5, 9e9)):
         assert index.prioritize(["tight", "roomy"], *pod)[2] == 0
+
+
+# --------------------------------------------------------------------------- names as text
+
+# Tokens a NodeNames array's text is made of, valid and not: the native index reads the
+# plain form itself and must refuse (answer None for) everything else.
+TEXT_TOKENS = st.sampled_from(
+    [
+        '"n1"',
+        '"n2"',
+        '"node-00017"',
+        '"ü"',
+        '"\\u0041"',
+        '"a\\"b"',
+        '"\x01"',
+        '"',
+        ",",
+        " ",
+        "\n",
+        "\t",
+        "\r",
+        "\x0b",
+        "[",
+        "]",
+        "1",
+        "null",
+        '"n1',
+        'n2"',
+        "\\",
+        "\xa0",
+    ]
+)
+
+
+def text_of(names: list[str], form: str) -> bytes:
+    """A NodeNames array as different JSON writers write it."""
+    if form == "compact":
+        return orjson.dumps(names)
+    if form == "spaced":
+        return json.dumps(names, indent=1, ensure_ascii=False).encode()
+    return json.dumps(names).encode()  # non-ASCII and controls as \\u escapes
+
+
+def in_body(text: bytes) -> tuple[bytes, int, int]:
+    body = b'{"Pod":{},"Nodes":null,"NodeNames":' + text + b"}"
+    start = body.index(b"[")
+    return body, start, start + len(text)
+
+
+def plain(name: str) -> bool:
+    return all(" " <= c <= "\x7f" and c not in '"\\' for c in name)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    held=st.lists(
+        st.tuples(names_strategy, st.integers(0, 10), st.sampled_from([None, HOT])), max_size=12
+    ),
+    names=st.lists(names_strategy, max_size=20),
+    form=st.sampled_from(["compact", "spaced", "escaped"]),
+    exempt=st.booleans(),
+    pod=st.sampled_from([(0.0, 0.0), (1.0, 1.0)]),
+)
+def test_names_read_from_text_are_answered_as_the_parsed_list(
+    held: list[tuple[str, int, str | None]],
+    names: list[str],
+    form: str,
+    exempt: bool,
+    pod: tuple[float, float],
+) -> None:
+    index = make("native")
+    for name, score, reason in held:
+        index.set(name, score, reason, True, 0.5, 0.5)
+    body, start, end = in_body(text_of(names, form))
+    by_list = index.filter(names, exempt)
+    by_text = index.filter_text(body, start, end, exempt)
+    scored = index.prioritize(names, *pod)
+    scored_text = index.prioritize_text(body, start, end, *pod)
+    # Plain names are written as they are by every writer, in any JSON whitespace.
+    if not all(map(plain, names)):
+        assert by_text is None
+        assert scored_text is None
+        return
+    assert by_text == (*by_list, len(names))
+    best_name = names[scored[2]] if scored[2] >= 0 else None
+    assert scored_text == (scored[0], scored[1], best_name, len(names))
+
+
+@settings(max_examples=400, deadline=None)
+@given(tokens=st.lists(TEXT_TOKENS, max_size=12), exempt=st.booleans())
+def test_text_that_is_not_a_plain_array_of_names_is_refused(
+    tokens: list[str], exempt: bool
+) -> None:
+    # Whatever the text, the index answers only where orjson reads it as a list of
+    # plain names, and then as it answers that list.
+    index = make("native")
+    index.set("n1", 4, HOT)
+    index.set("n2", 6, None)
+    text = ("[" + "".join(tokens) + "]").encode()
+    body, start, end = in_body(text)
+    answered = index.filter_text(body, start, end, exempt)
+    scored = index.prioritize_text(body, start, end, 0.0, 0.0)
+    assert (answered is None) == (scored is None)
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        assert answered is None
+        return
+    if answered is None:
+        return  # valid JSON out of the plain form (escapes, non-strings): parsed instead
+    assert all(isinstance(name, str) and plain(name) for name in parsed)
+    assert answered == (*index.filter(parsed, exempt), len(parsed))
+    body_scores, unknown, best = index.prioritize(parsed)
+    assert scored == (body_scores, unknown, parsed[best] if best >= 0 else None, len(parsed))
+
+
+@pytest.mark.parametrize(("start", "end"), [(-1, 5), (0, 999), (5, 4), (1, 5)])
+def test_text_offsets_outside_an_array_are_a_value_error(start: int, end: int) -> None:
+    index = make("native")
+    with pytest.raises(ValueError, match="do not hold a JSON array"):
+        index.filter_text(b'["n1"]', start, end, False)
+    with pytest.raises(ValueError, match="do not hold a JSON array"):
+        index.prioritize_text(b'["n1"]', start, end, 0.0, 0.0)
+
+
+def test_the_python_index_reads_no_text() -> None:
+    body, start, end = in_body(b'["n1"]')
+    assert make("python").filter_text(body, start, end, False) is None
+    assert make("python").prioritize_text(body, start, end, 0.0, 0.0) is None
