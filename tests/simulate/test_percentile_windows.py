@@ -169,10 +169,11 @@ def _tuning_guides_policy() -> dict[str, Any]:
     return policy
 
 
-def test_on_hourly_spikes_the_tuning_guides_p95_policy_keeps_fewer_pods_pending() -> None:
-    # What docs/tuning.md says of it: crane's 0.75 limit on the hour's max rejects a node
-    # for an hour after a 3-minute spike; a limit on the hour's p95 does not, so the
-    # service finds room sooner, with no more throttling (seeds 1-5, medians).
+def test_on_hourly_spikes_the_tuning_guides_p95_policy_does_as_well_as_crane_s() -> None:
+    # What docs/tuning.md says of it: with kube-scheduler's default topology spread in
+    # the model (issue 40), the spread already keeps the service off the spiking nodes'
+    # worst hours, so the p95 limit keeps no fewer pods pending than crane's limit on the
+    # hour's max; it costs no more pending and no more throttling (seeds 1-5, medians).
     document = yaml.safe_load((FIXTURES / "hourly-spikes.yaml").read_text())
     results: dict[str, list[tuple[float, float]]] = {"crane": [], "p95": []}
     for seed in range(1, 6):
@@ -181,5 +182,5 @@ def test_on_hourly_spikes_the_tuning_guides_p95_policy_keeps_fewer_pods_pending(
             summary = summarise(SimulatedCluster(scenario, plan_for("loadaware")).simulate())
             results[label].append((summary.pending_pod_minutes, summary.throttled_cpu_minutes))
     crane, p95 = (np.median(np.array(results[k]), axis=0) for k in ("crane", "p95"))
-    assert p95[0] <= 0.6 * crane[0], (p95, crane)  # pending pod-minutes: 130.5 against 271
-    assert p95[1] <= 1.1 * crane[1], (p95, crane)  # throttled CPU-minutes: 169 against 166
+    assert p95[0] <= 1.1 * crane[0], (p95, crane)  # pending pod-minutes: 64 against 62.5
+    assert p95[1] <= 1.1 * crane[1], (p95, crane)  # throttled CPU-minutes: 171 against 168
