@@ -10,20 +10,10 @@ import pytest
 from app.descheduler.descheduler import say_overlapping_pools
 from app.descheduler.gather import View
 from app.kube.state import Memory
-from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
 from tests.rebalance.builders import NOW, POLICY, cluster, config, node
+from tests.support.pools import policy_with_pools
 
-POLICY_POOLS = policy_from_yaml(
-    DEFAULT_POLICY_YAML
-    + """  nodePools:
-    - name: gpu
-      nodeSelector: {matchLabels: {pool: gpu}}
-      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.4}]
-    - name: zone-a
-      nodeSelector: {matchLabels: {zone: a}}
-      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.5}]
-"""
-)
+POLICY_POOLS = policy_with_pools({"gpu": ({"pool": "gpu"}, 0.4), "zone-a": ({"zone": "a"}, 0.5)})
 CONFIG_POOLS = config(nodePools=[
     {"name": "gpu", "nodeSelector": {"matchLabels": {"pool": "gpu"}},
      "targetThresholds": {"cpu": 40}},

@@ -14,6 +14,7 @@ from app.objects import Resources, Taint
 from app.rebalance import DRAIN_TAINT_KEY, plan
 from app.rebalance.outcome import NodeKind, SkipCode
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, load_annotations, node, pod
+from tests.support.pools import policy_with_pools
 
 NODES = [node("hot", 0.9), node("cool", 0.1), node("warm", 0.55)]
 PODS = [
@@ -207,19 +208,7 @@ def test_explain_shows_a_drain_in_progress_and_one_it_would_give_up() -> None:
 
 
 def test_explain_names_the_node_s_pools_and_an_overlap() -> None:
-    from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
-
-    policy = policy_from_yaml(
-        DEFAULT_POLICY_YAML
-        + """  nodePools:
-    - name: gpu
-      nodeSelector: {matchLabels: {pool: gpu}}
-      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.4}]
-    - name: zone-a
-      nodeSelector: {matchLabels: {zone: a}}
-      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.5}]
-"""
-    )
+    policy = policy_with_pools({"gpu": ({"pool": "gpu"}, 0.4), "zone-a": ({"zone": "a"}, 0.5)})
     settings = config(nodePools=[{"name": "gpu", "nodeSelector": {"matchLabels": {"pool": "gpu"}},
                                   "targetThresholds": {"cpu": 40}}])  # fmt: skip
     nodes = [

@@ -20,6 +20,7 @@ from app.objects.nodes import NodeInfo, Taint
 from app.objects.pods import OwnerRef, PodInfo, ScheduledPod, Toleration
 from app.objects.resources import Resources
 from app.policy import Policy, default_policy
+from tests.support.pools import policy_with_pools
 
 NOW_S = 1_700_000_000.0
 GiB = 2.0**30
@@ -314,16 +315,7 @@ def test_the_room_check_follows_the_workloads_published_usage_as_the_extenders_d
 def test_each_node_is_judged_by_its_pool_s_limits() -> None:
     from dataclasses import replace
 
-    from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
-
-    policy = policy_from_yaml(
-        DEFAULT_POLICY_YAML
-        + """  nodePools:
-    - name: gpu
-      nodeSelector: {matchLabels: {pool: gpu}}
-      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.4}]
-"""
-    )
+    policy = policy_with_pools({"gpu": ({"pool": "gpu"}, 0.4)})
     gpu = replace(node("gpu-1", 0.5), labels={"pool": "gpu"})
     plain = node("plain-1", 0.5)
     answer = verdicts(explained([gpu, plain], policy=policy))

@@ -12,6 +12,7 @@ from app.objects.resources import Resources
 from app.policy import DEFAULT_POLICY_YAML, policy_from_yaml
 from app.rebalance import ConfigError, NodeKind, config_from_mapping, plan, pool_of
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node, pod
+from tests.support.pools import policy_with_pools
 
 GPU = {"pool": "gpu"}
 GENERAL = {"pool": "general"}
@@ -167,17 +168,7 @@ def test_a_pool_may_not_name_a_resource_the_configuration_does_not_balance() -> 
         )
 
 
-POLICY_POOLS = policy_from_yaml(
-    DEFAULT_POLICY_YAML
-    + """  nodePools:
-    - name: gpu
-      nodeSelector: {matchLabels: {pool: gpu}}
-      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.4}]
-    - name: batch
-      nodeSelector: {matchLabels: {pool: batch}}
-      predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.8}]
-"""
-)
+POLICY_POOLS = policy_with_pools({"gpu": ({"pool": "gpu"}, 0.4), "batch": ({"pool": "batch"}, 0.8)})
 
 
 def test_each_pool_s_thresholds_are_checked_against_the_policy_s_pool_of_its_name() -> None:
