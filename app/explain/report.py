@@ -28,7 +28,7 @@ from app.commandline import EXIT_FAILED, EXIT_OK, add_flag, duration, positive_n
 from app.explain.report_measures import History, minutes_above, restarts_by
 from app.kube import POLICY_CONFIGMAP
 from app.kube import STATE_NAME as DEFAULT_STATE_NAME
-from app.objects import MoveRecord, PodInfo
+from app.objects import MoveRecord, PodInfo, printable
 from app.prom import add_prometheus_flags, label_matchers, prometheus_settings_from_args
 
 HELP = "what the descheduler's evictions bought: by outcome, per node and workload (read-only)"
@@ -232,8 +232,9 @@ def render_text(summary: dict[str, Any], header: str) -> str:
         cells = [f"{counts[o]:>9}" for o in OUTCOMES]
         above = tally.get("minutesAboveLimits") or {}
         restarts = tally.get("restarts")
+        shown = printable(name)  # a tenant's names: never its control characters
         return (
-            f"{name:<40} {' '.join(cells)} {('-' if mean is None else f'{mean:+.3f}'):>9}"
+            f"{shown:<40} {' '.join(cells)} {('-' if mean is None else f'{mean:+.3f}'):>9}"
             f" {minutes(above.get('before')):>8} {minutes(above.get('after')):>8}"
             f" {('-' if restarts is None else str(restarts)):>8}"
         )
@@ -253,7 +254,7 @@ def render_text(summary: dict[str, Any], header: str) -> str:
         f"{(window or 0) / 60:g}m before and after the evictions; restarts: container "
         "restarts over the period (- : not known)",
     ]
-    lines += [f"note: {note}" for note in summary.get("notes", [])]
+    lines += [f"note: {printable(note)}" for note in summary.get("notes", [])]
     return "\n".join(lines) + "\n"
 
 
