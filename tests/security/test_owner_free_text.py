@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from lightkube.resources.core_v1 import Pod
 
+from app.annotator.workload_usage import per_workload
 from app.extender.request_pod import request_pod_workload
 from app.kube.pods import pod_info, pod_placement, scheduled_pod
 from app.kube.state import MAX_DOCUMENT_BYTES as STATE_BYTES
@@ -107,6 +108,46 @@ def test_the_workload_usage_document_keeps_its_budget_and_every_namespace() -> N
     assert len(published.workloads) > 1000  # the budget holds many, not a few
 
 
+def crowd_then_shop(crowd: int, name_chars: int) -> list[tuple[str, Resources, int]]:
+    """The annotator's order (``per_workload``: most measured pods first) for ``crowd``
+    workloads of one tenant, 4 pods each, and one of another namespace with 3 pods,
+    every name ``name_chars`` long: the other namespace's workload comes last."""
+    usage: dict[str, Resources] = {}
+    workload_of: dict[str, str] = {}
+    for i in range(crowd):
+        for p in range(4):
+            usage[f"tenant/w{i}-{p}"] = Resources(0.5, 1e9)
+            workload_of[f"tenant/w{i}-{p}"] = f"tenant/Deployment/{i:05d}".ljust(name_chars, "n")
+    for p in range(3):
+        usage[f"shop/web-{p}"] = Resources(0.7, 5e8)
+        workload_of[f"shop/web-{p}"] = "shop/Deployment/web".ljust(name_chars, "b")
+    ordered = per_workload(usage, workload_of)
+    assert ordered[-1][0].startswith("shop/")
+    return ordered
+
+
+@pytest.mark.parametrize(
+    ("crowd", "name_chars"),
+    [(6_000, 30), (3_000, 250)],
+    ids=["more-workloads-than-entries", "more-bytes-than-the-budget"],
+)
+def test_a_tenant_with_many_workloads_cannot_push_another_namespace_out(
+    crowd: int, name_chars: int
+) -> None:
+    """Point 2's last attack: a tenant with more workloads than the document holds (5,000
+    entries) or longer names than its byte budget, each with more pods than another
+    namespace's one workload, pushed that workload out of the document. Namespaces now
+    take turns, so the other namespace's workload is kept, whatever the tenant has."""
+    text = encode(crowd_then_shop(crowd, name_chars), NOW_S)
+    assert len(text.encode()) <= MAX_DOCUMENT_BYTES
+    published, skipped = decode(text, NOW_S)
+    assert skipped == 0
+    shop = [key for key in published.workloads if key.startswith("shop/")]
+    assert shop == ["shop/Deployment/web".ljust(name_chars, "b")]
+    assert published.pods[shop[0]] == 3
+    assert len(published.workloads) > 1000  # and the tenant keeps the rest of the room
+
+
 def test_an_entry_a_reader_would_skip_is_not_published() -> None:
     entries = [(f"tenant/Widget/{HUGE}", Resources(1, 1), 3), ("a/Job/b", Resources(1, 1), 3)]
     text = encode(entries, 0)
@@ -146,6 +187,25 @@ def test_the_state_keeps_its_budget_and_every_namespace_s_newest_eviction() -> N
     assert quiet.uid in stored.evictions  # the oldest, but its namespace's newest
     assert "uid-busy-1998" in stored.evictions  # the newest overall
     assert "uid-busy-0" not in stored.evictions  # the oldest of the crowd made room
+
+
+def test_a_namespace_evicted_often_cannot_push_another_s_eviction_out_of_the_state() -> None:
+    """The state's budget too: 2,000 newer evictions of one namespace, each record as long
+    as the quiet namespace's older one, filled the document newest first and left the
+    quiet namespace's eviction (its cooldown, its namespace limit) out. Namespaces take
+    turns now: the quiet one's newest eviction is kept."""
+    memory = Memory()
+    for i in range(2000):
+        r = record(i, "busy", "busy/Deployment/" + "w" * 250, NOW_S - 100 + i * 0.01)
+        memory.evictions[r.uid] = r
+    quiet = record(0, "quie", "quie/Deployment/" + "w" * 251, NOW_S - 500)  # as long
+    memory.evictions[quiet.uid] = quiet
+    text = encode_state(memory, NOW_S - 3600)
+    assert len(text.encode()) <= STATE_BYTES
+    stored, _ = decode_state(text, NOW_S, NOW_S - 3600)
+    assert quiet.uid in stored.evictions
+    assert stored.evictions[quiet.uid].workload == quiet.workload
+    assert len(stored.evictions) > 500  # the busy namespace keeps the rest of the room
 
 
 def test_printable_neutralises_escape_sequences_and_bounds_length() -> None:
