@@ -10,14 +10,14 @@ has raises left (``app.load.bounded_next_pod_heats``)."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
 from app.annotator.softtaints import SoftTaintKeeper
 from app.annotator.telemetry import AnnotatorMetrics
 from app.kube import NodeInfo
 from app.kube.patching import PatchOutcome
-from app.load import SoftTaintSettings, format_usage
+from app.load import START_GRACE_S, SoftTaintSettings, format_usage
 from app.objects import PodPlacement, Resources, Taint
 from app.policy import default_policy
 
@@ -96,3 +96,80 @@ def test_nodes_hot_only_through_a_raised_next_pod_are_no_more_than_the_raises_le
     nodes at most take the taint for them, not fourteen."""
     assert len(tainted_after_one_idle_pod(4)) == 3
     assert len(tainted_after_one_idle_pod(3)) == 2
+
+
+WAVE_BURNER = Resources(7.5, 2.0**28)  # the burner's 7.5 of 8 cores, as published
+
+
+def tainted_after_a_never_started_wave(
+    measured: int | None, after_s: float, started: int = 0
+) -> list[str]:
+    """Point 1's wave on the soft-taint rule: node-9 really hot (80 % CPU), nodes 0-8 at
+    15 %; 9 pods of the burner's workload (1m, no limit) seen pending and bound one a
+    node 20 s before the readings' round, their containers never started; the workload
+    published at 7.5 cores a pod measured on ``measured`` pods. The first ``started``
+    wave pods do run, 5 s after their binding (the kubelet reports them Running). One
+    round of the rule ``after_s`` after the bindings, as the annotator's loop runs it."""
+    recent = RecentPods(default_policy().spec.estimation)
+    bound_at_s = NOW_S - 20
+    clock = [bound_at_s]
+    observer = BindingObserver(BindingWindows(()), lambda: clock[0], recent=recent)
+    tiny = Resources(0.001, 0.0)
+    for i in range(9):
+        uid, key = f"u-wave-{i}", f"evil/wave-{i}"
+        pending = PodPlacement(uid, None, tiny, Resources(), workload=BURNER)
+        bound = PodPlacement(uid, f"node-{i}", tiny, Resources(), workload=BURNER)
+        observer.on_change(key, None, pending)
+        observer.on_change(key, pending, bound)
+    clock[0] = bound_at_s + 5
+    for i in range(started):
+        bound = PodPlacement(f"u-wave-{i}", f"node-{i}", tiny, Resources(), workload=BURNER)
+        running = replace(bound, running=True)
+        observer.on_change(f"evil/wave-{i}", bound, running)
+    now_s = bound_at_s + after_s
+    clock[0] = now_s
+
+    def observed(workload: str | None) -> Resources | None:
+        return WAVE_BURNER if workload == BURNER else None
+
+    counts = {} if measured is None else {BURNER: measured}
+    by_node = recent.by_node(now_s, observed, counts)
+    left = recent.raises_left(now_s, observed, counts)
+    nodes = cool_nodes(10)
+    hot = {
+        metric: format_usage(0.80 if metric.startswith("cpu") else 0.2, NOW_S - 30)
+        for metric in default_policy().metrics
+    }
+    nodes["node-9"] = NodeInfo("node-9", hot, None, allocatable=EIGHT_CPUS)
+    keeper = SoftTaintKeeper(
+        Writer(),  # type: ignore[arg-type]
+        SoftTaintSettings(),
+        telemetry=AnnotatorMetrics(),
+        clock=lambda: now_s,
+    )
+    report = asyncio.run(keeper.run_round(nodes, default_policy(), by_node, left))
+    return sorted(report.decided.tainted)
+
+
+def test_a_never_started_wave_of_one_burners_workload_takes_no_taint_away() -> None:
+    """Before: each of the 9 wave pods counted as the burner's 7.5 cores, so every node
+    read hot as it stood, no node was left not hot, and the taint went from node-9, the
+    one really hot node. Now: the burner's own word (no count, or 1 pod measured) raises
+    nothing, and node-9 keeps its taint alone."""
+    assert tainted_after_a_never_started_wave(None, 10) == ["node-9"]
+    assert tainted_after_a_never_started_wave(1, 10) == ["node-9"]
+
+
+def test_a_never_started_wave_heats_as_many_nodes_as_were_measured_for_its_grace() -> None:
+    """Three pods measured: three wave pods hold a raise (their nodes read hot, as three
+    burners' nodes would), the six others are estimated at their 1m; two minutes on, no
+    container of the wave has started and only node-9 is hot."""
+    tainted = tainted_after_a_never_started_wave(3, 10)
+    assert "node-9" in tainted
+    assert len(tainted) == 4, tainted
+    assert tainted_after_a_never_started_wave(3, START_GRACE_S + 1) == ["node-9"]
+    # A wave pod that did start keeps its raise past the grace, as a burner would.
+    assert tainted_after_a_never_started_wave(3, START_GRACE_S + 1, started=1) == [
+        "node-0",
+        "node-9",
+    ]
