@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
+from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods, round_estimates
 from app.annotator.hotvalue import HotValueLedger, HotValuePublisher
 from app.annotator.metric_loop import MetricLoop
 from app.annotator.settings import AnnotatorConfig as AnnotatorConfig
@@ -268,19 +268,12 @@ class Annotator:
     async def _soft_taint_loop(self) -> None:
         while True:
             try:
-                now_s = self._clock()
                 # The usage this replica last published, while fresh (the extender's
                 # estimate rests on the same document); else requests and limits alone.
-                usage = self.workload_usage
-                observed = usage.observed(now_s) if usage is not None else None
-                measured = usage.measured(now_s) if usage is not None else None
-                recent = self.recent.by_node(now_s, observed, measured) if self.recent else None
-                left = (
-                    self.recent.raises_left(now_s, observed, measured)
-                    if self.recent is not None and observed is not None
-                    else None
-                )
-                await self.soft_taints.run_round(self.nodes.nodes, self.policy, recent, left)
+                nodes, now_s = self.nodes.nodes, self._clock()
+                recent = round_estimates(self.recent, self.workload_usage, nodes, now_s)
+                await self.soft_taints.run_round(nodes, self.policy, recent.by_node, recent.left)
+                self.telemetry.record_raises(recent.largest_raises)
             except Exception:
                 log.exception("a soft-taint round failed unexpectedly; retrying next round")
             self.soft_taint_rounds += 1
@@ -316,4 +309,3 @@ class Annotator:
             if self.workload_usage is not None
             else "off",
         }
-

@@ -33,11 +33,19 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from app.load import Evidence, PlacedPod, bounded_raises, hot_value_from_bindings, raises_left
-from app.objects import PodPlacement, Resources
+from app.load import (
+    Evidence,
+    PlacedPod,
+    bounded_raises,
+    estimate_with_evidence,
+    hot_value_from_bindings,
+    raises_left,
+    unsampled_fractions,
+)
+from app.objects import NodeInfo, PodPlacement, Resources
 from app.policy import EstimationPolicy, HotValuePolicy
 
 Clock = Callable[[], float]
@@ -154,6 +162,33 @@ class RecentPods:
         ]
         return sum(raises_left(bounded, measured or {}, now_s, self._estimation).values())
 
+    def largest_raises(
+        self,
+        now_s: float,
+        observed: Observed | None,
+        measured: Mapping[str, int] | None,
+        allocatable: Callable[[str], Resources | None],
+    ) -> dict[tuple[str, str], float]:
+        """Per (resource, namespace), the largest part of one pod's estimate its
+        workload's usage adds (of the pods holding a raise now), as a fraction of its
+        node's ``allocatable`` (None: a node not known, left out): what the extender's
+        ``loadaware_extender_pod_estimate_raise_max_fraction`` says of its ledger, for
+        the soft-taint rule, which runs where no extender does (issue 42, point 1)."""
+        if observed is None:
+            return {}
+        largest: dict[tuple[str, str], float] = {}
+        for node, workload, pod in self._bounded(now_s, observed, measured):
+            of = allocatable(node)
+            if workload is None or pod.observed is None or of is None:
+                continue
+            args = (pod.requests, pod.limits, pod.evidence, self._estimation, of)
+            added = estimate_with_evidence(*args, pod.observed) - estimate_with_evidence(*args)
+            namespace = workload.partition("/")[0]
+            for resource, fraction in unsampled_fractions((added,), of).items():
+                key = (resource, namespace)
+                largest[key] = max(largest.get(key, 0.0), min(1.0, fraction))
+        return largest
+
     def _bounded(
         self, now_s: float, observed: Observed | None, measured: Mapping[str, int] | None
     ) -> list[tuple[str, str | None, PlacedPod]]:
@@ -175,6 +210,50 @@ class RecentPods:
 
     def __len__(self) -> int:
         return len(self._pods)
+
+
+class Publication(Protocol):
+    """The workload usage this replica last published (``app.annotator.workload_usage``)."""
+
+    def observed(self, now_s: float) -> Observed | None: ...
+
+    def measured(self, now_s: float) -> Mapping[str, int]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RoundEstimates:
+    """What one soft-taint round takes of the recent pods (``round_estimates``)."""
+
+    by_node: dict[str, list[PlacedPod]] | None = None  # None: no estimate kept
+    left: int | None = None  # raises left for the next pod; None: nothing observed
+    largest_raises: dict[tuple[str, str], float] = field(default_factory=dict)
+
+
+def round_estimates(
+    recent: RecentPods | None,
+    usage: Publication | None,
+    nodes: Mapping[str, NodeInfo],
+    now_s: float,
+) -> RoundEstimates:
+    """The recent pods as a soft-taint round at ``now_s`` estimates them: each node's,
+    each raised to its workload's usage where it holds a raise (``usage``, the
+    publication of this replica while fresh, else nothing observed), the raises left
+    for the next pod, and the largest raise per (resource, namespace) for the
+    near-whole-node alert (``RecentPods.largest_raises``)."""
+    if recent is None:
+        return RoundEstimates()
+    observed = usage.observed(now_s) if usage is not None else None
+    measured = usage.measured(now_s) if usage is not None else None
+
+    def allocatable(node: str) -> Resources | None:
+        info = nodes.get(node)
+        return info.allocatable if info is not None else None
+
+    return RoundEstimates(
+        recent.by_node(now_s, observed, measured),
+        recent.raises_left(now_s, observed, measured) if observed is not None else None,
+        recent.largest_raises(now_s, observed, measured, allocatable),
+    )
 
 
 class PodWatch(Protocol):

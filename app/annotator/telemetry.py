@@ -7,7 +7,7 @@ period plus 5 minutes: past that, the scheduler treats the metric as missing.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -139,6 +139,16 @@ class AnnotatorMetrics:
             ["result"],
             registry=registry,
         )
+        self.pod_estimate_raise_max_fraction = Gauge(
+            "loadaware_annotator_pod_estimate_raise_max_fraction",
+            "Of one pod's estimate in the last soft-taint round, the largest part its "
+            "workload's observed usage adds (the workload-usage raise), as a fraction of "
+            "its node's allocatable, by resource, labelled with the pod's namespace. Near "
+            "1: one pod is counted as most of a node on its workload's word "
+            "(docs/security.md).",
+            ["resource", "namespace"],
+            registry=registry,
+        )
         self.workloads_published = Gauge(
             "loadaware_annotator_workloads_published",
             "Workloads in the last workload-usage document written.",
@@ -154,6 +164,13 @@ class AnnotatorMetrics:
 
     def binding_observed(self, _node: str) -> None:
         self.bindings_observed.inc()
+
+    def record_raises(self, largest: Mapping[tuple[str, str], float]) -> None:
+        """The last round's largest raise per (resource, namespace); a namespace without
+        a raise any more leaves the gauge."""
+        self.pod_estimate_raise_max_fraction.clear()
+        for (resource, namespace), fraction in largest.items():
+            self.pod_estimate_raise_max_fraction.labels(resource, namespace).set(fraction)
 
     def record_sample_written(self, metric: str, timestamp_s: float) -> None:
         previous = self.newest_sample_s.get(metric)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field, replace
 
+import pytest
+
 from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
 from app.annotator.softtaints import SoftTaintKeeper
 from app.annotator.telemetry import AnnotatorMetrics
@@ -101,15 +103,12 @@ def test_nodes_hot_only_through_a_raised_next_pod_are_no_more_than_the_raises_le
 WAVE_BURNER = Resources(7.5, 2.0**28)  # the burner's 7.5 of 8 cores, as published
 
 
-def tainted_after_a_never_started_wave(
-    measured: int | None, after_s: float, started: int = 0
-) -> list[str]:
-    """Point 1's wave on the soft-taint rule: node-9 really hot (80 % CPU), nodes 0-8 at
-    15 %; 9 pods of the burner's workload (1m, no limit) seen pending and bound one a
-    node 20 s before the readings' round, their containers never started; the workload
-    published at 7.5 cores a pod measured on ``measured`` pods. The first ``started``
-    wave pods do run, 5 s after their binding (the kubelet reports them Running). One
-    round of the rule ``after_s`` after the bindings, as the annotator's loop runs it."""
+def never_started_wave(after_s: float, started: int = 0) -> tuple[RecentPods, float]:
+    """Point 1's wave as the annotator's binding observer sees it: 9 pods of the burner's
+    workload (1m, no limit) seen pending and bound one a node (nodes 0-8) 20 s before
+    the readings' round, their containers never started but for the first ``started``,
+    which run 5 s after their binding (the kubelet reports them Running). Returns the
+    recent pods and the instant ``after_s`` after the bindings."""
     recent = RecentPods(default_policy().spec.estimation)
     bound_at_s = NOW_S - 20
     clock = [bound_at_s]
@@ -126,15 +125,23 @@ def tainted_after_a_never_started_wave(
         bound = PodPlacement(f"u-wave-{i}", f"node-{i}", tiny, Resources(), workload=BURNER)
         running = replace(bound, running=True)
         observer.on_change(f"evil/wave-{i}", bound, running)
-    now_s = bound_at_s + after_s
-    clock[0] = now_s
+    return recent, bound_at_s + after_s
 
-    def observed(workload: str | None) -> Resources | None:
-        return WAVE_BURNER if workload == BURNER else None
 
+def wave_observed(workload: str | None) -> Resources | None:
+    return WAVE_BURNER if workload == BURNER else None
+
+
+def tainted_after_a_never_started_wave(
+    measured: int | None, after_s: float, started: int = 0
+) -> list[str]:
+    """node-9 really hot (80 % CPU), nodes 0-8 at 15 % with the wave on them
+    (``never_started_wave``), the workload published at 7.5 cores a pod measured on
+    ``measured`` pods: one round of the rule, as the annotator's loop runs it."""
+    recent, now_s = never_started_wave(after_s, started)
     counts = {} if measured is None else {BURNER: measured}
-    by_node = recent.by_node(now_s, observed, counts)
-    left = recent.raises_left(now_s, observed, counts)
+    by_node = recent.by_node(now_s, wave_observed, counts)
+    left = recent.raises_left(now_s, wave_observed, counts)
     nodes = cool_nodes(10)
     hot = {
         metric: format_usage(0.80 if metric.startswith("cpu") else 0.2, NOW_S - 30)
@@ -173,3 +180,26 @@ def test_a_never_started_wave_heats_as_many_nodes_as_were_measured_for_its_grace
         "node-0",
         "node-9",
     ]
+
+
+def test_the_largest_raise_is_a_metric_by_namespace_for_the_alert() -> None:
+    """What ``LoadawareEstimateNearWholeNode`` watches where only the annotator runs
+    (soft taints on a managed cluster): of one wave pod's estimate, the part the
+    burner's published usage adds, as a fraction of its 8-CPU node, with the namespace;
+    nothing without a count of pods measured, nor once the grace is over."""
+    def largest(measured: int | None, after_s: float) -> dict[tuple[str, str], float]:
+        recent, now_s = never_started_wave(after_s)
+        counts = {} if measured is None else {BURNER: measured}
+        return recent.largest_raises(now_s, wave_observed, counts, lambda _: EIGHT_CPUS)
+
+    raised = largest(3, 10)
+    assert raised[("cpu", "evil")] == pytest.approx((7.5 - 0.001 * 0.85) / 8)
+    assert {namespace for _, namespace in raised} == {"evil"}
+    assert largest(None, 10) == largest(1, 10) == largest(3, START_GRACE_S + 1) == {}
+    metrics = AnnotatorMetrics()
+    metrics.record_raises(raised)
+    name = "loadaware_annotator_pod_estimate_raise_max_fraction"
+    labels = {"resource": "cpu", "namespace": "evil"}
+    assert metrics.registry.get_sample_value(name, labels) == pytest.approx(raised[("cpu", "evil")])
+    metrics.record_raises({})
+    assert metrics.registry.get_sample_value(name, labels) is None

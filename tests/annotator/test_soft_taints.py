@@ -594,12 +594,20 @@ def test_a_round_estimates_a_pod_at_the_usage_its_workload_is_published_to_use(
             return the
 
     the = asyncio.run(scenario())
+    # What the near-whole-node alert reads where no extender runs (issue 42, point 1).
+    raised = the.telemetry.registry.get_sample_value(
+        "loadaware_annotator_pod_estimate_raise_max_fraction",
+        {"resource": "cpu", "namespace": "shop"},
+    )
+    if not publishing:
+        assert raised is None
     if publishing:
         assert the.workload_usage is not None
         assert the.workload_usage.last is not None
         svc = the.workload_usage.last.observed("shop/Deployment/svc")
         assert svc is not None
         assert svc.cpu_cores == pytest.approx(0.7, rel=0.02)
+        assert raised == pytest.approx((svc.cpu_cores - 0.1 * 0.85) / 5)
         assert ("soft taint put on node busy: hot: cpu_usage_avg_5m 0.68 (+0.14 estimated) "
                 "(+0.14 next pod) > 0.65") in caplog.text  # fmt: skip
 

@@ -18,6 +18,7 @@ OPERATOR_ALERTS = DEPLOY / "operator" / "alerts.yaml"
 
 
 RAISE = "loadaware_extender_pod_estimate_raise_max_fraction"
+ANNOTATOR_RAISE = "loadaware_annotator_pod_estimate_raise_max_fraction"
 
 
 OUTCOMES = "loadaware_descheduler_eviction_outcomes_total"
@@ -160,6 +161,20 @@ CASES: list[tuple[list[dict[str, str]], list[dict[str, Any]]]] = [
           "values": "0.94x2 0x7"}],
         [_quiet("LoadawareEstimateNearWholeNode", "4m"),
          {"eval_time": "6m", "alertname": "LoadawareEstimateNearWholeNode",
+          "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "evil",
+                                         "resource": "cpu"},
+                          "exp_annotations": _raise_annotations("evil", "cpu", "94%")}]}],
+    ),
+    # The same raise seen by the annotator's soft-taint rule alone (a managed cluster, no
+    # extender): fires for its namespace; beside an extender that reads it lower, once.
+    (
+        [{"series": f'{ANNOTATOR_RAISE}{{resource="cpu",namespace="evil",job="annotator"}}',
+          "values": "0.94x10"},
+         {"series": f'{RAISE}{{resource="cpu",namespace="evil",job="extender"}}',
+          "values": "0.5x10"},
+         {"series": f'{ANNOTATOR_RAISE}{{resource="cpu",namespace="shop",job="annotator"}}',
+          "values": "0.6x10"}],
+        [{"eval_time": "6m", "alertname": "LoadawareEstimateNearWholeNode",
           "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "evil",
                                          "resource": "cpu"},
                           "exp_annotations": _raise_annotations("evil", "cpu", "94%")}]}],
