@@ -12,7 +12,7 @@ when) and ``pod_info`` (the descheduler: what its rules need). Demand follows
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -93,6 +93,33 @@ class PodCache(WatchCache[T]):
 # note of where it read a pod and proves nothing), and a Node owner it cannot fake
 # without the Node's UID, which the garbage collector checks (docs/security.md).
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+# The pod annotations loadaware reads: the mirror check above, and the descheduler's
+# protection, opt-outs and ordering hints (``app.rebalance.victims``). A pod view keeps
+# these and no other, each value at most ``MAX_KEPT_ANNOTATION`` characters (a longer
+# one is kept empty: present, and no value that counts). A tenant may put 256 KiB of
+# annotations on each of its pods; kept whole in the descheduler's cache, a few
+# thousand such pods took it past its memory limit (issue 42, point 2: what one pod
+# costs in every cache).
+READ_POD_ANNOTATIONS = frozenset({
+    MIRROR_ANNOTATION,
+    "descheduler.alpha.kubernetes.io/evict",
+    "descheduler.alpha.kubernetes.io/prefer-no-eviction",
+    "controller.kubernetes.io/pod-deletion-cost",
+    "cluster-autoscaler.kubernetes.io/safe-to-evict",
+    "karpenter.sh/do-not-disrupt",
+})  # fmt: skip
+MAX_KEPT_ANNOTATION = 64
+
+
+def read_annotations(annotations: Mapping[str, str] | None) -> dict[str, str]:
+    """Of a pod's annotations, those loadaware reads (``READ_POD_ANNOTATIONS``)."""
+    if not annotations:
+        return {}
+    return {
+        key: value if len(value) <= MAX_KEPT_ANNOTATION else ""
+        for key in READ_POD_ANNOTATIONS
+        if isinstance(value := annotations.get(key), str)
+    }
 
 
 def pod_info(pod: Any) -> PodInfo:
@@ -100,7 +127,7 @@ def pod_info(pod: Any) -> PodInfo:
     metadata = pod.metadata
     spec = pod.spec
     status = pod.status
-    annotations = dict(metadata.annotations or {})
+    annotations = read_annotations(metadata.annotations)
     containers = list(spec.containers or []) if spec else []
     init_containers = list(spec.initContainers or []) if spec else []
     requests, limits = _demand(containers, init_containers, spec.overhead if spec else None)

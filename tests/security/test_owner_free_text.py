@@ -20,7 +20,13 @@ from lightkube.resources.core_v1 import Pod
 
 from app.annotator.workload_usage import per_workload
 from app.extender.request_pod import request_pod_workload
-from app.kube.pods import pod_info, pod_placement, scheduled_pod
+from app.kube.pods import (
+    MIRROR_ANNOTATION,
+    READ_POD_ANNOTATIONS,
+    pod_info,
+    pod_placement,
+    scheduled_pod,
+)
 from app.kube.state import MAX_DOCUMENT_BYTES as STATE_BYTES
 from app.kube.state import Memory
 from app.kube.state import decode as decode_state
@@ -28,6 +34,7 @@ from app.kube.state import encode as encode_state
 from app.kube.workload_usage import MAX_DOCUMENT_BYTES, decode, encode
 from app.objects import EvictionRecord, OwnerRef, Resources, workload_key
 from app.objects.tenant_text import printable, valid_owner
+from app.rebalance.victims import deletion_cost, opt_out
 
 CONFIG_MAP_LIMIT = 1024 * 1024  # bytes, data and metadata together
 HUGE = "w" * 1_100_000  # the attack's 1.1 MB owner name
@@ -236,3 +243,44 @@ def test_an_owner_name_with_escape_sequences_never_reaches_the_dry_run_plan() ->
     assert "burner-" in text  # the pods are in the plan ...
     assert "\x1b" not in text  # ... and nothing of their owner's text
     assert "nothing to do" not in text
+
+
+def test_a_pods_annotations_cost_the_caches_only_what_loadaware_reads() -> None:
+    """Point 2's cost per pod in every cache, by the other free-text route: a tenant may
+    put 256 KiB of annotations on each pod (the API server's bound), and the
+    descheduler's view kept them all (a few thousand such pods past its 768 MiB limit).
+    It keeps only the annotations loadaware reads now, each short; what they mean is
+    unchanged: a long prefer-no-eviction still counts as present, a long deletion cost
+    as none, a long safe-to-evict as not "false"."""
+    body = pod({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f"})
+    filler = {f"tenant.example/k{i:04d}": "v" * 120 for i in range(2000)}  # ~256 KiB
+    long = "x" * 100_000
+    body["metadata"]["annotations"] = {
+        **filler,
+        "descheduler.alpha.kubernetes.io/prefer-no-eviction": long,
+        "controller.kubernetes.io/pod-deletion-cost": "9" * 5000,
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false" + long,
+        "karpenter.sh/do-not-disrupt": "true",
+    }
+    info = pod_info(Pod.from_dict(body))
+    assert len(json.dumps(dict(info.annotations))) < 300
+    assert info.annotations["karpenter.sh/do-not-disrupt"] == "true"
+    assert "descheduler.alpha.kubernetes.io/prefer-no-eviction" in info.annotations
+    assert deletion_cost(info) == 0
+    assert opt_out(info, {}) == 'karpenter.sh/do-not-disrupt: "true" on the pod'
+    del body["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"]
+    assert opt_out(pod_info(Pod.from_dict(body)), {}) is None  # safe-to-evict is not "false"
+
+
+def test_every_pod_annotation_loadaware_reads_is_kept() -> None:
+    """A new annotation read by the descheduler's rules must be added to what a pod view
+    keeps, or it would silently read as absent."""
+    from app.rebalance import victims
+
+    read = {
+        value
+        for name, value in vars(victims).items()
+        if name.endswith("_ANNOTATION") and isinstance(value, str)
+    }
+    assert len(read) == 5
+    assert read | {MIRROR_ANNOTATION} == READ_POD_ANNOTATIONS
