@@ -21,32 +21,19 @@ script runs them over seeds 1-20 (docs/tuning.md has the numbers)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from app.simulate.summary import Summary, summarise
 from tests.simulate.test_no_harm import simulate
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).parents[2]
-SCRIPT = ROOT / "scripts" / "managed_clusters.py"
 FIXTURES = ROOT / "tests" / "fixtures" / "simulate"
 
 
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("managed_clusters", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-script = load_script()
+script = load_script("managed_clusters")
 TWO_PEAKS_FIRST_PEAK_S = 6 * 3600.0  # its first peak at 4h; the whole day costs ~40 CPU-s
 
 CASES = [

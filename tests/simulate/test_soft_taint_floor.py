@@ -4,27 +4,11 @@ a harm line."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import numpy as np
 
-SCRIPT = Path(__file__).parents[2] / "scripts" / "soft_taint_floor.py"
+from tests.support.scripts import load_script
 
-
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("soft_taint_floor", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-floor = load_script().nodes_above_at_least
+floor = load_script("soft_taint_floor").nodes_above_at_least
 
 
 def test_the_demand_beyond_every_node_at_its_limit_needs_nodes_above_it() -> None:

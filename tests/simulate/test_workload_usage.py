@@ -4,10 +4,7 @@ it by the production rule (``app.load``), as loadaware ships."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -23,6 +20,7 @@ from app.simulate.policies import plan_for
 from app.simulate.scenario import load_scenario
 from app.simulate.summary import summarise
 from app.simulate.workload_usage import SimulatedWorkloadUsage, _percentile_per_workload
+from tests.support.scripts import load_script
 
 WAVES = str(Path(__file__).parents[1] / "fixtures" / "simulate" / "crane-style-waves.yaml")
 
@@ -249,18 +247,6 @@ def test_no_more_pods_of_a_wave_are_raised_at_once_than_its_workload_had_measure
     assert any(held == measured for held, measured in seen_cap if measured >= 3), seen_cap
 
 
-def load_benefit_script() -> ModuleType:
-    """scripts/workload_usage_benefit.py, whose numbers the README quotes."""
-    path = Path(__file__).parents[2] / "scripts" / "workload_usage_benefit.py"
-    spec = importlib.util.spec_from_file_location("workload_usage_benefit", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_bounded_raise_keeps_its_benefit_on_waves_no_default_spread_keeps_apart() -> None:
     """Issue 42's "Done when": the bounds on the raise (3 pods measured, no more raised
     at once than measured) keep what workload usage buys. crane-style-waves with its
@@ -268,7 +254,7 @@ def test_the_bounded_raise_keeps_its_benefit_on_waves_no_default_spread_keeps_ap
     apart: estimated at their 100m request, cpusvc's waves piled onto the coolest node
     (seeds 1-5: 10.7 throttled CPU-minutes); estimated at what its pods use, bounded,
     0.24 (the README's 50.5 -> 1.6 over seeds 1-20), no seed worse, no pod held back."""
-    script = load_benefit_script()
+    script = load_script("workload_usage_benefit")  # the README quotes its numbers
     without, with_raise = [], []
     for seed in range(1, 6):
         without.append(script.measure("Job", "loadaware", False, seed))
