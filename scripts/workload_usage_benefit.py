@@ -49,13 +49,21 @@ KINDS = ("Deployment", "Job")
 POLICIES = ("loadaware", "default+taints")
 
 
-def waves(kind: str, workload_usage: bool, seed: int) -> Scenario:
-    """crane-style-waves at ``seed``, its services of ``kind``, the raise on or off."""
+def waves(
+    kind: str, workload_usage: bool, seed: int, extender_weight: int | None = None
+) -> Scenario:
+    """crane-style-waves at ``seed``, its services of ``kind``, the raise on or off;
+    ``extender_weight``: kube-scheduler's weight of the extender (None: the simulator's
+    default, the shipped configurations' weight)."""
     scenario = load_scenario(str(WAVES))
     services = [
         w.model_copy(update={"kind": kind}) if w.name in SERVICES else w for w in scenario.workloads
     ]
     update: dict[str, Any] = {"seed": seed, "workloads": services}
+    if extender_weight is not None:
+        update["scheduler"] = scenario.scheduler.model_copy(
+            update={"extender_weight": extender_weight}
+        )
     if not workload_usage:
         policy: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_YAML)
         policy["spec"]["estimation"] = {"workloadUsage": False}
@@ -74,13 +82,15 @@ class Harm:
         return self.throttled_cpu_minutes + self.oom_events
 
 
-def measure(kind: str, policy: str, workload_usage: bool, seed: int) -> Harm:
-    cluster = SimulatedCluster(waves(kind, workload_usage, seed), plan_for(policy))
+def measure(
+    kind: str, policy: str, workload_usage: bool, seed: int, extender_weight: int | None = None
+) -> Harm:
+    cluster = SimulatedCluster(waves(kind, workload_usage, seed, extender_weight), plan_for(policy))
     summary = summarise(cluster.simulate())
     return Harm(summary.throttled_cpu_minutes, summary.oom_events, summary.pending_pod_minutes)
 
 
-def _measure(job: tuple[str, str, bool, int]) -> Harm:
+def _measure(job: tuple[str, str, bool, int, int | None]) -> Harm:
     return measure(*job)
 
 
@@ -88,9 +98,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20, help="seeds 1..N (default 20)")
     parser.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
+    parser.add_argument(
+        "--extender-weight",
+        type=int,
+        default=None,
+        help="kube-scheduler's weight of the extender (default: the simulator's)",
+    )
     args = parser.parse_args()
     seeds = range(1, args.seeds + 1)
-    jobs = [(k, p, on, s) for k in KINDS for p in POLICIES for on in (False, True) for s in seeds]
+    weight = args.extender_weight
+    jobs = [
+        (k, p, on, s, weight)
+        for k in KINDS
+        for p in POLICIES
+        for on in (False, True)
+        for s in seeds
+    ]
     with ProcessPoolExecutor(max(1, args.jobs)) as pool:
         results = dict(zip(jobs, pool.map(_measure, jobs), strict=True))
     print(
@@ -100,8 +123,8 @@ def main() -> int:
     print("|---|---|---|---|---|---|")
     for kind in KINDS:
         for policy in POLICIES:
-            off = [results[(kind, policy, False, s)] for s in seeds]
-            on = [results[(kind, policy, True, s)] for s in seeds]
+            off = [results[(kind, policy, False, s, weight)] for s in seeds]
+            on = [results[(kind, policy, True, s, weight)] for s in seeds]
             better = sum(b.total < a.total - 1e-9 for a, b in zip(off, on, strict=True))
             worse = sum(b.total > a.total + 1e-9 for a, b in zip(off, on, strict=True))
             print(
