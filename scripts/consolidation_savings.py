@@ -51,12 +51,12 @@ def opted_out_evictions(cluster: SimulatedCluster) -> int:
     """The descheduler's evictions of pods whose workload opted out (safe-to-evict
     "false", do-not-disrupt "true"): 0 is the rule (the autoscaler's own scale-down is
     not counted)."""
-    workloads = cluster.scenario.workloads
+    workloads = cluster.state.scenario.workloads
     return sum(
         1
-        for eviction in cluster.run.evictions
+        for eviction in cluster.state.run.evictions
         if eviction.by == "descheduler"
-        and _opted_out(workloads[int(cluster.usage.workload_of[eviction.slot])].annotations)
+        and _opted_out(workloads[int(cluster.state.usage.workload_of[eviction.slot])].annotations)
     )
 
 

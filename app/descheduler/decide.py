@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.descheduler.gather import View
+from app.objects import Resources
 from app.policy import Policy
 from app.rebalance import (
     ConsolidationPlan,
@@ -54,9 +55,11 @@ def decide(
     config: DeschedulerConfig,
     policy: Policy,
     dry_rounds: PlannerMemory | None,
+    rise: Resources | None = None,
 ) -> Decision:
     """The plan for ``view``; ``dry_rounds``: a dry-run loop's own counts, None when not
-    dry-running."""
+    dry-running; ``rise``: the rise in demand consolidation keeps room for
+    (``app/rebalance/rise.py``)."""
     hot_rounds = previous_hot_rounds(view.memory.hot_rounds, view.now_s, config.interval)
     if dry_rounds is not None:
         for name, count in dry_rounds.hot_rounds.items():
@@ -66,7 +69,7 @@ def decide(
     if config.consolidation.enabled:
         started_s = draining_nodes(view.cluster.nodes.values(), view.now_s)
         consolidation = plan_consolidation(
-            view.cluster, config, policy, view.now_s, started_s, started_s
+            view.cluster, config, policy, view.now_s, started_s, started_s, rise=rise
         )
     return Decision(
         consolidation=consolidation,

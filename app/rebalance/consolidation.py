@@ -15,8 +15,10 @@ destination: the same ``Rules`` and ``Room`` reservations as the hot-spot planne
 passed with the pod's estimate. The fullest destination that takes a pod is chosen, so
 pods pack onto used nodes rather than waking the next idle one. A drain that would
 leave the remaining nodes less unrequested capacity than ``consolidation.minSpare``
-is not made: the floor of spare capacity. All or nothing per node: one pod without a
-home keeps the whole node, and nothing of it is evicted.
+is not made: the floor of spare capacity; nor one that would leave less unrequested
+room than the largest rise in demand seen within the autoscaler's time to bring a node
+(``rise.py``): the pods of such a rise would wait for one. All or nothing per node: one
+pod without a home keeps the whole node, and nothing of it is evicted.
 
 A drain may take several runs: the per-workload limits (``maxMigratingPerWorkload``,
 ``maxUnavailablePerWorkload``, ``workloadCooldown``) and the PDBs let only some of a
@@ -135,12 +137,14 @@ def plan_consolidation(
     draining: Collection[str] = (),
     started_s: Mapping[str, float] | None = None,
     pending: Resources | None = None,
+    rise: Resources | None = None,
 ) -> ConsolidationPlan:
     """The nodes to drain this run (``draining``: those whose drain began in an earlier
     run, tainted since; ``started_s``: when each began, where known); pure, and
     deterministic for equal inputs. ``pending``: the requests of the pods waiting for a
     node, counted against the floor of spare capacity (None: the view's pods bound to no
-    node, not finished, not being deleted).
+    node, not finished, not being deleted). ``rise``: the rise in demand to keep
+    unrequested room for beside ``minSpare`` (``rise.DemandHistory.rise``; None: none).
 
     A drain in progress is given up (``abandoned``) when it no longer holds: it began
     more than ``consolidation.abandonAfter`` ago (the autoscaler did not take the
@@ -199,7 +203,15 @@ def plan_consolidation(
         config,
         now_s,
         usage_sources(cluster.pod_usage, policy.spec.estimation),
-        PackingRooms(config, Destinations(rooms, rules), rooms, schedulable, rules, pending),
+        PackingRooms(
+            config,
+            Destinations(rooms, rules),
+            rooms,
+            schedulable,
+            rules,
+            pending,
+            rise or Resources(),
+        ),
         RunBudget(config, cluster.pods.values(), cluster.budgets, cluster.recent_evictions, now_s),
         owned_pod_counts(cluster.pods.values()),
     )
