@@ -22,9 +22,11 @@ from app.objects import Resources
 from app.policy import Policy
 from app.rebalance import (
     ConsolidationPlan,
+    DemandHistory,
     DeschedulerConfig,
     EvictionPlan,
     PlannerMemory,
+    demand_of,
     draining_nodes,
     observe_round,
     plan,
@@ -48,6 +50,19 @@ class Decision:
     def drains_wait(self) -> bool:
         """Hot spots first: no drain starts or goes on in a run that cools one."""
         return bool(self.plan.evictions)
+
+
+def rise_of(history: DemandHistory, view: View, config: DeschedulerConfig) -> Resources | None:
+    """This run's sample of the demand of the pods that need a node, into ``history``,
+    and the rise consolidation keeps room for (``app/rebalance/rise.py``); None while
+    consolidation is off. The history lives in the process only: after a restart it
+    starts empty, and ``minSpare`` alone holds until it has seen a rise."""
+    settings = config.consolidation
+    if not settings.enabled:
+        return None
+    history.lookback_s, history.within_s = settings.rise_lookback, settings.rise_within
+    history.record(view.now_s, demand_of(view.cluster.pods.values()))
+    return history.rise()
 
 
 def decide(

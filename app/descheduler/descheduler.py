@@ -36,7 +36,7 @@ from typing import Any
 
 from app.descheduler.act import Evictor
 from app.descheduler.consolidate import Consolidator
-from app.descheduler.decide import decide
+from app.descheduler.decide import decide, rise_of
 from app.descheduler.gather import ClusterReader, Skipped, View
 from app.descheduler.hindsight import due_moves, judge_due
 from app.descheduler.report import RunReport, RunResult
@@ -54,7 +54,7 @@ from app.kube import (
     WorkloadUsageStore,
     pod_info,
 )
-from app.objects import PodInfo, Resources
+from app.objects import PodInfo
 from app.policy import Policy
 from app.prom import InstantQuery
 from app.rebalance import (
@@ -63,7 +63,6 @@ from app.rebalance import (
     DeschedulerConfig,
     EvictionPlan,
     PlannerMemory,
-    demand_of,
     memory_window_s,
     pool_of,
 )
@@ -182,12 +181,7 @@ class Descheduler:
         # A dry run never writes the memory's round counts, so a dry-run loop keeps its
         # own; without them, debouncing nodes would never be previewed as sources.
         self._dry_rounds = PlannerMemory()
-        # The demand of the pods that need a node, one sample a run, for the rise that
-        # consolidation keeps room for (app/rebalance/rise.py); kept in this process
-        # only: after a restart it starts empty, and minSpare alone holds until it has
-        # seen a rise.
-        consolidation = self.config.consolidation
-        self._demand = DemandHistory(consolidation.rise_lookback, consolidation.rise_within)
+        self._demand = DemandHistory(0.0, 0.0)  # in this process only (decide.rise_of)
         self._overlapping: set[str] = set()  # "<node> <file>" logged in two node pools
         self._stopped_helping = False  # said once, until a run finds a source not backed off
         self.last_report: RunReport | None = None
@@ -289,28 +283,14 @@ class Descheduler:
         dry_run = self.dry_run
         view = await self._judge(view, config, policy, dry_run=dry_run)
         self._overlapping = say_overlapping_pools(view, config, policy, self._overlapping)
-        decision = decide(
-            view, config, policy, self._dry_rounds if dry_run else None, self._rise(view, config)
-        )
+        rise = rise_of(self._demand, view, config)
+        decision = decide(view, config, policy, self._dry_rounds if dry_run else None, rise)
         self._dry_rounds = decision.dry_rounds
         self.telemetry.record_plan(decision.plan)
         self._say_if_stopped_helping(decision.plan)
         report = await self.evictor.act(view, decision, dry_run=dry_run)
         await self.consolidator.act(view, decision, report, dry_run=dry_run)
         return report
-
-    def _rise(self, view: View, config: DeschedulerConfig) -> Resources | None:
-        """This run's sample of the demand, and the rise to keep room for (None while
-        consolidation is off)."""
-        settings = config.consolidation
-        if not settings.enabled:
-            return None
-        self._demand.lookback_s, self._demand.within_s = (
-            settings.rise_lookback,
-            settings.rise_within,
-        )
-        self._demand.record(view.now_s, demand_of(view.cluster.pods.values()))
-        return self._demand.rise()
 
     async def _judge(
         self, view: View, config: DeschedulerConfig, policy: Policy, *, dry_run: bool

@@ -50,6 +50,11 @@ class DemandHistory:
     def __len__(self) -> int:
         return len(self._samples)
 
+    @property
+    def latest(self) -> Resources | None:
+        """The last sample's demand (None before the first)."""
+        return self._samples[-1][1] if self._samples else None
+
     def record(self, now_s: float, demand: Resources) -> None:
         """One sample; a sample older than the last is ignored (a clock that stepped
         back), and those older than ``lookback_s`` go."""

@@ -290,3 +290,47 @@ def test_beside_a_stock_scheduler_the_drain_taint_is_what_keeps_replacements_off
     assert report.result is RunResult.OK, report.message
     assert evicted(seeded) == ["web-idle-0", "web-idle-1"], report.outcomes
     assert len(drain_taints(seeded.store, "idle")) == 1
+
+
+@pytest.mark.prometheus
+def test_a_rise_in_demand_seen_by_an_earlier_run_keeps_room_for_itself(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    # Run 1 sees 4 cores of demand; three pods of 2 cores then wait for a node (run 2:
+    # a rise of 6 cores) and go. Draining idle would leave 4 cores unrequested on the
+    # used nodes: under the 6-core rise, so run 3 keeps idle, where a descheduler that
+    # saw no rise drains it (the first test).
+    async def scenario() -> RunReport:
+        source = PrometheusSource(PrometheusSettings(url=prometheus_url, timeout_s=5.0))
+        try:
+            async with seeded.async_client() as client:
+                descheduler = Descheduler(
+                    consolidating(), default_policy(), client, source,
+                    LoopSettings(sync_timeout_s=10.0, dry_run=True),
+                )  # fmt: skip
+                first = await descheduler.run_once()
+                assert "would start draining idle" in first.message
+                demand = descheduler._demand  # the caches see a change a moment later
+                for i in range(3):
+                    cluster.add_pod(seeded.store, f"burst-{i}", "", cpu="2")
+                for _ in range(50):
+                    await descheduler.run_once()
+                    if demand.latest is not None and demand.latest.cpu_cores == 10:
+                        break
+                for i in range(3):
+                    seeded.store.delete(PODS, f"burst-{i}", "shop")
+                for _ in range(50):
+                    last = await descheduler.run_once()
+                    if demand.latest is not None and demand.latest.cpu_cores == 4:
+                        return last
+                raise AssertionError("the pod cache never showed the burst pods gone")
+        finally:
+            source.close()
+
+    report = asyncio.run(scenario())
+    assert report.result is RunResult.OK, report.message
+    assert report.consolidation is not None
+    assert report.consolidation.drains == []
+    kept = {k.node: k.reason for k in report.consolidation.kept}
+    assert "6.0 cores rise in demand" in kept["idle"]
+    assert evicted(seeded) == []
