@@ -5,7 +5,7 @@ one ``count(...)`` query against a real Prometheus), so that a replay under the
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -26,18 +26,18 @@ STEP_S = 300.0
 
 
 def _pod(name: str, node: str) -> Pod:
-    return Pod.from_dict({
+    return cast(Pod, Pod.from_dict({
         "metadata": {"name": name, "namespace": "shop"},
         "spec": {"nodeName": node, "containers": [{"name": "c"}]},
         "status": {"phase": "Running"},
-    })  # fmt: skip
+    }))  # fmt: skip
 
 
 def _node(name: str) -> Node:
-    return Node.from_dict({
+    return cast(Node, Node.from_dict({
         "metadata": {"name": name},
         "status": {"allocatable": {"cpu": "4", "memory": "16Gi"}},
-    })  # fmt: skip
+    }))  # fmt: skip
 
 
 @pytest.mark.prometheus
@@ -80,6 +80,7 @@ def test_a_capture_counts_the_nodes_that_ran_at_each_point() -> None:
     }, "test")  # fmt: skip
     assert scenario.observed is not None
     ran = scenario.observed.node_hours(scenario.duration_s)
+    assert ran is not None
     assert ran == pytest.approx(float(count[:36].sum()) * STEP_S / HOUR)
     assert 6.0 < ran < 7.5  # two nodes for 3 h, a third for about an hour
     assert f"ran {ran:.1f} node-hours" in observed_node_hours_line(ran)
