@@ -53,15 +53,17 @@ class Decision:
 
 
 def rise_of(history: DemandHistory, view: View, config: DeschedulerConfig) -> Resources | None:
-    """This run's sample of the demand of the pods that need a node, into ``history``,
-    and the rise consolidation keeps room for (``app/rebalance/rise.py``); None while
-    consolidation is off. The history lives in the process only: after a restart it
-    starts empty, and ``minSpare`` alone holds until it has seen a rise."""
+    """This run's sample of the demand of the pods that need a node, into ``history``
+    and the memory (saved with it unless dry-running: a restart, a new leader or a
+    ``--once`` run goes on with it), and the rise consolidation keeps room for
+    (``app/rebalance/rise.py``); None while consolidation is off."""
     settings = config.consolidation
     if not settings.enabled:
         return None
     history.lookback_s, history.within_s = settings.rise_lookback, settings.rise_within
+    history.merge(view.memory.demand)
     history.record(view.now_s, demand_of(view.cluster.pods.values()))
+    view.memory.demand = history.samples
     return history.rise()
 
 

@@ -181,7 +181,7 @@ class Descheduler:
         # A dry run never writes the memory's round counts, so a dry-run loop keeps its
         # own; without them, debouncing nodes would never be previewed as sources.
         self._dry_rounds = PlannerMemory()
-        self._demand = DemandHistory(0.0, 0.0)  # in this process only (decide.rise_of)
+        self._demand = DemandHistory(0.0, 0.0)  # and in the memory (decide.rise_of)
         self._overlapping: set[str] = set()  # "<node> <file>" logged in two node pools
         self._stopped_helping = False  # said once, until a run finds a source not backed off
         self.last_report: RunReport | None = None

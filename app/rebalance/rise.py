@@ -10,11 +10,13 @@ autoscaler's scan plus provisioning time) over the last ``consolidation.riseLook
 requests of every pod bound or waiting, not finished, not being deleted, less DaemonSet
 and mirror pods (a new node brings its own).
 
-Each run records one sample (``DemandHistory.record``). A rise between two consecutive
+Each run records one sample (``DemandHistory.record``); the descheduler keeps them in
+its memory (``app/kube/state.py``), so that a restart, a new leader or a ``--once`` run
+goes on with the history. A rise between two consecutive
 samples counts whatever their distance (a step arrives between two runs), and a rise
 over several samples counts while they lie within ``riseWithin``: a slow ramp, which
-the autoscaler keeps up with, asks for little. The history starts empty: until it has
-seen a rise, only ``minSpare`` holds.
+the autoscaler keeps up with, asks for little. A history that starts empty (a first
+install) keeps only ``minSpare`` until it has seen a rise.
 """
 
 from __future__ import annotations
@@ -54,6 +56,22 @@ class DemandHistory:
     def latest(self) -> Resources | None:
         """The last sample's demand (None before the first)."""
         return self._samples[-1][1] if self._samples else None
+
+    @property
+    def samples(self) -> list[tuple[float, Resources]]:
+        """The samples, oldest first (what the descheduler's memory keeps)."""
+        return list(self._samples)
+
+    def merge(self, samples: Iterable[tuple[float, Resources]]) -> None:
+        """Take in samples kept elsewhere (the descheduler's memory, written by this or
+        an earlier process): one per time, in time order, those within the lookback
+        of the newest."""
+        known = dict(self._samples)
+        for at_s, demand in samples:
+            known.setdefault(at_s, demand)
+        ordered = sorted(known.items(), key=lambda item: item[0])
+        newest_s = ordered[-1][0] if ordered else 0.0
+        self._samples = deque(s for s in ordered if s[0] >= newest_s - self.lookback_s)
 
     def record(self, now_s: float, demand: Resources) -> None:
         """One sample; a sample older than the last is ignored (a clock that stepped

@@ -12,6 +12,7 @@ pods each). The web pods use 0.1 core each, so both used nodes stay far under th
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -334,3 +335,31 @@ def test_a_rise_in_demand_seen_by_an_earlier_run_keeps_room_for_itself(
     kept = {k.node: k.reason for k in report.consolidation.kept}
     assert "6.0 cores rise in demand" in kept["idle"]
     assert evicted(seeded) == []
+
+
+@pytest.mark.prometheus
+def test_a_once_run_goes_on_with_the_demand_history_in_the_memory(
+    fake_kube: FakeKube, prometheus_url: str
+) -> None:
+    # The memory holds a 6-core rise seen by earlier runs (another process): a --once
+    # run keeps idle for it, and leaves its own sample in the memory for the next.
+    seed(fake_kube.store)
+    now_s = time.time()
+    earlier = [[now_s - 600, 4.0, 2.0**31], [now_s - 480, 10.0, 2.0**31],
+               [now_s - 360, 4.0, 2.0**31]]  # fmt: skip
+    document = {"version": 1, "evictions": [], "hotRounds": {}, "demand": earlier}
+    fake_kube.store.modify(CONFIGMAPS, cluster.empty_memory()["metadata"]["name"],
+                           lambda m: m["data"].update({"state.json": json.dumps(document)}),
+                           "default")  # fmt: skip
+    report = run_once(fake_kube, prometheus_url, consolidating())
+    assert report.result is RunResult.OK, report.message
+    assert evicted(fake_kube) == []
+    assert drain_taints(fake_kube.store, "idle") == []
+    assert report.consolidation is not None
+    kept = {k.node: k.reason for k in report.consolidation.kept}
+    assert "6.0 cores rise in demand" in kept["idle"]
+    stored = fake_kube.store.get(CONFIGMAPS, cluster.empty_memory()["metadata"]["name"],
+                                 "default")  # fmt: skip
+    assert stored is not None
+    demand = json.loads(stored["data"]["state.json"])["demand"]
+    assert [d[1] for d in demand] == [4.0, 10.0, 4.0, 4.0]  # its own sample added

@@ -87,3 +87,12 @@ def test_the_rise_settings_have_defaults_and_refuse_bad_values() -> None:
     assert (settings.rise_lookback, settings.rise_within) == (86_400.0, 300.0)
     parsed = config(consolidation={"riseLookback": "0s", "riseWithin": "3m"}).consolidation
     assert (parsed.rise_lookback, parsed.rise_within) == (0.0, 180.0)
+
+
+def test_samples_kept_elsewhere_merge_in_time_order_within_the_lookback() -> None:
+    history = DemandHistory(lookback_s=3600, within_s=300)
+    history.record(7200, cores(10))
+    history.merge([(0, cores(1)), (7080, cores(4)), (7200, cores(99))])
+    # one sample per time (this process's wins), the one over an hour old dropped
+    assert history.samples == [(7080, cores(4)), (7200, cores(10))]
+    assert history.rise() == cores(6)
