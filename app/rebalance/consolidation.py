@@ -15,7 +15,10 @@ destination: the same ``Rules`` and ``Room`` reservations as the hot-spot planne
 passed with the pod's estimate. The fullest destination that takes a pod is chosen, so
 pods pack onto used nodes rather than waking the next idle one. A drain that would
 leave the remaining nodes less unrequested capacity than ``consolidation.minSpare``
-is not made: the floor of spare capacity; nor one that would leave less unrequested
+is not made: the floor of spare capacity (the nodes the autoscaler is about to remove,
+tainted ``DeletionCandidateOfClusterAutoscaler``, ``ToBeDeletedByClusterAutoscaler`` or
+``karpenter.sh/disrupted``, are neither counted in it nor candidates nor destinations);
+nor one that would leave less unrequested
 room than the largest rise in demand seen within the autoscaler's time to bring a node
 (``rise.py``): the pods of such a rise would wait for one. All or nothing per node: one
 pod without a home keeps the whole node, and nothing of it is evicted.
@@ -55,6 +58,18 @@ from app.rebalance.victims import node_opt_out, opt_out, owned_pod_counts, prote
 from app.rebalance.view import ClusterView
 
 SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+# The taints a node autoscaler puts on the nodes it is about to remove: the cluster
+# autoscaler's on an unneeded node and on one it deletes, Karpenter's on one it disrupts.
+AUTOSCALER_REMOVAL_TAINTS = (
+    "DeletionCandidateOfClusterAutoscaler",
+    "ToBeDeletedByClusterAutoscaler",
+    "karpenter.sh/disrupted",
+)
+
+
+def autoscaler_removal(node: NodeInfo) -> str | None:
+    """The taint by which the node autoscaler says it is about to remove the node."""
+    return next((t.key for t in node.taints if t.key in AUTOSCALER_REMOVAL_TAINTS), None)
 
 
 @dataclass(frozen=True)
@@ -168,9 +183,18 @@ def plan_consolidation(
     if pending is None:
         pending = requested_on(waiting)
     requested = {name: requested_on(pods) for name, pods in pods_by_node.items()}
+    # Nodes the autoscaler is about to remove: no candidates, no destinations, and no
+    # room the floor may count on (they go whatever consolidation does).
+    removing = {n.name: key for n in nodes if (key := autoscaler_removal(n)) is not None}
     candidates = []
     for node in nodes:
         if node.name in draining:
+            continue
+        if node.name in removing:
+            result.not_candidates[node.name] = (
+                f"the node autoscaler is removing it ({removing[node.name]} taint): its room "
+                "is not counted on"
+            )
             continue
         refused = node_refusal(usages[node.name], requested[node.name], config)
         if refused is None:
@@ -194,10 +218,12 @@ def plan_consolidation(
                 policy, now_s)
         for n in nodes
         if n.ready and not n.unschedulable and classes[n.name].usage_fraction
-        and n.name not in draining
+        and n.name not in draining and n.name not in removing
     ]  # fmt: skip
     schedulable = {
-        n.name: n for n in nodes if n.ready and not n.unschedulable and n.name not in draining
+        n.name: n
+        for n in nodes
+        if n.ready and not n.unschedulable and n.name not in draining and n.name not in removing
     }
     drain = _Drainer(
         config,

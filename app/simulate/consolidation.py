@@ -12,14 +12,16 @@ not taken it (``abandon_after_s``), or when the plan gives the drain up (as the 
 descheduler does: the nodes left under ``minSpare``, the pods waiting for a node
 counted). The pods pending are handed to the planner as the live view holds them.
 
-The rise consolidation keeps room for (``app.rebalance.rise``) comes from a
-``DemandHistory`` fed each run, as the live descheduler's is, with the requests of
-the pods bound or pending. A live descheduler has watched the cluster before: the
-history starts with the scenario's own run before it (``seed_history``: a diurnal
-scenario's day is taken as yesterday too, its replica histories read from
-``riseLookback`` before the start, wrapped over the scenario's duration; a workload
-without one at its count at the start). ``seed_history = False`` starts it empty, as a
-descheduler that has just been installed.
+Nodes the simulated autoscaler finds unneeded carry the cluster autoscaler's
+``DeletionCandidateOfClusterAutoscaler`` taint in the view, as in a real cluster:
+consolidation counts no room there. The rise consolidation keeps room for
+(``app.rebalance.rise``) comes from a ``DemandHistory`` fed each run, as the live
+descheduler's is, with the requests of the pods bound or pending. A live descheduler has
+watched the cluster before: the history starts with the scenario's own run before it
+(``seed_history``: a diurnal scenario's day is taken as yesterday too, its replica
+histories read from ``riseLookback`` before the start, wrapped over the scenario's
+duration; a workload without one at its count at the start). ``seed_history = False``
+starts it empty, as a descheduler that has just been installed.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from app.objects import Resources
+from app.objects import Resources, Taint
 from app.rebalance import ClusterView, ConsolidationPlan, DemandHistory, plan_consolidation
 from app.simulate.autoscaling import SimulatedAutoscaler
 from app.simulate.descheduling import PlannerRebalancer
@@ -41,6 +43,9 @@ from app.simulate.profiles import replicas_wanted
 if TYPE_CHECKING:
     from app.simulate.cluster import Autoscaler, ClusterState
     from app.simulate.soft_taints import SimulatedSoftTaints
+
+
+_DELETION_CANDIDATE = Taint("DeletionCandidateOfClusterAutoscaler", None, "PreferNoSchedule")
 
 
 class ConsolidatingRebalancer(PlannerRebalancer):
@@ -110,8 +115,15 @@ class ConsolidatingRebalancer(PlannerRebalancer):
         index_of = {name: i for i, name in enumerate(cluster.node_names)}
         draining = {name for name in view.nodes if running[index_of[name]]
                     and not usable[index_of[name]]}  # fmt: skip
+        # The cluster autoscaler's soft taint on the nodes it finds unneeded (it removes
+        # them after scaleDownUnneeded): consolidation counts no room there.
+        unneeded = (~np.isnan(autoscaler.unneeded_since_s)).tolist()
         nodes = {
-            name: replace(info, unschedulable=True) if name in draining else info
+            name: replace(info, unschedulable=True)
+            if name in draining
+            else replace(info, taints=(*info.taints, _DELETION_CANDIDATE))
+            if unneeded[index_of[name]]
+            else info
             for name, info in view.nodes.items()
             if running[index_of[name]]
         }

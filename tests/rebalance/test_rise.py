@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from app.objects import Resources
+import pytest
+
+from app.objects import Resources, Taint
 from app.rebalance import DemandHistory, demand_of, plan_consolidation
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node, pod
 from tests.rebalance.test_consolidation import idle_and_used
@@ -96,3 +98,23 @@ def test_samples_kept_elsewhere_merge_in_time_order_within_the_lookback() -> Non
     # one sample per time (this process's wins), the one over an hour old dropped
     assert history.samples == [(7080, cores(4)), (7200, cores(10))]
     assert history.rise() == cores(6)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["DeletionCandidateOfClusterAutoscaler", "ToBeDeletedByClusterAutoscaler",
+     "karpenter.sh/disrupted"],
+)  # fmt: skip
+def test_room_on_a_node_the_autoscaler_is_removing_is_not_counted_on(key: str) -> None:
+    nodes, pods = idle_and_used()
+    settings = config(consolidation={"enabled": True, "minSpare": {"cpu": 10, "memory": 10}})
+    # used-b is going: idle's pods would have only used-a (5 of 10 cores free), and
+    # draining idle leaves 3 cores for a 4-core rise: kept. Without the taint: drained.
+    assert plan_consolidation(cluster(nodes, pods), settings, POLICY, NOW,
+                              rise=cores(4)).drains  # fmt: skip
+    going = [*nodes[:2], node("used-b", 0.35, 0.2, taints=[Taint(key, None, "NoSchedule")])]
+    result = plan_consolidation(cluster(going, pods), settings, POLICY, NOW, rise=cores(4))
+    assert result.evictions == []
+    assert "rise in demand" in {k.node: k.reason for k in result.kept}["idle"]
+    assert key in result.not_candidates["used-b"]
+    assert all(e.destination != "used-b" for e in result.evictions)
