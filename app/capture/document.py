@@ -211,7 +211,13 @@ def observed(nodes: NodeHistory, catalog: Catalog, step_s: float, names: Names) 
                 {"name": names(node.name), "cpu": _series(series[0]),
                  "memory": _series(series[1])}
             )  # fmt: skip
-    return {"interval": f"{step_s:g}s", "nodes": recorded} if recorded else None
+    if not recorded:
+        return None
+    document: dict[str, Any] = {"interval": f"{step_s:g}s", "nodes": recorded}
+    count = nodes.counted()
+    if count is not None:  # floats, so that dump writes the series as one flow list
+        document["nodeCount"] = [float(c) for c in count]
+    return document
 
 
 # Fields of the descheduler configuration that say nothing the replay uses and may

@@ -274,12 +274,37 @@ def _fill_gaps(values: FloatArray) -> FloatArray:
     return np.interp(positions, known, values[known])
 
 
+def node_count_query() -> str:
+    """How many nodes ran pods, at each point: the nodes with a memory series of their
+    pods (a node without a pod, not even a DaemonSet's, is not counted). One series,
+    whatever the cluster's size; nodes the autoscaler removed since count while they ran."""
+    return f"count({pod_usage_query('memory', by='node')})"
+
+
 class NodeHistory:
-    """Each node's pods' usage, summed by the ``node`` label, at every point."""
+    """Each node's pods' usage, summed by the ``node`` label, at every point; and how
+    many nodes ran at each point (``count``, NaN where Prometheus had no answer)."""
 
     def __init__(self, nodes: Sequence[str], points: int) -> None:
         self.index = {name: i for i, name in enumerate(nodes)}
         self.values = [np.full((len(nodes), points), np.nan) for _ in RESOURCES]
+        self.count = np.full(points, np.nan)
+
+    def fold_count(self, answer: Sequence[RangeSeries], recorder: Recorder) -> None:
+        for series in answer[:1]:  # count() answers with one series
+            for t_s, value in zip(series.times_s, series.values, strict=True):
+                if math.isfinite(value) and value >= 0:
+                    self.count[recorder.index(t_s)] = value
+
+    def counted(self) -> FloatArray | None:
+        """The node count at every point, gaps held from the point before; None when
+        Prometheus never answered."""
+        if not np.isfinite(self.count).any():
+            return None
+        known = np.flatnonzero(np.isfinite(self.count))
+        where = np.searchsorted(known, np.arange(len(self.count)), side="right") - 1
+        held: FloatArray = self.count[known[np.maximum(where, 0)]]
+        return held
 
     def fold(self, resource: int, answer: Sequence[RangeSeries], recorder: Recorder) -> None:
         for series in answer:
@@ -375,10 +400,9 @@ def record(
         replica_chunks = time_chunks(start_s, end_s, step_s, max(controllers, 1))
         plan.append(("replicas", namespace, replica_chunks))
     plan.append(("nodes", "", time_chunks(start_s, end_s, step_s, max(len(node_names), 1))))
-    total = sum(
-        len(chunks) * (2 if kind != "replicas" else len(REPLICA_METRICS))
-        for kind, _, chunks in plan
-    )
+    plan.append(("count", "", time_chunks(start_s, end_s, step_s, 1)))
+    sizes = {"replicas": len(REPLICA_METRICS), "count": 1}
+    total = sum(len(chunks) * sizes.get(kind, 2) for kind, _, chunks in plan)
     done = [0]
 
     def tick() -> None:
@@ -397,6 +421,8 @@ def record(
                     for r, resource in enumerate(RESOURCES):
                         query = pod_usage_query(resource, namespace, "namespace, pod, node")
                         usage.fold(r, recorder.range(query, first, last), recorder)
+                elif kind == "count":
+                    nodes.fold_count(recorder.range(node_count_query(), first, last), recorder)
                 elif kind == "nodes":
                     for r, resource in enumerate(RESOURCES):
                         nodes.fold(r, recorder.range(pod_usage_query(resource, by="node"),

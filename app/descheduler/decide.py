@@ -18,12 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.descheduler.gather import View
+from app.objects import Resources
 from app.policy import Policy
 from app.rebalance import (
     ConsolidationPlan,
+    DemandHistory,
     DeschedulerConfig,
     EvictionPlan,
     PlannerMemory,
+    demand_of,
     draining_nodes,
     observe_round,
     plan,
@@ -49,14 +52,31 @@ class Decision:
         return bool(self.plan.evictions)
 
 
+def rise_of(history: DemandHistory, view: View, config: DeschedulerConfig) -> Resources | None:
+    """This run's sample of the demand of the pods that need a node, into ``history``
+    and the memory (saved with it unless dry-running: a restart, a new leader or a
+    ``--once`` run goes on with it), and the rise consolidation keeps room for
+    (``app/rebalance/rise.py``); None while consolidation is off."""
+    settings = config.consolidation
+    if not settings.enabled:
+        return None
+    history.lookback_s, history.within_s = settings.rise_lookback, settings.rise_within
+    history.merge(view.memory.demand)
+    history.record(view.now_s, demand_of(view.cluster.pods.values()))
+    view.memory.demand = history.samples
+    return history.rise()
+
+
 def decide(
     view: View,
     config: DeschedulerConfig,
     policy: Policy,
     dry_rounds: PlannerMemory | None,
+    rise: Resources | None = None,
 ) -> Decision:
     """The plan for ``view``; ``dry_rounds``: a dry-run loop's own counts, None when not
-    dry-running."""
+    dry-running; ``rise``: the rise in demand consolidation keeps room for
+    (``app/rebalance/rise.py``)."""
     hot_rounds = previous_hot_rounds(view.memory.hot_rounds, view.now_s, config.interval)
     if dry_rounds is not None:
         for name, count in dry_rounds.hot_rounds.items():
@@ -66,7 +86,7 @@ def decide(
     if config.consolidation.enabled:
         started_s = draining_nodes(view.cluster.nodes.values(), view.now_s)
         consolidation = plan_consolidation(
-            view.cluster, config, policy, view.now_s, started_s, started_s
+            view.cluster, config, policy, view.now_s, started_s, started_s, rise=rise
         )
     return Decision(
         consolidation=consolidation,

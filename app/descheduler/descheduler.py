@@ -36,7 +36,7 @@ from typing import Any
 
 from app.descheduler.act import Evictor
 from app.descheduler.consolidate import Consolidator
-from app.descheduler.decide import decide
+from app.descheduler.decide import decide, rise_of
 from app.descheduler.gather import ClusterReader, Skipped, View
 from app.descheduler.hindsight import due_moves, judge_due
 from app.descheduler.report import RunReport, RunResult
@@ -59,6 +59,7 @@ from app.policy import Policy
 from app.prom import InstantQuery
 from app.rebalance import (
     STOPPED_HELPING,
+    DemandHistory,
     DeschedulerConfig,
     EvictionPlan,
     PlannerMemory,
@@ -180,6 +181,7 @@ class Descheduler:
         # A dry run never writes the memory's round counts, so a dry-run loop keeps its
         # own; without them, debouncing nodes would never be previewed as sources.
         self._dry_rounds = PlannerMemory()
+        self._demand = DemandHistory(0.0, 0.0)  # and in the memory (decide.rise_of)
         self._overlapping: set[str] = set()  # "<node> <file>" logged in two node pools
         self._stopped_helping = False  # said once, until a run finds a source not backed off
         self.last_report: RunReport | None = None
@@ -281,7 +283,8 @@ class Descheduler:
         dry_run = self.dry_run
         view = await self._judge(view, config, policy, dry_run=dry_run)
         self._overlapping = say_overlapping_pools(view, config, policy, self._overlapping)
-        decision = decide(view, config, policy, self._dry_rounds if dry_run else None)
+        rise = rise_of(self._demand, view, config)
+        decision = decide(view, config, policy, self._dry_rounds if dry_run else None, rise)
         self._dry_rounds = decision.dry_rounds
         self.telemetry.record_plan(decision.plan)
         self._say_if_stopped_helping(decision.plan)

@@ -8,7 +8,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from app.commandline import EXIT_FAILED, EXIT_OK, usage_error
@@ -37,7 +37,7 @@ from app.kube import (
     scheduled_pod,
 )
 from app.load import MIN_MEASURED_PODS
-from app.objects import workload_of
+from app.objects import PodInfo, Resources, workload_of
 from app.policy import PolicyError
 from app.prom import (
     PodNodes,
@@ -51,7 +51,9 @@ from app.prom import (
 from app.rebalance import (
     ClusterView,
     ConfigError,
+    DemandHistory,
     DeschedulerConfig,
+    demand_of,
     memory_window_s,
     previous_hot_rounds,
 )
@@ -212,7 +214,9 @@ async def _explain_node(reader: ClusterReader, args: argparse.Namespace) -> str:
         tuple(memory.moves.values()),
     )
     hot_rounds = previous_hot_rounds(memory.hot_rounds, now_s, config.value.interval)
-    explanation = explain_node(args.node, view, config.value, policy.value, now_s, hot_rounds)
+    explanation = explain_node(args.node, view, config.value, policy.value, now_s, hot_rounds,
+                               remembered_rise(memory.demand, pods.values(), config.value,
+                                               now_s))  # fmt: skip
     sources = [
         f"configuration: {config.source}",
         f"policy: {policy.source}",
@@ -224,6 +228,21 @@ async def _explain_node(reader: ClusterReader, args: argparse.Namespace) -> str:
     if args.output == "json":
         return json.dumps(node_json(explanation, sources), indent=2) + "\n"
     return render_node(explanation, sources)
+
+
+def remembered_rise(
+    demand: Sequence[tuple[float, Resources]],
+    pods: Iterable[PodInfo],
+    config: DeschedulerConfig,
+    now_s: float,
+) -> Resources:
+    """The rise in demand the descheduler's memory holds, with the demand now: what
+    consolidation keeps room for at its next run (``app/rebalance/rise.py``)."""
+    settings = config.consolidation
+    history = DemandHistory(settings.rise_lookback, settings.rise_within)
+    history.merge(demand)
+    history.record(now_s, demand_of(pods))
+    return history.rise()
 
 
 def run_node(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from app.objects import NodeInfo
+from app.objects import NodeInfo, Resources
 from app.policy import Policy
 from app.rebalance import (
     ClusterView,
@@ -62,13 +62,13 @@ class NodeConsolidation:
 
 def consolidation_of(
     name: str, cluster: ClusterView, config: DeschedulerConfig, policy: Policy, now_s: float,
-    hot_spot_evictions: bool,
+    hot_spot_evictions: bool, rise: Resources | None = None,
 ) -> NodeConsolidation | None:  # fmt: skip
     """The node's part of the consolidation plan; None when consolidation is off."""
     if not config.consolidation.enabled:
         return None
     started = draining_nodes(cluster.nodes.values(), now_s)
-    whole = plan_consolidation(cluster, config, policy, now_s, started, started)
+    whole = plan_consolidation(cluster, config, policy, now_s, started, started, rise=rise)
     received = tuple(e for e in whole.evictions if e.destination == name)
     waits = hot_spot_evictions
     for drain in whole.drains:
@@ -155,8 +155,10 @@ def explain_node(
     policy: Policy,
     now_s: float,
     hot_rounds: Mapping[str, int],
+    rise: Resources | None = None,
 ) -> NodeExplanation:
-    """The node's part of the plan the descheduler would make on ``cluster`` now.
+    """The node's part of the plan the descheduler would make on ``cluster`` now
+    (``rise``: the rise in demand consolidation keeps room for, from its memory).
 
     Raises KeyError when the cluster has no such node."""
     the_plan: EvictionPlan = plan(cluster, config, policy, now_s, hot_rounds)
@@ -174,7 +176,7 @@ def explain_node(
         held_hot=the_plan.held_hot.get(name),
         opt_out=node_opt_out(cluster.nodes[name].annotations),
         consolidation=consolidation_of(
-            name, cluster, config, policy, now_s, bool(the_plan.evictions)
+            name, cluster, config, policy, now_s, bool(the_plan.evictions), rise
         ),
         pools=pools_of(cluster.nodes[name], config, policy),
     )

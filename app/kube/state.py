@@ -14,16 +14,21 @@ The document::
                     "cpuCores": 0.5, "memoryBytes": 1.0e8, "at": 1700000000.0,
                     "workload": "ns/Deployment/web"}, ...],
      "hotRounds": {"node-1": [3, 1700000000.0], ...},
+     "demand": [[1700000000.0, 12.5, 3.4e10], ...],
      "moves": [{"source": "node-1", "round": 1700000000.0, "resource": "cpu",
                 "before": 0.9, "moved": 0.2, "others": 0.6, "destination": "node-2",
                 "pods": 1, "workloads": ["ns/Deployment/web"], "outcome": "helped",
                 "judgedAt": 1700000400.0, "cooling": 0.2, "attributed": 0.2,
                 "reason": "..."}, ...]}
 
-``moves`` are what each run evicted from each source, pending until judged
-``settleTime`` later (no ``outcome``) and then kept, judged, for ``MOVES_KEPT_S``
-(for the back-off and ``loadaware report``): at most ``MAX_MOVES``, newest kept, each
-reason cut to ``MAX_REASON`` characters, so they add at most about 100 KiB.
+``demand`` is what the pods that need a node requested at each run (time, cores,
+bytes; ``app/rebalance/rise.py``), for the rise consolidation keeps room for across
+restarts and ``--once`` runs: at most ``MAX_DEMAND_SAMPLES``, newest kept, in at most
+an eighth of the document. ``moves`` are what each run evicted from each source,
+pending until judged ``settleTime`` later (no ``outcome``) and then kept, judged, for
+``MOVES_KEPT_S`` (for the back-off and ``loadaware report``): at most ``MAX_MOVES``,
+newest kept, each reason cut to ``MAX_REASON`` characters, so they add at most about
+100 KiB.
 
 Reading is defensive all the same (an operator may edit it): entries that do not
 parse are skipped and logged, evictions older than the window or dated in the future
@@ -74,6 +79,7 @@ MAX_MOVES = 300  # about 300 bytes each as JSON
 MAX_REASON = 200
 MAX_WORKLOADS = 8  # per move
 MOVES_KEPT_S = 86400.0  # a day: what ``loadaware report --since`` can look back on
+MAX_DEMAND_SAMPLES = 3000  # a day at a 30 s interval; about 35 bytes each as JSON
 _OUTCOMES = ("helped", "no effect", "backfired")
 
 HotRounds = dict[str, tuple[int, float]]  # node -> (consecutive hot rounds, when recorded)
@@ -90,6 +96,8 @@ class Memory:
     evictions: dict[str, EvictionRecord] = field(default_factory=dict)  # by pod UID
     hot_rounds: HotRounds = field(default_factory=dict)
     moves: dict[str, MoveRecord] = field(default_factory=dict)  # by ``MoveRecord.key``
+    # (time, requests of the pods that need a node), oldest first (app/rebalance/rise.py)
+    demand: list[tuple[float, Resources]] = field(default_factory=list)
     exists: bool = False  # the object was there when read (False: the first run)
     resource_version: str | None = None
 
@@ -144,6 +152,18 @@ def encode(memory: Memory, since_s: float) -> str:
         moves.append(move)
     moves.reverse()
     size += moves_bytes
+    # The demand samples: newest first, to an eighth.
+    demand: list[list[float]] = []
+    demand_bytes = 0
+    for at_s, amount in reversed(memory.demand[-MAX_DEMAND_SAMPLES:]):
+        sample = [at_s, amount.cpu_cores, amount.memory_bytes]
+        entry_bytes = _size(sample) + 1
+        if demand_bytes + entry_bytes > MAX_DOCUMENT_BYTES // 8:
+            break
+        demand.append(sample)
+        demand_bytes += entry_bytes
+    demand.reverse()
+    size += demand_bytes
     records = [r for r in reversed(memory.recent(since_s)) if _readable(r)]
     kept: list[tuple[EvictionRecord, dict[str, Any]]] = []
     for position in fair_order(r.pod_key for r in records):
@@ -161,6 +181,7 @@ def encode(memory: Memory, since_s: float) -> str:
         "evictions": [entry for _, entry in kept],
         "hotRounds": hot_rounds,
         "moves": [_move_entry(m) for m in moves],
+        "demand": demand,
     }
     return json.dumps(document, separators=(",", ":"), sort_keys=True)
 
@@ -212,7 +233,28 @@ def decode(text: str, now_s: float, since_s: float) -> tuple[Memory, list[str]]:
             ignored.append(f"the move from {move.source}, dated in the future")
         elif move.round_s >= now_s - MOVES_KEPT_S:
             memory.moves[move.key] = move
+    memory.demand, unreadable = _demand(document.get("demand"), now_s)
+    if unreadable:
+        ignored.append(f"{unreadable} unreadable or future-dated demand samples")
     return memory, ignored
+
+
+def _demand(samples: Any, now_s: float) -> tuple[list[tuple[float, Resources]], int]:
+    """The demand samples that parse (three finite numbers, not dated in the future),
+    oldest first, the newest ``MAX_DEMAND_SAMPLES``; and how many did not."""
+    found: dict[float, Resources] = {}
+    unreadable = 0
+    for sample in samples if isinstance(samples, list) else []:
+        values = [_finite(v) for v in sample] if isinstance(sample, list) else []
+        if len(values) != 3 or any(v is None for v in values):
+            unreadable += 1
+            continue
+        at_s, cpu, memory = (float(v or 0.0) for v in values)
+        if at_s > now_s + FUTURE_SLACK_S:
+            unreadable += 1
+            continue
+        found[at_s] = Resources(cpu, memory)
+    return sorted(found.items(), key=lambda item: item[0])[-MAX_DEMAND_SAMPLES:], unreadable
 
 
 def kept_moves(moves: Iterable[MoveRecord]) -> list[MoveRecord]:
@@ -409,5 +451,8 @@ class StateStore(OwnConfigMapStore):
             mine = memory.moves.get(key)
             if mine is None or (mine.outcome is None and move.outcome is not None):
                 memory.moves[key] = move
+        mine_at = {at_s for at_s, _ in memory.demand}
+        merged = memory.demand + [(t, d) for t, d in stored.demand if t not in mine_at]
+        memory.demand = sorted(merged, key=lambda item: item[0])[-MAX_DEMAND_SAMPLES:]
         memory.exists = stored.exists
         memory.resource_version = stored.resource_version

@@ -92,6 +92,7 @@ if TYPE_CHECKING:
     from app.rebalance.drain_taint import DRAIN_TAINT_KEY, drain_taint, draining_nodes
     from app.rebalance.plan import PlannerMemory, observe_round, plan, recheck
     from app.rebalance.render import render_consolidation, render_plan
+    from app.rebalance.rise import DemandHistory, demand_of
 
 __all__ = [
     "ASSUMES",
@@ -109,6 +110,7 @@ __all__ = [
     "ClusterView",
     "ConfigError",
     "ConsolidationPlan",
+    "DemandHistory",
     "DeschedulerConfig",
     "EvictionPlan",
     "HeldHot",
@@ -128,6 +130,7 @@ __all__ = [
     "back_off",
     "config_from_mapping",
     "config_from_yaml",
+    "demand_of",
     "drain_taint",
     "draining_nodes",
     "fit_refusal",
@@ -159,6 +162,7 @@ __getattr__ = load_on_use(
         "drain_taint": ("DRAIN_TAINT_KEY", "drain_taint", "draining_nodes"),
         "plan": ("PlannerMemory", "observe_round", "plan", "recheck"),
         "render": ("render_consolidation", "render_plan"),
+        "rise": ("DemandHistory", "demand_of"),
     },
     globals(),
 )

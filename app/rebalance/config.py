@@ -213,6 +213,21 @@ class Consolidation(_Section):
         description="Unrequested capacity, % of the allocatable of the nodes left, that "
         "every drain must leave (the floor of spare capacity).",
     )
+    rise_lookback: DurationS = Field(
+        default=86400.0,
+        ge=0,
+        description="How far back the descheduler remembers the demand of the pods "
+        "that need a node (their requests, bound or waiting), for the rise to keep room "
+        "for (app/rebalance/rise.py); 0 keeps no history and minSpare alone holds.",
+    )
+    rise_within: DurationS = Field(
+        default=300.0,
+        gt=0,
+        description="The node autoscaler's time to bring a node (its scan plus "
+        "provisioning): every drain leaves unrequested room for the largest rise in demand "
+        "seen within this long over riseLookback, since pods of a faster rise would wait "
+        "for a node.",
+    )
     max_nodes_per_run: WholeNumber = Field(
         default=1, ge=1, description="Nodes drained in one run at most."
     )

@@ -15,8 +15,13 @@ destination: the same ``Rules`` and ``Room`` reservations as the hot-spot planne
 passed with the pod's estimate. The fullest destination that takes a pod is chosen, so
 pods pack onto used nodes rather than waking the next idle one. A drain that would
 leave the remaining nodes less unrequested capacity than ``consolidation.minSpare``
-is not made: the floor of spare capacity. All or nothing per node: one pod without a
-home keeps the whole node, and nothing of it is evicted.
+is not made: the floor of spare capacity (the nodes the autoscaler is about to remove,
+tainted ``DeletionCandidateOfClusterAutoscaler``, ``ToBeDeletedByClusterAutoscaler`` or
+``karpenter.sh/disrupted``, are neither counted in it nor candidates nor destinations);
+nor one that would leave less unrequested
+room than the largest rise in demand seen within the autoscaler's time to bring a node
+(``rise.py``): the pods of such a rise would wait for one. All or nothing per node: one
+pod without a home keeps the whole node, and nothing of it is evicted.
 
 A drain may take several runs: the per-workload limits (``maxMigratingPerWorkload``,
 ``maxUnavailablePerWorkload``, ``workloadCooldown``) and the PDBs let only some of a
@@ -53,6 +58,18 @@ from app.rebalance.victims import node_opt_out, opt_out, owned_pod_counts, prote
 from app.rebalance.view import ClusterView
 
 SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+# The taints a node autoscaler puts on the nodes it is about to remove: the cluster
+# autoscaler's on an unneeded node and on one it deletes, Karpenter's on one it disrupts.
+AUTOSCALER_REMOVAL_TAINTS = (
+    "DeletionCandidateOfClusterAutoscaler",
+    "ToBeDeletedByClusterAutoscaler",
+    "karpenter.sh/disrupted",
+)
+
+
+def autoscaler_removal(node: NodeInfo) -> str | None:
+    """The taint by which the node autoscaler says it is about to remove the node."""
+    return next((t.key for t in node.taints if t.key in AUTOSCALER_REMOVAL_TAINTS), None)
 
 
 @dataclass(frozen=True)
@@ -135,12 +152,14 @@ def plan_consolidation(
     draining: Collection[str] = (),
     started_s: Mapping[str, float] | None = None,
     pending: Resources | None = None,
+    rise: Resources | None = None,
 ) -> ConsolidationPlan:
     """The nodes to drain this run (``draining``: those whose drain began in an earlier
     run, tainted since; ``started_s``: when each began, where known); pure, and
     deterministic for equal inputs. ``pending``: the requests of the pods waiting for a
     node, counted against the floor of spare capacity (None: the view's pods bound to no
-    node, not finished, not being deleted).
+    node, not finished, not being deleted). ``rise``: the rise in demand to keep
+    unrequested room for beside ``minSpare`` (``rise.DemandHistory.rise``; None: none).
 
     A drain in progress is given up (``abandoned``) when it no longer holds: it began
     more than ``consolidation.abandonAfter`` ago (the autoscaler did not take the
@@ -164,9 +183,18 @@ def plan_consolidation(
     if pending is None:
         pending = requested_on(waiting)
     requested = {name: requested_on(pods) for name, pods in pods_by_node.items()}
+    # Nodes the autoscaler is about to remove: no candidates, no destinations, and no
+    # room the floor may count on (they go whatever consolidation does).
+    removing = {n.name: key for n in nodes if (key := autoscaler_removal(n)) is not None}
     candidates = []
     for node in nodes:
         if node.name in draining:
+            continue
+        if node.name in removing:
+            result.not_candidates[node.name] = (
+                f"the node autoscaler is removing it ({removing[node.name]} taint): its room "
+                "is not counted on"
+            )
             continue
         refused = node_refusal(usages[node.name], requested[node.name], config)
         if refused is None:
@@ -190,16 +218,26 @@ def plan_consolidation(
                 policy, now_s)
         for n in nodes
         if n.ready and not n.unschedulable and classes[n.name].usage_fraction
-        and n.name not in draining
+        and n.name not in draining and n.name not in removing
     ]  # fmt: skip
     schedulable = {
-        n.name: n for n in nodes if n.ready and not n.unschedulable and n.name not in draining
+        n.name: n
+        for n in nodes
+        if n.ready and not n.unschedulable and n.name not in draining and n.name not in removing
     }
     drain = _Drainer(
         config,
         now_s,
         usage_sources(cluster.pod_usage, policy.spec.estimation),
-        PackingRooms(config, Destinations(rooms, rules), rooms, schedulable, rules, pending),
+        PackingRooms(
+            config,
+            Destinations(rooms, rules),
+            rooms,
+            schedulable,
+            rules,
+            pending,
+            rise or Resources(),
+        ),
         RunBudget(config, cluster.pods.values(), cluster.budgets, cluster.recent_evictions, now_s),
         owned_pod_counts(cluster.pods.values()),
     )

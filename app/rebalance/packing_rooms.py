@@ -22,8 +22,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Mapping, Sequence
 
-from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
-from app.rebalance.config import DeschedulerConfig
+from app.objects import RESOURCES, ZERO, NodeInfo, PodInfo, Resources
+from app.rebalance.config import DeschedulerConfig, Resource
 from app.rebalance.destinations import Destinations, Room, Rules
 
 
@@ -82,7 +82,9 @@ class PackingRooms:
         pods waiting for a node request: those need the room first."""
         staying = node.name in self.schedulable
         room = self._room_of.get(node.name) if staying else None
-        for resource, percent in self.config.consolidation.min_spare.items():
+        resource: Resource
+        for resource in ("cpu", "memory"):
+            percent = self.config.consolidation.min_spare.get(resource)
             allocatable = self._allocatable_total[resource]
             free_left = self._free_total[resource] - self.pending.get(resource)
             if staying:
@@ -92,11 +94,21 @@ class PackingRooms:
                 to_place = node.allocatable.get(resource) - room.free_requests.get(resource)
             else:
                 to_place = moving.get(resource) if moving is not None else 0.0
-            spare = (free_left - to_place) / allocatable if allocatable > 0 else 0.0
-            if spare < percent / 100:
+            left = free_left - to_place
+            spare = left / allocatable if allocatable > 0 else 0.0
+            if percent is not None and spare < percent / 100:
                 return (
                     f"draining it would leave {spare:.0%} of {resource} unrequested on the "
                     f"nodes left, under consolidation.minSpare {percent:g}%"
+                )
+            rise = self.rise.get(resource)
+            if rise > 0 and left < rise:
+                return (
+                    f"draining it would leave {_amount(left, resource)} of {resource} "
+                    f"unrequested on the nodes left, under the {_amount(rise, resource)} "
+                    f"rise in demand seen within consolidation.riseWithin "
+                    f"({self.config.consolidation.rise_within:g}s): pods of such a rise "
+                    f"would wait for a new node"
                 )
         return None
 
@@ -108,8 +120,10 @@ class PackingRooms:
         schedulable: dict[str, NodeInfo],
         rules: Rules,
         pending: Resources,
+        rise: Resources = ZERO,
     ) -> None:
         self.config = config
+        self.rise = rise  # the rise in demand to keep room for (rise.py)
         self.destinations = destinations
         self.rooms = rooms
         self.schedulable = schedulable  # the nodes that stay (drained ones taken out)
@@ -186,6 +200,10 @@ class PackingRooms:
 
 
 _LOAD_FILTER_REFUSAL = "refuses it: fails the load filter"
+
+
+def _amount(value: float, resource: str) -> str:
+    return f"{value:.1f} cores" if resource == "cpu" else f"{value / 2**30:.1f} GiB"
 
 
 def _free_share(room: Room) -> float:

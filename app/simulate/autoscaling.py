@@ -111,7 +111,7 @@ def settings_of(spec: AutoscalerSpec | None) -> AutoscalerSettings:
     )
 
 
-def _opted_out(annotations: dict[str, str]) -> bool:
+def opted_out(annotations: dict[str, str]) -> bool:
     return (
         annotations.get(SAFE_TO_EVICT, "").lower() == "false"
         or annotations.get(DO_NOT_DISRUPT, "").lower() == "true"
@@ -153,7 +153,7 @@ class SimulatedAutoscaler:
         workloads = scenario.workloads
         self.daemon = np.array([w.kind == "DaemonSet" for w in workloads], dtype=np.bool_)
         self.movable = np.array(
-            [w.kind != "Pod" and not _opted_out(w.annotations) for w in workloads],
+            [w.kind != "Pod" and not opted_out(w.annotations) for w in workloads],
             dtype=np.bool_,
         )
 

@@ -267,6 +267,13 @@ def replay_fidelity(scenario: Scenario, results: Sequence[tuple[Run, float]]) ->
     return fidelity(default, scenario)
 
 
+def observed_node_hours_line(node_hours: float) -> str:
+    return (
+        f"the cluster ran {node_hours:.1f} node-hours over the range (the capture's "
+        "observed.nodeCount): the +autoscaler policies' node-hours are what it would run"
+    )
+
+
 def run(
     args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
@@ -335,6 +342,7 @@ def run(
         err.flush()
         return EXIT_INTERRUPTED
     replay = replay_fidelity(scenario, results)
+    ran = scenario.observed.node_hours(scenario.duration_s) if scenario.observed else None
     if args.json:
         documents = []
         for seed, seed_summaries, seed_seconds in zip(seeds, summaries, seconds, strict=True):
@@ -342,12 +350,16 @@ def run(
             document["seconds"] = seed_seconds
             if replay is not None:
                 document["fidelity"] = replay.as_json()
+            if ran is not None:
+                document["observedNodeHours"] = round(ran, 3)
             documents.append(document)
         body: Any = documents[0] if len(documents) == 1 else {"seeds": seeds, "runs": documents}
         out.write(json.dumps(body, indent=2) + "\n")
     else:
         if replay is not None:
             out.write(replay.line() + "\n\n")
+        if ran is not None:
+            out.write(observed_node_hours_line(ran) + "\n\n")
         if len(seeds) == 1:
             out.write(f"### {scenario.name} (seed {scenario.seed})\n\n")
             out.write(markdown_table(summaries[0]) + "\n")

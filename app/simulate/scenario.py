@@ -354,10 +354,21 @@ class ObservedNode(_Strict):
 
 
 class Observed(_Strict):
-    """The per-node usage the cluster really had, for the fidelity check."""
+    """The per-node usage the cluster really had, for the fidelity check; and how many
+    nodes it ran every ``interval`` (``nodeCount``), for its node-hours beside the
+    ``+autoscaler`` policies'."""
 
     interval_s: DurationS = Field(alias="interval", gt=0)
     nodes: tuple[ObservedNode, ...] = ()
+    node_count: tuple[Annotated[float, Field(ge=0)], ...] = Field((), alias="nodeCount")
+
+    def node_hours(self, duration_s: float) -> float | None:
+        """The node-hours the cluster ran over ``duration_s`` (each point held for one
+        interval); None without ``nodeCount``."""
+        if not self.node_count:
+            return None
+        points = min(len(self.node_count), math.ceil(duration_s / self.interval_s - 1e-9))
+        return sum(self.node_count[:points]) * self.interval_s / 3600
 
 
 AutoscalerPreset = Literal["cluster-autoscaler", "karpenter"]

@@ -12,8 +12,10 @@ pods each). The web pods use 0.1 core each, so both used nodes stay far under th
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -83,18 +85,31 @@ def run_once(
     dry_run: bool = False,
 ) -> RunReport:
     async def scenario() -> RunReport:
-        source = PrometheusSource(PrometheusSettings(url=url, timeout_s=5.0))
-        try:
-            async with fake_kube.async_client() as client:
-                descheduler = Descheduler(
-                    config, default_policy(), client, source,
-                    LoopSettings(sync_timeout_s=10.0, dry_run=dry_run), telemetry=telemetry,
-                )  # fmt: skip
-                return await descheduler.run_once()
-        finally:
-            source.close()
+        async with descheduler_on(fake_kube, url, config, telemetry, dry_run=dry_run) as one:
+            return await one.run_once()
 
     return asyncio.run(scenario())
+
+
+@contextlib.asynccontextmanager
+async def descheduler_on(
+    fake_kube: FakeKube,
+    url: str,
+    config: DeschedulerConfig,
+    telemetry: DeschedulerMetrics | None = None,
+    *,
+    dry_run: bool = False,
+) -> AsyncIterator[Descheduler]:
+    """A descheduler on the fake API server and the Prometheus at ``url``."""
+    source = PrometheusSource(PrometheusSettings(url=url, timeout_s=5.0))
+    try:
+        async with fake_kube.async_client() as client:
+            yield Descheduler(
+                config, default_policy(), client, source,
+                LoopSettings(sync_timeout_s=10.0, dry_run=dry_run), telemetry=telemetry,
+            )  # fmt: skip
+    finally:
+        source.close()
 
 
 def drain_taints(store: FakeKubeStore, node: str) -> list[dict[str, Any]]:
@@ -106,6 +121,15 @@ def drain_taints(store: FakeKubeStore, node: str) -> list[dict[str, Any]]:
 
 def evicted(fake_kube: FakeKube) -> list[str]:
     return sorted(r.path.split("/")[-2] for r in fake_kube.requests("POST", EVICTIONS))
+
+
+def kept_whole(fake_kube: FakeKube, report: RunReport) -> dict[str, str]:
+    """A run that evicted nothing and tainted no node: why it kept each candidate."""
+    assert report.result is RunResult.OK, report.message
+    assert evicted(fake_kube) == []
+    assert drain_taints(fake_kube.store, "idle") == []
+    assert report.consolidation is not None
+    return {k.node: k.reason for k in report.consolidation.kept}
 
 
 def taint_node(store: FakeKubeStore, node: str, value: str) -> None:
@@ -156,12 +180,7 @@ def test_a_pod_that_is_not_safe_to_evict_keeps_its_node_untainted_and_whole(
     seeded.store.modify(PODS, "web-idle-1",
                         lambda p: p["metadata"].update(annotations={SAFE_TO_EVICT: "false"}),
                         "shop")  # fmt: skip
-    report = run_once(seeded, prometheus_url, consolidating())
-    assert report.result is RunResult.OK, report.message
-    assert evicted(seeded) == []
-    assert drain_taints(seeded.store, "idle") == []
-    assert report.consolidation is not None
-    kept = {k.node: k.reason for k in report.consolidation.kept}
+    kept = kept_whole(seeded, run_once(seeded, prometheus_url, consolidating()))
     assert SAFE_TO_EVICT in kept["idle"]
 
 
@@ -290,3 +309,63 @@ def test_beside_a_stock_scheduler_the_drain_taint_is_what_keeps_replacements_off
     assert report.result is RunResult.OK, report.message
     assert evicted(seeded) == ["web-idle-0", "web-idle-1"], report.outcomes
     assert len(drain_taints(seeded.store, "idle")) == 1
+
+
+@pytest.mark.prometheus
+def test_a_rise_in_demand_seen_by_an_earlier_run_keeps_room_for_itself(
+    seeded: FakeKube, prometheus_url: str
+) -> None:
+    # Run 1 sees 4 cores of demand; three pods of 2 cores then wait for a node (run 2:
+    # a rise of 6 cores) and go. Draining idle would leave 4 cores unrequested on the
+    # used nodes: under the 6-core rise, so run 3 keeps idle, where a descheduler that
+    # saw no rise drains it (the first test).
+    async def scenario() -> RunReport:
+        async with descheduler_on(seeded, prometheus_url, consolidating(),
+                                  dry_run=True) as descheduler:  # fmt: skip
+            first = await descheduler.run_once()
+            assert "would start draining idle" in first.message
+            demand = descheduler._demand  # the caches see a change a moment later
+            for i in range(3):
+                cluster.add_pod(seeded.store, f"burst-{i}", "", cpu="2")
+            for _ in range(50):
+                await descheduler.run_once()
+                if demand.latest is not None and demand.latest.cpu_cores == 10:
+                    break
+            for i in range(3):
+                seeded.store.delete(PODS, f"burst-{i}", "shop")
+            for _ in range(50):
+                last = await descheduler.run_once()
+                if demand.latest is not None and demand.latest.cpu_cores == 4:
+                    return last
+            raise AssertionError("the pod cache never showed the burst pods gone")
+
+    report = asyncio.run(scenario())
+    assert report.result is RunResult.OK, report.message
+    assert report.consolidation is not None
+    assert report.consolidation.drains == []
+    kept = {k.node: k.reason for k in report.consolidation.kept}
+    assert "6.0 cores rise in demand" in kept["idle"]
+    assert evicted(seeded) == []
+
+
+@pytest.mark.prometheus
+def test_a_once_run_goes_on_with_the_demand_history_in_the_memory(
+    fake_kube: FakeKube, prometheus_url: str
+) -> None:
+    # The memory holds a 6-core rise seen by earlier runs (another process): a --once
+    # run keeps idle for it, and leaves its own sample in the memory for the next.
+    seed(fake_kube.store)
+    now_s = time.time()
+    earlier = [[now_s - 600, 4.0, 2.0**31], [now_s - 480, 10.0, 2.0**31],
+               [now_s - 360, 4.0, 2.0**31]]  # fmt: skip
+    document = {"version": 1, "evictions": [], "hotRounds": {}, "demand": earlier}
+    fake_kube.store.modify(CONFIGMAPS, cluster.empty_memory()["metadata"]["name"],
+                           lambda m: m["data"].update({"state.json": json.dumps(document)}),
+                           "default")  # fmt: skip
+    kept = kept_whole(fake_kube, run_once(fake_kube, prometheus_url, consolidating()))
+    assert "6.0 cores rise in demand" in kept["idle"]
+    stored = fake_kube.store.get(CONFIGMAPS, cluster.empty_memory()["metadata"]["name"],
+                                 "default")  # fmt: skip
+    assert stored is not None
+    demand = json.loads(stored["data"]["state.json"])["demand"]
+    assert [d[1] for d in demand] == [4.0, 10.0, 4.0, 4.0]  # its own sample added

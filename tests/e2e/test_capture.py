@@ -218,10 +218,13 @@ def test_capture_replays_a_lab_cluster_faithfully_and_shows_the_hot_node_cooled(
     assert scenario.scheduling_policy().spec.predicate[0].max_limit_fraction == 0.65
     assert scenario.observed is not None
     assert len(scenario.observed.nodes) == 4
+    # the node count over time (issue 43): the lab's four nodes at every point
+    assert set(scenario.observed.node_count) == {4.0}
 
     code, text, err = _cli("simulate", str(output), "--jobs", "1", "--json")
     assert code == 0, err
     report = json.loads(text)
+    assert report["observedNodeHours"] == pytest.approx(4 * RANGE_S / 3600, rel=0.01)
     fidelity = report["fidelity"]
     assert fidelity["cpuPoints"] <= FIDELITY_BOUND, fidelity
     assert fidelity["memoryPoints"] <= FIDELITY_BOUND, fidelity
@@ -242,10 +245,10 @@ def test_capture_replays_a_lab_cluster_faithfully_and_shows_the_hot_node_cooled(
     # --anonymize: no name of the lab is left in the file; the replay runs the same.
     assert code_anonymous == 0
     # --progress: a bar on stderr, to the last query (one namespace: 2 usage and 2
-    # replica queries, then 2 per-node queries), then the summary.
+    # replica queries, then 2 per-node queries and the node count), then the summary.
     assert "querying Prometheus" in err_anonymous
-    assert "] 6/6\n" in err_anonymous
-    assert "6 queries" in err_anonymous
+    assert "] 7/7\n" in err_anonymous
+    assert "7 queries" in err_anonymous
     text = anonymous.read_text()
     for name in (namespace, "cap-a", "cap-d", "agent", "debug"):
         assert name not in text

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
+from app.explain.commands import remembered_rise
 from app.explain.node import explain_node
 from app.explain.render import node_json, render_node
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
@@ -237,3 +238,25 @@ def test_explain_names_the_node_s_pools_and_an_overlap() -> None:
     unpooled = explain_node("plain", view, config(), POLICY, NOW, {})
     assert "node pool" not in render_node(unpooled, [])
     assert "nodePool" not in node_json(unpooled, [])
+
+
+def test_explain_keeps_a_node_for_the_rise_the_descheduler_s_memory_holds() -> None:
+    # The memory holds 12 cores of demand a minute ago after 6 (a 6-core rise); now 12
+    # (the view's pods). Draining idle would leave 8 cores: room for it, drained. A
+    # rise of 9 cores (3 then 12) is more than that: kept, and explain says why.
+    view = cluster(IDLE_NODES, IDLE_PODS)
+
+    def remembered(cores_before: float) -> Resources:
+        demand = [(NOW - 120, Resources(cores_before, 12 * GI)), (NOW - 60, Resources(12, 12 * GI))]
+        return remembered_rise(demand, IDLE_PODS, consolidating(), NOW)
+
+    small = remembered(6)
+    assert small == Resources(6, 0)
+    drained = explain_node("idle", view, consolidating(), POLICY, NOW, {}, small).consolidation
+    assert drained is not None
+    assert drained.verdict == "drained"
+    large = remembered(3)
+    kept = explain_node("idle", view, consolidating(), POLICY, NOW, {}, large).consolidation
+    assert kept is not None
+    assert kept.verdict == "kept"
+    assert "9.0 cores rise in demand" in kept.reason
