@@ -12,8 +12,14 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
+from app.extender.classes import ClassTables
 from app.extender.debug import DebugViews
-from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
+from app.extender.index import (
+    IMPLEMENTATION_ENV,
+    VerdictIndex,
+    implementation_of,
+    new_verdict_index,
+)
 from app.extender.ledger import DEFAULT_RESERVATION_TTL_S, Ledger
 from app.extender.reservations import Reservations
 from app.extender.table import NodeTable
@@ -72,7 +78,10 @@ class Extender:
         # The one policy in force (a bare Policy: for good); each reload adopted whole.
         self.policy_in_force = policy if isinstance(policy, InForce) else InForce.fixed(policy)
         self.policy_in_force.follow(self.set_policy, self.on_policy_reload)
-        self.table = NodeTable(self.policy_in_force.value, clock, index, self.ledger)
+        # Each class of pods gets a table of its own beside this one (none without classes).
+        index = index if index is not None else new_verdict_index()
+        classes = ClassTables(clock, self.ledger, implementation_of(index))
+        self.table = NodeTable(self.policy_in_force.value, clock, index, self.ledger, classes)
         self.reservations: Reservations | None = None
         if pod_cache is not None and self.ledger is not None:
             self.reservations = Reservations(self.ledger, self.table, pod_cache, counts, clock)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
 
 from app.extender.index import VerdictIndex, implementation_of, new_verdict_index
 from app.extender.ledger import Ledger
@@ -32,6 +33,22 @@ from app.extender.verdicts import (
 from app.policy import Policy
 
 
+class Followers(Protocol):
+    """Tables kept beside this one, node for node (``app/extender/classes.py``: one per
+    class of pods): told every change this table is told."""
+
+    active: bool  # some table follows: a pod may be judged by one of them
+
+    def table_for(self, pod: Mapping[str, Any]) -> NodeTable | None: ...
+    def upsert(self, name: str, annotations: Mapping[str, str]) -> None: ...
+    def recompute(self, name: str) -> None: ...
+    def remove(self, name: str) -> None: ...
+    def add_reserved(self, name: str, cpu: float, memory: float, expires_at_s: float) -> None: ...
+    def refresh(self, now_s: float) -> None: ...
+    def expire_estimates(self, now_s: float) -> None: ...
+    def set_policy(self, policy: Policy) -> None: ...
+
+
 class NodeTable:
     """The extender's view of every node it knows: name → precomputed verdict and score."""
 
@@ -41,11 +58,23 @@ class NodeTable:
         clock: Callable[[], float] = time.time,
         index: VerdictIndex | None = None,
         ledger: Ledger | None = None,
+        followers: Followers | None = None,
     ) -> None:
         self._ledger = ledger
         self._clock = clock
         index = index if index is not None else new_verdict_index()
         self._verdicts = Verdicts.empty(policy, index, clock())
+        self.followers = followers
+        if followers is not None:
+            followers.set_policy(policy)
+
+    def table_for(self, pod: Mapping[str, Any]) -> NodeTable:
+        """The table a pod is judged by: its class's (``followers``), or this one. One
+        check when the policy has no classes."""
+        followers = self.followers
+        if followers is None or not followers.active:
+            return self
+        return followers.table_for(pod) or self
 
     @property
     def policy(self) -> Policy:
@@ -92,6 +121,8 @@ class NodeTable:
             verdicts.store(
                 name, entry.annotations, now_s, entry.last_seen_s, self._ledger, previous=entry
             )
+        if self.followers is not None:
+            self.followers.set_policy(policy)
         self._verdicts = verdicts
 
     def upsert(self, name: str, annotations: Mapping[str, str]) -> NodeEntry:
@@ -99,6 +130,8 @@ class NodeTable:
         now_s = self._clock()
         verdicts = self._verdicts
         entry = verdicts.entries.get(name)
+        if self.followers is not None:
+            self.followers.upsert(name, annotations)
         if entry is not None and entry.key == verdicts.key_of(annotations):
             entry.last_seen_s = now_s
             return entry
@@ -106,6 +139,8 @@ class NodeTable:
 
     def recompute(self, name: str) -> None:
         """Recompute a node whose estimated addition changed (a binding, a reservation)."""
+        if self.followers is not None:
+            self.followers.recompute(name)
         verdicts = self._verdicts
         entry = verdicts.entries.get(name)
         if entry is None:
@@ -117,6 +152,8 @@ class NodeTable:
 
     def remove(self, name: str) -> None:
         self._verdicts.remove(name)
+        if self.followers is not None:
+            self.followers.remove(name)
 
     def prune_unseen(self, older_than_s: float) -> int:
         """Drop entries not seen for a while (full-nodes mode has no delete events)."""
@@ -140,10 +177,14 @@ class NodeTable:
     def refresh(self, now_s: float) -> None:
         """Recompute the entries whose verdict the clock has changed; cheap when none has."""
         self._recompute_due(self._verdicts.rechecks, now_s, verdict_due)
+        if self.followers is not None and self.followers.active:
+            self.followers.refresh(now_s)
 
     def expire_estimates(self, now_s: float) -> None:
         """Recompute the entries whose estimated pods or reservations have expired."""
         self._recompute_due(self._verdicts.expiries, now_s, estimate_due)
+        if self.followers is not None and self.followers.active:
+            self.followers.expire_estimates(now_s)
 
     def _recompute_due(self, heap: list[tuple[float, str]], now_s: float, due_at: DueAt) -> None:
         verdicts = self._verdicts
@@ -169,6 +210,8 @@ class NodeTable:
     ) -> None:
         """A reservation was added on ``name``: re-assess the node only if it could change
         the node's answers (its headroom), else just note it."""
+        if self.followers is not None:
+            self.followers.add_reserved(name, cpu_fraction, memory_fraction, expires_at_s)
         verdicts = self._verdicts
         entry = verdicts.entries.get(name)
         if entry is None:

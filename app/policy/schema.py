@@ -272,6 +272,10 @@ class PolicySpec(_Strict):
         default=(), validation_alias=AliasChoices("hotValue", "hot_value")
     )
     estimation: EstimationPolicy = Field(default_factory=EstimationPolicy)
+    # loadaware's classes of pods (app/policy/classes.py, which builds on this module:
+    # the package's front resolves the name, so that no import runs both ways); none:
+    # every pod is judged alike. Checked against the spec as a whole there.
+    classes: PodClassesField = ()  # type: ignore[name-defined]  # noqa: F821
 
     @model_validator(mode="after")
     def _check_consistency(self) -> PolicySpec:
