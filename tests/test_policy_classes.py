@@ -85,21 +85,27 @@ def test_a_class_policy_overrides_limits_by_metric_and_replaces_weights() -> Non
             "classes 'batch' (5000-9100) and 'production' (9000-9999) overlap",
         ),
         (
-            ("name: production:cpu_usage\n          maxLimitPercent: 0.35",
-             "name: prod:cpu_usage\n          maxLimitPercent: 0.35"),
+            (
+                "name: production:cpu_usage\n          maxLimitPercent: 0.35",
+                "name: prod:cpu_usage\n          maxLimitPercent: 0.35",
+            ),
             "names the usage of an unknown class 'prod' (classes: production, batch)",
         ),
         (
-            ("name: cpu_usage_avg_5m\n          maxLimitPercent: 0.55",
-             "name: cpu_usage_p95_1h\n          maxLimitPercent: 0.55"),
+            (
+                "name: cpu_usage_avg_5m\n          maxLimitPercent: 0.55",
+                "name: cpu_usage_p95_1h\n          maxLimitPercent: 0.55",
+            ),
             "metric 'cpu_usage_p95_1h' has no syncPolicy entry",
         ),
         (("name: batch", "name: production"), "two classes are named 'production'"),
         (("name: batch", "name: Batch-1"), "class name 'Batch-1'"),
         (("minPriority: 5000", "minPriority: 6000"), "minPriority 6000 is above maxPriority 5999"),
         (
-            ("name: production:cpu_usage\n          weight: 1",
-             "name: production:gpu_usage\n          weight: 1"),
+            (
+                "name: production:cpu_usage\n          weight: 1",
+                "name: production:gpu_usage\n          weight: 1",
+            ),
             "a class-usage metric is <class>:cpu_usage or <class>:mem_usage",
         ),
     ],
