@@ -173,6 +173,8 @@ class SimulatedMonitoring:
         self.bindings: dict[int, list[float]] = {}
         self.sync_version = 0  # bumps whenever any metric annotation is written
         self.hot_changed: set[int] = set()  # nodes whose hot value annotation was rewritten
+        # More readers' sets of the same (a class's view, ``app/simulate/classes.py``).
+        self.hot_listeners: list[set[int]] = []
         # Bumped on a node whenever any of its annotations is rewritten.
         self.node_version: IntArray = np.zeros(nodes, dtype=np.int64)
         self._annotations: list[tuple[int, dict[str, str]] | None] = [None] * nodes
@@ -299,6 +301,8 @@ class SimulatedMonitoring:
                 self.hot_values[node] = value
                 self.hot_written_at_s[node] = t_s
                 self.hot_changed.add(node)
+                for listener in self.hot_listeners:
+                    listener.add(node)
                 self.node_version[node] += 1
                 self._hot_texts[node] = None
             if times:

@@ -74,7 +74,6 @@ from app.load import (
 )
 from app.policy import Policy
 from app.simulate.draws import IntegerDraws
-from app.simulate.recording_rules import SimulatedMonitoring
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -247,6 +246,21 @@ class UnsampledUsage(Protocol):
         ...
 
 
+class Monitoring(Protocol):
+    """What the load filter reads of the metrics pipeline (``SimulatedMonitoring``, or a
+    class's view of it, ``app/simulate/classes.py``)."""
+
+    @property
+    def epoch_s(self) -> float: ...
+    @property
+    def sync_version(self) -> int: ...
+    @property
+    def hot_changed(self) -> set[int]: ...
+    @property
+    def node_version(self) -> IntArray: ...
+    def annotations(self, node: int) -> Mapping[str, str]: ...
+
+
 class LoadFilter:
     """The extender's view: ``evaluate_node`` per node, re-run only when its inputs change.
 
@@ -259,7 +273,7 @@ class LoadFilter:
     def __init__(
         self,
         policy: Policy,
-        pipeline: SimulatedMonitoring,
+        pipeline: Monitoring,
         nodes: int,
         estimate: UnsampledUsage | None = None,
     ) -> None:
@@ -466,6 +480,11 @@ class Scheduler:
                 self.requests.allocatable_memory,
                 EXTENDER_SCORE_SCALE * self.extender_weight,
             )
+
+    def forget_ranks(self) -> None:
+        """Rank every node afresh for the next pod: another scheduler shares the node
+        requests (a class's, ``app/simulate/classes.py``) and takes the changes."""
+        self._best = None
 
     def choose(self, pod: PodShape) -> int | None:
         # The nodes whose rank may have changed since the last pod, whatever its shape.
