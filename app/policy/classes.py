@@ -49,7 +49,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -88,15 +88,20 @@ CLASS_USAGE_METRICS: Mapping[str, str] = MappingProxyType(
     {"cpu_usage": "cpu", "mem_usage": "memory"}
 )
 CLASS_USAGE_KEY_PREFIX = "loadaware.io/class-usage."
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
 class SelectorRequirement(_Strict):
     key: str = Field(min_length=1, max_length=317, strict=True)
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    operator: str = Field(strict=True)
     values: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _values_fit_operator(self) -> SelectorRequirement:
+        if self.operator not in _OPERATORS:
+            raise ValueError(
+                f"operator {self.operator[:20]!r}: use one of {', '.join(_OPERATORS)}"
+            )
         if self.operator in ("In", "NotIn") and not self.values:
             raise ValueError(f"operator {self.operator} needs at least one value")
         if self.operator in ("Exists", "DoesNotExist") and self.values:
@@ -108,7 +113,7 @@ class PodSelector(_Strict):
     """A label selector, as Kubernetes writes one."""
 
     match_labels: dict[str, str] = Field(
-        default_factory=dict,
+        default={},
         validation_alias=AliasChoices("matchLabels", "match_labels"),
         max_length=MAX_SELECTOR_TERMS,
     )
@@ -139,7 +144,7 @@ class PodClassPolicy(_Strict):
         ge=MIN_PRIORITY,
         le=MAX_PRIORITY,
     )
-    selector: PodSelector | None = None
+    selector: PodSelector = Field(default_factory=lambda: PodSelector.model_validate({}))
     predicate: tuple[PredicatePolicy, ...] = ()
     priority: tuple[PriorityPolicy, ...] = ()
 
@@ -327,8 +332,9 @@ def _pod_classes(policy: Policy) -> PodClasses:
             usage = split_class_metric(metric)
             if usage is not None:
                 keys[metric] = class_usage_key(*usage)
-        if pod_class.selector is not None:
-            selectors[pod_class.name] = pod_class.selector.selector()
+        selector = pod_class.selector
+        if selector.match_labels or selector.match_expressions:
+            selectors[pod_class.name] = selector.selector()
     shortest_s = min((e.period_s for e in spec.sync_policy), default=0.0)
     return PodClasses(
         spec.classes,
