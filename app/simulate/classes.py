@@ -22,18 +22,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from app.load import class_annotations
-from app.load.estimate import PlacedPod
-from app.load.samples import format_usage
-from app.policy import PodClasses, class_usage_key, pod_classes
+from app.load import PlacedPod, class_annotations, format_usage
+from app.policy import PodClasses, Policy, class_usage_key, pod_classes
+from app.simulate.contention import Binding
+from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scenario import Scenario
-from app.simulate.scheduling import UnsampledUsage
+from app.simulate.scheduling import LoadFilter, NodeRequests, Scheduler, UnsampledUsage
 
 
 class MeasuredRun(Protocol):
@@ -248,3 +248,144 @@ class _EstimateView:
 
     def recent_pods(self, t_s: float) -> list[PlacedPod]:
         return self._shared.estimate.recent_pods(t_s)
+
+
+
+class Cluster(Protocol):
+    """What ``ClassSide`` reads of its cluster (``cluster.SimulatedCluster``)."""
+
+    scenario: Scenario
+    policy: Policy
+    plan: Any  # cluster.PolicyPlan: load_aware, crane
+    pipeline: SimulatedMonitoring
+    requests: NodeRequests
+    usage: SlotUsage
+    estimate: UnsampledUsage | None
+    scheduler: Scheduler
+    run: Any  # cluster.Run, a MeasuredRun
+
+    def pending(self, t_s: float) -> IntArray: ...
+
+
+class ClassSide:
+    """What classes of pods add to a cluster: with the extender's policies, a scheduler
+    per class (its own load filter and policy, sharing the node requests and the burst
+    estimate with the cluster's own scheduler, which takes the pods in no class) and the
+    annotator's usage by class; and, with classes or when asked (``by_workload``), each
+    workload's throttled CPU and pending pods. Without either it only hands out the
+    cluster's own scheduler and load filter, as before."""
+
+    def __init__(self, cluster: Cluster, by_workload: bool) -> None:
+        self._cluster = cluster
+        policy, plan, scenario = cluster.policy, cluster.plan, cluster.scenario
+        classes = pod_classes(policy)
+        judged = bool(classes) and plan.load_aware and not plan.crane
+        self.measures = by_workload or bool(classes)
+        self._shared = (
+            SharedChanges(cluster.estimate) if judged and cluster.estimate is not None else None
+        )
+        self.usage: SimulatedClassUsage | None = None
+        self.schedulers: dict[str, Scheduler] = {}
+        self._class_of: list[str | None] = []
+        if not judged:
+            return
+        names = list(classes.policies)
+        self._class_of = workload_classes(
+            classes, [(w.priority, w.labels) for w in scenario.workloads]
+        )
+        class_index = np.array(
+            [-1 if name is None else names.index(name) for name in self._class_of],
+            dtype=np.int64,
+        )
+        requests = cluster.requests
+        self.usage = SimulatedClassUsage(
+            names,
+            class_index[cluster.usage.workload_of],
+            (requests.allocatable_cpu, requests.allocatable_memory),
+            epoch_s=cluster.pipeline.epoch_s,
+            period_s=min(entry.period_s for entry in policy.spec.sync_policy),
+            step_s=scenario.step_s,
+        )
+        for number, name in enumerate(names):
+            view = ClassMonitoring(cluster.pipeline, self.usage, classes)
+            load_filter = LoadFilter(
+                classes.policies[name], view, len(requests.allocatable_cpu), self._burst()
+            )
+            self.schedulers[name] = Scheduler(
+                requests,
+                load_filter,
+                scenario.scheduler.extender_weight,
+                np.random.default_rng([scenario.seed, 2, number]),
+            )
+
+    def _burst(self) -> UnsampledUsage | None:
+        """The burst estimate for one more load filter (each is told every change)."""
+        return self._shared.view() if self._shared is not None else self._cluster.estimate
+
+    def base_filter(self) -> LoadFilter | None:
+        """The load filter of the cluster's own scheduler (None: the policy has none)."""
+        cluster = self._cluster
+        if not cluster.plan.load_aware:
+            return None
+        nodes = len(cluster.requests.allocatable_cpu)
+        return LoadFilter(cluster.policy, cluster.pipeline, nodes, self._burst())
+
+    def scheduler(self, workload: int, t_s: float) -> Scheduler:
+        """The scheduler of the workload's pods, its load filter refreshed for ``t_s``."""
+        name = self._class_of[workload] if self._class_of else None
+        scheduler = self._cluster.scheduler if name is None else self.schedulers[name]
+        if self.schedulers:  # they share the node requests: each ranks every node afresh
+            scheduler.forget_ranks()
+        if scheduler.load_filter is not None:
+            scheduler.load_filter.refresh(t_s)
+        return scheduler
+
+    def account(
+        self,
+        binding: Binding,
+        cpu: FloatArray,
+        memory: FloatArray,
+        cpu_got: FloatArray | None,
+        t_s: float,
+        step_s: float,
+    ) -> None:
+        """The step ``[t_s, t_s + step_s)``: the usage by class (published at its end when
+        due), and each workload's throttled CPU and pending pods."""
+        if cpu_got is None:
+            return
+        if self.usage is not None:
+            self.usage.account(binding.bins, cpu_got, memory)
+            self.usage.advance(t_s + step_s)
+        if not self.measures:
+            return
+        cluster = self._cluster
+        run, workload_of = cluster.run, cluster.usage.workload_of
+        if run.throttled_core_s_by_workload is None:
+            workloads = len(cluster.scenario.workloads)
+            run.throttled_core_s_by_workload = np.zeros(workloads)
+            run.pending_steps_by_workload = np.zeros(workloads, dtype=np.int64)
+        count_throttled(run, workload_of, binding, cpu, cpu_got, step_s)
+        if run.pending and run.pending[-1]:
+            count_pending(run, workload_of[cluster.pending(t_s)])
+
+
+def count_pending(run: MeasuredRun, waiting_workloads: IntArray) -> None:
+    """Add one step's pending pods (their workloads) to the run's per-workload count."""
+    pending = run.pending_steps_by_workload
+    if pending is not None:
+        pending += np.bincount(waiting_workloads, minlength=len(pending))
+
+
+def count_throttled(
+    run: MeasuredRun,
+    workload_of: IntArray,
+    binding: Binding,
+    cpu: FloatArray,
+    cpu_got: FloatArray,
+    step_s: float,
+) -> None:
+    """Add one step's CPU asked for and not got (core-seconds) to each workload's."""
+    throttled = run.throttled_core_s_by_workload
+    if throttled is not None:
+        asked = np.where(binding.bound, cpu - cpu_got, 0.0)
+        throttled += np.bincount(workload_of, weights=asked, minlength=len(throttled)) * step_s

@@ -33,14 +33,8 @@ import numpy as np
 import numpy.typing as npt
 
 from app.objects import Resources
-from app.policy import PodClasses, pod_classes
 from app.rebalance import SchedulerBeside
-from app.simulate.classes import (
-    ClassMonitoring,
-    SharedChanges,
-    SimulatedClassUsage,
-    workload_classes,
-)
+from app.simulate.classes import ClassSide
 from app.simulate.collector import fewer_collections
 from app.simulate.contention import Binding, NodeLoad, node_load
 from app.simulate.disruption import disruptions_allowed
@@ -48,7 +42,7 @@ from app.simulate.pod_shapes import PodShapes
 from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scenario import Scenario
-from app.simulate.scheduling import LoadFilter, NodeRequests, Scheduler, UnsampledUsage
+from app.simulate.scheduling import NodeRequests, Scheduler, UnsampledUsage
 from app.simulate.soft_taints import SimulatedSoftTaints
 from app.simulate.workload_usage import SimulatedWorkloadUsage
 
@@ -234,16 +228,8 @@ class SimulatedCluster:
         self.requests = NodeRequests(self.allocatable_cpu, self.allocatable_memory)
         owner: SimulatedCluster = weakref.proxy(self)  # its parts hold it weakly: no cycle
         self.estimate = plan.make_estimate(owner) if plan.make_estimate else None
-        # The extender's policies judge a pod of a class by its class's policy, each
-        # class with a load filter and scheduler of its own (app/simulate/classes.py).
-        classes = pod_classes(policy)
-        judged_by_class = bool(classes) and plan.load_aware and not plan.crane
-        shared = SharedChanges(self.estimate) if judged_by_class and self.estimate else None
-        self.load_filter = (
-            LoadFilter(policy, self.pipeline, nodes, shared.view() if shared else self.estimate)
-            if plan.load_aware
-            else None
-        )
+        self.classes = ClassSide(owner, by_workload)  # classes of pods (app/simulate/classes.py)
+        self.load_filter = self.classes.base_filter()  # the one of pods in no class
         self.soft_taints = (
             SimulatedSoftTaints(
                 self.policy,
@@ -268,11 +254,6 @@ class SimulatedCluster:
             settings.plugin_weight if plan.crane else 0,
             self.soft_taints.tainted if self.soft_taints is not None else None,
         )
-        self.class_usage: SimulatedClassUsage | None = None
-        self._scheduler_of: list[Scheduler] | None = None  # per workload, with classes
-        if judged_by_class:
-            self._judge_by_class(classes, shared)
-        self.by_workload = by_workload or bool(classes)
         self.descheduler_interval_s = scenario.descheduler_config().interval
         self.rebalancer = plan.make_rebalancer(owner) if plan.make_rebalancer else None
         self.autoscaler = (plan.make_autoscaler or FixedNodes)(owner)
@@ -285,52 +266,12 @@ class SimulatedCluster:
             np.zeros((steps, nodes), dtype=np.float32),
             np.zeros((steps, nodes), dtype=np.float32),
         )
-        if self.by_workload:
-            workloads = len(scenario.workloads)
-            self.run.throttled_core_s_by_workload = np.zeros(workloads)
-            self.run.pending_steps_by_workload = np.zeros(workloads, dtype=np.int64)
         self.on_placement: Callable[[SimulatedCluster, Placement], None] | None = None
         # Slots their workload wants now; only a replica history ever clears one.
         self.wanted = np.ones(slots, dtype=np.bool_)
         self._binding: Binding | None = None  # worked out when needed after node_of changed
         self._load: NodeLoad | None = None
         self._bind_captured_placement()
-
-    def _judge_by_class(self, classes: PodClasses, shared: SharedChanges | None) -> None:
-        """A load filter and scheduler per class; the annotator's usage by class."""
-        scenario, policy = self.scenario, self.policy
-        names = list(classes.policies)
-        of_workload = workload_classes(
-            classes, [(w.priority, w.labels) for w in scenario.workloads]
-        )
-        class_index = np.array(
-            [-1 if name is None else names.index(name) for name in of_workload], dtype=np.int64
-        )
-        self.class_usage = SimulatedClassUsage(
-            names,
-            class_index[self.usage.workload_of],
-            (self.allocatable_cpu, self.allocatable_memory),
-            epoch_s=EPOCH_S,
-            period_s=min(entry.period_s for entry in policy.spec.sync_policy),
-            step_s=scenario.step_s,
-        )
-        nodes = len(self.node_names)
-        schedulers = {}
-        for number, name in enumerate(names):
-            view = ClassMonitoring(self.pipeline, self.class_usage, classes)
-            load_filter = LoadFilter(
-                classes.policies[name], view, nodes, shared.view() if shared else None
-            )
-            schedulers[name] = Scheduler(
-                self.requests,
-                load_filter,
-                scenario.scheduler.extender_weight,
-                np.random.default_rng([scenario.seed, 2, number]),
-            )
-        self.class_schedulers = schedulers
-        self._scheduler_of = [
-            self.scheduler if name is None else schedulers[name] for name in of_workload
-        ]
 
     def _bind_captured_placement(self) -> None:
         """Bind each workload's ``placement`` pods where they ran at the start."""
@@ -361,8 +302,6 @@ class SimulatedCluster:
     def step(self, step: int) -> None:
         t_s = step * self.scenario.step_s
         self.pipeline.advance(t_s)
-        if self.class_usage is not None:
-            self.class_usage.advance(t_s)
         if self.workload_usage is not None:
             self.workload_usage.advance(t_s, self.binding().bound)
             self.pod_shapes.follow(self.workload_usage)
@@ -373,10 +312,6 @@ class SimulatedCluster:
             for slot in self.rebalancer.evictions(self, t_s):
                 self.evict(int(slot), t_s)
         self.run.pending.append(self.schedule_pending(t_s))
-        pending_by_workload = self.run.pending_steps_by_workload
-        if pending_by_workload is not None and self.run.pending[-1]:
-            waiting = self.usage.workload_of[self.pending(t_s)]
-            pending_by_workload += np.bincount(waiting, minlength=len(pending_by_workload))
         self.autoscaler.step(t_s)
         self.run_workloads(step, t_s)
 
@@ -421,12 +356,7 @@ class SimulatedCluster:
         ):
             if workload in unschedulable:
                 continue  # placements only fill nodes up: it would fail again
-            scheduler = self.scheduler
-            if self._scheduler_of is not None:  # classes: schedulers share the requests
-                scheduler = self._scheduler_of[workload]
-                scheduler.forget_ranks()
-            if scheduler.load_filter is not None:
-                scheduler.load_filter.refresh(t_s)
+            scheduler = self.classes.scheduler(workload, t_s)  # its load filter refreshed
             node = scheduler.choose(self.shapes[workload])
             if node is None:
                 unschedulable.add(workload)
@@ -476,7 +406,7 @@ class SimulatedCluster:
         step_s = self.scenario.step_s
         if load is None or not load.holds(cpu, memory, binding):
             allocatable = (self.allocatable_cpu, self.allocatable_memory)
-            with_cpu_got = self.workload_usage is not None or self.by_workload
+            with_cpu_got = self.workload_usage is not None or self.classes.measures
             load = node_load(
                 binding, cpu, memory, allocatable, step_s, with_cpu_got=with_cpu_got, last=load
             )
@@ -487,15 +417,7 @@ class SimulatedCluster:
         self.run.oom_events += load.oom_events
         if self.workload_usage is not None and load.cpu_got is not None:
             self.workload_usage.account(load.cpu_got, memory, binding.bound, step_s)
-        if self.class_usage is not None and load.cpu_got is not None:
-            self.class_usage.account(binding.bins, load.cpu_got, memory)
-        throttled = self.run.throttled_core_s_by_workload
-        if throttled is not None and load.cpu_got is not None:
-            asked = np.where(binding.bound, cpu - load.cpu_got, 0.0)
-            throttled += (
-                np.bincount(self.usage.workload_of, weights=asked, minlength=len(throttled))
-                * step_s
-            )
+        self.classes.account(binding, cpu, memory, load.cpu_got, t_s, step_s)
         self.pipeline.account(load.cpu_seen, load.mem_seen, step_s)
 
     def binding(self) -> Binding:

@@ -130,9 +130,9 @@ def test_a_class_selector_reads_the_workloads_labels() -> None:
     }  # fmt: skip
     scenario = scenario_from_mapping(document, "labels")
     cluster = SimulatedCluster(scenario, plan_for("loadaware"))
-    assert set(cluster.class_schedulers) == {"web"}
+    assert set(cluster.classes.schedulers) == {"web"}
     cluster.simulate()
-    assert cluster.class_usage is not None
-    web = parse_usage(cluster.class_usage.annotations(0)[class_usage_key("web", "cpu")])
+    assert cluster.classes.usage is not None
+    web = parse_usage(cluster.classes.usage.annotations(0)[class_usage_key("web", "cpu")])
     assert web is not None
     assert web.value == pytest.approx(0.25)  # a's one core of four; b is in no class
