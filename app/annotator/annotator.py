@@ -2,7 +2,7 @@
 
 Every replica runs the node cache, the pod watch (bindings), leader election and the
 health server (the skeleton ``app.runtime.service`` shares with the descheduler). Only
-while it leads does it run the two writing loops:
+while it leads does it run the writing loops:
 
 * the metric loop (``MetricLoop``): whenever metrics fall due, one tick (``MetricSync``);
 * the hot-value loop: every ``hot_value_interval_s``, patch the nodes whose hot value
@@ -10,6 +10,9 @@ while it leads does it run the two writing loops:
 * the workload-usage loop (unless ``--no-workload-usage``): every shortest sync
   period of the policy, publish what each workload's running pods use, one pod, into
   one ConfigMap the extender reads (``workload_usage``);
+* the class-usage loop: every shortest sync period, while the policy has classes of
+  pods, each node's usage by class as ``loadaware.io/class-usage.*`` annotations
+  (``class_usage``);
 * with soft taints on, the soft-taint loop: every ``soft_taint_interval_s``, judge every
   node from its annotations in the node cache plus the estimate of the pods bound on it
   since its samples (``RecentPods``, the simulator's rule), and put loadaware's taint on
@@ -36,6 +39,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
+from app.annotator.class_usage import ClassUsagePublisher
 from app.annotator.hotvalue import HotValueLedger, HotValuePublisher
 from app.annotator.metric_loop import MetricLoop
 from app.annotator.settings import AnnotatorConfig as AnnotatorConfig
@@ -156,11 +160,19 @@ class Annotator:
             if target is not None
             else None
         )
+        # The usage by class of pods, while the policy has classes (same queries).
+        self.class_usage = ClassUsagePublisher(
+            source,
+            target.queries if target is not None else WorkloadUsageTarget("").queries,
+            self.patcher,
+            clock,
+        )
         self.metric_loop = MetricLoop(
             self.sync, self.nodes, self.periods_s, first_retry_s=config.first_retry_s, clock=clock
         )
         # Rounds run by each loop: tests wait on these, not on time.
         self.workload_usage_rounds = self.soft_taint_rounds = self.hot_value_rounds = 0
+        self.class_usage_rounds = 0
         self.policy_in_force.follow(self.set_policy, self.telemetry.policy.reload_result)
         self.telemetry.policy.loaded(clock())
 
@@ -252,6 +264,7 @@ class Annotator:
                 group.create_task(self._soft_taint_loop(), name="soft-taints")
             if self.workload_usage is not None:
                 group.create_task(self._workload_usage_loop(), name="workload-usage")
+            group.create_task(self._class_usage_loop(), name="class-usage")
 
     async def _workload_usage_loop(self) -> None:
         publisher = self.workload_usage
@@ -263,6 +276,20 @@ class Annotator:
             except Exception:
                 log.exception("publishing workload usage failed unexpectedly; retrying later")
             self.workload_usage_rounds += 1
+            await asyncio.sleep(min(self.periods_s.values()))
+
+    async def _class_usage_loop(self) -> None:
+        """Every shortest sync period, the nodes' usage by class (a round without classes
+        in the policy in force does nothing: a reload may add them)."""
+        await self.pod_watch.wait_synced()
+        while True:
+            try:
+                await self.class_usage.publish(
+                    self.policy, self.pod_watch.objects.values(), self.nodes.nodes
+                )
+            except Exception:
+                log.exception("publishing usage by class failed unexpectedly; retrying later")
+            self.class_usage_rounds += 1
             await asyncio.sleep(min(self.periods_s.values()))
 
     async def _soft_taint_loop(self) -> None:

@@ -13,7 +13,7 @@ usage it already reads, as fractions of the node's allocatable.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from app.objects import Resources
@@ -80,7 +80,7 @@ def class_usage(
     class's pods as fractions of the node's allocatable (0 for a class without a
     measured pod there). Pods in no class, or on an unknown node, count for none."""
     names = tuple(class_names)
-    sums: dict[str, dict[str, list[float]]] = {}
+    sums: dict[str, dict[str, list[float]]] = {}  # node -> class -> [cores, bytes]
     for pod, used in usage.items():
         name, node = class_of_pod.get(pod), node_of_pod.get(pod)
         if name is None or node is None or node not in allocatable:
@@ -97,16 +97,24 @@ def class_usage(
         per_class = sums.get(node, {})
         fractions[node] = {
             name: Resources(
-                per_class.get(name, [0.0, 0.0])[0] / cpu,
-                per_class.get(name, [0.0, 0.0])[1] / memory,
+                _fraction(per_class.get(name, _NONE)[0] / cpu),
+                _fraction(per_class.get(name, _NONE)[1] / memory),
             )
             for name in names
         }
     return fractions
 
 
+_NONE = (0.0, 0.0)
+
+
+def _fraction(value: float) -> float:
+    """A usage fraction as the annotator writes one: within 0..1 (NaN: 0)."""
+    return min(1.0, value) if value > 0 else 0.0
+
+
 def class_usage_annotations(
-    fractions: Mapping[str, Resources], format_value: Any
+    fractions: Mapping[str, Resources], format_value: Callable[[float], str]
 ) -> dict[str, str]:
     """A node's class-usage annotations, ``format_value(fraction)`` each."""
     annotations: dict[str, str] = {}
