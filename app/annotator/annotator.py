@@ -160,19 +160,12 @@ class Annotator:
             if target is not None
             else None
         )
-        # The usage by class of pods, while the policy has classes (same queries).
-        self.class_usage = ClassUsagePublisher(
-            source,
-            target.queries if target is not None else WorkloadUsageTarget("").queries,
-            self.patcher,
-            clock,
-        )
+        self.class_usage = ClassUsagePublisher.of(source, target, self.patcher, clock)
         self.metric_loop = MetricLoop(
             self.sync, self.nodes, self.periods_s, first_retry_s=config.first_retry_s, clock=clock
         )
         # Rounds run by each loop: tests wait on these, not on time.
         self.workload_usage_rounds = self.soft_taint_rounds = self.hot_value_rounds = 0
-        self.class_usage_rounds = 0
         self.policy_in_force.follow(self.set_policy, self.telemetry.policy.reload_result)
         self.telemetry.policy.loaded(clock())
 
@@ -264,7 +257,7 @@ class Annotator:
                 group.create_task(self._soft_taint_loop(), name="soft-taints")
             if self.workload_usage is not None:
                 group.create_task(self._workload_usage_loop(), name="workload-usage")
-            group.create_task(self._class_usage_loop(), name="class-usage")
+            group.create_task(self.class_usage.run(self), name="class-usage")
 
     async def _workload_usage_loop(self) -> None:
         publisher = self.workload_usage
@@ -276,20 +269,6 @@ class Annotator:
             except Exception:
                 log.exception("publishing workload usage failed unexpectedly; retrying later")
             self.workload_usage_rounds += 1
-            await asyncio.sleep(min(self.periods_s.values()))
-
-    async def _class_usage_loop(self) -> None:
-        """Every shortest sync period, the nodes' usage by class (a round without classes
-        in the policy in force does nothing: a reload may add them)."""
-        await self.pod_watch.wait_synced()
-        while True:
-            try:
-                await self.class_usage.publish(
-                    self.policy, self.pod_watch.objects.values(), self.nodes.nodes
-                )
-            except Exception:
-                log.exception("publishing usage by class failed unexpectedly; retrying later")
-            self.class_usage_rounds += 1
             await asyncio.sleep(min(self.periods_s.values()))
 
     async def _soft_taint_loop(self) -> None:
@@ -339,8 +318,6 @@ class Annotator:
             "bindings_in_window": self.windows.binding_count(),
             "metrics": self.metric_loop.details(),
             "soft_taints": "on" if self.config.soft_taints is not None else "off",
-            "workload_usage": self.workload_usage.store.where
-            if self.workload_usage is not None
-            else "off",
+            "workload_usage": self.workload_usage.store.where if self.workload_usage else "off",
         }
 

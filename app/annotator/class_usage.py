@@ -24,16 +24,32 @@ report its node's production as idle to draw batch pods.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
-from app.kube import AnnotationPatcher, NodeInfo, PatchOutcome
+from app.annotator.settings import WorkloadUsageTarget
+from app.kube import AnnotationPatcher, NodeCache, NodeInfo, PatchOutcome, PodCache
 from app.load import class_usage, class_usage_annotations, format_usage
 from app.objects import PodPlacement
 from app.policy import Policy, pod_classes
 from app.prom import InstantQuery, PodUsageQueries, PodUsageUnavailable, read_pod_usage
 
 log = logging.getLogger(__name__)
+
+
+class Leading(Protocol):
+    """What the loop reads of the annotator (``annotator.Annotator``), each round anew."""
+
+    @property
+    def policy(self) -> Policy: ...
+    @property
+    def pod_watch(self) -> PodCache[PodPlacement]: ...
+    @property
+    def nodes(self) -> NodeCache: ...
+    @property
+    def periods_s(self) -> Mapping[str, float]: ...
 
 
 def classed_pods(
@@ -73,6 +89,33 @@ class ClassUsagePublisher:
         self._patcher = patcher
         self._clock = clock
         self._failing = False  # log a failure once, and its recovery
+        self.rounds = 0  # rounds run by ``run``: tests wait on this, not on time
+
+    @classmethod
+    def of(
+        cls,
+        source: InstantQuery,
+        target: WorkloadUsageTarget | None,
+        patcher: AnnotationPatcher,
+        clock: Callable[[], float],
+    ) -> ClassUsagePublisher:
+        """The publisher with the workload usage's queries (its defaults when that is off)."""
+        queries = (target or WorkloadUsageTarget("")).queries
+        return cls(source, queries, patcher, clock)
+
+    async def run(self, annotator: Leading) -> None:
+        """Every shortest sync period of the policy in force, one round (a round without
+        classes does nothing: a reload may add them). Runs while the annotator leads."""
+        await annotator.pod_watch.wait_synced()
+        while True:
+            try:
+                await self.publish(
+                    annotator.policy, annotator.pod_watch.objects.values(), annotator.nodes.nodes
+                )
+            except Exception:
+                log.exception("publishing usage by class failed unexpectedly; retrying later")
+            self.rounds += 1
+            await asyncio.sleep(min(annotator.periods_s.values()))
 
     async def publish(
         self, policy: Policy, pods: Iterable[PodPlacement], nodes: Mapping[str, NodeInfo]

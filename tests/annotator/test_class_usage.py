@@ -80,7 +80,7 @@ def test_the_leader_writes_each_node_s_usage_by_class(
         async with fake_kube.async_client() as client:
             the_annotator = annotator(fake_kube, client, cadvisor_url, the_policy=POLICY)
             async with running(the_annotator):
-                assert await eventually(lambda: the_annotator.class_usage_rounds >= 1, 15.0)
+                assert await eventually(lambda: the_annotator.class_usage.rounds >= 1, 15.0)
 
     asyncio.run(scenario())
     one, two = (annotations_of(store.get(NODES, name)) for name in ("node-1", "node-2"))
