@@ -132,3 +132,14 @@ def test_class_metric_names_are_told_apart_from_node_metrics() -> None:
     assert split_class_metric("cpu_usage_avg_5m") is None
     assert split_class_metric("production:cpu_usage_avg_5m") is None
     assert split_class_metric("Prod:cpu_usage") is None
+
+
+def test_policy_check_tells_each_class_and_where_its_usage_is_read() -> None:
+    from app.policy_check.main import describe
+
+    text = describe(policy_from_yaml(classed(), "policy.yaml"))
+    assert "  batch: priority 5000..5999 and labels team NotIn ['ml']" in text
+    assert "cpu_usage_avg_5m > 0.55" in text
+    assert "scores by (its own weights): production:cpu_usage 100%" in text
+    assert "production:cpu_usage <- loadaware.io/class-usage.production.cpu" in text
+    assert "classes of pods" not in describe(default_policy())

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.commandline import INTERRUPTED_TEXT
 from app.objects import format_duration
+from app.policy_check.classes import describe_classes
 
 if TYPE_CHECKING:
     from app.policy import Policy
@@ -60,6 +61,7 @@ def describe(policy: Policy) -> str:
         )
     lines.append(describe_estimation(policy))
     lines.append("missing, stale or unreadable data never rejects a node")
+    lines += describe_classes(policy)
     for warning in policy.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)
