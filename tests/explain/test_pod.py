@@ -309,3 +309,29 @@ def test_the_room_check_follows_the_workloads_published_usage_as_the_extenders_d
     assert rooms(None) == {True}
     assert rooms(Resources(1.0, 0.0)) == {False}
     assert rooms(Resources(0.2, 0.0)) == {True}  # 2.4x its estimate: kept
+
+
+def test_a_pod_of_a_class_is_explained_by_its_class_s_usage_and_limits() -> None:
+    from app.policy import class_usage_key, policy_from_yaml
+    from tests.test_policy_classes import classed
+
+    policy = policy_from_yaml(classed())
+    busy = node("busy-prod", 0.3)
+    busy = NodeInfo(
+        busy.name,
+        {**busy.annotations, class_usage_key("production", "cpu"): format_usage(0.5, NOW_S - 30)},
+        None,
+        allocatable=EIGHT_CPUS,
+    )
+    production = {"metadata": {"name": "asks", "namespace": "shop"}, "spec": {"priority": 9500}}
+    explanation = explained([busy, node("quiet", 0.3)], pod_object=production, policy=policy)
+    assert explanation.pod_class == "production"
+    refused = verdicts(explanation)["busy-prod"].refused
+    assert refused is not None
+    assert refused.metric == "production:cpu_usage"
+    assert "class of pods: production" in render_pod(explanation, "p.yaml", None)
+    assert pod_json(explanation, "p.yaml")["class"] == "production"
+    # The same pod in no class: the policy's own limits, and the node passes.
+    plain = explained([busy, node("quiet", 0.3)], policy=policy)
+    assert plain.pod_class is None
+    assert verdicts(plain)["busy-prod"].passes
