@@ -9,8 +9,9 @@ fast as any other, and a policy without classes keeps no table here and costs a
 request one check (``NodeTable.table_for``).
 
 The tables share the main table's ledger: a reservation or binding is the same usage
-whoever judges the node. The raw class-usage annotations of each node are kept here,
-bounded, so that a reloaded policy with other classes is built from them at once.
+whoever judges the node. While classes follow, the annotations they read of each node
+are kept here, bounded, so that a reloaded policy with other classes is built from them
+at once; a reload that brings classes in starts from the node cache's (``known``).
 """
 
 from __future__ import annotations
@@ -48,8 +49,12 @@ class ClassTables:
         clock: Callable[[], float] = time.time,
         ledger: Ledger | None = None,
         implementation: str | None = None,
+        known: Callable[[], Mapping[str, Mapping[str, str]]] | None = None,
     ) -> None:
         self._clock = clock
+        # The annotations of every node known (the node cache's), for a policy that
+        # brings classes in: the tables are told of no node while no class follows.
+        self._known = known
         self._ledger = ledger
         self._implementation = implementation
         self._classes: PodClasses | None = None
@@ -71,6 +76,11 @@ class ClassTables:
         """Build each class's table under ``policy`` from the nodes known, then adopt
         them; with no classes, none."""
         classes = pod_classes(policy)
+        if classes and not self.active and self._known is not None:
+            self._policy_keys = (*policy.metrics, HOT_VALUE_KEY)
+            self._annotations = {name: self._kept(a) for name, a in self._known().items()}
+        elif not classes:
+            self._annotations = {}
         tables: dict[str, NodeTable] = {}
         for name, class_policy in classes.policies.items():
             index = new_verdict_index(self._implementation)
@@ -83,11 +93,13 @@ class ClassTables:
         self.tables = tables
         self.active = bool(tables)
 
-    def upsert(self, name: str, annotations: Mapping[str, str]) -> None:
-        # Kept whatever the policy, so that a reload that adds classes starts from them.
+    def _kept(self, annotations: Mapping[str, str]) -> dict[str, str]:
         kept = class_usage_annotations(annotations)
         kept.update({k: v for k in self._policy_keys if (v := annotations.get(k)) is not None})
-        self._annotations[name] = kept
+        return kept
+
+    def upsert(self, name: str, annotations: Mapping[str, str]) -> None:
+        kept = self._annotations[name] = self._kept(annotations)
         if self._classes is None:
             return
         translated = class_annotations(kept, self._classes)

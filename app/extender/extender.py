@@ -8,7 +8,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry
 
@@ -51,6 +51,20 @@ def _workload_in(pod_cache: PodCache[ScheduledPod]) -> Callable[[str], str | Non
     return workload_of
 
 
+def _annotations_in(
+    node_cache: NodeCache | None,
+) -> Callable[[], Mapping[str, Mapping[str, str]]] | None:
+    """Every node's annotations as the node cache holds them now (None: no node cache)."""
+    if node_cache is None:
+        return None
+    cache = node_cache
+
+    def annotations() -> Mapping[str, Mapping[str, str]]:
+        return {name: info.annotations for name, info in cache.nodes.items()}
+
+    return annotations
+
+
 class Extender:
     """One extender instance. ``node_cache`` is None in full-nodes mode; ``pod_cache``
     (which needs the node cache for allocatable) enables the burst estimate."""
@@ -80,7 +94,8 @@ class Extender:
         self.policy_in_force.follow(self.set_policy, self.on_policy_reload)
         # Each class of pods gets a table of its own beside this one (none without classes).
         index = index if index is not None else new_verdict_index()
-        classes = ClassTables(clock, self.ledger, implementation_of(index))
+        known = _annotations_in(node_cache)
+        classes = ClassTables(clock, self.ledger, implementation_of(index), known)
         self.table = NodeTable(self.policy_in_force.value, clock, index, self.ledger, classes)
         self.reservations: Reservations | None = None
         if pod_cache is not None and self.ledger is not None:

@@ -65,16 +65,20 @@ class NodeTable:
         index = index if index is not None else new_verdict_index()
         self._verdicts = Verdicts.empty(policy, index, clock())
         self.followers = followers
+        # The followers while some table follows, else None: each change and each request
+        # pays one attribute check when the policy has no classes.
+        self._following: Followers | None = None
         if followers is not None:
             followers.set_policy(policy)
+            self._following = followers if followers.active else None
 
     def table_for(self, pod: Mapping[str, Any]) -> NodeTable:
         """The table a pod is judged by: its class's (``followers``), or this one. One
         check when the policy has no classes."""
-        followers = self.followers
-        if followers is None or not followers.active:
+        following = self._following
+        if following is None:
             return self
-        return followers.table_for(pod) or self
+        return following.table_for(pod) or self
 
     @property
     def policy(self) -> Policy:
@@ -123,6 +127,7 @@ class NodeTable:
             )
         if self.followers is not None:
             self.followers.set_policy(policy)
+            self._following = self.followers if self.followers.active else None
         self._verdicts = verdicts
 
     def upsert(self, name: str, annotations: Mapping[str, str]) -> NodeEntry:
@@ -130,8 +135,8 @@ class NodeTable:
         now_s = self._clock()
         verdicts = self._verdicts
         entry = verdicts.entries.get(name)
-        if self.followers is not None:
-            self.followers.upsert(name, annotations)
+        if self._following is not None:
+            self._following.upsert(name, annotations)
         if entry is not None and entry.key == verdicts.key_of(annotations):
             entry.last_seen_s = now_s
             return entry
@@ -139,8 +144,8 @@ class NodeTable:
 
     def recompute(self, name: str) -> None:
         """Recompute a node whose estimated addition changed (a binding, a reservation)."""
-        if self.followers is not None:
-            self.followers.recompute(name)
+        if self._following is not None:
+            self._following.recompute(name)
         verdicts = self._verdicts
         entry = verdicts.entries.get(name)
         if entry is None:
@@ -152,8 +157,8 @@ class NodeTable:
 
     def remove(self, name: str) -> None:
         self._verdicts.remove(name)
-        if self.followers is not None:
-            self.followers.remove(name)
+        if self._following is not None:
+            self._following.remove(name)
 
     def prune_unseen(self, older_than_s: float) -> int:
         """Drop entries not seen for a while (full-nodes mode has no delete events)."""
@@ -177,14 +182,14 @@ class NodeTable:
     def refresh(self, now_s: float) -> None:
         """Recompute the entries whose verdict the clock has changed; cheap when none has."""
         self._recompute_due(self._verdicts.rechecks, now_s, verdict_due)
-        if self.followers is not None and self.followers.active:
-            self.followers.refresh(now_s)
+        if self._following is not None:
+            self._following.refresh(now_s)
 
     def expire_estimates(self, now_s: float) -> None:
         """Recompute the entries whose estimated pods or reservations have expired."""
         self._recompute_due(self._verdicts.expiries, now_s, estimate_due)
-        if self.followers is not None and self.followers.active:
-            self.followers.expire_estimates(now_s)
+        if self._following is not None:
+            self._following.expire_estimates(now_s)
 
     def _recompute_due(self, heap: list[tuple[float, str]], now_s: float, due_at: DueAt) -> None:
         verdicts = self._verdicts
@@ -210,8 +215,8 @@ class NodeTable:
     ) -> None:
         """A reservation was added on ``name``: re-assess the node only if it could change
         the node's answers (its headroom), else just note it."""
-        if self.followers is not None:
-            self.followers.add_reserved(name, cpu_fraction, memory_fraction, expires_at_s)
+        if self._following is not None:
+            self._following.add_reserved(name, cpu_fraction, memory_fraction, expires_at_s)
         verdicts = self._verdicts
         entry = verdicts.entries.get(name)
         if entry is None:

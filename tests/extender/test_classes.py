@@ -79,10 +79,11 @@ def test_prioritize_scores_a_class_by_its_weights() -> None:
     assert by_node["busy-batch"] > by_node["busy-prod"]
 
 
-def test_a_policy_reload_adds_and_drops_class_tables_from_the_nodes_known() -> None:
+def test_a_policy_reload_adds_and_drops_class_tables() -> None:
     extender = Extender(default_policy(), mode="test")
     seeded(extender)
     extender.set_policy(policy_from_yaml(classed()))
+    seeded(extender)  # without a node cache, the next request's nodes fill them
     assert filtered(extender, pod(9500))[1] == {
         "busy-prod": "Load[production:cpu_usage] is too high (> 0.45)"
     }
@@ -97,3 +98,29 @@ def test_garbage_class_usage_fails_open_as_any_unreadable_metric() -> None:
     body = {"Pod": pod(9500), "NodeNames": ["n"]}
     answer = orjson.loads(extender.verbs.filter(parse_args(orjson.dumps(body)), Outcome()))
     assert answer["NodeNames"] == ["n"]
+
+
+def test_a_reload_that_brings_classes_in_starts_from_the_node_cache() -> None:
+    class Cache:
+        """The node cache's view the class tables read (``NodeCache.nodes``)."""
+
+        def __init__(self, nodes: dict[str, dict[str, str]]) -> None:
+            from app.objects import NodeInfo
+
+            self.nodes = {n: NodeInfo(n, a, None) for n, a in nodes.items()}
+
+    busy = {**usage_annotations(0.6, 0.3), **class_usage(0.5, 0.1)}
+    from app.extender.classes import ClassTables
+    from app.extender.table import NodeTable
+
+    cache = Cache({"busy-prod": busy})
+    tables = ClassTables(known=lambda: {n: i.annotations for n, i in cache.nodes.items()})
+    table = NodeTable(default_policy(), followers=tables)
+    table.upsert("busy-prod", busy)  # no classes yet: the class tables are told nothing
+    assert table.table_for(pod(9500)) is table
+    table.set_policy(policy_from_yaml(classed()))
+    production = table.table_for(pod(9500))
+    assert production is not table
+    entry = production.get("busy-prod")
+    assert entry is not None
+    assert entry.reason == "Load[production:cpu_usage] is too high (> 0.45)"
