@@ -10,10 +10,10 @@ only pods of a *lower* priority than the class's range may go (``evictable_below
 moving batch off a node where production is hot is what helps production, moving
 production is not. A node already above ``targetThresholds`` stays the ordinary source
 it is (its victims are ordered lowest priority first anyway), unless every pod on it is
-in a class and its usage is within every one of those classes' limits: a batch node run
-as hot as the batch class allows is left alone, since moving its pods would undo what
-the policy allows them. The most important class (highest ``minPriority``) hot on a node
-decides.
+in a class: then its classes' limits are its thresholds (the strictest of theirs), so a
+batch node run as hot as the batch class allows is left alone, since moving its pods
+would undo what the policy allows them, and one past them sheds down to them. The most
+important class (highest ``minPriority``) hot on a node decides.
 
 Not debounced by ``consecutiveHotRounds``: the limit is the one the extender already
 keeps the class's pods under, and only lower-priority pods move. A policy without
@@ -90,28 +90,36 @@ def _within_its_classes(
     policies: Mapping[str, Policy],
     config: DeschedulerConfig,
 ) -> NodeClass | None:
-    """A source above ``targetThresholds`` whose every pod is in a class, and whose usage
-    is within every one of those classes' limits (a batch node run as hot as the batch
-    class allows): not a source, since moving its pods would undo what the policy allows
-    them (module doc). None: it stays a source."""
+    """A source above ``targetThresholds`` whose every pod is in a class is judged by its
+    classes' limits instead (per resource the strictest of theirs; ``targetThresholds``
+    where none of them limits it): left alone within them (a batch node run as hot as
+    the batch class allows), else a source down to them. None: some pod is in no class,
+    and the node stays the source it is."""
     if not present or None in present:
         return None
+    high = dict(node_class.high_fraction)
     for resource in config.resources:
         metric = config.metric_for(resource)
-        for name in present:
-            assert name is not None
-            limit = dict(policies[name].limits).get(metric)
-            if limit is None or node_class.usage_fraction[resource] > limit:
-                return None
+        limits = [dict(policies[str(name)].limits).get(metric) for name in present]
+        if all(limit is not None for limit in limits):
+            high[resource] = min(limit for limit in limits if limit is not None)
     names = ", ".join(sorted(str(name) for name in present))
-    reason = f"above targetThresholds, within the limits of its pods' classes ({names})"
+    over = [r for r in config.resources if node_class.usage_fraction[r] > high[r]]
+    usage = node_class.usage_fraction
+    if over:
+        text = ", ".join(f"{r} {usage[r]:.0%} > {high[r]:g}" for r in over)
+        kind, hot = NodeKind.SOURCE, True
+        reason = f"{text} (the limits of its pods' classes: {names})"
+    else:
+        kind, hot = NodeKind.NEUTRAL, False
+        reason = f"above targetThresholds, within the limits of its pods' classes ({names})"
     return NodeClass(
         node_class.node,
-        NodeKind.NEUTRAL,
+        kind,
         node_class.usage_fraction,
-        node_class.high_fraction,
+        high,
         node_class.low_fraction,
-        False,
-        0,
+        hot,
+        node_class.hot_rounds if hot else 0,
         reason,
     )

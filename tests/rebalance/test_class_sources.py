@@ -83,3 +83,13 @@ def test_without_classes_the_same_cluster_is_judged_by_targetthresholds_alone() 
     result = plan(cluster(nodes, pods, usage_of(pods)), config(), default_policy(), NOW, {})
     assert result.node_classes["mixed"].kind is not NodeKind.SOURCE  # 60 % < 65 %
     assert result.node_classes["batchy"].kind is NodeKind.SOURCE
+
+
+def test_a_batch_node_past_the_batch_limits_sheds_down_to_them_not_to_targetthresholds() -> None:
+    nodes = [node("batchy", 0.95), node("cool", 0.1)]
+    pods = [pod(f"etl-{i}", "batchy", owner="etl", cpu=1.9, priority=5100) for i in range(5)]
+    result = plan(cluster(nodes, pods, usage_of(pods)), config(), CLASSED, NOW, {})
+    batchy = result.node_classes["batchy"]
+    assert batchy.kind is NodeKind.SOURCE
+    assert batchy.high_fraction["cpu"] == 0.9  # batch's limit, not targetThresholds' 65 %
+    assert len(result.evictions) == 1  # 95 % -> 76 %: one pod of 19 % does it
