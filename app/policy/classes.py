@@ -70,6 +70,7 @@ from app.policy.schema import (
     SyncPolicy,
     WholeNumber,
     _Strict,
+    check_metric_lists,
 )
 
 # Few classes are meaningful (koordinator has four bands); the bound keeps the
@@ -164,14 +165,7 @@ class PodClassPolicy(_Strict):
             raise ValueError(
                 f"minPriority {self.min_priority} is above maxPriority {self.max_priority}"
             )
-        for field, entries in (("predicate", self.predicate), ("priority", self.priority)):
-            seen: set[str] = set()
-            for entry in entries:
-                if entry.name in seen:
-                    raise ValueError(f"{field} lists metric {entry.name!r} twice")
-                seen.add(entry.name)
-        if self.priority and not any(p.weight > 0 for p in self.priority):
-            raise ValueError("priority weights are all 0: give at least one metric a weight > 0")
+        check_metric_lists((("predicate", self.predicate),), self.priority)
         return self
 
     def holds(self, priority: int) -> bool:
