@@ -389,3 +389,23 @@ def count_throttled(
     if throttled is not None:
         asked = np.where(binding.bound, cpu - cpu_got, 0.0)
         throttled += np.bincount(workload_of, weights=asked, minlength=len(throttled)) * step_s
+
+
+def class_table(scenario: Scenario, runs: Sequence[MeasuredRun], policies: Sequence[str]) -> str:
+    """Per policy, each class's throttled CPU-minutes and pending pod-minutes (Markdown),
+    for a scenario whose policy has classes; "" for one without."""
+    names = list(pod_classes(scenario.scheduling_policy()).policies)
+    if not names:
+        return ""
+    header = ["policy"]
+    for name in names:
+        header += [f"{name} throttled CPU-min", f"{name} pending pod-min"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for policy, run in zip(policies, runs, strict=True):
+        cells = [policy]
+        for name in names:
+            measured = class_measures(scenario, run, name)
+            cells.append(f"{measured.throttled_cpu_minutes:.1f}")
+            cells.append(f"{measured.pending_pod_minutes:.0f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

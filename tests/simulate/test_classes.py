@@ -136,3 +136,18 @@ def test_a_class_selector_reads_the_workloads_labels() -> None:
     web = parse_usage(cluster.classes.usage.annotations(0)[class_usage_key("web", "cpu")])
     assert web is not None
     assert web.value == pytest.approx(0.25)  # a's one core of four; b is in no class
+
+
+def test_the_simulator_tells_each_class_s_own_numbers() -> None:
+    from app.simulate.classes import class_table
+
+    scenario = load_scenario(str(SCENARIO))
+    runs = [run(scenario, "default"), run(scenario)]
+    table = class_table(scenario, runs, ["default", "loadaware"]).splitlines()
+    assert table[0] == (
+        "| policy | production throttled CPU-min | production pending pod-min | "
+        "batch throttled CPU-min | batch pending pod-min |"
+    )
+    default_row, loadaware_row = (line.split(" | ") for line in table[2:])
+    assert float(loadaware_row[1]) < float(default_row[1])  # production throttles less
+    assert class_table(without_classes(scenario), runs, ["default", "loadaware"]) == ""
