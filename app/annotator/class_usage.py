@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from app.annotator.settings import WorkloadUsageTarget
+from app.annotator.telemetry import AnnotatorMetrics
 from app.kube import AnnotationPatcher, NodeCache, NodeInfo, PatchOutcome, PodCache
 from app.load import class_usage, class_usage_annotations, format_usage
 from app.objects import PodPlacement
@@ -50,6 +51,8 @@ class Leading(Protocol):
     def nodes(self) -> NodeCache: ...
     @property
     def periods_s(self) -> Mapping[str, float]: ...
+    @property
+    def telemetry(self) -> AnnotatorMetrics: ...
 
 
 def classed_pods(
@@ -83,7 +86,9 @@ class ClassUsagePublisher:
         queries: PodUsageQueries,
         patcher: AnnotationPatcher,
         clock: Callable[[], float],
+        telemetry: AnnotatorMetrics | None = None,
     ) -> None:
+        self._telemetry = telemetry
         self._source = source
         self._queries = queries
         self._patcher = patcher
@@ -106,6 +111,7 @@ class ClassUsagePublisher:
     async def run(self, annotator: Leading) -> None:
         """Every shortest sync period of the policy in force, one round (a round without
         classes does nothing: a reload may add them). Runs while the annotator leads."""
+        self._telemetry = annotator.telemetry
         await annotator.pod_watch.wait_synced()
         while True:
             try:
@@ -129,6 +135,7 @@ class ClassUsagePublisher:
         try:
             measured = await read_pod_usage(self._source, self._queries, names)
         except PodUsageUnavailable as error:
+            self._count("query_error")
             if not self._failing:
                 log.warning(
                     "usage by class not published: %s; the nodes' class usage goes stale "
@@ -152,4 +159,9 @@ class ClassUsagePublisher:
             for node, per_class in fractions.items()
         }
         report = await self._patcher.patch_nodes(patches)
+        self._count("ok")
         return sum(1 for outcome in report.outcomes.values() if outcome is PatchOutcome.WRITTEN)
+
+    def _count(self, result: str) -> None:
+        if self._telemetry is not None:
+            self._telemetry.class_usage_rounds.labels(result).inc()

@@ -81,6 +81,11 @@ def test_the_leader_writes_each_node_s_usage_by_class(
             the_annotator = annotator(fake_kube, client, cadvisor_url, the_policy=POLICY)
             async with running(the_annotator):
                 assert await eventually(lambda: the_annotator.class_usage.rounds >= 1, 15.0)
+            ok = the_annotator.telemetry.registry.get_sample_value(
+                "loadaware_annotator_class_usage_rounds_total", {"result": "ok"}
+            )
+            assert ok is not None
+            assert ok >= 1
 
     asyncio.run(scenario())
     one, two = (annotations_of(store.get(NODES, name)) for name in ("node-1", "node-2"))
@@ -118,3 +123,24 @@ def test_only_running_pods_with_a_node_and_a_class_are_measured() -> None:
     assert class_of == {"a/web": "production", "a/job": "batch"}
     assert node_of == {"a/web": "n1", "a/job": "n1"}
     assert names["a/web"] == ("n1", "10.0.0.1")
+
+
+def test_a_failed_query_writes_nothing_and_is_counted(fake_kube: FakeKube) -> None:
+    fake_kube.store.add_node("node-1", internal_ip="10.0.0.1")
+    fake_kube.store.add_pod("web-a", "shop", node_name="node-1", priority=9500)
+
+    async def scenario() -> float:
+        async with fake_kube.async_client() as client:
+            the_annotator = annotator(
+                fake_kube, client, "http://127.0.0.1:9", query_timeout_s=0.5, the_policy=POLICY
+            )
+            async with running(the_annotator):
+                assert await eventually(lambda: the_annotator.class_usage.rounds >= 1, 15.0)
+            value = the_annotator.telemetry.registry.get_sample_value(
+                "loadaware_annotator_class_usage_rounds_total", {"result": "query_error"}
+            )
+            return -1.0 if value is None else value
+
+    assert asyncio.run(scenario()) >= 1.0
+    written = annotations_of(fake_kube.store.get(NODES, "node-1"))
+    assert not any(key.startswith("loadaware.io/class-usage.") for key in written)
