@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -368,6 +368,21 @@ class PackingPolicy(_Strict):
     target: Number = Field(default=0.4, gt=0.0, lt=1.0, allow_inf_nan=False)
 
 
+def check_metric_lists(
+    lists: Iterable[tuple[str, Iterable[_MetricEntry]]], priority: tuple[PriorityPolicy, ...]
+) -> None:
+    """No list (``priority`` among them) names a metric twice, and some weight is above 0
+    where ``priority`` names any (the spec's lists, and a class's)."""
+    for field, entries in (*lists, ("priority", priority)):
+        seen: set[str] = set()
+        for entry in entries:
+            if entry.name in seen:
+                raise ValueError(f"{field} lists metric {entry.name!r} twice")
+            seen.add(entry.name)
+    if priority and not any(p.weight > 0 for p in priority):
+        raise ValueError("priority weights are all 0: give at least one metric a weight > 0")
+
+
 class PolicySpec(_Strict):
     sync_policy: tuple[SyncPolicy, ...] = Field(
         default=(), validation_alias=AliasChoices("syncPolicy", "sync_policy")
@@ -384,6 +399,10 @@ class PolicySpec(_Strict):
         validation_alias=AliasChoices("nodePools", "node_pools"),
         max_length=MAX_NODE_POOLS,
     )
+    # loadaware's classes of pods (app/policy/classes.py, which builds on this module:
+    # the package's front resolves the name, so that no import runs both ways); none:
+    # every pod is judged alike. Checked against the spec as a whole there.
+    classes: PodClassesField = ()  # type: ignore[name-defined]  # noqa: F821
 
     @model_validator(mode="after")
     def _check_consistency(self) -> PolicySpec:
@@ -392,18 +411,9 @@ class PolicySpec(_Strict):
                 "syncPolicy is empty: name at least one metric (such as cpu_usage_avg_5m), "
                 "or the annotator syncs nothing and the extender filters and scores nothing"
             )
-        for field, entries in (
-            ("syncPolicy", self.sync_policy),
-            ("predicate", self.predicate),
-            ("priority", self.priority),
-        ):
-            seen: set[str] = set()
-            for entry in entries:
-                if entry.name in seen:
-                    raise ValueError(f"{field} lists metric {entry.name!r} twice")
-                seen.add(entry.name)
-        if self.priority and not any(p.weight > 0 for p in self.priority):
-            raise ValueError("priority weights are all 0: give at least one metric a weight > 0")
+        check_metric_lists(
+            (("syncPolicy", self.sync_policy), ("predicate", self.predicate)), self.priority
+        )
         problem = _pool_problem(self) if self.node_pools else None
         if problem is not None:
             raise ValueError(problem)

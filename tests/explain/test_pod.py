@@ -323,3 +323,29 @@ def test_each_node_is_judged_by_its_pool_s_limits() -> None:
     assert answer["gpu-1"].limits["cpu_usage_avg_5m"] == 0.4
     assert answer["plain-1"].load.reason is None
     assert answer["plain-1"].limits["cpu_usage_avg_5m"] == 0.65
+
+
+def test_a_pod_of_a_class_is_explained_by_its_class_s_usage_and_limits() -> None:
+    from app.policy import class_usage_key, policy_from_yaml
+    from tests.test_policy_classes import classed
+
+    policy = policy_from_yaml(classed())
+    busy = node("busy-prod", 0.3)
+    busy = NodeInfo(
+        busy.name,
+        {**busy.annotations, class_usage_key("production", "cpu"): format_usage(0.5, NOW_S - 30)},
+        None,
+        allocatable=EIGHT_CPUS,
+    )
+    production = {"metadata": {"name": "asks", "namespace": "shop"}, "spec": {"priority": 9500}}
+    explanation = explained([busy, node("quiet", 0.3)], pod_object=production, policy=policy)
+    assert explanation.pod_class == "production"
+    refused = verdicts(explanation)["busy-prod"].refused
+    assert refused is not None
+    assert refused.metric == "production:cpu_usage"
+    assert "class of pods: production" in render_pod(explanation, "p.yaml", None)
+    assert pod_json(explanation, "p.yaml")["class"] == "production"
+    # The same pod in no class: the policy's own limits, and the node passes.
+    plain = explained([busy, node("quiet", 0.3)], policy=policy)
+    assert plain.pod_class is None
+    assert verdicts(plain)["busy-prod"].passes

@@ -1,0 +1,354 @@
+"""Classes of pods: loadaware's optional ``spec.classes`` section of a policy (issue 45).
+
+A class names the pods whose priority lies in a range (and, optionally, whose labels
+match a selector), and gives them limits and weights of their own::
+
+    classes:
+      - name: production
+        minPriority: 9000
+        maxPriority: 9999
+        predicate:
+          - name: production:cpu_usage        # what production pods use on the node
+            maxLimitPercent: 0.45
+      - name: batch
+        minPriority: 5000
+        maxPriority: 5999
+        predicate:
+          - name: cpu_usage_avg_5m            # the node's own metric, stricter for batch
+            maxLimitPercent: 0.55
+          - name: production:cpu_usage        # and no batch where production is busy
+            maxLimitPercent: 0.35
+        priority:
+          - name: production:cpu_usage
+            weight: 1
+
+What a pod of a class is judged by (``class_spec``): the policy's predicates with the
+class's own entries in place of those of the same metric (and its class-usage entries
+added), and the class's weights in place of the policy's when it gives any. A pod in
+no class, and every pod of a policy without ``classes``, is judged by the policy alone,
+exactly as before: nothing is assumed when the section is absent.
+
+A class-usage metric is ``<class>:cpu_usage`` or ``<class>:mem_usage``: what the pods
+of that class use on the node, a fraction of its allocatable, as the annotator
+publishes it from the per-pod usage queries (the CPU rate over 5 minutes, the memory
+working set) under the annotation ``loadaware.io/class-usage.<class>.<resource>``. It
+counts as fresh for the policy's shortest sync period (the annotator's publishing
+period) plus the usual grace. A class may name any class's usage (a batch class that
+keeps off nodes where production is busy names ``production:cpu_usage``).
+
+Bad input is refused at load, in one line naming the class: a class-usage metric of
+an unknown class, priority ranges that overlap, a metric that is neither synced nor a
+class usage, two classes of one name. The koordinator bands (prod 9000-9999, mid
+7000-7999, batch 5000-5999, free 3000-3999) are a suggestion in docs/tuning.md only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from app.objects import LabelRequirement, LabelSelector
+from app.policy.schema import (
+    FRESHNESS_GRACE_S,
+    Policy,
+    PolicySpec,
+    PredicatePolicy,
+    PriorityPolicy,
+    SyncPolicy,
+    WholeNumber,
+    _Strict,
+    check_metric_lists,
+)
+
+# Few classes are meaningful (koordinator has four bands); the bound keeps the
+# annotations the annotator writes per node, and the tables the extender keeps, small.
+MAX_CLASSES = 8
+MAX_SELECTOR_TERMS = 16
+# A class's name is part of an annotation key and of a metric name: lower-case letters,
+# digits and '_' (no '-', which a Prometheus-style name cannot hold).
+_CLASS_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+# Kubernetes' priority is an int32; the system-critical band starts at 2,000,000,000.
+MIN_PRIORITY = -(2**31)
+MAX_PRIORITY = 2**31 - 1
+
+# The class-usage metrics, by the resource each measures.
+CLASS_USAGE_METRICS: Mapping[str, str] = MappingProxyType(
+    {"cpu_usage": "cpu", "mem_usage": "memory"}
+)
+CLASS_USAGE_KEY_PREFIX = "loadaware.io/class-usage."
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+class SelectorRequirement(_Strict):
+    key: str = Field(min_length=1, max_length=317, strict=True)
+    operator: str = Field(strict=True)
+    values: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> SelectorRequirement:
+        if self.operator not in _OPERATORS:
+            raise ValueError(
+                f"operator {self.operator[:20]!r}: use one of {', '.join(_OPERATORS)}"
+            )
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class PodSelector(_Strict):
+    """A label selector, as Kubernetes writes one."""
+
+    match_labels: dict[str, str] = Field(
+        default={},
+        validation_alias=AliasChoices("matchLabels", "match_labels"),
+        max_length=MAX_SELECTOR_TERMS,
+    )
+    match_expressions: tuple[SelectorRequirement, ...] = Field(
+        default=(),
+        validation_alias=AliasChoices("matchExpressions", "match_expressions"),
+        max_length=MAX_SELECTOR_TERMS,
+    )
+
+    def selector(self) -> LabelSelector:
+        return LabelSelector(
+            dict(self.match_labels),
+            tuple(LabelRequirement(r.key, r.operator, r.values) for r in self.match_expressions),
+        )
+
+
+class PodClassPolicy(_Strict):
+    """One ``spec.classes`` entry (module doc)."""
+
+    name: str = Field(strict=True)
+    min_priority: WholeNumber = Field(
+        validation_alias=AliasChoices("minPriority", "min_priority"),
+        ge=MIN_PRIORITY,
+        le=MAX_PRIORITY,
+    )
+    max_priority: WholeNumber = Field(
+        validation_alias=AliasChoices("maxPriority", "max_priority"),
+        ge=MIN_PRIORITY,
+        le=MAX_PRIORITY,
+    )
+    selector: PodSelector = Field(default_factory=lambda: PodSelector.model_validate({}))
+    predicate: tuple[PredicatePolicy, ...] = ()
+    priority: tuple[PriorityPolicy, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _class_name(cls, name: str) -> str:
+        if not _CLASS_NAME.fullmatch(name):
+            raise ValueError(
+                f"class name {name[:40]!r}: use 1 to 32 lower-case letters, digits and '_', "
+                f"starting with a letter (such as production or batch)"
+            )
+        return name
+
+    @model_validator(mode="after")
+    def _range_and_entries(self) -> PodClassPolicy:
+        if self.min_priority > self.max_priority:
+            raise ValueError(
+                f"minPriority {self.min_priority} is above maxPriority {self.max_priority}"
+            )
+        check_metric_lists((("predicate", self.predicate),), self.priority)
+        return self
+
+    def holds(self, priority: int) -> bool:
+        return self.min_priority <= priority <= self.max_priority
+
+
+def split_class_metric(metric: str) -> tuple[str, str] | None:
+    """(class, resource) of a class-usage metric name such as ``production:cpu_usage``;
+    None for any other name."""
+    owner, colon, usage = metric.partition(":")
+    resource = CLASS_USAGE_METRICS.get(usage)
+    if not colon or resource is None or not _CLASS_NAME.fullmatch(owner):
+        return None
+    return owner, resource
+
+
+def class_usage_key(class_name: str, resource: str) -> str:
+    """The node annotation the annotator writes a class's usage of a resource under."""
+    return f"{CLASS_USAGE_KEY_PREFIX}{class_name}.{resource}"
+
+
+def class_problems(
+    classes: tuple[PodClassPolicy, ...], synced: Collection[str] | None
+) -> list[str]:
+    """What is wrong with ``spec.classes``, whose ``syncPolicy`` names ``synced`` (module
+    doc; None: a syncPolicy that did not validate, reported on its own)."""
+    if len(classes) > MAX_CLASSES:
+        return [f"classes lists {len(classes)} classes; at most {MAX_CLASSES}"]
+    problems: list[str] = []
+    names = [c.name for c in classes]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"classes: two classes are named {name!r}")
+    ordered = sorted(classes, key=lambda c: (c.min_priority, c.max_priority))
+    for lower, upper in itertools.pairwise(ordered):
+        if upper.min_priority <= lower.max_priority:
+            problems.append(
+                f"classes {lower.name!r} ({lower.min_priority}-{lower.max_priority}) and "
+                f"{upper.name!r} ({upper.min_priority}-{upper.max_priority}) overlap: a pod's "
+                f"priority must name one class at most"
+            )
+    known = set(names)
+    for pod_class in classes:
+        lists = (("predicate", pod_class.predicate), ("priority", pod_class.priority))
+        for field, entries in lists:
+            for entry in entries:
+                usage = split_class_metric(entry.name)
+                if usage is not None:
+                    if usage[0] not in known:
+                        problems.append(
+                            f"class {pod_class.name!r} {field} {entry.name!r} names the usage of "
+                            f"an unknown class {usage[0]!r} (classes: {', '.join(names)})"
+                        )
+                elif ":" in entry.name and entry.name.partition(":")[2] not in CLASS_USAGE_METRICS:
+                    problems.append(
+                        f"class {pod_class.name!r} {field} {entry.name!r}: a class-usage metric "
+                        f"is <class>:cpu_usage or <class>:mem_usage"
+                    )
+                elif synced is not None and entry.name not in synced:
+                    problems.append(
+                        f"class {pod_class.name!r} {field} metric {entry.name!r} has no "
+                        f"syncPolicy entry: add it there, or name a class usage such as "
+                        f"{pod_class.name}:cpu_usage"
+                    )
+    return problems
+
+
+def _checked_against_spec(
+    classes: tuple[PodClassPolicy, ...], info: ValidationInfo
+) -> tuple[PodClassPolicy, ...]:
+    sync_policy = info.data.get("sync_policy")
+    synced = {entry.name for entry in sync_policy} if sync_policy is not None else None
+    # A syncPolicy that did not validate is reported on its own: metrics go unchecked.
+    problems = class_problems(classes, synced)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return classes
+
+
+PodClassesField = Annotated[tuple[PodClassPolicy, ...], AfterValidator(_checked_against_spec)]
+"""``spec.classes``: the classes, checked against one another and the spec's syncPolicy
+(``PolicySpec`` is declared before this module; the package's front resolves the name)."""
+
+
+def class_spec(spec: PolicySpec, pod_class: PodClassPolicy) -> PolicySpec:
+    """The policy a pod of ``pod_class`` is judged by (module doc): a plain spec without
+    classes, whose class-usage metrics are synced on the shortest sync period."""
+    overrides = {entry.name: entry for entry in pod_class.predicate}
+    predicate = [overrides.pop(p.name, p) for p in spec.predicate]
+    predicate.extend(overrides.values())
+    priority = pod_class.priority or spec.priority
+    period_s = min(entry.period_s for entry in spec.sync_policy)
+    used = dict.fromkeys(
+        e.name for e in (*predicate, *priority) if split_class_metric(e.name) is not None
+    )
+    sync = (
+        *spec.sync_policy,
+        *(SyncPolicy.model_construct(name=m, period_s=period_s) for m in used),
+    )
+    return spec.model_copy(
+        update={
+            "sync_policy": sync,
+            "predicate": tuple(predicate),
+            "priority": tuple(priority),
+            "classes": (),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class PodClasses:
+    """A policy's classes, ready for the verdict: each class's policy made once."""
+
+    classes: tuple[PodClassPolicy, ...]
+    policies: Mapping[str, Policy]  # class name -> the policy its pods are judged by
+    selectors: Mapping[str, LabelSelector]
+    # Every class-usage metric some class names -> its annotation key.
+    annotation_keys: Mapping[str, str]
+    freshness_window_s: float  # how long a published class usage counts
+
+    def __bool__(self) -> bool:
+        return bool(self.classes)
+
+    def class_of(self, priority: Any, labels: Mapping[str, str] | None) -> str | None:
+        """The class of a pod of this priority and these labels; None: no class (a
+        priority that is no integer, a bool included, is in none)."""
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            return None
+        for pod_class in self.classes:
+            if pod_class.holds(priority):
+                selector = self.selectors.get(pod_class.name)
+                if selector is not None and not selector.matches(labels or {}):
+                    return None
+                return pod_class.name
+        return None
+
+
+def pod_classes(policy: Policy) -> PodClasses:
+    """``PodClasses`` of a policy, made once and kept on it (a Policy is immutable and
+    keeps its derived lookups on itself, as its cached properties do)."""
+    kept = policy.__dict__.get("_pod_classes")
+    if isinstance(kept, PodClasses):
+        return kept
+    made = _pod_classes(policy)
+    policy.__dict__["_pod_classes"] = made
+    return made
+
+
+def _pod_classes(policy: Policy) -> PodClasses:
+    spec = policy.spec
+    policies: dict[str, Policy] = {}
+    keys: dict[str, str] = {}
+    selectors: dict[str, LabelSelector] = {}
+    for pod_class in spec.classes:
+        source = f"{policy.source} class {pod_class.name}"
+        derived = Policy.from_spec(class_spec(spec, pod_class), source)
+        policies[pod_class.name] = derived
+        for metric in derived.metrics:
+            usage = split_class_metric(metric)
+            if usage is not None:
+                keys[metric] = class_usage_key(*usage)
+        selector = pod_class.selector
+        if selector.match_labels or selector.match_expressions:
+            selectors[pod_class.name] = selector.selector()
+    shortest_s = min((e.period_s for e in spec.sync_policy), default=0.0)
+    return PodClasses(
+        spec.classes,
+        MappingProxyType(policies),
+        MappingProxyType(selectors),
+        MappingProxyType(keys),
+        shortest_s + FRESHNESS_GRACE_S,
+    )
+
+
+__all__ = [
+    "CLASS_USAGE_KEY_PREFIX",
+    "CLASS_USAGE_METRICS",
+    "MAX_CLASSES",
+    "PodClassPolicy",
+    "PodClasses",
+    "PodSelector",
+    "class_problems",
+    "class_spec",
+    "class_usage_key",
+    "pod_classes",
+    "split_class_metric",
+]
