@@ -42,9 +42,16 @@ def main() -> None:
     parser.add_argument("--policy", default="loadaware")
     parser.add_argument("--protect", default="production")
     parser.add_argument("--batch", default="batch")
+    parser.add_argument(
+        "--extender-weight", type=int, help="kube-scheduler's extender weight (the scenario's)"
+    )
     args = parser.parse_args()
     scenario = load_scenario(args.scenario)
-    print(f"\n### {scenario.name}, {args.policy}, seeds 1-{args.seeds}\n")
+    if args.extender_weight is not None:
+        settings = scenario.scheduler.model_copy(update={"extender_weight": args.extender_weight})
+        scenario = scenario.model_copy(update={"scheduler": settings})
+    weight = scenario.scheduler.extender_weight
+    print(f"\n### {scenario.name}, {args.policy}, extenderWeight {weight}, seeds 1-{args.seeds}\n")
     print(
         f"| seed | {args.protect} throttled CPU-min without / with classes | {args.batch} "
         "pending pod-min without / with | node-min above limits without / with | all pods' "

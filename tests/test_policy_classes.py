@@ -7,6 +7,7 @@ import pytest
 from app.policy import (
     DEFAULT_POLICY_YAML,
     PolicyError,
+    class_usage_key,
     default_policy,
     pod_classes,
     policy_from_yaml,
@@ -143,3 +144,58 @@ def test_policy_check_tells_each_class_and_where_its_usage_is_read() -> None:
     assert "scores by (its own weights): production:cpu_usage 100%" in text
     assert "production:cpu_usage <- loadaware.io/class-usage.production.cpu" in text
     assert "classes of pods" not in describe(default_policy())
+
+
+HOT_BATCH = """\
+  classes:
+    - name: production
+      minPriority: 9000
+      maxPriority: 9999
+    - name: batch
+      minPriority: 5000
+      maxPriority: 5999
+      predicate:
+        - {name: cpu_usage_avg_5m, maxLimitPercent: 0.92}
+        - {name: cpu_usage_max_avg_1h, maxLimitPercent: 0}
+"""
+
+
+def test_a_lower_class_is_held_to_a_higher_class_s_limits_where_its_pods_run() -> None:
+    classes = pod_classes(policy_from_yaml(classed(HOT_BATCH)))
+    production, batch = classes.policies["production"], classes.policies["batch"]
+    assert production.beside is None  # the highest class is held back by none
+    assert batch.beside is not None
+    # What shows production's pods on a node is read with batch's other metrics.
+    assert {"production:cpu_usage", "production:mem_usage"} <= set(batch.metrics)
+    assert classes.annotation_keys["production:mem_usage"] == class_usage_key(
+        "production", "memory"
+    )
+    assert dict(batch.limits)["cpu_usage_avg_5m"] == 0.92
+    beside = dict(batch.beside.judged(batch, frozenset({"production"})).limits)
+    # Production's limits on the node's metrics (the policy's) where stricter, and
+    # where batch turned one off; batch's own where it is the stricter (none here).
+    assert beside["cpu_usage_avg_5m"] == 0.65
+    assert beside["cpu_usage_max_avg_1h"] == 0.75
+    assert beside["mem_usage_avg_5m"] == 0.65
+    # Made once per set of classes present.
+    assert batch.beside.judged(batch, frozenset({"production"})) is batch.beside.judged(
+        batch, frozenset({"production"})
+    )
+
+
+def test_beside_a_higher_class_a_node_pool_s_limits_count_for_both() -> None:
+    pools = """\
+  nodePools:
+    - name: gpu
+      nodeSelector: {matchLabels: {pool: gpu}}
+      predicate:
+        - {name: cpu_usage_avg_5m, maxLimitPercent: 0.4}
+"""
+    policy = policy_from_yaml(classed(HOT_BATCH + pools))
+    batch = pod_classes(policy).policies["batch"]
+    in_gpu = batch.for_node({"pool": "gpu"})
+    assert dict(in_gpu.limits)["cpu_usage_avg_5m"] == 0.4  # the pool's, for batch too
+    assert in_gpu.beside is not None
+    judged = dict(in_gpu.beside.judged(in_gpu, frozenset({"production"})).limits)
+    assert judged["cpu_usage_avg_5m"] == 0.4
+    assert judged["cpu_usage_max_avg_1h"] == 0.75

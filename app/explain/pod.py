@@ -37,6 +37,7 @@ from app.load import (
     counts,
     estimate_scheduled,
     is_exempt_from_filter,
+    judged_by,
     measure,
     node_verdict,
     pod_class,
@@ -137,12 +138,14 @@ def judge_node(
     the annotations, its ledger adds the estimate of the pods the node's freshest sample
     does not hold (``app.load.estimate.unsampled_after``), and ``app.load.node_verdict``
     judges the node for the pod. ``policy`` is the one the pod is judged by (its class's,
-    ``app.load.policy_for_pod``), under the node's pool's limits (``Policy.for_node``),
-    over ``annotations`` (the node's, with the class usages read in:
+    ``app.load.policy_for_pod``), under the node's pool's limits (``Policy.for_node``)
+    and beside the higher classes whose pods it runs (``app.load.judged_by``), over
+    ``annotations`` (the node's, with the class usages read in:
     ``app.load.class_annotations``; None: the node's own)."""
     policy = policy.for_node(node.labels)
     read = node.annotations if annotations is None else annotations
     measurement = measure(read, policy, now_s)
+    policy = judged_by(policy, measurement)  # beside a higher class's pods on the node
     settings = policy.spec.estimation
     sample_at_s = measurement.freshest_sample_s()
     recent = (

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import (
     AfterValidator,
@@ -471,6 +471,17 @@ class DynamicSchedulerPolicy(BaseModel):
         return value
 
 
+class Beside(Protocol):
+    """A class's policy's ``beside`` (``ClassesBeside`` in ``app/policy/classes.py``,
+    which builds on this module): the higher classes whose limits hold where their pods
+    run."""
+
+    @property
+    def others(self) -> tuple[tuple[str, tuple[str, str], Mapping[str, float]], ...]: ...
+    def in_pool(self, pool_predicate: tuple[PredicatePolicy, ...]) -> Beside: ...
+    def judged(self, policy: Policy, present: frozenset[str]) -> Policy: ...
+
+
 @dataclass(frozen=True)  # no slots: the lookups below are cached on the instance
 class Policy:
     """The policy in the form the load model uses: lookups computed once per policy
@@ -485,6 +496,9 @@ class Policy:
     # crane-scheduler's scoring of a metric without fresh data: as fully used (free 0),
     # not at its filter limit. Never set from a file: the simulator's ``crane`` sets it.
     missing_scored_as_full: bool = False
+    # A class's policy (app/policy/classes.py): the other classes whose limits hold where
+    # their pods run (``app.load.judged_by``); None for every other policy.
+    beside: Beside | None = None
 
     @classmethod
     def from_spec(cls, spec: PolicySpec, source: str) -> Policy:
@@ -550,7 +564,8 @@ class Policy:
     def _in(self, pool: NodePoolPolicy) -> Policy:
         predicate = merged(self.spec.predicate, pool.predicate)
         spec = self.spec.model_copy(update={"predicate": predicate, "node_pools": ()})
-        return replace(self, spec=spec)
+        beside = self.beside.in_pool(pool.predicate) if self.beside is not None else None
+        return replace(self, spec=spec, beside=beside)
 
     def for_node(self, labels: Mapping[str, str]) -> Policy:
         """The policy a node with these labels is judged by (``node_pools``: its pool's,

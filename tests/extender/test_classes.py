@@ -126,3 +126,40 @@ def test_a_reload_that_brings_classes_in_starts_from_the_node_cache() -> None:
     entry = production.get("busy-prod")
     assert entry is not None
     assert entry.reason == "Load[production:cpu_usage] is too high (> 0.45)"
+
+
+def test_a_batch_pod_stops_at_production_s_limits_where_production_runs() -> None:
+    from tests.test_policy_classes import HOT_BATCH
+
+    def production_usage(cpu: float, memory: float, age_s: float = 30.0) -> dict[str, str]:
+        at_s = time.time() - age_s
+        return {
+            class_usage_key("production", "cpu"): format_usage(cpu, at_s),
+            class_usage_key("production", "memory"): format_usage(memory, at_s),
+        }
+
+    extender = Extender(policy_from_yaml(classed(HOT_BATCH)), mode="test")
+    table = extender.table
+    node = usage_annotations(0.8, 0.3)  # 80 % of the CPU: under batch's 92 %
+    table.upsert("beside-production", {**node, **production_usage(0.05, 0.02)})
+    table.upsert("batch-only", {**node, **production_usage(0.0, 0.0)})
+    table.upsert("production-gone", {**node, **production_usage(0.05, 0.02, age_s=3600)})
+    table.upsert("unpublished", node)
+    names = ["beside-production", "batch-only", "production-gone", "unpublished"]
+    body = {"Pod": pod(5500), "NodeNames": names}
+    answer = orjson.loads(extender.verbs.filter(parse_args(orjson.dumps(body)), Outcome()))
+    # Where production's pods run, batch is held to production's 65 %; where none run
+    # (or their usage is stale, or unpublished: fails open), to its own 92 %.
+    assert answer["FailedAndUnresolvableNodes"] == {
+        "beside-production": "Load[cpu_usage_avg_5m] is too high (> 0.65)"
+    }
+    assert answer["NodeNames"] == ["batch-only", "production-gone", "unpublished"]
+    # Production itself is held to its own limits alone.
+    assert filtered_names(extender, pod(9500), names) == []
+
+
+def filtered_names(extender: Extender, request_pod: dict[str, Any], names: list[str]) -> list[str]:
+    body = {"Pod": request_pod, "NodeNames": names}
+    answer = orjson.loads(extender.verbs.filter(parse_args(orjson.dumps(body)), Outcome()))
+    result: list[str] = answer["NodeNames"]
+    return result

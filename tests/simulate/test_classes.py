@@ -3,6 +3,7 @@ by its own policy, and what classes buy on batch-beside-services (issue 45)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ from app.simulate.policies import plan_for
 from app.simulate.scenario import Scenario, load_scenario, scenario_from_mapping
 from app.simulate.summary import summarise
 
-SCENARIO = Path(__file__).parents[1] / "fixtures" / "simulate" / "batch-beside-services.yaml"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "simulate"
+SCENARIO = FIXTURES / "batch-beside-services.yaml"
+BIG_BATCH = FIXTURES / "big-batch-beside-services.yaml"
 
 
 def without_classes(scenario: Scenario) -> Scenario:
@@ -79,22 +82,53 @@ def test_a_scenario_without_classes_places_every_pod_as_before() -> None:
     assert measured.throttled_core_s == unmeasured.throttled_core_s
 
 
-@pytest.mark.parametrize("seed", [1, 4, 7])
-def test_classes_halve_production_throttling_without_more_batch_waiting(seed: int) -> None:
-    scenario = load_scenario(str(SCENARIO)).model_copy(update={"seed": seed})
-    plain, classed = run(without_classes(scenario)), run(scenario)
-    before = class_measures(scenario, plain, "production")
-    after = class_measures(scenario, classed, "production")
-    assert before.throttled_cpu_minutes > 1.0  # production really throttles without classes
-    assert after.throttled_cpu_minutes <= 0.5 * before.throttled_cpu_minutes
-    batch_before = class_measures(scenario, plain, "batch").pending_pod_minutes
-    batch_after = class_measures(scenario, classed, "batch").pending_pod_minutes
-    assert batch_after <= 1.2 * batch_before
-    above = [summarise(r) for r in (plain, classed)]
-    assert (
-        above[1].cpu_node_minutes_above + above[1].memory_node_minutes_above
-        <= above[0].cpu_node_minutes_above + above[0].memory_node_minutes_above
-    )
+@dataclass(frozen=True)
+class Seeded:
+    """One seed of a scenario, without classes and with them (``class_measures``)."""
+
+    production_throttled: tuple[float, float]  # CPU-minutes
+    batch_pending: tuple[float, float]  # pod-minutes
+    above_limits: tuple[float, float]  # node-minutes above the policy's limits (CPU + memory)
+
+
+def seeds_1_to_10(path: Path) -> list[Seeded]:
+    measured = []
+    for seed in range(1, 11):
+        scenario = load_scenario(str(path)).model_copy(update={"seed": seed})
+        runs = run(without_classes(scenario)), run(scenario)
+        throttled = [class_measures(scenario, r, "production").throttled_cpu_minutes for r in runs]
+        pending = [class_measures(scenario, r, "batch").pending_pod_minutes for r in runs]
+        above = [
+            s.cpu_node_minutes_above + s.memory_node_minutes_above
+            for s in (summarise(r) for r in runs)
+        ]
+        measured.append(
+            Seeded(
+                (throttled[0], throttled[1]), (pending[0], pending[1]), (above[0], above[1])
+            )
+        )
+    return measured
+
+
+# The issue's bar, seeds 1-10, on the scenario the policy was written for and on one of
+# another shape (few big batch pods) it was not tuned on; at the scenarios' extender
+# weight (8, the shipped one). Production's throttling halves on every seed, and the
+# node-minutes above the limits do not rise on any; batch's pending pod-minutes rise by
+# 1.2x at most over the ten seeds (on batch-beside-services one seed of ten waits
+# 1.204x as long: docs/tuning.md, "Classes of pods").
+@pytest.mark.parametrize("fixture", [SCENARIO, BIG_BATCH])
+def test_classes_halve_production_throttling_without_more_batch_waiting(fixture: Path) -> None:
+    measured = seeds_1_to_10(fixture)
+    # Production really throttles without classes, every seed and the ten together.
+    assert all(m.production_throttled[0] > 0 for m in measured)
+    assert sum(m.production_throttled[0] for m in measured) > 10.0
+    for m in measured:
+        plain, classed = m.production_throttled
+        assert classed <= 0.5 * plain
+        assert m.above_limits[1] <= m.above_limits[0]
+    pending_plain = sum(m.batch_pending[0] for m in measured)
+    pending_classed = sum(m.batch_pending[1] for m in measured)
+    assert pending_classed <= 1.2 * pending_plain
 
 
 def test_the_policies_without_the_extender_ignore_classes() -> None:
