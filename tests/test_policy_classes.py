@@ -143,6 +143,11 @@ def test_policy_check_tells_each_class_and_where_its_usage_is_read() -> None:
     assert "cpu_usage_avg_5m > 0.55" in text
     assert "scores by (its own weights): production:cpu_usage 100%" in text
     assert "production:cpu_usage <- loadaware.io/class-usage.production.cpu" in text
+    # Batch is held to production's limits where production's pods run; production to none.
+    beside = "    where pods of production run: their limits on the node's metrics too"
+    assert text.count(beside) == 1
+    assert text.index(beside) > text.index("  batch: priority")
+    assert "production:mem_usage <- loadaware.io/class-usage.production.memory" in text
     assert "classes of pods" not in describe(default_policy())
 
 

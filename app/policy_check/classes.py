@@ -11,8 +11,9 @@ if TYPE_CHECKING:
 
 
 def describe_classes(policy: Policy) -> list[str]:
-    """One block per class: who is in it, the limits and weights its pods are judged by,
-    and the annotations its class usages are read from."""
+    """One block per class: who is in it, the limits and weights its pods are judged by
+    (and the higher classes whose limits hold for them where their pods run), and the
+    annotations its class usages are read from."""
     from app.policy import pod_classes
 
     classes = pod_classes(policy)
@@ -38,6 +39,12 @@ def describe_classes(policy: Policy) -> list[str]:
             f"    rejects a node above: {limits}",
             f"    scores by ({own} weights): {weights or 'nothing'}",
         ]
+        if judged.beside is not None:
+            above = ", ".join(name for name, _, _ in judged.beside.others)
+            lines.append(
+                f"    where pods of {above} run: their limits on the node's metrics too, "
+                "where stricter"
+            )
     if classes.annotation_keys:
         window = format_duration(classes.freshness_window_s)
         lines.append(f"class usages (fresh for {window}, written by the annotator):")
