@@ -61,9 +61,11 @@ from pydantic import (
     model_validator,
 )
 
-from app.objects import LabelRequirement, LabelSelector
+from app.objects import LabelSelector
+from app.policy.pools import label_selector
 from app.policy.schema import (
     FRESHNESS_GRACE_S,
+    LabelSelectorPolicy,
     Policy,
     PolicySpec,
     PredicatePolicy,
@@ -77,7 +79,6 @@ from app.policy.schema import (
 # Few classes are meaningful (koordinator has four bands); the bound keeps the
 # annotations the annotator writes per node, and the tables the extender keeps, small.
 MAX_CLASSES = 8
-MAX_SELECTOR_TERMS = 16
 # A class's name is part of an annotation key and of a metric name: lower-case letters,
 # digits and '_' (no '-', which a Prometheus-style name cannot hold).
 _CLASS_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
@@ -90,46 +91,14 @@ CLASS_USAGE_METRICS: Mapping[str, str] = MappingProxyType(
     {"cpu_usage": "cpu", "mem_usage": "memory"}
 )
 CLASS_USAGE_KEY_PREFIX = "loadaware.io/class-usage."
-_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
-class SelectorRequirement(_Strict):
-    key: str = Field(min_length=1, max_length=317, strict=True)
-    operator: str = Field(strict=True)
-    values: tuple[str, ...] = ()
-
-    @model_validator(mode="after")
-    def _values_fit_operator(self) -> SelectorRequirement:
-        if self.operator not in _OPERATORS:
-            raise ValueError(
-                f"operator {self.operator[:20]!r}: use one of {', '.join(_OPERATORS)}"
-            )
-        if self.operator in ("In", "NotIn") and not self.values:
-            raise ValueError(f"operator {self.operator} needs at least one value")
-        if self.operator in ("Exists", "DoesNotExist") and self.values:
-            raise ValueError(f"operator {self.operator} takes no values")
-        return self
-
-
-class PodSelector(_Strict):
-    """A label selector, as Kubernetes writes one."""
-
-    match_labels: dict[str, str] = Field(
-        default={},
-        validation_alias=AliasChoices("matchLabels", "match_labels"),
-        max_length=MAX_SELECTOR_TERMS,
-    )
-    match_expressions: tuple[SelectorRequirement, ...] = Field(
-        default=(),
-        validation_alias=AliasChoices("matchExpressions", "match_expressions"),
-        max_length=MAX_SELECTOR_TERMS,
-    )
+class PodSelector(LabelSelectorPolicy):
+    """A class's ``selector``: a label selector over the pod's labels (empty: every pod
+    in the class's priority range)."""
 
     def selector(self) -> LabelSelector:
-        return LabelSelector(
-            dict(self.match_labels),
-            tuple(LabelRequirement(r.key, r.operator, r.values) for r in self.match_expressions),
-        )
+        return label_selector(self)
 
 
 class PodClassPolicy(_Strict):

@@ -257,8 +257,9 @@ class SelectorRequirement(_Strict):
         return self
 
 
-class PoolSelector(_Strict):
-    """A node pool's ``nodeSelector``: a Kubernetes label selector over node labels."""
+class LabelSelectorPolicy(_Strict):
+    """A Kubernetes label selector, as a file writes one (``matchLabels``,
+    ``matchExpressions``): a node pool's over node labels, a class's over pod labels."""
 
     match_labels: dict[LabelKey, LabelValue] = Field(
         default_factory=dict,
@@ -270,6 +271,10 @@ class PoolSelector(_Strict):
         validation_alias=AliasChoices("matchExpressions", "match_expressions"),
         max_length=MAX_SELECTOR_TERMS,
     )
+
+
+class PoolSelector(LabelSelectorPolicy):
+    """A node pool's ``nodeSelector``: a label selector over node labels, not empty."""
 
     @model_validator(mode="after")
     def _not_empty(self) -> PoolSelector:
