@@ -204,3 +204,13 @@ def test_beside_a_higher_class_a_node_pool_s_limits_count_for_both() -> None:
     judged = dict(in_gpu.beside.judged(in_gpu, frozenset({"production"})).limits)
     assert judged["cpu_usage_avg_5m"] == 0.4
     assert judged["cpu_usage_max_avg_1h"] == 0.75
+
+
+def test_without_classes_no_policy_is_judged_beside_anything() -> None:
+    from app.load import judged_by, measure
+
+    policy = default_policy()
+    assert policy.beside is None
+    for pool_policy in (policy, policy_from_yaml(classed(HOT_BATCH)).for_node({})):
+        measured = measure({}, pool_policy, 0.0)
+        assert judged_by(pool_policy, measured) is pool_policy
