@@ -155,6 +155,30 @@ POLICY_MEANING = {
     "timestamps always count the pod",
     "spec.estimation.maxAge": "a pod stops counting this long after its binding, even "
     "without a newer sample",
+    "spec.classes": "loadaware's addition, optional: classes of pods, each judged by its own "
+    "limits and weights (docs/tuning.md, \"Classes of pods\"); none: every pod alike, as crane",
+    "spec.classes[].name": "the class's name: 1-32 lower-case letters, digits and `_`; its "
+    "usage is the metrics `<name>:cpu_usage` and `<name>:mem_usage`",
+    "spec.classes[].minPriority": "the lowest pod priority (`spec.priority`) in the class",
+    "spec.classes[].maxPriority": "the highest; two classes' ranges may not overlap",
+    "spec.classes[].selector": "optional: a label selector the pod must match too (else it is "
+    "in no class)",
+    "spec.classes[].selector.matchLabels": "labels the pod must carry",
+    "spec.classes[].selector.matchExpressions": "requirements, as in Kubernetes",
+    "spec.classes[].selector.matchExpressions[].key": "a label key",
+    "spec.classes[].selector.matchExpressions[].operator": "`In`, `NotIn`, `Exists` or "
+    "`DoesNotExist`",
+    "spec.classes[].selector.matchExpressions[].values": "the values for `In` and `NotIn`",
+    "spec.classes[].predicate": "limits for this class's pods: each replaces the policy's limit "
+    "of the same metric, or adds one",
+    "spec.classes[].predicate[].name": "a metric from syncPolicy, or a class usage "
+    "`<class>:cpu_usage` / `<class>:mem_usage` (what that class's pods use on the node)",
+    "spec.classes[].predicate[].maxLimitPecent": "the limit, a fraction of 1; 0 disables the "
+    "policy's limit of that metric for this class",
+    "spec.classes[].priority": "score terms for this class's pods, in place of the policy's "
+    "(none: the policy's)",
+    "spec.classes[].priority[].name": "a metric from syncPolicy, or a class usage",
+    "spec.classes[].priority[].weight": "its weight in the score",
     "spec.estimation.workloadUsage": "estimate a pod bound through the scheduler at its "
     "workload's observed per-pod usage where that is at least 3 times its estimate from "
     "requests and limits (at most its limit); off: from requests and limits alone",

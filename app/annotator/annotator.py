@@ -2,7 +2,7 @@
 
 Every replica runs the node cache, the pod watch (bindings), leader election and the
 health server (the skeleton ``app.runtime.service`` shares with the descheduler). Only
-while it leads does it run the two writing loops:
+while it leads does it run the writing loops:
 
 * the metric loop (``MetricLoop``): whenever metrics fall due, one tick (``MetricSync``);
 * the hot-value loop: every ``hot_value_interval_s``, patch the nodes whose hot value
@@ -10,6 +10,9 @@ while it leads does it run the two writing loops:
 * the workload-usage loop (unless ``--no-workload-usage``): every shortest sync
   period of the policy, publish what each workload's running pods use, one pod, into
   one ConfigMap the extender reads (``workload_usage``);
+* the class-usage loop: every shortest sync period, while the policy has classes of
+  pods, each node's usage by class as ``loadaware.io/class-usage.*`` annotations
+  (``class_usage``);
 * with soft taints on, the soft-taint loop: every ``soft_taint_interval_s``, judge every
   node from its annotations in the node cache plus the estimate of the pods bound on it
   since its samples (``RecentPods``, the simulator's rule), and put loadaware's taint on
@@ -36,6 +39,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods, round_estimates
+from app.annotator.class_usage import ClassUsagePublisher
 from app.annotator.hotvalue import HotValueLedger, HotValuePublisher
 from app.annotator.metric_loop import MetricLoop
 from app.annotator.settings import AnnotatorConfig as AnnotatorConfig
@@ -156,6 +160,7 @@ class Annotator:
             if target is not None
             else None
         )
+        self.class_usage = ClassUsagePublisher.of(source, target, self.patcher, clock)
         self.metric_loop = MetricLoop(
             self.sync, self.nodes, self.periods_s, first_retry_s=config.first_retry_s, clock=clock
         )
@@ -252,6 +257,7 @@ class Annotator:
                 group.create_task(self._soft_taint_loop(), name="soft-taints")
             if self.workload_usage is not None:
                 group.create_task(self._workload_usage_loop(), name="workload-usage")
+            group.create_task(self.class_usage.run(self), name="class-usage")
 
     async def _workload_usage_loop(self) -> None:
         publisher = self.workload_usage
@@ -305,7 +311,5 @@ class Annotator:
             "bindings_in_window": self.windows.binding_count(),
             "metrics": self.metric_loop.details(),
             "soft_taints": "on" if self.config.soft_taints is not None else "off",
-            "workload_usage": self.workload_usage.store.where
-            if self.workload_usage is not None
-            else "off",
+            "workload_usage": self.workload_usage.store.where if self.workload_usage else "off",
         }

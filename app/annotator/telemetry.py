@@ -149,6 +149,14 @@ class AnnotatorMetrics:
             ["resource", "namespace"],
             registry=registry,
         )
+        self.class_usage_rounds = Counter(
+            "loadaware_annotator_class_usage_rounds_total",
+            "Rounds publishing each node's usage by class of pods, while the policy has "
+            "classes, by result (ok, query_error: Prometheus gave no usable answer, so the "
+            "nodes' class usages age out and the extender fails open on them).",
+            ["result"],
+            registry=registry,
+        )
         self.workloads_published = Gauge(
             "loadaware_annotator_workloads_published",
             "Workloads in the last workload-usage document written.",

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 import yaml
 
 from app.capture.catalog import Catalog, build_catalog
+from app.capture.classes import class_labels
 from app.capture.document import (
     KEY_BYTES,
     SIMULATION_STEP,
@@ -172,7 +173,8 @@ def capture(
             "another node than the pod's or named none; the series need a 'node' label "
             "that Prometheus attaches from service discovery (docs/security.md)"
         )
-    found, silent = workloads(catalog, usage, replicas, step_s, names)
+    labels = class_labels(policy, names.anonymous)  # what the classes' selectors read
+    found, silent = workloads(catalog, usage, replicas, step_s, names, labels)
     start = datetime.fromtimestamp(start_s).astimezone().isoformat(timespec="seconds")
     document: dict[str, Any] = {
         "name": names(name),

@@ -15,7 +15,7 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,8 +124,11 @@ def workloads(
     replicas: Mapping[int, npt.NDArray[np.float64]],
     step_s: float,
     names: Names,
+    class_labels: Callable[[Mapping[str, str]], dict[str, str]] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """The workloads with usage in the range, and how many had none (left out)."""
+    """The workloads with usage in the range, and how many had none (left out).
+    ``class_labels``: the template labels kept for the policy's class selectors
+    (``app/capture/classes.py``; None: none)."""
     known_nodes = {node.name for node in catalog.nodes}
     starts: dict[int, list[tuple[str, Any]]] = {}
     for pod_key, start in sorted(usage.start_pods.items()):
@@ -173,6 +176,9 @@ def workloads(
         history = _changes(counts, step_s)
         if history:
             document["replicaHistory"] = history
+        kept_labels = class_labels(workload.labels) if class_labels is not None else None
+        if kept_labels:
+            document["labels"] = kept_labels
         if workload.annotations:  # fixed keys and values (``hints_of``): nothing to hide
             document["annotations"] = dict(sorted(workload.annotations.items()))
         if workload.pdb is not None:

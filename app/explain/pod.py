@@ -33,11 +33,15 @@ from app.load import (
     Overload,
     PlacedPod,
     ScorePart,
+    class_annotations,
     counts,
     estimate_scheduled,
     is_exempt_from_filter,
+    judged_by,
     measure,
     node_verdict,
+    pod_class,
+    policy_for_pod,
     preferred_position,
     score_parts,
     unsampled_after,
@@ -45,7 +49,7 @@ from app.load import (
     wire_scores,
 )
 from app.objects import ZERO, NodeInfo, PodInfo, Resources, ScheduledPod
-from app.policy import Policy
+from app.policy import Policy, pod_classes
 from app.rebalance import fit_refusal
 
 
@@ -93,6 +97,9 @@ class PodExplanation:
     preferred: str | None  # the node the extender's prioritize would put on top
     tied: tuple[str, ...]  # other nodes with the preferred node's score
     failed_scheduling: str | None  # kube-scheduler's last FailedScheduling message
+    # The pod's class of pods (spec.classes), whose limits and weights judge it; None:
+    # in no class, or the policy has none (the policy's own).
+    pod_class: str | None = None
 
     @property
     def pending(self) -> bool:
@@ -125,13 +132,20 @@ def judge_node(
     policy: Policy,
     now_s: float,
     observed: Resources | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> NodeVerdict:
     """One node's verdict and score for the pod, the extender's way: its table measures
     the annotations, its ledger adds the estimate of the pods the node's freshest sample
     does not hold (``app.load.estimate.unsampled_after``), and ``app.load.node_verdict``
-    judges the node for the pod, under its node pool's limits (``Policy.for_node``)."""
+    judges the node for the pod. ``policy`` is the one the pod is judged by (its class's,
+    ``app.load.policy_for_pod``), under the node's pool's limits (``Policy.for_node``)
+    and beside the higher classes whose pods it runs (``app.load.judged_by``), over
+    ``annotations`` (the node's, with the class usages read in:
+    ``app.load.class_annotations``; None: the node's own)."""
     policy = policy.for_node(node.labels)
-    measurement = measure(node.annotations, policy, now_s)
+    read = node.annotations if annotations is None else annotations
+    measurement = measure(read, policy, now_s)
+    policy = judged_by(policy, measurement)  # beside a higher class's pods on the node
     settings = policy.spec.estimation
     sample_at_s = measurement.freshest_sample_s()
     recent = (
@@ -198,12 +212,16 @@ def explain_pod(
     use (``app.kube.workload_usage``), which its room check is raised to as the
     extender's is."""
     by_node = placed_pods(pods, pod.key, now_s)
+    classes = pod_classes(policy)
+    name_of_class = pod_class(pod_object, classes)
+    judged = policy_for_pod(policy, pod_object)
     verdicts = [
         judge_node(
-            nodes[name], pod, pod_object, by_node.get(name, []), policy, now_s, observed
+            nodes[name], pod, pod_object, by_node.get(name, []), judged, now_s, observed,
+            class_annotations(nodes[name].annotations, classes) if classes else None,
         )
         for name in sorted(nodes)
-    ]
+    ]  # fmt: skip
     asked = [v for v in verdicts if v.asked]
     scores = [v.load.extender_score for v in asked]
     preferable = [v.preferable for v in asked]
@@ -230,6 +248,7 @@ def explain_pod(
         preferred=preferred,
         tied=tuple(tied),
         failed_scheduling=failed_scheduling,
+        pod_class=name_of_class,
     )
 
 

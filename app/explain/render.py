@@ -111,6 +111,11 @@ def render_pod(
         )
     refused = sum(1 for v in verdicts if not v.passes)
     lines.append(f"policy: {policy_source}")
+    if explanation.pod_class is not None:
+        lines.append(
+            f"class of pods: {explanation.pod_class} (judged by its limits and weights; "
+            "`loadaware policy check` shows them)"
+        )
     if explanation.preferred is not None:
         best = next(v for v in verdicts if v.node == explanation.preferred)
         tie = f"; tied with {', '.join(explanation.tied)}" if explanation.tied else ""
@@ -228,6 +233,7 @@ def pod_json(
         if explanation.failed_scheduling is None
         else explanation.failed_scheduling[:MAX_MESSAGE],
         "policy": policy_source,
+        "class": explanation.pod_class,
         "preferred": explanation.preferred,
         "tied": list(explanation.tied),
         "notes": list(notes),

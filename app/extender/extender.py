@@ -11,12 +11,18 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry
 
+from app.extender.classes import ClassTables, KnownNode
 from app.extender.debug import DebugViews
-from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
+from app.extender.index import (
+    IMPLEMENTATION_ENV,
+    VerdictIndex,
+    implementation_of,
+    new_verdict_index,
+)
 from app.extender.ledger import DEFAULT_RESERVATION_TTL_S, Ledger
 from app.extender.reservations import Reservations
 from app.extender.table import NodeTable
@@ -84,6 +90,19 @@ def _verbs(
     )
 
 
+def _nodes_in(node_cache: NodeCache | None) -> Callable[[], Mapping[str, KnownNode]] | None:
+    """Every node's annotations and labels as the node cache holds them now (None: no
+    node cache)."""
+    if node_cache is None:
+        return None
+    cache = node_cache
+
+    def nodes() -> Mapping[str, KnownNode]:
+        return {name: (info.annotations, info.labels) for name, info in cache.nodes.items()}
+
+    return nodes
+
+
 class Extender:
     """One extender instance. ``node_cache`` is None in full-nodes mode; ``pod_cache``
     (which needs the node cache for allocatable) enables the burst estimate."""
@@ -128,7 +147,10 @@ class Extender:
             if pod_cache is not None
             else None
         )
-        self.table = NodeTable(policy_now, clock, index, self.ledger)
+        # Each class of pods gets a table of its own beside this one (none without classes).
+        index = index if index is not None else new_verdict_index()
+        classes = ClassTables(clock, self.ledger, implementation_of(index), _nodes_in(node_cache))
+        self.table = NodeTable(policy_now, clock, index, self.ledger, classes)
         self.reservations = (
             Reservations(self.ledger, self.table, pod_cache, counts, clock)
             if pod_cache is not None and self.ledger is not None

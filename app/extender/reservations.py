@@ -93,7 +93,9 @@ class Reservations:
         if outcome.nodes - sum(outcome.rejected.values()) != 1:
             return None
         # kube-scheduler binds to the only feasible node without calling prioritize.
-        get = self._table.index.get
+        pod = outcome.pod
+        judged = self._table if pod is None else self._table.table_for(pod)  # its class's
+        get = judged.index.get
         names = outcome.node_names()
         return next((n for n in names if (verdict := get(n)) is None or verdict[1] is None), None)
 

@@ -19,6 +19,7 @@ import heapq
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
 
 from app.extender.index import VerdictIndex, implementation_of, new_verdict_index
 from app.extender.ledger import Ledger
@@ -35,6 +36,24 @@ from app.policy import Policy
 log = logging.getLogger(__name__)
 
 
+class Followers(Protocol):
+    """Tables kept beside this one, node for node (``app/extender/classes.py``: one per
+    class of pods): told every change this table is told."""
+
+    active: bool  # some table follows: a pod may be judged by one of them
+
+    def table_for(self, pod: Mapping[str, Any]) -> NodeTable | None: ...
+    def upsert(
+        self, name: str, annotations: Mapping[str, str], labels: Mapping[str, str] | None
+    ) -> None: ...
+    def recompute(self, name: str) -> None: ...
+    def remove(self, name: str) -> None: ...
+    def add_reserved(self, name: str, cpu: float, memory: float, expires_at_s: float) -> None: ...
+    def refresh(self, now_s: float) -> None: ...
+    def expire_estimates(self, now_s: float) -> None: ...
+    def set_policy(self, policy: Policy) -> None: ...
+
+
 class NodeTable:
     """The extender's view of every node it knows: name → precomputed verdict and score."""
 
@@ -44,12 +63,28 @@ class NodeTable:
         clock: Callable[[], float] = time.time,
         index: VerdictIndex | None = None,
         ledger: Ledger | None = None,
+        followers: Followers | None = None,
     ) -> None:
         self._ledger = ledger
         self._clock = clock
         self._overlapping: set[str] = set()  # nodes logged as in two or more pools
         index = index if index is not None else new_verdict_index()
         self._verdicts = Verdicts.empty(policy, index, clock())
+        self.followers = followers
+        # The followers while some table follows, else None: each change and each request
+        # pays one attribute check when the policy has no classes.
+        self._following: Followers | None = None
+        if followers is not None:
+            followers.set_policy(policy)
+            self._following = followers if followers.active else None
+
+    def table_for(self, pod: Mapping[str, Any]) -> NodeTable:
+        """The table a pod is judged by: its class's (``followers``), or this one. One
+        check when the policy has no classes."""
+        following = self._following
+        if following is None:
+            return self
+        return following.table_for(pod) or self
 
     @property
     def policy(self) -> Policy:
@@ -102,6 +137,9 @@ class NodeTable:
                 previous=entry,
                 labels=entry.labels,
             )
+        if self.followers is not None:
+            self.followers.set_policy(policy)
+            self._following = self.followers if self.followers.active else None
         self._verdicts = verdicts
         self._overlapping &= set(verdicts.entries)
         for entry in verdicts.entries.values():
@@ -116,6 +154,8 @@ class NodeTable:
         now_s = self._clock()
         verdicts = self._verdicts
         entry = verdicts.entries.get(name)
+        if self._following is not None:
+            self._following.upsert(name, annotations, labels)
         if (
             entry is not None
             and entry.key == verdicts.key_of(annotations)
@@ -168,6 +208,8 @@ class NodeTable:
 
     def recompute(self, name: str) -> None:
         """Recompute a node whose estimated addition changed (a binding, a reservation)."""
+        if self._following is not None:
+            self._following.recompute(name)
         verdicts = self._verdicts
         entry = verdicts.entries.get(name)
         if entry is None:
@@ -180,6 +222,8 @@ class NodeTable:
     def remove(self, name: str) -> None:
         self._verdicts.remove(name)
         self._overlapping.discard(name)
+        if self._following is not None:
+            self._following.remove(name)
 
     def prune_unseen(self, older_than_s: float) -> int:
         """Drop entries not seen for a while (full-nodes mode has no delete events)."""
@@ -205,10 +249,14 @@ class NodeTable:
         rechecks = self._verdicts.rechecks
         if rechecks and rechecks[0][0] <= now_s:  # checked here: each verb call asks
             self._recompute_due(rechecks, now_s, verdict_due)
+        if self._following is not None:
+            self._following.refresh(now_s)
 
     def expire_estimates(self, now_s: float) -> None:
         """Recompute the entries whose estimated pods or reservations have expired."""
         self._recompute_due(self._verdicts.expiries, now_s, estimate_due)
+        if self._following is not None:
+            self._following.expire_estimates(now_s)
 
     def _recompute_due(self, heap: list[tuple[float, str]], now_s: float, due_at: DueAt) -> None:
         verdicts = self._verdicts
@@ -234,6 +282,8 @@ class NodeTable:
     ) -> None:
         """A reservation was added on ``name``: re-assess the node only if it could change
         the node's answers (its headroom), else just note it."""
+        if self._following is not None:
+            self._following.add_reserved(name, cpu_fraction, memory_fraction, expires_at_s)
         verdicts = self._verdicts
         entry = verdicts.entries.get(name)
         if entry is None:

@@ -245,7 +245,8 @@ class Verbs:
         exempt = is_exempt_from_filter(args.pod)
         if args.names_at is not None:
             self._table.refresh(self._clock())
-            answered = self._table.index.filter_text(args.body, *args.names_at, exempt)
+            judged = self._table.table_for(args.pod)  # its class's, if the policy has classes
+            answered = judged.index.filter_text(args.body, *args.names_at, exempt)
             if answered is not None:
                 body, outcome.rejected, outcome.nodes = answered
                 outcome.body, outcome.names_at = args.body, args.names_at
@@ -253,31 +254,42 @@ class Verbs:
             args = parse_whole(args.body)  # names out of the plain form, or no native index
         if args.node_names is None:
             assert args.nodes is not None
-            return self._filter_nodes(args.nodes, exempt, outcome)
+            return self._filter_nodes(args.nodes, exempt, outcome, args.pod)
         outcome.nodes = len(args.node_names)
         outcome.names = args.node_names
         self._table.refresh(self._clock())
+        table = self._table.table_for(args.pod)  # its class's, if the policy has classes
         try:
-            body, outcome.rejected = self._table.index.filter(args.node_names, exempt)
+            body, outcome.rejected = table.index.filter(args.node_names, exempt)
         except (TypeError, ValueError) as error:
             raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
         return body
 
-    def _reasons(self, nodes: list[dict[str, Any]]) -> tuple[list[str], list[str | None]]:
-        """The request's node names and each one's filter reason (None: it passes)."""
+    def _reasons(
+        self, nodes: list[dict[str, Any]], pod: dict[str, Any]
+    ) -> tuple[list[str], list[str | None]]:
+        """The request's node names and each one's filter reason (None: it passes) for
+        ``pod`` (its class's reasons, if the policy has classes)."""
         if self._request_nodes is RequestNodes.BY_NAME:
             if len(nodes) > MAX_NODES:
                 raise BadRequest(f'"Nodes.items" holds {len(nodes)} nodes; at most {MAX_NODES}')
             self._table.refresh(self._clock())
-            get = self._table.index.get
+            get = self._table.table_for(pod).index.get
             names = [node["metadata"]["name"] for node in nodes]
             return names, [None if (v := get(name)) is None else v[1] for name in names]
-        _, entries = self._entries_from_request(nodes)
-        return [entry.name for entry in entries], [entry.reason for entry in entries]
+        table, entries = self._entries_from_request(nodes)
+        names = [entry.name for entry in entries]
+        judged = table.table_for(pod)
+        if judged is not table:
+            get = judged.index.get
+            return names, [None if (v := get(name)) is None else v[1] for name in names]
+        return names, [entry.reason for entry in entries]
 
-    def _filter_nodes(self, nodes: list[dict[str, Any]], exempt: bool, outcome: Outcome) -> bytes:
+    def _filter_nodes(
+        self, nodes: list[dict[str, Any]], exempt: bool, outcome: Outcome, pod: dict[str, Any]
+    ) -> bytes:
         outcome.nodes = len(nodes)
-        names, reasons = self._reasons(nodes)
+        names, reasons = self._reasons(nodes, pod)
         outcome.names = names
         failed: dict[str, str] = {}
         passed_nodes = nodes
@@ -310,7 +322,8 @@ class Verbs:
                 cpu, memory = self._pod_estimate(args.pod, table)
             except (TypeError, ValueError) as error:
                 raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
-            answered = table.index.prioritize_text(args.body, *args.names_at, cpu, memory)
+            judged = table.table_for(args.pod)  # its class's, if the policy has classes
+            answered = judged.index.prioritize_text(args.body, *args.names_at, cpu, memory)
             if answered is not None:
                 body, outcome.unknown_nodes, outcome.best_node, outcome.nodes = answered
                 outcome.body, outcome.names_at = args.body, args.names_at
@@ -320,7 +333,7 @@ class Verbs:
             assert args.nodes is not None
             outcome.nodes = len(args.nodes)
             if self._request_nodes is RequestNodes.BY_NAME:
-                names, _ = self._reasons(args.nodes)
+                names, _ = self._reasons(args.nodes, args.pod)
             else:
                 table, entries = self._entries_from_request(args.nodes)
                 names = [entry.name for entry in entries]
@@ -329,11 +342,12 @@ class Verbs:
             self._table.refresh(self._clock())
             names = args.node_names
         outcome.names = names
+        judged = table.table_for(args.pod)  # its class's, if the policy has classes
         try:
             # Unknown names (node cache still syncing, or no node cache at all) score as
             # nodes without data.
             cpu, memory = self._pod_estimate(args.pod, table)
-            body, outcome.unknown_nodes, best = table.index.prioritize(names, cpu, memory)
+            body, outcome.unknown_nodes, best = judged.index.prioritize(names, cpu, memory)
         except (TypeError, ValueError) as error:
             raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
         if best >= 0:

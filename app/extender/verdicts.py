@@ -26,6 +26,7 @@ from app.load import (
     NodeLoad,
     evaluate_node,
     headroom,
+    judged_by,
     measure,
     node_verdict,
 )
@@ -132,6 +133,7 @@ class Verdicts:
         relevant = {k: v for k in self.keys if (v := annotations.get(k)) is not None}
         if measurement is None:
             measurement = measure(relevant, policy, now_s)
+        policy = judged_by(policy, measurement)  # beside the classes the node runs
         addition = NO_ADDITION
         if ledger is not None and ledger.tracks(name):
             addition = ledger.addition(name, measurement.freshest_sample_s(), now_s)

@@ -366,7 +366,18 @@ def pod_placement(pod: Any) -> PodPlacement:
         pod=f"{namespace}/{metadata.name}",
         workload=_workload(namespace, metadata),
         running=bool(status and status.phase == "Running") and metadata.deletionTimestamp is None,
+        priority=_priority(spec),
+        labels=_NO_LABELS if not metadata.labels else MappingProxyType(dict(metadata.labels)),
     )
+
+
+_NO_LABELS: Mapping[str, str] = MappingProxyType({})
+
+
+def _priority(spec: Any) -> int | None:
+    """``spec.priority`` where it is an integer (the API server sets it from the class)."""
+    priority = getattr(spec, "priority", None) if spec else None
+    return priority if isinstance(priority, int) and not isinstance(priority, bool) else None
 
 
 def _workload(namespace: str, metadata: Any) -> str | None:

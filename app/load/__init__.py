@@ -19,6 +19,14 @@ from app.load.soft_taint_rule import (
 from app.objects import load_on_use
 
 if TYPE_CHECKING:
+    from app.load.classes import (
+        class_annotations,
+        class_usage,
+        class_usage_annotations,
+        pod_class,
+        pod_labels,
+        policy_for_pod,
+    )
     from app.load.default_profile import (
         HOSTNAME_KEY,
         SPREAD_OWNER_KINDS,
@@ -81,6 +89,7 @@ if TYPE_CHECKING:
         hot_value_from_bindings,
         is_exempt_from_filter,
         is_system_critical,
+        judged_by,
         measure,
         read_fraction,
         read_usage,
@@ -150,6 +159,9 @@ __all__ = [
     "bounded_next_pod_heats",
     "bounded_raises",
     "can_be_preferred",
+    "class_annotations",
+    "class_usage",
+    "class_usage_annotations",
     "counts",
     "decide_soft_taints",
     "estimate_pod_usage",
@@ -168,6 +180,7 @@ __all__ = [
     "is_system_critical",
     "judge_measured",
     "judge_node",
+    "judged_by",
     "limit_room",
     "may_rise",
     "measure",
@@ -181,6 +194,9 @@ __all__ = [
     "parse_hot_value",
     "plain_wave",
     "plain_wire_score",
+    "pod_class",
+    "pod_labels",
+    "policy_for_pod",
     "preferred_position",
     "preferred_wire_score",
     "profile_scores",
@@ -211,6 +227,14 @@ __all__ = [
 __getattr__ = load_on_use(
     __name__,
     {
+        "classes": (
+            "class_annotations",
+            "class_usage",
+            "class_usage_annotations",
+            "pod_class",
+            "pod_labels",
+            "policy_for_pod",
+        ),
         "default_profile": (
             "HOSTNAME_KEY",
             "SPREAD_OWNER_KINDS",
@@ -273,6 +297,7 @@ __getattr__ = load_on_use(
             "hot_value_from_bindings",
             "is_exempt_from_filter",
             "is_system_critical",
+            "judged_by",
             "measure",
             "read_fraction",
             "read_usage",

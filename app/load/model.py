@@ -452,6 +452,28 @@ def headroom(load: NodeLoad, measurement: Measurement, policy: Policy) -> dict[s
     return rooms
 
 
+def judged_by(policy: Policy, measurement: Measurement) -> Policy:
+    """The policy a node measured as ``measurement`` is judged by for a pod of
+    ``policy``'s class: beside the classes whose pods run there (a fresh class usage
+    above 0), their limits on the node's own metrics where stricter
+    (``app.policy.ClassesBeside``); ``policy`` itself for a policy of no class."""
+    beside = policy.beside
+    if beside is None:
+        return policy
+    readings = measurement.readings
+    present = frozenset(
+        name
+        for name, shown_by, _ in beside.others
+        if any(
+            (reading := readings.get(metric)) is not None
+            and reading.is_fresh
+            and (reading.usage_fraction or 0.0) > 0
+            for metric in shown_by
+        )
+    )
+    return beside.judged(policy, present) if present else policy
+
+
 def evaluate_node(
     annotations: Mapping[str, str],
     policy: Policy,
@@ -463,7 +485,8 @@ def evaluate_node(
     ``unsampled`` maps a resource ("cpu", "memory") to usage, as a signed fraction of
     the node's allocatable, that the node's samples do not contain yet (module doc).
     """
-    return assess(measure(annotations, policy, now_s), policy, unsampled)
+    measurement = measure(annotations, policy, now_s)
+    return assess(measurement, judged_by(policy, measurement), unsampled)
 
 
 def hot_value_from_bindings(

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from app.load.model import Measurement, NodeLoad, assess
+from app.load.model import Measurement, NodeLoad, assess, judged_by
 from app.load.wire import can_be_preferred, has_room, limit_room
 from app.policy import Policy
 
@@ -72,7 +72,9 @@ def node_verdict(
 ) -> NodeVerdict:
     """The node measured as ``measurement``, with ``unsampled`` usage its samples do not
     hold yet, judged under ``policy`` for a pod whose estimate is ``pod_share`` of the
-    node's allocatable (per resource; None: no pod, it fits)."""
+    node's allocatable (per resource; None: no pod, it fits). A class's policy is judged
+    beside the classes whose pods the node runs (``app.load.judged_by``)."""
+    policy = judged_by(policy, measurement)
     load = assess(measurement, policy, unsampled)
     room = limit_room(load, policy)
     fits = pod_share is None or has_room(room, pod_share)

@@ -154,6 +154,10 @@ class PodPlacement:
     pod: str = ""  # namespace/name
     workload: str | None = None  # workload_key
     running: bool = False  # phase Running and not terminating
+    # For the usage by class of pods (app/policy/classes.py): spec.priority, the API
+    # server's word, and the labels a class selector reads.
+    priority: int | None = None
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP, compare=False)
 
 
 # The label a Deployment's ReplicaSet puts on its pods: the one label ``workload_key`` reads.

@@ -7,6 +7,17 @@ measures, and a percentile written wrong) too. The schema's names are re-exporte
 here, so callers write ``from app.policy import Policy``.
 """
 
+from app.policy.classes import (
+    CLASS_USAGE_KEY_PREFIX,
+    CLASS_USAGE_METRICS,
+    MAX_CLASSES,
+    PodClasses,
+    PodClassesField,
+    PodClassPolicy,
+    class_usage_key,
+    pod_classes,
+    split_class_metric,
+)
 from app.policy.metric_names import (
     AVG_WINDOW_S,
     MAX_WINDOW_S,
@@ -53,13 +64,21 @@ from app.policy.schema import (
     resource_of_metric,
 )
 
+# ``PolicySpec.classes`` names a type of the classes' module, which builds on the
+# schema's: resolved here, where both are loaded (no import runs both ways).
+PolicySpec.model_rebuild(_types_namespace={"PodClassesField": PodClassesField})
+DynamicSchedulerPolicy.model_rebuild()
+
 __all__ = [
     "API_VERSION",
     "AVG_WINDOW_S",
+    "CLASS_USAGE_KEY_PREFIX",
+    "CLASS_USAGE_METRICS",
     "DEFAULT_POLICY_YAML",
     "FRESHNESS_GRACE_S",
     "HOT_VALUE_VALID_S",
     "KIND",
+    "MAX_CLASSES",
     "MAX_NODE_POOLS",
     "MAX_WINDOW_S",
     "MIN_WINDOW_S",
@@ -70,6 +89,8 @@ __all__ = [
     "NodePoolPolicy",
     "NodePools",
     "Number",
+    "PodClassPolicy",
+    "PodClasses",
     "Policy",
     "PolicyError",
     "PolicySpec",
@@ -81,16 +102,19 @@ __all__ = [
     "SyncPolicy",
     "UsageMetric",
     "WholeNumber",
+    "class_usage_key",
     "default_policy",
     "duplicate_name",
     "label_selector",
     "load_policy",
     "overlap_problem",
     "percentile_problem",
+    "pod_classes",
     "policy_from_mapping",
     "policy_from_yaml",
     "resource_of_metric",
     "shipped_percentile_metrics",
+    "split_class_metric",
     "usage_metric",
     "window_text",
 ]

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import (
     AfterValidator,
@@ -257,8 +257,9 @@ class SelectorRequirement(_Strict):
         return self
 
 
-class PoolSelector(_Strict):
-    """A node pool's ``nodeSelector``: a Kubernetes label selector over node labels."""
+class LabelSelectorPolicy(_Strict):
+    """A Kubernetes label selector, as a file writes one (``matchLabels``,
+    ``matchExpressions``): a node pool's over node labels, a class's over pod labels."""
 
     match_labels: dict[LabelKey, LabelValue] = Field(
         default_factory=dict,
@@ -270,6 +271,10 @@ class PoolSelector(_Strict):
         validation_alias=AliasChoices("matchExpressions", "match_expressions"),
         max_length=MAX_SELECTOR_TERMS,
     )
+
+
+class PoolSelector(LabelSelectorPolicy):
+    """A node pool's ``nodeSelector``: a label selector over node labels, not empty."""
 
     @model_validator(mode="after")
     def _not_empty(self) -> PoolSelector:
@@ -368,6 +373,21 @@ class PackingPolicy(_Strict):
     target: Number = Field(default=0.4, gt=0.0, lt=1.0, allow_inf_nan=False)
 
 
+def check_metric_lists(
+    lists: Iterable[tuple[str, Iterable[_MetricEntry]]], priority: tuple[PriorityPolicy, ...]
+) -> None:
+    """No list (``priority`` among them) names a metric twice, and some weight is above 0
+    where ``priority`` names any (the spec's lists, and a class's)."""
+    for field, entries in (*lists, ("priority", priority)):
+        seen: set[str] = set()
+        for entry in entries:
+            if entry.name in seen:
+                raise ValueError(f"{field} lists metric {entry.name!r} twice")
+            seen.add(entry.name)
+    if priority and not any(p.weight > 0 for p in priority):
+        raise ValueError("priority weights are all 0: give at least one metric a weight > 0")
+
+
 class PolicySpec(_Strict):
     sync_policy: tuple[SyncPolicy, ...] = Field(
         default=(), validation_alias=AliasChoices("syncPolicy", "sync_policy")
@@ -384,6 +404,10 @@ class PolicySpec(_Strict):
         validation_alias=AliasChoices("nodePools", "node_pools"),
         max_length=MAX_NODE_POOLS,
     )
+    # loadaware's classes of pods (app/policy/classes.py, which builds on this module:
+    # the package's front resolves the name, so that no import runs both ways); none:
+    # every pod is judged alike. Checked against the spec as a whole there.
+    classes: PodClassesField = ()  # type: ignore[name-defined]  # noqa: F821
 
     @model_validator(mode="after")
     def _check_consistency(self) -> PolicySpec:
@@ -392,18 +416,9 @@ class PolicySpec(_Strict):
                 "syncPolicy is empty: name at least one metric (such as cpu_usage_avg_5m), "
                 "or the annotator syncs nothing and the extender filters and scores nothing"
             )
-        for field, entries in (
-            ("syncPolicy", self.sync_policy),
-            ("predicate", self.predicate),
-            ("priority", self.priority),
-        ):
-            seen: set[str] = set()
-            for entry in entries:
-                if entry.name in seen:
-                    raise ValueError(f"{field} lists metric {entry.name!r} twice")
-                seen.add(entry.name)
-        if self.priority and not any(p.weight > 0 for p in self.priority):
-            raise ValueError("priority weights are all 0: give at least one metric a weight > 0")
+        check_metric_lists(
+            (("syncPolicy", self.sync_policy), ("predicate", self.predicate)), self.priority
+        )
         problem = _pool_problem(self) if self.node_pools else None
         if problem is not None:
             raise ValueError(problem)
@@ -461,6 +476,17 @@ class DynamicSchedulerPolicy(BaseModel):
         return value
 
 
+class Beside(Protocol):
+    """A class's policy's ``beside`` (``ClassesBeside`` in ``app/policy/classes.py``,
+    which builds on this module): the higher classes whose limits hold where their pods
+    run."""
+
+    @property
+    def others(self) -> tuple[tuple[str, tuple[str, str], Mapping[str, float]], ...]: ...
+    def in_pool(self, pool_predicate: tuple[PredicatePolicy, ...]) -> Beside: ...
+    def judged(self, policy: Policy, present: frozenset[str]) -> Policy: ...
+
+
 @dataclass(frozen=True)  # no slots: the lookups below are cached on the instance
 class Policy:
     """The policy in the form the load model uses: lookups computed once per policy
@@ -475,6 +501,9 @@ class Policy:
     # crane-scheduler's scoring of a metric without fresh data: as fully used (free 0),
     # not at its filter limit. Never set from a file: the simulator's ``crane`` sets it.
     missing_scored_as_full: bool = False
+    # A class's policy (app/policy/classes.py): the other classes whose limits hold where
+    # their pods run (``app.load.judged_by``); None for every other policy.
+    beside: Beside | None = None
 
     @classmethod
     def from_spec(cls, spec: PolicySpec, source: str) -> Policy:
@@ -540,7 +569,8 @@ class Policy:
     def _in(self, pool: NodePoolPolicy) -> Policy:
         predicate = merged(self.spec.predicate, pool.predicate)
         spec = self.spec.model_copy(update={"predicate": predicate, "node_pools": ()})
-        return replace(self, spec=spec)
+        beside = self.beside.in_pool(pool.predicate) if self.beside is not None else None
+        return replace(self, spec=spec, beside=beside)
 
     def for_node(self, labels: Mapping[str, str]) -> Policy:
         """The policy a node with these labels is judged by (``node_pools``: its pool's,

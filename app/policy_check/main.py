@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.commandline import EXIT_FAILED, EXIT_OK, EXIT_USAGE, INTERRUPTED_TEXT, usage_error
 from app.objects import format_duration
+from app.policy_check.classes import describe_classes
 from app.prom import add_prometheus_flags
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ def describe(policy: Policy) -> str:
         )
     lines.extend(describe_node_pools(policy))
     lines.append("missing, stale or unreadable data never rejects a node")
+    lines += describe_classes(policy)
     for warning in policy.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from app.rebalance.beside import (
     live_refusal,
     replacements_for,
 )
+from app.rebalance.class_sources import class_sources
 from app.rebalance.classes import classify_all, nothing_to_do
 from app.rebalance.config import DeschedulerConfig
 from app.rebalance.destinations import (
@@ -71,6 +72,13 @@ def plan(
     usages = measure_nodes(nodes, config, policy, now_s, cluster.recent_evictions)
     classes = classify_all(usages, config, hot_rounds)
     classes = gate_sources(classes, cluster.nodes, config.scheduler)
+    pods_by_node: dict[str, list[PodInfo]] = {}
+    for pod in cluster.pods.values():
+        if pod.node_name is not None:
+            pods_by_node.setdefault(pod.node_name, []).append(pod)
+    # Where a class of pods is hot, its lower classes move first (class_sources.py).
+    class_hot, evictable_below = class_sources(classes, pods_by_node, policy, config)
+    classes = {**classes, **class_hot} if class_hot else classes
     result = EvictionPlan(
         scheduler=config.scheduler,
         node_classes=classes,
@@ -80,10 +88,6 @@ def plan(
     if stop is not None:
         result.notes.append(stop)
         return result
-    pods_by_node: dict[str, list[PodInfo]] = {}
-    for pod in cluster.pods.values():
-        if pod.node_name is not None:
-            pods_by_node.setdefault(pod.node_name, []).append(pod)
     backed_off = back_off(
         cluster.moves,
         now_s,
@@ -114,6 +118,7 @@ def plan(
         RunBudget(config, cluster.pods.values(), cluster.budgets, cluster.recent_evictions, now_s),
         owned_pod_counts(cluster.pods.values()),
         backed_off,
+        evictable_below,
     )
     sources = _sources_hottest_first(classes)
     for source in sources:
@@ -306,6 +311,8 @@ class _Pass:
     budget: RunBudget
     owned: Mapping[str, int]
     backed_off: BackOff = field(default_factory=BackOff)
+    # Node -> the priority from which pods stay where a class of pods is hot.
+    evictable_below: Mapping[str, int] = field(default_factory=dict)
 
     def drain(self, usage: NodeUsage, source: NodeClass, pods: list[PodInfo]) -> None:
         """Evict from one source until it is under its threshold or nothing more can go;
@@ -321,6 +328,11 @@ class _Pass:
             pod_usage_, origin = pod_usage(pod, self.sources)
             on_source.append(PodOnSource(pod, pod_usage_, origin))
             if self._kept(pod, node) is not None:
+                continue
+            below = self.evictable_below.get(node.name)
+            if below is not None and pod.priority >= below:
+                stays = f"its class is hot here: only pods below priority {below} move"
+                self._skip(pod, node.name, SkipCode.PROTECTED, stays)
                 continue
             workload = workload_of(pod)
             why = self.backed_off.workloads.get(workload) if workload is not None else None

@@ -34,6 +34,7 @@ import numpy.typing as npt
 from app.load import SPREAD_OWNER_KINDS, ZONE_KEY
 from app.objects import Resources
 from app.rebalance import SchedulerBeside
+from app.simulate.classes import ClassSide
 from app.simulate.collector import fewer_collections
 from app.simulate.contention import Binding, NodeLoad, node_load
 from app.simulate.disruption import disruptions_allowed
@@ -41,13 +42,7 @@ from app.simulate.pod_shapes import PodShapes
 from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scenario import Scenario
-from app.simulate.scheduling import (
-    LoadFilter,
-    NodeRequests,
-    Scheduler,
-    UnsampledUsage,
-    WorkloadSpread,
-)
+from app.simulate.scheduling import NodeRequests, Scheduler, UnsampledUsage, WorkloadSpread
 from app.simulate.soft_taints import SimulatedSoftTaints
 from app.simulate.workload_usage import SimulatedWorkloadUsage
 
@@ -177,6 +172,11 @@ class Run:
     # Nodes running or provisioning, and pods bound, after each step's scheduling.
     nodes_up: list[int] = field(default_factory=list)
     pods_bound: list[int] = field(default_factory=list)
+    # Per workload (``SimulatedCluster(by_workload=True)``, or a policy with classes):
+    # the CPU its pods asked for and did not get (core-seconds), and its pods pending
+    # after each step's scheduling, summed over the steps (pod-steps).
+    throttled_core_s_by_workload: FloatArray | None = None
+    pending_steps_by_workload: IntArray | None = None
 
 
 def workload_spread(scenario: Scenario) -> WorkloadSpread:
@@ -353,17 +353,19 @@ class SimulatedCluster:
         scenario: Scenario,
         plan: PolicyPlan,
         on_placement: Callable[[SimulatedCluster, Placement], None] | None = None,
+        *,
+        by_workload: bool = False,
     ) -> None:
         """``on_placement`` sees each placement before it is made, with the cluster as
-        the scheduler saw it (tests)."""
+        the scheduler saw it (tests); ``by_workload`` measures each workload's throttled
+        CPU and pending pods (``Run``), as a policy with classes always does."""
         state = self.state = ClusterState(scenario, plan)
-        policy, nodes = state.policy, len(state.node_names)
+        policy = state.policy
         self.estimate = plan.make_estimate(state) if plan.make_estimate else None
-        self.load_filter = (
-            LoadFilter(policy, state.pipeline, nodes, self.estimate, state.scenario.node_labels)
-            if plan.load_aware
-            else None
-        )
+        # Classes of pods (app/simulate/classes.py): a scheduler per class beside this
+        # one, which takes the pods in no class with the policy's own load filter.
+        self.classes = ClassSide(state, self.estimate, by_workload)
+        self.load_filter = self.classes.base_filter()
         self.soft_taints = (
             SimulatedSoftTaints(
                 policy,
@@ -441,9 +443,9 @@ class SimulatedCluster:
         ):
             if workload in unschedulable:
                 continue  # placements only fill nodes up: it would fail again
-            if self.load_filter is not None:
-                self.load_filter.refresh(t_s)
-            node = self.scheduler.choose(state.shapes[workload], workload)
+            # Its class's scheduler (or this one), its load filter refreshed for ``t_s``.
+            scheduler = self.classes.scheduler(workload, t_s, self.scheduler)
+            node = scheduler.choose(state.shapes[workload], workload)
             if node is None:
                 unschedulable.add(workload)
                 continue
@@ -464,7 +466,7 @@ class SimulatedCluster:
         step_s = state.scenario.step_s
         if load is None or not load.holds(cpu, memory, binding):
             allocatable = (state.allocatable_cpu, state.allocatable_memory)
-            with_cpu_got = state.workload_usage is not None
+            with_cpu_got = state.workload_usage is not None or self.classes.measures
             load = node_load(
                 binding, cpu, memory, allocatable, step_s, with_cpu_got=with_cpu_got, last=load
             )
@@ -476,4 +478,5 @@ class SimulatedCluster:
         run.oom_events += load.oom_events
         if state.workload_usage is not None and load.cpu_got is not None:
             state.workload_usage.account(load.cpu_got, memory, binding.bound, step_s)
+        self.classes.account(binding, cpu, memory, load.cpu_got, t_s, step_s)
         state.pipeline.account(load.cpu_seen, load.mem_seen, step_s)

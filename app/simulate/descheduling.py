@@ -284,7 +284,7 @@ class PlannerRebalancer:
             qos=_qos(requests, limits),
             requests=requests,
             limits=limits,
-            labels={"app": workload.name, "pod-template-hash": TEMPLATE_HASH},
+            labels={**workload.labels, "app": workload.name, "pod-template-hash": TEMPLATE_HASH},
             annotations=workload.annotations,
             owner=_owner(workload.kind, workload.name),
             bound_at_s=cluster.pipeline.epoch_s + float(cluster.bound_at_s[slot]),

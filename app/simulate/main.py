@@ -308,6 +308,7 @@ def run(
         return EXIT_USAGE
     # The simulation and its summaries (numpy, the simulated cluster) once the scenario
     # and the flags that depend on it are known good.
+    from app.simulate.classes import class_table
     from app.simulate.summary import (
         LEGEND,
         SPREAD_NOTE,
@@ -368,6 +369,9 @@ def run(
             out.write(SPREAD_NOTE + "\n\n")
             out.write(spread_table(summaries) + "\n")
         out.write("\n" + verdict(summaries) + "\n")
+        by_class = class_table(scenario, [r for r, _ in results], [r.policy for r, _ in results])
+        if by_class:  # classes of pods (spec.classes): each class's own numbers, first seed
+            out.write(f"\nby class of pods (seed {seeds[0]}):\n\n{by_class}\n")
         out.write("\n" + textwrap.fill(LEGEND, width=100) + "\n")
         timings = ", ".join(f"{r.policy} {s:.1f}" for r, s in results)
         out.write(f"\nseconds per policy (seed {seeds[0]}): {timings}\n")

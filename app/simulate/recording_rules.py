@@ -218,6 +218,7 @@ class SimulatedMonitoring:
         self.bindings: dict[int, list[float]] = {}
         self.sync_version = 0  # bumps whenever any metric annotation is written
         self.hot_changed: set[int] = set()  # nodes whose hot value annotation was rewritten
+        self.hot_listeners: list[set[int]] = []  # more readers' hot_changed (classes)
         # Bumped on a node whenever any of its annotations is rewritten.
         self.node_version: IntArray = np.zeros(nodes, dtype=np.int64)
         self._annotations: list[tuple[int, dict[str, str]] | None] = [None] * nodes
@@ -349,6 +350,8 @@ class SimulatedMonitoring:
                 self.hot_values[node] = value
                 self.hot_written_at_s[node] = t_s
                 self.hot_changed.add(node)
+                for listener in self.hot_listeners:
+                    listener.add(node)
                 self.node_version[node] += 1
                 self._hot_texts[node] = None
             if times:

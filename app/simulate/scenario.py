@@ -267,6 +267,8 @@ class Workload(_Strict):
     # ``karpenter.sh/do-not-disrupt: "true"``) and ordering hints
     # (``descheduler.alpha.kubernetes.io/prefer-no-eviction``).
     annotations: dict[str, str] = Field(default_factory=dict)
+    # Its pods' labels, as a policy's class selector reads them (app/policy/classes.py).
+    labels: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _placement_and_history(self) -> Workload:

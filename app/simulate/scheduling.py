@@ -85,7 +85,6 @@ from app.load import (
 )
 from app.policy import Policy
 from app.simulate.draws import IntegerDraws
-from app.simulate.recording_rules import SimulatedMonitoring
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -313,6 +312,21 @@ class UnsampledUsage(Protocol):
         ...
 
 
+class Monitoring(Protocol):
+    """What the load filter reads of the metrics pipeline (``SimulatedMonitoring``, or a
+    class's view of it, ``app/simulate/classes.py``)."""
+
+    @property
+    def epoch_s(self) -> float: ...
+    @property
+    def sync_version(self) -> int: ...
+    @property
+    def hot_changed(self) -> set[int]: ...
+    @property
+    def node_version(self) -> IntArray: ...
+    def annotations(self, node: int) -> Mapping[str, str]: ...
+
+
 class LoadFilter:
     """The extender's view: ``evaluate_node`` per node, re-run only when its inputs change.
 
@@ -325,7 +339,7 @@ class LoadFilter:
     def __init__(
         self,
         policy: Policy,
-        pipeline: SimulatedMonitoring,
+        pipeline: Monitoring,
         nodes: int,
         estimate: UnsampledUsage | None = None,
         node_labels: Sequence[Mapping[str, str]] = (),
@@ -537,6 +551,11 @@ class Scheduler:
                 self.requests.allocatable_memory,
                 EXTENDER_SCORE_SCALE * self.extender_weight,
             )
+
+    def forget_ranks(self) -> None:
+        """Rank every node afresh for the next pod: another scheduler shares the node
+        requests (a class's, ``app/simulate/classes.py``) and takes the changes."""
+        self._best = None
 
     def choose(self, pod: PodShape, workload: int = -1) -> int | None:
         """The node for the next pod of ``pod``'s shape (of scenario workload

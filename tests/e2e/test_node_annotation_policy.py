@@ -24,6 +24,7 @@ import yaml
 from app.kube.patching import taints_patch
 from app.load.samples import format_usage
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
+from app.policy import class_usage_key
 from tests.e2e.harness import REPO, TEST_LABEL, ControlPlane, wait_until
 
 COMPONENT = REPO / "deploy" / "components" / "annotator-admission-policy" / "admission-policy.yaml"
@@ -135,6 +136,10 @@ def kubelet_is_refused(api: Api) -> None:
     }  # fmt: skip
     created = api.send("POST", "/api/v1/nodes", node, ("system:node:n1-again", KUBELET[1]))
     assert created.status_code == DENIED, created.text
+    # The usage by class of pods (issue 45) is the annotator's alone too.
+    production = class_usage_key("production", "cpu")
+    faked = api.patch_node("n1", {production: format_usage(0.0, time.time())}, KUBELET)
+    assert faked.status_code == DENIED, faked.text
 
 
 def test_the_annotator_still_writes_loadaware_s_keys(cluster: ControlPlane, api: Api) -> None:
@@ -147,6 +152,9 @@ def test_the_annotator_still_writes_loadaware_s_keys(cluster: ControlPlane, api:
 def annotator_is_allowed(api: Api) -> None:
     fresh = {"cpu_usage_avg_5m": format_usage(0.4, time.time()), "node_hot_value": "1,x"}
     answer = api.patch_node("n1", fresh, (ANNOTATOR, ["system:serviceaccounts"]))
+    assert answer.status_code == 200, answer.text
+    by_class = {class_usage_key("production", "cpu"): format_usage(0.3, time.time())}
+    answer = api.patch_node("n1", by_class, (ANNOTATOR, ["system:serviceaccounts"]))
     assert answer.status_code == 200, answer.text
     # And the annotator's own policy still keeps it to those keys.
     other = api.patch_node("n1", {"example.com/x": "1"}, (ANNOTATOR, ["system:serviceaccounts"]))

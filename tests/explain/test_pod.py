@@ -323,3 +323,47 @@ def test_each_node_is_judged_by_its_pool_s_limits() -> None:
     assert answer["gpu-1"].limits["cpu_usage_avg_5m"] == 0.4
     assert answer["plain-1"].load.reason is None
     assert answer["plain-1"].limits["cpu_usage_avg_5m"] == 0.65
+
+
+def test_a_pod_of_a_class_is_explained_by_its_class_s_usage_and_limits() -> None:
+    from app.policy import class_usage_key, policy_from_yaml
+    from tests.test_policy_classes import classed
+
+    policy = policy_from_yaml(classed())
+    busy = node("busy-prod", 0.3)
+    busy = NodeInfo(
+        busy.name,
+        {**busy.annotations, class_usage_key("production", "cpu"): format_usage(0.5, NOW_S - 30)},
+        None,
+        allocatable=EIGHT_CPUS,
+    )
+    production = {"metadata": {"name": "asks", "namespace": "shop"}, "spec": {"priority": 9500}}
+    explanation = explained([busy, node("quiet", 0.3)], pod_object=production, policy=policy)
+    assert explanation.pod_class == "production"
+    refused = verdicts(explanation)["busy-prod"].refused
+    assert refused is not None
+    assert refused.metric == "production:cpu_usage"
+    assert "class of pods: production" in render_pod(explanation, "p.yaml", None)
+    assert pod_json(explanation, "p.yaml")["class"] == "production"
+    # The same pod in no class: the policy's own limits, and the node passes.
+    plain = explained([busy, node("quiet", 0.3)], policy=policy)
+    assert plain.pod_class is None
+    assert verdicts(plain)["busy-prod"].passes
+
+
+def test_a_batch_pod_is_explained_with_production_s_limits_where_production_runs() -> None:
+    from app.policy import class_usage_key, policy_from_yaml
+    from tests.test_policy_classes import HOT_BATCH, classed
+
+    policy = policy_from_yaml(classed(HOT_BATCH))
+    hot = node("beside-production", 0.8)
+    production = {class_usage_key("production", "memory"): format_usage(0.02, NOW_S - 30)}
+    beside = NodeInfo(hot.name, {**hot.annotations, **production}, None, allocatable=EIGHT_CPUS)
+    batch = {"metadata": {"name": "asks", "namespace": "shop"}, "spec": {"priority": 5500}}
+    answer = verdicts(explained([beside, node("batch-only", 0.8)], pod_object=batch, policy=policy))
+    refused = answer["beside-production"].refused
+    assert refused is not None
+    assert (refused.metric, refused.limit_fraction) == ("cpu_usage_avg_5m", 0.65)
+    assert answer["beside-production"].limits["cpu_usage_avg_5m"] == 0.65
+    assert answer["batch-only"].passes
+    assert answer["batch-only"].limits["cpu_usage_avg_5m"] == 0.92

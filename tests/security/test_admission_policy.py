@@ -18,7 +18,7 @@ import yaml
 
 from app.load.samples import HOT_VALUE_KEY
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
-from app.policy import usage_metric
+from app.policy import class_usage_key, usage_metric
 from tests.deploy.manifests import DEPLOY, Obj, named, render
 
 if TYPE_CHECKING:
@@ -110,6 +110,16 @@ def changed(edit: Callable[[Obj], None], base: Callable[[], Obj] = node) -> Obj:
     return new
 
 
+CLASS_CPU = class_usage_key("production", "cpu")
+
+
+def class_used() -> Obj:
+    """A node with the usage of a class of pods on it, as the annotator writes it."""
+    return changed(
+        lambda n: n["metadata"]["annotations"].update({CLASS_CPU: "0.30000,2024-05-01T10:0Z"})
+    )
+
+
 def bare_node() -> Obj:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}
 
@@ -127,6 +137,11 @@ def soft_tainted() -> Obj:
 
 
 ALLOWED: list[tuple[str, Callable[[], Obj], Obj]] = [
+    ("a class usage written", node, class_used()),
+    ("a class usage rewritten", class_used, changed(
+        lambda n: n["metadata"]["annotations"].update({CLASS_CPU: "0.1,2024-05-01T10:03:00Z"}),
+        class_used,
+    )),
     ("a new usage value", node, changed(
         lambda n: n["metadata"]["annotations"].update(cpu_usage_avg_5m="0.7,2024-05-01T10:03:00Z")
     )),
@@ -268,6 +283,15 @@ FAKED_LOAD: list[tuple[str, Callable[[], Obj | None], Obj]] = [
         lambda n: n["metadata"]["annotations"].pop("cpu_usage_avg_5m")
     )),
     ("every annotation dropped", node, changed(lambda n: n["metadata"].pop("annotations"))),
+    ("a class usage added", node, changed(
+        lambda n: n["metadata"]["annotations"].update({CLASS_CPU: "0.0,2030-01-01T00:00:00Z"})
+    )),
+    ("a class usage changed", class_used, changed(
+        lambda n: n["metadata"]["annotations"].update({CLASS_CPU: "0.0,2030-01-01T00:00:00Z"}),
+        class_used,
+    )),
+    ("a class usage removed", class_used, node()),
+    ("registered with a class usage", lambda: None, class_used()),
     ("registered with a usage", lambda: None, node()),
     ("the soft taint added", node, changed(lambda n: n["spec"].update(taints=[SOFT]))),
     ("the soft taint removed", soft_tainted, tainted()),

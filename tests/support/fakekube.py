@@ -826,7 +826,7 @@ class FakeKubeStore:
                 phase: str = "Running", labels: Mapping[str, str] | None = None,
                 annotations: Mapping[str, str] | None = None,
                 requests: Mapping[str, str] | None = None,
-                owner: tuple[str, str] | None = None) -> JSON:
+                owner: tuple[str, str] | None = None, priority: int | None = None) -> JSON:
         """A one-container pod; owner is (kind, name), e.g. ("ReplicaSet", "web-1")."""
         container: JSON = {"name": "main", "image": "registry.k8s.io/pause:3.9"}
         if requests:
@@ -840,6 +840,8 @@ class FakeKubeStore:
         spec: JSON = {"containers": [container]}
         if node_name:
             spec["nodeName"] = node_name
+        if priority is not None:
+            spec["priority"] = priority
         return self.add(PODS, {"metadata": meta, "spec": spec, "status": {"phase": phase}})
 
     def add_pdb(self, name: str, namespace: str = "default", *,

@@ -1,0 +1,142 @@
+"""One node table per class of pods (``app/policy/classes.py``), kept beside the main one.
+
+A pod of a class is judged by its class's policy, over the node's annotations with the
+class usages read in (``app.load.class_annotations``). Each class gets a ``NodeTable``
+of its own, with its own verdict index, that the main table tells of every change
+(``table.Followers``): a node's annotations, a binding or reservation on it, the
+clock. So a request for a pod of a class is answered whole by its class's index, as
+fast as any other, and a policy without classes keeps no table here and costs a
+request one check (``NodeTable.table_for``).
+
+The tables share the main table's ledger: a reservation or binding is the same usage
+whoever judges the node. While classes follow, the annotations they read of each node
+are kept here, bounded, so that a reloaded policy with other classes is built from them
+at once; a reload that brings classes in starts from the node cache's (``known``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from app.extender.index import new_verdict_index
+from app.extender.ledger import Ledger
+from app.extender.table import NodeTable
+from app.load import HOT_VALUE_KEY, class_annotations, pod_class
+from app.policy import CLASS_USAGE_KEY_PREFIX, MAX_CLASSES, PodClasses, Policy, pod_classes
+
+# Two keys per class at most are kept of a node's class-usage annotations.
+MAX_CLASS_KEYS = 2 * MAX_CLASSES
+
+# A node as the node cache knows it: its annotations and its labels (for node pools).
+KnownNode = tuple[Mapping[str, str], Mapping[str, str]]
+
+
+def class_usage_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
+    """The node's class-usage annotations, at most ``MAX_CLASS_KEYS`` of them."""
+    found: dict[str, str] = {}
+    for key, value in annotations.items():
+        if key.startswith(CLASS_USAGE_KEY_PREFIX) and isinstance(value, str):
+            found[key] = value
+            if len(found) >= MAX_CLASS_KEYS:
+                break
+    return found
+
+
+class ClassTables:
+    """The tables of the classes of the policy in force (``table.Followers``)."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        ledger: Ledger | None = None,
+        implementation: str | None = None,
+        known: Callable[[], Mapping[str, KnownNode]] | None = None,
+    ) -> None:
+        self._clock = clock
+        # The annotations and labels of every node known (the node cache's), for a
+        # policy that brings classes in: the tables are told of no node while no class
+        # follows.
+        self._known = known
+        self._ledger = ledger
+        self._implementation = implementation
+        self._classes: PodClasses | None = None
+        self.tables: dict[str, NodeTable] = {}
+        self.active = False
+        # Per node, the annotations the class tables read: the main table's own keys
+        # and the class usages (the main table keeps only its own); and its labels,
+        # which put it in a node pool.
+        self._annotations: dict[str, Mapping[str, str]] = {}
+        self._labels: dict[str, Mapping[str, str]] = {}
+        self._policy_keys: tuple[str, ...] = (HOT_VALUE_KEY,)
+
+    def table_for(self, pod: Mapping[str, Any]) -> NodeTable | None:
+        classes = self._classes
+        if classes is None:
+            return None
+        name = pod_class(pod, classes)
+        return None if name is None else self.tables.get(name)
+
+    def set_policy(self, policy: Policy) -> None:
+        """Build each class's table under ``policy`` from the nodes known, then adopt
+        them; with no classes, none."""
+        classes = pod_classes(policy)
+        if classes and not self.active and self._known is not None:
+            self._policy_keys = (*policy.metrics, HOT_VALUE_KEY)
+            known = self._known()
+            self._annotations = {name: self._kept(a) for name, (a, _) in known.items()}
+            self._labels = {name: labels for name, (_, labels) in known.items()}
+        elif not classes:
+            self._annotations = {}
+            self._labels = {}
+        tables: dict[str, NodeTable] = {}
+        for name, class_policy in classes.policies.items():
+            index = new_verdict_index(self._implementation)
+            table = NodeTable(class_policy, self._clock, index, self._ledger)
+            for node, kept in self._annotations.items():
+                table.upsert(node, class_annotations(kept, classes), self._labels.get(node))
+            tables[name] = table
+        self._classes = classes if classes else None
+        self._policy_keys = (*policy.metrics, HOT_VALUE_KEY)
+        self.tables = tables
+        self.active = bool(tables)
+
+    def _kept(self, annotations: Mapping[str, str]) -> dict[str, str]:
+        kept = class_usage_annotations(annotations)
+        kept.update({k: v for k in self._policy_keys if (v := annotations.get(k)) is not None})
+        return kept
+
+    def upsert(
+        self, name: str, annotations: Mapping[str, str], labels: Mapping[str, str] | None
+    ) -> None:
+        kept = self._annotations[name] = self._kept(annotations)
+        if labels is not None:
+            self._labels[name] = labels
+        if self._classes is None:
+            return
+        translated = class_annotations(kept, self._classes)
+        for table in self.tables.values():
+            table.upsert(name, translated, labels)
+
+    def recompute(self, name: str) -> None:
+        for table in self.tables.values():
+            table.recompute(name)
+
+    def remove(self, name: str) -> None:
+        self._annotations.pop(name, None)
+        self._labels.pop(name, None)
+        for table in self.tables.values():
+            table.remove(name)
+
+    def add_reserved(self, name: str, cpu: float, memory: float, expires_at_s: float) -> None:
+        for table in self.tables.values():
+            table.add_reserved(name, cpu, memory, expires_at_s)
+
+    def refresh(self, now_s: float) -> None:
+        for table in self.tables.values():
+            table.refresh(now_s)
+
+    def expire_estimates(self, now_s: float) -> None:
+        for table in self.tables.values():
+            table.expire_estimates(now_s)

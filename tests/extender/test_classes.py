@@ -1,0 +1,165 @@
+"""The extender judges a pod of a class by its class's usage and limits."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from app.extender.extender import Extender
+from app.extender.verbs import Outcome, parse_args
+from app.load.samples import format_usage
+from app.policy import class_usage_key, default_policy, policy_from_yaml
+from tests.extender.nodes import usage_annotations
+from tests.test_policy_classes import classed
+
+
+def pod(priority: int | None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c"}]}
+    if priority is not None:
+        spec["priority"] = priority
+    return {"metadata": {"name": "p", "namespace": "ns", "labels": labels or {}}, "spec": spec}
+
+
+def class_usage(production_cpu: float, batch_cpu: float) -> dict[str, str]:
+    now_s = time.time() - 30
+    return {
+        class_usage_key("production", "cpu"): format_usage(production_cpu, now_s),
+        class_usage_key("production", "memory"): format_usage(0.1, now_s),
+        class_usage_key("batch", "cpu"): format_usage(batch_cpu, now_s),
+        class_usage_key("batch", "memory"): format_usage(0.1, now_s),
+    }
+
+
+def seeded(extender: Extender) -> None:
+    # busy-prod: production uses 50 % (over production's 45 %); the node 60 % in all.
+    extender.table.upsert("busy-prod", {**usage_annotations(0.6, 0.3), **class_usage(0.5, 0.1)})
+    # busy-batch: batch uses 50 %; production 10 %; the node 60 % (over batch's 55 %).
+    extender.table.upsert("busy-batch", {**usage_annotations(0.6, 0.3), **class_usage(0.1, 0.5)})
+    extender.table.upsert("quiet", {**usage_annotations(0.2, 0.3), **class_usage(0.05, 0.05)})
+
+
+def filtered(extender: Extender, request_pod: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    body = {"Pod": request_pod, "NodeNames": ["busy-prod", "busy-batch", "quiet"]}
+    answer = orjson.loads(extender.verbs.filter(parse_args(orjson.dumps(body)), Outcome()))
+    return answer["NodeNames"], answer["FailedAndUnresolvableNodes"]
+
+
+def test_each_class_is_filtered_by_its_own_limits() -> None:
+    extender = Extender(policy_from_yaml(classed()), mode="test")
+    seeded(extender)
+    passed, failed = filtered(extender, pod(9500))
+    assert passed == ["busy-batch", "quiet"]
+    assert failed == {"busy-prod": "Load[production:cpu_usage] is too high (> 0.45)"}
+    passed, failed = filtered(extender, pod(5500))
+    assert passed == ["quiet"]
+    assert set(failed) == {"busy-prod", "busy-batch"}
+    # A pod in no class: the policy's own limits (0.65), as without classes.
+    passed, failed = filtered(extender, pod(None))
+    assert passed == ["busy-prod", "busy-batch", "quiet"]
+    # The selector keeps team=ml out of batch: judged as a pod in no class.
+    assert filtered(extender, pod(5500, {"team": "ml"}))[0] == ["busy-prod", "busy-batch", "quiet"]
+
+
+def test_a_policy_without_classes_answers_every_pod_from_the_one_table() -> None:
+    extender = Extender(default_policy(), mode="test")
+    seeded(extender)
+    assert extender.table.table_for(pod(9500)) is extender.table
+    assert filtered(extender, pod(9500)) == filtered(extender, pod(None))
+
+
+def test_prioritize_scores_a_class_by_its_weights() -> None:
+    extender = Extender(policy_from_yaml(classed()), mode="test")
+    seeded(extender)
+    body = {"Pod": pod(5500), "NodeNames": ["busy-prod", "busy-batch"]}
+    scores = orjson.loads(extender.verbs.prioritize(parse_args(orjson.dumps(body)), Outcome()))
+    by_node = {entry["Host"]: entry["Score"] for entry in scores}
+    # Batch is weighted by production's usage alone: 10 % beats 50 %.
+    assert by_node["busy-batch"] > by_node["busy-prod"]
+
+
+def test_a_policy_reload_adds_and_drops_class_tables() -> None:
+    extender = Extender(default_policy(), mode="test")
+    seeded(extender)
+    extender.set_policy(policy_from_yaml(classed()))
+    seeded(extender)  # without a node cache, the next request's nodes fill them
+    assert filtered(extender, pod(9500))[1] == {
+        "busy-prod": "Load[production:cpu_usage] is too high (> 0.45)"
+    }
+    extender.set_policy(default_policy())
+    assert filtered(extender, pod(9500))[1] == {}
+
+
+def test_garbage_class_usage_fails_open_as_any_unreadable_metric() -> None:
+    extender = Extender(policy_from_yaml(classed()), mode="test")
+    key = class_usage_key("production", "cpu")
+    extender.table.upsert("n", {**usage_annotations(0.2, 0.3), key: "NaN,yesterday"})
+    body = {"Pod": pod(9500), "NodeNames": ["n"]}
+    answer = orjson.loads(extender.verbs.filter(parse_args(orjson.dumps(body)), Outcome()))
+    assert answer["NodeNames"] == ["n"]
+
+
+def test_a_reload_that_brings_classes_in_starts_from_the_node_cache() -> None:
+    class Cache:
+        """The node cache's view the class tables read (``NodeCache.nodes``)."""
+
+        def __init__(self, nodes: dict[str, dict[str, str]]) -> None:
+            from app.objects import NodeInfo
+
+            self.nodes = {n: NodeInfo(n, a, None) for n, a in nodes.items()}
+
+    busy = {**usage_annotations(0.6, 0.3), **class_usage(0.5, 0.1)}
+    from app.extender.classes import ClassTables
+    from app.extender.table import NodeTable
+
+    cache = Cache({"busy-prod": busy})
+    tables = ClassTables(
+        known=lambda: {n: (i.annotations, i.labels) for n, i in cache.nodes.items()}
+    )
+    table = NodeTable(default_policy(), followers=tables)
+    table.upsert("busy-prod", busy)  # no classes yet: the class tables are told nothing
+    assert table.table_for(pod(9500)) is table
+    table.set_policy(policy_from_yaml(classed()))
+    production = table.table_for(pod(9500))
+    assert production is not table
+    entry = production.get("busy-prod")
+    assert entry is not None
+    assert entry.reason == "Load[production:cpu_usage] is too high (> 0.45)"
+
+
+def test_a_batch_pod_stops_at_production_s_limits_where_production_runs() -> None:
+    from tests.test_policy_classes import HOT_BATCH
+
+    def production_usage(cpu: float, memory: float, age_s: float = 30.0) -> dict[str, str]:
+        at_s = time.time() - age_s
+        return {
+            class_usage_key("production", "cpu"): format_usage(cpu, at_s),
+            class_usage_key("production", "memory"): format_usage(memory, at_s),
+        }
+
+    extender = Extender(policy_from_yaml(classed(HOT_BATCH)), mode="test")
+    table = extender.table
+    node = usage_annotations(0.8, 0.3)  # 80 % of the CPU: under batch's 92 %
+    table.upsert("beside-production", {**node, **production_usage(0.05, 0.02)})
+    table.upsert("batch-only", {**node, **production_usage(0.0, 0.0)})
+    table.upsert("production-gone", {**node, **production_usage(0.05, 0.02, age_s=3600)})
+    table.upsert("unpublished", node)
+    names = ["beside-production", "batch-only", "production-gone", "unpublished"]
+    body = {"Pod": pod(5500), "NodeNames": names}
+    answer = orjson.loads(extender.verbs.filter(parse_args(orjson.dumps(body)), Outcome()))
+    # Where production's pods run, batch is held to production's 65 %; where none run
+    # (or their usage is stale, or unpublished: fails open), to its own 92 %.
+    assert answer["FailedAndUnresolvableNodes"] == {
+        "beside-production": "Load[cpu_usage_avg_5m] is too high (> 0.65)"
+    }
+    assert answer["NodeNames"] == ["batch-only", "production-gone", "unpublished"]
+    # Production itself is held to its own limits alone.
+    assert filtered_names(extender, pod(9500), names) == []
+
+
+def filtered_names(extender: Extender, request_pod: dict[str, Any], names: list[str]) -> list[str]:
+    body = {"Pod": request_pod, "NodeNames": names}
+    answer = orjson.loads(extender.verbs.filter(parse_args(orjson.dumps(body)), Outcome()))
+    result: list[str] = answer["NodeNames"]
+    return result

@@ -1,0 +1,187 @@
+"""Classes of pods in the simulator: the annotator's usage by class, each class judged
+by its own policy, and what classes buy on batch-beside-services (issue 45)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.load.samples import parse_usage
+from app.policy import class_usage_key
+from app.simulate.classes import SimulatedClassUsage, class_measures
+from app.simulate.cluster import SimulatedCluster
+from app.simulate.policies import plan_for
+from app.simulate.scenario import Scenario, load_scenario, scenario_from_mapping
+from app.simulate.summary import summarise
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "simulate"
+SCENARIO = FIXTURES / "batch-beside-services.yaml"
+BIG_BATCH = FIXTURES / "big-batch-beside-services.yaml"
+
+
+def without_classes(scenario: Scenario) -> Scenario:
+    assert scenario.policy is not None
+    spec = {k: v for k, v in scenario.policy["spec"].items() if k != "classes"}
+    return scenario.model_copy(
+        update={"policy": {**scenario.policy, "spec": spec}, "name": f"{scenario.name}-plain"}
+    )
+
+
+def test_usage_by_class_is_what_each_class_got_over_five_minutes_per_node() -> None:
+    usage = SimulatedClassUsage(
+        ["production", "batch"],
+        np.array([0, 1, 1, -1], dtype=np.int64),  # slot 3 is in no class
+        (np.array([10.0, 20.0]), np.array([100.0, 100.0])),
+        epoch_s=0.0,
+        period_s=60.0,
+        step_s=30.0,
+    )
+    bins = np.array([1, 1, 2, 2], dtype=np.int64)  # slots 0, 1 on node 0; 2, 3 on node 1
+    for cpu in (1.0, 3.0):
+        usage.account(bins, np.array([cpu, 2.0, 4.0, 9.0]), np.array([10.0, 20.0, 30.0, 40.0]))
+    usage.advance(60.0)
+    on_0, on_1 = usage.annotations(0), usage.annotations(1)
+    sample = parse_usage(on_0[class_usage_key("production", "cpu")])
+    assert sample is not None
+    assert sample.value == pytest.approx(0.2)  # the mean of 1 and 3 cores, of 10
+    assert sample.timestamp_s == 60.0
+    batch_0 = parse_usage(on_0[class_usage_key("batch", "memory")])
+    batch_1 = parse_usage(on_1[class_usage_key("batch", "cpu")])
+    production_1 = parse_usage(on_1[class_usage_key("production", "cpu")])
+    assert batch_0 is not None
+    assert batch_1 is not None
+    assert production_1 is not None
+    assert batch_0.value == pytest.approx(0.2)
+    assert batch_1.value == pytest.approx(0.2)  # 4 of 20: slot 3's 9 cores count for none
+    assert production_1.value == 0.0
+
+
+def test_nothing_is_published_before_the_first_period() -> None:
+    usage = SimulatedClassUsage(
+        ["batch"], np.array([0]), (np.array([1.0]), np.array([1.0])),
+        epoch_s=0.0, period_s=180.0, step_s=30.0,
+    )  # fmt: skip
+    usage.account(np.array([1]), np.array([0.5]), np.array([0.5]))
+    usage.advance(30.0)
+    assert usage.annotations(0) == {}
+
+
+def run(scenario: Scenario, policy: str = "loadaware") -> Any:
+    return SimulatedCluster(scenario, plan_for(policy), by_workload=True).simulate()
+
+
+def test_a_scenario_without_classes_places_every_pod_as_before() -> None:
+    plain = without_classes(load_scenario(str(SCENARIO)))
+    measured = run(plain)
+    unmeasured = SimulatedCluster(plain, plan_for("loadaware")).simulate()
+    assert measured.placements == unmeasured.placements
+    assert measured.throttled_core_s == unmeasured.throttled_core_s
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """One seed of a scenario, without classes and with them (``class_measures``)."""
+
+    production_throttled: tuple[float, float]  # CPU-minutes
+    batch_pending: tuple[float, float]  # pod-minutes
+    above_limits: tuple[float, float]  # node-minutes above the policy's limits (CPU + memory)
+
+
+def seeds_1_to_10(path: Path) -> list[Seeded]:
+    measured = []
+    for seed in range(1, 11):
+        scenario = load_scenario(str(path)).model_copy(update={"seed": seed})
+        runs = run(without_classes(scenario)), run(scenario)
+        throttled = [class_measures(scenario, r, "production").throttled_cpu_minutes for r in runs]
+        pending = [class_measures(scenario, r, "batch").pending_pod_minutes for r in runs]
+        above = [
+            s.cpu_node_minutes_above + s.memory_node_minutes_above
+            for s in (summarise(r) for r in runs)
+        ]
+        measured.append(
+            Seeded(
+                (throttled[0], throttled[1]), (pending[0], pending[1]), (above[0], above[1])
+            )
+        )
+    return measured
+
+
+# The issue's bar, seeds 1-10, on the scenario the policy was written for and on one of
+# another shape (few big batch pods) it was not tuned on; at the scenarios' extender
+# weight (8, the shipped one). Production's throttling halves on every seed, and the
+# node-minutes above the limits do not rise on any; batch's pending pod-minutes rise by
+# 1.2x at most over the ten seeds (on batch-beside-services one seed of ten waits
+# 1.204x as long: docs/tuning.md, "Classes of pods").
+@pytest.mark.parametrize("fixture", [SCENARIO, BIG_BATCH])
+def test_classes_halve_production_throttling_without_more_batch_waiting(fixture: Path) -> None:
+    measured = seeds_1_to_10(fixture)
+    # Production really throttles without classes, every seed and the ten together.
+    assert all(m.production_throttled[0] > 0 for m in measured)
+    assert sum(m.production_throttled[0] for m in measured) > 10.0
+    for m in measured:
+        plain, classed = m.production_throttled
+        assert classed <= 0.5 * plain
+        assert m.above_limits[1] <= m.above_limits[0]
+    pending_plain = sum(m.batch_pending[0] for m in measured)
+    pending_classed = sum(m.batch_pending[1] for m in measured)
+    assert pending_classed <= 1.2 * pending_plain
+
+
+def test_the_policies_without_the_extender_ignore_classes() -> None:
+    scenario = load_scenario(str(SCENARIO))
+    for policy in ("default", "crane"):
+        assert run(scenario, policy).placements == run(without_classes(scenario), policy).placements
+
+
+def test_a_class_selector_reads_the_workloads_labels() -> None:
+    document: dict[str, Any] = {
+        "name": "labels",
+        "duration": "10m",
+        "nodes": [{"name": "node", "count": 1, "cpu": 4, "memory": "8Gi"}],
+        "policy": {
+            "spec": {
+                "syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m"}],
+                "classes": [
+                    {
+                        "name": "web",
+                        "minPriority": 0,
+                        "maxPriority": 10,
+                        "selector": {"matchLabels": {"tier": "web"}},
+                    }
+                ],
+            }
+        },
+        "workloads": [
+            {"name": "a", "replicas": 1, "labels": {"tier": "web"},
+             "usage": {"profile": "constant", "cpu": "1", "memory": "1Gi"}},
+            {"name": "b", "replicas": 1,
+             "usage": {"profile": "constant", "cpu": "1", "memory": "1Gi"}},
+        ],
+    }  # fmt: skip
+    scenario = scenario_from_mapping(document, "labels")
+    cluster = SimulatedCluster(scenario, plan_for("loadaware"))
+    assert set(cluster.classes.filters) == {"web"}
+    cluster.simulate()
+    assert cluster.classes.usage is not None
+    web = parse_usage(cluster.classes.usage.annotations(0)[class_usage_key("web", "cpu")])
+    assert web is not None
+    assert web.value == pytest.approx(0.25)  # a's one core of four; b is in no class
+
+
+def test_the_simulator_tells_each_class_s_own_numbers() -> None:
+    from app.simulate.classes import class_table
+
+    scenario = load_scenario(str(SCENARIO))
+    runs = [run(scenario, "default"), run(scenario)]
+    table = class_table(scenario, runs, ["default", "loadaware"]).splitlines()
+    assert table[0] == (
+        "| policy | production throttled CPU-min | production pending pod-min | "
+        "batch throttled CPU-min | batch pending pod-min |"
+    )
+    default_row, loadaware_row = (line.split(" | ") for line in table[2:])
+    assert float(loadaware_row[1]) < float(default_row[1])  # production throttles less
+    assert class_table(without_classes(scenario), runs, ["default", "loadaware"]) == ""
