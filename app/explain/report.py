@@ -24,7 +24,15 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from app.commandline import EXIT_FAILED, EXIT_OK, add_flag, duration, positive_number, usage_error
+from app.commandline import (
+    EXIT_FAILED,
+    EXIT_OK,
+    INTERRUPTED_TEXT,
+    add_flag,
+    duration,
+    positive_number,
+    usage_error,
+)
 from app.explain.report_measures import History, minutes_above, restarts_by
 from app.kube import POLICY_CONFIGMAP
 from app.kube import STATE_NAME as DEFAULT_STATE_NAME
@@ -45,13 +53,14 @@ ConfigMaps and lists nodes and pods, as `loadaware explain` does
 (deploy/base/explain-rbac.yaml is enough). The memory keeps the last day of moves, so
 --since reaches back a day at most.
 """
-EPILOG = """\
+EPILOG = f"""\
 examples:
   loadaware report
   loadaware report --since 6h -o json | jq '.nodes'
   loadaware report --prometheus-url http://prometheus.monitoring:9090
 
-exit codes: 0 reported, 1 the memory could not be read, 2 bad usage
+exit codes: 0 reported, 1 the memory could not be read, 2 bad usage or configuration,
+{INTERRUPTED_TEXT}
 """
 OUTCOMES = ("helped", "no effect", "backfired", "pending")
 

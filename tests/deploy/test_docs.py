@@ -361,7 +361,8 @@ def test_the_readme_lists_every_metric_of_each_component() -> None:
 
 # Commands that run once and end (Ctrl-C before the end: 130); the others serve until
 # stopped (SIGTERM or SIGINT: 0). The descheduler's --once is told in its description.
-ONE_SHOT = {"policy check", "explain pod", "explain node", "simulate", "capture", "descheduler"}
+ONE_SHOT = {"policy check", "explain pod", "explain node", "report", "simulate", "capture",
+            "descheduler"}  # fmt: skip
 
 
 def _runnable() -> dict[str, argparse.ArgumentParser]:
