@@ -89,3 +89,33 @@ def test_the_license_file_is_the_license_the_package_declares() -> None:
     assert "Version 2.0, January 2004" in text
     assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
     assert f"License: {declared}" in README
+
+
+NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
+                "nine", "ten", "eleven", "twelve"]  # fmt: skip
+
+
+def test_the_readme_counts_the_simulator_s_policies_as_it_runs_them() -> None:
+    """It said "six policies" where simulate ran eight."""
+    from app.simulate.policies import DEFAULT_POLICIES
+
+    row = next(line for line in README.splitlines() if line.startswith("| simulator |"))
+    counted = re.findall(r"\((\w+) policies\)", row)
+    assert counted == [NUMBER_WORDS[len(DEFAULT_POLICIES)]], (row, DEFAULT_POLICIES)
+    for name in DEFAULT_POLICIES:
+        base = name.split("+desched")[0]
+        assert f"`{base}`" in row, f"README.md's simulator row does not name {base}"
+
+
+def test_every_page_puts_the_debounce_count_in_the_descheduler_s_memory() -> None:
+    """install.md and the README disagreed on where the hot-round count lives: in the
+    memory ConfigMap; a page naming the Node annotation says it is of earlier versions."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for path in pages:
+        text = " ".join(path.read_text(encoding="utf-8").split())
+        for sentence in re.split(r"(?<=[.;])\s", text):
+            if "descheduler.loadaware.io/hot-rounds`" not in sentence:
+                continue
+            assert re.search(r"[Ee]arlier versions|versions before|no longer|older", sentence), (
+                f"{path.name}: {sentence}"
+            )
