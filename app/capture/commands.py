@@ -37,7 +37,7 @@ from app.commandline import (
     UsageError,
     progress_bar,
 )
-from app.documents import parse_yaml, read_file
+from app.documents import parse_yaml, read_bytes, read_file
 from app.kube import (
     DESCHEDULER_CONFIGMAP,
     POLICY_CONFIGMAP,
@@ -109,15 +109,17 @@ async def _config_map(
     return check(text, f"the cluster's {source}")
 
 
+MAX_KEY_FILE_BYTES = 64 * 2**10  # a key is 32 bytes or more; no key needs more than this
+
+
 def _names(args: argparse.Namespace) -> Names:
     """``--anonymize`` with a random key, or keyed by ``--anonymize-key``'s file."""
     path: Path | None = getattr(args, "anonymize_key", None)
     if path is None:
         return Names(bool(args.anonymize))
-    try:
-        key = path.read_bytes()
-    except OSError as error:
-        raise UsageError(f"--anonymize-key {path}: {error.strerror}") from None
+    # A regular file of at most MAX_KEY_FILE_BYTES: /dev/zero was read until the kernel
+    # stopped the process.
+    key = read_bytes(path, "--anonymize-key file", UsageError, MAX_KEY_FILE_BYTES)
     if len(key) < KEY_BYTES:
         raise UsageError(
             f"--anonymize-key {path}: holds {len(key)} bytes, at least {KEY_BYTES} needed; "
