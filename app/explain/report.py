@@ -30,6 +30,8 @@ from app.commandline import (
     INTERRUPTED_TEXT,
     add_flag,
     duration,
+    kubernetes_name,
+    kubernetes_namespace,
     positive_number,
     usage_error,
 )
@@ -104,6 +106,7 @@ def add_parser(components: Any) -> None:
         report,
         "--install-namespace",
         metavar="NAMESPACE",
+        type=kubernetes_namespace,
         default="loadaware",
         help="where loadaware runs: the descheduler's memory ConfigMap",
     )
@@ -111,6 +114,7 @@ def add_parser(components: Any) -> None:
         report,
         "--state-name",
         metavar="NAME",
+        type=kubernetes_name,
         default=DEFAULT_STATE_NAME,
         help="the descheduler's memory ConfigMap (its --state-name), in --install-namespace",
     )
