@@ -120,8 +120,8 @@ POLICY_MEANING = {
     "spec.syncPolicy": "the metrics the annotator copies from Prometheus, one entry each",
     "spec.syncPolicy[].name": "metric name: the Prometheus series and the node annotation key "
     "(a Prometheus metric name or an annotation key)",
-    "spec.syncPolicy[].period": "how often the annotator queries it; also sets how long a "
-    "value stays fresh (period + 5m)",
+    "spec.syncPolicy[].period": "how often the annotator queries it, at least 1s; also sets "
+    "how long a value stays fresh (period + 5m)",
     "spec.predicate": "filter rules: a node is rejected while a fresh value is above a limit",
     "spec.predicate[].name": "a metric from syncPolicy",
     "spec.predicate[].maxLimitPecent": "the limit, a fraction of 1 (0.65 = 65 %); 0 disables "

@@ -133,3 +133,26 @@ def test_setup_makes_a_venv_of_an_older_python_anew(tmp_path: Path) -> None:
     )  # fmt: skip
     assert "setup: making .venv anew with Python 3.11.9" in result.stdout, result.stderr
     assert (project / "venv-made").exists()
+
+
+def test_setup_passes_over_an_old_python3_for_a_newer_one_on_the_path(tmp_path: Path) -> None:
+    # python3 is the system's 3.10, python3.12 was installed beside it: setup takes the
+    # newer one without being told (PYTHON unset), and makes .venv with it.
+    project = copy_of_the_project(tmp_path / "project")
+    (project / ".venv" / "bin" / "python").unlink()  # no .venv yet
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name, version in (("python3", "3.10.13"), ("python3.12", "3.12.4")):
+        minor = version.split(".")[1]
+        (tools / name).write_text(
+            f'#!/bin/sh\ncase "$1" in -V) echo "Python {version}";; -c) echo {minor};;\n'
+            f"  -m) touch made-by-{name};; esac\n"
+        )
+        (tools / name).chmod(0o755)
+    result = subprocess.run(
+        ["bash", str(project / "scripts" / "setup")], capture_output=True, text=True,
+        timeout=60, env={"PATH": f"{tools}:/usr/bin:/bin"},
+    )  # fmt: skip
+    assert "needs Python 3.11" not in result.stderr, result.stderr
+    assert (project / "made-by-python3.12").exists(), result.stdout + result.stderr
+    assert not (project / "made-by-python3").exists()

@@ -15,6 +15,8 @@ from app.commandline import (
     count,
     duration,
     fraction,
+    kubernetes_name,
+    kubernetes_namespace,
     positive_number,
 )
 from app.kube import WORKLOAD_USAGE_NAME
@@ -320,6 +322,7 @@ def add_soft_taint_flags(parser: argparse.ArgumentParser) -> None:
         usage,
         "--workload-usage-namespace",
         metavar="NAMESPACE",
+        type=kubernetes_namespace,
         help="namespace of that ConfigMap; only the annotator's Role may write there",
         default_text="the pod's namespace, else 'default'",
     )
@@ -327,6 +330,7 @@ def add_soft_taint_flags(parser: argparse.ArgumentParser) -> None:
         usage,
         "--workload-usage-name",
         metavar="NAME",
+        type=kubernetes_name,
         default=WORKLOAD_USAGE_NAME,
         help="name of that ConfigMap",
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import re
 import sys
@@ -29,7 +30,14 @@ from app.capture.document import (
     observed,
     workloads,
 )
-from app.capture.history import CaptureError, PromSource, QueryStats, check_inputs, record
+from app.capture.history import (
+    CaptureError,
+    PromSource,
+    QueryStats,
+    check_inputs,
+    point_count,
+    record,
+)
 from app.capture.kube import cluster_reader, read_cluster
 from app.commandline import (
     EXIT_FAILED,
@@ -38,7 +46,7 @@ from app.commandline import (
     UsageError,
     progress_bar,
 )
-from app.documents import parse_yaml, read_file
+from app.documents import parse_yaml, read_bytes, read_file
 from app.kube import (
     DESCHEDULER_CONFIGMAP,
     POLICY_CONFIGMAP,
@@ -48,6 +56,7 @@ from app.kube import (
     OwnConfig,
     make_client,
 )
+from app.objects import format_duration
 from app.policy import PolicyError, policy_from_mapping
 from app.prom import (
     PrometheusSource,
@@ -110,15 +119,34 @@ async def _config_map(
     return check(text, f"the cluster's {source}")
 
 
+# Points per series a capture takes (--range / --step + 1): each workload and node keeps
+# an array of them, each answer is chunked by them, and the scenario lists them. 720h at
+# 1m is 43,201; --step 1ms over 24h was 86,400,001, gigabytes and 235,000 queries.
+MAX_CAPTURE_POINTS = 50_000
+
+
+def _check_points(range_s: float, step_s: float) -> None:
+    points = point_count(0.0, range_s, step_s)
+    if points > MAX_CAPTURE_POINTS:
+        shortest = math.ceil(range_s / (MAX_CAPTURE_POINTS - 1))
+        raise UsageError(
+            f"--range {format_duration(range_s)} at --step {format_duration(step_s)} is "
+            f"{points:,} points per series, more than the {MAX_CAPTURE_POINTS:,} a capture "
+            f"takes: use --step {format_duration(shortest)} or longer, or a shorter --range"
+        )
+
+
+MAX_KEY_FILE_BYTES = 64 * 2**10  # a key is 32 bytes or more; no key needs more than this
+
+
 def _names(args: argparse.Namespace) -> Names:
     """``--anonymize`` with a random key, or keyed by ``--anonymize-key``'s file."""
     path: Path | None = getattr(args, "anonymize_key", None)
     if path is None:
         return Names(bool(args.anonymize))
-    try:
-        key = path.read_bytes()
-    except OSError as error:
-        raise UsageError(f"--anonymize-key {path}: {error.strerror}") from None
+    # A regular file of at most MAX_KEY_FILE_BYTES: /dev/zero was read until the kernel
+    # stopped the process.
+    key = read_bytes(path, "--anonymize-key file", UsageError, MAX_KEY_FILE_BYTES)
     if len(key) < KEY_BYTES:
         raise UsageError(
             f"--anonymize-key {path}: holds {len(key)} bytes, at least {KEY_BYTES} needed; "
@@ -256,6 +284,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         if args.step <= 0 or args.range < args.step:
             raise UsageError(f"--range ({args.range:g}s) must be at least one --step "
                              f"({args.step:g}s), and --step above 0")  # fmt: skip
+        _check_points(args.range, args.step)
         # Every input is checked before the capture's work: the files, where it goes.
         policy = (
             _policy(*read_file(args.policy, "--policy file", PolicyError))

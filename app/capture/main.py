@@ -17,7 +17,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.commandline import INTERRUPTED_TEXT, add_deprecated_alias, add_flag, duration
+from app.commandline import (
+    INTERRUPTED_TEXT,
+    add_deprecated_alias,
+    add_flag,
+    duration,
+    kubernetes_namespace,
+)
 from app.kube import DESCHEDULER_CONFIGMAP, POLICY_CONFIGMAP
 from app.prom import add_prometheus_flags
 
@@ -75,10 +81,10 @@ def add_parser(components: Any) -> None:
              default_text=f"the cluster's {DESCHEDULER_CONFIGMAP.name} ConfigMap, else defaults",
              help="the DeschedulerConfiguration to replay with")  # fmt: skip
     add_flag(parser, "--install-namespace", default="loadaware", metavar="NAMESPACE",
-             old_variable="LOADAWARE_LOADAWARE_NAMESPACE",
+             type=kubernetes_namespace, old_variable="LOADAWARE_LOADAWARE_NAMESPACE",
              help="where loadaware runs: its policy and descheduler ConfigMaps")  # fmt: skip
     add_deprecated_alias(parser, "--loadaware-namespace", "--install-namespace",
-                         "install_namespace")  # fmt: skip
+                         "install_namespace", type=kubernetes_namespace)  # fmt: skip
     _own_flag(parser, "--progress", action="store_true",
              help="show a progress bar even when stderr is not a terminal")  # fmt: skip
     parser.set_defaults(run=run)

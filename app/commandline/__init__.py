@@ -35,6 +35,7 @@ from app.commandline.flags import (
     usage_error,
 )
 from app.commandline.logs import LOG_FORMATS, RateLimitedLog, configure_logging
+from app.commandline.names import kubernetes_name, kubernetes_namespace
 from app.commandline.progress import progress_bar
 
 __all__ = [
@@ -61,6 +62,8 @@ __all__ = [
     "fraction",
     "host",
     "http_url",
+    "kubernetes_name",
+    "kubernetes_namespace",
     "log_level",
     "port",
     "port_or_off",

@@ -19,6 +19,8 @@ from app.commandline import (
     add_flag,
     add_own_flag,
     duration,
+    kubernetes_name,
+    kubernetes_namespace,
 )
 from app.descheduler.settings import LoopSettings, warn_about_thresholds
 from app.kube import STATE_NAME as DEFAULT_STATE_NAME
@@ -263,6 +265,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "descheduler",
         "--state-namespace",
         metavar="NAMESPACE",
+        type=kubernetes_namespace,
         help="namespace of the ConfigMap that holds the descheduler's memory (recent "
         "evictions, debounce rounds); only its Role may write there",
         default_text="the pod's namespace, else 'default'",
@@ -271,6 +274,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         general,
         "--state-name",
         metavar="NAME",
+        type=kubernetes_name,
         default=DEFAULT_STATE_NAME,
         help="name of that ConfigMap",
     )

@@ -7,12 +7,29 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.commandline import INTERRUPTED_TEXT, add_deprecated_alias, add_flag, count
+from app.commandline import (
+    INTERRUPTED_TEXT,
+    add_deprecated_alias,
+    add_flag,
+    count,
+    kubernetes_name,
+    kubernetes_namespace,
+)
 from app.kube import DESCHEDULER_CONFIGMAP, POLICY_CONFIGMAP
 from app.kube import STATE_NAME as DEFAULT_STATE_NAME
 from app.prom import add_prometheus_flags
 
 DEFAULT_INSTALL_NAMESPACE = "loadaware"
+
+
+def pod_reference(text: str) -> str:
+    """``NAMESPACE/NAME``, each part a name the API server could hold."""
+    namespace, slash, name = text.partition("/")
+    if not slash or "/" in name:
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME, got {text!r}")
+    kubernetes_namespace(namespace)
+    kubernetes_name(name)
+    return text
 
 EXIT_CODES = (
     "exit codes: 0 explained, 1 the cluster (or the pod or node asked about) could not be "
@@ -104,6 +121,7 @@ def _common_flags(parser: argparse.ArgumentParser, json_holds: str) -> None:
         parser,
         "--install-namespace",
         metavar="NAMESPACE",
+        type=kubernetes_namespace,
         default=DEFAULT_INSTALL_NAMESPACE,
         help=f"where loadaware runs: its policy ConfigMap ({POLICY_CONFIGMAP.name}), the "
         f"descheduler's configuration ({DESCHEDULER_CONFIGMAP.name}) and memory",
@@ -133,7 +151,9 @@ def add_parser(components: Any) -> None:
         epilog=POD_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    pod.add_argument("pod", nargs="?", metavar="NAMESPACE/NAME", help="a pod in the cluster")
+    pod.add_argument(
+        "pod", nargs="?", type=pod_reference, metavar="NAMESPACE/NAME", help="a pod in the cluster"
+    )
     add_flag(
         pod,
         "--filename",
@@ -168,7 +188,7 @@ def add_parser(components: Any) -> None:
         epilog=NODE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    node.add_argument("node", metavar="NAME", help="a node in the cluster")
+    node.add_argument("node", type=kubernetes_name, metavar="NAME", help="a node in the cluster")
     _common_flags(node, "the node's class and every pod it would move, skip or receive")
     add_flag(
         node,
@@ -183,6 +203,7 @@ def add_parser(components: Any) -> None:
         node,
         "--state-name",
         metavar="NAME",
+        type=kubernetes_name,
         default=DEFAULT_STATE_NAME,
         help="the descheduler's memory ConfigMap (its --state-name), in --install-namespace",
     )

@@ -24,7 +24,17 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from app.commandline import EXIT_FAILED, EXIT_OK, add_flag, duration, positive_number, usage_error
+from app.commandline import (
+    EXIT_FAILED,
+    EXIT_OK,
+    INTERRUPTED_TEXT,
+    add_flag,
+    duration,
+    kubernetes_name,
+    kubernetes_namespace,
+    positive_number,
+    usage_error,
+)
 from app.explain.report_measures import History, minutes_above, restarts_by
 from app.kube import POLICY_CONFIGMAP
 from app.kube import STATE_NAME as DEFAULT_STATE_NAME
@@ -45,13 +55,14 @@ ConfigMaps and lists nodes and pods, as `loadaware explain` does
 (deploy/base/explain-rbac.yaml is enough). The memory keeps the last day of moves, so
 --since reaches back a day at most.
 """
-EPILOG = """\
+EPILOG = f"""\
 examples:
   loadaware report
   loadaware report --since 6h -o json | jq '.nodes'
   loadaware report --prometheus-url http://prometheus.monitoring:9090
 
-exit codes: 0 reported, 1 the memory could not be read, 2 bad usage
+exit codes: 0 reported, 1 the memory could not be read, 2 bad usage or configuration,
+{INTERRUPTED_TEXT}
 """
 OUTCOMES = ("helped", "no effect", "backfired", "pending")
 
@@ -95,6 +106,7 @@ def add_parser(components: Any) -> None:
         report,
         "--install-namespace",
         metavar="NAMESPACE",
+        type=kubernetes_namespace,
         default="loadaware",
         help="where loadaware runs: the descheduler's memory ConfigMap",
     )
@@ -102,6 +114,7 @@ def add_parser(components: Any) -> None:
         report,
         "--state-name",
         metavar="NAME",
+        type=kubernetes_name,
         default=DEFAULT_STATE_NAME,
         help="the descheduler's memory ConfigMap (its --state-name), in --install-namespace",
     )

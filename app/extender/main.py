@@ -16,6 +16,8 @@ from app.commandline import (
     count,
     duration,
     host,
+    kubernetes_name,
+    kubernetes_namespace,
     port,
     port_or_off,
     timeout,
@@ -514,6 +516,7 @@ def add_parser(components: Any) -> None:
         extender,
         "--workload-usage-namespace",
         metavar="NAMESPACE",
+        type=kubernetes_namespace,
         help="namespace of that ConfigMap (the annotator's)",
         default_text="the pod's namespace, else 'default'",
     )
@@ -521,6 +524,7 @@ def add_parser(components: Any) -> None:
         extender,
         "--workload-usage-name",
         metavar="NAME",
+        type=kubernetes_name,
         default=WORKLOAD_USAGE_NAME,
         help="name of that ConfigMap",
     )

@@ -170,8 +170,26 @@ class _MetricEntry(_Strict):
     name: MetricName = Field(min_length=1, strict=True)
 
 
+# The annotator queries Prometheus for a metric and patches every node once a period (and
+# publishes workload usage on the shortest one): a shorter period is a busy loop against
+# both, as the descheduler's ``interval`` (MIN_INTERVAL_S, app/rebalance/config.py), and
+# the recording rules it reads change once a scrape interval anyway.
+MIN_SYNC_PERIOD_S = 1.0
+
+
 class SyncPolicy(_MetricEntry):
     period_s: DurationS = Field(validation_alias=AliasChoices("period", "period_s"), gt=0)
+
+    @field_validator("period_s")
+    @classmethod
+    def _at_least_the_minimum(cls, seconds: float) -> float:
+        if seconds < MIN_SYNC_PERIOD_S:
+            raise ValueError(
+                f"period {format_duration(seconds)} is shorter than the minimum "
+                f"{format_duration(MIN_SYNC_PERIOD_S)}: the annotator queries Prometheus and "
+                f"patches every node each period"
+            )
+        return seconds
 
 
 class PredicatePolicy(_MetricEntry):

@@ -13,7 +13,14 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.commandline import add_flag, duration, host, port_or_off
+from app.commandline import (
+    add_flag,
+    duration,
+    host,
+    kubernetes_name,
+    kubernetes_namespace,
+    port_or_off,
+)
 
 __all__ = [
     "LeaseSettings",
@@ -79,6 +86,7 @@ def add_leader_election_flags(parser: argparse.ArgumentParser, default_lease_nam
         election,
         "--lease-namespace",
         metavar="NAMESPACE",
+        type=kubernetes_namespace,
         default_text="the pod's namespace, else 'default'",
         help="namespace of the Lease",
     )
@@ -86,6 +94,7 @@ def add_leader_election_flags(parser: argparse.ArgumentParser, default_lease_nam
         election,
         "--lease-name",
         metavar="NAME",
+        type=kubernetes_name,
         default=default_lease_name,
         help="name of the Lease",
     )

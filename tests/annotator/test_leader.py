@@ -25,7 +25,7 @@ from tests.support.fakekube_fixtures import FakeKube
 from tests.support.ports import free_port
 
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/default/leases/loadaware-annotator"
-FAST = policy({"cpu_usage_avg_5m": "0.2s"})
+FAST = policy({"cpu_usage_avg_5m": "1s"})  # the shortest period a policy may have
 
 
 def patches_by(replica: Annotator) -> float:

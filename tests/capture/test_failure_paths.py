@@ -128,6 +128,17 @@ CASES: dict[str, Case] = {
     "capture: --descheduler-config that does not validate": Case(
         [*CAPTURE, "--descheduler-config", "@d.yaml"], ["d.yaml", "evictionsPerSecond"], 2,
         {**DOWN_CONFIG, "d.yaml": "evictionsPerSecond: -1\n"}),
+    "capture: a --step that makes millions of points": Case(
+        [*CAPTURE, "--range", "24h", "--step", "1ms"],
+        ["--range 24h at --step", "86,400,001 points", "use --step 2s or longer"], 2,
+        DOWN_CONFIG),
+    "capture: --anonymize-key /dev/zero": Case(
+        [*CAPTURE, "--anonymize-key", "/dev/zero"],
+        ["/dev/zero", "--anonymize-key file", "not a regular file"], 2, DOWN_CONFIG),
+    "capture: an --anonymize-key past 64 KiB": Case(
+        [*CAPTURE, "--anonymize-key", "@key"],
+        ["key", "--anonymize-key file", "larger than the limit of 64 KiB"], 2,
+        {**DOWN_CONFIG, "key": b"k" * (64 * 2**10 + 1)}),
     "capture: a binary --descheduler-config": Case(
         [*CAPTURE, "--descheduler-config", "@d.yaml"], ["d.yaml", "not UTF-8"], 2,
         {**DOWN_CONFIG, "d.yaml": b"\xff\xfe"}),

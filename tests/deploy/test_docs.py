@@ -187,6 +187,21 @@ OPERATOR_DOCS = [ROOT / "README.md", ROOT / "docs" / "reference.md",
                  ROOT / "docs" / "troubleshooting.md"]  # fmt: skip
 
 
+@pytest.mark.parametrize("path", OPERATOR_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_flag_an_operator_page_names_is_a_current_flag(path: Path) -> None:
+    """Named alone too (`--soft-taint-hold`), not only after its command; these pages
+    name no other tool's flags. An older name is the reference's "Older names" only."""
+    current = {o for flags in _flags_by_command().values() for o in flags}
+    current |= {o for a in build_parser()._actions for o in a.option_strings}
+    named = set(re.findall(r"`(--[a-z][a-z0-9-]+)", path.read_text()))
+    assert len(named) > 10
+    unknown = sorted(f for f in named if f not in current and f not in RENAMED)
+    assert unknown == [], f"{path.relative_to(ROOT)} names {unknown}: no command has them"
+    if path.name != "reference.md":
+        old = sorted(f"{f} (now {RENAMED[f]})" for f in named if f in RENAMED)
+        assert old == [], f"{path.relative_to(ROOT)} names older flags: {old}"
+
+
 def known_metrics() -> set[str]:
     """Every series name the components export, as scraped (a histogram's parts too)."""
     known = set()
@@ -230,16 +245,22 @@ def test_every_metric_the_docs_and_rules_name_is_exported(path: Path) -> None:
 
 
 def test_a_page_that_lists_skip_codes_lists_every_one() -> None:
+    """Each list of them (a paragraph or table that names `eviction_limit`), not just
+    the page somewhere."""
     codes = [code.value for code in SkipCode]
+    lists = 0
     for path in DOCS:
-        text = path.read_text()
-        if "`eviction_limit`" not in text:
-            continue
-        missing = [code for code in codes if f"`{code}`" not in text]
-        assert missing == [], (
-            f"{path.relative_to(ROOT)} lists skip codes without {missing}: add them "
-            "(app/rebalance/outcome.py SkipCode; docs/reference.md, Skip codes)"
-        )
+        for paragraph in re.split(r"\n\s*\n", path.read_text()):
+            if "`eviction_limit`" not in paragraph:
+                continue
+            lists += 1
+            missing = [code for code in codes if f"`{code}`" not in paragraph]
+            assert missing == [], (
+                f"{path.relative_to(ROOT)} lists skip codes without {missing}: add them "
+                f"(app/rebalance/outcome.py SkipCode; docs/reference.md, Skip codes):\n"
+                f"{paragraph[:300]}"
+            )
+    assert lists >= 3  # the README's metric, the reference's table, explain node's
     assert "`eviction_limit`" in (ROOT / "docs" / "troubleshooting.md").read_text()
 
 
@@ -361,7 +382,8 @@ def test_the_readme_lists_every_metric_of_each_component() -> None:
 
 # Commands that run once and end (Ctrl-C before the end: 130); the others serve until
 # stopped (SIGTERM or SIGINT: 0). The descheduler's --once is told in its description.
-ONE_SHOT = {"policy check", "explain pod", "explain node", "simulate", "capture", "descheduler"}
+ONE_SHOT = {"policy check", "explain pod", "explain node", "report", "simulate", "capture",
+            "descheduler"}  # fmt: skip
 
 
 def _runnable() -> dict[str, argparse.ArgumentParser]:
