@@ -57,3 +57,47 @@ def test_the_dry_run_table_names_sources_victims_and_skips() -> None:
     assert "default/web-9" in text or "default/web-0" in text
     assert "local storage" in text
     assert "prometheus" in text
+
+
+def doubted_cluster(hot_reading: float) -> tuple[list, list, dict[str, Resources]]:  # type: ignore[type-arg]
+    """A node at 85 % of 10 cores: 2 cores above the 65 % target. Its web pods read
+    ``hot_reading``; ten more web pods elsewhere read 0.97, so the workload's median
+    reading is 0.97 unless the hot node's pods outnumber them."""
+    nodes = [node("hot", 0.85), node("cool-a", 0.1), node("cool-b", 0.1)]
+    on_hot = [pod(f"web-{i}", "hot", owner="web") for i in range(8)]
+    elsewhere = [pod(f"web-a{i}", "cool-a", owner="web") for i in range(10)]
+    usage = {p.key: Resources(hot_reading, 1 * GI) for p in on_hot}
+    usage |= {p.key: Resources(0.97, 1 * GI) for p in elsewhere}
+    return nodes, on_hot + elsewhere, usage
+
+
+def test_victims_read_above_their_workload_take_a_pod_more_when_ending_near_target() -> None:
+    # Two pods reading 1.02 take 2.04 cores: 64.6 %, under 65 % as read. But they read
+    # 0.05 above the workload's median, and the next window regresses: counted at their
+    # doubt (5 % of each reading), the node ends at 65.6 %, so a third pod goes.
+    nodes, pods, usage = doubted_cluster(1.02)
+    result = plan(cluster(nodes, pods, usage), config(), POLICY, NOW, {})
+    assert len(result.evictions) == 3
+    assert {e.source for e in result.evictions} == {"hot"}
+
+
+def test_victims_reading_as_their_peers_do_are_not_doubted() -> None:
+    # The same readings everywhere: the median is 1.02, nothing is doubted, and two pods
+    # (64.6 %) are enough.
+    nodes, pods, usage = doubted_cluster(1.02)
+    usage = {key: Resources(1.02, 1 * GI) for key in usage}
+    result = plan(cluster(nodes, pods, usage), config(), POLICY, NOW, {})
+    assert len(result.evictions) == 2
+
+
+def test_the_doubt_is_capped_at_a_share_of_each_reading() -> None:
+    # A victim far above its peers (a hot spot's cause) is doubted by 5 % of its reading
+    # at most, not by all it reads above them: 2.0 cores over the target, pods of 1.5
+    # against a median of 0.5 take two pods (3.0 cores, 0.15 doubted), not four.
+    nodes = [node("hot", 0.85), node("cool-a", 0.2), node("cool-b", 0.25)]
+    on_hot = [pod(f"web-{i}", "hot", owner="web") for i in range(4)]
+    elsewhere = [pod(f"web-a{i}", "cool-a", owner="web") for i in range(10)]
+    usage = {p.key: Resources(1.5, 1 * GI) for p in on_hot}
+    usage |= {p.key: Resources(0.5, 1 * GI) for p in elsewhere}
+    result = plan(cluster(nodes, on_hot + elsewhere, usage), config(), POLICY, NOW, {})
+    assert len(result.evictions) == 2

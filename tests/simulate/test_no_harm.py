@@ -213,21 +213,15 @@ def test_where_it_cannot_help_it_evicts_nothing(base: str) -> None:
 def test_where_it_can_help_it_clearly_does(base: str) -> None:
     """drifting-hot-spot: pods grow after placement; only moving pods away cools the
     nodes they share. Beside a load-aware scheduler the descheduler at least halves the
-    node-minutes above the CPU limit, on every seed, and moves no pod twice."""
+    node-minutes above the CPU limit, on every seed, and moves no pod twice (beside
+    crane, seed 3 moved one pod twice while the plan took its victims' readings at face
+    value, app/rebalance/plan.py ``reading_doubt``)."""
     for seed in SEEDS:
         without = summarise(run("drifting-hot-spot", base, seed))
         with_it = summarise(run("drifting-hot-spot", f"{base}+desched", seed))
         assert with_it.cpu_node_minutes_above <= without.cpu_node_minutes_above / 2, (
             base, seed, with_it.cpu_node_minutes_above, without.cpu_node_minutes_above)
-        assert with_it.pods_evicted_repeatedly == REPEATED_KNOWN.get((base, seed), 0), (
-            base, seed)
-
-
-# Known since kube-scheduler's system-default topology spread is modelled under crane
-# too (issue 40): beside crane's plugin (a score, weight 3, no filter that lifts one
-# node) the spread now shares the choice of where a replacement goes, and on seed 3
-# one replacement lands where it is evicted again. Pinned so that a fix shows.
-REPEATED_KNOWN = {("crane", 3): 1}
+        assert with_it.pods_evicted_repeatedly == 0, (base, seed)
 
 
 SHIPPED_CONFIG = Path(__file__).parents[2] / "deploy" / "base" / "descheduler-config.yaml"
