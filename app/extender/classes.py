@@ -93,7 +93,9 @@ class ClassTables:
         tables: dict[str, NodeTable] = {}
         for name, class_policy in classes.policies.items():
             index = new_verdict_index(self._implementation)
-            table = NodeTable(class_policy, self._clock, index, self._ledger)
+            table = NodeTable(
+                class_policy, self._clock, index, self._ledger, estimate_filters=True
+            )
             for node, kept in self._annotations.items():
                 table.upsert(node, class_annotations(kept, classes), self._labels.get(node))
             tables[name] = table

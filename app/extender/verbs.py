@@ -74,9 +74,7 @@ class ExtenderArgs(NamedTuple):  # a NamedTuple: a frozen dataclass took 1.2 µs
 def parse_args(body: bytes) -> ExtenderArgs:
     """The request, from a body as kube-scheduler writes it in node-cache mode with its
     NodeNames left as text for the native index (``split_args``), else parsed whole."""
-    spans = (
-        split_args(body) if split_args is not None and type(body) is bytes else None
-    )
+    spans = split_args(body) if split_args is not None and type(body) is bytes else None
     if spans is not None:
         pod_start, pod_end, names_start, names_end = spans
         try:
@@ -246,11 +244,13 @@ class Verbs:
         if args.names_at is not None:
             self._table.refresh(self._clock())
             judged = self._table.table_for(args.pod)  # its class's, if the policy has classes
-            answered = judged.index.filter_text(args.body, *args.names_at, exempt)
-            if answered is not None:
-                body, outcome.rejected, outcome.nodes = answered
-                outcome.body, outcome.names_at = args.body, args.names_at
-                return body
+            # A class's pod is judged with its own estimate added: on the parsed names.
+            if not judged.estimate_filters or exempt:
+                answered = judged.index.filter_text(args.body, *args.names_at, exempt)
+                if answered is not None:
+                    body, outcome.rejected, outcome.nodes = answered
+                    outcome.body, outcome.names_at = args.body, args.names_at
+                    return body
             args = parse_whole(args.body)  # names out of the plain form, or no native index
         if args.node_names is None:
             assert args.nodes is not None
@@ -263,7 +263,30 @@ class Verbs:
             body, outcome.rejected = table.index.filter(args.node_names, exempt)
         except (TypeError, ValueError) as error:
             raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
+        if table.estimate_filters and not exempt:
+            short = self._short_of_room(table, args.node_names, args.pod)
+            if short:  # the passing nodes the pod's own estimate takes past the limits
+                answer = orjson.loads(body)
+                answer["NodeNames"] = [n for n in answer["NodeNames"] if n not in short]
+                answer["FailedAndUnresolvableNodes"].update(short)
+                rejected = Counter(outcome.rejected)
+                rejected.update(short.values())
+                outcome.rejected = dict(rejected)
+                body = orjson.dumps(answer)
         return body
+
+    def _short_of_room(
+        self, table: NodeTable, names: list[str], pod: dict[str, Any]
+    ) -> dict[str, str]:
+        """The nodes ``table`` (a class's) passes that the pod's estimate does not fit
+        (``NodeTable.short_of_room``); none without an estimate."""
+        try:
+            cpu, memory = self._pod_estimate(pod, self._table)
+        except (TypeError, ValueError):
+            return {}  # an unreadable pod is estimated at nothing, as prioritize reads it
+        if cpu <= 0 and memory <= 0:
+            return {}
+        return table.short_of_room(names, cpu, memory)
 
     def _reasons(
         self, nodes: list[dict[str, Any]], pod: dict[str, Any]
@@ -274,16 +297,29 @@ class Verbs:
             if len(nodes) > MAX_NODES:
                 raise BadRequest(f'"Nodes.items" holds {len(nodes)} nodes; at most {MAX_NODES}')
             self._table.refresh(self._clock())
-            get = self._table.table_for(pod).index.get
+            judged = self._table.table_for(pod)
             names = [node["metadata"]["name"] for node in nodes]
-            return names, [None if (v := get(name)) is None else v[1] for name in names]
+            return names, self._class_reasons(judged, names, pod)
         table, entries = self._entries_from_request(nodes)
         names = [entry.name for entry in entries]
         judged = table.table_for(pod)
         if judged is not table:
-            get = judged.index.get
-            return names, [None if (v := get(name)) is None else v[1] for name in names]
+            return names, self._class_reasons(judged, names, pod)
         return names, [entry.reason for entry in entries]
+
+    def _class_reasons(
+        self, table: NodeTable, names: list[str], pod: dict[str, Any]
+    ) -> list[str | None]:
+        """Each name's filter reason in ``table`` (a class's judges the pod's estimate too)."""
+        get = table.index.get
+        reasons = [None if (v := get(name)) is None else v[1] for name in names]
+        if not table.estimate_filters:
+            return reasons
+        short = self._short_of_room(table, names, pod)
+        return [
+            short.get(name) if reason is None else reason
+            for name, reason in zip(names, reasons, strict=True)
+        ]
 
     def _filter_nodes(
         self, nodes: list[dict[str, Any]], exempt: bool, outcome: Outcome, pod: dict[str, Any]

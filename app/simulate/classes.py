@@ -43,6 +43,7 @@ class MeasuredRun(Protocol):
     throttled_core_s_by_workload: FloatArray | None
     pending_steps_by_workload: IntArray | None
 
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -250,7 +251,6 @@ class _EstimateView:
         return self._shared.estimate.recent_pods(t_s)
 
 
-
 class Cluster(Protocol):
     """What ``ClassSide`` reads of its cluster (``cluster.ClusterState``)."""
 
@@ -353,6 +353,7 @@ class ClassSide:
                 base.extender_weight,
                 np.random.default_rng([scenario.seed, 2, list(self.filters).index(name)]),
                 soft_tainted=base.soft_tainted,
+                estimate_filters=True,  # a class's pod never takes a node past its limits
             )
         return made
 
