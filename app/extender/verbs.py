@@ -74,7 +74,9 @@ class ExtenderArgs(NamedTuple):  # a NamedTuple: a frozen dataclass took 1.2 µs
 def parse_args(body: bytes) -> ExtenderArgs:
     """The request, from a body as kube-scheduler writes it in node-cache mode with its
     NodeNames left as text for the native index (``split_args``), else parsed whole."""
-    spans = split_args(body) if split_args is not None and type(body) is bytes else None
+    spans = (
+        split_args(body) if split_args is not None and type(body) is bytes else None
+    )
     if spans is not None:
         pod_start, pod_end, names_start, names_end = spans
         try:

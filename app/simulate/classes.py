@@ -43,7 +43,6 @@ class MeasuredRun(Protocol):
     throttled_core_s_by_workload: FloatArray | None
     pending_steps_by_workload: IntArray | None
 
-
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -249,6 +248,7 @@ class _EstimateView:
 
     def recent_pods(self, t_s: float) -> list[PlacedPod]:
         return self._shared.estimate.recent_pods(t_s)
+
 
 
 class Cluster(Protocol):

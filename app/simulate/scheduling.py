@@ -371,9 +371,13 @@ class LoadFilter:
         # Per node, its last Measurement, with the annotations' version and the instant
         # it was taken: the same until the annotations change or its changes_at_s; and
         # its ``freshest_sample_s``, which the burst estimate asks at every evaluation.
-        self._measured: list[tuple[int, float, Measurement, float | None] | None] = [None] * nodes
+        self._measured: list[tuple[int, float, Measurement, float | None] | None] = [
+            None
+        ] * nodes
         # Per node, what its load in ``loads`` was assessed from.
-        self._assessed: list[tuple[Measurement, Mapping[str, float] | None] | None] = [None] * nodes
+        self._assessed: list[tuple[Measurement, Mapping[str, float] | None] | None] = [
+            None
+        ] * nodes
         self.evaluations = 0
 
     def now_s(self, t_s: float) -> float:
