@@ -35,10 +35,6 @@ from app.policy import Policy
 
 log = logging.getLogger(__name__)
 
-# The filter's reason for a node whose usage passes a class's limits but not with the
-# pod's own estimated usage added (``NodeTable.short_of_room``).
-NO_ROOM_REASON = "no room for the pod's estimated usage under its class's limits"
-
 
 class Followers(Protocol):
     """Tables kept beside this one, node for node (``app/extender/classes.py``: one per
@@ -61,6 +57,7 @@ class Followers(Protocol):
 class NodeTable:
     """The extender's view of every node it knows: name → precomputed verdict and score."""
 
+    estimate_filters = False  # a class's (classes.py): a node passes if the pod's estimate fits
     def __init__(
         self,
         policy: Policy,
@@ -68,13 +65,8 @@ class NodeTable:
         index: VerdictIndex | None = None,
         ledger: Ledger | None = None,
         followers: Followers | None = None,
-        *,
-        estimate_filters: bool = False,
     ) -> None:
-        """``estimate_filters``: a class's table (``app/extender/classes.py``), whose filter
-        passes a node only where the pod's estimate fits its room (``short_of_room``)."""
         self._ledger = ledger
-        self.estimate_filters = estimate_filters and ledger is not None
         self._clock = clock
         self._overlapping: set[str] = set()  # nodes logged as in two or more pools
         index = index if index is not None else new_verdict_index()
@@ -88,8 +80,7 @@ class NodeTable:
             self._following = followers if followers.active else None
 
     def table_for(self, pod: Mapping[str, Any]) -> NodeTable:
-        """The table a pod is judged by: its class's (``followers``), or this one. One
-        check when the policy has no classes."""
+        """The table a pod is judged by: its class's (``followers``), or this one."""
         following = self._following
         if following is None:
             return self
@@ -307,21 +298,6 @@ class NodeTable:
         if expires_at_s < entry.estimate_due_s:
             entry.estimate_due_s = expires_at_s
             verdicts.push(verdicts.expiries, expires_at_s, name, estimate_due)
-
-    def short_of_room(self, names: list[str], cpu: float, memory: float) -> dict[str, str]:
-        """Of ``names``, the nodes this table passes whose room under the limits cannot
-        take a pod estimated at ``cpu`` cores and ``memory`` bytes (``app.load.has_room``),
-        each with its filter reason. A node unknown, or without a limit, has room."""
-        entries = self._verdicts.entries
-        short: dict[str, str] = {}
-        for name in names:
-            entry = entries.get(name)
-            if entry is None or entry.reason is not None:
-                continue
-            cpu_room, memory_room = entry.rooms()
-            if cpu > cpu_room or memory > memory_room:
-                short[name] = NO_ROOM_REASON
-        return short
 
     @property
     def judges_room(self) -> bool:

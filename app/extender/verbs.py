@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from app.extender.classes import reasons_in, short_of_room, without_short
 from app.extender.index import split_args
 from app.extender.request_pod import request_pod_demand
 from app.extender.table import NodeTable
@@ -265,16 +266,10 @@ class Verbs:
             body, outcome.rejected = table.index.filter(args.node_names, exempt)
         except (TypeError, ValueError) as error:
             raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
-        if table.estimate_filters and not exempt:
+        if table.estimate_filters and not exempt:  # a class's: the pod's estimate too
             short = self._short_of_room(table, args.node_names, args.pod)
-            if short:  # the passing nodes the pod's own estimate takes past the limits
-                answer = orjson.loads(body)
-                answer["NodeNames"] = [n for n in answer["NodeNames"] if n not in short]
-                answer["FailedAndUnresolvableNodes"].update(short)
-                rejected = Counter(outcome.rejected)
-                rejected.update(short.values())
-                outcome.rejected = dict(rejected)
-                body = orjson.dumps(answer)
+            if short:
+                body, outcome.rejected = without_short(body, outcome.rejected, short)
         return body
 
     def _short_of_room(
@@ -288,7 +283,7 @@ class Verbs:
             return {}  # an unreadable pod is estimated at nothing, as prioritize reads it
         if cpu <= 0 and memory <= 0:
             return {}
-        return table.short_of_room(names, cpu, memory)
+        return short_of_room(table, names, cpu, memory)
 
     def _reasons(
         self, nodes: list[dict[str, Any]], pod: dict[str, Any]
@@ -299,29 +294,16 @@ class Verbs:
             if len(nodes) > MAX_NODES:
                 raise BadRequest(f'"Nodes.items" holds {len(nodes)} nodes; at most {MAX_NODES}')
             self._table.refresh(self._clock())
-            judged = self._table.table_for(pod)
+            table = judged = self._table.table_for(pod)
             names = [node["metadata"]["name"] for node in nodes]
-            return names, self._class_reasons(judged, names, pod)
-        table, entries = self._entries_from_request(nodes)
-        names = [entry.name for entry in entries]
-        judged = table.table_for(pod)
-        if judged is not table:
-            return names, self._class_reasons(judged, names, pod)
-        return names, [entry.reason for entry in entries]
-
-    def _class_reasons(
-        self, table: NodeTable, names: list[str], pod: dict[str, Any]
-    ) -> list[str | None]:
-        """Each name's filter reason in ``table`` (a class's judges the pod's estimate too)."""
-        get = table.index.get
-        reasons = [None if (v := get(name)) is None else v[1] for name in names]
-        if not table.estimate_filters:
-            return reasons
-        short = self._short_of_room(table, names, pod)
-        return [
-            short.get(name) if reason is None else reason
-            for name, reason in zip(names, reasons, strict=True)
-        ]
+        else:
+            table, entries = self._entries_from_request(nodes)
+            names = [entry.name for entry in entries]
+            judged = table.table_for(pod)
+            if judged is table:
+                return names, [entry.reason for entry in entries]
+        short = self._short_of_room(judged, names, pod) if judged.estimate_filters else {}
+        return names, reasons_in(judged, names, short)
 
     def _filter_nodes(
         self, nodes: list[dict[str, Any]], exempt: bool, outcome: Outcome, pod: dict[str, Any]

@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
+from app.extender.classes import NO_ROOM_REASON
 from app.extender.extender import Extender
-from app.extender.table import NO_ROOM_REASON
 from app.extender.verbs import Outcome, parse_args
 from app.load.samples import format_usage
 from app.policy import class_usage_key, default_policy, policy_from_yaml
