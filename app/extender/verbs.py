@@ -276,7 +276,7 @@ class Verbs:
         self, table: NodeTable, names: list[str], pod: dict[str, Any]
     ) -> dict[str, str]:
         """The nodes ``table`` (a class's) passes that the pod's estimate does not fit
-        (``NodeTable.short_of_room``); none without an estimate."""
+        (``classes.short_of_room``); none without an estimate."""
         try:
             cpu, memory = self._pod_estimate(pod, self._table)
         except (TypeError, ValueError):
@@ -294,7 +294,7 @@ class Verbs:
             if len(nodes) > MAX_NODES:
                 raise BadRequest(f'"Nodes.items" holds {len(nodes)} nodes; at most {MAX_NODES}')
             self._table.refresh(self._clock())
-            table = judged = self._table.table_for(pod)
+            judged = self._table.table_for(pod)
             names = [node["metadata"]["name"] for node in nodes]
         else:
             table, entries = self._entries_from_request(nodes)

@@ -214,3 +214,11 @@ def test_a_class_s_pod_is_judged_with_its_own_estimate_added() -> None:
     assert failed["hot"] == "Load[cpu_usage_avg_5m] is too high (> 0.65)"
     # A pod in no class: the node's usage before the pod, as crane (and as without classes).
     assert answer(7000, "3")[0] == ["warm", "cool"]
+    # The same in full-nodes form (Node objects, not names).
+    batch_pod = pod(5500)
+    batch_pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "3"}}
+    items = [{"metadata": {"name": name}} for name in names]
+    body = orjson.dumps({"Pod": batch_pod, "Nodes": {"items": items}})
+    answered = orjson.loads(extender.verbs.filter(parse_args(body), Outcome()))
+    assert [n["metadata"]["name"] for n in answered["Nodes"]["items"]] == ["warm", "cool"]
+    assert answered["FailedAndUnresolvableNodes"] == {"hot": NO_ROOM_REASON}
