@@ -125,7 +125,9 @@ def placed_pods(
             continue
         # What explain sees of a bound pod is what the extender has of one it first
         # sees on its node: ``Evidence.PLACED`` (module doc).
-        placed = PlacedPod(pod.requests, pod.limits, min(pod.bound_at_s, now_s), Evidence.PLACED)
+        placed = PlacedPod(
+            pod.requests, pod.limits, min(pod.bound_at_s, now_s), Evidence.PLACED
+        )
         by_node.setdefault(pod.node, []).append(placed)
     return by_node
 
