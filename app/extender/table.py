@@ -57,6 +57,7 @@ class Followers(Protocol):
 class NodeTable:
     """The extender's view of every node it knows: name → precomputed verdict and score."""
 
+    estimate_filters = False  # a class's (classes.py): a node passes if the pod's estimate fits
     def __init__(
         self,
         policy: Policy,
@@ -79,8 +80,7 @@ class NodeTable:
             self._following = followers if followers.active else None
 
     def table_for(self, pod: Mapping[str, Any]) -> NodeTable:
-        """The table a pod is judged by: its class's (``followers``), or this one. One
-        check when the policy has no classes."""
+        """The table a pod is judged by: its class's (``followers``), or this one."""
         following = self._following
         if following is None:
             return self

@@ -533,6 +533,11 @@ class Scheduler:
     # Per node, whether it carries loadaware's PreferNoSchedule taint (the annotator's
     # soft taints); None: no node is ever tainted, TaintToleration adds the same to all.
     soft_tainted: BoolArray | None = None
+    # A class's scheduler (``app/simulate/classes.py``): the load filter passes a node only
+    # where the pod's own estimate fits its room under the limits (``app.load.has_room``),
+    # so a pod never takes a node past its class's limits; a policy of no class judges
+    # the node's usage before the pod, as crane does.
+    estimate_filters: bool = False
     # Choices in which TaintToleration told feasible nodes apart (some tainted, some
     # not); with none, the taints changed nothing and the run is the one without them.
     taint_steered: int = field(default=0, init=False)
@@ -579,6 +584,7 @@ class Scheduler:
             and len(changed) <= _FEW
             and not tainted
             and not spreads
+            and not self.estimate_filters
         ):
             node = self._choose_from_kept(kept, changed, feasible, scores, pod)
             if node is not _AFRESH:
@@ -616,6 +622,8 @@ class Scheduler:
         keep = not tainted and spread is None
         if self.load_filter is not None:
             feasible = feasible & self.load_filter.passes
+            if self.estimate_filters:
+                feasible = feasible & self._has_room(pod)
             if self.plugin_weight > 0:
                 scores = scores + self.load_filter.score * self.plugin_weight
             elif asked := int(np.count_nonzero(feasible)):
@@ -642,6 +650,17 @@ class Scheduler:
             candidates = np.flatnonzero(feasible & (scores == best))
             return int(candidates[self.draws.integers(len(candidates))])
         return None
+
+    def _has_room(self, pod: PodShape) -> BoolArray:
+        """Per node, whether the pod's estimate fits its room under the limits
+        (``app.load.has_room`` over every node; no limit on a resource: room)."""
+        load_filter = self.load_filter
+        assert load_filter is not None
+        requests = self.requests
+        with np.errstate(divide="ignore", invalid="ignore"):  # no allocatable: no room
+            cpu = pod.estimate_cpu_cores / requests.allocatable_cpu <= load_filter.room_cpu
+            memory = pod.estimate_memory_bytes / requests.allocatable_memory
+            return cpu & (memory <= load_filter.room_memory)
 
     def _choose_from_kept(
         self,
