@@ -17,38 +17,12 @@ from __future__ import annotations
 import ast
 import importlib
 import sys
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from pathlib import Path
 
 __all__ = [
     "load_modules_on_use",
-    "load_on_use",
 ]
-
-
-def load_on_use(
-    package: str,
-    names_by_module: Mapping[str, Iterable[str]],
-    front: MutableMapping[str, object],
-) -> Callable[[str], object]:
-    """The ``__getattr__`` of ``package``'s front (``front``: its ``globals()``):
-    each name of ``names_by_module`` imported from ``package.<module>`` when first
-    looked up, then kept in the front."""
-    module_of = {name: module for module, names in names_by_module.items() for name in names}
-
-    def load(name: str) -> object:
-        module = module_of.get(name)
-        if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        loaded = importlib.import_module(f"{package}.{module}")
-        # Every name of the module, once: the next lookups find them in the front. All of
-        # them, since importing ``package.plan`` sets the front's ``plan`` to the module
-        # itself, which would hide a name ``plan`` that module holds from then on.
-        for each in names_by_module[module]:
-            front[each] = getattr(loaded, each)
-        return front[name]
-
-    return load
 
 
 def load_modules_on_use(
@@ -69,7 +43,10 @@ def load_modules_on_use(
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         loaded = importlib.import_module(f"{package}.{module}")
-        for each in loaded.__all__:  # all of them: see ``load_on_use``
+        # Every name of the module, once: the next lookups find them in the front. All of
+        # them, since importing ``package.plan`` sets the front's ``plan`` to the module
+        # itself, which would hide a name ``plan`` that module holds from then on.
+        for each in loaded.__all__:
             front[each] = getattr(loaded, each)
         return front[name]
 

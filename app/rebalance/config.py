@@ -38,6 +38,18 @@ from app.policy import (
     resource_of_metric,
 )
 
+__all__ = [
+    "DEFAULT_CPU_QUERY",
+    "DEFAULT_MEMORY_QUERY",
+    "ConfigError",
+    "DeschedulerConfig",
+    "SchedulerBeside",
+    "config_from_mapping",
+    "config_from_yaml",
+    "memory_window_s",
+    "pool_of",
+]
+
 API_VERSION = "loadaware.io/v1alpha1"
 KIND = "DeschedulerConfiguration"
 

@@ -9,6 +9,11 @@ from app.rebalance.beside import ASSUMES
 from app.rebalance.consolidation import ConsolidationPlan
 from app.rebalance.outcome import EvictionPlan, NodeKind
 
+__all__ = [
+    "render_consolidation",
+    "render_plan",
+]
+
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]

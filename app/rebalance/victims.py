@@ -30,6 +30,14 @@ from collections.abc import Iterable, Mapping
 from app.objects import PodInfo, Resources
 from app.rebalance.config import DeschedulerConfig
 
+__all__ = [
+    "DO_NOT_DISRUPT_ANNOTATION",
+    "NODE_HINT_VALUES",
+    "POD_HINT_VALUES",
+    "hints_of",
+    "node_opt_out",
+]
+
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
 PREFER_NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
