@@ -17,13 +17,7 @@ import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-__all__ = [
-    "HOT_VALUE_KEY",
-    "Sample",
-    "format_hot_value",
-    "format_usage",
-    "parse_hot_value",
-]
+__all__ = ["HOT_VALUE_KEY", "Sample", "format_hot_value", "format_usage", "parse_hot_value"]
 
 HOT_VALUE_KEY = "node_hot_value"
 

@@ -33,10 +33,7 @@ from app.load.model import Measurement, NodeLoad, assess
 from app.load.wire import can_be_preferred, has_room, limit_room
 from app.policy import Policy
 
-__all__ = [
-    "NodeVerdict",
-    "node_verdict",
-]
+__all__ = ["NodeVerdict", "node_verdict"]
 
 
 @dataclass(frozen=True, slots=True)

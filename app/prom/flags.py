@@ -10,11 +10,7 @@ from typing import Any
 from app.commandline import add_flag, duration, http_url
 from app.prom.settings import PrometheusSettings, parse_header
 
-__all__ = [
-    "add_prometheus_flags",
-    "label_matchers",
-    "prometheus_settings_from_args",
-]
+__all__ = ["add_prometheus_flags", "label_matchers", "prometheus_settings_from_args"]
 
 
 class _AppendHeaders(argparse.Action):

@@ -21,10 +21,7 @@ from enum import StrEnum
 
 from app.prom.client import PromSample
 
-__all__ = [
-    "NodeAddress",
-    "match_series",
-]
+__all__ = ["NodeAddress", "match_series"]
 
 
 class MatchRule(StrEnum):

@@ -7,10 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = [
-    "PodUsageQueries",
-    "build_query",
-]
+__all__ = ["PodUsageQueries", "build_query"]
 
 
 def build_query(metric: str, selector: str = "") -> str:

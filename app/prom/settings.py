@@ -10,10 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = [
-    "PrometheusSettings",
-    "redact_url",
-]
+__all__ = ["PrometheusSettings", "redact_url"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,9 +24,7 @@ from collections.abc import Mapping
 from app.policy import Policy
 from app.rebalance.config import DeschedulerConfig, Resource, pool_thresholds
 
-__all__ = [
-    "threshold_conflicts",
-]
+__all__ = ["threshold_conflicts"]
 
 
 def threshold_conflicts(config: DeschedulerConfig, policy: Policy) -> list[str]:

@@ -51,9 +51,7 @@ from app.rebalance.outcome import NodeClass, NodeKind, SkipCode
 from app.rebalance.placement import Placements
 from app.rebalance.view import ClusterView
 
-__all__ = [
-    "ASSUMES",
-]
+__all__ = ["ASSUMES"]
 
 # One line per mode: what the plan assumes about the scheduler (render, explain).
 ASSUMES: Mapping[SchedulerBeside, str] = {

@@ -52,12 +52,7 @@ from app.rebalance.usage import UsageSource, pod_usage, usage_sources
 from app.rebalance.victims import node_opt_out, opt_out, owned_pod_counts, protection
 from app.rebalance.view import ClusterView
 
-__all__ = [
-    "ConsolidationPlan",
-    "KeptNode",
-    "NodeDrain",
-    "plan_consolidation",
-]
+__all__ = ["ConsolidationPlan", "KeptNode", "NodeDrain", "plan_consolidation"]
 
 SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 

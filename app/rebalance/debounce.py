@@ -25,10 +25,7 @@ from collections.abc import Mapping
 
 from app.rebalance.outcome import NodeClass
 
-__all__ = [
-    "previous_hot_rounds",
-    "record_hot_rounds",
-]
+__all__ = ["previous_hot_rounds", "record_hot_rounds"]
 
 SLACK_S = 60.0
 

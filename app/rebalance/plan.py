@@ -46,12 +46,7 @@ from app.rebalance.usage import UsageSource, pod_usage, usage_sources
 from app.rebalance.victims import opt_out, owned_pod_counts, protection, victim_order
 from app.rebalance.view import ClusterView
 
-__all__ = [
-    "PlannerMemory",
-    "observe_round",
-    "plan",
-    "recheck",
-]
+__all__ = ["PlannerMemory", "observe_round", "plan", "recheck"]
 
 
 @dataclass

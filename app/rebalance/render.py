@@ -9,10 +9,7 @@ from app.rebalance.beside import ASSUMES
 from app.rebalance.consolidation import ConsolidationPlan
 from app.rebalance.outcome import EvictionPlan, NodeKind
 
-__all__ = [
-    "render_consolidation",
-    "render_plan",
-]
+__all__ = ["render_consolidation", "render_plan"]
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

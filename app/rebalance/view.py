@@ -14,9 +14,7 @@ from app.objects import (
     Resources,
 )
 
-__all__ = [
-    "ClusterView",
-]
+__all__ = ["ClusterView"]
 
 
 @dataclass(frozen=True, slots=True)
