@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import sys
 from collections.abc import Callable, Iterable, MutableMapping
 from pathlib import Path
@@ -62,11 +63,14 @@ def declared_exports(package: str, module: str) -> list[str]:
     except OSError:  # no source beside the package (a zip, bytecode only): ask the module
         names: list[str] = importlib.import_module(f"{package}.{module}").__all__
         return names
-    tree = ast.parse(source)
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
-        ):
-            listed: list[str] = ast.literal_eval(node.value)
-            return listed
-    raise ImportError(f"{package}.{module} lists no __all__ for its package's front")
+    # Only the statement itself is parsed: parsing whole modules cost as much as the
+    # laziness saved.
+    found = _ALL.search(source)
+    if found is None:
+        raise ImportError(f"{package}.{module} lists no __all__ for its package's front")
+    listed: list[str] = ast.literal_eval(found.group(1))
+    return listed
+
+
+# ``__all__ = [...]`` at the start of a line: a literal list of string literals.
+_ALL = re.compile(r"^__all__ = (\[[^\]]*\])", re.MULTILINE)
