@@ -228,7 +228,7 @@ find(const VerdictIndex *self, uint64_t hash, const char *name, size_t length)
     }
 }
 
-static inline const Entry *
+static inline Entry *
 find_live(const VerdictIndex *self, const char *name, size_t length)
 {
     Py_ssize_t at = find(self, hash_bytes(name, length, self->seed), name, length);
@@ -236,6 +236,40 @@ find_live(const VerdictIndex *self, const char *name, size_t length)
         return NULL;
     }
     return &self->entries[at];
+}
+
+/* Entry `index`, of hash `hash`, into the first free slot from its own (linear probing). */
+static inline void
+place(int32_t *slots, size_t mask, uint64_t hash, int32_t index)
+{
+    size_t slot = (size_t)hash & mask;
+    while (slots[slot] != EMPTY_SLOT) {
+        slot = (slot + 1) & mask;
+    }
+    slots[slot] = index;
+}
+
+/* *data, of *capacity bytes, grown to hold at least `needed`: its size (or `initial`)
+   doubled until it does. 0, or -1 with MemoryError set (*data then unchanged). Rarely
+   called: kept out of line, out of the loops that check for room. */
+static __attribute__((noinline)) int
+grow_bytes(char **data, size_t *capacity, size_t needed, size_t initial)
+{
+    if (needed <= *capacity) {
+        return 0;
+    }
+    size_t grown = *capacity ? *capacity : initial;
+    while (grown < needed) {
+        grown *= 2;
+    }
+    char *moved = PyMem_Realloc(*data, grown);
+    if (moved == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *data = moved;
+    *capacity = grown;
+    return 0;
 }
 
 /* Rebuild the slots (dropping tombstones, and dead names from the arena when
@@ -275,11 +309,7 @@ rebuild(VerdictIndex *self, Py_ssize_t wanted, int compact)
     }
     size_t mask = slot_count - 1;
     for (Py_ssize_t i = 0; i < self->entry_count; i++) {
-        size_t slot = (size_t)self->entries[i].hash & mask;
-        while (slots[slot] != EMPTY_SLOT) {
-            slot = (slot + 1) & mask;
-        }
-        slots[slot] = (int32_t)i;
+        place(slots, mask, self->entries[i].hash, (int32_t)i);
     }
     PyMem_Free(self->slots);
     self->slots = slots;
@@ -311,18 +341,8 @@ append_entry(VerdictIndex *self, uint64_t hash, const char *name, size_t length)
         self->entries = entries;
         self->entry_capacity = capacity;
     }
-    if (self->arena_length + length > self->arena_capacity) {
-        size_t capacity = self->arena_capacity ? self->arena_capacity : 4096;
-        while (capacity < self->arena_length + length) {
-            capacity *= 2;
-        }
-        char *arena = PyMem_Realloc(self->arena, capacity);
-        if (arena == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        self->arena = arena;
-        self->arena_capacity = capacity;
+    if (grow_bytes(&self->arena, &self->arena_capacity, self->arena_length + length, 4096) < 0) {
+        return -1;
     }
     if (length > 0) { /* an empty name may come before any arena exists */
         memcpy(self->arena + self->arena_length, name, length);
@@ -340,11 +360,7 @@ append_entry(VerdictIndex *self, uint64_t hash, const char *name, size_t length)
     entry->plain = !needs_escape(name, length);
     entry->filtered_in = 0;
     self->arena_length += length;
-    size_t slot = (size_t)hash & self->slot_mask;
-    while (self->slots[slot] != EMPTY_SLOT) {
-        slot = (slot + 1) & self->slot_mask;
-    }
-    self->slots[slot] = (int32_t)self->entry_count;
+    place(self->slots, self->slot_mask, hash, (int32_t)self->entry_count);
     self->entry_count++;
     return 0;
 }
@@ -357,24 +373,13 @@ typedef struct {
     size_t capacity;
 } Buffer;
 
-static int
+static inline int
 buffer_reserve(Buffer *buffer, size_t extra)
 {
-    if (buffer->length + extra <= buffer->capacity) {
+    if (buffer->length + extra <= buffer->capacity) { /* the common case, kept inline */
         return 0;
     }
-    size_t capacity = buffer->capacity ? buffer->capacity : 1024;
-    while (capacity < buffer->length + extra) {
-        capacity *= 2;
-    }
-    char *data = PyMem_Realloc(buffer->data, capacity);
-    if (data == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    buffer->data = data;
-    buffer->capacity = capacity;
-    return 0;
+    return grow_bytes(&buffer->data, &buffer->capacity, buffer->length + extra, 1024);
 }
 
 /* The write position, with room for `extra` more bytes after it; NULL on no memory.
@@ -684,6 +689,23 @@ lookup_batch(const VerdictIndex *self, Names *names, int skip, Batch *batch)
     }
 }
 
+/* Whether the request has an `i`-th name (i counted from 0, one after another), looked
+   up in `batch` at i % BATCH: 1 when it has; 0 after the last name; -1 when the names
+   stop before their end (a list item that is not a str, with the error set, or text out
+   of the plain form, without one). */
+static inline int
+looked_up(const VerdictIndex *self, Names *names, int skip, Batch *batch, Py_ssize_t i)
+{
+    Py_ssize_t in_batch = i % BATCH;
+    if (in_batch == 0) {
+        lookup_batch(self, names, skip, batch);
+    }
+    if (in_batch < batch->count) {
+        return 1;
+    }
+    return names_read_whole(names) ? 0 : -1;
+}
+
 /* ------------------------------------------------------------------ methods */
 
 /* A name argument as UTF-8. NULL with an exception set when it is not a str, and
@@ -816,19 +838,25 @@ VerdictIndex_set(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-static PyObject *
-VerdictIndex_discard(VerdictIndex *self, PyObject *name)
+/* The live entry a name argument names; NULL when none does, with an error set when
+   the name is not a str. */
+static Entry *
+entry_of_argument(VerdictIndex *self, PyObject *name)
 {
     Py_ssize_t length;
     const char *text = name_argument(name, &length);
-    if (text == NULL) {
+    return text == NULL ? NULL : find_live(self, text, (size_t)length);
+}
+
+static PyObject *
+VerdictIndex_discard(VerdictIndex *self, PyObject *name)
+{
+    Entry *entry = entry_of_argument(self, name);
+    if (entry == NULL) {
         RETURN_NONE_UNLESS_ERROR();
     }
-    Py_ssize_t at = find(self, hash_bytes(text, (size_t)length, self->seed), text, (size_t)length);
-    if (at >= 0 && self->entries[at].live) {
-        self->entries[at].live = 0;
-        self->live_count--;
-    }
+    entry->live = 0;
+    self->live_count--;
     Py_RETURN_NONE;
 }
 
@@ -853,14 +881,9 @@ VerdictIndex_clear(VerdictIndex *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 VerdictIndex_get(VerdictIndex *self, PyObject *name)
 {
-    Py_ssize_t length;
-    const char *text = name_argument(name, &length);
-    if (text == NULL) {
-        RETURN_NONE_UNLESS_ERROR();
-    }
-    const Entry *entry = find_live(self, text, (size_t)length);
+    const Entry *entry = entry_of_argument(self, name);
     if (entry == NULL) {
-        Py_RETURN_NONE;
+        RETURN_NONE_UNLESS_ERROR();
     }
     PyObject *reason = Py_None;
     if (entry->reason != NO_REASON) {
@@ -929,18 +952,9 @@ answer_filter(VerdictIndex *self, Names *names, int exempt, size_t room, PyObjec
         self->filter_calls = 1;
     }
     Batch batch;
-    for (Py_ssize_t i = 0;; i++) {
+    int read;
+    for (Py_ssize_t i = 0; (read = looked_up(self, names, exempt, &batch, i)) > 0; i++) {
         Py_ssize_t in_batch = i % BATCH;
-        if (in_batch == 0) {
-            lookup_batch(self, names, exempt, &batch);
-        }
-        if (in_batch >= batch.count) {
-            if (names_read_whole(names)) {
-                break;
-            }
-            status = PyErr_Occurred() ? -1 : 1;
-            goto done;
-        }
         Py_ssize_t length = batch.length[in_batch];
         const char *name = batch.name[in_batch];
         const Entry *entry = batch.entry[in_batch];
@@ -986,6 +1000,10 @@ answer_filter(VerdictIndex *self, Names *names, int exempt, size_t room, PyObjec
         *cursor++ = ':';
         memcpy(cursor, PyBytes_AS_STRING(reason), reason_length);
         buffer_advance(&failed, cursor + reason_length);
+    }
+    if (read < 0) {
+        status = PyErr_Occurred() ? -1 : 1;
+        goto done;
     }
     if (run != NULL && write_run(&passed, &passed_count, run, run_end) < 0) {
         goto done;
@@ -1173,18 +1191,9 @@ answer_prioritize(VerdictIndex *self, Names *names, double pod_cpu, double pod_m
     *cursor++ = '[';
     buffer_advance(&out, cursor);
     Batch batch;
-    for (Py_ssize_t i = 0;; i++) {
+    int read;
+    for (Py_ssize_t i = 0; (read = looked_up(self, names, 0, &batch, i)) > 0; i++) {
         Py_ssize_t in_batch = i % BATCH;
-        if (in_batch == 0) {
-            lookup_batch(self, names, 0, &batch);
-        }
-        if (in_batch >= batch.count) {
-            if (names_read_whole(names)) {
-                break;
-            }
-            status = PyErr_Occurred() ? -1 : 1;
-            goto done;
-        }
         Py_ssize_t length = batch.length[in_batch];
         const char *name = batch.name[in_batch];
         const Entry *entry = batch.entry[in_batch];
@@ -1230,6 +1239,10 @@ answer_prioritize(VerdictIndex *self, Names *names, double pod_cpu, double pod_m
         cursor = put_score(cursor, (unsigned)plain);
         *cursor++ = '}';
         buffer_advance(&out, cursor);
+    }
+    if (read < 0) {
+        status = PyErr_Occurred() ? -1 : 1;
+        goto done;
     }
     if ((cursor = buffer_room(&out, 2)) == NULL) {
         goto done;
