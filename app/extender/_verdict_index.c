@@ -26,23 +26,35 @@
 #define MIN_SLOTS 64
 #define MAX_SCORE 10 /* kube-scheduler's MaxExtenderPriority */
 
+/* What every lookup reads of a node: 32 bytes, the entries aligned to a cache line, so
+   that one lookup reads one line of them. */
 typedef struct {
     uint64_t hash;
-    double cpu_room;    /* cores the node can still take before a limit rejects it */
-    double memory_room; /* bytes, likewise (app/load/wire.py, limit_room) */
     uint32_t name_offset; /* into the arena */
     uint32_t name_length;
     int32_t reason; /* index into reasons, or NO_REASON when the node passes */
+    uint32_t filtered_in; /* the filter call that last rejected it: a repeat is skipped */
     uint8_t score;
     uint8_t live;  /* removed entries stay, as tombstones, until the next rebuild */
     uint8_t plain; /* the name needs no JSON escaping */
     uint8_t preferable; /* its score rests on fresh data: it may be lifted (app/load/wire.py) */
-    uint32_t filtered_in; /* the filter call that last rejected it: a repeat is skipped */
 } Entry;
+
+_Static_assert(sizeof(Entry) == 32, "an entry is half a cache line");
+#define ENTRY_ALIGNMENT 64
+
+/* What prioritize reads of a node only when it may be the preferred one, apart from
+   the entries, at the same index. */
+typedef struct {
+    double cpu;    /* cores the node can still take before a limit rejects it */
+    double memory; /* bytes, likewise (app/load/wire.py, limit_room) */
+} Room;
 
 typedef struct {
     PyObject_HEAD
-    Entry *entries;
+    Entry *entries;      /* in entries_block, aligned to ENTRY_ALIGNMENT */
+    void *entries_block; /* what was allocated for them */
+    Room *rooms;         /* each entry's, at its index */
     Py_ssize_t entry_count;
     Py_ssize_t entry_capacity;
     Py_ssize_t live_count;
@@ -310,6 +322,7 @@ rebuild(VerdictIndex *self, Py_ssize_t wanted, int compact)
             }
             entry.name_offset = (uint32_t)arena_length;
             arena_length += entry.name_length;
+            self->rooms[kept] = self->rooms[i];
             self->entries[kept++] = entry;
         }
         self->entry_count = kept;
@@ -341,12 +354,22 @@ append_entry(VerdictIndex *self, uint64_t hash, const char *name, size_t length)
     }
     if (self->entry_count == self->entry_capacity) {
         Py_ssize_t capacity = self->entry_capacity ? self->entry_capacity * 2 : 64;
-        Entry *entries = PyMem_Realloc(self->entries, (size_t)capacity * sizeof(Entry));
-        if (entries == NULL) {
+        void *block = PyMem_Malloc((size_t)capacity * sizeof(Entry) + ENTRY_ALIGNMENT - 1);
+        Room *rooms = block ? PyMem_Realloc(self->rooms, (size_t)capacity * sizeof(Room)) : NULL;
+        if (rooms == NULL) {
+            PyMem_Free(block);
             PyErr_NoMemory();
             return -1;
         }
+        Entry *entries = (Entry *)(((uintptr_t)block + ENTRY_ALIGNMENT - 1) &
+                                   ~(uintptr_t)(ENTRY_ALIGNMENT - 1));
+        if (self->entry_count > 0) {
+            memcpy(entries, self->entries, (size_t)self->entry_count * sizeof(Entry));
+        }
+        PyMem_Free(self->entries_block);
+        self->entries_block = block;
         self->entries = entries;
+        self->rooms = rooms;
         self->entry_capacity = capacity;
     }
     if (grow_bytes(&self->arena, &self->arena_capacity, self->arena_length + length, 4096) < 0) {
@@ -362,8 +385,7 @@ append_entry(VerdictIndex *self, uint64_t hash, const char *name, size_t length)
     entry->reason = NO_REASON;
     entry->score = 0;
     entry->preferable = 0;
-    entry->cpu_room = INFINITY;
-    entry->memory_room = INFINITY;
+    self->rooms[self->entry_count] = (Room){INFINITY, INFINITY};
     entry->live = 0;
     entry->plain = !needs_escape(name, length);
     entry->filtered_in = 0;
@@ -889,8 +911,7 @@ VerdictIndex_set(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
     entry->score = (uint8_t)score;
     entry->reason = reason_id;
     entry->preferable = (uint8_t)preferable;
-    entry->cpu_room = rooms[0];
-    entry->memory_room = rooms[1];
+    self->rooms[at] = (Room){rooms[0], rooms[1]};
     Py_RETURN_NONE;
 }
 
@@ -1264,8 +1285,8 @@ answer_prioritize(VerdictIndex *self, Names *names, double pod_cpu, double pod_m
                 any_length = length;
                 candidate = 1;
             }
-            if (score > roomy_top && pod_cpu <= entry->cpu_room &&
-                pod_memory <= entry->memory_room) {
+            const Room *room = &self->rooms[entry - self->entries];
+            if (score > roomy_top && pod_cpu <= room->cpu && pod_memory <= room->memory) {
                 roomy_top = score;
                 roomy = i;
                 roomy_name = name;
@@ -1584,7 +1605,8 @@ VerdictIndex_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 static void
 VerdictIndex_dealloc(VerdictIndex *self)
 {
-    PyMem_Free(self->entries);
+    PyMem_Free(self->entries_block);
+    PyMem_Free(self->rooms);
     PyMem_Free(self->slots);
     PyMem_Free(self->arena);
     Py_XDECREF(self->reasons);
