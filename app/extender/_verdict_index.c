@@ -11,7 +11,7 @@
  *
  * The index holds no policy and computes nothing: verdicts and scores come from
  * app.load.model through NodeTable, which keeps this index in step. Its answers
- * are app.load.wire's rule (wire_scores, preferred_position), which the Python
+ * are app.load.prioritize's rule (wire_scores, preferred_position), which the Python
  * fallback in app/extender/index.py calls as it is; tests/extender/test_index.py
  * holds this body to that rule on random inputs.
  */
@@ -37,7 +37,7 @@ typedef struct {
     uint8_t score;
     uint8_t live;  /* removed entries stay, as tombstones, until the next rebuild */
     uint8_t plain; /* the name needs no JSON escaping */
-    uint8_t preferable; /* its score rests on fresh data: it may be lifted (app/load/wire.py) */
+    uint8_t preferable; /* its score rests on fresh data: it may be lifted (app/load/prioritize.py) */
 } Entry;
 
 _Static_assert(sizeof(Entry) == 32, "an entry is half a cache line");
@@ -47,7 +47,7 @@ _Static_assert(sizeof(Entry) == 32, "an entry is half a cache line");
    the entries, at the same index. */
 typedef struct {
     double cpu;    /* cores the node can still take before a limit rejects it */
-    double memory; /* bytes, likewise (app/load/wire.py, limit_room) */
+    double memory; /* bytes, likewise (app/load/prioritize.py, limit_room) */
 } Room;
 
 typedef struct {
@@ -1202,7 +1202,7 @@ VerdictIndex_filter_text(VerdictIndex *self, PyObject *const *args, Py_ssize_t n
 /* prioritize(names, cpu=0.0, memory=0.0)
        -> (HostPriorityList JSON, unknown count, preferred position).
 
-   The rules are app/load/wire.py's. A name may be preferred when it was set as
+   The rules are app/load/prioritize.py's. A name may be preferred when it was set as
    preferable (its score rests on fresh data) and passes; unknown names pass and score
    unknown_score but are never preferred (nothing is known of them). The preferred name
    is the first with the highest score among those that also have room for the pod's
@@ -1211,7 +1211,7 @@ VerdictIndex_filter_text(VerdictIndex *self, PyObject *const *args, Py_ssize_t n
    min(score, MAX_SCORE - 1, top), so it is the unique top of the answer and kube-scheduler,
    whose own plugins rarely differ by the extender's weight, binds there: the
    reservation made for it after the answer is then a fact, not a guess, even where
-   nodes tie (app.load.wire's preferred_position, the reference). The position is -1 when no name
+   nodes tie (app.load.prioritize's preferred_position, the reference). The position is -1 when no name
    may be preferred, and then nothing is lifted. */
 /* Lower every score written above cap to cap. Each is one digit after ',"Score":',
    a text no name can hold unescaped (its quotes would be escaped). */

@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry
 
 from app.extender.debug import DebugViews
 from app.extender.index import IMPLEMENTATION_ENV, VerdictIndex, implementation_of
-from app.extender.ledger import DEFAULT_RESERVATION_TTL_S, Ledger
 from app.extender.reservations import Reservations
+from app.extender.reserve import DEFAULT_RESERVATION_TTL_S, Ledger
 from app.extender.table import NodeTable
 from app.extender.telemetry import EstimateCollector, ExtenderMetrics
 from app.extender.verbs import Outcome, RequestNodes, Verbs

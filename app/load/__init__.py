@@ -17,11 +17,11 @@ if TYPE_CHECKING:
     from app.load.default_profile import *  # noqa: F403
     from app.load.estimate import *  # noqa: F403
     from app.load.model import *  # noqa: F403
+    from app.load.prioritize import *  # noqa: F403
     from app.load.taints import *  # noqa: F403
     from app.load.verdict import *  # noqa: F403
-    from app.load.wire import *  # noqa: F403
 
 # Each name loaded on first use, with its module (PEP 562).
 __getattr__ = load_modules_on_use(
-    __name__, ("default_profile", "estimate", "model", "taints", "verdict", "wire"), globals()
+    __name__, ("default_profile", "estimate", "model", "taints", "verdict", "prioritize"), globals()
 )

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app.load.model import Measurement, NodeLoad, assess
-from app.load.wire import can_be_preferred, has_room, limit_room
+from app.load.prioritize import can_be_preferred, has_room, limit_room
 from app.policy import Policy
 
 __all__ = ["NodeVerdict", "node_verdict"]

@@ -18,7 +18,7 @@ in the order a plan is made:
 - ``fit``: node selector, affinity, taints; ``placement``: inter-pod affinity and
   topology spread for a replacement;
 - ``destinations``: where an evicted pod can go;
-- ``limits``: the run's guards (per node, namespace, workload, PDB);
+- ``run_guards``: the run's guards (per node, namespace, workload, PDB);
 - ``outcome``: what the planner returns; ``plan``: the orchestration;
 - ``consolidation``: the nodes to drain for a node autoscaler to remove;
   ``drain_taint``: the taint that marks a node being drained, and since when;
@@ -29,7 +29,7 @@ in the order a plan is made:
 
 Each module lists its names once, in its ``__all__``. The configuration, the
 outcome's types and the small rules load at once; the planner itself (``plan``,
-``beside``, ``consolidation``, ``drain_taint``, ``render``: numpy and the load model,
+``replacement_scheduler``, ``consolidation``, ``drain_taint``, ``render``: numpy and the load model,
 about a tenth of a second) on first use, so that reading a configuration or a
 scenario, or stopping at a bad one, never pays for it.
 """
@@ -50,15 +50,15 @@ from app.rebalance.victims import *  # noqa: F403
 from app.rebalance.view import *  # noqa: F403
 
 if TYPE_CHECKING:
-    from app.rebalance.beside import *  # noqa: F403
     from app.rebalance.consolidation import *  # noqa: F403
     from app.rebalance.drain_taint import *  # noqa: F403
     from app.rebalance.plan import *  # noqa: F403
     from app.rebalance.render import *  # noqa: F403
+    from app.rebalance.replacement_scheduler import *  # noqa: F403
 
 # Each name loaded on first use, with its module (PEP 562). ``plan`` is the name of a
 # module and of the function it holds: the front sets the function over the module as
 # the module loads, so import the module itself only through this front.
 __getattr__ = load_modules_on_use(
-    __name__, ("beside", "consolidation", "drain_taint", "plan", "render"), globals()
+    __name__, ("replacement_scheduler", "consolidation", "drain_taint", "plan", "render"), globals()
 )

@@ -56,7 +56,7 @@ KIND = "DeschedulerConfiguration"
 Resource = Literal["cpu", "memory"]
 # The scheduler that places the replacements of evicted pods (``scheduler``):
 # loadaware's extender; a request-based kube-scheduler that loadaware's soft taints
-# steer; or a request-based kube-scheduler alone. ``app/rebalance/beside.py`` says
+# steer; or a request-based kube-scheduler alone. ``app/rebalance/replacement_scheduler.py`` says
 # what each changes in a plan.
 SchedulerBeside = Literal["extender", "soft-taints", "requests"]
 

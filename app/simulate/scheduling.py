@@ -27,7 +27,7 @@ to predict where a replacement lands.
 
 ``loadaware`` is that, followed by the extender: nodes the production load model
 (``app.load.evaluate_node``) rejects are filtered out, and the extender's answer
-(``app.load.wire.wire_scores``: its 0..10 scores with the preferred node alone on
+(``app.load.prioritize.wire_scores``: its 0..10 scores with the preferred node alone on
 top) times 10 x ``extenderWeight`` is added, as kube-scheduler adds an extender's
 score; ``unsampled`` is the burst estimate (``UnsampledUsage``). The answer lists the
 feasible nodes as kube-scheduler sends them: in node order from a start that moves on
@@ -339,8 +339,8 @@ class LoadFilter:
         self._estimate = estimate
         self.passes = np.ones(nodes, dtype=np.bool_)
         self.extender_score = np.zeros(nodes, dtype=np.int64)
-        self.preferable = np.zeros(nodes, dtype=np.bool_)  # app.load.wire.can_be_preferred
-        # app.load.wire.limit_room, fractions of allocatable (inf: no limit applies)
+        self.preferable = np.zeros(nodes, dtype=np.bool_)  # app.load.prioritize.can_be_preferred
+        # app.load.prioritize.limit_room, fractions of allocatable (inf: no limit applies)
         self.room_cpu = np.full(nodes, math.inf)
         self.room_memory = np.full(nodes, math.inf)
         self.score = np.zeros(nodes, dtype=np.int64)  # 0..100, hot value applied
@@ -772,7 +772,7 @@ class ExtenderTerms:
         self.roomy_rank = np.where(can & roomy, scores, -1)
 
     def preferred(self, asked: IntArray, k: int) -> int:
-        """The node ``app.load.wire.preferred_position`` prefers (-1: none), of the
+        """The node ``app.load.prioritize.preferred_position`` prefers (-1: none), of the
         ``asked`` nodes (in node order) listed as kube-scheduler lists them: from the
         ``k``-th on, then from the first."""
         listed = np.concatenate((asked[k:], asked[:k]))

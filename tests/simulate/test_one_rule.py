@@ -20,7 +20,7 @@ APP = Path(__file__).resolve().parents[2] / "app"
 RULES = {
     "debounce": ("app.rebalance.debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     "wire answer": (
-        "app.load.wire",
+        "app.load.prioritize",
         {
             "can_be_preferred",
             "plain_wire_score",
