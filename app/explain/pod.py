@@ -17,7 +17,7 @@ Nodes kube-scheduler's own filters remove (a taint not tolerated, a node selecto
 does not match, a cordoned node) never reach the extender, nor do the nodes its filter
 refuses; they are marked, never preferred and answered no score. The extender's
 prioritize answer for the others, the preferred node lifted alone to the top, is
-``app.load.wire``'s rule, with the pod's estimate judged against each node's room
+``app.load.prioritize``'s rule, with the pod's estimate judged against each node's room
 under its limits, in the order of the node names.
 """
 
@@ -214,7 +214,7 @@ def explain_pod(
     ``pod_object`` is the pod as the API server holds it (what kube-scheduler sends the
     extender; only its controller reference is read). The nodes kube-scheduler asks the
     extender to prioritize (``NodeVerdict.asked``), in the order of their names, get
-    ``app.load.wire``'s answer: the preferred node, if any, alone on top. Where the
+    ``app.load.prioritize``'s answer: the preferred node, if any, alone on top. Where the
     request's order would decide between nodes of the preferred node's score, the others
     are listed in ``tied``. ``observed``: what one pod of its workload is published to
     use (``app.kube.workload_usage``), which its room check is raised to as the

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from app.extender.index import new_verdict_index
-from app.extender.ledger import Ledger
+from app.extender.reserve import Ledger
 from app.extender.table import NodeTable
 from app.load import HOT_VALUE_KEY, class_annotations, pod_class
 from app.policy import CLASS_USAGE_KEY_PREFIX, MAX_CLASSES, PodClasses, Policy, pod_classes

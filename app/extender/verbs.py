@@ -376,7 +376,7 @@ class Verbs:
 
     def _pod_estimate(self, pod: dict[str, Any], table: NodeTable) -> tuple[float, float]:
         """The pod's estimated usage (cores, bytes), which the preferred node must have
-        room for (app/load/wire.py); 0 without estimation or a readable pod. Pods come
+        room for (app/load/prioritize.py); 0 without estimation or a readable pod. Pods come
         in few shapes: each shape's estimate is kept until the policy changes."""
         policy = table.policy
         settings = policy.spec.estimation

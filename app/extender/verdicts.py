@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from app.extender.index import VerdictIndex
-from app.extender.ledger import NO_ADDITION, Addition, Ledger
+from app.extender.reserve import NO_ADDITION, Addition, Ledger
 from app.load import (
     HOT_VALUE_KEY,
     Measurement,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from app.explain.pod import NodeVerdict, PodExplanation, explain_pod
 from app.explain.render import pod_json, render_pod
-from app.extender.ledger import Ledger
+from app.extender.reserve import Ledger
 from app.extender.table import NodeTable
 from app.load.estimate import estimate_pod_usage
 from app.load.samples import format_usage
