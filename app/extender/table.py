@@ -57,7 +57,6 @@ class Followers(Protocol):
 class NodeTable:
     """The extender's view of every node it knows: name → precomputed verdict and score."""
 
-    estimate_filters = False  # a class's (classes.py): a node passes if the pod's estimate fits
     def __init__(
         self,
         policy: Policy,
@@ -65,8 +64,14 @@ class NodeTable:
         index: VerdictIndex | None = None,
         ledger: Ledger | None = None,
         followers: Followers | None = None,
+        estimate_every_node: bool = False,
     ) -> None:
         self._ledger = ledger
+        # A class's table (classes.py): every node passes a pod only where the pod's own
+        # estimate fits its room under the limits. In any table, a node in a node pool
+        # does too (``classes.short_of_room``); ``estimate_filters``: some node may.
+        self.estimate_every_node = estimate_every_node
+        self.estimate_filters = estimate_every_node or bool(policy.spec.node_pools)
         self._clock = clock
         self._overlapping: set[str] = set()  # nodes logged as in two or more pools
         index = index if index is not None else new_verdict_index()
@@ -141,6 +146,7 @@ class NodeTable:
             self.followers.set_policy(policy)
             self._following = self.followers if self.followers.active else None
         self._verdicts = verdicts
+        self.estimate_filters = self.estimate_every_node or bool(policy.spec.node_pools)
         self._overlapping &= set(verdicts.entries)
         for entry in verdicts.entries.values():
             self._warn_about_overlap(entry)
