@@ -180,7 +180,8 @@ def test_a_node_in_a_pool_passes_a_pod_only_where_its_own_estimate_fits() -> Non
         mode="test",
     )
     assert extender.node_cache is not None
-    nodes = (("gpu-1", 0.3, GPU), ("general-1", 0.5, GENERAL), ("plain-1", 0.6, {}))
+    no_pool: dict[str, str] = {}
+    nodes = (("gpu-1", 0.3, GPU), ("general-1", 0.5, GENERAL), ("plain-1", 0.6, no_pool))
     for name, cpu, labels in nodes:
         node = NodeInfo(
             name, usage_annotations(cpu, 0.3), None, labels=labels,
