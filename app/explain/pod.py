@@ -69,6 +69,8 @@ class NodeVerdict:
     answered: int | None = None  # the prioritize score; None: kube-scheduler does not ask
     # A class's pod: the filter passes the node only where its estimate fits (``has_room``).
     room_filters: bool = False
+    # The node is in a node pool: the filter passes any pod only where its estimate fits.
+    in_pool: bool = False
 
     @property
     def refused(self) -> Overload | None:
@@ -80,9 +82,11 @@ class NodeVerdict:
 
     @property
     def short_of_room(self) -> bool:
-        """The filter refuses a class's pod the node on no predicate but its room: the
-        pod's estimate does not fit under the class's limits."""
-        return self.room_filters and not self.has_room and not self.exempt and self.refused is None
+        """The filter refuses the node on no predicate but its room: the pod's estimate
+        does not fit under its class's limits, or its node pool's."""
+        if not (self.room_filters or self.in_pool):
+            return False
+        return not self.has_room and not self.exempt and self.refused is None
 
     @property
     def passes(self) -> bool:
@@ -150,6 +154,7 @@ def judge_node(
     and beside the higher classes whose pods it runs (``app.load.judged_by``), over
     ``annotations`` (the node's, with the class usages read in:
     ``app.load.class_annotations``; None: the node's own)."""
+    in_pool = bool(policy.spec.node_pools) and policy.node_pools.match(node.labels).pool is not None
     policy = policy.for_node(node.labels)
     read = node.annotations if annotations is None else annotations
     measurement = measure(read, policy, now_s)
@@ -179,6 +184,7 @@ def judge_node(
         not_offered=fit_refusal(pod, node),
         preferable=verdict.preferable,
         has_room=verdict.fits,
+        in_pool=in_pool,
     )
 
 

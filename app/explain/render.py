@@ -66,7 +66,8 @@ def _verdict_text(verdict: NodeVerdict, preferred: str | None, bound_to: str | N
     refused = verdict.refused
     text = f"refused: {refused.metric}" if refused is not None else "passes"
     if verdict.short_of_room:
-        text = "refused: no room for the pod's estimated usage under its class's limits"
+        whose = "class's" if verdict.room_filters else "node pool's"
+        text = f"refused: no room for the pod's estimated usage under its {whose} limits"
     if verdict.exempt and verdict.load.overloads:
         text = "passes (DaemonSet pod)"
     return f"{text} ({'; '.join(marks)})" if marks else text

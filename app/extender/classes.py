@@ -96,10 +96,10 @@ class ClassTables:
         tables: dict[str, NodeTable] = {}
         for name, class_policy in classes.policies.items():
             index = new_verdict_index(self._implementation)
-            table = NodeTable(class_policy, self._clock, index, self._ledger)
             # A node passes a class's pod only where the pod's estimate fits its room too
             # (``short_of_room``); the estimate is known with the ledger alone.
-            table.estimate_filters = self._ledger is not None
+            every = self._ledger is not None
+            table = NodeTable(class_policy, self._clock, index, self._ledger, None, every)
             for node, kept in self._annotations.items():
                 table.upsert(node, class_annotations(kept, classes), self._labels.get(node))
             tables[name] = table
@@ -148,24 +148,30 @@ class ClassTables:
             table.expire_estimates(now_s)
 
 
-# The filter's reason for a node whose usage passes a class's limits but not with the
-# pod's own estimated usage added (``short_of_room``).
+# The filter's reason for a node whose usage passes a class's limits, or its node
+# pool's, but not with the pod's own estimated usage added (``short_of_room``).
 NO_ROOM_REASON = "no room for the pod's estimated usage under its class's limits"
+NO_POOL_ROOM_REASON = "no room for the pod's estimated usage under its node pool's limits"
 
 
 def short_of_room(table: NodeTable, names: list[str], cpu: float, memory: float) -> dict[str, str]:
-    """Of ``names``, the nodes a class's ``table`` passes whose room under the limits
-    cannot take a pod estimated at ``cpu`` cores and ``memory`` bytes
-    (``app.load.has_room``), each with its filter reason. A node unknown, or without a
-    limit, has room."""
+    """Of ``names``, the nodes ``table`` passes whose room under the limits cannot take
+    a pod estimated at ``cpu`` cores and ``memory`` bytes (``app.load.has_room``), each
+    with its filter reason: every node of a class's table, and in any table a node in a
+    node pool (a pool is loadaware's own: a node in none is judged by its usage before
+    the pod, as crane judges it). A node unknown, or without a limit, has room."""
     short: dict[str, str] = {}
+    every = table.estimate_every_node
     for name in names:
         entry = table.get(name)
         if entry is None or entry.reason is not None:
             continue
+        pooled = entry.pool is not None and entry.pool.pool is not None
+        if not (every or pooled):
+            continue
         cpu_room, memory_room = entry.rooms()
         if cpu > cpu_room or memory > memory_room:
-            short[name] = NO_ROOM_REASON
+            short[name] = NO_ROOM_REASON if every else NO_POOL_ROOM_REASON
     return short
 
 

@@ -54,10 +54,27 @@ class Followers(Protocol):
     def set_policy(self, policy: Policy) -> None: ...
 
 
+def _warn_about_overlap(entry: NodeEntry, logged: set[str]) -> None:
+    """Log once per node that two or more pools select it (app/policy/pools.py);
+    ``logged``: the nodes logged, kept by the table."""
+    pool = entry.pool
+    if pool is None or not pool.overlap:
+        logged.discard(entry.name)
+        return
+    if entry.name not in logged:
+        logged.add(entry.name)
+        log.error(
+            "node %s is selected by node pools %s of the policy; it is judged by the "
+            "policy's own limits until one pool selects it (a node must be in one pool "
+            "at most)",
+            entry.name,
+            ", ".join(pool.overlap),
+        )
+
+
 class NodeTable:
     """The extender's view of every node it knows: name → precomputed verdict and score."""
 
-    estimate_filters = False  # a class's (classes.py): a node passes if the pod's estimate fits
     def __init__(
         self,
         policy: Policy,
@@ -65,8 +82,14 @@ class NodeTable:
         index: VerdictIndex | None = None,
         ledger: Ledger | None = None,
         followers: Followers | None = None,
+        estimate_every_node: bool = False,
     ) -> None:
         self._ledger = ledger
+        # A class's table (classes.py): every node passes a pod only where the pod's own
+        # estimate fits its room under the limits; in any table, a node in a node pool
+        # does too (``classes.short_of_room``). ``estimate_filters``: some node may.
+        self.estimate_every_node = estimate_every_node
+        self.estimate_filters = estimate_every_node or bool(policy.spec.node_pools)
         self._clock = clock
         self._overlapping: set[str] = set()  # nodes logged as in two or more pools
         index = index if index is not None else new_verdict_index()
@@ -141,9 +164,10 @@ class NodeTable:
             self.followers.set_policy(policy)
             self._following = self.followers if self.followers.active else None
         self._verdicts = verdicts
+        self.estimate_filters = self.estimate_every_node or bool(policy.spec.node_pools)
         self._overlapping &= set(verdicts.entries)
         for entry in verdicts.entries.values():
-            self._warn_about_overlap(entry)
+            _warn_about_overlap(entry, self._overlapping)
 
     def upsert(
         self, name: str, annotations: Mapping[str, str], labels: Mapping[str, str] | None = None
@@ -164,7 +188,7 @@ class NodeTable:
             entry.last_seen_s = now_s
             return entry
         entry = verdicts.store(name, annotations, now_s, now_s, self._ledger, labels=labels)
-        self._warn_about_overlap(entry)
+        _warn_about_overlap(entry, self._overlapping)
         return entry
 
     def _pool_changed(self, entry: NodeEntry, labels: Mapping[str, str]) -> bool:
@@ -184,22 +208,6 @@ class NodeTable:
             entry.labels = labels
             return False
         return True
-
-    def _warn_about_overlap(self, entry: NodeEntry) -> None:
-        """Log once per node that two or more pools select it (app/policy/pools.py)."""
-        pool = entry.pool
-        if pool is None or not pool.overlap:
-            self._overlapping.discard(entry.name)
-            return
-        if entry.name not in self._overlapping:
-            self._overlapping.add(entry.name)
-            log.error(
-                "node %s is selected by node pools %s of the policy; it is judged by the "
-                "policy's own limits until one pool selects it (a node must be in one pool "
-                "at most)",
-                entry.name,
-                ", ".join(pool.overlap),
-            )
 
     @property
     def overlapping(self) -> frozenset[str]:

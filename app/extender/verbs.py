@@ -247,7 +247,8 @@ class Verbs:
         if args.names_at is not None:
             self._table.refresh(self._clock())
             judged = self._table.table_for(args.pod)  # its class's, if the policy has classes
-            # A class's pod is judged with its own estimate added: on the parsed names.
+            # A class's pod, or one offered nodes of a node pool, is judged with its own
+            # estimate added: on the parsed names.
             if not judged.estimate_filters or exempt:
                 answered = judged.index.filter_text(args.body, *args.names_at, exempt)
                 if answered is not None:
@@ -266,7 +267,7 @@ class Verbs:
             body, outcome.rejected = table.index.filter(args.node_names, exempt)
         except (TypeError, ValueError) as error:
             raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
-        if table.estimate_filters and not exempt:  # a class's: the pod's estimate too
+        if table.estimate_filters and not exempt:  # a class's, a pool's: the estimate too
             short = self._short_of_room(table, args.node_names, args.pod)
             if short:
                 body, outcome.rejected = without_short(body, outcome.rejected, short)
@@ -275,8 +276,8 @@ class Verbs:
     def _short_of_room(
         self, table: NodeTable, names: list[str], pod: dict[str, Any]
     ) -> dict[str, str]:
-        """The nodes ``table`` (a class's) passes that the pod's estimate does not fit
-        (``classes.short_of_room``); none without an estimate."""
+        """The nodes ``table`` passes that the pod's estimate does not fit, a class's or
+        a node pool's (``classes.short_of_room``); none without an estimate."""
         try:
             cpu, memory = self._pod_estimate(pod, self._table)
         except (TypeError, ValueError):
@@ -300,7 +301,7 @@ class Verbs:
             table, entries = self._entries_from_request(nodes)
             names = [entry.name for entry in entries]
             judged = table.table_for(pod)
-            if judged is table:
+            if judged is table and not table.estimate_filters:
                 return names, [entry.reason for entry in entries]
         short = self._short_of_room(judged, names, pod) if judged.estimate_filters else {}
         return names, reasons_in(judged, names, short)

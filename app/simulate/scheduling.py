@@ -347,8 +347,13 @@ class LoadFilter:
         self.policy = policy
         # Each node's policy: its node pool's limits (app/policy/pools.py), resolved once.
         self.policies = [policy] * nodes
+        # Per node, whether it is in a node pool, where a pod passes only if its own
+        # estimate fits the pool's limits (``Scheduler``); None: the policy has no pools.
+        self.in_pool: BoolArray | None = None
         if policy.spec.node_pools:
             self.policies = [policy.for_node(labels) for labels in node_labels]
+            pools = [policy.node_pools.match(labels).pool for labels in node_labels]
+            self.in_pool = np.array([pool is not None for pool in pools], dtype=np.bool_)
         self._pipeline = pipeline
         self._estimate = estimate
         self.passes = np.ones(nodes, dtype=np.bool_)
@@ -538,6 +543,10 @@ class Scheduler:
     # so a pod never takes a node past its class's limits; a policy of no class judges
     # the node's usage before the pod, as crane does.
     estimate_filters: bool = False
+    # Without ``estimate_filters``, the nodes in a node pool (``LoadFilter.in_pool``) are
+    # judged with the pod's estimate all the same, as the extender judges them; the nodes
+    # in none as crane does. None: no node is in a pool.
+    _pooled: BoolArray | None = field(default=None, init=False)
     # Choices in which TaintToleration told feasible nodes apart (some tainted, some
     # not); with none, the taints changed nothing and the run is the one without them.
     taint_steered: int = field(default=0, init=False)
@@ -549,6 +558,9 @@ class Scheduler:
 
     def __post_init__(self) -> None:
         self.draws = IntegerDraws(self.rng)
+        in_pool = None if self.load_filter is None else self.load_filter.in_pool
+        if not self.estimate_filters and in_pool is not None and bool(in_pool.any()):
+            self._pooled = in_pool
         if self.load_filter is not None and self.plugin_weight == 0:
             self._terms = ExtenderTerms(
                 self.load_filter,
@@ -585,6 +597,7 @@ class Scheduler:
             and not tainted
             and not spreads
             and not self.estimate_filters
+            and self._pooled is None
         ):
             node = self._choose_from_kept(kept, changed, feasible, scores, pod)
             if node is not _AFRESH:
@@ -624,6 +637,8 @@ class Scheduler:
             feasible = feasible & self.load_filter.passes
             if self.estimate_filters:
                 feasible = feasible & self._has_room(pod)
+            elif self._pooled is not None:
+                feasible = feasible & (self._has_room(pod) | ~self._pooled)
             if self.plugin_weight > 0:
                 scores = scores + self.load_filter.score * self.plugin_weight
             elif asked := int(np.count_nonzero(feasible)):

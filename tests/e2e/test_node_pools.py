@@ -7,6 +7,8 @@ descheduler's configuration (its thresholds).
   policy's own limit but under its pool's; a relabelled node moves to its new pool.
   Both of kube-scheduler's modes: the node names (the extender reads the labels from
   its node watch) and full Nodes (from the request).
+* A pod whose own estimate would take a GPU node past its pool's limit is refused the
+  node, where a smaller pod is not.
 * The descheduler, with the pools configuration, takes a pod off a GPU node hot for
   its pool (not for the configuration's own thresholds), to a general node; the
   replacement, placed by the real kube-scheduler calling the extender, lands there too.
@@ -133,6 +135,40 @@ def test_the_extender_judges_each_node_by_its_pool_s_limits(
     message = outcome_of(client, namespace).pending["waits"]
     assert "Load[cpu_usage_avg_5m] is too high (> 0.4)" in message, message
     assert "2 Load[cpu_usage_avg_5m] is too high (> 0.4)" in message, message
+
+
+def limited_pod(name: str, namespace: str, cpu_limit: str) -> Pod:
+    resources = {"requests": {"cpu": "100m"}, "limits": {"cpu": cpu_limit}}
+    container = {"name": "c", "image": "example.invalid/app", "resources": resources}
+    spec: dict[str, object] = {"containers": [container]}
+    return pod_object({"metadata": {"name": name, "namespace": namespace}, "spec": spec})
+
+
+def test_a_pod_that_would_take_a_pool_s_node_past_its_limit_is_refused(
+    cluster: ControlPlane, namespace: str, policy_file: Path
+) -> None:
+    """A node in a pool passes a pod only where the pod's own estimate fits under the
+    pool's limits: gpu-1 at 30 % of 8 cores, under its pool's 0.4, has room for a pod
+    limited to 0.5 CPU (estimated at 0.85 x 0.5 cores: 5 % of the node), not for one
+    limited to 2 CPU (21 %): that one waits, with the pool's room as the reason. (The
+    estimate needs the node cache: with --no-node-cache there is none, and a pool's node
+    is judged by its usage before the pod, as without pools.)"""
+    cluster.make_node("gpu-1", annotations=usage_at(0.3), labels=GPU)
+    client = cluster.client()
+    args = ("--policy", str(policy_file), "--debug-endpoints")
+    with cluster.extender(*args) as extender:
+        config = scheduler_config([extender_entry(extender.url, node_cache_capable=True)])
+        with cluster.scheduler(config):
+            client.create(limited_pod("big", namespace, "2"))
+            wait_until(
+                lambda: outcome_of(client, namespace).pending.get("big"), 120, "FailedScheduling"
+            )
+            client.create(limited_pod("small", namespace, "500m"))
+            wait_until(lambda: outcome_of(client, namespace).bound == 1, 120, "small bound")
+        outcome = outcome_of(client, namespace)
+    assert outcome.placed == {"gpu-1": 1}, outcome.describe()
+    message = outcome.pending["big"]
+    assert "no room for the pod's estimated usage under its node pool's limits" in message
 
 
 @pytest.fixture

@@ -394,3 +394,30 @@ def test_a_class_s_pod_is_refused_a_node_its_own_estimate_takes_past_its_limits(
     plain = verdicts(explained(nodes, pod=heavy, policy=policy))
     assert plain["warm"].passes
     assert plain["cool"].passes
+
+
+def test_a_node_in_a_pool_is_refused_a_pod_its_estimate_takes_past_the_pool_s_limits() -> None:
+    """As the extender's filter: a node in a node pool passes a pod only where the pod's
+    own estimate fits under the pool's limits; a node in no pool is judged by its usage
+    before the pod (crane's rule)."""
+    from dataclasses import replace
+
+    policy = policy_with_pools({"gpu": ({"pool": "gpu"}, 0.6)})
+    heavy = PodInfo(
+        "shop", "asks", "uid-asks", None, "Pending", False, False, NOW_S,
+        requests=BURSTABLE[0], limits=BURSTABLE[1],
+    )  # fmt: skip
+    gpu = replace(node("gpu-1", 0.3), labels={"pool": "gpu"})
+    # The pod's 42.5 %: 30 % + 42.5 % is past the pool's 60 %; the node in no pool, at
+    # 50 %, is under the policy's own 65 % before the pod, which is all it is judged by.
+    answer = explained([gpu, node("plain", 0.5)], pod=heavy, policy=policy)
+    by_name = verdicts(answer)
+    assert by_name["gpu-1"].refused is None
+    assert by_name["gpu-1"].short_of_room
+    assert not by_name["gpu-1"].passes
+    assert by_name["plain"].passes
+    text = render_pod(answer, "p.yaml", None)
+    assert "refused: no room for the pod's estimated usage under its node pool's limits" in text
+    # A pod small enough for the pool's room passes it.
+    small = verdicts(explained([gpu], policy=policy))
+    assert small["gpu-1"].passes

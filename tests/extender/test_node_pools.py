@@ -157,3 +157,59 @@ def test_the_debug_view_names_the_node_s_pool() -> None:
     shown = plain.debug.node("n1")
     assert shown is not None
     assert "pool" not in shown
+
+
+def test_a_node_in_a_pool_passes_a_pod_only_where_its_own_estimate_fits() -> None:
+    """A node in a pool takes a pod only where the pod's estimate fits under the pool's
+    limits (the rule of a class of pods), in both of kube-scheduler's forms; a node in no
+    pool is judged by its usage before the pod, as crane judges it."""
+    import time
+
+    from app.extender.classes import NO_POOL_ROOM_REASON
+    from app.kube.client import client_for_server
+    from app.kube.nodes import NodeCache, NodeInfo
+    from app.kube.pods import PodCache, scheduled_pod
+    from app.objects import Resources
+    from tests.extender.nodes import usage_annotations
+
+    client = client_for_server("http://127.0.0.1:9")  # never contacted: caches fed by hand
+    extender = Extender(
+        pools_policy(),
+        node_cache=NodeCache(client),
+        pod_cache=PodCache(client, scheduled_pod),
+        mode="test",
+    )
+    assert extender.node_cache is not None
+    no_pool: dict[str, str] = {}
+    nodes = (("gpu-1", 0.3, GPU), ("general-1", 0.5, GENERAL), ("plain-1", 0.6, no_pool))
+    for name, cpu, labels in nodes:
+        node = NodeInfo(
+            name, usage_annotations(cpu, 0.3), None, labels=labels,
+            allocatable=Resources(8.0, 32e9),
+        )  # fmt: skip
+        extender.node_cache.apply(name, node)
+    names = [name for name, _, _ in nodes]
+
+    def answer(limit_cpu: str, **form: Any) -> dict[str, Any]:
+        resources = {"requests": {"cpu": "100m"}, "limits": {"cpu": limit_cpu}}
+        request_pod = {
+            "metadata": {"name": "p", "namespace": "ns", "uid": f"u-{time.time()}"},
+            "spec": {"containers": [{"name": "c", "resources": resources}]},
+        }
+        body = orjson.dumps({"Pod": request_pod, **(form or {"NodeNames": names})})
+        answered: dict[str, Any] = orjson.loads(extender.verbs.filter(parse_args(body), Outcome()))
+        return answered
+
+    # Estimated at 1 x 0.85 cores, 10.6 % of the node: 30 % + 10.6 % is past the GPU
+    # pool's 40 %; 50 % + 10.6 % is under the general pool's 90 %; the node in no pool,
+    # at 60 % under the policy's own 65 % before the pod, passes as crane passes it.
+    answered = answer("1")
+    assert answered["NodeNames"] == ["general-1", "plain-1"]
+    assert answered["FailedAndUnresolvableNodes"] == {"gpu-1": NO_POOL_ROOM_REASON}
+    # Half of it (5.3 %) fits on the GPU node.
+    assert answer("500m")["NodeNames"] == names
+    # The same in full-nodes form (Node objects, not names).
+    items = [{"metadata": {"name": name}} for name in names]
+    full = answer("1", Nodes={"items": items})
+    assert [n["metadata"]["name"] for n in full["Nodes"]["items"]] == ["general-1", "plain-1"]
+    assert full["FailedAndUnresolvableNodes"] == {"gpu-1": NO_POOL_ROOM_REASON}

@@ -7,17 +7,16 @@ more than the policy's own 0.65 would allow the general nodes beside a GPU pool 
 0.45). By requests every node looks empty, so the default scheduler fills the GPU nodes
 past their limit; the extender with the pools keeps each node under its own pool's.
 
-"Hold" is measured on the simulator's real demand per node. The filter judges a node as
-it is, never with the pod (README "Burst-aware estimation"), so a node just under its
-limit takes one more pod: a node may pass its limit by one pod's estimate (``ONE_POD``),
-no more. How often that happens depends on the extender's weight: the score is free
-capacity, the same for every pool, so a GPU node at 0.38 (0.07 of room) outscores a
-general node at 0.60 (0.25 of room), and only the lift of the preferred node, which
-must have room for the pod, favours the general one, by one step of the answer (80
-points at the shipped ``extenderWeight`` 8). At 2, shipped before, kube-scheduler's
-default topology spread (up to 200 points) outweighed it, and the GPU pool was passed
-by a pod on nine seeds of 1-10 (196-395 node-minutes each); at 8 on three (seed 3 of
-these, 95 node-minutes on one node) and never by more than one pod (peaks 0.376-0.486).
+"Hold" is measured on the simulator's real demand per node. A node in a pool passes a
+pod only where the pod's own estimate fits under the pool's limits (koordinator's rule,
+as for a class of pods: ``Scheduler._pooled``), so no GPU node passes 0.45 on any seed of
+1-10 (peaks 0.361-0.438). Before that rule the filter judged a node by its usage before
+the pod, as crane does (and still does for a node in no pool): a node just under its
+limit took one more pod, and at ``extenderWeight`` 8 the GPU pool was passed by one pod
+on three seeds of 1-10 (3, 5 and 6: about 95 node-minutes each, peaks up to 0.486). The
+price is a pod's wait of a minute at most, while a wave's new pods are still estimated
+at their 1.7-CPU limit share rather than read at their 1.5 (0.0-1.0 pod-minutes per
+seed, none pending at the end, no CPU throttled, as before).
 """
 
 from __future__ import annotations
@@ -36,11 +35,12 @@ from app.simulate.summary import summarise
 
 SCENARIO = Path(__file__).parents[1] / "fixtures" / "simulate" / "node-pools.yaml"
 SEEDS = (1, 2, 3)
+EVERY_SEED = tuple(range(1, 11))
 GPU_LIMIT = 0.45
 GENERAL_LIMIT = 0.85
 POLICY_OWN_LIMIT = 0.65
 # One pod's estimate as a share of a node: its 2-CPU limit x the default factor 0.85,
-# of 16 CPUs (README "Burst-aware estimation"): the most the filter lets a node pass its limit by.
+# of 16 CPUs (README "Burst-aware estimation").
 ONE_POD = 2 * 0.85 / 16
 GPU_NODES = slice(0, 4)
 GENERAL_NODES = slice(4, 10)
@@ -60,26 +60,27 @@ def simulate(seed: int, policy: str, *, pools: bool = True) -> Run:
     return SimulatedCluster(scenario(seed, pools=pools), plan_for(policy)).simulate()
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("policy", ["loadaware", "loadaware+desched"])
+@pytest.mark.parametrize(
+    ("seed", "policy"),
+    [(seed, "loadaware") for seed in EVERY_SEED]
+    + [(seed, "loadaware+desched") for seed in SEEDS],
+)
 def test_each_pool_s_limit_holds_under_the_extender(seed: int, policy: str) -> None:
     run = simulate(seed, policy)
     cpu = run.cpu_utilisation
-    # A GPU node passes the pool's limit by one pod at most, and one node at most.
-    assert cpu[:, GPU_NODES].max() <= GPU_LIMIT + ONE_POD
-    assert int(np.count_nonzero(cpu[:, GPU_NODES].max(axis=0) > GPU_LIMIT)) <= 1
+    # No node is ever above its pool's limit: not by one pod either.
+    assert cpu[:, GPU_NODES].max() <= GPU_LIMIT
     assert cpu[:, GENERAL_NODES].max() <= GENERAL_LIMIT
     # The general pool's own limit is the one in force, not the policy's: its nodes
     # take the service past 0.65 ...
     assert cpu[:, GENERAL_NODES].max() > POLICY_OWN_LIMIT
-    # ... and every pod is placed.
+    # ... and every pod is placed, a pod waiting a minute at most, and none throttled.
     assert run.pending_at_end == 0
     summary = summarise(run)
+    assert summary.pending_pod_minutes <= 1.0
+    assert summary.throttled_cpu_minutes == 0.0
     assert summary.node_minutes_above["general: cpu_usage_avg_5m > 0.85"] == 0.0
-    # Against the default scheduler's 300 and more (below): under a third of it.
-    gpu_minutes = summary.node_minutes_above["gpu: cpu_usage_avg_5m > 0.45"]
-    assert gpu_minutes < summarise(simulate(seed, "default")).node_minutes_above[
-        "gpu: cpu_usage_avg_5m > 0.45"] / 3  # fmt: skip
+    assert summary.node_minutes_above["gpu: cpu_usage_avg_5m > 0.45"] == 0.0
     assert set(summary.node_minutes_above) >= {
         "gpu: cpu_usage_avg_5m > 0.45",
         "gpu: cpu_usage_max_avg_1h > 0.55",
