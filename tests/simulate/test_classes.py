@@ -22,6 +22,7 @@ from app.simulate.summary import summarise
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "simulate"
 SCENARIO = FIXTURES / "batch-beside-services.yaml"
 BIG_BATCH = FIXTURES / "big-batch-beside-services.yaml"
+THIRD_SHAPE = FIXTURES / "services-and-batch-32cpu.yaml"
 
 
 def without_classes(scenario: Scenario) -> Scenario:
@@ -134,6 +135,7 @@ class Bar:
     every_pod_share: float  # every pod's, likewise
     pending_at_most: Callable[[float], float]  # batch's pending, of without, ten seeds
     seeds_not_halved: int  # seeds on which production's throttling is not halved
+    production_throttles_without: bool = True  # on every seed, and over 10 CPU-minutes
 
 
 @pytest.mark.parametrize(
@@ -141,15 +143,22 @@ class Bar:
     [
         (SCENARIO, Bar(0.15, 0.1, lambda plain: 1.1 * plain, seeds_not_halved=1)),
         (BIG_BATCH, Bar(0.01, 0.02, lambda plain: plain + 18_000.0, seeds_not_halved=0)),
+        # The same policy on a shape it was not tuned on: production hardly throttles
+        # there (1.7 CPU-minutes without classes), and with classes batch waits less
+        # (7,116 -> 1,048 pod-minutes) and no pod throttles (2.6 -> 0.0).
+        (
+            THIRD_SHAPE,
+            Bar(0.5, 0.5, lambda plain: 0.2 * plain, 0, production_throttles_without=False),
+        ),
     ],
 )
 def test_classes_cut_production_throttling_and_throttle_no_pod_more(
     fixture: Path, bar: Bar
 ) -> None:
     measured = seeds_1_to_10(fixture)
-    # Production really throttles without classes, every seed and the ten together.
-    assert all(m.production_throttled[0] > 0 for m in measured)
-    assert sum(m.production_throttled[0] for m in measured) > 10.0
+    if bar.production_throttles_without:  # every seed, and the ten together
+        assert all(m.production_throttled[0] > 0 for m in measured)
+        assert sum(m.production_throttled[0] for m in measured) > 10.0
     production = [sum(m.production_throttled[i] for m in measured) for i in (0, 1)]
     every = [sum(m.all_throttled[i] for m in measured) for i in (0, 1)]
     assert production[1] <= bar.production_share * production[0]
@@ -166,7 +175,7 @@ def test_classes_cut_production_throttling_and_throttle_no_pod_more(
     pending_plain = sum(m.batch_pending[0] for m in measured)
     pending_classed = sum(m.batch_pending[1] for m in measured)
     assert pending_classed <= bar.pending_at_most(pending_plain)
-    if fixture == SCENARIO:  # and on no seed more than the 1.2x
+    if fixture != BIG_BATCH:  # and on no seed more than the 1.2x
         assert all(m.batch_pending[1] <= 1.2 * m.batch_pending[0] for m in measured)
 
 
