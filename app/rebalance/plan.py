@@ -100,7 +100,8 @@ def plan(
 
     def one_pass(share: bool) -> _Pass:
         """The pass over every source, from a fresh state; ``share``: each source takes
-        first the pods of workloads the sources after it have fewest of (``_Pass.later``)."""
+        first the pods of workloads with room to spare for the sources after it
+        (``_share_order``)."""
         destinations = Destinations(
             _rooms(usages, classes, pods_by_node, config, policy, now_s, placed), rules
         )
@@ -128,6 +129,9 @@ def plan(
             evictable_below,
             peers,
         )
+        # Every source counts as left at its whole excess until drained: a pass that
+        # stops early (no headroom, the total limit) is not the better for it.
+        pass_.left = {s.node: max(_excess(s, s.usage_fraction).values()) for s in sources}
         for index, source in enumerate(sources):
             why = backed_off.nodes.get(source.node)
             if why is not None:
@@ -566,12 +570,11 @@ class _Pass:
                 attribution.give_back(pod, amount)
             current = start
         left = _excess(source, current)
-        if left:
-            self.left[node.name] = max(left.values())
-            if any(
-                s.node == node.name and s.code in _SHARED_LIMITS for s in self.result.skipped
-            ):
-                self.starved.add(node.name)
+        self.left[node.name] = max(left.values(), default=0.0)
+        if left and any(
+            s.node == node.name and s.code in _SHARED_LIMITS for s in self.result.skipped
+        ):
+            self.starved.add(node.name)
         held = attribution.report(left)
         if held is not None:
             self.result.held_hot[node.name] = held
