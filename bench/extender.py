@@ -55,8 +55,8 @@ from app.extender.http import ASGIApp, ExtenderApp, Receive, Send
 from app.extender.index import PyVerdictIndex, native_available, new_verdict_index
 from app.extender.request_pod import demand_of_request_pod, request_pod_demand
 from app.extender.verbs import Outcome, parse_args
+from app.health.connection_limits import DEFAULT_BODY_TIMEOUT_S, ConnectionLimits
 from app.health.connections import guarded_protocol
-from app.health.limits import DEFAULT_BODY_TIMEOUT_S, ConnectionLimits
 from app.kube.client import client_for_server
 from app.kube.pods import PodCache, scheduled_pod
 from app.load.samples import HOT_VALUE_KEY, format_hot_value, format_usage

@@ -108,7 +108,8 @@ exit code 130; a server or a loop stops with exit code 0.
 
 OTHER_ENVIRONMENT = {
     IMPLEMENTATION_ENV: "`auto` (default), `native` or `python`: which verdict index the "
-    "extender uses; `python` forces the pure-Python fallback (`app.load.wire`'s rule itself), "
+    "extender uses; `python` forces the pure-Python fallback (`app.load.prioritize`'s rule "
+    "itself), "
     "`native` fails without the C one",
 }
 

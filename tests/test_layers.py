@@ -262,30 +262,6 @@ def test_every_name_a_front_exports_is_there() -> None:
             )
 
 
-def test_a_lazy_front_loads_a_name_once_on_first_use_and_refuses_others(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``load_on_use``, the ``__getattr__`` the lazy fronts share, on a package of its
-    own: the module is not loaded until its name is looked up, then kept in the front."""
-    import sys
-
-    from app.objects import load_on_use
-
-    package = tmp_path / "lazy_front_probe"
-    package.mkdir()
-    (package / "__init__.py").write_text("", encoding="utf-8")
-    (package / "heavy.py").write_text("VALUE = object()\nOTHER = 1\n", encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    front: dict[str, object] = {}
-    load = load_on_use("lazy_front_probe", {"heavy": ("VALUE",)}, front)
-    assert "lazy_front_probe.heavy" not in sys.modules
-    value = load("VALUE")
-    assert value is sys.modules["lazy_front_probe.heavy"].VALUE
-    assert front == {"VALUE": value}
-    with pytest.raises(AttributeError, match="'lazy_front_probe' has no attribute 'OTHER'"):
-        load("OTHER")  # in the module, but not named to the front
-
-
 def test_a_front_of_modules_loads_each_listed_name_on_first_use_and_refuses_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,74 +2,11 @@
 environment variables, exit codes), its log lines (``logs``: text or JSON) and the
 progress bar of the long commands (``progress``).
 
-Standard library only, so that ``loadaware --help`` stays quick.
+Standard library only, so that ``loadaware --help`` stays quick. Each module lists its
+names once, in its ``__all__``.
 """
 
-from app.commandline.flags import (
-    DEPRECATIONS,
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_MEANINGS,
-    EXIT_OK,
-    EXIT_USAGE,
-    INTERRUPTED_TEXT,
-    Parser,
-    UsageError,
-    add_component,
-    add_deprecated_alias,
-    add_flag,
-    add_own_flag,
-    count,
-    deprecation_warnings,
-    duration,
-    env_name,
-    fraction,
-    host,
-    http_url,
-    log_level,
-    port,
-    port_or_off,
-    positive_number,
-    seed,
-    timeout,
-    usage_error,
-)
-from app.commandline.logs import LOG_FORMATS, RateLimitedLog, configure_logging
-from app.commandline.names import kubernetes_name, kubernetes_namespace
-from app.commandline.progress import progress_bar
-
-__all__ = [
-    "DEPRECATIONS",
-    "EXIT_FAILED",
-    "EXIT_INTERRUPTED",
-    "EXIT_MEANINGS",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "INTERRUPTED_TEXT",
-    "LOG_FORMATS",
-    "Parser",
-    "RateLimitedLog",
-    "UsageError",
-    "add_component",
-    "add_deprecated_alias",
-    "add_flag",
-    "add_own_flag",
-    "configure_logging",
-    "count",
-    "deprecation_warnings",
-    "duration",
-    "env_name",
-    "fraction",
-    "host",
-    "http_url",
-    "kubernetes_name",
-    "kubernetes_namespace",
-    "log_level",
-    "port",
-    "port_or_off",
-    "positive_number",
-    "progress_bar",
-    "seed",
-    "timeout",
-    "usage_error",
-]
+from app.commandline.flags import *  # noqa: F403
+from app.commandline.logs import *  # noqa: F403
+from app.commandline.names import *  # noqa: F403
+from app.commandline.progress import *  # noqa: F403

@@ -40,6 +40,36 @@ from typing import Any, Final, NoReturn
 
 from app.objects import MAX_DURATION_S, MIN_DURATION_S, format_duration, parse_duration_s
 
+__all__ = [
+    "DEPRECATIONS",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_MEANINGS",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "INTERRUPTED_TEXT",
+    "Parser",
+    "UsageError",
+    "add_component",
+    "add_deprecated_alias",
+    "add_flag",
+    "add_own_flag",
+    "count",
+    "deprecation_warnings",
+    "duration",
+    "env_name",
+    "fraction",
+    "host",
+    "http_url",
+    "log_level",
+    "port",
+    "port_or_off",
+    "positive_number",
+    "seed",
+    "timeout",
+    "usage_error",
+]
+
 ENV_PREFIX: Final = "LOADAWARE_"
 
 EXIT_OK: Final = 0

@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Final
 
+__all__ = ["LOG_FORMATS", "RateLimitedLog", "configure_logging"]
+
 LOG_FORMATS: Final = ("text", "json")
 TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Loggers that log a line per HTTP request.

@@ -11,6 +11,11 @@ import argparse
 import re
 from typing import Final
 
+__all__ = [
+    "kubernetes_name",
+    "kubernetes_namespace",
+]
+
 # RFC 1123 as Kubernetes applies it: a label (namespaces), and a subdomain of labels
 # (most object names: ConfigMaps, Leases, Nodes, Pods).
 _LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
+__all__ = ["progress_bar"]
+
 
 def progress_bar(label: str, stream: TextIO) -> Callable[[int, int], None]:
     width = 30

@@ -17,6 +17,16 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "MAX_SCENARIO_BYTES",
+    "parse_yaml",
+    "read_bytes",
+    "read_file",
+    "size_text",
+    "validate",
+]
+
 M = TypeVar("M", bound=BaseModel)
 
 # The largest file read as a policy, a descheduler configuration or a pod manifest, and

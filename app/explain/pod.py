@@ -17,7 +17,7 @@ Nodes kube-scheduler's own filters remove (a taint not tolerated, a node selecto
 does not match, a cordoned node) never reach the extender, nor do the nodes its filter
 refuses; they are marked, never preferred and answered no score. The extender's
 prioritize answer for the others, the preferred node lifted alone to the top, is
-``app.load.wire``'s rule, with the pod's estimate judged against each node's room
+``app.load.prioritize``'s rule, with the pod's estimate judged against each node's room
 under its limits, in the order of the node names.
 """
 
@@ -67,6 +67,8 @@ class NodeVerdict:
     preferable: bool = False  # may be the preferred node (``wire.can_be_preferred``)
     has_room: bool = True  # the pod's estimate fits under its limits (``wire.has_room``)
     answered: int | None = None  # the prioritize score; None: kube-scheduler does not ask
+    # A class's pod: the filter passes the node only where its estimate fits (``has_room``).
+    room_filters: bool = False
 
     @property
     def refused(self) -> Overload | None:
@@ -77,8 +79,14 @@ class NodeVerdict:
         return self.load.overloads[0]
 
     @property
+    def short_of_room(self) -> bool:
+        """The filter refuses a class's pod the node on no predicate but its room: the
+        pod's estimate does not fit under the class's limits."""
+        return self.room_filters and not self.has_room and not self.exempt and self.refused is None
+
+    @property
     def passes(self) -> bool:
-        return self.refused is None
+        return self.refused is None and not self.short_of_room
 
     @property
     def asked(self) -> bool:
@@ -206,7 +214,7 @@ def explain_pod(
     ``pod_object`` is the pod as the API server holds it (what kube-scheduler sends the
     extender; only its controller reference is read). The nodes kube-scheduler asks the
     extender to prioritize (``NodeVerdict.asked``), in the order of their names, get
-    ``app.load.wire``'s answer: the preferred node, if any, alone on top. Where the
+    ``app.load.prioritize``'s answer: the preferred node, if any, alone on top. Where the
     request's order would decide between nodes of the preferred node's score, the others
     are listed in ``tied``. ``observed``: what one pod of its workload is published to
     use (``app.kube.workload_usage``), which its room check is raised to as the
@@ -222,6 +230,8 @@ def explain_pod(
         )
         for name in sorted(nodes)
     ]  # fmt: skip
+    if name_of_class is not None:  # a class's pod: judged with its estimate added
+        verdicts = [replace(v, room_filters=True) for v in verdicts]
     asked = [v for v in verdicts if v.asked]
     scores = [v.load.extender_score for v in asked]
     preferable = [v.preferable for v in asked]

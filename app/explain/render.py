@@ -65,6 +65,8 @@ def _verdict_text(verdict: NodeVerdict, preferred: str | None, bound_to: str | N
         marks.append(f"kube-scheduler: {verdict.not_offered}")
     refused = verdict.refused
     text = f"refused: {refused.metric}" if refused is not None else "passes"
+    if verdict.short_of_room:
+        text = "refused: no room for the pod's estimated usage under its class's limits"
     if verdict.exempt and verdict.load.overloads:
         text = "passes (DaemonSet pod)"
     return f"{text} ({'; '.join(marks)})" if marks else text

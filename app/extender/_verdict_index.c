@@ -11,7 +11,7 @@
  *
  * The index holds no policy and computes nothing: verdicts and scores come from
  * app.load.model through NodeTable, which keeps this index in step. Its answers
- * are app.load.wire's rule (wire_scores, preferred_position), which the Python
+ * are app.load.prioritize's rule (wire_scores, preferred_position), which the Python
  * fallback in app/extender/index.py calls as it is; tests/extender/test_index.py
  * holds this body to that rule on random inputs.
  */
@@ -26,23 +26,35 @@
 #define MIN_SLOTS 64
 #define MAX_SCORE 10 /* kube-scheduler's MaxExtenderPriority */
 
+/* What every lookup reads of a node: 32 bytes, the entries aligned to a cache line, so
+   that one lookup reads one line of them. */
 typedef struct {
     uint64_t hash;
-    double cpu_room;    /* cores the node can still take before a limit rejects it */
-    double memory_room; /* bytes, likewise (app/load/wire.py, limit_room) */
     uint32_t name_offset; /* into the arena */
     uint32_t name_length;
     int32_t reason; /* index into reasons, or NO_REASON when the node passes */
+    uint32_t filtered_in; /* the filter call that last rejected it: a repeat is skipped */
     uint8_t score;
     uint8_t live;  /* removed entries stay, as tombstones, until the next rebuild */
     uint8_t plain; /* the name needs no JSON escaping */
-    uint8_t preferable; /* its score rests on fresh data: it may be lifted (app/load/wire.py) */
-    uint32_t filtered_in; /* the filter call that last rejected it: a repeat is skipped */
+    uint8_t preferable; /* its score rests on fresh data: it may be lifted (app/load/prioritize.py) */
 } Entry;
+
+_Static_assert(sizeof(Entry) == 32, "an entry is half a cache line");
+#define ENTRY_ALIGNMENT 64
+
+/* What prioritize reads of a node only when it may be the preferred one, apart from
+   the entries, at the same index. */
+typedef struct {
+    double cpu;    /* cores the node can still take before a limit rejects it */
+    double memory; /* bytes, likewise (app/load/prioritize.py, limit_room) */
+} Room;
 
 typedef struct {
     PyObject_HEAD
-    Entry *entries;
+    Entry *entries;      /* in entries_block, aligned to ENTRY_ALIGNMENT */
+    void *entries_block; /* what was allocated for them */
+    Room *rooms;         /* each entry's, at its index */
     Py_ssize_t entry_count;
     Py_ssize_t entry_capacity;
     Py_ssize_t live_count;
@@ -228,7 +240,7 @@ find(const VerdictIndex *self, uint64_t hash, const char *name, size_t length)
     }
 }
 
-static inline const Entry *
+static inline Entry *
 find_live(const VerdictIndex *self, const char *name, size_t length)
 {
     Py_ssize_t at = find(self, hash_bytes(name, length, self->seed), name, length);
@@ -236,6 +248,48 @@ find_live(const VerdictIndex *self, const char *name, size_t length)
         return NULL;
     }
     return &self->entries[at];
+}
+
+/* Entry `index`, of hash `hash`, into the first free slot from its own (linear probing). */
+static inline void
+place(int32_t *slots, size_t mask, uint64_t hash, int32_t index)
+{
+    size_t slot = (size_t)hash & mask;
+    while (slots[slot] != EMPTY_SLOT) {
+        slot = (slot + 1) & mask;
+    }
+    slots[slot] = index;
+}
+
+/* `capacity` (or `initial` where it is 0) doubled until it holds `needed`. */
+static inline size_t
+doubled(size_t capacity, size_t needed, size_t initial)
+{
+    size_t grown = capacity ? capacity : initial;
+    while (grown < needed) {
+        grown *= 2;
+    }
+    return grown;
+}
+
+/* *data, of *capacity bytes, grown to hold at least `needed`: its size (or `initial`)
+   doubled until it does. 0, or -1 with MemoryError set (*data then unchanged). Rarely
+   called: kept out of line, out of the loops that check for room. */
+static __attribute__((noinline)) int
+grow_bytes(char **data, size_t *capacity, size_t needed, size_t initial)
+{
+    if (needed <= *capacity) {
+        return 0;
+    }
+    size_t grown = doubled(*capacity, needed, initial);
+    char *moved = PyMem_Realloc(*data, grown);
+    if (moved == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *data = moved;
+    *capacity = grown;
+    return 0;
 }
 
 /* Rebuild the slots (dropping tombstones, and dead names from the arena when
@@ -268,6 +322,7 @@ rebuild(VerdictIndex *self, Py_ssize_t wanted, int compact)
             }
             entry.name_offset = (uint32_t)arena_length;
             arena_length += entry.name_length;
+            self->rooms[kept] = self->rooms[i];
             self->entries[kept++] = entry;
         }
         self->entry_count = kept;
@@ -275,11 +330,7 @@ rebuild(VerdictIndex *self, Py_ssize_t wanted, int compact)
     }
     size_t mask = slot_count - 1;
     for (Py_ssize_t i = 0; i < self->entry_count; i++) {
-        size_t slot = (size_t)self->entries[i].hash & mask;
-        while (slots[slot] != EMPTY_SLOT) {
-            slot = (slot + 1) & mask;
-        }
-        slots[slot] = (int32_t)i;
+        place(slots, mask, self->entries[i].hash, (int32_t)i);
     }
     PyMem_Free(self->slots);
     self->slots = slots;
@@ -303,26 +354,26 @@ append_entry(VerdictIndex *self, uint64_t hash, const char *name, size_t length)
     }
     if (self->entry_count == self->entry_capacity) {
         Py_ssize_t capacity = self->entry_capacity ? self->entry_capacity * 2 : 64;
-        Entry *entries = PyMem_Realloc(self->entries, (size_t)capacity * sizeof(Entry));
-        if (entries == NULL) {
+        void *block = PyMem_Malloc((size_t)capacity * sizeof(Entry) + ENTRY_ALIGNMENT - 1);
+        Room *rooms = block ? PyMem_Realloc(self->rooms, (size_t)capacity * sizeof(Room)) : NULL;
+        if (rooms == NULL) {
+            PyMem_Free(block);
             PyErr_NoMemory();
             return -1;
         }
+        Entry *entries = (Entry *)(((uintptr_t)block + ENTRY_ALIGNMENT - 1) &
+                                   ~(uintptr_t)(ENTRY_ALIGNMENT - 1));
+        if (self->entry_count > 0) {
+            memcpy(entries, self->entries, (size_t)self->entry_count * sizeof(Entry));
+        }
+        PyMem_Free(self->entries_block);
+        self->entries_block = block;
         self->entries = entries;
+        self->rooms = rooms;
         self->entry_capacity = capacity;
     }
-    if (self->arena_length + length > self->arena_capacity) {
-        size_t capacity = self->arena_capacity ? self->arena_capacity : 4096;
-        while (capacity < self->arena_length + length) {
-            capacity *= 2;
-        }
-        char *arena = PyMem_Realloc(self->arena, capacity);
-        if (arena == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        self->arena = arena;
-        self->arena_capacity = capacity;
+    if (grow_bytes(&self->arena, &self->arena_capacity, self->arena_length + length, 4096) < 0) {
+        return -1;
     }
     if (length > 0) { /* an empty name may come before any arena exists */
         memcpy(self->arena + self->arena_length, name, length);
@@ -334,47 +385,79 @@ append_entry(VerdictIndex *self, uint64_t hash, const char *name, size_t length)
     entry->reason = NO_REASON;
     entry->score = 0;
     entry->preferable = 0;
-    entry->cpu_room = INFINITY;
-    entry->memory_room = INFINITY;
+    self->rooms[self->entry_count] = (Room){INFINITY, INFINITY};
     entry->live = 0;
     entry->plain = !needs_escape(name, length);
     entry->filtered_in = 0;
     self->arena_length += length;
-    size_t slot = (size_t)hash & self->slot_mask;
-    while (self->slots[slot] != EMPTY_SLOT) {
-        slot = (slot + 1) & self->slot_mask;
-    }
-    self->slots[slot] = (int32_t)self->entry_count;
+    place(self->slots, self->slot_mask, hash, (int32_t)self->entry_count);
     self->entry_count++;
     return 0;
 }
 
 /* ------------------------------------------------------------------ JSON output */
 
+/* An answer being written, in the bytes object it is returned as: no copy at the end
+   (a 10 to 16 KiB copy at 500 names, a tenth of the verb). */
 typedef struct {
-    char *data;
-    size_t length;
-    size_t capacity;
+    PyObject *bytes; /* NULL until the first byte is reserved */
+    char *data;      /* its bytes */
+    size_t length;   /* written so far */
+    size_t capacity; /* its size */
 } Buffer;
 
-static int
-buffer_reserve(Buffer *buffer, size_t extra)
+/* Grown to `needed` bytes; out of line, as the rare case. 0, or -1 with an error set
+   (the buffer is then empty: buffer_answer gives NULL, buffer_free does nothing). */
+static __attribute__((noinline)) int
+buffer_grow(Buffer *buffer, size_t needed)
 {
-    if (buffer->length + extra <= buffer->capacity) {
-        return 0;
+    size_t grown = doubled(buffer->capacity, needed, 1024);
+    if (buffer->bytes == NULL) {
+        buffer->bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)grown);
     }
-    size_t capacity = buffer->capacity ? buffer->capacity : 1024;
-    while (capacity < buffer->length + extra) {
-        capacity *= 2;
+    else if (_PyBytes_Resize(&buffer->bytes, (Py_ssize_t)grown) < 0) {
+        buffer->bytes = NULL; /* _PyBytes_Resize freed it */
     }
-    char *data = PyMem_Realloc(buffer->data, capacity);
-    if (data == NULL) {
-        PyErr_NoMemory();
+    if (buffer->bytes == NULL) {
+        *buffer = (Buffer){NULL, NULL, 0, 0};
         return -1;
     }
-    buffer->data = data;
-    buffer->capacity = capacity;
+    buffer->data = PyBytes_AS_STRING(buffer->bytes);
+    buffer->capacity = grown;
     return 0;
+}
+
+static inline int
+buffer_reserve(Buffer *buffer, size_t extra)
+{
+    if (buffer->length + extra <= buffer->capacity) { /* the common case, kept inline */
+        return 0;
+    }
+    return buffer_grow(buffer, buffer->length + extra);
+}
+
+/* What was written, as a bytes object (the buffer's own, cut to its length: the
+   buffer is left empty); NULL with an error set. */
+static PyObject *
+buffer_answer(Buffer *buffer)
+{
+    if (buffer->bytes == NULL) {
+        return PyBytes_FromStringAndSize("", 0);
+    }
+    PyObject *answer = buffer->bytes;
+    Py_ssize_t length = (Py_ssize_t)buffer->length;
+    *buffer = (Buffer){NULL, NULL, 0, 0};
+    if (_PyBytes_Resize(&answer, length) < 0) {
+        return NULL; /* _PyBytes_Resize freed it */
+    }
+    return answer;
+}
+
+static inline void
+buffer_free(Buffer *buffer)
+{
+    Py_CLEAR(buffer->bytes);
+    *buffer = (Buffer){NULL, NULL, 0, 0};
 }
 
 /* The write position, with room for `extra` more bytes after it; NULL on no memory.
@@ -684,6 +767,23 @@ lookup_batch(const VerdictIndex *self, Names *names, int skip, Batch *batch)
     }
 }
 
+/* Whether the request has an `i`-th name (i counted from 0, one after another), looked
+   up in `batch` at i % BATCH: 1 when it has; 0 after the last name; -1 when the names
+   stop before their end (a list item that is not a str, with the error set, or text out
+   of the plain form, without one). */
+static inline int
+looked_up(const VerdictIndex *self, Names *names, int skip, Batch *batch, Py_ssize_t i)
+{
+    Py_ssize_t in_batch = i % BATCH;
+    if (in_batch == 0) {
+        lookup_batch(self, names, skip, batch);
+    }
+    if (in_batch < batch->count) {
+        return 1;
+    }
+    return names_read_whole(names) ? 0 : -1;
+}
+
 /* ------------------------------------------------------------------ methods */
 
 /* A name argument as UTF-8. NULL with an exception set when it is not a str, and
@@ -811,24 +911,29 @@ VerdictIndex_set(VerdictIndex *self, PyObject *const *args, Py_ssize_t nargs)
     entry->score = (uint8_t)score;
     entry->reason = reason_id;
     entry->preferable = (uint8_t)preferable;
-    entry->cpu_room = rooms[0];
-    entry->memory_room = rooms[1];
+    self->rooms[at] = (Room){rooms[0], rooms[1]};
     Py_RETURN_NONE;
+}
+
+/* The live entry a name argument names; NULL when none does, with an error set when
+   the name is not a str. */
+static Entry *
+entry_of_argument(VerdictIndex *self, PyObject *name)
+{
+    Py_ssize_t length;
+    const char *text = name_argument(name, &length);
+    return text == NULL ? NULL : find_live(self, text, (size_t)length);
 }
 
 static PyObject *
 VerdictIndex_discard(VerdictIndex *self, PyObject *name)
 {
-    Py_ssize_t length;
-    const char *text = name_argument(name, &length);
-    if (text == NULL) {
+    Entry *entry = entry_of_argument(self, name);
+    if (entry == NULL) {
         RETURN_NONE_UNLESS_ERROR();
     }
-    Py_ssize_t at = find(self, hash_bytes(text, (size_t)length, self->seed), text, (size_t)length);
-    if (at >= 0 && self->entries[at].live) {
-        self->entries[at].live = 0;
-        self->live_count--;
-    }
+    entry->live = 0;
+    self->live_count--;
     Py_RETURN_NONE;
 }
 
@@ -853,14 +958,9 @@ VerdictIndex_clear(VerdictIndex *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 VerdictIndex_get(VerdictIndex *self, PyObject *name)
 {
-    Py_ssize_t length;
-    const char *text = name_argument(name, &length);
-    if (text == NULL) {
-        RETURN_NONE_UNLESS_ERROR();
-    }
-    const Entry *entry = find_live(self, text, (size_t)length);
+    const Entry *entry = entry_of_argument(self, name);
     if (entry == NULL) {
-        Py_RETURN_NONE;
+        RETURN_NONE_UNLESS_ERROR();
     }
     PyObject *reason = Py_None;
     if (entry->reason != NO_REASON) {
@@ -901,7 +1001,7 @@ answer_filter(VerdictIndex *self, Names *names, int exempt, size_t room, PyObjec
        opening quote to one past the last one's closing quote. */
     const char *run = NULL, *run_end = NULL;
     *body = *rejected = NULL;
-    Buffer passed = {NULL, 0, 0}, failed = {NULL, 0, 0};
+    Buffer passed = {NULL, NULL, 0, 0}, failed = {NULL, NULL, 0, 0};
     /* How many nodes each reason rejected, for the extender's metrics. */
     Py_ssize_t reason_count = PyList_GET_SIZE(self->reasons);
     Py_ssize_t *rejected_by_reason = PyMem_Calloc((size_t)reason_count + 1, sizeof(Py_ssize_t));
@@ -929,18 +1029,9 @@ answer_filter(VerdictIndex *self, Names *names, int exempt, size_t room, PyObjec
         self->filter_calls = 1;
     }
     Batch batch;
-    for (Py_ssize_t i = 0;; i++) {
+    int read;
+    for (Py_ssize_t i = 0; (read = looked_up(self, names, exempt, &batch, i)) > 0; i++) {
         Py_ssize_t in_batch = i % BATCH;
-        if (in_batch == 0) {
-            lookup_batch(self, names, exempt, &batch);
-        }
-        if (in_batch >= batch.count) {
-            if (names_read_whole(names)) {
-                break;
-            }
-            status = PyErr_Occurred() ? -1 : 1;
-            goto done;
-        }
         Py_ssize_t length = batch.length[in_batch];
         const char *name = batch.name[in_batch];
         const Entry *entry = batch.entry[in_batch];
@@ -987,6 +1078,10 @@ answer_filter(VerdictIndex *self, Names *names, int exempt, size_t room, PyObjec
         memcpy(cursor, PyBytes_AS_STRING(reason), reason_length);
         buffer_advance(&failed, cursor + reason_length);
     }
+    if (read < 0) {
+        status = PyErr_Occurred() ? -1 : 1;
+        goto done;
+    }
     if (run != NULL && write_run(&passed, &passed_count, run, run_end) < 0) {
         goto done;
     }
@@ -1017,11 +1112,11 @@ answer_filter(VerdictIndex *self, Names *names, int exempt, size_t room, PyObjec
             goto done;
         }
     }
-    *body = PyBytes_FromStringAndSize(passed.data, (Py_ssize_t)passed.length);
+    *body = buffer_answer(&passed);
     status = *body == NULL ? -1 : 0;
 done:
-    PyMem_Free(passed.data);
-    PyMem_Free(failed.data);
+    buffer_free(&passed);
+    buffer_free(&failed);
     PyMem_Free(rejected_by_reason);
     if (status != 0) {
         Py_CLEAR(*body);
@@ -1107,7 +1202,7 @@ VerdictIndex_filter_text(VerdictIndex *self, PyObject *const *args, Py_ssize_t n
 /* prioritize(names, cpu=0.0, memory=0.0)
        -> (HostPriorityList JSON, unknown count, preferred position).
 
-   The rules are app/load/wire.py's. A name may be preferred when it was set as
+   The rules are app/load/prioritize.py's. A name may be preferred when it was set as
    preferable (its score rests on fresh data) and passes; unknown names pass and score
    unknown_score but are never preferred (nothing is known of them). The preferred name
    is the first with the highest score among those that also have room for the pod's
@@ -1116,7 +1211,7 @@ VerdictIndex_filter_text(VerdictIndex *self, PyObject *const *args, Py_ssize_t n
    min(score, MAX_SCORE - 1, top), so it is the unique top of the answer and kube-scheduler,
    whose own plugins rarely differ by the extender's weight, binds there: the
    reservation made for it after the answer is then a fact, not a guess, even where
-   nodes tie (app.load.wire's preferred_position, the reference). The position is -1 when no name
+   nodes tie (app.load.prioritize's preferred_position, the reference). The position is -1 when no name
    may be preferred, and then nothing is lifted. */
 /* Lower every score written above cap to cap. Each is one digit after ',"Score":',
    a text no name can hold unescaped (its quotes would be escaped). */
@@ -1153,7 +1248,7 @@ answer_prioritize(VerdictIndex *self, Names *names, double pod_cpu, double pod_m
 {
     int status = -1;
     int plain_names = names->list == NULL; /* text names need no escaping */
-    Buffer out = {NULL, 0, 0};
+    Buffer out = {NULL, NULL, 0, 0};
     PyObject *body = NULL;
     Py_ssize_t unknown = 0, best = -1;
     /* The best name with room for the pod, and the best of all that may be preferred:
@@ -1173,18 +1268,9 @@ answer_prioritize(VerdictIndex *self, Names *names, double pod_cpu, double pod_m
     *cursor++ = '[';
     buffer_advance(&out, cursor);
     Batch batch;
-    for (Py_ssize_t i = 0;; i++) {
+    int read;
+    for (Py_ssize_t i = 0; (read = looked_up(self, names, 0, &batch, i)) > 0; i++) {
         Py_ssize_t in_batch = i % BATCH;
-        if (in_batch == 0) {
-            lookup_batch(self, names, 0, &batch);
-        }
-        if (in_batch >= batch.count) {
-            if (names_read_whole(names)) {
-                break;
-            }
-            status = PyErr_Occurred() ? -1 : 1;
-            goto done;
-        }
         Py_ssize_t length = batch.length[in_batch];
         const char *name = batch.name[in_batch];
         const Entry *entry = batch.entry[in_batch];
@@ -1199,8 +1285,8 @@ answer_prioritize(VerdictIndex *self, Names *names, double pod_cpu, double pod_m
                 any_length = length;
                 candidate = 1;
             }
-            if (score > roomy_top && pod_cpu <= entry->cpu_room &&
-                pod_memory <= entry->memory_room) {
+            const Room *room = &self->rooms[entry - self->entries];
+            if (score > roomy_top && pod_cpu <= room->cpu && pod_memory <= room->memory) {
                 roomy_top = score;
                 roomy = i;
                 roomy_name = name;
@@ -1231,6 +1317,10 @@ answer_prioritize(VerdictIndex *self, Names *names, double pod_cpu, double pod_m
         *cursor++ = '}';
         buffer_advance(&out, cursor);
     }
+    if (read < 0) {
+        status = PyErr_Occurred() ? -1 : 1;
+        goto done;
+    }
     if ((cursor = buffer_room(&out, 2)) == NULL) {
         goto done;
     }
@@ -1257,13 +1347,13 @@ answer_prioritize(VerdictIndex *self, Names *names, double pod_cpu, double pod_m
         }
         put_score(out.data + best_at, (unsigned)answer);
     }
-    body = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.length);
+    body = buffer_answer(&out);
     if (body != NULL) {
         *answer = (Prioritized){body, unknown, best, any_name, any_length};
         status = 0;
     }
 done:
-    PyMem_Free(out.data);
+    buffer_free(&out);
     return status;
 }
 
@@ -1515,7 +1605,8 @@ VerdictIndex_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 static void
 VerdictIndex_dealloc(VerdictIndex *self)
 {
-    PyMem_Free(self->entries);
+    PyMem_Free(self->entries_block);
+    PyMem_Free(self->rooms);
     PyMem_Free(self->slots);
     PyMem_Free(self->arena);
     Py_XDECREF(self->reasons);

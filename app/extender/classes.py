@@ -17,11 +17,14 @@ at once; a reload that brings classes in starts from the node cache's (``known``
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
+
 from app.extender.index import new_verdict_index
-from app.extender.ledger import Ledger
+from app.extender.reserve import Ledger
 from app.extender.table import NodeTable
 from app.load import HOT_VALUE_KEY, class_annotations, pod_class
 from app.policy import CLASS_USAGE_KEY_PREFIX, MAX_CLASSES, PodClasses, Policy, pod_classes
@@ -94,6 +97,9 @@ class ClassTables:
         for name, class_policy in classes.policies.items():
             index = new_verdict_index(self._implementation)
             table = NodeTable(class_policy, self._clock, index, self._ledger)
+            # A node passes a class's pod only where the pod's estimate fits its room too
+            # (``short_of_room``); the estimate is known with the ledger alone.
+            table.estimate_filters = self._ledger is not None
             for node, kept in self._annotations.items():
                 table.upsert(node, class_annotations(kept, classes), self._labels.get(node))
             tables[name] = table
@@ -140,3 +146,49 @@ class ClassTables:
     def expire_estimates(self, now_s: float) -> None:
         for table in self.tables.values():
             table.expire_estimates(now_s)
+
+
+# The filter's reason for a node whose usage passes a class's limits but not with the
+# pod's own estimated usage added (``short_of_room``).
+NO_ROOM_REASON = "no room for the pod's estimated usage under its class's limits"
+
+
+def short_of_room(table: NodeTable, names: list[str], cpu: float, memory: float) -> dict[str, str]:
+    """Of ``names``, the nodes a class's ``table`` passes whose room under the limits
+    cannot take a pod estimated at ``cpu`` cores and ``memory`` bytes
+    (``app.load.has_room``), each with its filter reason. A node unknown, or without a
+    limit, has room."""
+    short: dict[str, str] = {}
+    for name in names:
+        entry = table.get(name)
+        if entry is None or entry.reason is not None:
+            continue
+        cpu_room, memory_room = entry.rooms()
+        if cpu > cpu_room or memory > memory_room:
+            short[name] = NO_ROOM_REASON
+    return short
+
+
+def without_short(
+    body: bytes, rejected: Mapping[str, int], short: Mapping[str, str]
+) -> tuple[bytes, dict[str, int]]:
+    """A filter answer (``body``, and how many each reason rejected) with the ``short``
+    nodes moved from the passing names to the failed ones."""
+    answer = orjson.loads(body)
+    answer["NodeNames"] = [n for n in answer["NodeNames"] if n not in short]
+    answer["FailedAndUnresolvableNodes"].update(short)
+    counted = Counter(rejected)
+    counted.update(short.values())
+    return orjson.dumps(answer), dict(counted)
+
+
+def reasons_in(table: NodeTable, names: list[str], short: Mapping[str, str]) -> list[str | None]:
+    """Each name's filter reason in ``table``, or its ``short`` reason where it passes."""
+    get = table.index.get
+    reasons = [None if (v := get(name)) is None else v[1] for name in names]
+    if not short:
+        return reasons
+    return [
+        short.get(name) if reason is None else reason
+        for name, reason in zip(names, reasons, strict=True)
+    ]

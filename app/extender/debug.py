@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from app.extender.ledger import Contribution, Ledger, PodEstimate
+from app.extender.reserve import Contribution, Ledger, PodEstimate
 from app.extender.table import NodeTable
 from app.extender.verdicts import NodeEntry
 from app.load import unsampled_fractions
@@ -169,7 +169,7 @@ def estimate_view(
 
 def pod_view(contribution: Contribution, now_s: float) -> dict[str, Any]:
     """One pod behind an estimate: who, why it counts (``kind``: reserved, or scored,
-    bound or placed, ``app.extender.ledger``) and what it adds, within its node."""
+    bound or placed, ``app.extender.reserve``) and what it adds, within its node."""
     return {
         "pod": contribution.pod,
         "kind": contribution.kind,

@@ -23,8 +23,8 @@ from app.extender.index import (
     implementation_of,
     new_verdict_index,
 )
-from app.extender.ledger import DEFAULT_RESERVATION_TTL_S, Ledger
 from app.extender.reservations import Reservations
+from app.extender.reserve import DEFAULT_RESERVATION_TTL_S, Ledger
 from app.extender.table import NodeTable
 from app.extender.telemetry import EstimateCollector, ExtenderMetrics
 from app.extender.verbs import Outcome, RequestNodes, Verbs

@@ -12,7 +12,7 @@ Two implementations give the same answers (the same JSON, if not always the same
   It hashes each name's bytes once and probes two compact arrays, where Python dicts
   pay a SipHash per freshly parsed name and reach into objects scattered in memory;
 * ``PyVerdictIndex`` below, the fallback when the extension is missing. It keeps no
-  rule of its own: prioritize looks the names up and asks ``app.load.wire``'s
+  rule of its own: prioritize looks the names up and asks ``app.load.prioritize``'s
   ``wire_scores_and_preferred``, the reference the native index is held
   to on random inputs (``tests/extender/test_index.py``).
 
@@ -61,7 +61,7 @@ class VerdictIndex(Protocol):
         /,
     ) -> None:
         """Record a node's extender score, filter reason (None: it passes), whether it
-        may be the preferred node (``app.load.wire.can_be_preferred``) and the cpu cores
+        may be the preferred node (``app.load.prioritize.can_be_preferred``) and the cpu cores
         and memory bytes it can still take under its limits (``limit_room``)."""
 
     def discard(self, name: str, /) -> None: ...
@@ -83,7 +83,7 @@ class VerdictIndex(Protocol):
         """The HostPriorityList body for these names, how many the index lacks, and the
         position of the preferred name, -1 when none may be preferred.
 
-        The rules are ``app.load.wire``'s: the preferred name is the first name with the
+        The rules are ``app.load.prioritize``'s: the preferred name is the first name with the
         highest score among the passing names set as preferable whose rooms hold the
         pod's estimate, ``cpu`` cores and ``memory`` bytes, or where none has room, among
         all passing names set as preferable (unknown names pass and score
@@ -115,7 +115,7 @@ class VerdictIndex(Protocol):
 
 class PyVerdictIndex:
     """The pure-Python fallback of the native index: dicts for the lookups, and
-    ``app.load.wire``'s own functions for the preferred node and the answer."""
+    ``app.load.prioritize``'s own functions for the preferred node and the answer."""
 
     def __init__(self) -> None:
         self.unknown_score = 0
@@ -214,7 +214,7 @@ class PyVerdictIndex:
         self, names: list[str], cpu: float = 0.0, memory: float = 0.0, /
     ) -> tuple[bytes, int, int]:
         _check_names(names)
-        # The rule itself is app.load.wire's, asked in the request's order: this index
+        # The rule itself is app.load.prioritize's, asked in the request's order: this index
         # only looks each name up (an unknown name scores ``unknown_score``, never preferred).
         known = list(map(self._entries.get, names))
         unknown = known.count(None)

@@ -1,8 +1,8 @@
 """Where a pod's estimate is reserved, and on whose word (README "Burst-aware estimation").
 
 After each answer the extender reserves the pod's estimate on the node the pod will most
-likely get (``app.extender.ledger``): in ``prioritize`` the preferred node, which the
-answer lifts alone to the top (``app.load.wire``), and in ``filter`` the only node that
+likely get (``app.extender.reserve``): in ``prioritize`` the preferred node, which the
+answer lifts alone to the top (``app.load.prioritize``), and in ``filter`` the only node that
 passed, since kube-scheduler then binds there without calling ``prioritize``.
 
 A request is not trusted with what it reserves (docs/security.md, attack 2): only a pod
@@ -19,8 +19,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from app.extender.ledger import Ledger
 from app.extender.request_pod import request_pod_demand, request_pod_workload
+from app.extender.reserve import Ledger
 from app.extender.table import NodeTable
 from app.extender.telemetry import ReservationCounts
 from app.extender.verbs import Outcome

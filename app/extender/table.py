@@ -3,7 +3,7 @@
 A verdict depends only on a node's loadaware annotations, the policy and the clock,
 so the table recomputes a node's ``NodeEntry`` when its annotations change, when the
 policy changes, when its estimated addition changes (a pod bound or reserved on it,
-see ``ledger.py``), or when the clock changes it. Two clocks are kept apart:
+see ``reserve.py``), or when the clock changes it. Two clocks are kept apart:
 ``refresh`` (called by every verb) handles the instants that change what the load
 model reads (a value goes stale, a hot value expires), exactly; ``expire_estimates``
 (called about once a second by the extender, off the request path) handles estimated
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from app.extender.index import VerdictIndex, implementation_of, new_verdict_index
-from app.extender.ledger import Ledger
+from app.extender.reserve import Ledger
 from app.extender.verdicts import (
     AnnotationKey,
     DueAt,
@@ -57,6 +57,7 @@ class Followers(Protocol):
 class NodeTable:
     """The extender's view of every node it knows: name → precomputed verdict and score."""
 
+    estimate_filters = False  # a class's (classes.py): a node passes if the pod's estimate fits
     def __init__(
         self,
         policy: Policy,
@@ -79,8 +80,7 @@ class NodeTable:
             self._following = followers if followers.active else None
 
     def table_for(self, pod: Mapping[str, Any]) -> NodeTable:
-        """The table a pod is judged by: its class's (``followers``), or this one. One
-        check when the policy has no classes."""
+        """The table a pod is judged by: its class's (``followers``), or this one."""
         following = self._following
         if following is None:
             return self

@@ -16,7 +16,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from app.extender.ledger import PodEstimate
+from app.extender.reserve import PodEstimate
 from app.runtime import PolicyReloadMetrics
 
 # The *_created series double the output and no loadaware alert or dashboard uses them.

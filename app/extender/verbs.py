@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from app.extender.classes import reasons_in, short_of_room, without_short
 from app.extender.index import split_args
 from app.extender.request_pod import request_pod_demand
 from app.extender.table import NodeTable
@@ -246,11 +247,13 @@ class Verbs:
         if args.names_at is not None:
             self._table.refresh(self._clock())
             judged = self._table.table_for(args.pod)  # its class's, if the policy has classes
-            answered = judged.index.filter_text(args.body, *args.names_at, exempt)
-            if answered is not None:
-                body, outcome.rejected, outcome.nodes = answered
-                outcome.body, outcome.names_at = args.body, args.names_at
-                return body
+            # A class's pod is judged with its own estimate added: on the parsed names.
+            if not judged.estimate_filters or exempt:
+                answered = judged.index.filter_text(args.body, *args.names_at, exempt)
+                if answered is not None:
+                    body, outcome.rejected, outcome.nodes = answered
+                    outcome.body, outcome.names_at = args.body, args.names_at
+                    return body
             args = parse_whole(args.body)  # names out of the plain form, or no native index
         if args.node_names is None:
             assert args.nodes is not None
@@ -263,7 +266,24 @@ class Verbs:
             body, outcome.rejected = table.index.filter(args.node_names, exempt)
         except (TypeError, ValueError) as error:
             raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
+        if table.estimate_filters and not exempt:  # a class's: the pod's estimate too
+            short = self._short_of_room(table, args.node_names, args.pod)
+            if short:
+                body, outcome.rejected = without_short(body, outcome.rejected, short)
         return body
+
+    def _short_of_room(
+        self, table: NodeTable, names: list[str], pod: dict[str, Any]
+    ) -> dict[str, str]:
+        """The nodes ``table`` (a class's) passes that the pod's estimate does not fit
+        (``classes.short_of_room``); none without an estimate."""
+        try:
+            cpu, memory = self._pod_estimate(pod, self._table)
+        except (TypeError, ValueError):
+            return {}  # an unreadable pod is estimated at nothing, as prioritize reads it
+        if cpu <= 0 and memory <= 0:
+            return {}
+        return short_of_room(table, names, cpu, memory)
 
     def _reasons(
         self, nodes: list[dict[str, Any]], pod: dict[str, Any]
@@ -274,16 +294,16 @@ class Verbs:
             if len(nodes) > MAX_NODES:
                 raise BadRequest(f'"Nodes.items" holds {len(nodes)} nodes; at most {MAX_NODES}')
             self._table.refresh(self._clock())
-            get = self._table.table_for(pod).index.get
+            judged = self._table.table_for(pod)
             names = [node["metadata"]["name"] for node in nodes]
-            return names, [None if (v := get(name)) is None else v[1] for name in names]
-        table, entries = self._entries_from_request(nodes)
-        names = [entry.name for entry in entries]
-        judged = table.table_for(pod)
-        if judged is not table:
-            get = judged.index.get
-            return names, [None if (v := get(name)) is None else v[1] for name in names]
-        return names, [entry.reason for entry in entries]
+        else:
+            table, entries = self._entries_from_request(nodes)
+            names = [entry.name for entry in entries]
+            judged = table.table_for(pod)
+            if judged is table:
+                return names, [entry.reason for entry in entries]
+        short = self._short_of_room(judged, names, pod) if judged.estimate_filters else {}
+        return names, reasons_in(judged, names, short)
 
     def _filter_nodes(
         self, nodes: list[dict[str, Any]], exempt: bool, outcome: Outcome, pod: dict[str, Any]
@@ -356,7 +376,7 @@ class Verbs:
 
     def _pod_estimate(self, pod: dict[str, Any], table: NodeTable) -> tuple[float, float]:
         """The pod's estimated usage (cores, bytes), which the preferred node must have
-        room for (app/load/wire.py); 0 without estimation or a readable pod. Pods come
+        room for (app/load/prioritize.py); 0 without estimation or a readable pod. Pods come
         in few shapes: each shape's estimate is kept until the policy changes."""
         policy = table.policy
         settings = policy.spec.estimation

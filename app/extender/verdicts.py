@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from app.extender.index import VerdictIndex
-from app.extender.ledger import NO_ADDITION, Addition, Ledger
+from app.extender.reserve import NO_ADDITION, Addition, Ledger
 from app.load import (
     HOT_VALUE_KEY,
     Measurement,
@@ -72,6 +72,17 @@ class NodeEntry:
     @property
     def reason(self) -> str | None:
         return self.load.reason
+
+    def rooms(self) -> tuple[float, float]:
+        """The cpu cores and memory bytes it can still take under its limits, after the
+        reservations not yet assessed (inf: no limit, or its allocatable is unknown)."""
+        allocatable = self.allocatable
+        if allocatable is None:
+            return math.inf, math.inf
+        return (
+            _absolute(self.limit_cpu, self.unassessed_cpu, allocatable.cpu_cores),
+            _absolute(self.limit_memory, self.unassessed_memory, allocatable.memory_bytes),
+        )
 
 
 DueAt = Callable[[NodeEntry], float]
@@ -178,13 +189,7 @@ class Verdicts:
     def set_index(self, entry: NodeEntry) -> None:
         """The node's answers in the verdict index: score, reason, whether it may be the
         preferred node, and its room under the limits in cores and bytes."""
-        cpu_room = memory_room = math.inf
-        allocatable = entry.allocatable
-        if allocatable is not None:
-            cpu_room = _absolute(entry.limit_cpu, entry.unassessed_cpu, allocatable.cpu_cores)
-            memory_room = _absolute(
-                entry.limit_memory, entry.unassessed_memory, allocatable.memory_bytes
-            )
+        cpu_room, memory_room = entry.rooms()
         load = entry.load
         self.index.set(
             entry.name, load.extender_score, load.reason, entry.preferable, cpu_room, memory_room

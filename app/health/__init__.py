@@ -1,7 +1,7 @@
 """The small HTTP server every component answers probes on: ``/healthz``, ``/readyz``,
 ``/metrics`` (``server``), held to connection limits against slow and crowding
 clients (``connections``, which the extender's verb listener uses too; the numbers
-themselves are ``limits``).
+themselves are ``connection_limits``).
 
 Each module lists its names once, in its ``__all__``. The limits and the listening
 sockets load at once; the server and the protocol (uvicorn, FastAPI: a few tenths of a
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.health.limits import *  # noqa: F403
+from app.health.connection_limits import *  # noqa: F403
 from app.health.listening import *  # noqa: F403
 from app.objects import load_modules_on_use
 

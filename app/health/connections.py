@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-from app.health.limits import (
+from app.health.connection_limits import (
     BODY_GRACE_S,
     EXTENDER_LIMITS,
     ConnectionLimits,
@@ -278,7 +278,7 @@ class _Guarded(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
 def guarded_protocol(
     limits: ConnectionLimits, tls: ssl.SSLContext | None = None
 ) -> type[asyncio.Protocol]:
-    """An HTTP protocol class for uvicorn's ``http=`` that enforces ``limits``, with a
+    """An HTTP protocol class for uvicorn's ``http=`` that enforces ``connection_limits``, with a
     connection budget of its own: make one per listener. With ``tls``, it serves HTTPS
     itself (leave uvicorn's ``ssl_*`` settings unset)."""
     return type(

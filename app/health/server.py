@@ -28,8 +28,8 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from app.health.connection_limits import HEALTH_LIMITS, ConnectionLimits
 from app.health.connections import guarded_protocol
-from app.health.limits import HEALTH_LIMITS, ConnectionLimits
 
 __all__ = [
     "EmbeddedServer",

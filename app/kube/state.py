@@ -45,9 +45,9 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import ConfigMap
@@ -206,14 +206,8 @@ def decode(text: str, now_s: float, since_s: float) -> tuple[Memory, list[str]]:
         raise StateUnreadable(f"{STATE_KEY} is not a version-{VERSION} state document")
     memory = Memory(exists=True)
     ignored: list[str] = []
-    evictions = document.get("evictions")
-    for entry in evictions if isinstance(evictions, list) else []:
-        record = _record(entry)
-        if record is None:
-            ignored.append(f"an unreadable eviction entry {str(entry)[:80]!r}")
-        elif record.evicted_at_s > now_s + FUTURE_SLACK_S:
-            ignored.append(f"the eviction of {record.pod_key}, dated in the future")
-        elif record.evicted_at_s >= since_s:
+    for record in _dated_entries(document.get("evictions"), _record, "eviction", now_s, ignored):
+        if record.evicted_at_s >= since_s:
             memory.evictions[record.uid] = record
     rounds = document.get("hotRounds")
     for name, value in (rounds if isinstance(rounds, dict) else {}).items():
@@ -224,14 +218,8 @@ def decode(text: str, now_s: float, since_s: float) -> tuple[Memory, list[str]]:
             ignored.append(f"the hot-round count of node {name}, dated in the future")
         else:
             memory.hot_rounds[str(name)] = parsed
-    moves = document.get("moves")
-    for entry in moves if isinstance(moves, list) else []:
-        move = _move(entry)
-        if move is None:
-            ignored.append(f"an unreadable move entry {str(entry)[:80]!r}")
-        elif move.round_s > now_s + FUTURE_SLACK_S:
-            ignored.append(f"the move from {move.source}, dated in the future")
-        elif move.round_s >= now_s - MOVES_KEPT_S:
+    for move in _dated_entries(document.get("moves"), _move, "move", now_s, ignored):
+        if move.round_s >= now_s - MOVES_KEPT_S:
             memory.moves[move.key] = move
     memory.demand, unreadable = _demand(document.get("demand"), now_s)
     if unreadable:
@@ -255,6 +243,38 @@ def _demand(samples: Any, now_s: float) -> tuple[list[tuple[float, Resources]], 
             continue
         found[at_s] = Resources(cpu, memory)
     return sorted(found.items(), key=lambda item: item[0])[-MAX_DEMAND_SAMPLES:], unreadable
+
+
+_Entry = TypeVar("_Entry", EvictionRecord, MoveRecord)
+
+
+def _dated_entries(
+    entries: object,
+    parse: Callable[[Any], _Entry | None],
+    what: str,
+    now_s: float,
+    ignored: list[str],
+) -> Iterator[_Entry]:
+    """The entries of one of the document's lists (of ``what``) that ``parse`` reads and
+    that are not dated in the future; each other one said in ``ignored``."""
+    for entry in entries if isinstance(entries, list) else []:
+        parsed = parse(entry)
+        if parsed is None:
+            ignored.append(f"an unreadable {what} entry {str(entry)[:80]!r}")
+        elif _dated_s(parsed) > now_s + FUTURE_SLACK_S:
+            ignored.append(f"{_described(parsed)}, dated in the future")
+        else:
+            yield parsed
+
+
+def _dated_s(entry: EvictionRecord | MoveRecord) -> float:
+    return entry.evicted_at_s if isinstance(entry, EvictionRecord) else entry.round_s
+
+
+def _described(entry: EvictionRecord | MoveRecord) -> str:
+    if isinstance(entry, EvictionRecord):
+        return f"the eviction of {entry.pod_key}"
+    return f"the move from {entry.source}"
 
 
 def kept_moves(moves: Iterable[MoveRecord]) -> list[MoveRecord]:

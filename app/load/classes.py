@@ -19,6 +19,15 @@ from typing import Any
 from app.objects import Resources
 from app.policy import PodClasses, Policy, class_usage_key, pod_classes
 
+__all__ = [
+    "class_annotations",
+    "class_usage",
+    "class_usage_annotations",
+    "pod_class",
+    "pod_labels",
+    "policy_for_pod",
+]
+
 MAX_LABELS = 64  # a pod's labels read for a class selector; more is garbage
 
 

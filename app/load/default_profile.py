@@ -39,6 +39,25 @@ import numpy.typing as npt
 
 from app.load.model import MAX_NODE_SCORE
 
+__all__ = [
+    "HOSTNAME_KEY",
+    "SPREAD_OWNER_KINDS",
+    "SYSTEM_DEFAULT_SPREAD",
+    "TAINT_TOLERATION_WEIGHT",
+    "ZONE_KEY",
+    "fits_request",
+    "fits_requests",
+    "inter_pod_affinity_scores",
+    "node_affinity_scores",
+    "non_zero_requests",
+    "profile_scores",
+    "resource_score",
+    "resource_scores",
+    "spread_term",
+    "taint_toleration_scores",
+    "topology_spread_scores",
+]
+
 NON_ZERO_CPU_CORES = 0.1
 NON_ZERO_MEMORY_BYTES = 200 * 2.0**20
 TAINT_TOLERATION_WEIGHT = 3  # the default profile's weight; the resource plugins weigh 1

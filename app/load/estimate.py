@@ -113,6 +113,33 @@ from app.load.model import measure
 from app.objects import CPU, MEMORY, ZERO, Resources
 from app.policy import EstimationPolicy, Policy
 
+__all__ = [
+    "MIN_MEASURED_PODS",
+    "START_GRACE_S",
+    "UNDER_REQUESTED_FACTOR",
+    "WORKLOAD_USAGE_PERCENTILE",
+    "Evidence",
+    "PlacedPod",
+    "bounded_raises",
+    "counts",
+    "estimate_pod_usage",
+    "estimate_scheduled",
+    "estimate_with_evidence",
+    "may_rise",
+    "nearest_rank_index",
+    "node_unsampled",
+    "raise_end_s",
+    "raises",
+    "raises_left",
+    "started_in_grace",
+    "unsampled_after",
+    "unsampled_fractions",
+    "unsampled_share",
+    "with_workload_usage",
+    "within_node",
+    "workload_per_pod_usage",
+]
+
 
 class Evidence(StrEnum):
     """What says a pod was placed through the scheduler (module doc)."""

@@ -36,6 +36,31 @@ from typing import Any
 from app.load.samples import HOT_VALUE_KEY, Sample, parse_hot_value, parse_usage
 from app.policy import HOT_VALUE_VALID_S, HotValuePolicy, Policy
 
+__all__ = [
+    "EXTENDER_SCORE_SCALE",
+    "HOT_VALUE_PENALTY_PER_UNIT",
+    "MAX_EXTENDER_SCORE",
+    "MAX_NODE_SCORE",
+    "Freshness",
+    "Measurement",
+    "MetricReading",
+    "NodeLoad",
+    "Overload",
+    "ScorePart",
+    "assess",
+    "assumed_usage_fraction",
+    "evaluate_node",
+    "headroom",
+    "hot_value_from_bindings",
+    "is_exempt_from_filter",
+    "is_system_critical",
+    "judged_by",
+    "measure",
+    "read_fraction",
+    "read_usage",
+    "score_parts",
+]
+
 MAX_FUTURE_SKEW_S = 60.0
 # kube-scheduler's framework.MaxNodeScore: a score plugin's range (0..100), crane's too.
 MAX_NODE_SCORE = 100

@@ -17,6 +17,8 @@ import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+__all__ = ["HOT_VALUE_KEY", "Sample", "format_hot_value", "format_usage", "parse_hot_value"]
+
 HOT_VALUE_KEY = "node_hot_value"
 
 _UTC_LAYOUT = "%Y-%m-%dT%H:%M:%SZ"

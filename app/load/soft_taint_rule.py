@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+__all__ = ["SOFT_TAINT_EFFECT", "SOFT_TAINT_KEY", "SOFT_TAINT_VALUE", "SoftTaintSettings"]
+
 SOFT_TAINT_KEY = "loadaware.io/hot"
 SOFT_TAINT_VALUE = "true"
 SOFT_TAINT_EFFECT = "PreferNoSchedule"

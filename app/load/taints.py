@@ -96,6 +96,20 @@ from app.load.soft_taint_rule import SoftTaintSettings as SoftTaintSettings
 from app.objects import Resources
 from app.policy import Policy
 
+__all__ = [
+    "Heat",
+    "NodeHeat",
+    "SoftTaints",
+    "bounded_next_pod_heats",
+    "decide_soft_taints",
+    "judge_measured",
+    "judge_node",
+    "next_pod",
+    "node_heat",
+    "plain_wave",
+    "wave_of",
+]
+
 
 class Heat(StrEnum):
     HOT = "hot"

@@ -30,8 +30,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app.load.model import Measurement, NodeLoad, assess, judged_by
-from app.load.wire import can_be_preferred, has_room, limit_room
+from app.load.prioritize import can_be_preferred, has_room, limit_room
 from app.policy import Policy
+
+__all__ = ["NodeVerdict", "node_verdict"]
 
 
 @dataclass(frozen=True, slots=True)

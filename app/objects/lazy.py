@@ -16,39 +16,14 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from pathlib import Path
 
 __all__ = [
     "load_modules_on_use",
-    "load_on_use",
 ]
-
-
-def load_on_use(
-    package: str,
-    names_by_module: Mapping[str, Iterable[str]],
-    front: MutableMapping[str, object],
-) -> Callable[[str], object]:
-    """The ``__getattr__`` of ``package``'s front (``front``: its ``globals()``):
-    each name of ``names_by_module`` imported from ``package.<module>`` when first
-    looked up, then kept in the front."""
-    module_of = {name: module for module, names in names_by_module.items() for name in names}
-
-    def load(name: str) -> object:
-        module = module_of.get(name)
-        if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        loaded = importlib.import_module(f"{package}.{module}")
-        # Every name of the module, once: the next lookups find them in the front. All of
-        # them, since importing ``package.plan`` sets the front's ``plan`` to the module
-        # itself, which would hide a name ``plan`` that module holds from then on.
-        for each in names_by_module[module]:
-            front[each] = getattr(loaded, each)
-        return front[name]
-
-    return load
 
 
 def load_modules_on_use(
@@ -69,7 +44,10 @@ def load_modules_on_use(
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         loaded = importlib.import_module(f"{package}.{module}")
-        for each in loaded.__all__:  # all of them: see ``load_on_use``
+        # Every name of the module, once: the next lookups find them in the front. All of
+        # them, since importing ``package.plan`` sets the front's ``plan`` to the module
+        # itself, which would hide a name ``plan`` that module holds from then on.
+        for each in loaded.__all__:
             front[each] = getattr(loaded, each)
         return front[name]
 
@@ -85,11 +63,14 @@ def declared_exports(package: str, module: str) -> list[str]:
     except OSError:  # no source beside the package (a zip, bytecode only): ask the module
         names: list[str] = importlib.import_module(f"{package}.{module}").__all__
         return names
-    tree = ast.parse(source)
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
-        ):
-            listed: list[str] = ast.literal_eval(node.value)
-            return listed
-    raise ImportError(f"{package}.{module} lists no __all__ for its package's front")
+    # Only the statement itself is parsed: parsing whole modules cost as much as the
+    # laziness saved.
+    found = _ALL.search(source)
+    if found is None:
+        raise ImportError(f"{package}.{module} lists no __all__ for its package's front")
+    listed: list[str] = ast.literal_eval(found.group(1))
+    return listed
+
+
+# ``__all__ = [...]`` at the start of a line: a literal list of string literals.
+_ALL = re.compile(r"^__all__ = (\[[^\]]*\])", re.MULTILINE)

@@ -403,6 +403,7 @@ __all__ = [
     "ClassesBeside",
     "PodClassPolicy",
     "PodClasses",
+    "PodClassesField",
     "PodSelector",
     "class_problems",
     "class_spec",

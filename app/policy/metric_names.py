@@ -18,6 +18,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+__all__ = [
+    "AVG_WINDOW_S",
+    "MAX_WINDOW_S",
+    "MIN_WINDOW_S",
+    "UsageMetric",
+    "percentile_problem",
+    "shipped_percentile_metrics",
+    "usage_metric",
+    "window_text",
+]
+
 AVG_WINDOW_S = 5 * 60.0  # the window of the ``*_avg_5m`` mean that the others aggregate
 MIN_WINDOW_S = 10 * 60.0  # a window holding at least two disjoint 5-minute means
 MAX_WINDOW_S = 7 * 86400.0

@@ -33,6 +33,8 @@ from typing import Generic, Protocol, TypeVar
 
 from app.objects import LabelRequirement, LabelSelector
 
+__all__ = ["NodePools", "PoolMatch", "duplicate_name", "label_selector", "overlap_problem"]
+
 T = TypeVar("T")
 Named = TypeVar("Named", bound="_HasName")
 

@@ -45,6 +45,35 @@ from app.policy.pools import (
     overlap_problem,
 )
 
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_POLICY_YAML",
+    "FRESHNESS_GRACE_S",
+    "HOT_VALUE_VALID_S",
+    "KIND",
+    "MAX_NODE_POOLS",
+    "DurationS",
+    "DynamicSchedulerPolicy",
+    "EstimationPolicy",
+    "HotValuePolicy",
+    "NodePoolPolicy",
+    "Number",
+    "Policy",
+    "PolicyError",
+    "PolicySpec",
+    "PoolSelector",
+    "PredicatePolicy",
+    "PriorityPolicy",
+    "Switch",
+    "SyncPolicy",
+    "WholeNumber",
+    "default_policy",
+    "load_policy",
+    "policy_from_mapping",
+    "policy_from_yaml",
+    "resource_of_metric",
+]
+
 API_VERSION = "scheduler.policy.crane.io/v1alpha1"
 KIND = "DynamicSchedulerPolicy"
 

@@ -49,6 +49,17 @@ from urllib3.util.retry import Retry
 from app.prom.queries import build_query as build_query
 from app.prom.settings import PrometheusSettings, redact_url
 
+__all__ = [
+    "BAD_QUERY",
+    "InstantQuery",
+    "InvalidSample",
+    "PromSample",
+    "PrometheusQueryError",
+    "PrometheusSource",
+    "RangeSeries",
+    "invalid_sample",
+]
+
 log = logging.getLogger(__name__)
 
 # The largest answer read: a sample is about 250 bytes with its labels, so 64 MiB holds

@@ -10,6 +10,8 @@ from typing import Any
 from app.commandline import add_flag, duration, http_url
 from app.prom.settings import PrometheusSettings, parse_header
 
+__all__ = ["add_prometheus_flags", "label_matchers", "prometheus_settings_from_args"]
+
 
 class _AppendHeaders(argparse.Action):
     """Repeatable ``--prometheus-header``; the command line replaces the environment's list.

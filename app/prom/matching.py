@@ -21,6 +21,8 @@ from enum import StrEnum
 
 from app.prom.client import PromSample
 
+__all__ = ["NodeAddress", "match_series"]
+
 
 class MatchRule(StrEnum):
     INTERNAL_IP = "internal_ip"

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from app.prom.client import InstantQuery, PrometheusQueryError, invalid_sample
 from app.prom.pod_usage import PodNodes, series_node
 
+__all__ = ["PodHealth", "read_pod_health"]
+
 THROTTLED_PERIODS = "container_cpu_cfs_throttled_periods_total"
 OOM_EVENTS = "container_oom_events_total"
 

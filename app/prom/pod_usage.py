@@ -42,6 +42,8 @@ from app.prom.client import InstantQuery, InvalidSample, PrometheusQueryError, i
 from app.prom.matching import split_instance
 from app.prom.queries import PodUsageQueries as PodUsageQueries
 
+__all__ = ["PodNodes", "PodUsage", "PodUsageUnavailable", "pod_nodes", "read_pod_usage"]
+
 PodNodes = Mapping[str, Collection[str]]
 """Pod key ``namespace/name`` -> the names its node goes by (its name, its addresses)."""
 

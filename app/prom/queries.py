@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+__all__ = ["PodUsageQueries", "build_query"]
+
 
 def build_query(metric: str, selector: str = "") -> str:
     """The instant query for one metric across all nodes, e.g. ``cpu_usage_avg_5m{job="x"}``."""

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+__all__ = ["PrometheusSettings", "redact_url"]
+
 
 @dataclass(frozen=True, slots=True)
 class PrometheusSettings:

@@ -38,6 +38,8 @@ from enum import StrEnum
 
 from app.objects import MoveRecord
 
+__all__ = ["NOISE_SHARE", "Judgement", "Measured", "Outcome", "Planned", "judge", "judged_move"]
+
 NOISE_SHARE = 0.5
 THROTTLE_RISE = 1.5
 

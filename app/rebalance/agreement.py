@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from app.policy import Policy
 from app.rebalance.config import DeschedulerConfig, Resource, pool_thresholds
 
+__all__ = ["threshold_conflicts"]
+
 
 def threshold_conflicts(config: DeschedulerConfig, policy: Policy) -> list[str]:
     """Plain sentences, one per disagreement that makes pods bounce or wastes nodes."""

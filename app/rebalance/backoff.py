@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 from app.objects import MoveRecord
 
+__all__ = ["MAX_BACKOFF_ROUNDS", "SITUATION_CHANGE", "BackOff", "back_off"]
+
 MAX_BACKOFF_ROUNDS = 16
 SITUATION_CHANGE = 0.10  # usage fraction
 

@@ -38,13 +38,25 @@ from app.policy import (
     resource_of_metric,
 )
 
+__all__ = [
+    "DEFAULT_CPU_QUERY",
+    "DEFAULT_MEMORY_QUERY",
+    "ConfigError",
+    "DeschedulerConfig",
+    "SchedulerBeside",
+    "config_from_mapping",
+    "config_from_yaml",
+    "memory_window_s",
+    "pool_of",
+]
+
 API_VERSION = "loadaware.io/v1alpha1"
 KIND = "DeschedulerConfiguration"
 
 Resource = Literal["cpu", "memory"]
 # The scheduler that places the replacements of evicted pods (``scheduler``):
 # loadaware's extender; a request-based kube-scheduler that loadaware's soft taints
-# steer; or a request-based kube-scheduler alone. ``app/rebalance/beside.py`` says
+# steer; or a request-based kube-scheduler alone. ``app/rebalance/replacement_scheduler.py`` says
 # what each changes in a plan.
 SchedulerBeside = Literal["extender", "soft-taints", "requests"]
 

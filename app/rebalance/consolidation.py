@@ -48,14 +48,16 @@ from app.rebalance.destinations import (
     requested_on,
     room_of,
 )
-from app.rebalance.limits import RunBudget
 from app.rebalance.measure import NodeUsage, measure_nodes
 from app.rebalance.outcome import PlannedEviction, SkipCode
 from app.rebalance.packing_rooms import PackingRooms
 from app.rebalance.placement import Placements
+from app.rebalance.run_guards import RunBudget
 from app.rebalance.usage import UsageSource, pod_usage, usage_sources
 from app.rebalance.victims import node_opt_out, opt_out, owned_pod_counts, protection
 from app.rebalance.view import ClusterView
+
+__all__ = ["ConsolidationPlan", "KeptNode", "NodeDrain", "plan_consolidation"]
 
 SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 # The taints a node autoscaler puts on the nodes it is about to remove: the cluster

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 
 from app.rebalance.outcome import NodeClass
 
+__all__ = ["previous_hot_rounds", "record_hot_rounds"]
+
 SLACK_S = 60.0
 
 Recorded = Mapping[str, tuple[int, float]]  # node -> (count, unix seconds of its round)

@@ -23,6 +23,8 @@ from collections.abc import Iterable
 
 from app.objects import NodeInfo, Taint
 
+__all__ = ["DRAIN_TAINT_KEY", "drain_taint", "draining_nodes"]
+
 DRAIN_TAINT_KEY = "loadaware.io/draining"
 DRAIN_TAINT_EFFECT = "NoSchedule"
 

@@ -19,6 +19,8 @@ from app.objects import (
     Toleration,
 )
 
+__all__ = ["fit_refusal"]
+
 # Taint effects that keep a pod off a node; PreferNoSchedule is only a preference.
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 

@@ -9,6 +9,17 @@ from enum import StrEnum
 from app.objects import EvictionRecord, PodInfo, Resources, workload_of
 from app.rebalance.config import SchedulerBeside
 
+__all__ = [
+    "STOPPED_HELPING",
+    "EvictionPlan",
+    "HeldHot",
+    "NodeClass",
+    "NodeKind",
+    "PlannedEviction",
+    "SkipCode",
+    "SkippedPod",
+]
+
 
 class NodeKind(StrEnum):
     SOURCE = "source"  # hot long enough: pods are evicted from it

@@ -14,13 +14,6 @@ from app.policy import Policy
 from app.rebalance.agreement import threshold_conflicts
 from app.rebalance.attribution import Attribution, PodOnSource
 from app.rebalance.backoff import BackOff, back_off
-from app.rebalance.beside import (
-    ASSUMES,
-    Replacements,
-    gate_sources,
-    live_refusal,
-    replacements_for,
-)
 from app.rebalance.class_sources import class_sources
 from app.rebalance.classes import classify_all, nothing_to_do
 from app.rebalance.config import DeschedulerConfig
@@ -33,7 +26,6 @@ from app.rebalance.destinations import (
     recent_placed,
     room_of,
 )
-from app.rebalance.limits import RunBudget
 from app.rebalance.measure import NodeUsage, evaluate, measure_nodes
 from app.rebalance.outcome import (
     STOPPED_HELPING,
@@ -45,9 +37,19 @@ from app.rebalance.outcome import (
     SkippedPod,
 )
 from app.rebalance.placement import Placements
+from app.rebalance.replacement_scheduler import (
+    ASSUMES,
+    Replacements,
+    gate_sources,
+    live_refusal,
+    replacements_for,
+)
+from app.rebalance.run_guards import RunBudget
 from app.rebalance.usage import UsageSource, pod_usage, usage_sources
 from app.rebalance.victims import opt_out, owned_pod_counts, protection, victim_order
 from app.rebalance.view import ClusterView
+
+__all__ = ["PlannerMemory", "observe_round", "plan", "recheck"]
 
 
 @dataclass

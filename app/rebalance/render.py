@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from app.rebalance.beside import ASSUMES
 from app.rebalance.consolidation import ConsolidationPlan
 from app.rebalance.outcome import EvictionPlan, NodeKind
+from app.rebalance.replacement_scheduler import ASSUMES
+
+__all__ = ["render_consolidation", "render_plan"]
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

@@ -27,6 +27,11 @@ from collections.abc import Iterable
 from app.objects import PodInfo, Resources
 from app.rebalance.destinations import FINISHED_PHASES
 
+__all__ = [
+    "DemandHistory",
+    "demand_of",
+]
+
 
 def demand_of(pods: Iterable[PodInfo]) -> Resources:
     """The requests of the pods that need a node (module doc)."""

@@ -5,7 +5,7 @@ The protections follow descheduler's DefaultEvictor. The annotation
 storage, PVCs, bare pods, priority, minPodAge, minReplicas), as in descheduler. It
 never overrides the hard ones (mirror/static, DaemonSet, terminating, not running,
 excluded namespace) nor the run's guards (last Ready replica, PDBs, cooldown,
-limits; see ``limits``).
+limits; see ``run_guards``).
 
 ``descheduler.alpha.kubernetes.io/prefer-no-eviction`` sorts a pod after every other
 candidate: it is evicted only when nothing else brings its node under the threshold.
@@ -29,6 +29,14 @@ from collections.abc import Iterable, Mapping
 
 from app.objects import PodInfo, Resources
 from app.rebalance.config import DeschedulerConfig
+
+__all__ = [
+    "DO_NOT_DISRUPT_ANNOTATION",
+    "NODE_HINT_VALUES",
+    "POD_HINT_VALUES",
+    "hints_of",
+    "node_opt_out",
+]
 
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
 PREFER_NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"

@@ -14,6 +14,8 @@ from app.objects import (
     Resources,
 )
 
+__all__ = ["ClusterView"]
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterView:

@@ -353,6 +353,7 @@ class ClassSide:
                 base.extender_weight,
                 np.random.default_rng([scenario.seed, 2, list(self.filters).index(name)]),
                 soft_tainted=base.soft_tainted,
+                estimate_filters=True,  # a class's pod never takes a node past its limits
             )
         return made
 

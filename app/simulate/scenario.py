@@ -323,8 +323,8 @@ class MetricsTiming(_Strict):
 
 
 class SchedulerSettings(_Strict):
-    # 2: the weight every shipped scheduler configuration gives the extender.
-    extender_weight: int = Field(2, alias="extenderWeight", ge=1)
+    # 8: the weight every shipped scheduler configuration gives the extender (issue 45).
+    extender_weight: int = Field(8, alias="extenderWeight", ge=1)
 
 
 class CraneSettings(_Strict):

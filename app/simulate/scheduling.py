@@ -27,7 +27,7 @@ to predict where a replacement lands.
 
 ``loadaware`` is that, followed by the extender: nodes the production load model
 (``app.load.evaluate_node``) rejects are filtered out, and the extender's answer
-(``app.load.wire.wire_scores``: its 0..10 scores with the preferred node alone on
+(``app.load.prioritize.wire_scores``: its 0..10 scores with the preferred node alone on
 top) times 10 x ``extenderWeight`` is added, as kube-scheduler adds an extender's
 score; ``unsampled`` is the burst estimate (``UnsampledUsage``). The answer lists the
 feasible nodes as kube-scheduler sends them: in node order from a start that moves on
@@ -49,10 +49,10 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -125,24 +125,17 @@ class NodeRequests:
     scored_cpu: FloatArray = field(init=False)  # with the non-zero defaults
     scored_memory: FloatArray = field(init=False)
 
-    # The last shape's filter and scores, and the nodes whose requests changed since:
-    # pods come in waves of one workload, and each binding changes one node's answer,
-    # not a thousand.
-    # Each array is changed in place, and handed out read-only through a view.
-    _fit_shape: tuple[float, float] | None = field(init=False, default=None)
-    _fits: BoolArray = field(init=False)
-    _fits_read: BoolArray = field(init=False)
-    _fits_changed: set[int] = field(init=False, default_factory=set)
-    _scored_shape: tuple[float, float] | None = field(init=False, default=None)
-    _scores: IntArray = field(init=False)
-    _scores_read: IntArray = field(init=False)
-    _changed: set[int] = field(init=False, default_factory=set)
+    # NodeResourcesFit's filter and the scoring plugins' sum for the last pod shape.
+    _fit: _PerShape[BoolArray] = field(init=False)
+    _score: _PerShape[IntArray] = field(init=False)
     _unranked: set[int] = field(init=False, default_factory=set)  # see ``take_unranked``
 
     def __post_init__(self) -> None:
         zeros = np.zeros_like(self.allocatable_cpu)
         self.requested_cpu, self.requested_memory = zeros.copy(), zeros.copy()
         self.scored_cpu, self.scored_memory = zeros.copy(), zeros.copy()
+        self._fit = _PerShape(fits_requests, fits_request)
+        self._score = _PerShape(resource_scores, resource_score)
 
     def add(self, node: int, pod: PodShape, sign: float = 1.0, workload: int = -1) -> None:
         """A pod of ``pod``'s shape (of scenario workload ``workload``) bound on ``node``
@@ -154,8 +147,8 @@ class NodeRequests:
         score_cpu_cores, score_memory_bytes = pod.scored
         self.scored_cpu[node] += sign * score_cpu_cores
         self.scored_memory[node] += sign * score_memory_bytes
-        self._changed.add(node)
-        self._fits_changed.add(node)
+        self._fit.changed.add(node)
+        self._score.changed.add(node)
         self._unranked.add(node)
 
     def take_unranked(self) -> set[int]:
@@ -169,54 +162,61 @@ class NodeRequests:
 
         Read-only: the same array is updated in place for the next pod of the shape."""
         shape = (pod.request_cpu_cores, pod.request_memory_bytes)
-        if shape != self._fit_shape:
-            self._fits = fits_requests(
-                self.allocatable_cpu, self.allocatable_memory,
-                self.requested_cpu, self.requested_memory, *shape,
-            )  # fmt: skip
-            self._fits_read = _read_only(self._fits)
-            self._fit_shape = shape
-        elif len(self._fits_changed) == 1:  # one binding since the last pod: most often
-            (node,) = self._fits_changed
-            self._fits[node] = fits_request(
-                self.allocatable_cpu.item(node), self.allocatable_memory.item(node),
-                self.requested_cpu.item(node), self.requested_memory.item(node), *shape,
-            )  # fmt: skip
-        elif self._fits_changed:
-            nodes = _indices(self._fits_changed)
-            self._fits[nodes] = fits_requests(
-                self.allocatable_cpu[nodes], self.allocatable_memory[nodes],
-                self.requested_cpu[nodes], self.requested_memory[nodes], *shape,
-            )  # fmt: skip
-        self._fits_changed.clear()
-        return self._fits_read
+        return self._fit.answer(shape, self.allocatable_cpu, self.allocatable_memory,
+                                self.requested_cpu, self.requested_memory)  # fmt: skip
 
     def scores(self, pod: PodShape) -> IntArray:
         """LeastAllocated + BalancedAllocation, the pod placed (``app.load.default_profile``).
 
         Read-only: the same array is updated in place for the next pod of the shape."""
-        shape = pod.scored
-        if shape != self._scored_shape:
-            self._scores = resource_scores(
-                self.allocatable_cpu, self.allocatable_memory,
-                self.scored_cpu, self.scored_memory, *shape,
+        return self._score.answer(pod.scored, self.allocatable_cpu, self.allocatable_memory,
+                                  self.scored_cpu, self.scored_memory)  # fmt: skip
+
+
+class _PerShape(Generic[_Array]):
+    """A per-node answer for one pod shape (cores, bytes), from the nodes' allocatable
+    and what their pods use of it: kept for the next pod of the shape, and made again
+    only for the nodes whose pods changed since (``changed``), since pods come in waves
+    of one workload and each binding changes one node's answer, not a thousand. The
+    answer is changed in place, and handed out read-only through a view.
+
+    ``whole`` answers for arrays of nodes, ``one`` for a single node in plain floats
+    (numpy's per-call cost is most of the work there), with the same operations in the
+    same order, so the same answer."""
+
+    def __init__(self, whole: Callable[..., _Array], one: Callable[..., bool | int]) -> None:
+        self._whole: Callable[..., _Array] = whole
+        self._one = one
+        self.changed: set[int] = set()
+        self._shape: tuple[float, float] | None = None
+        self._answer: _Array
+        self._read: _Array
+
+    def answer(
+        self, shape: tuple[float, float], allocatable_cpu: FloatArray,
+        allocatable_memory: FloatArray, used_cpu: FloatArray, used_memory: FloatArray,
+    ) -> _Array:  # fmt: skip
+        changed = self.changed
+        if shape != self._shape:
+            self._answer = self._whole(
+                allocatable_cpu, allocatable_memory, used_cpu, used_memory, *shape
+            )
+            self._read = _read_only(self._answer)
+            self._shape = shape
+        elif len(changed) == 1:  # one binding since the last pod: most often
+            (node,) = changed
+            self._answer[node] = self._one(
+                allocatable_cpu.item(node), allocatable_memory.item(node),
+                used_cpu.item(node), used_memory.item(node), *shape,
             )  # fmt: skip
-            self._scores_read = _read_only(self._scores)
-            self._scored_shape = shape
-        elif len(self._changed) == 1:  # one binding since the last pod: most often
-            (node,) = self._changed
-            self._scores[node] = resource_score(
-                self.allocatable_cpu.item(node), self.allocatable_memory.item(node),
-                self.scored_cpu.item(node), self.scored_memory.item(node), *shape,
+        elif changed:
+            nodes = _indices(changed)
+            self._answer[nodes] = self._whole(
+                allocatable_cpu[nodes], allocatable_memory[nodes],
+                used_cpu[nodes], used_memory[nodes], *shape,
             )  # fmt: skip
-        elif self._changed:
-            nodes = _indices(self._changed)
-            self._scores[nodes] = resource_scores(
-                self.allocatable_cpu[nodes], self.allocatable_memory[nodes],
-                self.scored_cpu[nodes], self.scored_memory[nodes], *shape,
-            )  # fmt: skip
-        self._changed.clear()
-        return self._scores_read
+        changed.clear()
+        return self._read
 
 
 _LOWEST = int(np.iinfo(np.int64).min)  # how ``Scheduler.choose`` ranks infeasible nodes
@@ -353,8 +353,8 @@ class LoadFilter:
         self._estimate = estimate
         self.passes = np.ones(nodes, dtype=np.bool_)
         self.extender_score = np.zeros(nodes, dtype=np.int64)
-        self.preferable = np.zeros(nodes, dtype=np.bool_)  # app.load.wire.can_be_preferred
-        # app.load.wire.limit_room, fractions of allocatable (inf: no limit applies)
+        self.preferable = np.zeros(nodes, dtype=np.bool_)  # app.load.prioritize.can_be_preferred
+        # app.load.prioritize.limit_room, fractions of allocatable (inf: no limit applies)
         self.room_cpu = np.full(nodes, math.inf)
         self.room_memory = np.full(nodes, math.inf)
         self.score = np.zeros(nodes, dtype=np.int64)  # 0..100, hot value applied
@@ -533,6 +533,11 @@ class Scheduler:
     # Per node, whether it carries loadaware's PreferNoSchedule taint (the annotator's
     # soft taints); None: no node is ever tainted, TaintToleration adds the same to all.
     soft_tainted: BoolArray | None = None
+    # A class's scheduler (``app/simulate/classes.py``): the load filter passes a node only
+    # where the pod's own estimate fits its room under the limits (``app.load.has_room``),
+    # so a pod never takes a node past its class's limits; a policy of no class judges
+    # the node's usage before the pod, as crane does.
+    estimate_filters: bool = False
     # Choices in which TaintToleration told feasible nodes apart (some tainted, some
     # not); with none, the taints changed nothing and the run is the one without them.
     taint_steered: int = field(default=0, init=False)
@@ -579,6 +584,7 @@ class Scheduler:
             and len(changed) <= _FEW
             and not tainted
             and not spreads
+            and not self.estimate_filters
         ):
             node = self._choose_from_kept(kept, changed, feasible, scores, pod)
             if node is not _AFRESH:
@@ -616,6 +622,8 @@ class Scheduler:
         keep = not tainted and spread is None
         if self.load_filter is not None:
             feasible = feasible & self.load_filter.passes
+            if self.estimate_filters:
+                feasible = feasible & self._has_room(pod)
             if self.plugin_weight > 0:
                 scores = scores + self.load_filter.score * self.plugin_weight
             elif asked := int(np.count_nonzero(feasible)):
@@ -642,6 +650,17 @@ class Scheduler:
             candidates = np.flatnonzero(feasible & (scores == best))
             return int(candidates[self.draws.integers(len(candidates))])
         return None
+
+    def _has_room(self, pod: PodShape) -> BoolArray:
+        """Per node, whether the pod's estimate fits its room under the limits
+        (``app.load.has_room`` over every node; no limit on a resource: room)."""
+        load_filter = self.load_filter
+        assert load_filter is not None
+        requests = self.requests
+        with np.errstate(divide="ignore", invalid="ignore"):  # no allocatable: no room
+            cpu = pod.estimate_cpu_cores / requests.allocatable_cpu <= load_filter.room_cpu
+            memory = pod.estimate_memory_bytes / requests.allocatable_memory
+            return cpu & (memory <= load_filter.room_memory)
 
     def _choose_from_kept(
         self,
@@ -791,7 +810,7 @@ class ExtenderTerms:
         self.roomy_rank = np.where(can & roomy, scores, -1)
 
     def preferred(self, asked: IntArray, k: int) -> int:
-        """The node ``app.load.wire.preferred_position`` prefers (-1: none), of the
+        """The node ``app.load.prioritize.preferred_position`` prefers (-1: none), of the
         ``asked`` nodes (in node order) listed as kube-scheduler lists them: from the
         ``k``-th on, then from the first."""
         listed = np.concatenate((asked[k:], asked[:k]))

@@ -195,6 +195,27 @@ def test_a_move_entry_that_does_not_parse_is_ignored_and_said(entry: Any) -> Non
     assert "unreadable move entry" in ignored[0]
 
 
+def test_evictions_and_moves_dated_in_the_future_are_ignored_and_said() -> None:
+    now_s = 10_000.0
+    eviction = {"pod": "shop/web", "uid": "u1", "node": "hot", "destination": "cool-1",
+                "cpuCores": 0.5, "memoryBytes": 1e8, "workload": "shop/Deployment/web"}
+    move = {"source": "hot", "resource": "cpu", "before": 0.9, "moved": 0.2, "others": 0.6,
+            "destination": "cool-1", "pods": 1, "workloads": []}  # fmt: skip
+    document = json.dumps({
+        "version": 1,
+        "evictions": [{**eviction, "at": now_s + 3600}, {**eviction, "uid": "u2", "at": now_s}],
+        "hotRounds": {},
+        "moves": [{**move, "round": now_s + 3600}, {**move, "source": "warm", "round": now_s}],
+    })  # fmt: skip
+    read, ignored = state.decode(document, now_s, now_s - 3600)
+    assert list(read.evictions) == ["u2"]
+    assert [m.source for m in read.moves.values()] == ["warm"]
+    assert ignored == [
+        "the eviction of shop/web, dated in the future",
+        "the move from hot, dated in the future",
+    ]
+
+
 def test_every_hot_node_backed_off_is_said_in_the_plan_and_logged(
     seeded: FakeKube, prometheus_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:

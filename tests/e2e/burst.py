@@ -76,7 +76,7 @@ def burst_pod(name: str, namespace: str, node_selector: Mapping[str, str] | None
     return pod_object({"metadata": {"name": name, "namespace": namespace}, "spec": spec})
 
 
-def extender_entry(url: str, *, node_cache_capable: bool, weight: int = 2) -> dict[str, Any]:
+def extender_entry(url: str, *, node_cache_capable: bool, weight: int = 8) -> dict[str, Any]:
     """The extenders[] entry of scheduler-config/kube-scheduler-config.yaml, pointed at ``url``."""
     return {
         "urlPrefix": url,

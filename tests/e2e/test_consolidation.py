@@ -29,8 +29,8 @@ from app.descheduler.descheduler import RunResult
 from app.policy import default_policy
 from app.rebalance import DRAIN_TAINT_KEY, render_consolidation
 from app.rebalance.config import DeschedulerConfig, config_from_mapping
-from app.rebalance.limits import CLOCK_SKEW_S
 from app.rebalance.outcome import SkipCode
+from app.rebalance.run_guards import CLOCK_SKEW_S
 from tests.descheduler.cluster import load_annotations
 from tests.e2e.autoscaler import StandInAutoscaler
 from tests.e2e.descheduler import deployment, descheduler_allowed, run_once

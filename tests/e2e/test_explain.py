@@ -198,7 +198,7 @@ def test_a_pod_refused_by_load_gets_the_running_extenders_verdicts_and_scores(
     assert passed == sorted(set(names) - set(refused))
     scores = {entry["Host"]: entry["Score"] for entry in prioritized}
     assert max(scores, key=lambda host: scores[host]) == answer["preferred"]
-    # The extender's whole answer (app/load/wire.py) is explain's, and no other node is.
+    # The extender's whole answer (app/load/prioritize.py) is explain's, and no other node is.
     assert scores == {name: entry["answered"] for name, entry in nodes.items() if name in passed}
     assert all(nodes[name]["answered"] is None for name in refused)
     # The pod's estimate, 0.425 of 8 cpus, fits under the 0.5 limit of no passing node:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from app.explain.pod import NodeVerdict, PodExplanation, explain_pod
 from app.explain.render import pod_json, render_pod
-from app.extender.ledger import Ledger
+from app.extender.reserve import Ledger
 from app.extender.table import NodeTable
 from app.load.estimate import estimate_pod_usage
 from app.load.samples import format_usage
@@ -367,3 +367,30 @@ def test_a_batch_pod_is_explained_with_production_s_limits_where_production_runs
     assert answer["beside-production"].limits["cpu_usage_avg_5m"] == 0.65
     assert answer["batch-only"].passes
     assert answer["batch-only"].limits["cpu_usage_avg_5m"] == 0.92
+
+
+def test_a_class_s_pod_is_refused_a_node_its_own_estimate_takes_past_its_limits() -> None:
+    from app.explain.render import render_pod
+    from app.policy import policy_from_yaml
+    from tests.test_policy_classes import HOT_BATCH, classed
+
+    policy = policy_from_yaml(classed(HOT_BATCH))
+    heavy = PodInfo(
+        "shop", "asks", "uid-asks", None, "Pending", False, False, NOW_S,
+        requests=BURSTABLE[0], limits=BURSTABLE[1],
+    )  # fmt: skip
+    batch = {"metadata": {"name": "asks", "namespace": "shop"}, "spec": {"priority": 5500}}
+    nodes = [node("warm", 0.6), node("cool", 0.4)]
+    # Batch's 92 %: 60 % + the pod's 42.5 % is past it, 40 % + 42.5 % is not.
+    answer = explained(nodes, pod=heavy, pod_object=batch, policy=policy)
+    by_name = verdicts(answer)
+    assert by_name["warm"].refused is None  # no predicate over its limit before the pod
+    assert by_name["warm"].short_of_room
+    assert not by_name["warm"].passes
+    assert by_name["cool"].passes
+    assert "refused: no room for the pod's estimated usage" in render_pod(answer, "p.yaml", None)
+    # The same pod in no class is judged by the usage before it (crane's rule): the
+    # policy's 65 % passes both.
+    plain = verdicts(explained(nodes, pod=heavy, policy=policy))
+    assert plain["warm"].passes
+    assert plain["cool"].passes

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from app.extender.classes import NO_ROOM_REASON
 from app.extender.extender import Extender
 from app.extender.verbs import Outcome, parse_args
 from app.load.samples import format_usage
@@ -163,3 +164,61 @@ def filtered_names(extender: Extender, request_pod: dict[str, Any], names: list[
     answer = orjson.loads(extender.verbs.filter(parse_args(orjson.dumps(body)), Outcome()))
     result: list[str] = answer["NodeNames"]
     return result
+
+
+def test_a_class_s_pod_is_judged_with_its_own_estimate_added() -> None:
+    """A node passes a class's pod only where the pod's estimate fits under the class's
+    limits: with batch at 92 %, a node at 80 % does not take a pod of 32 % more (it
+    would run past its CPU and throttle batch itself); a pod in no class is judged by
+    the node's usage before it, as crane judges it."""
+    from app.kube.client import client_for_server
+    from app.kube.nodes import NodeCache, NodeInfo
+    from app.kube.pods import PodCache, scheduled_pod
+    from app.objects import Resources
+    from tests.test_policy_classes import HOT_BATCH
+
+    client = client_for_server("http://127.0.0.1:9")  # never contacted: caches fed by hand
+    extender = Extender(
+        policy_from_yaml(classed(HOT_BATCH)),
+        node_cache=NodeCache(client),
+        pod_cache=PodCache(client, scheduled_pod),
+        mode="test",
+    )
+    assert extender.node_cache is not None
+    for name, cpu in (("hot", 0.8), ("warm", 0.5), ("cool", 0.2)):
+        batch = {class_usage_key("batch", "cpu"): format_usage(cpu, time.time() - 30)}
+        annotations = {**usage_annotations(cpu, 0.3), **batch}  # no production runs there
+        extender.node_cache.apply(
+            name, NodeInfo(name, annotations, None, allocatable=Resources(8.0, 32e9))
+        )
+    names = ["hot", "warm", "cool"]
+
+    def answer(priority: int | None, limit_cpu: str) -> tuple[list[str], dict[str, str]]:
+        request_pod = pod(priority)
+        resources = {"requests": {"cpu": "200m"}, "limits": {"cpu": limit_cpu}}
+        request_pod["spec"]["containers"][0]["resources"] = resources
+        body = orjson.dumps({"Pod": request_pod, "NodeNames": names})
+        answered = orjson.loads(extender.verbs.filter(parse_args(body), Outcome()))
+        return answered["NodeNames"], answered["FailedAndUnresolvableNodes"]
+
+    # A batch pod estimated at 3 x 0.85 = 2.55 cores, 32 % of the node: 80 % + 32 % > 92 %.
+    passed, failed = answer(5500, "3")
+    assert passed == ["warm", "cool"]
+    assert failed == {"hot": NO_ROOM_REASON}
+    # A small batch pod (0.5 x 0.85 cores, 5 %) fits under 92 % on every node.
+    assert answer(5500, "500m")[0] == names
+    # Production (the policy's 65 %): 50 % + 32 % is too much, 20 % + 32 % is not.
+    passed, failed = answer(9500, "3")
+    assert passed == ["cool"]
+    assert failed["warm"] == NO_ROOM_REASON
+    assert failed["hot"] == "Load[cpu_usage_avg_5m] is too high (> 0.65)"
+    # A pod in no class: the node's usage before the pod, as crane (and as without classes).
+    assert answer(7000, "3")[0] == ["warm", "cool"]
+    # The same in full-nodes form (Node objects, not names).
+    batch_pod = pod(5500)
+    batch_pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "3"}}
+    items = [{"metadata": {"name": name}} for name in names]
+    body = orjson.dumps({"Pod": batch_pod, "Nodes": {"items": items}})
+    answered = orjson.loads(extender.verbs.filter(parse_args(body), Outcome()))
+    assert [n["metadata"]["name"] for n in answered["Nodes"]["items"]] == ["warm", "cool"]
+    assert answered["FailedAndUnresolvableNodes"] == {"hot": NO_ROOM_REASON}

@@ -17,7 +17,7 @@ from app.extender.index import (
     native_available,
     new_verdict_index,
 )
-from app.load.wire import has_room, preferred_position, wire_scores
+from app.load.prioritize import has_room, preferred_position, wire_scores
 
 HOT = "Load[cpu_usage_avg_5m] is too high (> 0.65)"
 HOT_MEM = "Load[mem_usage_avg_5m] is too high (> 0.65)"
@@ -297,7 +297,7 @@ def test_native_and_python_give_the_same_answers_as_the_wire_rule(
     native_scores, python_scores = (i.prioritize(request_names, *pod) for i in (native, python))
     assert orjson.loads(native_scores[0]) == orjson.loads(python_scores[0])
     assert native_scores[1:] == python_scores[1:]  # unknown count and best position
-    # Both answer what app.load.wire says, the rule the simulator also runs.
+    # Both answer what app.load.prioritize says, the rule the simulator also runs.
     entries = [held.get(name) for name in request_names]
     pod_usage = dict(zip(RES, pod, strict=True))
     scores = [unknown_score if e is None else e[0] for e in entries]

@@ -21,8 +21,8 @@ from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
 from app.extender.main import health_config, server_config, tls_context
 from app.health import build_app, embedded_server
+from app.health.connection_limits import EXTENDER_LIMITS
 from app.health.connections import guarded_protocol
-from app.health.limits import EXTENDER_LIMITS
 from app.policy import DEFAULT_POLICY_YAML, default_policy
 from app.runtime import StartupError
 from tests.deploy.manifests import expected_variable

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.explain.pod import explain_pod, judge_node
-from app.extender.ledger import Ledger
+from app.extender.reserve import Ledger
 from app.extender.table import NodeTable
 from app.load import (
     HOT_VALUE_KEY,

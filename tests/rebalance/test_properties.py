@@ -15,8 +15,8 @@ from app.objects.resources import RESOURCES, Resources
 from app.objects.selectors import LabelSelector
 from app.rebalance import plan
 from app.rebalance.convergence import as_fractions
-from app.rebalance.limits import workload_pods
 from app.rebalance.measure import allocatable_of
+from app.rebalance.run_guards import workload_pods
 from app.rebalance.victims import owned_pod_counts, protection
 from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
 

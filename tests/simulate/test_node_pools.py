@@ -7,10 +7,17 @@ more than the policy's own 0.65 would allow the general nodes beside a GPU pool 
 0.45). By requests every node looks empty, so the default scheduler fills the GPU nodes
 past their limit; the extender with the pools keeps each node under its own pool's.
 
-"Hold" is measured on the simulator's real demand per node, which the 5-minute
-averages the filter reads lag: a pod placed on a node at its limit less the pod's
-estimate may take it a little over when the estimate is low. So a node may end at
-most ``ESTIMATE_ERROR`` above its limit (seed 1 ends one GPU node at 0.452 of 0.45).
+"Hold" is measured on the simulator's real demand per node. The filter judges a node as
+it is, never with the pod (README "Burst-aware estimation"), so a node just under its
+limit takes one more pod: a node may pass its limit by one pod's estimate (``ONE_POD``),
+no more. How often that happens depends on the extender's weight: the score is free
+capacity, the same for every pool, so a GPU node at 0.38 (0.07 of room) outscores a
+general node at 0.60 (0.25 of room), and only the lift of the preferred node, which
+must have room for the pod, favours the general one, by one step of the answer (80
+points at the shipped ``extenderWeight`` 8). At 2, shipped before, kube-scheduler's
+default topology spread (up to 200 points) outweighed it, and the GPU pool was passed
+by a pod on nine seeds of 1-10 (196-395 node-minutes each); at 8 on three (seed 3 of
+these, 95 node-minutes on one node) and never by more than one pod (peaks 0.376-0.486).
 """
 
 from __future__ import annotations
@@ -32,14 +39,9 @@ SEEDS = (1, 2, 3)
 GPU_LIMIT = 0.45
 GENERAL_LIMIT = 0.85
 POLICY_OWN_LIMIT = 0.65
-ESTIMATE_ERROR = 0.02
-# A known gap (issue 45, open): since the simulator scores kube-scheduler's system-default
-# topology spread under every policy (issue 40), the spread (up to 200 points) cancels
-# the extender's preference (up to 200 at extenderWeight 2) and sends the service's pods
-# evenly onto the GPU nodes while they are cool; the pods then grow (1.5 CPU per 100m
-# request) past the pool's 0.45. Measured seeds 1-10: GPU peaks 0.445-0.539 under
-# loadaware (0.563-0.604 under default). The goal is GPU_LIMIT + ESTIMATE_ERROR.
-GPU_KNOWN_GAP = 0.55
+# One pod's estimate as a share of a node: its 2-CPU limit x the default factor 0.85,
+# of 16 CPUs (README "Burst-aware estimation"): the most the filter lets a node pass its limit by.
+ONE_POD = 2 * 0.85 / 16
 GPU_NODES = slice(0, 4)
 GENERAL_NODES = slice(4, 10)
 
@@ -63,8 +65,10 @@ def simulate(seed: int, policy: str, *, pools: bool = True) -> Run:
 def test_each_pool_s_limit_holds_under_the_extender(seed: int, policy: str) -> None:
     run = simulate(seed, policy)
     cpu = run.cpu_utilisation
-    assert cpu[:, GPU_NODES].max() <= GPU_KNOWN_GAP  # goal: GPU_LIMIT + ESTIMATE_ERROR
-    assert cpu[:, GENERAL_NODES].max() <= GENERAL_LIMIT + ESTIMATE_ERROR
+    # A GPU node passes the pool's limit by one pod at most, and one node at most.
+    assert cpu[:, GPU_NODES].max() <= GPU_LIMIT + ONE_POD
+    assert int(np.count_nonzero(cpu[:, GPU_NODES].max(axis=0) > GPU_LIMIT)) <= 1
+    assert cpu[:, GENERAL_NODES].max() <= GENERAL_LIMIT
     # The general pool's own limit is the one in force, not the policy's: its nodes
     # take the service past 0.65 ...
     assert cpu[:, GENERAL_NODES].max() > POLICY_OWN_LIMIT
@@ -72,6 +76,10 @@ def test_each_pool_s_limit_holds_under_the_extender(seed: int, policy: str) -> N
     assert run.pending_at_end == 0
     summary = summarise(run)
     assert summary.node_minutes_above["general: cpu_usage_avg_5m > 0.85"] == 0.0
+    # Against the default scheduler's 300 and more (below): under a third of it.
+    gpu_minutes = summary.node_minutes_above["gpu: cpu_usage_avg_5m > 0.45"]
+    assert gpu_minutes < summarise(simulate(seed, "default")).node_minutes_above[
+        "gpu: cpu_usage_avg_5m > 0.45"] / 3  # fmt: skip
     assert set(summary.node_minutes_above) >= {
         "gpu: cpu_usage_avg_5m > 0.45",
         "gpu: cpu_usage_max_avg_1h > 0.55",
@@ -99,7 +107,7 @@ def test_the_default_scheduler_takes_the_gpu_pool_past_its_limit(seed: int) -> N
 @pytest.mark.parametrize("seed", SEEDS)
 def test_without_the_pools_the_gpu_nodes_get_the_policy_s_own_limit(seed: int) -> None:
     run = simulate(seed, "loadaware", pools=False)
-    assert run.cpu_utilisation[:, GPU_NODES].max() > GPU_LIMIT + ESTIMATE_ERROR
+    assert run.cpu_utilisation[:, GPU_NODES].max() > GPU_LIMIT + ONE_POD
 
 
 def test_soft_taints_follow_each_pool_s_limits() -> None:

@@ -7,9 +7,12 @@ tests/test_layers.py reads the floors), so that a copy brought back fails here."
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
+
+from app.objects.lazy import declared_exports
 
 APP = Path(__file__).resolve().parents[2] / "app"
 
@@ -17,7 +20,7 @@ APP = Path(__file__).resolve().parents[2] / "app"
 RULES = {
     "debounce": ("app.rebalance.debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     "wire answer": (
-        "app.load.wire",
+        "app.load.prioritize",
         {
             "can_be_preferred",
             "plain_wire_score",
@@ -83,12 +86,19 @@ def tree(relative: str) -> ast.Module:
 
 
 def imported_from(module: ast.Module, source: str) -> set[str]:
-    return {
+    """The names ``module`` imports from ``source``; a star import, every name in
+    ``source``'s ``__all__`` (as the package fronts take their modules' names)."""
+    names = {
         alias.name
         for node in ast.walk(module)
         if isinstance(node, ast.ImportFrom) and node.module == source
         for alias in node.names
     }
+    if "*" in names:
+        package, name = source.rsplit(".", 1)
+        importlib.import_module(package)
+        names = names - {"*"} | set(declared_exports(package, name))
+    return names
 
 
 @pytest.mark.parametrize(("relative", "rule", "names"), USERS)

@@ -169,11 +169,12 @@ def _tuning_guides_policy() -> dict[str, Any]:
     return policy
 
 
-def test_on_hourly_spikes_the_tuning_guides_p95_policy_does_as_well_as_crane_s() -> None:
-    # What docs/tuning.md says of it: with kube-scheduler's default topology spread in
-    # the model (issue 40), the spread already keeps the service off the spiking nodes'
-    # worst hours, so the p95 limit keeps no fewer pods pending than crane's limit on the
-    # hour's max; it costs no more pending and no more throttling (seeds 1-5, medians).
+def test_on_hourly_spikes_the_tuning_guides_p95_policy_keeps_fewer_pods_waiting() -> None:
+    # What docs/tuning.md says of it: the p95 limit does not see the 3-minute spikes that
+    # keep crane's limit on the hour's max rejecting a node for an hour, so fewer pods
+    # wait, at about the same throttling (seeds 1-5, medians, the shipped extenderWeight
+    # 8). At 2, shipped before, kube-scheduler's default topology spread cancelled the
+    # extender's preference and the two were on par (64 against 62.5 pending pod-minutes).
     document = yaml.safe_load((FIXTURES / "hourly-spikes.yaml").read_text())
     results: dict[str, list[tuple[float, float]]] = {"crane": [], "p95": []}
     for seed in range(1, 6):
@@ -182,5 +183,5 @@ def test_on_hourly_spikes_the_tuning_guides_p95_policy_does_as_well_as_crane_s()
             summary = summarise(SimulatedCluster(scenario, plan_for("loadaware")).simulate())
             results[label].append((summary.pending_pod_minutes, summary.throttled_cpu_minutes))
     crane, p95 = (np.median(np.array(results[k]), axis=0) for k in ("crane", "p95"))
-    assert p95[0] <= 1.1 * crane[0], (p95, crane)  # pending pod-minutes: 64 against 62.5
-    assert p95[1] <= 1.1 * crane[1], (p95, crane)  # throttled CPU-minutes: 171 against 168
+    assert p95[0] <= crane[0], (p95, crane)  # pending pod-minutes: 2.5 against 75
+    assert p95[1] <= 1.1 * crane[1], (p95, crane)  # throttled CPU-minutes: 177 against 173

@@ -1,4 +1,4 @@
-"""The simulator's extender answer is ``app.load.wire.wire_scores``, node for node; its
+"""The simulator's extender answer is ``app.load.prioritize.wire_scores``, node for node; its
 choice from the ranks kept between pods is the choice made afresh over every node."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pytest
 
 from app.load import PLAIN_MAX_SCORE, plain_wire_score, preferred_wire_score
-from app.load.wire import wire_scores
+from app.load.prioritize import wire_scores
 from app.simulate.cluster import SimulatedCluster
 from app.simulate.policies import plan_for
 from app.simulate.scenario import load_scenario

@@ -123,25 +123,21 @@ def harm(run: Run) -> float:
     return summary.throttled_cpu_minutes + summary.oom_events
 
 
-def test_on_spiky_waves_the_spread_keeps_a_wave_apart_with_or_without_the_raise() -> None:
-    """crane-style-waves, seeds 1-5: a wave of cpusvc pods estimated at 85m piled 4-5
-    onto the coolest node (seed 1-5 harm 0, 2.4, 2.2, 1.8 and 4.3 throttled
-    CPU-minutes) while kube-scheduler was modelled without its topology spread under
-    loadaware; estimated at what cpusvc's pods use, the wave spread (the sum fell by
-    more than three quarters). With the system-default spread modelled under every
-    policy (issue 40), the spread itself keeps a ReplicaSet's wave apart, raise or not:
-    at most 0.11 throttled CPU-minutes over the five seeds without it. With it, no seed
-    gets worse but seed 2, by one step of one node at 100 % (0.37): pinned, so that a
-    fix shows."""
+def test_on_spiky_waves_the_raise_keeps_a_wave_apart() -> None:
+    """crane-style-waves, seeds 1-5: a wave of cpusvc pods estimated at 85m piles onto
+    the coolest nodes; estimated at what cpusvc's pods use, the wave spreads. At the
+    shipped extenderWeight 8 (issue 45): 14.0 throttled CPU-minutes over the five seeds
+    without the raise (2.4, 8.7, 1.4, 1.0 and 0.43), none with it. (At the 2 shipped
+    before, kube-scheduler's system-default topology spread outweighed the extender and
+    kept a wave apart raise or not, at most 0.11 without it, so the raise bought
+    nothing there.)"""
     before, after = [], []
     for seed in range(1, 6):
         before.append(harm(simulate(seed, workload_usage=False)))
         after.append(harm(simulate(seed)))
-        if seed == 2:
-            assert before[-1] == 0.0 < after[-1] <= 0.4, (seed, after[-1])
-            continue
         assert after[-1] <= before[-1] + 1e-9, (seed, before[-1], after[-1])
-    assert sum(before) < 0.2, before  # 12.7 with the spread left out
+    assert sum(after) <= sum(before) / 4, (before, after)
+    assert sum(before) > 1.0, before  # the waves do pile up without the raise
 
 
 def test_an_array_changed_in_place_between_steps_is_accounted_as_changed() -> None:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from app.load import evaluate_node, format_usage
-from app.load.wire import can_be_preferred, has_room, limit_room, wire_scores
+from app.load.prioritize import can_be_preferred, has_room, limit_room, wire_scores
 from app.policy import default_policy
 
 NOW = 1_700_000_000.0

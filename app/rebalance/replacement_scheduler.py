@@ -51,6 +51,8 @@ from app.rebalance.outcome import NodeClass, NodeKind, SkipCode
 from app.rebalance.placement import Placements
 from app.rebalance.view import ClusterView
 
+__all__ = ["ASSUMES"]
+
 # One line per mode: what the plan assumes about the scheduler (render, explain).
 ASSUMES: Mapping[SchedulerBeside, str] = {
     "extender": "kube-scheduler with loadaware's extender: it filters out nodes above the "

@@ -45,6 +45,18 @@ from collections.abc import Mapping, Sequence
 from app.load.model import MAX_EXTENDER_SCORE, Freshness, NodeLoad
 from app.policy import Policy
 
+__all__ = [
+    "PLAIN_MAX_SCORE",
+    "can_be_preferred",
+    "has_room",
+    "limit_room",
+    "plain_wire_score",
+    "preferred_position",
+    "preferred_wire_score",
+    "wire_scores",
+    "wire_scores_and_preferred",
+]
+
 # Every node but the preferred one answers at most this.
 PLAIN_MAX_SCORE = MAX_EXTENDER_SCORE - 1
 

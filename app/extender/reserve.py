@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from app.extender.defaults import RESERVATION_TTL_S
-from app.extender.pricing import EstimatedUnder, Fractions, Pricing
+from app.extender.node_estimates import EstimatedUnder, Fractions, Pricing
 from app.extender.raises import BoundPod, PublishedUsage, Raises
 from app.load import START_GRACE_S, Evidence, counts, estimate_with_evidence, unsampled_fractions
 from app.objects import ZERO, Demand, Resources, ScheduledPod
