@@ -225,6 +225,18 @@ class RunBudget:
             )
         return None
 
+    def workload_room(self, workload: str) -> int:
+        """How many more of the workload's pods this run may evict, by
+        maxMigratingPerWorkload and maxUnavailablePerWorkload (a Ready pod's count)."""
+        config = self._config
+        taken = self._per_workload.get(workload, 0)
+        if self._workloads is None:
+            self._workloads = workload_pods(self._pods)
+        replicas = self._workloads[0].get(workload, 0)
+        allowed = unavailable_allowed(config.max_unavailable_per_workload, replicas)
+        unavailable = self._workloads[1].get(workload, 0) + taken
+        return max(0, min(config.max_migrating_per_workload - taken, allowed - unavailable))
+
     def take(self, pod: PodInfo, node: str) -> None:
         self.total += 1
         self._per_node[node] += 1

@@ -42,6 +42,8 @@ CASES = [
     ("drifting-hot-spot", 1, None),
     (str(FIXTURES / "small-pods-32cpu.yaml"), 1, None),
     (str(FIXTURES / "memory-hot-spot.yaml"), 1, None),
+    # Three sources short of one round's per-workload limits until the plan shared them.
+    (str(FIXTURES / "memory-hot-spot.yaml"), 9, None),
     (str(FIXTURES / "two-peaks-200.yaml"), 1, TWO_PEAKS_FIRST_PEAK_S),
 ]
 
