@@ -255,7 +255,9 @@ class Verbs:
                     body, outcome.rejected, outcome.nodes = answered
                     outcome.body, outcome.names_at = args.body, args.names_at
                     return body
-            args = parse_whole(args.body)  # names out of the plain form, or no native index
+            # Names out of the plain form, or no native index: the body as parsed whole
+            # decides all (a key written twice reads as its last, not as split_args' first).
+            return self.filter(parse_whole(args.body), outcome)
         if args.node_names is None:
             assert args.nodes is not None
             return self._filter_nodes(args.nodes, exempt, outcome, args.pod)
@@ -349,7 +351,8 @@ class Verbs:
                 body, outcome.unknown_nodes, outcome.best_node, outcome.nodes = answered
                 outcome.body, outcome.names_at = args.body, args.names_at
                 return body
-            args = parse_whole(args.body)  # names out of the plain form, or no native index
+            # As in filter: the body as parsed whole decides all.
+            return self.prioritize(parse_whole(args.body), outcome)
         if args.node_names is None:
             assert args.nodes is not None
             outcome.nodes = len(args.nodes)

@@ -158,3 +158,15 @@ def test_a_pod_at_orjsons_depth_limit_is_refused_both_ways() -> None:
     body = b'{"Pod":' + deep + b',"Nodes":null,"NodeNames":["node-a"]}'
     same_both_ways(body)
     assert answer("filter", extender(), parse_args, body)[0] == "400"
+
+
+def test_a_key_written_twice_reads_as_the_whole_parse_reads_it() -> None:
+    """A Pod after NodeNames: split_args takes the first Pod, orjson the last; the
+    names' text is then out of the plain form, and the whole parse decides the pod too
+    (found by the property above)."""
+    body = b'{"Pod":{},"Nodes":null,"NodeNames":[],"Pod":{"items":[]},"Nodes":[]}'
+    same_both_ways(body)
+    made = extender()
+    outcome = Outcome()
+    made.verbs.filter(parse_args(body), outcome)
+    assert outcome.pod == {"items": []}
