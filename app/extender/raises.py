@@ -30,6 +30,8 @@ from app.load import (
     Evidence,
     PlacedPod,
     bounded_raises,
+    holds_raise,
+    lowering,
     raise_end_s,
     raises,
     started_in_grace,
@@ -157,15 +159,33 @@ class Raises:
         if observed is None or self.holds(workload, pod):
             return observed
         settings = self._policy().spec.estimation
-        if not raises(*requests_and_limits(demand), observed, settings):
-            return None
-        return observed if self._take(workload, pod, now_s + START_GRACE_S, now_s) else None
+        requests, limits = requests_and_limits(demand)
+        if raises(requests, limits, observed, settings) and self._take(
+            workload, pod, now_s + START_GRACE_S, now_s
+        ):
+            return observed
+        return self._lowering(workload, requests, limits, Evidence.SCORED)
 
     def of_reservation(self, reservation: Reserved) -> Resources | None:
-        """A live reservation's workload usage, if it holds a raise."""
+        """A live reservation's workload usage if it holds a raise, else what of it
+        lowers its estimate (``lowering``)."""
         if not self.holds(reservation.workload, reservation.pod):
-            return None
+            requests, limits = requests_and_limits(reservation.demand)
+            return self._lowering(reservation.workload, requests, limits, Evidence.SCORED)
         return self.observed(reservation.workload)
+
+    def _lowering(
+        self, workload: str | None, requests: Resources, limits: Resources, evidence: Evidence
+    ) -> Resources | None:
+        """What of its workload's usage lowers the estimate of a pod holding no raise:
+        a workload measured on at least ``MIN_MEASURED_PODS`` pods, a pod placed through
+        the scheduler (``app.load.estimate``, "Lowered to what is measured")."""
+        if workload is None or evidence is Evidence.PLACED:
+            return None
+        if self.measured(workload) < MIN_MEASURED_PODS:
+            return None
+        observed = self.observed(workload)
+        return lowering(requests, limits, observed, self._policy().spec.estimation)
 
     def on_bound(self, key: str, pod: BoundPod, now_s: float, reserved: bool) -> None:
         """A pod just bound keeps the raise its reservation held (until its own end), or
@@ -190,10 +210,10 @@ class Raises:
     def raised(self, key: str, pod: BoundPod, now_s: float) -> Resources | None:
         """What a bound pod's estimate may be raised to now: its workload's usage while
         it holds a raise and its grace allows (``started_in_grace``)."""
-        if not self.holds(pod.workload, key):
-            return None
-        if not started_in_grace(pod.bound_at_s, pod.started_at_s, now_s):
-            return None
+        if not self.holds(pod.workload, key) or not started_in_grace(
+            pod.bound_at_s, pod.started_at_s, now_s
+        ):
+            return self._lowering(pod.workload, pod.requests, pod.limits, pod.evidence)
         return self.observed(pod.workload)
 
     def hand_out(
@@ -224,7 +244,7 @@ class Raises:
         for (workload, _), key, placed in zip(
             members, keys, bounded_raises(members, measured, now_s, settings), strict=True
         ):
-            if workload is not None and placed.observed is not None:
+            if workload is not None and holds_raise(placed, settings):
                 self._hold(workload, key, raise_end_s(placed, settings))
 
     def _hold(self, workload: str, pod: str, end_s: float) -> None:
