@@ -44,9 +44,10 @@ The API, all pure (the extender keeps per-node ledgers, the simulator calls thes
   raising it there traded memory node-minutes above the limit for CPU ones, seeds 1-5
   over 8 tie-break draws each (docs/simulate-results.md). With the default factors a
   limit caps the observed value below 3 times its estimate, so in effect only a
-  resource the pod declares no limit for is raised. It only ever raises a pod's own
-  estimate, and only by what its own workload's pods (in its own namespace) use, so a
-  tenant can make only its own pods look heavier, never another tenant's lighter
+  resource the pod declares no limit for is raised. It only ever changes a pod's own
+  estimate (raised here, lowered below: "Lowered to what is measured"), and only by
+  what its own workload's pods (in its own namespace) use, so a tenant can make only
+  its own pods look heavier or lighter, never another tenant's
   (docs/security.md); the result is at most the node's allocatable as every
   estimate. A pod ``PLACED`` around the scheduler keeps its requests-only estimate.
   Missing, non-finite or negative values observe nothing.
