@@ -10,7 +10,8 @@ the cluster autoscaler or Karpenter").
   morning rise is kept room for, and the built-in ``diurnal-trough``, whose autoscaler
   already runs no more nodes at night than that rise needs: consolidation evicts
   nothing (and so adds no pending pod-minute; what ``loadaware+autoscaler`` waits more
-  than ``default+autoscaler`` there is the extender's, docs/tuning.md);
+  than ``default+autoscaler`` there is the rise waiting for a node the autoscaler
+  removed, docs/tuning.md; the load filter holds no pod that has room by requests);
 - mixed node sizes, with a pod that opted out (``karpenter.sh/do-not-disrupt``): fewer
   node-hours, no PDB violation, the opted-out pod never evicted by the descheduler.
   (The bar's 20 % and 10 % do not hold on this shape: docs/tuning.md says why.)
