@@ -11,7 +11,8 @@ and holds it until it leaves the ledger, ``maxAge`` passes, or its grace ends wi
 its containers started (``started_in_grace``). ``hand_out`` gives them out again in
 binding order after a change of what the workloads use (``bounded_raises``, the one
 rule the annotator's soft taints and the descheduler use too); ``left`` tells the pod in
-hand's estimate whether it would get one.
+hand's estimate whether it would get one. A pod holding no raise is estimated at no
+more than its workload's usage (``app.load.lowering``; issue 43).
 
 Cheap on the request path: a lookup per pod, and a scan of a workload's holders only
 when all its raises are held.
@@ -209,7 +210,8 @@ class Raises:
 
     def raised(self, key: str, pod: BoundPod, now_s: float) -> Resources | None:
         """What a bound pod's estimate may be raised to now: its workload's usage while
-        it holds a raise and its grace allows (``started_in_grace``)."""
+        it holds a raise and its grace allows (``started_in_grace``); else what of that
+        usage lowers it (``_lowering``), or None."""
         if not self.holds(pod.workload, key) or not started_in_grace(
             pod.bound_at_s, pod.started_at_s, now_s
         ):
