@@ -12,6 +12,7 @@ consolidation's evictions, PDB violations; then the median saving and the totals
 ``--min-spare P`` sets ``descheduler.consolidation.minSpare`` to P % for CPU and memory;
 ``--packing T`` gives the scenario the default policy with ``spec.packing`` on at target
 T (the extender's packing score; ``default+autoscaler`` uses no extender).
+``--extender-weight W`` sets ``scheduler.extenderWeight`` (the shipped weight is 8).
 ``--no-history`` starts the simulated descheduler's demand history empty (a descheduler
 just installed: no rise seen yet) instead of with the scenario's day before it.
 
@@ -81,8 +82,23 @@ def harm(summary: Summary) -> float:
     return summary.throttled_cpu_minutes + summary.oom_events
 
 
-def report(name: str, seeds: int, min_spare: float | None, packing: float | None = None) -> None:
-    scenario = with_packing(with_min_spare(load_scenario(name), min_spare), packing)
+def with_extender_weight(scenario: Scenario, weight: int | None) -> Scenario:
+    if weight is None:
+        return scenario
+    scheduler = scenario.scheduler.model_copy(update={"extender_weight": weight})
+    return scenario.model_copy(update={"scheduler": scheduler})
+
+
+def report(
+    name: str,
+    seeds: int,
+    min_spare: float | None,
+    packing: float | None = None,
+    extender_weight: int | None = None,
+) -> None:
+    scenario = with_extender_weight(
+        with_packing(with_min_spare(load_scenario(name), min_spare), packing), extender_weight
+    )
     print(f"\n### {scenario.name} (seeds 1-{seeds}, minSpare {min_spare or 'default'})\n")
     print(
         "| seed | node-h CA | node-h consolidated | saved | harm CA / cons. | pending CA / "
@@ -141,10 +157,11 @@ def main() -> None:
     parser.add_argument("--min-spare", type=float, default=None)
     parser.add_argument("--packing", type=float, default=None, metavar="TARGET")
     parser.add_argument("--no-history", action="store_true")
+    parser.add_argument("--extender-weight", type=int, default=None, metavar="W")
     args = parser.parse_args()
     ConsolidatingRebalancer.seed_history = not args.no_history
     for name in args.scenarios:
-        report(name, args.seeds, args.min_spare, args.packing)
+        report(name, args.seeds, args.min_spare, args.packing, args.extender_weight)
 
 
 if __name__ == "__main__":

@@ -182,7 +182,8 @@ POLICY_MEANING = {
     "spec.classes[].priority[].weight": "its weight in the score",
     "spec.estimation.workloadUsage": "estimate a pod bound through the scheduler at its "
     "workload's observed per-pod usage where that is at least 3 times its estimate from "
-    "requests and limits (at most its limit); off: from requests and limits alone",
+    "requests and limits (at most its limit), and its CPU at most at it where it is below "
+    "that estimate (a workload measured on 3 pods or more); off: from requests and limits alone",
     "spec.nodePools": "loadaware's addition, optional: node pools, each with its own limits "
     "(docs/tuning.md, \"Node pools\"). A node in no pool gets `spec.predicate`; a node two "
     "pools select is an error: refused at load where the selectors show it, else the node "

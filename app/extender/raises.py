@@ -11,7 +11,8 @@ and holds it until it leaves the ledger, ``maxAge`` passes, or its grace ends wi
 its containers started (``started_in_grace``). ``hand_out`` gives them out again in
 binding order after a change of what the workloads use (``bounded_raises``, the one
 rule the annotator's soft taints and the descheduler use too); ``left`` tells the pod in
-hand's estimate whether it would get one.
+hand's estimate whether it would get one. A pod holding no raise is estimated at no
+more than its workload's usage (``app.load.lowering``; issue 43).
 
 Cheap on the request path: a lookup per pod, and a scan of a workload's holders only
 when all its raises are held.
@@ -30,6 +31,8 @@ from app.load import (
     Evidence,
     PlacedPod,
     bounded_raises,
+    holds_raise,
+    lowering,
     raise_end_s,
     raises,
     started_in_grace,
@@ -157,15 +160,33 @@ class Raises:
         if observed is None or self.holds(workload, pod):
             return observed
         settings = self._policy().spec.estimation
-        if not raises(*requests_and_limits(demand), observed, settings):
-            return None
-        return observed if self._take(workload, pod, now_s + START_GRACE_S, now_s) else None
+        requests, limits = requests_and_limits(demand)
+        if raises(requests, limits, observed, settings) and self._take(
+            workload, pod, now_s + START_GRACE_S, now_s
+        ):
+            return observed
+        return self._lowering(workload, requests, limits, Evidence.SCORED)
 
     def of_reservation(self, reservation: Reserved) -> Resources | None:
-        """A live reservation's workload usage, if it holds a raise."""
+        """A live reservation's workload usage if it holds a raise, else what of it
+        lowers its estimate (``lowering``)."""
         if not self.holds(reservation.workload, reservation.pod):
-            return None
+            requests, limits = requests_and_limits(reservation.demand)
+            return self._lowering(reservation.workload, requests, limits, Evidence.SCORED)
         return self.observed(reservation.workload)
+
+    def _lowering(
+        self, workload: str | None, requests: Resources, limits: Resources, evidence: Evidence
+    ) -> Resources | None:
+        """What of its workload's usage lowers the estimate of a pod holding no raise:
+        a workload measured on at least ``MIN_MEASURED_PODS`` pods, a pod placed through
+        the scheduler (``app.load.estimate``, "Lowered to what is measured")."""
+        if workload is None or evidence is Evidence.PLACED:
+            return None
+        if self.measured(workload) < MIN_MEASURED_PODS:
+            return None
+        observed = self.observed(workload)
+        return lowering(requests, limits, observed, self._policy().spec.estimation)
 
     def on_bound(self, key: str, pod: BoundPod, now_s: float, reserved: bool) -> None:
         """A pod just bound keeps the raise its reservation held (until its own end), or
@@ -189,11 +210,12 @@ class Raises:
 
     def raised(self, key: str, pod: BoundPod, now_s: float) -> Resources | None:
         """What a bound pod's estimate may be raised to now: its workload's usage while
-        it holds a raise and its grace allows (``started_in_grace``)."""
-        if not self.holds(pod.workload, key):
-            return None
-        if not started_in_grace(pod.bound_at_s, pod.started_at_s, now_s):
-            return None
+        it holds a raise and its grace allows (``started_in_grace``); else what of that
+        usage lowers it (``_lowering``), or None."""
+        if not self.holds(pod.workload, key) or not started_in_grace(
+            pod.bound_at_s, pod.started_at_s, now_s
+        ):
+            return self._lowering(pod.workload, pod.requests, pod.limits, pod.evidence)
         return self.observed(pod.workload)
 
     def hand_out(
@@ -224,7 +246,7 @@ class Raises:
         for (workload, _), key, placed in zip(
             members, keys, bounded_raises(members, measured, now_s, settings), strict=True
         ):
-            if workload is not None and placed.observed is not None:
+            if workload is not None and holds_raise(placed, settings):
                 self._hold(workload, key, raise_end_s(placed, settings))
 
     def _hold(self, workload: str, pod: str, end_s: float) -> None:

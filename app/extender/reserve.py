@@ -368,8 +368,11 @@ class Ledger:
                 observed = self.raises.raised(key, pod, now_s)
                 total = total + _bound_usage(pod, settings, allocatable, observed)
                 changes_at_s = min(changes_at_s, pod.bound_at_s + settings.max_age_s)
-                if observed is not None and pod.started_at_s is None:
-                    changes_at_s = min(changes_at_s, pod.bound_at_s + START_GRACE_S)
+                # A raise held by a pod not started ends with its grace; after it, the
+                # pod's estimate (lowered only, or none: ``Raises.raised``) stays.
+                grace_end_s = pod.bound_at_s + START_GRACE_S
+                if observed is not None and pod.started_at_s is None and now_s < grace_end_s:
+                    changes_at_s = min(changes_at_s, grace_end_s)
         if not settings.enabled or total == ZERO:
             return Addition(sample_at_s, {}, changes_at_s)
         fractions = unsampled_fractions((total,), allocatable)

@@ -44,9 +44,10 @@ The API, all pure (the extender keeps per-node ledgers, the simulator calls thes
   raising it there traded memory node-minutes above the limit for CPU ones, seeds 1-5
   over 8 tie-break draws each (docs/simulate-results.md). With the default factors a
   limit caps the observed value below 3 times its estimate, so in effect only a
-  resource the pod declares no limit for is raised. It only ever raises a pod's own
-  estimate, and only by what its own workload's pods (in its own namespace) use, so a
-  tenant can make only its own pods look heavier, never another tenant's lighter
+  resource the pod declares no limit for is raised. It only ever changes a pod's own
+  estimate (raised here, lowered below: "Lowered to what is measured"), and only by
+  what its own workload's pods (in its own namespace) use, so a tenant can make only
+  its own pods look heavier or lighter, never another tenant's
   (docs/security.md); the result is at most the node's allocatable as every
   estimate. A pod ``PLACED`` around the scheduler keeps its requests-only estimate.
   Missing, non-finite or negative values observe nothing.
@@ -63,6 +64,25 @@ The API, all pure (the extender keeps per-node ledgers, the simulator calls thes
   within ``START_GRACE_S`` (2 minutes) of its binding loses its raise for good. A raise
   ends at ``maxAge``, or at the end of the grace for a pod not started by then. A pod
   without a raise is estimated from its requests and limits, as without the feature.
+* **Lowered to what is measured** (issue 43, ``lowering``): the other way round, a pod
+  placed through the scheduler whose workload was measured on at least
+  ``MIN_MEASURED_PODS`` running pods is estimated at no more CPU than one of them uses
+  (the same 90th percentile). Memory keeps the guess: a pod's working set grows after
+  its start, and lowering it too put ``mixed-waves`` (seeds 1-10, weight 2) past crane's
+  memory node-minutes above the limits (median 458 against 445). ``max(request, limit) x
+  factor`` is a guess for a pod nobody has measured; a workload whose pods use a third
+  of their requests is estimated at 2-5 times its use, and at a step rise (a morning
+  scale-up) the estimate of the pods just bound made nodes with room by requests, and by
+  real use, fail the filter: the pods waited for the next samples (~5 minutes), and a
+  node autoscaler, which counts requests, added no node for them (``diurnal-trough``
+  seed 1 at weight 8: 75 of ``loadaware+autoscaler``'s 186 pending pod-minutes, where
+  ``default+autoscaler`` had 81 in all). The lowering takes no bound on how many pods
+  hold it: it makes a tenant's pods look no lighter than its own measured pods, and at
+  most lets them be placed as kube-scheduler places them by requests alone. A pod
+  ``PLACED`` around the scheduler keeps its requests-only estimate, a raise (above) wins
+  over it, and the pod in hand (the extender's room check) is not lowered. Only a
+  positive, finite value lowers (0 is what ``workload_per_pod_usage`` gives a resource
+  it observed nothing of).
 * ``counts(bound_at_s, sample_at_s, now_s, settings) -> bool``: whether a pod bound
   at ``bound_at_s`` is missing from a sample taken at ``sample_at_s``. A sample
   *covers* a pod only when it was taken at least ``coveredAfter`` (5 minutes) after
@@ -125,6 +145,8 @@ __all__ = [
     "estimate_pod_usage",
     "estimate_scheduled",
     "estimate_with_evidence",
+    "holds_raise",
+    "lowering",
     "may_rise",
     "nearest_rank_index",
     "node_unsampled",
@@ -248,6 +270,32 @@ def _raised(estimate: float, observed: float, limit: float) -> float:
     return observed if observed >= UNDER_REQUESTED_FACTOR * estimate else estimate
 
 
+def lowering(
+    requests: Resources,
+    limits: Resources,
+    observed: Resources | None,
+    settings: EstimationPolicy,
+) -> Resources | None:
+    """What lowers the estimate of a pod declaring ``requests`` and ``limits`` to its
+    workload's ``observed`` per-pod usage (module doc, "Lowered to what is measured"):
+    its CPU where observed below ``estimate_pod_usage``'s, with the estimate's memory,
+    so that ``estimate_scheduled`` with it never raises; None where it lowers nothing
+    (or ``workloadUsage`` is off, or nothing was observed)."""
+    if observed is None or not settings.workload_usage:
+        return None
+    estimate = estimate_pod_usage(requests, limits, settings)
+    cpu = _lowered(estimate.cpu_cores, observed.cpu_cores)
+    if cpu == estimate.cpu_cores:
+        return None
+    return Resources(cpu, estimate.memory_bytes)  # memory: module doc
+
+
+def _lowered(estimate: float, observed: float) -> float:
+    if not math.isfinite(observed) or observed <= 0:  # 0: nothing observed of it
+        return estimate
+    return min(estimate, observed)
+
+
 def raises(
     requests: Resources,
     limits: Resources,
@@ -261,6 +309,12 @@ def raises(
         return False
     estimate = estimate_pod_usage(requests, limits, settings)
     return with_workload_usage(estimate, observed, limits) != estimate
+
+
+def holds_raise(pod: PlacedPod, settings: EstimationPolicy) -> bool:
+    """Whether ``pod``, as ``bounded_raises`` returned it, holds one of its workload's
+    raises (a pod it left lowered only holds none)."""
+    return raises(pod.requests, pod.limits, pod.observed, settings)
 
 
 def started_in_grace(bound_at_s: float, started_at_s: float | None, now_s: float) -> bool:
@@ -283,8 +337,10 @@ def bounded_raises(
 ) -> list[PlacedPod]:
     """Each ``(workload, pod)`` of ``pods`` (pods bound within ``maxAge``, each with its
     workload's ``observed`` usage) as the estimate may take it: with its ``observed``
-    kept where it holds one of the workload's raises, dropped (None) where not
-    (module doc, "Bounds").
+    kept where it holds one of the workload's raises (``holds_raise``); where not, only
+    what of it lowers the estimate (``lowering``: a workload measured on at least
+    ``MIN_MEASURED_PODS`` pods, a pod placed through the scheduler), else None
+    (module doc, "Bounds" and "Lowered to what is measured").
 
     ``measured``: per workload, how many of its running pods its published usage
     was measured on. In binding order, a pod whose ``observed`` raises it takes a raise
@@ -313,7 +369,12 @@ def bounded_raises(
                 ends.append(raise_end_s(pod, settings))
             holders[workload] = ends
         if not granted:
-            out[index] = replace(pod, observed=None)
+            lowered = (
+                lowering(pod.requests, pod.limits, pod.observed, settings)
+                if cap >= MIN_MEASURED_PODS and pod.evidence is not Evidence.PLACED
+                else None
+            )
+            out[index] = replace(pod, observed=lowered)
     return out
 
 
@@ -328,7 +389,11 @@ def raises_left(
     one: the soft-taint rule's next pod is such a pod (``app.load.taints``)."""
     held: dict[str, int] = {}
     for workload, pod in bounded:
-        if workload is not None and pod.observed is not None and raise_end_s(pod, settings) > now_s:
+        if (
+            workload is not None
+            and holds_raise(pod, settings)
+            and raise_end_s(pod, settings) > now_s
+        ):
             held[workload] = held.get(workload, 0) + 1
     return {workload: max(0, measured.get(workload, 0) - count) for workload, count in held.items()}
 
@@ -366,9 +431,23 @@ def estimate_scheduled(
     observed: Resources | None = None,
 ) -> Resources:
     """The estimate of a pod placed through the scheduler: ``estimate_pod_usage``, raised
-    to its workload's ``observed`` per-pod usage when ``workloadUsage`` is on."""
+    to its workload's ``observed`` per-pod usage when ``workloadUsage`` is on, and per
+    resource no higher than that usage (``lowered_to``; a caller passes ``observed``
+    only where the bounds allow: ``bounded_raises``, ``lowering``)."""
     estimate = estimate_pod_usage(requests, limits, settings)
-    return with_workload_usage(estimate, observed, limits) if settings.workload_usage else estimate
+    if not settings.workload_usage or observed is None:
+        return estimate
+    return lowered_to(with_workload_usage(estimate, observed, limits), observed)
+
+
+def lowered_to(estimate: Resources, observed: Resources) -> Resources:
+    """The estimate's CPU at most ``observed``'s where that is positive and finite
+    (module doc, "Lowered to what is measured"; memory is never lowered); a raised
+    resource is at most its observed value already."""
+    cpu = _lowered(estimate.cpu_cores, observed.cpu_cores)
+    if cpu == estimate.cpu_cores:
+        return estimate
+    return Resources(cpu, estimate.memory_bytes)  # memory is never lowered (module doc)
 
 
 def within_node(usage: Resources, allocatable: Resources) -> Resources:

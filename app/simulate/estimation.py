@@ -12,7 +12,9 @@ with recent pods. The raise is bounded as the extender bounds it (``app.load.est
 "Bounds"): a workload's usage counts once measured on ``MIN_MEASURED_PODS`` pods (the
 publication's), and in binding order a pod takes a raise only while fewer of its
 workload's pods hold one than were measured; a publication hands them out again
-(``bounded_raises``). A simulated pod starts as it is bound, so no grace ends, and a
+(``bounded_raises``). A pod holding no raise is estimated no higher than its
+workload's published usage (``app.load.lowering``, "Lowered to what is measured").
+A simulated pod starts as it is bound, so no grace ends, and a
 raise is held until ``maxAge`` even by a pod evicted sooner (the extender lets go at
 once: the simulator is the stricter).
 
@@ -35,6 +37,8 @@ from app.load import (
     bounded_raises,
     estimate_pod_usage,
     estimate_with_evidence,
+    holds_raise,
+    lowering,
     node_unsampled,
     unsampled_after,
     with_workload_usage,
@@ -372,7 +376,7 @@ class RaisesHeld:
         for (bound_at_s, slot), pod in zip(
             keys, bounded_raises(members, measured, now_s, settings), strict=True
         ):
-            if pod.observed is not None:
+            if holds_raise(pod, settings):
                 holds[slot, bound_at_s] = True
                 ends.setdefault(workload_of.item(slot), []).append(bound_at_s + self._max_age_s)
         if holds != self.holds:
@@ -431,7 +435,7 @@ class PodEstimates:
                 self._requests[workload],
                 self._limits[workload],
                 self._epoch_s + bound_at_s,
-                observed=self._observed.of(workload) if raised else None,
+                observed=self._observed.of(workload) if raised else self._observed.lowers(workload),
             )
         return pod
 
@@ -449,7 +453,7 @@ class PodEstimates:
                 Evidence.BOUND,  # as ``placed_pod`` makes it
                 self._settings,
                 self._allocatable[node],
-                self._observed.of(workload) if raised else None,
+                self._observed.of(workload) if raised else self._observed.lowers(workload),
             )
         return estimate
 
@@ -470,20 +474,31 @@ class RaisingUsage:
         self._settings = cluster.policy.spec.estimation
         self._requests, self._limits = requests, limits
         self._observed: list[Resources | None] = [None] * len(requests)
+        # Per workload, what of its published usage lowers its pods' estimate
+        # (``app.load.lowering``: a pod holding no raise takes that), else None.
+        self._lowering: list[Resources | None] = [None] * len(requests)
         self._read = 0  # the publication they were read from
         self.version = 0
 
     def of(self, workload: int) -> Resources | None:
         return self._observed[workload]
 
+    def lowers(self, workload: int) -> Resources | None:
+        return self._lowering[workload]
+
     def follow(self) -> int:
         """Read a new publication, if there is one; the ``version``."""
         published = self._cluster.workload_usage
         if published is not None and published.version != self._read:
             self._read = published.version
-            observed = [self._raising(w, published.observed(w)) for w in range(len(self._observed))]
-            if observed != self._observed:
-                self._observed = observed
+            usage = [published.observed(w) for w in range(len(self._observed))]
+            observed = [self._raising(w, u) for w, u in enumerate(usage)]
+            lowered = [
+                lowering(self._requests[w], self._limits[w], u, self._settings)
+                for w, u in enumerate(usage)
+            ]
+            if observed != self._observed or lowered != self._lowering:
+                self._observed, self._lowering = observed, lowered
                 self.version += 1
         return self.version
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.load import estimate_scheduled
+from app.load import estimate_pod_usage, with_workload_usage
 from app.objects import Resources
 from app.policy import Policy
 from app.simulate.scenario import Workload
@@ -63,5 +63,11 @@ def pod_shape(
     its workload's ``observed`` per-pod usage where one is published."""
     if policy is None or not policy.spec.estimation.enabled:
         return PodShape(requests.cpu_cores, requests.memory_bytes)
-    usage = estimate_scheduled(requests, limits, policy.spec.estimation, observed)
+    settings = policy.spec.estimation
+    # Raised, never lowered: the extender lowers the estimates of pods bound, not of the
+    # pod in hand (``app.extender.verbs``; ``app.load.estimate``, "Lowered to what is
+    # measured").
+    usage = estimate_pod_usage(requests, limits, settings)
+    if settings.workload_usage:
+        usage = with_workload_usage(usage, observed, limits)
     return PodShape(requests.cpu_cores, requests.memory_bytes, usage.cpu_cores, usage.memory_bytes)
