@@ -340,10 +340,7 @@ class _Drainer:
         if opted is not None:
             return KeptNode(node.name, SkipCode.OPTED_OUT, f"{opted} now")
         moving = _moving(pods)
-        spare = self.rooms.spare_refusal(node, requested_on(moving))
-        if spare is not None:
-            return KeptNode(node.name, None, spare)
-        placed = self._place(node, moving)
+        placed = self._place_within_floor(node, moving, requested_on(moving))
         if isinstance(placed, KeptNode):
             return placed
         chosen, waiting = placed
@@ -355,10 +352,7 @@ class _Drainer:
         moving = _moving(pods)
         if not moving:
             return KeptNode(node.name, None, "only pods that go with the node: nothing to drain")
-        spare = self.rooms.spare_refusal(node)
-        if spare is not None:
-            return KeptNode(node.name, None, spare)
-        placed = self._place(node, moving)
+        placed = self._place_within_floor(node, moving)
         if isinstance(placed, KeptNode):
             return placed
         chosen, waiting = placed
@@ -368,6 +362,16 @@ class _Drainer:
         self.received.update(destination for _, destination, _, _ in chosen)
         reason = "underused by requests and real usage; every pod has a destination"
         return self._drain(node.name, reason, chosen, waiting=waiting)
+
+    def _place_within_floor(
+        self, node: NodeInfo, moving: list[PodInfo], still_to_place: Resources | None = None
+    ) -> tuple[list[tuple[PodInfo, str, Resources, str]], list[tuple[str, str]]] | KeptNode:
+        """``_place``, for a node whose drain keeps the floor of spare capacity
+        (``still_to_place``: as ``spare_refusal``'s ``moving``); else what keeps it."""
+        spare = self.rooms.spare_refusal(node, still_to_place)
+        if spare is not None:
+            return KeptNode(node.name, None, spare)
+        return self._place(node, moving)
 
     def _place(
         self, node: NodeInfo, moving: list[PodInfo]
