@@ -17,15 +17,15 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AbstractContextManager, contextmanager
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from tests.support.fakekube_fixtures import FakeKube
+from tests.support.http_stub import serving
 from tests.support.ports import free_port
 from tests.support.zygote import clean_environment
 from tests.test_cli_bad_input import start_cli
@@ -139,16 +139,8 @@ class EmptyCluster(BaseHTTPRequestHandler):
         pass
 
 
-@contextmanager
-def empty_cluster() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), EmptyCluster)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+def empty_cluster() -> AbstractContextManager[str]:
+    return serving(EmptyCluster)
 
 
 POLICY = Path(__file__).resolve().parents[1] / "deploy" / "base" / "policy.yaml"

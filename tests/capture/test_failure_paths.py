@@ -10,15 +10,15 @@ Each case runs the real command line in a process forked by the CLI's zygote
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.support.http_stub import serving
 from tests.support.zygote import Zygote, clean_environment
 
 DOWN = "http://127.0.0.1:9"  # nothing listens on the discard port
@@ -42,14 +42,8 @@ class NotAnApiServer(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def web_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), NotAnApiServer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(NotAnApiServer) as url:
+        yield url
 
 
 def kubeconfig(server: str) -> str:
