@@ -25,6 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from managed_clusters import seeds_of  # noqa: E402
 
 from app.simulate.cluster import SimulatedCluster  # noqa: E402
 from app.simulate.descheduling import PlanRecord  # noqa: E402
@@ -67,11 +70,6 @@ def left_hot(plans: list[PlanRecord], interval_min: float) -> tuple[dict[str, fl
 def _shown(minutes: dict[str, float]) -> str:
     ordered = sorted(minutes.items(), key=lambda item: -item[1])
     return ", ".join(f"{code} {value:.0f}" for code, value in ordered)
-
-
-def seeds_of(text: str) -> list[int]:
-    first, _, last = text.partition("-")
-    return list(range(int(first), int(last or first) + 1))
 
 
 def main() -> int:
