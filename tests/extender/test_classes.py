@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 import orjson
+import pytest
 
 from app.extender.classes import NO_ROOM_REASON
 from app.extender.extender import Extender
@@ -222,3 +224,39 @@ def test_a_class_s_pod_is_judged_with_its_own_estimate_added() -> None:
     answered = orjson.loads(extender.verbs.filter(parse_args(body), Outcome()))
     assert [n["metadata"]["name"] for n in answered["Nodes"]["items"]] == ["warm", "cool"]
     assert answered["FailedAndUnresolvableNodes"] == {"hot": NO_ROOM_REASON}
+
+
+def test_without_the_pod_cache_classes_and_pools_are_said_to_be_judged_before_the_pod(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With no pod cache (``--no-node-cache``, ``--no-pod-cache``) no pod's estimate is
+    known: the class and pool limits hold on the nodes' usage alone, and the extender
+    says so at start and at each policy adopted, once; a policy with neither says
+    nothing, nor does an extender with the estimate."""
+    from app.kube.client import client_for_server
+    from app.kube.nodes import NodeCache
+    from app.kube.pods import PodCache, scheduled_pod
+    from tests.extender.test_node_pools import pools_policy
+
+    def warnings() -> list[str]:
+        found = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        caplog.clear()
+        return found
+
+    caplog.set_level(logging.WARNING, logger="app.extender.extender")
+    extender = Extender(policy_from_yaml(classed()), mode="test")
+    (said,) = warnings()
+    assert said.startswith("the policy has classes, but without the pod cache")
+    extender.set_policy(default_policy())
+    assert warnings() == []
+    extender.set_policy(pools_policy())
+    (said,) = warnings()
+    assert said.startswith("the policy has node pools, but")
+    client = client_for_server("http://127.0.0.1:9")  # never contacted
+    Extender(
+        policy_from_yaml(classed()),
+        node_cache=NodeCache(client),
+        pod_cache=PodCache(client, scheduled_pod),
+        mode="test",
+    )
+    assert warnings() == []
