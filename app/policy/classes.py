@@ -152,6 +152,13 @@ def split_class_metric(metric: str) -> tuple[str, str] | None:
     return owner, resource
 
 
+def class_unsampled_key(class_name: str, resource: str) -> str:
+    """The key of a node's ``unsampled`` usage that a class's usage of a resource reads
+    (``app.load.assess``): what the class's own pods placed since the node's sample are
+    estimated to use (``production:cpu``)."""
+    return f"{class_name}:{resource}"
+
+
 def class_usage_key(class_name: str, resource: str) -> str:
     """The node annotation the annotator writes a class's usage of a resource under."""
     return f"{CLASS_USAGE_KEY_PREFIX}{class_name}.{resource}"
@@ -407,6 +414,7 @@ __all__ = [
     "PodSelector",
     "class_problems",
     "class_spec",
+    "class_unsampled_key",
     "class_usage_key",
     "pod_classes",
     "split_class_metric",

@@ -580,6 +580,22 @@ class Policy:
         )
 
     @cached_property
+    def unsampled_keys(self) -> Mapping[str, str]:
+        """Metric → the key of a node's ``unsampled`` usage added to it
+        (``app.load.assess``): a node metric's resource ("cpu", "memory"); a class
+        usage's ``class_unsampled_key`` (``production:cpu_usage`` reads
+        ``production:cpu``: the class's own pods placed since the sample, as koordinator
+        adds the estimates of production pods not yet reported to production's usage)."""
+        from app.policy.classes import class_unsampled_key, split_class_metric
+
+        keys = dict(self.metric_resources)
+        for metric in self.metrics:
+            owner = split_class_metric(metric)
+            if owner is not None:
+                keys[metric] = class_unsampled_key(*owner)
+        return MappingProxyType(keys)
+
+    @cached_property
     def limits(self) -> tuple[tuple[str, float], ...]:
         """(metric, maxLimitPercent) of the predicates that set a limit, in policy order."""
         return tuple(
