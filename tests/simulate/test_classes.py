@@ -129,7 +129,7 @@ def seeds_1_to_10(path: Path) -> list[Seeded]:
 # one more batch pod. On big-batch-beside-services
 # no batch pod waits without classes only because batch runs nodes past their CPU (6,303
 # CPU-minutes throttled): 108 cores of batch in 7.2-core pods and production's ~70 at its
-# peak do not fit in 192 cores without that, so with classes some big pods wait (16,900
+# peak do not fit in 192 cores without that, so with classes some big pods wait (17,150
 # pod-minutes over the ten seeds).
 @dataclass(frozen=True)
 class Bar:
@@ -151,7 +151,7 @@ class Bar:
         (BIG_BATCH, Bar(0.01, 0.02, lambda plain: plain + 18_000.0, seeds_not_halved=0)),
         # The same policy on a shape it was not tuned on: production hardly throttles
         # there (1.7 CPU-minutes without classes), and with classes batch waits less
-        # (7,116 -> 1,048 pod-minutes) and no pod throttles (2.6 -> 0.0).
+        # (7,116 -> 339 pod-minutes) and no pod throttles (2.6 -> 0.0).
         (
             THIRD_SHAPE,
             Bar(0.5, 0.5, lambda plain: 0.2 * plain, 0, production_throttles_without=False),
