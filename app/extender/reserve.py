@@ -148,14 +148,6 @@ class _NodeReservations:
         self.memory_bytes -= usage.memory_bytes
         self.classed -= reservation.pod_class is not None
 
-    def by_class(self, into: dict[str, Resources]) -> None:
-        """Add each class's live reservations to ``into`` (none: nothing to walk)."""
-        if self.classed:
-            for reservation in self:
-                name = reservation.pod_class
-                if name is not None:
-                    into[name] = into.get(name, ZERO) + reservation.usage
-
     def oldest(self) -> Reservation:
         """The oldest live reservation (there is one while the node is in the ledger)."""
         queue = self.queue
@@ -168,6 +160,37 @@ class _NodeReservations:
 
     def total(self) -> Resources:
         return Resources(self.cpu_cores, self.memory_bytes)
+
+
+class _Shares:
+    """A node's addition as the ledger sums it: the total, and each class's part of it
+    (``app.load.class_fractions``: what the class's pods add to its usage)."""
+
+    __slots__ = ("by_class", "total")
+
+    def __init__(self) -> None:
+        self.total = ZERO
+        self.by_class: dict[str, Resources] = {}
+
+    def add(self, usage: Resources, pod_class: str | None) -> None:
+        self.total = self.total + usage
+        if pod_class is not None:
+            self.by_class[pod_class] = self.by_class.get(pod_class, ZERO) + usage
+
+    def add_reservations(self, reserved: _NodeReservations) -> None:
+        """A node's live reservations: summed already; walked only where one has a class."""
+        self.total = self.total + reserved.total()
+        if reserved.classed:
+            for reservation in reserved:
+                name = reservation.pod_class
+                if name is not None:
+                    self.by_class[name] = self.by_class.get(name, ZERO) + reservation.usage
+
+    def fractions(self, allocatable: Resources) -> dict[str, float]:
+        fractions = unsampled_fractions((self.total,), allocatable)
+        if self.by_class:
+            fractions.update(class_fractions(self.by_class, allocatable))
+        return fractions
 
 
 def _rebuilt(estimated: list[tuple[Reservation, Resources]]) -> _NodeReservations:
@@ -263,8 +286,7 @@ class Ledger:
                     evidence = Evidence.BOUND  # watched pending, then bound
                 else:
                     evidence = Evidence.PLACED  # first seen on its node
-                in_class = reservation.pod_class if reservation is not None else None
-                pod = _bound_pod(new, evidence, now_s, in_class)
+                pod = _bound_pod(new, evidence, now_s, reservation)
                 self._bound.setdefault(new_node, {})[key] = pod
                 self.raises.on_bound(key, pod, now_s, reservation is not None)
                 affected.add(new_node)
@@ -297,9 +319,8 @@ class Ledger:
         """Reserve a pod's estimate on ``node``.
 
         Returns the (cpu, memory) fractions of allocatable it adds to ``node`` when that is
-        all that changed (nothing was taken off anywhere, and the pod is in no class: a
-        class's pod adds to its class's usage too), else None and the nodes whose addition
-        changed: none if the pod was already reserved there."""
+        all that changed (nothing taken off anywhere; no class's usage), else None and the
+        nodes whose addition changed: none if the pod was already reserved there."""
         previous = self._reservations.get(uid)
         if previous is not None and previous.node == node:
             return None, _NO_NODES
@@ -378,34 +399,26 @@ class Ledger:
         Costs O(pods bound on the node within maxAge): reservations are kept summed."""
         settings = self._policy().spec.estimation
         self._expire(node, now_s, settings.max_age_s)
-        total = ZERO
+        shares = _Shares()
         changes_at_s = math.inf
-        by_class: dict[str, Resources] = {}  # what each class's pods add to its usage
         reserved = self._reserved.get(node)
         if reserved is not None:
-            total = reserved.total()
+            shares.add_reservations(reserved)
             changes_at_s = reserved.oldest().made_at_s + self.ttl_s
-            reserved.by_class(by_class)
         allocatable = self._pricing.allocatable_or_zero(node)
         for key, pod in self._bound.get(node, {}).items():
             if counts(pod.bound_at_s, sample_at_s, now_s, settings):
                 observed = self.raises.raised(key, pod, now_s)
-                usage = _bound_usage(pod, settings, allocatable, observed)
-                total = total + usage
-                if pod.pod_class is not None:
-                    by_class[pod.pod_class] = by_class.get(pod.pod_class, ZERO) + usage
+                shares.add(_bound_usage(pod, settings, allocatable, observed), pod.pod_class)
                 changes_at_s = min(changes_at_s, pod.bound_at_s + settings.max_age_s)
                 # A raise held by a pod not started ends with its grace; after it, the
                 # pod's estimate (lowered only, or none: ``Raises.raised``) stays.
                 grace_end_s = pod.bound_at_s + START_GRACE_S
                 if observed is not None and pod.started_at_s is None and now_s < grace_end_s:
                     changes_at_s = min(changes_at_s, grace_end_s)
-        if not settings.enabled or total == ZERO:
+        if not settings.enabled or shares.total == ZERO:
             return Addition(sample_at_s, {}, changes_at_s)
-        fractions = unsampled_fractions((total,), allocatable)
-        if by_class:
-            fractions.update(class_fractions(by_class, allocatable))
-        return Addition(sample_at_s, fractions, changes_at_s)
+        return Addition(sample_at_s, shares.fractions(allocatable), changes_at_s)
 
     def _expire(self, node: str, now_s: float, max_age_s: float) -> None:
         pods = self._bound.get(node)
@@ -445,9 +458,11 @@ class Ledger:
 
 
 def _bound_pod(
-    new: ScheduledPod, evidence: Evidence, now_s: float, pod_class: str | None
+    new: ScheduledPod, evidence: Evidence, now_s: float, reservation: Reservation | None
 ) -> BoundPod:
+    """The pod as the ledger keeps it; its class is its reservation's (none without)."""
     bound_at_s = min(new.bound_at_s, now_s)
+    pod_class = reservation.pod_class if reservation is not None else None
     return BoundPod(
         new.requests, new.limits, bound_at_s, evidence, new.workload, new.started_at_s, pod_class
     )

@@ -35,7 +35,7 @@ from app.objects import (
     parse_duration_s,
     parse_quantity,
 )
-from app.policy.metric_names import percentile_problem
+from app.policy.metric_names import class_unsampled_key, percentile_problem, split_class_metric
 from app.policy.pools import (
     NodePools,
     PoolMatch,
@@ -586,8 +586,6 @@ class Policy:
         usage's ``class_unsampled_key`` (``production:cpu_usage`` reads
         ``production:cpu``: the class's own pods placed since the sample, as koordinator
         adds the estimates of production pods not yet reported to production's usage)."""
-        from app.policy.classes import class_unsampled_key, split_class_metric
-
         keys = dict(self.metric_resources)
         for metric in self.metrics:
             owner = split_class_metric(metric)
