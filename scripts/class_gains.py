@@ -8,7 +8,8 @@
 A maintainer's script, not a command of loadaware. Per seed it runs the scenario as it
 is (with classes) and with ``spec.classes`` removed, under one policy, and prints one
 Markdown row: the protected class's throttled CPU-minutes, the batch class's pending
-pod-minutes, node-minutes above the policy's limits, for both; then the totals and
+pod-minutes, node-minutes above the policy's limits, every pod's throttled CPU-minutes
+and the protected class's pending pod-minutes (not in the bar), for both; then the totals and
 whether the issue's bar holds on every seed (throttled at most half, pending at most
 1.2x, node-minutes above the limits no more, every pod's throttled CPU no more).
 """
@@ -55,11 +56,11 @@ def main() -> None:
     print(
         f"| seed | {args.protect} throttled CPU-min without / with classes | {args.batch} "
         "pending pod-min without / with | node-min above limits without / with | all pods' "
-        "throttled CPU-min without / with |"
+        f"throttled CPU-min without / with | {args.protect} pending pod-min without / with |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     holds = True
-    totals = [0.0] * 8
+    totals = [0.0] * 10
     for seed in range(1, args.seeds + 1):
         seeded = scenario.model_copy(update={"seed": seed})
         rows = []
@@ -67,22 +68,23 @@ def main() -> None:
             run = SimulatedCluster(variant, plan_for(args.policy), by_workload=True).simulate()
             throttled = class_measures(seeded, run, args.protect).throttled_cpu_minutes
             pending = class_measures(seeded, run, args.batch).pending_pod_minutes
+            waits = class_measures(seeded, run, args.protect).pending_pod_minutes
             summary = summarise(run)
             above = summary.cpu_node_minutes_above + summary.memory_node_minutes_above
-            rows.append((throttled, pending, above, summary.throttled_cpu_minutes))
-        (t0, p0, a0, all0), (t1, p1, a1, all1) = rows
-        for i, value in enumerate((t0, t1, p0, p1, a0, a1, all0, all1)):
+            rows.append((throttled, pending, above, summary.throttled_cpu_minutes, waits))
+        (t0, p0, a0, all0, w0), (t1, p1, a1, all1, w1) = rows
+        for i, value in enumerate((t0, t1, p0, p1, a0, a1, all0, all1, w0, w1)):
             totals[i] += value
         ok = t1 <= 0.5 * t0 and p1 <= 1.2 * p0 and a1 <= a0 and all1 <= all0
         holds = holds and ok
         print(
             f"| {seed} | {t0:.1f} / {t1:.1f} | {p0:.0f} / {p1:.0f} | {a0:.0f} / {a1:.0f} | "
-            f"{all0:.1f} / {all1:.1f} |{'' if ok else ' misses'}"
+            f"{all0:.1f} / {all1:.1f} | {w0:.0f} / {w1:.0f} |{'' if ok else ' misses'}"
         )
-    t0, t1, p0, p1, a0, a1, all0, all1 = totals
+    t0, t1, p0, p1, a0, a1, all0, all1, w0, w1 = totals
     print(
         f"| total | {t0:.1f} / {t1:.1f} | {p0:.0f} / {p1:.0f} | {a0:.0f} / {a1:.0f} | "
-        f"{all0:.1f} / {all1:.1f} |"
+        f"{all0:.1f} / {all1:.1f} | {w0:.0f} / {w1:.0f} |"
     )
     print(f"\nthe bar holds on every seed: {'yes' if holds else 'no'}")
 

@@ -69,7 +69,7 @@ E2E_GROUPS = {
               "descheduler_rbac", "soft_taints", "admission_in_force", "descheduler_opt_outs"),
     "e2e-3": ("annotator", "explain", "capture", "descheduler_small_pods",
               "node_annotation_policy", "workload_usage", "descheduler_hindsight", "consolidation",
-              "node_pools"),
+              "node_pools", "classes"),
 }  # fmt: skip
 # The tests of the CLI that run in its zygote (tests/support/zygote.py, the fixture
 # ``cli_zygote``): the bad-input cases (their module fixture runs every case) and the

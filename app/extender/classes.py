@@ -198,3 +198,29 @@ def reasons_in(table: NodeTable, names: list[str], short: Mapping[str, str]) -> 
         short.get(name) if reason is None else reason
         for name, reason in zip(names, reasons, strict=True)
     ]
+
+
+def rules_without_estimate(policy: Policy, has_estimate: bool) -> str | None:
+    """What an extender without the burst estimate (no pod cache: ``--no-node-cache`` or
+    ``--no-pod-cache``) judges differently under ``policy``, for the log; None when
+    nothing: no classes and no node pools, or the estimate is known. Each class's and
+    each pool's limits still hold on the nodes' usage (the class usages included); only
+    the pod's own estimate is not added (a node passes as crane judges it)."""
+    if has_estimate or not policy.spec.estimation.enabled:
+        return None
+    named = [
+        kind
+        for kind, present in (
+            ("classes", bool(pod_classes(policy))),
+            ("node pools", bool(policy.spec.node_pools)),
+        )
+        if present
+    ]
+    if not named:
+        return None
+    return (
+        f"the policy has {' and '.join(named)}, but without the pod cache (--no-node-cache "
+        "or --no-pod-cache) no pod's estimate is known: their limits are judged on each "
+        "node's usage before the pod, not with it (docs/tuning.md, 'Classes of pods'); "
+        "run with the node and pod caches for the rule with the pod"
+    )

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry
 
-from app.extender.classes import ClassTables, KnownNode
+from app.extender.classes import ClassTables, KnownNode, rules_without_estimate
 from app.extender.debug import DebugViews
 from app.extender.index import (
     IMPLEMENTATION_ENV,
@@ -103,6 +103,14 @@ def _nodes_in(node_cache: NodeCache | None) -> Callable[[], Mapping[str, KnownNo
     return nodes
 
 
+def _note_rules_without_estimate(policy: Policy, has_estimate: bool) -> None:
+    """Warn, at start and at each policy adopted, where the policy's classes or node
+    pools are judged without the pod's estimate (``rules_without_estimate``)."""
+    note = rules_without_estimate(policy, has_estimate)
+    if note is not None:
+        log.warning("%s", note)
+
+
 class Extender:
     """One extender instance. ``node_cache`` is None in full-nodes mode; ``pod_cache``
     (which needs the node cache for allocatable) enables the burst estimate."""
@@ -151,6 +159,7 @@ class Extender:
         index = index if index is not None else new_verdict_index()
         classes = ClassTables(clock, self.ledger, implementation_of(index), _nodes_in(node_cache))
         self.table = NodeTable(policy_now, clock, index, self.ledger, classes)
+        _note_rules_without_estimate(policy_now, self.ledger is not None)
         self.reservations = (
             Reservations(self.ledger, self.table, pod_cache, counts, clock)
             if pod_cache is not None and self.ledger is not None
@@ -253,6 +262,7 @@ class Extender:
                 raise
             for name in repriced:
                 self.table.recompute(name)
+        _note_rules_without_estimate(policy, self.ledger is not None)
         self.metrics.policy.loaded(self.clock())
 
     def on_policy_reload(self, result: str) -> None:

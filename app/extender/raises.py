@@ -73,10 +73,18 @@ class BoundPod:
     evidence: Evidence
     workload: str | None = None
     started_at_s: float | None = None  # its first container's start; None: not yet
+    # Its class of pods, known from its reservation (None: none, or not reserved here).
+    pod_class: str | None = None
 
     def placed(self, observed: Resources | None) -> PlacedPod:
         return PlacedPod(
-            self.requests, self.limits, self.bound_at_s, self.evidence, observed, self.started_at_s
+            self.requests,
+            self.limits,
+            self.bound_at_s,
+            self.evidence,
+            observed,
+            self.started_at_s,
+            self.pod_class,
         )
 
 

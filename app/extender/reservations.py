@@ -25,7 +25,9 @@ from app.extender.table import NodeTable
 from app.extender.telemetry import ReservationCounts
 from app.extender.verbs import Outcome
 from app.kube import PodCache
+from app.load import pod_class
 from app.objects import Demand, ScheduledPod, container_demand
+from app.policy import pod_classes
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,12 @@ class Reservations:
             return
         demand, workload = found
         now_s = self._clock()
-        added, affected = self._ledger.reserve(uid, pod_name, node, demand, now_s, workload)
+        # Its class of pods, whose usage its estimate counts in too (app.load.class_fractions).
+        classes = pod_classes(self._table.policy)
+        in_class = pod_class(pod, classes) if classes else None
+        added, affected = self._ledger.reserve(
+            uid, pod_name, node, demand, now_s, workload, in_class
+        )
         if added is not None:
             # Only added usage: skip re-assessing the node while it cannot change an answer.
             self._table.add_reserved(node, *added, now_s + self._ledger.ttl_s)

@@ -51,7 +51,14 @@ from dataclasses import dataclass, field, replace
 from app.extender.defaults import RESERVATION_TTL_S
 from app.extender.node_estimates import EstimatedUnder, Fractions, Pricing
 from app.extender.raises import BoundPod, PublishedUsage, Raises
-from app.load import START_GRACE_S, Evidence, counts, estimate_with_evidence, unsampled_fractions
+from app.load import (
+    START_GRACE_S,
+    Evidence,
+    class_fractions,
+    counts,
+    estimate_with_evidence,
+    unsampled_fractions,
+)
 from app.objects import ZERO, Demand, Resources, ScheduledPod
 from app.policy import EstimationPolicy, Policy
 
@@ -106,6 +113,7 @@ class Reservation:
     usage: Resources  # the estimate, under the policy in force when it was made or repriced
     ended: bool = False  # confirmed, moved or dropped: no longer counts on its node
     workload: str | None = None  # whose observed usage its estimate may take
+    pod_class: str | None = None  # its class of pods: its estimate counts in its usage too
 
 
 class _NodeReservations:
@@ -115,13 +123,14 @@ class _NodeReservations:
     the front: appending to a deque is the cheapest record there is, and the front is
     where expiry looks."""
 
-    __slots__ = ("cpu_cores", "live", "memory_bytes", "queue")
+    __slots__ = ("classed", "cpu_cores", "live", "memory_bytes", "queue")
 
     def __init__(self) -> None:
         self.queue: deque[Reservation] = deque()
         self.live = 0
         self.cpu_cores = 0.0
         self.memory_bytes = 0.0
+        self.classed = 0  # live reservations of a class of pods
 
     def add(self, reservation: Reservation) -> None:
         self.queue.append(reservation)
@@ -129,6 +138,7 @@ class _NodeReservations:
         usage = reservation.usage
         self.cpu_cores += usage.cpu_cores
         self.memory_bytes += usage.memory_bytes
+        self.classed += reservation.pod_class is not None
 
     def end(self, reservation: Reservation) -> None:
         reservation.ended = True
@@ -136,6 +146,7 @@ class _NodeReservations:
         usage = reservation.usage
         self.cpu_cores -= usage.cpu_cores
         self.memory_bytes -= usage.memory_bytes
+        self.classed -= reservation.pod_class is not None
 
     def oldest(self) -> Reservation:
         """The oldest live reservation (there is one while the node is in the ledger)."""
@@ -149,6 +160,37 @@ class _NodeReservations:
 
     def total(self) -> Resources:
         return Resources(self.cpu_cores, self.memory_bytes)
+
+
+class _Shares:
+    """A node's addition as the ledger sums it: the total, and each class's part of it
+    (``app.load.class_fractions``: what the class's pods add to its usage)."""
+
+    __slots__ = ("by_class", "total")
+
+    def __init__(self) -> None:
+        self.total = ZERO
+        self.by_class: dict[str, Resources] = {}
+
+    def add(self, usage: Resources, pod_class: str | None) -> None:
+        self.total = self.total + usage
+        if pod_class is not None:
+            self.by_class[pod_class] = self.by_class.get(pod_class, ZERO) + usage
+
+    def add_reservations(self, reserved: _NodeReservations) -> None:
+        """A node's live reservations: summed already; walked only where one has a class."""
+        self.total = self.total + reserved.total()
+        if reserved.classed:
+            for reservation in reserved:
+                name = reservation.pod_class
+                if name is not None:
+                    self.by_class[name] = self.by_class.get(name, ZERO) + reservation.usage
+
+    def fractions(self, allocatable: Resources) -> dict[str, float]:
+        fractions = unsampled_fractions((self.total,), allocatable)
+        if self.by_class:
+            fractions.update(class_fractions(self.by_class, allocatable))
+        return fractions
 
 
 def _rebuilt(estimated: list[tuple[Reservation, Resources]]) -> _NodeReservations:
@@ -244,7 +286,7 @@ class Ledger:
                     evidence = Evidence.BOUND  # watched pending, then bound
                 else:
                     evidence = Evidence.PLACED  # first seen on its node
-                pod = _bound_pod(new, evidence, now_s)
+                pod = _bound_pod(new, evidence, now_s, reservation)
                 self._bound.setdefault(new_node, {})[key] = pod
                 self.raises.on_bound(key, pod, now_s, reservation is not None)
                 affected.add(new_node)
@@ -272,26 +314,27 @@ class Ledger:
         demand: Demand,
         now_s: float,
         workload: str | None = None,
+        pod_class: str | None = None,
     ) -> tuple[Fractions | None, tuple[str, ...]]:
         """Reserve a pod's estimate on ``node``.
 
         Returns the (cpu, memory) fractions of allocatable it adds to ``node`` when that is
-        all that changed (nothing was taken off anywhere), else None and the nodes whose addition
-        changed: none if the pod was already reserved there."""
+        all that changed (nothing taken off anywhere; no class's usage), else None and the
+        nodes whose addition changed: none if the pod was already reserved there."""
         previous = self._reservations.get(uid)
         if previous is not None and previous.node == node:
             return None, _NO_NODES
         observed = self.raises.for_reservation(workload, pod, demand, now_s)
         usage, fractions = self._pricing.reservation(demand, node, observed)
         reservation = self._reservations[uid] = Reservation(
-            uid, pod, node, demand, now_s, usage, workload=workload
+            uid, pod, node, demand, now_s, usage, workload=workload, pod_class=pod_class
         )
         on_node = self._reserved.get(node)
         if on_node is None:
             on_node = self._reserved[node] = _NodeReservations()
         on_node.add(reservation)
         if previous is None:
-            return fractions, _NO_NODES
+            return (fractions, _NO_NODES) if pod_class is None else (None, (node,))
         self._remove(previous)
         return None, (node, previous.node)
 
@@ -356,27 +399,26 @@ class Ledger:
         Costs O(pods bound on the node within maxAge): reservations are kept summed."""
         settings = self._policy().spec.estimation
         self._expire(node, now_s, settings.max_age_s)
-        total = ZERO
+        shares = _Shares()
         changes_at_s = math.inf
         reserved = self._reserved.get(node)
         if reserved is not None:
-            total = reserved.total()
+            shares.add_reservations(reserved)
             changes_at_s = reserved.oldest().made_at_s + self.ttl_s
         allocatable = self._pricing.allocatable_or_zero(node)
         for key, pod in self._bound.get(node, {}).items():
             if counts(pod.bound_at_s, sample_at_s, now_s, settings):
                 observed = self.raises.raised(key, pod, now_s)
-                total = total + _bound_usage(pod, settings, allocatable, observed)
+                shares.add(_bound_usage(pod, settings, allocatable, observed), pod.pod_class)
                 changes_at_s = min(changes_at_s, pod.bound_at_s + settings.max_age_s)
                 # A raise held by a pod not started ends with its grace; after it, the
                 # pod's estimate (lowered only, or none: ``Raises.raised``) stays.
                 grace_end_s = pod.bound_at_s + START_GRACE_S
                 if observed is not None and pod.started_at_s is None and now_s < grace_end_s:
                     changes_at_s = min(changes_at_s, grace_end_s)
-        if not settings.enabled or total == ZERO:
+        if not settings.enabled or shares.total == ZERO:
             return Addition(sample_at_s, {}, changes_at_s)
-        fractions = unsampled_fractions((total,), allocatable)
-        return Addition(sample_at_s, fractions, changes_at_s)
+        return Addition(sample_at_s, shares.fractions(allocatable), changes_at_s)
 
     def _expire(self, node: str, now_s: float, max_age_s: float) -> None:
         pods = self._bound.get(node)
@@ -415,10 +457,15 @@ class Ledger:
         return found
 
 
-
-def _bound_pod(new: ScheduledPod, evidence: Evidence, now_s: float) -> BoundPod:
+def _bound_pod(
+    new: ScheduledPod, evidence: Evidence, now_s: float, reservation: Reservation | None
+) -> BoundPod:
+    """The pod as the ledger keeps it; its class is its reservation's (none without)."""
     bound_at_s = min(new.bound_at_s, now_s)
-    return BoundPod(new.requests, new.limits, bound_at_s, evidence, new.workload, new.started_at_s)
+    pod_class = reservation.pod_class if reservation is not None else None
+    return BoundPod(
+        new.requests, new.limits, bound_at_s, evidence, new.workload, new.started_at_s, pod_class
+    )
 
 
 def _every_pod(bound: Mapping[str, Mapping[str, BoundPod]]) -> Iterator[tuple[str, BoundPod]]:

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from app.extender.reserve import PodEstimate
+from app.objects import CPU, MEMORY
 from app.runtime import PolicyReloadMetrics
 
 # The *_created series double the output and no loadaware alert or dashboard uses them.
@@ -263,7 +264,8 @@ class EstimateCollector(Collector):
             if any(value > 0 for value in fractions.values()):
                 count += 1
             for resource, value in fractions.items():
-                top[resource] = max(top.get(resource, 0.0), value)
+                if resource in (CPU, MEMORY):  # not a class's share (``production:cpu``)
+                    top[resource] = max(top.get(resource, 0.0), value)
         nodes.add_metric([], float(count))
         for resource in sorted(top):
             largest.add_metric([resource], top[resource])

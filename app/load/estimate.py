@@ -131,7 +131,7 @@ from enum import StrEnum
 
 from app.load.model import measure
 from app.objects import CPU, MEMORY, ZERO, Resources
-from app.policy import EstimationPolicy, Policy
+from app.policy import EstimationPolicy, Policy, class_unsampled_key
 
 __all__ = [
     "MIN_MEASURED_PODS",
@@ -141,6 +141,7 @@ __all__ = [
     "Evidence",
     "PlacedPod",
     "bounded_raises",
+    "class_fractions",
     "counts",
     "estimate_pod_usage",
     "estimate_scheduled",
@@ -187,6 +188,9 @@ class PlacedPod:
     # When its containers were first seen started; None: not yet. The default, long
     # ago, is a pod that started as it was bound (the simulator's).
     started_at_s: float | None = -math.inf
+    # Its class of pods (``app/policy/classes.py``): its estimate counts in its class's
+    # usage too (``class_unsampled_key``); None: no class, or a policy without them.
+    pod_class: str | None = None
 
 
 # The percentage of a workload's running pods whose usage is at or below what one of its
@@ -565,6 +569,7 @@ def unsampled_after(
     # The usages summed as floats in the same order as ``unsampled_fractions`` sums
     # them (a Resources at a time made two objects a pod: a node of a burst has tens).
     cpu_cores = memory_bytes = 0.0
+    by_class: dict[str, Resources] | None = None
     for index, pod in enumerate(pods):
         if not counts(pod.bound_at_s, sample_at_s, now_s, settings):
             continue
@@ -575,6 +580,7 @@ def unsampled_after(
                 pod.requests, pod.limits, pod.evidence, settings, allocatable, pod.observed
             )
         )
+        share = 1.0
         if partly_sampled:
             share = unsampled_share(pod.bound_at_s, sample_at_s, settings)
             cpu_cores += usage.cpu_cores * share
@@ -582,4 +588,21 @@ def unsampled_after(
         else:
             cpu_cores += usage.cpu_cores
             memory_bytes += usage.memory_bytes
-    return unsampled_fractions((Resources(cpu_cores, memory_bytes),), allocatable)
+        if pod.pod_class is not None:  # its class's usage too (``class_fractions``)
+            by_class = {} if by_class is None else by_class
+            shared = Resources(usage.cpu_cores * share, usage.memory_bytes * share)
+            by_class[pod.pod_class] = by_class.get(pod.pod_class, ZERO) + shared
+    fractions = unsampled_fractions((Resources(cpu_cores, memory_bytes),), allocatable)
+    if by_class:
+        fractions.update(class_fractions(by_class, allocatable))
+    return fractions
+
+
+def class_fractions(by_class: Mapping[str, Resources], allocatable: Resources) -> dict[str, float]:
+    """Each class's summed usage as ``unsampled`` fractions under its class keys
+    (``class_unsampled_key``): what its pods placed since the sample add to its usage."""
+    fractions: dict[str, float] = {}
+    for name, usage in by_class.items():
+        for resource, fraction in unsampled_fractions((usage,), allocatable).items():
+            fractions[class_unsampled_key(name, resource)] = fraction
+    return fractions

@@ -395,7 +395,7 @@ def read_usage(
     for a caller that needs a node's usage and not its verdict (the descheduler sizing
     every node each round). A metric the policy does not name is left out."""
     readings: dict[str, MetricReading] = {}
-    resources = policy.metric_resources
+    resources = policy.unsampled_keys
     named, windows_s = policy.metrics, policy.freshness_windows_s
     for metric in metrics:
         if metric not in named:
@@ -413,7 +413,7 @@ def assess(
     """The verdict and score of a measured node, with ``unsampled`` usage added."""
     readings = measurement.readings
     if unsampled:
-        resources = measurement.resources
+        resources = policy.unsampled_keys
         readings = {
             metric: with_unsampled(reading, unsampled.get(resources.get(metric, ""), 0.0))
             for metric, reading in readings.items()

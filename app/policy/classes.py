@@ -45,7 +45,6 @@ class usage, two classes of one name. The koordinator bands (prod 9000-9999, mid
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from dataclasses import field as dataclass_field
@@ -62,6 +61,11 @@ from pydantic import (
 )
 
 from app.objects import LabelSelector
+from app.policy.metric_names import (
+    CLASS_NAME,
+    CLASS_USAGE_METRICS,
+    split_class_metric,
+)
 from app.policy.pools import label_selector
 from app.policy.schema import (
     FRESHNESS_GRACE_S,
@@ -79,17 +83,10 @@ from app.policy.schema import (
 # Few classes are meaningful (koordinator has four bands); the bound keeps the
 # annotations the annotator writes per node, and the tables the extender keeps, small.
 MAX_CLASSES = 8
-# A class's name is part of an annotation key and of a metric name: lower-case letters,
-# digits and '_' (no '-', which a Prometheus-style name cannot hold).
-_CLASS_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 # Kubernetes' priority is an int32; the system-critical band starts at 2,000,000,000.
 MIN_PRIORITY = -(2**31)
 MAX_PRIORITY = 2**31 - 1
 
-# The class-usage metrics, by the resource each measures.
-CLASS_USAGE_METRICS: Mapping[str, str] = MappingProxyType(
-    {"cpu_usage": "cpu", "mem_usage": "memory"}
-)
 CLASS_USAGE_KEY_PREFIX = "loadaware.io/class-usage."
 
 
@@ -122,7 +119,7 @@ class PodClassPolicy(_Strict):
     @field_validator("name")
     @classmethod
     def _class_name(cls, name: str) -> str:
-        if not _CLASS_NAME.fullmatch(name):
+        if not CLASS_NAME.fullmatch(name):
             raise ValueError(
                 f"class name {name[:40]!r}: use 1 to 32 lower-case letters, digits and '_', "
                 f"starting with a letter (such as production or batch)"
@@ -140,16 +137,6 @@ class PodClassPolicy(_Strict):
 
     def holds(self, priority: int) -> bool:
         return self.min_priority <= priority <= self.max_priority
-
-
-def split_class_metric(metric: str) -> tuple[str, str] | None:
-    """(class, resource) of a class-usage metric name such as ``production:cpu_usage``;
-    None for any other name."""
-    owner, colon, usage = metric.partition(":")
-    resource = CLASS_USAGE_METRICS.get(usage)
-    if not colon or resource is None or not _CLASS_NAME.fullmatch(owner):
-        return None
-    return owner, resource
 
 
 def class_usage_key(class_name: str, resource: str) -> str:
@@ -398,7 +385,6 @@ def _pod_classes(policy: Policy) -> PodClasses:
 
 __all__ = [
     "CLASS_USAGE_KEY_PREFIX",
-    "CLASS_USAGE_METRICS",
     "MAX_CLASSES",
     "ClassesBeside",
     "PodClassPolicy",
@@ -409,5 +395,4 @@ __all__ = [
     "class_spec",
     "class_usage_key",
     "pod_classes",
-    "split_class_metric",
 ]

@@ -16,15 +16,21 @@ missing data for ever.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 __all__ = [
     "AVG_WINDOW_S",
+    "CLASS_NAME",
+    "CLASS_USAGE_METRICS",
     "MAX_WINDOW_S",
     "MIN_WINDOW_S",
     "UsageMetric",
+    "class_unsampled_key",
     "percentile_problem",
     "shipped_percentile_metrics",
+    "split_class_metric",
     "usage_metric",
     "window_text",
 ]
@@ -163,3 +169,30 @@ def shipped_percentile_metrics() -> tuple[str, ...]:
         for percent in SHIPPED_PERCENTILES
         for window in SHIPPED_WINDOWS
     )
+
+
+# A class of pods' name (``app/policy/classes.py``) is part of an annotation key and of a
+# metric name: lower-case letters, digits and '_' (no '-', which a Prometheus-style name
+# cannot hold).
+CLASS_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+# The class-usage metrics, by the resource each measures.
+CLASS_USAGE_METRICS: Mapping[str, str] = MappingProxyType(
+    {"cpu_usage": "cpu", "mem_usage": "memory"}
+)
+
+
+def split_class_metric(metric: str) -> tuple[str, str] | None:
+    """(class, resource) of a class-usage metric name such as ``production:cpu_usage``;
+    None for any other name."""
+    owner, colon, usage = metric.partition(":")
+    resource = CLASS_USAGE_METRICS.get(usage)
+    if not colon or resource is None or not CLASS_NAME.fullmatch(owner):
+        return None
+    return owner, resource
+
+
+def class_unsampled_key(class_name: str, resource: str) -> str:
+    """The key of a node's ``unsampled`` usage that a class's usage of a resource reads
+    (``app.load.assess``): what the class's own pods placed since the node's sample are
+    estimated to use (``production:cpu``)."""
+    return f"{class_name}:{resource}"

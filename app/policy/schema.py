@@ -35,7 +35,7 @@ from app.objects import (
     parse_duration_s,
     parse_quantity,
 )
-from app.policy.metric_names import percentile_problem
+from app.policy.metric_names import class_unsampled_key, percentile_problem, split_class_metric
 from app.policy.pools import (
     NodePools,
     PoolMatch,
@@ -578,6 +578,20 @@ class Policy:
         return MappingProxyType(
             {m: r for m in self.metrics if (r := self.resource_of(m)) is not None}
         )
+
+    @cached_property
+    def unsampled_keys(self) -> Mapping[str, str]:
+        """Metric → the key of a node's ``unsampled`` usage added to it
+        (``app.load.assess``): a node metric's resource ("cpu", "memory"); a class
+        usage's ``class_unsampled_key`` (``production:cpu_usage`` reads
+        ``production:cpu``: the class's own pods placed since the sample, as koordinator
+        adds the estimates of production pods not yet reported to production's usage)."""
+        keys = dict(self.metric_resources)
+        for metric in self.metrics:
+            owner = split_class_metric(metric)
+            if owner is not None:
+                keys[metric] = class_unsampled_key(*owner)
+        return MappingProxyType(keys)
 
     @cached_property
     def limits(self) -> tuple[tuple[str, float], ...]:

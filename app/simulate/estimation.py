@@ -44,6 +44,7 @@ from app.load import (
     with_workload_usage,
 )
 from app.objects import Resources
+from app.policy import pod_classes
 
 if TYPE_CHECKING:
     from app.simulate.cluster import ClusterState
@@ -408,6 +409,9 @@ class PodEstimates:
         self._requests = [w.pod_requests_and_limits[0] for w in workloads]
         self._limits = [w.pod_requests_and_limits[1] for w in workloads]
         self._workload_of: list[int] = cluster.usage.workload_of.tolist()
+        # Each workload's class of pods, whose usage its pods' estimates count in too.
+        classes = pod_classes(cluster.policy)
+        self._class_of = [classes.class_of(w.priority, w.labels) for w in workloads]
         self._epoch_s = cluster.pipeline.epoch_s
         self._settings = cluster.policy.spec.estimation
         self._observed = observed
@@ -436,6 +440,7 @@ class PodEstimates:
                 self._limits[workload],
                 self._epoch_s + bound_at_s,
                 observed=self._observed.of(workload) if raised else self._observed.lowers(workload),
+                pod_class=self._class_of[workload],
             )
         return pod
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 import orjson
+import pytest
 
 from app.extender.classes import NO_ROOM_REASON
 from app.extender.extender import Extender
@@ -222,3 +224,96 @@ def test_a_class_s_pod_is_judged_with_its_own_estimate_added() -> None:
     answered = orjson.loads(extender.verbs.filter(parse_args(body), Outcome()))
     assert [n["metadata"]["name"] for n in answered["Nodes"]["items"]] == ["warm", "cool"]
     assert answered["FailedAndUnresolvableNodes"] == {"hot": NO_ROOM_REASON}
+
+
+def test_without_the_pod_cache_classes_and_pools_are_said_to_be_judged_before_the_pod(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With no pod cache (``--no-node-cache``, ``--no-pod-cache``) no pod's estimate is
+    known: the class and pool limits hold on the nodes' usage alone, and the extender
+    says so at start and at each policy adopted, once; a policy with neither says
+    nothing, nor does an extender with the estimate."""
+    from app.kube.client import client_for_server
+    from app.kube.nodes import NodeCache
+    from app.kube.pods import PodCache, scheduled_pod
+    from tests.extender.test_node_pools import pools_policy
+
+    def warnings() -> list[str]:
+        found = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        caplog.clear()
+        return found
+
+    caplog.set_level(logging.WARNING, logger="app.extender.extender")
+    extender = Extender(policy_from_yaml(classed()), mode="test")
+    (said,) = warnings()
+    assert said.startswith("the policy has classes, but without the pod cache")
+    extender.set_policy(default_policy())
+    assert warnings() == []
+    extender.set_policy(pools_policy())
+    (said,) = warnings()
+    assert said.startswith("the policy has node pools, but")
+    client = client_for_server("http://127.0.0.1:9")  # never contacted
+    Extender(
+        policy_from_yaml(classed()),
+        node_cache=NodeCache(client),
+        pod_cache=PodCache(client, scheduled_pod),
+        mode="test",
+    )
+    assert warnings() == []
+
+
+def test_a_class_s_pods_just_reserved_count_in_its_usage_until_a_sample_holds_them() -> None:
+    """A production pod reserved on a node counts in production's usage there (as
+    koordinator adds production pods not yet reported to production's usage): with
+    production at 40 % of a 45 % limit, one production pod of 1.7 cores (10.6 % of 16)
+    reserved on "warm" takes it past the limit for the next production pod, while a pod
+    in no class reserved there counts in the node's usage alone. A scale-up no longer lands pod
+    after pod on a node whose production usage is stale by one sample."""
+    from app.kube.client import client_for_server
+    from app.kube.nodes import NodeCache, NodeInfo
+    from app.kube.pods import PodCache, scheduled_pod
+    from app.objects import Resources
+
+    client = client_for_server("http://127.0.0.1:9")  # never contacted: caches fed by hand
+    extender = Extender(
+        policy_from_yaml(classed()),
+        node_cache=NodeCache(client),
+        pod_cache=PodCache(client, scheduled_pod),
+        mode="test",
+    )
+    assert extender.node_cache is not None
+    for name, production_cpu in (("warm", 0.4), ("cool", 0.05)):
+        annotations = {**usage_annotations(0.1, 0.3), **class_usage(production_cpu, 0.0)}
+        extender.node_cache.apply(
+            name, NodeInfo(name, annotations, None, allocatable=Resources(16.0, 64e9))
+        )
+
+    def request(priority: int, uid: str) -> dict[str, Any]:
+        request_pod = pod(priority)
+        request_pod["metadata"].update(uid=uid, name=uid)
+        request_pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "2"}}
+        return request_pod
+
+    def reserve_on_warm(request_pod: dict[str, Any]) -> None:
+        outcome = Outcome(pod=request_pod, nodes=1, names=["warm"])
+        body = orjson.dumps({"Pod": request_pod, "NodeNames": ["warm"]})
+        extender.verbs.filter(parse_args(body), outcome)  # the only node: reserved there
+        extender.record("filter", 200, 0.0, outcome)
+
+    def passes_warm(priority: int, uid: str) -> bool:
+        body = orjson.dumps({"Pod": request(priority, uid), "NodeNames": ["warm", "cool"]})
+        answer = orjson.loads(extender.verbs.filter(parse_args(body), Outcome()))
+        return "warm" in answer["NodeNames"]
+
+    assert passes_warm(9500, "probe-1")
+    reserve_on_warm(request(7000, "other-1"))  # in no class: the node's usage alone
+    assert passes_warm(9500, "probe-2")
+    reserve_on_warm(request(9500, "web-1"))
+    assert extender.ledger is not None
+    assert extender.ledger.reservations == 2
+    assert not passes_warm(9500, "probe-3")
+    body = orjson.dumps({"Pod": request(9500, "probe-4"), "NodeNames": ["warm"]})
+    answer = orjson.loads(extender.verbs.filter(parse_args(body), Outcome()))
+    assert answer["FailedAndUnresolvableNodes"] == {
+        "warm": "Load[production:cpu_usage] is too high (> 0.45)"
+    }

@@ -286,3 +286,41 @@ def test_usage_within_the_headroom_changes_no_answer(
         if load.reason is None:  # then the headroom is tight, not just safe
             beyond = assess(measured, POLICY, {resource: room + 1e-6})
             assert (beyond.extender_score, beyond.reason) != (load.extender_score, load.reason)
+
+
+def test_a_class_s_pods_placed_since_the_sample_count_in_its_usage_too() -> None:
+    """A pod of a class bound since the node's sample adds its estimate to the node's
+    usage and to its class's (``production:cpu``), as koordinator adds production pods
+    not yet reported to production's usage; a pod in no class to the node's alone. A
+    class's policy reads it under its class usage metric (``production:cpu_usage``)."""
+    from app.load import class_annotations, node_verdict
+    from app.policy import class_usage_key, pod_classes
+    from tests.test_policy_classes import classed
+
+    now_s = 1_000_000.0
+    allocatable = Resources(8.0, 32 * 2**30)
+    placed = [
+        PlacedPod(Resources(1.0, 2**30), Resources(), now_s - 30, pod_class="production"),
+        PlacedPod(Resources(1.0, 2**30), Resources(), now_s - 30),  # in no class
+    ]
+    policy = policy_from_yaml(classed())
+    added = unsampled_after(placed, now_s - 10, allocatable, policy, now_s)
+    each = estimate_pod_usage(Resources(1.0, 2**30), Resources(), SETTINGS).cpu_cores / 8.0
+    assert added["cpu"] == pytest.approx(2 * each)
+    assert added["production:cpu"] == pytest.approx(each)
+    assert "batch:cpu" not in added
+    # Production at 40 % of its 45 % limit: with one such pod placed since, over it.
+    classes = pod_classes(policy)
+    annotations = {
+        **usage_values(0.3, 0.3, now_s - 10),
+        class_usage_key("production", "cpu"): format_usage(0.4, now_s - 10),
+        class_usage_key("production", "memory"): format_usage(0.1, now_s - 10),
+    }
+    production = classes.policies["production"]
+    measurement = measure(class_annotations(annotations, classes), production, now_s)
+    assert node_verdict(measurement, None, production).passes
+    verdict = node_verdict(measurement, added, production)
+    assert verdict.reason == "Load[production:cpu_usage] is too high (> 0.45)"
+    # A pod of no class alone leaves production's usage as measured.
+    alone = unsampled_after(placed[1:], now_s - 10, allocatable, policy, now_s)
+    assert node_verdict(measurement, alone, production).passes
