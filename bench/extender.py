@@ -5,7 +5,9 @@ lifespan on, uvicorn's default loop and HTTP parser: uvloop and httptools) in a
 separate process, so the client never competes with it for the GIL. The same server
 also hosts the *floor*: a raw ASGI endpoint that reads the same body, ``orjson.loads``
 it and returns a precomputed answer of the same size. Both sit behind one dispatcher
-that looks the path up in one table, so each pays the same routing cost.
+that looks the path up in one table; the real verbs then pass ExtenderApp's own lookup,
+as in production, where uvicorn calls ExtenderApp directly (so the real verbs pay here
+what they pay there over a floor served alone).
 
 The client is one keep-alive TCP connection issuing requests serially, as
 kube-scheduler does, over a raw socket with pre-encoded requests (the least client
