@@ -5,7 +5,9 @@ lifespan on, uvicorn's default loop and HTTP parser: uvloop and httptools) in a
 separate process, so the client never competes with it for the GIL. The same server
 also hosts the *floor*: a raw ASGI endpoint that reads the same body, ``orjson.loads``
 it and returns a precomputed answer of the same size. Both sit behind one dispatcher
-that looks the path up in one table, so each pays the same routing cost.
+that looks the path up in one table; the real verbs then pass ExtenderApp's own lookup,
+as in production, where uvicorn calls ExtenderApp directly (so the real verbs pay here
+what they pay there over a floor served alone).
 
 The client is one keep-alive TCP connection issuing requests serially, as
 kube-scheduler does, over a raw socket with pre-encoded requests (the least client
@@ -52,7 +54,7 @@ if __package__ in (None, ""):
 
 from app.extender.extender import Extender
 from app.extender.http import ASGIApp, ExtenderApp, Receive, Send
-from app.extender.index import PyVerdictIndex, native_available, new_verdict_index
+from app.extender.index import PyVerdictIndex, native_available, new_verdict_index, split_args
 from app.extender.request_pod import demand_of_request_pod, request_pod_demand
 from app.extender.verbs import Outcome, parse_args
 from app.health.connection_limits import DEFAULT_BODY_TIMEOUT_S, ConnectionLimits
@@ -316,6 +318,47 @@ class FloorApp:
         await send({"type": "http.response.body", "body": answer})
 
 
+PARTS = ("none", "pod", "index")  # --parts: what each raw endpoint does of the real work
+
+
+def parts_path(part: str, verb: str) -> str:
+    return f"/parts/{part}/{verb}"
+
+
+class PartsApp(FloorApp):
+    """Raw endpoints that do one part of the real verb each, then answer the floor's
+    bytes: ``none`` nothing (uvicorn and one ASGI call alone), ``pod`` the split and the
+    Pod's parse as the extender does them, ``index`` the split and the native index's
+    answer (no Pod parse, no Python around it). With the floor and the real verb they
+    say what the gap between the two is made of (``--parts``)."""
+
+    def __init__(self, answers: dict[str, bytes], index: Any) -> None:
+        super().__init__(
+            {
+                parts_path(part, verb): answers[floor_path(GOAL_CASE, verb)]
+                for part in PARTS
+                for verb in VERBS
+            }
+        )
+        self.index = index
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers, answer = self.routes[scope["path"]]
+        body = (await receive())["body"]  # the bench's bodies arrive whole
+        _, _, part, verb = scope["path"].split("/")
+        spans = split_args(body) if part != "none" and split_args is not None else None
+        if spans is not None:
+            pod_start, pod_end, names_start, names_end = spans
+            if part == "pod":
+                orjson.loads(memoryview(body)[pod_start:pod_end])
+            elif verb == "filter":
+                self.index.filter_text(body, names_start, names_end, False)
+            else:
+                self.index.prioritize_text(body, names_start, names_end, 0.0, 0.0)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+
 class Dispatcher:
     """One server for all: floor paths to the floor, ``/python/...`` to the extender
     built on the pure-Python index, everything else to the production extender."""
@@ -327,6 +370,7 @@ class Dispatcher:
         floor: FloorApp,
         estimating: dict[str, ASGIApp] | None = None,
         on_first_estimation: Any = None,
+        parts: PartsApp | None = None,
     ) -> None:
         self.real = real
         self.python_index = python_index
@@ -334,6 +378,8 @@ class Dispatcher:
         # The floor and the real verbs are found by one dict lookup each: the same
         # routing cost (a chain of tests would charge the real verbs for the floor's).
         self.exact: dict[str, ASGIApp] = {path: floor for path in floor.routes}
+        if parts is not None:
+            self.exact.update({path: parts for path in parts.routes})
         self.exact.update({f"/{verb}": real for verb in VERBS})
         self.estimating = {ESTIMATION_PREFIXES[k]: app for k, app in (estimating or {}).items()}
         self._on_first_estimation = on_first_estimation
@@ -397,6 +443,7 @@ def serve(
             for setting, e in estimating.items()
         },
         start_stream,
+        PartsApp(answers, extender.table.index) if native_available() else None,
     )
     # As app/extender/main.py's _serve, minus TLS, with its connection deadlines and
     # limit (real and floor pay them alike); logging does not touch the hot path.
@@ -981,6 +1028,52 @@ def helpers_table(fixtures: Path, seconds: float) -> str:
 # --------------------------------------------------------------------------- main
 
 
+def _above(series: Series, floor: Series) -> float:
+    """µs of ``series`` above the floor: the median over the rounds of each round's."""
+    pairs = zip(series.block_p50s_ns, floor.block_p50s_ns, strict=True)
+    return statistics.median(n - f for n, f in pairs) / 1e3
+
+
+def parts_table(connection: Connection, body: bytes, flags: argparse.Namespace) -> str:
+    """Over HTTP at GOAL_CASE: the real verb, the floor and the PARTS endpoints in
+    alternating blocks (the order rotating each round), each one's p50 minus the floor's
+    (the median over the rounds), and what the real verb's time is made of."""
+    rows = []
+    for verb in VERBS:
+        paths = {"real": f"/{verb}", "floor": floor_path(GOAL_CASE, verb)}
+        paths.update({part: parts_path(part, verb) for part in PARTS})
+        requests = {name: Connection.request(path, body) for name, path in paths.items()}
+        series = {name: Series() for name in requests}
+        for request in requests.values():
+            Series().run_block(connection, request, flags.warmup)
+        names = list(requests)
+        rounds = max(2, round(flags.seconds / (2 * flags.block)))
+        for round_ in range(rounds):
+            order = names[round_ % len(names) :] + names[: round_ % len(names)]
+            for name in order if round_ % 2 == 0 else reversed(order):
+                series[name].run_block(connection, requests[name], flags.block)
+        real, none, pod, index = (
+            _above(series[name], series["floor"]) for name in ("real", *PARTS)
+        )
+        floor_us = statistics.median(series["floor"].block_p50s_ns) / 1e3
+        rows.append(
+            f"| {verb} | {floor_us:.1f} | {real:+.1f} | {-none:.1f} | {pod - none:.1f} | "
+            f"{index - none:.1f} | {real - pod - index + none:.1f} | "
+            f"{block_ratio(series['real'], series['floor']):.2f} |"
+        )
+    return "\n".join(
+        [
+            f"Over HTTP, {GOAL_CASE}, real, floor and parts in alternating blocks of "
+            f"{flags.block:g} s, {flags.seconds:g} s each; µs, medians over the rounds:",
+            "",
+            "| verb | floor p50 | real - floor | floor's parse | split + Pod parse | "
+            "split + index | Python around them (rest) | p50 ratio (blocks) |",
+            "|---|---|---|---|---|---|---|---|",
+            *rows,
+        ]
+    )
+
+
 def in_process_table(workload: Workload, calls: int, evict_mib: float) -> str:
     """The extender's and the floor's ASGI apps called directly, alternating call by
     call, behind the same dispatcher: p50 µs per call at GOAL_CASE, no socket."""
@@ -1100,6 +1193,13 @@ def parse_flags(argv: list[str] | None) -> argparse.Namespace:
         "rest of a server and the machine's other work leave the caches (default: 0)",
     )
     parser.add_argument(
+        "--parts",
+        action="store_true",
+        help=f"only {GOAL_CASE} over HTTP: the real verbs, the floor and raw endpoints doing "
+        "one part of the real work each (none, the Pod's parse, the index), alternating: "
+        "what the gap to the floor is made of (~1 minute)",
+    )
+    parser.add_argument(
         "--helpers-only",
         action="store_true",
         help="only the table of what each C helper saves over its Python twin (~10 s)",
@@ -1171,6 +1271,20 @@ def main(argv: list[str] | None = None) -> int:
     workload = make_workload(flags.fixtures, flags.seed, flags.overloaded)
     if flags.in_process:
         print(in_process_table(workload, 8_000, flags.evict_mib))
+        return 0
+    if flags.parts:
+        server, port = start_server(workload)
+        try:
+            connection = Connection(port, spin=flags.spin)
+            gc.collect()
+            gc.disable()
+            try:
+                print(parts_table(connection, workload.bodies[GOAL_CASE], flags))
+            finally:
+                gc.enable()
+                connection.close()
+        finally:
+            stop_server(server)
         return 0
     cases = [case for case in flags.cases.split(",") if case]
     python_cases = {case for case in flags.python_index_cases.split(",") if case}

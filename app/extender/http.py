@@ -82,16 +82,49 @@ class ExtenderApp:
         self.bad_requests = RateLimitedLog(log)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            route = self._routes.get(scope["path"])
-            if route is not None:
-                if scope["method"] == "POST":
-                    await self._serve_verb(route[0], route[1], receive, send)
-                else:
-                    message = f"{route[0]}: method {scope['method']} not allowed, use POST"
-                    await _send(send, 405, _error(message), ((b"allow", b"POST"),))
+        route = self._routes.get(scope["path"]) if scope["type"] == "http" else None
+        if route is None:
+            await self.api(scope, receive, send)
+            return
+        verb, handler = route
+        if scope["method"] != "POST":
+            message = f"{verb}: method {scope['method']} not allowed, use POST"
+            await _send(send, 405, _error(message), ((b"allow", b"POST"),))
+            return
+        # The verb is served here, not in a method of its own: a coroutine less on
+        # kube-scheduler's cycle. Its body usually arrives with its head: the first
+        # message is usually all of it, taken without arming a deadline or calling a
+        # helper (each would cost more than the verb's routing).
+        first = await receive()
+        body = first.get("body", b"")
+        if (
+            first["type"] != "http.request"
+            or first.get("more_body", False)
+            or len(body) > self.max_body_bytes
+        ):
+            body = await self._body_or_answer(verb, first, receive, send)
+            if body is None:
                 return
-        await self.api(scope, receive, send)
+        started = time.perf_counter()
+        outcome = Outcome()
+        try:
+            payload = handler(parse_args(body), outcome)
+        except BadRequest as error:
+            await _send(send, 400, _error(f"{verb}: {error}"))
+            self.extender.record(verb, 400, time.perf_counter() - started, None)
+            self.bad_requests.warning("bad request answered 400: %s: %s", verb, error)
+            return
+        # As _send, written out: one coroutine less on kube-scheduler's cycle.
+        content_length = (b"content-length", str(len(payload)).encode())
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [*_JSON_HEADERS, content_length],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})
+        self.extender.record(verb, 200, time.perf_counter() - started, outcome)
 
     async def _read_body(self, first: Message, receive: Receive) -> bytes:
         """The body of which ``first`` is the first message, when it did not come whole
@@ -122,59 +155,26 @@ class ExtenderApp:
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    async def _serve_verb(
-        self,
-        verb: str,
-        handler: Callable[[ExtenderArgs, Outcome], bytes],
-        receive: Receive,
-        send: Send,
-    ) -> None:
-        # kube-scheduler's body arrives with its head: the first message is usually all
-        # of it, taken here without arming a deadline or calling a helper (each would
-        # cost more than the verb's routing).
-        first = await receive()
-        body = first.get("body", b"")
+    async def _body_or_answer(
+        self, verb: str, first: Message, receive: Receive, send: Send
+    ) -> bytes | None:
+        """The body of a verb that did not come whole in its ``first`` message; None
+        when it was answered instead (408 late, 413 too large) or the client left."""
         try:
-            if (
-                first["type"] != "http.request"
-                or first.get("more_body", False)
-                or len(body) > self.max_body_bytes
-            ):
-                body = await self._read_body(first, receive)
+            return await self._read_body(first, receive)
         except TimeoutError:
             message = f"{verb}: the body did not arrive within {self.body_timeout_s:g} s"
             await _send(send, 408, _error(message), _CLOSE)
             self.extender.record(verb, 408, 0.0, None)
             self.bad_requests.warning("bad request answered 408: %s", message)
-            return
         except _BodyTooLarge:
             message = f"{verb}: the body exceeds {self.max_body_bytes} bytes (--max-body-bytes)"
             await _send(send, 413, _error(message))
             self.extender.record(verb, 413, 0.0, None)
             self.bad_requests.warning("bad request answered 413: %s", message)
-            return
         except ConnectionError:
-            return
-        started = time.perf_counter()
-        outcome = Outcome()
-        try:
-            payload = handler(parse_args(body), outcome)
-        except BadRequest as error:
-            await _send(send, 400, _error(f"{verb}: {error}"))
-            self.extender.record(verb, 400, time.perf_counter() - started, None)
-            self.bad_requests.warning("bad request answered 400: %s: %s", verb, error)
-            return
-        # As _send, written out: one coroutine less on kube-scheduler's cycle.
-        content_length = (b"content-length", str(len(payload)).encode())
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [*_JSON_HEADERS, content_length],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
-        self.extender.record(verb, 200, time.perf_counter() - started, outcome)
+            pass
+        return None
 
 
 def _error(message: str) -> bytes:

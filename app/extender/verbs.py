@@ -72,6 +72,9 @@ class ExtenderArgs(NamedTuple):  # a NamedTuple: a frozen dataclass took 1.2 µs
     body: bytes = b""
 
 
+_new_args = tuple.__new__
+
+
 def parse_args(body: bytes) -> ExtenderArgs:
     """The request, from a body as kube-scheduler writes it in node-cache mode with its
     NodeNames left as text for the native index (``split_args``), else parsed whole."""
@@ -85,7 +88,8 @@ def parse_args(body: bytes) -> ExtenderArgs:
         except orjson.JSONDecodeError:
             pass  # parsed whole below, to say where the body is wrong
         else:
-            return ExtenderArgs(pod, None, None, (names_start, names_end), body)
+            # Made as the tuple it is: the NamedTuple's own __new__ is Python, 0.3 µs more.
+            return _new_args(ExtenderArgs, (pod, None, None, (names_start, names_end), body))
     return parse_whole(body)
 
 

@@ -559,13 +559,19 @@ def is_exempt_from_filter(pod: Mapping[str, Any]) -> bool:
     Priority admission resolves ``priorityClassName`` and sets ``spec.priority``; who
     may use the two critical classes is the administrator's to restrict
     (docs/security.md)."""
+    # ``type(x) is dict`` first: a parsed request's objects are dicts, and an ABC's
+    # isinstance costs 0.2-0.4 µs on the extender's hot path (the same answer).
     spec = pod.get("spec")
-    if isinstance(spec, Mapping) and is_system_critical(
+    if (type(spec) is dict or isinstance(spec, Mapping)) and is_system_critical(
         spec.get("priority"), spec.get("priorityClassName")
     ):
         return True
     metadata = pod.get("metadata")
-    owners = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
+    owners = (
+        metadata.get("ownerReferences")
+        if type(metadata) is dict or isinstance(metadata, Mapping)
+        else None
+    )
     if not isinstance(owners, list):
         return False
     return any(
