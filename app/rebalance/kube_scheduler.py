@@ -264,38 +264,21 @@ class RequestScheduler:
             # they are the same numbers now, so doing it again would change nothing.
             return kept
         if here is None:
-            kept = self._kept[key] = self._scores(cpu, memory)
+            kept = self._kept[key] = _requests_fit_and_scores(self._arrays(), cpu, memory)
             return kept
         before = self._state(here)
         self._add(pod, here, -1.0)
         try:
-            kept = self._kept[key] = self._scores(cpu, memory)
+            kept = self._kept[key] = _requests_fit_and_scores(self._arrays(), cpu, memory)
         finally:
             self._add(pod, here, 1.0)
             if self._state(here) != before:  # the requests are not quite what they were
                 self._version += 1
         return kept
 
-    def _scores(self, cpu: float, memory: float) -> tuple[_Bools, _Ints]:
-        """NodeResourcesFit and the resource scores for requests of ``cpu`` cores and
-        ``memory`` bytes, on the requests as they stand."""
-        fits = fits_requests(
-            self._allocatable_cpu,
-            self._allocatable_memory,
-            self._requested_cpu,
-            self._requested_memory,
-            cpu,
-            memory,
-        )
-        resources = resource_scores(
-            self._allocatable_cpu,
-            self._allocatable_memory,
-            self._scored_cpu,
-            self._scored_memory,
-            *non_zero_requests(cpu, memory),
-        )
-        fits.flags.writeable = resources.flags.writeable = False
-        return fits, resources
+    def _arrays(self) -> tuple[_Floats, ...]:
+        return (self._allocatable_cpu, self._allocatable_memory, self._requested_cpu,
+                self._requested_memory, self._scored_cpu, self._scored_memory)  # fmt: skip
 
     def _state(self, index: int) -> tuple[float, float, float, float]:
         return (
@@ -368,6 +351,31 @@ def _choose(
         )
     best = int(scores[feasible].max())
     return best, np.flatnonzero(feasible & (scores == best)).tolist()
+
+
+def _requests_fit_and_scores(
+    arrays: tuple[_Floats, ...], cpu: float, memory: float
+) -> tuple[_Bools, _Ints]:
+    """NodeResourcesFit and the resource scores for requests of ``cpu`` cores and
+    ``memory`` bytes, on ``RequestScheduler._arrays`` (allocatable, requested and
+    scored, CPU then memory) as they stand; read-only."""
+    (
+        allocatable_cpu,
+        allocatable_memory,
+        requested_cpu,
+        requested_memory,
+        scored_cpu,
+        scored_memory,
+    ) = arrays
+    fits = fits_requests(
+        allocatable_cpu, allocatable_memory, requested_cpu, requested_memory, cpu, memory
+    )
+    resources = resource_scores(
+        allocatable_cpu, allocatable_memory, scored_cpu, scored_memory,
+        *non_zero_requests(cpu, memory),
+    )  # fmt: skip
+    fits.flags.writeable = resources.flags.writeable = False
+    return fits, resources
 
 
 def _node_rules_key(pod: PodInfo) -> tuple[Any, ...]:
