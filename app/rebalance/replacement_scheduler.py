@@ -68,7 +68,8 @@ ASSUMES: Mapping[SchedulerBeside, str] = {
 
 def soft_tainted(node: NodeInfo) -> bool:
     return any(
-        taint.key == SOFT_TAINT_KEY and taint.effect == SOFT_TAINT_EFFECT for taint in node.taints
+        taint.key == SOFT_TAINT_KEY and taint.effect == SOFT_TAINT_EFFECT
+        for taint in node.taints
     )
 
 
@@ -161,6 +162,9 @@ class SchedulerChooses:
       takes off the source (``shed``), resource by resource: a gain in expectation.
       Required of every tied node, one node a pod would take to 66 % among 150 that
       stay cool refused every pod of a 200-node day's tainted sources.
+
+    Both count on a tied node the pods pending now that kube-scheduler would put there
+    too (``PendingPods``); the ``requests`` proof by limits (``bound``) does not.
     """
 
     def __init__(
@@ -225,10 +229,8 @@ class SchedulerChooses:
             return Landing(best[0])
         if not cool or not self._expected:
             name = hot[0][0]
-            refused = self._destinations.refusal_at(name, pod, usage) or self._pending.heats(
-                name
-            )
-            return _refused(name, score, named, refused)
+            refused = self._destinations.refusal_at(name, pod, usage)
+            return _refused(name, score, named, refused or self._pending.heats(name))
         count = len(best)
         added = Resources(
             sum(p.cpu_cores for _, p in hot) / count, sum(p.memory_bytes for _, p in hot) / count
