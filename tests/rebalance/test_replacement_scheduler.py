@@ -506,3 +506,22 @@ def test_a_pending_pod_is_predicted_on_no_node() -> None:
     nodes = [node("a", 0.1), node("b", 0.1)]
     scheduler = RequestScheduler(nodes, pods, Placements({n.name: n for n in nodes}, pods))
     assert scheduler.best_nodes(pods[1], None)[0] == ["b"]
+
+
+def test_beside_a_request_based_scheduler_a_pending_pod_on_the_landing_counts_whole() -> None:
+    # By requests the replacement and the pending pod pick "a" (15 %); alone the move is
+    # provably cool (its limit: 2 cores), with the pending pod's 6 cores it is not.
+    def landing(*waiting: PodInfo) -> EvictionPlan:
+        victim = limited("api", "hot", 2.0, owner="api")
+        peer = pod("etl-1", "c", cpu=2.0, owner="etl")
+        pods = [victim, peer, daemon("agent-hot", "hot", 4.0), daemon("agent-b", "b", 6.0),
+                daemon("agent-c", "c", 6.0), *waiting]
+        nodes = [node("hot", 0.9), node("a", 0.15), node("b", 0.05), node("c", 0.6)]
+        usage = {victim.key: Resources(1.5, 1 * GI), peer.key: Resources(6.0, 1 * GI)}
+        return plan_of("requests", nodes, pods, usage)
+
+    assert [(e.pod.name, e.destination) for e in landing().evictions] == [("api", "a")]
+    held = landing(pending("etl-2", 2.0, "etl"))
+    assert held.evictions == []
+    (skipped,) = [s for s in held.skipped if s.pod_key == "default/api"]
+    assert "pending default/etl-2" in skipped.reason
