@@ -14,7 +14,10 @@ is all of them.
 What it leaves out: a pod's own ``ScheduleAnyway`` spread constraints (a pod with
 constraints of its own is not spread by the system default, and is scored without it),
 Services' selectors in the system default, preferred inter-pod affinity, image locality,
-``percentageOfNodesToScore``, pods pending elsewhere, and a custom profile.
+``percentageOfNodesToScore`` and a custom profile. Pods pending beside a replacement
+are not placed here (their order in kube-scheduler's queue is not known); ``choices``
+says where each would go, and the plan counts them on a landing node
+(``replacement_scheduler.PendingPods``).
 """
 
 from __future__ import annotations
@@ -119,7 +122,7 @@ class RequestScheduler:
         # a pod off and back on did not restore), which drops them.
         self._version = 0
         self._kept_version = 0
-        self._kept: dict[tuple[int, float, float], tuple[_Bools, _Ints]] = {}
+        self._kept: dict[tuple[int | None, float, float], tuple[_Bools, _Ints]] = {}
         # The best score and nodes (by index, and their names in order) before the
         # inter-pod rules, per (source, requests, node rules, tolerations):
         # ``best_nodes``.
@@ -148,11 +151,17 @@ class RequestScheduler:
     def unmove(self, pod: PodInfo, source: str, destination: str) -> None:
         self.move(pod, destination, source)
 
-    def best_nodes(self, pod: PodInfo, source: str) -> tuple[list[str], int]:
+    @property
+    def version(self) -> int:
+        """Changes whenever the requests the scores read change (a move, ``unmove``)."""
+        return self._version
+
+    def best_nodes(self, pod: PodInfo, source: str | None) -> tuple[list[str], int]:
         """The nodes kube-scheduler would choose among for ``pod``'s replacement, with
         ``pod`` gone from ``source``, by name; and their total score. ([] and 0 when no
-        node would take it: the replacement would stay Pending.)"""
-        here = self._index[source]
+        node would take it: the replacement would stay Pending.) ``source`` None: a
+        pending pod, on no node yet."""
+        here = None if source is None else self._index[source]
         fits, resources = self._fit_and_scores(pod, here)  # first: it may drop the choices
         rules = _node_rules_key(pod)
         # Before the inter-pod rules, the choice follows from the kept filter and scores,
@@ -204,7 +213,7 @@ class RequestScheduler:
         return self._preferred[terms]
 
     def _spread_scorer(
-        self, pod: PodInfo, owner: _OwnerKey | None, here: int, rules: tuple[Any, ...]
+        self, pod: PodInfo, owner: _OwnerKey | None, here: int | None, rules: tuple[Any, ...]
     ) -> Callable[[_Bools], _Ints] | None:
         """PodTopologySpread's scores of the system default for ``pod``'s replacement
         over the feasible nodes it is given, with ``pod`` gone from node ``here``;
@@ -221,7 +230,7 @@ class RequestScheduler:
 
         def scores(feasible: _Bools) -> _Ints:
             on_node: _Floats = counts.copy()
-            if not pod.terminating:
+            if here is not None and not pod.terminating:
                 on_node[here] -= 1  # itself, evicted
             terms = []
             for key, max_skew in SYSTEM_DEFAULT_SPREAD:
@@ -238,9 +247,10 @@ class RequestScheduler:
 
         return scores
 
-    def _fit_and_scores(self, pod: PodInfo, here: int) -> tuple[_Bools, _Ints]:
+    def _fit_and_scores(self, pod: PodInfo, here: int | None) -> tuple[_Bools, _Ints]:
         """NodeResourcesFit and LeastAllocated + BalancedAllocation for ``pod``, with it
-        gone from node ``here`` (read-only: kept for the next pod alike)."""
+        gone from node ``here`` (None: on no node; read-only: kept for the next pod
+        alike)."""
         if self._kept_version != self._version:
             self._kept.clear()
             self._choices.clear()
@@ -253,31 +263,22 @@ class RequestScheduler:
             # restored its requests exactly then (or the version would have moved), and
             # they are the same numbers now, so doing it again would change nothing.
             return kept
+        if here is None:
+            kept = self._kept[key] = _requests_fit_and_scores(self._arrays(), cpu, memory)
+            return kept
         before = self._state(here)
         self._add(pod, here, -1.0)
         try:
-            fits = fits_requests(
-                self._allocatable_cpu,
-                self._allocatable_memory,
-                self._requested_cpu,
-                self._requested_memory,
-                cpu,
-                memory,
-            )
-            resources = resource_scores(
-                self._allocatable_cpu,
-                self._allocatable_memory,
-                self._scored_cpu,
-                self._scored_memory,
-                *non_zero_requests(cpu, memory),
-            )
-            fits.flags.writeable = resources.flags.writeable = False
-            kept = self._kept[key] = (fits, resources)
+            kept = self._kept[key] = _requests_fit_and_scores(self._arrays(), cpu, memory)
         finally:
             self._add(pod, here, 1.0)
             if self._state(here) != before:  # the requests are not quite what they were
                 self._version += 1
         return kept
+
+    def _arrays(self) -> tuple[_Floats, ...]:
+        return (self._allocatable_cpu, self._allocatable_memory, self._requested_cpu,
+                self._requested_memory, self._scored_cpu, self._scored_memory)  # fmt: skip
 
     def _state(self, index: int) -> tuple[float, float, float, float]:
         return (
@@ -350,6 +351,31 @@ def _choose(
         )
     best = int(scores[feasible].max())
     return best, np.flatnonzero(feasible & (scores == best)).tolist()
+
+
+def _requests_fit_and_scores(
+    arrays: tuple[_Floats, ...], cpu: float, memory: float
+) -> tuple[_Bools, _Ints]:
+    """NodeResourcesFit and the resource scores for requests of ``cpu`` cores and
+    ``memory`` bytes, on ``RequestScheduler._arrays`` (allocatable, requested and
+    scored, CPU then memory) as they stand; read-only."""
+    (
+        allocatable_cpu,
+        allocatable_memory,
+        requested_cpu,
+        requested_memory,
+        scored_cpu,
+        scored_memory,
+    ) = arrays
+    fits = fits_requests(
+        allocatable_cpu, allocatable_memory, requested_cpu, requested_memory, cpu, memory
+    )
+    resources = resource_scores(
+        allocatable_cpu, allocatable_memory, scored_cpu, scored_memory,
+        *non_zero_requests(cpu, memory),
+    )  # fmt: skip
+    fits.flags.writeable = resources.flags.writeable = False
+    return fits, resources
 
 
 def _node_rules_key(pod: PodInfo) -> tuple[Any, ...]:

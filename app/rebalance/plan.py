@@ -121,6 +121,7 @@ def plan(
                 cluster.pods.values(),
                 rules.placements,
                 cluster.pod_usage,
+                peers,
             ),
             result,
             RunBudget(

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY
-from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
+from app.objects import RESOURCES, NodeInfo, PodInfo, Resources, workload_of
 from app.rebalance.bound import LimitBound
 from app.rebalance.config import SchedulerBeside
 from app.rebalance.destinations import ROUNDING, Destinations
@@ -162,6 +162,9 @@ class SchedulerChooses:
       takes off the source (``shed``), resource by resource: a gain in expectation.
       Required of every tied node, one node a pod would take to 66 % among 150 that
       stay cool refused every pod of a 200-node day's tainted sources.
+
+    Both count on a tied node the pods pending now that kube-scheduler would put there
+    too (``PendingPods``); the ``requests`` proof by limits (``bound``) does not.
     """
 
     def __init__(
@@ -173,6 +176,7 @@ class SchedulerChooses:
         placements: Placements,
         expected: bool = False,
         measured: Mapping[str, Resources] | None = None,
+        peers: Mapping[str, Resources] | None = None,
     ) -> None:
         self._destinations = destinations
         self._classes = classes
@@ -180,6 +184,7 @@ class SchedulerChooses:
         pods = list(pods)
         self._scheduler = RequestScheduler(nodes, pods, placements)
         self._bound = None if expected else LimitBound(pods, measured or {})
+        self._pending = PendingPods(self._scheduler, pods, peers or {}, shared=expected)
 
     def land(self, pod: PodInfo, usage: Resources, source: str, shed: Resources) -> Landing:
         best, score = self._scheduler.best_nodes(pod, source)
@@ -207,7 +212,7 @@ class SchedulerChooses:
                 refused = f"is {node_class.kind.value} ({node_class.reason}), not a destination"
                 past = Resources()
             else:
-                refused, past = self._destinations.landing(name, pod, usage)
+                refused, past = self._landing(name, pod, usage)
             if refused is None and (past.cpu_cores > 0 or past.memory_bytes > 0):
                 if not self._expected:  # requests: every tied node must stay under it
                     refused = self._destinations.refusal_at(name, pod, usage)
@@ -224,8 +229,8 @@ class SchedulerChooses:
             return Landing(best[0])
         if not cool or not self._expected:
             name = hot[0][0]
-            refused = self._destinations.refusal_at(name, pod, usage) or "would be made hot"
-            return _refused(name, score, named, refused)
+            refused = self._destinations.refusal_at(name, pod, usage)
+            return _refused(name, score, named, refused or self._pending.heats(name))
         count = len(best)
         added = Resources(
             sum(p.cpu_cores for _, p in hot) / count, sum(p.memory_bytes for _, p in hot) / count
@@ -245,6 +250,18 @@ class SchedulerChooses:
             )
         return Landing(cool[0])
 
+    def _landing(self, name: str, pod: PodInfo, usage: Resources) -> tuple[str | None, Resources]:
+        """``Destinations.landing`` with the pods pending now that would pick ``name``
+        there too (``PendingPods``): the excess the replacement adds over theirs."""
+        pending = self._pending.on(name)
+        if pending is None:
+            return self._destinations.landing(name, pod, usage)
+        refused, past = self._destinations.landing(name, pod, usage + pending)
+        if refused is not None:
+            return refused, past
+        _, theirs = self._destinations.landing(name, pod, pending)
+        return None, Resources(*(max(0.0, past.get(r) - theirs.get(r)) for r in RESOURCES))
+
     def reserve(self, pod: PodInfo, usage: Resources, source: str, destination: str) -> None:
         self._destinations.reserve(destination, pod, usage)
         self._scheduler.move(pod, source, destination)
@@ -256,6 +273,66 @@ class SchedulerChooses:
         self._scheduler.unmove(pod, source, destination)
         if self._bound is not None:
             self._bound.take_back(destination, pod)
+
+
+class PendingPods:
+    """The pods pending as the plan is made, and the nodes each would pick.
+
+    kube-scheduler places them in the same moments as the plan's replacements, by the
+    same rules: a replacement predicted to land on a cool node, and a pending pod that
+    picks the same node, may make it hot together (issue 40, big-batch-beside-services:
+    an ``api`` replacement and a pending 7-core ``etl`` pod picked the same node, and the
+    taints' steering added throttling). Each pending pod counts on the nodes it would
+    pick now, the plan's earlier moves included, at its workload's median measured usage
+    (``plan.peer_means``; unmeasured, its requests): on each of them whole where the
+    landing must be proven (``requests``), shared among them where a gain in expectation
+    is enough (``soft-taints``). Which of the two kube-scheduler takes first is not
+    known (priority, then queue order): the pending pod is counted either way."""
+
+    def __init__(
+        self,
+        scheduler: RequestScheduler,
+        pods: Iterable[PodInfo],
+        peers: Mapping[str, Resources],
+        shared: bool,
+    ) -> None:
+        self._scheduler = scheduler
+        self._pods = [
+            (pod, peers.get(workload_of(pod) or "", pod.requests))
+            for pod in pods
+            if pod.node_name is None and pod.phase == "Pending" and not pod.terminating
+        ]
+        self._shared = shared
+        self._version = -1
+        self._on: dict[str, Resources] = {}
+        self._names: dict[str, list[str]] = {}
+
+    def on(self, name: str) -> Resources | None:
+        """The usage of the pending pods that would pick ``name``; None where none would."""
+        if not self._pods:
+            return None
+        if self._version != self._scheduler.version:
+            self._on, self._names = {}, {}
+            for pod, usage in self._pods:
+                best, _ = self._scheduler.best_nodes(pod, None)
+                share = usage
+                if self._shared and best:  # it lands on one of them
+                    share = usage.scaled(1 / len(best), 1 / len(best))
+                for node in best:
+                    self._on[node] = self._on.get(node, Resources()) + share
+                    self._names.setdefault(node, []).append(pod.key)
+            self._version = self._scheduler.version
+        return self._on.get(name)
+
+    def heats(self, name: str) -> str:
+        """Why a landing is hot that the pod alone would not make so (``land``'s reason)."""
+        names = self._names.get(name, [])
+        if not names:
+            return "would be made hot"
+        return (
+            f"would be made hot with the pending {_named(names)}, which kube-scheduler "
+            "would place there too"
+        )
 
 
 def _named(nodes: Sequence[str], shown: int = 5) -> str:
@@ -292,14 +369,16 @@ def replacements_for(
     pods: Iterable[PodInfo],
     placements: Placements,
     measured: Mapping[str, Resources] | None = None,
+    peers: Mapping[str, Resources] | None = None,
 ) -> Replacements:
     """How the plan learns where a replacement lands; ``measured`` is each pod's
-    measured usage (``ClusterView.pod_usage``), which the ``requests`` proof reads."""
+    measured usage (``ClusterView.pod_usage``), which the ``requests`` proof reads;
+    ``peers`` each workload's median usage, at which a pending pod counts."""
     if mode == "extender":
         return PlanChooses(destinations)
     return SchedulerChooses(
         destinations, classes, nodes, pods, placements, expected=mode == "soft-taints",
-        measured=measured,
+        measured=measured, peers=peers,
     )  # fmt: skip
 
 

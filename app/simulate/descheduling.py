@@ -9,10 +9,12 @@ around ``app.rebalance.plan``, with the simulator's state in place of the caches
 * **the scheduler beside it** (``scheduler``): the policy's, not the scenario's
   (``PolicyPlan.steering``): ``requests`` beside ``default``, ``soft-taints`` beside
   ``default+taints``, ``extender`` beside crane and loadaware;
-* **pods**: a ``PodInfo`` per bound pod: namespace ``default``, named
+* **pods**: a ``PodInfo`` per bound pod, and per pod pending at the round (created,
+  not bound yet: Pending, on no node; the planner counts where each would go):
+  namespace ``default``, named
   ``<workload>-<slot>-<generation>`` (a recreated pod is a new pod with a new UID),
   owned by the ReplicaSet ``<workload>-sim`` (so ``workload_of`` names the
-  Deployment ``<workload>``), labelled ``app: <workload>``, Running and Ready;
+  Deployment ``<workload>``), labelled ``app: <workload>``, Running and Ready when bound;
 * **pod usage**, as the descheduler's default queries see it: CPU is
   ``rate(container_cpu_usage_seconds_total[5m])``, the mean of the pod's real use
   over the last 5 minutes it ran (only since it was bound; a pod with fewer than two
@@ -188,7 +190,7 @@ class PlannerRebalancer:
         self._records = [r for r in self._records if r.evicted_at_s >= since_s]
         view = ClusterView(
             nodes=self._nodes,
-            pods=_Pods(self._pods_now),
+            pods=_Pods(lambda: self._with_pending(t_s)),
             pod_usage=self._pod_usage(t_s),
             budgets=_Budgets(lambda: budgets_now(self._cluster, t_s)),
             recent_evictions=tuple(self._records),
@@ -265,19 +267,31 @@ class PlannerRebalancer:
         touched.clear()
         return self._pods
 
+    def _with_pending(self, t_s: float) -> dict[str, PodInfo]:
+        """The bound pods (``_pods_now``) and, after them, the pods pending at ``t_s``
+        (created, not bound yet): the descheduler's pod cache lists them too, and the
+        planner counts where kube-scheduler would put them (``PendingPods``)."""
+        pods = self._pods_now()
+        pending = self._cluster.pending(t_s)
+        if not len(pending):
+            return pods
+        return {**pods, **{(info := self._pod(slot)).key: info for slot in pending.tolist()}}
+
     def _pod(self, slot: int) -> PodInfo:
+        """The slot's pod as the API server has it: Running on its node, or Pending."""
         cluster = self._cluster
         workload_index = int(cluster.usage.workload_of[slot])
         workload = cluster.scenario.workloads[workload_index]
         generation = int(self._generation[slot])
         requests, limits = self._requests[workload_index], self._limits[workload_index]
+        node = int(cluster.node_of[slot])
         return PodInfo(
             namespace=NAMESPACE,
             name=f"{workload.name}-{slot}-{generation}",
             uid=f"{slot}-{generation}",
-            node_name=cluster.node_names[int(cluster.node_of[slot])],
-            phase="Running",
-            ready=True,
+            node_name=cluster.node_names[node] if node >= 0 else None,
+            phase="Running" if node >= 0 else "Pending",
+            ready=node >= 0,
             terminating=False,
             created_s=cluster.pipeline.epoch_s + float(cluster.created_at_s[slot]),
             priority=workload.priority,
@@ -287,7 +301,9 @@ class PlannerRebalancer:
             labels={**workload.labels, "app": workload.name, "pod-template-hash": TEMPLATE_HASH},
             annotations=workload.annotations,
             owner=_owner(workload.kind, workload.name),
-            bound_at_s=cluster.pipeline.epoch_s + float(cluster.bound_at_s[slot]),
+            bound_at_s=cluster.pipeline.epoch_s + float(cluster.bound_at_s[slot])
+            if node >= 0
+            else None,
         )
 
     def _pod_usage(self, t_s: float) -> Mapping[str, Resources]:

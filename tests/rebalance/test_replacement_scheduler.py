@@ -461,3 +461,67 @@ def test_the_prediction_weighs_the_pods_preferred_node_affinity() -> None:
     pods = [own, *web_a, pod("bare-b", "b", owner=None, cpu=1.0), daemon("agent", "hot", 4.0)]
     best, _ = RequestScheduler(nodes, pods, Placements(by_name, pods)).best_nodes(own, "hot")
     assert best == ["a", "b"]
+
+
+def pending(name: str, cpu: float, owner: str) -> PodInfo:
+    """A pod created and not bound yet: kube-scheduler places it in the same moments as
+    the plan's replacements."""
+    return replace(pod(name, "-", cpu=cpu, owner=owner), node_name=None, phase="Pending",
+                   ready=False)
+
+
+def beside_a_pending_batch_pod(*waiting: PodInfo) -> EvictionPlan:
+    """Issue 40's big-batch-beside-services in small: a tainted hot node (90 %) with a
+    service pod using 1.5 cores; by requests both its replacement and a pending batch
+    pod (2 cores requested, its running peer on "c" uses 6) pick the empty "a" (15 %)."""
+    victim = pod("api", "hot", cpu=0.5, owner="api")
+    peer = pod("etl-1", "c", cpu=2.0, owner="etl")
+    pods = [victim, peer, daemon("agent-b", "b", 6.0), daemon("agent-c", "c", 6.0), *waiting]
+    nodes = [node("hot", 0.9, taints=(SOFT_TAINT,)), node("a", 0.15), node("b", 0.05),
+             node("c", 0.6)]
+    usage = {victim.key: Resources(1.5, 1 * GI), peer.key: Resources(6.0, 1 * GI)}
+    return plan_of("soft-taints", nodes, pods, usage)
+
+
+def test_a_pending_pod_that_picks_the_landing_node_counts_there() -> None:
+    # Alone, the replacement takes "a" to 30 %: it moves there.
+    alone = beside_a_pending_batch_pod()
+    assert [(e.pod.name, e.destination) for e in alone.evictions] == [("api", "a")]
+    # With the batch pod pending, "a" ends at 90 % (its peer's 6 cores): the pod would
+    # add its whole 1.5 cores above targetThresholds, all that its eviction sheds.
+    together = beside_a_pending_batch_pod(pending("etl-2", 2.0, "etl"))
+    assert together.evictions == []
+    (skipped,) = [s for s in together.skipped if s.pod_key == "default/api"]
+    assert skipped.reason.endswith("which would be made hot with the pending default/etl-2, "
+                                   "which kube-scheduler would place there too")
+    # A pending pod that picks another node ("b" is what it tolerates) changes nothing.
+    elsewhere = replace(pending("etl-2", 2.0, "etl"),
+                        node_selector={HOSTNAME: "b"})
+    nodes_b = beside_a_pending_batch_pod(elsewhere)
+    assert [(e.pod.name, e.destination) for e in nodes_b.evictions] == [("api", "a")]
+
+
+def test_a_pending_pod_is_predicted_on_no_node() -> None:
+    pods = [daemon("agent-a", "a", 6.0), pending("etl-2", 2.0, "etl")]
+    nodes = [node("a", 0.1), node("b", 0.1)]
+    scheduler = RequestScheduler(nodes, pods, Placements({n.name: n for n in nodes}, pods))
+    assert scheduler.best_nodes(pods[1], None)[0] == ["b"]
+
+
+def test_beside_a_request_based_scheduler_a_pending_pod_on_the_landing_counts_whole() -> None:
+    # By requests the replacement and the pending pod pick "a" (15 %); alone the move is
+    # provably cool (its limit: 2 cores), with the pending pod's 6 cores it is not.
+    def landing(*waiting: PodInfo) -> EvictionPlan:
+        victim = limited("api", "hot", 2.0, owner="api")
+        peer = pod("etl-1", "c", cpu=2.0, owner="etl")
+        pods = [victim, peer, daemon("agent-hot", "hot", 4.0), daemon("agent-b", "b", 6.0),
+                daemon("agent-c", "c", 6.0), *waiting]
+        nodes = [node("hot", 0.9), node("a", 0.15), node("b", 0.05), node("c", 0.6)]
+        usage = {victim.key: Resources(1.5, 1 * GI), peer.key: Resources(6.0, 1 * GI)}
+        return plan_of("requests", nodes, pods, usage)
+
+    assert [(e.pod.name, e.destination) for e in landing().evictions] == [("api", "a")]
+    held = landing(pending("etl-2", 2.0, "etl"))
+    assert held.evictions == []
+    (skipped,) = [s for s in held.skipped if s.pod_key == "default/api"]
+    assert "pending default/etl-2" in skipped.reason
