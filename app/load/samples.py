@@ -74,18 +74,13 @@ def parse_usage(raw: str) -> Sample | None:
     Values outside [0, 1] are not clamped: the annotator never writes them, so they
     come from a foreign or broken writer (a percentage written by mistake would
     otherwise reject every node). NaN and infinities are outside [0, 1] too.
-
-    ``_split`` written out: the descheduler parses each node's new values every round
-    (2,000 a round on 1,000 nodes), and the call was a third of a parse.
     """
-    value_text, separator, time_text = raw.partition(",")
-    if not separator:
+    parts = _split(raw)
+    if parts is None:
         return None
-    timestamp_s = _timestamp_s(time_text)
-    if timestamp_s is None:
-        return None
+    value_text, timestamp_s = parts
     try:
-        value = float(value_text.strip())
+        value = float(value_text)
     except ValueError:
         return None
     if not 0.0 <= value <= 1.0:  # also false for NaN
