@@ -160,7 +160,9 @@ class Annotator:
             if target is not None
             else None
         )
-        self.class_usage = ClassUsagePublisher.of(source, target, self.patcher, clock)
+        self.class_usage = ClassUsagePublisher.of(
+            source, target, self.patcher, clock, self.telemetry
+        )
         self.metric_loop = MetricLoop(
             self.sync, self.nodes, self.periods_s, first_retry_s=config.first_retry_s, clock=clock
         )

@@ -51,8 +51,6 @@ class Leading(Protocol):
     def nodes(self) -> NodeCache: ...
     @property
     def periods_s(self) -> Mapping[str, float]: ...
-    @property
-    def telemetry(self) -> AnnotatorMetrics: ...
 
 
 def classed_pods(
@@ -103,15 +101,15 @@ class ClassUsagePublisher:
         target: WorkloadUsageTarget | None,
         patcher: AnnotationPatcher,
         clock: Callable[[], float],
+        telemetry: AnnotatorMetrics | None = None,
     ) -> ClassUsagePublisher:
         """The publisher with the workload usage's queries (its defaults when that is off)."""
         queries = (target or WorkloadUsageTarget("")).queries
-        return cls(source, queries, patcher, clock)
+        return cls(source, queries, patcher, clock, telemetry)
 
     async def run(self, annotator: Leading) -> None:
         """Every shortest sync period of the policy in force, one round (a round without
         classes does nothing: a reload may add them). Runs while the annotator leads."""
-        self._telemetry = annotator.telemetry
         await annotator.pod_watch.wait_synced()
         while True:
             try:
