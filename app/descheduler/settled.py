@@ -7,18 +7,18 @@ and told on each workload in one Event."""
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 from app.descheduler.act import Evictor
 from app.descheduler.gather import View
 from app.descheduler.hindsight import due_moves, judge_due
+from app.descheduler.report import run_log
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.descheduler.workload_health import read_workload_health
 from app.policy import Policy
 from app.prom import InstantQuery
 from app.rebalance import DeschedulerConfig
 
-log = logging.getLogger(__name__)
+log = run_log
 
 
 class SettledMoves:
