@@ -2,11 +2,13 @@
 
 The floors are import-linter's contracts, in pyproject.toml (``[tool.importlinter]``):
 a package (or a top-level module) of ``app`` may import only from floors below its own,
-so no arrow runs back up, no two components import each other, and no package cycle can
-form; only ``app.kube`` imports the Kubernetes client. ``lint-imports`` reads every
-import, including those inside functions and under ``TYPE_CHECKING``; it runs here and
-in scripts/test. A new package must be given its floor there (the contract is
-exhaustive).
+so no arrow runs back up or sideways, no two components import each other, and no
+package cycle can form; only ``app.kube`` imports the Kubernetes client. ``lint-imports``
+reads every import, including those inside functions and under ``TYPE_CHECKING``; it
+runs here and in scripts/test. A new package must be given its floor there (the
+contract is exhaustive). Each package's floor there is the one its imports give it (one
+above the highest floor it imports from, measured on import-linter's own import graph),
+and docs/developer.md lists the same floors.
 
 What the tool does not check is here. Each package has one front, its ``__init__``:
 another package of ``app`` imports its names from there (``from app.kube import
@@ -19,13 +21,17 @@ import each other by module. Tests may import a package's internals.
 from __future__ import annotations
 
 import ast
+import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
+import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,12 +145,69 @@ def test_the_import_contracts_hold() -> None:
     result = lint_imports(ROOT, ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "BROKEN" not in result.stdout
-    assert "Contracts: 3 kept, 0 broken." in result.stdout, result.stdout
+    assert "Contracts: 4 kept, 0 broken." in result.stdout, result.stdout
+
+
+def declared_floors(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, int]:
+    """Each package's floor as the floors contract lists it, from 1, the ground."""
+    config = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["id"] == "floors")
+    return {
+        name.strip(): floor
+        for floor, layer in enumerate(reversed(layers), start=1)
+        for name in layer.split("|")
+    }
+
+
+def measured_floors() -> dict[str, int]:
+    """Each package's floor as its imports give it: one above the highest floor it
+    imports from (import-linter's import graph: every import, also inside functions
+    and for type checkers)."""
+    graph = grimp.build_graph("app", cache_dir=None)
+    imported: dict[str, set[str]] = {}
+    for module in graph.modules:
+        unit = unit_of(module)
+        if unit is None:
+            continue
+        below = imported.setdefault(unit, set())
+        for other in map(unit_of, graph.find_modules_directly_imported_by(module)):
+            if other is not None and other != unit:
+                below.add(other)
+
+    @functools.cache
+    def floor(unit: str) -> int:
+        return 1 + max(map(floor, imported[unit]), default=0)
+
+    return {unit: floor(unit) for unit in imported}
+
+
+def documented_floors(text: str) -> dict[str, int]:
+    """The floors docs/developer.md's layout lists: ``N. `app/x/`, `app/y.py`: ...``."""
+    layout = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    return {
+        name: int(number)
+        for number, head in re.findall(r"^(\d+)\. ([^:]*):", layout, re.MULTILINE)
+        for name in re.findall(r"`app/(\w+)(?:/|\.py)`", head)
+    }
+
+
+def test_each_package_sits_on_the_floor_its_imports_give_it() -> None:
+    """The contract's floors are the measured ones: a package that could sit lower is
+    moved down, so the list says what the imports show, not only what they may do."""
+    assert declared_floors() == measured_floors()
+
+
+def test_the_developer_docs_list_the_contract_s_floors() -> None:
+    text = (ROOT / "docs" / "developer.md").read_text(encoding="utf-8")
+    assert documented_floors(text) == declared_floors()
 
 
 PROBES = {
     "app/objects/probe.py": "from app.kube.pods import pod_info\n",
     "app/extender/probe.py": "from app.annotator import bindings\n",
+    "app/annotator/probe.py": "from app.extender import verbs\n",  # down a floor, still no
+    "app/kube/probe.py": "from app.policy import Policy\n",  # sideways, on one floor
     "app/policy/probe.py": "def later() -> None:\n    from app.load import model\n",
     "app/explain/probe.py": "from lightkube.resources.core_v1 import Pod\n",
     "app/runtime/probe.py": "import httpx2\n",
@@ -155,8 +218,9 @@ PROBES = {
 
 def test_the_contracts_catch_what_they_are_for(tmp_path: Path) -> None:
     """The contracts on a copy of ``app`` with files written as they must never be: an
-    arrow back up (also inside a function), a sideways one, lightkube and its HTTP
-    client outside app/kube, a module cycle, and a package with no floor."""
+    arrow back up (also inside a function), a sideways one, a component importing one
+    on a floor below, lightkube and its HTTP client outside app/kube, a module cycle,
+    and a package with no floor."""
     shutil.copytree(ROOT / "app", tmp_path / "app", ignore=shutil.ignore_patterns("*.so"))
     (tmp_path / "app" / "newpackage").mkdir()
     (tmp_path / "app" / "newpackage" / "__init__.py").write_text("", encoding="utf-8")
@@ -165,10 +229,12 @@ def test_the_contracts_catch_what_they_are_for(tmp_path: Path) -> None:
     result = lint_imports(tmp_path, tmp_path)
     assert result.returncode == 1
     said = result.stdout
-    assert "Contracts: 0 kept, 3 broken." in said, said
+    assert "Contracts: 0 kept, 4 broken." in said, said
     for words in (
         "app.objects.probe -> app.kube.pods",
         "app.extender.probe -> app.annotator",
+        "app.annotator.probe -> app.extender",
+        "app.kube.probe -> app.policy",
         "app.policy.probe -> app.load",
         "app.explain.probe -> lightkube",
         "app.runtime.probe -> httpx2",

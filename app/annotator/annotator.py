@@ -160,7 +160,10 @@ class Annotator:
             if target is not None
             else None
         )
-        self.class_usage = ClassUsagePublisher.of(source, target, self.patcher, clock)
+        reads = (self.policy_in_force, self.pod_watch, self.nodes)
+        self.class_usage = ClassUsagePublisher.of(
+            source, target, self.patcher, clock, self.telemetry, reads
+        )
         self.metric_loop = MetricLoop(
             self.sync, self.nodes, self.periods_s, first_retry_s=config.first_retry_s, clock=clock
         )
@@ -257,7 +260,7 @@ class Annotator:
                 group.create_task(self._soft_taint_loop(), name="soft-taints")
             if self.workload_usage is not None:
                 group.create_task(self._workload_usage_loop(), name="workload-usage")
-            group.create_task(self.class_usage.run(self), name="class-usage")
+            group.create_task(self.class_usage.run(), name="class-usage")
 
     async def _workload_usage_loop(self) -> None:
         publisher = self.workload_usage

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
 
 from app.annotator.settings import WorkloadUsageTarget
 from app.annotator.telemetry import AnnotatorMetrics
@@ -36,23 +35,9 @@ from app.load import class_usage, class_usage_annotations, format_usage
 from app.objects import PodPlacement
 from app.policy import Policy, pod_classes
 from app.prom import InstantQuery, PodUsageQueries, PodUsageUnavailable, read_pod_usage
+from app.runtime import InForce
 
 log = logging.getLogger(__name__)
-
-
-class Leading(Protocol):
-    """What the loop reads of the annotator (``annotator.Annotator``), each round anew."""
-
-    @property
-    def policy(self) -> Policy: ...
-    @property
-    def pod_watch(self) -> PodCache[PodPlacement]: ...
-    @property
-    def nodes(self) -> NodeCache: ...
-    @property
-    def periods_s(self) -> Mapping[str, float]: ...
-    @property
-    def telemetry(self) -> AnnotatorMetrics: ...
 
 
 def classed_pods(
@@ -87,7 +72,12 @@ class ClassUsagePublisher:
         patcher: AnnotationPatcher,
         clock: Callable[[], float],
         telemetry: AnnotatorMetrics | None = None,
+        *,
+        cluster: tuple[InForce[Policy], PodCache[PodPlacement], NodeCache] | None = None,
     ) -> None:
+        """``cluster``, what ``run`` reads each round: the policy in force, the pod
+        watch and the node cache (None: ``publish`` alone is called)."""
+        self._cluster = cluster
         self._telemetry = telemetry
         self._source = source
         self._queries = queries
@@ -103,25 +93,26 @@ class ClassUsagePublisher:
         target: WorkloadUsageTarget | None,
         patcher: AnnotationPatcher,
         clock: Callable[[], float],
+        telemetry: AnnotatorMetrics,
+        cluster: tuple[InForce[Policy], PodCache[PodPlacement], NodeCache],
     ) -> ClassUsagePublisher:
         """The publisher with the workload usage's queries (its defaults when that is off)."""
         queries = (target or WorkloadUsageTarget("")).queries
-        return cls(source, queries, patcher, clock)
+        return cls(source, queries, patcher, clock, telemetry, cluster=cluster)
 
-    async def run(self, annotator: Leading) -> None:
+    async def run(self) -> None:
         """Every shortest sync period of the policy in force, one round (a round without
         classes does nothing: a reload may add them). Runs while the annotator leads."""
-        self._telemetry = annotator.telemetry
-        await annotator.pod_watch.wait_synced()
+        assert self._cluster is not None, "run needs the cluster it reads"
+        in_force, pod_watch, nodes = self._cluster
+        await pod_watch.wait_synced()
         while True:
             try:
-                await self.publish(
-                    annotator.policy, annotator.pod_watch.objects.values(), annotator.nodes.nodes
-                )
+                await self.publish(in_force.value, pod_watch.objects.values(), nodes.nodes)
             except Exception:
                 log.exception("publishing usage by class failed unexpectedly; retrying later")
             self.rounds += 1
-            await asyncio.sleep(min(annotator.periods_s.values()))
+            await asyncio.sleep(min(e.period_s for e in in_force.value.spec.sync_policy))
 
     async def publish(
         self, policy: Policy, pods: Iterable[PodPlacement], nodes: Mapping[str, NodeInfo]

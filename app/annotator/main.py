@@ -19,7 +19,7 @@ from app.commandline import (
     kubernetes_namespace,
     positive_number,
 )
-from app.kube import WORKLOAD_USAGE_NAME
+from app.kube import ANNOTATOR_LEASE_NAME, WORKLOAD_USAGE_NAME
 from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SoftTaintSettings
 from app.prom import add_prometheus_flags, label_matchers, prometheus_settings_from_args
 from app.runtime import (
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_HEALTH_PORT = 8081
-DEFAULT_LEASE_NAME = "loadaware-annotator"
+DEFAULT_LEASE_NAME = ANNOTATOR_LEASE_NAME
 
 HELP = "write node load from Prometheus into node annotations"
 DESCRIPTION = """\

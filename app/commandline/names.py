@@ -27,21 +27,20 @@ MAX_NAME_CHARS: Final = 253
 
 def kubernetes_namespace(text: str) -> str:
     """A namespace's name: a DNS-1123 label."""
-    if len(text) <= MAX_NAMESPACE_CHARS and _NAMESPACE.fullmatch(text):
-        return text
-    raise argparse.ArgumentTypeError(
-        f"expected a namespace: lower-case letters, digits and '-', at most "
-        f"{MAX_NAMESPACE_CHARS} characters, starting and ending with a letter or digit, "
-        f"got {text!r}"
-    )
+    return _checked(text, _NAMESPACE, MAX_NAMESPACE_CHARS, "a namespace", "digits and '-'")
 
 
 def kubernetes_name(text: str) -> str:
     """An object's name (a ConfigMap, a Lease, a Node, a Pod): a DNS-1123 subdomain."""
-    if len(text) <= MAX_NAME_CHARS and _NAME.fullmatch(text):
+    return _checked(text, _NAME, MAX_NAME_CHARS, "a Kubernetes name", "digits, '-' and '.'")
+
+
+def _checked(
+    text: str, pattern: re.Pattern[str], max_chars: int, what: str, characters: str
+) -> str:
+    if len(text) <= max_chars and pattern.fullmatch(text):
         return text
     raise argparse.ArgumentTypeError(
-        f"expected a Kubernetes name: lower-case letters, digits, '-' and '.', at most "
-        f"{MAX_NAME_CHARS} characters, starting and ending with a letter or digit, "
-        f"got {text!r}"
+        f"expected {what}: lower-case letters, {characters}, at most {max_chars} "
+        f"characters, starting and ending with a letter or digit, got {text!r}"
     )

@@ -11,6 +11,8 @@ three steps, each in its own module:
    observing a round first would recover nothing (no release kept its memory
    elsewhere) and would leave an already-hot cluster, or a ``--once`` run on a fresh
    install, untouched;
+   then the moves whose settleTime has passed are judged (``settled.py``), so that the
+   run plans with them;
 2. decide (``decide.py``): the plan, from the pure planner in ``app.rebalance``, and
    the debounce counts to remember;
 3. act (``act.py``): unless dry-running, write the memory, then evict the planned pods
@@ -27,7 +29,6 @@ that runs them, the settings, and the report of the last run.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import socket
 import time
@@ -38,11 +39,10 @@ from app.descheduler.act import Evictor
 from app.descheduler.consolidate import Consolidator
 from app.descheduler.decide import decide, rise_of
 from app.descheduler.gather import ClusterReader, Skipped, View
-from app.descheduler.hindsight import due_moves, judge_due
 from app.descheduler.report import RunReport, RunResult
 from app.descheduler.settings import LoopSettings, warn_about_thresholds
+from app.descheduler.settled import SettledMoves
 from app.descheduler.telemetry import DeschedulerMetrics
-from app.descheduler.workload_health import read_workload_health
 from app.kube import (
     WORKLOAD_USAGE_NAME,
     BudgetCache,
@@ -172,6 +172,7 @@ class Descheduler:
             identity=self.settings.identity,
             max_consecutive_errors=self.settings.max_consecutive_errors,
         )
+        self.settled = SettledMoves(source, self.telemetry, self.evictor)
         self.consolidator = Consolidator(
             TaintWriter(client, may_write=self.may_evict),
             self.nodes,
@@ -281,7 +282,7 @@ class Descheduler:
         if isinstance(view, Skipped):
             return view.report()
         dry_run = self.dry_run
-        view = await self._judge(view, config, policy, dry_run=dry_run)
+        view = await self.settled.judge(view, config, policy, dry_run=dry_run)
         self._overlapping = say_overlapping_pools(view, config, policy, self._overlapping)
         rise = rise_of(self._demand, view, config)
         decision = decide(view, config, policy, self._dry_rounds if dry_run else None, rise)
@@ -291,44 +292,6 @@ class Descheduler:
         report = await self.evictor.act(view, decision, dry_run=dry_run)
         await self.consolidator.act(view, decision, report, dry_run=dry_run)
         return report
-
-    async def _judge(
-        self, view: View, config: DeschedulerConfig, policy: Policy, *, dry_run: bool
-    ) -> View:
-        """Judge the moves whose settleTime has passed; kept in the memory (written with
-        the run's first save), counted, logged, and told on each workload in one Event.
-        The view returned plans with them: a move judged now backs off at once. The
-        workloads' throttling and OOM kills are read for them first, where cAdvisor has
-        them (``workload_health.py``)."""
-        records = list(view.memory.evictions.values())
-        due = due_moves(view.memory.moves, config, view.now_s)
-        health = (
-            await read_workload_health(
-                self._prometheus, due, records, view.cluster, config, view.now_s
-            )
-            if due
-            else {}
-        )
-        judged = judge_due(
-            view.memory.moves, records, view.cluster, config, policy, view.now_s, health
-        )
-        if not dry_run:  # a dry run keeps no memory: it would count them again each run
-            self.telemetry.record_judged(judged)
-        for move in judged:
-            view.memory.moves[move.key] = move
-            log.info(
-                "%d eviction(s) from %s settleTime ago: %s (%s)",
-                move.pods,
-                move.source,
-                move.outcome,
-                move.reason,
-            )
-        if not judged:
-            return view
-        if not dry_run:
-            await self.evictor.tell_outcomes(judged, view.now_s)
-        moves = tuple(view.memory.moves.values())
-        return dataclasses.replace(view, cluster=dataclasses.replace(view.cluster, moves=moves))
 
     def _say_if_stopped_helping(self, the_plan: EvictionPlan) -> None:
         """Log once when every hot node is backed off; again only after a run that was not."""

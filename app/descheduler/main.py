@@ -23,6 +23,7 @@ from app.commandline import (
     kubernetes_namespace,
 )
 from app.descheduler.settings import LoopSettings, warn_about_thresholds
+from app.kube import DESCHEDULER_LEASE_NAME
 from app.kube import STATE_NAME as DEFAULT_STATE_NAME
 from app.prom import add_prometheus_flags, prometheus_settings_from_args
 from app.runtime import (
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_HEALTH_PORT = 8082
-DEFAULT_LEASE_NAME = "loadaware-descheduler"
+DEFAULT_LEASE_NAME = DESCHEDULER_LEASE_NAME
 
 HELP = "evict pods from nodes hot on real usage, onto cool nodes"
 DESCRIPTION = """\

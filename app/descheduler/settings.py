@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from app.kube import STATE_NAME
 from app.runtime import LeaseSettings
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class LoopSettings:
     lease: LeaseSettings | None = None  # None: no leader election
     identity: str = "loadaware-descheduler"  # reportingInstance of the Events
     state_namespace: str = "default"  # where its memory lives (the CLI: the pod's namespace)
-    state_name: str = "loadaware-descheduler-state"
+    state_name: str = STATE_NAME
     health_host: str = "0.0.0.0"
     health_port: int | None = None
     sync_timeout_s: float = 60.0  # how long a run waits for the caches

@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "ANNOTATOR_LEASE_NAME",
     "DESCHEDULER_CONFIGMAP",
+    "DESCHEDULER_LEASE_NAME",
     "POLICY_CONFIGMAP",
     "STATE_NAME",
     "WORKLOAD_USAGE_MAX_AGE_S",
@@ -29,6 +31,10 @@ class OwnConfig:
 # deploy/base/kustomization.yaml makes both from the files of deploy/base.
 POLICY_CONFIGMAP = OwnConfig("loadaware-policy", "policy.yaml")
 DESCHEDULER_CONFIGMAP = OwnConfig("loadaware-descheduler-config", "descheduler.yaml")
+
+# The leader elections' Leases (--lease-name), named in the shipped Roles.
+ANNOTATOR_LEASE_NAME = "loadaware-annotator"
+DESCHEDULER_LEASE_NAME = "loadaware-descheduler"
 
 STATE_NAME = "loadaware-descheduler-state"  # the descheduler's memory (``state``)
 WORKLOAD_USAGE_NAME = "loadaware-workload-usage"  # each workload's usage (``workload_usage``)

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 from app.kube.defaults import (
+    ANNOTATOR_LEASE_NAME,
     DESCHEDULER_CONFIGMAP,
+    DESCHEDULER_LEASE_NAME,
     POLICY_CONFIGMAP,
     STATE_NAME,
     WORKLOAD_USAGE_NAME,
@@ -93,8 +95,8 @@ _NODE_CACHE = _permission(
 
 # The objects named in the shipped Roles: the defaults of --lease-name and --state-name
 # (a test holds them equal). Another name needs the Role changed to match.
-ANNOTATOR_LEASE = "loadaware-annotator"
-DESCHEDULER_LEASE = "loadaware-descheduler"
+ANNOTATOR_LEASE = ANNOTATOR_LEASE_NAME
+DESCHEDULER_LEASE = DESCHEDULER_LEASE_NAME
 DESCHEDULER_STATE = STATE_NAME
 WORKLOAD_USAGE = WORKLOAD_USAGE_NAME
 # app/kube/admission.py's WRITER_POLICIES (a test holds them equal).

@@ -53,6 +53,105 @@ if TYPE_CHECKING:
 NodePods = tuple[list[PlacedPod], list[Resources]]
 
 
+class RecentBindings:
+    """The pods bound within ``maxAge``, per node as (slot, bound at), with a heap of
+    when each ages out; and their wave, one per workload, for the soft-taint rule."""
+
+    def __init__(
+        self,
+        cluster: ClusterState,
+        requests: list[Resources],
+        limits: list[Resources],
+        max_age_s: float,
+    ) -> None:
+        self._cluster = cluster
+        self._requests = requests
+        self._limits = limits
+        self._max_age_s = max_age_s
+        self.by_node: dict[int, list[tuple[int, float]]] = {}  # node -> (slot, bound at)
+        self._expiries: list[tuple[float, int]] = []  # (bound at + maxAge, node), a heap
+        self._pruned = 0
+        # ``wave``'s last answer: what it was read from, from when and until when.
+        self._recent_kept: (
+            tuple[tuple[int, int, int, int, int], float, float, list[PlacedPod]] | None
+        ) = None
+
+    def add(self, node: int, pod: tuple[int, float]) -> None:
+        """``pod`` (slot, bound at) was just bound to ``node``."""
+        self.by_node.setdefault(node, []).append(pod)
+        heapq.heappush(self._expiries, (pod[1] + self._max_age_s, node))
+
+    def prune(self, t_s: float) -> dict[int, list[tuple[int, float]]]:
+        """Per node with a pod that aged out by ``t_s``, in the order of their first
+        expiry, the pods that did (none: one that left already)."""
+        expired: dict[int, None] = {}  # pruned once each, in the order of their 1st expiry
+        while self._expiries and self._expiries[0][0] <= t_s:
+            expired[heapq.heappop(self._expiries)[1]] = None
+            self._pruned += 1
+        aged_out: dict[int, list[tuple[int, float]]] = {}
+        for node in expired:
+            recent = self.by_node.get(node, [])
+            kept = [(s, at) for s, at in recent if t_s < at + self._max_age_s]
+            aged_out[node] = [key for key in recent if t_s >= key[1] + self._max_age_s]
+            if kept:
+                self.by_node[node] = kept
+            else:
+                self.by_node.pop(node, None)
+        return aged_out
+
+    def wave(self, t_s: float) -> list[PlacedPod]:
+        """The pods bound within ``maxAge``, one per workload: a workload's pods are
+        alike (what they declare, and what its pods are observed to use), and the
+        soft-taint rule looks at the kinds of pod (``wave_of``)."""
+        cluster = self._cluster
+        run, published = cluster.run, cluster.workload_usage
+        key = (
+            len(run.placements),
+            len(run.evictions),
+            len(run.deletions),
+            published.version if published is not None else 0,
+            self._pruned,
+        )
+        # The same until a record or a pruning changes what it reads, or the clock
+        # reaches the earliest expiry still in the heap: every pod kept in ``by_node``
+        # expires no sooner (its own entry is still there), so until then each passes
+        # the age test below as it did.
+        kept = self._recent_kept
+        if kept is not None and kept[0] == key and kept[1] <= t_s < kept[2]:
+            return list(kept[3])
+        pods = self._one_per_workload(t_s)
+        valid_until_s = self._expiries[0][0] if self._expiries else math.inf
+        self._recent_kept = (key, t_s, valid_until_s, pods)
+        return list(pods)
+
+    def _one_per_workload(self, t_s: float) -> list[PlacedPod]:
+        cluster = self._cluster
+        latest: dict[int, float] = {}  # workload -> its latest binding still counted
+        # ``item``: a Python number, which compares faster than a numpy scalar.
+        node_of, bound_at = cluster.node_of, cluster.bound_at_s
+        workload_of = cluster.usage.workload_of
+        for node, recent in self.by_node.items():
+            for slot, bound_at_s in recent:
+                if (
+                    t_s < bound_at_s + self._max_age_s
+                    and node_of.item(slot) == node
+                    and bound_at.item(slot) == bound_at_s
+                ):
+                    workload = workload_of.item(slot)
+                    latest[workload] = max(bound_at_s, latest.get(workload, bound_at_s))
+        epoch_s = cluster.pipeline.epoch_s
+        published = cluster.workload_usage
+        return [
+            PlacedPod(
+                self._requests[w],
+                self._limits[w],
+                epoch_s + bound_at_s,
+                observed=published.observed(w) if published is not None else None,
+            )
+            for w, bound_at_s in latest.items()
+        ]
+
+
 class BurstEstimate:
     """``UnsampledUsage`` for the load filter, from the cluster's recent bindings."""
 
@@ -62,8 +161,7 @@ class BurstEstimate:
         self._requests = [w.pod_requests_and_limits[0] for w in workloads]
         self._limits = [w.pod_requests_and_limits[1] for w in workloads]
         self._max_age_s = cluster.policy.spec.estimation.max_age_s
-        self._recent: dict[int, list[tuple[int, float]]] = {}  # node -> (slot, bound at)
-        self._expiries: list[tuple[float, int]] = []  # (bound at + maxAge, node), a heap
+        self._recent = RecentBindings(cluster, self._requests, self._limits, self._max_age_s)
         self._placements_seen = 0
         self._evictions_seen = 0
         self._deletions_seen = 0
@@ -73,11 +171,6 @@ class BurstEstimate:
         # and deletion so far has been seen (``changed_nodes``).
         self._node_stamps: dict[int, int] = {}
         self._pods_kept: dict[int, tuple[tuple[int, int], NodePods]] = {}
-        # ``recent_pods``' last answer: what it was read from, from when and until when.
-        self._pruned = 0
-        self._recent_kept: (
-            tuple[tuple[int, int, int, int, int], float, float, list[PlacedPod]] | None
-        ) = None
         self._usage_version = 0  # of the workload usage published (cluster.workload_usage)
         # Each recent pod as the estimate takes it, by (slot, bound at), made once per
         # change of what its workload's published usage does to the estimate rather
@@ -154,62 +247,14 @@ class BurstEstimate:
         kept = self._pods_kept.get(node)
         if caught_up and kept is not None and kept[0] == stamp:
             return kept[1]
-        made = self._still_bound(node, self._recent.get(node, ()))
+        made = self._still_bound(node, self._recent.by_node.get(node, ()))
         if caught_up:
             self._pods_kept[node] = (stamp, made)
         return made
 
     def recent_pods(self, t_s: float) -> list[PlacedPod]:
-        """The pods bound within ``maxAge``, one per workload: a workload's pods are
-        alike (what they declare, and what its pods are observed to use), and the
-        soft-taint rule looks at the kinds of pod (``wave_of``)."""
-        cluster = self._cluster
-        run, published = cluster.run, cluster.workload_usage
-        key = (
-            len(run.placements),
-            len(run.evictions),
-            len(run.deletions),
-            published.version if published is not None else 0,
-            self._pruned,
-        )
-        # The same until a record or a pruning changes what it reads, or the clock
-        # reaches the earliest expiry still in the heap: every pod kept in ``_recent``
-        # expires no sooner (its own entry is still there), so until then each passes
-        # the age test below as it did.
-        kept = self._recent_kept
-        if kept is not None and kept[0] == key and kept[1] <= t_s < kept[2]:
-            return list(kept[3])
-        pods = self._recent_pods(t_s)
-        valid_until_s = self._expiries[0][0] if self._expiries else math.inf
-        self._recent_kept = (key, t_s, valid_until_s, pods)
-        return list(pods)
-
-    def _recent_pods(self, t_s: float) -> list[PlacedPod]:
-        cluster = self._cluster
-        latest: dict[int, float] = {}  # workload -> its latest binding still counted
-        # ``item``: a Python number, which compares faster than a numpy scalar.
-        node_of, bound_at = cluster.node_of, cluster.bound_at_s
-        workload_of = cluster.usage.workload_of
-        for node, recent in self._recent.items():
-            for slot, bound_at_s in recent:
-                if (
-                    t_s < bound_at_s + self._max_age_s
-                    and node_of.item(slot) == node
-                    and bound_at.item(slot) == bound_at_s
-                ):
-                    workload = workload_of.item(slot)
-                    latest[workload] = max(bound_at_s, latest.get(workload, bound_at_s))
-        epoch_s = cluster.pipeline.epoch_s
-        published = cluster.workload_usage
-        return [
-            PlacedPod(
-                self._requests[w],
-                self._limits[w],
-                epoch_s + bound_at_s,
-                observed=published.observed(w) if published is not None else None,
-            )
-            for w, bound_at_s in latest.items()
-        ]
+        """The pods bound within ``maxAge``, one per workload (``RecentBindings.wave``)."""
+        return self._recent.wave(t_s)
 
     def changed_nodes(self, t_s: float) -> set[int]:
         """Nodes with new bindings or evictions, and nodes whose recent pods aged out.
@@ -223,12 +268,11 @@ class BurstEstimate:
         grown: dict[int, list[tuple[int, float]]] = {}  # node -> the pods bound there since
         # Called for every pod: a record list is sliced only when it has grown.
         if len(run.placements) > self._placements_seen:
-            recent_of, expiries, max_age_s = self._recent, self._expiries, self._max_age_s
+            recent = self._recent
             for placement in run.placements[self._placements_seen :]:
                 node, pod = placement.node, (placement.slot, placement.t_s)
                 self._raises.decide(placement.slot, placement.t_s)
-                recent_of.setdefault(node, []).append(pod)
-                heapq.heappush(expiries, (placement.t_s + max_age_s, node))
+                recent.add(node, pod)
                 changed.add(node)
                 grown.setdefault(node, []).append(pod)
             self._placements_seen = len(run.placements)
@@ -246,24 +290,13 @@ class BurstEstimate:
         published = cluster.workload_usage
         if published is not None and published.version != self._usage_version:
             self._usage_version = published.version
-            changed.update(self._recent)  # their pods' estimates may have changed
+            changed.update(self._recent.by_node)  # their pods' estimates may have changed
             self._observed.follow()  # what changes the estimates changes the stamps
-            self._raises.hand_out(t_s, self._recent)
-        expired: dict[int, None] = {}  # pruned once each, in the order of their 1st expiry
-        while self._expiries and self._expiries[0][0] <= t_s:
-            expired[heapq.heappop(self._expiries)[1]] = None
-            self._pruned += 1
-        for node in expired:
-            recent = self._recent.get(node, [])
-            kept = [(s, at) for s, at in recent if t_s < at + self._max_age_s]
-            for key in recent:
-                if t_s >= key[1] + self._max_age_s:
-                    self._placed.pop(key, None)
-                    self._raises.holds.pop(key, None)
-            if kept:
-                self._recent[node] = kept
-            else:
-                self._recent.pop(node, None)
+            self._raises.hand_out(t_s, self._recent.by_node)
+        for node, aged in self._recent.prune(t_s).items():
+            for key in aged:
+                self._placed.pop(key, None)
+                self._raises.holds.pop(key, None)
             changed.add(node)
             remade.add(node)
         for node in remade:

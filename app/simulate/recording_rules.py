@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,28 +161,23 @@ def _window_rows(history: _History, rule: Rule, interval_s: float, now_s: float)
     return picked
 
 
-class SimulatedMonitoring:
-    """Prometheus and the annotator for a fixed set of nodes, driven by ``advance``."""
+class SimulatedPrometheus:
+    """Prometheus for a fixed set of nodes: it scrapes them and runs crane's recording
+    rules (module doc); ``rule_value`` is what an instant query of a rule returns."""
 
     def __init__(
         self,
-        policy: Policy,
+        metrics: Iterable[str],
         nodes: int,
         *,
         epoch_s: float,
         scrape_interval_s: float,
         rule_interval_s: float,
-        hot_value_interval_s: float,
     ) -> None:
-        self.policy = policy
         self.epoch_s = epoch_s
         self.scrape_interval_s = scrape_interval_s
         self.rule_interval_s = rule_interval_s
-        self.hot_value_interval_s = hot_value_interval_s
-        self.sync_periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
-        self._rules = {metric: rule_of(metric) for metric in self.sync_periods_s}
-        # Each period once: most steps none is due, and it takes one check per period to see.
-        self._distinct_sync_periods_s = list(dict.fromkeys(self.sync_periods_s.values()))
+        self._rules = {metric: rule_of(metric) for metric in metrics}
         self._nodes = nodes
         # What each step since the last scrape added: CPU-seconds per core, and seconds.
         self._interval: list[tuple[FloatArray, float]] = []
@@ -197,9 +192,7 @@ class SimulatedMonitoring:
         self._scrapes = 0
         self._evaluated_at_s = 0.0  # when the rules last ran (seconds since the start)
         # A day of 5-minute means at least (crane's _1d), more for a longer window.
-        longest_s = max(
-            [_DAY_S, *(r.window_s for r in self._rules.values() if r and r.window_s)]
-        )
+        longest_s = max([_DAY_S, *(r.window_s for r in self._rules.values() if r and r.window_s)])
         evaluations_per = {
             name: max(1, math.ceil(s / rule_interval_s))
             for name, s in (("avg", AVG_WINDOW_S), ("1d", longest_s))
@@ -210,29 +203,7 @@ class SimulatedMonitoring:
         self._avg_window = max(1, round(AVG_WINDOW_S / rule_interval_s))
         # One more than the window: a subquery reads the evaluation at its start too.
         self._avg = {r: _History(evaluations_per["1d"] + 1, nodes) for r in ("cpu", "mem")}
-        # What is on the nodes: per metric the written fraction and the write time.
-        self.values = {m: np.full(nodes, np.nan) for m in self.sync_periods_s}
-        self.written_at_s = {m: np.full(nodes, np.nan) for m in self.sync_periods_s}
-        self.hot_values = np.zeros(nodes, dtype=np.int64)
-        self.hot_written_at_s = np.full(nodes, np.nan)
-        self.bindings: dict[int, list[float]] = {}
-        self.sync_version = 0  # bumps whenever any metric annotation is written
-        self.hot_changed: set[int] = set()  # nodes whose hot value annotation was rewritten
-        self.hot_listeners: list[set[int]] = []  # more readers' hot_changed (classes)
-        # Bumped on a node whenever any of its annotations is rewritten.
-        self.node_version: IntArray = np.zeros(nodes, dtype=np.int64)
-        self._annotations: list[tuple[int, dict[str, str]] | None] = [None] * nodes
-        # Per metric and node, the annotation's text once made ("": none written yet,
-        # None: rewritten since), and what the last sync wrote (value, time) as floats:
-        # a rewrite of one metric re-formats that one alone, on the node read.
-        self._texts: dict[str, list[str | None]] = {m: [""] * nodes for m in self.values}
-        self._written: dict[str, tuple[list[float], list[float]]] = {}
-        self._hot_texts: list[str | None] = [""] * nodes  # the same for the hot value
-        self._longest_hot_range_s = max(
-            (entry.time_range_s for entry in policy.spec.hot_value), default=0.0
-        )
 
-    # -- what happens on the nodes ---------------------------------------------------
     def account(self, cpu_fraction: FloatArray, mem_fraction: FloatArray, seconds: float) -> None:
         """Usage (capped at capacity) during the last ``seconds``, as node fractions.
         A read-only array is taken to stay the same numbers (it may be kept as it is)."""
@@ -246,23 +217,13 @@ class SimulatedMonitoring:
         self._cpu_since_scrape_s += seconds
         self._mem_now = mem_fraction
 
-    def record_binding(self, node: int, at_s: float) -> None:
-        self.bindings.setdefault(node, []).append(at_s)
-
-    # -- the pipeline ----------------------------------------------------------------
     def advance(self, t_s: float) -> None:
-        """Run whatever is due at simulation time ``t_s`` (seconds since the start)."""
+        """Scrape and run the rules where due at ``t_s`` (seconds since the start)."""
         if is_due(t_s, self.scrape_interval_s):
             self._scrape()
         if is_due(t_s, self.rule_interval_s):
             self._evaluate_rules()
             self._evaluated_at_s = t_s
-        due_periods_s = [p for p in self._distinct_sync_periods_s if is_due(t_s, p)]
-        if due_periods_s:
-            due = [m for m, period_s in self.sync_periods_s.items() if period_s in due_periods_s]
-            self._sync(due, t_s)
-        if is_due(t_s, self.hot_value_interval_s):
-            self._publish_hot_values(t_s)
 
     def _scrape(self) -> None:
         interval, self._interval = self._interval, []
@@ -311,9 +272,80 @@ class SimulatedMonitoring:
             return _quantile_ignoring_nan(rows, rule.quantile)
         return _max_ignoring_nan(rows)
 
+
+class SimulatedMonitoring:
+    """Prometheus (``SimulatedPrometheus``) and the annotator for a fixed set of nodes,
+    driven by ``advance``: the annotator's syncs and hot values, and the annotations
+    the load model reads."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        nodes: int,
+        *,
+        epoch_s: float,
+        scrape_interval_s: float,
+        rule_interval_s: float,
+        hot_value_interval_s: float,
+    ) -> None:
+        self.policy = policy
+        self.epoch_s = epoch_s
+        self.hot_value_interval_s = hot_value_interval_s
+        self.sync_periods_s = {entry.name: entry.period_s for entry in policy.spec.sync_policy}
+        self.prometheus = SimulatedPrometheus(
+            self.sync_periods_s,
+            nodes,
+            epoch_s=epoch_s,
+            scrape_interval_s=scrape_interval_s,
+            rule_interval_s=rule_interval_s,
+        )
+        # Each period once: most steps none is due, and it takes one check per period to see.
+        self._distinct_sync_periods_s = list(dict.fromkeys(self.sync_periods_s.values()))
+        self._nodes = nodes
+        # What is on the nodes: per metric the written fraction and the write time.
+        self.values = {m: np.full(nodes, np.nan) for m in self.sync_periods_s}
+        self.written_at_s = {m: np.full(nodes, np.nan) for m in self.sync_periods_s}
+        self.hot_values = np.zeros(nodes, dtype=np.int64)
+        self.hot_written_at_s = np.full(nodes, np.nan)
+        self.bindings: dict[int, list[float]] = {}
+        self.sync_version = 0  # bumps whenever any metric annotation is written
+        self.hot_changed: set[int] = set()  # nodes whose hot value annotation was rewritten
+        self.hot_listeners: list[set[int]] = []  # more readers' hot_changed (classes)
+        # Bumped on a node whenever any of its annotations is rewritten.
+        self.node_version: IntArray = np.zeros(nodes, dtype=np.int64)
+        self._annotations: list[tuple[int, dict[str, str]] | None] = [None] * nodes
+        # Per metric and node, the annotation's text once made ("": none written yet,
+        # None: rewritten since), and what the last sync wrote (value, time) as floats:
+        # a rewrite of one metric re-formats that one alone, on the node read.
+        self._texts: dict[str, list[str | None]] = {m: [""] * nodes for m in self.values}
+        self._written: dict[str, tuple[list[float], list[float]]] = {}
+        self._hot_texts: list[str | None] = [""] * nodes  # the same for the hot value
+        self._longest_hot_range_s = max(
+            (entry.time_range_s for entry in policy.spec.hot_value), default=0.0
+        )
+
+    # -- what happens on the nodes ---------------------------------------------------
+    def account(self, cpu_fraction: FloatArray, mem_fraction: FloatArray, seconds: float) -> None:
+        """Usage during the last ``seconds``, as node fractions (``SimulatedPrometheus``)."""
+        self.prometheus.account(cpu_fraction, mem_fraction, seconds)
+
+    def record_binding(self, node: int, at_s: float) -> None:
+        self.bindings.setdefault(node, []).append(at_s)
+
+    # -- the pipeline ----------------------------------------------------------------
+    def advance(self, t_s: float) -> None:
+        """Run whatever is due at simulation time ``t_s`` (seconds since the start)."""
+        self.prometheus.advance(t_s)
+        due_periods_s = [p for p in self._distinct_sync_periods_s if is_due(t_s, p)]
+        if due_periods_s:
+            due = [m for m, period_s in self.sync_periods_s.items() if period_s in due_periods_s]
+            self._sync(due, t_s)
+        if is_due(t_s, self.hot_value_interval_s):
+            self._publish_hot_values(t_s)
+
     def _sync(self, metrics: list[str], t_s: float) -> None:
         for metric in metrics:
-            fresh = self.rule_value(metric)
+            fresh = self.prometheus.rule_value(metric)
             if not math.isnan(fresh.sum()):
                 self._sync_every_node(metric, fresh, t_s)
                 continue

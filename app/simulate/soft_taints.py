@@ -79,7 +79,7 @@ class TaintRound:
 
 # A node's Measurement with the annotations' version, the metrics' writes
 # (``sync_version``) and the instant it was taken at, the metrics' texts it was read
-# from and its ``freshest_sample_s`` (``SimulatedSoftTaints._measurement``).
+# from and its ``freshest_sample_s`` (``NodeHeats._measurement``).
 _Measured = tuple[int, int, float, tuple[str | None, ...], Measurement, float | None]
 
 
@@ -159,8 +159,9 @@ class SimulatedSoftTaints:
         self.settings = settings or SoftTaintSettings()
         self._pipeline = pipeline
         self._estimate = estimate
-        # Nodes whose estimate may be non-zero: those told changed since it was last empty.
-        self._estimated: set[int] = set()
+        self._heats = NodeHeats(
+            policy, self._policies, pipeline, estimate, self.settings.release_margin
+        )
         self._names = node_names
         self._index = {name: index for index, name in enumerate(node_names)}
         self._limits = _limits_by_metric(self._policies, policy, pipeline.sync_periods_s)
@@ -171,10 +172,6 @@ class SimulatedSoftTaints:
         self._warm_at_s: dict[str, float] = {}
         self.rounds: list[TaintRound] = []
         self.heats: dict[str, NodeHeat] = {}  # what the last sync judged, per node read
-        # Per node, its last Measurement (``_measurement``): the estimate and both
-        # judgements (with and without the next pod) read it.
-        self._measured: list[_Measured | None] = [None] * len(node_names)
-        self._metrics = [metric for metric, _ in policy.metric_windows]  # what it reads
         # Nodes of the same allocatable (and limits: a node pool's) take the same next
         # pod: judged once per kind.
         kinds: dict[tuple[Resources, tuple[tuple[str, float], ...]], int] = {}
@@ -190,9 +187,6 @@ class SimulatedSoftTaints:
         self._next: list[dict[str, float]] = [{} for _ in self._kinds]
         self._wave_kinds: list[PodKind] | None = None
         self._lines: dict[str, float | npt.NDArray[np.float64]] | None = None
-        self._judged: list[_Judged | None] = [None] * len(node_names)
-        # Per node, its last heat judged without an estimate, while it holds (``_heat``).
-        self._settled: list[_Settled | None] = [None] * len(node_names)
         # The last decision the clock entered only through the memory (``_decide``).
         self._last_decided: _Decided | None = None
         # The decisions ``tainted`` was last set from, and per screen line the nodes
@@ -211,7 +205,7 @@ class SimulatedSoftTaints:
         now_s = self._pipeline.epoch_s + t_s
         wave: tuple[PlacedPod, ...] = ()
         if self._estimate is not None:
-            self._estimated |= self._estimate.changed_nodes(t_s)
+            self._heats.estimated |= self._estimate.changed_nodes(t_s)
             if self._kinds:
                 wave = wave_of(self._estimate.recent_pods(t_s), self.policy, now_s)
         # The next pod depends on the kinds of the wave's pods, not on when they were bound.
@@ -221,7 +215,7 @@ class SimulatedSoftTaints:
             self._wave_kinds = wave_kinds
             self._lines = None
         heats = {
-            self._names[node]: self._heat(node, t_s, now_s)
+            self._names[node]: self._heats.heat(node, t_s, now_s, self._ahead(node))
             for node in np.flatnonzero(self._may_be_tainted()).tolist()
         }
         self.heats = heats
@@ -243,9 +237,9 @@ class SimulatedSoftTaints:
         but in its clock. The clock enters a decision only through a tainted node
         judged cool (its hold, counted from its memory) and the memory itself (``now_s``
         for each node kept tainted and not cool). So after a round with no tainted node
-        judged cool, the same heats (the very objects: ``_heat`` reuses them) with the
-        same nodes tainted give the same decisions, and the same nodes keep the taint
-        with ``now_s`` as their memory."""
+        judged cool, the same heats (the very objects: ``NodeHeats.heat`` reuses them)
+        with the same nodes tainted give the same decisions, and the same nodes keep the
+        taint with ``now_s`` as their memory."""
         last = self._last_decided
         warm = self._warm_at_s
         if (
@@ -277,8 +271,8 @@ class SimulatedSoftTaints:
                 near_a_limit |= self._pipeline.values[metric] > line
             above = self._above = (self._pipeline.sync_version, self._lines, near_a_limit)
         near = self.tainted | above[2]
-        if self._estimated:
-            near[list(self._estimated)] = True
+        if self._heats.estimated:
+            near[list(self._heats.estimated)] = True
         return near
 
     def _screen_lines(self) -> dict[str, float | npt.NDArray[np.float64]]:
@@ -296,28 +290,61 @@ class SimulatedSoftTaints:
             lines[metric] = line
         return lines
 
-    def _heat(self, node: int, t_s: float, now_s: float) -> NodeHeat:
-        """The node's heat: the last one judged without an estimate while nothing it
-        was judged from moved (``_Settled``), else judged afresh."""
-        ahead = self._next[int(self._kind_of[node])] if self._kinds else {}
+    def _ahead(self, node: int) -> dict[str, float]:
+        """The wave's next pod on the node, as fractions of its allocatable."""
+        return self._next[int(self._kind_of[node])] if self._kinds else {}
+
+
+class NodeHeats:
+    """Each node's heat for the soft-taint rule (``judge_measured``), from its kept
+    Measurement, reused while what it was judged from holds (module doc)."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        policies: Sequence[Policy],
+        pipeline: SimulatedMonitoring,
+        estimate: UnsampledUsage | None,
+        release_margin: float,
+    ) -> None:
+        self.policy = policy
+        self._policies = policies  # per node: its node pool's
+        self._pipeline = pipeline
+        self._estimate = estimate
+        self._release_margin = release_margin
+        nodes = len(policies)
+        # Nodes whose estimate may be non-zero: those told changed since it was last empty.
+        self.estimated: set[int] = set()
+        # Per node, its last Measurement (``_measurement``): the estimate and both
+        # judgements (with and without the next pod) read it.
+        self._measured: list[_Measured | None] = [None] * nodes
+        self._metrics = [metric for metric, _ in policy.metric_windows]  # what it reads
+        self._judged: list[_Judged | None] = [None] * nodes
+        # Per node, its last heat judged without an estimate, while it holds (``heat``).
+        self._settled: list[_Settled | None] = [None] * nodes
+
+    def heat(self, node: int, t_s: float, now_s: float, ahead: dict[str, float]) -> NodeHeat:
+        """The node's heat with ``ahead``, the wave's next pod, on it: the last one
+        judged without an estimate while nothing it was judged from moved
+        (``_Settled``), else judged afresh."""
         version = int(self._pipeline.node_version[node])
         settled = self._settled[node]
         if (
             settled is not None
             and settled.version == version
             and settled.taken_s <= now_s < settled.changes_at_s
-            and node not in self._estimated
+            and node not in self.estimated
             and settled.ahead == ahead
         ):
             return settled.heat
         measured = self._measurement(node, version, now_s)
         measurement = measured[4]
         unsampled = None
-        if node in self._estimated:
+        if node in self.estimated:
             assert self._estimate is not None
             unsampled = self._estimate.unsampled_after(node, t_s, measured[5], partly_sampled=True)
             if not unsampled:
-                self._estimated.discard(node)
+                self.estimated.discard(node)
         heat = self._judge(node, measurement, unsampled, ahead)
         self._settled[node] = (
             _Settled(version, now_s, measurement.changes_at_s, ahead, heat)
@@ -343,7 +370,7 @@ class SimulatedSoftTaints:
             and judged.readings == measurement.readings
         ):
             return judged.heat
-        margin = self.settings.release_margin
+        margin = self._release_margin
         heat = judge_measured(measurement, self._policies[node], margin, unsampled, ahead)
         self._judged[node] = _Judged(measurement.readings, unsampled, ahead, heat)
         return heat

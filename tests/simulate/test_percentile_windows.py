@@ -88,13 +88,13 @@ def test_a_percentile_is_that_quantile_of_the_5m_means_in_its_window() -> None:
         t_s = step * STEP_S
         monitoring.advance(t_s)
         if step % 2 == 0:
-            means.append(float(monitoring.rule_value("cpu_usage_avg_5m")[0]))
+            means.append(float(monitoring.prometheus.rule_value("cpu_usage_avg_5m")[0]))
         usage = np.array([draw.randrange(9) / 8])
         monitoring.account(usage, usage, STEP_S)
     hour = [m for m in means[-60:] if not math.isnan(m)]
     assert len(hour) == 60
     for metric, quantile in (("cpu_usage_p90_avg_1h", 0.90), ("cpu_usage_p95_avg_1h", 0.95)):
-        got = float(monitoring.rule_value(metric)[0])
+        got = float(monitoring.prometheus.rule_value(metric)[0])
         assert got == pytest.approx(prometheus_quantile(quantile, hour), abs=1e-12), metric
     # The day so far, a mean every 5 minutes (the evaluations on each 5-minute mark of
     # Unix time: a subquery [1d:5m]); the first evaluations have no mean yet, ignored
@@ -103,7 +103,7 @@ def test_a_percentile_is_that_quantile_of_the_5m_means_in_its_window() -> None:
     marks = [m for i, m in enumerate(means) if (i * RULE_S) % 300 == 0]
     day = [m for m in marks if not math.isnan(m)]
     assert len(day) == 2 * 12  # two hours' marks, the first without a mean yet
-    got = float(monitoring.rule_value("mem_usage_p95_avg_1d")[0])
+    got = float(monitoring.prometheus.rule_value("mem_usage_p95_avg_1d")[0])
     assert got == pytest.approx(prometheus_quantile(0.95, day), abs=1e-12)
     every = [m for m in means if not math.isnan(m)]
     assert got != pytest.approx(prometheus_quantile(0.95, every), abs=1e-6)  # not every one
@@ -134,9 +134,9 @@ def test_a_window_longer_than_a_day_keeps_that_much_history() -> None:
         busy = 0.8 if step * STEP_S < 20 * 3600 else 0.1  # high for the first 20 hours
         monitoring.account(np.array([busy]), np.array([busy]), STEP_S)
     # Two days in, the first 20 hours (over 40 % of the window) still count for p90 ...
-    assert float(monitoring.rule_value("cpu_usage_p90_avg_2d")[0]) == pytest.approx(0.8)
+    assert float(monitoring.prometheus.rule_value("cpu_usage_p90_avg_2d")[0]) == pytest.approx(0.8)
     # ... while the last day alone has forgotten them.
-    assert float(monitoring.rule_value("cpu_usage_max_avg_1d")[0]) == pytest.approx(0.1)
+    assert float(monitoring.prometheus.rule_value("cpu_usage_max_avg_1d")[0]) == pytest.approx(0.1)
 
 
 def test_a_scenario_policy_filtering_on_p95_simulates_with_every_window_on_every_node() -> None:

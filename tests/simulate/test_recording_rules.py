@@ -125,7 +125,7 @@ def test_every_5m_average_is_the_mean_of_the_last_five_rule_samples(
         if step % 2 == 0:  # a rule evaluation at t
             samples.append(usage[step - 1] if step > 0 else math.nan)
             window = [s for s in samples[-5:] if not math.isnan(s)]
-            got = float(pipeline.rule_value("cpu_usage_avg_5m")[0])
+            got = float(pipeline.prometheus.rule_value("cpu_usage_avg_5m")[0])
             if window:
                 assert got == sum(window) / len(window)
             else:
@@ -144,7 +144,7 @@ def test_an_array_changed_in_place_between_steps_is_accounted_as_changed() -> No
         usage[:] = [0.25 + step / 20, 0.5]
         pipelines[0].account(usage, usage, STEP_S)
         pipelines[1].account(usage.copy(), usage.copy(), STEP_S)
-    in_place, copied = (p.rule_value("cpu_usage_avg_5m").tolist() for p in pipelines)
+    in_place, copied = (p.prometheus.rule_value("cpu_usage_avg_5m").tolist() for p in pipelines)
     assert in_place == copied
     assert copied[0] != 0.25
 
