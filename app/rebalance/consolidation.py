@@ -5,23 +5,28 @@ A node is a candidate when it is Ready and schedulable, no autoscaler opt-out is
 (``cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"``, Karpenter's
 ``karpenter.sh/do-not-disrupt: "true"``), its real usage has a fresh reading at or below
 ``consolidation.thresholds`` and its pods' requests are at or below
-``consolidation.requestThresholds``, every resource. Candidates are tried the least
-requested first. A node is drained only if **every** pod on it that must move (all but
-DaemonSet and mirror pods, which go with the node) may be evicted (no opt-out, no
-protection, the PDBs and the per-workload limits of ``RunBudget``) and has a
-destination: the same ``Rules`` and ``Room`` reservations as the hot-spot planner
-(``destinations``): its requests free, its real usage added under the destination's
-``targetThresholds`` (a destination never becomes hot), the extender's load filter
-passed with the pod's estimate. The fullest destination that takes a pod is chosen, so
-pods pack onto used nodes rather than waking the next idle one. A drain that would
-leave the remaining nodes less unrequested capacity than ``consolidation.minSpare``
-is not made: the floor of spare capacity (the nodes the autoscaler is about to remove,
-tainted ``DeletionCandidateOfClusterAutoscaler``, ``ToBeDeletedByClusterAutoscaler`` or
+``consolidation.requestThresholds``, every resource. Candidates are tried the smallest
+nodes first (``packing_rooms.size_class``), the least requested first among nodes of one
+size: with mixed sizes the nodes left hold the pods in the fewest nodes when the small
+ones go, and a node's pods then go to the large nodes that stay. A node is drained only
+if **every** pod on it that must move (all but DaemonSet and mirror pods, which go with
+the node) may be evicted (no opt-out, no protection, the PDBs and the per-workload
+limits of ``RunBudget``) and has a destination: the same ``Rules`` and ``Room``
+reservations as the hot-spot planner (``destinations``): its requests free, its real
+usage added under the destination's ``targetThresholds`` (a destination never becomes
+hot), the extender's load filter passed with the pod's estimate. The largest destination
+that takes a pod is chosen, the fullest among those of one size, so pods pack onto used
+nodes rather than waking the next idle one, and onto the nodes that stay rather than
+filling small nodes past ``requestThresholds`` (which would leave a large node half
+empty and undrainable). A drain that would leave the remaining nodes less unrequested
+capacity than ``consolidation.minSpare`` is not made: the floor of spare capacity (the
+nodes the autoscaler is about to remove, tainted
+``DeletionCandidateOfClusterAutoscaler``, ``ToBeDeletedByClusterAutoscaler`` or
 ``karpenter.sh/disrupted``, are neither counted in it nor candidates nor destinations);
-nor one that would leave less unrequested
-room than the largest rise in demand seen within the autoscaler's time to bring a node
-(``rise.py``): the pods of such a rise would wait for one. All or nothing per node: one
-pod without a home keeps the whole node, and nothing of it is evicted.
+nor one that would leave less unrequested room than the largest rise in demand seen
+within the autoscaler's time to bring a node (``rise.py``): the pods of such a rise
+would wait for one. All or nothing per node: one pod without a home keeps the whole
+node, and nothing of it is evicted.
 
 A drain may take several runs: the per-workload limits (``maxMigratingPerWorkload``,
 ``maxUnavailablePerWorkload``, ``workloadCooldown``) and the PDBs let only some of a
@@ -50,7 +55,7 @@ from app.rebalance.destinations import (
 )
 from app.rebalance.measure import NodeUsage, measure_nodes
 from app.rebalance.outcome import PlannedEviction, SkipCode
-from app.rebalance.packing_rooms import PackingRooms
+from app.rebalance.packing_rooms import PackingRooms, size_class
 from app.rebalance.placement import Placements
 from app.rebalance.run_guards import RunBudget
 from app.rebalance.usage import UsageSource, pod_usage, usage_sources
@@ -207,7 +212,9 @@ def plan_consolidation(
     if not candidates and not going:
         result.notes.append("consolidation: no node is underused by requests and real usage")
         return result
-    candidates.sort(key=lambda n: (_request_share(n, requested[n.name]), n.name))
+    candidates.sort(
+        key=lambda n: (size_class(n), _request_share(n, requested[n.name]), n.name)
+    )
     rules = Rules(
         config,
         policy,

@@ -12,7 +12,7 @@ import pytest
 from app.objects.pods import PodInfo
 from app.rebalance import SkipCode, plan_consolidation
 from app.rebalance.config import ConfigError, config_from_mapping
-from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
+from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node, pod
 
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
@@ -189,3 +189,42 @@ def test_pods_waiting_for_a_node_count_against_the_floor() -> None:
     handed = plan_consolidation(cluster(nodes, pods), floor, POLICY, NOW,
                                 pending=waiting.requests)  # fmt: skip
     assert handed.drains == []
+
+
+def test_mixed_sizes_drain_the_small_node_onto_the_large_one() -> None:
+    """A 40-core node 10 % requested and a 10-core one 20 % requested are both
+    candidates: the small one is tried first and its pods go to the large one (the
+    largest destination first), though the large one is the less requested. Tried the
+    other way (the least requested first, the fullest destination), the large node's
+    pods filled the small ones past requestThresholds, and a night of mixed sizes kept
+    more nodes than its requests need (tests/fixtures/simulate/diurnal-mixed-nodes.yaml)."""
+    from app.objects import Resources
+
+    large = dataclasses.replace(node("large", 0.05, 0.1), allocatable=Resources(40.0, 256 * GI))
+    nodes = [large, node("small-a", 0.05, 0.1), node("small-b", 0.35, 0.2)]
+    pods = [
+        *(pod(f"l-{i}", "large", cpu=1.0, owner="rs-web") for i in range(4)),
+        *(pod(f"a-{i}", "small-a", cpu=1.0, owner="rs-web") for i in range(2)),
+        *(pod(f"b-{i}", "small-b", cpu=1.0, owner="rs-web") for i in range(5)),
+    ]
+    usage = {p.key: Resources(0.2, 0.5 * GI) for p in pods}
+    result = plan_consolidation(cluster(nodes, pods, usage), consolidating(), POLICY, NOW)
+    assert [drain.node for drain in result.drains] == ["small-a"]
+    assert {e.destination for e in result.evictions} == {"large"}
+
+
+@pytest.mark.parametrize(
+    ("cpu", "memory_gib", "same_as"),
+    [(8.0, 32.0, (7.9, 31.2)), (32.0, 128.0, (31.5, 125.0)), (16.0, 64.0, (15.89, 62.8))],
+)
+def test_nodes_of_one_type_share_a_size_class_whatever_small_allocatable_differences(
+    cpu: float, memory_gib: float, same_as: tuple[float, float]
+) -> None:
+    from app.objects import Resources
+    from app.rebalance.packing_rooms import size_class
+
+    def sized(c: float, m: float) -> Any:
+        return dataclasses.replace(node("n", 0.1), allocatable=Resources(c, m * GI))
+
+    assert size_class(sized(cpu, memory_gib)) == size_class(sized(*same_as))
+    assert size_class(sized(cpu, memory_gib)) < size_class(sized(2 * cpu, 2 * memory_gib))
