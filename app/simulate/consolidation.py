@@ -45,7 +45,9 @@ if TYPE_CHECKING:
     from app.simulate.soft_taints import SimulatedSoftTaints
 
 
-_DELETION_CANDIDATE = Taint("DeletionCandidateOfClusterAutoscaler", None, "PreferNoSchedule")
+def _deletion_candidate(since_s: float, cluster: ClusterState) -> Taint:
+    at_s = cluster.pipeline.epoch_s + since_s
+    return Taint("DeletionCandidateOfClusterAutoscaler", str(int(at_s)), "PreferNoSchedule")
 
 
 class ConsolidatingRebalancer(PlannerRebalancer):
@@ -117,12 +119,13 @@ class ConsolidatingRebalancer(PlannerRebalancer):
                     and not usable[index_of[name]]}  # fmt: skip
         # The cluster autoscaler's soft taint on the nodes it finds unneeded (it removes
         # them after scaleDownUnneeded): consolidation counts no room there.
-        unneeded = (~np.isnan(autoscaler.unneeded_since_s)).tolist()
+        # Its value is the Unix time it was set, as the cluster autoscaler writes it.
+        since_s = autoscaler.unneeded_since_s.tolist()
         nodes = {
             name: replace(info, unschedulable=True)
             if name in draining
-            else replace(info, taints=(*info.taints, _DELETION_CANDIDATE))
-            if unneeded[index_of[name]]
+            else replace(info, taints=(*info.taints, _deletion_candidate(since_s[i], cluster)))
+            if not math.isnan(since_s[i := index_of[name]])
             else info
             for name, info in view.nodes.items()
             if running[index_of[name]]
