@@ -325,7 +325,7 @@ def plan_consolidation(
     if len(tried) < len(candidates):
         result.notes.append(
             f"consolidation: {len(tried)} of {len(candidates)} candidates tried this run "
-            f"(maxCandidatesPerRun; the least requested, then a window that moves each run)"
+            f"(maxCandidatesPerRun; the first in order, then a window that moves each run)"
         )
     held: NodeInfo | None = None  # a candidate whose pods may not go yet
     for node in tried:
