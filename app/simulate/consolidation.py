@@ -13,8 +13,9 @@ descheduler does: the nodes left under ``minSpare``, the pods waiting for a node
 counted). The pods pending are handed to the planner as the live view holds them.
 
 Nodes the simulated autoscaler finds unneeded carry the cluster autoscaler's
-``DeletionCandidateOfClusterAutoscaler`` taint in the view, as in a real cluster:
-consolidation counts no room there. The rise consolidation keeps room for
+``DeletionCandidateOfClusterAutoscaler`` taint in the view, its value the Unix time
+they became unneeded, as in a real cluster: consolidation counts no room there, and
+starts no new drain while the autoscaler removes them. The rise consolidation keeps room for
 (``app.rebalance.rise``) comes from a ``DemandHistory`` fed each run, as the live
 descheduler's is, with the requests of the pods bound or pending. A live descheduler has
 watched the cluster before: the history starts with the scenario's own run before it
