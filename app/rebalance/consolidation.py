@@ -48,7 +48,7 @@ import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
+from app.objects import RESOURCES, NodeInfo, PodInfo, Resources, Taint
 from app.policy import Policy
 from app.rebalance.classes import classify_all
 from app.rebalance.config import DeschedulerConfig
@@ -74,10 +74,11 @@ __all__ = ["ConsolidationPlan", "KeptNode", "NodeDrain", "plan_consolidation"]
 SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 # The taints a node autoscaler puts on the nodes it is about to remove: the cluster
 # autoscaler's on an unneeded node and on one it deletes, Karpenter's on one it disrupts.
+KARPENTER_DISRUPTED = "karpenter.sh/disrupted"
 AUTOSCALER_REMOVAL_TAINTS = (
     "DeletionCandidateOfClusterAutoscaler",
     "ToBeDeletedByClusterAutoscaler",
-    "karpenter.sh/disrupted",
+    KARPENTER_DISRUPTED,
 )
 
 
@@ -92,21 +93,22 @@ def removing_on_its_own(
         for node in nodes
         if node.name not in draining
         and any(
-            t.key in AUTOSCALER_REMOVAL_TAINTS and _set_within(t.value, now_s, fresh_s)
+            t.key in AUTOSCALER_REMOVAL_TAINTS and _set_within(t, now_s, fresh_s)
             for t in node.taints
         )
     ]
 
 
-def _set_within(value: str | None, now_s: float, within_s: float) -> bool:
+def _set_within(taint: Taint, now_s: float, within_s: float) -> bool:
     """Whether a removal taint was set within ``within_s`` of now: the cluster
-    autoscaler's value is the Unix time it set it; Karpenter's carries none (fresh: it
-    goes with the node). A value that is no time, or one further than ``within_s`` from
-    now either way, is not counted: a stray taint cannot hold consolidation for good."""
-    if not value:
-        return True
+    autoscaler's value is the Unix time it set it; Karpenter's ``karpenter.sh/disrupted``
+    carries none (counted: it goes with the node). A value that is no time, one further
+    than ``within_s`` from now either way, or a cluster autoscaler taint without one is
+    not counted: a stray taint cannot hold consolidation for good."""
+    if not taint.value:
+        return taint.key == KARPENTER_DISRUPTED
     try:
-        set_s = float(value)
+        set_s = float(taint.value)
     except ValueError:
         return False
     return math.isfinite(set_s) and abs(now_s - set_s) <= within_s

@@ -303,14 +303,23 @@ def test_no_new_drain_while_the_node_autoscaler_removes_nodes_of_its_own() -> No
 
 
 @pytest.mark.parametrize(
-    ("value", "fresh"),
-    [(None, True), ("", True), (str(int(NOW - 60)), True), (str(int(NOW - 7200)), False),
-     (str(int(NOW + 7200)), False), ("soon", False), ("nan", False), ("1e400", False)],
+    ("key", "value", "fresh"),
+    [("ToBeDeletedByClusterAutoscaler", str(int(NOW - 60)), True),
+     ("DeletionCandidateOfClusterAutoscaler", str(int(NOW - 60)), True),
+     ("ToBeDeletedByClusterAutoscaler", str(int(NOW - 7200)), False),
+     ("ToBeDeletedByClusterAutoscaler", str(int(NOW + 7200)), False),
+     ("ToBeDeletedByClusterAutoscaler", "soon", False),
+     ("ToBeDeletedByClusterAutoscaler", "nan", False),
+     ("ToBeDeletedByClusterAutoscaler", "1e400", False),
+     ("ToBeDeletedByClusterAutoscaler", None, False),
+     ("karpenter.sh/disrupted", None, True), ("karpenter.sh/disrupted", "", True)],
 )  # fmt: skip
-def test_a_removal_taint_counts_while_its_time_is_fresh(value: str | None, fresh: bool) -> None:
+def test_a_removal_taint_counts_while_its_time_is_fresh(
+    key: str, value: str | None, fresh: bool
+) -> None:
     from app.rebalance.consolidation import removing_on_its_own
 
-    taint = Taint("ToBeDeletedByClusterAutoscaler", value, "NoSchedule")
+    taint = Taint(key, value, "NoSchedule")
     tainted = [node("n", 0.05, taints=[taint])]
     assert removing_on_its_own(tainted, (), NOW, 1800.0) == (["n"] if fresh else [])
     assert removing_on_its_own(tainted, {"n"}, NOW, 1800.0) == []  # drained by loadaware
