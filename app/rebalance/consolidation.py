@@ -318,11 +318,14 @@ def plan_consolidation(
                            int(now_s // config.interval))  # fmt: skip
     own = removing_on_its_own(nodes, draining, now_s, config.consolidation.abandon_after)
     if own and tried:
+        some = f"{', '.join(own[:3])}{', ...' if len(own) > 3 else ''}"
         result.notes.append(
             f"consolidation: the node autoscaler is removing {len(own)} node(s) of its own "
-            f"({', '.join(own[:3])}{', ...' if len(own) > 3 else ''}): no new drain until "
+            f"({some}): no new drain until "
             "it has (drains under way go on)"
         )
+        why = f"waits while the node autoscaler removes nodes of its own ({some})"
+        result.kept.extend(KeptNode(node.name, None, why) for node in tried)
         return result
     if len(tried) < len(candidates):
         result.notes.append(

@@ -292,6 +292,9 @@ def test_no_new_drain_while_the_node_autoscaler_removes_nodes_of_its_own() -> No
     )
     assert paused.drains == []
     assert "the node autoscaler is removing 1 node(s) of its own (going)" in paused.notes[-1]
+    assert {k.node: k.reason for k in paused.kept}["idle"].startswith(
+        "waits while the node autoscaler removes nodes of its own"
+    )
     # a taint set longer ago than abandonAfter (30m): the autoscaler is not removing it
     stale = plan_consolidation(
         cluster([*nodes, candidate_of_the_autoscaler(NOW - 7200)], pods),
