@@ -16,13 +16,14 @@ T (the extender's packing score; ``default+autoscaler`` uses no extender).
 ``--no-history`` starts the simulated descheduler's demand history empty (a descheduler
 just installed: no rise seen yet) instead of with the scenario's day before it.
 
-After the rows, the request floor: the fewest node-hours any layout that holds the
-pods' requests can run (``request_floor_node_hours``), and so the most any
-request-feasible consolidation can save on the scenario. After each scenario one line says which parts of issue 43's bar hold over the seeds: at
-least 20 % fewer node-hours than ``default+autoscaler`` on every seed, no more harm, at
-most 10 % more pending pod-minutes in all, no PDB violation, no opted-out pod evicted by
-the descheduler. The exit status is 0 whatever they say (a report, not a gate; the test
-``tests/simulate/test_consolidation_bar.py`` pins the bar on fewer seeds).
+After the rows, the request floor: the fewest node-hours any layout that holds the pods'
+requests can run (``request_floor_node_hours``), and so the most any request-feasible
+consolidation can save on the scenario. Then one line says which parts of issue 43's bar
+hold over the seeds: at least 20 % fewer node-hours than ``default+autoscaler`` on every
+seed, no more harm, at most 10 % more pending pod-minutes in all, no PDB violation, no
+opted-out pod evicted by the descheduler. The exit status is 0 whatever they say (a
+report, not a gate; the test ``tests/simulate/test_consolidation_bar.py`` pins the bar
+on fewer seeds).
 """
 
 from __future__ import annotations
