@@ -247,8 +247,8 @@ class Consolidation(_Section):
         default=50,
         ge=1,
         description="Candidates a run tries at most (a bound on its work at thousands of "
-        "nodes): the least requested half, then a window over the others that moves each "
-        "run.",
+        "nodes): the first half in the order tried (the smallest nodes, the least requested "
+        "first), then a window over the others that moves each run.",
     )
     abandon_after: DurationS = Field(
         default=1800.0,

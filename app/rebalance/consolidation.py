@@ -5,23 +5,34 @@ A node is a candidate when it is Ready and schedulable, no autoscaler opt-out is
 (``cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"``, Karpenter's
 ``karpenter.sh/do-not-disrupt: "true"``), its real usage has a fresh reading at or below
 ``consolidation.thresholds`` and its pods' requests are at or below
-``consolidation.requestThresholds``, every resource. Candidates are tried the least
-requested first. A node is drained only if **every** pod on it that must move (all but
-DaemonSet and mirror pods, which go with the node) may be evicted (no opt-out, no
-protection, the PDBs and the per-workload limits of ``RunBudget``) and has a
-destination: the same ``Rules`` and ``Room`` reservations as the hot-spot planner
-(``destinations``): its requests free, its real usage added under the destination's
-``targetThresholds`` (a destination never becomes hot), the extender's load filter
-passed with the pod's estimate. The fullest destination that takes a pod is chosen, so
-pods pack onto used nodes rather than waking the next idle one. A drain that would
-leave the remaining nodes less unrequested capacity than ``consolidation.minSpare``
-is not made: the floor of spare capacity (the nodes the autoscaler is about to remove,
-tainted ``DeletionCandidateOfClusterAutoscaler``, ``ToBeDeletedByClusterAutoscaler`` or
+``consolidation.requestThresholds``, every resource. Candidates are tried the smallest
+nodes first (``packing_rooms.size_class``), the least requested first among nodes of one
+size: with mixed sizes the nodes left hold the pods in the fewest nodes when the small
+ones go, and a node's pods then go to the large nodes that stay. For that, a node's
+requests are read against the allocatable of the largest node that stays (its own on
+nodes of one size), and while a smaller candidate waits only for the per-workload limits
+or a PDB, no larger one is drained in its place. A node is drained only
+if **every** pod on it that must move (all but DaemonSet and mirror pods, which go with
+the node) may be evicted (no opt-out, no protection, the PDBs and the per-workload
+limits of ``RunBudget``) and has a destination: the same ``Rules`` and ``Room``
+reservations as the hot-spot planner (``destinations``): its requests free, its real
+usage added under the destination's ``targetThresholds`` (a destination never becomes
+hot), the extender's load filter passed with the pod's estimate. The largest destination
+that takes a pod is chosen, the fullest among those of one size, so pods pack onto used
+nodes rather than waking the next idle one, and onto the nodes that stay rather than
+filling small nodes past ``requestThresholds`` (which would leave a large node half
+empty and undrainable). A drain that would leave the remaining nodes less unrequested
+capacity than ``consolidation.minSpare`` is not made: the floor of spare capacity (the
+nodes the autoscaler is about to remove, tainted
+``DeletionCandidateOfClusterAutoscaler``, ``ToBeDeletedByClusterAutoscaler`` or
 ``karpenter.sh/disrupted``, are neither counted in it nor candidates nor destinations);
-nor one that would leave less unrequested
-room than the largest rise in demand seen within the autoscaler's time to bring a node
-(``rise.py``): the pods of such a rise would wait for one. All or nothing per node: one
-pod without a home keeps the whole node, and nothing of it is evicted.
+nor one that would leave less unrequested room than the largest rise in demand seen
+within the autoscaler's time to bring a node (``rise.py``): the pods of such a rise
+would wait for one. All or nothing per node: one pod without a home keeps the whole
+node, and nothing of it is evicted. No new drain starts while the node autoscaler is
+removing nodes of its own (``removing_on_its_own``): the two would take capacity away at
+once, each on a picture the other is changing; consolidation plans on what the
+autoscaler leaves, and drains under way go on.
 
 A drain may take several runs: the per-workload limits (``maxMigratingPerWorkload``,
 ``maxUnavailablePerWorkload``, ``workloadCooldown``) and the PDBs let only some of a
@@ -33,10 +44,11 @@ for the autoscaler to remove; the caller removes the taint when it gives the dra
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from app.objects import RESOURCES, NodeInfo, PodInfo, Resources
+from app.objects import RESOURCES, NodeInfo, PodInfo, Resources, Taint
 from app.policy import Policy
 from app.rebalance.classes import classify_all
 from app.rebalance.config import DeschedulerConfig
@@ -50,7 +62,7 @@ from app.rebalance.destinations import (
 )
 from app.rebalance.measure import NodeUsage, measure_nodes
 from app.rebalance.outcome import PlannedEviction, SkipCode
-from app.rebalance.packing_rooms import PackingRooms
+from app.rebalance.packing_rooms import PackingRooms, size_class
 from app.rebalance.placement import Placements
 from app.rebalance.run_guards import RunBudget
 from app.rebalance.usage import UsageSource, pod_usage, usage_sources
@@ -62,11 +74,44 @@ __all__ = ["ConsolidationPlan", "KeptNode", "NodeDrain", "plan_consolidation"]
 SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 # The taints a node autoscaler puts on the nodes it is about to remove: the cluster
 # autoscaler's on an unneeded node and on one it deletes, Karpenter's on one it disrupts.
+KARPENTER_DISRUPTED = "karpenter.sh/disrupted"
 AUTOSCALER_REMOVAL_TAINTS = (
     "DeletionCandidateOfClusterAutoscaler",
     "ToBeDeletedByClusterAutoscaler",
-    "karpenter.sh/disrupted",
+    KARPENTER_DISRUPTED,
 )
+
+
+def removing_on_its_own(
+    nodes: list[NodeInfo], draining: Collection[str], now_s: float, fresh_s: float
+) -> list[str]:
+    """The nodes the node autoscaler is removing on its own: tainted for removal
+    (``AUTOSCALER_REMOVAL_TAINTS``), not drained by consolidation, the taint set within
+    ``fresh_s`` (``_set_within``)."""
+    return [
+        node.name
+        for node in nodes
+        if node.name not in draining
+        and any(
+            t.key in AUTOSCALER_REMOVAL_TAINTS and _set_within(t, now_s, fresh_s)
+            for t in node.taints
+        )
+    ]
+
+
+def _set_within(taint: Taint, now_s: float, within_s: float) -> bool:
+    """Whether a removal taint was set within ``within_s`` of now: the cluster
+    autoscaler's value is the Unix time it set it; Karpenter's ``karpenter.sh/disrupted``
+    carries none (counted: it goes with the node). A value that is no time, one further
+    than ``within_s`` from now either way, or a cluster autoscaler taint without one is
+    not counted: a stray taint cannot hold consolidation for good."""
+    if not taint.value:
+        return taint.key == KARPENTER_DISRUPTED
+    try:
+        set_s = float(taint.value)
+    except ValueError:
+        return False
+    return math.isfinite(set_s) and abs(now_s - set_s) <= within_s
 
 
 def autoscaler_removal(node: NodeInfo) -> str | None:
@@ -117,8 +162,18 @@ def goes_with_node(pod: PodInfo) -> bool:
     return daemon or pod.is_mirror or pod.phase in FINISHED_PHASES
 
 
-def node_refusal(usage: NodeUsage, requested: Resources, config: DeschedulerConfig) -> str | None:
-    """Why a node is no candidate for consolidation, or None."""
+def node_refusal(
+    usage: NodeUsage,
+    requested: Resources,
+    config: DeschedulerConfig,
+    largest: Resources | None = None,
+) -> str | None:
+    """Why a node is no candidate for consolidation, or None. ``largest``: the
+    allocatable of the largest node that stays, per resource; a smaller node's requests
+    are measured against it for ``requestThresholds`` (its pods are that small a load for
+    the nodes that may take them), so that with mixed sizes a small node full by its
+    own measure may still go onto a large one with room (the floors and the
+    destinations' limits decide whether it does)."""
     node, settings = usage.node, config.consolidation
     if not node.ready or node.unschedulable:
         return "not Ready or cordoned"
@@ -136,7 +191,7 @@ def node_refusal(usage: NodeUsage, requested: Resources, config: DeschedulerConf
         if fraction > percent / 100:
             return f"{resource} usage {fraction:.0%} above consolidation.thresholds {percent:g}%"
     for resource, percent in settings.request_thresholds.items():
-        allocatable = node.allocatable.get(resource)
+        allocatable = max(node.allocatable.get(resource), largest.get(resource) if largest else 0)
         share = requested.get(resource) / allocatable if allocatable > 0 else 1.0
         if share > percent / 100:
             return (
@@ -188,6 +243,12 @@ def plan_consolidation(
     # Nodes the autoscaler is about to remove: no candidates, no destinations, and no
     # room the floor may count on (they go whatever consolidation does).
     removing = {n.name: key for n in nodes if (key := autoscaler_removal(n)) is not None}
+    staying = [n for n in nodes if n.name not in removing and n.name not in draining
+               and n.ready and not n.unschedulable]  # fmt: skip
+    largest = Resources(
+        max((n.allocatable.cpu_cores for n in staying), default=0.0),
+        max((n.allocatable.memory_bytes for n in staying), default=0.0),
+    )
     candidates = []
     for node in nodes:
         if node.name in draining:
@@ -198,7 +259,7 @@ def plan_consolidation(
                 "is not counted on"
             )
             continue
-        refused = node_refusal(usages[node.name], requested[node.name], config)
+        refused = node_refusal(usages[node.name], requested[node.name], config, largest)
         if refused is None:
             candidates.append(node)
         else:
@@ -207,7 +268,9 @@ def plan_consolidation(
     if not candidates and not going:
         result.notes.append("consolidation: no node is underused by requests and real usage")
         return result
-    candidates.sort(key=lambda n: (_request_share(n, requested[n.name]), n.name))
+    candidates.sort(
+        key=lambda n: (size_class(n), _request_share(n, requested[n.name]), n.name)
+    )
     rules = Rules(
         config,
         policy,
@@ -253,11 +316,23 @@ def plan_consolidation(
     started = 0
     tried = tried_this_run(candidates, config.consolidation.max_candidates_per_run,
                            int(now_s // config.interval))  # fmt: skip
+    own = removing_on_its_own(nodes, draining, now_s, config.consolidation.abandon_after)
+    if own and tried:
+        some = f"{', '.join(own[:3])}{', ...' if len(own) > 3 else ''}"
+        result.notes.append(
+            f"consolidation: the node autoscaler is removing {len(own)} node(s) of its own "
+            f"({some}): no new drain until "
+            "it has (drains under way go on)"
+        )
+        why = f"waits while the node autoscaler removes nodes of its own ({some})"
+        result.kept.extend(KeptNode(node.name, None, why) for node in tried)
+        return result
     if len(tried) < len(candidates):
         result.notes.append(
             f"consolidation: {len(tried)} of {len(candidates)} candidates tried this run "
-            f"(maxCandidatesPerRun; the least requested, then a window that moves each run)"
+            f"(maxCandidatesPerRun; the first in order, then a window that moves each run)"
         )
+    held: NodeInfo | None = None  # a candidate whose pods may not go yet
     for node in tried:
         if started >= config.consolidation.max_nodes_per_run:
             result.notes.append(
@@ -268,15 +343,27 @@ def plan_consolidation(
         if node.name in drain.received:
             result.kept.append(KeptNode(node.name, None, "receives pods of a node drained now"))
             continue
+        if held is not None and size_class(node) > size_class(held):
+            # The smaller node goes first (the order's reason); it only waits for the
+            # per-workload limits or PDBs, so no larger node is drained in its place.
+            result.kept.append(
+                KeptNode(node.name, None, f"waits for the smaller {held.name} to drain first")
+            )
+            continue
         outcome = drain.try_node(node, pods_by_node[node.name])
         if isinstance(outcome, KeptNode):
             result.kept.append(outcome)
+            if outcome.reason == _NOT_NOW and held is None:
+                held = node
         else:
             result.drains.append(outcome)
             started += 1
     if not started and not result.drains:
         result.notes.append("consolidation: no underused node can be freed safely")
     return result
+
+
+_NOT_NOW = "no pod of it may go now (per-workload limits, PDBs)"
 
 
 def tried_this_run(candidates: list[NodeInfo], most: int, run: int) -> list[NodeInfo]:
@@ -357,7 +444,7 @@ class _Drainer:
             return placed
         chosen, waiting = placed
         if not chosen:
-            return KeptNode(node.name, None, "no pod of it may go now (per-workload limits, PDBs)")
+            return KeptNode(node.name, None, _NOT_NOW)
         self.rooms.leave(node.name)
         self.received.update(destination for _, destination, _, _ in chosen)
         reason = "underused by requests and real usage; every pod has a destination"

@@ -32,7 +32,11 @@ every empty one at once, and one with pods at a time (both autoscalers drain one
 non-empty node at a time). Its pods are evicted (``Eviction.by`` ``autoscaler``) and
 recreated pending, placed at the next step; DaemonSet pods go with the node and come
 back pending too (the simulator has no per-node DaemonSet). The count never falls
-below ``minNodes``.
+below ``minNodes``. A node that came up for pending pods (or a drained node taken back
+for them) is no candidate in the step it came up, before they had a scheduling pass:
+the pods are nominated to it, as both autoscalers hold (without it, Karpenter's
+``consolidateAfter: 0s`` removed each new node before its pods landed, and a scale-up
+never ended).
 
 **Scale-up**: the pods pending for
 ``scaleUpAfterPending`` that fit no running node by requests (a pod held back by a load
@@ -136,6 +140,9 @@ class SimulatedAutoscaler:
         self.running = np.ones(nodes, dtype=np.bool_)  # bound pods may run there
         self.ready_at_s = np.full(nodes, math.nan)  # provisioning until then
         self.unneeded_since_s = np.full(nodes, math.nan)
+        # When a node came up (or a drained one was taken back) for pending pods: it
+        # is no scale-down candidate before they had a scheduling pass (module doc).
+        self.joined_s = np.full(nodes, -math.inf)
         # Drained by loadaware's consolidation: tainted so that nothing lands there,
         # until the autoscaler removes it, a scale-up needs it, or the drain is abandoned.
         self.cordoned_at_s = np.full(nodes, math.nan)
@@ -166,6 +173,7 @@ class SimulatedAutoscaler:
         for node in np.flatnonzero(self.ready_at_s <= next_s + 1e-9).tolist():
             self.ready_at_s[node] = math.nan
             self.running[node] = True
+            self.joined_s[node] = t_s
             cluster.requests.add(node, _ABSENT, -1.0)
         self._scale_up(t_s)
         self._scale_down(t_s)
@@ -215,7 +223,7 @@ class SimulatedAutoscaler:
             requests.requested_cpu / cluster.allocatable_cpu,
             requests.requested_memory / cluster.allocatable_memory,
         )
-        candidate = self.running & ~self.disabled
+        candidate = self.running & ~self.disabled & (self.joined_s < t_s - 1e-9)
         empty = candidate & (movers_on == 0)
         low = candidate & ~empty & (share < settings.utilization_threshold)
         unneeded = empty.copy()
@@ -334,6 +342,7 @@ class SimulatedAutoscaler:
         if drained.any():  # a node consolidation drained takes pods again at once
             node = int(np.flatnonzero(drained)[0])
             self.uncordon(node)
+            self.joined_s[node] = t_s
             return node
         off = ~self.running & np.isnan(self.ready_at_s)
         fits = off & (cluster.allocatable_cpu >= cpu - 1e-9)

@@ -13,8 +13,9 @@ descheduler does: the nodes left under ``minSpare``, the pods waiting for a node
 counted). The pods pending are handed to the planner as the live view holds them.
 
 Nodes the simulated autoscaler finds unneeded carry the cluster autoscaler's
-``DeletionCandidateOfClusterAutoscaler`` taint in the view, as in a real cluster:
-consolidation counts no room there. The rise consolidation keeps room for
+``DeletionCandidateOfClusterAutoscaler`` taint in the view, its value the Unix time
+they became unneeded, as in a real cluster: consolidation counts no room there, and
+starts no new drain while the autoscaler removes them. The rise consolidation keeps room for
 (``app.rebalance.rise``) comes from a ``DemandHistory`` fed each run, as the live
 descheduler's is, with the requests of the pods bound or pending. A live descheduler has
 watched the cluster before: the history starts with the scenario's own run before it
@@ -45,7 +46,9 @@ if TYPE_CHECKING:
     from app.simulate.soft_taints import SimulatedSoftTaints
 
 
-_DELETION_CANDIDATE = Taint("DeletionCandidateOfClusterAutoscaler", None, "PreferNoSchedule")
+def _deletion_candidate(since_s: float, cluster: ClusterState) -> Taint:
+    at_s = cluster.pipeline.epoch_s + since_s
+    return Taint("DeletionCandidateOfClusterAutoscaler", str(int(at_s)), "PreferNoSchedule")
 
 
 class ConsolidatingRebalancer(PlannerRebalancer):
@@ -117,12 +120,13 @@ class ConsolidatingRebalancer(PlannerRebalancer):
                     and not usable[index_of[name]]}  # fmt: skip
         # The cluster autoscaler's soft taint on the nodes it finds unneeded (it removes
         # them after scaleDownUnneeded): consolidation counts no room there.
-        unneeded = (~np.isnan(autoscaler.unneeded_since_s)).tolist()
+        # Its value is the Unix time it was set, as the cluster autoscaler writes it.
+        since_s = autoscaler.unneeded_since_s.tolist()
         nodes = {
             name: replace(info, unschedulable=True)
             if name in draining
-            else replace(info, taints=(*info.taints, _DELETION_CANDIDATE))
-            if unneeded[index_of[name]]
+            else replace(info, taints=(*info.taints, _deletion_candidate(since_s[i], cluster)))
+            if not math.isnan(since_s[i := index_of[name]])
             else info
             for name, info in view.nodes.items()
             if running[index_of[name]]

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from app.objects.nodes import Taint
 from app.objects.pods import PodInfo
 from app.rebalance import SkipCode, plan_consolidation
 from app.rebalance.config import ConfigError, config_from_mapping
-from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
+from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node, pod
 
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
@@ -189,3 +190,139 @@ def test_pods_waiting_for_a_node_count_against_the_floor() -> None:
     handed = plan_consolidation(cluster(nodes, pods), floor, POLICY, NOW,
                                 pending=waiting.requests)  # fmt: skip
     assert handed.drains == []
+
+
+def test_mixed_sizes_drain_the_small_node_onto_the_large_one() -> None:
+    """A 40-core node 10 % requested and a 10-core one 20 % requested are both
+    candidates: the small one is tried first and its pods go to the large one (the
+    largest destination first), though the large one is the less requested. Tried the
+    other way (the least requested first, the fullest destination), the large node's
+    pods filled the small ones past requestThresholds, and a night of mixed sizes kept
+    more nodes than its requests need (tests/fixtures/simulate/diurnal-mixed-nodes.yaml)."""
+    from app.objects import Resources
+
+    large = dataclasses.replace(node("large", 0.05, 0.1), allocatable=Resources(40.0, 256 * GI))
+    nodes = [large, node("small-a", 0.05, 0.1), node("small-b", 0.35, 0.2)]
+    pods = [
+        *(pod(f"l-{i}", "large", cpu=1.0, owner="rs-web") for i in range(4)),
+        *(pod(f"a-{i}", "small-a", cpu=1.0, owner="rs-web") for i in range(2)),
+        *(pod(f"b-{i}", "small-b", cpu=1.0, owner="rs-web") for i in range(5)),
+    ]
+    usage = {p.key: Resources(0.2, 0.5 * GI) for p in pods}
+    result = plan_consolidation(cluster(nodes, pods, usage), consolidating(), POLICY, NOW)
+    assert [drain.node for drain in result.drains] == ["small-a"]
+    assert {e.destination for e in result.evictions} == {"large"}
+
+
+@pytest.mark.parametrize(
+    ("cpu", "memory_gib", "same_as"),
+    [(8.0, 32.0, (7.9, 31.2)), (32.0, 128.0, (31.5, 125.0)), (16.0, 64.0, (15.89, 62.8))],
+)
+def test_nodes_of_one_type_share_a_size_class_whatever_small_allocatable_differences(
+    cpu: float, memory_gib: float, same_as: tuple[float, float]
+) -> None:
+    from app.objects import Resources
+    from app.rebalance.packing_rooms import size_class
+
+    def sized(c: float, m: float) -> Any:
+        return dataclasses.replace(node("n", 0.1), allocatable=Resources(c, m * GI))
+
+    assert size_class(sized(cpu, memory_gib)) == size_class(sized(*same_as))
+    assert size_class(sized(cpu, memory_gib)) < size_class(sized(2 * cpu, 2 * memory_gib))
+
+
+def mixed(*, small_requested: int, small_fields: dict[str, Any] | None = None) -> Any:
+    """A 40-core node 10 % requested ("large"), a 10-core one with ``small_requested``
+    one-core pods at 20 % used ("small") and a 10-core one 35 % used with 5 ("used",
+    no candidate); every pod uses 0.2 cores."""
+    from app.objects import Resources
+
+    large = dataclasses.replace(node("large", 0.05, 0.1), allocatable=Resources(40.0, 256 * GI))
+    nodes = [large, node("small", 0.2, 0.2), node("used", 0.35, 0.2)]
+    pods = [
+        *(pod(f"l-{i}", "large", cpu=1.0, owner="rs-web") for i in range(4)),
+        *(
+            pod(f"s-{i}", "small", cpu=1.0, owner="rs-s", **(small_fields or {}))
+            for i in range(small_requested)
+        ),
+        *(pod(f"u-{i}", "used", cpu=1.0, owner="rs-web") for i in range(5)),
+    ]
+    return nodes, pods, {p.key: Resources(0.2, 0.5 * GI) for p in pods}
+
+
+def test_a_small_node_full_by_its_own_measure_may_go_onto_a_large_one_with_room() -> None:
+    """8 of the small node's 10 cores are requested (80 %, above requestThresholds 60 %),
+    but 20 % of the largest node's 40: it is a candidate, and goes onto "large"."""
+    nodes, pods, usage = mixed(small_requested=8)
+    result = plan_consolidation(cluster(nodes, pods, usage), consolidating(), POLICY, NOW)
+    assert "small" not in result.not_candidates
+    assert [drain.node for drain in result.drains] == ["small"]
+    assert {e.destination for e in result.evictions} == {"large"}
+    # nodes of one size: their own allocatable, as before
+    even = [node("a", 0.2, 0.2), node("b", 0.05, 0.1)]
+    full = [pod(f"a-{i}", "a", cpu=1.0, owner="rs-a") for i in range(8)]
+    alone = plan_consolidation(cluster(even, full), consolidating(), POLICY, NOW)
+    assert "requestThresholds" in alone.not_candidates["a"]
+
+
+def test_no_larger_node_is_drained_while_a_smaller_one_waits_for_its_pdb() -> None:
+    from app.objects.budgets import PodDisruptionBudgetView
+    from app.objects.selectors import LabelSelector
+
+    nodes, pods, usage = mixed(small_requested=2, small_fields={"labels": {"app": "guarded"}})
+    budget = PodDisruptionBudgetView("default", "guarded", LabelSelector({"app": "guarded"}), 0)
+    result = plan_consolidation(
+        cluster(nodes, pods, usage, budgets=[budget]), consolidating(), POLICY, NOW
+    )
+    assert result.drains == []
+    kept = {k.node: k.reason for k in result.kept}
+    assert kept["large"] == "waits for the smaller small to drain first"
+
+
+def test_no_new_drain_while_the_node_autoscaler_removes_nodes_of_its_own() -> None:
+    from app.objects.nodes import Taint
+
+    def candidate_of_the_autoscaler(set_s: float) -> Any:
+        taint = Taint("DeletionCandidateOfClusterAutoscaler", str(int(set_s)), "PreferNoSchedule")
+        return node("going", 0.05, 0.1, taints=[taint])
+
+    nodes, pods = idle_and_used()
+    paused = plan_consolidation(
+        cluster([*nodes, candidate_of_the_autoscaler(NOW - 60)], pods), consolidating(), POLICY, NOW
+    )
+    assert paused.drains == []
+    assert "the node autoscaler is removing 1 node(s) of its own (going)" in paused.notes[-1]
+    assert {k.node: k.reason for k in paused.kept}["idle"].startswith(
+        "waits while the node autoscaler removes nodes of its own"
+    )
+    # a taint set longer ago than abandonAfter (30m): the autoscaler is not removing it
+    stale = plan_consolidation(
+        cluster([*nodes, candidate_of_the_autoscaler(NOW - 7200)], pods),
+        consolidating(),
+        POLICY,
+        NOW,
+    )
+    assert [drain.node for drain in stale.drains] == ["idle"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fresh"),
+    [("ToBeDeletedByClusterAutoscaler", str(int(NOW - 60)), True),
+     ("DeletionCandidateOfClusterAutoscaler", str(int(NOW - 60)), True),
+     ("ToBeDeletedByClusterAutoscaler", str(int(NOW - 7200)), False),
+     ("ToBeDeletedByClusterAutoscaler", str(int(NOW + 7200)), False),
+     ("ToBeDeletedByClusterAutoscaler", "soon", False),
+     ("ToBeDeletedByClusterAutoscaler", "nan", False),
+     ("ToBeDeletedByClusterAutoscaler", "1e400", False),
+     ("ToBeDeletedByClusterAutoscaler", None, False),
+     ("karpenter.sh/disrupted", None, True), ("karpenter.sh/disrupted", "", True)],
+)  # fmt: skip
+def test_a_removal_taint_counts_while_its_time_is_fresh(
+    key: str, value: str | None, fresh: bool
+) -> None:
+    from app.rebalance.consolidation import removing_on_its_own
+
+    taint = Taint(key, value, "NoSchedule")
+    tainted = [node("n", 0.05, taints=[taint])]
+    assert removing_on_its_own(tainted, (), NOW, 1800.0) == (["n"] if fresh else [])
+    assert removing_on_its_own(tainted, {"n"}, NOW, 1800.0) == []  # drained by loadaware

@@ -44,6 +44,20 @@ def scenario(
     }
 
 
+def with_a_wave(document: dict[str, Any]) -> dict[str, Any]:
+    """A wave of 20 pods of 1 CPU at 20m."""
+    document["workloads"].append(
+        {
+            "name": "wave",
+            "replicas": 20,
+            "requests": {"cpu": "1", "memory": "1Gi"},
+            "usage": {"profile": "constant", "cpu": "500m", "memory": "1Gi"},
+            "arrival": {"at": "20m"},
+        }
+    )
+    return document
+
+
 def simulate(document: dict[str, Any], policy: str = "default+autoscaler") -> SimulatedCluster:
     cluster = SimulatedCluster(load(document), plan_for(policy))
     cluster.simulate()
@@ -153,16 +167,7 @@ def test_a_budget_that_allows_no_disruption_keeps_the_node() -> None:
 def test_pending_pods_wake_a_node_from_its_template_after_the_provisioning_delay() -> None:
     # The cluster drains to one node by 13m (its 4 pods of 1 CPU); at 20m a wave of 20
     # pods of 1 CPU comes, 16 more than the node holds.
-    document = scenario(duration="60m")
-    document["workloads"].append(
-        {
-            "name": "wave",
-            "replicas": 20,
-            "requests": {"cpu": "1", "memory": "1Gi"},
-            "usage": {"profile": "constant", "cpu": "500m", "memory": "1Gi"},
-            "arrival": {"at": "20m"},
-        }
-    )
+    document = with_a_wave(scenario(duration="60m"))
     cluster = simulate(document)
     run, autoscaler = cluster.state.run, autoscaler_of(cluster)
     assert run.nodes_up[39] == 1  # 19m30s
@@ -174,6 +179,18 @@ def test_pending_pods_wake_a_node_from_its_template_after_the_provisioning_delay
     assert summarise(run).pending_at_end == 0
     # No scale-down within 10 minutes of the scale-up.
     assert all(up >= 3 for up in run.nodes_up[40:60])
+
+
+def test_a_node_karpenter_brings_for_pending_pods_is_not_removed_before_they_land() -> None:
+    """Karpenter's preset removes an empty node at once (consolidateAfter 0s); the node
+    it brought for the wave was removed in the step it came up, before the wave's pods
+    had a scheduling pass, and a new one brought again, all day."""
+    document = with_a_wave(scenario({"preset": "karpenter"}, duration="60m"))
+    cluster = simulate(document)
+    run, autoscaler = cluster.state.run, autoscaler_of(cluster)
+    assert summarise(run).pending_at_end == 0
+    assert autoscaler.scale_ups == 2  # 20 + 4 pods of 1 CPU on 8-CPU nodes: three nodes
+    assert max(p.t_s for p in run.placements) <= 1200.0 + 120.0 + 30.0  # the 2m launch
 
 
 def test_a_pod_held_back_by_the_load_filter_alone_wakes_no_node() -> None:
