@@ -251,7 +251,9 @@ class Verbs:
             # estimate added: on the parsed names.
             if not judged.estimate_filters or exempt:
                 answered = judged.index.filter_text(args.body, *args.names_at, exempt)
-                if answered is not None:
+                if answered is not None and not (
+                    _passes_none(answered[1], answered[2]) and self._yields(args.pod)
+                ):
                     body, outcome.rejected, outcome.nodes = answered
                     outcome.body, outcome.names_at = args.body, args.names_at
                     return body
@@ -265,15 +267,33 @@ class Verbs:
         outcome.names = args.node_names
         self._table.refresh(self._clock())
         table = self._table.table_for(args.pod)  # its class's, if the policy has classes
+        body, outcome.rejected = self._filter_names(table, args.node_names, args.pod, exempt)
+        if not exempt and _passes_none(outcome.rejected, len(args.node_names)):
+            # No node passes a class's pod: without its limits on its own usage, if any.
+            yielding = self._table.yielding_for(args.pod)
+            if yielding is not None:
+                body, outcome.rejected = self._filter_names(
+                    yielding, args.node_names, args.pod, exempt
+                )
+        return body
+
+    def _yields(self, pod: dict[str, Any]) -> bool:
+        """The pod's class has limits on its own usage, which yield where its table passes
+        no node of a request (``app.policy.PodClasses.yielding``)."""
+        return self._table.yielding_for(pod) is not None
+
+    def _filter_names(
+        self, table: NodeTable, names: list[str], pod: dict[str, Any], exempt: bool
+    ) -> tuple[bytes, dict[str, int]]:
         try:
-            body, outcome.rejected = table.index.filter(args.node_names, exempt)
+            body, rejected = table.index.filter(names, exempt)
         except (TypeError, ValueError) as error:
             raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
         if table.estimate_filters and not exempt:  # a class's, a pool's: the estimate too
-            short = self._short_of_room(table, args.node_names, args.pod)
+            short = self._short_of_room(table, names, pod)
             if short:
-                body, outcome.rejected = without_short(body, outcome.rejected, short)
-        return body
+                body, rejected = without_short(body, rejected, short)
+        return body, rejected
 
     def _short_of_room(
         self, table: NodeTable, names: list[str], pod: dict[str, Any]
@@ -297,7 +317,8 @@ class Verbs:
             if len(nodes) > MAX_NODES:
                 raise BadRequest(f'"Nodes.items" holds {len(nodes)} nodes; at most {MAX_NODES}')
             self._table.refresh(self._clock())
-            judged = self._table.table_for(pod)
+            table = self._table
+            judged = table.table_for(pod)
             names = [node["metadata"]["name"] for node in nodes]
         else:
             table, entries = self._entries_from_request(nodes)
@@ -306,7 +327,13 @@ class Verbs:
             if judged is table and not table.estimate_filters:
                 return names, [entry.reason for entry in entries]
         short = self._short_of_room(judged, names, pod) if judged.estimate_filters else {}
-        return names, reasons_in(judged, names, short)
+        reasons = reasons_in(judged, names, short)
+        if names and all(reasons):  # no node passes a class's pod: see ``filter``
+            yielding = table.yielding_for(pod)
+            if yielding is not None:
+                short = self._short_of_room(yielding, names, pod)
+                reasons = reasons_in(yielding, names, short)
+        return names, reasons
 
     def _filter_nodes(
         self, nodes: list[dict[str, Any]], exempt: bool, outcome: Outcome, pod: dict[str, Any]
@@ -456,3 +483,8 @@ def _pod_key(pod: dict[str, Any]) -> str:
 
 
 _NO_WORKLOADS: Mapping[str, Resources] = MappingProxyType({})
+
+
+def _passes_none(rejected: Mapping[str, int], nodes: int) -> bool:
+    """A filter's answer passed none of its ``nodes`` (and there were some)."""
+    return nodes > 0 and sum(rejected.values()) >= nodes

@@ -312,8 +312,35 @@ def test_a_class_s_pods_just_reserved_count_in_its_usage_until_a_sample_holds_th
     assert extender.ledger is not None
     assert extender.ledger.reservations == 2
     assert not passes_warm(9500, "probe-3")
-    body = orjson.dumps({"Pod": request(9500, "probe-4"), "NodeNames": ["warm"]})
+    body = orjson.dumps({"Pod": request(9500, "probe-4"), "NodeNames": ["warm", "cool"]})
     answer = orjson.loads(extender.verbs.filter(parse_args(body), Outcome()))
     assert answer["FailedAndUnresolvableNodes"] == {
         "warm": "Load[production:cpu_usage] is too high (> 0.45)"
+    }
+
+
+def test_a_class_s_limit_on_its_own_usage_yields_where_no_node_passes_it() -> None:
+    """production's 45 % on its own usage is room for its peak, not a ceiling on its
+    growth: where no node of the request passes it, a node that passes every other limit
+    takes the pod (without classes it would have), in both request forms; where some
+    node has the room, only that one passes (issue 45: production's scale-up waited
+    twice as long with classes on a shape whose production nodes had room)."""
+    extender = Extender(policy_from_yaml(classed()), mode="test")
+    seeded(extender)  # busy-prod: production 50 % (over 45 %), the node 60 % (under 65 %)
+    extender.table.upsert("hot", {**usage_annotations(0.7, 0.3), **class_usage(0.6, 0.1)})
+    assert filtered_names(extender, pod(9500), ["busy-prod", "quiet"]) == ["quiet"]
+    assert filtered_names(extender, pod(9500), ["busy-prod", "hot"]) == ["busy-prod"]
+    # A node over the policy's own limits still refuses it, and batch does not yield.
+    assert filtered_names(extender, pod(9500), ["hot"]) == []
+    assert filtered_names(extender, pod(5500), ["busy-prod", "busy-batch"]) == []
+    annotations = {
+        "busy-prod": {**usage_annotations(0.6, 0.3), **class_usage(0.5, 0.1)},
+        "hot": {**usage_annotations(0.7, 0.3), **class_usage(0.6, 0.1)},
+    }
+    items = [{"metadata": {"name": n, "annotations": a}} for n, a in annotations.items()]
+    body = orjson.dumps({"Pod": pod(9500), "Nodes": {"items": items}})
+    answered = orjson.loads(extender.verbs.filter(parse_args(body), Outcome()))
+    assert [n["metadata"]["name"] for n in answered["Nodes"]["items"]] == ["busy-prod"]
+    assert answered["FailedAndUnresolvableNodes"] == {
+        "hot": "Load[cpu_usage_avg_5m] is too high (> 0.65)"
     }
