@@ -125,7 +125,7 @@ def seeds_1_to_10(path: Path) -> list[Seeded]:
 # (docs/tuning.md, "Classes of pods"). A class's pods placed since a node's sample
 # count in its class's usage there, so production's scale-up does not stack on one
 # node. Over the ten seeds production's throttling falls from 21.4 to 0.1 CPU-minutes
-# (every seed halved) and every pod's with it (33.6 -> 0.1), the node-minutes above the
+# (every seed halved) and every pod's with it (33.6 -> 0.2), the node-minutes above the
 # limits fall on every seed, and batch waits 1.07x as long; on one seed of ten, seed 2,
 # 1.24x (1,689 -> 2,088 pod-minutes, about one pod of 60 waiting the whole run): the
 # trade of production spread evenly over its nodes, which leaves none of them room for
