@@ -251,9 +251,7 @@ class Verbs:
             # estimate added: on the parsed names.
             if not judged.estimate_filters or exempt:
                 answered = judged.index.filter_text(args.body, *args.names_at, exempt)
-                if answered is not None and not (
-                    _passes_none(answered[1], answered[2]) and self._yields(args.pod)
-                ):
+                if answered is not None and _yielding(self._table, args.pod, answered[1:]) is None:
                     body, outcome.rejected, outcome.nodes = answered
                     outcome.body, outcome.names_at = args.body, args.names_at
                     return body
@@ -267,33 +265,13 @@ class Verbs:
         outcome.names = args.node_names
         self._table.refresh(self._clock())
         table = self._table.table_for(args.pod)  # its class's, if the policy has classes
-        body, outcome.rejected = self._filter_names(table, args.node_names, args.pod, exempt)
-        if not exempt and _passes_none(outcome.rejected, len(args.node_names)):
-            # No node passes a class's pod: without its limits on its own usage, if any.
-            yielding = self._table.yielding_for(args.pod)
-            if yielding is not None:
-                body, outcome.rejected = self._filter_names(
-                    yielding, args.node_names, args.pod, exempt
-                )
+        names, pod = args.node_names, args.pod
+        short = self._short_of_room
+        body, outcome.rejected = _filter_names(table, names, pod, exempt, short)
+        yielding = None if exempt else _yielding(self._table, pod, (outcome.rejected, len(names)))
+        if yielding is not None:  # no node passes: without the class's own-usage limits
+            body, outcome.rejected = _filter_names(yielding, names, pod, exempt, short)
         return body
-
-    def _yields(self, pod: dict[str, Any]) -> bool:
-        """The pod's class has limits on its own usage, which yield where its table passes
-        no node of a request (``app.policy.PodClasses.yielding``)."""
-        return self._table.yielding_for(pod) is not None
-
-    def _filter_names(
-        self, table: NodeTable, names: list[str], pod: dict[str, Any], exempt: bool
-    ) -> tuple[bytes, dict[str, int]]:
-        try:
-            body, rejected = table.index.filter(names, exempt)
-        except (TypeError, ValueError) as error:
-            raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
-        if table.estimate_filters and not exempt:  # a class's, a pool's: the estimate too
-            short = self._short_of_room(table, names, pod)
-            if short:
-                body, rejected = without_short(body, rejected, short)
-        return body, rejected
 
     def _short_of_room(
         self, table: NodeTable, names: list[str], pod: dict[str, Any]
@@ -328,11 +306,9 @@ class Verbs:
                 return names, [entry.reason for entry in entries]
         short = self._short_of_room(judged, names, pod) if judged.estimate_filters else {}
         reasons = reasons_in(judged, names, short)
-        if names and all(reasons):  # no node passes a class's pod: see ``filter``
-            yielding = table.yielding_for(pod)
-            if yielding is not None:
-                short = self._short_of_room(yielding, names, pod)
-                reasons = reasons_in(yielding, names, short)
+        yielding = _yielding(table, pod, (Counter(filter(None, reasons)), len(names)))
+        if yielding is not None:  # no node passes: see ``filter``
+            reasons = reasons_in(yielding, names, self._short_of_room(yielding, names, pod))
         return names, reasons
 
     def _filter_nodes(
@@ -485,6 +461,34 @@ def _pod_key(pod: dict[str, Any]) -> str:
 _NO_WORKLOADS: Mapping[str, Resources] = MappingProxyType({})
 
 
-def _passes_none(rejected: Mapping[str, int], nodes: int) -> bool:
-    """A filter's answer passed none of its ``nodes`` (and there were some)."""
-    return nodes > 0 and sum(rejected.values()) >= nodes
+def _filter_names(
+    table: NodeTable,
+    names: list[str],
+    pod: dict[str, Any],
+    exempt: bool,
+    short_of_room: Callable[[NodeTable, list[str], dict[str, Any]], dict[str, str]],
+) -> tuple[bytes, dict[str, int]]:
+    """``table``'s filter answer for ``names`` (and how many each reason rejected), with
+    the nodes short of room for the pod's estimate failed where the table judges it."""
+    try:
+        body, rejected = table.index.filter(names, exempt)
+    except (TypeError, ValueError) as error:
+        raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
+    if table.estimate_filters and not exempt:  # a class's, a pool's: the estimate too
+        short = short_of_room(table, names, pod)
+        if short:
+            body, rejected = without_short(body, rejected, short)
+    return body, rejected
+
+
+def _yielding(
+    table: NodeTable, pod: dict[str, Any], answered: tuple[Mapping[Any, int], int]
+) -> NodeTable | None:
+    """Where a filter answer (how many each reason rejected, of how many nodes) passed
+    none of its nodes, the table the pod is judged by again: its class's without the
+    limits on its own usage (``NodeTable.yielding_for``); None: some node passed, or
+    the pod's class has no such limit (or no class)."""
+    rejected, nodes = answered
+    if nodes <= 0 or sum(rejected.values()) < nodes:
+        return None
+    return table.yielding_for(pod)
