@@ -344,3 +344,35 @@ def test_a_class_s_limit_on_its_own_usage_yields_where_no_node_passes_it() -> No
     assert answered["FailedAndUnresolvableNodes"] == {
         "hot": "Load[cpu_usage_avg_5m] is too high (> 0.65)"
     }
+
+
+def test_a_pod_passed_where_its_own_usage_limit_yields_is_reserved_there() -> None:
+    """kube-scheduler binds to the only feasible node without prioritize: the extender
+    reserves the pod's estimate there, also where that node passed only because the
+    class's limit on its own usage yielded."""
+    from app.kube.client import client_for_server
+    from app.kube.nodes import NodeCache, NodeInfo
+    from app.kube.pods import PodCache, scheduled_pod
+    from app.objects import Resources
+
+    client = client_for_server("http://127.0.0.1:9")  # never contacted: caches fed by hand
+    extender = Extender(
+        policy_from_yaml(classed()),
+        node_cache=NodeCache(client),
+        pod_cache=PodCache(client, scheduled_pod),
+        mode="test",
+    )
+    assert extender.node_cache is not None
+    assert extender.ledger is not None
+    annotations = {**usage_annotations(0.3, 0.3), **class_usage(0.5, 0.0)}  # over 45 %
+    extender.node_cache.apply(
+        "warm", NodeInfo("warm", annotations, None, allocatable=Resources(16.0, 64e9))
+    )
+    request_pod = pod(9500)
+    request_pod["metadata"].update(uid="web-1", name="web-1")
+    outcome = Outcome(pod=request_pod)
+    body = orjson.dumps({"Pod": request_pod, "NodeNames": ["warm"]})
+    answer = orjson.loads(extender.verbs.filter(parse_args(body), outcome))
+    assert answer["NodeNames"] == ["warm"]
+    extender.record("filter", 200, 0.0, outcome)
+    assert extender.ledger.reservations == 1
