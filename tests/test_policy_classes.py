@@ -214,3 +214,15 @@ def test_without_classes_no_policy_is_judged_beside_anything() -> None:
     for pool_policy in (policy, policy_from_yaml(classed(HOT_BATCH)).for_node({})):
         measured = measure({}, pool_policy, 0.0)
         assert judged_by(pool_policy, measured) is pool_policy
+
+
+def test_a_class_with_a_limit_on_its_own_usage_has_a_policy_without_it() -> None:
+    classes = pod_classes(policy_from_yaml(classed()))
+    assert set(classes.yielding) == {"production"}  # batch limits no usage of its own
+    production, yielding = classes.policies["production"], classes.yielding["production"]
+    assert "production:cpu_usage" in dict(production.limits)
+    assert dict(yielding.limits) == {
+        m: v for m, v in production.limits if m != "production:cpu_usage"
+    }
+    assert yielding.spec.priority == production.spec.priority
+    assert not pod_classes(default_policy()).yielding

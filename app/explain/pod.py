@@ -229,15 +229,23 @@ def explain_pod(
     classes = pod_classes(policy)
     name_of_class = pod_class(pod_object, classes)
     judged = policy_for_pod(policy, pod_object)
-    verdicts = [
-        judge_node(
-            nodes[name], pod, pod_object, by_node.get(name, []), judged, now_s, observed,
-            class_annotations(nodes[name].annotations, classes) if classes else None,
-        )
-        for name in sorted(nodes)
-    ]  # fmt: skip
+    def judged_under(under: Policy) -> list[NodeVerdict]:
+        return [
+            judge_node(
+                nodes[name], pod, pod_object, by_node.get(name, []), under, now_s, observed,
+                class_annotations(nodes[name].annotations, classes) if classes else None,
+            )
+            for name in sorted(nodes)
+        ]  # fmt: skip
+
+    verdicts = judged_under(judged)
     if name_of_class is not None:  # a class's pod: judged with its estimate added
         verdicts = [replace(v, room_filters=True) for v in verdicts]
+        # Where no node passes it, its class's limits on its own usage yield
+        # (``PodClasses.yielding``), as the extender answers the filter again.
+        yielding = classes.yielding.get(name_of_class)
+        if yielding is not None and not any(v.asked for v in verdicts):
+            verdicts = [replace(v, room_filters=True) for v in judged_under(yielding)]
     asked = [v for v in verdicts if v.asked]
     scores = [v.load.extender_score for v in asked]
     preferable = [v.preferable for v in asked]

@@ -66,6 +66,10 @@ class ClassTables:
         self._implementation = implementation
         self._classes: PodClasses | None = None
         self.tables: dict[str, NodeTable] = {}
+        # Per class with limits on its own usage, its table without them
+        # (``PodClasses.yielding``): where its own table passes no node of a request.
+        self.yielding: dict[str, NodeTable] = {}
+        self._every: tuple[NodeTable, ...] = ()  # both, told every change
         self.active = False
         # Per node, the annotations the class tables read: the main table's own keys
         # and the class usages (the main table keeps only its own); and its labels,
@@ -81,6 +85,13 @@ class ClassTables:
         name = pod_class(pod, classes)
         return None if name is None else self.tables.get(name)
 
+    def yielding_for(self, pod: Mapping[str, Any]) -> NodeTable | None:
+        classes = self._classes
+        if classes is None or not self.yielding:
+            return None
+        name = pod_class(pod, classes)
+        return None if name is None else self.yielding.get(name)
+
     def set_policy(self, policy: Policy) -> None:
         """Build each class's table under ``policy`` from the nodes known, then adopt
         them; with no classes, none."""
@@ -93,20 +104,24 @@ class ClassTables:
         elif not classes:
             self._annotations = {}
             self._labels = {}
-        tables: dict[str, NodeTable] = {}
-        for name, class_policy in classes.policies.items():
-            index = new_verdict_index(self._implementation)
-            # A node passes a class's pod only where the pod's estimate fits its room too
-            # (``short_of_room``); the estimate is known with the ledger alone.
-            every = self._ledger is not None
-            table = NodeTable(class_policy, self._clock, index, self._ledger, None, every)
-            for node, kept in self._annotations.items():
-                table.upsert(node, class_annotations(kept, classes), self._labels.get(node))
-            tables[name] = table
+        tables = {name: self._table(p, classes) for name, p in classes.policies.items()}
+        yielding = {name: self._table(p, classes) for name, p in classes.yielding.items()}
         self._classes = classes if classes else None
         self._policy_keys = (*policy.metrics, HOT_VALUE_KEY)
         self.tables = tables
+        self.yielding = yielding
+        self._every = (*tables.values(), *yielding.values())
         self.active = bool(tables)
+
+    def _table(self, class_policy: Policy, classes: PodClasses) -> NodeTable:
+        index = new_verdict_index(self._implementation)
+        # A node passes a class's pod only where the pod's estimate fits its room too
+        # (``short_of_room``); the estimate is known with the ledger alone.
+        every = self._ledger is not None
+        table = NodeTable(class_policy, self._clock, index, self._ledger, None, every)
+        for node, kept in self._annotations.items():
+            table.upsert(node, class_annotations(kept, classes), self._labels.get(node))
+        return table
 
     def _kept(self, annotations: Mapping[str, str]) -> dict[str, str]:
         kept = class_usage_annotations(annotations)
@@ -122,29 +137,29 @@ class ClassTables:
         if self._classes is None:
             return
         translated = class_annotations(kept, self._classes)
-        for table in self.tables.values():
+        for table in self._every:
             table.upsert(name, translated, labels)
 
     def recompute(self, name: str) -> None:
-        for table in self.tables.values():
+        for table in self._every:
             table.recompute(name)
 
     def remove(self, name: str) -> None:
         self._annotations.pop(name, None)
         self._labels.pop(name, None)
-        for table in self.tables.values():
+        for table in self._every:
             table.remove(name)
 
     def add_reserved(self, name: str, cpu: float, memory: float, expires_at_s: float) -> None:
-        for table in self.tables.values():
+        for table in self._every:
             table.add_reserved(name, cpu, memory, expires_at_s)
 
     def refresh(self, now_s: float) -> None:
-        for table in self.tables.values():
+        for table in self._every:
             table.refresh(now_s)
 
     def expire_estimates(self, now_s: float) -> None:
-        for table in self.tables.values():
+        for table in self._every:
             table.expire_estimates(now_s)
 
 

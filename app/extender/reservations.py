@@ -16,7 +16,7 @@ by then.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from app.extender.request_pod import request_pod_demand, request_pod_workload
@@ -102,9 +102,12 @@ class Reservations:
         # kube-scheduler binds to the only feasible node without calling prioritize.
         pod = outcome.pod
         judged = self._table if pod is None else self._table.table_for(pod)  # its class's
-        get = judged.index.get
         names = outcome.node_names()
-        return next((n for n in names if (verdict := get(n)) is None or verdict[1] is None), None)
+        found = _passing(judged, names)
+        if found is None and pod is not None:  # passed without its class's own-usage limits
+            yielding = self._table.yielding_for(pod)
+            found = None if yielding is None else _passing(yielding, names)
+        return found
 
     def _demand(
         self, uid: str, key: str, pod: dict[str, Any]
@@ -139,3 +142,9 @@ class Reservations:
                 self._counts.refused["unverified"] += 1
                 for node in self._ledger.cancel(uid):
                     self._table.recompute(node)
+
+
+def _passing(table: NodeTable, names: Iterable[str]) -> str | None:
+    """The first of ``names`` that ``table``'s verdicts pass (unknown: passes)."""
+    get = table.index.get
+    return next((n for n in names if (verdict := get(n)) is None or verdict[1] is None), None)

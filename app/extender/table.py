@@ -43,6 +43,7 @@ class Followers(Protocol):
     active: bool  # some table follows: a pod may be judged by one of them
 
     def table_for(self, pod: Mapping[str, Any]) -> NodeTable | None: ...
+    def yielding_for(self, pod: Mapping[str, Any]) -> NodeTable | None: ...
     def upsert(
         self, name: str, annotations: Mapping[str, str], labels: Mapping[str, str] | None
     ) -> None: ...
@@ -108,6 +109,13 @@ class NodeTable:
         if following is None:
             return self
         return following.table_for(pod) or self
+
+    def yielding_for(self, pod: Mapping[str, Any]) -> NodeTable | None:
+        """The table a pod of a class is judged by where its class's passes no node:
+        its class's without the limits on its own usage (``PodClasses.yielding``);
+        None: no class, or a class without such a limit."""
+        following = self._following
+        return None if following is None else following.yielding_for(pod)
 
     @property
     def policy(self) -> Policy:

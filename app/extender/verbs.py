@@ -255,7 +255,7 @@ class Verbs:
             # estimate added: on the parsed names.
             if not judged.estimate_filters or exempt:
                 answered = judged.index.filter_text(args.body, *args.names_at, exempt)
-                if answered is not None:
+                if answered is not None and _yielding(self._table, args.pod, answered[1:]) is None:
                     body, outcome.rejected, outcome.nodes = answered
                     outcome.body, outcome.names_at = args.body, args.names_at
                     return body
@@ -269,14 +269,12 @@ class Verbs:
         outcome.names = args.node_names
         self._table.refresh(self._clock())
         table = self._table.table_for(args.pod)  # its class's, if the policy has classes
-        try:
-            body, outcome.rejected = table.index.filter(args.node_names, exempt)
-        except (TypeError, ValueError) as error:
-            raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
-        if table.estimate_filters and not exempt:  # a class's, a pool's: the estimate too
-            short = self._short_of_room(table, args.node_names, args.pod)
-            if short:
-                body, outcome.rejected = without_short(body, outcome.rejected, short)
+        names, pod = args.node_names, args.pod
+        short = self._short_of_room
+        body, outcome.rejected = _filter_names(table, names, pod, exempt, short)
+        yielding = None if exempt else _yielding(self._table, pod, (outcome.rejected, len(names)))
+        if yielding is not None:  # no node passes: without the class's own-usage limits
+            body, outcome.rejected = _filter_names(yielding, names, pod, exempt, short)
         return body
 
     def _short_of_room(
@@ -301,7 +299,8 @@ class Verbs:
             if len(nodes) > MAX_NODES:
                 raise BadRequest(f'"Nodes.items" holds {len(nodes)} nodes; at most {MAX_NODES}')
             self._table.refresh(self._clock())
-            judged = self._table.table_for(pod)
+            table = self._table
+            judged = table.table_for(pod)
             names = [node["metadata"]["name"] for node in nodes]
         else:
             table, entries = self._entries_from_request(nodes)
@@ -310,7 +309,11 @@ class Verbs:
             if judged is table and not table.estimate_filters:
                 return names, [entry.reason for entry in entries]
         short = self._short_of_room(judged, names, pod) if judged.estimate_filters else {}
-        return names, reasons_in(judged, names, short)
+        reasons = reasons_in(judged, names, short)
+        yielding = _yielding(table, pod, (Counter(filter(None, reasons)), len(names)))
+        if yielding is not None:  # no node passes: see ``filter``
+            reasons = reasons_in(yielding, names, self._short_of_room(yielding, names, pod))
+        return names, reasons
 
     def _filter_nodes(
         self, nodes: list[dict[str, Any]], exempt: bool, outcome: Outcome, pod: dict[str, Any]
@@ -460,3 +463,36 @@ def _pod_key(pod: dict[str, Any]) -> str:
 
 
 _NO_WORKLOADS: Mapping[str, Resources] = MappingProxyType({})
+
+
+def _filter_names(
+    table: NodeTable,
+    names: list[str],
+    pod: dict[str, Any],
+    exempt: bool,
+    short_of_room: Callable[[NodeTable, list[str], dict[str, Any]], dict[str, str]],
+) -> tuple[bytes, dict[str, int]]:
+    """``table``'s filter answer for ``names`` (and how many each reason rejected), with
+    the nodes short of room for the pod's estimate failed where the table judges it."""
+    try:
+        body, rejected = table.index.filter(names, exempt)
+    except (TypeError, ValueError) as error:
+        raise BadRequest(f'"NodeNames" must be a list of node names: {error}') from None
+    if table.estimate_filters and not exempt:  # a class's, a pool's: the estimate too
+        short = short_of_room(table, names, pod)
+        if short:
+            body, rejected = without_short(body, rejected, short)
+    return body, rejected
+
+
+def _yielding(
+    table: NodeTable, pod: dict[str, Any], answered: tuple[Mapping[Any, int], int]
+) -> NodeTable | None:
+    """Where a filter answer (how many each reason rejected, of how many nodes) passed
+    none of its nodes, the table the pod is judged by again: its class's without the
+    limits on its own usage (``NodeTable.yielding_for``); None: some node passed, or
+    the pod's class has no such limit (or no class)."""
+    rejected, nodes = answered
+    if nodes <= 0 or sum(rejected.values()) < nodes:
+        return None
+    return table.yielding_for(pod)

@@ -321,6 +321,10 @@ class PodClasses:
     # Every class-usage metric some class names -> its annotation key.
     annotation_keys: Mapping[str, str]
     freshness_window_s: float  # how long a published class usage counts
+    # Class name -> its policy without its limits on its own usage (``yielding_policy``),
+    # for the classes that have such a limit: what a pod of the class is judged by
+    # where no node passes it under its own policy.
+    yielding: Mapping[str, Policy] = dataclass_field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.classes)
@@ -355,6 +359,7 @@ def _pod_classes(policy: Policy) -> PodClasses:
     policies: dict[str, Policy] = {}
     keys: dict[str, str] = {}
     selectors: dict[str, LabelSelector] = {}
+    yielding: dict[str, Policy] = {}
     limits = {c.name: node_limits(_class_predicate(spec, c)) for c in spec.classes}
     for pod_class in spec.classes:
         source = f"{policy.source} class {pod_class.name}"
@@ -366,6 +371,9 @@ def _pod_classes(policy: Policy) -> PodClasses:
         if others:
             derived = replace(derived, beside=ClassesBeside(others))
         policies[pod_class.name] = derived
+        relaxed = yielding_policy(derived, pod_class.name)
+        if relaxed is not None:
+            yielding[pod_class.name] = relaxed
         for metric in derived.metrics:
             usage = split_class_metric(metric)
             if usage is not None:
@@ -380,7 +388,25 @@ def _pod_classes(policy: Policy) -> PodClasses:
         MappingProxyType(selectors),
         MappingProxyType(keys),
         shortest_s + FRESHNESS_GRACE_S,
+        MappingProxyType(yielding),
     )
+
+
+def yielding_policy(policy: Policy, class_name: str) -> Policy | None:
+    """A class's ``policy`` without its limits on its own usage (``<class>:cpu_usage``,
+    ``<class>:mem_usage``); None where it has none. Such a limit is room the class keeps
+    for its own peak, not a ceiling on its growth: where no node passes a pod of the
+    class under its policy, the nodes that pass every other limit of it (the node's
+    own, with the pod; the other classes' usages) take the pod rather than let it wait
+    (docs/tuning.md, "Classes of pods"). Without classes such a pod would have been
+    placed wherever the node's usage allowed (issue 45: production's scale-up waited
+    twice as long with classes on a shape whose production nodes had room)."""
+    own = presence_metrics(class_name)
+    predicate = policy.spec.predicate
+    kept = tuple(p for p in predicate if not (p.name in own and p.max_limit_fraction > 0))
+    if len(kept) == len(predicate):
+        return None
+    return replace(policy, spec=policy.spec.model_copy(update={"predicate": kept}))
 
 
 __all__ = [

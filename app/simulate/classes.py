@@ -287,6 +287,9 @@ class ClassSide:
         # Each class's load filter; its scheduler is made beside the cluster's own at
         # the first pod of the class (it shares that one's soft taints, if any).
         self.filters: dict[str, LoadFilter] = {}
+        # The load filter of each class with limits on its own usage, without them
+        # (``PodClasses.yielding``): its pods' nodes where no node passes under its own.
+        self.yielding: dict[str, LoadFilter] = {}
         self.schedulers: dict[str, Scheduler] = {}
         self._class_of: list[str | None] = []
         if not judged:
@@ -317,6 +320,15 @@ class ClassSide:
                 self._burst(),
                 scenario.node_labels,  # a class's limits, under each node pool's
             )
+            relaxed = classes.yielding.get(name)
+            if relaxed is not None:
+                self.yielding[name] = LoadFilter(
+                    relaxed,
+                    ClassMonitoring(cluster.pipeline, self.usage, classes),
+                    len(requests.allocatable_cpu),
+                    self._burst(),
+                    scenario.node_labels,
+                )
 
     def _burst(self) -> UnsampledUsage | None:
         """The burst estimate for one more load filter (each is told every change)."""
@@ -341,6 +353,8 @@ class ClassSide:
             scheduler.forget_ranks()
         if scheduler.load_filter is not None:
             scheduler.load_filter.refresh(t_s)
+        if scheduler.yielding is not None:
+            scheduler.yielding.refresh(t_s)
         return scheduler
 
     def _class_scheduler(self, name: str, base: Scheduler) -> Scheduler:
@@ -354,6 +368,7 @@ class ClassSide:
                 np.random.default_rng([scenario.seed, 2, list(self.filters).index(name)]),
                 soft_tainted=base.soft_tainted,
                 estimate_filters=True,  # a class's pod never takes a node past its limits
+                yielding=self.yielding.get(name),
             )
         return made
 

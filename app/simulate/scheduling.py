@@ -543,6 +543,10 @@ class Scheduler:
     # so a pod never takes a node past its class's limits; a policy of no class judges
     # the node's usage before the pod, as crane does.
     estimate_filters: bool = False
+    # A class's load filter without its limits on its own usage
+    # (``app.policy.PodClasses.yielding``): where no node passes the pod under
+    # ``load_filter``, the nodes it passes (with the pod's estimate) take the pod.
+    yielding: LoadFilter | None = None
     # Without ``estimate_filters``, the nodes in a node pool (``LoadFilter.in_pool``) are
     # judged with the pod's estimate all the same, as the extender judges them; the nodes
     # in none as crane does. None: no node is in a pool.
@@ -634,9 +638,13 @@ class Scheduler:
         every_node_feasible = False
         keep = not tainted and spread is None
         if self.load_filter is not None:
+            placeable = feasible
             feasible = feasible & self.load_filter.passes
             if self.estimate_filters:
                 feasible = feasible & self._has_room(pod)
+                if self.yielding is not None and not feasible.any():
+                    yielding = self.yielding
+                    feasible = placeable & yielding.passes & self._has_room(pod, yielding)
             elif self._pooled is not None:
                 feasible = feasible & (self._has_room(pod) | ~self._pooled)
             if self.plugin_weight > 0:
@@ -666,10 +674,11 @@ class Scheduler:
             return int(candidates[self.draws.integers(len(candidates))])
         return None
 
-    def _has_room(self, pod: PodShape) -> BoolArray:
+    def _has_room(self, pod: PodShape, load_filter: LoadFilter | None = None) -> BoolArray:
         """Per node, whether the pod's estimate fits its room under the limits
-        (``app.load.has_room`` over every node; no limit on a resource: room)."""
-        load_filter = self.load_filter
+        (``app.load.has_room`` over every node; no limit on a resource: room), of
+        ``load_filter`` (by default the scheduler's)."""
+        load_filter = load_filter if load_filter is not None else self.load_filter
         assert load_filter is not None
         requests = self.requests
         with np.errstate(divide="ignore", invalid="ignore"):  # no allocatable: no room

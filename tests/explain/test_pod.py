@@ -349,6 +349,11 @@ def test_a_pod_of_a_class_is_explained_by_its_class_s_usage_and_limits() -> None
     plain = explained([busy, node("quiet", 0.3)], policy=policy)
     assert plain.pod_class is None
     assert verdicts(plain)["busy-prod"].passes
+    # Offered busy-prod alone, production's limit on its own usage yields (as the
+    # extender's filter does where no node passes it): the node passes.
+    alone = explained([busy], pod_object=production, policy=policy)
+    assert verdicts(alone)["busy-prod"].passes
+    assert alone.preferred == "busy-prod"
 
 
 def test_a_batch_pod_is_explained_with_production_s_limits_where_production_runs() -> None:

@@ -312,8 +312,67 @@ def test_a_class_s_pods_just_reserved_count_in_its_usage_until_a_sample_holds_th
     assert extender.ledger is not None
     assert extender.ledger.reservations == 2
     assert not passes_warm(9500, "probe-3")
-    body = orjson.dumps({"Pod": request(9500, "probe-4"), "NodeNames": ["warm"]})
+    body = orjson.dumps({"Pod": request(9500, "probe-4"), "NodeNames": ["warm", "cool"]})
     answer = orjson.loads(extender.verbs.filter(parse_args(body), Outcome()))
     assert answer["FailedAndUnresolvableNodes"] == {
         "warm": "Load[production:cpu_usage] is too high (> 0.45)"
     }
+
+
+def test_a_class_s_limit_on_its_own_usage_yields_where_no_node_passes_it() -> None:
+    """production's 45 % on its own usage is room for its peak, not a ceiling on its
+    growth: where no node of the request passes it, a node that passes every other limit
+    takes the pod (without classes it would have), in both request forms; where some
+    node has the room, only that one passes (issue 45: production's scale-up waited
+    twice as long with classes on a shape whose production nodes had room)."""
+    extender = Extender(policy_from_yaml(classed()), mode="test")
+    seeded(extender)  # busy-prod: production 50 % (over 45 %), the node 60 % (under 65 %)
+    extender.table.upsert("hot", {**usage_annotations(0.7, 0.3), **class_usage(0.6, 0.1)})
+    assert filtered_names(extender, pod(9500), ["busy-prod", "quiet"]) == ["quiet"]
+    assert filtered_names(extender, pod(9500), ["busy-prod", "hot"]) == ["busy-prod"]
+    # A node over the policy's own limits still refuses it, and batch does not yield.
+    assert filtered_names(extender, pod(9500), ["hot"]) == []
+    assert filtered_names(extender, pod(5500), ["busy-prod", "busy-batch"]) == []
+    annotations = {
+        "busy-prod": {**usage_annotations(0.6, 0.3), **class_usage(0.5, 0.1)},
+        "hot": {**usage_annotations(0.7, 0.3), **class_usage(0.6, 0.1)},
+    }
+    items = [{"metadata": {"name": n, "annotations": a}} for n, a in annotations.items()]
+    body = orjson.dumps({"Pod": pod(9500), "Nodes": {"items": items}})
+    answered = orjson.loads(extender.verbs.filter(parse_args(body), Outcome()))
+    assert [n["metadata"]["name"] for n in answered["Nodes"]["items"]] == ["busy-prod"]
+    assert answered["FailedAndUnresolvableNodes"] == {
+        "hot": "Load[cpu_usage_avg_5m] is too high (> 0.65)"
+    }
+
+
+def test_a_pod_passed_where_its_own_usage_limit_yields_is_reserved_there() -> None:
+    """kube-scheduler binds to the only feasible node without prioritize: the extender
+    reserves the pod's estimate there, also where that node passed only because the
+    class's limit on its own usage yielded."""
+    from app.kube.client import client_for_server
+    from app.kube.nodes import NodeCache, NodeInfo
+    from app.kube.pods import PodCache, scheduled_pod
+    from app.objects import Resources
+
+    client = client_for_server("http://127.0.0.1:9")  # never contacted: caches fed by hand
+    extender = Extender(
+        policy_from_yaml(classed()),
+        node_cache=NodeCache(client),
+        pod_cache=PodCache(client, scheduled_pod),
+        mode="test",
+    )
+    assert extender.node_cache is not None
+    assert extender.ledger is not None
+    annotations = {**usage_annotations(0.3, 0.3), **class_usage(0.5, 0.0)}  # over 45 %
+    extender.node_cache.apply(
+        "warm", NodeInfo("warm", annotations, None, allocatable=Resources(16.0, 64e9))
+    )
+    request_pod = pod(9500)
+    request_pod["metadata"].update(uid="web-1", name="web-1")
+    outcome = Outcome(pod=request_pod)
+    body = orjson.dumps({"Pod": request_pod, "NodeNames": ["warm"]})
+    answer = orjson.loads(extender.verbs.filter(parse_args(body), outcome))
+    assert answer["NodeNames"] == ["warm"]
+    extender.record("filter", 200, 0.0, outcome)
+    assert extender.ledger.reservations == 1

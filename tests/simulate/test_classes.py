@@ -92,6 +92,7 @@ class Seeded:
     batch_pending: tuple[float, float]  # pod-minutes
     above_limits: tuple[float, float]  # node-minutes above the policy's limits (CPU + memory)
     all_throttled: tuple[float, float]  # every pod's throttled CPU-minutes
+    production_pending: tuple[float, float] = (0.0, 0.0)  # pod-minutes
 
 
 def seeds_1_to_10(path: Path) -> list[Seeded]:
@@ -101,6 +102,7 @@ def seeds_1_to_10(path: Path) -> list[Seeded]:
         runs = run(without_classes(scenario)), run(scenario)
         throttled = [class_measures(scenario, r, "production").throttled_cpu_minutes for r in runs]
         pending = [class_measures(scenario, r, "batch").pending_pod_minutes for r in runs]
+        waits = [class_measures(scenario, r, "production").pending_pod_minutes for r in runs]
         summaries = [summarise(r) for r in runs]
         above = [s.cpu_node_minutes_above + s.memory_node_minutes_above for s in summaries]
         every = [s.throttled_cpu_minutes for s in summaries]
@@ -110,6 +112,7 @@ def seeds_1_to_10(path: Path) -> list[Seeded]:
                 (pending[0], pending[1]),
                 (above[0], above[1]),
                 (every[0], every[1]),
+                (waits[0], waits[1]),
             )
         )
     return measured
@@ -122,7 +125,7 @@ def seeds_1_to_10(path: Path) -> list[Seeded]:
 # (docs/tuning.md, "Classes of pods"). A class's pods placed since a node's sample
 # count in its class's usage there, so production's scale-up does not stack on one
 # node. Over the ten seeds production's throttling falls from 21.4 to 0.1 CPU-minutes
-# (every seed halved) and every pod's with it (33.6 -> 0.1), the node-minutes above the
+# (every seed halved) and every pod's with it (33.6 -> 0.2), the node-minutes above the
 # limits fall on every seed, and batch waits 1.07x as long; on one seed of ten, seed 2,
 # 1.24x (1,689 -> 2,088 pod-minutes, about one pod of 60 waiting the whole run): the
 # trade of production spread evenly over its nodes, which leaves none of them room for
@@ -151,10 +154,12 @@ class Bar:
         (BIG_BATCH, Bar(0.01, 0.02, lambda plain: plain + 18_000.0, seeds_not_halved=0)),
         # The same policy on a shape it was not tuned on: production hardly throttles
         # there (1.7 CPU-minutes without classes), and with classes batch waits less
-        # (7,116 -> 339 pod-minutes) and no pod throttles (2.6 -> 0.0).
+        # (7,116 -> 2,349 pod-minutes), no pod throttles (2.6 -> 0.0) and production's
+        # scale-up waits none (7,207 without; 15,592 before its own limit yielded, when
+        # batch waited 339: production now takes the room on its nodes first).
         (
             THIRD_SHAPE,
-            Bar(0.5, 0.5, lambda plain: 0.2 * plain, 0, production_throttles_without=False),
+            Bar(0.5, 0.5, lambda plain: 0.4 * plain, 0, production_throttles_without=False),
         ),
     ],
 )
@@ -178,6 +183,11 @@ def test_classes_cut_production_throttling_and_throttle_no_pod_more(
     for m in measured:
         assert m.above_limits[1] < m.above_limits[0]
         assert m.all_throttled[1] <= m.all_throttled[0] + 0.5
+    # Production, which classes protect, waits no longer than without them: its limit on
+    # its own usage yields where no node has that room (PodClasses.yielding).
+    assert sum(m.production_pending[1] for m in measured) <= sum(
+        m.production_pending[0] for m in measured
+    )
     pending_plain = sum(m.batch_pending[0] for m in measured)
     pending_classed = sum(m.batch_pending[1] for m in measured)
     assert pending_classed <= bar.pending_at_most(pending_plain)
@@ -241,3 +251,17 @@ def test_the_simulator_tells_each_class_s_own_numbers() -> None:
     default_row, loadaware_row = (line.split(" | ") for line in table[2:])
     assert float(loadaware_row[1]) < float(default_row[1])  # production throttles less
     assert class_table(without_classes(scenario), runs, ["default", "loadaware"]) == ""
+
+
+def test_production_s_scale_up_does_not_wait_for_its_own_limit_where_nodes_have_room() -> None:
+    """On the 32-core shape production's four nodes sit at its 40 % when web scales up,
+    with room under the node's 65 %, and batch's nodes are full: under its own limit the
+    scale-up waited (1,373 pod-minutes on seed 1, against 328 without classes). The limit
+    yields where no node passes it (``PodClasses.yielding``): none waits, and production
+    still throttles no more than without classes."""
+    scenario = load_scenario(str(THIRD_SHAPE))
+    plain, classed = run(without_classes(scenario)), run(scenario)
+    measured = [class_measures(scenario, r, "production") for r in (plain, classed)]
+    assert measured[0].pending_pod_minutes > 100.0  # batch filled production's nodes too
+    assert measured[1].pending_pod_minutes <= measured[0].pending_pod_minutes
+    assert measured[1].throttled_cpu_minutes <= measured[0].throttled_cpu_minutes
