@@ -63,6 +63,7 @@ from app.load import (
 )
 from app.objects import Resources
 from app.policy import Policy
+from app.simulate.drained import SimulatedDrainedNodes
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scheduling import UnsampledUsage
 
@@ -163,6 +164,8 @@ class SimulatedSoftTaints:
         self._estimated: set[int] = set()
         self._names = node_names
         self._index = {name: index for index, name in enumerate(node_names)}
+        # The descheduler's evictions, which drained nodes are held by (app/load/drained.py).
+        self.drained = SimulatedDrainedNodes(node_names, allocatable, self._policies)
         self._limits = _limits_by_metric(self._policies, policy, pipeline.sync_periods_s)
         self._periods_s = sorted({pipeline.sync_periods_s[m] for m in self._limits})
         if self._periods_s:
@@ -225,6 +228,12 @@ class SimulatedSoftTaints:
             for node in np.flatnonzero(self._may_be_tainted()).tolist()
         }
         self.heats = heats
+        if self.drained.evictions and self._warm_at_s:
+            node_now = self._measurement  # of a node's annotations' version, now
+            self._warm_at_s = self.drained.hold(
+                self._warm_at_s, lambda i, v: node_now(i, v, now_s)[4], self._pipeline.node_version,
+                now_s, self.settings.release_margin,
+            )  # fmt: skip
         decision = self._decide(heats, now_s)
         self._warm_at_s = dict(decision.warm_at_s)
         if decision.decisions is not self._applied:  # else the same nodes, set already
