@@ -47,6 +47,7 @@ class DrainedNodes:
         self._next_read_s = float("-inf")
         self._failing = False
         self._evicted: dict[str, EvictionRecord] = {}  # by pod UID
+        self._held: set[str] = set()  # nodes held last round (logged as they start)
 
     @classmethod
     def of(cls, client: KubeClient, state: DeschedulerState | None) -> DrainedNodes:
@@ -65,6 +66,7 @@ class DrainedNodes:
         would take back over a limit held from ``now_s`` (``hold_drained``)."""
         self._evicted = recent_evictions(self._evicted, await self._read(now_s), now_s)
         if not self._evicted:
+            self._held = set()
             return dict(warm_at_s)
 
         def measured(name: str) -> tuple[Measurement, Policy, Resources] | None:
@@ -77,7 +79,12 @@ class DrainedNodes:
             return measure(info.annotations, judged_by, now_s), judged_by, info.allocatable
 
         largest = largest_left(self._evicted.values())
-        return hold_drained(warm_at_s, largest, measured, now_s, release_margin)
+        why: dict[str, str] = {}
+        held = hold_drained(warm_at_s, largest, measured, now_s, release_margin, why)
+        for name in sorted(why.keys() - self._held):
+            log.info("soft taint kept on node %s, drained by the descheduler: %s", name, why[name])
+        self._held = set(why)
+        return held
 
     async def _read(self, now_s: float) -> tuple[EvictionRecord, ...]:
         """What the descheduler recorded, if a read is due (else nothing new)."""

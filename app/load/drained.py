@@ -94,10 +94,12 @@ def hold_drained(
     measured: Measured,
     now_s: float,
     release_margin: float,
+    why: dict[str, str] | None = None,
 ) -> dict[str, float]:
     """The rule's memory (``decide_soft_taints``' ``warm_at_s``) with each tainted node
     that the largest pod evicted from it (``largest``, from ``largest_left``) would take
-    back over a limit renewed to ``now_s`` (module doc). Other nodes are as they were."""
+    back over a limit renewed to ``now_s`` (module doc). Other nodes are as they were.
+    ``why``, if given, gets each node held and the reading it would reach (for logs)."""
     held = dict(warm_at_s)
     for name in warm_at_s:
         left = largest.get(name)
@@ -110,6 +112,9 @@ def hold_drained(
         back = unsampled_fractions((left,), allocatable)
         if not back:
             continue
-        if judge_measured(measurement, policy, release_margin, back).heat is Heat.HOT:
+        heat = judge_measured(measurement, policy, release_margin, back)
+        if heat.heat is Heat.HOT:
             held[name] = now_s
+            if why is not None:
+                why[name] = f"with the largest pod evicted from it back: {heat.describe()}"
     return held

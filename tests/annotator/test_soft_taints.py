@@ -706,6 +706,12 @@ def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_wo
 
     asyncio.run(scenario())
     assert "soft taint taken off node a" not in caplog.text
+    kept = (
+        "soft taint kept on node a, drained by the descheduler: with the largest pod "
+        "evicted from it back: cpu_usage_avg_5m 0.75 (+0.25 estimated) > 0.65"
+    )
+    assert caplog.text.count(kept) == 1  # said as the hold starts, not every round
+    assert "soft taint kept on node b" not in caplog.text
 
 
 def test_without_the_descheduler_s_state_a_drained_node_loses_its_taint_as_before(

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 from lightkube import Client
+from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import ConfigMap, Node, Pod
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod
 
 from app.descheduler.descheduler import RunResult
 from app.kube import state
@@ -187,6 +188,8 @@ def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_wo
         metadata=ObjectMeta(name=state.DEFAULT_NAME, namespace="loadaware"),
         data={state.STATE_KEY: json.dumps(document)},
     )
+    with contextlib.suppress(ApiError):  # its namespace, if no test made it yet
+        client.create(Namespace(metadata=ObjectMeta(name="loadaware")))
     client.create(memory)
     try:
         with annotator(cluster, prometheus_node_data.url) as process:
@@ -200,6 +203,7 @@ def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_wo
     finally:
         client.delete(ConfigMap, state.DEFAULT_NAME, namespace="loadaware")
     assert "cannot read the descheduler's evictions" not in log
+    assert "soft taint kept on node a, drained by the descheduler" in log
 
 
 @pytest.mark.prometheus
