@@ -9,7 +9,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -80,7 +80,9 @@ def the_annotator(
     prom: PromProxy,
     settings: SoftTaintSettings | None,
     clock: Callable[[], float] = time.time,
+    state: DeschedulerState | None = None,
 ) -> Annotator:
+    """``state``: the descheduler's memory, read for its evictions (drained nodes)."""
     return annotator(
         fake_kube,
         client,
@@ -88,6 +90,7 @@ def the_annotator(
         the_policy=default_policy(),  # cpu_usage_avg_5m limited at 0.65
         soft_taints=settings,
         soft_taint_interval_s=0.05,
+        descheduler_state=state,
         clock=clock,
     )
 
@@ -690,21 +693,15 @@ def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_wo
             set_taints(fake_kube, name, [OURS])
     evictions = [eviction("a", 0.2, "1"), eviction("a", 1.0, "2"), eviction("b", 0.2, "3")]
     store.add(CONFIGMAPS, descheduler_state(evictions))
-    clock = Clock()
 
-    async def scenario() -> None:
-        async with fake_kube.async_client() as client:
-            annotator = annotator_with_state(fake_kube, client, static_prom, clock)
-            async with running(annotator):
-                assert await eventually(lambda: annotator.soft_taint_rounds >= 3)
-                clock.offset_s = HOLD_S + 1  # cool for longer than the hold
-                assert await eventually(lambda: taints(fake_kube, "b") == [])
-                assert await eventually(lambda: taints(fake_kube, "c") == [])
-                rounds = annotator.soft_taint_rounds
-                assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + 3)
-                assert taints(fake_kube, "a") == [OURS]
+    async def past_the_hold(annotator: Annotator) -> None:
+        assert await eventually(lambda: taints(fake_kube, "b") == [])
+        assert await eventually(lambda: taints(fake_kube, "c") == [])
+        rounds = annotator.soft_taint_rounds
+        assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + 3)
+        assert taints(fake_kube, "a") == [OURS]
 
-    asyncio.run(scenario())
+    run_past_the_hold(fake_kube, static_prom, past_the_hold)
     assert "soft taint taken off node a" not in caplog.text
     kept = (
         "soft taint kept on node a, drained by the descheduler: with the largest pod "
@@ -727,30 +724,28 @@ def test_without_the_descheduler_s_state_a_drained_node_loses_its_taint_as_befor
     garbage = descheduler_state([])
     garbage["data"] = {STATE_KEY: "not json"}
     store.add(CONFIGMAPS, garbage)
+
+    async def past_the_hold(annotator: Annotator) -> None:
+        assert await eventually(lambda: taints(fake_kube, "a") == [])
+
+    run_past_the_hold(fake_kube, static_prom, past_the_hold)
+    assert caplog.text.count("cannot read the descheduler's evictions") == 1
+
+
+def run_past_the_hold(
+    fake_kube: FakeKube, prom: PromProxy, then: Callable[[Annotator], Awaitable[None]]
+) -> None:
+    """An annotator that reads the descheduler's memory, three rounds, then ``then``
+    with the clock past the hold."""
     clock = Clock()
 
     async def scenario() -> None:
         async with fake_kube.async_client() as client:
-            annotator = annotator_with_state(fake_kube, client, static_prom, clock)
+            state = DeschedulerState("default")
+            annotator = the_annotator(fake_kube, client, prom, SETTINGS, clock, state)
             async with running(annotator):
                 assert await eventually(lambda: annotator.soft_taint_rounds >= 3)
-                clock.offset_s = HOLD_S + 1
-                assert await eventually(lambda: taints(fake_kube, "a") == [])
+                clock.offset_s = HOLD_S + 1  # cool for longer than the hold
+                await then(annotator)
 
     asyncio.run(scenario())
-    assert caplog.text.count("cannot read the descheduler's evictions") == 1
-
-
-def annotator_with_state(
-    fake_kube: FakeKube, client: Any, prom: PromProxy, clock: Callable[[], float]
-) -> Annotator:
-    return annotator(
-        fake_kube,
-        client,
-        prom.url,
-        the_policy=default_policy(),  # cpu_usage_avg_5m limited at 0.65
-        soft_taints=SETTINGS,
-        soft_taint_interval_s=0.05,
-        descheduler_state=DeschedulerState("default"),
-        clock=clock,
-    )
