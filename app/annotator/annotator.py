@@ -40,6 +40,7 @@ from typing import Any
 
 from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods, round_estimates
 from app.annotator.class_usage import ClassUsagePublisher
+from app.annotator.drained import DrainedNodes
 from app.annotator.hotvalue import HotValueLedger, HotValuePublisher
 from app.annotator.metric_loop import MetricLoop
 from app.annotator.settings import AnnotatorConfig as AnnotatorConfig
@@ -144,6 +145,7 @@ class Annotator:
             config.soft_taints or SoftTaintSettings(),
             telemetry=self.telemetry,
             clock=clock,
+            drained=DrainedNodes.of(client, config.descheduler_state),
         )
         self.hot_value_publisher = HotValuePublisher(
             self.observer, self.windows, self.ledger, self.patcher, self.telemetry, clock

@@ -19,7 +19,7 @@ from app.commandline import (
     kubernetes_namespace,
     positive_number,
 )
-from app.kube import ANNOTATOR_LEASE_NAME, WORKLOAD_USAGE_NAME
+from app.kube import ANNOTATOR_LEASE_NAME, STATE_NAME, WORKLOAD_USAGE_NAME
 from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SoftTaintSettings
 from app.prom import add_prometheus_flags, label_matchers, prometheus_settings_from_args
 from app.runtime import (
@@ -116,7 +116,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     policy = in_force.value
     prometheus = prometheus_settings_from_args(args)
     lease = lease_settings_from_args(args)
-    from app.annotator.settings import AnnotatorConfig, QueryShape, WorkloadUsageTarget
+    from app.annotator.settings import (
+        AnnotatorConfig,
+        DeschedulerState,
+        QueryShape,
+        WorkloadUsageTarget,
+    )
 
     config = AnnotatorConfig(
         policy=policy,
@@ -134,6 +139,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         if args.soft_taints
         else None,
         soft_taint_interval_s=args.soft_taint_interval,
+        descheduler_state=DeschedulerState(
+            args.descheduler_state_namespace or default_lease_namespace(),
+            args.descheduler_state_name,
+        )
+        if args.soft_taints
+        else None,
         workload_usage=WorkloadUsageTarget(
             args.workload_usage_namespace or default_lease_namespace(), args.workload_usage_name
         )
@@ -303,6 +314,27 @@ def add_soft_taint_flags(parser: argparse.ArgumentParser) -> None:
         default=15.0,
         help="how often every node is judged from its annotations; a round that changes "
         "nothing makes no API call",
+    )
+    add_flag(
+        taints,
+        "--descheduler-state-namespace",
+        metavar="NAMESPACE",
+        type=kubernetes_namespace,
+        command="annotator",
+        help="namespace of the descheduler's state ConfigMap (its --state-namespace), read "
+        "for its recent evictions: a tainted node evicted from within 6h keeps its soft "
+        "taint while the largest pod evicted from it would take it back over a limit "
+        "(docs/tuning.md, 'Soft taints')",
+        default_text="the pod's namespace, else 'default'",
+    )
+    add_flag(
+        taints,
+        "--descheduler-state-name",
+        metavar="NAME",
+        type=kubernetes_name,
+        command="annotator",
+        default=STATE_NAME,
+        help="name of that ConfigMap (the descheduler's --state-name)",
     )
 
 

@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from app.kube import WORKLOAD_USAGE_NAME
+from app.kube import STATE_NAME, WORKLOAD_USAGE_NAME
 from app.load import SoftTaintSettings
 from app.policy import Policy
 from app.prom import PodUsageQueries, build_query
@@ -61,6 +61,15 @@ class WorkloadUsageTarget:
 
 
 @dataclass(frozen=True, slots=True)
+class DeschedulerState:
+    """The descheduler's state ConfigMap, read for its recent evictions (soft taints
+    hold a drained node: app/annotator/drained.py)."""
+
+    namespace: str
+    name: str = STATE_NAME
+
+
+@dataclass(frozen=True, slots=True)
 class AnnotatorConfig:
     policy: Policy
     shape: QueryShape = field(default_factory=QueryShape)
@@ -74,6 +83,8 @@ class AnnotatorConfig:
     soft_taint_interval_s: float = 15.0
     # Where each workload's observed per-pod usage is published (None: not published).
     workload_usage: WorkloadUsageTarget | None = None
+    # Where the descheduler's evictions are read (None: not read, no drained node held).
+    descheduler_state: DeschedulerState | None = None
 
     def __post_init__(self) -> None:
         if not self.policy.spec.sync_policy:

@@ -13,6 +13,10 @@ loadaware's ``PreferNoSchedule`` taint; this keeps the cluster in step with it:
   (``WorkloadUsagePublisher.observed``: fresh, else requests and limits alone), then asks
   ``decide_soft_taints``, with the memory of the previous round (when each tainted
   node was last warm, for the hold);
+* before it decides, a tainted node the descheduler evicted from within
+  ``DRAINED_WINDOW_S`` is held while the largest pod evicted from it would take it
+  back over a limit (``DrainedNodes``: the same ``hold_drained`` as the simulator's,
+  over the descheduler's own record of its evictions);
 * a node whose taint differs from the decision is written through ``TaintWriter``
   (read, change only loadaware's entry, write with the read ``resourceVersion``);
 * the memory lives only as long as this replica leads. A node found carrying the taint
@@ -33,6 +37,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from app.annotator.drained import DrainedNodes
 from app.annotator.telemetry import AnnotatorMetrics
 from app.kube import NodeInfo, PatchOutcome, TaintWriter
 from app.load import (
@@ -83,8 +88,10 @@ class SoftTaintKeeper:
         *,
         telemetry: AnnotatorMetrics,
         clock: Callable[[], float] = time.time,
+        drained: DrainedNodes | None = None,
     ) -> None:
         self.settings = settings
+        self._drained = drained or DrainedNodes()
         self._writer = writer
         self._telemetry = telemetry
         self._clock = clock
@@ -172,7 +179,9 @@ class SoftTaintKeeper:
                 )
         if bounded:
             heats = bounded_next_pod_heats(heats, plain_heats, raises_left or 0)
-        previous = self.previous(nodes, now_s)
+        previous = await self._drained.hold(
+            self.previous(nodes, now_s), nodes, policy, now_s, margin
+        )
         decided = decide_soft_taints(heats, previous, now_s, self.settings)
         report = RoundReport(decided)
         changes = {

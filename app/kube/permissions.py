@@ -163,6 +163,16 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
             "its workload-usage ConfigMap on first start (create cannot be limited by name)",
             Scope.OWN_NAMESPACE,
         ),
+        _permission(
+            "",
+            "configmaps",
+            "get",
+            f"--soft-taints: the descheduler's {DESCHEDULER_STATE} "
+            "(--descheduler-state-name), which only the descheduler may write: its recent "
+            "evictions, so that a drained node keeps its taint (app/annotator/drained.py)",
+            Scope.OWN_NAMESPACE,
+            (DESCHEDULER_STATE,),
+        ),
         *_leader_lease(ANNOTATOR_LEASE),
     ),
     "descheduler": (

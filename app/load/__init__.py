@@ -16,6 +16,7 @@ from app.objects import load_modules_on_use
 if TYPE_CHECKING:
     from app.load.classes import *  # noqa: F403
     from app.load.default_profile import *  # noqa: F403
+    from app.load.drained import *  # noqa: F403
     from app.load.estimate import *  # noqa: F403
     from app.load.model import *  # noqa: F403
     from app.load.prioritize import *  # noqa: F403
@@ -25,6 +26,15 @@ if TYPE_CHECKING:
 # Each name loaded on first use, with its module (PEP 562).
 __getattr__ = load_modules_on_use(
     __name__,
-    ("classes", "default_profile", "estimate", "model", "taints", "verdict", "prioritize"),
+    (
+        "classes",
+        "default_profile",
+        "drained",
+        "estimate",
+        "model",
+        "taints",
+        "verdict",
+        "prioritize",
+    ),
     globals(),
 )

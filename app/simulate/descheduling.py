@@ -180,7 +180,10 @@ class PlannerRebalancer:
             self.gains.evicted(slot, node, t_s, cluster.node_of)
             self.moves.made(node, t_s, now_s, eviction, the_plan)
             self._generation[slot] += 1  # the controller's replacement is a new pod
-            self._records.append(eviction.record(now_s))
+            record = eviction.record(now_s)
+            self._records.append(record)
+            if self._soft_taints is not None:  # the annotator reads the descheduler's record
+                self._soft_taints.drained.evicted(record)
         return slots
 
     def _view(self, t_s: float, now_s: float) -> tuple[ClusterView, dict[str, int]]:

@@ -63,6 +63,7 @@ from app.load import (
 )
 from app.objects import Resources
 from app.policy import Policy
+from app.simulate.drained import SimulatedDrainedNodes
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scheduling import UnsampledUsage
 
@@ -79,7 +80,7 @@ class TaintRound:
 
 # A node's Measurement with the annotations' version, the metrics' writes
 # (``sync_version``) and the instant it was taken at, the metrics' texts it was read
-# from and its ``freshest_sample_s`` (``NodeHeats._measurement``).
+# from and its ``freshest_sample_s`` (``NodeHeats.measurement``).
 _Measured = tuple[int, int, float, tuple[str | None, ...], Measurement, float | None]
 
 
@@ -99,7 +100,7 @@ class _Judged:
 class _Settled:
     """A node's heat judged without an estimate, and what makes it hold: the same
     annotations' version, the clock within its Measurement's life (from ``taken_s``
-    to ``changes_at_s``) and the same next pod. Then ``_measurement`` gives the very
+    to ``changes_at_s``) and the same next pod. Then ``measurement`` gives the very
     Measurement again and ``_judge`` the very heat, so a sync reuses it without asking
     them; a node with an estimate (whose share moves with the clock) never does."""
 
@@ -164,6 +165,8 @@ class SimulatedSoftTaints:
         )
         self._names = node_names
         self._index = {name: index for index, name in enumerate(node_names)}
+        # The descheduler's evictions, which drained nodes are held by (app/load/drained.py).
+        self.drained = SimulatedDrainedNodes(node_names, allocatable, self._policies)
         self._limits = _limits_by_metric(self._policies, policy, pipeline.sync_periods_s)
         self._periods_s = sorted({pipeline.sync_periods_s[m] for m in self._limits})
         if self._periods_s:
@@ -219,6 +222,12 @@ class SimulatedSoftTaints:
             for node in np.flatnonzero(self._may_be_tainted()).tolist()
         }
         self.heats = heats
+        if self.drained.evictions and self._warm_at_s:
+            node_now = self._heats.measurement  # of a node's annotations' version, now
+            self._warm_at_s = self.drained.hold(
+                self._warm_at_s, lambda i, v: node_now(i, v, now_s)[4], self._pipeline.node_version,
+                now_s, self.settings.release_margin,
+            )  # fmt: skip
         decision = self._decide(heats, now_s)
         self._warm_at_s = dict(decision.warm_at_s)
         if decision.decisions is not self._applied:  # else the same nodes, set already
@@ -315,7 +324,7 @@ class NodeHeats:
         nodes = len(policies)
         # Nodes whose estimate may be non-zero: those told changed since it was last empty.
         self.estimated: set[int] = set()
-        # Per node, its last Measurement (``_measurement``): the estimate and both
+        # Per node, its last Measurement (``measurement``): the estimate and both
         # judgements (with and without the next pod) read it.
         self._measured: list[_Measured | None] = [None] * nodes
         self._metrics = [metric for metric, _ in policy.metric_windows]  # what it reads
@@ -337,7 +346,7 @@ class NodeHeats:
             and settled.ahead == ahead
         ):
             return settled.heat
-        measured = self._measurement(node, version, now_s)
+        measured = self.measurement(node, version, now_s)
         measurement = measured[4]
         unsampled = None
         if node in self.estimated:
@@ -375,7 +384,7 @@ class NodeHeats:
         self._judged[node] = _Judged(measurement.readings, unsampled, ahead, heat)
         return heat
 
-    def _measurement(self, node: int, version: int, now_s: float) -> _Measured:
+    def measurement(self, node: int, version: int, now_s: float) -> _Measured:
         """``measure`` of the node's annotations at ``now_s``, kept (as the load filter
         keeps it) from when it was taken until its ``changes_at_s``, or until a rewrite
         changes a metric's text. A rewrite of the hot value alone (every refresh while

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -16,10 +17,12 @@ import pytest
 
 from app.annotator.annotator import Annotator, WorkloadUsageTarget
 from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
+from app.annotator.settings import DeschedulerState
 from app.annotator.softtaints import SOFT_TAINT
 from app.annotator.workload_usage import WorkloadUsagePublisher
-from app.kube import WORKLOAD_USAGE_MAX_AGE_S, PublishedUsage
+from app.kube import STATE_NAME, WORKLOAD_USAGE_MAX_AGE_S, PublishedUsage
 from app.kube.patching import PatchOutcome, TaintWriter, taints_with
+from app.kube.state import STATE_KEY
 from app.load import Evidence, PlacedPod, format_usage
 from app.load.taints import SOFT_TAINT_KEY, SoftTaintSettings
 from app.objects import PodPlacement, Resources
@@ -34,7 +37,7 @@ from tests.annotator.helpers import (
 )
 from tests.annotator.promproxy import PromProxy
 from tests.support.cadvisor import PodSeries, cadvisor_prometheus
-from tests.support.fakekube import NODES, PODS, FakeKubeStore
+from tests.support.fakekube import CONFIGMAPS, NODES, PODS, FakeKubeStore
 from tests.support.fakekube_fixtures import FakeKube
 
 FOREIGN = {"key": "example.com/gpu", "value": "a100", "effect": "NoSchedule"}
@@ -77,7 +80,9 @@ def the_annotator(
     prom: PromProxy,
     settings: SoftTaintSettings | None,
     clock: Callable[[], float] = time.time,
+    state: DeschedulerState | None = None,
 ) -> Annotator:
+    """``state``: the descheduler's memory, read for its evictions (drained nodes)."""
     return annotator(
         fake_kube,
         client,
@@ -85,6 +90,7 @@ def the_annotator(
         the_policy=default_policy(),  # cpu_usage_avg_5m limited at 0.65
         soft_taints=settings,
         soft_taint_interval_s=0.05,
+        descheduler_state=state,
         clock=clock,
     )
 
@@ -645,3 +651,101 @@ def test_a_stale_or_missing_publication_observes_nothing(fake_kube: FakeKube) ->
     # Without the count of pods measured, no raise (app.load.bounded_raises).
     assert recent.by_node(now, observed)["n1"] == [pod, pod]
     assert recent.by_node(now)["n1"] == [pod, pod]
+
+
+# -- drained nodes (app/load/drained.py) ------------------------------------------------
+
+
+def descheduler_state(evictions: list[dict[str, Any]]) -> dict[str, Any]:
+    document = {"version": 1, "evictions": evictions, "hotRounds": {}}
+    return {
+        "metadata": {"name": STATE_NAME, "namespace": "default"},
+        "data": {STATE_KEY: json.dumps(document)},
+    }
+
+
+def eviction(node: str, cores: float, uid: str) -> dict[str, Any]:
+    return {
+        "pod": f"shop/web-{uid}",
+        "uid": uid,
+        "node": node,
+        "destination": "c",
+        "cpuCores": cores,
+        "memoryBytes": 2**28,
+        "at": time.time() - 60,
+        "workload": "shop/Deployment/web",
+    }
+
+
+def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_would_not_fit(
+    fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two tainted nodes gone cool (0.50, below the lower line 0.55 of the limit 0.65),
+    each drained by the descheduler: on 4 cores, the 1 core evicted from ``a`` would take
+    it back to 0.75, over the limit, so its taint stays past the hold; the 0.2 core
+    evicted from ``b`` would not (0.55), so its taint goes, as does ``c``'s (no eviction).
+    The evictions are read from the descheduler's state ConfigMap alone."""
+    caplog.set_level(logging.INFO, logger="app.annotator")
+    store = fake_kube.store
+    for name in ("a", "b", "c", "d", "e"):
+        store.add_node(name, annotations=cpu(0.50 if name in "abc" else 0.20))
+        if name in "abc":
+            set_taints(fake_kube, name, [OURS])
+    evictions = [eviction("a", 0.2, "1"), eviction("a", 1.0, "2"), eviction("b", 0.2, "3")]
+    store.add(CONFIGMAPS, descheduler_state(evictions))
+
+    async def past_the_hold(annotator: Annotator) -> None:
+        assert await eventually(lambda: taints(fake_kube, "b") == [])
+        assert await eventually(lambda: taints(fake_kube, "c") == [])
+        rounds = annotator.soft_taint_rounds
+        assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + 3)
+        assert taints(fake_kube, "a") == [OURS]
+
+    run_past_the_hold(fake_kube, static_prom, past_the_hold)
+    assert "soft taint taken off node a" not in caplog.text
+    kept = (
+        "soft taint kept on node a, drained by the descheduler: with the largest pod "
+        "evicted from it back: cpu_usage_avg_5m 0.75 (+0.25 estimated) > 0.65"
+    )
+    assert caplog.text.count(kept) == 1  # said as the hold starts, not every round
+    assert "soft taint kept on node b" not in caplog.text
+
+
+def test_without_the_descheduler_s_state_a_drained_node_loses_its_taint_as_before(
+    fake_kube: FakeKube, static_prom: PromProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No state ConfigMap (no descheduler, or not yet run): nothing is held, and a round
+    goes on; a ConfigMap of garbage is said once and holds nothing either."""
+    caplog.set_level(logging.INFO, logger="app.annotator")
+    store = fake_kube.store
+    for name in ("a", "b", "c"):
+        store.add_node(name, annotations=cpu(0.50 if name == "a" else 0.20))
+    set_taints(fake_kube, "a", [OURS])
+    garbage = descheduler_state([])
+    garbage["data"] = {STATE_KEY: "not json"}
+    store.add(CONFIGMAPS, garbage)
+
+    async def past_the_hold(annotator: Annotator) -> None:
+        assert await eventually(lambda: taints(fake_kube, "a") == [])
+
+    run_past_the_hold(fake_kube, static_prom, past_the_hold)
+    assert caplog.text.count("cannot read the descheduler's evictions") == 1
+
+
+def run_past_the_hold(
+    fake_kube: FakeKube, prom: PromProxy, then: Callable[[Annotator], Awaitable[None]]
+) -> None:
+    """An annotator that reads the descheduler's memory, three rounds, then ``then``
+    with the clock past the hold."""
+    clock = Clock()
+
+    async def scenario() -> None:
+        async with fake_kube.async_client() as client:
+            state = DeschedulerState("default")
+            annotator = the_annotator(fake_kube, client, prom, SETTINGS, clock, state)
+            async with running(annotator):
+                assert await eventually(lambda: annotator.soft_taint_rounds >= 3)
+                clock.offset_s = HOLD_S + 1  # cool for longer than the hold
+                await then(annotator)
+
+    asyncio.run(scenario())

@@ -107,8 +107,10 @@ def run_extender(fake_kube: FakeKube, tmp_path: Path) -> None:
 
 
 def run_annotator(fake_kube: FakeKube, tmp_path: Path) -> None:
-    """With soft taints off (the default), the leader first takes loadaware's taint off
-    the node that carries it: a read and a conditional write."""
+    """With soft taints on and a 1ms hold, the leader takes loadaware's taint off the node
+    that carries it, cool or without data (a read and a conditional write; soft taints
+    off take it off the same way), and reads the descheduler's state for its evictions
+    (app/annotator/drained.py)."""
     taint = {"key": SOFT_TAINT_KEY, "value": "true", "effect": "PreferNoSchedule"}
     fake_kube.store.modify(NODES, "n1", lambda node: node["spec"].update(taints=[taint]))
     port = free_port()
@@ -123,6 +125,9 @@ def run_annotator(fake_kube: FakeKube, tmp_path: Path) -> None:
             "--prometheus-url", prometheus.url,
             "--lease-namespace", NAMESPACE,
             "--workload-usage-namespace", NAMESPACE,
+            "--soft-taints",
+            "--soft-taint-hold", "1ms",
+            "--descheduler-state-namespace", NAMESPACE,
             "--leader-elect-retry-period", "0.2",
             "--health-host", "127.0.0.1",
             "--health-port", str(port),
@@ -139,6 +144,7 @@ def run_annotator(fake_kube: FakeKube, tmp_path: Path) -> None:
                     # the workload-usage ConfigMap: a replace, then its create (a 404 first)
                     ("configmaps", "update"),
                     ("configmaps", "create"),
+                    ("configmaps", "get"),  # the descheduler's state (a 404: none yet)
                 }
                 return wanted <= verbs
 

@@ -13,6 +13,7 @@ score, nothing of loadaware's.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -20,9 +21,12 @@ from typing import Any
 
 import pytest
 from lightkube import Client
-from lightkube.resources.core_v1 import Node, Pod
+from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod
 
 from app.descheduler.descheduler import RunResult
+from app.kube import state
 from app.load import format_usage
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY
 from app.rebalance import NodeKind, SkipCode, render_plan
@@ -39,6 +43,9 @@ SOFT_TAINT_FLAGS = (
     "--soft-taint-interval", "1s",
     "--soft-taint-hold", f"{HOLD_S:g}s",
     "--soft-taint-max-share", "0.5",
+    # The descheduler's memory, read for its evictions (drained nodes keep their taint),
+    # where the shipped Role lets the annotator read it.
+    "--descheduler-state-namespace", "loadaware",
     # Leader-elected as deployed (its Lease in loadaware, by the shipped Role), on
     # short timings: only the leader writes.
     "--lease-namespace", "loadaware",
@@ -158,6 +165,45 @@ def test_the_taint_stays_through_a_dip_goes_when_cool_and_at_once_when_stale(
         assert time.monotonic() - stale_at < HOLD_S - 3
         assert not soft_tainted(client, "b")
         assert not soft_tainted(client, "c")
+
+
+@pytest.mark.prometheus
+def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_would_not_fit(
+    cluster: ControlPlane, prometheus_node_data: PromNodeData
+) -> None:
+    """The descheduler's memory records 2 cores evicted from ``a`` (8 cores): cool at
+    0.50, ``a`` would be back at 0.75 with that pod, over the 0.65 limit, so it keeps
+    its taint past the hold; at 0.30 (0.55 with it) the taint goes. Read through the
+    shipped Role, from the ConfigMap only the descheduler may write."""
+    client = cluster.client()
+    for name in ("a", "b", "c"):
+        cluster.make_node(name, internal_ip=f"192.0.2.{ord(name)}")  # no series: ours
+        set_cpu(client, name, 0.90 if name == "a" else 0.20)
+    record = {
+        "pod": "shop/web-1", "uid": "uid-web-1", "node": "a", "destination": "b",
+        "cpuCores": 2.0, "memoryBytes": 2**28, "at": time.time(), "workload": None,
+    }  # fmt: skip
+    document = {"version": 1, "evictions": [record], "hotRounds": {}}
+    memory = ConfigMap(
+        metadata=ObjectMeta(name=state.DEFAULT_NAME, namespace="loadaware"),
+        data={state.STATE_KEY: json.dumps(document)},
+    )
+    with contextlib.suppress(ApiError):  # its namespace, if no test made it yet
+        client.create(Namespace(metadata=ObjectMeta(name="loadaware")))
+    client.create(memory)
+    try:
+        with annotator(cluster, prometheus_node_data.url) as process:
+            wait_until(lambda: soft_tainted(client, "a"), 5, "a tainted")
+            set_cpu(client, "a", 0.50)  # cool: below the lower line (0.55)
+            time.sleep(HOLD_S + 4)
+            assert soft_tainted(client, "a")
+            set_cpu(client, "a", 0.30)
+            wait_until(lambda: not soft_tainted(client, "a"), HOLD_S + 10, "a untainted")
+            log = process.log_path.read_text()
+    finally:
+        client.delete(ConfigMap, state.DEFAULT_NAME, namespace="loadaware")
+    assert "cannot read the descheduler's evictions" not in log
+    assert "soft taint kept on node a, drained by the descheduler" in log
 
 
 @pytest.mark.prometheus
