@@ -146,12 +146,35 @@ RENAMES: tuple[Rename, ...] = (
     Rename("HEALTH_LIMITS", "HEALTH_CONNECTION_LIMITS", "the health server's ConnectionLimits"),
 )
 
-# Prose only: the lowercase word in comments, docstrings and docs.
-PROSE: tuple[tuple[str, str], ...] = (
-    ("ledgers", "reserves"),
-    ("ledger", "reserve"),
-    ("Ledger", "Reserve"),
-    ("prices every reservation", "estimates every reservation"),
+# Prose only: words and phrases in comments, docstrings and docs, never in a string the
+# program prints (``paths`` as in ``Rename``; empty: everywhere).
+STATE_FILES = (
+    "app/descheduler/act.py",
+    "app/descheduler/decide.py",
+    "app/descheduler/descheduler.py",
+    "app/descheduler/gather.py",
+    "app/kube/state.py",
+    "app/explain/gather.py",
+    "docs/developer.md",
+    "docs/install.md",
+)
+PROSE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("ledgers", "reserves", ()),
+    ("ledger", "reserve", ()),
+    ("Ledger", "Reserve", ()),
+    ("prices every reservation", "estimates every reservation", ()),
+    ("answer on the wire", "prioritize answer", ()),
+    ("the scheduler it plans beside", "the scheduler that places the replacements", ()),
+    # the descheduler's state ConfigMap, where "memory" says it
+    ("descheduler's memory", "descheduler's state", STATE_FILES),
+    ("the memory's", "the state's", STATE_FILES),
+    ("The memory", "The state", STATE_FILES),
+    ("the memory", "the state", STATE_FILES),
+    ("its memory", "its state", STATE_FILES),
+    ("no memory", "no state", STATE_FILES),
+    ("runs' memory", "runs' state", STATE_FILES),
+    ("memory (recent", "state (recent", STATE_FILES),
+    ("memory ConfigMap", "state ConfigMap", STATE_FILES),
 )
 
 # Files renamed with ``git mv``; every mention of the old path follows.
@@ -197,7 +220,7 @@ def prose(text: str, rel: str) -> str:
     rules = _rules_for(rel)
     anywhere = {r.old: r.new for r in RENAMES if r.prose == "any" and _covers(r.paths, rel)}
     anywhere = {old: new for old, new in anywhere.items() if old[0].isupper() or "_" in old}
-    anywhere.update(dict(PROSE))
+    anywhere.update({old: new for old, new, paths in PROSE if _covers(paths, rel)})
     for old, new in MOVES:
         anywhere[old] = new
         anywhere[Path(old).name] = Path(new).name
@@ -302,7 +325,7 @@ def python(source: str, rel: str) -> str:
             table[STATE_OLD] = state_new
         parts = re.split(r"(\{\{|\}\}|\{[^{}]*\})", text)
         return "".join(
-            _word_sub(p, table) if p.startswith("{") and not p.startswith("{{") else prose(p, rel)
+            _word_sub(p, table) if p.startswith("{") and not p.startswith("{{") else p
             for p in parts
         )
 
@@ -325,12 +348,21 @@ def python(source: str, rel: str) -> str:
                 inner = distinct[inner]
             elif "f" in prefix:
                 inner = expressions(inner, token.start[0])
-            else:
+            elif _standalone(tokens, index):  # a docstring, never a printed string
                 inner = prose(inner, rel)
             new = token.string[: len(prefix)] + quote + inner + quote
         if new != token.string:
             edits.append((token.start, token.end, new))
     return _apply(source, edits)
+
+
+def _standalone(tokens: Sequence[tokenize.TokenInfo], index: int) -> bool:
+    """The string is a statement of its own (a docstring): nothing uses its value."""
+    layout = {tokenize.NL, tokenize.COMMENT}
+    before = next((t for t in reversed(tokens[:index]) if t.type not in layout), None)
+    after = next((t for t in tokens[index + 1 :] if t.type not in layout), None)
+    starts = before is None or before.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+    return starts and (after is None or after.type in (tokenize.NEWLINE, tokenize.ENDMARKER))
 
 
 def _previous(tokens: Sequence[tokenize.TokenInfo], index: int) -> str | None:
