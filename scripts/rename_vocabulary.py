@@ -134,6 +134,8 @@ RENAMES: tuple[Rename, ...] = (
     Rename("Memory", "DeschedulerState", "what the state ConfigMap holds between runs",
            prose="quoted"),
     Rename("_read_memory", "_read_state", "reads the state ConfigMap"),
+    Rename("memory_window_s", "state_window_s", "how far back the state must reach"),
+    Rename("memory_line", "state_line", "explain's line about the state ConfigMap"),
     Rename("descheduler_memory", "descheduler_state", "e2e fixture: a fresh state ConfigMap"),
     # --- the annotator's record of its own hot-value writes ---------------------------
     Rename("HotValueLedger", "HotValueWrites", "what this replica wrote, and the next patches"),
@@ -166,7 +168,10 @@ PROSE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("answer on the wire", "prioritize answer", ()),
     ("the scheduler it plans beside", "the scheduler that places the replacements", ()),
     # the descheduler's state ConfigMap, where "memory" says it
-    ("descheduler's memory", "descheduler's state", STATE_FILES),
+    # (not docs/reference.md: its tables are the flags' help, which stays as printed)
+    ("descheduler's memory", "descheduler's state", ("app/", "tests/", "bench/", *STATE_FILES,
+                                                      "docs/troubleshooting.md",
+                                                      "docs/security.md", "docs/tuning.md")),
     ("the memory's", "the state's", STATE_FILES),
     ("The memory", "The state", STATE_FILES),
     ("the memory", "the state", STATE_FILES),
