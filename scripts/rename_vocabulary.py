@@ -220,8 +220,15 @@ def _word_sub(text: str, table: dict[str, str]) -> str:
 _SPAN = re.compile(r"(`+)([^`]+?)\1")
 
 
+KEEP = re.compile(r"(<!-- rename_vocabulary: keep -->.*?<!-- rename_vocabulary: end -->)", re.S)
+
+
 def prose(text: str, rel: str) -> str:
-    """Comments, docstrings, Markdown: ``any`` names everywhere, ``quoted`` in `code`."""
+    """Comments, docstrings, Markdown: ``any`` names everywhere, ``quoted`` in `code`;
+    never between ``<!-- rename_vocabulary: keep -->`` and ``<!-- ...: end -->``
+    (the table of old and new names)."""
+    if KEEP.search(text):
+        return "".join(p if KEEP.fullmatch(p) else prose(p, rel) for p in KEEP.split(text))
     rules = _rules_for(rel)
     anywhere = {r.old: r.new for r in RENAMES if r.prose == "any" and _covers(r.paths, rel)}
     anywhere = {old: new for old, new in anywhere.items() if old[0].isupper() or "_" in old}
@@ -326,12 +333,16 @@ def python(source: str, rel: str) -> str:
 
     def expressions(text: str, line: int) -> str:
         table = {old: r.new for old, r in rules.items() if not r.after}
-        if in_state(line):
-            table[STATE_OLD] = state_new
+
+        def code(part: str) -> str:
+            part = _word_sub(part, table)
+            if in_state(line):  # the variable, never an attribute (``queries.memory``)
+                part = re.sub(rf"(?<![\w.-]){STATE_OLD}(?![\w-])", state_new, part)
+            return part
+
         parts = re.split(r"(\{\{|\}\}|\{[^{}]*\})", text)
         return "".join(
-            _word_sub(p, table) if p.startswith("{") and not p.startswith("{{") else p
-            for p in parts
+            code(p) if p.startswith("{") and not p.startswith("{{") else p for p in parts
         )
 
     distinct = {
@@ -426,6 +437,24 @@ def move(check: bool) -> list[str]:
     return moved
 
 
+def table() -> str:
+    """The renames as a Markdown table (docs/developer.md, "Vocabulary")."""
+    rows = ["| old name | new name | what it is | where |", "| --- | --- | --- | --- |"]
+    for rule in RENAMES:
+        narrower = any(r.old == rule.old and r.paths for r in RENAMES if r is not rule)
+        where = ", ".join(f"`{p}`" for p in rule.paths) if rule.paths else "everywhere"
+        where = "everywhere else" if narrower and not rule.paths else where
+        rows.append(f"| `{rule.old}` | `{rule.new}` | {rule.why} | {where} |")
+    for old, new in MOVES:
+        rows.append(f"| `{old}` | `{new}` | the file, by `git mv` | |")
+    rows.append(
+        f"| `{STATE_OLD}` (a `DeschedulerState` or `PlannerState`) | `state` (`saved_state` "
+        "where the module `state` is imported) | the descheduler's state, not the resource "
+        "| where typed or built as one |"
+    )
+    return "\n".join(rows)
+
+
 def tidy(paths: Sequence[Path]) -> None:
     """Sort the imports and ``__all__`` lists the renames unsorted, and format (only) the
     statements a longer name pushed past the line length (``ruff format --range``)."""
@@ -451,7 +480,13 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) 
     parser.add_argument(
         "--check", action="store_true", help="change nothing; exit 1 if a rename is due"
     )
+    parser.add_argument(
+        "--table", action="store_true", help="print the renames as docs/developer.md lists them"
+    )
     args = parser.parse_args(argv)
+    if args.table:
+        out(table())
+        return 0
     changed = move(args.check)
     for path in files():
         if args.check:
