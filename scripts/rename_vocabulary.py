@@ -160,12 +160,23 @@ STATE_FILES = (
     "docs/developer.md",
     "docs/install.md",
 )
+UNSAMPLED = ("app/extender/", "tests/extender/", "app/load/model.py")
 PROSE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("ledgers", "reserves", ()),
     ("ledger", "reserve", ()),
     ("Ledger", "Reserve", ()),
     ("prices every reservation", "estimates every reservation", ()),
     ("answer on the wire", "prioritize answer", ()),
+    ("repriced", "re-estimated", ()),
+    ("extender's reprice", "extender's reestimate", ()),
+    ("remembered price", "remembered estimate", ()),
+    ("reservation's price", "reservation's estimate", ()),
+    # a node's Unsampled usage, where "addition" says it
+    ("the estimated addition to its usage", "the unsampled estimate added to its usage", UNSAMPLED),
+    ("estimated addition", "unsampled estimate", UNSAMPLED),
+    ("node's addition", "node's unsampled usage", UNSAMPLED),
+    ("whose addition", "whose unsampled usage", UNSAMPLED),
+    ("only the addition changes", "only the unsampled usage changes", UNSAMPLED),
     ("the scheduler it plans beside", "the scheduler that places the replacements", ()),
     # the descheduler's state ConfigMap, where "memory" says it
     # (not docs/reference.md: its tables are the flags' help, which stays as printed)
