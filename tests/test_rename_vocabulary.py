@@ -115,3 +115,10 @@ def test_a_second_run_changes_nothing() -> None:
 def test_the_vocabulary_in_the_developer_guide_is_the_script_s() -> None:
     guide = (ROOT / "docs" / "developer.md").read_text()
     assert RENAME.table() in guide
+
+
+def test_no_new_name_is_an_old_one_so_a_second_run_has_nothing_to_do() -> None:
+    old = {rule.old for rule in RENAME.RENAMES} | {old for old, _, _ in RENAME.PROSE}
+    new = {rule.new for rule in RENAME.RENAMES} | {new for _, new, _ in RENAME.PROSE}
+    assert not old & new
+    assert not {n for n in new if any(o in n.split() for o in old)}
