@@ -250,9 +250,9 @@ def estimating_extender(
         client_for_server("http://127.0.0.1:9"), scheduled_pod
     )
     extender = Extender(estimation_policy(enabled), mode="node-cache", pod_cache=pod_cache)
-    assert extender.ledger is not None
+    assert extender.reserve is not None
     for name, values in cluster.items():
-        extender.ledger.set_allocatable(name, NODE_ALLOCATABLE)
+        extender.reserve.set_allocatable(name, NODE_ALLOCATABLE)
         extender.table.upsert(name, values)
     for key, pod in pods.items():
         pod_cache.apply(key, pod)

@@ -25,7 +25,7 @@ every name (passed or failed, no ``Error``), prioritize scores every name 0-10.
 
 Memory that grows legitimately: reservations live for ``--reservation-ttl`` (15 s, the
 extender's default) unless their pod is bound, and these request pods never are, so the
-ledger fills for one TTL and then holds steady. The second half of the run must come
+reserve fills for one TTL and then holds steady. The second half of the run must come
 after that (``--duration`` > 2 x TTL); growth is measured from the middle to the end.
 
     python bench/load.py                  # 60 s

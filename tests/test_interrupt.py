@@ -161,7 +161,7 @@ def test_ctrl_c_during_a_prometheus_query_that_never_answers_stops_at_once(
     from tests.descheduler import cluster
 
     argv, api_server, expected = HUNG_PROMETHEUS[name]
-    cluster.seed(fake_kube.store)  # nodes, pods and the descheduler's memory
+    cluster.seed(fake_kube.store)  # nodes, pods and the descheduler's state
     with empty_cluster() as empty, server_that_never_answers() as (url, hung):
         if api_server is not None:
             server = fake_kube.url if api_server == "seeded" else empty

@@ -144,9 +144,9 @@ def test_policy_check_tells_each_class_and_where_its_usage_is_read() -> None:
     assert "scores by (its own weights): production:cpu_usage 100%" in text
     assert "production:cpu_usage <- loadaware.io/class-usage.production.cpu" in text
     # Batch is held to production's limits where production's pods run; production to none.
-    beside = "    where pods of production run: their limits on the node's metrics too"
-    assert text.count(beside) == 1
-    assert text.index(beside) > text.index("  batch: priority")
+    limits_above = "    where pods of production run: their limits on the node's metrics too"
+    assert text.count(limits_above) == 1
+    assert text.index(limits_above) > text.index("  batch: priority")
     assert "production:mem_usage <- loadaware.io/class-usage.production.memory" in text
     assert "classes of pods" not in describe(default_policy())
 
@@ -168,22 +168,22 @@ HOT_BATCH = """\
 def test_a_lower_class_is_held_to_a_higher_class_s_limits_where_its_pods_run() -> None:
     classes = pod_classes(policy_from_yaml(classed(HOT_BATCH)))
     production, batch = classes.policies["production"], classes.policies["batch"]
-    assert production.beside is None  # the highest class is held back by none
-    assert batch.beside is not None
+    assert production.limits_above is None  # the highest class is held back by none
+    assert batch.limits_above is not None
     # What shows production's pods on a node is read with batch's other metrics.
     assert {"production:cpu_usage", "production:mem_usage"} <= set(batch.metrics)
     assert classes.annotation_keys["production:mem_usage"] == class_usage_key(
         "production", "memory"
     )
     assert dict(batch.limits)["cpu_usage_avg_5m"] == 0.92
-    beside = dict(batch.beside.judged(batch, frozenset({"production"})).limits)
+    limits_above = dict(batch.limits_above.judged(batch, frozenset({"production"})).limits)
     # Production's limits on the node's metrics (the policy's) where stricter, and
     # where batch turned one off; batch's own where it is the stricter (none here).
-    assert beside["cpu_usage_avg_5m"] == 0.65
-    assert beside["cpu_usage_max_avg_1h"] == 0.75
-    assert beside["mem_usage_avg_5m"] == 0.65
+    assert limits_above["cpu_usage_avg_5m"] == 0.65
+    assert limits_above["cpu_usage_max_avg_1h"] == 0.75
+    assert limits_above["mem_usage_avg_5m"] == 0.65
     # Made once per set of classes present.
-    assert batch.beside.judged(batch, frozenset({"production"})) is batch.beside.judged(
+    assert batch.limits_above.judged(batch, frozenset({"production"})) is batch.limits_above.judged(
         batch, frozenset({"production"})
     )
 
@@ -200,8 +200,8 @@ def test_beside_a_higher_class_a_node_pool_s_limits_count_for_both() -> None:
     batch = pod_classes(policy).policies["batch"]
     in_gpu = batch.for_node({"pool": "gpu"})
     assert dict(in_gpu.limits)["cpu_usage_avg_5m"] == 0.4  # the pool's, for batch too
-    assert in_gpu.beside is not None
-    judged = dict(in_gpu.beside.judged(in_gpu, frozenset({"production"})).limits)
+    assert in_gpu.limits_above is not None
+    judged = dict(in_gpu.limits_above.judged(in_gpu, frozenset({"production"})).limits)
     assert judged["cpu_usage_avg_5m"] == 0.4
     assert judged["cpu_usage_max_avg_1h"] == 0.75
 
@@ -210,7 +210,7 @@ def test_without_classes_no_policy_is_judged_beside_anything() -> None:
     from app.load import judged_by, measure
 
     policy = default_policy()
-    assert policy.beside is None
+    assert policy.limits_above is None
     for pool_policy in (policy, policy_from_yaml(classed(HOT_BATCH)).for_node({})):
         measured = measure({}, pool_policy, 0.0)
         assert judged_by(pool_policy, measured) is pool_policy

@@ -41,7 +41,7 @@ from typing import Any
 from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods, round_estimates
 from app.annotator.class_usage import ClassUsagePublisher
 from app.annotator.drained import DrainedNodes
-from app.annotator.hotvalue import HotValueLedger, HotValuePublisher
+from app.annotator.hotvalue import HotValuePublisher, HotValueWrites
 from app.annotator.metric_loop import MetricLoop
 from app.annotator.settings import AnnotatorConfig as AnnotatorConfig
 from app.annotator.settings import WorkloadUsageTarget as WorkloadUsageTarget
@@ -105,7 +105,7 @@ class Annotator:
             recent=self.recent,
         )
         self.pod_watch.add_listener(self.observer.on_change)
-        self.ledger = HotValueLedger(config.hot_value_interval_s)
+        self.writes = HotValueWrites(config.hot_value_interval_s)
         self.service = LeaderElectedService(
             "annotator",
             client,
@@ -133,7 +133,7 @@ class Annotator:
             telemetry=self.telemetry,
             windows=self.windows,
             pod_watch=self.pod_watch,
-            ledger=self.ledger,
+            writes=self.writes,
             clock=clock,
         )
         self.soft_taints = SoftTaintKeeper(
@@ -148,7 +148,7 @@ class Annotator:
             drained=DrainedNodes.of(client, config.descheduler_state),
         )
         self.hot_value_publisher = HotValuePublisher(
-            self.observer, self.windows, self.ledger, self.patcher, self.telemetry, clock
+            self.observer, self.windows, self.writes, self.patcher, self.telemetry, clock
         )
         target = config.workload_usage
         self.workload_usage = (

@@ -20,7 +20,7 @@ pending and then bound (binding takes ``pods/binding``, which tenants do not hav
 ``PLACED`` for one first seen already on its node (created with ``spec.nodeName``, or
 bound while the watch was down), which the estimate reads from its requests alone
 (docs/security.md); and its workload (``app.objects.workload_key``, the owner logic
-the extender's ledger uses), so that a round can hand each pod its workload's observed
+the extender's reserve uses), so that a round can hand each pod its workload's observed
 per-pod usage (``by_node``' ``observed``, the annotator's last published document). A
 deleted pod is dropped at once.
 
@@ -172,7 +172,7 @@ class RecentPods:
         """Per (resource, namespace), the largest part of one pod's estimate its
         workload's usage adds (of the pods holding a raise now), as a fraction of its
         node's ``allocatable`` (None: a node not known, left out): what the extender's
-        ``loadaware_extender_pod_estimate_raise_max_fraction`` says of its ledger, for
+        ``loadaware_extender_pod_estimate_raise_max_fraction`` says of its reserve, for
         the soft-taint rule, which runs where no extender does (issue 42, point 1)."""
         if observed is None:
             return {}

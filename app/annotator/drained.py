@@ -92,7 +92,7 @@ class DrainedNodes:
             return ()
         self._next_read_s = now_s + READ_EVERY_S
         try:
-            memory = await self._store.load(now_s, now_s - DRAINED_WINDOW_S)
+            saved_state = await self._store.load(now_s, now_s - DRAINED_WINDOW_S)
         except Exception as error:  # ApiError, StateUnreadable, the transport: fail open
             if not self._failing:
                 log.warning(
@@ -108,4 +108,4 @@ class DrainedNodes:
         if self._failing:
             log.info("reading the descheduler's evictions from %s again", self._store.where)
         self._failing = False
-        return tuple(memory.evictions.values())
+        return tuple(saved_state.evictions.values())

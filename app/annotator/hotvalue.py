@@ -50,7 +50,7 @@ def needs_write(want: int, have: WrittenHotValue | None, now_s: float, refresh_s
     return have.value != want or now_s - have.at_s >= refresh_s
 
 
-class HotValueLedger:
+class HotValueWrites:
     """Remembers what this replica wrote, and plans the next round of hot-value patches."""
 
     def __init__(self, interval_s: float) -> None:
@@ -97,14 +97,14 @@ class HotValuePublisher:
         self,
         observer: BindingObserver,
         windows: BindingWindows,
-        ledger: HotValueLedger,
+        writes: HotValueWrites,
         patcher: AnnotationPatcher,
         telemetry: AnnotatorMetrics,
         clock: Callable[[], float],
     ) -> None:
         self._observer = observer
         self._windows = windows
-        self._ledger = ledger
+        self._writes = writes
         self._patcher = patcher
         self._telemetry = telemetry
         self._clock = clock
@@ -115,7 +115,7 @@ class HotValuePublisher:
         self._observer.tidy(now_s)
         hot_values = self._windows.hot_values(now_s)
         annotations = {name: info.annotations for name, info in nodes.items()}
-        plan = self._ledger.plan(annotations, hot_values, now_s)
+        plan = self._writes.plan(annotations, hot_values, now_s)
         if not plan:
             return 0
         report = await self._patcher.patch_nodes(plan)
@@ -124,7 +124,7 @@ class HotValuePublisher:
             if outcome.is_error:
                 self._telemetry.patch_errors.labels("hot_value", outcome.value).inc()
             if outcome is PatchOutcome.WRITTEN:
-                self._ledger.record_written(node, hot_values.get(node, 0), now_s)
+                self._writes.record_written(node, hot_values.get(node, 0), now_s)
         log.info(
             "hot values: %d nodes changed, patches: %s (%d nodes with bindings in the window)",
             len(plan),

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.annotator.bindings import BindingWindows, PodWatch
-from app.annotator.hotvalue import HotValueLedger
+from app.annotator.hotvalue import HotValueWrites
 from app.annotator.settings import QueryShape as QueryShape
 from app.annotator.settings import unqueryable_message
 from app.annotator.telemetry import AnnotatorMetrics
@@ -106,7 +106,7 @@ class MetricSync:
         telemetry: AnnotatorMetrics | None = None,
         windows: BindingWindows | None = None,
         pod_watch: PodWatch | None = None,
-        ledger: HotValueLedger | None = None,
+        writes: HotValueWrites | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._source = source
@@ -117,7 +117,7 @@ class MetricSync:
         # Hot values are known once the pod watch has listed (None: from the start): a 0
         # before would be a guess, not a fact.
         self._pod_watch = pod_watch
-        self._ledger = ledger
+        self._writes = writes
         self._clock = clock
 
     def _hot_values_known(self) -> bool:
@@ -201,11 +201,11 @@ class MetricSync:
             t.patches.labels("metrics", node_outcome.value).inc()
             if node_outcome.is_error:
                 t.patch_errors.labels("metrics", node_outcome.value).inc()
-        if self._ledger is not None:
+        if self._writes is not None:
             now_s = self._clock()
             for node in written:
                 if node in hot_values:
-                    self._ledger.record_written(node, hot_values[node], now_s)
+                    self._writes.record_written(node, hot_values[node], now_s)
         for outcome in outcomes:
             metric = outcome.metric
             t.sync_duration.labels(metric).observe(duration_s)

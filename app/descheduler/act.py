@@ -1,7 +1,7 @@
-"""Act: write the memory, then evict the planned pods one by one, and record each.
+"""Act: write the state, then evict the planned pods one by one, and record each.
 
 A dry run only says what was planned: nothing is evicted or written. Otherwise this
-round's debounce counts are written to the memory first (a run that cannot write it
+round's debounce counts are written to the state first (a run that cannot write it
 evicts nothing), then each planned pod, in order:
 
 - a pod this process already evicted (by UID) is skipped;
@@ -13,7 +13,7 @@ evicts nothing), then each planned pod, in order:
   PodDisruptionBudget) skips the pod, and ``max_consecutive_errors`` API errors in a
   row end the run, never a retry loop;
 - each eviction reserves its room on the destination for the rest of the run, is
-  written to the memory before the next one (a run that cannot write it stops), and
+  written to the state before the next one (a run that cannot write it stops), and
   gets an Event, for humans, naming the node, the metric, the values and the
   destination.
 """
@@ -32,10 +32,10 @@ from app.descheduler.report import RunReport, RunResult, run_log
 from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube import (
     HELD_HOT_REASON,
+    DeschedulerState,
     EvictionNotice,
     EvictionOutcome,
     KubeClient,
-    Memory,
     StateStore,
     describe_api_error,
     evict_pod,
@@ -51,8 +51,8 @@ from app.rebalance import (
     EvictionPlan,
     PlannedEviction,
     SkipCode,
-    memory_window_s,
     recheck,
+    state_window_s,
 )
 from app.runtime import InForce
 
@@ -111,7 +111,7 @@ def preview(the_plan: EvictionPlan) -> RunReport:
 
 
 def moves_again(
-    record: EvictionRecord, memory: Memory, run_started_s: float, return_cooldown_s: float
+    record: EvictionRecord, state: DeschedulerState, run_started_s: float, return_cooldown_s: float
 ) -> bool:
     """Whether ``record``'s workload already had a pod evicted by an earlier run within
     ``returnCooldown``: a workload moved again and again is thrashing. Pods of one
@@ -120,7 +120,7 @@ def moves_again(
         r.workload == record.workload
         and r.evicted_at_s < run_started_s
         and record.evicted_at_s - r.evicted_at_s < return_cooldown_s
-        for r in memory.evictions.values()
+        for r in state.evictions.values()
     )
 
 
@@ -170,8 +170,8 @@ class Evictor:
     """Evicts what a plan says, and remembers what this process evicted.
 
     A pod is never evicted twice by one process (its UID is remembered); across
-    processes the memory says it was. ``own_records`` keeps this process's evictions
-    for the next runs' memory, in case writing it failed.
+    processes the state says it was. ``own_records`` keeps this process's evictions
+    for the next runs' state, in case writing it failed.
     """
 
     def __init__(
@@ -211,8 +211,8 @@ class Evictor:
         if dry_run:
             return preview(decision.plan)
         report = RunReport(RunResult.OK, plan=decision.plan)
-        view.memory.hot_rounds = decision.hot_rounds
-        if await self._save(view.memory, report):
+        view.state.hot_rounds = decision.hot_rounds
+        if await self._save(view.state, report):
             await self._evict_in_order(view, decision.plan, report)
             report.message = summarize(decision.plan, report, self._max_consecutive_errors)
         await self._report_held(decision.plan)
@@ -246,11 +246,11 @@ class Evictor:
                 self._telemetry.event_errors.inc()
         self.held_reported = held_now
 
-    async def _save(self, memory: Memory, report: RunReport) -> bool:
-        """Write the memory; on failure end the run (report says why) and return False."""
+    async def _save(self, state: DeschedulerState, report: RunReport) -> bool:
+        """Write the state; on failure end the run (report says why) and return False."""
         now_s = self._clock()
         try:
-            await self._store.save(memory, now_s, now_s - memory_window_s(self._config.value))
+            await self._store.save(state, now_s, now_s - state_window_s(self._config.value))
         except Exception as error:  # the API client raises HTTP and transport errors
             report.result = RunResult.STATE_NOT_SAVED
             report.message = (
@@ -309,25 +309,25 @@ class Evictor:
                 )
             elif outcome is EvictionOutcome.EVICTED:
                 if judge:
-                    add_eviction(view.memory.moves, eviction, the_plan, view.cluster, started_s)
-                await self._record(eviction, view.memory, reserved, started_s)
-                if not await self._save(view.memory, report):
+                    add_eviction(view.state.moves, eviction, the_plan, view.cluster, started_s)
+                await self._record(eviction, view.state, reserved, started_s)
+                if not await self._save(view.state, report):
                     break
 
     async def _record(
         self,
         eviction: PlannedEviction,
-        memory: Memory,
+        state: DeschedulerState,
         reserved: dict[str, Resources],
         run_started_s: float,
     ) -> None:
         """Remember an eviction made, reserve its room, and tell humans with an Event."""
         self.evicted_uids.add(eviction.pod.uid)
         record = eviction.record(self._clock())
-        if moves_again(record, memory, run_started_s, self._config.value.return_cooldown):
+        if moves_again(record, state, run_started_s, self._config.value.return_cooldown):
             self._telemetry.repeated_evictions.inc()
         self.own_records[record.uid] = record
-        memory.evictions[record.uid] = record
+        state.evictions[record.uid] = record
         reserved[eviction.destination] = (
             reserved.get(eviction.destination, Resources()) + eviction.usage
         )

@@ -25,7 +25,7 @@ from app.rebalance import (
     DemandHistory,
     DeschedulerConfig,
     EvictionPlan,
-    PlannerMemory,
+    PlannerState,
     demand_of,
     draining_nodes,
     observe_round,
@@ -39,10 +39,10 @@ from app.rebalance import (
 @dataclass(frozen=True, slots=True)
 class Decision:
     plan: EvictionPlan
-    # The memory's debounce counts after this round (written unless dry-running).
+    # The state's debounce counts after this round (written unless dry-running).
     hot_rounds: dict[str, tuple[int, float]]
     # What a dry-run loop remembers for its next round (empty when not dry-running).
-    dry_rounds: PlannerMemory = field(default_factory=PlannerMemory)
+    dry_rounds: PlannerState = field(default_factory=PlannerState)
     # The consolidation plan (None when consolidation.enabled is off).
     consolidation: ConsolidationPlan | None = None
 
@@ -54,16 +54,16 @@ class Decision:
 
 def rise_of(history: DemandHistory, view: View, config: DeschedulerConfig) -> Resources | None:
     """This run's sample of the demand of the pods that need a node, into ``history``
-    and the memory (saved with it unless dry-running: a restart, a new leader or a
+    and the state (saved with it unless dry-running: a restart, a new leader or a
     ``--once`` run goes on with it), and the rise consolidation keeps room for
     (``app/rebalance/rise.py``); None while consolidation is off."""
     settings = config.consolidation
     if not settings.enabled:
         return None
     history.lookback_s, history.within_s = settings.rise_lookback, settings.rise_within
-    history.merge(view.memory.demand)
+    history.merge(view.state.demand)
     history.record(view.now_s, demand_of(view.cluster.pods.values()))
-    view.memory.demand = history.samples
+    view.state.demand = history.samples
     return history.rise()
 
 
@@ -71,13 +71,13 @@ def decide(
     view: View,
     config: DeschedulerConfig,
     policy: Policy,
-    dry_rounds: PlannerMemory | None,
+    dry_rounds: PlannerState | None,
     rise: Resources | None = None,
 ) -> Decision:
     """The plan for ``view``; ``dry_rounds``: a dry-run loop's own counts, None when not
     dry-running; ``rise``: the rise in demand consolidation keeps room for
     (``app/rebalance/rise.py``)."""
-    hot_rounds = previous_hot_rounds(view.memory.hot_rounds, view.now_s, config.interval)
+    hot_rounds = previous_hot_rounds(view.state.hot_rounds, view.now_s, config.interval)
     if dry_rounds is not None:
         for name, count in dry_rounds.hot_rounds.items():
             hot_rounds[name] = max(hot_rounds.get(name, 0), count)
@@ -92,11 +92,11 @@ def decide(
         consolidation=consolidation,
         plan=the_plan,
         hot_rounds=record_hot_rounds(
-            view.memory.hot_rounds, the_plan.node_classes, view.now_s, config.interval
+            view.state.hot_rounds, the_plan.node_classes, view.now_s, config.interval
         ),
         dry_rounds=(
             observe_round(dry_rounds, the_plan.node_classes)
             if dry_rounds is not None
-            else PlannerMemory()
+            else PlannerState()
         ),
     )

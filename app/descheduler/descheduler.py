@@ -4,21 +4,21 @@ three steps, each in its own module:
 1. gather (``gather.py``): the cluster as the run sees it, or why there is none, and
    then nothing is evicted. The Node, Pod and PodDisruptionBudget caches must have
    listed; every pod's real usage comes from one Prometheus query per resource; the
-   memory (recent evictions and debounce rounds) comes from the one ConfigMap only the
+   state (recent evictions and debounce rounds) comes from the one ConfigMap only the
    descheduler may write (``app/kube/state.py``), so that convergence, cooldowns and
    debouncing survive restarts, leader changes and ``--once`` runs, and nobody else
-   can steer them. A first run, with no memory yet, makes it and acts like any other:
-   observing a round first would recover nothing (no release kept its memory
+   can steer them. A first run, with no state yet, makes it and acts like any other:
+   observing a round first would recover nothing (no release kept its state
    elsewhere) and would leave an already-hot cluster, or a ``--once`` run on a fresh
    install, untouched;
    then the moves whose settleTime has passed are judged (``settled.py``), so that the
    run plans with them;
 2. decide (``decide.py``): the plan, from the pure planner in ``app.rebalance``, and
    the debounce counts to remember;
-3. act (``act.py``): unless dry-running, write the memory, then evict the planned pods
+3. act (``act.py``): unless dry-running, write the state, then evict the planned pods
    in order through the Eviction API (PodDisruptionBudgets honoured), each re-checked
    against the live caches just before its call, spaced by ``evictionsPerSecond``,
-   written to the memory before the next one, and told in an Event;
+   written to the state before the next one, and told in an Event;
 4. with ``consolidation.enabled``, consolidate (``consolidate.py``): give up the drains
    that no longer hold, taint the nodes to drain, and evict their pods the same way.
 
@@ -62,9 +62,9 @@ from app.rebalance import (
     DemandHistory,
     DeschedulerConfig,
     EvictionPlan,
-    PlannerMemory,
-    memory_window_s,
+    PlannerState,
     pool_of,
+    state_window_s,
 )
 from app.runtime import (
     InForce,
@@ -179,10 +179,10 @@ class Descheduler:
             self.evictor,
             self.telemetry,
         )
-        # A dry run never writes the memory's round counts, so a dry-run loop keeps its
+        # A dry run never writes the state's round counts, so a dry-run loop keeps its
         # own; without them, debouncing nodes would never be previewed as sources.
-        self._dry_rounds = PlannerMemory()
-        self._demand = DemandHistory(0.0, 0.0)  # and in the memory (decide.rise_of)
+        self._dry_rounds = PlannerState()
+        self._demand = DemandHistory(0.0, 0.0)  # and in the state (decide.rise_of)
         self._overlapping: set[str] = set()  # "<node> <file>" logged in two node pools
         self._stopped_helping = False  # said once, until a run finds a source not backed off
         self.last_report: RunReport | None = None
@@ -301,8 +301,8 @@ class Descheduler:
         self._stopped_helping = stopped
 
     def _window_s(self) -> float:
-        """How far back the memory must reach: settling, cooldowns, one more interval."""
-        return memory_window_s(self.config)
+        """How far back the state must reach: settling, cooldowns, one more interval."""
+        return state_window_s(self.config)
 
     # -- status -------------------------------------------------------------------
 

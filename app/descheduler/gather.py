@@ -1,7 +1,7 @@
 """Gather: the cluster as one run sees it, or why there is no such view.
 
 A run needs four things before it may plan: the lead, caches that have listed (and are
-not stale), every pod's real usage from Prometheus, and the descheduler's memory. Any
+not stale), every pod's real usage from Prometheus, and the descheduler's state. Any
 one of them missing means the run evicts nothing, and ``Skipped`` says why in words an
 operator can act on:
 
@@ -10,8 +10,8 @@ operator can act on:
   that matches nothing) would make every pod's usage a guess from its requests. A pod
   missing from an answer that has others falls back to its requests, and the plan says
   so;
-- without its memory (``app/kube/state.py``) pods just moved could be moved again. A
-  first run, with no memory yet, gets an empty one and acts like any other.
+- without its state (``app/kube/state.py``) pods just moved could be moved again. A
+  first run, with no state yet, gets an empty one and acts like any other.
 
 The annotator's workload usage (``app/kube/workload_usage.py``) is read too, as the
 extender follows it, so that a destination counts the pods bound there as the
@@ -19,7 +19,7 @@ extender's estimate does (``ClusterView.workload_usage``; issue 42). It is no re
 skip a run: missing, unreadable, stale (``WORKLOAD_USAGE_MAX_AGE_S``) or unreachable,
 every pod is estimated from its requests and limits, as by the extender then.
 
-What this process evicted itself is added to the memory read, in case writing it
+What this process evicted itself is added to the state read, in case writing it
 failed.
 """
 
@@ -36,7 +36,7 @@ from app.descheduler.telemetry import DeschedulerMetrics
 from app.kube import (
     WORKLOAD_USAGE_MAX_AGE_S,
     BudgetCache,
-    Memory,
+    DeschedulerState,
     NodeCache,
     PodCache,
     PublishedUsage,
@@ -55,7 +55,7 @@ from app.prom import (
     pod_nodes,
     read_pod_usage,
 )
-from app.rebalance import ClusterView, DeschedulerConfig, memory_window_s
+from app.rebalance import ClusterView, DeschedulerConfig, state_window_s
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +73,10 @@ class Leadership(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class View:
-    """What a run plans on: the cluster, and the memory it reads and then extends."""
+    """What a run plans on: the cluster, and the state it reads and then extends."""
 
     cluster: ClusterView
-    memory: Memory
+    state: DeschedulerState
     now_s: float
 
 
@@ -92,7 +92,7 @@ class Skipped:
 
 
 class ClusterReader:
-    """Reads a run's view from the caches, Prometheus and the memory's ConfigMap."""
+    """Reads a run's view from the caches, Prometheus and the state's ConfigMap."""
 
     def __init__(
         self,
@@ -141,11 +141,11 @@ class ClusterReader:
                 "cAdvisor (the kubelet's /metrics/cadvisor) is scraped and that "
                 "podUsageQueries return series labelled namespace and pod",
             )
-        since_s = now_s - memory_window_s(config)
-        memory = await self._read_memory(now_s, since_s)
-        if isinstance(memory, Skipped):
-            return memory
-        memory.evictions.update(
+        since_s = now_s - state_window_s(config)
+        state = await self._read_state(now_s, since_s)
+        if isinstance(state, Skipped):
+            return state
+        state.evictions.update(
             (r.uid, r) for r in own_records.values() if r.evicted_at_s >= since_s
         )
         published = await self._read_workload_usage(now_s)
@@ -154,12 +154,12 @@ class ClusterReader:
             pods=pods,
             pod_usage=usage.usage,
             budgets=tuple(self._budgets.budgets.values()),
-            recent_evictions=memory.recent(since_s),
+            recent_evictions=state.recent(since_s),
             workload_usage=published.workloads if published is not None else {},
             workloads_measured=published.pods if published is not None else {},
-            moves=tuple(memory.moves.values()),
+            moves=tuple(state.moves.values()),
         )
-        return View(cluster, memory, now_s)
+        return View(cluster, state, now_s)
 
     async def _read_workload_usage(self, now_s: float) -> PublishedUsage | None:
         """The workload usage as the extender follows it, fresh; else None (logged once
@@ -244,7 +244,7 @@ class ClusterReader:
             self._telemetry.invalid_samples.labels(kind).inc(count)
         return usage
 
-    async def _read_memory(self, now_s: float, since_s: float) -> Memory | Skipped:
+    async def _read_state(self, now_s: float, since_s: float) -> DeschedulerState | Skipped:
         try:
             return await self._store.load(now_s, since_s)
         except Exception as error:  # the API client raises HTTP and transport errors

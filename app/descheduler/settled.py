@@ -37,20 +37,20 @@ class SettledMoves:
         """The view with the moves whose settleTime has passed judged: it plans with
         them, so a move judged now backs off at once. A dry run counts and tells
         nothing (it keeps no memory: it would count them again each run)."""
-        records = list(view.memory.evictions.values())
-        due = due_moves(view.memory.moves, config, view.now_s)
+        records = list(view.state.evictions.values())
+        due = due_moves(view.state.moves, config, view.now_s)
         health = (
             await read_workload_health(self._source, due, records, view.cluster, config, view.now_s)
             if due
             else {}
         )
         judged = judge_due(
-            view.memory.moves, records, view.cluster, config, policy, view.now_s, health
+            view.state.moves, records, view.cluster, config, policy, view.now_s, health
         )
         if not dry_run:
             self._telemetry.record_judged(judged)
         for move in judged:
-            view.memory.moves[move.key] = move
+            view.state.moves[move.key] = move
             log.info(
                 "%d eviction(s) from %s settleTime ago: %s (%s)",
                 move.pods,
@@ -62,5 +62,5 @@ class SettledMoves:
             return view
         if not dry_run:
             await self._evictor.tell_outcomes(judged, view.now_s)
-        moves = tuple(view.memory.moves.values())
+        moves = tuple(view.state.moves.values())
         return dataclasses.replace(view, cluster=dataclasses.replace(view.cluster, moves=moves))

@@ -54,8 +54,8 @@ from app.rebalance import (
     DemandHistory,
     DeschedulerConfig,
     demand_of,
-    memory_window_s,
     previous_hot_rounds,
+    state_window_s,
 )
 
 
@@ -190,8 +190,8 @@ async def _explain_node(reader: ClusterReader, args: argparse.Namespace) -> str:
     pods = {pod_key(p): pod_info(p) for p in await reader.list_all("pods")}
     budgets = await read_budgets(reader)
     now_s = time.time()
-    since_s = now_s - memory_window_s(config.value)
-    memory, memory_line = await read_state(
+    since_s = now_s - state_window_s(config.value)
+    state, state_line = await read_state(
         reader, args.install_namespace, args.state_name, now_s, since_s
     )
     running = any(p.phase == "Running" for p in pods.values())
@@ -208,19 +208,19 @@ async def _explain_node(reader: ClusterReader, args: argparse.Namespace) -> str:
         pods,
         usage,
         budgets,
-        memory.recent(since_s),
+        state.recent(since_s),
         published.workloads if published is not None else {},
         published.pods if published is not None else {},
-        tuple(memory.moves.values()),
+        tuple(state.moves.values()),
     )
-    hot_rounds = previous_hot_rounds(memory.hot_rounds, now_s, config.value.interval)
+    hot_rounds = previous_hot_rounds(state.hot_rounds, now_s, config.value.interval)
     explanation = explain_node(args.node, view, config.value, policy.value, now_s, hot_rounds,
-                               remembered_rise(memory.demand, pods.values(), config.value,
+                               remembered_rise(state.demand, pods.values(), config.value,
                                                now_s))  # fmt: skip
     sources = [
         f"configuration: {config.source}",
         f"policy: {policy.source}",
-        memory_line,
+        state_line,
         usage_line,
     ]
     if published is not None:
@@ -236,7 +236,7 @@ def remembered_rise(
     config: DeschedulerConfig,
     now_s: float,
 ) -> Resources:
-    """The rise in demand the descheduler's memory holds, with the demand now: what
+    """The rise in demand the descheduler's state holds, with the demand now: what
     consolidation keeps room for at its next run (``app/rebalance/rise.py``)."""
     settings = config.consolidation
     history = DemandHistory(settings.rise_lookback, settings.rise_within)

@@ -21,8 +21,8 @@ from app.kube import (
     WORKLOAD_USAGE_MAX_AGE_S,
     WORKLOAD_USAGE_NAME,
     ClusterReader,
+    DeschedulerState,
     KubeClient,
-    Memory,
     OwnConfig,
     Pod,
     PublishedUsage,
@@ -187,30 +187,30 @@ def pod_from_manifest(path: str) -> Pod:
 
 async def read_state(
     reader: ClusterReader, namespace: str, name: str, now_s: float, since_s: float
-) -> tuple[Memory, str]:
-    """The descheduler's memory (recent evictions, debounce rounds) and a line about it.
+) -> tuple[DeschedulerState, str]:
+    """The descheduler's state (recent evictions, debounce rounds) and a line about it.
 
     Unreadable contents are not an error here: the descheduler then evicts nothing,
     and the line says so."""
     store = StateStore(reader.client, namespace, name)
     try:
-        memory = await store.load(now_s, since_s)
+        state = await store.load(now_s, since_s)
     except StateUnreadable as error:
-        return Memory(), (
+        return DeschedulerState(), (
             f"memory: {store.where} is unreadable ({error}): the descheduler evicts nothing "
             "until it is fixed or deleted"
         )
     except Exception as error:  # the API's refusals and the transport's errors
         raise reader.failure(f"read {store.where}", error) from None
-    if not memory.exists:
-        return memory, (
+    if not state.exists:
+        return state, (
             f"memory: {store.where} not found: the descheduler's first run makes it and "
             "acts like any other"
         )
-    recent = memory.recent(since_s)
-    return memory, (
+    recent = state.recent(since_s)
+    return state, (
         f"memory: {store.where}, {len(recent)} recent evictions, hot rounds for "
-        f"{len(memory.hot_rounds)} nodes"
+        f"{len(state.hot_rounds)} nodes"
     )
 
 

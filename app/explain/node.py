@@ -26,7 +26,7 @@ from app.rebalance import (
     NodeClass,
     NodeKind,
     PlannedEviction,
-    SchedulerBeside,
+    ReplacementScheduler,
     SkippedPod,
     draining_nodes,
     node_opt_out,
@@ -133,7 +133,7 @@ class NodeExplanation:
     skipped: tuple[SkippedPod, ...]
     sent_here: tuple[PlannedEviction, ...]
     notes: tuple[str, ...]  # the plan's, for the whole cluster
-    scheduler: SchedulerBeside = "extender"  # what the plan assumes places replacements
+    scheduler: ReplacementScheduler = "extender"  # what the plan assumes places replacements
     # Hot from pods above their requests that stay on it (issue 42): reported,
     # not churned; and Karpenter's opt-out on the Node, which keeps every pod on it.
     held_hot: HeldHot | None = None

@@ -3,7 +3,7 @@
 Each node is judged exactly as the extender judges it: ``app.load.model`` on the node's
 annotations, with the extender's estimate of the pods bound since the node's last
 sample added (``app.load.estimate``: ``counts`` and ``estimate_with_evidence``, which
-the extender's ledger applies one binding at a time). What a bound pod's estimate rests
+the extender's reserve applies one binding at a time). What a bound pod's estimate rests
 on is what explain can see of it: a pod already on its node, which is what the extender
 too has of every pod it first sees there (``Evidence.PLACED``: its requests x factor,
 within the node). A running extender that watched a pod pending and then bound counts
@@ -36,6 +36,7 @@ from app.load import (
     class_annotations,
     counts,
     estimate_scheduled,
+    host_priorities,
     is_exempt_from_filter,
     judged_by,
     measure,
@@ -46,7 +47,6 @@ from app.load import (
     score_parts,
     unsampled_after,
     unsampled_fractions,
-    wire_scores,
 )
 from app.objects import ZERO, NodeInfo, PodInfo, Resources, ScheduledPod
 from app.policy import Policy, pod_classes
@@ -121,7 +121,7 @@ class PodExplanation:
 def placed_pods(
     pods: Iterable[tuple[str, ScheduledPod]], leave_out: str | None, now_s: float
 ) -> dict[str, list[PlacedPod]]:
-    """Per node, the bound pods the estimate reads, as the extender's ledger keeps them:
+    """Per node, the bound pods the estimate reads, as the extender's reserve keeps them:
     unfinished, bound no later than now; ``leave_out`` (a pod key) is not counted."""
     by_node: dict[str, list[PlacedPod]] = {}
     for key, pod in pods:
@@ -147,7 +147,7 @@ def judge_node(
     annotations: Mapping[str, str] | None = None,
 ) -> NodeVerdict:
     """One node's verdict and score for the pod, the extender's way: its table measures
-    the annotations, its ledger adds the estimate of the pods the node's freshest sample
+    the annotations, its reserve adds the estimate of the pods the node's freshest sample
     does not hold (``app.load.estimate.unsampled_after``), and ``app.load.node_verdict``
     judges the node for the pod. ``policy`` is the one the pod is judged by (its class's,
     ``app.load.policy_for_pod``), under the node's pool's limits (``Policy.for_node``)
@@ -251,7 +251,7 @@ def explain_pod(
     preferable = [v.preferable for v in asked]
     roomy = [v.has_room for v in asked]
     best = preferred_position(scores, preferable, roomy)
-    answered = wire_scores(scores, preferable, roomy)
+    answered = host_priorities(scores, preferable, roomy)
     answers = dict(zip((v.node for v in asked), answered, strict=True))
     verdicts = [replace(v, answered=answers.get(v.node)) for v in verdicts]
     preferred = asked[best].node if best >= 0 else None

@@ -296,17 +296,17 @@ def run(args: argparse.Namespace) -> int:
 
     async def read() -> Read:
         try:
-            memory, line = await read_state(
+            state, line = await read_state(
                 reader, args.install_namespace, args.state_name, now_s, since_s
             )
             if settings is None:
-                return list(memory.moves.values()), line, None, {}, {}
+                return list(state.moves.values()), line, None, {}, {}
             policy = await read_policy(reader, args.policy, args.install_namespace)
             nodes = await read_nodes(reader)
             pods = {pod_key(p): pod_info(p) for p in await reader.list_all("pods")}
         finally:
             await reader.close()
-        return list(memory.moves.values()), line, policy.value, nodes, pods
+        return list(state.moves.values()), line, policy.value, nodes, pods
 
     try:
         moves, line, policy, nodes, pods = asyncio.run(read())

@@ -17,7 +17,7 @@ since counts in the total only. Not scraped (no series), the restarts are unknow
 0.
 
 Every failure is a note, never an exit: the evictions by outcome come from the
-descheduler's memory and stand without Prometheus.
+descheduler's state and stand without Prometheus.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@
  *
  * The index holds no policy and computes nothing: verdicts and scores come from
  * app.load.model through NodeTable, which keeps this index in step. Its answers
- * are app.load.prioritize's rule (wire_scores, preferred_position), which the Python
+ * are app.load.prioritize's rule (host_priorities, preferred_position), which the Python
  * fallback in app/extender/index.py calls as it is; tests/extender/test_index.py
  * holds this body to that rule on random inputs.
  */

@@ -8,7 +8,7 @@ clock. So a request for a pod of a class is answered whole by its class's index,
 fast as any other, and a policy without classes keeps no table here and costs a
 request one check (``NodeTable.table_for``).
 
-The tables share the main table's ledger: a reservation or binding is the same usage
+The tables share the main table's reserve: a reservation or binding is the same usage
 whoever judges the node. While classes follow, the annotations they read of each node
 are kept here, bounded, so that a reloaded policy with other classes is built from them
 at once; a reload that brings classes in starts from the node cache's (``known``).
@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from app.extender.index import new_verdict_index
-from app.extender.reserve import Ledger
+from app.extender.reserve import Reserve
 from app.extender.table import NodeTable
 from app.load import HOT_VALUE_KEY, class_annotations, pod_class
 from app.policy import CLASS_USAGE_KEY_PREFIX, MAX_CLASSES, PodClasses, Policy, pod_classes
@@ -53,7 +53,7 @@ class ClassTables:
     def __init__(
         self,
         clock: Callable[[], float] = time.time,
-        ledger: Ledger | None = None,
+        reserve: Reserve | None = None,
         implementation: str | None = None,
         known: Callable[[], Mapping[str, KnownNode]] | None = None,
     ) -> None:
@@ -62,7 +62,7 @@ class ClassTables:
         # policy that brings classes in: the tables are told of no node while no class
         # follows.
         self._known = known
-        self._ledger = ledger
+        self._reserve = reserve
         self._implementation = implementation
         self._classes: PodClasses | None = None
         self.tables: dict[str, NodeTable] = {}
@@ -116,9 +116,9 @@ class ClassTables:
     def _table(self, class_policy: Policy, classes: PodClasses) -> NodeTable:
         index = new_verdict_index(self._implementation)
         # A node passes a class's pod only where the pod's estimate fits its room too
-        # (``short_of_room``); the estimate is known with the ledger alone.
-        every = self._ledger is not None
-        table = NodeTable(class_policy, self._clock, index, self._ledger, None, every)
+        # (``short_of_room``); the estimate is known with the reserve alone.
+        every = self._reserve is not None
+        table = NodeTable(class_policy, self._clock, index, self._reserve, None, every)
         for node, kept in self._annotations.items():
             table.upsert(node, class_annotations(kept, classes), self._labels.get(node))
         return table

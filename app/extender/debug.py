@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from app.extender.reserve import Contribution, Ledger, PodEstimate
+from app.extender.reserve import Contribution, PodEstimate, Reserve
 from app.extender.table import NodeTable
 from app.extender.verdicts import NodeEntry
 from app.load import unsampled_fractions
@@ -28,11 +28,13 @@ def _largest_first(estimate: PodEstimate) -> tuple[float, str]:
 
 
 class DebugViews:
-    """The debug views of one extender's node table and ledger."""
+    """The debug views of one extender's node table and reserve."""
 
-    def __init__(self, table: NodeTable, ledger: Ledger | None, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, table: NodeTable, reserve: Reserve | None, clock: Callable[[], float]
+    ) -> None:
         self._table = table
-        self._ledger = ledger
+        self._reserve = reserve
         self._clock = clock
 
     def nodes(self, names: list[str] | None = None) -> list[dict[str, Any]]:
@@ -76,7 +78,7 @@ class DebugViews:
 
     def pod_estimates(self) -> list[PodEstimate]:
         """Every pod counting on a node's estimate now, largest share first."""
-        if self._ledger is None or not self._table.policy.spec.estimation.enabled:
+        if self._reserve is None or not self._table.policy.spec.estimation.enabled:
             return []
         now_s = self._clock()
         self._table.refresh(now_s)
@@ -84,26 +86,26 @@ class DebugViews:
 
         def sample_at(node: str) -> float | None:
             entry = self._table.lookup(node, now_s)
-            return None if entry is None else entry.addition.sample_at_s
+            return None if entry is None else entry.unsampled.sample_at_s
 
-        ledger = self._ledger
+        reserve = self._reserve
         return sorted(
             (
-                pod_estimate(contribution, ledger.allocatable(node))
-                for node in ledger.tracked_nodes()
-                for contribution in ledger.contributions(node, sample_at(node), now_s)
+                pod_estimate(contribution, reserve.allocatable(node))
+                for node in reserve.tracked_nodes()
+                for contribution in reserve.contributions(node, sample_at(node), now_s)
             ),
             key=_largest_first,
         )
 
-    def estimated_additions(self) -> dict[str, Mapping[str, float]]:
+    def unsampled_estimates(self) -> dict[str, Mapping[str, float]]:
         self._table.refresh(self._clock())
-        return {entry.name: entry.addition.fractions for entry in self._table}
+        return {entry.name: entry.unsampled.fractions for entry in self._table}
 
     def _contributions(self, entry: NodeEntry, now_s: float) -> list[Contribution]:
-        if self._ledger is None or not self._table.policy.spec.estimation.enabled:
+        if self._reserve is None or not self._table.policy.spec.estimation.enabled:
             return []
-        return self._ledger.contributions(entry.name, entry.addition.sample_at_s, now_s)
+        return self._reserve.contributions(entry.name, entry.unsampled.sample_at_s, now_s)
 
 
 def debug_view(entry: NodeEntry, contributions: list[Contribution], now_s: float) -> dict[str, Any]:
@@ -156,13 +158,13 @@ def debug_view(entry: NodeEntry, contributions: list[Contribution], now_s: float
 def estimate_view(
     entry: NodeEntry, contributions: list[Contribution], now_s: float
 ) -> dict[str, Any]:
-    """The pods behind a node's estimated addition (README "Burst-aware estimation")."""
-    addition = entry.addition
+    """The pods behind a node's unsampled estimate (README "Burst-aware estimation")."""
+    unsampled = entry.unsampled
     return {
         "sample_age_seconds": (
-            None if addition.sample_at_s is None else round(now_s - addition.sample_at_s, 1)
+            None if unsampled.sample_at_s is None else round(now_s - unsampled.sample_at_s, 1)
         ),
-        "added": {resource: round(f, 5) for resource, f in addition.fractions.items()},
+        "added": {resource: round(f, 5) for resource, f in unsampled.fractions.items()},
         "pods": [pod_view(c, now_s) for c in contributions],
     }
 

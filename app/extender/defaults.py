@@ -1,5 +1,5 @@
 """The extender's defaults that its flags show: here, apart from the modules that use
-them (the web app, the ledger, the workload-usage follower, and what they import), so
+them (the web app, the reserve, the workload-usage follower, and what they import), so
 that ``loadaware extender --help`` and a bad flag load none of those."""
 
 # With the node cache, a request holds one pod and the nodes' names: a pod at etcd's

@@ -1,5 +1,5 @@
 """The extender: its parts built once, in order, each given what it reads (the
-workload-usage follower, the ledger reading it, the node table reading the ledger, the
+workload-usage follower, the reserve reading it, the node table reading the reserve, the
 verbs, debug views and metrics reading the table), the policy in force they adopt
 together, and the tasks that keep them current."""
 
@@ -24,7 +24,7 @@ from app.extender.index import (
     new_verdict_index,
 )
 from app.extender.reservations import Reservations
-from app.extender.reserve import DEFAULT_RESERVATION_TTL_S, Ledger
+from app.extender.reserve import DEFAULT_RESERVATION_TTL_S, Reserve
 from app.extender.table import NodeTable
 from app.extender.telemetry import EstimateCollector, ExtenderMetrics
 from app.extender.verbs import Outcome, RequestNodes, Verbs
@@ -72,13 +72,13 @@ def _verbs(
     clock: Callable[[], float],
     request_nodes: RequestNodes,
     follower: WorkloadUsageFollower | None,
-    ledger: Ledger | None,
+    reserve: Reserve | None,
     pod_cache: PodCache[ScheduledPod] | None,
 ) -> Verbs:
     """The verbs over ``table``; with the workload usage followed (and so the pod cache
-    and its ledger), they estimate a pod at what its workload's pods use, within the
-    raises the ledger has left."""
-    if follower is None or ledger is None or pod_cache is None:
+    and its reserve), they estimate a pod at what its workload's pods use, within the
+    raises the reserve has left."""
+    if follower is None or reserve is None or pod_cache is None:
         return Verbs(table, clock, request_nodes=request_nodes)
     return Verbs(
         table,
@@ -86,7 +86,7 @@ def _verbs(
         request_nodes=request_nodes,
         workloads=follower.published,
         workload_of_pod=_workload_in(pod_cache),
-        raise_left=ledger.raises.left_now,
+        raise_left=reserve.raises.left_now,
     )
 
 
@@ -150,27 +150,27 @@ class Extender:
             else None
         )
         follower = self.workload_usage
-        self.ledger = (
-            Ledger(policy_now, counts.end, reservation_ttl_s, clock=clock, usage=follower)
+        self.reserve = (
+            Reserve(policy_now, counts.end, reservation_ttl_s, clock=clock, usage=follower)
             if pod_cache is not None
             else None
         )
         # Each class of pods gets a table of its own beside this one (none without classes).
         index = index if index is not None else new_verdict_index()
-        classes = ClassTables(clock, self.ledger, implementation_of(index), _nodes_in(node_cache))
-        self.table = NodeTable(policy_now, clock, index, self.ledger, classes)
-        _note_rules_without_estimate(policy_now, self.ledger is not None)
+        classes = ClassTables(clock, self.reserve, implementation_of(index), _nodes_in(node_cache))
+        self.table = NodeTable(policy_now, clock, index, self.reserve, classes)
+        _note_rules_without_estimate(policy_now, self.reserve is not None)
         self.reservations = (
-            Reservations(self.ledger, self.table, pod_cache, counts, clock)
-            if pod_cache is not None and self.ledger is not None
+            Reservations(self.reserve, self.table, pod_cache, counts, clock)
+            if pod_cache is not None and self.reserve is not None
             else None
         )
-        self.debug = DebugViews(self.table, self.ledger, clock)
+        self.debug = DebugViews(self.table, self.reserve, clock)
         self.metrics.registry.register(
-            EstimateCollector(self.debug.estimated_additions, self.debug.pod_estimates)
+            EstimateCollector(self.debug.unsampled_estimates, self.debug.pod_estimates)
         )
         request_nodes = self.request_nodes_mode(node_cache)
-        self.verbs = _verbs(self.table, clock, request_nodes, follower, self.ledger, pod_cache)
+        self.verbs = _verbs(self.table, clock, request_nodes, follower, self.reserve, pod_cache)
         self.metrics.workloads_observed.set_function(self._workloads_observed)
         self.metrics.policy.loaded(clock())
         self.metrics.nodes_known.set_function(self._nodes_known)
@@ -194,7 +194,7 @@ class Extender:
         return -1.0 if self.workload_usage is None else len(self.workload_usage.workloads)
 
     def _reservations_live(self) -> float:
-        return -1.0 if self.ledger is None else float(self.ledger.reservations)
+        return -1.0 if self.reserve is None else float(self.reserve.reservations)
 
     def _pods_cached(self) -> float:
         return -1.0 if self.pod_cache is None else float(len(self.pod_cache.objects))
@@ -212,7 +212,7 @@ class Extender:
         return "node-cache" if self.node_cache is not None else "full-nodes"
 
     def _on_node(self, name: str, _old: NodeInfo | None, info: NodeInfo | None) -> None:
-        allocatable_changed = self.ledger is not None and self.ledger.set_allocatable(
+        allocatable_changed = self.reserve is not None and self.reserve.set_allocatable(
             name, None if info is None else info.allocatable
         )
         if info is None:
@@ -223,16 +223,16 @@ class Extender:
             self.table.recompute(name)
 
     def _on_pod(self, key: str, old: ScheduledPod | None, new: ScheduledPod | None) -> None:
-        assert self.ledger is not None
-        for node in self.ledger.on_pod(key, old, new, self.clock()):
+        assert self.reserve is not None
+        for node in self.reserve.on_pod(key, old, new, self.clock()):
             self.table.recompute(node)
 
     def _on_workload_usage(self) -> None:
         """What the workloads are observed to use changed: every estimate resting on it
         (reservations and pods bound within maxAge) is redone, off the request path."""
-        assert self.ledger is not None
-        self.ledger.reprice(self.clock())
-        for node in self.ledger.tracked_nodes():
+        assert self.reserve is not None
+        self.reserve.reestimate(self.clock())
+        for node in self.reserve.tracked_nodes():
             self.table.recompute(node)
 
     def _count_overloaded(self) -> float:
@@ -248,21 +248,21 @@ class Extender:
         """Adopt a reloaded policy whole, or raise and keep the previous one whole.
 
         The table builds every node's verdict under ``policy`` before it swaps them in
-        (and keeps the old ones if that fails); the ledger re-estimates every reservation before
+        (and keeps the old ones if that fails); the reserve re-estimates every reservation before
         it changes any. The policy watcher counts a raise as a failed reload."""
         previous = self.table.policy
         self.table.set_policy(policy)
-        if self.ledger is not None:
-            self.ledger.set_policy(policy)
+        if self.reserve is not None:
+            self.reserve.set_policy(policy)
             try:
-                repriced = self.ledger.reprice(self.clock())
+                reestimated = self.reserve.reestimate(self.clock())
             except BaseException:
-                self.ledger.set_policy(previous)
+                self.reserve.set_policy(previous)
                 self.table.set_policy(previous)
                 raise
-            for name in repriced:
+            for name in reestimated:
                 self.table.recompute(name)
-        _note_rules_without_estimate(policy, self.ledger is not None)
+        _note_rules_without_estimate(policy, self.reserve is not None)
         self.metrics.policy.loaded(self.clock())
 
     def on_policy_reload(self, result: str) -> None:

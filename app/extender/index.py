@@ -13,7 +13,7 @@ Two implementations give the same answers (the same JSON, if not always the same
   pay a SipHash per freshly parsed name and reach into objects scattered in memory;
 * ``PyVerdictIndex`` below, the fallback when the extension is missing. It keeps no
   rule of its own: prioritize looks the names up and asks ``app.load.prioritize``'s
-  ``wire_scores_and_preferred``, the reference the native index is held
+  ``host_priorities_and_preferred``, the reference the native index is held
   to on random inputs (``tests/extender/test_index.py``).
 
 ``LOADAWARE_VERDICT_INDEX=python`` forces the fallback (to compare the two, or to rule
@@ -31,7 +31,7 @@ from typing import Protocol, cast
 
 import orjson
 
-from app.load import plain_wire_score, wire_scores_and_preferred
+from app.load import host_priorities_and_preferred, plain_priority
 
 try:
     from app.extender._verdict_index import VerdictIndex as NativeVerdictIndex
@@ -123,7 +123,7 @@ class PyVerdictIndex:
         self._rejections: dict[str, str] = {}  # the small index most names miss
         self._preferable: dict[str, bool] = {}  # passes and may be preferred
         self._rooms: dict[str, tuple[float, float]] = {}  # (cpu cores, memory bytes)
-        # Each name's HostPriority item as most answers carry it (plain_wire_score),
+        # Each name's HostPriority item as most answers carry it (plain_priority),
         # encoded once; an answer that differs is encoded when it is made.
         self._plain: dict[str, int] = {}
         self._items: dict[str, bytes] = {}
@@ -150,7 +150,7 @@ class PyVerdictIndex:
             raise ValueError("a room must be a number, not NaN")
         self._preferable[name] = reason is None and preferable
         self._rooms[name] = (cpu_room, memory_room)
-        plain = self._plain[name] = plain_wire_score(score)
+        plain = self._plain[name] = plain_priority(score)
         self._items[name] = orjson.dumps({"Host": name, "Score": plain})
         if reason is None:
             self._rejections.pop(name, None)
@@ -224,7 +224,7 @@ class PyVerdictIndex:
             cpu <= cpu_room and memory <= memory_room
             for cpu_room, memory_room in map(self._rooms.get, names, repeat(_NO_ROOM))
         ]
-        answered, best = wire_scores_and_preferred(scores, can, roomy)
+        answered, best = host_priorities_and_preferred(scores, can, roomy)
         pieces = list(map(self._items.get, names))
         plains = list(map(self._plain.get, names))
         for position, score in enumerate(answered):

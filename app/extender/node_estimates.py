@@ -1,10 +1,10 @@
 """What one pod adds to one node under the policy in force: its estimate
 (``app.load.estimate``), at most the node's allocatable, and its fractions of that
-allocatable. The ledger prices every reservation here.
+allocatable. The reserve estimates every reservation here.
 
-A burst is many pods of a few shapes, so a reservation's price is remembered per pod
+A burst is many pods of a few shapes, so a reservation's estimate is remembered per pod
 shape and node rather than recomputed on the extender's one thread; the memory is
-forgotten when an allocatable changes, on a policy change (``forget_prices``), and when
+forgotten when an allocatable changes, on a policy change (``forget_estimates``), and when
 it is full.
 """
 
@@ -21,8 +21,8 @@ _MEMO_SIZE = 4096
 
 
 class EstimatedUnder:
-    """The policy the ledger's estimates are made under, for each part that makes one:
-    the node table's, adopted with it (``Ledger.set_policy``)."""
+    """The policy the reserve's estimates are made under, for each part that makes one:
+    the node table's, adopted with it (``Reserve.set_policy``)."""
 
     __slots__ = ("policy",)
 
@@ -33,15 +33,15 @@ class EstimatedUnder:
         return self.policy
 
 
-class Pricing:
-    """Each node's allocatable, and the remembered price of each pod shape on it."""
+class NodeEstimates:
+    """Each node's allocatable, and the remembered estimate of each pod shape on it."""
 
     def __init__(self, policy: Callable[[], Policy]) -> None:
         self._policy = policy
         self._allocatable: dict[str, Resources] = {}
         # (demand, node, observed) → the estimate and its (cpu, memory) fractions of the
         # node's allocatable, under the policy and the allocatable known when it was made
-        self._priced: dict[
+        self._remembered: dict[
             tuple[Demand, str, Resources | None], tuple[Resources, Fractions]
         ] = {}
 
@@ -60,7 +60,7 @@ class Pricing:
         changed = self._allocatable.get(node) != allocatable
         self._allocatable[node] = allocatable
         if changed:
-            self._priced.clear()
+            self._remembered.clear()
         return changed
 
     def reservation(
@@ -69,17 +69,20 @@ class Pricing:
         """A reservation's estimate on ``node`` and its (cpu, memory) fractions of the
         node's allocatable, remembered per pod shape, node and workload usage."""
         key = (demand, node, observed)
-        return self._priced.get(key) or self._price(key)
+        return self._remembered.get(key) or self._estimate(key)
 
-    def _price(self, key: tuple[Demand, str, Resources | None]) -> tuple[Resources, Fractions]:
-        if len(self._priced) >= _MEMO_SIZE:
-            self._priced.clear()
+    def _estimate(self, key: tuple[Demand, str, Resources | None]) -> tuple[Resources, Fractions]:
+        if len(self._remembered) >= _MEMO_SIZE:
+            self._remembered.clear()
         demand, node, observed = key
         allocatable = self._allocatable.get(node, ZERO)
         usage = self.usage(demand, node, self._policy().spec.estimation, observed)
         fractions = unsampled_fractions((usage,), allocatable)
-        priced = self._priced[key] = (usage, (fractions.get(CPU, 0.0), fractions.get(MEMORY, 0.0)))
-        return priced
+        remembered = self._remembered[key] = (
+            usage,
+            (fractions.get(CPU, 0.0), fractions.get(MEMORY, 0.0)),
+        )
+        return remembered
 
     def usage(
         self,
@@ -94,6 +97,6 @@ class Pricing:
         estimate = estimate_scheduled(requests, limits, settings, observed)
         return within_node(estimate, self._allocatable.get(node, ZERO))
 
-    def forget_prices(self) -> None:
-        """Forget every remembered price: the policy changed."""
-        self._priced.clear()
+    def forget_estimates(self) -> None:
+        """Forget every remembered estimate: the policy changed."""
+        self._remembered.clear()

@@ -1,5 +1,5 @@
 """Which pods hold one of their workload's raises: the bounded workload-usage raise in
-the extender's ledger (``app.load.estimate``, "Bounds"; issue 42).
+the extender's reserve (``app.load.estimate``, "Bounds"; issue 42).
 
 A pod placed through the scheduler whose workload's pods are observed to use far more
 than it declares is estimated at what they use. One tenant's burner could otherwise
@@ -7,7 +7,7 @@ publish 7.5 cores as its workload's usage and have a wave of never-started pods 
 same workload key each count as a whole node. So a pod takes one of its workload's
 raises when it is reserved or bound, only while fewer of the workload's pods hold one
 than the annotator measured running (``measured``; none below ``MIN_MEASURED_PODS``),
-and holds it until it leaves the ledger, ``maxAge`` passes, or its grace ends without
+and holds it until it leaves the reserve, ``maxAge`` passes, or its grace ends without
 its containers started (``started_in_grace``). ``hand_out`` gives them out again in
 binding order after a change of what the workloads use (``bounded_raises``, the one
 rule the annotator's soft taints and the descheduler use too); ``left`` tells the pod in
@@ -65,7 +65,7 @@ def none_measured(_workload: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class BoundPod:
-    """A pod bound within ``maxAge``, as the ledger estimates it."""
+    """A pod bound within ``maxAge``, as the reserve estimates it."""
 
     requests: Resources
     limits: Resources

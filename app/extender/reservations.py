@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from app.extender.request_pod import request_pod_demand, request_pod_workload
-from app.extender.reserve import Ledger
+from app.extender.reserve import Reserve
 from app.extender.table import NodeTable
 from app.extender.telemetry import ReservationCounts
 from app.extender.verbs import Outcome
@@ -39,17 +39,17 @@ MAX_UNVERIFIED = 32
 
 
 class Reservations:
-    """The trust rules between a request and the ledger: which node, which pod, how much."""
+    """The trust rules between a request and the reserve: which node, which pod, how much."""
 
     def __init__(
         self,
-        ledger: Ledger,
+        reserve: Reserve,
         table: NodeTable,
         pod_cache: PodCache[ScheduledPod],
         counts: ReservationCounts,
         clock: Callable[[], float],
     ) -> None:
-        self._ledger = ledger
+        self._reserve = reserve
         self._table = table
         self._pod_cache = pod_cache
         self._counts = counts
@@ -81,12 +81,12 @@ class Reservations:
         # Its class of pods, whose usage its estimate counts in too (app.load.class_fractions).
         classes = pod_classes(self._table.policy)
         in_class = pod_class(pod, classes) if classes else None
-        added, affected = self._ledger.reserve(
+        added, affected = self._reserve.reserve(
             uid, pod_name, node, demand, now_s, workload, in_class
         )
         if added is not None:
             # Only added usage: skip re-assessing the node while it cannot change an answer.
-            self._table.add_reserved(node, *added, now_s + self._ledger.ttl_s)
+            self._table.add_reserved(node, *added, now_s + self._reserve.ttl_s)
         else:
             for changed in affected:
                 self._table.recompute(changed)
@@ -140,7 +140,7 @@ class Reservations:
             elif now_s >= deadline_s:
                 del self._unverified[uid]
                 self._counts.refused["unverified"] += 1
-                for node in self._ledger.cancel(uid):
+                for node in self._reserve.unreserve(uid):
                     self._table.recompute(node)
 
 

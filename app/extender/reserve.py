@@ -1,6 +1,6 @@
 """What the extender adds to each node's measured usage: pods placed since its sample.
 
-Two sources feed a node's addition (README "Burst-aware estimation"):
+Two sources feed a node's unsampled usage (README "Burst-aware estimation"):
 
 * **bound pods**, from the pod cache: a pod counts on its node from its binding until
   a sample taken ``coveredAfter`` later covers it or ``maxAge`` passes
@@ -18,10 +18,10 @@ Two sources feed a node's addition (README "Burst-aware estimation"):
 **Workload usage**: a pod placed through the scheduler (``scored``, ``bound``, and a
 reservation) whose workload's pods are observed to use far more than it declares is
 estimated at what they use (``app.load.estimate_scheduled``; ``observed``, from
-``app.extender.workload_usage``). When that changes, ``reprice`` and a recompute of
+``app.extender.workload_usage``). When that changes, ``reestimate`` and a recompute of
 every ``tracked_nodes`` node redo every estimate resting on it. The raise is bounded
 (``app.load.estimate``, "Bounds"; issue 42): which pods hold one of their workload's
-raises is ``app.extender.raises`` (``raises``), which ``reprice`` asks to hand them
+raises is ``app.extender.raises`` (``raises``), which ``reestimate`` asks to hand them
 out again.
 
 **What an estimate rests on** (issue 28, attack 1; ``app.load.estimate.Evidence``): a
@@ -32,8 +32,8 @@ around kube-scheduler and this extender's filter, or listed at start) is ``place
 and estimated from its requests alone. Every pod's estimate is at most its node's
 allocatable. ``largest`` names the biggest estimates for the debug view and the metric.
 
-The Ledger keeps, per node, only the pods bound within ``maxAge`` and the live
-reservations, so a node's addition is recomputed from a handful of entries when that
+The Reserve keeps, per node, only the pods bound within ``maxAge`` and the live
+reservations, so a node's unsampled usage is recomputed from a handful of entries when that
 node changes, never by scanning pods on a request. The pod cache keeps a small
 ``ScheduledPod`` per pod (what the estimate reads), so 100,000 pods stay cheap.
 
@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from app.extender.defaults import RESERVATION_TTL_S
-from app.extender.node_estimates import EstimatedUnder, Fractions, Pricing
+from app.extender.node_estimates import EstimatedUnder, Fractions, NodeEstimates
 from app.extender.raises import BoundPod, PublishedUsage, Raises
 from app.load import (
     START_GRACE_S,
@@ -67,7 +67,7 @@ DEFAULT_RESERVATION_TTL_S = RESERVATION_TTL_S
 
 @dataclass(frozen=True, slots=True)
 class Contribution:
-    """One pod behind a node's addition, for ``/debug/nodes/{name}``."""
+    """One pod behind a node's unsampled usage, for ``/debug/nodes/{name}``."""
 
     pod: str  # namespace/name
     kind: str  # "reserved", or the Evidence of a bound pod: "scored", "bound", "placed"
@@ -92,7 +92,7 @@ class PodEstimate:
 
 
 @dataclass(frozen=True, slots=True)
-class Addition:
+class Unsampled:
     """What a node's samples do not contain yet, and when that changes with the clock."""
 
     sample_at_s: float | None
@@ -100,7 +100,7 @@ class Addition:
     changes_at_s: float
 
 
-NO_ADDITION = Addition(None, {}, math.inf)
+NOTHING_UNSAMPLED = Unsampled(None, {}, math.inf)
 
 
 @dataclass(slots=True)  # not frozen: one is made per reservation, on the only thread
@@ -110,7 +110,7 @@ class Reservation:
     node: str
     demand: Demand
     made_at_s: float
-    usage: Resources  # the estimate, under the policy in force when it was made or repriced
+    usage: Resources  # the estimate, under the policy in force when it was made or re-estimated
     ended: bool = False  # confirmed, moved or dropped: no longer counts on its node
     workload: str | None = None  # whose observed usage its estimate may take
     pod_class: str | None = None  # its class of pods: its estimate counts in its usage too
@@ -149,7 +149,7 @@ class _NodeReservations:
         self.classed -= reservation.pod_class is not None
 
     def oldest(self) -> Reservation:
-        """The oldest live reservation (there is one while the node is in the ledger)."""
+        """The oldest live reservation (there is one while the node is in the reserve)."""
         queue = self.queue
         while queue[0].ended:
             queue.popleft()
@@ -163,7 +163,7 @@ class _NodeReservations:
 
 
 class _Shares:
-    """A node's addition as the ledger sums it: the total, and each class's part of it
+    """A node's unsampled usage as the reserve sums it: the total, and each class's part of it
     (``app.load.class_fractions``: what the class's pods add to its usage)."""
 
     __slots__ = ("by_class", "total")
@@ -207,7 +207,7 @@ ReservationEnd = Callable[[str], None]  # called with "confirmed", "moved" or "d
 _NO_NODES: tuple[str, ...] = ()
 
 
-class Ledger:
+class Reserve:
     """Per node: the pods bound within maxAge and the live reservations."""
 
     def __init__(
@@ -225,11 +225,11 @@ class Ledger:
         self._bound: dict[str, dict[str, BoundPod]] = {}  # node → pod key → pod
         self._reserved: dict[str, _NodeReservations] = {}  # only nodes that hold some
         self._reservations: dict[str, Reservation] = {}  # uid → reservation
-        self._pricing = Pricing(self._policy)
+        self._node_estimates = NodeEstimates(self._policy)
         self.raises = Raises(self._policy, clock, usage)
 
     def set_policy(self, policy: Policy) -> None:
-        """Estimate under ``policy`` from now on (``reprice`` redoes the reservations)."""
+        """Estimate under ``policy`` from now on (``reestimate`` redoes the reservations)."""
         self._policy.policy = policy
 
     def tracked_nodes(self) -> list[str]:
@@ -245,11 +245,11 @@ class Ledger:
 
     def allocatable(self, node: str) -> Resources | None:
         """The node's allocatable, if the node cache has shown it."""
-        return self._pricing.allocatable(node)
+        return self._node_estimates.allocatable(node)
 
     def set_allocatable(self, node: str, allocatable: Resources | None) -> bool:
         """Record a node's allocatable (None: the node is gone); True if it changed."""
-        changed = self._pricing.set_allocatable(node, allocatable)
+        changed = self._node_estimates.set_allocatable(node, allocatable)
         reserved = self._reserved.get(node)
         if changed and reserved is not None:  # each estimate is bounded by the node: anew
             settings = self._policy().spec.estimation
@@ -259,7 +259,7 @@ class Ledger:
     def on_pod(
         self, key: str, old: ScheduledPod | None, new: ScheduledPod | None, now_s: float
     ) -> set[str]:
-        """Follow one pod cache change; return the nodes whose addition may have changed."""
+        """Follow one pod cache change; return the nodes whose unsampled usage may have changed."""
         old_node = old.node if old is not None and not old.finished else None
         new_node = new.node if new is not None and not new.finished else None
         affected: set[str] = set()
@@ -320,12 +320,12 @@ class Ledger:
 
         Returns the (cpu, memory) fractions of allocatable it adds to ``node`` when that is
         all that changed (nothing taken off anywhere; no class's usage), else None and the
-        nodes whose addition changed: none if the pod was already reserved there."""
+        nodes whose unsampled usage changed: none if the pod was already reserved there."""
         previous = self._reservations.get(uid)
         if previous is not None and previous.node == node:
             return None, _NO_NODES
         observed = self.raises.for_reservation(workload, pod, demand, now_s)
-        usage, fractions = self._pricing.reservation(demand, node, observed)
+        usage, fractions = self._node_estimates.reservation(demand, node, observed)
         reservation = self._reservations[uid] = Reservation(
             uid, pod, node, demand, now_s, usage, workload=workload, pod_class=pod_class
         )
@@ -338,7 +338,7 @@ class Ledger:
         self._remove(previous)
         return None, (node, previous.node)
 
-    def cancel(self, uid: str) -> tuple[str, ...]:
+    def unreserve(self, uid: str) -> tuple[str, ...]:
         """End a pod's reservation without a result (it was refused); its node, if any."""
         reservation = self._end(uid)
         if reservation is None:
@@ -359,7 +359,7 @@ class Ledger:
         if not on_node.live:
             del self._reserved[node]  # its sums go with it: exactly zero, free of rounding
 
-    def reprice(self, now_s: float) -> list[str]:
+    def reestimate(self, now_s: float) -> list[str]:
         """Re-estimate every reservation under the current policy and workload usage;
         return the nodes that hold one. Call it after every policy change and every
         change of the workload usage: the memo of estimates is cleared here, not checked
@@ -370,7 +370,7 @@ class Ledger:
         estimates = {
             node: self._estimates(on_node, settings) for node, on_node in self._reserved.items()
         }
-        self._pricing.forget_prices()
+        self._node_estimates.forget_estimates()
         for node, estimated in estimates.items():
             self._reserved[node] = _rebuilt(estimated)
         return list(self._reserved)
@@ -383,7 +383,7 @@ class Ledger:
         return [
             (
                 reservation,
-                self._pricing.usage(
+                self._node_estimates.usage(
                     reservation.demand,
                     reservation.node,
                     settings,
@@ -393,8 +393,8 @@ class Ledger:
             for reservation in on_node
         ]
 
-    def addition(self, node: str, sample_at_s: float | None, now_s: float) -> Addition:
-        """The node's addition at ``now_s``; forgets the entries that have aged out.
+    def unsampled(self, node: str, sample_at_s: float | None, now_s: float) -> Unsampled:
+        """The node's unsampled usage at ``now_s``; forgets the entries that have aged out.
 
         Costs O(pods bound on the node within maxAge): reservations are kept summed."""
         settings = self._policy().spec.estimation
@@ -405,7 +405,7 @@ class Ledger:
         if reserved is not None:
             shares.add_reservations(reserved)
             changes_at_s = reserved.oldest().made_at_s + self.ttl_s
-        allocatable = self._pricing.allocatable_or_zero(node)
+        allocatable = self._node_estimates.allocatable_or_zero(node)
         for key, pod in self._bound.get(node, {}).items():
             if counts(pod.bound_at_s, sample_at_s, now_s, settings):
                 observed = self.raises.raised(key, pod, now_s)
@@ -417,8 +417,8 @@ class Ledger:
                 if observed is not None and pod.started_at_s is None and now_s < grace_end_s:
                     changes_at_s = min(changes_at_s, grace_end_s)
         if not settings.enabled or shares.total == ZERO:
-            return Addition(sample_at_s, {}, changes_at_s)
-        return Addition(sample_at_s, shares.fractions(allocatable), changes_at_s)
+            return Unsampled(sample_at_s, {}, changes_at_s)
+        return Unsampled(sample_at_s, shares.fractions(allocatable), changes_at_s)
 
     def _expire(self, node: str, now_s: float, max_age_s: float) -> None:
         pods = self._bound.get(node)
@@ -440,9 +440,9 @@ class Ledger:
     def contributions(
         self, node: str, sample_at_s: float | None, now_s: float
     ) -> list[Contribution]:
-        """The pods behind a node's addition, for ``/debug/nodes/{name}``."""
+        """The pods behind a node's unsampled usage, for ``/debug/nodes/{name}``."""
         settings = self._policy().spec.estimation
-        allocatable = self._pricing.allocatable_or_zero(node)
+        allocatable = self._node_estimates.allocatable_or_zero(node)
         raised = self.raises.raised
         found = [
             _bound_contribution(key, pod, node, raised(key, pod, now_s), settings, allocatable)
@@ -451,7 +451,7 @@ class Ledger:
         ]
         for r in self._reserved.get(node, ()):
             held = self.raises.holds(r.workload, r.pod)
-            base = self._pricing.usage(r.demand, node, settings, None) if held else r.usage
+            base = self._node_estimates.usage(r.demand, node, settings, None) if held else r.usage
             raised_by = r.usage - base
             found.append(Contribution(r.pod, "reserved", r.made_at_s, r.usage, node, raised_by))
         return found
@@ -460,7 +460,7 @@ class Ledger:
 def _bound_pod(
     new: ScheduledPod, evidence: Evidence, now_s: float, reservation: Reservation | None
 ) -> BoundPod:
-    """The pod as the ledger keeps it; its class is its reservation's (none without)."""
+    """The pod as the reserve keeps it; its class is its reservation's (none without)."""
     bound_at_s = min(new.bound_at_s, now_s)
     pod_class = reservation.pod_class if reservation is not None else None
     return BoundPod(
@@ -490,7 +490,7 @@ def _bound_contribution(
     settings: EstimationPolicy,
     allocatable: Resources,
 ) -> Contribution:
-    """A bound pod behind its node's addition, with what its workload's usage adds."""
+    """A bound pod behind its node's unsampled usage, with what its workload's usage adds."""
     estimate = _bound_usage(pod, settings, allocatable, observed)
     raised_by = ZERO
     if observed is not None:

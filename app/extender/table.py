@@ -2,7 +2,7 @@
 
 A verdict depends only on a node's loadaware annotations, the policy and the clock,
 so the table recomputes a node's ``NodeEntry`` when its annotations change, when the
-policy changes, when its estimated addition changes (a pod bound or reserved on it,
+policy changes, when its unsampled estimate changes (a pod bound or reserved on it,
 see ``reserve.py``), or when the clock changes it. Two clocks are kept apart:
 ``refresh`` (called by every verb) handles the instants that change what the load
 model reads (a value goes stale, a hot value expires), exactly; ``expire_estimates``
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from app.extender.index import VerdictIndex, implementation_of, new_verdict_index
-from app.extender.reserve import Ledger
+from app.extender.reserve import Reserve
 from app.extender.verdicts import (
     AnnotationKey,
     DueAt,
@@ -81,11 +81,11 @@ class NodeTable:
         policy: Policy,
         clock: Callable[[], float] = time.time,
         index: VerdictIndex | None = None,
-        ledger: Ledger | None = None,
+        reserve: Reserve | None = None,
         followers: Followers | None = None,
         estimate_every_node: bool = False,
     ) -> None:
-        self._ledger = ledger
+        self._reserve = reserve
         # A class's table (classes.py): every node passes a pod only where the pod's own
         # estimate fits its room under the limits; in any table, a node in a node pool
         # does too (``classes.short_of_room``). ``estimate_filters``: some node may.
@@ -164,7 +164,7 @@ class NodeTable:
                 entry.annotations,
                 now_s,
                 entry.last_seen_s,
-                self._ledger,
+                self._reserve,
                 previous=entry,
                 labels=entry.labels,
             )
@@ -195,7 +195,7 @@ class NodeTable:
         ):
             entry.last_seen_s = now_s
             return entry
-        entry = verdicts.store(name, annotations, now_s, now_s, self._ledger, labels=labels)
+        entry = verdicts.store(name, annotations, now_s, now_s, self._reserve, labels=labels)
         _warn_about_overlap(entry, self._overlapping)
         return entry
 
@@ -223,7 +223,7 @@ class NodeTable:
         return frozenset(self._overlapping)
 
     def recompute(self, name: str) -> None:
-        """Recompute a node whose estimated addition changed (a binding, a reservation)."""
+        """Recompute a node whose unsampled estimate changed (a binding, a reservation)."""
         if self._following is not None:
             self._following.recompute(name)
         verdicts = self._verdicts
@@ -233,7 +233,9 @@ class NodeTable:
         now_s = self._clock()
         # The annotations are unchanged: read them again only if the clock changed them.
         measurement = entry.measurement if now_s < entry.measurement.changes_at_s else None
-        verdicts.store(name, entry.annotations, now_s, entry.last_seen_s, self._ledger, measurement)
+        verdicts.store(
+            name, entry.annotations, now_s, entry.last_seen_s, self._reserve, measurement
+        )
 
     def remove(self, name: str) -> None:
         self._verdicts.remove(name)
@@ -281,7 +283,7 @@ class NodeTable:
             entry = verdicts.entries.get(name)
             # Heap items of replaced or removed entries are skipped, not searched for.
             if entry is not None and due_at(entry) == at_s:
-                verdicts.store(name, entry.annotations, now_s, entry.last_seen_s, self._ledger)
+                verdicts.store(name, entry.annotations, now_s, entry.last_seen_s, self._reserve)
 
     def lookup(self, name: str, now_s: float) -> NodeEntry | None:
         """A node's entry with everything the clock and reservations changed applied."""
@@ -318,5 +320,5 @@ class NodeTable:
     @property
     def judges_room(self) -> bool:
         """Whether nodes carry their room under the limits: only with the estimate's
-        ledger (and allocatable) is a pod's estimate known and judged against it."""
-        return self._ledger is not None
+        reserve (and allocatable) is a pod's estimate known and judged against it."""
+        return self._reserve is not None

@@ -188,7 +188,7 @@ class ReservationCounts(Collector):
         self.refused = {"not-pending": 0, "unverified-limit": 0, "unverified": 0}
 
     def end(self, result: str) -> None:
-        """A reservation ended: "confirmed", "moved" or "dropped" (``Ledger``)."""
+        """A reservation ended: "confirmed", "moved" or "dropped" (``Reserve``)."""
         self.ended[result] += 1
 
     def collect(self) -> Iterator[Metric]:
@@ -228,8 +228,8 @@ class ReservationCounts(Collector):
         yield refused
 
 
-EstimatedAdditions = Callable[[], Mapping[str, Mapping[str, float]]]
-"""Node name -> resource -> the estimated addition to its usage, as a fraction."""
+UnsampledEstimates = Callable[[], Mapping[str, Mapping[str, float]]]
+"""Node name -> resource -> the unsampled estimate added to its usage, as a fraction."""
 
 
 PodEstimates = Callable[[], Sequence[PodEstimate]]
@@ -242,8 +242,8 @@ class EstimateCollector(Collector):
     1: the pod names are in ``/debug/estimates``). Computed when Prometheus scrapes,
     never on the request path."""
 
-    def __init__(self, additions: EstimatedAdditions, pods: PodEstimates | None = None) -> None:
-        self._additions = additions
+    def __init__(self, unsampled: UnsampledEstimates, pods: PodEstimates | None = None) -> None:
+        self._unsampled = unsampled
         self._pods = pods
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -260,7 +260,7 @@ class EstimateCollector(Collector):
         )
         count = 0
         top: dict[str, float] = {}
-        for fractions in self._additions().values():
+        for fractions in self._unsampled().values():
             if any(value > 0 for value in fractions.values()):
                 count += 1
             for resource, value in fractions.items():

@@ -214,7 +214,7 @@ class Verbs:
         self.workloads = workloads or _no_workloads
         self.workload_of_pod = workload_of_pod or _no_workload
         # Whether a pod of the workload placed now would take one of its raises (the
-        # ledger's bounds, app.load.estimate "Bounds"); none without a ledger.
+        # reserve's bounds, app.load.estimate "Bounds"); none without a reserve.
         self.raise_left = raise_left or _no_raise
         self._estimates_workloads: Mapping[str, Resources] = _NO_WORKLOADS
         self._rising: dict[Demand, bool] = {}  # whether the shape's estimate can be raised

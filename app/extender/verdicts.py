@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from app.extender.index import VerdictIndex
-from app.extender.reserve import NO_ADDITION, Addition, Ledger
+from app.extender.reserve import NOTHING_UNSAMPLED, Reserve, Unsampled
 from app.load import (
     HOT_VALUE_KEY,
     Measurement,
@@ -46,8 +46,8 @@ class NodeEntry:
     key: AnnotationKey  # the relevant annotation values, to detect changes cheaply
     load: NodeLoad
     last_seen_s: float
-    measurement: Measurement  # the annotations as read; reused while only the addition changes
-    addition: Addition  # what the samples do not contain yet (already inside ``load``)
+    measurement: Measurement  # the annotations as read; reused while only ``unsampled`` changes
+    unsampled: Unsampled  # what the samples do not contain yet (already inside ``load``)
     # How much more cpu and memory (fractions of allocatable) changes none of its answers
     # (load model's headroom), and what reservations made since ``load`` was assessed
     # have added, too little to change them; the earliest instant the estimate changes.
@@ -125,7 +125,7 @@ class Verdicts:
         annotations: Mapping[str, str],
         now_s: float,
         last_seen_s: float,
-        ledger: Ledger | None,
+        reserve: Reserve | None,
         measurement: Measurement | None = None,
         previous: NodeEntry | None = None,
         labels: Mapping[str, str] | None = None,
@@ -145,14 +145,14 @@ class Verdicts:
         if measurement is None:
             measurement = measure(relevant, policy, now_s)
         policy = judged_by(policy, measurement)  # beside the classes the node runs
-        addition = NO_ADDITION
-        if ledger is not None and ledger.tracks(name):
-            addition = ledger.addition(name, measurement.freshest_sample_s(), now_s)
-        verdict = node_verdict(measurement, addition.fractions, policy)
+        unsampled = NOTHING_UNSAMPLED
+        if reserve is not None and reserve.tracks(name):
+            unsampled = reserve.unsampled(name, measurement.freshest_sample_s(), now_s)
+        verdict = node_verdict(measurement, unsampled.fractions, policy)
         load = verdict.load
-        # Without a ledger no estimate is known, so no pod is judged against the room.
-        rooms = headroom(load, measurement, policy) if ledger is not None else {}
-        limits = verdict.room if ledger is not None else {}
+        # Without a reserve no estimate is known, so no pod is judged against the room.
+        rooms = headroom(load, measurement, policy) if reserve is not None else {}
+        limits = verdict.room if reserve is not None else {}
         entry = NodeEntry(
             name,
             relevant,
@@ -160,14 +160,14 @@ class Verdicts:
             load,
             last_seen_s,
             measurement,
-            addition,
+            unsampled,
             rooms.get(CPU, 0.0),
             rooms.get(MEMORY, 0.0),
             verdict.preferable,
             limits.get(CPU, math.inf),
             limits.get(MEMORY, math.inf),
-            None if ledger is None else ledger.allocatable(name),
-            estimate_due_s=addition.changes_at_s,
+            None if reserve is None else reserve.allocatable(name),
+            estimate_due_s=unsampled.changes_at_s,
             labels=labels,
             pool=pool,
         )
@@ -180,8 +180,8 @@ class Verdicts:
         self.set_index(entry)
         if not math.isinf(load.recheck_at_s):
             self.push(self.rechecks, load.recheck_at_s, name, verdict_due)
-        if not math.isinf(addition.changes_at_s):
-            self.push(self.expiries, addition.changes_at_s, name, estimate_due)
+        if not math.isinf(unsampled.changes_at_s):
+            self.push(self.expiries, unsampled.changes_at_s, name, estimate_due)
         if (previous.reason if previous else None) != entry.reason:
             _log_verdict_change(entry, previous)
         return entry

@@ -3,7 +3,7 @@
 
 Every ``refresh_s`` the follower reads the ConfigMap once (one GET) and swaps in what
 it holds; ``observed`` is one dict lookup, so the estimate of a pod just bound (the
-ledger's) and of the pod being scored (``app.extender.verbs``) cost no API call.
+reserve's) and of the pod being scored (``app.extender.verbs``) cost no API call.
 
 It fails safe: a missing object, a document that cannot be trusted
 (``WorkloadUsageUnreadable``), an API error, or a document published more than

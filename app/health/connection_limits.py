@@ -61,11 +61,11 @@ class ConnectionLimits:
             )
 
 
-EXTENDER_LIMITS = ConnectionLimits()
+EXTENDER_CONNECTION_LIMITS = ConnectionLimits()
 # The annotator's and the descheduler's health listeners: probes and scrapes only, each
 # answered at once, so few connections and a short idle time (uvicorn's default). 128
 # stays well below a small file limit (256), so their own Prometheus and API calls
 # always find a descriptor.
-HEALTH_LIMITS = ConnectionLimits(
+HEALTH_CONNECTION_LIMITS = ConnectionLimits(
     idle_timeout_s=5.0, max_connections=128, max_connections_per_client=16
 )

@@ -23,9 +23,9 @@ client holds. ``guarded_protocol`` adds, per connection:
   timed from the body's first part, wins on their paths); otherwise the connection is
   closed.
 
-The idle timeout stays uvicorn's ``timeout_keep_alive``. ``EXTENDER_LIMITS`` suit
+The idle timeout stays uvicorn's ``timeout_keep_alive``. ``EXTENDER_CONNECTION_LIMITS`` suit
 kube-scheduler's client, which sends each request whole at once and keeps idle
-connections for 90 s; ``HEALTH_LIMITS`` suit the annotator's and the descheduler's own
+connections for 90 s; ``HEALTH_CONNECTION_LIMITS`` suit the annotator's and the descheduler's own
 health listeners, which only the kubelet and Prometheus call (docs/security.md, "Slow
 and stalled clients", "Crowding out the probes").
 """
@@ -41,7 +41,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from app.health.connection_limits import (
     BODY_GRACE_S,
-    EXTENDER_LIMITS,
+    EXTENDER_CONNECTION_LIMITS,
     ConnectionLimits,
 )
 
@@ -112,7 +112,7 @@ class _Handshaking(asyncio.Protocol):
 
 
 class _Guarded(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
-    limits: ClassVar[ConnectionLimits] = EXTENDER_LIMITS
+    limits: ClassVar[ConnectionLimits] = EXTENDER_CONNECTION_LIMITS
     tls: ClassVar[ssl.SSLContext | None] = None
     budget: ClassVar[_Budget]
 

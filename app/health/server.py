@@ -12,7 +12,7 @@ to its own listeners; the annotator and the descheduler serve them with
 ``/readyz`` 200 while ``ready`` (every cache is current), else 503 with the reason.
 The server runs inside the component's event loop and leaves signals to it, so that
 SIGTERM can release a Lease before exit. It holds slow and crowding clients to
-``HEALTH_LIMITS`` (connections.py), so that no pod can starve the probes or the
+``HEALTH_CONNECTION_LIMITS`` (connections.py), so that no pod can starve the probes or the
 component's own descriptors.
 """
 
@@ -28,7 +28,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from app.health.connection_limits import HEALTH_LIMITS, ConnectionLimits
+from app.health.connection_limits import HEALTH_CONNECTION_LIMITS, ConnectionLimits
 from app.health.connections import guarded_protocol
 
 __all__ = [
@@ -104,7 +104,7 @@ class EmbeddedServer(uvicorn.Server):
 
 
 def embedded_server(
-    app: FastAPI, host: str, port: int, limits: ConnectionLimits = HEALTH_LIMITS
+    app: FastAPI, host: str, port: int, limits: ConnectionLimits = HEALTH_CONNECTION_LIMITS
 ) -> EmbeddedServer:
     config = uvicorn.Config(
         app,

@@ -4,7 +4,7 @@ what its errors mean (``api_errors``), the commands' one-off reads (``reads``), 
 leader election's Lease (``lease``), watch caches fed by list and
 watch (``cache``, ``listwatch``), and the views and writes of each kind: nodes, pods,
 PodDisruptionBudgets, annotation patches, evictions. ``state`` and ``events`` are the
-descheduler's memory as the API holds it (a ConfigMap, Events); ``permissions`` lists
+descheduler's state as the API holds it (a ConfigMap, Events); ``permissions`` lists
 every API call each component makes, the list RBAC is checked against.
 
 Each module lists its names once, in its ``__all__``. The ConfigMaps' defaults load at

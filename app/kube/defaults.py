@@ -36,7 +36,7 @@ DESCHEDULER_CONFIGMAP = OwnConfig("loadaware-descheduler-config", "descheduler.y
 ANNOTATOR_LEASE_NAME = "loadaware-annotator"
 DESCHEDULER_LEASE_NAME = "loadaware-descheduler"
 
-STATE_NAME = "loadaware-descheduler-state"  # the descheduler's memory (``state``)
+STATE_NAME = "loadaware-descheduler-state"  # the descheduler's state (``state``)
 WORKLOAD_USAGE_NAME = "loadaware-workload-usage"  # each workload's usage (``workload_usage``)
 # A workload-usage document older than this is stale: a few of the annotator's rounds
 # (the policy's shortest sync period, 3m by default). The extender's

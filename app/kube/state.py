@@ -1,4 +1,4 @@
-"""The descheduler's memory: one ConfigMap that only the descheduler may write.
+"""The descheduler's state: one ConfigMap that only the descheduler may write.
 
 Recent evictions (for convergence, cooldowns and anti-thrash) and the debounce rounds
 of each node used to be read back from Events and Node annotations, which anyone who
@@ -58,7 +58,7 @@ from app.kube.workload_usage import fair_order
 from app.objects import EvictionRecord, MoveRecord, Resources
 
 __all__ = [
-    "Memory",
+    "DeschedulerState",
     "StateStore",
     "StateUnreadable",
 ]
@@ -90,7 +90,7 @@ class StateUnreadable(ValueError):
 
 
 @dataclass
-class Memory:
+class DeschedulerState:
     """What the descheduler remembers between runs (and across restarts and leaders)."""
 
     evictions: dict[str, EvictionRecord] = field(default_factory=dict)  # by pod UID
@@ -125,7 +125,7 @@ def _size(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":"), sort_keys=True))
 
 
-def encode(memory: Memory, since_s: float) -> str:
+def encode(state: DeschedulerState, since_s: float) -> str:
     """The document for ``memory``: evictions at or after ``since_s``, at most
     ``MAX_EVICTIONS`` in at most ``MAX_DOCUMENT_BYTES``, kept newest first in turns by
     namespace (``fair_order``: a namespace evicted often cannot push the others out),
@@ -134,7 +134,7 @@ def encode(memory: Memory, since_s: float) -> str:
     left out, so no record can stop a save (issue 42, point 2)."""
     hot_rounds: dict[str, list[float]] = {}
     size = _ENVELOPE_BYTES
-    newest_first = sorted(memory.hot_rounds.items(), key=lambda item: -item[1][1])
+    newest_first = sorted(state.hot_rounds.items(), key=lambda item: -item[1][1])
     for name, (count, at_s) in newest_first:
         entry_bytes = _size({name: [count, at_s]})
         if _text(name) is None or size + entry_bytes > MAX_DOCUMENT_BYTES // 4:
@@ -144,7 +144,7 @@ def encode(memory: Memory, since_s: float) -> str:
     # The moves awaiting or holding their judgement: newest first, to a quarter too.
     moves: list[MoveRecord] = []
     moves_bytes = 0
-    for move in reversed(kept_moves(memory.moves.values())):
+    for move in reversed(kept_moves(state.moves.values())):
         entry_bytes = _size(_move_entry(move)) + 1
         if moves_bytes + entry_bytes > MAX_DOCUMENT_BYTES // 4:
             continue
@@ -155,7 +155,7 @@ def encode(memory: Memory, since_s: float) -> str:
     # The demand samples: newest first, to an eighth.
     demand: list[list[float]] = []
     demand_bytes = 0
-    for at_s, amount in reversed(memory.demand[-MAX_DEMAND_SAMPLES:]):
+    for at_s, amount in reversed(state.demand[-MAX_DEMAND_SAMPLES:]):
         sample = [at_s, amount.cpu_cores, amount.memory_bytes]
         entry_bytes = _size(sample) + 1
         if demand_bytes + entry_bytes > MAX_DOCUMENT_BYTES // 8:
@@ -164,7 +164,7 @@ def encode(memory: Memory, since_s: float) -> str:
         demand_bytes += entry_bytes
     demand.reverse()
     size += demand_bytes
-    records = [r for r in reversed(memory.recent(since_s)) if _readable(r)]
+    records = [r for r in reversed(state.recent(since_s)) if _readable(r)]
     kept: list[tuple[EvictionRecord, dict[str, Any]]] = []
     for position in fair_order(r.pod_key for r in records):
         if len(kept) >= MAX_EVICTIONS:
@@ -194,8 +194,8 @@ def _readable(record: EvictionRecord) -> bool:
     return record.destination is None or _text(record.destination) is not None
 
 
-def decode(text: str, now_s: float, since_s: float) -> tuple[Memory, list[str]]:
-    """The memory a document holds, and what in it was ignored (for the log).
+def decode(text: str, now_s: float, since_s: float) -> tuple[DeschedulerState, list[str]]:
+    """The state a document holds, and what in it was ignored (for the log).
 
     Raises StateUnreadable when the text is not a version-1 state document."""
     try:
@@ -204,11 +204,11 @@ def decode(text: str, now_s: float, since_s: float) -> tuple[Memory, list[str]]:
         raise StateUnreadable(f"{STATE_KEY} is not JSON: {error}") from None
     if not isinstance(document, dict) or document.get("version") != VERSION:
         raise StateUnreadable(f"{STATE_KEY} is not a version-{VERSION} state document")
-    memory = Memory(exists=True)
+    state = DeschedulerState(exists=True)
     ignored: list[str] = []
     for record in _dated_entries(document.get("evictions"), _record, "eviction", now_s, ignored):
         if record.evicted_at_s >= since_s:
-            memory.evictions[record.uid] = record
+            state.evictions[record.uid] = record
     rounds = document.get("hotRounds")
     for name, value in (rounds if isinstance(rounds, dict) else {}).items():
         parsed = _hot_round(value)
@@ -217,14 +217,14 @@ def decode(text: str, now_s: float, since_s: float) -> tuple[Memory, list[str]]:
         elif parsed[1] > now_s + FUTURE_SLACK_S:
             ignored.append(f"the hot-round count of node {name}, dated in the future")
         else:
-            memory.hot_rounds[str(name)] = parsed
+            state.hot_rounds[str(name)] = parsed
     for move in _dated_entries(document.get("moves"), _move, "move", now_s, ignored):
         if move.round_s >= now_s - MOVES_KEPT_S:
-            memory.moves[move.key] = move
-    memory.demand, unreadable = _demand(document.get("demand"), now_s)
+            state.moves[move.key] = move
+    state.demand, unreadable = _demand(document.get("demand"), now_s)
     if unreadable:
         ignored.append(f"{unreadable} unreadable or future-dated demand samples")
-    return memory, ignored
+    return state, ignored
 
 
 def _demand(samples: Any, now_s: float) -> tuple[list[tuple[float, Resources]], int]:
@@ -417,25 +417,25 @@ class StateStore(OwnConfigMapStore):
 
     default_name = DEFAULT_NAME
 
-    async def load(self, now_s: float, since_s: float) -> Memory:
-        """The memory as stored; an empty one (``exists`` False) if there is no object.
+    async def load(self, now_s: float, since_s: float) -> DeschedulerState:
+        """The state as stored; an empty one (``exists`` False) if there is no object.
 
         Raises what the client raises, and StateUnreadable: the run must not evict
-        without its memory."""
+        without its state."""
         try:
             stored = await self._client.get(ConfigMap, self.name, namespace=self.namespace)
         except ApiError as error:
             if error.status.code == 404:
-                return Memory()
+                return DeschedulerState()
             raise
         text = (stored.data or {}).get(STATE_KEY, "")
-        memory, ignored = decode(text, now_s, since_s)
-        memory.resource_version = stored.metadata.resourceVersion if stored.metadata else None
+        state, ignored = decode(text, now_s, since_s)
+        state.resource_version = stored.metadata.resourceVersion if stored.metadata else None
         for what in ignored:
             log.warning("%s: ignoring %s", self.where, what)
-        return memory
+        return state
 
-    async def save(self, memory: Memory, now_s: float, since_s: float) -> None:
+    async def save(self, state: DeschedulerState, now_s: float, since_s: float) -> None:
         """Write ``memory``; on a conflict, merge with what is stored and try again.
 
         Raises what the client raises after ``_SAVE_ATTEMPTS`` conflicts or on any
@@ -443,36 +443,36 @@ class StateStore(OwnConfigMapStore):
         for attempt in range(_SAVE_ATTEMPTS):
             body = own_config_map(
                 self.name, self.namespace, "descheduler",
-                {STATE_KEY: encode(memory, since_s)}, memory.resource_version,
+                {STATE_KEY: encode(state, since_s)}, state.resource_version,
             )
             try:
-                if memory.exists:
+                if state.exists:
                     saved = await self._client.replace(body)
                 else:
                     saved = await self._client.create(body)
             except ApiError as error:
                 if error.status.code != 409 or attempt == _SAVE_ATTEMPTS - 1:
                     raise
-                self._merge(memory, await self.load(now_s, since_s))
+                self._merge(state, await self.load(now_s, since_s))
                 continue
-            memory.exists = True
-            memory.resource_version = saved.metadata.resourceVersion if saved.metadata else None
+            state.exists = True
+            state.resource_version = saved.metadata.resourceVersion if saved.metadata else None
             return
 
     @staticmethod
-    def _merge(memory: Memory, stored: Memory) -> None:
+    def _merge(state: DeschedulerState, stored: DeschedulerState) -> None:
         """Another writer came first (a leader change): keep both sides' evictions and
         this process's debounce counts, on top of the stored object's version."""
         for uid, record in stored.evictions.items():
-            memory.evictions.setdefault(uid, record)
+            state.evictions.setdefault(uid, record)
         for name, rounds in stored.hot_rounds.items():
-            memory.hot_rounds.setdefault(name, rounds)
+            state.hot_rounds.setdefault(name, rounds)
         for key, move in stored.moves.items():
-            mine = memory.moves.get(key)
+            mine = state.moves.get(key)
             if mine is None or (mine.outcome is None and move.outcome is not None):
-                memory.moves[key] = move
-        mine_at = {at_s for at_s, _ in memory.demand}
-        merged = memory.demand + [(t, d) for t, d in stored.demand if t not in mine_at]
-        memory.demand = sorted(merged, key=lambda item: item[0])[-MAX_DEMAND_SAMPLES:]
-        memory.exists = stored.exists
-        memory.resource_version = stored.resource_version
+                state.moves[key] = move
+        mine_at = {at_s for at_s, _ in state.demand}
+        merged = state.demand + [(t, d) for t, d in stored.demand if t not in mine_at]
+        state.demand = sorted(merged, key=lambda item: item[0])[-MAX_DEMAND_SAMPLES:]
+        state.exists = stored.exists
+        state.resource_version = stored.resource_version

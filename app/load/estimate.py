@@ -8,7 +8,7 @@ to ``evaluate_node`` as ``unsampled``, which adds it to every fresh reading of t
 matching resource. Stale or missing data is never changed, so the filter still fails
 open.
 
-The API, all pure (the extender keeps per-node ledgers, the simulator calls these):
+The API, all pure (the extender keeps per-node reserves, the simulator calls these):
 
 * ``estimate_pod_usage(requests, limits, settings) -> Resources``: per resource
   ``max(request, limit) x factor`` (cpu 0.85, memory 0.70 by default); a pod that

@@ -138,7 +138,7 @@ class NodeLoad:
         return self.overloads[0].reason if self.overloads else None
 
 
-# A node's verdict is recomputed whenever its estimated addition changes (each binding
+# A node's verdict is recomputed whenever its unsampled estimate changes (each binding
 # on it), while its annotations stay the same: parse each distinct value once.
 _parse_usage_cached = functools.lru_cache(maxsize=1 << 16)(parse_usage)
 _parse_hot_value_cached = functools.lru_cache(maxsize=1 << 12)(parse_hot_value)
@@ -481,14 +481,14 @@ def judged_by(policy: Policy, measurement: Measurement) -> Policy:
     """The policy a node measured as ``measurement`` is judged by for a pod of
     ``policy``'s class: beside the classes whose pods run there (a fresh class usage
     above 0), their limits on the node's own metrics where stricter
-    (``app.policy.ClassesBeside``); ``policy`` itself for a policy of no class."""
-    beside = policy.beside
-    if beside is None:
+    (``app.policy.ClassLimitsAbove``); ``policy`` itself for a policy of no class."""
+    limits_above = policy.limits_above
+    if limits_above is None:
         return policy
     readings = measurement.readings
     present = frozenset(
         name
-        for name, shown_by, _ in beside.others
+        for name, shown_by, _ in limits_above.others
         if any(
             (reading := readings.get(metric)) is not None
             and reading.is_fresh
@@ -496,7 +496,7 @@ def judged_by(policy: Policy, measurement: Measurement) -> Policy:
             for metric in shown_by
         )
     )
-    return beside.judged(policy, present) if present else policy
+    return limits_above.judged(policy, present) if present else policy
 
 
 def evaluate_node(

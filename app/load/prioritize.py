@@ -32,7 +32,7 @@ so that node must win: the answer puts one *preferred* node alone on top.
 
 This module is the rule's one reference. The extender's Python fallback index
 (``app/extender/index.py``) and the simulator's placement call ``preferred_position``
-and ``wire_scores`` as they are; the native verdict index
+and ``host_priorities`` as they are; the native verdict index
 (``app/extender/_verdict_index.c``), the one second body kept for speed, is held to
 them on random inputs (``tests/extender/test_index.py``).
 """
@@ -49,12 +49,12 @@ __all__ = [
     "PLAIN_MAX_SCORE",
     "can_be_preferred",
     "has_room",
+    "host_priorities",
+    "host_priorities_and_preferred",
     "limit_room",
-    "plain_wire_score",
+    "plain_priority",
     "preferred_position",
-    "preferred_wire_score",
-    "wire_scores",
-    "wire_scores_and_preferred",
+    "preferred_priority",
 ]
 
 # Every node but the preferred one answers at most this.
@@ -107,12 +107,12 @@ def has_room(rooms: Mapping[str, float], pod_usage: Mapping[str, float]) -> bool
     return all(amount <= rooms.get(resource, math.inf) for resource, amount in pod_usage.items())
 
 
-def plain_wire_score(extender_score: int) -> int:
+def plain_priority(extender_score: int) -> int:
     """What a node that is not the preferred one is answered."""
     return min(extender_score, PLAIN_MAX_SCORE)
 
 
-def preferred_wire_score(extender_score: int) -> int:
+def preferred_priority(extender_score: int) -> int:
     """What the preferred node is answered: one point above its score, at most 10."""
     return min(extender_score + 1, MAX_EXTENDER_SCORE)
 
@@ -132,21 +132,21 @@ def preferred_position(
     return candidates.index(top) if top >= 0 else -1
 
 
-def wire_scores(
+def host_priorities(
     scores: Sequence[int], preferable: Sequence[bool], roomy: Sequence[bool]
 ) -> list[int]:
     """The integer scores answered to kube-scheduler, in the request's order."""
-    return wire_scores_and_preferred(scores, preferable, roomy)[0]
+    return host_priorities_and_preferred(scores, preferable, roomy)[0]
 
 
-def wire_scores_and_preferred(
+def host_priorities_and_preferred(
     scores: Sequence[int], preferable: Sequence[bool], roomy: Sequence[bool]
 ) -> tuple[list[int], int]:
-    """``wire_scores``, and ``preferred_position`` (-1: no node is lifted)."""
+    """``host_priorities``, and ``preferred_position`` (-1: no node is lifted)."""
     best = preferred_position(scores, preferable, roomy)
-    # plain_wire_score, capped at the preferred node's own: written out for speed.
-    cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(scores[best])
+    # plain_priority, capped at the preferred node's own: written out for speed.
+    cap = PLAIN_MAX_SCORE if best < 0 else plain_priority(scores[best])
     answer = [s if s < cap else cap for s in scores]
     if best >= 0:
-        answer[best] = preferred_wire_score(scores[best])
+        answer[best] = preferred_priority(scores[best])
     return answer, best

@@ -19,7 +19,7 @@ caching (what it measured, which pods its samples do not hold yet) and presentat
 ``app/policy/pools.py``), which each caller resolves once per node, not per call.
 
 ``unsampled`` is what the node's samples do not hold yet, per resource, a signed
-fraction of allocatable (``app.load.estimate``): the extender's ledger sums it from
+fraction of allocatable (``app.load.estimate``): the extender's reserve sums it from
 bound pods and reservations, the simulator from its recent placements, explain from
 the pods it lists. How each finds it is its own; what it means for the node is here.
 """

@@ -240,7 +240,7 @@ def class_spec(spec: PolicySpec, pod_class: PodClassPolicy) -> PolicySpec:
     """The policy a pod of ``pod_class`` is judged by (module doc): a plain spec without
     classes, whose class-usage metrics are synced on the shortest sync period: those its
     limits and weights name, and those that tell where the other classes' pods run
-    (``ClassesBeside``)."""
+    (``ClassLimitsAbove``)."""
     predicate = _class_predicate(spec, pod_class)
     priority = pod_class.priority or spec.priority
     period_s = min(entry.period_s for entry in spec.sync_policy)
@@ -266,9 +266,9 @@ def class_spec(spec: PolicySpec, pod_class: PodClassPolicy) -> PolicySpec:
 
 
 @dataclass(frozen=True)
-class ClassesBeside:
+class ClassLimitsAbove:
     """The classes of a higher priority whose pods a node may run, for a pod of one
-    class (its policy's ``beside``): where such a class's pods run on the node (one of
+    class (its policy's ``limits_above``): where such a class's pods run on the node (one of
     its class usages is fresh and above 0: ``app.load.judged_by``), that class's limits
     on the node's own metrics hold for the pod too, wherever they are stricter than its
     own. A pod never pushes a node past the limits of a higher class running there:
@@ -280,7 +280,7 @@ class ClassesBeside:
     # The policy judged beside each set of classes present, made once each.
     _judged: dict[frozenset[str], Policy] = dataclass_field(default_factory=dict, compare=False)
 
-    def in_pool(self, pool_predicate: Iterable[PredicatePolicy]) -> ClassesBeside:
+    def in_pool(self, pool_predicate: Iterable[PredicatePolicy]) -> ClassLimitsAbove:
         """The same in a node pool, whose predicates replace every class's of the same
         metric (``Policy.for_node``)."""
         pool = {p.name: p.max_limit_fraction for p in pool_predicate}
@@ -288,10 +288,10 @@ class ClassesBeside:
             (name, shown_by, {m: v for m, v in {**limits, **pool}.items() if v > 0})
             for name, shown_by, limits in self.others
         )
-        return ClassesBeside(others)
+        return ClassLimitsAbove(others)
 
     def judged(self, policy: Policy, present: frozenset[str]) -> Policy:
-        """``policy`` (the pod's class's, whose ``beside`` this is) with each limit on a
+        """``policy`` (the pod's class's, whose ``limits_above`` this is) with each limit on a
         node metric lowered to the strictest of the ``present`` classes' (module doc)."""
         kept = self._judged.get(present)
         if kept is not None:
@@ -307,7 +307,7 @@ class ClassesBeside:
             for metric, limit in limits.items()
         )
         spec = policy.spec.model_copy(update={"predicate": predicate})
-        made = self._judged[present] = replace(policy, spec=spec, beside=None)
+        made = self._judged[present] = replace(policy, spec=spec, limits_above=None)
         return made
 
 
@@ -369,7 +369,7 @@ def _pod_classes(policy: Policy) -> PodClasses:
             for c in higher_classes(spec.classes, pod_class)
         )
         if others:
-            derived = replace(derived, beside=ClassesBeside(others))
+            derived = replace(derived, limits_above=ClassLimitsAbove(others))
         policies[pod_class.name] = derived
         relaxed = yielding_policy(derived, pod_class.name)
         if relaxed is not None:
@@ -412,7 +412,7 @@ def yielding_policy(policy: Policy, class_name: str) -> Policy | None:
 __all__ = [
     "CLASS_USAGE_KEY_PREFIX",
     "MAX_CLASSES",
-    "ClassesBeside",
+    "ClassLimitsAbove",
     "PodClassPolicy",
     "PodClasses",
     "PodClassesField",

@@ -523,14 +523,14 @@ class DynamicSchedulerPolicy(BaseModel):
         return value
 
 
-class Beside(Protocol):
-    """A class's policy's ``beside`` (``ClassesBeside`` in ``app/policy/classes.py``,
+class LimitsAbove(Protocol):
+    """A class's policy's ``limits_above`` (``ClassLimitsAbove`` in ``app/policy/classes.py``,
     which builds on this module): the higher classes whose limits hold where their pods
     run."""
 
     @property
     def others(self) -> tuple[tuple[str, tuple[str, str], Mapping[str, float]], ...]: ...
-    def in_pool(self, pool_predicate: tuple[PredicatePolicy, ...]) -> Beside: ...
+    def in_pool(self, pool_predicate: tuple[PredicatePolicy, ...]) -> LimitsAbove: ...
     def judged(self, policy: Policy, present: frozenset[str]) -> Policy: ...
 
 
@@ -550,7 +550,7 @@ class Policy:
     missing_scored_as_full: bool = False
     # A class's policy (app/policy/classes.py): the other classes whose limits hold where
     # their pods run (``app.load.judged_by``); None for every other policy.
-    beside: Beside | None = None
+    limits_above: LimitsAbove | None = None
 
     @classmethod
     def from_spec(cls, spec: PolicySpec, source: str) -> Policy:
@@ -630,8 +630,10 @@ class Policy:
     def _in(self, pool: NodePoolPolicy) -> Policy:
         predicate = merged(self.spec.predicate, pool.predicate)
         spec = self.spec.model_copy(update={"predicate": predicate, "node_pools": ()})
-        beside = self.beside.in_pool(pool.predicate) if self.beside is not None else None
-        return replace(self, spec=spec, beside=beside)
+        limits_above = (
+            self.limits_above.in_pool(pool.predicate) if self.limits_above is not None else None
+        )
+        return replace(self, spec=spec, limits_above=limits_above)
 
     def for_node(self, labels: Mapping[str, str]) -> Policy:
         """The policy a node with these labels is judged by (``node_pools``: its pool's,

@@ -39,8 +39,8 @@ def describe_classes(policy: Policy) -> list[str]:
             f"    rejects a node above: {limits}",
             f"    scores by ({own} weights): {weights or 'nothing'}",
         ]
-        if judged.beside is not None:
-            above = ", ".join(name for name, _, _ in judged.beside.others)
+        if judged.limits_above is not None:
+            above = ", ".join(name for name, _, _ in judged.limits_above.others)
             lines.append(
                 f"    where pods of {above} run: their limits on the node's metrics too, "
                 "where stricter"

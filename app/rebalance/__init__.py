@@ -11,7 +11,7 @@ in the order a plan is made:
 - ``measure``: each node's usage per resource, through the load model;
 - ``convergence``: usage the samples do not show yet;
 - ``classes``: node classes; ``debounce``: the consecutive hot rounds kept between
-  runs, for the descheduler's memory and the simulator alike;
+  runs, for the descheduler's state and the simulator alike;
 - ``victims``: protections, the autoscalers' opt-outs and order;
 - ``attribution``: a source's excess attributed to the pods above their requests
   (what pods within theirs may relieve, and the node's report when they may not);

@@ -43,11 +43,11 @@ __all__ = [
     "DEFAULT_MEMORY_QUERY",
     "ConfigError",
     "DeschedulerConfig",
-    "SchedulerBeside",
+    "ReplacementScheduler",
     "config_from_mapping",
     "config_from_yaml",
-    "memory_window_s",
     "pool_of",
+    "state_window_s",
 ]
 
 API_VERSION = "loadaware.io/v1alpha1"
@@ -58,7 +58,7 @@ Resource = Literal["cpu", "memory"]
 # loadaware's extender; a request-based kube-scheduler that loadaware's soft taints
 # steer; or a request-based kube-scheduler alone. ``app/rebalance/replacement_scheduler.py`` says
 # what each changes in a plan.
-SchedulerBeside = Literal["extender", "soft-taints", "requests"]
+ReplacementScheduler = Literal["extender", "soft-taints", "requests"]
 
 # The one definition of the default per-pod usage queries (app/prom/pod_usage.py says
 # why they drop container="" and container="POD").
@@ -406,7 +406,7 @@ class DeschedulerConfig(_Section):
         description="Allow evicting the last Ready pod of a controller (off: such a pod is "
         "never evicted, which is what single-replica workloads need).",
     )
-    scheduler: SchedulerBeside = Field(
+    scheduler: ReplacementScheduler = Field(
         default="extender",
         description="The scheduler that places the evicted pods' replacements. "
         "'extender': kube-scheduler calls loadaware's extender, which filters out hot "
@@ -633,8 +633,8 @@ def _node_pools_problem(config: DeschedulerConfig) -> str | None:
     return overlap_problem((pool.name, pool.node_selector) for pool in config.node_pools)
 
 
-def memory_window_s(config: DeschedulerConfig) -> float:
-    """How far back the descheduler's memory of evictions must reach: settling, the
+def state_window_s(config: DeschedulerConfig) -> float:
+    """How far back the descheduler's state of evictions must reach: settling, the
     cooldowns, and one more interval."""
     longest = max(config.settle_time, config.workload_cooldown, config.return_cooldown)
     return longest + config.interval

@@ -3,7 +3,7 @@ simulator on its own clock (one rule for both).
 
 A node must be seen above ``targetThresholds`` in ``consecutiveHotRounds`` runs in a
 row before it becomes a source. The count is kept per node as (count, time of the
-round) in the descheduler's memory (``app/kube/state.py``), so that it survives
+round) in the descheduler's state (``app/kube/state.py``), so that it survives
 restarts, carries over to a new leader, and works for ``--once`` runs from a CronJob,
 where no process sees two rounds. (Earlier versions kept it in a Node annotation,
 ``descheduler.loadaware.io/hot-rounds``; that annotation is no longer read, so anyone

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from app.objects import EvictionRecord, PodInfo, Resources, workload_of
-from app.rebalance.config import SchedulerBeside
+from app.rebalance.config import ReplacementScheduler
 
 __all__ = [
     "STOPPED_HELPING",
@@ -137,7 +137,7 @@ class HeldHot:
 @dataclass
 class EvictionPlan:
     # The scheduler the plan assumes places the replacements (config ``scheduler``).
-    scheduler: SchedulerBeside = "extender"
+    scheduler: ReplacementScheduler = "extender"
     node_classes: dict[str, NodeClass] = field(default_factory=dict)
     evictions: list[PlannedEviction] = field(default_factory=list)  # in execution order
     skipped: list[SkippedPod] = field(default_factory=list)

@@ -49,19 +49,19 @@ from app.rebalance.usage import UsageSource, pod_usage, usage_sources
 from app.rebalance.victims import opt_out, owned_pod_counts, protection, victim_order
 from app.rebalance.view import ClusterView
 
-__all__ = ["PlannerMemory", "observe_round", "plan", "recheck"]
+__all__ = ["PlannerState", "observe_round", "plan", "recheck"]
 
 
 @dataclass
-class PlannerMemory:
+class PlannerState:
     """What the loop keeps between runs: consecutive rounds each node was seen hot."""
 
     hot_rounds: dict[str, int] = field(default_factory=dict)
 
 
-def observe_round(memory: PlannerMemory, classes: Mapping[str, NodeClass]) -> PlannerMemory:
+def observe_round(state: PlannerState, classes: Mapping[str, NodeClass]) -> PlannerState:
     """Debounce bookkeeping: the counts to pass to the next ``plan``."""
-    return PlannerMemory({name: c.hot_rounds for name, c in classes.items() if c.hot})
+    return PlannerState({name: c.hot_rounds for name, c in classes.items() if c.hot})
 
 
 def plan(

@@ -44,7 +44,7 @@ from typing import Protocol
 from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY
 from app.objects import RESOURCES, NodeInfo, PodInfo, Resources, workload_of
 from app.rebalance.bound import LimitBound
-from app.rebalance.config import SchedulerBeside
+from app.rebalance.config import ReplacementScheduler
 from app.rebalance.destinations import ROUNDING, Destinations
 from app.rebalance.kube_scheduler import RequestScheduler
 from app.rebalance.outcome import NodeClass, NodeKind, SkipCode
@@ -54,7 +54,7 @@ from app.rebalance.view import ClusterView
 __all__ = ["ASSUMES"]
 
 # One line per mode: what the plan assumes about the scheduler (render, explain).
-ASSUMES: Mapping[SchedulerBeside, str] = {
+ASSUMES: Mapping[ReplacementScheduler, str] = {
     "extender": "kube-scheduler with loadaware's extender: it filters out nodes above the "
     "policy's limits, so a replacement goes to a node the plan reserved room on",
     "soft-taints": "kube-scheduler without the extender, steered by loadaware's soft "
@@ -74,7 +74,7 @@ def soft_tainted(node: NodeInfo) -> bool:
 
 
 def gate_sources(
-    classes: Mapping[str, NodeClass], nodes: Mapping[str, NodeInfo], mode: SchedulerBeside
+    classes: Mapping[str, NodeClass], nodes: Mapping[str, NodeInfo], mode: ReplacementScheduler
 ) -> dict[str, NodeClass]:
     """The node classes with the mode's condition on sources applied: with soft taints,
     a source without the taint becomes ``untainted``."""
@@ -362,7 +362,7 @@ def _unproven(name: str, score: int, named: str, refused: str) -> Landing:
 
 
 def replacements_for(
-    mode: SchedulerBeside,
+    mode: ReplacementScheduler,
     destinations: Destinations,
     classes: Mapping[str, NodeClass],
     nodes: Sequence[NodeInfo],
@@ -383,7 +383,7 @@ def replacements_for(
 
 
 def live_refusal(
-    pod: PodInfo, source: str, cluster_now: ClusterView, mode: SchedulerBeside
+    pod: PodInfo, source: str, cluster_now: ClusterView, mode: ReplacementScheduler
 ) -> str | None:
     """Just before an eviction, against the live caches: None when the scheduler beside
     still sends the replacement away from ``source``; else why not. (With soft taints

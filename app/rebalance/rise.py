@@ -64,11 +64,11 @@ class DemandHistory:
 
     @property
     def samples(self) -> list[tuple[float, Resources]]:
-        """The samples, oldest first (what the descheduler's memory keeps)."""
+        """The samples, oldest first (what the descheduler's state keeps)."""
         return list(self._samples)
 
     def merge(self, samples: Iterable[tuple[float, Resources]]) -> None:
-        """Take in samples kept elsewhere (the descheduler's memory, written by this or
+        """Take in samples kept elsewhere (the descheduler's state, written by this or
         an earlier process): one per time, in time order, those within the lookback
         of the newest."""
         known = dict(self._samples)

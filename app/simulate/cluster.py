@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from app.load import SPREAD_OWNER_KINDS, ZONE_KEY
 from app.objects import Resources
-from app.rebalance import SchedulerBeside
+from app.rebalance import ReplacementScheduler
 from app.simulate.classes import ClassSide
 from app.simulate.collector import fewer_collections
 from app.simulate.contention import Binding, NodeLoad, node_load
@@ -107,7 +107,7 @@ class FixedNodes:
 
 
 # What steers the scheduler: the descheduler's ``scheduler`` setting, one definition.
-Steering = SchedulerBeside
+Steering = ReplacementScheduler
 
 
 @dataclass

@@ -70,10 +70,10 @@ from app.objects import (
 from app.rebalance import (
     ClusterView,
     EvictionPlan,
-    memory_window_s,
     plan,
     previous_hot_rounds,
     record_hot_rounds,
+    state_window_s,
 )
 from app.simulate.gains import EvictionGains, MoveMemory
 
@@ -189,7 +189,7 @@ class PlannerRebalancer:
     def _view(self, t_s: float, now_s: float) -> tuple[ClusterView, dict[str, int]]:
         self._update_nodes()
         self._update_pods()
-        since_s = now_s - memory_window_s(self.config)
+        since_s = now_s - state_window_s(self.config)
         self._records = [r for r in self._records if r.evicted_at_s >= since_s]
         view = ClusterView(
             nodes=self._nodes,

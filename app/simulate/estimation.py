@@ -5,7 +5,7 @@ are handed to the production ``node_unsampled`` (``unsampled_after`` where the l
 filter has measured the node already), which keeps those bound after the node's
 freshest sample, estimates them and returns the ``unsampled`` fractions that
 ``evaluate_node`` adds to the node's readings - the same pure functions the
-extender's ledger calls. Where the annotator publishes each workload's observed
+extender's reserve calls. Where the annotator publishes each workload's observed
 per-pod usage (``cluster.workload_usage``, loadaware), a pod's estimate is raised to
 its workload's, as the extender raises it; a new publication re-evaluates every node
 with recent pods. The raise is bounded as the extender bounds it (``app.load.estimate``,
@@ -381,7 +381,7 @@ class RaisesHeld:
 
     def hand_out(self, t_s: float, recent_of: dict[int, list[tuple[int, float]]]) -> None:
         """After a publication: the raises handed out again in binding order to the
-        pods bound within ``maxAge`` (``bounded_raises``, as the extender's reprice)."""
+        pods bound within ``maxAge`` (``bounded_raises``, as the extender's reestimate)."""
         cluster = self._cluster
         published = cluster.workload_usage
         assert published is not None

@@ -51,7 +51,7 @@ from app.rebalance import (
 
 __all__ = ["NOISE_SHARE", "EvictionGains", "MoveMemory"]
 
-# As the descheduler's memory keeps them (app/kube/state.py's MOVES_KEPT_S): a day.
+# As the descheduler's state keeps them (app/kube/state.py's MOVES_KEPT_S): a day.
 _MOVES_KEPT_S = 86400.0
 
 FloatArray = npt.NDArray[np.float64]
@@ -181,7 +181,7 @@ def _judge(
 
 
 class MoveMemory:
-    """Each round's move per source, as the descheduler's memory keeps them: made (by
+    """Each round's move per source, as the descheduler's state keeps them: made (by
     node index and round), then judged by ``EvictionGains``; the judged ones are what
     the planner's back-off reads (``ClusterView.moves``)."""
 

@@ -27,7 +27,7 @@ to predict where a replacement lands.
 
 ``loadaware`` is that, followed by the extender: nodes the production load model
 (``app.load.evaluate_node``) rejects are filtered out, and the extender's answer
-(``app.load.prioritize.wire_scores``: its 0..10 scores with the preferred node alone on
+(``app.load.prioritize.host_priorities``: its 0..10 scores with the preferred node alone on
 top) times 10 x ``extenderWeight`` is added, as kube-scheduler adds an extender's
 score; ``unsampled`` is the burst estimate (``UnsampledUsage``). The answer lists the
 feasible nodes as kube-scheduler sends them: in node order from a start that moves on
@@ -73,9 +73,9 @@ from app.load import (
     measure,
     node_verdict,
     non_zero_requests,
-    plain_wire_score,
+    plain_priority,
     preferred_position,
-    preferred_wire_score,
+    preferred_priority,
     profile_scores,
     resource_score,
     resource_scores,
@@ -728,7 +728,7 @@ class Scheduler:
     def _with_extender_answer(
         self, scores: IntArray, feasible: BoolArray, asked: int, pod: PodShape
     ) -> tuple[IntArray, bool]:
-        """The scores with the extender's prioritize answer added (``wire_scores`` times
+        """The scores with the extender's prioritize answer added (``host_priorities`` times
         10 x ``extenderWeight``), for the ``feasible`` nodes it is asked about (``asked``
         of them): the others are ranked below every feasible node whatever they are
         given. And whether the answer lifted a preferred node."""
@@ -742,10 +742,10 @@ class Scheduler:
         if terms.preferable_nodes:
             best = terms.preferred(feasible.nonzero()[0], k)
         extender_scores = terms.extender_scores
-        cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(int(extender_scores[best]))
+        cap = PLAIN_MAX_SCORE if best < 0 else plain_priority(int(extender_scores[best]))
         answered = scores + terms.plain(cap)
         if best >= 0:
-            answered[best] = scores[best] + terms.factor * preferred_wire_score(
+            answered[best] = scores[best] + terms.factor * preferred_priority(
                 int(extender_scores[best])
             )
         return answered, best >= 0
@@ -762,11 +762,11 @@ class ExtenderView(Protocol):
 
 
 class ExtenderTerms:
-    """What the extender's answer (``wire_scores``) is made of, per node, kept between
+    """What the extender's answer (``host_priorities``) is made of, per node, kept between
     pods: each binding re-evaluates one node, and pods come in waves of one estimate.
 
     ``can_rank`` is a node's extender score where it can be preferred (-1 elsewhere,
-    below every score ``wire_scores`` counts), ``roomy_rank`` that where the pod's
+    below every score ``host_priorities`` counts), ``roomy_rank`` that where the pod's
     estimate fits its room too; ``plain`` each node's answer capped below the preferred
     one's, times the factor. Each is made again for the nodes the load filter evaluated
     since (``LoadFilter.evaluated``), or whole when the estimate or the cap changes.
@@ -827,7 +827,7 @@ class ExtenderTerms:
         view = self._view
         cpu_fraction, memory_fraction = self._fractions
         scores = view.extender_score
-        can = view.preferable & (scores >= 0)  # wire_scores counts a negative as none
+        can = view.preferable & (scores >= 0)  # host_priorities counts a negative as none
         roomy = (cpu_fraction <= view.room_cpu) & (memory_fraction <= view.room_memory)
         self.can_rank = np.where(can, scores, -1)
         self.preferable_nodes = int(np.count_nonzero(can))

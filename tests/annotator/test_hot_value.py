@@ -9,7 +9,7 @@ from lightkube import AsyncClient
 
 from app.annotator.annotator import Annotator
 from app.annotator.bindings import BindingObserver, BindingWindows
-from app.annotator.hotvalue import HotValueLedger, WrittenHotValue, needs_write
+from app.annotator.hotvalue import HotValueWrites, WrittenHotValue, needs_write
 from app.load.samples import HOT_VALUE_KEY, format_hot_value
 from app.objects.pods import PodPlacement
 from app.policy import HOT_VALUE_VALID_S, HotValuePolicy
@@ -127,15 +127,15 @@ def test_when_a_hot_value_is_written(
     want: int, have: int | None, age_s: float, write: bool
 ) -> None:
     current = None if have is None else WrittenHotValue(have, 1000.0 - age_s)
-    refresh_s = HotValueLedger(15.0).refresh_s
+    refresh_s = HotValueWrites(15.0).refresh_s
     assert needs_write(want, current, 1000.0, refresh_s) is write
 
 
-def test_the_ledger_prefers_its_own_newer_write_over_a_lagging_cache() -> None:
-    ledger = HotValueLedger(15.0)
-    ledger.record_written("n1", 3, 1000.0)
+def test_its_own_newer_write_wins_over_a_lagging_cache() -> None:
+    writes = HotValueWrites(15.0)
+    writes.record_written("n1", 3, 1000.0)
     lagging = {"n1": {HOT_VALUE_KEY: format_hot_value(1, 990.0)}}
-    assert ledger.plan(lagging, {"n1": 3}, 1001.0) == {}
+    assert writes.plan(lagging, {"n1": 3}, 1001.0) == {}
 
 
 # -- through the pod watch and the fake API server ------------------------------------

@@ -82,7 +82,7 @@ def the_annotator(
     clock: Callable[[], float] = time.time,
     state: DeschedulerState | None = None,
 ) -> Annotator:
-    """``state``: the descheduler's memory, read for its evictions (drained nodes)."""
+    """``state``: the descheduler's state, read for its evictions (drained nodes)."""
     return annotator(
         fake_kube,
         client,
@@ -735,7 +735,7 @@ def test_without_the_descheduler_s_state_a_drained_node_loses_its_taint_as_befor
 def run_past_the_hold(
     fake_kube: FakeKube, prom: PromProxy, then: Callable[[Annotator], Awaitable[None]]
 ) -> None:
-    """An annotator that reads the descheduler's memory, three rounds, then ``then``
+    """An annotator that reads the descheduler's state, three rounds, then ``then``
     with the clock past the hold."""
     clock = Clock()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from app.descheduler.decide import decide
 from app.descheduler.gather import View
-from app.kube.state import Memory
-from app.rebalance import NodeKind, PlannerMemory
+from app.kube.state import DeschedulerState
+from app.rebalance import NodeKind, PlannerState
 from tests.rebalance.builders import NOW, POLICY, cluster, config, node, pod
 
 INTERVAL_S = 60.0
@@ -15,7 +15,9 @@ DEBOUNCED = config(consecutiveHotRounds=2, interval="60s", evictLastReplica=True
 
 def view(hot_rounds: dict[str, tuple[int, float]] | None = None, now_s: float = NOW) -> View:
     nodes = [node("hot", 0.9), node("cool", 0.1)]
-    return View(cluster(nodes, [pod("victim", "hot")]), Memory(hot_rounds=hot_rounds or {}), now_s)
+    return View(
+        cluster(nodes, [pod("victim", "hot")]), DeschedulerState(hot_rounds=hot_rounds or {}), now_s
+    )
 
 
 def test_a_first_hot_round_debounces_and_is_remembered_with_its_time() -> None:
@@ -23,7 +25,7 @@ def test_a_first_hot_round_debounces_and_is_remembered_with_its_time() -> None:
     assert decision.plan.node_classes["hot"].kind is NodeKind.DEBOUNCING
     assert decision.plan.evictions == []
     assert decision.hot_rounds == {"hot": (1, NOW)}
-    assert decision.dry_rounds == PlannerMemory()
+    assert decision.dry_rounds == PlannerState()
 
 
 def test_the_round_after_a_remembered_one_makes_the_node_a_source() -> None:
@@ -34,13 +36,13 @@ def test_the_round_after_a_remembered_one_makes_the_node_a_source() -> None:
 
 
 def test_a_dry_run_loop_counts_its_own_rounds_on_top_of_an_unwritten_memory() -> None:
-    first = decide(view(), DEBOUNCED, POLICY, PlannerMemory())
-    assert first.dry_rounds == PlannerMemory({"hot": 1})
+    first = decide(view(), DEBOUNCED, POLICY, PlannerState())
+    assert first.dry_rounds == PlannerState({"hot": 1})
     # The memory is never written by a dry run: the next round reads it empty again.
     later = view(now_s=NOW + INTERVAL_S)
     second = decide(later, DEBOUNCED, POLICY, first.dry_rounds)
     assert second.plan.node_classes["hot"].kind is NodeKind.SOURCE
-    assert second.dry_rounds == PlannerMemory({"hot": 2})
+    assert second.dry_rounds == PlannerState({"hot": 2})
     # Without its own counts, the same round would still be debouncing.
     assert decide(later, DEBOUNCED, POLICY, None).plan.node_classes["hot"].kind is (
         NodeKind.DEBOUNCING

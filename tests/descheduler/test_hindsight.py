@@ -160,15 +160,15 @@ def test_one_message_per_workload_counts_its_evictions_by_outcome() -> None:
 
 def test_moves_round_trip_through_the_memory_and_stay_bounded() -> None:
     now_s = 1_700_000_000.0
-    memory = state.Memory()
+    saved_state = state.DeschedulerState()
     for i in range(state.MAX_MOVES + 20):
         move = MoveRecord(f"n{i}", now_s - 1000 + i, "cpu", 0.9, 0.2, 0.6, "cool", 1,
                           ("shop/Deployment/web",), 0.3, 0.65)  # fmt: skip
-        memory.moves[move.key] = move
+        saved_state.moves[move.key] = move
     judged = replace(move, outcome="backfired", judged_at_s=now_s, cooling=-0.1,
                      attributed=-0.3, reason="x" * 5000)  # fmt: skip
-    memory.moves[judged.key] = judged
-    read, ignored = state.decode(state.encode(memory, now_s - 3600), now_s, now_s - 3600)
+    saved_state.moves[judged.key] = judged
+    read, ignored = state.decode(state.encode(saved_state, now_s - 3600), now_s, now_s - 3600)
     assert ignored == []
     assert len(read.moves) == state.MAX_MOVES
     assert read.moves[judged.key] == replace(judged, reason="x" * state.MAX_REASON)
@@ -221,12 +221,12 @@ def test_every_hot_node_backed_off_is_said_in_the_plan_and_logged(
 ) -> None:
     """Both hot nodes' last moves did not help: the run says so once, in the log."""
     now_s = time.time()
-    memory = state.Memory(exists=True)
+    saved_state = state.DeschedulerState(exists=True)
     for node in ("hot", "hot-2"):
         move = MoveRecord(node, now_s - 400, "cpu", 0.85, 0.1, 0.6, "cool-1", 1, (),
                           outcome="no effect", judged_at_s=now_s - 10, reason="r")  # fmt: skip
-        memory.moves[move.key] = move
-    text = state.encode(memory, now_s - 3600)
+        saved_state.moves[move.key] = move
+    text = state.encode(saved_state, now_s - 3600)
 
     def write(obj: dict[str, Any]) -> None:
         obj["data"] = {state.STATE_KEY: text}

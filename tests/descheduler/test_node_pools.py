@@ -9,7 +9,7 @@ import pytest
 
 from app.descheduler.descheduler import say_overlapping_pools
 from app.descheduler.gather import View
-from app.kube.state import Memory
+from app.kube.state import DeschedulerState
 from tests.rebalance.builders import NOW, POLICY, cluster, config, node
 from tests.support.pools import policy_with_pools
 
@@ -24,7 +24,7 @@ CONFIG_POOLS = config(nodePools=[
 
 def view(*labels: dict[str, str]) -> View:
     nodes = [node(f"n{i}", 0.3, labels=each) for i, each in enumerate(labels)]
-    return View(cluster(nodes, []), Memory(), NOW)
+    return View(cluster(nodes, []), DeschedulerState(), NOW)
 
 
 def test_each_overlap_is_said_once_per_node_and_file(caplog: pytest.LogCaptureFixture) -> None:

@@ -389,7 +389,7 @@ def test_skipped_pods_are_counted_under_a_fixed_set_of_reasons(
     assert "eviction_limit" in labels
 
 
-async def memory_window_s(fake_kube: FakeKube, url: str, config: DeschedulerConfig) -> float:
+async def state_window_s(fake_kube: FakeKube, url: str, config: DeschedulerConfig) -> float:
     """How far back the descheduler reads its memory, with this configuration."""
     source = PrometheusSource(PrometheusSettings(url=url, timeout_s=5.0))
     try:
@@ -411,11 +411,11 @@ def test_a_long_workload_cooldown_is_remembered_as_long(
     assert len(first.evicted) == 1
     text = memory_of(seeded)
     later_s = time.time() + 90 * 60
-    window_s = asyncio.run(memory_window_s(seeded, prometheus_url, long))
+    window_s = asyncio.run(state_window_s(seeded, prometheus_url, long))
     assert window_s >= long.workload_cooldown
-    memory, problems = state.decode(json.dumps(text), later_s, later_s - window_s)
+    saved_state, problems = state.decode(json.dumps(text), later_s, later_s - window_s)
     assert problems == []
-    [record] = memory.recent(later_s - long.workload_cooldown)
+    [record] = saved_state.recent(later_s - long.workload_cooldown)
     assert record.workload is not None
     assert record.workload.endswith("/web")
 

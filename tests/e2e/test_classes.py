@@ -165,13 +165,13 @@ def live_pods(client: Client, namespace: str) -> dict[str, str | None]:
 
 
 @pytest.fixture
-def descheduler_memory(cluster: ControlPlane) -> Iterator[None]:
+def descheduler_state(cluster: ControlPlane) -> Iterator[None]:
     with descheduler_allowed(cluster):
         yield
 
 
 def test_the_descheduler_moves_batch_off_a_node_where_production_is_hot(
-    cluster: ControlPlane, namespace: str, descheduler_memory: None, priorities: Priorities
+    cluster: ControlPlane, namespace: str, descheduler_state: None, priorities: Priorities
 ) -> None:
     # mixed-1 at 60 % of 4 cores: over production's 0.55 with production running there,
     # under the configuration's own targetThresholds (65 %). cool-1 at 10 %.

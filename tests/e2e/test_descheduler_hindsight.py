@@ -34,7 +34,7 @@ OUTCOMES = "loadaware_descheduler_eviction_outcomes_total"
 
 
 @pytest.fixture
-def descheduler_memory(cluster: ControlPlane) -> Iterator[None]:
+def descheduler_state(cluster: ControlPlane) -> Iterator[None]:
     with descheduler_allowed(cluster):
         yield
 
@@ -42,7 +42,7 @@ def descheduler_memory(cluster: ControlPlane) -> Iterator[None]:
 def test_an_eviction_that_helped_and_one_that_could_not_are_told_apart(
     cluster: ControlPlane,
     namespace: str,
-    descheduler_memory: None,
+    descheduler_state: None,
     request: pytest.FixtureRequest,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -45,7 +45,7 @@ def all_bound(client: Client, namespace: str, count: int) -> bool:
 
 
 @pytest.fixture
-def descheduler_memory(cluster: ControlPlane) -> Iterator[None]:
+def descheduler_state(cluster: ControlPlane) -> Iterator[None]:
     with descheduler_allowed(cluster):
         yield
 
@@ -71,7 +71,7 @@ def make_nodes(cluster: ControlPlane, load: Mapping[str, tuple[float, str]]) -> 
 
 
 def test_a_pod_whose_anti_affinity_or_spread_no_cool_node_satisfies_is_never_evicted(
-    cluster: ControlPlane, namespace: str, descheduler_memory: None
+    cluster: ControlPlane, namespace: str, descheduler_state: None
 ) -> None:
     # hot (85 %) is alone in zone a; the cool nodes share zone b.
     make_nodes(cluster, {"hot": (0.85, "a"), "cool-1": (0.2, "b"), "cool-2": (0.2, "b")})
@@ -139,7 +139,7 @@ def test_a_pod_whose_anti_affinity_or_spread_no_cool_node_satisfies_is_never_evi
 def test_an_evicted_pod_is_replaced_on_a_cool_node_by_the_real_scheduler_and_extender(
     cluster: ControlPlane,
     namespace: str,
-    descheduler_memory: None,
+    descheduler_state: None,
     request: pytest.FixtureRequest,
 ) -> None:
     make_nodes(cluster, {"hot": (0.85, "a"), "cool-1": (0.2, "a"), "cool-2": (0.2, "a")})

@@ -123,7 +123,7 @@ def test_the_annotator_writes_the_workload_usage_and_the_extender_only_reads_it(
 ) -> None:
     """The shipped Roles on a real API server, through the code's own store: the
     annotator creates, then replaces, loadaware-workload-usage (and may write no other
-    ConfigMap, and read only the descheduler's memory besides); the extender reads it by
+    ConfigMap, and read only the descheduler's state besides); the extender reads it by
     name and may neither write it nor read another."""
     annotator = as_component(cluster, "annotator")
     extender = as_component(cluster, "extender")
@@ -152,7 +152,7 @@ def test_the_annotator_writes_the_workload_usage_and_the_extender_only_reads_it(
         for name in ("loadaware-policy", DESCHEDULER_STATE):
             rewrite = config_map(name, {"x": "1"})
             assert status_of(lambda r=rewrite: annotator.replace(r)) == 403
-            # The descheduler's memory it reads (its evictions: drained nodes keep their
+            # The descheduler's state it reads (its evictions: drained nodes keep their
             # soft taint, app/annotator/drained.py), and writes no more than any other.
             readable = 200 if name == DESCHEDULER_STATE else 403
             read = status_of(lambda n=name: annotator.get(ConfigMap, n, namespace=NAMESPACE))

@@ -172,7 +172,7 @@ def test_a_pod_that_would_take_a_pool_s_node_past_its_limit_is_refused(
 
 
 @pytest.fixture
-def descheduler_memory(cluster: ControlPlane) -> Iterator[None]:
+def descheduler_state(cluster: ControlPlane) -> Iterator[None]:
     with descheduler_allowed(cluster):
         yield
 
@@ -214,7 +214,7 @@ POOLS_CONFIG = {
 
 
 def test_the_descheduler_moves_pods_off_a_node_hot_for_its_pool(
-    cluster: ControlPlane, namespace: str, descheduler_memory: None, policy_file: Path
+    cluster: ControlPlane, namespace: str, descheduler_state: None, policy_file: Path
 ) -> None:
     # gpu-1 at 50 %: hot for its pool (above 40), not for the configuration's own 65.
     # general-1 at 45 %: a destination for its pool (at or below 60), not for the own 40.

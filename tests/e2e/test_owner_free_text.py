@@ -2,7 +2,7 @@
 
 The API server keeps a pod whose controller is ``nothing.example/v1 Widget`` with a
 1.1 MB name (it checks only that kind and name are non-empty). Read back through the
-real client, the pod is bare in loadaware's views, and the descheduler's memory of its
+real client, the pod is bare in loadaware's views, and the descheduler's state of its
 eviction still saves: the ConfigMap the real API server takes is under its 1 MiB.
 """
 
@@ -14,7 +14,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Pod
 
 from app.kube.pods import pod_info, pod_placement, scheduled_pod
-from app.kube.state import STATE_KEY, Memory, decode, encode
+from app.kube.state import STATE_KEY, DeschedulerState, decode, encode
 from app.objects import EvictionRecord, Resources
 from tests.e2e.harness import ControlPlane
 
@@ -41,11 +41,11 @@ def test_a_megabyte_owner_is_bare_and_its_eviction_still_saves(
     assert scheduled_pod(stored).workload is None
 
     # An eviction recorded before the fix named the owner in its workload.
-    memory = Memory()
+    state = DeschedulerState()
     record = EvictionRecord(f"{namespace}/burner", "uid-1", "n1", "n2", Resources(1, 1),
                             NOW_S, f"{namespace}/Widget/{HUGE}")  # fmt: skip
-    memory.evictions[record.uid] = record
-    text = encode(memory, NOW_S - 3600)
+    state.evictions[record.uid] = record
+    text = encode(state, NOW_S - 3600)
     client.create(ConfigMap(
         metadata=ObjectMeta(name="loadaware-descheduler-state", namespace=namespace),
         data={STATE_KEY: text},

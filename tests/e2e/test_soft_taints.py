@@ -43,7 +43,7 @@ SOFT_TAINT_FLAGS = (
     "--soft-taint-interval", "1s",
     "--soft-taint-hold", f"{HOLD_S:g}s",
     "--soft-taint-max-share", "0.5",
-    # The descheduler's memory, read for its evictions (drained nodes keep their taint),
+    # The descheduler's state, read for its evictions (drained nodes keep their taint),
     # where the shipped Role lets the annotator read it.
     "--descheduler-state-namespace", "loadaware",
     # Leader-elected as deployed (its Lease in loadaware, by the shipped Role), on
@@ -171,7 +171,7 @@ def test_the_taint_stays_through_a_dip_goes_when_cool_and_at_once_when_stale(
 def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_would_not_fit(
     cluster: ControlPlane, prometheus_node_data: PromNodeData
 ) -> None:
-    """The descheduler's memory records 2 cores evicted from ``a`` (8 cores): cool at
+    """The descheduler's state records 2 cores evicted from ``a`` (8 cores): cool at
     0.50, ``a`` would be back at 0.75 with that pod, over the 0.65 limit, so it keeps
     its taint past the hold; at 0.30 (0.55 with it) the taint goes. Read through the
     shipped Role, from the ConfigMap only the descheduler may write."""

@@ -106,7 +106,7 @@ def wave_then_probe(cluster: ControlPlane, namespace: str, entry: list[float]) -
         time.sleep(2.0)  # the extender's first read of the ConfigMap
         client.create(wave_job(namespace))
         settle(client, namespace, expected_bound=WAVE, pods=WAVE)
-        # The extender's pod cache has seen every binding once the ledger counts them.
+        # The extender's pod cache has seen every binding once the reserve counts them.
         return wait_until(
             lambda: (names := passing(extender.url, namespace)) is not None and (names,),
             20,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from app.explain.pod import NodeVerdict, PodExplanation, explain_pod
 from app.explain.render import pod_json, render_pod
-from app.extender.reserve import Ledger
+from app.extender.reserve import Reserve
 from app.extender.table import NodeTable
 from app.load.estimate import estimate_pod_usage
 from app.load.samples import format_usage
@@ -236,7 +236,7 @@ def test_the_score_parts_add_up_to_the_load_score() -> None:
 def test_every_verdict_and_score_is_the_extender_tables(
     usage: list[tuple[float, float]], recent: list[tuple[int, float]], asks_cpu: float
 ) -> None:
-    """The extender's own NodeTable and Ledger, fed the same nodes and bound pods one
+    """The extender's own NodeTable and Reserve, fed the same nodes and bound pods one
     event at a time, reach the same reason and score for every node, and its verdict
     index answers prioritize for the pod with explain's scores and preferred node."""
     nodes = [node(f"n{i}", cpu, memory=memory) for i, (cpu, memory) in enumerate(usage)]
@@ -251,13 +251,13 @@ def test_every_verdict_and_score_is_the_extender_tables(
     )  # fmt: skip
     explanation = explained(nodes, pods, pod=pod)
     answer = verdicts(explanation)
-    ledger = Ledger(POLICY, lambda _result: None, clock=lambda: NOW_S)
-    table = NodeTable(POLICY, clock=lambda: NOW_S, ledger=ledger)
+    reserve = Reserve(POLICY, lambda _result: None, clock=lambda: NOW_S)
+    table = NodeTable(POLICY, clock=lambda: NOW_S, reserve=reserve)
     for info in nodes:
-        ledger.set_allocatable(info.name, info.allocatable)
+        reserve.set_allocatable(info.name, info.allocatable)
         table.upsert(info.name, info.annotations)
     for key, placed in pods.items():
-        for name in ledger.on_pod(key, None, placed, NOW_S):
+        for name in reserve.on_pod(key, None, placed, NOW_S):
             table.recompute(name)
     for info in nodes:
         entry = table.get(info.name)

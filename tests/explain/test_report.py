@@ -60,10 +60,10 @@ def test_evictions_are_counted_by_outcome_per_node_and_workload() -> None:
 def test_report_reads_the_memory_configmap_read_only(
     fake_kube: FakeKube, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    memory = state.Memory()
+    saved_state = state.DeschedulerState()
     for m in MOVES:
-        memory.moves[m.key] = m
-    text = state.encode(memory, time.time() - 3600)
+        saved_state.moves[m.key] = m
+    text = state.encode(saved_state, time.time() - 3600)
     fake_kube.store.add(CONFIGMAPS, {
         "metadata": {"name": state.DEFAULT_NAME, "namespace": "loadaware"},
         "data": {state.STATE_KEY: text},

@@ -76,17 +76,17 @@ def prometheus_url() -> Iterator[str]:
 def cluster(fake_kube: FakeKube, tmp_path: Path) -> str:
     """The memory (one judged move from each hot node), the nodes and the pods; the
     kubeconfig's path."""
-    memory = state.Memory()
+    saved_state = state.DeschedulerState()
     for move in (
         MoveRecord("hot-1", MOVE_S, "cpu", 0.9, 0.2, 0.6, "cool", 1, (WEB,),
                    outcome="helped", judged_at_s=MOVE_S + 300, attributed=0.2, reason="r"),
         MoveRecord("hot-2", MOVE_S, "cpu", 0.9, 0.1, 0.7, "cool", 1, (DB,),
                    outcome="no effect", judged_at_s=MOVE_S + 300, reason="r"),
     ):  # fmt: skip
-        memory.moves[move.key] = move
+        saved_state.moves[move.key] = move
     fake_kube.store.add(CONFIGMAPS, {
         "metadata": {"name": state.DEFAULT_NAME, "namespace": "loadaware"},
-        "data": {state.STATE_KEY: state.encode(memory, NOW_S - 3600)},
+        "data": {state.STATE_KEY: state.encode(saved_state, NOW_S - 3600)},
     })  # fmt: skip
     for node, ip in IPS.items():
         fake_kube.store.add_node(node, internal_ip=ip)

@@ -164,7 +164,7 @@ def test_burst_lands_at_most_two_pods_on_the_coolest_node_only_with_estimation(
         if enabled:
             assert placed[COOLEST] <= 2
             # The watch catches up: every reservation ends confirmed or moved.
-            wait_for(lambda: extender.ledger is not None and extender.ledger.reservations == 0)
+            wait_for(lambda: extender.reserve is not None and extender.reserve.reservations == 0)
             # No node takes more than its limit plus one pod: 0.50 + 0.32 is over 0.65.
             assert all(count <= 1 for node, count in placed.items() if node != COOLEST)
             # Every pod was reserved where the answer put it on top, and went there,

@@ -309,8 +309,8 @@ def test_a_class_s_pods_just_reserved_count_in_its_usage_until_a_sample_holds_th
     reserve_on_warm(request(7000, "other-1"))  # in no class: the node's usage alone
     assert passes_warm(9500, "probe-2")
     reserve_on_warm(request(9500, "web-1"))
-    assert extender.ledger is not None
-    assert extender.ledger.reservations == 2
+    assert extender.reserve is not None
+    assert extender.reserve.reservations == 2
     assert not passes_warm(9500, "probe-3")
     body = orjson.dumps({"Pod": request(9500, "probe-4"), "NodeNames": ["warm", "cool"]})
     answer = orjson.loads(extender.verbs.filter(parse_args(body), Outcome()))
@@ -363,7 +363,7 @@ def test_a_pod_passed_where_its_own_usage_limit_yields_is_reserved_there() -> No
         mode="test",
     )
     assert extender.node_cache is not None
-    assert extender.ledger is not None
+    assert extender.reserve is not None
     annotations = {**usage_annotations(0.3, 0.3), **class_usage(0.5, 0.0)}  # over 45 %
     extender.node_cache.apply(
         "warm", NodeInfo("warm", annotations, None, allocatable=Resources(16.0, 64e9))
@@ -375,4 +375,4 @@ def test_a_pod_passed_where_its_own_usage_limit_yields_is_reserved_there() -> No
     answer = orjson.loads(extender.verbs.filter(parse_args(body), outcome))
     assert answer["NodeNames"] == ["warm"]
     extender.record("filter", 200, 0.0, outcome)
-    assert extender.ledger.reservations == 1
+    assert extender.reserve.reservations == 1

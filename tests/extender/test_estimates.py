@@ -103,7 +103,7 @@ def place(
 def added_cpu(extender: Extender, node: str) -> float:
     entry = extender.table.lookup(node, extender.clock())
     assert entry is not None
-    return entry.addition.fractions.get("cpu", 0.0)
+    return entry.unsampled.fractions.get("cpu", 0.0)
 
 
 def request_pod(name: str) -> dict[str, Any]:
@@ -188,8 +188,8 @@ def test_prioritize_reserves_on_the_clear_best_and_the_binding_confirms_it() -> 
     assert metric(extender, "loadaware_extender_reservations_made_total", verb="prioritize") == 1
     bind(extender, "p", "cool", clock())
     assert added_cpu(extender, "cool") == pytest.approx(BURST_SHARE)  # counted once
-    assert extender.ledger is not None
-    assert extender.ledger.reservations == 0
+    assert extender.reserve is not None
+    assert extender.reserve.reservations == 0
     ended = "loadaware_extender_reservations_ended_total"
     assert metric(extender, ended, result="confirmed") == 1
 
@@ -236,8 +236,8 @@ def test_no_passing_node_reserves_nothing() -> None:
     extender = make_extender(clock)
     set_node(extender, "hot", usage(0.90, clock() - 30))
     call(extender, "prioritize", "p", ["hot"])
-    assert extender.ledger is not None
-    assert extender.ledger.reservations == 0
+    assert extender.reserve is not None
+    assert extender.reserve.reservations == 0
     assert metric(extender, "loadaware_extender_reservations_skipped_total") == 1
 
 
@@ -261,8 +261,8 @@ def test_estimation_off_in_the_policy_reserves_and_adds_nothing() -> None:
     call(extender, "prioritize", "p", ["warm", "cool"])
     bind(extender, "a", "cool", clock())
     assert added_cpu(extender, "cool") == 0.0
-    assert extender.ledger is not None
-    assert extender.ledger.reservations == 0
+    assert extender.reserve is not None
+    assert extender.reserve.reservations == 0
 
 
 def test_a_policy_reload_reprices_live_reservations_and_the_next_ones() -> None:
@@ -438,7 +438,7 @@ def test_one_pod_never_adds_more_than_its_node_holds() -> None:
     bind(extender, "huge", "cool", clock() - 1, HUGE_LIMITS, TINY_REQUESTS)
     entry = extender.table.lookup("cool", clock())
     assert entry is not None
-    assert dict(entry.addition.fractions) == {"cpu": 1.0, "memory": 1.0}
+    assert dict(entry.unsampled.fractions) == {"cpu": 1.0, "memory": 1.0}
     assert passes_filter(extender, ["cool", "warm"]) == ["warm"]
     # A reservation of such a pod is bounded the same way.
     set_node(extender, "spare", usage(0.10, clock() - 30))

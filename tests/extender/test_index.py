@@ -17,7 +17,7 @@ from app.extender.index import (
     native_available,
     new_verdict_index,
 )
-from app.load.prioritize import has_room, preferred_position, wire_scores
+from app.load.prioritize import has_room, host_priorities, preferred_position
 
 HOT = "Load[cpu_usage_avg_5m] is too high (> 0.65)"
 HOT_MEM = "Load[mem_usage_avg_5m] is too high (> 0.65)"
@@ -303,7 +303,7 @@ def test_native_and_python_give_the_same_answers_as_the_wire_rule(
     scores = [unknown_score if e is None else e[0] for e in entries]
     can_prefer = [e is not None and e[1] is None and e[2] for e in entries]
     roomy = [e is not None and has_room({"cpu": e[3], "memory": e[4]}, pod_usage) for e in entries]
-    expected = wire_scores(scores, can_prefer, roomy)
+    expected = host_priorities(scores, can_prefer, roomy)
     assert [item["Score"] for item in orjson.loads(native_scores[0])] == expected
     assert native_scores[2] == preferred_position(scores, can_prefer, roomy)
 

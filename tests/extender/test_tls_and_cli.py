@@ -21,7 +21,7 @@ from app.extender.extender import Extender
 from app.extender.http import ExtenderApp
 from app.extender.main import health_config, server_config, tls_context
 from app.health import build_app, embedded_server
-from app.health.connection_limits import EXTENDER_LIMITS
+from app.health.connection_limits import EXTENDER_CONNECTION_LIMITS
 from app.health.connections import guarded_protocol
 from app.policy import DEFAULT_POLICY_YAML, default_policy
 from app.runtime import StartupError
@@ -57,7 +57,7 @@ def client_context(pki: Pki, with_cert: bool) -> ssl.SSLContext:
 def test_tls_serves_the_verbs(pki: Pki) -> None:
     with serve(
         ExtenderApp(Extender(default_policy())),
-        http=guarded_protocol(EXTENDER_LIMITS, tls_context(flags(pki, False))),
+        http=guarded_protocol(EXTENDER_CONNECTION_LIMITS, tls_context(flags(pki, False))),
     ) as url:
         assert url.startswith("https://")
         response = http_client.post(
@@ -71,7 +71,7 @@ def test_tls_serves_the_verbs(pki: Pki) -> None:
 def test_mutual_tls_refuses_clients_without_a_certificate(pki: Pki) -> None:
     with serve(
         ExtenderApp(Extender(default_policy())),
-        http=guarded_protocol(EXTENDER_LIMITS, tls_context(flags(pki, True))),
+        http=guarded_protocol(EXTENDER_CONNECTION_LIMITS, tls_context(flags(pki, True))),
     ) as url:
         body = fixture("filter-fullnodes.json")
         ok = http_client.post(f"{url}/filter", json=body, verify=client_context(pki, True))

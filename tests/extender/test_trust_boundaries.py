@@ -194,8 +194,8 @@ def test_reservations_for_pods_that_do_not_exist_end_after_the_grace(
     assert sample(url, refused, reason="unverified-limit") == 60 - reservations.MAX_UNVERIFIED
     CLOCK.ahead_s += reservations.UNVERIFIED_GRACE_S
     wait_for(lambda: sample(url, refused, reason="unverified") == 2 + reservations.MAX_UNVERIFIED)
-    assert instance.ledger is not None
-    assert instance.ledger.reservations == 0
+    assert instance.reserve is not None
+    assert instance.reserve.reservations == 0
 
 
 def test_a_pending_pod_reserves_what_the_api_server_says_it_asks(
@@ -209,8 +209,8 @@ def test_a_pending_pod_reserves_what_the_api_server_says_it_asks(
     # The request claims a 32-CPU limit; the pod in the API server has 100m.
     claimed = pod_body("small", stored["metadata"]["uid"], cpu_limit="32")
     http_client.post(f"{url}/prioritize", json={"Pod": claimed, "NodeNames": ["node-a"]})
-    assert instance.ledger is not None
-    reserved = instance.ledger.contributions("node-a", None, instance.clock())
+    assert instance.reserve is not None
+    reserved = instance.reserve.contributions("node-a", None, instance.clock())
     assert [(c.pod, c.kind) for c in reserved] == [("default/small", "reserved")]
     assert reserved[0].usage.cpu_cores == pytest.approx(0.1 * 0.85)
     assert filter_names(url, claimed, ["node-a"])["NodeNames"] == ["node-a"]
@@ -234,5 +234,5 @@ def test_pods_that_are_not_pending_reserve_nothing(
     )
     refused = "loadaware_extender_reservations_refused_total"
     assert sample(url, refused, reason="not-pending") == 1
-    assert instance.ledger is not None
-    assert instance.ledger.reservations == 0
+    assert instance.reserve is not None
+    assert instance.reserve.reservations == 0

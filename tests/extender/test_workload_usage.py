@@ -184,7 +184,7 @@ def test_a_bound_pod_counts_at_its_workloads_observed_usage_and_falls_back_when_
     extender, follower = make_extender(clock)
     bind(extender, "shop/web-1", WEB, clock() - 5)
     assert added_cpu(extender, "cool") == pytest.approx(0.085 / 8)
-    follower.publish({WEB: Resources(0.7, 0.0)})  # the change redoes the node's addition
+    follower.publish({WEB: Resources(0.7, 0.0)})  # the change redoes the node's unsampled usage
     assert added_cpu(extender, "cool") == pytest.approx(0.7 / 8)
     follower.go_stale()
     assert added_cpu(extender, "cool") == pytest.approx(0.085 / 8)

@@ -4,11 +4,11 @@ It runs the real script: ``loadaware extender`` in its own process, fed by the f
 server, under 16 keep-alive clients for 4 s while node annotations change at 50/s and
 pods are bound (and as many deleted) at 100/s. It asserts correctness and boundedness,
 never a speed: every answer was a well-formed 200; the extender's caches hold what the
-cluster holds; reservations are made and expire, so the ledger stays bounded; and RSS in
+cluster holds; reservations are made and expire, so the reserve stays bounded; and RSS in
 the second half grew less than 10 %. 10 % is generous on purpose: a 2-second window on
 a shared machine sees allocator noise of a few MiB, while what this guards against (a
-cache or ledger that keeps every request or event) grows without bound. The
-reservation TTL is 1.5 s so that the ledger reaches steady state in the first half. (Each
+cache or reserve that keeps every request or event) grows without bound. The
+reservation TTL is 1.5 s so that the reserve reaches steady state in the first half. (Each
 second of load costs about a CPU-second of the suite's; the extender's steady state shows
 within one: 6 s of it grew RSS by 0.01 %.)
 """
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DURATION_S = 4  # > 2 x the TTL: the second half starts with the ledger steady
+DURATION_S = 4  # > 2 x the TTL: the second half starts with the reserve steady
 NODES = 5_000
 PODS = 2_000
 RESERVATION_TTL_S = 1.5
@@ -49,7 +49,7 @@ def test_four_seconds_of_load_give_no_errors_and_bounded_memory() -> None:
     assert metrics["loadaware_extender_nodes"] == NODES
     assert metrics["loadaware_extender_pods_cached"] == report["pods_at_end"] == PODS
     assert report["bindings"] >= DURATION_S * 50  # the churn ran (100/s asked)
-    # Prioritize reserved, and reservations expired: the ledger holds about one TTL's worth.
+    # Prioritize reserved, and reservations expired: the reserve holds about one TTL's worth.
     made = metrics['loadaware_extender_reservations_made_total{verb="prioritize"}']
     dropped = metrics['loadaware_extender_reservations_ended_total{result="dropped"}']
     assert made > 0

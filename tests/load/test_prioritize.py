@@ -1,4 +1,4 @@
-"""The extender's answer on the wire: which node is lifted alone to the top, and why."""
+"""The extender's prioritize answer: which node is lifted alone to the top, and why."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from app.load import evaluate_node, format_usage
-from app.load.prioritize import can_be_preferred, has_room, limit_room, wire_scores
+from app.load.prioritize import can_be_preferred, has_room, host_priorities, limit_room
 from app.policy import default_policy
 
 NOW = 1_700_000_000.0
@@ -32,10 +32,10 @@ NOW = 1_700_000_000.0
         ([], [], [], []),
     ],
 )
-def test_wire_scores(
+def test_host_priorities(
     scores: list[int], preferable: list[bool], roomy: list[bool], answer: list[int]
 ) -> None:
-    assert wire_scores(scores, preferable, roomy) == answer
+    assert host_priorities(scores, preferable, roomy) == answer
 
 
 def node_annotations(cpu: float, memory: float) -> dict[str, str]:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.explain.pod import explain_pod, judge_node
-from app.extender.reserve import Ledger
+from app.extender.reserve import Reserve
 from app.extender.table import NodeTable
 from app.load import (
     HOT_VALUE_KEY,
@@ -95,13 +95,13 @@ def scheduled_pods(
 
 
 def extender_entries(nodes: list[tuple[dict[str, str], Resources, list[PlacedPod]]]) -> NodeTable:
-    """The extender's table, fed through its ledger as the pod and node caches feed it."""
-    ledger = Ledger(POLICY, lambda _ended: None, clock=time.time)
-    table = NodeTable(POLICY, clock=lambda: NOW, ledger=ledger)
+    """The extender's table, fed through its reserve as the pod and node caches feed it."""
+    reserve = Reserve(POLICY, lambda _ended: None, clock=time.time)
+    table = NodeTable(POLICY, clock=lambda: NOW, reserve=reserve)
     for index, (_, size, _) in enumerate(nodes):
-        ledger.set_allocatable(f"node-{index}", size)
+        reserve.set_allocatable(f"node-{index}", size)
     for key, scheduled in scheduled_pods(nodes):
-        ledger.on_pod(key, None, scheduled, NOW)
+        reserve.on_pod(key, None, scheduled, NOW)
     for index, (written, _, _) in enumerate(nodes):
         table.upsert(f"node-{index}", written)
     return table

@@ -1,4 +1,4 @@
-"""Debounce rounds in the descheduler's memory: consecutive only when recent, never
+"""Debounce rounds in the descheduler's state: consecutive only when recent, never
 counted twice, forgotten when a node cools."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from app.objects.evictions import EvictionRecord
 from app.objects.pods import PodInfo
 from app.objects.resources import Resources
 from app.objects.selectors import LabelSelector
-from app.rebalance import NodeKind, PlannerMemory, SkipCode, observe_round, plan
+from app.rebalance import NodeKind, PlannerState, SkipCode, observe_round, plan
 from tests.rebalance.builders import GI, NOW, POLICY, cluster, config, node, pod
 
 NODES = [node("hot", 0.9), node("cool", 0.1)]
@@ -165,20 +165,20 @@ def test_a_workload_evicted_recently_cools_down() -> None:
 def test_a_node_becomes_a_source_only_after_consecutive_hot_rounds() -> None:
     view = cluster(NODES, many(12))
     settings = config(consecutiveHotRounds=3)
-    memory = PlannerMemory()
+    state = PlannerState()
     kinds = []
     for _ in range(3):
-        result = plan(view, settings, POLICY, NOW, memory.hot_rounds)
+        result = plan(view, settings, POLICY, NOW, state.hot_rounds)
         kinds.append(result.node_classes["hot"].kind)
-        memory = observe_round(memory, result.node_classes)
+        state = observe_round(state, result.node_classes)
     assert kinds == [NodeKind.DEBOUNCING, NodeKind.DEBOUNCING, NodeKind.SOURCE]
     assert result.evictions
     cooled = [node("hot", 0.5), node("cool", 0.1)]
-    memory = observe_round(
-        memory,
-        plan(cluster(cooled, many(12)), settings, POLICY, NOW, memory.hot_rounds).node_classes,
+    state = observe_round(
+        state,
+        plan(cluster(cooled, many(12)), settings, POLICY, NOW, state.hot_rounds).node_classes,
     )
-    assert memory.hot_rounds == {}
+    assert state.hot_rounds == {}
 
 
 SHIPPED_WORKLOAD_LIMITS = {"maxMigratingPerWorkload": 1, "maxUnavailablePerWorkload": "10%"}

@@ -28,7 +28,7 @@ from app.kube.pods import (
     scheduled_pod,
 )
 from app.kube.state import MAX_DOCUMENT_BYTES as STATE_BYTES
-from app.kube.state import Memory
+from app.kube.state import DeschedulerState
 from app.kube.state import decode as decode_state
 from app.kube.state import encode as encode_state
 from app.kube.workload_usage import MAX_DOCUMENT_BYTES, decode, encode
@@ -168,10 +168,10 @@ def record(i: int, namespace: str, workload: str | None, at_s: float) -> Evictio
 
 
 def test_an_evicted_pod_with_a_huge_owner_cannot_stop_the_state_from_being_saved() -> None:
-    memory = Memory()
+    state = DeschedulerState()
     evicted = record(0, "tenant", f"tenant/Widget/{HUGE}", NOW_S - 10)
-    memory.evictions[evicted.uid] = evicted
-    text = encode_state(memory, NOW_S - 3600)
+    state.evictions[evicted.uid] = evicted
+    text = encode_state(state, NOW_S - 3600)
     assert len(text.encode()) < CONFIG_MAP_LIMIT
     stored, ignored = decode_state(text, NOW_S, NOW_S - 3600)
     assert ignored == []
@@ -182,13 +182,13 @@ def test_an_evicted_pod_with_a_huge_owner_cannot_stop_the_state_from_being_saved
 
 
 def test_the_state_keeps_its_budget_and_every_namespace_s_newest_eviction() -> None:
-    memory = Memory()
+    state = DeschedulerState()
     for i in range(1999):  # a namespace evicted often, each record ~700 bytes
         r = record(i, "busy", "busy/Deployment/" + "w" * 250, NOW_S - 100 + i * 0.01)
-        memory.evictions[r.uid] = r
+        state.evictions[r.uid] = r
     quiet = record(0, "quiet", "quiet/Deployment/web", NOW_S - 500)
-    memory.evictions[quiet.uid] = quiet
-    text = encode_state(memory, NOW_S - 3600)
+    state.evictions[quiet.uid] = quiet
+    text = encode_state(state, NOW_S - 3600)
     assert len(text.encode()) <= STATE_BYTES
     stored, _ = decode_state(text, NOW_S, NOW_S - 3600)
     assert quiet.uid in stored.evictions  # the oldest, but its namespace's newest
@@ -201,13 +201,13 @@ def test_a_namespace_evicted_often_cannot_push_another_s_eviction_out_of_the_sta
     as the quiet namespace's older one, filled the document newest first and left the
     quiet namespace's eviction (its cooldown, its namespace limit) out. Namespaces take
     turns now: the quiet one's newest eviction is kept."""
-    memory = Memory()
+    state = DeschedulerState()
     for i in range(2000):
         r = record(i, "busy", "busy/Deployment/" + "w" * 250, NOW_S - 100 + i * 0.01)
-        memory.evictions[r.uid] = r
+        state.evictions[r.uid] = r
     quiet = record(0, "quie", "quie/Deployment/" + "w" * 251, NOW_S - 500)  # as long
-    memory.evictions[quiet.uid] = quiet
-    text = encode_state(memory, NOW_S - 3600)
+    state.evictions[quiet.uid] = quiet
+    text = encode_state(state, NOW_S - 3600)
     assert len(text.encode()) <= STATE_BYTES
     stored, _ = decode_state(text, NOW_S, NOW_S - 3600)
     assert quiet.uid in stored.evictions

@@ -125,7 +125,7 @@ def test_each_judged_eviction_has_the_descheduler_s_outcome() -> None:
 
 
 def test_the_simulated_descheduler_backs_off_where_its_evictions_did_not_help() -> None:
-    """The simulator feeds its judged moves to the planner as the descheduler's memory
+    """The simulator feeds its judged moves to the planner as the descheduler's state
     does: beside a stock scheduler, planned as beside the extender, the sources whose
     replacements came back are skipped ``backed_off``, and only after such a move."""
     cluster = SimulatedCluster(load_scenario("drifting-hot-spot"), plan_for("default+desched"))

@@ -9,7 +9,7 @@ runs a descheduler with, on the issue's seeds 1-10 (``loadaware simulate FILE --
 10`` gives the numbers docs/troubleshooting.md quotes).
 
 A round with evictions is counted after a non-helping judgement when it comes later
-than the first move the descheduler's memory judged "no effect" or "backfired"
+than the first move the descheduler's state judged "no effect" or "backfired"
 (``PlannerRebalancer.moves``: the judged moves its back-off, app/rebalance/backoff.py,
 reads). The harm is throttled CPU-minutes plus OOM events, as test_no_harm counts it.
 """

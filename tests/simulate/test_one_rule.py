@@ -23,11 +23,11 @@ RULES = {
         "app.load.prioritize",
         {
             "can_be_preferred",
-            "plain_wire_score",
-            "preferred_wire_score",
+            "plain_priority",
+            "preferred_priority",
             "preferred_position",
-            "wire_scores",
-            "wire_scores_and_preferred",
+            "host_priorities",
+            "host_priorities_and_preferred",
         },
     ),
     "node verdict": ("app.load.verdict", {"node_verdict"}),
@@ -48,13 +48,13 @@ USERS = [
     ("simulate/descheduling.py", "debounce", {"previous_hot_rounds", "record_hot_rounds"}),
     # The Python fallback index asks the rule itself; the native one is held to it on
     # random inputs (tests/extender/test_index.py).
-    ("extender/index.py", "wire answer", {"wire_scores_and_preferred"}),
-    # The simulator picks the preferred node over whole arrays (held to wire_scores by
+    ("extender/index.py", "wire answer", {"host_priorities_and_preferred"}),
+    # The simulator picks the preferred node over whole arrays (held to host_priorities by
     # tests/simulate/test_scheduling.py) and answers it and the others by the rule's own.
     (
         "simulate/scheduling.py",
         "wire answer",
-        {"plain_wire_score", "preferred_wire_score"},
+        {"plain_priority", "preferred_priority"},
     ),
     # Every node's verdict is node_verdict's: the extender's table, the simulator's load filter
     # and explain (held equal on random nodes by tests/load/test_verdict.py).
@@ -129,8 +129,8 @@ def test_no_module_but_the_rules_home_defines_them() -> None:
 
 
 def test_the_simulator_keeps_no_debounce_bookkeeping_of_its_own() -> None:
-    # observe_round/PlannerMemory count rounds in memory with no clock: the rule the
-    # descheduler's memory does not follow (a stale count restarts, a repeat run in the
+    # observe_round/PlannerState count rounds in memory with no clock: the rule the
+    # descheduler's state does not follow (a stale count restarts, a repeat run in the
     # same round does not count twice).
     for path in sorted((APP / "simulate").glob("*.py")):
         used = {
@@ -139,5 +139,5 @@ def test_the_simulator_keeps_no_debounce_bookkeeping_of_its_own() -> None:
             if isinstance(node, ast.ImportFrom)
             for alias in node.names
         }
-        assert not used & {"observe_round", "PlannerMemory"}, path.name
+        assert not used & {"observe_round", "PlannerState"}, path.name
     assert not (APP / "descheduler" / "debounce.py").exists()

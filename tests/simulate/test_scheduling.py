@@ -1,4 +1,4 @@
-"""The simulator's extender answer is ``app.load.prioritize.wire_scores``, node for node; its
+"""The simulator's extender answer is ``app.load.prioritize.host_priorities``, node for node; its
 choice from the ranks kept between pods is the choice made afresh over every node."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from app.load import PLAIN_MAX_SCORE, plain_wire_score, preferred_wire_score
-from app.load.prioritize import wire_scores
+from app.load import PLAIN_MAX_SCORE, plain_priority, preferred_priority
+from app.load.prioritize import host_priorities
 from app.simulate.cluster import SimulatedCluster
 from app.simulate.policies import plan_for
 from app.simulate.scenario import load_scenario
@@ -31,10 +31,10 @@ LOWEST = int(np.iinfo(np.int64).min)  # how the scheduler ranks an infeasible no
 def asked_in_order(
     scores: list[int], preferable: list[bool], roomy: list[bool], asked: list[int], first: int
 ) -> list[int]:
-    """``wire_scores`` asked as kube-scheduler asks: the asked nodes listed from node
+    """``host_priorities`` asked as kube-scheduler asks: the asked nodes listed from node
     ``first`` on, then from node 0; the answer put back in node order (0: not asked)."""
     order = [n for n in asked if n >= first] + [n for n in asked if n < first]
-    listed = wire_scores(
+    listed = host_priorities(
         [scores[n] for n in order], [preferable[n] for n in order], [roomy[n] for n in order]
     )
     answer = [0] * len(scores)
@@ -60,7 +60,7 @@ def test_the_kept_terms_answer_as_the_whole_array_answer_after_every_change(
     seed: int, preferable_share: float
 ) -> None:
     """Kept between pods and re-made only where nodes were re-evaluated, the terms give
-    every pod the same total as ``wire_scores`` asked in the request's order: after
+    every pod the same total as ``host_priorities`` asked in the request's order: after
     one node's change, many at once (a sync), a new estimate and a new cap. They count
     the nodes that can be preferred, which the scheduler reads to leave the search out
     where there are none (with few preferable nodes, often)."""
@@ -109,10 +109,10 @@ def test_the_kept_terms_answer_as_the_whole_array_answer_after_every_change(
         if terms.preferable_nodes == 0:
             assert best == -1
         scores = view.extender_score
-        cap = PLAIN_MAX_SCORE if best < 0 else plain_wire_score(int(scores[best]))
+        cap = PLAIN_MAX_SCORE if best < 0 else plain_priority(int(scores[best]))
         got = terms.plain(cap).copy()
         if best >= 0:
-            got[best] = factor * preferred_wire_score(int(scores[best]))
+            got[best] = factor * preferred_priority(int(scores[best]))
         assert (got[asked] == expected[asked] * factor).all()
 
 

@@ -1,5 +1,5 @@
 """The demand history consolidation keeps room for (app/rebalance/rise.py) lives in the
-descheduler's memory (app/kube/state.py): it survives a restart, a new leader and
+descheduler's state (app/kube/state.py): it survives a restart, a new leader and
 ``--once`` runs, and what is stored is read defensively and bounded."""
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ NOW = 1_800_000_000.0
 
 
 def test_demand_samples_round_trip_through_the_document() -> None:
-    memory = state.Memory(demand=[(NOW - 120, Resources(4.0, 2.0**30)), (NOW, Resources(10, 0))])
-    decoded, ignored = state.decode(state.encode(memory, NOW - 3600), NOW, NOW - 3600)
-    assert decoded.demand == memory.demand
+    saved_state = state.DeschedulerState(
+        demand=[(NOW - 120, Resources(4.0, 2.0**30)), (NOW, Resources(10, 0))]
+    )
+    decoded, ignored = state.decode(state.encode(saved_state, NOW - 3600), NOW, NOW - 3600)
+    assert decoded.demand == saved_state.demand
     assert ignored == []
 
 
@@ -38,7 +40,7 @@ def test_unreadable_and_future_demand_samples_are_skipped_and_said() -> None:
 
 def test_the_newest_samples_are_kept_within_their_share_of_the_document() -> None:
     many = [(NOW - i, Resources(1000.123456 + i, 1e12 + i)) for i in range(10_000)][::-1]
-    text = state.encode(state.Memory(demand=many), NOW - 3600)
+    text = state.encode(state.DeschedulerState(demand=many), NOW - 3600)
     decoded, _ = state.decode(text, NOW, NOW - 3600)
     assert 0 < len(decoded.demand) <= state.MAX_DEMAND_SAMPLES
     assert decoded.demand[-1] == many[-1]  # the newest kept
