@@ -114,12 +114,18 @@ def test_a_lease_that_is_not_released_is_taken_over_after_it_expires(
                 assert elector is not None
                 tried = elector.attempts
                 assert await eventually(lambda: elector.attempts >= tried + 2, 30)
-                fake_kube.fail_next("PUT", LEASE_PATH, 500)  # a's release fails: a "crash"
+                # a's release fails: a "crash". Every lease write fails until a has
+                # stopped, not only the next: a renews every 0.1 s, and on a loaded
+                # machine a renewal took a single failure before the release came.
+                # a's last renewal landed before this instant, so the lease runs out
+                # at least 1 s (its duration) less one retry period after it.
+                fake_kube.fail_next("PUT", LEASE_PATH, 500, times=1_000_000)
+                stopped_at = time.monotonic()
                 a_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await a_task
+                fake_kube.faults.clear()
                 assert holder(fake_kube) == "a"
-                stopped_at = time.monotonic()
                 assert await eventually(b.may_write, 30)
                 taken_after_s = time.monotonic() - stopped_at
                 assert await eventually(lambda: patches_by(b) >= 1, 30)
