@@ -27,6 +27,11 @@ from app.rebalance import DeschedulerConfig, config_from_mapping
 __all__ = ["ScenarioError", "scenario_from_mapping"]
 
 BUILTIN_PACKAGE = "app.simulate.scenarios"
+# Bounds that a file (a tenant's capture, a mutated file) cannot pass: checked at load,
+# before any per-node or per-pod list is built. Far above what a cluster runs (Kubernetes
+# is tested to 5,000 nodes and 150,000 pods).
+MAX_NODES = 100_000
+MAX_PODS = 1_000_000
 
 
 class ScenarioError(ValueError):
@@ -51,7 +56,7 @@ class Amounts(_Strict):
 
 class NodeGroup(_Strict):
     name: str = Field(min_length=1, description="node names are <name>-<index>")
-    count: int = Field(ge=1)
+    count: int = Field(ge=1, le=MAX_NODES)
     cpu: Quantity = Field(gt=0)
     memory: Quantity = Field(gt=0)
     # A captured cluster names its nodes (one name per node, in place of <name>-<index>)
@@ -208,7 +213,7 @@ class Arrival(_Strict):
 
 class ScaleUp(_Strict):
     at_s: DurationS = Field(alias="at", ge=0)
-    replicas: int = Field(ge=1, description="the new replica count")
+    replicas: int = Field(ge=1, le=MAX_PODS, description="the new replica count")
     over_s: DurationS = Field(0.0, alias="over", ge=0)
 
 
@@ -217,7 +222,7 @@ class ReplicaCount(_Strict):
     scale-down and come back (new pods, pending) on a scale-up."""
 
     at_s: DurationS = Field(alias="at", ge=0)
-    replicas: int = Field(ge=0)
+    replicas: int = Field(ge=0, le=MAX_PODS)
 
 
 WorkloadKind = Literal["Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job", "Pod"]
@@ -244,7 +249,7 @@ class InitContainer(_Strict):
 
 class Workload(_Strict):
     name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-    replicas: int = Field(ge=0)
+    replicas: int = Field(ge=0, le=MAX_PODS)
     requests: Amounts = Amounts()  # the app containers', summed
     limits: Amounts = Amounts()
     init_containers: tuple[InitContainer, ...] = Field((), alias="initContainers")
@@ -438,6 +443,14 @@ class Scenario(_Strict):
         _require_multiple("metrics.ruleInterval", self.metrics.rule_interval_s, self.step_s)
         hot_s = self.metrics.hot_value_interval_s
         _require_multiple("metrics.hotValueInterval", hot_s, self.step_s)
+        nodes = sum(group.count for group in self.nodes)
+        if nodes > MAX_NODES:  # before any per-node list is built
+            raise ValueError(f"nodes: {nodes:,} nodes in all, more than the {MAX_NODES:,} allowed")
+        pods = sum(workload.max_replicas for workload in self.workloads)
+        if pods > MAX_PODS:
+            raise ValueError(
+                f"workloads: {pods:,} replicas in all, more than the {MAX_PODS:,} allowed"
+            )
         names = [group.name for group in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError("nodes: group names must be unique")

@@ -46,6 +46,15 @@ def with_workload_field(field: str, value: Any) -> dict[str, Any]:
         (small(metrics={"scrapeInterval": "45s"}), "metrics.scrapeInterval"),
         (small(surprise=1), "surprise"),
         (small(policy={"apiVersion": "x"}), "policy"),
+        # Counts a file can name but no machine can hold: refused at load, before the
+        # loader builds a name per node (a fuzzed count of 10**12 took 23 GB and the
+        # OOM killer).
+        (small(nodes=[{"name": "n", "count": 10**12, "cpu": 1, "memory": "1Gi"}]), "nodes.0.count"),
+        (
+            small(nodes=[{"name": n, "count": 60_000, "cpu": 1, "memory": "1Gi"} for n in "ab"]),
+            "120,000 nodes in all",
+        ),
+        (with_workload_field("replicas", 10**12), "workloads.0.replicas"),
     ],
 )
 def test_bad_scenarios_are_rejected_naming_the_field(document: dict[str, Any], named: str) -> None:
