@@ -119,7 +119,7 @@ workloads:
 HUGE_SCENARIO = """\
 name: huge
 duration: 720h
-nodes: [{name: n, count: 1000000, cpu: 16, memory: 64Gi}]
+nodes: [{name: n, count: 100000, cpu: 16, memory: 64Gi}]
 """
 
 NO_WORKLOADS = """\
