@@ -321,8 +321,12 @@ class PoolOf:
 NO_POOL = PoolOf(None)
 
 
-class DeschedulerConfig(_Section):
-    """``loadaware descheduler``'s configuration (``apiVersion: loadaware.io/v1alpha1``)."""
+class DeschedulerCompatible(_Section):
+    """The fields of the configuration that kubernetes-sigs/descheduler's users already
+    know, under its names and with its meaning: the document's kind, LowNodeUtilization's
+    thresholds (on real usage here) and DefaultEvictor's rules of which pods may go; and
+    the rules the thresholds keep among themselves. ``DeschedulerConfig`` adds loadaware's
+    own fields to these (pydantic lists a base's fields first: the file's order)."""
 
     api_version: str = Field(default=API_VERSION, description=f"Always {API_VERSION!r}.")
     kind: str = Field(default=KIND, description=f"Always {KIND!r}.")
@@ -406,6 +410,38 @@ class DeschedulerConfig(_Section):
         description="Allow evicting the last Ready pod of a controller (off: such a pod is "
         "never evicted, which is what single-replica workloads need).",
     )
+
+    @model_validator(mode="after")
+    def _check_thresholds(self) -> DeschedulerCompatible:
+        if self.api_version != API_VERSION:
+            raise ValueError(f"apiVersion is {self.api_version!r}, expected {API_VERSION!r}")
+        if self.kind != KIND:
+            raise ValueError(f"kind is {self.kind!r}, expected {KIND!r}")
+        _percentages(self.thresholds, "thresholds")
+        _percentages(self.target_thresholds, "targetThresholds")
+        if set(self.thresholds) != set(self.target_thresholds):
+            raise ValueError(
+                "thresholds and targetThresholds must name the same resources "
+                f"(got {sorted(self.thresholds)} and {sorted(self.target_thresholds)})"
+            )
+        if not self.target_thresholds:
+            raise ValueError("targetThresholds is empty: name cpu, memory or both")
+        if not self.use_deviation_thresholds:
+            for resource, low in self.thresholds.items():
+                if low > self.target_thresholds[resource]:
+                    raise ValueError(
+                        f"thresholds.{resource} ({low:g}) is above targetThresholds."
+                        f"{resource} ({self.target_thresholds[resource]:g})"
+                    )
+        return self
+
+
+class DeschedulerConfig(DeschedulerCompatible):
+    """``loadaware descheduler``'s configuration (``apiVersion: loadaware.io/v1alpha1``):
+    the fields descheduler's users know (``DeschedulerCompatible``), then loadaware's own:
+    the scheduler it plans for, the loop's pace, cooldowns and bounds per workload, the
+    per-pod usage queries, consolidation and node pools."""
+
     scheduler: ReplacementScheduler = Field(
         default="extender",
         description="The scheduler that places the evicted pods' replacements. "
@@ -504,9 +540,14 @@ class DeschedulerConfig(_Section):
         default_factory=Consolidation,
         description="Drain underused nodes for a node autoscaler to remove (opt-in).",
     )
-    node_pools: tuple[NodePool, ...] = Field(default=(), max_length=MAX_NODE_POOLS, description=(
-        "Node pools, each a label selector with its own thresholds and targetThresholds; a "
-        "node in no pool, or in two (an error, logged), gets the configuration's own."))
+    node_pools: tuple[NodePool, ...] = Field(
+        default=(),
+        max_length=MAX_NODE_POOLS,
+        description=(
+            "Node pools, each a label selector with its own thresholds and targetThresholds; a "
+            "node in no pool, or in two (an error, logged), gets the configuration's own."
+        ),
+    )
 
     @field_validator("interval")
     @classmethod
@@ -521,26 +562,7 @@ class DeschedulerConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> DeschedulerConfig:
-        if self.api_version != API_VERSION:
-            raise ValueError(f"apiVersion is {self.api_version!r}, expected {API_VERSION!r}")
-        if self.kind != KIND:
-            raise ValueError(f"kind is {self.kind!r}, expected {KIND!r}")
-        _percentages(self.thresholds, "thresholds")
-        _percentages(self.target_thresholds, "targetThresholds")
-        if set(self.thresholds) != set(self.target_thresholds):
-            raise ValueError(
-                "thresholds and targetThresholds must name the same resources "
-                f"(got {sorted(self.thresholds)} and {sorted(self.target_thresholds)})"
-            )
-        if not self.target_thresholds:
-            raise ValueError("targetThresholds is empty: name cpu, memory or both")
-        if not self.use_deviation_thresholds:
-            for resource, low in self.thresholds.items():
-                if low > self.target_thresholds[resource]:
-                    raise ValueError(
-                        f"thresholds.{resource} ({low:g}) is above targetThresholds."
-                        f"{resource} ({self.target_thresholds[resource]:g})"
-                    )
+        """After ``_check_thresholds`` (pydantic runs a base's validators first)."""
         _check_node_pools(self)
         for resource in self.target_thresholds:
             metric = self.metrics.get(resource)
