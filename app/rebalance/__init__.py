@@ -16,7 +16,8 @@ in the order a plan is made:
 - ``attribution``: a source's excess attributed to the pods above their requests
   (what pods within theirs may relieve, and the node's report when they may not);
 - ``fit``: node selector, affinity, taints; ``placement``: inter-pod affinity and
-  topology spread for a replacement;
+  topology spread for a replacement; ``kube_scheduler``: where a request-based
+  kube-scheduler puts a replacement, reading ``rule_masks`` (the node rules per node);
 - ``destinations``: where an evicted pod can go;
 - ``run_guards``: the run's guards (per node, namespace, workload, PDB);
 - ``outcome``: what the planner returns; ``plan``: the orchestration;

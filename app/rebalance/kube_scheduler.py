@@ -22,7 +22,7 @@ says where each would go, and the plan counts them on a landing node
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,10 +44,8 @@ from app.load import (
 )
 from app.objects import NodeInfo, PodInfo
 from app.rebalance.destinations import FINISHED_PHASES
-from app.rebalance.fit import fit_refusal, selector_refusal, term_matches, tolerates
 from app.rebalance.placement import Placements
-
-PREFER_NO_SCHEDULE = "PreferNoSchedule"
+from app.rebalance.rule_masks import RuleMasks, node_rules_key
 
 _Bools = np.ndarray[Any, np.dtype[np.bool_]]
 _Ints = np.ndarray[Any, np.dtype[np.int64]]
@@ -112,10 +110,7 @@ class RequestScheduler:
         self._zone = np.array([zone_index.get(z or "", -1) for z in zones], dtype=np.int64)
         self._zoned = bool(zone_index)
         self._hostname = np.arange(len(self._nodes), dtype=np.int64)
-        self._selected: dict[tuple[Any, ...], _Bools] = {}
-        self._preferred: dict[tuple[Any, ...], _Ints] = {}
-        self._node_rules: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.bool_]]] = {}
-        self._untolerated: dict[tuple[Any, ...], np.ndarray[Any, np.dtype[np.int64]] | None] = {}
+        self._masks = RuleMasks(self._nodes)
         # The filter and resource scores per (source, requests), for the requests as they
         # stand: a plan asks them of every pod on a source, most of them alike, and moves
         # few. ``_version`` changes with the requests (a move, or a last bit that taking
@@ -163,7 +158,7 @@ class RequestScheduler:
         pending pod, on no node yet."""
         here = None if source is None else self._index[source]
         fits, resources = self._fit_and_scores(pod, here)  # first: it may drop the choices
-        rules = _node_rules_key(pod)
+        rules = node_rules_key(pod)
         # Before the inter-pod rules, the choice follows from the kept filter and scores,
         # the node rules and the taints alone: kept with the filter and scores (dropped
         # with them), for the next pod alike.
@@ -172,11 +167,11 @@ class RequestScheduler:
                tuple(pod.tolerations), owner, pod.terminating,
                pod.preferred_node_affinity)  # fmt: skip
         spread = self._spread_scorer(pod, owner, here, rules)
-        preferred = self._preferred_weights(pod)
+        preferred = self._masks.preferred_weights(pod)
         choice = self._choices.get(key)
         if choice is None:
-            admitted = self._admitted_by_node_rules(pod, rules)
-            untolerated = self._untolerated_counts(pod)
+            admitted = self._masks.admitted(pod, rules)
+            untolerated = self._masks.untolerated(pod)
             best, chosen = _choose(fits & admitted, resources, untolerated, spread, preferred)
             names = sorted(self._nodes[i].name for i in chosen)
             choice = self._choices[key] = (best, chosen, names)
@@ -193,24 +188,11 @@ class RequestScheduler:
             if not refused:
                 return sorted(self._nodes[i].name for i in chosen), best
             if feasible is None:
-                feasible = fits & self._admitted_by_node_rules(pod, rules)
+                feasible = fits & self._masks.admitted(pod, rules)
             feasible[refused] = False
-            untolerated = self._untolerated_counts(pod)
+            untolerated = self._masks.untolerated(pod)
             best, chosen = _choose(feasible, resources, untolerated, spread, preferred)
         return [], 0
-
-    def _preferred_weights(self, pod: PodInfo) -> _Ints | None:
-        """Per node, the weights of the pod's preferred node affinity terms it matches
-        (NodeAffinity's score before normalizing); None where the pod has none."""
-        terms = pod.preferred_node_affinity
-        if not terms:
-            return None
-        if terms not in self._preferred:
-            self._preferred[terms] = np.array(
-                [sum(w for w, term in terms if term_matches(term, n)) for n in self._nodes],
-                dtype=np.int64,
-            )
-        return self._preferred[terms]
 
     def _spread_scorer(
         self, pod: PodInfo, owner: _OwnerKey | None, here: int | None, rules: tuple[Any, ...]
@@ -221,11 +203,7 @@ class RequestScheduler:
         counts = self._owned.get(owner) if owner is not None else None
         if counts is None:
             return None
-        if rules not in self._selected:  # nodeAffinityPolicy Honor: whose pods count
-            self._selected[rules] = np.array(
-                [selector_refusal(pod, node) is None for node in self._nodes], dtype=np.bool_
-            )
-        counted = self._selected[rules]
+        counted = self._masks.selected(pod, rules)  # nodeAffinityPolicy Honor: whose pods count
         hostname, zone, zoned = self._hostname, self._zone, self._zoned
 
         def scores(feasible: _Bools) -> _Ints:
@@ -288,37 +266,6 @@ class RequestScheduler:
             float(self._scored_memory[index]),
         )
 
-    def _admitted_by_node_rules(
-        self, pod: PodInfo, key: tuple[Any, ...]
-    ) -> np.ndarray[Any, np.dtype[np.bool_]]:
-        """Per node, ``fit``'s rules (Ready, schedulable, selector, affinity, blocking
-        taints), once per distinct set of the pod's node rules (``key``) in a plan."""
-        if key not in self._node_rules:
-            self._node_rules[key] = np.array(
-                [fit_refusal(pod, node) is None for node in self._nodes], dtype=np.bool_
-            )
-        return self._node_rules[key]
-
-    def _untolerated_counts(self, pod: PodInfo) -> np.ndarray[Any, np.dtype[np.int64]] | None:
-        """Per node, the ``PreferNoSchedule`` taints the pod does not tolerate; None
-        where that is none on every node."""
-        key = tuple(pod.tolerations)
-        if key not in self._untolerated:
-            counts = np.array(
-                [
-                    sum(
-                        1
-                        for taint in node.taints
-                        if taint.effect == PREFER_NO_SCHEDULE
-                        and not any(tolerates(t, taint) for t in pod.tolerations)
-                    )
-                    for node in self._nodes
-                ],
-                dtype=np.int64,
-            )
-            self._untolerated[key] = counts if counts.any() else None
-        return self._untolerated[key]
-
 
 # TaintToleration's whole score at its weight: what a node with no untolerated taint gets.
 _WHOLE_TOLERATION = TAINT_TOLERATION_WEIGHT * MAX_NODE_SCORE
@@ -376,8 +323,3 @@ def _requests_fit_and_scores(
     )  # fmt: skip
     fits.flags.writeable = resources.flags.writeable = False
     return fits, resources
-
-
-def _node_rules_key(pod: PodInfo) -> tuple[Any, ...]:
-    selector: Mapping[str, str] = pod.node_selector
-    return (tuple(sorted(selector.items())), pod.required_node_affinity, pod.tolerations)
