@@ -11,6 +11,7 @@ One job per module:
 - ``softtaints``: with ``--soft-taints``, loadaware's ``PreferNoSchedule`` taint kept
   on the hot nodes by the load model's rule (``app.load.taints``);
 - ``telemetry``: the ``loadaware_annotator_*`` metrics;
+- ``leading``: the writing loops while leading, each round and its pause;
 - ``annotator``: the parts wired together; ``main``: flags and process lifecycle.
 
 What it shares with the descheduler lives floors down: the node and pod caches and

@@ -2,46 +2,27 @@
 
 Every replica runs the node cache, the pod watch (bindings), leader election and the
 health server (the skeleton ``app.runtime.service`` shares with the descheduler). Only
-while it leads does it run the writing loops:
+while it leads does it run the writing loops of ``leading`` (metrics, hot values,
+workload usage, class usage, soft taints).
 
-* the metric loop (``MetricLoop``): whenever metrics fall due, one tick (``MetricSync``);
-* the hot-value loop: every ``hot_value_interval_s``, patch the nodes whose hot value
-  changed;
-* the workload-usage loop (unless ``--no-workload-usage``): every shortest sync
-  period of the policy, publish what each workload's running pods use, one pod, into
-  one ConfigMap the extender reads (``workload_usage``);
-* the class-usage loop: every shortest sync period, while the policy has classes of
-  pods, each node's usage by class as ``loadaware.io/class-usage.*`` annotations
-  (``class_usage``);
-* with soft taints on, the soft-taint loop: every ``soft_taint_interval_s``, judge every
-  node from its annotations in the node cache plus the estimate of the pods bound on it
-  since its samples (``RecentPods``, the simulator's rule), and put loadaware's taint on
-  or off (``softtaints``). Its default period, 15 s, is the hot-value refresh's, the
-  period at which the simulated annotator judges. It runs on its own short period
-  rather than after each sync: what it decides changes with the clock as well as with
-  the annotations (a sample going stale, a hold running out, a pod's estimate aging
-  out), and a sync that fails writes nothing to react to. A round with nothing to
-  change makes no API call. With soft taints off, leading starts by
-  taking the taint off every node that carries it.
-
-Gaining the lease starts both loops with a fresh schedule (every metric syncs at
+Gaining the lease starts the loops with a fresh schedule (every metric syncs at
 once); losing it cancels them, and the patcher's leadership check stops any write
 still in flight.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods, round_estimates
+from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
 from app.annotator.class_usage import ClassUsagePublisher
 from app.annotator.drained import DrainedNodes
 from app.annotator.hotvalue import HotValuePublisher, HotValueWrites
+from app.annotator.leading import LeadingLoops
 from app.annotator.metric_loop import MetricLoop
 from app.annotator.settings import AnnotatorConfig as AnnotatorConfig
 from app.annotator.settings import WorkloadUsageTarget as WorkloadUsageTarget
@@ -67,8 +48,6 @@ from app.prom import InstantQuery
 from app.runtime import InForce, LeaderElectedService, LeaderElector
 
 log = logging.getLogger(__name__)
-
-POD_WATCH_GRACE_S = 10.0
 
 
 class Annotator:
@@ -147,9 +126,6 @@ class Annotator:
             clock=clock,
             drained=DrainedNodes.of(client, config.descheduler_state),
         )
-        self.hot_value_publisher = HotValuePublisher(
-            self.observer, self.windows, self.writes, self.patcher, self.telemetry, clock
-        )
         target = config.workload_usage
         self.workload_usage = (
             WorkloadUsagePublisher(
@@ -169,8 +145,23 @@ class Annotator:
         self.metric_loop = MetricLoop(
             self.sync, self.nodes, self.periods_s, first_retry_s=config.first_retry_s, clock=clock
         )
-        # Rounds run by each loop: tests wait on these, not on time.
-        self.workload_usage_rounds = self.soft_taint_rounds = self.hot_value_rounds = 0
+        self.loops = LeadingLoops(
+            config,
+            nodes=self.nodes,
+            pod_watch=self.pod_watch,
+            admission=self.admission,
+            metric_loop=self.metric_loop,
+            hot_values=HotValuePublisher(
+                self.observer, self.windows, self.writes, self.patcher, self.telemetry, clock
+            ),
+            soft_taints=self.soft_taints,
+            recent=self.recent,
+            workload_usage=self.workload_usage,
+            class_usage=self.class_usage,
+            policy_in_force=self.policy_in_force,
+            telemetry=self.telemetry,
+            clock=clock,
+        )
         self.policy_in_force.follow(self.set_policy, self.telemetry.policy.reload_result)
         self.telemetry.policy.loaded(clock())
 
@@ -236,74 +227,7 @@ class Annotator:
         await self.service.run((in_force,) if in_force.watcher is not None else ())
 
     async def _lead(self) -> None:
-        await self.nodes.wait_synced()
-        # The first patches carry hot values only once the pod watch has listed. Should
-        # pods be unlistable (RBAC), load annotations still flow after this grace.
-        try:
-            async with asyncio.timeout(POD_WATCH_GRACE_S):
-                await self.pod_watch.wait_synced()
-        except TimeoutError:
-            log.warning(
-                "pod watch not synced after %.0fs; writing load annotations without "
-                "node_hot_value until it is (can the annotator list pods?)",
-                POD_WATCH_GRACE_S,
-            )
-        if self.config.soft_taints is None:
-            try:
-                await self.soft_taints.remove_all(self.nodes.nodes)
-            except Exception:
-                log.exception("taking the soft taints off failed unexpectedly; carrying on")
-        async with asyncio.TaskGroup() as group:
-            # Beside the loops: reading the policies must not hold back annotations.
-            group.create_task(self.admission.once(), name="admission-check")
-            group.create_task(self.metric_loop.run(), name="metric-sync")
-            group.create_task(self._hot_value_loop(), name="hot-value")
-            if self.config.soft_taints is not None:
-                group.create_task(self._soft_taint_loop(), name="soft-taints")
-            if self.workload_usage is not None:
-                group.create_task(self._workload_usage_loop(), name="workload-usage")
-            group.create_task(self.class_usage.run(), name="class-usage")
-
-    async def _workload_usage_loop(self) -> None:
-        publisher = self.workload_usage
-        assert publisher is not None
-        await self.pod_watch.wait_synced()
-        while True:
-            try:
-                await publisher.publish(self.pod_watch.objects.values(), self.nodes.nodes)
-            except Exception:
-                log.exception("publishing workload usage failed unexpectedly; retrying later")
-            self.workload_usage_rounds += 1
-            await asyncio.sleep(min(self.periods_s.values()))
-
-    async def _soft_taint_loop(self) -> None:
-        while True:
-            try:
-                # The usage this replica last published, while fresh (the extender's
-                # estimate rests on the same document); else requests and limits alone.
-                nodes, now_s = self.nodes.nodes, self._clock()
-                recent = round_estimates(self.recent, self.workload_usage, nodes, now_s)
-                await self.soft_taints.run_round(nodes, self.policy, recent.by_node, recent.left)
-                self.telemetry.record_raises(recent.largest_raises)
-            except Exception:
-                log.exception("a soft-taint round failed unexpectedly; retrying next round")
-            self.soft_taint_rounds += 1
-            await asyncio.sleep(self.config.soft_taint_interval_s)
-
-    async def _hot_value_loop(self) -> None:
-        interval_s = self.config.hot_value_interval_s
-        await self.pod_watch.wait_synced()
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                await self.publish_hot_values()
-            except Exception:
-                log.exception("publishing hot values failed unexpectedly; retrying next round")
-            self.hot_value_rounds += 1
-
-    async def publish_hot_values(self) -> int:
-        """One hot-value round; returns the number of nodes written."""
-        return await self.hot_value_publisher.publish(self.nodes.nodes)
+        await self.loops.run()
 
     # -- status ---------------------------------------------------------------------
 

@@ -175,9 +175,9 @@ def test_bindings_reach_the_nodes_hot_value_at_the_next_round(
                 # Seen by the watch, the bindings are in the next round's write: no
                 # round after both are observed may leave the value short.
                 assert await eventually(lambda: the_annotator.observer.bindings_observed == 2, 30)
-                seen_at_round = the_annotator.hot_value_rounds
+                seen_at_round = the_annotator.loops.hot_value_rounds
                 assert await eventually(
-                    lambda: the_annotator.hot_value_rounds >= seen_at_round + 2, 30
+                    lambda: the_annotator.loops.hot_value_rounds >= seen_at_round + 2, 30
                 )
                 assert hot_value(fake_kube, "n1") == 2
 
@@ -204,8 +204,10 @@ def test_pods_bound_before_start_and_repeated_events_do_not_count_twice(
 
                     fake_kube.store.modify(PODS, "a", relabel, namespace="default")
                 assert await eventually(lambda: hot_value(fake_kube, "n1") is not None, 30)
-                rounds = the_annotator.hot_value_rounds
-                assert await eventually(lambda: the_annotator.hot_value_rounds >= rounds + 2, 30)
+                rounds = the_annotator.loops.hot_value_rounds
+                assert await eventually(
+                    lambda: the_annotator.loops.hot_value_rounds >= rounds + 2, 30
+                )
                 return the_annotator.observer.bindings_observed
 
     assert asyncio.run(scenario()) == 1
@@ -229,8 +231,10 @@ def test_the_hot_value_decays_to_zero_and_zero_is_written(
                 assert await eventually(lambda: hot_value(fake_kube, "n1") == 0, 30)
                 seen.append(hot_value(fake_kube, "n1"))
                 patches = len(fake_kube.requests("PATCH", "/api/v1/nodes/n1"))
-                rounds = the_annotator.hot_value_rounds
-                assert await eventually(lambda: the_annotator.hot_value_rounds >= rounds + 3, 30)
+                rounds = the_annotator.loops.hot_value_rounds
+                assert await eventually(
+                    lambda: the_annotator.loops.hot_value_rounds >= rounds + 3, 30
+                )
                 # Once 0 is written, nothing changes and nothing more is written.
                 assert len(fake_kube.requests("PATCH", "/api/v1/nodes/n1")) == patches
         return seen

@@ -162,8 +162,8 @@ def test_a_hot_node_is_tainted_and_nothing_else_of_any_node_changes(
             annotator = the_annotator(fake_kube, client, static_prom, SETTINGS)
             async with running(annotator):
                 assert await eventually(lambda: OURS in taints(fake_kube, "hot"))
-                rounds = annotator.soft_taint_rounds
-                assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + 3)
+                rounds = annotator.loops.soft_taint_rounds
+                assert await eventually(lambda: annotator.loops.soft_taint_rounds >= rounds + 3)
             return annotator
 
     annotator = asyncio.run(scenario())
@@ -196,8 +196,8 @@ def test_the_taint_stays_through_a_dip_goes_when_cool_and_at_once_when_stale(
             annotator = the_annotator(fake_kube, client, static_prom, SETTINGS, clock)
 
             async def after_rounds(n: int = 2) -> None:
-                rounds = annotator.soft_taint_rounds
-                assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + n)
+                rounds = annotator.loops.soft_taint_rounds
+                assert await eventually(lambda: annotator.loops.soft_taint_rounds >= rounds + n)
 
             async with running(annotator):
                 assert await eventually(lambda: OURS in taints(fake_kube, "a"))
@@ -233,7 +233,7 @@ def test_a_taint_found_without_memory_is_held_from_now(
         async with fake_kube.async_client() as client:
             annotator = the_annotator(fake_kube, client, static_prom, SETTINGS, clock)
             async with running(annotator):
-                assert await eventually(lambda: annotator.soft_taint_rounds >= 3)
+                assert await eventually(lambda: annotator.loops.soft_taint_rounds >= 3)
                 assert taints(fake_kube, "a") == [OURS]
                 clock.offset_s = HOLD_S + 1
                 assert await eventually(lambda: taints(fake_kube, "a") == [])
@@ -263,7 +263,7 @@ def test_turned_off_it_takes_every_soft_taint_off_and_says_how_many(
                     lambda: taints(fake_kube, "a") == [FOREIGN] and taints(fake_kube, "b") == []
                 )
                 assert await eventually(lambda: annotator.metric_loop.ticks >= 1)
-            assert annotator.soft_taint_rounds == 0
+            assert annotator.loops.soft_taint_rounds == 0
 
     asyncio.run(scenario())
     assert taints(fake_kube, "c") == []  # hot, but the feature is off
@@ -397,8 +397,8 @@ def test_a_node_below_the_limit_with_pods_just_bound_is_tainted_until_they_age_o
             annotator = the_annotator(fake_kube, client, static_prom, SETTINGS, clock)
             async with running(annotator):
                 assert await eventually(lambda: annotator.pod_watch.synced)
-                rounds = annotator.soft_taint_rounds
-                assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + 2)
+                rounds = annotator.loops.soft_taint_rounds
+                assert await eventually(lambda: annotator.loops.soft_taint_rounds >= rounds + 2)
                 assert taints(fake_kube, "busy") == []  # 0.30 alone is below the limit
                 store.bind("default", "p1", "busy")
                 await asyncio.sleep(0.3)
@@ -433,8 +433,8 @@ def test_a_pod_its_node_s_samples_partly_show_counts_only_for_the_rest(
     clock = Clock()
 
     async def rounds_pass(annotator: Annotator) -> None:
-        rounds = annotator.soft_taint_rounds
-        assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + 3)
+        rounds = annotator.loops.soft_taint_rounds
+        assert await eventually(lambda: annotator.loops.soft_taint_rounds >= rounds + 3)
 
     async def scenario() -> None:
         async with fake_kube.async_client() as client:
@@ -483,8 +483,8 @@ def test_garbage_and_pods_placed_around_the_scheduler_neither_break_a_round_nor_
             assert recent is not None
 
             async def after_rounds(n: int = 3) -> None:
-                rounds = annotator.soft_taint_rounds
-                assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + n)
+                rounds = annotator.loops.soft_taint_rounds
+                assert await eventually(lambda: annotator.loops.soft_taint_rounds >= rounds + n)
 
             async with running(annotator):
                 assert await eventually(lambda: annotator.pod_watch.synced)
@@ -514,9 +514,7 @@ def test_recent_pods_keep_only_live_pods_bound_within_max_age() -> None:
     estimation = default_policy().spec.estimation  # maxAge 5 minutes
     recent = RecentPods(estimation)
     now = [1000.0]
-    observer = BindingObserver(
-        BindingWindows(()), lambda: now[0], recent=recent
-    )
+    observer = BindingObserver(BindingWindows(()), lambda: now[0], recent=recent)
     demand = Resources(0.5, 2.0**30)
     pending = PodPlacement("u1", None, demand, demand)
     observer.on_change("p1", pending, PodPlacement("u1", "n1", demand, demand))
@@ -589,11 +587,11 @@ def test_a_round_estimates_a_pod_at_the_usage_its_workload_is_published_to_use(
             async with running(the):
                 assert await eventually(lambda: the.pod_watch.synced)
                 if publishing:
-                    assert await eventually(lambda: the.workload_usage_rounds >= 1, 15.0)
+                    assert await eventually(lambda: the.loops.workload_usage_rounds >= 1, 15.0)
                 fake_kube.store.bind("shop", "svc-7d9f-new", "busy")
                 assert await eventually(lambda: the.recent is not None and len(the.recent) == 1)
-                rounds = the.soft_taint_rounds
-                assert await eventually(lambda: the.soft_taint_rounds >= rounds + 3)
+                rounds = the.loops.soft_taint_rounds
+                assert await eventually(lambda: the.loops.soft_taint_rounds >= rounds + 3)
                 tainted = OURS in taints(fake_kube, "busy")
                 assert tainted is publishing
                 assert taints(fake_kube, "b") == taints(fake_kube, "c") == []
@@ -697,8 +695,8 @@ def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_wo
     async def past_the_hold(annotator: Annotator) -> None:
         assert await eventually(lambda: taints(fake_kube, "b") == [])
         assert await eventually(lambda: taints(fake_kube, "c") == [])
-        rounds = annotator.soft_taint_rounds
-        assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + 3)
+        rounds = annotator.loops.soft_taint_rounds
+        assert await eventually(lambda: annotator.loops.soft_taint_rounds >= rounds + 3)
         assert taints(fake_kube, "a") == [OURS]
 
     run_past_the_hold(fake_kube, static_prom, past_the_hold)
@@ -744,7 +742,7 @@ def run_past_the_hold(
             state = DeschedulerState("default")
             annotator = the_annotator(fake_kube, client, prom, SETTINGS, clock, state)
             async with running(annotator):
-                assert await eventually(lambda: annotator.soft_taint_rounds >= 3)
+                assert await eventually(lambda: annotator.loops.soft_taint_rounds >= 3)
                 clock.offset_s = HOLD_S + 1  # cool for longer than the hold
                 await then(annotator)
 

@@ -37,9 +37,7 @@ PODS = (
 )
 # node-2's kubelet also claims shop's web-7d9f-a runs on it, at 9 cores (issue 28,
 # attack 4): only node-1, where the pod runs, answers for it.
-FORGED = (
-    ("forged_cpu_cores", {"namespace": "shop", "pod": "web-7d9f-a", "node": "node-2"}, "9"),
-)
+FORGED = (("forged_cpu_cores", {"namespace": "shop", "pod": "web-7d9f-a", "node": "node-2"}, "9"),)
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +88,9 @@ def test_the_leader_publishes_one_pods_usage_per_workload_into_its_configmap(
                 workload_usage=WorkloadUsageTarget(NAMESPACE),
             )
             async with running(the_annotator):
-                assert await eventually(lambda: the_annotator.workload_usage_rounds >= 1, 15.0)
+                assert await eventually(
+                    lambda: the_annotator.loops.workload_usage_rounds >= 1, 15.0
+                )
 
     asyncio.run(scenario())
     workloads = published(fake_kube)
@@ -135,7 +135,9 @@ def test_a_failed_query_writes_nothing_and_the_old_document_stays(fake_kube: Fak
                 workload_usage=WorkloadUsageTarget(NAMESPACE),
             )
             async with running(the_annotator):
-                assert await eventually(lambda: the_annotator.workload_usage_rounds >= 1, 15.0)
+                assert await eventually(
+                    lambda: the_annotator.loops.workload_usage_rounds >= 1, 15.0
+                )
             value = the_annotator.telemetry.registry.get_sample_value(
                 "loadaware_annotator_workload_usage_rounds_total", {"result": "query_error"}
             )
@@ -156,11 +158,19 @@ def test_workloads_are_ordered_by_pods_and_a_pod_without_a_workload_is_left_out(
         PodPlacement("u6", None, pod="a/p6", workload="a/Deployment/z", running=True),
     ]
     workload_of, node_names = running_pods(pods, {})
-    assert workload_of == {"a/p1": "a/Deployment/x", "a/p2": "a/Deployment/y",
-                           "a/p3": "a/Deployment/y", "a/p7": "a/Deployment/y"}
+    assert workload_of == {
+        "a/p1": "a/Deployment/x",
+        "a/p2": "a/Deployment/y",
+        "a/p3": "a/Deployment/y",
+        "a/p7": "a/Deployment/y",
+    }
     assert node_names["a/p3"] == ("n2",)
-    usage = {"a/p1": Resources(1.0, 1.0), "a/p2": Resources(0.2, 2.0),
-             "a/p3": Resources(0.4, 3.0), "a/p7": Resources(0.3, 1.0),
-             "a/p4": Resources(9.0, 9.0)}
+    usage = {
+        "a/p1": Resources(1.0, 1.0),
+        "a/p2": Resources(0.2, 2.0),
+        "a/p3": Resources(0.4, 3.0),
+        "a/p7": Resources(0.3, 1.0),
+        "a/p4": Resources(9.0, 9.0),
+    }
     # x, one pod measured, is its own word (fewer than MIN_MEASURED_PODS): left out.
     assert per_workload(usage, workload_of) == [("a/Deployment/y", Resources(0.4, 3.0), 3)]
