@@ -69,7 +69,7 @@ class DemoExtender(Extender):
 
     async def start(self) -> None:
         await super().start()
-        self._tasks.append(asyncio.create_task(keep_demo_nodes_fresh(self.table), name="demo"))
+        self.upkeep.add(keep_demo_nodes_fresh(self.table), "demo")
 
     @staticmethod
     def request_nodes_mode(node_cache: NodeCache | None) -> RequestNodes:

@@ -1,12 +1,10 @@
 """The extender: its parts built once, in order, each given what it reads (the
 workload-usage follower, the reserve reading it, the node table reading the reserve, the
-verbs, debug views and metrics reading the table), the policy in force they adopt
-together, and the tasks that keep them current."""
+verbs, debug views and gauges reading the table), the policy in force they adopt
+together, and the tasks that keep them current (``upkeep``)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import math
 import os
@@ -17,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from app.extender.classes import ClassTables, KnownNode, rules_without_estimate
 from app.extender.debug import DebugViews
+from app.extender.gauges import PartGauges
 from app.extender.index import (
     IMPLEMENTATION_ENV,
     VerdictIndex,
@@ -26,7 +25,8 @@ from app.extender.index import (
 from app.extender.reservations import Reservations
 from app.extender.reserve import DEFAULT_RESERVATION_TTL_S, Reserve
 from app.extender.table import NodeTable
-from app.extender.telemetry import EstimateCollector, ExtenderMetrics
+from app.extender.telemetry import ExtenderMetrics
+from app.extender.upkeep import Upkeep
 from app.extender.verbs import Outcome, RequestNodes, Verbs
 from app.extender.workload_usage import WorkloadUsageFollower, WorkloadUsageSource
 from app.kube import NodeCache, NodeInfo, PodCache
@@ -36,11 +36,7 @@ from app.runtime import InForce
 
 log = logging.getLogger(__name__)
 
-# Full-nodes mode never hears that a node was deleted; forget nodes unseen this long.
-FULL_MODE_FORGET_AFTER_S = 3600.0
 _WARN_EVERY_S = 60.0
-# How often estimated pods and reservations are aged out: they may end a little late.
-ESTIMATE_SWEEP_S = 0.5
 
 
 def _workload_in(pod_cache: PodCache[ScheduledPod]) -> Callable[[str], str | None]:
@@ -166,38 +162,24 @@ class Extender:
             else None
         )
         self.debug = DebugViews(self.table, self.reserve, clock)
-        self.metrics.registry.register(
-            EstimateCollector(self.debug.unsampled_estimates, self.debug.pod_estimates)
-        )
+        self.gauges = PartGauges(
+            self.metrics, self.table, clock, self.debug, reserve=self.reserve,
+            workload_usage=follower, node_cache=node_cache, pod_cache=pod_cache,
+        )  # fmt: skip
         request_nodes = self.request_nodes_mode(node_cache)
         self.verbs = _verbs(self.table, clock, request_nodes, follower, self.reserve, pod_cache)
-        self.metrics.workloads_observed.set_function(self._workloads_observed)
         self.metrics.policy.loaded(clock())
-        self.metrics.nodes_known.set_function(self._nodes_known)
-        self.metrics.nodes_overloaded.set_function(self._count_overloaded)
-        self.metrics.node_cache_age.set_function(self._node_cache_age)
-        self.metrics.verdict_index.labels(implementation=self.index_implementation).set(1)
-        self.metrics.reservations.set_function(self._reservations_live)
-        self.metrics.pods_cached.set_function(self._pods_cached)
         self._requests = self.metrics.requests
         self._last_unknown_warning_s = -math.inf
-        self._tasks: list[asyncio.Task[None]] = []
+        self.upkeep = Upkeep(
+            self.table, clock, node_cache=node_cache, pod_cache=pod_cache,
+            reservations=self.reservations, policy_in_force=self.policy_in_force,
+            workload_usage=follower,
+        )  # fmt: skip
         if node_cache is not None:
             node_cache.add_listener(self._on_node)
         if pod_cache is not None:
             pod_cache.add_listener(self._on_pod)
-
-    def _nodes_known(self) -> float:
-        return float(len(self.table))
-
-    def _workloads_observed(self) -> float:
-        return -1.0 if self.workload_usage is None else len(self.workload_usage.workloads)
-
-    def _reservations_live(self) -> float:
-        return -1.0 if self.reserve is None else float(self.reserve.reservations)
-
-    def _pods_cached(self) -> float:
-        return -1.0 if self.pod_cache is None else float(len(self.pod_cache.objects))
 
     @staticmethod
     def request_nodes_mode(node_cache: NodeCache | None) -> RequestNodes:
@@ -234,15 +216,6 @@ class Extender:
         self.reserve.reestimate(self.clock())
         for node in self.reserve.tracked_nodes():
             self.table.recompute(node)
-
-    def _count_overloaded(self) -> float:
-        self.table.refresh(self.clock())
-        self.table.expire_estimates(self.clock())
-        return float(len(self.table.rejected_metric))
-
-    def _node_cache_age(self) -> float:
-        age = self.node_cache.age_s() if self.node_cache is not None else None
-        return -1.0 if age is None else age
 
     def set_policy(self, policy: Policy) -> None:
         """Adopt a reloaded policy whole, or raise and keep the previous one whole.
@@ -323,39 +296,7 @@ class Extender:
 
     async def start(self) -> None:
         _say_which_index(self.index_implementation)
-        if self.node_cache is not None:
-            self._tasks.append(asyncio.create_task(self.node_cache.run(), name="node-cache"))
-        if self.pod_cache is not None:
-            self._tasks.append(asyncio.create_task(self.pod_cache.run(), name="pod-cache"))
-            self._tasks.append(asyncio.create_task(self._expire_estimates(), name="estimates"))
-        else:
-            self._tasks.append(asyncio.create_task(self._forget_unseen(), name="forget-unseen"))
-        if self.policy_in_force.watcher is not None:
-            self._tasks.append(asyncio.create_task(self.policy_in_force.run(), name="policy"))
-        if self.workload_usage is not None:
-            self._tasks.append(
-                asyncio.create_task(self.workload_usage.run(), name="workload-usage")
-            )
+        self.upkeep.start()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
-
-    async def _expire_estimates(self) -> None:
-        """Age estimated pods and reservations out, between requests rather than in one."""
-        while True:
-            await asyncio.sleep(ESTIMATE_SWEEP_S)
-            if self.reservations is not None:
-                self.reservations.verify(self.clock())
-            self.table.expire_estimates(self.clock())
-
-    async def _forget_unseen(self) -> None:
-        while True:
-            await asyncio.sleep(FULL_MODE_FORGET_AFTER_S / 6)
-            forgotten = self.table.prune_unseen(FULL_MODE_FORGET_AFTER_S)
-            if forgotten:
-                log.info("forgot %d node(s) not seen in a request for an hour", forgotten)
+        await self.upkeep.stop()
