@@ -9,6 +9,7 @@ import re
 __all__ = [
     "MAX_DURATION_S",
     "MIN_DURATION_S",
+    "at_least",
     "duration_range_problem",
     "format_duration",
     "parse_duration_s",
@@ -67,6 +68,17 @@ def duration_range_problem(seconds: float, written: str) -> str | None:
     if seconds < MIN_DURATION_S:
         return f"duration {written!r} is shorter than the minimum 1ms"
     return f"duration {written!r} is longer than the maximum 720h"
+
+
+def at_least(seconds: float, minimum_s: float, name: str, because: str) -> float:
+    """``seconds``, or ValueError where a loop's period ``name`` is shorter than its
+    ``minimum_s``, saying ``because`` (what each turn of the loop costs)."""
+    if seconds < minimum_s:
+        raise ValueError(
+            f"{name} {format_duration(seconds)} is shorter than the minimum "
+            f"{format_duration(minimum_s)}: {because}"
+        )
+    return seconds
 
 
 def format_duration(seconds: float) -> str:

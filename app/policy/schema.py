@@ -30,6 +30,7 @@ from pydantic import (
 from app.documents import parse_yaml, read_file, validate
 from app.objects import (
     MAX_DURATION_S,
+    at_least,
     duration_range_problem,
     format_duration,
     parse_duration_s,
@@ -212,13 +213,8 @@ class SyncPolicy(_MetricEntry):
     @field_validator("period_s")
     @classmethod
     def _at_least_the_minimum(cls, seconds: float) -> float:
-        if seconds < MIN_SYNC_PERIOD_S:
-            raise ValueError(
-                f"period {format_duration(seconds)} is shorter than the minimum "
-                f"{format_duration(MIN_SYNC_PERIOD_S)}: the annotator queries Prometheus and "
-                f"patches every node each period"
-            )
-        return seconds
+        because = "the annotator queries Prometheus and patches every node each period"
+        return at_least(seconds, MIN_SYNC_PERIOD_S, "period", because)
 
 
 class PredicatePolicy(_MetricEntry):

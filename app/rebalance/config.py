@@ -24,7 +24,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from app.documents import parse_yaml, validate
-from app.objects import LabelSelector, NodeInfo, format_duration
+from app.objects import LabelSelector, NodeInfo, at_least, format_duration
 from app.policy import (
     MAX_NODE_POOLS,
     DurationS,
@@ -552,13 +552,8 @@ class DeschedulerConfig(DeschedulerCompatible):
     @field_validator("interval")
     @classmethod
     def _check_interval(cls, seconds: float) -> float:
-        if seconds < MIN_INTERVAL_S:
-            raise ValueError(
-                f"interval {format_duration(seconds)} is shorter than the minimum "
-                f"{format_duration(MIN_INTERVAL_S)}: each run lists every node and pod and "
-                f"queries Prometheus"
-            )
-        return seconds
+        because = "each run lists every node and pod and queries Prometheus"
+        return at_least(seconds, MIN_INTERVAL_S, "interval", because)
 
     @model_validator(mode="after")
     def _check(self) -> DeschedulerConfig:
