@@ -161,7 +161,9 @@ class SchedulerChooses:
       the pod would add (``Rules.overshoot``) must be less than what its eviction
       takes off the source (``shed``), resource by resource: a gain in expectation.
       Required of every tied node, one node a pod would take to 66 % among 150 that
-      stay cool refused every pod of a 200-node day's tainted sources.
+      stay cool refused every pod of a 200-node day's tainted sources. While at
+      least half of the nodes are hot, no tied node may be made hot: the average is
+      then a draw, not a gain (``hot_nearly_everywhere``).
 
     Both count on a tied node the pods pending now that kube-scheduler would put there
     too (``PendingPods``); the ``requests`` proof by limits (``bound``) does not.
