@@ -301,7 +301,7 @@ def hot_nearly_everywhere(classes: Mapping[str, NodeClass]) -> str | None:
     a hot landing stays hot, or its pod is evicted again onto another warm node, and
     what each seed gets is the draw. big-batch-beside-services (issue 40), seeds 3 and
     10: an ``etl`` pod moved at 300-315 minutes, with 7 and 8 of 12 nodes hot, off a
-    node at 88-94 % to one of two tied nodes; kube-scheduler chose the one it took to
+    node at 88-94 % to one of three or four tied nodes; kube-scheduler chose one it took to
     about 90 %, and each run throttled 2.5-3.1 CPU-minutes more than without the
     descheduler."""
     read = [c for c in classes.values() if c.kind not in (NodeKind.NO_DATA, NodeKind.EXCLUDED)]
