@@ -556,6 +556,10 @@ SKIP_MEANING = {
     "(docs/troubleshooting.md, \"Is the descheduler helping?\")",
     "hot_landing": "beside a stock kube-scheduler, the nodes it would choose among for the "
     "replacement are, on average, made hotter than the eviction cools the source",
+    "wave_ahead": "with `scheduler: soft-taints`, a wave of pods is still arriving (one "
+    "created after another, the next due) whose next pod would take every node "
+    "kube-scheduler may put it on above `targetThresholds`: the run stands down until the "
+    "wave has arrived or a node has room for it",
     "unproven_landing": "with `scheduler: requests`, a node kube-scheduler would choose for "
     "the replacement cannot be shown to stay under `targetThresholds` with every pod there "
     "at its limit (a pod without a limit: no proof); beside that scheduler a move that "

@@ -99,6 +99,9 @@ class SkipCode(StrEnum):
     # scheduler: requests: a node kube-scheduler would choose cannot be shown to stay
     # under targetThresholds with every pod there at its limit (app/rebalance/bound.py)
     UNPROVEN_LANDING = "unproven_landing"
+    # scheduler: soft-taints: a wave of pods still arriving whose next pod no node
+    # kube-scheduler may choose takes cool: the run stands down (app/rebalance/arrivals.py)
+    WAVE_AHEAD = "wave_ahead"
     ALREADY_EVICTED = "already_evicted"
     RECHECK = "recheck"  # the live re-check before the call refused it
     # its node's or its workload's recent evictions did not help (app/rebalance/backoff.py)

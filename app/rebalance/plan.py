@@ -12,6 +12,7 @@ from app.load import PlacedPod
 from app.objects import RESOURCES, NodeInfo, PodInfo, Resources, workload_of
 from app.policy import Policy
 from app.rebalance.agreement import threshold_conflicts
+from app.rebalance.arrivals import arriving, wave_ahead
 from app.rebalance.attribution import Attribution, PodOnSource
 from app.rebalance.backoff import BackOff, back_off
 from app.rebalance.class_sources import class_sources
@@ -26,6 +27,7 @@ from app.rebalance.destinations import (
     recent_placed,
     room_of,
 )
+from app.rebalance.kube_scheduler import RequestScheduler
 from app.rebalance.measure import NodeUsage, evaluate, measure_nodes
 from app.rebalance.outcome import (
     STOPPED_HELPING,
@@ -99,6 +101,14 @@ def plan(
     )
     sources = _sources_hottest_first(classes)
     peers = peer_means(cluster.pods.values(), cluster.pod_usage)
+    wave = _wave_ahead(cluster, config, classes, nodes, rules, peers, now_s)
+    if wave is not None:
+        result = EvictionPlan(config.scheduler, classes, notes=[*notes, wave])
+        for source in sources:
+            for pod in pods_by_node.get(source.node, []):
+                result.skipped.append(SkippedPod(pod.key, source.node, wave, SkipCode.WAVE_AHEAD))
+        result.notes.append(_nothing_moved(result, config))
+        return result
 
     def one_pass(share: bool) -> _Pass:
         """The pass over every source, from a fresh state; ``share``: each source takes
@@ -168,6 +178,29 @@ def plan(
         result.notes.append(_nothing_moved(result, config))
     result.notes.extend(_replacements(result, cluster, config, policy, now_s))
     return result
+
+
+def _wave_ahead(
+    cluster: ClusterView,
+    config: DeschedulerConfig,
+    classes: Mapping[str, NodeClass],
+    nodes: list[NodeInfo],
+    rules: Rules,
+    peers: Mapping[str, Resources],
+    now_s: float,
+) -> str | None:
+    """Beside soft taints, why the plan stands down this round: a wave of pods is
+    still arriving that no node kube-scheduler may put its next pod on takes cool
+    (``arrivals``); else None."""
+    if config.scheduler != "soft-taints":
+        return None
+    waves = arriving(
+        cluster.pods.values(), cluster.recent_evictions, now_s, config.workload_cooldown
+    )
+    if not waves:
+        return None
+    scheduler = RequestScheduler(nodes, cluster.pods.values(), rules.placements)
+    return wave_ahead(waves, scheduler, classes, cluster.nodes, peers)
 
 
 def _nothing_moved(result: EvictionPlan, config: DeschedulerConfig) -> str:

@@ -83,20 +83,22 @@ def test_the_checks_fail_where_the_issue_found_the_descheduler_beside_soft_taint
     assert "default+desched: 3 evictions bought nothing" in failed
 
 
-# Seeds where default+taints+desched added harm over default+taints before the planner
-# counted pending pods (seed 3: 2,268 throttled CPU-minutes against 2,162, and a pod
-# evicted twice; seed 15: 835 against 488): an api replacement and a pending etl pod
-# picked the same node (now 2,062 and 454).
-@pytest.mark.parametrize("seed", [3, 15])
-def test_beside_soft_taints_a_pending_batch_pod_and_a_replacement_do_not_heat_one_node(
-    seed: int,
-) -> None:
+# Seeds where default+taints+desched added harm over default+taints. Seed 3, before the
+# planner counted pending pods: 2,268 throttled CPU-minutes against 2,162 and a pod evicted
+# twice (an api replacement and a pending etl pod picked the same node); then 2,062, then
+# 2,166 with the moves made while the etl wave arrives left out (an etl pod moved at 315
+# minutes, with 8 of 12 nodes hot, to the one of its tied nodes it took to ~90 %); 2,162 now
+# (the plan takes no tie with a hot landing while half the nodes are hot). Seed 19: 2,415
+# against 1,367 (one api move at 95 minutes, while the wave still arrived, sent a third etl
+# pod to node-8); 1,367 now (the plan stands down while the next etl pod takes no node
+# cool: ``wave_ahead``). docs/tuning.md, "Pending pods beside the stock scheduler".
+@pytest.mark.parametrize("seed", [3, 19])
+def test_beside_soft_taints_the_descheduler_adds_no_harm_beside_a_batch_wave(seed: int) -> None:
     name = str(FIXTURES / "big-batch-beside-services.yaml")
     without, with_it = (
         summarise(simulate(name, policy, seed))
         for policy in ("default+taints", "default+taints+desched")
     )
-    assert with_it.evictions > 0
     assert script.harm(with_it) <= script.harm(without)
     assert with_it.pending_pod_minutes <= without.pending_pod_minutes
     assert with_it.evictions_bought_nothing == 0
