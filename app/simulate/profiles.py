@@ -13,6 +13,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
+from app.simulate.draws import StepUniforms
 from app.simulate.scenario import (
     ConstantUsage,
     DiurnalUsage,
@@ -159,6 +160,7 @@ class SlotUsage:
         self._nonzero_spikes = all(
             usage.spike.cpu != 0 and usage.spike.memory != 0 for _, usage in spiky
         )
+        self._step_draws = StepUniforms([scenario.seed, 2])
         # The last steps drawn: the descheduler's rate window reads them again.
         self._drawn: dict[tuple[int, float], tuple[FloatArray, FloatArray]] = {}
         # The workloads whose usage depends on time (their base is worked out per step).
@@ -222,7 +224,7 @@ class SlotUsage:
         memory = self._memory.drawn([base[1] for base in changing])
         if not self._spiky:
             return cpu, memory
-        draws = np.random.default_rng([self._scenario.seed, 2, step]).random(self.slots)
+        draws = self._step_draws.random(step, self.slots)  # default_rng([seed, 2, step])
         if self._nonzero_spikes:
             return self._spiked(cpu, draws, 0), self._spiked(memory, draws, 1)
         for mask, usage in self._spiky:

@@ -59,28 +59,31 @@ def code_hash() -> str:
     return digest.hexdigest()
 
 
-def run_key(scenario: Scenario, policy: str) -> str:
+def run_key(scenario: Scenario, policy: str, by_workload: bool = False) -> str:
     document = scenario.model_dump_json(round_trip=True)
-    return hashlib.sha256(f"{code_hash()}\n{policy}\n{document}".encode()).hexdigest()
+    measures = "\nby workload" if by_workload else ""
+    return hashlib.sha256(f"{code_hash()}\n{policy}{measures}\n{document}".encode()).hexdigest()
 
 
-def simulate_now(scenario: Scenario, policy: str) -> Outcome:
+def simulate_now(scenario: Scenario, policy: str, by_workload: bool = False) -> Outcome:
     # The collector's thresholds go back only once the cluster is gone, with the state
     # it freed (not a cycle: test_cluster): the young collection they set off then walks
     # the run alone, not everything the cluster still held.
     with fewer_collections():
-        cluster = SimulatedCluster(scenario, plan_for(policy))
+        cluster = SimulatedCluster(scenario, plan_for(policy), by_workload=by_workload)
         outcome = Outcome(cluster.simulate(), cluster.scheduler.taint_steered)
         del cluster
     return outcome
 
 
-def simulated(scenario: Scenario, policy: str) -> Outcome:
-    """The run of ``scenario`` under ``policy``: made here, or read as another test made it."""
+def simulated(scenario: Scenario, policy: str, *, by_workload: bool = False) -> Outcome:
+    """The run of ``scenario`` under ``policy``: made here, or read as another test made
+    it; ``by_workload``: with each workload's own throttling measured
+    (``SimulatedCluster``'s), a run of its own."""
     if _folder is None:
-        return simulate_now(scenario, policy)
-    kept = _folder / f"{run_key(scenario, policy)}.pickle"
-    made = kept_once(kept, lambda: packed(simulate_now(scenario, policy)))
+        return simulate_now(scenario, policy, by_workload)
+    kept = _folder / f"{run_key(scenario, policy, by_workload)}.pickle"
+    made = kept_once(kept, lambda: packed(simulate_now(scenario, policy, by_workload)))
     return unpacked(made)
 
 

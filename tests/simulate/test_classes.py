@@ -14,10 +14,11 @@ import pytest
 from app.load.samples import parse_usage
 from app.policy import class_usage_key
 from app.simulate.classes import SimulatedClassUsage, class_measures
-from app.simulate.cluster import SimulatedCluster
+from app.simulate.cluster import Run, SimulatedCluster
 from app.simulate.policies import plan_for
 from app.simulate.scenario import Scenario, load_scenario, scenario_from_mapping
 from app.simulate.summary import summarise
+from tests.simulate.runs import simulated
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "simulate"
 SCENARIO = FIXTURES / "batch-beside-services.yaml"
@@ -72,8 +73,10 @@ def test_nothing_is_published_before_the_first_period() -> None:
     assert usage.annotations(0) == {}
 
 
-def run(scenario: Scenario, policy: str = "loadaware") -> Any:
-    return SimulatedCluster(scenario, plan_for(policy), by_workload=True).simulate()
+def run(scenario: Scenario, policy: str = "loadaware") -> Run:
+    """The run with each workload's throttling measured, made once per session: the
+    tests below ask for seed 1 of each fixture again (tests/simulate/runs.py)."""
+    return simulated(scenario, policy, by_workload=True).run
 
 
 def test_a_scenario_without_classes_places_every_pod_as_before() -> None:
