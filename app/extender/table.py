@@ -110,6 +110,11 @@ class NodeTable:
             return self
         return following.table_for(pod) or self
 
+    @property
+    def has_classes(self) -> bool:
+        """Whether pods may be judged by a class's table (``table_for`` reads the Pod)."""
+        return self._following is not None
+
     def yielding_for(self, pod: Mapping[str, Any]) -> NodeTable | None:
         """The table a pod of a class is judged by where its class's passes no node:
         its class's without the limits on its own usage (``PodClasses.yielding``);

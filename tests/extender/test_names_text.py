@@ -1,5 +1,6 @@
-"""A node-cache body read in parts (the Pod parsed, NodeNames left as text for the
-native index) is answered exactly as the body parsed whole, and refused alike."""
+"""A node-cache body read in parts (of the Pod only the exemption's fields parsed, or
+the Pod whole; NodeNames left as text for the native index) is answered exactly as the
+body parsed whole, and refused alike."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from app.extender.extender import Extender
 from app.extender.index import split_args
-from app.extender.verbs import BadRequest, Outcome, parse_args, parse_whole
+from app.extender.verbs import BadRequest, Outcome, parse_args, parse_whole, whole_pod
 from app.load.samples import format_usage
 from app.policy import default_policy
 from tests.extender.nodes import METRICS
@@ -50,7 +51,7 @@ def answer(verb: str, made: Extender, parse: Any, body: bytes) -> tuple[Any, ...
         outcome.unknown_nodes,
         outcome.best_node,
         outcome.node_names(),
-        outcome.pod,
+        outcome.request_pod(),  # what a reservation reads after the answer
     )
 
 
@@ -66,7 +67,8 @@ def test_kube_schedulers_bodies_are_read_in_parts(fixture: str) -> None:
     assert split_args(body) is not None, "kube-scheduler's own body fell back to the full parse"
     args = parse_args(body)
     assert args.names_at is not None
-    assert args.pod == orjson.loads(body)["Pod"]
+    assert args.pod_at is not None, "kube-scheduler's own Pod was parsed whole"
+    assert whole_pod(args) == orjson.loads(body)["Pod"]
     same_both_ways(body)
 
 
@@ -76,6 +78,13 @@ pods = st.sampled_from(
         {"metadata": {"name": "p", "namespace": "d", "uid": "u"}},
         {"metadata": {"ownerReferences": [{"kind": "DaemonSet", "controller": True}]}},
         {"a": '"}]{[\\', "b": [[[{}]]]},
+        {"spec": {"priority": 2000001000, "priorityClassName": "system-node-critical"}},
+        {"spec": {"priority": 2000000000.5}, "metadata": {"ownerReferences": "DaemonSet"}},
+        {"spec": {"priorityClassName": "system-cluster-critical", "priority": None}},
+        {"metadata": [], "spec": {}},
+        {"metadata": {}, "spec": 7},
+        {"spec": {"priorityClassName": [], "priority": {}}},
+        {"spec": {"priority": -0.0, "x": [1.5, -2, 0, True, False, None, "\u00fc\t"]}},
     ]
 )
 known_names = st.sampled_from([*NAMES, "unknown", "", " x ", "x]", "a,b"])
