@@ -291,11 +291,7 @@ class Verbs:
         return table, entries
 
     def filter(self, args: ExtenderArgs, outcome: Outcome) -> bytes:
-        if args.pod_at is not None and self._table.has_classes:  # a class reads the Pod
-            args = args._replace(pod=whole_pod(args), pod_at=None)
-        outcome.pod, outcome.pod_at, outcome.body = args.pod, args.pod_at, args.body
-        if args.pod_at is not None:
-            outcome.pod = None  # parsed after the answer, if a reservation asks for it
+        args = _reading(args, outcome, self._table.has_classes)  # a class reads the Pod
         exempt = is_exempt_from_filter(args.pod)
         if args.names_at is not None:
             self._table.refresh(self._clock())
@@ -394,11 +390,7 @@ class Verbs:
 
     def prioritize(self, args: ExtenderArgs, outcome: Outcome) -> bytes:
         table = self._table
-        if args.pod_at is not None and (table.has_classes or _estimates_pods(table)):
-            args = args._replace(pod=whole_pod(args), pod_at=None)  # they read the Pod
-        outcome.pod, outcome.pod_at, outcome.body = args.pod, args.pod_at, args.body
-        if args.pod_at is not None:
-            outcome.pod = None  # parsed after the answer, if a reservation asks for it
+        args = _reading(args, outcome, table.has_classes or _estimates_pods(table))
         if args.names_at is not None:
             table.refresh(self._clock())
             try:
@@ -493,6 +485,17 @@ class Verbs:
             self._rising.clear()
         self._estimates[key] = estimate
         return estimate
+
+
+def _reading(args: ExtenderArgs, outcome: Outcome, whole: bool) -> ExtenderArgs:
+    """``args`` with the whole Pod where ``whole`` (something reads more of it than the
+    exemption's fields), and the Pod noted in ``outcome``: left unparsed, for a
+    reservation to parse after the answer, where the verb reads only those fields."""
+    if args.pod_at is not None and whole:
+        args = args._replace(pod=whole_pod(args), pod_at=None)
+    outcome.pod = None if args.pod_at is not None else args.pod
+    outcome.pod_at, outcome.body = args.pod_at, args.body
+    return args
 
 
 def _estimates_pods(table: NodeTable) -> bool:
