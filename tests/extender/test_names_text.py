@@ -19,7 +19,7 @@ from app.extender.index import split_args
 from app.extender.verbs import BadRequest, Outcome, parse_args, parse_whole, whole_pod
 from app.load.samples import format_usage
 from app.policy import default_policy
-from tests.extender.nodes import METRICS
+from tests.extender.nodes import METRICS, damaged
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kube-scheduler"
 NODECACHE_BODIES = ("filter-nodecache.json", "prioritize-nodecache.json")
@@ -140,18 +140,8 @@ def test_a_damaged_body_is_answered_or_refused_as_when_parsed_whole(
 ) -> None:
     # Bytes flipped, dropped and doubled anywhere in kube-scheduler's own body: both ways
     # accept the same bodies, answer them alike, and refuse the rest with the same words.
-    rng = random.Random(seed)
-    body = bytearray((FIXTURES / fixture).read_bytes().strip())
-    for _ in range(edits):
-        at = rng.randrange(len(body))
-        kind = rng.randrange(3)
-        if kind == 0:
-            body[at] = rng.choice(b'"\\{}[],: \n\x01\xc3azn0')
-        elif kind == 1:
-            del body[at]
-        else:
-            body.insert(at, body[at])
-    same_both_ways(bytes(body))
+    body = (FIXTURES / fixture).read_bytes().strip()
+    same_both_ways(damaged(body, random.Random(seed), edits, b'"\\{}[],: \n\x01\xc3azn0'))
 
 
 def test_a_pod_nested_past_the_split_depth_is_parsed_whole() -> None:

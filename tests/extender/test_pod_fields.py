@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from app.extender.index import pod_fields, split_args
 from app.extender.verbs import exemption_fields
 from app.load import is_exempt_from_filter
+from tests.extender.nodes import damaged
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kube-scheduler"
 
@@ -118,20 +119,8 @@ def test_a_sure_answer_is_orjsons(text: str) -> None:
 @settings(max_examples=200, deadline=None)
 @given(text=texts(), seed=st.integers(0, 2**32), edits=st.integers(1, 3))
 def test_a_damaged_pod_is_never_read_otherwise(text: str, seed: int, edits: int) -> None:
-    rng = random.Random(seed)
-    damaged = bytearray(text.encode())
-    for _ in range(edits):
-        if not damaged:
-            break
-        at = rng.randrange(len(damaged))
-        kind = rng.randrange(3)
-        if kind == 0:
-            damaged[at] = rng.choice(b'"\\{}[],:. \n\x01\x7f\xc3\xffeE-+0919tfnu')
-        elif kind == 1:
-            del damaged[at]
-        else:
-            damaged.insert(at, damaged[at])
-    check(bytes(damaged))
+    replacements = b'"\\{}[],:. \n\x01\x7f\xc3\xffeE-+0919tfnu'
+    check(damaged(text.encode(), random.Random(seed), edits, replacements))
 
 
 @pytest.mark.parametrize(
