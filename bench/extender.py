@@ -328,9 +328,9 @@ def parts_path(part: str, verb: str) -> str:
 class PartsApp(FloorApp):
     """Raw endpoints that do one part of the real verb each, then answer the floor's
     bytes: ``none`` nothing (uvicorn and one ASGI call alone), ``pod`` the split and the
-    Pod's parse as the extender does them, ``index`` the split and the native index's
-    answer (no Pod parse, no Python around it). With the floor and the real verb they
-    say what the gap between the two is made of (``--parts``)."""
+    Pod's reading as the extender does them (``parse_args``), ``index`` the split and
+    the native index's answer (no Pod parse, no Python around it). With the floor and
+    the real verb they say what the gap between the two is made of (``--parts``)."""
 
     def __init__(self, answers: dict[str, bytes], index: Any) -> None:
         super().__init__(
@@ -346,12 +346,12 @@ class PartsApp(FloorApp):
         headers, answer = self.routes[scope["path"]]
         body = (await receive())["body"]  # the bench's bodies arrive whole
         _, _, part, verb = scope["path"].split("/")
-        spans = split_args(body) if part != "none" and split_args is not None else None
-        if spans is not None:
-            pod_start, pod_end, names_start, names_end = spans
-            if part == "pod":
-                orjson.loads(memoryview(body)[pod_start:pod_end])
-            elif verb == "filter":
+        spans = split_args(body) if part == "index" and split_args is not None else None
+        if part == "pod":
+            parse_args(body)  # the split and the Pod's reading (its fields, or all of it)
+        elif spans is not None:
+            _, _, names_start, names_end = spans
+            if verb == "filter":
                 self.index.filter_text(body, names_start, names_end, False)
             else:
                 self.index.prioritize_text(body, names_start, names_end, 0.0, 0.0)
@@ -1066,7 +1066,7 @@ def parts_table(connection: Connection, body: bytes, flags: argparse.Namespace) 
             f"Over HTTP, {GOAL_CASE}, real, floor and parts in alternating blocks of "
             f"{flags.block:g} s, {flags.seconds:g} s each; µs, medians over the rounds:",
             "",
-            "| verb | floor p50 | real - floor | floor's parse | split + Pod parse | "
+            "| verb | floor p50 | real - floor | floor's parse | split + Pod read | "
             "split + index | Python around them (rest) | p50 ratio (blocks) |",
             "|---|---|---|---|---|---|---|---|",
             *rows,

@@ -1577,6 +1577,278 @@ split_args(PyObject *Py_UNUSED(module), PyObject *body)
     }
 }
 
+/* ------------------------------------------------------------------ the Pod's fields */
+
+/* What the filter reads of a request's Pod is three fields (app/load/model.py,
+   is_exempt_from_filter): metadata.ownerReferences, spec.priority and
+   spec.priorityClassName. Making Python objects of the whole Pod (about 1.4 KiB as
+   kube-scheduler sends it) took half as long as the floor's parse of the whole body
+   under load, so pod_fields reads the Pod's text, checks that it is JSON, and says
+   where those three values lie: the caller parses only them.
+
+   It is sure of a subset of JSON only, and answers None for anything outside it, so
+   the caller then parses the Pod with orjson, which decides: strings of printable
+   ASCII and the two-character escapes (no \u, no byte above 0x7f), numbers without an
+   exponent and with at most 18 digits before and after the point, true, false, null,
+   nesting to MAX_POD_DEPTH, and each field it reports written once in its object (a
+   key written twice reads as its last in orjson). Everything it accepts orjson
+   accepts, as the same values. */
+
+typedef struct {
+    const char *at;
+    const char *end;
+} Text;
+
+/* A key whose value is wanted: its JSON text with the quotes, then where its value
+   lies, and the keys wanted inside it when that value must be an object. */
+typedef struct Wanted {
+    const char *key;
+    size_t key_length;
+    struct Wanted *inside; /* NULL: any value; else it must be an object */
+    int inside_count;
+    const char *start; /* NULL until seen */
+    const char *end;
+} Wanted;
+
+static int sure_value(Text *text, int depth);
+
+/* A string at text->at (its opening quote), in the subset; moves past it. */
+static int
+sure_string(Text *text)
+{
+    const char *at = text->at + 1, *end = text->end;
+    for (;;) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        while (end - at >= 8) {
+            uint64_t flags = not_plain_bytes(load_word(at));
+            if (flags != 0) {
+                at += __builtin_ctzll(flags) / 8;
+                break;
+            }
+            at += 8;
+        }
+#endif
+        if (at >= end) {
+            return 0;
+        }
+        unsigned char c = (unsigned char)*at;
+        if (c == '"') {
+            text->at = at + 1;
+            return 1;
+        }
+        if (c == '\\') {
+            char escaped = end - at >= 2 ? at[1] : 0;
+            if (escaped == '"' || escaped == '\\' || escaped == '/' || escaped == 'b' ||
+                escaped == 'f' || escaped == 'n' || escaped == 'r' || escaped == 't') {
+                at += 2;
+                continue;
+            }
+            return 0; /* \u (a surrogate may be lone), or not an escape */
+        }
+        if (c < 0x20 || c >= 0x80) {
+            return 0;
+        }
+        at++;
+    }
+}
+
+static int
+sure_digits(const char **at, const char *end)
+{
+    const char *first = *at;
+    while (*at < end && **at >= '0' && **at <= '9') {
+        (*at)++;
+    }
+    return *at > first && *at - first <= 18;
+}
+
+/* A number without an exponent; moves past it. */
+static int
+sure_number(Text *text)
+{
+    const char *at = text->at, *end = text->end;
+    if (at < end && *at == '-') {
+        at++;
+    }
+    if (at < end && *at == '0') {
+        at++; /* a leading zero stands alone: "01" fails at the next token */
+    }
+    else if (!sure_digits(&at, end)) {
+        return 0;
+    }
+    if (at < end && *at == '.') {
+        at++;
+        if (!sure_digits(&at, end)) {
+            return 0;
+        }
+    }
+    if (at < end && (*at == 'e' || *at == 'E')) {
+        return 0; /* 1e400 is infinity, which orjson refuses */
+    }
+    text->at = at;
+    return 1;
+}
+
+/* The object at text->at, noting where the `count` wanted keys' values lie. */
+static int
+sure_object(Text *text, int depth, Wanted *wanted, int count)
+{
+    if (depth > MAX_POD_DEPTH) {
+        return 0;
+    }
+    text->at = skip_space(text->at + 1, text->end);
+    if (text->at < text->end && *text->at == '}') {
+        text->at++;
+        return 1;
+    }
+    for (;;) {
+        text->at = skip_space(text->at, text->end);
+        const char *key = text->at;
+        if (key >= text->end || *key != '"' || !sure_string(text)) {
+            return 0;
+        }
+        size_t key_length = (size_t)(text->at - key);
+        text->at = skip_space(text->at, text->end);
+        if (!TAKE(text->at, text->end, ":")) {
+            return 0;
+        }
+        text->at = skip_space(text->at, text->end);
+        Wanted *field = NULL;
+        for (int i = 0; i < count; i++) {
+            if (wanted[i].key_length == key_length && memcmp(wanted[i].key, key, key_length) == 0) {
+                field = &wanted[i];
+            }
+        }
+        if (field != NULL) {
+            if (field->start != NULL) {
+                return 0; /* written twice */
+            }
+            field->start = text->at;
+            if (field->inside != NULL) {
+                if (text->at >= text->end || *text->at != '{' ||
+                    !sure_object(text, depth + 1, field->inside, field->inside_count)) {
+                    return 0;
+                }
+            }
+            else if (!sure_value(text, depth)) {
+                return 0;
+            }
+            field->end = text->at;
+        }
+        else if (!sure_value(text, depth)) {
+            return 0;
+        }
+        text->at = skip_space(text->at, text->end);
+        if (text->at < text->end && *text->at == ',') {
+            text->at++;
+            continue;
+        }
+        if (text->at < text->end && *text->at == '}') {
+            text->at++;
+            return 1;
+        }
+        return 0;
+    }
+}
+
+static int
+sure_array(Text *text, int depth)
+{
+    if (depth > MAX_POD_DEPTH) {
+        return 0;
+    }
+    text->at = skip_space(text->at + 1, text->end);
+    if (text->at < text->end && *text->at == ']') {
+        text->at++;
+        return 1;
+    }
+    for (;;) {
+        if (!sure_value(text, depth)) {
+            return 0;
+        }
+        text->at = skip_space(text->at, text->end);
+        if (text->at < text->end && *text->at == ',') {
+            text->at++;
+            continue;
+        }
+        if (text->at < text->end && *text->at == ']') {
+            text->at++;
+            return 1;
+        }
+        return 0;
+    }
+}
+
+/* Any value at text->at (after JSON whitespace) in the subset; moves past it. `depth`:
+   the nesting of the object or array holding it. */
+static int
+sure_value(Text *text, int depth)
+{
+    text->at = skip_space(text->at, text->end);
+    if (text->at >= text->end) {
+        return 0;
+    }
+    switch (*text->at) {
+    case '"':
+        return sure_string(text);
+    case '{':
+        return sure_object(text, depth + 1, NULL, 0);
+    case '[':
+        return sure_array(text, depth + 1);
+    case 't':
+        return TAKE(text->at, text->end, "true");
+    case 'f':
+        return TAKE(text->at, text->end, "false");
+    case 'n':
+        return TAKE(text->at, text->end, "null");
+    default:
+        return sure_number(text);
+    }
+}
+
+#define WANTED(literal, inside, count) {(literal), sizeof(literal) - 1, (inside), (count), NULL, NULL}
+
+/* pod_fields(body, start, end)
+       -> (owners_start, owners_end, priority_start, priority_end, class_start, class_end)
+          or None.
+   Where metadata.ownerReferences, spec.priority and spec.priorityClassName lie in the
+   Pod object that fills body[start:end] (-1, -1 for one not there), when the Pod's text
+   is JSON of the subset above and metadata and spec, where present, are objects; None
+   otherwise (the caller parses the Pod whole, with orjson). */
+static PyObject *
+pod_fields(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "pod_fields(body: bytes, start: int, end: int)");
+        return NULL;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]), stop = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (start < 0 || stop > size || stop - start < 2) {
+        PyErr_SetString(PyExc_ValueError, "the offsets do not hold a JSON object in the body");
+        return NULL;
+    }
+    const char *body = PyBytes_AS_STRING(args[0]);
+    Wanted metadata[] = {WANTED("\"ownerReferences\"", NULL, 0)};
+    Wanted spec[] = {WANTED("\"priority\"", NULL, 0), WANTED("\"priorityClassName\"", NULL, 0)};
+    Wanted pod[] = {WANTED("\"metadata\"", metadata, 1), WANTED("\"spec\"", spec, 2)};
+    Text text = {body + start, body + stop};
+    /* The Pod sits inside the body's object: depth 1 is the body's, 2 the Pod's. */
+    if (*text.at != '{' || !sure_object(&text, 2, pod, 2) || text.at != text.end) {
+        Py_RETURN_NONE;
+    }
+    const Wanted *found[] = {&metadata[0], &spec[0], &spec[1]};
+    Py_ssize_t spans[6];
+    for (int i = 0; i < 3; i++) {
+        spans[2 * i] = found[i]->start ? found[i]->start - body : -1;
+        spans[2 * i + 1] = found[i]->start ? found[i]->end - body : -1;
+    }
+    return Py_BuildValue("(nnnnnn)", spans[0], spans[1], spans[2], spans[3], spans[4], spans[5]);
+}
+
 /* ------------------------------------------------------------------ the type */
 
 static PyObject *
@@ -1693,6 +1965,9 @@ static PyTypeObject VerdictIndexType = {
 };
 
 static PyMethodDef module_methods[] = {
+    {"pod_fields", (PyCFunction)(void (*)(void))pod_fields, METH_FASTCALL,
+     "pod_fields(body, start, end) -> the spans of metadata.ownerReferences, spec.priority "
+     "and spec.priorityClassName in the Pod at body[start:end], or None when unsure."},
     {"split_args", (PyCFunction)split_args, METH_O,
      "split_args(body) -> (pod_start, pod_end, names_start, names_end), or None when the "
      "body is not in the form kube-scheduler writes in node-cache mode."},

@@ -35,10 +35,12 @@ from app.load import host_priorities_and_preferred, plain_priority
 
 try:
     from app.extender._verdict_index import VerdictIndex as NativeVerdictIndex
+    from app.extender._verdict_index import pod_fields as pod_fields
     from app.extender._verdict_index import split_args as split_args
 except ImportError:  # built without a C compiler
     NativeVerdictIndex = None  # type: ignore[assignment,misc]
     split_args = None  # type: ignore[assignment]
+    pod_fields = None  # type: ignore[assignment]
 
 IMPLEMENTATION_ENV = "LOADAWARE_VERDICT_INDEX"
 

@@ -60,11 +60,14 @@ class Reservations:
     def reserve(self, verb: str, outcome: Outcome) -> None:
         """Reserve the pod's estimate where it will most likely go, if the policy
         estimates and the pod may hold a reservation."""
-        pod = outcome.pod
-        if not outcome.nodes or pod is None or not self._table.policy.spec.estimation.enabled:
+        unread = outcome.pod is None and outcome.pod_at is None  # no verb has run
+        if not outcome.nodes or unread or not self._table.policy.spec.estimation.enabled:
             return
         node = self._node_for(verb, outcome)
         if node is None:
+            return
+        pod = outcome.request_pod()
+        if pod is None:
             return
         metadata = pod.get("metadata")
         if not isinstance(metadata, dict):
@@ -100,7 +103,7 @@ class Reservations:
         if outcome.nodes - sum(outcome.rejected.values()) != 1:
             return None
         # kube-scheduler binds to the only feasible node without calling prioritize.
-        pod = outcome.pod
+        pod = outcome.request_pod()
         judged = self._table if pod is None else self._table.table_for(pod)  # its class's
         names = outcome.node_names()
         found = _passing(judged, names)

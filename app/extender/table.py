@@ -96,8 +96,7 @@ class NodeTable:
         index = index if index is not None else new_verdict_index()
         self._verdicts = Verdicts.empty(policy, index, clock())
         self.followers = followers
-        # The followers while some table follows, else None: each change and each request
-        # pays one attribute check when the policy has no classes.
+        # The followers while some table follows, else None: one attribute check a request.
         self._following: Followers | None = None
         if followers is not None:
             followers.set_policy(policy)
@@ -106,16 +105,17 @@ class NodeTable:
     def table_for(self, pod: Mapping[str, Any]) -> NodeTable:
         """The table a pod is judged by: its class's (``followers``), or this one."""
         following = self._following
-        if following is None:
-            return self
-        return following.table_for(pod) or self
+        return self if following is None else following.table_for(pod) or self
+
+    @property
+    def has_classes(self) -> bool:  # whether a pod may be judged by a class's table
+        return self._following is not None
 
     def yielding_for(self, pod: Mapping[str, Any]) -> NodeTable | None:
         """The table a pod of a class is judged by where its class's passes no node:
         its class's without the limits on its own usage (``PodClasses.yielding``);
         None: no class, or a class without such a limit."""
-        following = self._following
-        return None if following is None else following.yielding_for(pod)
+        return None if self._following is None else self._following.yielding_for(pod)
 
     @property
     def policy(self) -> Policy:

@@ -6,10 +6,13 @@ is read: the pod's owner kinds and, in full-nodes mode, each node's name and
 annotations. Whole Node objects are never validated, and the ones that pass are
 returned exactly as they arrived.
 
-A node-cache body as kube-scheduler writes it is not parsed whole: orjson parses the
-Pod, and the native verdict index reads the NodeNames array's text itself (making a
-str of each of 500 names took most of the parse, as long as the floor's whole request).
-Any body in another form, and any whose names are not plain ASCII, is parsed whole,
+A node-cache body as kube-scheduler writes it is not parsed whole: the native verdict
+index reads the NodeNames array's text itself (making a str of each of 500 names took
+most of the parse, as long as the floor's whole request), and of the Pod only the three
+fields the filter's exemption reads are parsed (``pod_fields`` checks the rest is JSON);
+the whole Pod is parsed only where something reads more of it (a class of pods, the
+estimate, a reservation after the answer). Any body in another form, any whose names
+are not plain ASCII and any Pod outside ``pod_fields``' subset of JSON is parsed whole,
 so both ways accept, refuse and answer exactly the same bodies.
 """
 
@@ -27,7 +30,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from app.extender.classes import reasons_in, short_of_room, without_short
-from app.extender.index import split_args
+from app.extender.index import pod_fields, split_args
 from app.extender.request_pod import request_pod_demand
 from app.extender.table import NodeTable
 from app.extender.verdicts import NodeEntry
@@ -55,6 +58,15 @@ class Outcome:
     body: bytes = b""  # or, where they were read as text, the body
     names_at: tuple[int, int] | None = None  # and where their JSON array lies in it
     best_node: str | None = None  # prioritize: the preferred node, alone on top of the answer
+    pod_at: tuple[int, int] | None = None  # where the Pod lies in ``body``, not parsed yet
+
+    def request_pod(self) -> dict[str, Any] | None:
+        """The request's whole Pod (none before a verb has run), parsed here where the
+        verb read only its exemption's fields: after the answer, by a reservation."""
+        if self.pod_at is not None:
+            self.pod = orjson.loads(memoryview(self.body)[slice(*self.pod_at)])
+            self.pod_at = None
+        return self.pod
 
     def node_names(self) -> list[str]:
         """The request's node names, in order (none before a verb has run)."""
@@ -64,15 +76,43 @@ class Outcome:
 
 
 class ExtenderArgs(NamedTuple):  # a NamedTuple: a frozen dataclass took 1.2 µs to make
+    # The Pod; or, where ``pod_at`` is set, only the fields the filter's exemption reads
+    # (``exemption_fields``), the whole Pod lying unparsed at ``pod_at`` in ``body``.
     pod: dict[str, Any]
     node_names: list[str] | None  # nodeCacheCapable mode
     nodes: list[dict[str, Any]] | None  # full-nodes mode: the raw Node objects
     # nodeCacheCapable mode, names unparsed: where the NodeNames array lies in ``body``
     names_at: tuple[int, int] | None = None
     body: bytes = b""
+    pod_at: tuple[int, int] | None = None
 
 
 _new_args = tuple.__new__
+
+
+def whole_pod(args: ExtenderArgs) -> dict[str, Any]:
+    """The request's whole Pod: parsed here where ``parse_args`` parsed only its fields."""
+    if args.pod_at is None:
+        return args.pod
+    pod: dict[str, Any] = orjson.loads(memoryview(args.body)[slice(*args.pod_at)])
+    return pod
+
+
+def exemption_fields(body: bytes, spans: tuple[int, int, int, int, int, int]) -> dict[str, Any]:
+    """The Pod as ``is_exempt_from_filter`` reads it: metadata.ownerReferences,
+    spec.priority and spec.priorityClassName, each where ``pod_fields`` found it (-1:
+    not there). tests/extender/test_pod_fields.py holds the rule to reading no more."""
+    view = memoryview(body)
+    owners_start, owners_end, priority_start, priority_end, class_start, class_end = spans
+    metadata: dict[str, Any] = {}
+    spec: dict[str, Any] = {}
+    if owners_start >= 0:
+        metadata["ownerReferences"] = orjson.loads(view[owners_start:owners_end])
+    if priority_start >= 0:
+        spec["priority"] = orjson.loads(view[priority_start:priority_end])
+    if class_start >= 0:
+        spec["priorityClassName"] = orjson.loads(view[class_start:class_end])
+    return {"metadata": metadata, "spec": spec}
 
 
 def parse_args(body: bytes) -> ExtenderArgs:
@@ -83,13 +123,18 @@ def parse_args(body: bytes) -> ExtenderArgs:
     )
     if spans is not None:
         pod_start, pod_end, names_start, names_end = spans
+        fields = pod_fields(body, pod_start, pod_end)
+        if fields is not None:  # JSON, as orjson would find it: its three fields alone
+            pod = exemption_fields(body, fields)
+            names_at, pod_at = (names_start, names_end), (pod_start, pod_end)
+            return _new_args(ExtenderArgs, (pod, None, None, names_at, body, pod_at))
         try:
             pod = orjson.loads(memoryview(body)[pod_start:pod_end])
         except orjson.JSONDecodeError:
             pass  # parsed whole below, to say where the body is wrong
         else:
             # Made as the tuple it is: the NamedTuple's own __new__ is Python, 0.3 µs more.
-            return _new_args(ExtenderArgs, (pod, None, None, (names_start, names_end), body))
+            return _new_args(ExtenderArgs, (pod, None, None, (names_start, names_end), body, None))
     return parse_whole(body)
 
 
@@ -246,7 +291,7 @@ class Verbs:
         return table, entries
 
     def filter(self, args: ExtenderArgs, outcome: Outcome) -> bytes:
-        outcome.pod = args.pod
+        args = _reading(args, outcome, self._table.has_classes)  # a class reads the Pod
         exempt = is_exempt_from_filter(args.pod)
         if args.names_at is not None:
             self._table.refresh(self._clock())
@@ -257,7 +302,7 @@ class Verbs:
                 answered = judged.index.filter_text(args.body, *args.names_at, exempt)
                 if answered is not None and _yielding(self._table, args.pod, answered[1:]) is None:
                     body, outcome.rejected, outcome.nodes = answered
-                    outcome.body, outcome.names_at = args.body, args.names_at
+                    outcome.names_at = args.names_at
                     return body
             # Names out of the plain form, or no native index: the body as parsed whole
             # decides all (a key written twice reads as its last, not as split_args' first).
@@ -344,8 +389,8 @@ class Verbs:
         )
 
     def prioritize(self, args: ExtenderArgs, outcome: Outcome) -> bytes:
-        outcome.pod = args.pod
         table = self._table
+        args = _reading(args, outcome, table.has_classes or _estimates_pods(table))
         if args.names_at is not None:
             table.refresh(self._clock())
             try:
@@ -356,7 +401,7 @@ class Verbs:
             answered = judged.index.prioritize_text(args.body, *args.names_at, cpu, memory)
             if answered is not None:
                 body, outcome.unknown_nodes, outcome.best_node, outcome.nodes = answered
-                outcome.body, outcome.names_at = args.body, args.names_at
+                outcome.names_at = args.names_at
                 return body
             # As in filter: the body as parsed whole decides all.
             return self.prioritize(parse_whole(args.body), outcome)
@@ -389,10 +434,10 @@ class Verbs:
         """The pod's estimated usage (cores, bytes), which the preferred node must have
         room for (app/load/prioritize.py); 0 without estimation or a readable pod. Pods come
         in few shapes: each shape's estimate is kept until the policy changes."""
+        if not _estimates_pods(table):
+            return 0.0, 0.0
         policy = table.policy
         settings = policy.spec.estimation
-        if not settings.enabled or not table.judges_room:
-            return 0.0, 0.0
         try:
             demand = request_pod_demand(pod)
         except ValueError:
@@ -440,6 +485,23 @@ class Verbs:
             self._rising.clear()
         self._estimates[key] = estimate
         return estimate
+
+
+def _reading(args: ExtenderArgs, outcome: Outcome, whole: bool) -> ExtenderArgs:
+    """``args`` with the whole Pod where ``whole`` (something reads more of it than the
+    exemption's fields), and the Pod noted in ``outcome``: left unparsed, for a
+    reservation to parse after the answer, where the verb reads only those fields."""
+    if args.pod_at is not None and whole:
+        args = args._replace(pod=whole_pod(args), pod_at=None)
+    outcome.pod = None if args.pod_at is not None else args.pod
+    outcome.pod_at, outcome.body = args.pod_at, args.body
+    return args
+
+
+def _estimates_pods(table: NodeTable) -> bool:
+    """Whether a request's Pod is estimated (``Verbs._pod_estimate``): only then is more
+    of it read than the filter's exemption fields."""
+    return table.policy.spec.estimation.enabled and table.judges_room
 
 
 def _no_workloads() -> Mapping[str, Resources]:

@@ -537,8 +537,9 @@ SYSTEM_CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-cri
 
 def is_system_critical(priority: object, priority_class: object) -> bool:
     """Whether a pod's ``spec.priority`` or ``spec.priorityClassName`` puts it in the
-    system-critical band (anything else, bools included, is not)."""
-    if priority_class in SYSTEM_CRITICAL_CLASSES:
+    system-critical band (anything else, bools included, is not; a class that is not a
+    string, which the API server never sends, is no class rather than a TypeError)."""
+    if isinstance(priority_class, str) and priority_class in SYSTEM_CRITICAL_CLASSES:
         return True
     return (
         isinstance(priority, int)

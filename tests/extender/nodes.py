@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -71,3 +72,21 @@ def as_daemonset_pod(body: dict[str, Any]) -> dict[str, Any]:
         }
     ]
     return changed
+
+
+def damaged(text: bytes, rng: random.Random, edits: int, replacements: bytes) -> bytes:
+    """``text`` with ``edits`` bytes flipped (to one of ``replacements``), dropped or
+    doubled at random places."""
+    body = bytearray(text)
+    for _ in range(edits):
+        if not body:
+            break
+        at = rng.randrange(len(body))
+        kind = rng.randrange(3)
+        if kind == 0:
+            body[at] = rng.choice(replacements)
+        elif kind == 1:
+            del body[at]
+        else:
+            body.insert(at, body[at])
+    return bytes(body)
