@@ -146,6 +146,7 @@ class Annotator:
             telemetry=self.telemetry,
             clock=clock,
             drained=DrainedNodes.of(client, config.descheduler_state),
+            pods=self.pod_watch,  # for the warm taint (app/annotator/warm_taints.py)
         )
         self.hot_value_publisher = HotValuePublisher(
             self.observer, self.windows, self.writes, self.patcher, self.telemetry, clock

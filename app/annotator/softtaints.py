@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from app.annotator.drained import DrainedNodes
 from app.annotator.telemetry import AnnotatorMetrics
+from app.annotator.warm_taints import PodSource, WarmTaintKeeper
 from app.kube import NodeInfo, PatchOutcome, TaintWriter
 from app.load import (
     SOFT_TAINT_EFFECT,
@@ -89,8 +90,13 @@ class SoftTaintKeeper:
         telemetry: AnnotatorMetrics,
         clock: Callable[[], float] = time.time,
         drained: DrainedNodes | None = None,
+        pods: PodSource | None = None,
     ) -> None:
+        """``pods``: the pod watch, whose pods' requests the warm taint reads (after
+        each round of the hot one, ``WarmTaintKeeper``); None: no warm taint."""
         self.settings = settings
+        self._pods = pods
+        self.warm = WarmTaintKeeper(writer, telemetry=telemetry, clock=clock)
         self._drained = drained or DrainedNodes()
         self._writer = writer
         self._telemetry = telemetry
@@ -103,6 +109,7 @@ class SoftTaintKeeper:
         """Leadership lost: whoever leads next judges from the cluster, not from us."""
         self._warm_at_s.clear()
         self._removing.clear()
+        self.warm.forget()
 
     def previous(self, nodes: Mapping[str, NodeInfo], now_s: float) -> dict[str, float]:
         """The memory the rule gets this round: each node tainted now, with the last
@@ -226,6 +233,9 @@ class SoftTaintKeeper:
                     reason,
                 )
         self._warm_at_s = memory
+        if self._pods is not None and self._pods.synced:  # each node's requests are known
+            placed = self._pods.objects.values()
+            await self.warm.run_round(nodes, placed, policy, decided.tainted)
         self._telemetry.soft_tainted_nodes.set(len(memory))
         if report.added or report.removed or report.failed:
             log.info(
@@ -241,7 +251,9 @@ class SoftTaintKeeper:
         return report
 
     async def remove_all(self, nodes: Mapping[str, NodeInfo]) -> int:
-        """Take loadaware's taint off every node that carries it; returns how many."""
+        """Take loadaware's taints off every node that carries one; returns how many
+        nodes lost the hot one."""
+        await self.warm.remove_all(nodes)
         carrying = {name: False for name, info in nodes.items() if carries_soft_taint(info)}
         outcomes = await self._write(carrying)
         removed = sorted(n for n, o in outcomes.items() if o is PatchOutcome.WRITTEN)
