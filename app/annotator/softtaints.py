@@ -234,8 +234,11 @@ class SoftTaintKeeper:
                 )
         self._warm_at_s = memory
         if self._pods is not None and self._pods.synced:  # each node's requests are known
-            placed = self._pods.objects.values()
-            await self.warm.run_round(nodes, placed, policy, decided.tainted)
+            try:  # a failure of the second taint's round leaves the first one's intact
+                placed = self._pods.objects.values()
+                await self.warm.run_round(nodes, placed, policy, decided.tainted)
+            except Exception:
+                log.exception("a warm-taint round failed unexpectedly; retrying next round")
         self._telemetry.soft_tainted_nodes.set(len(memory))
         if report.added or report.removed or report.failed:
             log.info(
