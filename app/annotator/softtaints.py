@@ -31,7 +31,6 @@ leadership, so that turning soft taints off is a restart of the annotator.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 
 from app.annotator.drained import DrainedNodes
 from app.annotator.telemetry import AnnotatorMetrics
-from app.annotator.warm_taints import PodSource, WarmTaintKeeper
+from app.annotator.warm_taints import PodSource, WarmTaintKeeper, write_taints
 from app.kube import NodeInfo, PatchOutcome, TaintWriter
 from app.load import (
     SOFT_TAINT_EFFECT,
@@ -65,8 +64,6 @@ log = logging.getLogger(__name__)
 _Shape = tuple[Resources, tuple[tuple[str, float], ...]]
 
 SOFT_TAINT = Taint(SOFT_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
-# Writes in flight at once: a round changes few nodes, each a read and a write.
-WRITE_CONCURRENCY = 8
 
 
 def carries_soft_taint(node: NodeInfo) -> bool:
@@ -276,21 +273,7 @@ class SoftTaintKeeper:
         return len(removed)
 
     async def _write(self, changes: Mapping[str, bool]) -> dict[str, PatchOutcome]:
-        gate = asyncio.Semaphore(WRITE_CONCURRENCY)
-        outcomes: dict[str, PatchOutcome] = {}
-
-        async def one(name: str, present: bool) -> None:
-            async with gate:
-                outcome = await self._writer.set_taint(name, SOFT_TAINT, present)
-            outcomes[name] = outcome
-            self._telemetry.patches.labels("soft_taint", outcome.value).inc()
-            if outcome.is_error:
-                self._telemetry.patch_errors.labels("soft_taint", outcome.value).inc()
-
-        async with asyncio.TaskGroup() as group:
-            for name, present in changes.items():
-                group.create_task(one(name, present))
-        return outcomes
+        return await write_taints(self._writer, SOFT_TAINT, changes, self._telemetry)
 
 
 def limits_any(policy: Policy) -> bool:

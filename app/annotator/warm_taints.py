@@ -31,6 +31,7 @@ from app.annotator.telemetry import AnnotatorMetrics
 from app.kube import NodeInfo, PatchOutcome, TaintWriter
 from app.load import (
     SOFT_TAINT_EFFECT,
+    SOFT_TAINT_KEY,
     SOFT_TAINT_VALUE,
     WARM_TAINT_KEY,
     WarmNode,
@@ -45,6 +46,7 @@ from app.policy import Policy
 log = logging.getLogger(__name__)
 
 WARM_TAINT = Taint(WARM_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
+# Writes in flight at once: a round changes few nodes, each a read and a write.
 WRITE_CONCURRENCY = 8
 
 
@@ -186,18 +188,30 @@ class WarmTaintKeeper:
         return sum(1 for outcome in outcomes.values() if outcome is PatchOutcome.WRITTEN)
 
     async def _write(self, changes: Mapping[str, bool]) -> dict[str, PatchOutcome]:
-        gate = asyncio.Semaphore(WRITE_CONCURRENCY)
-        outcomes: dict[str, PatchOutcome] = {}
+        return await write_taints(self._writer, WARM_TAINT, changes, self._telemetry)
 
-        async def one(name: str, present: bool) -> None:
-            async with gate:
-                outcome = await self._writer.set_taint(name, WARM_TAINT, present)
-            outcomes[name] = outcome
-            self._telemetry.patches.labels("warm_taint", outcome.value).inc()
-            if outcome.is_error:
-                self._telemetry.patch_errors.labels("warm_taint", outcome.value).inc()
 
-        async with asyncio.TaskGroup() as group:
-            for name, present in changes.items():
-                group.create_task(one(name, present))
-        return outcomes
+async def write_taints(
+    writer: TaintWriter,
+    taint: Taint,
+    changes: Mapping[str, bool],
+    telemetry: AnnotatorMetrics,
+) -> dict[str, PatchOutcome]:
+    """Put ``taint`` on (True) or take it off (False) each node of ``changes``, a few
+    at once, counting each patch by the taint's kind (``soft_taint``, ``warm_taint``)."""
+    kind = "soft_taint" if taint.key == SOFT_TAINT_KEY else "warm_taint"
+    gate = asyncio.Semaphore(WRITE_CONCURRENCY)
+    outcomes: dict[str, PatchOutcome] = {}
+
+    async def one(name: str, present: bool) -> None:
+        async with gate:
+            outcome = await writer.set_taint(name, taint, present)
+        outcomes[name] = outcome
+        telemetry.patches.labels(kind, outcome.value).inc()
+        if outcome.is_error:
+            telemetry.patch_errors.labels(kind, outcome.value).inc()
+
+    async with asyncio.TaskGroup() as group:
+        for name, present in changes.items():
+            group.create_task(one(name, present))
+    return outcomes
