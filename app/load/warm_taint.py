@@ -31,7 +31,13 @@ steers each wave by the next pod (``app.load.taints``) and this one gives way: c
 apart, it took a share of the nodes a wave could go to on 10-node clusters where the
 hot taint marks several (cpu-heavy and memory-heavy evicted 1-2 pods a seed for
 nothing; mixed-waves, seeds 1-3, 320/682/424 node-minutes above the limits went to
-384/636/362).
+384/636/362). And none on a cluster of fewer than ``min_nodes`` (20): there each wave
+is a few pods over minutes, which the hot taint with the next pod steers, and the warm
+taint, marking the nodes of a background pod between waves, made the waves land worse
+(seeds 1-5 of default+taints: mixed-waves 2,122 -> 2,192 node-minutes above the
+limits, crane-style-waves 1,031 -> 1,266 with 0.7 throttled CPU-minutes on seed 5
+where none). The burst it is for, hundreds of pods in one pass while nothing is hot,
+is a large cluster's (two-peaks-hpa, 200 nodes: docs/tuning.md).
 
 It is a second ``PreferNoSchedule`` key, not the hot one: TaintToleration counts the
 taints a pod does not tolerate and normalizes them in reverse over the feasible nodes,
