@@ -125,6 +125,7 @@ class Annotator:
             telemetry=self.telemetry,
             clock=clock,
             drained=DrainedNodes.of(client, config.descheduler_state),
+            pods=self.pod_watch,  # for the warm taint (app/annotator/warm_taints.py)
         )
         target = config.workload_usage
         self.workload_usage = (

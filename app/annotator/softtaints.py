@@ -31,7 +31,6 @@ leadership, so that turning soft taints off is a restart of the annotator.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,6 +38,7 @@ from dataclasses import dataclass, field
 
 from app.annotator.drained import DrainedNodes
 from app.annotator.telemetry import AnnotatorMetrics
+from app.annotator.warm_taints import PodSource, WarmTaintKeeper, write_taints
 from app.kube import NodeInfo, PatchOutcome, TaintWriter
 from app.load import (
     SOFT_TAINT_EFFECT,
@@ -64,8 +64,6 @@ log = logging.getLogger(__name__)
 _Shape = tuple[Resources, tuple[tuple[str, float], ...]]
 
 SOFT_TAINT = Taint(SOFT_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
-# Writes in flight at once: a round changes few nodes, each a read and a write.
-WRITE_CONCURRENCY = 8
 
 
 def carries_soft_taint(node: NodeInfo) -> bool:
@@ -89,8 +87,13 @@ class SoftTaintKeeper:
         telemetry: AnnotatorMetrics,
         clock: Callable[[], float] = time.time,
         drained: DrainedNodes | None = None,
+        pods: PodSource | None = None,
     ) -> None:
+        """``pods``: the pod watch, whose pods' requests the warm taint reads (after
+        each round of the hot one, ``WarmTaintKeeper``); None: no warm taint."""
         self.settings = settings
+        self._pods = pods
+        self.warm = WarmTaintKeeper(writer, telemetry=telemetry, clock=clock)
         self._drained = drained or DrainedNodes()
         self._writer = writer
         self._telemetry = telemetry
@@ -103,6 +106,7 @@ class SoftTaintKeeper:
         """Leadership lost: whoever leads next judges from the cluster, not from us."""
         self._warm_at_s.clear()
         self._removing.clear()
+        self.warm.forget()
 
     def previous(self, nodes: Mapping[str, NodeInfo], now_s: float) -> dict[str, float]:
         """The memory the rule gets this round: each node tainted now, with the last
@@ -226,6 +230,12 @@ class SoftTaintKeeper:
                     reason,
                 )
         self._warm_at_s = memory
+        if self._pods is not None and self._pods.synced:  # each node's requests are known
+            try:  # a failure of the second taint's round leaves the first one's intact
+                placed = self._pods.objects.values()
+                await self.warm.run_round(nodes, placed, policy, decided.tainted)
+            except Exception:
+                log.exception("a warm-taint round failed unexpectedly; retrying next round")
         self._telemetry.soft_tainted_nodes.set(len(memory))
         if report.added or report.removed or report.failed:
             log.info(
@@ -241,7 +251,9 @@ class SoftTaintKeeper:
         return report
 
     async def remove_all(self, nodes: Mapping[str, NodeInfo]) -> int:
-        """Take loadaware's taint off every node that carries it; returns how many."""
+        """Take loadaware's taints off every node that carries one; returns how many
+        nodes lost the hot one."""
+        await self.warm.remove_all(nodes)
         carrying = {name: False for name, info in nodes.items() if carries_soft_taint(info)}
         outcomes = await self._write(carrying)
         removed = sorted(n for n, o in outcomes.items() if o is PatchOutcome.WRITTEN)
@@ -261,21 +273,7 @@ class SoftTaintKeeper:
         return len(removed)
 
     async def _write(self, changes: Mapping[str, bool]) -> dict[str, PatchOutcome]:
-        gate = asyncio.Semaphore(WRITE_CONCURRENCY)
-        outcomes: dict[str, PatchOutcome] = {}
-
-        async def one(name: str, present: bool) -> None:
-            async with gate:
-                outcome = await self._writer.set_taint(name, SOFT_TAINT, present)
-            outcomes[name] = outcome
-            self._telemetry.patches.labels("soft_taint", outcome.value).inc()
-            if outcome.is_error:
-                self._telemetry.patch_errors.labels("soft_taint", outcome.value).inc()
-
-        async with asyncio.TaskGroup() as group:
-            for name, present in changes.items():
-                group.create_task(one(name, present))
-        return outcomes
+        return await write_taints(self._writer, SOFT_TAINT, changes, self._telemetry)
 
 
 def limits_any(policy: Policy) -> bool:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from app.load.prioritize import *  # noqa: F403
     from app.load.taints import *  # noqa: F403
     from app.load.verdict import *  # noqa: F403
+    from app.load.warm_taint import *  # noqa: F403
 
 # Each name loaded on first use, with its module (PEP 562).
 __getattr__ = load_modules_on_use(
@@ -35,6 +36,7 @@ __getattr__ = load_modules_on_use(
         "taints",
         "verdict",
         "prioritize",
+        "warm_taint",
     ),
     globals(),
 )

@@ -367,6 +367,7 @@ class ClassSide:
                 base.extender_weight,
                 np.random.default_rng([scenario.seed, 2, list(self.filters).index(name)]),
                 soft_tainted=base.soft_tainted,
+                soft_warm=base.soft_warm,
                 estimate_filters=True,  # a class's pod never takes a node past its limits
                 yielding=self.yielding.get(name),
             )

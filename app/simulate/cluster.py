@@ -373,6 +373,7 @@ class SimulatedCluster:
                 state.node_names,
                 estimate=self.estimate,
                 node_labels=state.scenario.node_labels,  # for node pools
+                requests=state.requests,
                 allocatable=[
                     Resources(float(cpu), float(memory))
                     for cpu, memory in zip(
@@ -390,6 +391,7 @@ class SimulatedCluster:
             np.random.default_rng([scenario.seed, 1]),
             scenario.crane.plugin_weight if plan.crane else 0,
             self.soft_taints.tainted if self.soft_taints is not None else None,
+            soft_warm=self.soft_taints.warm.tainted if self.soft_taints is not None else None,
         )
         self.descheduler_interval_s = scenario.descheduler_config().interval
         self.autoscaler = (plan.make_autoscaler or FixedNodes)(state)
@@ -480,3 +482,4 @@ class SimulatedCluster:
             state.workload_usage.account(load.cpu_got, memory, binding.bound, step_s)
         self.classes.account(binding, cpu, memory, load.cpu_got, t_s, step_s)
         state.pipeline.account(load.cpu_seen, load.mem_seen, step_s)
+

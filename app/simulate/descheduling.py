@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
+from app.load import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE, WARM_TAINT_KEY
 from app.objects import (
     EvictionRecord,
     LabelSelector,
@@ -87,7 +87,14 @@ TEMPLATE_HASH = "sim"
 RATE_WINDOW_S = 5 * 60.0
 # The taint the simulated annotator keeps (``soft_taints``), as the Node carries it.
 SOFT_TAINT = Taint(SOFT_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
-_SOFT_TAINTED = (SOFT_TAINT,)  # a tainted node's taints
+WARM_TAINT = Taint(WARM_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
+# A node's taints by its code: 1 for the hot taint, 2 for the warm one (both: 3).
+_TAINTS_OF: tuple[tuple[Taint, ...], ...] = (
+    (),
+    (SOFT_TAINT,),
+    (WARM_TAINT,),
+    (SOFT_TAINT, WARM_TAINT),
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -129,7 +136,7 @@ class PlannerRebalancer:
         self._generation = np.zeros(cluster.usage.slots, dtype=np.int64)
         # The view, kept up to date between rounds rather than rebuilt:
         self._nodes: dict[str, NodeInfo] = {}
-        self._node_tainted = np.zeros(len(cluster.node_names), dtype=np.bool_)
+        self._node_tainted = np.zeros(len(cluster.node_names), dtype=np.int64)
         self._pods: dict[str, PodInfo] = {}
         self._key_of: dict[int, str] = {}  # bound slot -> its pod's key
         self._slot_of: dict[str, int] = {}
@@ -209,7 +216,7 @@ class PlannerRebalancer:
         annotations need no new ``NodeInfo``."""
         cluster = self._cluster
         soft_taints = self._soft_taints
-        tainted = soft_taints.tainted if soft_taints is not None else self._node_tainted
+        tainted = soft_taints.codes() if soft_taints is not None else self._node_tainted
         changed: Iterable[int]
         if self._nodes:
             changed = np.flatnonzero(tainted != self._node_tainted).tolist()
@@ -224,7 +231,7 @@ class PlannerRebalancer:
                 _Annotations(pipeline, i, self._node_annotations[i]),
                 internal_ip=None,
                 labels=self._node_labels[i],
-                taints=_SOFT_TAINTED if is_tainted[i] else (),
+                taints=_TAINTS_OF[is_tainted[i]],
                 allocatable=allocatable[i],
             )
         self._node_tainted = tainted.copy()

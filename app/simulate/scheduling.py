@@ -538,6 +538,9 @@ class Scheduler:
     # Per node, whether it carries loadaware's PreferNoSchedule taint (the annotator's
     # soft taints); None: no node is ever tainted, TaintToleration adds the same to all.
     soft_tainted: BoolArray | None = None
+    # Per node, whether it carries loadaware's second taint, ``loadaware.io/warm``
+    # (``app.load.warm_taint``): TaintToleration counts it beside the hot one.
+    soft_warm: BoolArray | None = None
     # A class's scheduler (``app/simulate/classes.py``): the load filter passes a node only
     # where the pod's own estimate fits its room under the limits (``app.load.has_room``),
     # so a pod never takes a node past its class's limits; a policy of no class judges
@@ -589,7 +592,10 @@ class Scheduler:
         scores = self.requests.scores(pod)
         # With no node tainted TaintToleration gives every feasible node the same 100,
         # which changes neither the choice nor ``taint_steered``: left out, it costs nothing.
-        tainted = self.soft_tainted is not None and bool(np.count_nonzero(self.soft_tainted))
+        tainted = any(
+            marks is not None and bool(np.count_nonzero(marks))
+            for marks in (self.soft_tainted, self.soft_warm)
+        )
         # The spread score moves with every binding of the workload, and its
         # normalization with the fewest and the most: made afresh for each pod.
         spreads = self.requests.spread is not None and self.requests.spread.applies(workload)
@@ -622,8 +628,12 @@ class Scheduler:
         made them this pod's alone."""
         toleration: IntArray | None = None
         if tainted:
-            assert self.soft_tainted is not None
-            untolerated = self.soft_tainted.astype(np.int64)  # scenario pods tolerate none
+            # Scenario pods tolerate neither taint.
+            untolerated = np.zeros(len(feasible), dtype=np.int64)
+            if self.soft_tainted is not None:
+                untolerated += self.soft_tainted
+            if self.soft_warm is not None:
+                untolerated += self.soft_warm
             toleration = taint_toleration_scores(untolerated, feasible)
             if toleration[feasible].min(initial=MAX_NODE_SCORE) < MAX_NODE_SCORE and (
                 toleration.max() == MAX_NODE_SCORE

@@ -55,17 +55,20 @@ from app.load import (
     PlacedPod,
     SoftTaints,
     SoftTaintSettings,
+    WarmTaintSettings,
     decide_soft_taints,
     judge_measured,
     measure,
     next_pod,
+    warm_metrics,
     wave_of,
 )
 from app.objects import Resources
 from app.policy import Policy
 from app.simulate.drained import SimulatedDrainedNodes
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
-from app.simulate.scheduling import UnsampledUsage
+from app.simulate.scheduling import NodeRequests, UnsampledUsage
+from app.simulate.warm_taints import SimulatedWarmTaints
 
 SCREEN_SLACK = 1e-4
 # What ``next_pod`` reads of a pod of the wave: all but when it was bound.
@@ -148,6 +151,8 @@ class SimulatedSoftTaints:
         estimate: UnsampledUsage | None = None,
         allocatable: Sequence[Resources] = (),
         node_labels: Sequence[Mapping[str, str]] = (),
+        requests: NodeRequests | None = None,
+        warm_settings: WarmTaintSettings | None = None,
     ) -> None:
         """``allocatable``, per node, is what the next pod of a wave is a fraction of;
         without it (or without ``estimate``) the rule does not look ahead.
@@ -174,6 +179,14 @@ class SimulatedSoftTaints:
         self.tainted: npt.NDArray[np.bool_] = np.zeros(len(node_names), dtype=np.bool_)
         self._warm_at_s: dict[str, float] = {}
         self.rounds: list[TaintRound] = []
+        # The warm taint (app/load/warm_taint.py), from the nodes' requests and readings.
+        self.warm = SimulatedWarmTaints(
+            requests,
+            pipeline,
+            self._limits,
+            warm_metrics(policy),
+            warm_settings or WarmTaintSettings(),
+        )
         self.heats: dict[str, NodeHeat] = {}  # what the last sync judged, per node read
         # Nodes of the same allocatable (and limits: a node pool's) take the same next
         # pod: judged once per kind.
@@ -239,7 +252,12 @@ class SimulatedSoftTaints:
                 self.tainted[[self._index[name] for name in tainted]] = True
             self._applied = decision.decisions
         self.rounds.append(TaintRound(t_s, decision))
+        self.warm.sync(now_s, self.tainted)
         return decision
+
+    def codes(self) -> npt.NDArray[np.int64]:
+        """Per node, 1 for the hot taint, 2 for the warm one, 3 for both, 0 for none."""
+        return self.tainted + 2 * self.warm.tainted.astype(np.int64)
 
     def _decide(self, heats: dict[str, NodeHeat], now_s: float) -> SoftTaints:
         """``decide_soft_taints``, or the last round's decision where it cannot differ

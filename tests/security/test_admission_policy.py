@@ -18,6 +18,7 @@ import yaml
 
 from app.load.samples import HOT_VALUE_KEY
 from app.load.taints import SOFT_TAINT_EFFECT, SOFT_TAINT_KEY, SOFT_TAINT_VALUE
+from app.load.warm_taint import WARM_TAINT_KEY
 from app.policy import class_usage_key, usage_metric
 from tests.deploy.manifests import DEPLOY, Obj, named, render
 
@@ -125,6 +126,7 @@ def bare_node() -> Obj:
 
 
 SOFT = {"key": SOFT_TAINT_KEY, "value": SOFT_TAINT_VALUE, "effect": SOFT_TAINT_EFFECT}
+WARM = {"key": WARM_TAINT_KEY, "value": SOFT_TAINT_VALUE, "effect": SOFT_TAINT_EFFECT}
 GPU = {"key": "example.com/gpu", "value": "a100", "effect": "NoSchedule"}
 
 
@@ -169,6 +171,13 @@ ALLOWED: list[tuple[str, Callable[[], Obj], Obj]] = [
     ("the soft taint on a node without spec", bare_node, changed(
         lambda n: n.update(spec={"taints": [SOFT]}), bare_node
     )),
+    ("the warm taint added", node, changed(lambda n: n["spec"].update(taints=[WARM]))),
+    ("the warm taint beside the soft one", soft_tainted, changed(
+        lambda n: n["spec"]["taints"].append(WARM), soft_tainted
+    )),
+    ("the warm taint removed", lambda: changed(
+        lambda n: n["spec"].update(taints=[GPU, WARM])
+    ), changed(lambda n: n["spec"].update(taints=[GPU]))),
 ]
 
 DENIED: list[tuple[str, Obj, str]] = [
@@ -205,6 +214,10 @@ DENIED: list[tuple[str, Obj, str]] = [
         lambda n: n["spec"].update(taints=[{**SOFT, "value": "false"}])
     ), "only as"),
     ("the soft taint twice", changed(lambda n: n["spec"].update(taints=[SOFT, SOFT])), "only as"),
+    ("the warm taint as NoSchedule", changed(
+        lambda n: n["spec"].update(taints=[{**WARM, "effect": "NoSchedule"}])
+    ), "only as loadaware.io/warm=true:PreferNoSchedule"),
+    ("the warm taint twice", changed(lambda n: n["spec"].update(taints=[WARM, WARM])), "only as"),
     ("cordoned", changed(lambda n: n["spec"].update(unschedulable=True)), "spec"),
     ("cordoned with the soft taint", changed(
         lambda n: n["spec"].update(unschedulable=True, taints=[SOFT])
@@ -295,6 +308,10 @@ FAKED_LOAD: list[tuple[str, Callable[[], Obj | None], Obj]] = [
     ("registered with a usage", lambda: None, node()),
     ("the soft taint added", node, changed(lambda n: n["spec"].update(taints=[SOFT]))),
     ("the soft taint removed", soft_tainted, tainted()),
+    ("the warm taint added", node, changed(lambda n: n["spec"].update(taints=[WARM]))),
+    ("registered with the warm taint", lambda: None, changed(
+        lambda n: n.update(spec={"taints": [WARM]}), bare_node
+    )),
     ("registered with the soft taint", lambda: None, changed(
         lambda n: n.update(spec={"taints": [SOFT]}), bare_node
     )),

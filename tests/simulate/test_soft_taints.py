@@ -79,6 +79,20 @@ def test_a_tainted_node_is_never_forbidden() -> None:
     assert placed == [8, 8, 8]
 
 
+def test_the_warm_taint_makes_a_node_the_second_choice_and_a_hot_one_still_the_last() -> None:
+    """Node 0 hot (both taints, as while a node is warm), node 1 warm, node 2 neither:
+    TaintToleration scores 0, 50 and 100, so the pods fill node 2 first, then node 1,
+    and node 0 only when nothing else fits."""
+    step = scheduler([True, False, False], cpu=4.0)
+    step.soft_warm = np.array([True, True, False])
+    placed = place(step, 8, PodShape(0.5, 0.5 * GiB))
+    assert placed == [0, 0, 8]
+    placed = place(step, 8, PodShape(0.5, 0.5 * GiB))
+    assert placed == [0, 8, 0]
+    placed = place(step, 8, PodShape(0.5, 0.5 * GiB))
+    assert placed == [8, 0, 0]
+
+
 def busy_and_scaled_up(**overrides: Any) -> dict[str, Any]:
     """10 nodes of 8 CPU (3 may be tainted); two carry a background job at 6 CPU from the
     start (75 %, above the 65 % limit), that requests as little as the service scaled
