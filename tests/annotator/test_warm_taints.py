@@ -64,13 +64,13 @@ def test_the_nodes_far_ahead_of_their_requests_get_the_warm_taint_and_lose_it_wh
             annotator = the_annotator(fake_kube, client, static_prom, SETTINGS, clock)
             async with running(annotator):
                 assert await eventually(lambda: warm_nodes(fake_kube) == set(BATCH))
-                rounds = annotator.soft_taint_rounds
-                assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + 3)
+                rounds = annotator.loops.soft_taint_rounds
+                assert await eventually(lambda: annotator.loops.soft_taint_rounds >= rounds + 3)
                 assert warm_nodes(fake_kube) == set(BATCH)  # no flapping, no other node
                 assert all(OURS not in taints(fake_kube, n) for n in BATCH)  # none is hot
                 set_cpu(fake_kube, "batch-0", cpu(0.30))  # cooled: held for a while
-                rounds = annotator.soft_taint_rounds
-                assert await eventually(lambda: annotator.soft_taint_rounds >= rounds + 3)
+                rounds = annotator.loops.soft_taint_rounds
+                assert await eventually(lambda: annotator.loops.soft_taint_rounds >= rounds + 3)
                 assert WARM in taints(fake_kube, "batch-0")
                 for name in [*SERVICES, *BATCH]:  # the readings must stay fresh
                     usage = 0.46 if name in BATCH[1:] else 0.30
