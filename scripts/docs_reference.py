@@ -491,7 +491,8 @@ def descheduler_config_section() -> list[str]:
         "pod of such a Node (`opted_out`), as Karpenter leaves them |",
         f"| `{PREFER_NO_EVICTION_ANNOTATION}` (any value) | pod | evicted only when nothing "
         "else on its node reaches targetThresholds; ignored on a pod that uses more than it "
-        "requests of the resource its node is hot on |",
+        "requests of the resource its node is hot on; a consolidation drain, which empties "
+        "its node, moves it as any other pod |",
         f"| `{DELETION_COST_ANNOTATION}` | pod | a higher cost goes later among pods of "
         "equal priority and QoS; ignored like prefer-no-eviction |",
         f"| `{EVICT_ANNOTATION}` (any value) | pod | evictable past the soft protections "

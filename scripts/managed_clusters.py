@@ -4,6 +4,7 @@ beside the extender, on the scenarios where hot spots grow after placement.
     .venv/bin/python scripts/managed_clusters.py                 # seeds 1-20, a table
     .venv/bin/python scripts/managed_clusters.py --seeds 1-3 --json
     .venv/bin/python scripts/managed_clusters.py --everywhere  # every built-in and fixture
+    .venv/bin/python scripts/managed_clusters.py --everywhere --jobs 2  # two processes
 
 Per scenario and seed: node-minutes above the limits (CPU + memory), harm (throttled
 CPU-minutes + OOM events), pending pod-minutes, evictions and those that bought nothing
@@ -20,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,6 +85,29 @@ def everywhere() -> list[str]:
     return [*builtin_names(), *(str(path) for path in sorted(FIXTURES.glob("*.yaml")))]
 
 
+def measure(name: str, seed: int) -> dict[str, Summary]:
+    """Every policy of ``POLICIES`` on one scenario and seed."""
+    scenario = load_scenario(name).model_copy(update={"seed": seed})
+    return {
+        policy: summarise(SimulatedCluster(scenario, plan_for(policy)).simulate())
+        for policy in POLICIES
+    }
+
+
+def measured(
+    pairs: list[tuple[str, int]], jobs: int = 1
+) -> Iterator[tuple[str, int, dict[str, Summary]]]:
+    """``measure`` over (scenario, seed) pairs, in their order, on ``jobs`` processes
+    (each run is deterministic in its seed: the numbers do not depend on ``jobs``)."""
+    if jobs <= 1:
+        for name, seed in pairs:
+            yield name, seed, measure(name, seed)
+        return
+    names, seeds = [name for name, _ in pairs], [seed for _, seed in pairs]
+    with ProcessPoolExecutor(min(jobs, len(pairs) or 1)) as pool:
+        yield from zip(names, seeds, pool.map(measure, names, seeds), strict=True)
+
+
 def seeds_of(text: str) -> list[int]:
     first, _, last = text.partition("-")
     return list(range(int(first), int(last or first) + 1))
@@ -95,51 +121,49 @@ def main() -> int:
         "--everywhere", action="store_true", help="every built-in scenario and every fixture"
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="processes over (scenario, seed) pairs (default 1)"
+    )
     args = parser.parse_args()
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     names = everywhere() if args.everywhere else args.scenarios.split(",")
+    pairs = [(name, seed) for name in names for seed in seeds_of(args.seeds)]
     rows, failures = [], 0
     print("| scenario | seed | " + " | ".join(POLICIES) + " | checks |", flush=True)
     print("|---|---|" + "---|" * len(POLICIES) + "---|", flush=True)
-    for name in names:
-        for seed in seeds_of(args.seeds):
-            scenario = load_scenario(name).model_copy(update={"seed": seed})
-            by_policy = {}
-            for policy in POLICIES:
-                by_policy[policy] = summarise(
-                    SimulatedCluster(scenario, plan_for(policy)).simulate()
-                )
-            failed = managed_checks(by_policy)
-            failures += bool(failed)
-            twice = by_policy["default+taints+desched"].pods_evicted_repeatedly
-            notes = (
-                [*failed, f"({twice} pods evicted twice beside soft taints)"] if twice else failed
-            )
-            cells = [
-                f"{above(s):.0f} / {harm(s):.1f} / {s.evictions} ({s.evictions_bought_nothing})"
-                for s in by_policy.values()
-            ]
-            short = Path(name).stem
-            print(
-                f"| {short} | {seed} | " + " | ".join(cells) + f" | {'; '.join(notes) or 'ok'} |",
-                flush=True,
-            )
-            rows.append(
-                {
-                    "scenario": short,
-                    "seed": seed,
-                    "failed": failed,
-                    "policies": {
-                        p: {
-                            "above": above(s),
-                            "harm": harm(s),
-                            "pending": s.pending_pod_minutes,
-                            "evictions": s.evictions,
-                            "bought_nothing": s.evictions_bought_nothing,
-                        }
-                        for p, s in by_policy.items()
-                    },
-                }
-            )
+    for name, seed, by_policy in measured(pairs, args.jobs):
+        failed = managed_checks(by_policy)
+        failures += bool(failed)
+        twice = by_policy["default+taints+desched"].pods_evicted_repeatedly
+        notes = [*failed, f"({twice} pods evicted twice beside soft taints)"] if twice else failed
+        cells = [
+            f"{above(s):.0f} / {harm(s):.1f} / {s.evictions} ({s.evictions_bought_nothing})"
+            for s in by_policy.values()
+        ]
+        short = Path(name).stem
+        print(
+            f"| {short} | {seed} | " + " | ".join(cells) + f" | {'; '.join(notes) or 'ok'} |",
+            flush=True,
+        )
+        rows.append(
+            {
+                "scenario": short,
+                "seed": seed,
+                "failed": failed,
+                "policies": {
+                    p: {
+                        "above": above(s),
+                        "harm": harm(s),
+                        "pending": s.pending_pod_minutes,
+                        "evictions": s.evictions,
+                        "bought_nothing": s.evictions_bought_nothing,
+                        "evicted_twice": s.pods_evicted_repeatedly,
+                    }
+                    for p, s in by_policy.items()
+                },
+            }
+        )
     print("\neach cell: node-minutes above the limits / harm / evictions (bought nothing)")
     if args.json:
         print(json.dumps(rows, indent=1))

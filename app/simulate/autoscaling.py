@@ -116,16 +116,14 @@ def settings_of(spec: AutoscalerSpec | None) -> AutoscalerSettings:
 
 
 def opted_out(annotations: dict[str, str]) -> bool:
-    return (
-        annotations.get(SAFE_TO_EVICT, "").lower() == "false"
-        or annotations.get(DO_NOT_DISRUPT, "").lower() == "true"
-    )
+    """The autoscalers read their exact values ("false", "true"), as the descheduler's
+    planner does (``app/rebalance/victims.py``): a "False" keeps a pod from neither."""
+    return annotations.get(SAFE_TO_EVICT) == "false" or annotations.get(DO_NOT_DISRUPT) == "true"
 
 
 def node_scale_down_disabled(annotations: dict[str, str]) -> bool:
     return (
-        annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true"
-        or annotations.get(DO_NOT_DISRUPT, "").lower() == "true"
+        annotations.get(SCALE_DOWN_DISABLED) == "true" or annotations.get(DO_NOT_DISRUPT) == "true"
     )
 
 

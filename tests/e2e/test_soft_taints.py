@@ -349,7 +349,10 @@ def test_many_small_pods_grown_hot_after_placement_are_cooled_beside_the_stock_s
                 wait_until(lambda: len(web_pods(client, namespace)) == 8, 60, "replaced")
             cluster.kubelet_mark_ready(namespace)
             after = web_pods(client, namespace)
-            replaced.update({name: after[name] for name in set(after) - before})
+            landed = {name: after[name] for name in set(after) - before}
+            # Every replacement on a node without the soft taint as it landed.
+            assert not any(soft_tainted(client, node) for node in set(landed.values())), landed
+            replaced.update(landed)
             assert soft_tainted(client, "hot")
     assert rounds_to_cool is not None, (evicted, replaced)
     assert 2 <= rounds_to_cool <= 3  # two pods a run: more than one round, at most three

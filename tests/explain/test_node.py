@@ -138,6 +138,37 @@ def test_a_node_that_opts_out_says_so_and_moves_nothing() -> None:
         "karpenter.sh/do-not-disrupt")
 
 
+
+def test_explain_names_each_pod_an_autoscaler_opt_out_keeps_and_why() -> None:
+    """Issue 40: a pod's opt-out is the plan's skip, and ``explain node`` says which
+    annotation kept it, in text and JSON; the pods beside it still move."""
+    kept = {
+        "default/web-1": ("cluster-autoscaler.kubernetes.io/safe-to-evict", "false"),
+        "default/web-2": ("karpenter.sh/do-not-disrupt", "true"),
+    }
+    pods = [
+        pod("web-1", "hot", cpu=1.0, annotations=dict([kept["default/web-1"]])),
+        pod("web-2", "hot", cpu=1.0, annotations=dict([kept["default/web-2"]])),
+        pod("web-3", "hot", cpu=1.0),
+        pod("web-4", "hot", cpu=1.0),
+    ]
+    explanation = explain_node("hot", cluster(NODES, pods), config(), POLICY, NOW, {})
+    assert explanation.moved_off
+    assert not {e.pod.key for e in explanation.moved_off} & set(kept)
+    opted = {s.pod_key: s.reason for s in explanation.skipped if s.code is SkipCode.OPTED_OUT}
+    assert set(opted) == set(kept)
+    text = render_node(explanation, [])
+    for key, (annotation, value) in kept.items():
+        assert f'{annotation}: "{value}" on the pod' in opted[key]
+        line = next(line for line in text.splitlines() if line.startswith(key))
+        assert "opted_out" in line
+        assert annotation in line
+    document = json.loads(json.dumps(node_json(explanation, [])))
+    skipped = {s["pod"]: (s["code"], s["reason"]) for s in document["wouldSkip"]}
+    assert {key: skipped[key][0] for key in kept} == dict.fromkeys(kept, "opted_out")
+    assert document["wouldMove"]
+
+
 # -- consolidation (issue 43): which nodes it would drain, why, and where each pod goes --
 
 IDLE_NODES = [node("idle", 0.05, 0.1), node("used-a", 0.35, 0.2), node("used-b", 0.35, 0.2)]

@@ -76,6 +76,17 @@ def test_one_pod_that_opted_out_keeps_the_whole_node(annotations: dict[str, str]
     assert result.notes[-1] == "consolidation: no underused node can be freed safely"
 
 
+
+def test_prefer_no_eviction_does_not_keep_a_node_a_drain_empties() -> None:
+    """The hint orders a hot node's victims; a drain takes every pod of its node, so the
+    hinted pod moves with the others (docs/reference.md), as it would when the
+    autoscaler removed the node."""
+    shy = {"descheduler.alpha.kubernetes.io/prefer-no-eviction": "true"}
+    nodes, pods = idle_and_used(annotations=shy)
+    result = plan_consolidation(cluster(nodes, pods), consolidating(), POLICY, NOW)
+    assert [drain.node for drain in result.drains] == ["idle"]
+    assert {e.pod.name for e in result.evictions} == {"small-1", "small-2"}
+
 @pytest.mark.parametrize(
     "annotation", [{SCALE_DOWN_DISABLED: "true"}, {DO_NOT_DISRUPT: "true"}]
 )

@@ -141,6 +141,25 @@ def test_a_pod_that_opted_out_keeps_its_node(annotations: dict[str, str]) -> Non
     assert run.evictions == []
 
 
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {"cluster-autoscaler.kubernetes.io/safe-to-evict": "False"},
+        {"karpenter.sh/do-not-disrupt": "TRUE"},
+    ],
+)
+def test_only_the_autoscalers_exact_opt_out_values_keep_a_node(
+    annotations: dict[str, str],
+) -> None:
+    """cluster-autoscaler reads exactly "false", Karpenter exactly "true", as the
+    planner does: the simulated autoscaler removes the node as without them."""
+    plain = simulate(scenario()).state.run
+    document = scenario()
+    document["workloads"][0]["annotations"] = annotations
+    run = simulate(document).state.run
+    assert run.nodes_up[-1] == plain.nodes_up[-1] < 4
+
+
 def test_a_node_with_scale_down_disabled_is_never_removed() -> None:
     nodes = [
         {

@@ -259,6 +259,37 @@ def test_a_scenario_s_opt_outs_keep_its_pods_in_the_replay(
     assert _opted_out(cluster) > 0
 
 
+
+def test_a_scenario_s_prefer_no_eviction_sends_its_pods_last_in_the_replay() -> None:
+    """The hot spot with two alike services within their requests (the drifting pod's
+    growth within its own, so that no pod is a cause the hints are ignored for):
+    without the hint the planner takes an ``api`` pod first (the key order breaks the
+    tie); with ``prefer-no-eviction`` on ``api`` the ``web`` pods reach the target and
+    no ``api`` pod moves."""
+
+    def evicted(prefer: bool) -> list[str]:
+        document = hot_spot(maxUnavailablePerWorkload="100%", maxMigratingPerWorkload=10,
+                            workloadCooldown="0s")  # fmt: skip
+        web, drift = document["workloads"]
+        web = {**web, "replicas": 12, "requests": {"cpu": "1", "memory": "1Gi"},
+               "pdb": {"maxUnavailable": 4}}  # fmt: skip
+        api = {**web, "name": "api", "replicas": 4}
+        if prefer:
+            api["annotations"] = {"descheduler.alpha.kubernetes.io/prefer-no-eviction": "true"}
+        drift = {**drift, "requests": {"cpu": "9", "memory": "1Gi"}}
+        document["workloads"] = [api, web, drift]
+        cluster, run_ = run(document, "loadaware+desched")
+        assert isinstance(cluster.rebalancer, PlannerRebalancer)
+        plans = cluster.rebalancer.plans
+        names = [e.pod.name.split("-")[0] for r in plans for e in r.plan.evictions]
+        assert len(names) == len(run_.evictions)
+        return names
+
+    assert evicted(prefer=False)[0] == "api"
+    shy = evicted(prefer=True)
+    assert shy
+    assert set(shy) == {"web"}
+
 def test_a_single_replica_burner_gets_no_neighbour_evicted_in_the_replay() -> None:
     """Issue 42, point 3, replayed: a single-replica burner (1m requested, 5 cores used)
     heats a node shared with web pods that use what they request. Before the fix the

@@ -103,3 +103,11 @@ def test_beside_soft_taints_the_descheduler_adds_no_harm_beside_a_batch_wave(see
     assert with_it.pending_pod_minutes <= without.pending_pod_minutes
     assert with_it.evictions_bought_nothing == 0
     assert with_it.pods_evicted_repeatedly == 0
+
+
+def test_the_script_on_two_processes_gives_the_same_rows_in_the_same_order() -> None:
+    pairs = [("small-pods-hot-spot", 2), ("small-pods-hot-spot", 1)]
+    serial = list(script.measured(pairs))
+    pooled = list(script.measured(pairs, jobs=2))
+    assert [(name, seed) for name, seed, _ in pooled] == pairs
+    assert pooled == serial
