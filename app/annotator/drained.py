@@ -15,15 +15,18 @@ drained node loses its taint as it did without the hold.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from app.annotator.settings import DeschedulerState
 from app.kube import KubeClient, NodeInfo, StateStore
 from app.load import (
     DRAINED_WINDOW_S,
+    Measured,
     Measurement,
+    guard_landings,
     hold_drained,
     largest_left,
+    largest_moved,
     measure,
     recent_evictions,
 )
@@ -68,23 +71,32 @@ class DrainedNodes:
         if not self._evicted:
             self._held = set()
             return dict(warm_at_s)
-
-        def measured(name: str) -> tuple[Measurement, Policy, Resources] | None:
-            info = nodes.get(name)
-            if info is None:
-                return None
-            judged_by = policy
-            if policy.node_pools:  # the node's pool's limits (app/policy/pools.py)
-                judged_by = policy.node_pools.match(info.labels).judged_by
-            return measure(info.annotations, judged_by, now_s), judged_by, info.allocatable
-
         largest = largest_left(self._evicted.values())
         why: dict[str, str] = {}
+        measured = _measured(nodes, policy, now_s)
         held = hold_drained(warm_at_s, largest, measured, now_s, release_margin, why)
         for name in sorted(why.keys() - self._held):
             log.info("soft taint kept on node %s, drained by the descheduler: %s", name, why[name])
         self._held = set(why)
         return held
+
+    def guard(
+        self,
+        untainted: Sequence[str],
+        nodes: Mapping[str, NodeInfo],
+        policy: Policy,
+        now_s: float,
+        release_margin: float,
+        room: int,
+    ) -> dict[str, str]:
+        """Of the ``untainted`` nodes, those the guard ahead of the replacements taints
+        this round (``guard_landings`` over the evictions ``hold`` last read, at most
+        ``room``), each with why."""
+        why: dict[str, str] = {}
+        moved = largest_moved(self._evicted.values(), now_s)
+        measured = _measured(nodes, policy, now_s)
+        guard_landings(moved, untainted, measured, release_margin, room, why)
+        return why
 
     async def _read(self, now_s: float) -> tuple[EvictionRecord, ...]:
         """What the descheduler recorded, if a read is due (else nothing new)."""
@@ -109,3 +121,19 @@ class DrainedNodes:
             log.info("reading the descheduler's evictions from %s again", self._store.where)
         self._failing = False
         return tuple(saved_state.evictions.values())
+
+
+def _measured(nodes: Mapping[str, NodeInfo], policy: Policy, now_s: float) -> Measured:
+    """Each node's Measurement now, the policy that judges it (its pool's, if any) and
+    its allocatable; None for a node not in ``nodes``."""
+
+    def measured(name: str) -> tuple[Measurement, Policy, Resources] | None:
+        info = nodes.get(name)
+        if info is None:
+            return None
+        judged_by = policy
+        if policy.node_pools:  # the node's pool's limits (app/policy/pools.py)
+            judged_by = policy.node_pools.match(info.labels).judged_by
+        return measure(info.annotations, judged_by, now_s), judged_by, info.allocatable
+
+    return measured
