@@ -10,17 +10,24 @@ descheduler writes once per run, every few minutes) and keeps what it read for
 a failed read (no permission, the API unreachable, a document that is not a state
 document) is said once and leaves the hold to what was read before: at worst a
 drained node loses its taint as it did without the hold.
+
+The guard ahead of the replacements (``app.load.landing_guard``) reads the same
+evictions, and the pods bound within ``GUARD_WINDOW_S`` with their workload, as the pod
+watch sees them (``bound``, from ``BindingObserver``): it stands down while one of them,
+bound within ``ARRIVAL_WINDOW_S``, is not a replacement (``other_arrivals``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Mapping, Sequence
 
 from app.annotator.settings import DeschedulerState
 from app.kube import KubeClient, NodeInfo, StateStore
 from app.load import (
     DRAINED_WINDOW_S,
+    GUARD_WINDOW_S,
     Measured,
     Measurement,
     guard_landings,
@@ -28,6 +35,7 @@ from app.load import (
     largest_left,
     largest_moved,
     measure,
+    other_arrivals,
     recent_evictions,
 )
 from app.objects import EvictionRecord, Resources
@@ -51,6 +59,8 @@ class DrainedNodes:
         self._failing = False
         self._evicted: dict[str, EvictionRecord] = {}  # by pod UID
         self._held: set[str] = set()  # nodes held last round (logged as they start)
+        self._bound: deque[tuple[float, str | None]] = deque()  # within GUARD_WINDOW_S
+        self._stood_down = False  # the guard stood down last round (logged as it starts)
 
     @classmethod
     def of(cls, client: KubeClient, state: DeschedulerState | None) -> DrainedNodes:
@@ -80,6 +90,12 @@ class DrainedNodes:
         self._held = set(why)
         return held
 
+    def bound(self, at_s: float, workload: str | None) -> None:
+        """A pod of ``workload`` (None: a bare pod) was seen bound at ``at_s``."""
+        self._bound.append((at_s, workload))
+        while self._bound and self._bound[0][0] < at_s - GUARD_WINDOW_S:
+            self._bound.popleft()
+
     def guard(
         self,
         untainted: Sequence[str],
@@ -87,15 +103,24 @@ class DrainedNodes:
         policy: Policy,
         now_s: float,
         release_margin: float,
-        room: int,
     ) -> dict[str, str]:
         """Of the ``untainted`` nodes, those the guard ahead of the replacements taints
-        this round (``guard_landings`` over the evictions ``hold`` last read, at most
-        ``room``), each with why."""
-        why: dict[str, str] = {}
+        this round (``guard_landings`` over the evictions ``hold`` last read), each with
+        why; none while a pod that is not a replacement was bound lately."""
         moved = largest_moved(self._evicted.values(), now_s)
+        if moved is None:
+            return {}
+        while self._bound and self._bound[0][0] < now_s - GUARD_WINDOW_S:
+            self._bound.popleft()
+        stood_down = other_arrivals(self._bound, self._evicted.values(), now_s)
+        if stood_down and not self._stood_down:
+            log.info("soft-taint guard stands down: a pod that is not a replacement was bound")
+        self._stood_down = stood_down
+        if stood_down:
+            return {}
+        why: dict[str, str] = {}
         measured = _measured(nodes, policy, now_s)
-        guard_landings(moved, untainted, measured, release_margin, room, why)
+        guard_landings(moved, untainted, measured, release_margin, len(nodes), why)
         return why
 
     async def _read(self, now_s: float) -> tuple[EvictionRecord, ...]:

@@ -19,10 +19,11 @@ loadaware's ``PreferNoSchedule`` taint; this keeps the cluster in step with it:
   over the descheduler's own record of its evictions);
 * after it decides, while the descheduler has evicted within ``GUARD_WINDOW_S``, a node
   the rule left untainted that the largest pod it moved would take above a lower line
-  is tainted for the round, while some node stays under it and the share cap holds
-  them with the rule's taints (``DrainedNodes.guard``: the
-  same ``guard_landings`` as the simulator's); it is not in the rule's memory, so a
-  node guarded no more loses the taint at the next round;
+  is tainted for the round, while some node stays under it, the guard takes at most
+  half the nodes and no pod that is not a replacement was bound in the last 10 minutes
+  (``DrainedNodes.guard``: the same ``guard_landings`` and ``other_arrivals`` as the
+  simulator's); it is not in the rule's memory, so a node guarded no more loses the
+  taint at the next round;
 * a node whose taint differs from the decision is written through ``TaintWriter``
   (read, change only loadaware's entry, write with the read ``resourceVersion``);
 * the memory lives only as long as this replica leads. A node found carrying the taint
@@ -193,8 +194,7 @@ class SoftTaintKeeper:
         decided = decide_soft_taints(heats, previous, now_s, self.settings)
         report = RoundReport(decided)
         untainted = [name for name, d in decided.decisions.items() if not d.tainted]
-        room = self.settings.cap(len(nodes)) - (len(decided.decisions) - len(untainted))
-        guarded = self._drained.guard(untainted, nodes, policy, now_s, margin, room)
+        guarded = self._drained.guard(untainted, nodes, policy, now_s, margin)
         changes = {}
         for name, decision in decided.decisions.items():
             wanted = decision.tainted or name in guarded

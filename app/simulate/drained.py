@@ -5,23 +5,37 @@ records, as the annotator reads them from its state ConfigMap, and the same
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from app.load import (
+    GUARD_WINDOW_S,
     Measurement,
     guard_landings,
     hold_drained,
     largest_left,
     largest_moved,
+    other_arrivals,
     recent_evictions,
 )
 from app.objects import EvictionRecord, Resources
 from app.policy import Policy
 
 __all__ = ["SimulatedDrainedNodes"]
+
+
+class _Placed(Protocol):
+    """A placement of the simulated cluster (``app.simulate.cluster.Placement``)."""
+
+    @property
+    def t_s(self) -> float: ...
+
+    @property
+    def slot(self) -> int: ...
 
 
 class SimulatedDrainedNodes:
@@ -39,6 +53,24 @@ class SimulatedDrainedNodes:
         self._allocatable = list(allocatable)
         self._policies = policies
         self.evictions: dict[str, EvictionRecord] = {}
+        # The bindings the guard's stand-down reads (``follow``): the cluster's
+        # placements, each slot's workload key, the clock's epoch; none: no stand-down.
+        self._placements: Sequence[_Placed] = ()
+        self._slot_workload: Callable[[int], str | None] = lambda _slot: None
+        self._epoch_s = 0.0
+        self._placements_seen = 0
+        self._bound: deque[tuple[float, str | None]] = deque()  # within GUARD_WINDOW_S
+
+    def follow(
+        self,
+        placements: Sequence[_Placed],
+        slot_workload: Callable[[int], str | None],
+        epoch_s: float,
+    ) -> None:
+        """Read the bindings from ``placements`` (appended to as pods are bound), as the
+        annotator's pod watch sees them: each with its pod's workload key."""
+        self._placements, self._slot_workload, self._epoch_s = placements, slot_workload, epoch_s
+        self._placements_seen = len(placements)
 
     def evicted(self, record: EvictionRecord) -> None:
         self.evictions[record.uid] = record
@@ -68,20 +100,28 @@ class SimulatedDrainedNodes:
         versions: npt.NDArray[np.int64],
         now_s: float,
         release_margin: float,
-        cap: int,
     ) -> list[int]:
-        """``guard_landings`` over the nodes not ``tainted``, within ``cap`` taints in all:
-        the indices of those guarded."""
+        """``guard_landings`` over the nodes not ``tainted``, unless a pod that is not a
+        replacement was bound lately (``other_arrivals``): the indices of those guarded."""
+        self._read_bindings(now_s)
         if not self.evictions or not self._allocatable:
             return []
         moved = largest_moved(self.evictions.values(), now_s)
-        if moved is None:
+        if moved is None or other_arrivals(self._bound, self.evictions.values(), now_s):
             return []
         untainted = [self._names[node] for node in np.flatnonzero(~tainted).tolist()]
         measured = self._measured(measurement, versions)
-        room = cap - int(np.count_nonzero(tainted))
-        guarded = guard_landings(moved, untainted, measured, release_margin, room)
+        guarded = guard_landings(moved, untainted, measured, release_margin, len(tainted))
         return sorted(self._index[name] for name in guarded)
+
+    def _read_bindings(self, now_s: float) -> None:
+        placements = self._placements
+        for placement in placements[self._placements_seen :]:
+            bound_at_s = self._epoch_s + placement.t_s
+            self._bound.append((bound_at_s, self._slot_workload(placement.slot)))
+        self._placements_seen = len(placements)
+        while self._bound and self._bound[0][0] < now_s - GUARD_WINDOW_S:
+            self._bound.popleft()
 
     def _measured(
         self, measurement: Callable[[int, int], Measurement], versions: npt.NDArray[np.int64]

@@ -245,7 +245,7 @@ class SimulatedSoftTaints:
             node_now = self._heats.measurement
             self._guarded = self.drained.guard(
                 self.tainted, lambda i, v: node_now(i, v, now_s)[4], self._pipeline.node_version,
-                now_s, self.settings.release_margin, self.settings.cap(len(self._names)),
+                now_s, self.settings.release_margin,
             )  # fmt: skip
             if self._guarded:
                 self.tainted[self._guarded] = True

@@ -6,15 +6,16 @@ the taint at the first round it is guarded no more (it is not the rule's memory)
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from app.annotator.bindings import BindingObserver, BindingWindows
 from app.annotator.drained import DrainedNodes
 from app.annotator.softtaints import SOFT_TAINT, SoftTaintKeeper
 from app.annotator.telemetry import AnnotatorMetrics
 from app.kube import NodeInfo
 from app.kube.patching import PatchOutcome
 from app.load import GUARD_WINDOW_S, SoftTaintSettings, format_usage
-from app.objects import EvictionRecord, Resources, Taint
+from app.objects import EvictionRecord, PodPlacement, Resources, Taint
 from app.policy import default_policy
 
 NOW_S = 1_700_000_000.0
@@ -92,3 +93,68 @@ def test_a_node_the_moved_pod_would_warm_is_tainted_while_the_guard_lasts() -> N
     clock[0] = NOW_S - 600 + GUARD_WINDOW_S + 1
     asyncio.run(keeper.run_round(nodes(cpu, {"b-0", "a-2"}, clock[0]), default_policy()))
     assert writer.changes == {"a-2": False}
+
+
+def keeper_over(store: Store, settings: SoftTaintSettings, writer: Writer) -> SoftTaintKeeper:
+    return SoftTaintKeeper(
+        writer,  # type: ignore[arg-type]
+        settings,
+        telemetry=AnnotatorMetrics(),
+        clock=lambda: NOW_S,
+        drained=DrainedNodes(store),  # type: ignore[arg-type]
+    )
+
+
+def test_the_guard_is_bounded_by_its_own_share_not_the_rules_cap() -> None:
+    # The rule's cap (max_share 0.25 of 4 nodes: one) is taken by b-0; the guard still
+    # taints a-2, within its own half of the cluster, while a-11 stays cool.
+    writer = Writer()
+    keeper = keeper_over(Store(), SoftTaintSettings(max_share=0.25), writer)
+    cpu = {"b-0": 0.70, "a-2": 0.38, "a-11": 0.33, "a-12": 0.30}
+    asyncio.run(keeper.run_round(nodes(cpu, set()), default_policy()))
+    assert writer.changes == {"b-0": True, "a-2": True}
+
+
+def test_a_pod_bound_that_is_no_replacement_stands_the_guard_down() -> None:
+    # The pod watch tells the guard of each binding (BindingObserver -> DrainedNodes.bound).
+    clock = [NOW_S - 300]
+    drained = DrainedNodes(Store())  # type: ignore[arg-type]
+    observer = BindingObserver(BindingWindows(()), lambda: clock[0], on_bound=drained.bound)
+    writer = Writer()
+    keeper = SoftTaintKeeper(
+        writer,  # type: ignore[arg-type]
+        SoftTaintSettings(),
+        telemetry=AnnotatorMetrics(),
+        clock=lambda: NOW_S,
+        drained=drained,
+    )
+    cpu = {"b-0": 0.70, "a-2": 0.38, "a-11": 0.33}
+
+    def bind(uid: str, workload: str | None) -> None:
+        pending = PodPlacement(uid, None, workload=workload)
+        observer.on_change(uid, pending, replace(pending, node_name="a-11"))
+
+    # feed's replacement (feed had a pod evicted 10 minutes ago): the guard goes on.
+    bind("u-feed-2", "shop/Deployment/feed")
+    asyncio.run(keeper.run_round(nodes(cpu, set()), default_policy()))
+    assert writer.changes == {"b-0": True, "a-2": True}
+    # A pod of another workload bound 5 minutes ago: the guard stands down, a-2's
+    # taint goes at once.
+    writer.changes.clear()
+    bind("u-web-1", "shop/Deployment/web")
+    asyncio.run(keeper.run_round(nodes(cpu, {"b-0", "a-2"}), default_policy()))
+    assert writer.changes == {"a-2": False}
+
+
+def test_a_tenant_cannot_taint_every_node_through_the_guard() -> None:
+    # docs/security.md: a tenant's pods, hot, make the descheduler evict a large pod;
+    # whatever the readings, the rule and the guard together leave a node untainted
+    # and the guard takes at most half of them.
+    for spread in range(6):
+        cpu = {f"n-{i}": min(0.95, 0.30 + 0.05 * spread + 0.04 * i) for i in range(8)}
+        writer = Writer()
+        keeper = keeper_over(Store(), SoftTaintSettings(max_share=1.0), writer)
+        report = asyncio.run(keeper.run_round(nodes(cpu, set()), default_policy()))
+        tainted = {name for name, present in writer.changes.items() if present}
+        assert tainted != set(cpu)
+        assert len(tainted - report.decided.tainted) <= len(cpu) // 2
