@@ -20,7 +20,7 @@ loadaware's ``PreferNoSchedule`` taint; this keeps the cluster in step with it:
 * after it decides, while the descheduler has evicted within ``GUARD_WINDOW_S``, a node
   the rule left untainted that the largest pod it moved would take above a lower line
   is tainted for the round, while some node stays under it, the guard takes at most
-  half the nodes and no pod that is not a replacement was bound in the last 10 minutes
+  three quarters of the nodes and no pod that is not a replacement was bound in the last 10 minutes
   (``DrainedNodes.guard``: the same ``guard_landings`` and ``other_arrivals`` as the
   simulator's); it is not in the rule's memory, so a node guarded no more loses the
   taint at the next round;

@@ -25,9 +25,12 @@ round. The guard is bounded by its own conditions, not by the rule's share cap
 bar on seeds 2, 6, 9 and 13, docs/tuning.md):
 
 * at least one node judged stays cool with the pod, untainted, for it to land on;
-* it taints at most ``GUARD_MAX_SHARE`` of the nodes (half): more, and it guards none,
-  so that whatever a tenant makes the descheduler move, the guard alone never steers
-  every pod onto a few nodes (docs/security.md);
+* it taints at most ``GUARD_MAX_SHARE`` of the nodes (three quarters): more, and it
+  guards none, so that whatever a tenant makes the descheduler move, the guard alone
+  leaves a quarter of the cluster to land on (docs/security.md). Half was too tight:
+  on two-peaks-two-groups seed 9 the guard wanted 21 of the 40 nodes at group b's
+  peak, stood down, and the seed went from 841 to 972 node-minutes above the limits;
+  three quarters gives every seed what the guard with no share gives;
 * it stands down while a pod that is not a replacement was bound within
   ``ARRIVAL_WINDOW_S`` (``other_arrivals``): a new pod (a wave, a scale-up) is steered
   by the taints too, and onto the few nodes left it made them hot (mixed-waves seeds
@@ -72,8 +75,8 @@ __all__ = [
 GUARD_WINDOW_S = 3600.0
 # How long a pod bound that is not a replacement holds the guard down (module doc).
 ARRIVAL_WINDOW_S = 600.0
-# The share of the nodes the guard may taint, at most (docs/security.md).
-GUARD_MAX_SHARE = 0.5
+# The share of the nodes the guard may taint, at most (module doc, docs/security.md).
+GUARD_MAX_SHARE = 0.75
 
 
 def largest_moved(

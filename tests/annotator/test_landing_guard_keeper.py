@@ -107,7 +107,7 @@ def keeper_over(store: Store, settings: SoftTaintSettings, writer: Writer) -> So
 
 def test_the_guard_is_bounded_by_its_own_share_not_the_rules_cap() -> None:
     # The rule's cap (max_share 0.25 of 4 nodes: one) is taken by b-0; the guard still
-    # taints a-2, within its own half of the cluster, while a-11 stays cool.
+    # taints a-2, within its own share of the cluster, while a-11 stays cool.
     writer = Writer()
     keeper = keeper_over(Store(), SoftTaintSettings(max_share=0.25), writer)
     cpu = {"b-0": 0.70, "a-2": 0.38, "a-11": 0.33, "a-12": 0.30}
@@ -149,7 +149,7 @@ def test_a_pod_bound_that_is_no_replacement_stands_the_guard_down() -> None:
 def test_a_tenant_cannot_taint_every_node_through_the_guard() -> None:
     # docs/security.md: a tenant's pods, hot, make the descheduler evict a large pod;
     # whatever the readings, the rule and the guard together leave a node untainted
-    # and the guard takes at most half of them.
+    # and the guard takes at most three quarters of them.
     for spread in range(6):
         cpu = {f"n-{i}": min(0.95, 0.30 + 0.05 * spread + 0.04 * i) for i in range(8)}
         writer = Writer()
@@ -157,4 +157,4 @@ def test_a_tenant_cannot_taint_every_node_through_the_guard() -> None:
         report = asyncio.run(keeper.run_round(nodes(cpu, set()), default_policy()))
         tainted = {name for name, present in writer.changes.items() if present}
         assert tainted != set(cpu)
-        assert len(tainted - report.decided.tainted) <= len(cpu) // 2
+        assert len(tainted - report.decided.tainted) <= int(0.75 * len(cpu))
