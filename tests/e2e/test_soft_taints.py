@@ -173,8 +173,9 @@ def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_wo
 ) -> None:
     """The descheduler's state records 2 cores evicted from ``a`` (8 cores): cool at
     0.50, ``a`` would be back at 0.75 with that pod, over the 0.65 limit, so it keeps
-    its taint past the hold; at 0.30 (0.55 with it) the taint goes. Read through the
-    shipped Role, from the ConfigMap only the descheduler may write."""
+    its taint past the hold; at 0.25 (0.50 with it, under the lower line, so the guard
+    ahead of the replacements leaves it too: app/load/landing_guard.py) the taint goes.
+    Read through the shipped Role, from the ConfigMap only the descheduler may write."""
     client = cluster.client()
     for name in ("a", "b", "c"):
         cluster.make_node(name, internal_ip=f"192.0.2.{ord(name)}")  # no series: ours
@@ -197,7 +198,7 @@ def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_wo
             set_cpu(client, "a", 0.50)  # cool: below the lower line (0.55)
             time.sleep(HOLD_S + 4)
             assert soft_tainted(client, "a")
-            set_cpu(client, "a", 0.30)
+            set_cpu(client, "a", 0.25)
             wait_until(lambda: not soft_tainted(client, "a"), HOLD_S + 10, "a untainted")
             log = process.log_path.read_text()
     finally:
