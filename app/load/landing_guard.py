@@ -41,7 +41,11 @@ bar on seeds 2, 6, 9 and 13, docs/tuning.md):
   bound after it a replacement, one for one; a pod bound beyond those (a scale-up of
   the same Deployment), or a bare pod, is an arrival. Owner alone is not enough: on
   mixed-waves a wave of a workload the descheduler had moved one pod of counted as
-  replacements, and seed 2 went from 297 to 414 node-minutes;
+  replacements, and seed 2 went from 297 to 414 node-minutes. The eviction instant is
+  the descheduler's clock, the binding's the annotator's (when its pod watch saw it):
+  a replacement seen bound before its eviction's instant (clocks apart by more than
+  the seconds a ReplicaSet takes) counts as an arrival, and the guard stands down,
+  the safe side;
 * its taints are its own, not the rule's memory (``decide_soft_taints``): a node
   guarded no more loses the taint at the next round, and with no eviction in the
   window (the descheduler off, or beside the extender) nothing changes.
