@@ -95,13 +95,15 @@ def test_a_node_the_moved_pod_would_warm_is_tainted_while_the_guard_lasts() -> N
     assert writer.changes == {"a-2": False}
 
 
-def keeper_over(store: Store, settings: SoftTaintSettings, writer: Writer) -> SoftTaintKeeper:
+def keeper_over(
+    store: Store, settings: SoftTaintSettings, writer: Writer, drained: DrainedNodes | None = None
+) -> SoftTaintKeeper:
     return SoftTaintKeeper(
         writer,  # type: ignore[arg-type]
         settings,
         telemetry=AnnotatorMetrics(),
         clock=lambda: NOW_S,
-        drained=DrainedNodes(store),  # type: ignore[arg-type]
+        drained=drained or DrainedNodes(store),  # type: ignore[arg-type]
     )
 
 
@@ -121,13 +123,7 @@ def test_a_pod_bound_that_is_no_replacement_stands_the_guard_down() -> None:
     drained = DrainedNodes(Store())  # type: ignore[arg-type]
     observer = BindingObserver(BindingWindows(()), lambda: clock[0], on_bound=drained.bound)
     writer = Writer()
-    keeper = SoftTaintKeeper(
-        writer,  # type: ignore[arg-type]
-        SoftTaintSettings(),
-        telemetry=AnnotatorMetrics(),
-        clock=lambda: NOW_S,
-        drained=drained,
-    )
+    keeper = keeper_over(Store(), SoftTaintSettings(), writer, drained)
     cpu = {"b-0": 0.70, "a-2": 0.38, "a-11": 0.33}
 
     def bind(uid: str, workload: str | None) -> None:
