@@ -76,12 +76,14 @@ class Annotator:
         self.pod_watch: PodCache[PodPlacement] = PodCache(
             client, pod_placement, while_down="hot values miss bindings until it recovers"
         )
+        drained = DrainedNodes.of(client, config.descheduler_state)
         self.observer = BindingObserver(
             self.windows,
             clock,
             on_binding=self.telemetry.binding_observed,
             pod_watch=self.pod_watch,
             recent=self.recent,
+            on_bound=drained.bound,
         )
         self.pod_watch.add_listener(self.observer.on_change)
         self.writes = HotValueWrites(config.hot_value_interval_s)
@@ -124,7 +126,7 @@ class Annotator:
             config.soft_taints or SoftTaintSettings(),
             telemetry=self.telemetry,
             clock=clock,
-            drained=DrainedNodes.of(client, config.descheduler_state),
+            drained=drained,
             pods=self.pod_watch,  # for the warm taint (app/annotator/warm_taints.py)
         )
         target = config.workload_usage

@@ -274,8 +274,12 @@ class BindingObserver:
         *,
         pod_watch: PodWatch | None = None,  # None: listed already
         recent: RecentPods | None = None,
+        on_bound: Callable[[float, str | None], None] | None = None,
     ) -> None:
+        """``on_bound`` gets each binding's instant and its pod's workload (the soft-taint
+        guard's stand-down: ``app.annotator.drained.DrainedNodes.bound``)."""
         self.windows = windows
+        self._on_bound = on_bound
         self.recent = recent
         self._clock = clock
         self._on_binding = on_binding
@@ -310,6 +314,8 @@ class BindingObserver:
             placed = PlacedPod(new.requests, new.limits, now_s, evidence, None, started_at_s)
             self.recent.record(new.uid, new.node_name, placed, new.workload)
         self.bindings_observed += 1
+        if self._on_bound is not None:
+            self._on_bound(now_s, new.workload)
         if self._on_binding is not None:
             self._on_binding(new.node_name)
         return True

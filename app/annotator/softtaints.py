@@ -17,6 +17,13 @@ loadaware's ``PreferNoSchedule`` taint; this keeps the cluster in step with it:
   ``DRAINED_WINDOW_S`` is held while the largest pod evicted from it would take it
   back over a limit (``DrainedNodes``: the same ``hold_drained`` as the simulator's,
   over the descheduler's own record of its evictions);
+* after it decides, while the descheduler has evicted within ``GUARD_WINDOW_S``, a node
+  the rule left untainted that the largest pod it moved would take above a lower line
+  is tainted for the round, while some node stays under it, the guard takes at most
+  three quarters of the nodes and no pod that is not a replacement was bound in the last 10 minutes
+  (``DrainedNodes.guard``: the same ``guard_landings`` and ``other_arrivals`` as the
+  simulator's); it is not in the rule's memory, so a node guarded no more loses the
+  taint at the next round;
 * a node whose taint differs from the decision is written through ``TaintWriter``
   (read, change only loadaware's entry, write with the read ``resourceVersion``);
 * the memory lives only as long as this replica leads. A node found carrying the taint
@@ -101,12 +108,14 @@ class SoftTaintKeeper:
         self._warm_at_s: dict[str, float] = {}  # tainted node -> last warm instant
         self._removing: set[str] = set()  # untainted by us; the cache may still show it
         self._overlapping: set[str] = set()  # nodes logged as in two or more node pools
+        self._guarded: set[str] = set()  # tainted by the guard alone (app/load/landing_guard.py)
 
     def forget(self) -> None:
         """Leadership lost: whoever leads next judges from the cluster, not from us."""
         self._warm_at_s.clear()
         self._removing.clear()
         self.warm.forget()
+        self._guarded.clear()
 
     def previous(self, nodes: Mapping[str, NodeInfo], now_s: float) -> dict[str, float]:
         """The memory the rule gets this round: each node tainted now, with the last
@@ -114,7 +123,7 @@ class SoftTaintKeeper:
         carried = {name for name, info in nodes.items() if carries_soft_taint(info)}
         self._removing &= carried  # the cache has caught up with the others
         previous = {name: at_s for name, at_s in self._warm_at_s.items() if name in nodes}
-        for name in carried - previous.keys() - self._removing:
+        for name in carried - previous.keys() - self._removing - self._guarded:
             previous[name] = now_s
         return previous
 
@@ -188,17 +197,20 @@ class SoftTaintKeeper:
         )
         decided = decide_soft_taints(heats, previous, now_s, self.settings)
         report = RoundReport(decided)
-        changes = {
-            name: decision.tainted
-            for name, decision in decided.decisions.items()
-            if decision.tainted != (name in previous)
-            or decision.tainted != carries_soft_taint(nodes[name])
-        }
+        untainted = [name for name, d in decided.decisions.items() if not d.tainted]
+        guarded = self._drained.guard(untainted, nodes, policy, now_s, margin)
+        changes = {}
+        for name, decision in decided.decisions.items():
+            wanted = decision.tainted or name in guarded
+            carried = carries_soft_taint(nodes[name])
+            if wanted != carried or (name not in guarded and wanted != (name in previous)):
+                changes[name] = wanted
+        self._guarded = set(guarded)
         outcomes = await self._write(changes)
         memory = dict(decided.warm_at_s)
         for name, outcome in outcomes.items():
             present = changes[name]
-            reason = decided.decisions[name].reason
+            reason = guarded.get(name) or decided.decisions[name].reason
             if outcome in (PatchOutcome.WRITTEN, PatchOutcome.UNCHANGED):
                 if present:
                     self._removing.discard(name)

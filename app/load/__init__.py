@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from app.load.default_profile import *  # noqa: F403
     from app.load.drained import *  # noqa: F403
     from app.load.estimate import *  # noqa: F403
+    from app.load.landing_guard import *  # noqa: F403
     from app.load.model import *  # noqa: F403
     from app.load.prioritize import *  # noqa: F403
     from app.load.taints import *  # noqa: F403
@@ -32,6 +33,7 @@ __getattr__ = load_modules_on_use(
         "default_profile",
         "drained",
         "estimate",
+        "landing_guard",
         "model",
         "taints",
         "verdict",

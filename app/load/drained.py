@@ -37,6 +37,7 @@ from app.policy import Policy
 
 __all__ = [
     "DRAINED_WINDOW_S",
+    "Measured",
     "hold_drained",
     "largest_left",
     "recent_evictions",

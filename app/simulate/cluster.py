@@ -38,6 +38,7 @@ from app.simulate.classes import ClassSide
 from app.simulate.collector import fewer_collections
 from app.simulate.contention import Binding, NodeLoad, node_load
 from app.simulate.disruption import disruptions_allowed
+from app.simulate.pod_identity import workload_key_of
 from app.simulate.pod_shapes import PodShapes
 from app.simulate.profiles import SlotUsage
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
@@ -384,6 +385,13 @@ class SimulatedCluster:
             if plan.soft_taints
             else None
         )
+        if self.soft_taints is not None:  # the guard's stand-down reads the bindings
+            keys = [workload_key_of(workload) for workload in scenario.workloads]
+            self.soft_taints.drained.follow(
+                state.run.placements,
+                lambda slot: keys[state.usage.workload_of.item(slot)],
+                state.pipeline.epoch_s,
+            )
         self.scheduler = Scheduler(
             state.requests,
             self.load_filter,

@@ -61,7 +61,6 @@ from app.objects import (
     EvictionRecord,
     LabelSelector,
     NodeInfo,
-    OwnerRef,
     PodDisruptionBudgetView,
     PodInfo,
     Resources,
@@ -76,14 +75,13 @@ from app.rebalance import (
     state_window_s,
 )
 from app.simulate.gains import EvictionGains, MoveMemory
+from app.simulate.pod_identity import NAMESPACE, TEMPLATE_HASH, owner_of
 
 if TYPE_CHECKING:
     from app.simulate.cluster import Autoscaler, ClusterState
     from app.simulate.recording_rules import SimulatedMonitoring
     from app.simulate.soft_taints import SimulatedSoftTaints
 
-NAMESPACE = "default"
-TEMPLATE_HASH = "sim"
 RATE_WINDOW_S = 5 * 60.0
 # The taint the simulated annotator keeps (``soft_taints``), as the Node carries it.
 SOFT_TAINT = Taint(SOFT_TAINT_KEY, SOFT_TAINT_VALUE, SOFT_TAINT_EFFECT)
@@ -310,7 +308,7 @@ class PlannerRebalancer:
             limits=limits,
             labels={**workload.labels, "app": workload.name, "pod-template-hash": TEMPLATE_HASH},
             annotations=workload.annotations,
-            owner=_owner(workload.kind, workload.name),
+            owner=owner_of(workload.kind, workload.name),
             bound_at_s=cluster.pipeline.epoch_s + float(cluster.bound_at_s[slot])
             if node >= 0
             else None,
@@ -535,13 +533,6 @@ def budgets_now(cluster: ClusterState, t_s: float) -> tuple[PodDisruptionBudgetV
             )
         )
     return tuple(views)
-
-
-def _owner(kind: str, workload: str) -> OwnerRef | None:
-    """A Deployment's pods are owned by its ReplicaSet; a bare pod by nothing."""
-    if kind == "Deployment":
-        return OwnerRef("ReplicaSet", f"{workload}-{TEMPLATE_HASH}", workload)
-    return None if kind == "Pod" else OwnerRef(kind, workload, workload)
 
 
 def _qos(requests: Resources, limits: Resources) -> str:

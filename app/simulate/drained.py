@@ -1,19 +1,41 @@
-"""The simulated annotator's hold on drained nodes (``app.load.drained``): the
-descheduler's eviction records, as the annotator reads them from its state ConfigMap,
-and the same ``hold_drained`` over them."""
+"""The simulated annotator's hold on drained nodes (``app.load.drained``) and its guard
+ahead of the replacements (``app.load.landing_guard``): the descheduler's eviction
+records, as the annotator reads them from its state ConfigMap, and the same
+``hold_drained`` and ``guard_landings`` over them."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from app.load import Measurement, hold_drained, largest_left, recent_evictions
+from app.load import (
+    GUARD_WINDOW_S,
+    Measurement,
+    guard_landings,
+    hold_drained,
+    largest_left,
+    largest_moved,
+    other_arrivals,
+    recent_evictions,
+)
 from app.objects import EvictionRecord, Resources
 from app.policy import Policy
 
 __all__ = ["SimulatedDrainedNodes"]
+
+
+class _Placed(Protocol):
+    """A placement of the simulated cluster (``app.simulate.cluster.Placement``)."""
+
+    @property
+    def t_s(self) -> float: ...
+
+    @property
+    def slot(self) -> int: ...
 
 
 class SimulatedDrainedNodes:
@@ -26,10 +48,29 @@ class SimulatedDrainedNodes:
         allocatable: Sequence[Resources],
         policies: Sequence[Policy],
     ) -> None:
+        self._names = list(node_names)
         self._index = {name: index for index, name in enumerate(node_names)}
         self._allocatable = list(allocatable)
         self._policies = policies
         self.evictions: dict[str, EvictionRecord] = {}
+        # The bindings the guard's stand-down reads (``follow``): the cluster's
+        # placements, each slot's workload key, the clock's epoch; none: no stand-down.
+        self._placements: Sequence[_Placed] = ()
+        self._slot_workload: Callable[[int], str | None] = lambda _slot: None
+        self._epoch_s = 0.0
+        self._placements_seen = 0
+        self._bound: deque[tuple[float, str | None]] = deque()  # within GUARD_WINDOW_S
+
+    def follow(
+        self,
+        placements: Sequence[_Placed],
+        slot_workload: Callable[[int], str | None],
+        epoch_s: float,
+    ) -> None:
+        """Read the bindings from ``placements`` (appended to as pods are bound), as the
+        annotator's pod watch sees them: each with its pod's workload key."""
+        self._placements, self._slot_workload, self._epoch_s = placements, slot_workload, epoch_s
+        self._placements_seen = len(placements)
 
     def evicted(self, record: EvictionRecord) -> None:
         self.evictions[record.uid] = record
@@ -47,11 +88,47 @@ class SimulatedDrainedNodes:
         self.evictions = recent_evictions(self.evictions, (), now_s)
         if not self._allocatable:  # no allocatable: no fractions to judge with
             return warm_at_s
+        largest = largest_left(self.evictions.values())
+        return hold_drained(
+            warm_at_s, largest, self._measured(measurement, versions), now_s, release_margin
+        )
 
+    def guard(
+        self,
+        tainted: npt.NDArray[np.bool_],
+        measurement: Callable[[int, int], Measurement],
+        versions: npt.NDArray[np.int64],
+        now_s: float,
+        release_margin: float,
+    ) -> list[int]:
+        """``guard_landings`` over the nodes not ``tainted``, unless a pod that is not a
+        replacement was bound lately (``other_arrivals``): the indices of those guarded."""
+        self._read_bindings(now_s)
+        if not self.evictions or not self._allocatable:
+            return []
+        moved = largest_moved(self.evictions.values(), now_s)
+        if moved is None or other_arrivals(self._bound, self.evictions.values(), now_s):
+            return []
+        untainted = [self._names[node] for node in np.flatnonzero(~tainted).tolist()]
+        measured = self._measured(measurement, versions)
+        guarded = guard_landings(moved, untainted, measured, release_margin, len(tainted))
+        return sorted(self._index[name] for name in guarded)
+
+    def _read_bindings(self, now_s: float) -> None:
+        placements = self._placements
+        for placement in placements[self._placements_seen :]:
+            bound_at_s = self._epoch_s + placement.t_s
+            self._bound.append((bound_at_s, self._slot_workload(placement.slot)))
+        self._placements_seen = len(placements)
+        while self._bound and self._bound[0][0] < now_s - GUARD_WINDOW_S:
+            self._bound.popleft()
+
+    def _measured(
+        self, measurement: Callable[[int, int], Measurement], versions: npt.NDArray[np.int64]
+    ) -> Callable[[str], tuple[Measurement, Policy, Resources] | None]:
         def measured(name: str) -> tuple[Measurement, Policy, Resources] | None:
             node = self._index[name]
             judged = measurement(node, int(versions[node]))
             return judged, self._policies[node], self._allocatable[node]
 
-        largest = largest_left(self.evictions.values())
-        return hold_drained(warm_at_s, largest, measured, now_s, release_margin)
+        return measured

@@ -177,6 +177,7 @@ class SimulatedSoftTaints:
         if self._periods_s:
             self._periods_s.append(pipeline.hot_value_interval_s)
         self.tainted: npt.NDArray[np.bool_] = np.zeros(len(node_names), dtype=np.bool_)
+        self._guarded: list[int] = []  # nodes tainted by the guard alone, this round
         self._warm_at_s: dict[str, float] = {}
         self.rounds: list[TaintRound] = []
         # The warm taint (app/load/warm_taint.py), from the nodes' requests and readings.
@@ -243,7 +244,7 @@ class SimulatedSoftTaints:
             )  # fmt: skip
         decision = self._decide(heats, now_s)
         self._warm_at_s = dict(decision.warm_at_s)
-        if decision.decisions is not self._applied:  # else the same nodes, set already
+        if decision.decisions is not self._applied or self._guarded:  # else set already
             tainted = decision.tainted
             # In place: the scheduler holds this array. Set by index: the nodes are many,
             # the tainted few.
@@ -251,6 +252,16 @@ class SimulatedSoftTaints:
             if tainted:
                 self.tainted[[self._index[name] for name in tainted]] = True
             self._applied = decision.decisions
+        # The guard ahead of the replacements (app/load/landing_guard.py): on top of the
+        # rule's taints for this round, never in its memory.
+        if self.drained.evictions:
+            node_now = self._heats.measurement
+            self._guarded = self.drained.guard(
+                self.tainted, lambda i, v: node_now(i, v, now_s)[4], self._pipeline.node_version,
+                now_s, self.settings.release_margin,
+            )  # fmt: skip
+            if self._guarded:
+                self.tainted[self._guarded] = True
         self.rounds.append(TaintRound(t_s, decision))
         self.warm.sync(now_s, self.tainted)
         return decision

@@ -173,8 +173,9 @@ def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_wo
 ) -> None:
     """The descheduler's state records 2 cores evicted from ``a`` (8 cores): cool at
     0.50, ``a`` would be back at 0.75 with that pod, over the 0.65 limit, so it keeps
-    its taint past the hold; at 0.30 (0.55 with it) the taint goes. Read through the
-    shipped Role, from the ConfigMap only the descheduler may write."""
+    its taint past the hold; at 0.25 (0.50 with it, under the lower line, so the guard
+    ahead of the replacements leaves it too: app/load/landing_guard.py) the taint goes.
+    Read through the shipped Role, from the ConfigMap only the descheduler may write."""
     client = cluster.client()
     for name in ("a", "b", "c"):
         cluster.make_node(name, internal_ip=f"192.0.2.{ord(name)}")  # no series: ours
@@ -197,13 +198,52 @@ def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_wo
             set_cpu(client, "a", 0.50)  # cool: below the lower line (0.55)
             time.sleep(HOLD_S + 4)
             assert soft_tainted(client, "a")
-            set_cpu(client, "a", 0.30)
+            set_cpu(client, "a", 0.25)
             wait_until(lambda: not soft_tainted(client, "a"), HOLD_S + 10, "a untainted")
             log = process.log_path.read_text()
     finally:
         client.delete(ConfigMap, state.DEFAULT_NAME, namespace="loadaware")
     assert "cannot read the descheduler's evictions" not in log
     assert "soft taint kept on node a, drained by the descheduler" in log
+
+
+def test_the_guard_taints_a_node_the_moved_pod_would_warm_until_another_pod_arrives(
+    cluster: ControlPlane, namespace: str, prometheus_node_data: PromNodeData
+) -> None:
+    """The descheduler's state records 2 cores of ``shop/web`` evicted from ``a`` just
+    now: ``b`` at 0.45 would read 0.70 with that pod, above the lower line, while ``c``
+    (0.20) stays cool, so the guard ahead of the replacements taints ``b``
+    (app/load/landing_guard.py). A bare pod bound on ``c`` is no replacement: the guard
+    stands down and ``b`` loses its taint at the next round."""
+    client = cluster.client()
+    for name, cpu in (("a", 0.90), ("b", 0.45), ("c", 0.20)):
+        cluster.make_node(name, internal_ip=f"192.0.2.{ord(name)}")  # no series: ours
+        set_cpu(client, name, cpu)
+    record = {
+        "pod": "shop/web-1", "uid": "uid-web-1", "node": "a", "destination": "b",
+        "cpuCores": 2.0, "memoryBytes": 2**28, "at": time.time(), "workload": "shop/Deployment/web",
+    }  # fmt: skip
+    document = {"version": 1, "evictions": [record], "hotRounds": {}}
+    memory = ConfigMap(
+        metadata=ObjectMeta(name=state.DEFAULT_NAME, namespace="loadaware"),
+        data={state.STATE_KEY: json.dumps(document)},
+    )
+    with contextlib.suppress(ApiError):  # its namespace, if no test made it yet
+        client.create(Namespace(metadata=ObjectMeta(name="loadaware")))
+    client.create(memory)
+    try:
+        with annotator(cluster, prometheus_node_data.url):
+            wait_until(lambda: soft_tainted(client, "a"), 5, "a tainted")
+            wait_until(lambda: soft_tainted(client, "b"), 10, "b tainted by the guard")
+            assert not soft_tainted(client, "c")
+            newcomer = bare_pod(namespace, "newcomer", "100m")
+            assert newcomer.spec is not None
+            newcomer.spec.nodeName = "c"
+            client.create(newcomer)
+            wait_until(lambda: not soft_tainted(client, "b"), 10, "b untainted")
+            assert soft_tainted(client, "a")
+    finally:
+        client.delete(ConfigMap, state.DEFAULT_NAME, namespace="loadaware")
 
 
 @pytest.mark.prometheus
