@@ -38,6 +38,7 @@ from app.simulate.classes import ClassSide
 from app.simulate.collector import fewer_collections
 from app.simulate.contention import Binding, NodeLoad, node_load
 from app.simulate.disruption import disruptions_allowed
+from app.simulate.drained import BindingFeed
 from app.simulate.pod_identity import workload_key_of
 from app.simulate.pod_shapes import PodShapes
 from app.simulate.profiles import SlotUsage
@@ -367,6 +368,7 @@ class SimulatedCluster:
         # one, which takes the pods in no class with the policy's own load filter.
         self.classes = ClassSide(state, self.estimate, by_workload)
         self.load_filter = self.classes.base_filter()
+        keys = [workload_key_of(workload) for workload in scenario.workloads]
         self.soft_taints = (
             SimulatedSoftTaints(
                 policy,
@@ -381,17 +383,15 @@ class SimulatedCluster:
                         state.allocatable_cpu, state.allocatable_memory, strict=True
                     )
                 ],
+                bindings=BindingFeed(  # the guard's stand-down reads the bindings
+                    state.run.placements,
+                    [keys[workload] for workload in state.usage.workload_of.tolist()],
+                    state.pipeline.epoch_s,
+                ),
             )
             if plan.soft_taints
             else None
         )
-        if self.soft_taints is not None:  # the guard's stand-down reads the bindings
-            keys = [workload_key_of(workload) for workload in scenario.workloads]
-            self.soft_taints.drained.follow(
-                state.run.placements,
-                lambda slot: keys[state.usage.workload_of.item(slot)],
-                state.pipeline.epoch_s,
-            )
         self.scheduler = Scheduler(
             state.requests,
             self.load_filter,
@@ -490,4 +490,3 @@ class SimulatedCluster:
             state.workload_usage.account(load.cpu_got, memory, binding.bound, step_s)
         self.classes.account(binding, cpu, memory, load.cpu_got, t_s, step_s)
         state.pipeline.account(load.cpu_seen, load.mem_seen, step_s)
-

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -25,7 +26,7 @@ from app.load import (
 from app.objects import EvictionRecord, Resources
 from app.policy import Policy
 
-__all__ = ["SimulatedDrainedNodes"]
+__all__ = ["BindingFeed", "SimulatedDrainedNodes"]
 
 
 class _Placed(Protocol):
@@ -38,6 +39,17 @@ class _Placed(Protocol):
     def slot(self) -> int: ...
 
 
+@dataclass(frozen=True)
+class BindingFeed:
+    """The cluster's bindings as the annotator's pod watch sees them: ``placements``
+    (appended to as pods are bound), each pod slot's workload key (``slot_workloads``,
+    fixed for the run) and the clock's epoch."""
+
+    placements: Sequence[_Placed]
+    slot_workloads: Sequence[str | None]
+    epoch_s: float
+
+
 class SimulatedDrainedNodes:
     """The descheduler's evictions within ``DRAINED_WINDOW_S`` (by pod UID), told by
     the simulated descheduler as it makes them (``evicted``)."""
@@ -47,30 +59,17 @@ class SimulatedDrainedNodes:
         node_names: Sequence[str],
         allocatable: Sequence[Resources],
         policies: Sequence[Policy],
+        bindings: BindingFeed | None = None,
     ) -> None:
         self._names = list(node_names)
         self._index = {name: index for index, name in enumerate(node_names)}
         self._allocatable = list(allocatable)
         self._policies = policies
         self.evictions: dict[str, EvictionRecord] = {}
-        # The bindings the guard's stand-down reads (``follow``): the cluster's
-        # placements, each slot's workload key, the clock's epoch; none: no stand-down.
-        self._placements: Sequence[_Placed] = ()
-        self._slot_workload: Callable[[int], str | None] = lambda _slot: None
-        self._epoch_s = 0.0
-        self._placements_seen = 0
+        # The bindings the guard's stand-down reads; none: no stand-down.
+        self._bindings = bindings
+        self._placements_seen = len(bindings.placements) if bindings else 0
         self._bound: deque[tuple[float, str | None]] = deque()  # within GUARD_WINDOW_S
-
-    def follow(
-        self,
-        placements: Sequence[_Placed],
-        slot_workload: Callable[[int], str | None],
-        epoch_s: float,
-    ) -> None:
-        """Read the bindings from ``placements`` (appended to as pods are bound), as the
-        annotator's pod watch sees them: each with its pod's workload key."""
-        self._placements, self._slot_workload, self._epoch_s = placements, slot_workload, epoch_s
-        self._placements_seen = len(placements)
 
     def evicted(self, record: EvictionRecord) -> None:
         self.evictions[record.uid] = record
@@ -115,11 +114,13 @@ class SimulatedDrainedNodes:
         return sorted(self._index[name] for name in guarded)
 
     def _read_bindings(self, now_s: float) -> None:
-        placements = self._placements
-        for placement in placements[self._placements_seen :]:
-            bound_at_s = self._epoch_s + placement.t_s
-            self._bound.append((bound_at_s, self._slot_workload(placement.slot)))
-        self._placements_seen = len(placements)
+        feed = self._bindings
+        if feed is not None:
+            placements = feed.placements
+            for placement in placements[self._placements_seen :]:
+                bound_at_s = feed.epoch_s + placement.t_s
+                self._bound.append((bound_at_s, feed.slot_workloads[placement.slot]))
+            self._placements_seen = len(placements)
         while self._bound and self._bound[0][0] < now_s - GUARD_WINDOW_S:
             self._bound.popleft()
 

@@ -65,7 +65,7 @@ from app.load import (
 )
 from app.objects import Resources
 from app.policy import Policy
-from app.simulate.drained import SimulatedDrainedNodes
+from app.simulate.drained import BindingFeed, SimulatedDrainedNodes
 from app.simulate.recording_rules import SimulatedMonitoring, is_due
 from app.simulate.scheduling import NodeRequests, UnsampledUsage
 from app.simulate.warm_taints import SimulatedWarmTaints
@@ -153,11 +153,13 @@ class SimulatedSoftTaints:
         node_labels: Sequence[Mapping[str, str]] = (),
         requests: NodeRequests | None = None,
         warm_settings: WarmTaintSettings | None = None,
+        bindings: BindingFeed | None = None,
     ) -> None:
         """``allocatable``, per node, is what the next pod of a wave is a fraction of;
         without it (or without ``estimate``) the rule does not look ahead.
         ``node_labels``, per node, put it in a node pool (app/policy/pools.py) whose
-        limits it is judged by."""
+        limits it is judged by. ``bindings``: what the guard ahead of the replacements
+        stands down on (``app.simulate.drained``)."""
         self.policy = policy
         self._policies = [policy] * len(node_names)
         if policy.spec.node_pools:
@@ -171,7 +173,7 @@ class SimulatedSoftTaints:
         self._names = node_names
         self._index = {name: index for index, name in enumerate(node_names)}
         # The descheduler's evictions, which drained nodes are held by (app/load/drained.py).
-        self.drained = SimulatedDrainedNodes(node_names, allocatable, self._policies)
+        self.drained = SimulatedDrainedNodes(node_names, allocatable, self._policies, bindings)
         self._limits = _limits_by_metric(self._policies, policy, pipeline.sync_periods_s)
         self._periods_s = sorted({pipeline.sync_periods_s[m] for m in self._limits})
         if self._periods_s:
@@ -291,9 +293,7 @@ class SimulatedSoftTaints:
                 return kept
             return SoftTaints(kept.decisions, dict.fromkeys(kept.warm_at_s, now_s))
         decision = decide_soft_taints(heats, warm, now_s, self.settings, nodes=len(self._names))
-        timeless = not any(
-            heat.heat is Heat.COOL and name in warm for name, heat in heats.items()
-        )
+        timeless = not any(heat.heat is Heat.COOL and name in warm for name, heat in heats.items())
         self._last_decided = _Decided(heats, frozenset(warm), decision) if timeless else None
         return decision
 
