@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from app.load.estimate import unsampled_fractions
 from app.load.model import Measurement
-from app.load.taints import Heat, judge_measured
+from app.load.taints import Heat, NodeHeat, judge_measured
 from app.objects import EvictionRecord, Resources
 from app.policy import Policy
 
@@ -39,6 +39,7 @@ __all__ = [
     "DRAINED_WINDOW_S",
     "Measured",
     "hold_drained",
+    "judged_with",
     "largest_left",
     "recent_evictions",
 ]
@@ -89,6 +90,21 @@ def largest_left(records: Iterable[EvictionRecord]) -> dict[str, Resources]:
     return largest
 
 
+def judged_with(
+    measured: Measured, name: str, pod: Resources, release_margin: float
+) -> NodeHeat | None:
+    """Node ``name`` judged by the soft-taint rule with ``pod`` added to its fresh
+    readings; None: no reading of it, or nothing to add (no allocatable)."""
+    node = measured(name)
+    if node is None:
+        return None
+    measurement, policy, allocatable = node
+    added = unsampled_fractions((pod,), allocatable)
+    if not added:
+        return None
+    return judge_measured(measurement, policy, release_margin, added)
+
+
 def hold_drained(
     warm_at_s: Mapping[str, float],
     largest: Mapping[str, Resources],
@@ -106,15 +122,8 @@ def hold_drained(
         left = largest.get(name)
         if left is None:
             continue
-        node = measured(name)
-        if node is None:
-            continue
-        measurement, policy, allocatable = node
-        back = unsampled_fractions((left,), allocatable)
-        if not back:
-            continue
-        heat = judge_measured(measurement, policy, release_margin, back)
-        if heat.heat is Heat.HOT:
+        heat = judged_with(measured, name, left, release_margin)
+        if heat is not None and heat.heat is Heat.HOT:
             held[name] = now_s
             if why is not None:
                 why[name] = f"with the largest pod evicted from it back: {heat.describe()}"

@@ -59,9 +59,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.load.drained import FUTURE_SLACK_S, Measured
-from app.load.estimate import unsampled_fractions
-from app.load.taints import Heat, judge_measured
+from app.load.drained import FUTURE_SLACK_S, Measured, judged_with
+from app.load.taints import Heat
 from app.objects import EvictionRecord, Resources
 
 __all__ = [
@@ -151,14 +150,9 @@ def guard_landings(
     guarded: dict[str, str] = {}
     cool = False
     for name in untainted:
-        node = measured(name)
-        if node is None:
+        heat = judged_with(measured, name, moved, release_margin)
+        if heat is None:
             continue
-        measurement, policy, allocatable = node
-        added = unsampled_fractions((moved,), allocatable)
-        if not added:
-            continue
-        heat = judge_measured(measurement, policy, release_margin, added)
         if heat.heat is Heat.COOL:
             cool = True
         elif heat.heat is not Heat.UNKNOWN:
