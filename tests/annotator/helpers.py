@@ -6,13 +6,16 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from lightkube import AsyncClient
 
 from app.annotator.annotator import Annotator, AnnotatorConfig
 from app.annotator.sync import QueryShape
+from app.kube.patching import PatchOutcome
 from app.load.samples import parse_hot_value, parse_usage
+from app.objects import Taint
 from app.policy import Policy, policy_from_mapping
 from app.prom.client import PrometheusSource
 from app.prom.settings import PrometheusSettings
@@ -116,3 +119,14 @@ def fast_lease(identity: str) -> LeaseSettings:
         renew_deadline_s=0.6,
         retry_period_s=0.1,
     )
+
+
+@dataclass
+class Writer:
+    """A taint writer that records each taint change instead of writing it."""
+
+    changes: dict[str, bool] = field(default_factory=dict)
+
+    async def set_taint(self, node: str, _taint: Taint, present: bool) -> PatchOutcome:
+        self.changes[node] = present
+        return PatchOutcome.WRITTEN

@@ -6,31 +6,20 @@ the taint at the first round it is guarded no more (it is not the rule's memory)
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from app.annotator.bindings import BindingObserver, BindingWindows
 from app.annotator.drained import DrainedNodes
 from app.annotator.softtaints import SOFT_TAINT, SoftTaintKeeper
 from app.annotator.telemetry import AnnotatorMetrics
 from app.kube import NodeInfo
-from app.kube.patching import PatchOutcome
 from app.load import GUARD_WINDOW_S, SoftTaintSettings, format_usage
-from app.objects import EvictionRecord, PodPlacement, Resources, Taint
+from app.objects import EvictionRecord, PodPlacement, Resources
 from app.policy import default_policy
+from tests.annotator.helpers import Writer
 
 NOW_S = 1_700_000_000.0
 SIXTEEN_CPUS = Resources(16.0, 64 * 2.0**30)
-
-
-@dataclass
-class Writer:
-    """Records each taint change instead of writing it."""
-
-    changes: dict[str, bool] = field(default_factory=dict)
-
-    async def set_taint(self, node: str, _taint: Taint, present: bool) -> PatchOutcome:
-        self.changes[node] = present
-        return PatchOutcome.WRITTEN
 
 
 @dataclass

@@ -10,7 +10,7 @@ has raises left (``app.load.bounded_next_pod_heats``)."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pytest
 
@@ -18,26 +18,15 @@ from app.annotator.bindings import BindingObserver, BindingWindows, RecentPods
 from app.annotator.softtaints import SoftTaintKeeper
 from app.annotator.telemetry import AnnotatorMetrics
 from app.kube import NodeInfo
-from app.kube.patching import PatchOutcome
 from app.load import START_GRACE_S, SoftTaintSettings, format_usage
-from app.objects import PodPlacement, Resources, Taint
+from app.objects import PodPlacement, Resources
 from app.policy import default_policy
+from tests.annotator.helpers import Writer
 
 NOW_S = 1_700_000_000.0
 EIGHT_CPUS = Resources(8.0, 32 * 2.0**30)
 BURNER = "evil/Deployment/burner"
 OBSERVED = Resources(4.8, 2.0**28)  # 60 % of a node's CPU, a pod
-
-
-@dataclass
-class Writer:
-    """Records each taint change instead of writing it."""
-
-    changes: dict[str, bool] = field(default_factory=dict)
-
-    async def set_taint(self, node: str, _taint: Taint, present: bool) -> PatchOutcome:
-        self.changes[node] = present
-        return PatchOutcome.WRITTEN
 
 
 def cool_nodes(count: int = 20) -> dict[str, NodeInfo]:
@@ -58,9 +47,7 @@ def tainted_after_one_idle_pod(measured: int | None) -> list[str]:
     loop runs it."""
     recent = RecentPods(default_policy().spec.estimation)
     clock = [NOW_S - 60]
-    observer = BindingObserver(
-        BindingWindows(()), lambda: clock[0], recent=recent
-    )
+    observer = BindingObserver(BindingWindows(()), lambda: clock[0], recent=recent)
     idle = Resources(0.001, 0.0)
     pending = PodPlacement("u-idle", None, idle, Resources(), workload=BURNER)
     observer.on_change("evil/idle", pending, PodPlacement(
@@ -187,6 +174,7 @@ def test_the_largest_raise_is_a_metric_by_namespace_for_the_alert() -> None:
     (soft taints on a managed cluster): of one wave pod's estimate, the part the
     burner's published usage adds, as a fraction of its 8-CPU node, with the namespace;
     nothing without a count of pods measured, nor once the grace is over."""
+
     def largest(measured: int | None, after_s: float) -> dict[tuple[str, str], float]:
         recent, now_s = never_started_wave(after_s)
         counts = {} if measured is None else {BURNER: measured}

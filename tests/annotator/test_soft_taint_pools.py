@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
 
 import pytest
 
 from app.annotator.softtaints import SoftTaintKeeper
 from app.annotator.telemetry import AnnotatorMetrics
-from app.kube.patching import PatchOutcome
 from app.load import format_usage
 from app.load.taints import SoftTaintSettings
-from app.objects import NodeInfo, Resources, Taint
+from app.objects import NodeInfo, Resources
 from app.policy import DEFAULT_POLICY_YAML, Policy, policy_from_yaml
+from tests.annotator.helpers import Writer
 
 NOW_S = 1_800_000_000.0
 POOLS = policy_from_yaml(
@@ -33,15 +32,6 @@ POOLS = policy_from_yaml(
       predicate: [{name: cpu_usage_avg_5m, maxLimitPercent: 0.3}]
 """
 )
-
-
-@dataclass
-class Writer:
-    changes: dict[str, bool] = field(default_factory=dict)
-
-    async def set_taint(self, node: str, _taint: Taint, present: bool) -> PatchOutcome:
-        self.changes[node] = present
-        return PatchOutcome.WRITTEN
 
 
 def at(name: str, cpu: float, labels: dict[str, str]) -> NodeInfo:
