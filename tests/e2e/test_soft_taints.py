@@ -167,6 +167,29 @@ def test_the_taint_stays_through_a_dip_goes_when_cool_and_at_once_when_stale(
         assert not soft_tainted(client, "c")
 
 
+@contextlib.contextmanager
+def eviction_recorded(client: Client, workload: str | None) -> Iterator[None]:
+    """The descheduler's state ConfigMap recording 2 cores of ``shop/web-1`` evicted
+    from ``a`` to ``b`` just now (of ``workload``), as the descheduler writes it;
+    deleted after."""
+    record = {
+        "pod": "shop/web-1", "uid": "uid-web-1", "node": "a", "destination": "b",
+        "cpuCores": 2.0, "memoryBytes": 2**28, "at": time.time(), "workload": workload,
+    }  # fmt: skip
+    document = {"version": 1, "evictions": [record], "hotRounds": {}}
+    memory = ConfigMap(
+        metadata=ObjectMeta(name=state.DEFAULT_NAME, namespace="loadaware"),
+        data={state.STATE_KEY: json.dumps(document)},
+    )
+    with contextlib.suppress(ApiError):  # its namespace, if no test made it yet
+        client.create(Namespace(metadata=ObjectMeta(name="loadaware")))
+    client.create(memory)
+    try:
+        yield
+    finally:
+        client.delete(ConfigMap, state.DEFAULT_NAME, namespace="loadaware")
+
+
 @pytest.mark.prometheus
 def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_would_not_fit(
     cluster: ControlPlane, prometheus_node_data: PromNodeData
@@ -180,29 +203,17 @@ def test_a_drained_node_keeps_its_taint_while_the_largest_pod_evicted_from_it_wo
     for name in ("a", "b", "c"):
         cluster.make_node(name, internal_ip=f"192.0.2.{ord(name)}")  # no series: ours
         set_cpu(client, name, 0.90 if name == "a" else 0.20)
-    record = {
-        "pod": "shop/web-1", "uid": "uid-web-1", "node": "a", "destination": "b",
-        "cpuCores": 2.0, "memoryBytes": 2**28, "at": time.time(), "workload": None,
-    }  # fmt: skip
-    document = {"version": 1, "evictions": [record], "hotRounds": {}}
-    memory = ConfigMap(
-        metadata=ObjectMeta(name=state.DEFAULT_NAME, namespace="loadaware"),
-        data={state.STATE_KEY: json.dumps(document)},
-    )
-    with contextlib.suppress(ApiError):  # its namespace, if no test made it yet
-        client.create(Namespace(metadata=ObjectMeta(name="loadaware")))
-    client.create(memory)
-    try:
-        with annotator(cluster, prometheus_node_data.url) as process:
-            wait_until(lambda: soft_tainted(client, "a"), 5, "a tainted")
-            set_cpu(client, "a", 0.50)  # cool: below the lower line (0.55)
-            time.sleep(HOLD_S + 4)
-            assert soft_tainted(client, "a")
-            set_cpu(client, "a", 0.25)
-            wait_until(lambda: not soft_tainted(client, "a"), HOLD_S + 10, "a untainted")
-            log = process.log_path.read_text()
-    finally:
-        client.delete(ConfigMap, state.DEFAULT_NAME, namespace="loadaware")
+    with (
+        eviction_recorded(client, workload=None),
+        annotator(cluster, prometheus_node_data.url) as process,
+    ):
+        wait_until(lambda: soft_tainted(client, "a"), 5, "a tainted")
+        set_cpu(client, "a", 0.50)  # cool: below the lower line (0.55)
+        time.sleep(HOLD_S + 4)
+        assert soft_tainted(client, "a")
+        set_cpu(client, "a", 0.25)
+        wait_until(lambda: not soft_tainted(client, "a"), HOLD_S + 10, "a untainted")
+        log = process.log_path.read_text()
     assert "cannot read the descheduler's evictions" not in log
     assert "soft taint kept on node a, drained by the descheduler" in log
 
@@ -219,31 +230,19 @@ def test_the_guard_taints_a_node_the_moved_pod_would_warm_until_another_pod_arri
     for name, cpu in (("a", 0.90), ("b", 0.45), ("c", 0.20)):
         cluster.make_node(name, internal_ip=f"192.0.2.{ord(name)}")  # no series: ours
         set_cpu(client, name, cpu)
-    record = {
-        "pod": "shop/web-1", "uid": "uid-web-1", "node": "a", "destination": "b",
-        "cpuCores": 2.0, "memoryBytes": 2**28, "at": time.time(), "workload": "shop/Deployment/web",
-    }  # fmt: skip
-    document = {"version": 1, "evictions": [record], "hotRounds": {}}
-    memory = ConfigMap(
-        metadata=ObjectMeta(name=state.DEFAULT_NAME, namespace="loadaware"),
-        data={state.STATE_KEY: json.dumps(document)},
-    )
-    with contextlib.suppress(ApiError):  # its namespace, if no test made it yet
-        client.create(Namespace(metadata=ObjectMeta(name="loadaware")))
-    client.create(memory)
-    try:
-        with annotator(cluster, prometheus_node_data.url):
-            wait_until(lambda: soft_tainted(client, "a"), 5, "a tainted")
-            wait_until(lambda: soft_tainted(client, "b"), 10, "b tainted by the guard")
-            assert not soft_tainted(client, "c")
-            newcomer = bare_pod(namespace, "newcomer", "100m")
-            assert newcomer.spec is not None
-            newcomer.spec.nodeName = "c"
-            client.create(newcomer)
-            wait_until(lambda: not soft_tainted(client, "b"), 10, "b untainted")
-            assert soft_tainted(client, "a")
-    finally:
-        client.delete(ConfigMap, state.DEFAULT_NAME, namespace="loadaware")
+    with (
+        eviction_recorded(client, workload="shop/Deployment/web"),
+        annotator(cluster, prometheus_node_data.url),
+    ):
+        wait_until(lambda: soft_tainted(client, "a"), 5, "a tainted")
+        wait_until(lambda: soft_tainted(client, "b"), 10, "b tainted by the guard")
+        assert not soft_tainted(client, "c")
+        newcomer = bare_pod(namespace, "newcomer", "100m")
+        assert newcomer.spec is not None
+        newcomer.spec.nodeName = "c"
+        client.create(newcomer)
+        wait_until(lambda: not soft_tainted(client, "b"), 10, "b untainted")
+        assert soft_tainted(client, "a")
 
 
 @pytest.mark.prometheus
